@@ -1,0 +1,117 @@
+# WriteScope build.
+#   make            deps, then bin/writescope (+ bin/libwritescope_cuda.so when nvcc is on PATH)
+#   make test       build and run the test suite (Criterion); prints its Synthesis line
+#   make run        the main job on the default database
+#   make sanitize   the same tests built with AddressSanitizer + UndefinedBehaviorSanitizer
+#   make deps       install missing Debian packages (apt-get); a no-op when all are present
+# Objects go to $(O)/, binaries to $(BIN)/; `make sanitize` uses build/san for both.
+
+CC      ?= cc
+O       ?= build
+BIN     ?= bin
+SAN     ?=
+NVCC    ?= $(shell command -v nvcc 2>/dev/null)
+CUDA_ARCHS ?= 70 80 90
+
+DIRS    := common kernels runtime calib sim traces
+INCS    := $(addprefix -I,$(DIRS)) -I$(O)/gen
+CFLAGS  ?= -O2 -g
+CFLAGS  += -std=c11 -D_GNU_SOURCE -Wall -Wextra -fPIC -pthread -MMD -MP $(INCS)
+LDLIBS  := -lgsl -lopenblas -lsqlite3 -ljansson -ldl -lm -pthread
+ifneq ($(SAN),)
+CFLAGS  += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
+LDFLAGS += -fsanitize=address,undefined
+endif
+
+LIB_SRC := $(foreach d,$(DIRS),$(wildcard $(d)/*.c))
+CLI_SRC := $(wildcard cli/*.c)
+TEST_SRC:= $(wildcard tests/*.c)
+CU_SRC  := $(wildcard kernels/cuda/*.cu)
+EMBED_IN:= $(sort $(wildcard results/schema/*.sql)) profiles/datasheet.json
+
+LIB_OBJ := $(patsubst %.c,$(O)/obj/%.o,$(LIB_SRC)) $(O)/obj/gen/embedded.o
+CLI_OBJ := $(patsubst %.c,$(O)/obj/%.o,$(CLI_SRC))
+TEST_OBJ:= $(patsubst %.c,$(O)/obj/%.o,$(TEST_SRC))
+LIBWS   := $(O)/libwritescope.a
+WS      := $(BIN)/writescope
+TESTBIN := $(O)/tests/ws_tests
+
+# CUDA: build for the requested architectures that this nvcc can target.
+ifneq ($(NVCC),)
+NVCC_ARCHS := $(shell $(NVCC) --list-gpu-arch 2>/dev/null | sed -n 's/^compute_//p')
+CU_ARCHS   := $(filter $(NVCC_ARCHS),$(CUDA_ARCHS))
+CU_MISSING := $(filter-out $(NVCC_ARCHS),$(CUDA_ARCHS))
+CUDA_SO    := $(BIN)/libwritescope_cuda.so
+comma      := ,
+# SASS for each architecture, plus PTX of the newest so later GPUs can JIT it.
+CU_PTX     := $(lastword $(CU_ARCHS))
+CU_GENCODE := $(foreach a,$(CU_ARCHS),-gencode arch=compute_$(a)$(comma)code=sm_$(a)) \
+              $(if $(CU_PTX),-gencode arch=compute_$(CU_PTX)$(comma)code=compute_$(CU_PTX))
+CU_OBJ     := $(patsubst %.cu,$(O)/obj/%.o,$(CU_SRC))
+NVFLAGS    := -O2 -std=c++17 -Xcompiler -fPIC,-Wall,-Wextra $(INCS) $(CU_GENCODE)
+endif
+
+.PHONY: all deps test run sanitize clean cuda-info
+all: deps cuda-info $(WS) $(CUDA_SO)
+
+deps:
+	@./scripts/deps.sh
+
+cuda-info:
+ifeq ($(NVCC),)
+	@echo "nvcc not found: building the CPU parts only (no CUDA backend; GPU features report 'no device')"
+else
+	@echo "nvcc $(shell $(NVCC) --version | sed -n 's/.*release \([0-9.]*\).*/\1/p'): CUDA backend for $(foreach a,$(CU_ARCHS),sm_$(a))"
+	$(if $(CU_MISSING),@echo "warning: this nvcc cannot target $(foreach a,$(CU_MISSING),sm_$(a)) (CUDA 13 dropped Volta); build with CUDA <= 12.x for those")
+endif
+
+$(O)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+$(O)/gen/embedded.c: $(EMBED_IN) scripts/embed.sh
+	@mkdir -p $(dir $@)
+	./scripts/embed.sh $@ $(EMBED_IN)
+
+$(O)/obj/gen/embedded.o: $(O)/gen/embedded.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+$(LIBWS): $(LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(WS): $(CLI_OBJ) $(LIBWS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) $(CLI_OBJ) $(LIBWS) $(LDLIBS) -o $@
+
+$(O)/obj/kernels/cuda/%.o: kernels/cuda/%.cu kernels/backend.h common/ws_err.h
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVFLAGS) -c $< -o $@
+
+$(CUDA_SO): $(CU_OBJ) $(O)/obj/common/ws_err.o
+	@mkdir -p $(dir $@)
+	$(NVCC) -shared -cudart static $(CU_GENCODE) $^ -o $@
+
+$(TESTBIN): $(TEST_OBJ) $(LIBWS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) $(TEST_OBJ) $(LIBWS) -lcriterion $(LDLIBS) -o $@
+
+test: all $(TESTBIN)
+	WRITESCOPE_BIN=$(abspath $(WS)) $(if $(CUDA_SO),WRITESCOPE_CUDA_LIB=$(abspath $(CUDA_SO))) \
+	    $(TESTBIN) --jobs 2 $(TEST_ARGS)
+
+run: all
+	$(WS) model show deepseek-v2-lite
+	$(WS) model show qwen3-30b-a3b
+	$(WS) model show mixtral-8x7b
+	$(WS) model show deepseek-v4-flash
+	$(WS) db show
+
+sanitize: deps
+	$(MAKE) O=build/san BIN=build/san/bin SAN=1 test
+
+clean:
+	rm -rf build bin
+
+-include $(shell find $(O)/obj -name '*.d' 2>/dev/null)

@@ -1,0 +1,112 @@
+/* cli: shared helpers of the front end (see cli.h). */
+#include "cli.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+int cli_fail(const ws_err *err)
+{
+    fprintf(stderr, "writescope: %s\n", err && err->msg[0] ? err->msg : "failed");
+    return CLI_EXIT_FAIL;
+}
+
+int cli_usage_error(const char *cmd, const char *fmt, ...)
+{
+    va_list ap;
+    fprintf(stderr, "writescope %s: ", cmd);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, " (see 'writescope %s --help')\n", cmd);
+    return CLI_EXIT_USAGE;
+}
+
+int cli_print_json(json_t *v)
+{
+    char *s = json_dumps(v, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10));
+    json_decref(v);
+    if (!s)
+        return CLI_EXIT_FAIL;
+    puts(s);
+    free(s);
+    return CLI_EXIT_OK;
+}
+
+json_t *cli_num(double v)
+{
+    if (isfinite(v) && v == floor(v) && fabs(v) < 9007199254740992.0)
+        return json_integer((json_int_t)v);
+    return json_real(v);
+}
+
+const char *cli_commas(double v, char *buf, int cap)
+{
+    char tmp[64];
+    snprintf(tmp, sizeof tmp, "%.0f", fabs(v));
+    int len = (int)strlen(tmp), o = 0;
+    if (v < 0 && o < cap - 1)
+        buf[o++] = '-';
+    for (int i = 0; i < len && o < cap - 1; i++) {
+        buf[o++] = tmp[i];
+        if ((len - i - 1) % 3 == 0 && i < len - 1 && o < cap - 1)
+            buf[o++] = ',';
+    }
+    buf[o] = '\0';
+    return buf;
+}
+
+const char *cli_si(double v, const char *unit, char *buf, int cap)
+{
+    static const char *pre[] = {"", "K", "M", "G", "T", "P"};
+    int i = 0;
+    double a = fabs(v);
+    while (a >= 1000.0 && i < 5) {
+        a /= 1000.0;
+        v /= 1000.0;
+        i++;
+    }
+    snprintf(buf, (size_t)cap, "%.4g %s%s", v, pre[i], unit);
+    return buf;
+}
+
+int cli_parse(const char *cmd, int argc, char **argv, const cli_opt *opts, char **pos,
+              int max_pos, int *npos, int *help)
+{
+    *npos = 0;
+    *help = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            *help = 1;
+            continue;
+        }
+        if (strncmp(a, "--", 2) != 0 || a[2] == '\0') {
+            if (*npos >= max_pos)
+                return cli_usage_error(cmd, "unexpected argument '%s'", a);
+            pos[(*npos)++] = argv[i];
+            continue;
+        }
+        const char *name = a + 2, *eq = strchr(name, '=');
+        size_t len = eq ? (size_t)(eq - name) : strlen(name);
+        const cli_opt *o = opts;
+        while (o->name && (strlen(o->name) != len || strncmp(o->name, name, len)))
+            o++;
+        if (!o->name)
+            return cli_usage_error(cmd, "unknown option '%s'", a);
+        if (o->flag) {
+            if (eq)
+                return cli_usage_error(cmd, "option '--%s' takes no value", o->name);
+            *o->flag = 1;
+        } else if (eq) {
+            *o->value = eq + 1;
+        } else if (i + 1 < argc) {
+            *o->value = argv[++i];
+        } else {
+            return cli_usage_error(cmd, "option '--%s' needs a value", o->name);
+        }
+    }
+    return 0;
+}

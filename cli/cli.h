@@ -1,0 +1,45 @@
+/* cli: shared helpers of the `writescope` command-line front end: the command table,
+ * error reporting and exit codes, number formatting and JSON printing. Only code under
+ * cli/ prints to the terminal or exits; it calls the library and reports its ws_err. */
+#ifndef WS_CLI_H
+#define WS_CLI_H
+
+#include <jansson.h>
+
+#include "ws_err.h"
+
+#define CLI_EXIT_OK 0    /* success */
+#define CLI_EXIT_FAIL 1  /* the operation failed (bad input file, database, device) */
+#define CLI_EXIT_USAGE 2 /* wrong command line */
+
+/* Prints "writescope: <msg>" to stderr and returns CLI_EXIT_FAIL. */
+int cli_fail(const ws_err *err);
+/* Prints "writescope: <formatted>" plus a --help hint and returns CLI_EXIT_USAGE. */
+int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Prints the JSON value indented to stdout (with a newline); steals the reference. */
+int cli_print_json(json_t *v);
+/* A JSON number: an integer when v is integral and exact in a double, else a real. */
+json_t *cli_num(double v);
+/* 1234567 -> "1,234,567" (integer part only), into buf. */
+const char *cli_commas(double v, char *buf, int cap);
+/* Scaled with SI unit: 1.555e12, "B/s" -> "1555.0 GB/s". */
+const char *cli_si(double v, const char *unit, char *buf, int cap);
+
+int cmd_model(int argc, char **argv);
+int cmd_db(int argc, char **argv);
+int cmd_device(int argc, char **argv);
+
+#endif
+
+/* One option of a command: `--name` (flag) or `--name VALUE` / `--name=VALUE`. */
+typedef struct cli_opt {
+    const char *name;   /* without the leading "--" */
+    const char **value; /* set for options with a value; NULL for flags */
+    int *flag;          /* set to 1 for flags; NULL for options with a value */
+} cli_opt;
+
+/* Parses argv[1..argc-1]: options (table `opts`, NULL-name terminated) anywhere, the
+ * rest into pos[] (at most max_pos). --help/-h sets *help. Returns 0, or prints a usage
+ * error naming `cmd` and returns CLI_EXIT_USAGE. */
+int cli_parse(const char *cmd, int argc, char **argv, const cli_opt *opts, char **pos,
+              int max_pos, int *npos, int *help);

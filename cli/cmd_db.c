@@ -1,0 +1,188 @@
+/* cmd_db: `writescope db init|show|export` -- the SQLite database of hardware profiles
+ * and calibrations. The database is created (and seeded with the datasheet profiles) on
+ * first use; every write is one transaction. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "store.h"
+#include "ws_util.h"
+
+static void help(FILE *out)
+{
+    fprintf(out,
+            "usage: writescope db init   [--db PATH] [--seed FILE] [--json]\n"
+            "       writescope db show   [--db PATH] [--profile NAME] [--json]\n"
+            "       writescope db export [--db PATH] [--format json|csv] [--table NAME] "
+            "[--output FILE]\n"
+            "\n"
+            "init    create the database if missing, migrate it to the current schema and\n"
+            "        (re)write the datasheet profiles, or the profiles of --seed FILE (same\n"
+            "        format as profiles/datasheet.json)\n"
+            "show    list the hardware profiles with every parameter, its unit, its source\n"
+            "        (datasheet, measured, fitted, modeled) and its reference\n"
+            "export  every table as JSON, or one table (--table) as CSV\n"
+            "\n"
+            "--db defaults to $WRITESCOPE_DB, else results/writescope.db in the project.\n");
+}
+
+static int open_store(const char *db_path, ws_store **s, ws_err *err)
+{
+    char path[WS_PATH_MAX];
+    if (!db_path) {
+        if (ws_store_default_path(path, sizeof path, err))
+            return err->code;
+        db_path = path;
+    }
+    return ws_store_open(db_path, s, err);
+}
+
+static const char *unit_text(double v, const char *unit, char *buf, int cap)
+{
+    if (!strcmp(unit, "1"))
+        snprintf(buf, (size_t)cap, "%g", v);
+    else if (!strcmp(unit, "B")) /* capacities read best in binary units */
+        snprintf(buf, (size_t)cap, "%.4g GiB", v / (1024.0 * 1024 * 1024));
+    else
+        cli_si(v, unit, buf, cap);
+    return buf;
+}
+
+static void show_text(ws_store *s, json_t *profiles)
+{
+    printf("database %s (schema %d)\n", ws_store_path(s), WS_SCHEMA_VERSION);
+    size_t i, j;
+    json_t *p, *q;
+    json_array_foreach(profiles, i, p)
+    {
+        printf("\n%-4s %-18s [%s] %s\n", json_string_value(json_object_get(p, "kind")),
+               json_string_value(json_object_get(p, "name")),
+               json_string_value(json_object_get(p, "source")),
+               json_string_value(json_object_get(p, "description")));
+        json_array_foreach(json_object_get(p, "params"), j, q)
+        {
+            char v[64];
+            printf("     %-12s %-14s %-9s %s\n", json_string_value(json_object_get(q, "key")),
+                   unit_text(json_number_value(json_object_get(q, "value")),
+                             json_string_value(json_object_get(q, "unit")), v, sizeof v),
+                   json_string_value(json_object_get(q, "source")),
+                   json_string_value(json_object_get(q, "reference")));
+        }
+    }
+}
+
+/* Writes to FILE through FILE.tmp + rename, so a failed export leaves no partial file. */
+static int export_to(ws_store *s, const char *format, const char *table, const char *output,
+                     ws_err *err)
+{
+    char tmp[WS_PATH_MAX];
+    FILE *out = stdout;
+    if (output) {
+        snprintf(tmp, sizeof tmp, "%s.tmp", output);
+        out = fopen(tmp, "w");
+        if (!out)
+            return ws_err_set(err, WS_EIO, "%s: cannot write: %s", tmp, strerror(errno));
+    }
+    int rc = 0;
+    if (!strcmp(format, "csv")) {
+        rc = ws_store_export_csv(s, table, out, err);
+    } else {
+        json_t *all = ws_store_export(s, err);
+        if (!all) {
+            rc = err->code;
+        } else {
+            rc = json_dumpf(all, out, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
+            fputc('\n', out);
+            json_decref(all);
+            if (rc)
+                rc = ws_err_set(err, WS_EIO, "cannot write the export");
+        }
+    }
+    if (output) {
+        if (fclose(out) != 0 && !rc)
+            rc = ws_err_set(err, WS_EIO, "%s: cannot write: %s", tmp, strerror(errno));
+        if (rc)
+            remove(tmp);
+        else if (rename(tmp, output) != 0)
+            rc = ws_err_set(err, WS_EIO, "%s: cannot write: %s", output, strerror(errno));
+    }
+    return rc;
+}
+
+int cmd_db(int argc, char **argv)
+{
+    int json = 0, help_flag = 0, nargs = 0;
+    const char *db = NULL, *seed = NULL, *profile = NULL, *format = "json", *table = NULL,
+               *output = NULL;
+    const cli_opt opts[] = {{"json", NULL, &json},       {"db", &db, NULL},
+                            {"seed", &seed, NULL},       {"profile", &profile, NULL},
+                            {"format", &format, NULL},   {"table", &table, NULL},
+                            {"output", &output, NULL},   {0}};
+    char *args[1];
+    int rc = cli_parse("db", argc, argv, opts, args, 1, &nargs, &help_flag);
+    if (rc)
+        return rc;
+    if (help_flag) {
+        help(stdout);
+        return CLI_EXIT_OK;
+    }
+    if (nargs == 0)
+        return cli_usage_error("db", "missing subcommand (init, show or export)");
+    const char *sub = args[0];
+    if (strcmp(sub, "init") && strcmp(sub, "show") && strcmp(sub, "export"))
+        return cli_usage_error("db", "unknown subcommand '%s'", sub);
+    if (!strcmp(sub, "export")) {
+        if (strcmp(format, "json") && strcmp(format, "csv"))
+            return cli_usage_error("db", "--format must be json or csv");
+        if (!strcmp(format, "csv") && !table)
+            return cli_usage_error("db", "--format csv needs --table NAME");
+    }
+
+    ws_err err = {0};
+    char *seed_text = NULL;
+    if (seed && !(seed_text = ws_read_file(seed, NULL, &err)))
+        return cli_fail(&err); /* read the seed before touching the database */
+    ws_store *s;
+    if (open_store(db, &s, &err)) {
+        free(seed_text);
+        return cli_fail(&err);
+    }
+    if (!strcmp(sub, "init")) {
+        int n = 0;
+        rc = seed_text ? ws_store_import_profiles(s, seed_text, seed, &n, &err)
+                       : ws_store_seed_datasheet(s, &n, &err);
+        if (!rc && json) {
+            json_t *o = json_object();
+            json_object_set_new(o, "database", json_string(ws_store_path(s)));
+            json_object_set_new(o, "schema_version", json_integer(WS_SCHEMA_VERSION));
+            json_object_set_new(o, "created", json_boolean(ws_store_created(s)));
+            json_object_set_new(o, "profiles_written", json_integer(n));
+            cli_print_json(o);
+        } else if (!rc) {
+            printf("%s %s (schema %d): wrote %d profile(s) from %s\n",
+                   ws_store_created(s) ? "created" : "updated", ws_store_path(s),
+                   WS_SCHEMA_VERSION, n, seed ? seed : "the datasheet profiles");
+        }
+    } else if (!strcmp(sub, "show")) {
+        json_t *profiles = ws_store_profiles(s, profile, &err);
+        if (!profiles) {
+            rc = err.code;
+        } else if (json) {
+            json_t *o = json_object();
+            json_object_set_new(o, "database", json_string(ws_store_path(s)));
+            json_object_set_new(o, "schema_version", json_integer(WS_SCHEMA_VERSION));
+            json_object_set_new(o, "profiles", profiles);
+            cli_print_json(o);
+        } else {
+            show_text(s, profiles);
+            json_decref(profiles);
+        }
+    } else {
+        rc = export_to(s, format, table, output, &err);
+    }
+    free(seed_text);
+    ws_store_close(s);
+    return rc ? cli_fail(&err) : CLI_EXIT_OK;
+}

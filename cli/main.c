@@ -1,0 +1,54 @@
+/* writescope: the command-line tool. Dispatches `writescope <command> ...` to the
+ * command handlers in cli/cmd_*.c; each handler parses its own options, calls the
+ * library and turns its errors into messages and exit codes. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+#include "ws_util.h"
+
+typedef struct cli_command {
+    const char *name;
+    int (*run)(int argc, char **argv); /* argv[0] is the command name */
+    const char *summary;
+} cli_command;
+
+static const cli_command k_commands[] = {
+    {"model", cmd_model, "describe models from their Hugging Face config.json"},
+    {"db", cmd_db, "create, show and export the profile/calibration database"},
+    {"device", cmd_device, "show the CPU and CUDA devices this binary can use"},
+};
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: writescope <command> [options]   (writescope <command> --help for details)\n"
+            "\n"
+            "CPU-GPU load balancing of the KV cache for long-context MoE inference.\n"
+            "\ncommands:\n");
+    for (size_t i = 0; i < sizeof k_commands / sizeof k_commands[0]; i++)
+        fprintf(out, "  %-8s %s\n", k_commands[i].name, k_commands[i].summary);
+    fprintf(out, "\nenvironment: WRITESCOPE_HOME (project folder), WRITESCOPE_DB (database path),\n"
+                 "  WRITESCOPE_DB_TIMEOUT_MS (lock wait), WRITESCOPE_CUDA_LIB (CUDA backend .so)\n");
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return CLI_EXIT_USAGE;
+    }
+    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+        usage(stdout);
+        return CLI_EXIT_OK;
+    }
+    if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "version")) {
+        printf("writescope %s\n", WS_VERSION);
+        return CLI_EXIT_OK;
+    }
+    for (size_t i = 0; i < sizeof k_commands / sizeof k_commands[0]; i++)
+        if (!strcmp(argv[1], k_commands[i].name))
+            return k_commands[i].run(argc - 1, argv + 1);
+    fprintf(stderr, "writescope: unknown command '%s' (see 'writescope --help')\n", argv[1]);
+    return CLI_EXIT_USAGE;
+}

@@ -1,0 +1,547 @@
+/* store: SQLite database access, migrations and profile seeding (see store.h). */
+#include "store.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "embedded.h"
+#include "ws_util.h"
+
+struct ws_store {
+    sqlite3 *db;
+    char path[WS_PATH_MAX];
+    int created;
+    int timeout_ms;
+};
+
+const char *const ws_store_tables[] = {"hosts",   "calib_runs", "samples",        "fits",
+                                       "profiles", "profile_params", NULL};
+
+static const char *const k_sources[] = {"datasheet", "measured", "fitted", "modeled", NULL};
+
+/* Message for an unexpected SQLite failure: "<db>: <what>: <sqlite> (store.c:LINE)". */
+#define DB_FAIL(s, err, what)                                                                   \
+    ws_err_set(err, WS_EDB, "%s: %s: %s (%s:%d)", (s)->path, what, sqlite3_errmsg((s)->db),     \
+               __FILE__, __LINE__)
+
+int ws_store_default_path(char *buf, size_t cap, ws_err *err)
+{
+    const char *env = getenv("WRITESCOPE_DB");
+    if (env && *env) {
+        if (strlen(env) + 1 > cap)
+            return ws_err_set(err, WS_EINVAL, "WRITESCOPE_DB too long");
+        strcpy(buf, env);
+        return 0;
+    }
+    char root[WS_PATH_MAX];
+    if (ws_root_dir(root, sizeof root, err))
+        return err ? err->code : WS_EIO;
+    return ws_path_join(buf, cap, root, "results/writescope.db", err);
+}
+
+sqlite3 *ws_store_db(ws_store *s) { return s->db; }
+const char *ws_store_path(const ws_store *s) { return s->path; }
+int ws_store_created(const ws_store *s) { return s->created; }
+
+static int exec(ws_store *s, const char *sql, ws_err *err)
+{
+    char *msg = NULL;
+    int rc = sqlite3_exec(s->db, sql, NULL, NULL, &msg);
+    if (rc != SQLITE_OK) {
+        ws_err_set(err, WS_EDB, "%s: %s", s->path, msg ? msg : sqlite3_errstr(rc));
+        sqlite3_free(msg);
+        return WS_EDB;
+    }
+    return 0;
+}
+
+int ws_store_begin(ws_store *s, ws_err *err)
+{
+    int rc = sqlite3_exec(s->db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
+    if (rc == SQLITE_BUSY || rc == SQLITE_LOCKED)
+        return ws_err_set(err, WS_EDB,
+                          "%s: database is locked by another writer (gave up after %.1f s)",
+                          s->path, s->timeout_ms / 1000.0);
+    if (rc != SQLITE_OK)
+        return DB_FAIL(s, err, "cannot begin a transaction");
+    return 0;
+}
+
+int ws_store_commit(ws_store *s, ws_err *err)
+{
+    int rc = sqlite3_exec(s->db, "COMMIT", NULL, NULL, NULL);
+    if (rc == SQLITE_BUSY)
+        return ws_err_set(err, WS_EDB, "%s: database is locked by a reader; commit gave up after %.1f s",
+                          s->path, s->timeout_ms / 1000.0);
+    if (rc != SQLITE_OK)
+        return DB_FAIL(s, err, "cannot commit");
+    return 0;
+}
+
+void ws_store_rollback(ws_store *s)
+{
+    if (!sqlite3_get_autocommit(s->db))
+        sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+}
+
+static int query_int(ws_store *s, const char *sql, int *out, ws_err *err)
+{
+    sqlite3_stmt *st;
+    int rc = sqlite3_prepare_v2(s->db, sql, -1, &st, NULL);
+    if (rc == SQLITE_OK) {
+        rc = sqlite3_step(st);
+        if (rc == SQLITE_ROW) {
+            *out = sqlite3_column_int(st, 0);
+            rc = SQLITE_OK;
+        }
+        sqlite3_finalize(st);
+    }
+    if (rc == SQLITE_NOTADB)
+        return ws_err_set(err, WS_EDB, "%s: not a SQLite database", s->path);
+    if (rc == SQLITE_BUSY)
+        return ws_err_set(err, WS_EDB, "%s: database is locked (gave up after %.1f s)", s->path,
+                          s->timeout_ms / 1000.0);
+    if (rc != SQLITE_OK)
+        return ws_err_set(err, WS_EDB, "%s: cannot read the database: %s", s->path,
+                          sqlite3_errstr(rc));
+    return 0;
+}
+
+/* Applies every embedded migration newer than `from`, inside the caller's transaction. */
+static int migrate(ws_store *s, int from, ws_err *err)
+{
+    for (int v = from + 1; v <= WS_SCHEMA_VERSION; v++) {
+        const ws_embedded_file *mig = NULL;
+        char prefix[32];
+        snprintf(prefix, sizeof prefix, "results/schema/%03d_", v);
+        for (const ws_embedded_file *f = ws_embedded; f->path; f++)
+            if (!strncmp(f->path, prefix, strlen(prefix)))
+                mig = f;
+        if (!mig)
+            return ws_err_set(err, WS_EDB, "schema migration %03d is missing from this build", v);
+        if (exec(s, mig->data, err))
+            return ws_err_prefix(err, "migration %s", mig->path);
+        char sql[64];
+        snprintf(sql, sizeof sql, "PRAGMA user_version = %d", v);
+        if (exec(s, sql, err))
+            return WS_EDB;
+    }
+    return 0;
+}
+
+int ws_store_open(const char *path, ws_store **out, ws_err *err)
+{
+    *out = NULL;
+    ws_store *s = calloc(1, sizeof *s);
+    if (!s)
+        return ws_err_set(err, WS_ENOMEM, "out of memory");
+    if (strlen(path) + 1 > sizeof s->path) {
+        free(s);
+        return ws_err_set(err, WS_EINVAL, "database path too long");
+    }
+    strcpy(s->path, path);
+    const char *tm = getenv("WRITESCOPE_DB_TIMEOUT_MS");
+    s->timeout_ms = tm && *tm && atoi(tm) >= 0 ? atoi(tm) : 5000;
+
+    int exists = access(path, F_OK) == 0;
+    if (exists && !ws_file_exists(path)) {
+        free(s);
+        return ws_err_set(err, WS_EIO, "%s: not a regular file", path);
+    }
+    if (!exists && ws_ensure_parent_dir(path, err)) {
+        free(s);
+        return err ? err->code : WS_EIO;
+    }
+    int flags = SQLITE_OPEN_READWRITE | (exists ? 0 : SQLITE_OPEN_CREATE);
+    int rc = sqlite3_open_v2(path, &s->db, flags, NULL);
+    if (rc != SQLITE_OK) {
+        ws_err_set(err, WS_EDB, "%s: cannot open: %s", path,
+                   s->db ? sqlite3_errmsg(s->db) : sqlite3_errstr(rc));
+        sqlite3_close(s->db);
+        free(s);
+        return WS_EDB;
+    }
+    sqlite3_busy_timeout(s->db, s->timeout_ms);
+    s->created = !exists;
+
+    int version = 0, tables = 0;
+    if (query_int(s, "PRAGMA user_version", &version, err))
+        goto fail;
+    if (version > WS_SCHEMA_VERSION) {
+        ws_err_set(err, WS_EDB,
+                   "%s: schema version %d is newer than this writescope supports (%d); "
+                   "upgrade writescope",
+                   path, version, WS_SCHEMA_VERSION);
+        goto fail;
+    }
+    if (query_int(s, "SELECT count(*) FROM sqlite_master", &tables, err))
+        goto fail;
+    if (version == 0 && tables > 0) {
+        ws_err_set(err, WS_EDB, "%s: a SQLite database, but not a WriteScope one (no schema version)",
+                   path);
+        goto fail;
+    }
+    if (exec(s, "PRAGMA foreign_keys = ON", err))
+        goto fail;
+    if (version < WS_SCHEMA_VERSION) {
+        if (ws_store_begin(s, err))
+            goto fail;
+        /* Another process may have migrated while we waited for the lock. */
+        if (query_int(s, "PRAGMA user_version", &version, err) ||
+            migrate(s, version, err) ||
+            (version == 0 && ws_store_seed_datasheet(s, NULL, err)) ||
+            ws_store_commit(s, err)) {
+            ws_store_rollback(s);
+            goto fail;
+        }
+    }
+    *out = s;
+    return 0;
+fail:
+    sqlite3_close(s->db);
+    if (s->created)
+        unlink(path); /* never leave a half-made database behind */
+    free(s);
+    return err ? err->code : WS_EDB;
+}
+
+void ws_store_close(ws_store *s)
+{
+    if (!s)
+        return;
+    sqlite3_close(s->db);
+    free(s);
+}
+
+static int valid_source(const char *src)
+{
+    for (int i = 0; k_sources[i]; i++)
+        if (!strcmp(src, k_sources[i]))
+            return 1;
+    return 0;
+}
+
+/* Inserts one profile object (already validated shape) inside the open transaction. */
+static int insert_profile(ws_store *s, json_t *p, const char *origin, int index, ws_err *err)
+{
+    const char *name = json_string_value(json_object_get(p, "name"));
+    const char *kind = json_string_value(json_object_get(p, "kind"));
+    const char *desc = json_string_value(json_object_get(p, "description"));
+    json_t *params = json_object_get(p, "params");
+    if (!name || !*name || !kind || !desc || !json_is_object(params))
+        return ws_err_set(err, WS_EPARSE,
+                          "%s: profile %d needs string name, kind, description and object params",
+                          origin, index);
+    if (strcmp(kind, "gpu") && strcmp(kind, "host"))
+        return ws_err_set(err, WS_EINVAL, "%s: profile %s: kind \"%s\" is not gpu or host", origin,
+                          name, kind);
+    /* The profile's own source: datasheet unless a parameter says it was measured/fitted. */
+    const char *psrc = "datasheet";
+    const char *key;
+    json_t *v;
+    json_object_foreach(params, key, v)
+    {
+        const char *src = json_string_value(json_object_get(v, "source"));
+        json_t *val = json_object_get(v, "value");
+        if (!json_is_object(v) || !json_is_number(val) || !src ||
+            !json_is_string(json_object_get(v, "unit")) ||
+            !json_is_string(json_object_get(v, "reference")))
+            return ws_err_set(err, WS_EPARSE,
+                              "%s: profile %s, param %s: needs number value and string unit, "
+                              "source, reference",
+                              origin, name, key);
+        if (!valid_source(src))
+            return ws_err_set(err, WS_EINVAL,
+                              "%s: profile %s, param %s: source \"%s\" is not one of datasheet, "
+                              "measured, fitted, modeled",
+                              origin, name, key, src);
+        if (!isfinite(json_number_value(val)))
+            return ws_err_set(err, WS_EINVAL, "%s: profile %s, param %s: value is not finite",
+                              origin, name, key);
+        if (!strcmp(src, "fitted") || !strcmp(src, "measured"))
+            psrc = src;
+    }
+    sqlite3_stmt *st = NULL;
+    int rc = sqlite3_prepare_v2(s->db, "DELETE FROM profiles WHERE name = ?1", -1, &st, NULL);
+    if (rc == SQLITE_OK) {
+        sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+        rc = sqlite3_step(st) == SQLITE_DONE ? SQLITE_OK : SQLITE_ERROR;
+    }
+    sqlite3_finalize(st);
+    if (rc != SQLITE_OK)
+        return DB_FAIL(s, err, "cannot replace profile");
+    char now[32];
+    ws_utc_now(now, sizeof now);
+    rc = sqlite3_prepare_v2(s->db,
+                            "INSERT INTO profiles(name, kind, description, source, created_at) "
+                            "VALUES (?1, ?2, ?3, ?4, ?5)",
+                            -1, &st, NULL);
+    if (rc == SQLITE_OK) {
+        sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 2, kind, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 3, desc, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 4, psrc, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 5, now, -1, SQLITE_STATIC);
+        rc = sqlite3_step(st) == SQLITE_DONE ? SQLITE_OK : SQLITE_ERROR;
+    }
+    sqlite3_finalize(st);
+    if (rc != SQLITE_OK)
+        return DB_FAIL(s, err, "cannot insert profile");
+    sqlite3_int64 id = sqlite3_last_insert_rowid(s->db);
+    rc = sqlite3_prepare_v2(s->db,
+                            "INSERT INTO profile_params(profile_id, key, value, unit, source, "
+                            "reference) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                            -1, &st, NULL);
+    if (rc != SQLITE_OK)
+        return DB_FAIL(s, err, "cannot prepare profile parameters");
+    json_object_foreach(params, key, v)
+    {
+        sqlite3_reset(st);
+        sqlite3_bind_int64(st, 1, id);
+        sqlite3_bind_text(st, 2, key, -1, SQLITE_STATIC);
+        sqlite3_bind_double(st, 3, json_number_value(json_object_get(v, "value")));
+        sqlite3_bind_text(st, 4, json_string_value(json_object_get(v, "unit")), -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 5, json_string_value(json_object_get(v, "source")), -1,
+                          SQLITE_STATIC);
+        sqlite3_bind_text(st, 6, json_string_value(json_object_get(v, "reference")), -1,
+                          SQLITE_STATIC);
+        if (sqlite3_step(st) != SQLITE_DONE) {
+            DB_FAIL(s, err, "cannot insert profile parameter");
+            sqlite3_finalize(st);
+            return WS_EDB;
+        }
+    }
+    sqlite3_finalize(st);
+    return 0;
+}
+
+/* Writes all profiles of a file; runs inside an open transaction. */
+static int import_in_tx(ws_store *s, const char *text, const char *origin, int *n_out, ws_err *err)
+{
+    json_error_t je;
+    json_t *root = json_loads(text, 0, &je);
+    if (!root)
+        return ws_err_set(err, WS_EPARSE, "%s: invalid JSON at line %d column %d: %s", origin,
+                          je.line, je.column, je.text);
+    json_t *arr = json_object_get(root, "profiles");
+    int rc = 0;
+    if (!json_is_array(arr) || json_array_size(arr) == 0)
+        rc = ws_err_set(err, WS_EPARSE, "%s: expected {\"profiles\": [ ... ]} with at least one profile",
+                        origin);
+    size_t i;
+    json_t *p;
+    json_array_foreach(arr, i, p)
+    {
+        if (rc)
+            break;
+        rc = insert_profile(s, p, origin, (int)i, err);
+    }
+    if (!rc && n_out)
+        *n_out = (int)json_array_size(arr);
+    json_decref(root);
+    return rc;
+}
+
+int ws_store_import_profiles(ws_store *s, const char *text, const char *origin, int *n_out,
+                             ws_err *err)
+{
+    int rc = ws_store_begin(s, err);
+    if (rc)
+        return rc;
+    rc = import_in_tx(s, text, origin, n_out, err);
+    if (!rc)
+        rc = ws_store_commit(s, err);
+    if (rc)
+        ws_store_rollback(s);
+    return rc;
+}
+
+int ws_store_seed_datasheet(ws_store *s, int *n_out, ws_err *err)
+{
+    const ws_embedded_file *f = ws_embedded_find("profiles/datasheet.json");
+    if (!f)
+        return ws_err_set(err, WS_EDB, "the datasheet profiles are missing from this build");
+    /* Inside an open transaction (first open) write directly; otherwise make one. */
+    if (!sqlite3_get_autocommit(s->db))
+        return import_in_tx(s, f->data, "profiles/datasheet.json (embedded)", n_out, err);
+    return ws_store_import_profiles(s, f->data, "profiles/datasheet.json (embedded)", n_out, err);
+}
+
+static json_t *column_json(sqlite3_stmt *st, int i)
+{
+    switch (sqlite3_column_type(st, i)) {
+    case SQLITE_INTEGER: return json_integer(sqlite3_column_int64(st, i));
+    case SQLITE_FLOAT: return json_real(sqlite3_column_double(st, i));
+    case SQLITE_NULL: return json_null();
+    default: return json_string((const char *)sqlite3_column_text(st, i));
+    }
+}
+
+json_t *ws_store_profiles(ws_store *s, const char *name, ws_err *err)
+{
+    sqlite3_stmt *st = NULL, *pp = NULL;
+    json_t *out = json_array();
+    int rc = sqlite3_prepare_v2(s->db,
+                                "SELECT id, name, kind, description, source, created_at FROM "
+                                "profiles WHERE ?1 IS NULL OR name = ?1 ORDER BY kind, name",
+                                -1, &st, NULL);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_prepare_v2(s->db,
+                                "SELECT key, value, unit, source, reference FROM profile_params "
+                                "WHERE profile_id = ?1 ORDER BY rowid",
+                                -1, &pp, NULL);
+    if (rc != SQLITE_OK) {
+        DB_FAIL(s, err, "cannot list profiles");
+        goto fail;
+    }
+    if (name)
+        sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        json_t *p = json_object();
+        json_object_set_new(p, "name", column_json(st, 1));
+        json_object_set_new(p, "kind", column_json(st, 2));
+        json_object_set_new(p, "description", column_json(st, 3));
+        json_object_set_new(p, "source", column_json(st, 4));
+        json_object_set_new(p, "created_at", column_json(st, 5));
+        json_t *params = json_array();
+        sqlite3_reset(pp);
+        sqlite3_bind_int64(pp, 1, sqlite3_column_int64(st, 0));
+        while (sqlite3_step(pp) == SQLITE_ROW) {
+            json_t *q = json_object();
+            json_object_set_new(q, "key", column_json(pp, 0));
+            json_object_set_new(q, "value", json_real(sqlite3_column_double(pp, 1)));
+            json_object_set_new(q, "unit", column_json(pp, 2));
+            json_object_set_new(q, "source", column_json(pp, 3));
+            json_object_set_new(q, "reference", column_json(pp, 4));
+            json_array_append_new(params, q);
+        }
+        json_object_set_new(p, "params", params);
+        json_array_append_new(out, p);
+    }
+    if (rc != SQLITE_DONE) {
+        DB_FAIL(s, err, "cannot list profiles");
+        goto fail;
+    }
+    if (name && json_array_size(out) == 0) {
+        ws_err_set(err, WS_ENOTFOUND, "%s: no profile named '%s'", s->path, name);
+        goto fail;
+    }
+    sqlite3_finalize(st);
+    sqlite3_finalize(pp);
+    return out;
+fail:
+    sqlite3_finalize(st);
+    sqlite3_finalize(pp);
+    json_decref(out);
+    return NULL;
+}
+
+static int known_table(const char *t)
+{
+    for (int i = 0; ws_store_tables[i]; i++)
+        if (!strcmp(t, ws_store_tables[i]))
+            return 1;
+    return 0;
+}
+
+/* Rows of one table, streamed to a callback-free JSON array. */
+static json_t *table_json(ws_store *s, const char *table, ws_err *err)
+{
+    char sql[128];
+    snprintf(sql, sizeof sql, "SELECT * FROM %s ORDER BY rowid", table);
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) != SQLITE_OK) {
+        DB_FAIL(s, err, "cannot export");
+        return NULL;
+    }
+    json_t *rows = json_array();
+    int rc, n = sqlite3_column_count(st);
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        json_t *row = json_object();
+        for (int i = 0; i < n; i++)
+            json_object_set_new(row, sqlite3_column_name(st, i), column_json(st, i));
+        json_array_append_new(rows, row);
+    }
+    sqlite3_finalize(st);
+    if (rc != SQLITE_DONE) {
+        DB_FAIL(s, err, "cannot export");
+        json_decref(rows);
+        return NULL;
+    }
+    return rows;
+}
+
+json_t *ws_store_export(ws_store *s, ws_err *err)
+{
+    json_t *out = json_object();
+    json_object_set_new(out, "schema_version", json_integer(WS_SCHEMA_VERSION));
+    /* One read transaction so the tables agree with each other. */
+    sqlite3_exec(s->db, "BEGIN", NULL, NULL, NULL);
+    for (int i = 0; ws_store_tables[i]; i++) {
+        json_t *rows = table_json(s, ws_store_tables[i], err);
+        if (!rows) {
+            sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+            json_decref(out);
+            return NULL;
+        }
+        json_object_set_new(out, ws_store_tables[i], rows);
+    }
+    sqlite3_exec(s->db, "COMMIT", NULL, NULL, NULL);
+    return out;
+}
+
+static void csv_field(FILE *out, const char *v)
+{
+    if (!strpbrk(v, ",\"\n\r")) {
+        fputs(v, out);
+        return;
+    }
+    fputc('"', out);
+    for (; *v; v++) {
+        if (*v == '"')
+            fputc('"', out);
+        fputc(*v, out);
+    }
+    fputc('"', out);
+}
+
+int ws_store_export_csv(ws_store *s, const char *table, FILE *out, ws_err *err)
+{
+    if (!known_table(table))
+        return ws_err_set(err, WS_EINVAL,
+                          "unknown table '%s' (tables: hosts, calib_runs, samples, fits, profiles, "
+                          "profile_params)",
+                          table);
+    char sql[128];
+    snprintf(sql, sizeof sql, "SELECT * FROM %s ORDER BY rowid", table);
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) != SQLITE_OK)
+        return DB_FAIL(s, err, "cannot export");
+    int n = sqlite3_column_count(st), rc;
+    for (int i = 0; i < n; i++) {
+        if (i)
+            fputc(',', out);
+        csv_field(out, sqlite3_column_name(st, i));
+    }
+    fputc('\n', out);
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        for (int i = 0; i < n; i++) {
+            if (i)
+                fputc(',', out);
+            if (sqlite3_column_type(st, i) == SQLITE_FLOAT) {
+                fprintf(out, "%.17g", sqlite3_column_double(st, i));
+            } else {
+                const unsigned char *t = sqlite3_column_text(st, i);
+                csv_field(out, t ? (const char *)t : "");
+            }
+        }
+        fputc('\n', out);
+    }
+    sqlite3_finalize(st);
+    if (rc != SQLITE_DONE)
+        return DB_FAIL(s, err, "cannot export");
+    return 0;
+}

@@ -1,0 +1,146 @@
+/* ws_util: see ws_util.h. */
+#include "ws_util.h"
+
+#include <errno.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+char *ws_read_file(const char *path, size_t *len_out, ws_err *err)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        ws_err_set(err, WS_EIO, "%s: cannot open: %s", path, strerror(errno));
+        return NULL;
+    }
+    size_t cap = 1 << 14, len = 0;
+    char *buf = malloc(cap);
+    while (buf) {
+        size_t n = fread(buf + len, 1, cap - len - 1, f);
+        len += n;
+        if (n == 0)
+            break;
+        if (cap - len - 1 == 0) {
+            char *nb = realloc(buf, cap * 2);
+            if (!nb) {
+                free(buf);
+                buf = NULL;
+                break;
+            }
+            buf = nb;
+            cap *= 2;
+        }
+    }
+    int failed = !buf || ferror(f);
+    fclose(f);
+    if (failed) {
+        free(buf);
+        ws_err_set(err, buf ? WS_EIO : WS_ENOMEM, "%s: cannot read", path);
+        return NULL;
+    }
+    buf[len] = '\0';
+    if (len_out)
+        *len_out = len;
+    return buf;
+}
+
+int ws_exe_dir(char *buf, size_t cap, ws_err *err)
+{
+    char tmp[WS_PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", tmp, sizeof tmp - 1);
+    if (n <= 0)
+        return ws_err_set(err, WS_EIO, "/proc/self/exe: cannot resolve the executable: %s",
+                          strerror(errno));
+    tmp[n] = '\0';
+    const char *d = dirname(tmp);
+    if (strlen(d) + 1 > cap)
+        return ws_err_set(err, WS_EINVAL, "executable path too long");
+    strcpy(buf, d);
+    return 0;
+}
+
+int ws_file_exists(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+int ws_dir_exists(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+int ws_root_dir(char *buf, size_t cap, ws_err *err)
+{
+    const char *env = getenv("WRITESCOPE_HOME");
+    if (env && *env) {
+        if (!ws_dir_exists(env))
+            return ws_err_set(err, WS_EIO, "WRITESCOPE_HOME=%s: not a folder", env);
+        if (strlen(env) + 1 > cap)
+            return ws_err_set(err, WS_EINVAL, "WRITESCOPE_HOME too long");
+        strcpy(buf, env);
+        return 0;
+    }
+    char dir[WS_PATH_MAX], probe[WS_PATH_MAX + 8];
+    if (ws_exe_dir(dir, sizeof dir, err))
+        return err ? err->code : WS_EIO;
+    /* bin/writescope and build/san/bin/writescope both sit a few levels below the root. */
+    for (int up = 0; up < 5; up++) {
+        snprintf(probe, sizeof probe, "%s/models", dir);
+        if (ws_dir_exists(probe)) {
+            if (strlen(dir) + 1 > cap)
+                return ws_err_set(err, WS_EINVAL, "project path too long");
+            strcpy(buf, dir);
+            return 0;
+        }
+        char *slash = strrchr(dir, '/');
+        if (!slash || slash == dir)
+            break;
+        *slash = '\0';
+    }
+    return ws_err_set(err, WS_EIO,
+                      "cannot find the project folder (models/) above the executable; "
+                      "set WRITESCOPE_HOME");
+}
+
+int ws_path_join(char *buf, size_t cap, const char *a, const char *b, ws_err *err)
+{
+    int n = snprintf(buf, cap, "%s/%s", a, b);
+    if (n < 0 || (size_t)n >= cap)
+        return ws_err_set(err, WS_EINVAL, "path too long: %s/%s", a, b);
+    return 0;
+}
+
+int ws_ensure_parent_dir(const char *path, ws_err *err)
+{
+    char tmp[WS_PATH_MAX];
+    if (strlen(path) + 1 > sizeof tmp)
+        return ws_err_set(err, WS_EINVAL, "path too long: %s", path);
+    strcpy(tmp, path);
+    const char *d = dirname(tmp);
+    if (ws_dir_exists(d))
+        return 0;
+    if (mkdir(d, 0777) != 0 && errno != EEXIST)
+        return ws_err_set(err, WS_EIO, "%s: cannot create folder: %s", d, strerror(errno));
+    return 0;
+}
+
+void ws_utc_now(char *buf, size_t cap)
+{
+    time_t t = time(NULL);
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    strftime(buf, cap, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+double ws_now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}

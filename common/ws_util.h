@@ -1,0 +1,41 @@
+/* ws_util: small helpers shared by every part: reading whole files, finding the
+ * project's data folders (models/, profiles/, results/) from where the binary lives,
+ * path joining, and wall-clock time stamps.
+ *
+ * The project root is found once: $WRITESCOPE_HOME if set, else the nearest folder
+ * above the running executable that holds `models/`. Nothing here prints or exits. */
+#ifndef WS_UTIL_H
+#define WS_UTIL_H
+
+#include <stddef.h>
+
+#include "ws_err.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define WS_VERSION "0.1.0" /* tool version, stored with every calibration run */
+#define WS_PATH_MAX 4096   /* longest path the tool builds */
+
+/* Reads a whole file into a NUL-terminated heap buffer (caller frees). */
+char *ws_read_file(const char *path, size_t *len_out, ws_err *err);
+/* Project root (see above) into buf; returns 0 or sets err. */
+int ws_root_dir(char *buf, size_t cap, ws_err *err);
+/* Folder of the running executable into buf. */
+int ws_exe_dir(char *buf, size_t cap, ws_err *err);
+/* Joins a and b with one '/', into buf; returns 0, or WS_EINVAL if it would not fit. */
+int ws_path_join(char *buf, size_t cap, const char *a, const char *b, ws_err *err);
+int ws_file_exists(const char *path);
+int ws_dir_exists(const char *path);
+/* Creates the parent folder of `path` if it is missing (one level). */
+int ws_ensure_parent_dir(const char *path, ws_err *err);
+/* UTC time stamp "YYYY-MM-DDTHH:MM:SSZ" into buf (at least 21 bytes). */
+void ws_utc_now(char *buf, size_t cap);
+/* Monotonic seconds, for timing. */
+double ws_now_s(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

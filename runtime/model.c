@@ -1,0 +1,354 @@
+/* model: parsing of Hugging Face config.json files and derived sizes (see model.h). */
+#include "model.h"
+
+#include <dirent.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ws_util.h"
+
+const char *ws_attn_kind_name(ws_attn_kind k)
+{
+    switch (k) {
+    case WS_ATTN_MHA: return "mha";
+    case WS_ATTN_GQA: return "gqa";
+    case WS_ATTN_MLA: return "mla";
+    case WS_ATTN_MLA_SPARSE: return "mla-sparse";
+    }
+    return "?";
+}
+
+/* Reads an integer field. Absent or null: *out = def, returns 0. Present but not a
+ * non-negative integer (or above `max`): error naming the field. */
+static int get_int(json_t *o, const char *key, int def, long max, int *out, const char *origin,
+                   ws_err *err)
+{
+    json_t *v = json_object_get(o, key);
+    if (!v || json_is_null(v)) {
+        *out = def;
+        return 0;
+    }
+    double x;
+    if (json_is_integer(v))
+        x = (double)json_integer_value(v);
+    else if (json_is_real(v) && json_real_value(v) == floor(json_real_value(v)))
+        x = json_real_value(v); /* some exporters write 2048.0 */
+    else
+        return ws_err_set(err, WS_EPARSE, "%s: field \"%s\" must be an integer", origin, key);
+    if (x < 0 || x > (double)max)
+        return ws_err_set(err, WS_EINVAL, "%s: field \"%s\" = %.0f is out of range [0, %ld]",
+                          origin, key, x, max);
+    *out = (int)x;
+    return 0;
+}
+
+static int require_pos(int v, const char *key, const char *origin, ws_err *err)
+{
+    if (v <= 0)
+        return ws_err_set(err, WS_EINVAL, "%s: field \"%s\" is missing or zero", origin, key);
+    return 0;
+}
+
+static void get_str(json_t *o, const char *key, char *buf, size_t cap)
+{
+    json_t *v = json_object_get(o, key);
+    if (json_is_string(v))
+        snprintf(buf, cap, "%s", json_string_value(v));
+}
+
+/* Layer i uses routed experts? (DeepSeek: first_k_dense_replace, moe_layer_freq;
+ * Qwen-MoE: decoder_sparse_step, mlp_only_layers.) */
+static int layer_is_moe(int i, int first_dense, int freq, int step, json_t *mlp_only)
+{
+    if (i < first_dense || (freq > 1 && i % freq != 0) || (step > 1 && (i + 1) % step != 0))
+        return 0;
+    size_t k;
+    json_t *v;
+    json_array_foreach(mlp_only, k, v) if (json_is_integer(v) && json_integer_value(v) == i) return 0;
+    return 1;
+}
+
+int ws_model_parse(const char *text, const char *origin, ws_model *m, ws_err *err)
+{
+    memset(m, 0, sizeof *m);
+    snprintf(m->path, sizeof m->path, "%s", origin);
+    json_error_t je;
+    json_t *root = json_loads(text, 0, &je);
+    if (!root)
+        return ws_err_set(err, WS_EPARSE, "%s: invalid JSON at line %d column %d: %s", origin,
+                          je.line, je.column, je.text);
+    int rc = 0;
+    if (!json_is_object(root)) {
+        rc = ws_err_set(err, WS_EPARSE, "%s: expected a JSON object (a config.json)", origin);
+        goto out;
+    }
+    json_t *c = root;
+    /* Multimodal checkpoints keep the language model under text_config. */
+    json_t *tc = json_object_get(root, "text_config");
+    if (json_is_object(tc) && !json_object_get(root, "hidden_size"))
+        c = tc;
+
+    get_str(root, "_provenance", m->provenance, sizeof m->provenance);
+    json_t *approx = json_object_get(root, "_approximate");
+    m->approximate = json_is_true(approx);
+    get_str(c, "model_type", m->model_type, sizeof m->model_type);
+    json_t *arch = json_object_get(root, "architectures");
+    if (json_is_array(arch) && json_is_string(json_array_get(arch, 0)))
+        snprintf(m->architecture, sizeof m->architecture, "%s",
+                 json_string_value(json_array_get(arch, 0)));
+    m->weight_dtype = WS_DT_BF16;
+    json_t *td = json_object_get(c, "torch_dtype");
+    if (!td)
+        td = json_object_get(c, "dtype");
+    if (json_is_string(td) && ws_dtype_parse(json_string_value(td), &m->weight_dtype)) {
+        rc = ws_err_set(err, WS_EUNSUP, "%s: torch_dtype \"%s\" is not supported", origin,
+                        json_string_value(td));
+        goto out;
+    }
+    if (json_object_get(c, "compress_ratios")) {
+        rc = ws_err_set(err, WS_EUNSUP,
+                        "%s: compressed attention (compress_ratios, DeepSeek-V4) is not modelled; "
+                        "describe it as MLA with kv_lora_rank and index_topk",
+                        origin);
+        goto out;
+    }
+
+    const long BIG = 1L << 30;
+#define I(key, def, dst)                                                                        \
+    do {                                                                                        \
+        if ((rc = get_int(c, key, def, BIG, &(dst), origin, err)))                              \
+            goto out;                                                                           \
+    } while (0)
+    I("hidden_size", 0, m->hidden);
+    I("num_hidden_layers", 0, m->layers);
+    I("num_attention_heads", 0, m->n_q_heads);
+    I("vocab_size", 0, m->vocab);
+    if ((rc = require_pos(m->hidden, "hidden_size", origin, err)) ||
+        (rc = require_pos(m->layers, "num_hidden_layers", origin, err)) ||
+        (rc = require_pos(m->n_q_heads, "num_attention_heads", origin, err)) ||
+        (rc = require_pos(m->vocab, "vocab_size", origin, err)))
+        goto out;
+    I("num_key_value_heads", m->n_q_heads, m->n_kv_heads);
+    I("head_dim", m->hidden / m->n_q_heads, m->head_dim);
+    I("intermediate_size", 0, m->intermediate);
+    I("kv_lora_rank", 0, m->kv_lora_rank);
+    I("q_lora_rank", 0, m->q_lora_rank);
+    I("qk_rope_head_dim", 0, m->rope_dim);
+    I("qk_nope_head_dim", 0, m->nope_dim);
+    I("v_head_dim", m->head_dim, m->v_head_dim);
+    I("index_topk", 0, m->index_topk);
+    I("index_n_heads", 0, m->index_n_heads);
+    I("index_head_dim", 0, m->index_head_dim);
+    json_t *b = json_object_get(c, "tie_word_embeddings");
+    m->tie_embeddings = json_is_true(b);
+    m->attention_bias = json_is_true(json_object_get(c, "attention_bias"));
+    /* Qwen configs carry sliding_window with use_sliding_window=false: honour the switch. */
+    json_t *usw = json_object_get(c, "use_sliding_window");
+    if (!usw || json_is_true(usw))
+        I("sliding_window", 0, m->sliding_window);
+
+    /* Experts: each family names the count differently. */
+    int n = 0;
+    I("n_routed_experts", 0, n);
+    if (!n)
+        I("num_experts", 0, n);
+    if (!n)
+        I("num_local_experts", 0, n);
+    m->n_experts = n;
+    I("num_experts_per_tok", 0, m->experts_per_tok);
+    I("moe_intermediate_size", m->intermediate, m->moe_intermediate);
+    I("n_shared_experts", 0, m->n_shared_experts);
+    int qwen_shared = 0;
+    I("shared_expert_intermediate_size", 0, qwen_shared);
+    m->shared_intermediate = qwen_shared ? qwen_shared : m->n_shared_experts * m->moe_intermediate;
+    m->shared_expert_gate = qwen_shared > 0;
+    int first_dense = 0, freq = 1, step = 1;
+    I("first_k_dense_replace", 0, first_dense);
+    I("moe_layer_freq", 1, freq);
+    I("decoder_sparse_step", 1, step);
+#undef I
+
+    if (m->kv_lora_rank) {
+        if ((rc = require_pos(m->rope_dim, "qk_rope_head_dim", origin, err)))
+            goto out;
+        m->attn = m->index_topk ? WS_ATTN_MLA_SPARSE : WS_ATTN_MLA;
+        if (m->index_topk && ((rc = require_pos(m->index_n_heads, "index_n_heads", origin, err)) ||
+                              (rc = require_pos(m->index_head_dim, "index_head_dim", origin, err))))
+            goto out;
+    } else {
+        if (m->index_topk) {
+            rc = ws_err_set(err, WS_EUNSUP, "%s: index_topk without kv_lora_rank is not supported",
+                            origin);
+            goto out;
+        }
+        if (m->n_kv_heads == 0 || m->n_q_heads % m->n_kv_heads) {
+            rc = ws_err_set(err, WS_EINVAL,
+                            "%s: num_attention_heads (%d) is not a multiple of "
+                            "num_key_value_heads (%d)",
+                            origin, m->n_q_heads, m->n_kv_heads);
+            goto out;
+        }
+        if ((rc = require_pos(m->head_dim, "head_dim", origin, err)))
+            goto out;
+        m->attn = m->n_kv_heads == m->n_q_heads ? WS_ATTN_MHA : WS_ATTN_GQA;
+    }
+    if (m->n_experts) {
+        if (m->experts_per_tok <= 0 || m->experts_per_tok > m->n_experts) {
+            rc = ws_err_set(err, WS_EINVAL, "%s: num_experts_per_tok = %d with %d experts", origin,
+                            m->experts_per_tok, m->n_experts);
+            goto out;
+        }
+        if ((rc = require_pos(m->moe_intermediate, "moe_intermediate_size", origin, err)))
+            goto out;
+    }
+    json_t *mlp_only = json_object_get(c, "mlp_only_layers");
+    for (int i = 0; i < m->layers; i++) {
+        if (m->n_experts && layer_is_moe(i, first_dense, freq, step, mlp_only))
+            m->n_moe_layers++;
+        else
+            m->n_dense_layers++;
+    }
+    if (m->n_dense_layers && (rc = require_pos(m->intermediate, "intermediate_size", origin, err)))
+        goto out;
+out:
+    json_decref(root);
+    return rc;
+}
+
+int ws_model_load(const char *path, ws_model *m, ws_err *err)
+{
+    size_t len;
+    char *text = ws_read_file(path, &len, err);
+    if (!text)
+        return err ? err->code : WS_EIO;
+    if (len == 0) {
+        free(text);
+        return ws_err_set(err, WS_EPARSE, "%s: empty file", path);
+    }
+    int rc = ws_model_parse(text, path, m, err);
+    free(text);
+    if (rc)
+        return rc;
+    /* Name: file name without folder and .json ("config" for a bare hub download). */
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    snprintf(m->name, sizeof m->name, "%s", base);
+    char *dot = strrchr(m->name, '.');
+    if (dot && !strcmp(dot, ".json"))
+        *dot = '\0';
+    return 0;
+}
+
+int ws_model_resolve(const char *arg, char *out, size_t cap, ws_err *err)
+{
+    /* A path: has a slash or names an existing file. */
+    if (strchr(arg, '/') || ws_file_exists(arg)) {
+        if (strlen(arg) + 1 > cap)
+            return ws_err_set(err, WS_EINVAL, "path too long: %s", arg);
+        strcpy(out, arg);
+        return 0;
+    }
+    char root[WS_PATH_MAX], rel[WS_PATH_MAX];
+    if (ws_root_dir(root, sizeof root, err))
+        return err ? err->code : WS_EIO;
+    snprintf(rel, sizeof rel, "models/%s.json", arg);
+    if (ws_path_join(out, cap, root, rel, err))
+        return err ? err->code : WS_EINVAL;
+    if (ws_file_exists(out))
+        return 0;
+    char names[64][64], list[1024] = "";
+    int n = ws_model_list(names, 64, NULL);
+    for (int i = 0; i < n; i++) {
+        size_t l = strlen(list);
+        snprintf(list + l, sizeof list - l, "%s%s", i ? ", " : "", names[i]);
+    }
+    return ws_err_set(err, WS_ENOTFOUND, "unknown model '%s' (known: %s; or give a path to a config.json)",
+                      arg, n ? list : "none");
+}
+
+static int cmp_name(const void *a, const void *b) { return strcmp(a, b); }
+
+int ws_model_list(char names[][64], int max, ws_err *err)
+{
+    char root[WS_PATH_MAX], dir[WS_PATH_MAX];
+    if (ws_root_dir(root, sizeof root, err) || ws_path_join(dir, sizeof dir, root, "models", err))
+        return 0;
+    DIR *d = opendir(dir);
+    if (!d)
+        return 0;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) && n < max) {
+        size_t l = strlen(e->d_name);
+        if (l > 5 && l < 64 + 5 && !strcmp(e->d_name + l - 5, ".json")) {
+            memcpy(names[n], e->d_name, l - 5);
+            names[n][l - 5] = '\0';
+            n++;
+        }
+    }
+    closedir(d);
+    qsort(names, (size_t)n, sizeof names[0], cmp_name);
+    return n;
+}
+
+void ws_model_derive(const ws_model *m, ws_dtype kv_dtype, ws_model_stats *s)
+{
+    memset(s, 0, sizeof *s);
+    s->kv_dtype = kv_dtype;
+    const double kvs = ws_dtype_size(kv_dtype), ws = ws_dtype_size(m->weight_dtype);
+    const double H = m->hidden, nq = m->n_q_heads;
+    double attn_params;
+    if (m->attn == WS_ATTN_MLA || m->attn == WS_ATTN_MLA_SPARSE) {
+        /* Absorbed MLA: the cache holds the latent c_kv and the shared rope key. */
+        const double ckv = m->kv_lora_rank, rope = m->rope_dim, nope = m->nope_dim,
+                     vd = m->v_head_dim;
+        s->kv_bytes_tok_layer = (ckv + rope) * kvs;
+        /* Scores over c_kv+rope (2 flop/MAC), then the weighted sum over c_kv. */
+        s->attn_flops_tok_layer = 2.0 * nq * (2.0 * ckv + rope);
+        double q = m->q_lora_rank ? H * m->q_lora_rank + m->q_lora_rank +
+                                        m->q_lora_rank * nq * (nope + rope)
+                                  : H * nq * (nope + rope);
+        attn_params = q + H * (ckv + rope) + ckv + ckv * nq * (nope + vd) + nq * vd * H;
+        if (m->attn == WS_ATTN_MLA_SPARSE) {
+            const double ih = m->index_n_heads, id = m->index_head_dim;
+            s->index_bytes_tok_layer = id * kvs;
+            s->index_flops_tok_layer = 2.0 * ih * id;
+            s->attended_max = m->index_topk + m->sliding_window;
+            double qin = m->q_lora_rank ? m->q_lora_rank : H;
+            attn_params += qin * ih * id + H * id + 2.0 * id + H * ih;
+        }
+    } else {
+        const double nkv = m->n_kv_heads, d = m->head_dim, vd = m->v_head_dim;
+        s->kv_bytes_tok_layer = nkv * (d + vd) * kvs;
+        s->attn_flops_tok_layer = 2.0 * nq * (d + vd);
+        attn_params = H * nq * d + H * nkv * (d + vd) + nq * vd * H;
+        if (m->attention_bias)
+            attn_params += nq * d + nkv * (d + vd);
+        if (m->sliding_window)
+            s->attended_max = m->sliding_window;
+    }
+    s->kv_bytes_tok = s->kv_bytes_tok_layer * m->layers;
+    s->attn_weight_bytes_layer = attn_params * ws;
+
+    const double expert = 3.0 * H * m->moe_intermediate; /* gate, up, down */
+    const double shared = 3.0 * H * m->shared_intermediate + (m->shared_expert_gate ? H : 0.0);
+    const double router = H * m->n_experts;
+    const double dense = 3.0 * H * m->intermediate;
+    const double embed = (double)m->vocab * H * (m->tie_embeddings ? 1.0 : 2.0);
+    s->expert_bytes = expert * ws;
+    s->routed_bytes_layer = expert * m->n_experts * ws;
+    s->routed_bytes = s->routed_bytes_layer * m->n_moe_layers;
+    s->shared_bytes_layer = m->n_moe_layers ? shared * ws : 0.0;
+    s->shared_bytes = shared * m->n_moe_layers * ws;
+    s->dense_bytes_layer = m->n_dense_layers ? dense * ws : 0.0;
+    s->dense_bytes = dense * m->n_dense_layers * ws;
+    s->embed_bytes = embed * ws;
+
+    const double norms = 2.0 * H * m->layers + H; /* two RMSNorms per layer + final */
+    const double common = embed + attn_params * m->layers + norms + dense * m->n_dense_layers;
+    s->total_params = common + m->n_moe_layers * (expert * m->n_experts + shared + router);
+    s->active_params = common + m->n_moe_layers * (expert * m->experts_per_tok + shared + router);
+}

@@ -1,0 +1,23 @@
+#!/bin/sh
+# Installs the Debian packages WriteScope builds and tests against, only those missing.
+# Called by `make deps` (and so by `make` and `make test`); does nothing when all are present.
+set -eu
+PKGS="build-essential pkg-config libgsl-dev libsqlite3-dev sqlite3 libjansson-dev libopenblas-dev gnuplot-nox libcriterion-dev"
+missing=""
+for p in $PKGS; do
+    if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed"; then
+        missing="$missing $p"
+    fi
+done
+[ -z "$missing" ] && exit 0
+echo "deps: installing$missing" >&2
+SUDO=""
+if [ "$(id -u)" != "0" ]; then
+    if command -v sudo >/dev/null 2>&1; then SUDO="sudo"; else
+        echo "deps: missing packages:$missing (run as root or install them with apt-get)" >&2; exit 1
+    fi
+fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq >&2 || echo "deps: apt-get update failed; trying the cached package lists" >&2
+# shellcheck disable=SC2086
+$SUDO apt-get install -y -qq --no-install-recommends $missing >&2

@@ -1,0 +1,144 @@
+/* helpers: see helpers.h. */
+#include "helpers.h"
+
+#include <criterion/criterion.h>
+#include <criterion/hooks.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+void th_tmpdir(char *buf, size_t cap)
+{
+    snprintf(buf, cap, "/tmp/ws_test_XXXXXX");
+    cr_assert_not_null(mkdtemp(buf), "mkdtemp failed");
+}
+
+void th_write(const char *dir, const char *name, const char *text, char *buf, size_t cap)
+{
+    snprintf(buf, cap, "%s/%s", dir, name);
+    FILE *f = fopen(buf, "wb");
+    cr_assert_not_null(f, "cannot write %s", buf);
+    fputs(text, f);
+    fclose(f);
+}
+
+char *th_slurp(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *b = malloc((size_t)n + 1);
+    size_t got = fread(b, 1, (size_t)n, f);
+    b[got] = '\0';
+    fclose(f);
+    if (len)
+        *len = got;
+    return b;
+}
+
+int th_same_file_bytes(const char *path, const char *saved, size_t saved_len)
+{
+    size_t len;
+    char *now = th_slurp(path, &len);
+    int same = now && len == saved_len && memcmp(now, saved, len) == 0;
+    free(now);
+    return same;
+}
+
+static void append(char **buf, size_t *len, const char *data, size_t n)
+{
+    *buf = realloc(*buf, *len + n + 1);
+    memcpy(*buf + *len, data, n);
+    *len += n;
+    (*buf)[*len] = '\0';
+}
+
+th_run th_writescope(const char *const *args, const char *const *env_kv)
+{
+    const char *bin = getenv("WRITESCOPE_BIN");
+    if (!bin || !*bin)
+        bin = "bin/writescope";
+    int po[2], pe[2];
+    cr_assert(pipe(po) == 0 && pipe(pe) == 0);
+    pid_t pid = fork();
+    cr_assert(pid >= 0, "fork failed");
+    if (pid == 0) {
+        dup2(po[1], 1);
+        dup2(pe[1], 2);
+        close(po[0]);
+        close(pe[0]);
+        for (const char *const *e = env_kv; e && *e; e++)
+            putenv((char *)*e);
+        const char *argv[64];
+        int n = 0;
+        argv[n++] = bin;
+        for (const char *const *a = args; *a && n < 63; a++)
+            argv[n++] = *a;
+        argv[n] = NULL;
+        execv(bin, (char *const *)argv);
+        fprintf(stderr, "exec %s failed\n", bin);
+        _exit(127);
+    }
+    close(po[1]);
+    close(pe[1]);
+    th_run r = {0};
+    size_t lo = 0, le = 0;
+    append(&r.out, &lo, "", 0);
+    append(&r.err, &le, "", 0);
+    struct pollfd fds[2] = {{po[0], POLLIN, 0}, {pe[0], POLLIN, 0}};
+    int open_fds = 2;
+    char buf[65536];
+    while (open_fds > 0) {
+        if (poll(fds, 2, -1) < 0)
+            break;
+        for (int i = 0; i < 2; i++) {
+            if (fds[i].fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP)))
+                continue;
+            ssize_t n = read(fds[i].fd, buf, sizeof buf);
+            if (n <= 0) {
+                close(fds[i].fd);
+                fds[i].fd = -1;
+                open_fds--;
+            } else if (i == 0) {
+                append(&r.out, &lo, buf, (size_t)n);
+            } else {
+                append(&r.err, &le, buf, (size_t)n);
+            }
+        }
+    }
+    int st;
+    waitpid(pid, &st, 0);
+    r.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    return r;
+}
+
+void th_run_free(th_run *r)
+{
+    free(r->out);
+    free(r->err);
+    r->out = r->err = NULL;
+}
+
+int th_lines(const char *s)
+{
+    int n = 0;
+    for (; *s; s++)
+        n += *s == '\n';
+    return n;
+}
+
+/* Criterion prints skipped tests only with --verbose; a skip (no GPU, no trace folder)
+ * must always say why, in one line. */
+ReportHook(POST_TEST)(struct criterion_test_stats *stats)
+{
+    if (stats->test_status == CR_STATUS_SKIPPED)
+        fprintf(stderr, "[SKIP] %s::%s: %s\n", stats->test->category, stats->test->name,
+                stats->message ? stats->message : "skipped");
+}

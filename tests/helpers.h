@@ -1,0 +1,28 @@
+/* helpers: utilities shared by the test files: temporary folders, running the writescope
+ * binary as a child process with captured output, and small file helpers. */
+#ifndef WS_TEST_HELPERS_H
+#define WS_TEST_HELPERS_H
+
+#include <stddef.h>
+
+typedef struct th_run {
+    int status;   /* exit status, or 128+signal */
+    char *out;    /* captured stdout (NUL-terminated, caller frees via th_run_free) */
+    char *err;    /* captured stderr */
+} th_run;
+
+/* A fresh temporary folder (mkdtemp) into buf. */
+void th_tmpdir(char *buf, size_t cap);
+/* Writes text to dir/name and returns the full path in buf. */
+void th_write(const char *dir, const char *name, const char *text, char *buf, size_t cap);
+/* Runs $WRITESCOPE_BIN (or bin/writescope) with the NULL-terminated args; env_kv is a
+ * NULL-terminated list of "NAME=VALUE" added to the environment (may be NULL). */
+th_run th_writescope(const char *const *args, const char *const *env_kv);
+void th_run_free(th_run *r);
+/* Number of '\n' in s. */
+int th_lines(const char *s);
+/* Hex digest-free comparison: 1 if the two files have identical bytes. */
+int th_same_file_bytes(const char *path, const char *saved, size_t saved_len);
+char *th_slurp(const char *path, size_t *len);
+
+#endif

@@ -1,0 +1,203 @@
+/* test_model: config.json parsing and derived sizes (runtime/model.c). Expected values
+ * are worked out by hand from the published configs, not read back from the code. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "helpers.h"
+#include "model.h"
+
+static void load_shipped(const char *name, ws_model *m)
+{
+    char path[4096];
+    ws_err err = {0};
+    cr_assert_eq(ws_model_resolve(name, path, sizeof path, &err), 0, "%s", err.msg);
+    cr_assert_eq(ws_model_load(path, m, &err), 0, "%s", err.msg);
+}
+
+static int parse(const char *json, ws_model *m, ws_err *err)
+{
+    return ws_model_parse(json, "test.json", m, err);
+}
+
+Test(model, qwen3_30b_a3b)
+{
+    ws_model m;
+    ws_model_stats s;
+    load_shipped("qwen3-30b-a3b", &m);
+    ws_model_derive(&m, WS_DT_BF16, &s);
+    cr_assert_eq(m.attn, WS_ATTN_GQA);
+    cr_assert_eq(m.n_q_heads, 32);
+    cr_assert_eq(m.n_kv_heads, 4);
+    cr_assert_eq(m.head_dim, 128); /* from head_dim, not hidden/heads (= 64) */
+    cr_assert_eq(m.n_experts, 128);
+    cr_assert_eq(m.n_moe_layers, 48);
+    cr_assert_eq(s.kv_bytes_tok_layer, 2048.0);   /* 2 x 4 x 128 x 2 B */
+    cr_assert_eq(s.kv_bytes_tok, 98304.0);        /* x 48 layers */
+    cr_assert_eq(s.attn_flops_tok_layer, 16384.0); /* 4 x 32 x 128 */
+    cr_assert_eq(s.expert_bytes, 3.0 * 2048 * 768 * 2);
+    /* Published: 30.5B total, 3.3B activated. */
+    cr_assert(s.total_params > 30.4e9 && s.total_params < 30.6e9, "total %g", s.total_params);
+    cr_assert(s.active_params > 3.3e9 && s.active_params < 3.4e9, "active %g", s.active_params);
+}
+
+Test(model, deepseek_v2_lite)
+{
+    ws_model m;
+    ws_model_stats s;
+    load_shipped("deepseek-v2-lite", &m);
+    ws_model_derive(&m, WS_DT_BF16, &s);
+    cr_assert_eq(m.attn, WS_ATTN_MLA);
+    cr_assert_eq(m.kv_lora_rank, 512);
+    cr_assert_eq(m.q_lora_rank, 0); /* null in the config */
+    cr_assert_eq(m.n_moe_layers, 26);
+    cr_assert_eq(m.n_dense_layers, 1); /* first_k_dense_replace = 1 */
+    cr_assert_eq(s.kv_bytes_tok_layer, 1152.0); /* (512 + 64) x 2 B */
+    cr_assert_eq(s.kv_bytes_tok, 31104.0);
+    cr_assert_eq(s.attn_flops_tok_layer, 2.0 * 16 * (2 * 512 + 64));
+    cr_assert_eq(s.shared_bytes_layer, 2.0 * 3 * 2048 * 1408 * 2);
+    cr_assert_eq(s.dense_bytes, 3.0 * 2048 * 10944 * 2);
+    cr_assert(s.total_params > 15.6e9 && s.total_params < 15.8e9, "total %g", s.total_params);
+}
+
+Test(model, mixtral_8x7b)
+{
+    ws_model m;
+    ws_model_stats s;
+    load_shipped("mixtral-8x7b", &m);
+    ws_model_derive(&m, WS_DT_BF16, &s);
+    cr_assert_eq(m.attn, WS_ATTN_GQA);
+    cr_assert_eq(m.n_experts, 8); /* num_local_experts */
+    cr_assert_eq(m.moe_intermediate, 14336); /* falls back to intermediate_size */
+    cr_assert_eq(s.kv_bytes_tok_layer, 4096.0);
+    cr_assert_eq(s.kv_bytes_tok, 131072.0);
+    cr_assert_eq(m.sliding_window, 0); /* null */
+    /* Published: 46.7B total, 12.9B active. */
+    cr_assert(s.total_params > 46.6e9 && s.total_params < 46.8e9, "total %g", s.total_params);
+    cr_assert(s.active_params > 12.8e9 && s.active_params < 13.0e9, "active %g", s.active_params);
+}
+
+Test(model, deepseek_v4_flash_like)
+{
+    ws_model m;
+    ws_model_stats s;
+    load_shipped("deepseek-v4-flash", &m);
+    ws_model_derive(&m, WS_DT_BF16, &s);
+    cr_assert_eq(m.attn, WS_ATTN_MLA_SPARSE);
+    cr_assert(m.approximate);
+    cr_assert_neq(strstr(m.provenance, "APPROXIMATE"), NULL);
+    cr_assert_eq(m.layers, 43);
+    cr_assert_eq(m.n_q_heads, 64);
+    cr_assert_eq(m.index_topk, 512);
+    cr_assert_eq(m.n_experts, 256);
+    cr_assert_eq(m.experts_per_tok, 6);
+    cr_assert_eq(s.kv_bytes_tok_layer, 1152.0);
+    cr_assert_eq(s.index_bytes_tok_layer, 256.0);
+    cr_assert_eq(s.attended_max, 512 + 128);
+}
+
+Test(model, kv_dtype_scales_bytes)
+{
+    ws_model m;
+    ws_model_stats s;
+    load_shipped("qwen3-30b-a3b", &m);
+    ws_model_derive(&m, WS_DT_FP8, &s);
+    cr_assert_eq(s.kv_bytes_tok, 49152.0);
+    ws_model_derive(&m, WS_DT_FP32, &s);
+    cr_assert_eq(s.kv_bytes_tok, 196608.0);
+}
+
+Test(model, hub_field_variants)
+{
+    ws_model m;
+    ws_err err = {0};
+    /* Qwen2-MoE style: num_experts, shared_expert_intermediate_size, decoder_sparse_step,
+     * mlp_only_layers, integral floats, nested text_config. */
+    const char *qwen2 =
+        "{\"architectures\":[\"X\"],\"text_config\":{\"hidden_size\":1024.0,"
+        "\"num_hidden_layers\":8,\"num_attention_heads\":8,\"num_key_value_heads\":2,"
+        "\"vocab_size\":1000,\"intermediate_size\":4096,\"num_experts\":16,"
+        "\"num_experts_per_tok\":4,\"moe_intermediate_size\":256,"
+        "\"shared_expert_intermediate_size\":1024,\"decoder_sparse_step\":2,"
+        "\"mlp_only_layers\":[1]}}";
+    cr_assert_eq(parse(qwen2, &m, &err), 0, "%s", err.msg);
+    cr_assert_eq(m.hidden, 1024);
+    cr_assert_eq(m.head_dim, 128);
+    /* MoE layers: (i+1) % 2 == 0 -> 1,3,5,7; minus mlp_only 1 -> 3 */
+    cr_assert_eq(m.n_moe_layers, 3);
+    cr_assert_eq(m.n_dense_layers, 5);
+    cr_assert_eq(m.shared_intermediate, 1024);
+    ws_model_stats s;
+    ws_model_derive(&m, WS_DT_BF16, &s);
+    cr_assert_eq(s.shared_bytes_layer, (3.0 * 1024 * 1024 + 1024) * 2);
+
+    /* DeepSeek-V3 style with q_lora_rank and moe_layer_freq. */
+    const char *v3 = "{\"hidden_size\":7168,\"num_hidden_layers\":61,\"num_attention_heads\":128,"
+                     "\"vocab_size\":129280,\"kv_lora_rank\":512,\"q_lora_rank\":1536,"
+                     "\"qk_rope_head_dim\":64,\"qk_nope_head_dim\":128,\"v_head_dim\":128,"
+                     "\"n_routed_experts\":256,\"num_experts_per_tok\":8,\"n_shared_experts\":1,"
+                     "\"moe_intermediate_size\":2048,\"intermediate_size\":18432,"
+                     "\"first_k_dense_replace\":3,\"moe_layer_freq\":1}";
+    cr_assert_eq(parse(v3, &m, &err), 0, "%s", err.msg);
+    ws_model_derive(&m, WS_DT_BF16, &s);
+    cr_assert_eq(m.n_moe_layers, 58);
+    cr_assert_eq(s.kv_bytes_tok, 61.0 * 1152);
+    /* DeepSeek-V3: 671B total, 37B activated (without the MTP module). */
+    cr_assert(s.total_params > 670e9 && s.total_params < 673e9, "total %g", s.total_params);
+    cr_assert(s.active_params > 36.5e9 && s.active_params < 38.5e9, "active %g", s.active_params);
+}
+
+static void expect_error(const char *json, int code, const char *needle)
+{
+    ws_model m;
+    ws_err err = {0};
+    cr_assert_eq(parse(json, &m, &err), code, "expected code %d for %s (msg: %s)", code, json,
+                 err.msg);
+    cr_assert_neq(strstr(err.msg, "test.json"), NULL, "message names the file: %s", err.msg);
+    cr_assert_neq(strstr(err.msg, needle), NULL, "message '%s' lacks '%s'", err.msg, needle);
+    cr_assert_eq(strchr(err.msg, '\n'), NULL);
+}
+
+Test(model, bad_input)
+{
+    expect_error("{\"hidden_size\": 2048,", WS_EPARSE, "invalid JSON");
+    expect_error("[1,2]", WS_EPARSE, "expected a JSON object");
+    expect_error("{\"num_hidden_layers\":2,\"num_attention_heads\":4,\"vocab_size\":10}", WS_EINVAL,
+                 "hidden_size");
+    expect_error("{\"hidden_size\":\"big\",\"num_hidden_layers\":2}", WS_EPARSE,
+                 "\"hidden_size\" must be an integer");
+    expect_error("{\"hidden_size\":-4,\"num_hidden_layers\":2}", WS_EINVAL, "out of range");
+    expect_error("{\"hidden_size\":64,\"num_hidden_layers\":2,\"num_attention_heads\":6,"
+                 "\"num_key_value_heads\":4,\"vocab_size\":10,\"intermediate_size\":8}",
+                 WS_EINVAL, "not a multiple");
+    expect_error("{\"hidden_size\":64,\"num_hidden_layers\":2,\"num_attention_heads\":4,"
+                 "\"vocab_size\":10,\"num_local_experts\":8,\"num_experts_per_tok\":9,"
+                 "\"intermediate_size\":8}",
+                 WS_EINVAL, "num_experts_per_tok");
+    expect_error("{\"hidden_size\":64,\"num_hidden_layers\":2,\"num_attention_heads\":4,"
+                 "\"vocab_size\":10,\"compress_ratios\":[0,4]}",
+                 WS_EUNSUP, "compress_ratios");
+    expect_error("{\"hidden_size\":64,\"torch_dtype\":\"int3\"}", WS_EUNSUP, "torch_dtype");
+}
+
+Test(model, missing_and_empty_files)
+{
+    ws_model m;
+    ws_err err = {0};
+    cr_assert_eq(ws_model_load("/nonexistent/config.json", &m, &err), WS_EIO);
+    cr_assert_neq(strstr(err.msg, "/nonexistent/config.json"), NULL, "%s", err.msg);
+    char dir[64], path[256];
+    th_tmpdir(dir, sizeof dir);
+    th_write(dir, "empty.json", "", path, sizeof path);
+    cr_assert_eq(ws_model_load(path, &m, &err), WS_EPARSE);
+    cr_assert_neq(strstr(err.msg, "empty file"), NULL, "%s", err.msg);
+}
+
+Test(model, unknown_name_lists_known)
+{
+    char path[4096];
+    ws_err err = {0};
+    cr_assert_eq(ws_model_resolve("no-such-model", path, sizeof path, &err), WS_ENOTFOUND);
+    cr_assert_neq(strstr(err.msg, "unknown model 'no-such-model'"), NULL, "%s", err.msg);
+    cr_assert_neq(strstr(err.msg, "qwen3-30b-a3b"), NULL, "%s", err.msg);
+}

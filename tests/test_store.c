@@ -1,0 +1,229 @@
+/* test_store: the SQLite store (common/store.c): creation and seeding, migrations and
+ * refusals, transactions, a locked database, export. */
+#include <criterion/criterion.h>
+#include <sqlite3.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "helpers.h"
+#include "store.h"
+#include "ws_util.h"
+
+static void tmp_db(char *path, size_t cap)
+{
+    char dir[64];
+    th_tmpdir(dir, sizeof dir);
+    snprintf(path, cap, "%s/sub/ws.db", dir); /* parent folder created on first use */
+}
+
+static int count(ws_store *s, const char *sql)
+{
+    sqlite3_stmt *st;
+    cr_assert_eq(sqlite3_prepare_v2(ws_store_db(s), sql, -1, &st, NULL), SQLITE_OK, "%s", sql);
+    cr_assert_eq(sqlite3_step(st), SQLITE_ROW);
+    int n = sqlite3_column_int(st, 0);
+    sqlite3_finalize(st);
+    return n;
+}
+
+Test(store, create_migrate_seed)
+{
+    char path[256];
+    tmp_db(path, sizeof path);
+    ws_store *s;
+    ws_err err = {0};
+    cr_assert_eq(ws_store_open(path, &s, &err), 0, "%s", err.msg);
+    cr_assert(ws_store_created(s));
+    cr_assert_eq(count(s, "PRAGMA user_version"), WS_SCHEMA_VERSION);
+    cr_assert_eq(count(s, "SELECT count(*) FROM profiles WHERE source = 'datasheet'"), 6);
+    cr_assert_eq(count(s, "SELECT count(*) FROM profile_params p JOIN profiles f ON "
+                          "f.id = p.profile_id WHERE f.name = 'a100-40gb-pcie' AND "
+                          "p.key = 'hbm_bw' AND p.value = 1.555e12 AND p.source = 'datasheet'"),
+                 1);
+    cr_assert_eq(count(s, "SELECT count(*) FROM profile_params WHERE reference = ''"), 0);
+    /* V100 has no bf16; its H2D is about 12 GB/s. */
+    cr_assert_eq(count(s, "SELECT count(*) FROM profile_params p JOIN profiles f ON "
+                          "f.id = p.profile_id WHERE f.name = 'v100-32gb-pcie' AND "
+                          "((p.key = 'bf16_flops' AND p.value = 0) OR "
+                          "(p.key = 'h2d_bw' AND p.value BETWEEN 11e9 AND 13e9))"),
+                 2);
+    ws_store_close(s);
+
+    /* Reopening neither recreates nor duplicates. */
+    cr_assert_eq(ws_store_open(path, &s, &err), 0, "%s", err.msg);
+    cr_assert(!ws_store_created(s));
+    int n = 0;
+    cr_assert_eq(ws_store_seed_datasheet(s, &n, &err), 0, "%s", err.msg);
+    cr_assert_eq(n, 6);
+    cr_assert_eq(count(s, "SELECT count(*) FROM profiles"), 6);
+    cr_assert_eq(count(s, "SELECT count(*) FROM profile_params"),
+                 count(s, "SELECT count(*) FROM profile_params WHERE profile_id IN "
+                          "(SELECT id FROM profiles)"));
+    ws_store_close(s);
+}
+
+Test(store, profiles_json_roundtrip)
+{
+    char path[256];
+    tmp_db(path, sizeof path);
+    ws_store *s;
+    ws_err err = {0};
+    cr_assert_eq(ws_store_open(path, &s, &err), 0, "%s", err.msg);
+    json_t *p = ws_store_profiles(s, "h200", &err);
+    cr_assert_not_null(p, "%s", err.msg);
+    cr_assert_eq(json_array_size(p), 1);
+    json_t *h = json_array_get(p, 0);
+    cr_assert_str_eq(json_string_value(json_object_get(h, "kind")), "gpu");
+    int found = 0;
+    size_t i;
+    json_t *q;
+    json_array_foreach(json_object_get(h, "params"), i, q) if (
+        !strcmp(json_string_value(json_object_get(q, "key")), "hbm_bw"))
+    {
+        cr_assert_eq(json_number_value(json_object_get(q, "value")), 4.8e12);
+        found = 1;
+    }
+    cr_assert(found);
+    json_decref(p);
+    cr_assert_null(ws_store_profiles(s, "no-such-gpu", &err));
+    cr_assert_eq(err.code, WS_ENOTFOUND);
+    ws_store_close(s);
+}
+
+Test(store, not_sqlite_is_refused_untouched)
+{
+    char dir[64], path[256];
+    th_tmpdir(dir, sizeof dir);
+    const char *junk = "this is not a database, just text\n";
+    th_write(dir, "junk.db", junk, path, sizeof path);
+    ws_store *s;
+    ws_err err = {0};
+    cr_assert_eq(ws_store_open(path, &s, &err), WS_EDB);
+    cr_assert_neq(strstr(err.msg, path), NULL, "%s", err.msg);
+    cr_assert_neq(strstr(err.msg, "not a SQLite database"), NULL, "%s", err.msg);
+    cr_assert(th_same_file_bytes(path, junk, strlen(junk)));
+    char journal[300];
+    snprintf(journal, sizeof journal, "%s-journal", path);
+    cr_assert(access(journal, F_OK) != 0, "no journal left behind");
+}
+
+Test(store, newer_schema_and_foreign_db_refused)
+{
+    char dir[64], path[256];
+    th_tmpdir(dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/newer.db", dir);
+    sqlite3 *db;
+    cr_assert_eq(sqlite3_open(path, &db), SQLITE_OK);
+    sqlite3_exec(db, "CREATE TABLE profiles(x); PRAGMA user_version = 99;", 0, 0, 0);
+    sqlite3_close(db);
+    size_t len;
+    char *before = th_slurp(path, &len);
+    ws_store *s;
+    ws_err err = {0};
+    cr_assert_eq(ws_store_open(path, &s, &err), WS_EDB);
+    cr_assert_neq(strstr(err.msg, "schema version 99 is newer"), NULL, "%s", err.msg);
+    cr_assert(th_same_file_bytes(path, before, len), "file unchanged");
+    free(before);
+
+    snprintf(path, sizeof path, "%s/foreign.db", dir);
+    cr_assert_eq(sqlite3_open(path, &db), SQLITE_OK);
+    sqlite3_exec(db, "CREATE TABLE notes(x);", 0, 0, 0);
+    sqlite3_close(db);
+    cr_assert_eq(ws_store_open(path, &s, &err), WS_EDB);
+    cr_assert_neq(strstr(err.msg, "not a WriteScope"), NULL, "%s", err.msg);
+}
+
+Test(store, bad_profile_file_rolls_back)
+{
+    char path[256];
+    tmp_db(path, sizeof path);
+    ws_store *s;
+    ws_err err = {0};
+    cr_assert_eq(ws_store_open(path, &s, &err), 0, "%s", err.msg);
+    /* First profile valid, second has an unknown source: nothing may be written. */
+    const char *bad =
+        "{\"profiles\":[{\"name\":\"new-gpu\",\"kind\":\"gpu\",\"description\":\"d\",\"params\":"
+        "{\"hbm_bw\":{\"value\":1e12,\"unit\":\"B/s\",\"source\":\"datasheet\",\"reference\":\"r\"}}},"
+        "{\"name\":\"h200\",\"kind\":\"gpu\",\"description\":\"d\",\"params\":"
+        "{\"hbm_bw\":{\"value\":1,\"unit\":\"B/s\",\"source\":\"guess\",\"reference\":\"r\"}}}]}";
+    cr_assert_eq(ws_store_import_profiles(s, bad, "bad.json", NULL, &err), WS_EINVAL);
+    cr_assert_neq(strstr(err.msg, "bad.json"), NULL, "%s", err.msg);
+    cr_assert_neq(strstr(err.msg, "guess"), NULL, "%s", err.msg);
+    cr_assert_eq(count(s, "SELECT count(*) FROM profiles WHERE name = 'new-gpu'"), 0);
+    cr_assert_eq(count(s, "SELECT count(*) FROM profile_params p JOIN profiles f ON "
+                          "f.id = p.profile_id WHERE f.name = 'h200' AND p.key = 'hbm_bw' "
+                          "AND p.value = 4.8e12"),
+                 1);
+    cr_assert_eq(ws_store_import_profiles(s, "{\"profiles\": [", "trunc.json", NULL, &err),
+                 WS_EPARSE);
+    cr_assert_neq(strstr(err.msg, "trunc.json: invalid JSON"), NULL, "%s", err.msg);
+
+    /* A valid file replaces by name and keeps the others. */
+    const char *good =
+        "{\"profiles\":[{\"name\":\"h200\",\"kind\":\"gpu\",\"description\":\"measured\",\"params\":"
+        "{\"hbm_bw\":{\"value\":4.1e12,\"unit\":\"B/s\",\"source\":\"measured\",\"reference\":\"run 1\"}}}]}";
+    int n = 0;
+    cr_assert_eq(ws_store_import_profiles(s, good, "good.json", &n, &err), 0, "%s", err.msg);
+    cr_assert_eq(n, 1);
+    cr_assert_eq(count(s, "SELECT count(*) FROM profiles"), 6);
+    cr_assert_eq(count(s, "SELECT count(*) FROM profiles WHERE name = 'h200' AND source = 'measured'"), 1);
+    ws_store_close(s);
+}
+
+Test(store, locked_database_bounded_wait)
+{
+    char path[256];
+    tmp_db(path, sizeof path);
+    ws_store *s;
+    ws_err err = {0};
+    cr_assert_eq(ws_store_open(path, &s, &err), 0, "%s", err.msg);
+    ws_store_close(s);
+    /* Another writer holds the write lock. */
+    sqlite3 *other;
+    cr_assert_eq(sqlite3_open(path, &other), SQLITE_OK);
+    cr_assert_eq(sqlite3_exec(other, "BEGIN IMMEDIATE", 0, 0, 0), SQLITE_OK);
+    setenv("WRITESCOPE_DB_TIMEOUT_MS", "200", 1);
+    cr_assert_eq(ws_store_open(path, &s, &err), 0, "%s", err.msg); /* reading is fine */
+    double t0 = ws_now_s();
+    cr_assert_eq(ws_store_seed_datasheet(s, NULL, &err), WS_EDB);
+    double waited = ws_now_s() - t0;
+    cr_assert_neq(strstr(err.msg, "locked by another writer"), NULL, "%s", err.msg);
+    cr_assert_neq(strstr(err.msg, "0.2 s"), NULL, "%s", err.msg);
+    cr_assert(waited >= 0.15 && waited < 5.0, "waited %.3f s", waited);
+    ws_store_close(s);
+    sqlite3_exec(other, "ROLLBACK", 0, 0, 0);
+    sqlite3_close(other);
+    unsetenv("WRITESCOPE_DB_TIMEOUT_MS");
+}
+
+Test(store, export_json_and_csv)
+{
+    char path[256];
+    tmp_db(path, sizeof path);
+    ws_store *s;
+    ws_err err = {0};
+    cr_assert_eq(ws_store_open(path, &s, &err), 0, "%s", err.msg);
+    json_t *all = ws_store_export(s, &err);
+    cr_assert_not_null(all, "%s", err.msg);
+    cr_assert_eq(json_integer_value(json_object_get(all, "schema_version")), WS_SCHEMA_VERSION);
+    for (int i = 0; ws_store_tables[i]; i++)
+        cr_assert(json_is_array(json_object_get(all, ws_store_tables[i])), "%s",
+                  ws_store_tables[i]);
+    cr_assert_eq(json_array_size(json_object_get(all, "profiles")), 6);
+    json_decref(all);
+
+    char csv[300];
+    snprintf(csv, sizeof csv, "%s.csv", path);
+    FILE *f = fopen(csv, "w");
+    cr_assert_eq(ws_store_export_csv(s, "profiles", f, &err), 0, "%s", err.msg);
+    fclose(f);
+    char *text = th_slurp(csv, NULL);
+    cr_assert_eq(strncmp(text, "id,name,kind,description,source", 31), 0, "%s", text);
+    cr_assert_eq(th_lines(text), 7); /* header + 6 */
+    /* A description with a comma is quoted. */
+    cr_assert_neq(strstr(text, "\"NVIDIA A100 40GB PCIe, host link"), NULL);
+    free(text);
+    cr_assert_eq(ws_store_export_csv(s, "sqlite_master", stdout, &err), WS_EINVAL);
+    ws_store_close(s);
+}

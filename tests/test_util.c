@@ -1,0 +1,51 @@
+/* test_util: the small shared helpers (common/ws_err.c, ws_util.c, ws_dtype.c). */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "helpers.h"
+#include "ws_dtype.h"
+#include "ws_err.h"
+#include "ws_util.h"
+
+Test(util, err_one_line_and_prefix)
+{
+    ws_err err = {0};
+    cr_assert_eq(ws_err_set(&err, WS_EPARSE, "bad\nvalue %d", 3), WS_EPARSE);
+    cr_assert_str_eq(err.msg, "bad value 3");
+    ws_err_prefix(&err, "file %s", "x.json");
+    cr_assert_str_eq(err.msg, "file x.json: bad value 3");
+    cr_assert_eq(ws_err_set(NULL, WS_EIO, "dropped"), WS_EIO);
+}
+
+Test(util, dtype_names)
+{
+    ws_dtype t;
+    cr_assert_eq(ws_dtype_parse("bfloat16", &t), 0);
+    cr_assert_eq(t, WS_DT_BF16);
+    cr_assert_eq(ws_dtype_parse("fp16", &t), 0);
+    cr_assert_eq(ws_dtype_size(t), 2);
+    cr_assert_eq(ws_dtype_size(WS_DT_FP8), 1);
+    cr_assert_eq(ws_dtype_parse("int4", &t), -1);
+}
+
+Test(util, read_file_and_root)
+{
+    char dir[64], path[256];
+    th_tmpdir(dir, sizeof dir);
+    th_write(dir, "a.txt", "hello", path, sizeof path);
+    size_t len;
+    ws_err err = {0};
+    char *s = ws_read_file(path, &len, &err);
+    cr_assert_not_null(s);
+    cr_assert_eq(len, 5);
+    cr_assert_str_eq(s, "hello");
+    free(s);
+    cr_assert_null(ws_read_file("/no/such/file", &len, &err));
+    cr_assert_eq(err.code, WS_EIO);
+    char root[4096], models[4200];
+    cr_assert_eq(ws_root_dir(root, sizeof root, &err), 0, "%s", err.msg);
+    snprintf(models, sizeof models, "%s/models", root);
+    cr_assert(ws_dir_exists(models));
+}
