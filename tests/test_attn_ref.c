@@ -1,0 +1,250 @@
+/* test_attn_ref: the fp64 reference attention, the merge and the half conversions
+ * (kernels/attn_ref.c, kernels/half.h) -- the oracle every fast kernel is compared with. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attn.h"
+#include "half.h"
+
+Test(half, bf16_known_values)
+{
+    cr_assert_eq(ws_f32_to_bf16(1.0f), 0x3f80);
+    cr_assert_eq(ws_f32_to_bf16(-2.0f), 0xc000);
+    cr_assert_eq(ws_bf16_to_f32(0x3f80), 1.0f);
+    /* 1 + 2^-8 is halfway between bf16 1.0 and 1.0078125: ties to even (1.0). */
+    cr_assert_eq(ws_f32_to_bf16(1.00390625f), 0x3f80);
+    cr_assert_eq(ws_f32_to_bf16(1.01171875f), 0x3f82); /* halfway, odd below -> up */
+    cr_assert(isnan(ws_bf16_to_f32(ws_f32_to_bf16(NAN))));
+}
+
+Test(half, fp16_known_values)
+{
+    cr_assert_eq(ws_f32_to_fp16(1.0f), 0x3c00);
+    cr_assert_eq(ws_f32_to_fp16(-2.0f), 0xc000);
+    cr_assert_eq(ws_f32_to_fp16(65504.0f), 0x7bff);
+    cr_assert_eq(ws_f32_to_fp16(65520.0f), 0x7c00);        /* rounds to inf */
+    cr_assert_eq(ws_f32_to_fp16(5.9604645e-8f), 0x0001);   /* 2^-24, smallest subnormal */
+    cr_assert_eq(ws_f32_to_fp16(2.0f * 5.9604645e-8f), 0x0002);
+    cr_assert_eq(ws_f32_to_fp16(1e-9f), 0x0000);
+    cr_assert_eq(ws_fp16_to_f32(0x0001), 5.9604645e-8f);
+    cr_assert_eq(ws_fp16_to_f32(0x7bff), 65504.0f);
+    cr_assert(isinf(ws_fp16_to_f32(0x7c00)));
+    cr_assert(isnan(ws_fp16_to_f32(ws_f32_to_fp16(NAN))));
+    /* Every finite half survives a round trip through float. */
+    for (uint32_t h = 0; h < 0x10000; h++) {
+        if ((h & 0x7c00) == 0x7c00)
+            continue;
+        cr_assert_eq(ws_f32_to_fp16(ws_fp16_to_f32((uint16_t)h)), h, "0x%04x", h);
+    }
+}
+
+/* A random paged problem with pages scattered in one pool in shuffled order. */
+typedef struct fixture {
+    ws_attn_problem p;
+    ws_attn_seq seq[4];
+    const void **tables[4];
+    uint16_t *pool;
+    float *q, *o, *lse;
+} fixture;
+
+static unsigned g_rng = 12345;
+static float frand(void)
+{
+    g_rng = g_rng * 1664525u + 1013904223u;
+    return (float)((g_rng >> 8) & 0xffff) / 32768.0f - 1.0f;
+}
+
+static void build(fixture *f, ws_kv_layout kv, int n_q, int n_seqs, const int *lens)
+{
+    memset(f, 0, sizeof *f);
+    f->p.kv = kv;
+    f->p.n_q_heads = n_q;
+    f->p.scale = 1.0f / sqrtf((float)kv.d_k);
+    f->p.n_seqs = n_seqs;
+    f->p.seqs = f->seq;
+    int total_pages = 0;
+    for (int s = 0; s < n_seqs; s++)
+        total_pages += (lens[s] + kv.page_tokens - 1) / kv.page_tokens;
+    size_t page_elems = ws_kv_page_bytes(&kv) / 2;
+    f->pool = malloc(sizeof(uint16_t) * page_elems * (size_t)(total_pages + 1));
+    for (size_t i = 0; i < page_elems * (size_t)total_pages; i++)
+        f->pool[i] = kv.dtype == WS_DT_BF16 ? ws_f32_to_bf16(frand()) : ws_f32_to_fp16(frand());
+    int next = total_pages - 1; /* hand pages out back to front: not contiguous per sequence */
+    for (int s = 0; s < n_seqs; s++) {
+        int np = (lens[s] + kv.page_tokens - 1) / kv.page_tokens;
+        f->tables[s] = malloc(sizeof(void *) * (size_t)(np + 1));
+        for (int i = 0; i < np; i++)
+            f->tables[s][i] = f->pool + page_elems * (size_t)(next--);
+        f->seq[s].pages = f->tables[s];
+        f->seq[s].n_tokens = lens[s];
+    }
+    f->q = malloc(sizeof(float) * (size_t)(n_seqs * n_q * kv.d_k));
+    for (int i = 0; i < n_seqs * n_q * kv.d_k; i++)
+        f->q[i] = frand();
+    f->o = malloc(sizeof(float) * (size_t)(n_seqs * n_q * kv.d_v));
+    f->lse = malloc(sizeof(float) * (size_t)(n_seqs * n_q));
+    f->p.q = f->q;
+    f->p.o = f->o;
+    f->p.lse = f->lse;
+}
+
+static void destroy(fixture *f)
+{
+    for (int s = 0; s < f->p.n_seqs; s++)
+        free(f->tables[s]);
+    free(f->pool);
+    free(f->q);
+    free(f->o);
+    free(f->lse);
+}
+
+Test(attn_ref, single_token_and_empty)
+{
+    fixture f;
+    ws_kv_layout kv = {.page_tokens = 4, .n_kv_heads = 2, .d_k = 8, .d_v = 8, .dtype = WS_DT_BF16};
+    int lens[2] = {1, 0};
+    build(&f, kv, 4, 2, lens);
+    double o[2 * 4 * 8], lse[8];
+    ws_err err = {0};
+    cr_assert_eq(ws_attn_ref(&f.p, o, lse, &err), 0, "%s", err.msg);
+    const uint16_t *pg = f.seq[0].pages[0];
+    for (int h = 0; h < 4; h++) {
+        int kvh = h / 2;
+        double dot = 0;
+        for (int d = 0; d < 8; d++)
+            dot += f.q[h * 8 + d] * ws_bf16_to_f32(pg[ws_kv_k_off(&kv, kvh, 0) + d]);
+        cr_assert_float_eq(lse[h], dot * f.p.scale, 1e-12);
+        for (int d = 0; d < 8; d++)
+            cr_assert_float_eq(o[h * 8 + d], ws_bf16_to_f32(pg[ws_kv_v_off(&kv, kvh, 0) + d]),
+                               1e-12);
+    }
+    for (int h = 4; h < 8; h++) {
+        cr_assert(isinf(lse[h]) && lse[h] < 0);
+        for (int d = 0; d < 8; d++)
+            cr_assert_eq(o[h * 8 + d], 0.0);
+    }
+    destroy(&f);
+}
+
+Test(attn_ref, zero_keys_average_values)
+{
+    fixture f;
+    ws_kv_layout kv = {.page_tokens = 16, .n_kv_heads = 1, .d_k = 576, .d_v = 512,
+                       .v_shares_k = 1, .dtype = WS_DT_FP16};
+    int lens[1] = {37};
+    build(&f, kv, 16, 1, lens);
+    /* Zero q: all scores 0 -> o = mean of V rows (the first 512 of each 576 row), lse = log n. */
+    memset(f.q, 0, sizeof(float) * 16 * 576);
+    double o[16 * 512], lse[16];
+    ws_err err = {0};
+    cr_assert_eq(ws_attn_ref(&f.p, o, lse, &err), 0, "%s", err.msg);
+    for (int d = 0; d < 512; d += 97) {
+        double mean = 0;
+        for (int t = 0; t < 37; t++)
+            mean += ws_fp16_to_f32(((const uint16_t *)f.seq[0].pages[t / 16])[ws_kv_k_off(&kv, 0, t % 16) + d]);
+        mean /= 37;
+        cr_assert_float_eq(o[5 * 512 + d], mean, 1e-12);
+    }
+    cr_assert_float_eq(lse[3], log(37.0), 1e-12);
+    destroy(&f);
+}
+
+Test(attn_ref, merge_of_parts_equals_union)
+{
+    fixture f;
+    ws_kv_layout kv = {.page_tokens = 8, .n_kv_heads = 2, .d_k = 64, .d_v = 64, .dtype = WS_DT_BF16};
+    int lens[1] = {100};
+    build(&f, kv, 8, 1, lens);
+    double o_full[8 * 64], lse_full[8];
+    ws_err err = {0};
+    cr_assert_eq(ws_attn_ref(&f.p, o_full, lse_full, &err), 0, "%s", err.msg);
+    /* Split the 100 tokens into parts (one empty), attend each sparsely, merge in float. */
+    for (int parts = 2; parts <= 8; parts++) {
+        float acc_o[8 * 64], acc_l[8];
+        for (int r = 0; r < 8; r++)
+            acc_l[r] = -INFINITY;
+        memset(acc_o, 0, sizeof acc_o);
+        for (int k = 0; k <= parts; k++) { /* part `parts` gets nothing */
+            int32_t sel[100];
+            int n = 0;
+            for (int t = 0; t < 100; t++)
+                if (k < parts && (t * 7 + 3) % parts == k)
+                    sel[n++] = t;
+            f.seq[0].sel = sel;
+            f.seq[0].n_sel = n;
+            double o[8 * 64], l[8];
+            cr_assert_eq(ws_attn_ref(&f.p, o, l, &err), 0, "%s", err.msg);
+            float of[8 * 64], lf[8];
+            for (int i = 0; i < 8 * 64; i++)
+                of[i] = (float)o[i];
+            for (int i = 0; i < 8; i++)
+                lf[i] = (float)l[i];
+            ws_attn_merge(acc_o, acc_l, of, lf, acc_o, acc_l, 8, 64);
+        }
+        f.seq[0].sel = NULL;
+        for (int i = 0; i < 8 * 64; i++)
+            cr_assert_float_eq(acc_o[i], o_full[i], 2e-6, "parts %d elem %d", parts, i);
+        for (int i = 0; i < 8; i++)
+            cr_assert_float_eq(acc_l[i], lse_full[i], 2e-5);
+    }
+    destroy(&f);
+}
+
+Test(attn_ref, merge_empty_sides)
+{
+    float oa[2] = {1, 2}, la[1] = {-INFINITY}, ob[2] = {3, 4}, lb[1] = {0.5f}, o[2], l[1];
+    ws_attn_merge(oa, la, ob, lb, o, l, 1, 2);
+    cr_assert_eq(o[0], 3.0f);
+    cr_assert_eq(o[1], 4.0f);
+    cr_assert_eq(l[0], 0.5f);
+    lb[0] = -INFINITY;
+    ws_attn_merge(oa, la, ob, lb, o, l, 1, 2);
+    cr_assert_eq(o[0], 0.0f);
+    cr_assert(isinf(l[0]) && l[0] < 0);
+    /* Large lse values do not overflow. */
+    la[0] = 1000.0f;
+    lb[0] = 1000.0f;
+    ws_attn_merge(oa, la, ob, lb, o, l, 1, 2);
+    cr_assert_float_eq(o[0], 2.0f, 1e-6);
+    cr_assert_float_eq(l[0], 1000.0f + logf(2.0f), 1e-3);
+}
+
+Test(attn_ref, validation_errors)
+{
+    fixture f;
+    ws_kv_layout kv = {.page_tokens = 4, .n_kv_heads = 2, .d_k = 8, .d_v = 8, .dtype = WS_DT_BF16};
+    int lens[1] = {10};
+    build(&f, kv, 4, 1, lens);
+    ws_err err = {0};
+    int32_t dup[3] = {1, 5, 1}, out_of_range[2] = {0, 10}, unsorted[3] = {9, 0, 4};
+    f.seq[0].sel = dup;
+    f.seq[0].n_sel = 3;
+    cr_assert_eq(ws_attn_validate(&f.p, &err), WS_EINVAL);
+    cr_assert_neq(strstr(err.msg, "listed twice"), NULL, "%s", err.msg);
+    f.seq[0].sel = out_of_range;
+    f.seq[0].n_sel = 2;
+    cr_assert_eq(ws_attn_validate(&f.p, &err), WS_EINVAL);
+    f.seq[0].sel = unsorted;
+    f.seq[0].n_sel = 3;
+    cr_assert_eq(ws_attn_validate(&f.p, &err), 0, "unsorted is fine: %s", err.msg);
+    f.seq[0].sel = NULL;
+    f.p.n_q_heads = 3;
+    cr_assert_eq(ws_attn_validate(&f.p, &err), WS_EINVAL);
+    f.p.n_q_heads = 4;
+    f.p.kv.dtype = WS_DT_FP32;
+    cr_assert_eq(ws_attn_validate(&f.p, &err), WS_EUNSUP);
+    f.p.kv.dtype = WS_DT_BF16;
+    f.p.kv.d_k = 0;
+    cr_assert_eq(ws_attn_validate(&f.p, &err), WS_EUNSUP);
+    f.p.kv.d_k = 8;
+    f.p.kv.n_kv_heads = 0;
+    cr_assert_eq(ws_attn_validate(&f.p, &err), WS_EINVAL);
+    f.p.kv.n_kv_heads = 2;
+    const void *holes[3] = {f.tables[0][0], NULL, f.tables[0][2]};
+    f.seq[0].pages = holes;
+    cr_assert_eq(ws_attn_validate(&f.p, &err), WS_EINVAL);
+    cr_assert_neq(strstr(err.msg, "page 1 is NULL"), NULL, "%s", err.msg);
+    destroy(&f);
+}
