@@ -1,0 +1,381 @@
+/* fit: GSL roofline and transfer fits with k-fold held-out error (see fit.h). */
+#include "fit.h"
+
+#include <gsl/gsl_blas.h>
+#include <gsl/gsl_errno.h>
+#include <gsl/gsl_multifit.h>
+#include <gsl/gsl_multifit_nlinear.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Parameters are fitted in scaled units so LM sees O(1) numbers:
+ * c0 in microseconds, 1/P in ns per Mflop... chosen as s per 1e9 units (s/GB, s/Gflop). */
+#define C0_UNIT 1e-6
+#define RATE_UNIT 1e9
+
+typedef struct fit_data {
+    const ws_fit_point *pts;
+    const int *idx; /* points used */
+    int n;
+    double inv_p_fixed, inv_w_fixed; /* > 0 when held fixed (in s per 1e9) */
+    int free_p, free_w;              /* which rates are parameters */
+} fit_data;
+
+/* Unpacks the parameter vector: x = [c0, (1/P), (1/W)] in scaled units. */
+static void unpack(const fit_data *d, const gsl_vector *x, double *c0, double *ip, double *iw)
+{
+    int k = 0;
+    *c0 = gsl_vector_get(x, k++);
+    *ip = d->free_p ? gsl_vector_get(x, k++) : d->inv_p_fixed;
+    *iw = d->free_w ? gsl_vector_get(x, k++) : d->inv_w_fixed;
+}
+
+static int roof_f(const gsl_vector *x, void *params, gsl_vector *f)
+{
+    const fit_data *d = params;
+    double c0, ip, iw;
+    unpack(d, x, &c0, &ip, &iw);
+    for (int i = 0; i < d->n; i++) {
+        const ws_fit_point *p = &d->pts[d->idx[i]];
+        double tf = p->flops / RATE_UNIT * ip, tb = p->bytes / RATE_UNIT * iw;
+        double m = c0 * C0_UNIT + (tf > tb ? tf : tb);
+        gsl_vector_set(f, i, (m - p->t) / p->t);
+    }
+    return GSL_SUCCESS;
+}
+
+static int roof_df(const gsl_vector *x, void *params, gsl_matrix *J)
+{
+    const fit_data *d = params;
+    double c0, ip, iw;
+    unpack(d, x, &c0, &ip, &iw);
+    for (int i = 0; i < d->n; i++) {
+        const ws_fit_point *p = &d->pts[d->idx[i]];
+        double tf = p->flops / RATE_UNIT * ip, tb = p->bytes / RATE_UNIT * iw;
+        int k = 0;
+        gsl_matrix_set(J, i, k++, C0_UNIT / p->t);
+        if (d->free_p)
+            gsl_matrix_set(J, i, k++, tf > tb ? p->flops / RATE_UNIT / p->t : 0.0);
+        if (d->free_w)
+            gsl_matrix_set(J, i, k++, tf > tb ? 0.0 : p->bytes / RATE_UNIT / p->t);
+    }
+    return GSL_SUCCESS;
+}
+
+/* One LM solve from x0; returns 0 and fills x, cost (sum of squares), covar (scaled). */
+static int lm_solve(fit_data *d, const double *x0, int np, double *x_out, double *cov_out,
+                    double *cost_out)
+{
+    gsl_multifit_nlinear_fdf fdf = {.f = roof_f, .df = roof_df, .fvv = NULL,
+                                    .n = (size_t)d->n, .p = (size_t)np, .params = d};
+    gsl_multifit_nlinear_parameters fp = gsl_multifit_nlinear_default_parameters();
+    gsl_multifit_nlinear_workspace *w =
+        gsl_multifit_nlinear_alloc(gsl_multifit_nlinear_trust, &fp, (size_t)d->n, (size_t)np);
+    if (!w)
+        return -1;
+    gsl_vector_const_view xv = gsl_vector_const_view_array(x0, (size_t)np);
+    int info, rc = gsl_multifit_nlinear_init(&xv.vector, &fdf, w);
+    if (rc == GSL_SUCCESS)
+        rc = gsl_multifit_nlinear_driver(200, 1e-10, 1e-10, 1e-12, NULL, NULL, &info, w);
+    if (rc == GSL_SUCCESS || rc == GSL_EMAXITER) {
+        gsl_vector *x = gsl_multifit_nlinear_position(w);
+        gsl_vector *f = gsl_multifit_nlinear_residual(w);
+        gsl_matrix *J = gsl_multifit_nlinear_jac(w);
+        double chisq;
+        gsl_blas_ddot(f, f, &chisq);
+        gsl_matrix *cov = gsl_matrix_alloc((size_t)np, (size_t)np);
+        gsl_multifit_nlinear_covar(J, 0.0, cov);
+        double dof = d->n > np ? d->n - np : 1;
+        for (int i = 0; i < np; i++) {
+            x_out[i] = gsl_vector_get(x, (size_t)i);
+            cov_out[i] = gsl_matrix_get(cov, (size_t)i, (size_t)i) * chisq / dof;
+        }
+        *cost_out = chisq;
+        gsl_matrix_free(cov);
+        rc = rc == GSL_SUCCESS ? 0 : 1; /* 1: stopped at the iteration limit */
+    } else {
+        rc = -1;
+    }
+    gsl_multifit_nlinear_free(w);
+    return rc;
+}
+
+/* Fits on the points in idx[0..n); fills c0 / 1/P / 1/W (scaled) and their variances. */
+static int roof_fit_subset(fit_data *d, double *c0, double *ip, double *iw, double var[3],
+                           int *converged)
+{
+    int np = 1 + d->free_p + d->free_w;
+    /* Starting point: the slope of t against bytes (or flops) over the extremes. */
+    double fmin = INFINITY, fmax = 0, tlo = 0, thi = 0, blo = 0, bhi = 0, flo = 0, fhi = 0;
+    for (int i = 0; i < d->n; i++) {
+        const ws_fit_point *p = &d->pts[d->idx[i]];
+        double s = p->bytes + p->flops;
+        if (s < fmin) {
+            fmin = s;
+            tlo = p->t, blo = p->bytes, flo = p->flops;
+        }
+        if (s > fmax) {
+            fmax = s;
+            thi = p->t, bhi = p->bytes, fhi = p->flops;
+        }
+    }
+    double slope_b = bhi > blo ? (thi - tlo) / ((bhi - blo) / RATE_UNIT) : thi / (bhi / RATE_UNIT);
+    double slope_f = fhi > flo ? (thi - tlo) / ((fhi - flo) / RATE_UNIT) : thi / (fhi / RATE_UNIT + 1e-30);
+    if (!(slope_b > 0) || !isfinite(slope_b))
+        slope_b = thi / (bhi / RATE_UNIT + 1e-30);
+    if (!(slope_f > 0) || !isfinite(slope_f))
+        slope_f = thi / (fhi / RATE_UNIT + 1e-30);
+    double c_init = tlo / C0_UNIT * 0.5;
+    /* Two starts when both rates are free: memory-dominated and compute-dominated. */
+    double best_cost = INFINITY, best[3] = {0}, best_var[3] = {0};
+    int best_rc = -1;
+    for (int start = 0; start < (d->free_p && d->free_w ? 2 : 1); start++) {
+        double x0[3], x[3], v[3], cost;
+        int k = 0;
+        x0[k++] = c_init;
+        if (d->free_p)
+            x0[k++] = start == 0 && d->free_w ? slope_f * 0.3 : slope_f;
+        if (d->free_w)
+            x0[k++] = start == 1 ? slope_b * 0.3 : slope_b;
+        int rc = lm_solve(d, x0, np, x, v, &cost);
+        if (rc >= 0 && cost < best_cost) {
+            best_cost = cost;
+            best_rc = rc;
+            memcpy(best, x, sizeof best);
+            memcpy(best_var, v, sizeof best_var);
+        }
+    }
+    if (best_rc < 0)
+        return -1;
+    int k = 0;
+    *c0 = best[k];
+    var[0] = best_var[k++];
+    *ip = d->free_p ? best[k] : d->inv_p_fixed;
+    var[1] = d->free_p ? best_var[k++] : 0;
+    *iw = d->free_w ? best[k] : d->inv_w_fixed;
+    var[2] = d->free_w ? best_var[k++] : 0;
+    *converged = best_rc == 0;
+    return 0;
+}
+
+static double predict_raw(double c0, double ip, double iw, const ws_fit_point *p)
+{
+    double tf = p->flops / RATE_UNIT * ip, tb = p->bytes / RATE_UNIT * iw;
+    return c0 * C0_UNIT + (tf > tb ? tf : tb);
+}
+
+double ws_fit_predict(const ws_fit_result *f, double flops, double bytes)
+{
+    double tf = f->peak_flops > 0 ? flops / f->peak_flops : 0.0;
+    double tb = f->bandwidth > 0 ? bytes / f->bandwidth : 0.0;
+    return f->c0 + (f->form == WS_FIT_TRANSFER ? tb : (tf > tb ? tf : tb));
+}
+
+/* Fold of point i: points are ordered by size so every fold spans the whole range. */
+static int *fold_order(const ws_fit_point *pts, int n)
+{
+    int *ord = malloc(sizeof(int) * (size_t)n);
+    for (int i = 0; i < n; i++)
+        ord[i] = i;
+    for (int i = 1; i < n; i++) { /* insertion sort by bytes + flops: n is small */
+        int v = ord[i], j = i - 1;
+        double key = pts[v].bytes + pts[v].flops;
+        while (j >= 0 && pts[ord[j]].bytes + pts[ord[j]].flops > key) {
+            ord[j + 1] = ord[j];
+            j--;
+        }
+        ord[j + 1] = v;
+    }
+    return ord;
+}
+
+static void stats(const ws_fit_point *pts, int n, const ws_fit_result *r, double *r2, double *mape)
+{
+    double mean = 0, ss_tot = 0, ss_res = 0, ape = 0;
+    for (int i = 0; i < n; i++)
+        mean += pts[i].t / n;
+    for (int i = 0; i < n; i++) {
+        double m = ws_fit_predict(r, pts[i].flops, pts[i].bytes);
+        ss_res += (m - pts[i].t) * (m - pts[i].t);
+        ss_tot += (pts[i].t - mean) * (pts[i].t - mean);
+        ape += fabs(m - pts[i].t) / pts[i].t;
+    }
+    *r2 = ss_tot > 0 ? 1.0 - ss_res / ss_tot : 0.0;
+    *mape = 100.0 * ape / n;
+}
+
+static int check_points(const ws_fit_point *pts, int n, ws_err *err)
+{
+    if (n < 3)
+        return ws_err_set(err, WS_EINVAL, "fit: %d samples, need at least 3", n);
+    for (int i = 0; i < n; i++)
+        if (!(pts[i].t > 0) || !isfinite(pts[i].t) || pts[i].bytes < 0 || pts[i].flops < 0)
+            return ws_err_set(err, WS_EINVAL, "fit: sample %d has t=%g, bytes=%g, flops=%g", i,
+                              pts[i].t, pts[i].bytes, pts[i].flops);
+    return 0;
+}
+
+static void judge(ws_fit_result *r)
+{
+    r->good = r->converged && r->bandwidth > 0 && (r->form == WS_FIT_TRANSFER || r->peak_flops > 0) &&
+              isfinite(r->heldout_mape_pct) && r->heldout_mape_pct <= WS_FIT_GOOD_MAPE_PCT;
+    if (!r->converged)
+        snprintf(r->note, sizeof r->note, "did not converge");
+    else if (!(r->bandwidth > 0) || (r->form == WS_FIT_ROOFLINE && !(r->peak_flops > 0)))
+        snprintf(r->note, sizeof r->note, "non-positive rate");
+    else if (!(r->heldout_mape_pct <= WS_FIT_GOOD_MAPE_PCT))
+        snprintf(r->note, sizeof r->note, "poor: held-out MAPE %.1f%% > %.0f%%",
+                 r->heldout_mape_pct, WS_FIT_GOOD_MAPE_PCT);
+}
+
+int ws_fit_roofline(const ws_fit_point *pts, int n, double p_fix, double w_fix, ws_fit_result *out,
+                    ws_err *err)
+{
+    memset(out, 0, sizeof *out);
+    out->form = WS_FIT_ROOFLINE;
+    out->n = n;
+    int rc = check_points(pts, n, err);
+    if (rc)
+        return rc;
+    if (p_fix > 0 && w_fix > 0)
+        return ws_err_set(err, WS_EINVAL, "fit: cannot hold both P and W fixed");
+    gsl_set_error_handler_off();
+    fit_data d = {.pts = pts, .free_p = !(p_fix > 0), .free_w = !(w_fix > 0),
+                  .inv_p_fixed = p_fix > 0 ? RATE_UNIT / p_fix : 0,
+                  .inv_w_fixed = w_fix > 0 ? RATE_UNIT / w_fix : 0};
+    int *all = malloc(sizeof(int) * (size_t)n);
+    for (int i = 0; i < n; i++)
+        all[i] = i;
+    d.idx = all;
+    d.n = n;
+    double c0, ip, iw, var[3];
+    int conv = 0;
+    if (roof_fit_subset(&d, &c0, &ip, &iw, var, &conv)) {
+        free(all);
+        out->heldout_mape_pct = NAN;
+        snprintf(out->note, sizeof out->note, "fit failed");
+        return 0; /* a failed fit is a result (good = 0), not an error */
+    }
+    out->converged = conv;
+    out->c0 = c0 * C0_UNIT;
+    out->c0_se = sqrt(var[0]) * C0_UNIT;
+    out->peak_flops = ip > 0 ? RATE_UNIT / ip : 0;
+    out->peak_flops_se = ip > 0 ? RATE_UNIT * sqrt(var[1]) / (ip * ip) : 0;
+    out->bandwidth = iw > 0 ? RATE_UNIT / iw : 0;
+    out->bandwidth_se = iw > 0 ? RATE_UNIT * sqrt(var[2]) / (iw * iw) : 0;
+    out->p_fixed = !d.free_p;
+    out->w_fixed = !d.free_w;
+    int on_compute = 0;
+    for (int i = 0; i < n; i++)
+        on_compute += pts[i].flops / RATE_UNIT * ip > pts[i].bytes / RATE_UNIT * iw;
+    out->compute_bound = 2 * on_compute > n;
+    stats(pts, n, out, &out->r2, &out->train_mape_pct);
+
+    /* k-fold held-out error. */
+    int k = n < WS_FIT_KFOLD ? n : WS_FIT_KFOLD;
+    int *ord = fold_order(pts, n), *train = malloc(sizeof(int) * (size_t)n);
+    double ape = 0;
+    int tested = 0, failed = 0;
+    for (int fold = 0; fold < k; fold++) {
+        int m = 0;
+        for (int i = 0; i < n; i++)
+            if (i % k != fold)
+                train[m++] = ord[i];
+        d.idx = train;
+        d.n = m;
+        double fc0, fip, fiw, fvar[3];
+        int fconv;
+        if (m < 2 || roof_fit_subset(&d, &fc0, &fip, &fiw, fvar, &fconv)) {
+            failed = 1;
+            break;
+        }
+        for (int i = fold; i < n; i += k) {
+            const ws_fit_point *p = &pts[ord[i]];
+            ape += fabs(predict_raw(fc0, fip, fiw, p) - p->t) / p->t;
+            tested++;
+        }
+    }
+    out->heldout_mape_pct = failed || !tested ? NAN : 100.0 * ape / tested;
+    free(ord);
+    free(train);
+    free(all);
+    judge(out);
+    return 0;
+}
+
+/* Weighted linear fit t = a + b*B on the points idx; weights 1/t^2 (relative error). */
+static int lin_subset(const ws_fit_point *pts, const int *idx, int n, double *a, double *b,
+                      double cov[4], double *chisq)
+{
+    gsl_matrix *X = gsl_matrix_alloc((size_t)n, 2), *C = gsl_matrix_alloc(2, 2);
+    gsl_vector *y = gsl_vector_alloc((size_t)n), *w = gsl_vector_alloc((size_t)n),
+               *c = gsl_vector_alloc(2);
+    for (int i = 0; i < n; i++) {
+        const ws_fit_point *p = &pts[idx[i]];
+        gsl_matrix_set(X, (size_t)i, 0, 1.0);
+        gsl_matrix_set(X, (size_t)i, 1, p->bytes / RATE_UNIT);
+        gsl_vector_set(y, (size_t)i, p->t);
+        gsl_vector_set(w, (size_t)i, 1.0 / (p->t * p->t));
+    }
+    gsl_multifit_linear_workspace *ws = gsl_multifit_linear_alloc((size_t)n, 2);
+    int rc = gsl_multifit_wlinear(X, w, y, c, C, chisq, ws);
+    *a = gsl_vector_get(c, 0);
+    *b = gsl_vector_get(c, 1);
+    /* wlinear's covariance assumes the weights are exact inverse variances: rescale. */
+    double s = n > 2 ? *chisq / (n - 2) : 1.0;
+    cov[0] = gsl_matrix_get(C, 0, 0) * s;
+    cov[3] = gsl_matrix_get(C, 1, 1) * s;
+    gsl_multifit_linear_free(ws);
+    gsl_matrix_free(X);
+    gsl_matrix_free(C);
+    gsl_vector_free(y);
+    gsl_vector_free(w);
+    gsl_vector_free(c);
+    return rc;
+}
+
+int ws_fit_transfer(const ws_fit_point *pts, int n, ws_fit_result *out, ws_err *err)
+{
+    memset(out, 0, sizeof *out);
+    out->form = WS_FIT_TRANSFER;
+    out->n = n;
+    int rc = check_points(pts, n, err);
+    if (rc)
+        return rc;
+    gsl_set_error_handler_off();
+    int *all = malloc(sizeof(int) * (size_t)n);
+    for (int i = 0; i < n; i++)
+        all[i] = i;
+    double a, b, cov[4], chisq;
+    out->converged = lin_subset(pts, all, n, &a, &b, cov, &chisq) == GSL_SUCCESS;
+    out->c0 = a;
+    out->c0_se = sqrt(cov[0]);
+    out->bandwidth = b > 0 ? RATE_UNIT / b : 0;
+    out->bandwidth_se = b > 0 ? RATE_UNIT * sqrt(cov[3]) / (b * b) : 0;
+    stats(pts, n, out, &out->r2, &out->train_mape_pct);
+    int k = n < WS_FIT_KFOLD ? n : WS_FIT_KFOLD;
+    int *ord = fold_order(pts, n), *train = malloc(sizeof(int) * (size_t)n);
+    double ape = 0;
+    int tested = 0;
+    for (int fold = 0; fold < k; fold++) {
+        int m = 0;
+        for (int i = 0; i < n; i++)
+            if (i % k != fold)
+                train[m++] = ord[i];
+        double fa, fb, fcov[4], fchi;
+        lin_subset(pts, train, m, &fa, &fb, fcov, &fchi);
+        for (int i = fold; i < n; i += k) {
+            const ws_fit_point *p = &pts[ord[i]];
+            ape += fabs(fa + fb * p->bytes / RATE_UNIT - p->t) / p->t;
+            tested++;
+        }
+    }
+    out->heldout_mape_pct = tested ? 100.0 * ape / tested : NAN;
+    free(ord);
+    free(train);
+    free(all);
+    judge(out);
+    return 0;
+}

@@ -1,0 +1,53 @@
+/* fit: least-squares fits of the cost model's parameters to timed samples, with GSL.
+ *
+ *   roofline   t = c0 + max(F / P, B / W)   (Levenberg-Marquardt, gsl_multifit_nlinear)
+ *   transfer   t = c0 + B / W               (weighted linear least squares)
+ *
+ * Residuals are relative ((model - t) / t), because samples span orders of magnitude and
+ * the cost model is judged by its relative error. When every sample of a key has the same
+ * arithmetic intensity F/B, only one of P and W is identifiable; the caller then fixes
+ * the other (at the machine's measured peak or bandwidth) and the result says which.
+ * Every fit reports standard errors, R^2 and the k-fold held-out MAPE; a fit that does not
+ * converge, has non-positive rates or a held-out MAPE above WS_FIT_GOOD_MAPE_PCT is
+ * returned with good = 0 and a note. Used by the calibrator (calib/calib.c). */
+#ifndef WS_FIT_H
+#define WS_FIT_H
+
+#include "ws_err.h"
+
+#define WS_FIT_GOOD_MAPE_PCT 10.0 /* held-out MAPE above this marks a fit as poor */
+#define WS_FIT_KFOLD 5            /* folds for the held-out error */
+
+typedef struct ws_fit_point {
+    double flops; /* F, flop */
+    double bytes; /* B, bytes */
+    double t;     /* seconds (median of repeats), > 0 */
+} ws_fit_point;
+
+typedef enum ws_fit_form {
+    WS_FIT_ROOFLINE = 0, /* c0 + max(F/P, B/W) */
+    WS_FIT_TRANSFER = 1, /* c0 + B/W */
+} ws_fit_form;
+
+typedef struct ws_fit_result {
+    ws_fit_form form;
+    double c0, c0_se;                  /* seconds */
+    double peak_flops, peak_flops_se;  /* flop/s; se 0 when fixed */
+    double bandwidth, bandwidth_se;    /* bytes/s; se 0 when fixed */
+    int p_fixed, w_fixed;              /* 1: held at the value given, not fitted */
+    int compute_bound;                 /* samples mostly on the F/P side of the max */
+    double r2;
+    double train_mape_pct, heldout_mape_pct;
+    int n, converged, good;
+    char note[160];
+} ws_fit_result;
+
+/* Roofline fit. p_fix / w_fix > 0 hold P / W at that value (not both). Needs n >= 3. */
+int ws_fit_roofline(const ws_fit_point *pts, int n, double p_fix, double w_fix, ws_fit_result *out,
+                    ws_err *err);
+/* Transfer fit. Needs n >= 3. */
+int ws_fit_transfer(const ws_fit_point *pts, int n, ws_fit_result *out, ws_err *err);
+/* Model time of a fitted result for one operation. */
+double ws_fit_predict(const ws_fit_result *f, double flops, double bytes);
+
+#endif

@@ -1,0 +1,115 @@
+/* test_fit: the GSL fits (calib/fit.c) recover known parameters from synthetic samples
+ * with noise, report held-out errors, and flag data that is not a roofline. */
+#include <criterion/criterion.h>
+#include <math.h>
+
+#include "fit.h"
+
+static unsigned g_seed = 7;
+/* Deterministic noise, uniform in [-amp, amp] (relative). */
+static double noise(double amp)
+{
+    g_seed = g_seed * 1103515245u + 12345u;
+    return amp * (2.0 * ((g_seed >> 8) & 0xffffff) / 16777216.0 - 1.0);
+}
+
+static double roof(double c0, double P, double W, double F, double B)
+{
+    return c0 + fmax(F / P, B / W);
+}
+
+Test(fit, roofline_memory_bound_fixed_p)
+{
+    /* GQA-like: constant intensity 8 flop/B, W = 20 GB/s, c0 = 30 us, P fixed at 500 Gflop/s. */
+    ws_fit_point pts[24];
+    for (int i = 0; i < 24; i++) {
+        double B = 2048.0 * 1024 * pow(1.4, i);
+        pts[i] = (ws_fit_point){8 * B, B, roof(30e-6, 500e9, 20e9, 8 * B, B) * (1 + noise(0.02))};
+    }
+    ws_fit_result r;
+    ws_err err = {0};
+    cr_assert_eq(ws_fit_roofline(pts, 24, 500e9, 0, &r, &err), 0, "%s", err.msg);
+    cr_assert(r.good, "%s", r.note);
+    cr_assert(r.p_fixed && !r.w_fixed);
+    cr_assert(!r.compute_bound);
+    cr_assert_float_eq(r.bandwidth, 20e9, 0.02 * 20e9, "W %g", r.bandwidth);
+    cr_assert_float_eq(r.c0, 30e-6, 6e-6, "c0 %g", r.c0);
+    cr_assert_gt(r.bandwidth_se, 0);
+    cr_assert_lt(r.bandwidth_se, 0.02 * 20e9);
+    cr_assert_lt(r.heldout_mape_pct, 2.5);
+    cr_assert_gt(r.r2, 0.99);
+}
+
+Test(fit, roofline_compute_bound_fixed_w)
+{
+    /* MLA-like: 30 flop/B with P = 200 Gflop/s and W = 20 GB/s -> compute bound. */
+    ws_fit_point pts[16];
+    for (int i = 0; i < 16; i++) {
+        double B = 1e6 * pow(1.6, i);
+        pts[i] = (ws_fit_point){30 * B, B, roof(50e-6, 200e9, 20e9, 30 * B, B) * (1 + noise(0.03))};
+    }
+    ws_fit_result r;
+    cr_assert_eq(ws_fit_roofline(pts, 16, 0, 20e9, &r, NULL), 0);
+    cr_assert(r.good, "%s", r.note);
+    cr_assert(r.compute_bound);
+    cr_assert_float_eq(r.peak_flops, 200e9, 0.03 * 200e9, "P %g", r.peak_flops);
+}
+
+Test(fit, roofline_both_free_with_varying_intensity)
+{
+    /* Intensity from 1 to 100 flop/B crosses the ridge (P/W = 10): both identifiable. */
+    ws_fit_point pts[40];
+    for (int i = 0; i < 40; i++) {
+        double B = 4e6 * (1 + i % 5), ai = pow(10.0, (i % 8) / 3.5);
+        pts[i] = (ws_fit_point){ai * B, B, roof(20e-6, 150e9, 15e9, ai * B, B) * (1 + noise(0.01))};
+    }
+    ws_fit_result r;
+    cr_assert_eq(ws_fit_roofline(pts, 40, 0, 0, &r, NULL), 0);
+    cr_assert(r.good, "%s", r.note);
+    cr_assert_float_eq(r.peak_flops, 150e9, 0.03 * 150e9, "P %g", r.peak_flops);
+    cr_assert_float_eq(r.bandwidth, 15e9, 0.03 * 15e9, "W %g", r.bandwidth);
+    cr_assert_float_eq(ws_fit_predict(&r, 1e9, 1e8), roof(20e-6, 150e9, 15e9, 1e9, 1e8), 2e-4);
+}
+
+Test(fit, transfer_linear)
+{
+    /* PCIe-like: 10 us latency, 25 GB/s, sizes 4 KB .. 1 GB. */
+    ws_fit_point pts[19];
+    for (int i = 0; i < 19; i++) {
+        double B = 4096.0 * pow(2, i);
+        pts[i] = (ws_fit_point){0, B, (10e-6 + B / 25e9) * (1 + noise(0.02))};
+    }
+    ws_fit_result r;
+    cr_assert_eq(ws_fit_transfer(pts, 19, &r, NULL), 0);
+    cr_assert(r.good, "%s", r.note);
+    cr_assert_float_eq(r.bandwidth, 25e9, 0.03 * 25e9, "W %g", r.bandwidth);
+    cr_assert_float_eq(r.c0, 10e-6, 1e-6, "c0 %g", r.c0);
+    cr_assert_lt(r.heldout_mape_pct, 2.0);
+}
+
+Test(fit, poor_fit_is_flagged)
+{
+    /* Time quadratic in size: no roofline explains it. */
+    ws_fit_point pts[20];
+    for (int i = 0; i < 20; i++) {
+        double B = 1e6 * (i + 1);
+        pts[i] = (ws_fit_point){B, B, 1e-3 * (i + 1) * (i + 1)};
+    }
+    ws_fit_result r;
+    cr_assert_eq(ws_fit_roofline(pts, 20, 1e12, 0, &r, NULL), 0);
+    cr_assert(!r.good);
+    cr_assert_gt(r.heldout_mape_pct, 10.0);
+    cr_assert_neq(r.note[0], '\0');
+}
+
+Test(fit, bad_input)
+{
+    ws_fit_point pts[3] = {{1, 1, 1}, {2, 2, 0}, {3, 3, 3}};
+    ws_fit_result r;
+    ws_err err = {0};
+    cr_assert_eq(ws_fit_roofline(pts, 2, 0, 0, &r, &err), WS_EINVAL);
+    cr_assert_eq(ws_fit_roofline(pts, 3, 0, 0, &r, &err), WS_EINVAL); /* t = 0 */
+    cr_assert_eq(ws_fit_transfer(pts, 3, &r, &err), WS_EINVAL);
+    pts[1].t = 2;
+    cr_assert_eq(ws_fit_roofline(pts, 3, 1, 1, &r, &err), WS_EINVAL);
+}
