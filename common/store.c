@@ -348,6 +348,8 @@ static int import_in_tx(ws_store *s, const char *text, const char *origin, int *
 int ws_store_import_profiles(ws_store *s, const char *text, const char *origin, int *n_out,
                              ws_err *err)
 {
+    if (!sqlite3_get_autocommit(s->db)) /* the caller's transaction covers it */
+        return import_in_tx(s, text, origin, n_out, err);
     int rc = ws_store_begin(s, err);
     if (rc)
         return rc;
@@ -364,9 +366,6 @@ int ws_store_seed_datasheet(ws_store *s, int *n_out, ws_err *err)
     const ws_embedded_file *f = ws_embedded_find("profiles/datasheet.json");
     if (!f)
         return ws_err_set(err, WS_EDB, "the datasheet profiles are missing from this build");
-    /* Inside an open transaction (first open) write directly; otherwise make one. */
-    if (!sqlite3_get_autocommit(s->db))
-        return import_in_tx(s, f->data, "profiles/datasheet.json (embedded)", n_out, err);
     return ws_store_import_profiles(s, f->data, "profiles/datasheet.json (embedded)", n_out, err);
 }
 

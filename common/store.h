@@ -23,7 +23,7 @@
 extern "C" {
 #endif
 
-#define WS_SCHEMA_VERSION 1 /* newest migration this build knows */
+#define WS_SCHEMA_VERSION 2 /* newest migration this build knows */
 
 typedef struct ws_store ws_store;
 
@@ -43,7 +43,7 @@ int ws_store_commit(ws_store *s, ws_err *err);
 void ws_store_rollback(ws_store *s);
 
 /* Replaces the profiles named in a profile file (format of profiles/datasheet.json)
- * in one transaction; `origin` names the text in messages. Returns 0 and the number
+ * in one transaction (the caller's, when one is open); `origin` names the text in messages. Returns 0 and the number
  * of profiles written in *n_out. */
 int ws_store_import_profiles(ws_store *s, const char *json_text, const char *origin, int *n_out,
                              ws_err *err);

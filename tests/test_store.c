@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "helpers.h"
+#include "embedded.h"
 #include "store.h"
 #include "ws_util.h"
 
@@ -225,5 +226,33 @@ Test(store, export_json_and_csv)
     cr_assert_neq(strstr(text, "\"NVIDIA A100 40GB PCIe, host link"), NULL);
     free(text);
     cr_assert_eq(ws_store_export_csv(s, "sqlite_master", stdout, &err), WS_EINVAL);
+    ws_store_close(s);
+}
+
+Test(store, migrates_old_schema_keeping_data)
+{
+    char dir[64], path[256];
+    th_tmpdir(dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/v1.db", dir);
+    /* A version-1 database as an older writescope left it, with a user profile. */
+    const ws_embedded_file *v1 = ws_embedded_find("results/schema/001_initial.sql");
+    cr_assert_not_null(v1);
+    sqlite3 *db;
+    cr_assert_eq(sqlite3_open(path, &db), SQLITE_OK);
+    cr_assert_eq(sqlite3_exec(db, v1->data, 0, 0, 0), SQLITE_OK);
+    cr_assert_eq(sqlite3_exec(db,
+                              "INSERT INTO profiles(name, kind, description, source, created_at) "
+                              "VALUES ('mine', 'gpu', 'kept', 'measured', 'then');"
+                              "PRAGMA user_version = 1;",
+                              0, 0, 0),
+                 SQLITE_OK);
+    sqlite3_close(db);
+    ws_store *s;
+    ws_err err = {0};
+    cr_assert_eq(ws_store_open(path, &s, &err), 0, "%s", err.msg);
+    cr_assert_eq(count(s, "PRAGMA user_version"), WS_SCHEMA_VERSION);
+    cr_assert_eq(count(s, "SELECT count(*) FROM profiles WHERE name = 'mine'"), 1);
+    /* Version-2 columns exist. */
+    cr_assert_eq(count(s, "SELECT count(*) FROM pragma_table_info('fits') WHERE name = 'p_fixed'"), 1);
     ws_store_close(s);
 }

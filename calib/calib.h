@@ -1,0 +1,70 @@
+/* calib: a calibration run -- its samples, its fits, and their storage.
+ *
+ * A run collects timed samples (one row per measured configuration, median and spread of
+ * its repeats), groups them by key (device, op, dtype, attention kind), fits each group
+ * (calib/fit.c) and writes host, run, samples and fits in ONE transaction, then rebuilds
+ * the host's fitted profile "host:<fingerprint>" (and "gpu:<name>") from the newest good
+ * fit of every key. A run that is interrupted or fails before the commit leaves the
+ * database exactly as it was. The measurements themselves are in calib/measure.c; the CLI
+ * is cli/cmd_calib.c. */
+#ifndef WS_CALIB_H
+#define WS_CALIB_H
+
+#include <jansson.h>
+
+#include "fingerprint.h"
+#include "fit.h"
+#include "store.h"
+
+typedef struct ws_calib_key {
+    char device[8];     /* cpu | gpu | link */
+    char op[32];        /* attn, attn_1t, membw_read, membw_triad, expert_gemm, h2d, ... */
+    char dtype[8];      /* bf16 | fp16 | fp32 | '' */
+    char attn_kind[16]; /* gqa | mla | mla-sparse | '' */
+} ws_calib_key;
+
+typedef struct ws_calib_sample {
+    ws_calib_key key;
+    char params[192];   /* JSON object: ctx, batch, threads, bytes, model, ... */
+    double flops, bytes;
+    int repeats;
+    double t_median, t_min, t_max; /* seconds */
+} ws_calib_sample;
+
+typedef struct ws_calib_fit {
+    ws_calib_key key;
+    ws_fit_result r;
+} ws_calib_fit;
+
+typedef struct ws_calib_run {
+    ws_host_fp host;
+    char mode[16];        /* quick | default */
+    char scope[16];       /* all | cpu | gpu | link */
+    char started_at[32], finished_at[32];
+    char note[256];
+    ws_calib_sample *samples;
+    int n_samples, cap_samples;
+    ws_calib_fit *fits;
+    int n_fits, cap_fits;
+    /* Machine figures measured in this run; they decide which roofline rate a fit of
+     * constant-intensity samples holds fixed (0 = not measured). */
+    double read_bw;              /* bytes/s, all threads */
+    double read_bw_1t;           /* bytes/s, one thread */
+    double peak_flops[2];        /* flop/s of the attention dot-product path: [all, 1 thread] */
+} ws_calib_run;
+
+void ws_calib_run_init(ws_calib_run *run);
+void ws_calib_run_free(ws_calib_run *run);
+int ws_calib_add_sample(ws_calib_run *run, const ws_calib_sample *s, ws_err *err);
+/* Fits every key of the run's samples (appends to run->fits). */
+int ws_calib_fit_all(ws_calib_run *run, ws_err *err);
+/* Stores the whole run in one transaction; returns its id in *run_id. */
+int ws_calib_store(ws_store *store, const ws_calib_run *run, long long *run_id, ws_err *err);
+/* Fits of one run (run_id 0 = newest) as JSON: {run: {...}, fits: [...]}. */
+json_t *ws_calib_show(ws_store *store, long long run_id, ws_err *err);
+
+/* Test hook (fault injection): when >= 0, ws_calib_store fails after writing this many
+ * sample rows, inside its transaction. */
+extern int ws_calib_fault_after_samples;
+
+#endif

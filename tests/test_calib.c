@@ -1,0 +1,207 @@
+/* test_calib: a calibration run's fitting and transactional storage (calib/calib.c) with
+ * synthetic samples: the schema round-trips, the fitted profile is built from the newest
+ * good fits, and a run that fails mid-write leaves no rows behind. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "calib.h"
+#include "helpers.h"
+
+static void synth_run(ws_calib_run *run, double W)
+{
+    ws_calib_run_init(run);
+    strcpy(run->mode, "quick");
+    strcpy(run->scope, "cpu");
+    strcpy(run->started_at, "2026-11-29T10:00:00Z");
+    strcpy(run->finished_at, "2026-11-29T10:00:30Z");
+    memset(&run->host, 0, sizeof run->host);
+    strcpy(run->host.cpu_model, "Test CPU");
+    run->host.cpu_cores = 2;
+    run->host.mem_bytes = 24e9;
+    strcpy(run->host.isa, "avx2; path avx2");
+    ws_host_fp_hash(&run->host);
+    run->read_bw = W;
+    run->read_bw_1t = W / 2;
+    run->peak_flops[0] = 400e9;
+    run->peak_flops[1] = 200e9;
+    ws_err err = {0};
+    /* GQA attention: 8 flop/byte, memory bound at W. */
+    for (int i = 0; i < 12; i++) {
+        double ctx = 1024.0 * (1 << i), B = ctx * 2048, t = 25e-6 + B / W;
+        ws_calib_sample s = {.key = {"cpu", "attn", "bf16", "gqa"}, .flops = 8 * B, .bytes = B,
+                             .repeats = 3, .t_median = t, .t_min = t * 0.98, .t_max = t * 1.05};
+        snprintf(s.params, sizeof s.params, "{\"ctx\": %.0f, \"batch\": 1}", ctx);
+        cr_assert_eq(ws_calib_add_sample(run, &s, &err), 0);
+    }
+    /* Read bandwidth over sizes. */
+    for (int i = 0; i < 5; i++) {
+        double B = 256e6 * (i + 1), t = 5e-6 + B / W;
+        ws_calib_sample s = {.key = {"cpu", "membw_read", "", ""}, .bytes = B, .repeats = 3,
+                             .t_median = t, .t_min = t, .t_max = t};
+        cr_assert_eq(ws_calib_add_sample(run, &s, &err), 0);
+    }
+    /* Two samples only: reported as too few, never good. */
+    for (int i = 0; i < 2; i++) {
+        ws_calib_sample s = {.key = {"cpu", "attn", "fp16", "mla"}, .flops = 30e6, .bytes = 1e6,
+                             .repeats = 1, .t_median = 1e-3, .t_min = 1e-3, .t_max = 1e-3};
+        cr_assert_eq(ws_calib_add_sample(run, &s, &err), 0);
+    }
+}
+
+static int count(ws_store *s, const char *sql)
+{
+    sqlite3_stmt *st;
+    cr_assert_eq(sqlite3_prepare_v2(ws_store_db(s), sql, -1, &st, NULL), SQLITE_OK, "%s", sql);
+    cr_assert_eq(sqlite3_step(st), SQLITE_ROW);
+    int n = sqlite3_column_int(st, 0);
+    sqlite3_finalize(st);
+    return n;
+}
+
+static ws_store *fresh_store(void)
+{
+    char dir[64], path[256];
+    th_tmpdir(dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/calib.db", dir);
+    ws_store *s;
+    ws_err err = {0};
+    cr_assert_eq(ws_store_open(path, &s, &err), 0, "%s", err.msg);
+    return s;
+}
+
+Test(calib, fit_store_show_roundtrip)
+{
+    ws_calib_run run;
+    synth_run(&run, 12e9);
+    ws_err err = {0};
+    cr_assert_eq(ws_calib_fit_all(&run, &err), 0, "%s", err.msg);
+    cr_assert_eq(run.n_fits, 3);
+    ws_store *s = fresh_store();
+    long long id = 0;
+    cr_assert_eq(ws_calib_store(s, &run, &id, &err), 0, "%s", err.msg);
+    cr_assert_gt(id, 0);
+    cr_assert_eq(count(s, "SELECT count(*) FROM samples"), run.n_samples);
+    /* Every sample round-trips exactly. */
+    sqlite3_stmt *st;
+    sqlite3_prepare_v2(ws_store_db(s),
+                       "SELECT device, op, dtype, attn_kind, params, flops, bytes, repeats, "
+                       "t_median, t_min, t_max FROM samples ORDER BY id",
+                       -1, &st, NULL);
+    for (int i = 0; i < run.n_samples; i++) {
+        const ws_calib_sample *x = &run.samples[i];
+        cr_assert_eq(sqlite3_step(st), SQLITE_ROW);
+        cr_assert_str_eq((const char *)sqlite3_column_text(st, 1), x->key.op);
+        cr_assert_str_eq((const char *)sqlite3_column_text(st, 3), x->key.attn_kind);
+        cr_assert_str_eq((const char *)sqlite3_column_text(st, 4), x->params[0] ? x->params : "{}");
+        cr_assert_eq(sqlite3_column_double(st, 5), x->flops);
+        cr_assert_eq(sqlite3_column_double(st, 6), x->bytes);
+        cr_assert_eq(sqlite3_column_int(st, 7), x->repeats);
+        cr_assert_eq(sqlite3_column_double(st, 8), x->t_median);
+        cr_assert_eq(sqlite3_column_double(st, 10), x->t_max);
+    }
+    sqlite3_finalize(st);
+
+    json_t *show = ws_calib_show(s, 0, &err);
+    cr_assert_not_null(show, "%s", err.msg);
+    json_t *fits = json_object_get(show, "fits");
+    cr_assert_eq(json_array_size(fits), 3);
+    int seen_gqa = 0, seen_bad = 0;
+    size_t i;
+    json_t *f;
+    json_array_foreach(fits, i, f)
+    {
+        const char *key = json_string_value(json_object_get(f, "key"));
+        if (!strcmp(key, "cpu.attn.gqa.bf16")) {
+            seen_gqa = 1;
+            cr_assert(json_is_true(json_object_get(f, "good")));
+            cr_assert(json_is_true(json_object_get(f, "p_fixed")), "memory bound: P held");
+            cr_assert_float_eq(json_number_value(json_object_get(f, "bandwidth")), 12e9, 12e6);
+            cr_assert_lt(json_number_value(json_object_get(f, "heldout_mape_pct")), 0.1);
+            cr_assert(json_is_number(json_object_get(f, "r2")));
+        }
+        if (!strcmp(key, "cpu.attn.mla.fp16")) {
+            seen_bad = 1;
+            cr_assert(json_is_false(json_object_get(f, "good")));
+        }
+    }
+    cr_assert(seen_gqa && seen_bad);
+    json_decref(show);
+
+    /* The fitted profile holds the good fits only. */
+    char name[64];
+    snprintf(name, sizeof name, "host:%s", run.host.id);
+    json_t *prof = ws_store_profiles(s, name, &err);
+    cr_assert_not_null(prof, "%s", err.msg);
+    json_t *p = json_array_get(prof, 0);
+    cr_assert_str_eq(json_string_value(json_object_get(p, "source")), "fitted");
+    int has_bw = 0, has_mla = 0;
+    json_array_foreach(json_object_get(p, "params"), i, f)
+    {
+        const char *k = json_string_value(json_object_get(f, "key"));
+        if (!strcmp(k, "cpu.attn.gqa.bf16.bandwidth")) {
+            has_bw = 1;
+            cr_assert_str_eq(json_string_value(json_object_get(f, "source")), "fitted");
+        }
+        if (!strcmp(k, "cpu.attn.gqa.bf16.peak_flops"))
+            cr_assert_str_eq(json_string_value(json_object_get(f, "source")), "measured");
+        has_mla |= strstr(k, "mla") != NULL;
+    }
+    cr_assert(has_bw && !has_mla);
+    json_decref(prof);
+
+    /* A second run appends; the profile follows the newest good fit. */
+    ws_calib_run run2;
+    synth_run(&run2, 15e9);
+    cr_assert_eq(ws_calib_fit_all(&run2, &err), 0);
+    long long id2;
+    cr_assert_eq(ws_calib_store(s, &run2, &id2, &err), 0, "%s", err.msg);
+    cr_assert_gt(id2, id);
+    cr_assert_eq(count(s, "SELECT count(*) FROM calib_runs"), 2);
+    cr_assert_eq(count(s, "SELECT count(*) FROM hosts"), 1);
+    cr_assert_eq(count(s, "SELECT count(*) FROM profile_params WHERE key = "
+                          "'cpu.attn.gqa.bf16.bandwidth' AND value BETWEEN 14.9e9 AND 15.1e9"),
+                 1);
+    ws_calib_run_free(&run);
+    ws_calib_run_free(&run2);
+    ws_store_close(s);
+}
+
+Test(calib, failed_store_leaves_no_rows)
+{
+    ws_calib_run run;
+    synth_run(&run, 12e9);
+    ws_err err = {0};
+    cr_assert_eq(ws_calib_fit_all(&run, &err), 0);
+    ws_store *s = fresh_store();
+    int before = count(s, "SELECT count(*) FROM profiles");
+    ws_calib_fault_after_samples = 7;
+    long long id;
+    cr_assert_eq(ws_calib_store(s, &run, &id, &err), WS_EDB);
+    ws_calib_fault_after_samples = -1;
+    cr_assert_neq(strstr(err.msg, "injected fault"), NULL, "%s", err.msg);
+    cr_assert_eq(count(s, "SELECT count(*) FROM samples"), 0);
+    cr_assert_eq(count(s, "SELECT count(*) FROM calib_runs"), 0);
+    cr_assert_eq(count(s, "SELECT count(*) FROM hosts"), 0);
+    cr_assert_eq(count(s, "SELECT count(*) FROM fits"), 0);
+    cr_assert_eq(count(s, "SELECT count(*) FROM profiles"), before);
+    /* The database is still usable and consistent. */
+    cr_assert_eq(ws_calib_store(s, &run, &id, &err), 0, "%s", err.msg);
+    cr_assert_eq(count(s, "SELECT count(*) FROM samples"), run.n_samples);
+    ws_calib_run_free(&run);
+    ws_store_close(s);
+}
+
+Test(calib, show_without_runs)
+{
+    ws_store *s = fresh_store();
+    ws_err err = {0};
+    cr_assert_null(ws_calib_show(s, 0, &err));
+    cr_assert_eq(err.code, WS_ENOTFOUND);
+    cr_assert_neq(strstr(err.msg, "no calibration run yet"), NULL, "%s", err.msg);
+    cr_assert_null(ws_calib_show(s, 42, &err));
+    cr_assert_neq(strstr(err.msg, "no calibration run 42"), NULL, "%s", err.msg);
+    ws_store_close(s);
+}
