@@ -30,6 +30,7 @@ enum {
     WS_ENOMEM = 6,   /* allocation failed */
     WS_EDEVICE = 7,  /* device or backend unavailable or failed */
     WS_EUNSUP = 8,   /* input understood but not supported by this build/machine */
+    WS_ECANCELED = 9,/* stopped on request (Ctrl-C); nothing was written */
 };
 
 /* Sets err (if non-NULL) and returns `code`, so callers can `return ws_err_set(...)`. */
