@@ -55,7 +55,35 @@ static int is_transfer_op(const char *op)
 /* Ops that are single measurements of the machine, not fitted. */
 static int is_unfitted_op(const char *op)
 {
-    return !strcmp(op, "peak_flops") || !strcmp(op, "peak_flops_1t") || !strncmp(op, "factor_", 7);
+    return !strcmp(op, "peak_flops") || !strcmp(op, "peak_flops_1t") || !strcmp(op, "pinned_cmp");
+}
+
+static int add_fit(ws_calib_run *run, const ws_calib_key *k, const ws_fit_result *r, ws_err *err);
+
+/* Factor fits from paired samples: op "pinned_cmp" with params "memory": pinned/pageable
+ * gives key op "pinned_read_factor" = t(pinned) / t(pageable). */
+static int fit_factors(ws_calib_run *run, ws_err *err)
+{
+    const ws_calib_sample *num = NULL, *den = NULL;
+    for (int i = 0; i < run->n_samples; i++) {
+        const ws_calib_sample *s = &run->samples[i];
+        if (strcmp(s->key.op, "pinned_cmp"))
+            continue;
+        if (strstr(s->params, "\"memory\": \"pinned\""))
+            num = s;
+        else if (strstr(s->params, "\"memory\": \"pageable\""))
+            den = s;
+    }
+    if (!num || !den)
+        return 0;
+    ws_fit_result r;
+    double a[3] = {num->t_median, num->t_min, num->t_max}, b[3] = {den->t_median, den->t_min, den->t_max};
+    int rc = ws_fit_factor(a, b, num->repeats < den->repeats ? num->repeats : den->repeats, &r, err);
+    if (rc)
+        return rc;
+    ws_calib_key k = num->key;
+    snprintf(k.op, sizeof k.op, "pinned_read_factor");
+    return add_fit(run, &k, &r, err);
 }
 
 static int add_fit(ws_calib_run *run, const ws_calib_key *k, const ws_fit_result *r, ws_err *err)
@@ -135,7 +163,7 @@ int ws_calib_fit_all(ws_calib_run *run, ws_err *err)
     }
     free(done);
     free(pts);
-    return rc;
+    return rc ? rc : fit_factors(run, err);
 }
 
 #define DB_FAIL(store, err, what)                                                               \
@@ -210,7 +238,7 @@ static int rebuild_profile(ws_store *st, sqlite3_int64 host_id, const char *name
     char sql[1024];
     snprintf(sql, sizeof sql,
              "SELECT f.id, f.run_id, f.device, f.op, f.dtype, f.attn_kind, f.c0, f.peak_flops, "
-             "f.bandwidth, f.p_fixed, f.w_fixed, f.form FROM fits f JOIN calib_runs r ON "
+             "f.bandwidth, f.p_fixed, f.w_fixed, f.form, f.factor FROM fits f JOIN calib_runs r ON "
              "r.id = f.run_id WHERE r.host_id = ?1 AND f.good = 1 AND f.device IN %s AND f.id = "
              "(SELECT max(g.id) FROM fits g JOIN calib_runs q ON q.id = g.run_id WHERE "
              "q.host_id = ?1 AND g.good = 1 AND g.device = f.device AND g.op = f.op AND "
@@ -241,13 +269,16 @@ static int rebuild_profile(ws_store *st, sqlite3_int64 host_id, const char *name
         struct {
             const char *suffix, *unit;
             int col, fixed_col;
-        } cols[] = {{"c0", "s", 6, -1}, {"peak_flops", "flop/s", 7, 9}, {"bandwidth", "B/s", 8, 10}};
-        for (int c = 0; c < 3; c++) {
+        } cols[] = {{"c0", "s", 6, -1},
+                    {"peak_flops", "flop/s", 7, 9},
+                    {"bandwidth", "B/s", 8, 10},
+                    {"factor", "1", 12, -1}};
+        for (int c = 0; c < 4; c++) {
             if (sqlite3_column_type(q, cols[c].col) == SQLITE_NULL)
                 continue;
             double v = sqlite3_column_double(q, cols[c].col);
-            if (c > 0 && !(v > 0))
-                continue;
+            if ((c > 0 && !(v > 0)) || (c == 0 && sqlite3_column_type(q, 12) != SQLITE_NULL))
+                continue; /* a factor has no fixed cost */
             int fixed = cols[c].fixed_col >= 0 && sqlite3_column_int(q, cols[c].fixed_col);
             snprintf(pk, sizeof pk, "%s.%s", key, cols[c].suffix);
             json_t *p = json_object();
@@ -351,8 +382,8 @@ static int store_in_tx(ws_store *st, const ws_calib_run *run, long long *run_id,
                            "INSERT INTO fits(run_id, device, op, dtype, attn_kind, form, c0, c0_se, "
                            "peak_flops, peak_flops_se, bandwidth, bandwidth_se, r2, "
                            "heldout_mape_pct, n_samples, good, note, p_fixed, w_fixed, "
-                           "compute_bound) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,"
-                           "?15,?16,?17,?18,?19,?20)",
+                           "compute_bound, factor, factor_se) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,"
+                           "?10,?11,?12,?13,?14,?15,?16,?17,?18,?19,?20,?21,?22)",
                            -1, &s, NULL) != SQLITE_OK)
         return DB_FAIL(st, err, "cannot store fits");
     for (int i = 0; i < run->n_fits; i++) {
@@ -360,8 +391,11 @@ static int store_in_tx(ws_store *st, const ws_calib_run *run, long long *run_id,
         sqlite3_reset(s);
         sqlite3_bind_int64(s, 1, rid);
         bind_key(s, 2, &f->key);
-        sqlite3_bind_text(s, 6, f->r.form == WS_FIT_TRANSFER ? "transfer" : "roofline", -1,
-                          SQLITE_STATIC);
+        sqlite3_bind_text(s, 6,
+                          f->r.form == WS_FIT_TRANSFER ? "transfer"
+                          : f->r.form == WS_FIT_FACTOR ? "factor"
+                                                       : "roofline",
+                          -1, SQLITE_STATIC);
         bind_num(s, 7, f->r.c0);
         bind_num(s, 8, f->r.c0_se);
         if (f->r.form == WS_FIT_ROOFLINE && f->r.peak_flops > 0) {
@@ -370,6 +404,10 @@ static int store_in_tx(ws_store *st, const ws_calib_run *run, long long *run_id,
         }
         bind_num(s, 11, f->r.bandwidth);
         bind_num(s, 12, f->r.bandwidth_se);
+        if (f->r.form == WS_FIT_FACTOR) {
+            bind_num(s, 21, f->r.factor);
+            bind_num(s, 22, f->r.factor_se);
+        }
         bind_num(s, 13, f->r.r2);
         bind_num(s, 14, f->r.heldout_mape_pct);
         sqlite3_bind_int(s, 15, f->r.n);
@@ -470,7 +508,8 @@ json_t *ws_calib_show(ws_store *store, long long run_id, ws_err *err)
     if (sqlite3_prepare_v2(db,
                            "SELECT id, device, op, dtype, attn_kind, form, c0, c0_se, peak_flops, "
                            "peak_flops_se, bandwidth, bandwidth_se, p_fixed, w_fixed, "
-                           "compute_bound, r2, heldout_mape_pct, n_samples, good, note FROM fits "
+                           "compute_bound, r2, heldout_mape_pct, n_samples, good, note, factor, "
+                           "factor_se FROM fits "
                            "WHERE run_id = ?1 ORDER BY id",
                            -1, &s, NULL) != SQLITE_OK) {
         json_decref(out);
@@ -481,7 +520,7 @@ json_t *ws_calib_show(ws_store *store, long long run_id, ws_err *err)
     static const char *const fit_cols[] = {
         "id", "device", "op", "dtype", "attn_kind", "form", "c0", "c0_se", "peak_flops",
         "peak_flops_se", "bandwidth", "bandwidth_se", "p_fixed", "w_fixed", "compute_bound",
-        "r2", "heldout_mape_pct", "n_samples", "good", "note"};
+        "r2", "heldout_mape_pct", "n_samples", "good", "note", "factor", "factor_se"};
     json_t *fits = json_array();
     while (sqlite3_step(s) == SQLITE_ROW) {
         json_t *f = json_object();
@@ -491,7 +530,7 @@ json_t *ws_calib_show(ws_store *store, long long run_id, ws_err *err)
                  sqlite3_column_text(s, 4), *sqlite3_column_text(s, 3) ? "." : "",
                  sqlite3_column_text(s, 3));
         json_object_set_new(f, "key", json_string(key));
-        for (int i = 0; i < 20; i++) {
+        for (int i = 0; i < 22; i++) {
             int flag = (i >= 12 && i <= 14) || i == 18;
             json_object_set_new(f, fit_cols[i],
                                 flag ? json_boolean(sqlite3_column_int(s, i)) : col(s, i));

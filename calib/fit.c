@@ -219,6 +219,8 @@ static int check_points(const ws_fit_point *pts, int n, ws_err *err)
 
 static void judge(ws_fit_result *r)
 {
+    if (r->form == WS_FIT_FACTOR)
+        return;
     r->good = r->converged && r->bandwidth > 0 && (r->form == WS_FIT_TRANSFER || r->peak_flops > 0) &&
               isfinite(r->heldout_mape_pct) && r->heldout_mape_pct <= WS_FIT_GOOD_MAPE_PCT;
     if (!r->converged)
@@ -377,5 +379,25 @@ int ws_fit_transfer(const ws_fit_point *pts, int n, ws_fit_result *out, ws_err *
     free(train);
     free(all);
     judge(out);
+    return 0;
+}
+
+int ws_fit_factor(const double num[3], const double den[3], int n, ws_fit_result *out,
+                  ws_err *err)
+{
+    memset(out, 0, sizeof *out);
+    out->form = WS_FIT_FACTOR;
+    out->n = n;
+    if (!(num[0] > 0) || !(den[0] > 0) || n < 1)
+        return ws_err_set(err, WS_EINVAL, "factor: non-positive time or no repeats");
+    out->factor = num[0] / den[0];
+    double rn = (num[2] - num[1]) / 4.0 / num[0], rd = (den[2] - den[1]) / 4.0 / den[0];
+    out->factor_se = out->factor * sqrt(rn * rn + rd * rd) / sqrt((double)n);
+    out->converged = 1;
+    out->r2 = NAN;
+    out->heldout_mape_pct = NAN;
+    out->good = n >= 3;
+    if (!out->good)
+        snprintf(out->note, sizeof out->note, "fewer than 3 repeats");
     return 0;
 }

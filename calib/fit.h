@@ -27,6 +27,7 @@ typedef struct ws_fit_point {
 typedef enum ws_fit_form {
     WS_FIT_ROOFLINE = 0, /* c0 + max(F/P, B/W) */
     WS_FIT_TRANSFER = 1, /* c0 + B/W */
+    WS_FIT_FACTOR = 2,   /* a ratio of two measured times (contention, pinned memory) */
 } ws_fit_form;
 
 typedef struct ws_fit_result {
@@ -34,6 +35,7 @@ typedef struct ws_fit_result {
     double c0, c0_se;                  /* seconds */
     double peak_flops, peak_flops_se;  /* flop/s; se 0 when fixed */
     double bandwidth, bandwidth_se;    /* bytes/s; se 0 when fixed */
+    double factor, factor_se;          /* WS_FIT_FACTOR only */
     int p_fixed, w_fixed;              /* 1: held at the value given, not fitted */
     int compute_bound;                 /* samples mostly on the F/P side of the max */
     double r2;
@@ -47,6 +49,11 @@ int ws_fit_roofline(const ws_fit_point *pts, int n, double p_fix, double w_fix, 
                     ws_err *err);
 /* Transfer fit. Needs n >= 3. */
 int ws_fit_transfer(const ws_fit_point *pts, int n, ws_fit_result *out, ws_err *err);
+/* Factor = t_num / t_den from two samples given as (median, min, max) over n repeats
+ * each; the standard error is estimated from the spreads (range/4 per side, propagated
+ * in relative terms). */
+int ws_fit_factor(const double num[3], const double den[3], int n, ws_fit_result *out,
+                  ws_err *err);
 /* Model time of a fitted result for one operation. */
 double ws_fit_predict(const ws_fit_result *f, double flops, double bytes);
 

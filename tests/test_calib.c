@@ -43,6 +43,14 @@ static void synth_run(ws_calib_run *run, double W)
                              .t_median = t, .t_min = t, .t_max = t};
         cr_assert_eq(ws_calib_add_sample(run, &s, &err), 0);
     }
+    /* Attention over pinned vs pageable memory: a factor, not a fit. */
+    ws_calib_sample pin = {.key = {"cpu", "pinned_cmp", "bf16", "gqa"}, .flops = 1, .bytes = 1,
+                           .repeats = 3, .t_median = 1.1e-2, .t_min = 1.0e-2, .t_max = 1.2e-2};
+    snprintf(pin.params, sizeof pin.params, "{\"memory\": \"pinned\"}");
+    cr_assert_eq(ws_calib_add_sample(run, &pin, &err), 0);
+    pin.t_median = 1.0e-2;
+    snprintf(pin.params, sizeof pin.params, "{\"memory\": \"pageable\"}");
+    cr_assert_eq(ws_calib_add_sample(run, &pin, &err), 0);
     /* Two samples only: reported as too few, never good. */
     for (int i = 0; i < 2; i++) {
         ws_calib_sample s = {.key = {"cpu", "attn", "fp16", "mla"}, .flops = 30e6, .bytes = 1e6,
@@ -78,7 +86,7 @@ Test(calib, fit_store_show_roundtrip)
     synth_run(&run, 12e9);
     ws_err err = {0};
     cr_assert_eq(ws_calib_fit_all(&run, &err), 0, "%s", err.msg);
-    cr_assert_eq(run.n_fits, 3);
+    cr_assert_eq(run.n_fits, 4);
     ws_store *s = fresh_store();
     long long id = 0;
     cr_assert_eq(ws_calib_store(s, &run, &id, &err), 0, "%s", err.msg);
@@ -107,8 +115,8 @@ Test(calib, fit_store_show_roundtrip)
     json_t *show = ws_calib_show(s, 0, &err);
     cr_assert_not_null(show, "%s", err.msg);
     json_t *fits = json_object_get(show, "fits");
-    cr_assert_eq(json_array_size(fits), 3);
-    int seen_gqa = 0, seen_bad = 0;
+    cr_assert_eq(json_array_size(fits), 4);
+    int seen_gqa = 0, seen_bad = 0, seen_factor = 0;
     size_t i;
     json_t *f;
     json_array_foreach(fits, i, f)
@@ -122,12 +130,18 @@ Test(calib, fit_store_show_roundtrip)
             cr_assert_lt(json_number_value(json_object_get(f, "heldout_mape_pct")), 0.1);
             cr_assert(json_is_number(json_object_get(f, "r2")));
         }
+        if (!strcmp(key, "cpu.pinned_read_factor.gqa.bf16")) {
+            seen_factor = 1;
+            cr_assert_str_eq(json_string_value(json_object_get(f, "form")), "factor");
+            cr_assert_float_eq(json_number_value(json_object_get(f, "factor")), 1.1, 1e-9);
+            cr_assert_gt(json_number_value(json_object_get(f, "factor_se")), 0);
+        }
         if (!strcmp(key, "cpu.attn.mla.fp16")) {
             seen_bad = 1;
             cr_assert(json_is_false(json_object_get(f, "good")));
         }
     }
-    cr_assert(seen_gqa && seen_bad);
+    cr_assert(seen_gqa && seen_bad && seen_factor);
     json_decref(show);
 
     /* The fitted profile holds the good fits only. */
