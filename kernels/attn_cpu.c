@@ -1,0 +1,402 @@
+/* attn_cpu: the driver of the CPU decode-attention kernel (see attn_cpu.h): instruction
+ * path selection, the (sequence, KV head, token chunk) task split, the block loop with
+ * the online softmax, and the lse merge of chunk results. The arithmetic on blocks is in
+ * the per-path files behind attn_cpu_isa.h. */
+#include "attn_cpu.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attn_cpu_isa.h"
+#include "cpu_features.h"
+#include "half.h"
+
+#define MIN_CHUNK 512 /* smallest token chunk worth a task of its own */
+#define TASKS_PER_THREAD 4
+
+static const char *const k_isa_names[WS_ISA_COUNT] = {"auto", "scalar", "avx2", "avx512",
+                                                      "avx512bf16"};
+
+const char *ws_isa_name(ws_isa isa)
+{
+    return (unsigned)isa < WS_ISA_COUNT ? k_isa_names[isa] : "unknown";
+}
+
+int ws_isa_parse(const char *name, ws_isa *out)
+{
+    for (int i = 0; i < WS_ISA_COUNT; i++)
+        if (name && !strcmp(name, k_isa_names[i])) {
+            *out = (ws_isa)i;
+            return 0;
+        }
+    return -1;
+}
+
+int ws_isa_supported(ws_isa isa)
+{
+    const ws_cpu_features *f = ws_cpu_features_get();
+    const int avx512 = f->avx512f && f->avx512bw && f->avx512vl;
+    switch (isa) {
+    case WS_ISA_AUTO:
+    case WS_ISA_SCALAR:
+        return 1;
+    case WS_ISA_AVX2:
+        return f->avx2 && f->fma && f->f16c;
+    case WS_ISA_AVX512:
+        return avx512;
+    case WS_ISA_AVX512_BF16:
+        return avx512 && f->avx512_bf16;
+    default:
+        return 0;
+    }
+}
+
+ws_isa ws_isa_best(void)
+{
+    for (int i = WS_ISA_COUNT - 1; i > WS_ISA_SCALAR; i--)
+        if (ws_isa_supported((ws_isa)i))
+            return (ws_isa)i;
+    return WS_ISA_SCALAR;
+}
+
+int ws_isa_resolve(ws_isa want, ws_isa *out, ws_err *err)
+{
+    if (want == WS_ISA_AUTO) {
+        const char *env = getenv("WRITESCOPE_ISA");
+        if (env && *env) {
+            if (ws_isa_parse(env, &want))
+                return ws_err_set(err, WS_EUNSUP,
+                                  "WRITESCOPE_ISA=%s: unknown instruction path (auto, scalar, "
+                                  "avx2, avx512, avx512bf16)",
+                                  env);
+        }
+        if (want == WS_ISA_AUTO)
+            want = ws_isa_best();
+    }
+    if ((unsigned)want >= WS_ISA_COUNT)
+        return ws_err_set(err, WS_EINVAL, "instruction path %d is not valid", (int)want);
+    if (!ws_isa_supported(want))
+        return ws_err_set(err, WS_EUNSUP, "instruction path %s is not supported by this CPU (%s)",
+                          ws_isa_name(want), ws_cpu_features_get()->model);
+    *out = want;
+    return 0;
+}
+
+static const ws_attn_cpu_ops *ops_for(ws_isa isa)
+{
+    switch (isa) {
+    case WS_ISA_AVX2:
+        return ws_attn_cpu_ops_avx2();
+    case WS_ISA_AVX512:
+        return ws_attn_cpu_ops_avx512();
+    case WS_ISA_AVX512_BF16:
+        return ws_attn_cpu_ops_avx512bf16();
+    default:
+        return ws_attn_cpu_ops_scalar();
+    }
+}
+
+void ws_attn_merge_parts(const float *o_parts, const float *lse_parts, int n_parts,
+                         int n_rows, int d_v, float *o_out, float *lse_out)
+{
+    const size_t part_stride = (size_t)n_rows * (size_t)d_v;
+    for (int r = 0; r < n_rows; r++) {
+        float m = -INFINITY;
+        for (int k = 0; k < n_parts; k++)
+            if (lse_parts[(size_t)k * n_rows + r] > m)
+                m = lse_parts[(size_t)k * n_rows + r];
+        float *out = o_out + (size_t)r * d_v;
+        if (m == -INFINITY) {
+            memset(out, 0, sizeof(float) * (size_t)d_v);
+            lse_out[r] = -INFINITY;
+            continue;
+        }
+        float sum = 0;
+        for (int k = 0; k < n_parts; k++)
+            sum += expf(lse_parts[(size_t)k * n_rows + r] - m);
+        for (int i = 0; i < d_v; i++)
+            out[i] = 0;
+        for (int k = 0; k < n_parts; k++) {
+            float w = expf(lse_parts[(size_t)k * n_rows + r] - m) / sum;
+            if (w == 0.0f)
+                continue;
+            const float *a = o_parts + (size_t)k * part_stride + (size_t)r * d_v;
+            for (int i = 0; i < d_v; i++)
+                out[i] += w * a[i];
+        }
+        lse_out[r] = m + logf(sum);
+    }
+}
+
+/* One task: token indices [i0, i1) of one (sequence, KV head); part < 0 writes the
+ * final output directly. */
+typedef struct task {
+    int seq, kvh, i0, i1, part;
+} task;
+
+/* One (sequence, KV head) whose chunks must be merged. */
+typedef struct unit {
+    int seq, kvh, first_part, n_parts;
+} unit;
+
+typedef struct job {
+    const ws_attn_problem *p;
+    const ws_attn_cpu_ops *ops;
+    int G, dk, dv;
+    const uint16_t *qhi, *qlo; /* bf16 halves of q for qk_bf16, else NULL */
+    task *tasks;
+    unit *units;
+    float *part_o, *part_lse;
+    char *scratch;
+    size_t scratch_bytes; /* per thread */
+} job;
+
+static size_t align64(size_t n)
+{
+    return (n + 63) & ~(size_t)63;
+}
+
+/* Attends items [i0, i1) of sequence s for the G query heads of KV head kvh; o [G][dv],
+ * lse [G]. */
+static void attend(const job *jb, int s, int kvh, int i0, int i1, float *o, float *lse,
+                   char *scr)
+{
+    const ws_attn_problem *p = jb->p;
+    const ws_kv_layout *kv = &p->kv;
+    const ws_attn_cpu_ops *ops = jb->ops;
+    const int G = jb->G, dk = jb->dk, dv = jb->dv, B = WS_ATTN_CPU_BLOCK, P = kv->page_tokens;
+    const ws_attn_seq *sq = &p->seqs[s];
+    const uint16_t **krow = (const uint16_t **)scr, **vrow = krow + B;
+    float *kf = (float *)(scr + align64(sizeof(void *) * 2 * B));
+    float *vf = kf + (size_t)B * dk; /* d_k, d_v are multiples of 16: stays aligned */
+    float *sc = vf + (size_t)B * dv;
+    float *m = sc + (size_t)G * B, *l = m + G;
+    const size_t qbase = ((size_t)s * p->n_q_heads + (size_t)kvh * G) * dk;
+    const float *q = p->q + qbase;
+    const int shared_v = kv->v_shares_k && !jb->qhi;
+
+    for (int g = 0; g < G; g++) {
+        m[g] = -INFINITY;
+        l[g] = 0;
+    }
+    memset(o, 0, sizeof(float) * (size_t)G * dv);
+    for (int i = i0; i < i1; i += B) {
+        const int n = i1 - i < B ? i1 - i : B;
+        for (int j = 0; j < n; j++) {
+            const int t = sq->sel ? sq->sel[i + j] : i + j;
+            const uint16_t *pg = sq->pages[t / P];
+            krow[j] = pg + ws_kv_k_off(kv, kvh, t % P);
+            vrow[j] = pg + ws_kv_v_off(kv, kvh, t % P);
+        }
+        if (sq->sel) { /* scattered rows: fetch the next block's while this one computes */
+            const int ne = i1 - (i + B) < B ? i1 - (i + B) : B;
+            for (int j = 0; j < ne; j++) {
+                const int t = sq->sel[i + B + j];
+                const char *pg = sq->pages[t / P];
+                const char *kr = pg + 2 * ws_kv_k_off(kv, kvh, t % P);
+                const char *vr = pg + 2 * ws_kv_v_off(kv, kvh, t % P);
+                for (int b = 0; b < 2 * dk; b += 64)
+                    __builtin_prefetch(kr + b);
+                if (!kv->v_shares_k)
+                    for (int b = 0; b < 2 * dv; b += 64)
+                        __builtin_prefetch(vr + b);
+            }
+        }
+        /* Scores s[g][j] (row pitch n). */
+        if (jb->qhi) {
+            ops->qk_bf16(jb->qhi + qbase, jb->qlo + qbase, G, dk, krow, n, p->scale, sc, n);
+        } else {
+            ops->cvt(kf, dk, krow, n, dk, kv->dtype);
+            ops->qk(q, G, dk, kf, dk, n, p->scale, sc, n);
+        }
+        /* Online softmax: new running max, rescale what was accumulated so far. */
+        for (int g = 0; g < G; g++) {
+            float *sg = sc + (size_t)g * n, mx = sg[0];
+            for (int j = 1; j < n; j++)
+                mx = sg[j] > mx ? sg[j] : mx;
+            if (mx > m[g]) {
+                if (m[g] != -INFINITY) {
+                    const float alpha = expf(m[g] - mx);
+                    float *og = o + (size_t)g * dv;
+                    for (int d = 0; d < dv; d++)
+                        og[d] *= alpha;
+                    l[g] *= alpha;
+                }
+                m[g] = mx;
+            }
+            for (int j = 0; j < n; j++)
+                sg[j] -= m[g];
+        }
+        ops->expv(sc, G * n);
+        for (int g = 0; g < G; g++) {
+            const float *sg = sc + (size_t)g * n;
+            float sum = 0;
+            for (int j = 0; j < n; j++)
+                sum += sg[j];
+            l[g] += sum;
+        }
+        if (shared_v) {
+            ops->pv(o, G, dv, sc, n, kf, dk, n);
+        } else {
+            ops->cvt(vf, dv, vrow, n, dv, kv->dtype);
+            ops->pv(o, G, dv, sc, n, vf, dv, n);
+        }
+    }
+    for (int g = 0; g < G; g++) {
+        float *og = o + (size_t)g * dv;
+        if (l[g] == 0) { /* nothing attended */
+            memset(og, 0, sizeof(float) * (size_t)dv);
+            lse[g] = -INFINITY;
+            continue;
+        }
+        const float inv = 1.0f / l[g];
+        for (int d = 0; d < dv; d++)
+            og[d] *= inv;
+        lse[g] = m[g] + logf(l[g]);
+    }
+}
+
+static void run_task(void *ctx, int ti, int thread)
+{
+    const job *jb = ctx;
+    const task *t = &jb->tasks[ti];
+    const ws_attn_problem *p = jb->p;
+    float *o, *lse;
+    if (t->part < 0) {
+        const size_t row = (size_t)t->seq * p->n_q_heads + (size_t)t->kvh * jb->G;
+        o = p->o + row * jb->dv;
+        lse = p->lse + row;
+    } else {
+        o = jb->part_o + (size_t)t->part * jb->G * jb->dv;
+        lse = jb->part_lse + (size_t)t->part * jb->G;
+    }
+    attend(jb, t->seq, t->kvh, t->i0, t->i1, o, lse, jb->scratch + (size_t)thread * jb->scratch_bytes);
+}
+
+static void run_merge(void *ctx, int ui, int thread)
+{
+    (void)thread;
+    const job *jb = ctx;
+    const unit *u = &jb->units[ui];
+    const ws_attn_problem *p = jb->p;
+    const size_t row = (size_t)u->seq * p->n_q_heads + (size_t)u->kvh * jb->G;
+    ws_attn_merge_parts(jb->part_o + (size_t)u->first_part * jb->G * jb->dv,
+                        jb->part_lse + (size_t)u->first_part * jb->G, u->n_parts, jb->G, jb->dv,
+                        p->o + row * jb->dv, p->lse + row);
+}
+
+static int items(const ws_attn_seq *sq)
+{
+    return sq->sel ? sq->n_sel : sq->n_tokens;
+}
+
+int ws_attn_cpu(const ws_attn_problem *p, ws_pool *pool, ws_isa isa, ws_err *err)
+{
+    int rc = ws_attn_validate(p, err);
+    if (rc)
+        return rc;
+    const ws_kv_layout *kv = &p->kv;
+    if (kv->d_k % 16 || kv->d_v % 16)
+        return ws_err_set(err, WS_EUNSUP,
+                          "CPU attention: head dims d_k=%d d_v=%d must be multiples of 16",
+                          kv->d_k, kv->d_v);
+    const int G = p->n_q_heads / kv->n_kv_heads;
+    if (G > WS_ATTN_CPU_MAX_GROUP)
+        return ws_err_set(err, WS_EUNSUP, "CPU attention: group of %d query heads per KV head "
+                          "is more than %d", G, WS_ATTN_CPU_MAX_GROUP);
+    ws_isa path;
+    if ((rc = ws_isa_resolve(isa, &path, err)))
+        return rc;
+    if (p->n_seqs == 0)
+        return 0;
+
+    job jb = {.p = p, .ops = ops_for(path), .G = G, .dk = kv->d_k, .dv = kv->d_v};
+    const int threads = pool ? ws_pool_threads(pool) : 1, nkv = kv->n_kv_heads;
+
+    /* Chunk length: about TASKS_PER_THREAD tasks per thread over all (seq, kv head)
+     * units, never below MIN_CHUNK; one chunk per unit with a single thread. */
+    double total = 0;
+    for (int s = 0; s < p->n_seqs; s++)
+        total += items(&p->seqs[s]);
+    long chunk = 1L << 30;
+    if (threads > 1) {
+        double want = ceil(total * nkv / ((double)threads * TASKS_PER_THREAD));
+        chunk = want < MIN_CHUNK ? MIN_CHUNK : (long)want;
+        chunk = (chunk + WS_ATTN_CPU_BLOCK - 1) / WS_ATTN_CPU_BLOCK * WS_ATTN_CPU_BLOCK;
+    }
+    long n_tasks = 0, n_units = 0, n_parts = 0;
+    for (int s = 0; s < p->n_seqs; s++) {
+        long c = (items(&p->seqs[s]) + chunk - 1) / chunk;
+        if (c < 1)
+            c = 1;
+        n_tasks += c * nkv;
+        if (c > 1) {
+            n_units += nkv;
+            n_parts += c * nkv;
+        }
+    }
+    if (n_tasks > (1L << 30))
+        return ws_err_set(err, WS_EINVAL, "CPU attention: problem too large (%ld tasks)", n_tasks);
+
+    /* One allocation: tasks, units, partial states, q halves, per-thread scratch. */
+    const int B = WS_ATTN_CPU_BLOCK;
+    jb.scratch_bytes = align64(sizeof(void *) * 2 * B) +
+                       align64(sizeof(float) * ((size_t)B * (kv->d_k + kv->d_v) +
+                                                (size_t)G * B + 2 * (size_t)G));
+    const int use_bf16 = jb.ops->qk_bf16 && kv->dtype == WS_DT_BF16;
+    const size_t nq_elems = (size_t)p->n_seqs * p->n_q_heads * kv->d_k;
+    size_t off_units = align64(sizeof(task) * (size_t)n_tasks);
+    size_t off_po = off_units + align64(sizeof(unit) * (size_t)n_units);
+    size_t off_pl = off_po + align64(sizeof(float) * (size_t)n_parts * G * kv->d_v);
+    size_t off_q = off_pl + align64(sizeof(float) * (size_t)n_parts * G);
+    size_t off_scr = off_q + (use_bf16 ? 2 * align64(sizeof(uint16_t) * nq_elems) : 0);
+    size_t total_bytes = off_scr + jb.scratch_bytes * (size_t)threads;
+    char *mem = aligned_alloc(64, align64(total_bytes));
+    if (!mem)
+        return ws_err_set(err, WS_ENOMEM, "CPU attention: out of memory (%zu bytes of scratch)",
+                          total_bytes);
+    jb.tasks = (task *)mem;
+    jb.units = (unit *)(mem + off_units);
+    jb.part_o = (float *)(mem + off_po);
+    jb.part_lse = (float *)(mem + off_pl);
+    jb.scratch = mem + off_scr;
+    if (use_bf16) {
+        uint16_t *hi = (uint16_t *)(mem + off_q);
+        uint16_t *lo = (uint16_t *)(mem + off_q + align64(sizeof(uint16_t) * nq_elems));
+        for (size_t i = 0; i < nq_elems; i++) {
+            hi[i] = ws_f32_to_bf16(p->q[i]);
+            lo[i] = ws_f32_to_bf16(p->q[i] - ws_bf16_to_f32(hi[i]));
+        }
+        jb.qhi = hi;
+        jb.qlo = lo;
+    }
+
+    long ti = 0, ui = 0, part = 0;
+    for (int s = 0; s < p->n_seqs; s++) {
+        const int n = items(&p->seqs[s]);
+        long c = (n + chunk - 1) / chunk;
+        if (c < 1)
+            c = 1;
+        for (int h = 0; h < nkv; h++) {
+            if (c > 1)
+                jb.units[ui++] = (unit){s, h, (int)part, (int)c};
+            for (long k = 0; k < c; k++) {
+                long i0 = k * chunk, i1 = i0 + chunk < n ? i0 + chunk : n;
+                jb.tasks[ti++] = (task){s, h, (int)i0, (int)i1, c > 1 ? (int)part++ : -1};
+            }
+        }
+    }
+    if (pool) {
+        ws_pool_run(pool, (int)n_tasks, run_task, &jb);
+        if (n_units)
+            ws_pool_run(pool, (int)n_units, run_merge, &jb);
+    } else {
+        for (long i = 0; i < n_tasks; i++)
+            run_task(&jb, (int)i, 0);
+        for (long i = 0; i < n_units; i++)
+            run_merge(&jb, (int)i, 0);
+    }
+    free(mem);
+    return 0;
+}

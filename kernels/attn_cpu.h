@@ -1,0 +1,72 @@
+/* attn_cpu: the CPU decode-attention kernels (GQA/MHA, MLA with absorbed weights, sparse
+ * top-k token lists) over the paged KV layout of attn.h, for bf16 and fp16 KV, with
+ * run-time instruction-set dispatch and split-K work sharing over a ws_pool.
+ *
+ * Work is cut into (sequence, KV head, token chunk) tasks so that one long sequence at
+ * batch 1 still keeps every worker busy; each task streams its chunk once for all the
+ * query heads of its group (each KV element is read once per group, not once per query
+ * head) and leaves (O, lse); chunks of one (sequence, KV head) are merged by lse. The
+ * result equals ws_attn_ref within float rounding (see tests/test_attn_cpu.c).
+ *
+ * Instruction paths (one binary, chosen at run time from cpu_features):
+ *   scalar      portable C, the fallback on any CPU;
+ *   avx2        AVX2 + FMA + F16C, fp32 FMA on KV converted in registers;
+ *   avx512      AVX-512 F/BW/VL, fp32 FMA;
+ *   avx512bf16  avx512 plus VDPBF16PS for q.k on bf16 KV (q split into a bf16 hi + lo
+ *               pair so the scores keep ~16 mantissa bits; fp16 KV runs as avx512).
+ * WS_ISA_AUTO takes ws_isa_best(), which the environment variable WRITESCOPE_ISA
+ * (scalar|avx2|avx512|avx512bf16) overrides; asking for a path this CPU lacks is an error.
+ *
+ * Shapes served: d_k and d_v multiples of 16 up to WS_ATTN_MAX_HEAD_DIM, group sizes
+ * (query heads per KV head) 1..WS_ATTN_CPU_MAX_GROUP. Anything else is WS_EUNSUP.
+ * Callers: the calibrator, the runtime's CPU half, `writescope bench attn-cpu`, tests. */
+#ifndef WS_ATTN_CPU_H
+#define WS_ATTN_CPU_H
+
+#include "attn.h"
+#include "pool.h"
+#include "ws_err.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define WS_ATTN_CPU_MAX_GROUP 128 /* query heads per KV head the kernels accept */
+#define WS_ATTN_CPU_BLOCK 16      /* tokens per inner block (scores, softmax, p.V) */
+
+typedef enum {
+    WS_ISA_AUTO = 0,       /* the best the CPU supports (or WRITESCOPE_ISA) */
+    WS_ISA_SCALAR = 1,     /* portable C */
+    WS_ISA_AVX2 = 2,       /* AVX2 + FMA + F16C */
+    WS_ISA_AVX512 = 3,     /* AVX-512 F + BW + VL */
+    WS_ISA_AVX512_BF16 = 4,/* AVX-512 + AVX512_BF16 (VDPBF16PS) */
+    WS_ISA_COUNT
+} ws_isa;
+
+/* "auto", "scalar", "avx2", "avx512", "avx512bf16". */
+const char *ws_isa_name(ws_isa isa);
+/* Parses a name as above; 0 and *out, or -1 if unknown. */
+int ws_isa_parse(const char *name, ws_isa *out);
+/* 1 if this CPU (and OS) can run the path; WS_ISA_AUTO and scalar are always supported. */
+int ws_isa_supported(ws_isa isa);
+/* The fastest supported path, ignoring WRITESCOPE_ISA. */
+ws_isa ws_isa_best(void);
+/* Resolves a request: WS_ISA_AUTO -> $WRITESCOPE_ISA if set, else ws_isa_best(); an
+ * unknown name or an unsupported path is WS_EUNSUP with a message. */
+int ws_isa_resolve(ws_isa want, ws_isa *out, ws_err *err);
+
+/* Decode attention: validates p (ws_attn_validate plus the shapes above), then fills
+ * p->o and p->lse. pool may be NULL (runs on the calling thread). */
+int ws_attn_cpu(const ws_attn_problem *p, ws_pool *pool, ws_isa isa, ws_err *err);
+
+/* Batched merge of n_parts partial states over disjoint token sets, per row r < n_rows:
+ * parts are o_parts[k][n_rows][d_v], lse_parts[k][n_rows]; empty parts (lse = -inf)
+ * drop out, all empty gives o = 0, lse = -inf. Subtracts the maximum lse first, so it is
+ * stable for any magnitudes. Equivalent to folding ws_attn_merge over the parts. */
+void ws_attn_merge_parts(const float *o_parts, const float *lse_parts, int n_parts,
+                         int n_rows, int d_v, float *o_out, float *lse_out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

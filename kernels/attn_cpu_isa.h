@@ -1,0 +1,40 @@
+/* attn_cpu_isa: the inner operations of the CPU attention kernel, one table per
+ * instruction path (attn_cpu_scalar.c, attn_cpu_avx2.c, attn_cpu_avx512.c). Internal to
+ * kernels/: the driver in attn_cpu.c gathers a block of at most WS_ATTN_CPU_BLOCK token
+ * rows and calls these on it; kernels/membw.c reuses the paths' names for its probes.
+ *
+ * Conventions: rows are pointers to KV rows inside pages (16-bit elements); fp32 blocks
+ * are row-major with a leading dimension (ld) in floats; d is a multiple of 16; G is the
+ * number of query heads that share the KV head (1..WS_ATTN_CPU_MAX_GROUP). */
+#ifndef WS_ATTN_CPU_ISA_H
+#define WS_ATTN_CPU_ISA_H
+
+#include <stdint.h>
+
+#include "attn_cpu.h"
+#include "ws_dtype.h"
+
+typedef struct ws_attn_cpu_ops {
+    ws_isa isa;
+    /* dst[r*ld + i] = float(rows[r][i]) for r < n, i < d. */
+    void (*cvt)(float *dst, int ld, const uint16_t *const *rows, int n, int d, ws_dtype dt);
+    /* s[g*lds + t] = scale * dot(q[g*dk ..], kf[t*ldk ..]) for g < G, t < n. */
+    void (*qk)(const float *q, int G, int dk, const float *kf, int ldk, int n, float scale,
+               float *s, int lds);
+    /* The same straight from bf16 rows, q given as bf16 hi/lo halves qhi[g*dk], qlo[g*dk]
+     * (q ~= hi + lo); NULL on paths without VDPBF16PS. */
+    void (*qk_bf16)(const uint16_t *qhi, const uint16_t *qlo, int G, int dk,
+                    const uint16_t *const *rows, int n, float scale, float *s, int lds);
+    /* o[g*dv + i] += sum_t p[g*ldp + t] * vf[t*ldv + i] for g < G, i < dv, t < n. */
+    void (*pv)(float *o, int G, int dv, const float *p, int ldp, const float *vf, int ldv,
+               int n);
+    /* x[i] = exp(x[i]) for i < n; inputs are <= 0 (finite). */
+    void (*expv)(float *x, int n);
+} ws_attn_cpu_ops;
+
+const ws_attn_cpu_ops *ws_attn_cpu_ops_scalar(void);
+const ws_attn_cpu_ops *ws_attn_cpu_ops_avx2(void);
+const ws_attn_cpu_ops *ws_attn_cpu_ops_avx512(void);
+const ws_attn_cpu_ops *ws_attn_cpu_ops_avx512bf16(void);
+
+#endif

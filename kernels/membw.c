@@ -1,0 +1,345 @@
+/* membw: see membw.h. The read probe and the peak loops are compiled per instruction path
+ * with target pragmas and picked at run time, like the attention kernels. */
+#include "membw.h"
+
+#include <immintrin.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "cpu_features.h"
+#include "ws_util.h"
+
+#define SLICES_PER_THREAD 16 /* read/triad tasks per thread: dynamic balance */
+#define HUGE_ALIGN (2u << 20)
+
+static volatile float g_sink; /* keeps the reductions' results alive */
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+static void *big_alloc(size_t bytes)
+{
+    size_t n = (bytes + HUGE_ALIGN - 1) / HUGE_ALIGN * HUGE_ALIGN;
+    void *p = aligned_alloc(HUGE_ALIGN, n);
+    if (p)
+        madvise(p, n, MADV_HUGEPAGE); /* a hint; refusal is fine */
+    return p;
+}
+
+/* ---- read reduction, per instruction path ---- */
+
+#pragma GCC push_options
+#pragma GCC target("avx512f")
+static float read_avx512(const float *x, size_t n)
+{
+    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    for (size_t i = 0; i + 64 <= n; i += 64) {
+        a0 = _mm512_add_ps(a0, _mm512_load_ps(x + i));
+        a1 = _mm512_add_ps(a1, _mm512_load_ps(x + i + 16));
+        a2 = _mm512_add_ps(a2, _mm512_load_ps(x + i + 32));
+        a3 = _mm512_add_ps(a3, _mm512_load_ps(x + i + 48));
+    }
+    return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
+}
+#pragma GCC pop_options
+
+#pragma GCC push_options
+#pragma GCC target("avx2")
+static float read_avx2(const float *x, size_t n)
+{
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    for (size_t i = 0; i + 32 <= n; i += 32) {
+        a0 = _mm256_add_ps(a0, _mm256_load_ps(x + i));
+        a1 = _mm256_add_ps(a1, _mm256_load_ps(x + i + 8));
+        a2 = _mm256_add_ps(a2, _mm256_load_ps(x + i + 16));
+        a3 = _mm256_add_ps(a3, _mm256_load_ps(x + i + 24));
+    }
+    __m256 s = _mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3));
+    float v[8];
+    _mm256_storeu_ps(v, s);
+    return v[0] + v[1] + v[2] + v[3] + v[4] + v[5] + v[6] + v[7];
+}
+#pragma GCC pop_options
+
+static float read_sse2(const float *x, size_t n)
+{
+    __m128 a0 = _mm_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    for (size_t i = 0; i + 16 <= n; i += 16) {
+        a0 = _mm_add_ps(a0, _mm_load_ps(x + i));
+        a1 = _mm_add_ps(a1, _mm_load_ps(x + i + 4));
+        a2 = _mm_add_ps(a2, _mm_load_ps(x + i + 8));
+        a3 = _mm_add_ps(a3, _mm_load_ps(x + i + 12));
+    }
+    float v[4];
+    _mm_storeu_ps(v, _mm_add_ps(_mm_add_ps(a0, a1), _mm_add_ps(a2, a3)));
+    return v[0] + v[1] + v[2] + v[3];
+}
+
+typedef struct bw_job {
+    float *buf;
+    double *a, *b, *c;
+    size_t slice;   /* elements per task */
+    int init;       /* 1: first-touch pass */
+    float (*read)(const float *, size_t);
+    float partial[SLICES_PER_THREAD * WS_POOL_MAX_THREADS / 8];
+} bw_job;
+
+static void read_task(void *ctx, int task, int thread)
+{
+    bw_job *j = ctx;
+    (void)thread;
+    float *x = j->buf + (size_t)task * j->slice;
+    if (j->init) {
+        for (size_t i = 0; i < j->slice; i++)
+            x[i] = (float)(i & 7);
+        return;
+    }
+    g_sink += j->read(x, j->slice) * 0.0f; /* racy add of zero: only keeps the result */
+}
+
+int ws_membw_read(ws_pool *pool, size_t bytes, int repeats, double *gbps_out, ws_err *err)
+{
+    const ws_cpu_features *f = ws_cpu_features_get();
+    const int T = ws_pool_threads(pool), tasks = T * SLICES_PER_THREAD;
+    if (repeats < 1)
+        repeats = 1;
+    size_t slice = bytes / sizeof(float) / (size_t)tasks / 1024 * 1024; /* 4 KiB multiple */
+    if (slice == 0)
+        return ws_err_set(err, WS_EINVAL, "read bandwidth: %zu bytes is too small for %d threads",
+                          bytes, T);
+    bw_job *j = calloc(1, sizeof *j);
+    if (!j)
+        return ws_err_set(err, WS_ENOMEM, "read bandwidth: out of memory");
+    j->slice = slice;
+    j->buf = big_alloc(slice * (size_t)tasks * sizeof(float));
+    if (!j->buf) {
+        free(j);
+        return ws_err_set(err, WS_ENOMEM, "read bandwidth: cannot allocate %zu bytes", bytes);
+    }
+    j->read = f->avx512f ? read_avx512 : f->avx2 ? read_avx2 : read_sse2;
+    j->init = 1;
+    ws_pool_run(pool, tasks, read_task, j);
+    j->init = 0;
+    ws_pool_run(pool, tasks, read_task, j); /* warm-up */
+    double *t = malloc(sizeof(double) * (size_t)repeats);
+    for (int r = 0; r < repeats && t; r++) {
+        double t0 = ws_now_s();
+        ws_pool_run(pool, tasks, read_task, j);
+        t[r] = ws_now_s() - t0;
+    }
+    if (t)
+        *gbps_out = (double)(slice * (size_t)tasks * sizeof(float)) / median(t, repeats) / 1e9;
+    free(t);
+    free(j->buf);
+    free(j);
+    return t ? 0 : ws_err_set(err, WS_ENOMEM, "read bandwidth: out of memory");
+}
+
+static void triad_task(void *ctx, int task, int thread)
+{
+    bw_job *j = ctx;
+    (void)thread;
+    size_t o = (size_t)task * j->slice;
+    double *a = j->a + o, *b = j->b + o, *c = j->c + o;
+    if (j->init) {
+        for (size_t i = 0; i < j->slice; i++) {
+            a[i] = 0;
+            b[i] = 1;
+            c[i] = 2;
+        }
+        return;
+    }
+    for (size_t i = 0; i < j->slice; i++)
+        a[i] = b[i] + 3.0 * c[i];
+}
+
+int ws_membw_triad(ws_pool *pool, size_t bytes, int repeats, double *gbps_out, ws_err *err)
+{
+    const int T = ws_pool_threads(pool), tasks = T * SLICES_PER_THREAD;
+    if (repeats < 1)
+        repeats = 1;
+    size_t slice = bytes / 3 / sizeof(double) / (size_t)tasks / 512 * 512;
+    if (slice == 0)
+        return ws_err_set(err, WS_EINVAL, "triad: %zu bytes is too small for %d threads", bytes, T);
+    size_t n = slice * (size_t)tasks;
+    bw_job *j = calloc(1, sizeof *j);
+    double *t = malloc(sizeof(double) * (size_t)repeats);
+    if (j) {
+        j->slice = slice;
+        j->a = big_alloc(n * sizeof(double));
+        j->b = big_alloc(n * sizeof(double));
+        j->c = big_alloc(n * sizeof(double));
+    }
+    if (!j || !t || !j->a || !j->b || !j->c) {
+        if (j) {
+            free(j->a);
+            free(j->b);
+            free(j->c);
+        }
+        free(j);
+        free(t);
+        return ws_err_set(err, WS_ENOMEM, "triad: cannot allocate %zu bytes", bytes);
+    }
+    j->init = 1;
+    ws_pool_run(pool, tasks, triad_task, j);
+    j->init = 0;
+    ws_pool_run(pool, tasks, triad_task, j);
+    for (int r = 0; r < repeats; r++) {
+        double t0 = ws_now_s();
+        ws_pool_run(pool, tasks, triad_task, j);
+        t[r] = ws_now_s() - t0;
+    }
+    *gbps_out = 3.0 * (double)(n * sizeof(double)) / median(t, repeats) / 1e9;
+    g_sink += (float)j->a[n / 2] * 0.0f;
+    free(j->a);
+    free(j->b);
+    free(j->c);
+    free(j);
+    free(t);
+    return 0;
+}
+
+/* ---- dot-product peak, per instruction path ---- */
+
+#define PEAK_ITERS 200000 /* inner iterations per task */
+#define PEAK_ACC 12       /* independent accumulators: covers FMA latency x ports */
+
+#pragma GCC push_options
+#pragma GCC target("avx512f")
+static double peak_avx512(void)
+{
+    __m512 acc[PEAK_ACC], x = _mm512_set1_ps(0.999f), y = _mm512_set1_ps(1e-7f);
+    for (int k = 0; k < PEAK_ACC; k++)
+        acc[k] = _mm512_set1_ps((float)k);
+    for (int i = 0; i < PEAK_ITERS; i++) {
+#pragma GCC unroll 12
+        for (int k = 0; k < PEAK_ACC; k++)
+            acc[k] = _mm512_fmadd_ps(acc[k], x, y);
+        __asm__ volatile("" : "+v"(x)); /* x stays opaque: no hoisting */
+    }
+    __m512 s = acc[0];
+    for (int k = 1; k < PEAK_ACC; k++)
+        s = _mm512_add_ps(s, acc[k]);
+    g_sink += _mm512_reduce_add_ps(s) * 0.0f;
+    return 2.0 * 16 * PEAK_ACC * (double)PEAK_ITERS;
+}
+#pragma GCC pop_options
+
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512bf16")
+static double peak_avx512bf16(void)
+{
+    __m512 acc[PEAK_ACC];
+    __m512bh h = (__m512bh)_mm512_set1_epi16(0x3f80), l = (__m512bh)_mm512_set1_epi16(0x3380),
+             k = (__m512bh)_mm512_set1_epi16(0x3f7f);
+    for (int j = 0; j < PEAK_ACC; j++)
+        acc[j] = _mm512_set1_ps((float)j);
+    for (int i = 0; i < PEAK_ITERS; i++) {
+#pragma GCC unroll 12
+        for (int j = 0; j < PEAK_ACC; j++) {
+            acc[j] = _mm512_dpbf16_ps(acc[j], h, k);
+            acc[j] = _mm512_dpbf16_ps(acc[j], l, k);
+        }
+        __asm__ volatile("" : "+v"(k));
+    }
+    __m512 s = acc[0];
+    for (int j = 1; j < PEAK_ACC; j++)
+        s = _mm512_add_ps(s, acc[j]);
+    g_sink += _mm512_reduce_add_ps(s) * 0.0f;
+    return 2.0 * 32 * PEAK_ACC * (double)PEAK_ITERS; /* 32 useful MACs per hi+lo pair */
+}
+#pragma GCC pop_options
+
+#pragma GCC push_options
+#pragma GCC target("avx2,fma")
+static double peak_avx2(void)
+{
+    __m256 acc[PEAK_ACC], x = _mm256_set1_ps(0.999f), y = _mm256_set1_ps(1e-7f);
+    for (int k = 0; k < PEAK_ACC; k++)
+        acc[k] = _mm256_set1_ps((float)k);
+    for (int i = 0; i < PEAK_ITERS; i++) {
+#pragma GCC unroll 12
+        for (int k = 0; k < PEAK_ACC; k++)
+            acc[k] = _mm256_fmadd_ps(acc[k], x, y);
+        __asm__ volatile("" : "+x"(x));
+    }
+    __m256 s = acc[0];
+    for (int k = 1; k < PEAK_ACC; k++)
+        s = _mm256_add_ps(s, acc[k]);
+    float v[8];
+    _mm256_storeu_ps(v, s);
+    g_sink += v[0] * 0.0f;
+    return 2.0 * 8 * PEAK_ACC * (double)PEAK_ITERS;
+}
+#pragma GCC pop_options
+
+/* The scalar path's inner loops are plain C: so is its peak (what -O2 makes of it). */
+static double peak_scalar(void)
+{
+    float acc[PEAK_ACC], x = 0.999f, y = 1e-7f;
+    for (int k = 0; k < PEAK_ACC; k++)
+        acc[k] = (float)k;
+    for (int i = 0; i < PEAK_ITERS; i++) {
+        for (int k = 0; k < PEAK_ACC; k++)
+            acc[k] = acc[k] * x + y;
+        __asm__ volatile("" : "+x"(x));
+    }
+    float s = 0;
+    for (int k = 0; k < PEAK_ACC; k++)
+        s += acc[k];
+    g_sink += s * 0.0f;
+    return 2.0 * PEAK_ACC * (double)PEAK_ITERS;
+}
+
+typedef struct peak_job {
+    double (*fn)(void);
+    double flops[WS_POOL_MAX_THREADS];
+} peak_job;
+
+static void peak_task(void *ctx, int task, int thread)
+{
+    peak_job *j = ctx;
+    (void)task;
+    j->flops[thread] += j->fn();
+}
+
+int ws_cpu_peak_gflops(ws_pool *pool, ws_isa isa, double *gflops_out, ws_err *err)
+{
+    ws_isa path;
+    int rc = ws_isa_resolve(isa, &path, err);
+    if (rc)
+        return rc;
+    peak_job *j = calloc(1, sizeof *j);
+    if (!j)
+        return ws_err_set(err, WS_ENOMEM, "peak flops: out of memory");
+    j->fn = path == WS_ISA_AVX512_BF16 ? peak_avx512bf16
+            : path == WS_ISA_AVX512   ? peak_avx512
+            : path == WS_ISA_AVX2     ? peak_avx2
+                                      : peak_scalar;
+    const int T = ws_pool_threads(pool), tasks = 8 * T, repeats = 5;
+    double t[5], flops = 0;
+    ws_pool_run(pool, tasks, peak_task, j); /* warm-up (clocks, licence levels) */
+    for (int r = 0; r < repeats; r++) {
+        memset(j->flops, 0, sizeof j->flops);
+        double t0 = ws_now_s();
+        ws_pool_run(pool, tasks, peak_task, j);
+        t[r] = ws_now_s() - t0;
+        flops = 0;
+        for (int i = 0; i < T; i++)
+            flops += j->flops[i];
+    }
+    *gflops_out = flops / median(t, repeats) / 1e9;
+    free(j);
+    return 0;
+}

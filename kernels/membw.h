@@ -1,0 +1,41 @@
+/* membw: what this machine's memory and cores can do, measured with the same thread pool
+ * and instruction paths as the attention kernels, so a kernel's bandwidth can be stated as
+ * a fraction of the machine's in the same run.
+ *
+ *   read bandwidth: a vectorised read-only streaming reduction over a buffer (choose it much
+ *                   larger than the last-level cache), split into one contiguous slice per
+ *                   thread, first touched by the thread that reads it;
+ *   triad:          STREAM's a[i] = b[i] + s*c[i], counted as STREAM does (3 x 8 bytes per
+ *                   element: two reads and one write; write-allocate traffic not counted);
+ *   peak flop/s:    independent dot-product accumulations in registers with the instruction
+ *                   the attention path uses for q.k and p.V (FMA, or VDPBF16PS in the hi+lo
+ *                   form the avx512bf16 path runs), on every thread of the pool.
+ * Each returns the median over `repeats` timed runs (after one untimed warm-up), in GB/s
+ * (1e9 bytes/s) or GFLOP/s. Callers: `writescope bench`, the calibrator. */
+#ifndef WS_MEMBW_H
+#define WS_MEMBW_H
+
+#include <stddef.h>
+
+#include "attn_cpu.h"
+#include "pool.h"
+#include "ws_err.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Median read bandwidth over `bytes` (rounded down to whole 4 KiB per thread). */
+int ws_membw_read(ws_pool *pool, size_t bytes, int repeats, double *gbps_out, ws_err *err);
+/* Median STREAM triad bandwidth; `bytes` is the total of the three double arrays. */
+int ws_membw_triad(ws_pool *pool, size_t bytes, int repeats, double *gbps_out, ws_err *err);
+/* Peak dot-product GFLOP/s of the instruction path `isa` (WS_ISA_AUTO resolves as
+ * ws_attn_cpu does) on all threads of the pool. Flops are the useful multiply-adds x 2: for
+ * avx512bf16, one VDPBF16PS pair (q hi and lo) counts as 32 multiply-adds, as in the
+ * kernel. */
+int ws_cpu_peak_gflops(ws_pool *pool, ws_isa isa, double *gflops_out, ws_err *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

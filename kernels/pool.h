@@ -1,0 +1,41 @@
+/* pool: a fixed set of worker threads, created once and reused, that run a batch of
+ * independent tasks and return when all are done. The CPU attention kernels, the memory
+ * bandwidth probes and the calibrator share one pool, so no thread is ever created inside
+ * a timed region.
+ *
+ * Workers are pinned to the CPUs the process may run on (worker i to the i-th allowed CPU,
+ * modulo their number); a refused pin is ignored. A pool of one thread runs tasks inline in
+ * the caller. Tasks are handed out dynamically (an atomic counter), so uneven tasks balance
+ * themselves. One batch at a time: ws_pool_run is not reentrant and must not be called from
+ * two threads at once on the same pool. Callers: kernels/attn_cpu.c, kernels/membw.c,
+ * calib/, cli/cmd_bench.c. */
+#ifndef WS_POOL_H
+#define WS_POOL_H
+
+#include "ws_err.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define WS_POOL_MAX_THREADS 1024 /* upper bound on the thread count */
+
+typedef struct ws_pool ws_pool;
+
+/* A task: `task` in [0, n_tasks), `thread` in [0, ws_pool_threads) identifies the worker
+ * (for per-thread scratch). */
+typedef void (*ws_pool_fn)(void *ctx, int task, int thread);
+
+/* threads <= 0 means one per online logical CPU. NULL with a message on failure. */
+ws_pool *ws_pool_create(int threads, ws_err *err);
+void ws_pool_destroy(ws_pool *pool);
+int ws_pool_threads(const ws_pool *pool);
+/* Runs fn(ctx, task, thread) for every task in [0, n_tasks) and waits for all of them. */
+void ws_pool_run(ws_pool *pool, int n_tasks, ws_pool_fn fn, void *ctx);
+/* How many workers were pinned to a CPU (0 when pinning was refused or threads == 1). */
+int ws_pool_pinned(const ws_pool *pool);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,32 @@
+/* test_membw: the bandwidth and peak probes (kernels/membw.c) run on every supported
+ * path and return plausible positive figures; bad arguments are errors. No timing
+ * thresholds: the machine is shared. */
+#include <criterion/criterion.h>
+#include <math.h>
+
+#include "membw.h"
+
+Test(membw, read_triad_peak_positive)
+{
+    ws_err err = {0};
+    ws_pool *p = ws_pool_create(2, &err);
+    cr_assert_not_null(p, "%s", err.msg);
+    double g = 0;
+    cr_assert_eq(ws_membw_read(p, 8u << 20, 3, &g, &err), 0, "%s", err.msg);
+    cr_assert(isfinite(g) && g > 0.01, "read %g GB/s", g);
+    g = 0;
+    cr_assert_eq(ws_membw_triad(p, 12u << 20, 3, &g, &err), 0, "%s", err.msg);
+    cr_assert(isfinite(g) && g > 0.01, "triad %g GB/s", g);
+    for (int i = WS_ISA_SCALAR; i < WS_ISA_COUNT; i++) {
+        if (!ws_isa_supported((ws_isa)i)) {
+            cr_assert_eq(ws_cpu_peak_gflops(p, (ws_isa)i, &g, &err), WS_EUNSUP);
+            continue;
+        }
+        g = 0;
+        cr_assert_eq(ws_cpu_peak_gflops(p, (ws_isa)i, &g, &err), 0, "%s", err.msg);
+        cr_assert(isfinite(g) && g > 0.01, "%s peak %g", ws_isa_name((ws_isa)i), g);
+    }
+    cr_assert_eq(ws_membw_read(p, 100, 3, &g, &err), WS_EINVAL);
+    cr_assert_eq(ws_membw_triad(p, 100, 3, &g, &err), WS_EINVAL);
+    ws_pool_destroy(p);
+}
