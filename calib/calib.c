@@ -55,7 +55,8 @@ static int is_transfer_op(const char *op)
 /* Ops that are single measurements of the machine, not fitted. */
 static int is_unfitted_op(const char *op)
 {
-    return !strcmp(op, "peak_flops") || !strcmp(op, "peak_flops_1t") || !strcmp(op, "pinned_cmp");
+    return !strcmp(op, "peak_flops") || !strcmp(op, "peak_flops_1t") || !strcmp(op, "pinned_cmp") ||
+           !strcmp(op, "membw_read_1t") || !strcmp(op, "membw_triad");
 }
 
 static int add_fit(ws_calib_run *run, const ws_calib_key *k, const ws_fit_result *r, ws_err *err);
@@ -539,5 +540,29 @@ json_t *ws_calib_show(ws_store *store, long long run_id, ws_err *err)
     }
     sqlite3_finalize(s);
     json_object_set_new(out, "fits", fits);
+    /* Single measurements of the machine (not fitted): rates from their samples. */
+    json_t *meas = json_array();
+    if (sqlite3_prepare_v2(db,
+                           "SELECT device, op, dtype, flops, bytes, t_median, params FROM samples "
+                           "WHERE run_id = ?1 AND op IN ('membw_read_1t', 'membw_triad', "
+                           "'peak_flops', 'peak_flops_1t') ORDER BY id",
+                           -1, &s, NULL) == SQLITE_OK) {
+        sqlite3_bind_int64(s, 1, rid);
+        while (sqlite3_step(s) == SQLITE_ROW) {
+            json_t *m = json_object();
+            int is_flops = sqlite3_column_double(s, 3) > 0;
+            double t = sqlite3_column_double(s, 5);
+            json_object_set_new(m, "key", json_sprintf("%s.%s", sqlite3_column_text(s, 0),
+                                                       sqlite3_column_text(s, 1)));
+            json_object_set_new(m, "value",
+                                json_real(sqlite3_column_double(s, is_flops ? 3 : 4) / t));
+            json_object_set_new(m, "unit", json_string(is_flops ? "flop/s" : "B/s"));
+            json_object_set_new(m, "source", json_string("measured"));
+            json_object_set_new(m, "params", json_string((const char *)sqlite3_column_text(s, 6)));
+            json_array_append_new(meas, m);
+        }
+        sqlite3_finalize(s);
+    }
+    json_object_set_new(out, "measured", meas);
     return out;
 }

@@ -63,6 +63,11 @@ int ws_calib_store(ws_store *store, const ws_calib_run *run, long long *run_id, 
 /* Fits of one run (run_id 0 = newest) as JSON: {run: {...}, fits: [...]}. */
 json_t *ws_calib_show(ws_store *store, long long run_id, ws_err *err);
 
+/* Writes dir/1.dat .. dir/N.dat for plots/calib.gp (one per roofline/transfer fit of run
+ * run_id, 0 = newest) and the panel titles, space-separated, into titles. */
+int ws_calib_plot_data(ws_store *store, long long run_id, const char *dir, int *n_out,
+                       char *titles, size_t titles_cap, ws_err *err);
+
 /* Test hook (fault injection): when >= 0, ws_calib_store fails after writing this many
  * sample rows, inside its transaction. */
 extern int ws_calib_fault_after_samples;

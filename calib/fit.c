@@ -21,13 +21,14 @@ typedef struct fit_data {
     int n;
     double inv_p_fixed, inv_w_fixed; /* > 0 when held fixed (in s per 1e9) */
     int free_p, free_w;              /* which rates are parameters */
+    int fix_c0;                      /* c0 held at 0 (a negative fixed cost is unphysical) */
 } fit_data;
 
 /* Unpacks the parameter vector: x = [c0, (1/P), (1/W)] in scaled units. */
 static void unpack(const fit_data *d, const gsl_vector *x, double *c0, double *ip, double *iw)
 {
     int k = 0;
-    *c0 = gsl_vector_get(x, k++);
+    *c0 = d->fix_c0 ? 0.0 : gsl_vector_get(x, k++);
     *ip = d->free_p ? gsl_vector_get(x, k++) : d->inv_p_fixed;
     *iw = d->free_w ? gsl_vector_get(x, k++) : d->inv_w_fixed;
 }
@@ -55,7 +56,8 @@ static int roof_df(const gsl_vector *x, void *params, gsl_matrix *J)
         const ws_fit_point *p = &d->pts[d->idx[i]];
         double tf = p->flops / RATE_UNIT * ip, tb = p->bytes / RATE_UNIT * iw;
         int k = 0;
-        gsl_matrix_set(J, i, k++, C0_UNIT / p->t);
+        if (!d->fix_c0)
+            gsl_matrix_set(J, i, k++, C0_UNIT / p->t);
         if (d->free_p)
             gsl_matrix_set(J, i, k++, tf > tb ? p->flops / RATE_UNIT / p->t : 0.0);
         if (d->free_w)
@@ -102,11 +104,26 @@ static int lm_solve(fit_data *d, const double *x0, int np, double *x_out, double
     return rc;
 }
 
+static int roof_fit_once(fit_data *d, double *c0, double *ip, double *iw, double var[3],
+                         int *converged);
+
 /* Fits on the points in idx[0..n); fills c0 / 1/P / 1/W (scaled) and their variances. */
 static int roof_fit_subset(fit_data *d, double *c0, double *ip, double *iw, double var[3],
                            int *converged)
 {
-    int np = 1 + d->free_p + d->free_w;
+    d->fix_c0 = 0;
+    int rc = roof_fit_once(d, c0, ip, iw, var, converged);
+    if (rc == 0 && *c0 < 0) { /* refit with the fixed cost at its bound */
+        d->fix_c0 = 1;
+        rc = roof_fit_once(d, c0, ip, iw, var, converged);
+    }
+    return rc;
+}
+
+static int roof_fit_once(fit_data *d, double *c0, double *ip, double *iw, double var[3],
+                         int *converged)
+{
+    int np = !d->fix_c0 + d->free_p + d->free_w;
     /* Starting point: the slope of t against bytes (or flops) over the extremes. */
     double fmin = INFINITY, fmax = 0, tlo = 0, thi = 0, blo = 0, bhi = 0, flo = 0, fhi = 0;
     for (int i = 0; i < d->n; i++) {
@@ -134,7 +151,8 @@ static int roof_fit_subset(fit_data *d, double *c0, double *ip, double *iw, doub
     for (int start = 0; start < (d->free_p && d->free_w ? 2 : 1); start++) {
         double x0[3], x[3], v[3], cost;
         int k = 0;
-        x0[k++] = c_init;
+        if (!d->fix_c0)
+            x0[k++] = c_init;
         if (d->free_p)
             x0[k++] = start == 0 && d->free_w ? slope_f * 0.3 : slope_f;
         if (d->free_w)
@@ -150,8 +168,8 @@ static int roof_fit_subset(fit_data *d, double *c0, double *ip, double *iw, doub
     if (best_rc < 0)
         return -1;
     int k = 0;
-    *c0 = best[k];
-    var[0] = best_var[k++];
+    *c0 = d->fix_c0 ? 0.0 : best[k];
+    var[0] = d->fix_c0 ? 0.0 : best_var[k++];
     *ip = d->free_p ? best[k] : d->inv_p_fixed;
     var[1] = d->free_p ? best_var[k++] : 0;
     *iw = d->free_w ? best[k] : d->inv_w_fixed;
@@ -221,6 +239,8 @@ static void judge(ws_fit_result *r)
 {
     if (r->form == WS_FIT_FACTOR)
         return;
+    if (r->c0_at_bound)
+        snprintf(r->note, sizeof r->note, "c0 held at 0 (the free fit gave c0 < 0)");
     r->good = r->converged && r->bandwidth > 0 && (r->form == WS_FIT_TRANSFER || r->peak_flops > 0) &&
               isfinite(r->heldout_mape_pct) && r->heldout_mape_pct <= WS_FIT_GOOD_MAPE_PCT;
     if (!r->converged)
@@ -261,6 +281,7 @@ int ws_fit_roofline(const ws_fit_point *pts, int n, double p_fix, double w_fix, 
         return 0; /* a failed fit is a result (good = 0), not an error */
     }
     out->converged = conv;
+    out->c0_at_bound = d.fix_c0;
     out->c0 = c0 * C0_UNIT;
     out->c0_se = sqrt(var[0]) * C0_UNIT;
     out->peak_flops = ip > 0 ? RATE_UNIT / ip : 0;
@@ -325,6 +346,23 @@ static int lin_subset(const ws_fit_point *pts, const int *idx, int n, double *a,
     int rc = gsl_multifit_wlinear(X, w, y, c, C, chisq, ws);
     *a = gsl_vector_get(c, 0);
     *b = gsl_vector_get(c, 1);
+    if (*a < 0) { /* a negative fixed cost is unphysical: fit through the origin */
+        double sxy = 0, sxx = 0;
+        for (int i = 0; i < n; i++) {
+            double xb = gsl_matrix_get(X, (size_t)i, 1), wt = gsl_vector_get(w, (size_t)i);
+            sxy += wt * xb * gsl_vector_get(y, (size_t)i);
+            sxx += wt * xb * xb;
+        }
+        *a = 0;
+        *b = sxy / sxx;
+        *chisq = 0;
+        for (int i = 0; i < n; i++) {
+            double res = gsl_vector_get(y, (size_t)i) - *b * gsl_matrix_get(X, (size_t)i, 1);
+            *chisq += gsl_vector_get(w, (size_t)i) * res * res;
+        }
+        gsl_matrix_set(C, 0, 0, 0);
+        gsl_matrix_set(C, 1, 1, 1.0 / sxx);
+    }
     /* wlinear's covariance assumes the weights are exact inverse variances: rescale. */
     double s = n > 2 ? *chisq / (n - 2) : 1.0;
     cov[0] = gsl_matrix_get(C, 0, 0) * s;
@@ -352,6 +390,7 @@ int ws_fit_transfer(const ws_fit_point *pts, int n, ws_fit_result *out, ws_err *
         all[i] = i;
     double a, b, cov[4], chisq;
     out->converged = lin_subset(pts, all, n, &a, &b, cov, &chisq) == GSL_SUCCESS;
+    out->c0_at_bound = a == 0;
     out->c0 = a;
     out->c0_se = sqrt(cov[0]);
     out->bandwidth = b > 0 ? RATE_UNIT / b : 0;

@@ -3,7 +3,8 @@
  *   roofline   t = c0 + max(F / P, B / W)   (Levenberg-Marquardt, gsl_multifit_nlinear)
  *   transfer   t = c0 + B / W               (weighted linear least squares)
  *
- * Residuals are relative ((model - t) / t), because samples span orders of magnitude and
+ * The fixed cost is constrained to c0 >= 0: a fit that wants a negative c0 is redone with
+ * c0 = 0 (c0_at_bound). Residuals are relative ((model - t) / t), because samples span orders of magnitude and
  * the cost model is judged by its relative error. When every sample of a key has the same
  * arithmetic intensity F/B, only one of P and W is identifiable; the caller then fixes
  * the other (at the machine's measured peak or bandwidth) and the result says which.
@@ -33,6 +34,7 @@ typedef enum ws_fit_form {
 typedef struct ws_fit_result {
     ws_fit_form form;
     double c0, c0_se;                  /* seconds */
+    int c0_at_bound;                   /* the free fit gave c0 < 0: refitted with c0 = 0 */
     double peak_flops, peak_flops_se;  /* flop/s; se 0 when fixed */
     double bandwidth, bandwidth_se;    /* bytes/s; se 0 when fixed */
     double factor, factor_se;          /* WS_FIT_FACTOR only */

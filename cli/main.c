@@ -17,6 +17,8 @@ static const cli_command k_commands[] = {
     {"model", cmd_model, "describe models from their Hugging Face config.json"},
     {"db", cmd_db, "create, show and export the profile/calibration database"},
     {"device", cmd_device, "show the CPU and CUDA devices this binary can use"},
+    {"calib", cmd_calib, "measure this machine, fit the cost model, store the profile"},
+    {"plot", cmd_plot, "draw figures from the database with gnuplot"},
 };
 
 static void usage(FILE *out)

@@ -142,3 +142,37 @@ ReportHook(POST_TEST)(struct criterion_test_stats *stats)
         fprintf(stderr, "[SKIP] %s::%s: %s\n", stats->test->category, stats->test->name,
                 stats->message ? stats->message : "skipped");
 }
+
+int th_spawn(const char *const *args, const char *const *env_kv, const char *out_path,
+             const char *err_path)
+{
+    const char *bin = getenv("WRITESCOPE_BIN");
+    if (!bin || !*bin)
+        bin = "bin/writescope";
+    pid_t pid = fork();
+    cr_assert(pid >= 0, "fork failed");
+    if (pid == 0) {
+        int fo = open(out_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        int fe = open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        dup2(fo, 1);
+        dup2(fe, 2);
+        for (const char *const *e = env_kv; e && *e; e++)
+            putenv((char *)*e);
+        const char *argv[64];
+        int n = 0;
+        argv[n++] = bin;
+        for (const char *const *a = args; *a && n < 63; a++)
+            argv[n++] = *a;
+        argv[n] = NULL;
+        execv(bin, (char *const *)argv);
+        _exit(127);
+    }
+    return (int)pid;
+}
+
+int th_wait(int pid)
+{
+    int st;
+    waitpid((pid_t)pid, &st, 0);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}

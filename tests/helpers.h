@@ -26,3 +26,9 @@ int th_same_file_bytes(const char *path, const char *saved, size_t saved_len);
 char *th_slurp(const char *path, size_t *len);
 
 #endif
+
+/* Starts $WRITESCOPE_BIN with args in the background, stdout/stderr to the given files;
+ * returns the pid. th_wait returns its exit status (128+signal when killed). */
+int th_spawn(const char *const *args, const char *const *env_kv, const char *out_path,
+             const char *err_path);
+int th_wait(int pid);

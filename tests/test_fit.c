@@ -113,3 +113,22 @@ Test(fit, bad_input)
     pts[1].t = 2;
     cr_assert_eq(ws_fit_roofline(pts, 3, 1, 1, &r, &err), WS_EINVAL);
 }
+
+Test(fit, negative_c0_is_held_at_zero)
+{
+    /* Times slightly below a pure B/W line at small sizes pull a free c0 negative. */
+    ws_fit_point pts[8];
+    for (int i = 0; i < 8; i++) {
+        double B = 1e6 * pow(3, i);
+        pts[i] = (ws_fit_point){B, B, B / 10e9 * (i < 2 ? 0.8 : 1.0)};
+    }
+    ws_fit_result r, tr;
+    cr_assert_eq(ws_fit_roofline(pts, 8, 1e15, 0, &r, NULL), 0);
+    cr_assert(r.c0_at_bound);
+    cr_assert_eq(r.c0, 0.0);
+    cr_assert_float_eq(r.bandwidth, 10e9, 1.5e9, "W %g", r.bandwidth);
+    cr_assert_eq(ws_fit_transfer(pts, 8, &tr, NULL), 0);
+    cr_assert(tr.c0_at_bound);
+    cr_assert_eq(tr.c0, 0.0);
+    cr_assert_gt(tr.bandwidth, 9e9);
+}

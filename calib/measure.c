@@ -1,0 +1,512 @@
+/* measure: the calibration sweeps (see measure.h). */
+#include "measure.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "attn_cpu.h"
+#include "cpu_features.h"
+#include "gemm_cpu.h"
+#include "membw.h"
+#include "model.h"
+#include "pool.h"
+#include "ws_util.h"
+
+#define PAGE_TOKENS 256 /* P: the format's default page */
+#define MAX_REPEATS 9
+
+typedef struct ctx {
+    const ws_calib_opts *o;
+    ws_calib_run *run;
+    ws_pool *pool, *pool1; /* all threads, one thread */
+    ws_isa isa;
+    int phase, n_phases;   /* progress: phases of equal weight */
+    int rotation;          /* next page offset: no timed call starts on pages read just before */
+    uint16_t *raw;         /* one KV pool shared by every attention sweep (cold-cache rotation) */
+    size_t raw_bytes;
+    ws_err *err;
+} ctx;
+
+static int stopped(ctx *c)
+{
+    if (c->o->stop && *c->o->stop)
+        return ws_err_set(c->err, WS_ECANCELED, "calibration interrupted; nothing was written");
+    return 0;
+}
+
+/* Reports `what` at fraction `in_phase` of the current phase. */
+static void progress(ctx *c, double in_phase, const char *what)
+{
+    if (c->o->progress)
+        c->o->progress(c->o->progress_ctx,
+                       fmin(1.0, (c->phase + fmin(1.0, in_phase)) / (double)c->n_phases), what);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static int add(ctx *c, const char *device, const char *op, const char *dtype, const char *kind,
+               double flops, double bytes, const double *t, int n, const char *params_fmt, ...)
+    __attribute__((format(printf, 10, 11)));
+
+/* Adds a sample from n repeat times (sorted here): median, min, max. */
+static int add(ctx *c, const char *device, const char *op, const char *dtype, const char *kind,
+               double flops, double bytes, const double *t, int n, const char *params_fmt, ...)
+{
+    double s[MAX_REPEATS];
+    memcpy(s, t, sizeof(double) * (size_t)n);
+    qsort(s, (size_t)n, sizeof(double), cmp_double);
+    ws_calib_sample x = {.flops = flops, .bytes = bytes, .repeats = n,
+                         .t_median = n % 2 ? s[n / 2] : 0.5 * (s[n / 2 - 1] + s[n / 2]),
+                         .t_min = s[0], .t_max = s[n - 1]};
+    snprintf(x.key.device, sizeof x.key.device, "%s", device);
+    snprintf(x.key.op, sizeof x.key.op, "%s", op);
+    snprintf(x.key.dtype, sizeof x.key.dtype, "%s", dtype);
+    snprintf(x.key.attn_kind, sizeof x.key.attn_kind, "%s", kind);
+    va_list ap;
+    va_start(ap, params_fmt);
+    vsnprintf(x.params, sizeof x.params, params_fmt, ap);
+    va_end(ap);
+    return ws_calib_add_sample(c->run, &x, c->err);
+}
+
+/* ---- host bandwidth and peak --------------------------------------------------------- */
+
+static int measure_membw(ctx *c)
+{
+    const double GB = 1e9;
+    const size_t mb = 1 << 20;
+    /* Sizes well beyond the last-level cache; the fit t = c0 + B/W over them gives W. */
+    size_t sizes_q[] = {512 * mb, 768 * mb, 1024 * mb};
+    size_t sizes_d[] = {512 * mb, 768 * mb, 1024 * mb, 1280 * mb, 1536 * mb, 2048 * mb};
+    size_t *sizes = c->o->quick ? sizes_q : sizes_d;
+    int n = c->o->quick ? 3 : 6, reps = c->o->quick ? 3 : 5, rc;
+    for (int i = 0; i < n; i++) {
+        double gbps;
+        if ((rc = stopped(c)) || (rc = ws_membw_read(c->pool, sizes[i], reps, &gbps, c->err)))
+            return rc;
+        double t = (double)sizes[i] / (gbps * GB);
+        if ((rc = add(c, "cpu", "membw_read", "", "", 0, (double)sizes[i], &t, 1,
+                      "{\"threads\": %d, \"repeats\": %d, \"stat\": \"median\"}",
+                      ws_pool_threads(c->pool), reps)))
+            return rc;
+        if (gbps * GB > c->run->read_bw)
+            c->run->read_bw = gbps * GB; /* the plateau, for deciding roofline sides */
+        progress(c, (i + 1.0) / (n + 3), "read bandwidth");
+    }
+    /* Single measurements of the machine (not fitted): 1-thread read, triad, peaks. */
+    double gbps1, gbps3, gf[2], one = 1.0;
+    if ((rc = ws_membw_read(c->pool1, 1024 * mb, reps, &gbps1, c->err)) ||
+        (rc = ws_membw_triad(c->pool, 1536 * mb, reps, &gbps3, c->err)) ||
+        (rc = ws_cpu_peak_gflops(c->pool, c->isa, &gf[0], c->err)) ||
+        (rc = ws_cpu_peak_gflops(c->pool1, c->isa, &gf[1], c->err)))
+        return rc;
+    c->run->read_bw_1t = gbps1 * GB;
+    double t1 = 1024.0 * mb / (gbps1 * GB), t3 = 1536.0 * mb / (gbps3 * GB);
+    if ((rc = add(c, "cpu", "membw_read_1t", "", "", 0, 1024.0 * mb, &t1, 1,
+                  "{\"threads\": 1, \"repeats\": %d, \"stat\": \"median\"}", reps)) ||
+        (rc = add(c, "cpu", "membw_triad", "", "", 0, 1536.0 * mb, &t3, 1,
+                  "{\"threads\": %d, \"repeats\": %d, \"stat\": \"median\", \"counting\": "
+                  "\"STREAM (3 x 8 B per element)\"}",
+                  ws_pool_threads(c->pool), reps)))
+        return rc;
+    for (int k = 0; k < 2; k++) {
+        c->run->peak_flops[k] = gf[k] * 1e9;
+        /* Stored as the flops done in one second. */
+        if ((rc = add(c, "cpu", k ? "peak_flops_1t" : "peak_flops", "bf16", "", gf[k] * 1e9, 0,
+                      &one, 1, "{\"isa\": \"%s\", \"threads\": %d}", ws_isa_name(c->isa),
+                      k ? 1 : ws_pool_threads(c->pool))))
+            return rc;
+    }
+    progress(c, 1.0, "triad and peak flop/s");
+    return 0;
+}
+
+/* ---- CPU attention ----------------------------------------------------------------- */
+
+/* Fills `bytes` at p with 16-bit values in +-[0.5, 1] (finite as bf16 and as fp16): random
+ * words over the first 16 MB, then copies -- timing needs finite data, not fresh data. */
+static void fill_kv(uint16_t *p, size_t bytes)
+{
+    uint64_t *w = (uint64_t *)p, x = 0x9e3779b97f4a7c15ull;
+    size_t words = bytes / 8, seed = words < (2u << 20) ? words : (2u << 20);
+    for (size_t i = 0; i < seed; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        w[i] = (x & 0x807f807f807f807full) | 0x3b003b003b003b00ull;
+    }
+    for (size_t i = seed; i < words; i += seed)
+        memcpy(w + i, w, 8 * (words - i < seed ? words - i : seed));
+}
+
+static uint16_t *alloc_kv(size_t bytes, int pin, ws_err *err)
+{
+    const size_t align = 2u << 20;
+    size_t rounded = (bytes + align - 1) / align * align;
+    uint16_t *p = aligned_alloc(align, rounded);
+    if (!p) {
+        ws_err_set(err, WS_ENOMEM, "calib: cannot allocate %.0f MB of KV", bytes / 1e6);
+        return NULL;
+    }
+    madvise(p, rounded, MADV_HUGEPAGE);
+    fill_kv(p, rounded);
+    if (pin && mlock(p, rounded) != 0) {
+        free(p);
+        ws_err_set(err, WS_EIO, "calib: cannot pin (mlock) %.0f MB of KV", bytes / 1e6);
+        return NULL;
+    }
+    return p;
+}
+
+/* A view of a raw KV buffer as pages of one layout, handed out in shuffled order so that
+ * a sequence's pages are scattered, and consecutive repeats read different pages. */
+typedef struct kv_view {
+    uint16_t *base;
+    size_t page_elems;
+    int n_pages;
+    int *perm;
+} kv_view;
+
+static int view_make(kv_view *v, uint16_t *raw, size_t raw_bytes, const ws_kv_layout *kv, ws_err *err)
+{
+    v->base = raw;
+    v->page_elems = ws_kv_page_bytes(kv) / 2;
+    v->n_pages = (int)(raw_bytes / ws_kv_page_bytes(kv));
+    v->perm = malloc(sizeof(int) * (size_t)v->n_pages);
+    if (!v->perm)
+        return ws_err_set(err, WS_ENOMEM, "calib: out of memory");
+    uint64_t x = 0x2545f4914f6cdd1dull;
+    for (int i = 0; i < v->n_pages; i++)
+        v->perm[i] = i;
+    for (int i = v->n_pages - 1; i > 0; i--) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        int j = (int)(x % (uint64_t)(i + 1)), t = v->perm[i];
+        v->perm[i] = v->perm[j];
+        v->perm[j] = t;
+    }
+    return 0;
+}
+
+typedef struct attn_shape {
+    const char *model;   /* shipped model the shape comes from */
+    const char *kind;    /* gqa | mla | mla-sparse */
+    ws_kv_layout kv;
+    int n_q;
+} attn_shape;
+
+static int shape_from_model(const char *name, ws_dtype dt, attn_shape *s, ws_err *err)
+{
+    char path[WS_PATH_MAX];
+    ws_model m;
+    int rc = ws_model_resolve(name, path, sizeof path, err);
+    if (rc || (rc = ws_model_load(path, &m, err)))
+        return rc;
+    memset(s, 0, sizeof *s);
+    s->model = name;
+    s->kind = ws_attn_kind_name(m.attn);
+    s->kv.page_tokens = PAGE_TOKENS;
+    s->kv.dtype = dt;
+    s->n_q = m.n_q_heads;
+    if (m.attn == WS_ATTN_MLA || m.attn == WS_ATTN_MLA_SPARSE) {
+        s->kv.n_kv_heads = 1;
+        s->kv.d_k = m.kv_lora_rank + m.rope_dim;
+        s->kv.d_v = m.kv_lora_rank;
+        s->kv.v_shares_k = 1;
+    } else {
+        s->kv.n_kv_heads = m.n_kv_heads;
+        s->kv.d_k = m.head_dim;
+        s->kv.d_v = m.v_head_dim;
+    }
+    return 0;
+}
+
+/* Times one attention configuration: `batch` sequences of `ctx_tok` tokens (attending
+ * `topk` selected tokens each when topk > 0), `reps` repeats on different pages of the
+ * view after one warm-up; times into t[]. */
+static int time_attn(ctx *c, const attn_shape *sh, const kv_view *v, ws_pool *pool, int ctx_tok,
+                     int batch, int topk, int reps, double *t, double *bytes, double *flops)
+{
+    const int np = (ctx_tok + PAGE_TOKENS - 1) / PAGE_TOKENS, need = np * batch;
+    if (need > v->n_pages)
+        return ws_err_set(c->err, WS_EINVAL, "calib: KV pool too small (%d of %d pages)", need,
+                          v->n_pages);
+    const void **tables = malloc(sizeof(void *) * (size_t)need);
+    ws_attn_seq *seqs = calloc((size_t)batch, sizeof *seqs);
+    int32_t *sel = topk ? malloc(sizeof(int32_t) * (size_t)topk * (size_t)batch) : NULL;
+    size_t qn = (size_t)batch * (size_t)sh->n_q;
+    float *q = malloc(sizeof(float) * qn * (size_t)sh->kv.d_k);
+    float *o = malloc(sizeof(float) * qn * (size_t)sh->kv.d_v), *lse = malloc(sizeof(float) * qn);
+    int rc = 0;
+    if (!tables || !seqs || (topk && !sel) || !q || !o || !lse) {
+        rc = ws_err_set(c->err, WS_ENOMEM, "calib: out of memory");
+        goto out;
+    }
+    uint32_t x = 12345;
+    for (size_t i = 0; i < qn * (size_t)sh->kv.d_k; i++) {
+        x = x * 1664525u + 1013904223u;
+        q[i] = (float)((x >> 9) & 0xffff) / 32768.0f - 1.0f;
+    }
+    /* Sparse: the newest 128 tokens (the window) and then 64-token blocks up to topk. */
+    for (int s = 0; topk && s < batch; s++) {
+        int32_t *ls = sel + (size_t)s * topk, n = 0;
+        for (int i = 0; i < 128 && n < topk; i++)
+            ls[n++] = ctx_tok - 1 - i;
+        int nblocks = (ctx_tok - 128) / 64;
+        for (int b = (int)(x % (uint32_t)nblocks); n < topk; b = (b + 37) % nblocks)
+            for (int i = 0; i < 64 && n < topk; i++)
+                ls[n++] = b * 64 + i;
+        seqs[s].sel = ls;
+        seqs[s].n_sel = topk;
+    }
+    ws_attn_problem p = {.kv = sh->kv, .n_q_heads = sh->n_q,
+                         .scale = 1.0f / sqrtf((float)sh->kv.d_k), .n_seqs = batch, .seqs = seqs,
+                         .q = q, .o = o, .lse = lse};
+    for (int r = -1; r < reps && !rc; r++) {
+        int base = (c->rotation++) * need;
+        for (int s = 0; s < batch; s++) {
+            for (int j = 0; j < np; j++)
+                tables[s * np + j] =
+                    v->base + v->page_elems * (size_t)v->perm[(base + s * np + j) % v->n_pages];
+            seqs[s].pages = tables + s * np;
+            seqs[s].n_tokens = ctx_tok;
+        }
+        double t0 = ws_now_s();
+        rc = ws_attn_cpu(&p, pool, c->isa, c->err);
+        if (r >= 0)
+            t[r] = ws_now_s() - t0;
+    }
+    *bytes = ws_attn_kv_bytes(&p);
+    double attended = *bytes / ((double)sh->kv.n_kv_heads *
+                                (sh->kv.d_k + (sh->kv.v_shares_k ? 0 : sh->kv.d_v)) * 2);
+    /* Per attended token and query head: q.k (2 d_k) and p.v (2 d_v) flops. */
+    *flops = attended * sh->n_q * 2.0 * (sh->kv.d_k + sh->kv.d_v);
+out:
+    free(tables);
+    free(seqs);
+    free(sel);
+    free(q);
+    free(o);
+    free(lse);
+    return rc;
+}
+
+static int attn_sweep(ctx *c, const char *model, ws_dtype dt, int full)
+{
+    attn_shape sh;
+    kv_view v = {0};
+    int rc = shape_from_model(model, dt, &sh, c->err);
+    if (rc || (rc = view_make(&v, c->raw, c->raw_bytes, &sh.kv, c->err)))
+        return rc;
+    const int sparse = !strcmp(sh.kind, "mla-sparse");
+    const int reps = c->o->quick ? 3 : 5;
+    char label[96];
+    double t[MAX_REPEATS], bytes, flops;
+    if (sparse) {
+        const int sctx = c->o->quick ? 65536 : 131072;
+        int batches_q[] = {1, 4, 16}, batches_d[] = {1, 2, 4, 8, 16};
+        int *batches = c->o->quick ? batches_q : batches_d, nb = c->o->quick ? 3 : 5;
+        int topks[] = {512, 1024, 2048};
+        for (int bi = 0; bi < nb && !rc; bi++)
+            for (int ki = 0; ki < 3 && !rc; ki++) {
+                snprintf(label, sizeof label, "attn %s %s batch %d top-%d", sh.kind,
+                         ws_dtype_name(dt), batches[bi], topks[ki]);
+                progress(c, (bi * 3 + ki) / (3.0 * nb), label);
+                if ((rc = stopped(c)) ||
+                    (rc = time_attn(c, &sh, &v, c->pool, sctx, batches[bi], topks[ki], reps, t,
+                                    &bytes, &flops)) ||
+                    (rc = add(c, "cpu", "attn", ws_dtype_name(dt), sh.kind, flops, bytes, t, reps,
+                              "{\"model\": \"%s\", \"ctx\": %d, \"batch\": %d, \"topk\": %d, "
+                              "\"blocks\": 64, \"threads\": %d, \"isa\": \"%s\"}",
+                              model, sctx, batches[bi], topks[ki], ws_pool_threads(c->pool),
+                              ws_isa_name(c->isa))))
+                    break;
+            }
+        free(v.perm);
+        return rc;
+    }
+    /* Contexts of one layer from 1K to 1M tokens; batch 4 at a few of them. */
+    int ctx_d[] = {1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072, 262144, 524288, 1048576};
+    int ctx_q[] = {1024, 4096, 16384, 65536, 262144, 1048576};
+    int ctx_s[] = {1024, 16384, 262144, 1048576};
+    int *ctxs = !full ? ctx_s : c->o->quick ? ctx_q : ctx_d;
+    int n_ctx = !full ? 4 : c->o->quick ? 6 : 11;
+    int n_done = 0, n_plan = n_ctx + n_ctx / 2 + (full ? 5 : 0);
+    for (int i = 0; i < n_ctx && !rc; i++) {
+        for (int b = 1; b <= 4 && !rc; b += 3) {
+            if (b == 4 && (i % 2 == 0 || (double)ctxs[i] * b > 1048576))
+                continue;
+            snprintf(label, sizeof label, "attn %s %s ctx %d batch %d", sh.kind, ws_dtype_name(dt),
+                     ctxs[i], b);
+            progress(c, (double)n_done++ / n_plan, label);
+            if ((rc = stopped(c)) ||
+                (rc = time_attn(c, &sh, &v, c->pool, ctxs[i], b, 0, reps, t, &bytes, &flops)) ||
+                (rc = add(c, "cpu", "attn", ws_dtype_name(dt), sh.kind, flops, bytes, t, reps,
+                          "{\"model\": \"%s\", \"ctx\": %d, \"batch\": %d, \"threads\": %d, "
+                          "\"isa\": \"%s\"}",
+                          model, ctxs[i], b, ws_pool_threads(c->pool), ws_isa_name(c->isa))))
+                break;
+        }
+    }
+    /* One thread: how the per-token cost scales with cores. */
+    int ctx1[] = {2048, 8192, 65536, 262144, 1048576};
+    for (int i = 0; full && i < 5 && !rc; i++) {
+        snprintf(label, sizeof label, "attn %s %s ctx %d, 1 thread", sh.kind, ws_dtype_name(dt),
+                 ctx1[i]);
+        progress(c, (double)n_done++ / n_plan, label);
+        if ((rc = stopped(c)) ||
+            (rc = time_attn(c, &sh, &v, c->pool1, ctx1[i], 1, 0, reps, t, &bytes, &flops)) ||
+            (rc = add(c, "cpu", "attn_1t", ws_dtype_name(dt), sh.kind, flops, bytes, t, reps,
+                      "{\"model\": \"%s\", \"ctx\": %d, \"batch\": 1, \"threads\": 1, "
+                      "\"isa\": \"%s\"}",
+                      model, ctx1[i], ws_isa_name(c->isa))))
+            break;
+    }
+    free(v.perm);
+    return rc;
+}
+
+/* Attention over pinned (page-locked) vs pageable memory, same shape and sizes. Without a
+ * CUDA device the pinning is mlock(); with one the driver would pin the same way for the
+ * CPU's reads (page-locked, cached), so the comparison holds. */
+static int pinned_vs_pageable(ctx *c)
+{
+    attn_shape sh;
+    int rc = shape_from_model("qwen3-30b-a3b", WS_DT_BF16, &sh, c->err);
+    if (rc)
+        return rc;
+    const int ctx_tok = 65536, reps = c->o->quick ? 3 : 5;
+    long llc = ws_cpu_features_get()->l3_bytes > 0 ? ws_cpu_features_get()->l3_bytes : 64l << 20;
+    size_t bytes_pool = (size_t)(2.0 * llc) + (size_t)ctx_tok * 2048 * 2;
+    for (int pin = 0; pin < 2 && !rc; pin++) {
+        progress(c, pin * 0.5, pin ? "attention over pinned memory" : "attention over pageable memory");
+        uint16_t *raw = alloc_kv(bytes_pool, pin, c->err);
+        kv_view v = {0};
+        if (!raw || (rc = view_make(&v, raw, bytes_pool, &sh.kv, c->err))) {
+            free(raw);
+            return raw ? rc : c->err->code;
+        }
+        double t[MAX_REPEATS], bytes, flops;
+        rc = time_attn(c, &sh, &v, c->pool, ctx_tok, 1, 0, reps, t, &bytes, &flops);
+        if (!rc)
+            rc = add(c, "cpu", "pinned_cmp", "bf16", "gqa", flops, bytes, t, reps,
+                     "{\"model\": \"qwen3-30b-a3b\", \"ctx\": %d, \"memory\": \"%s\", "
+                     "\"pinning\": \"mlock\"}",
+                     ctx_tok, pin ? "pinned" : "pageable");
+        if (pin)
+            munlock(raw, bytes_pool);
+        free(raw);
+        free(v.perm);
+    }
+    return rc;
+}
+
+/* ---- CPU expert GEMM ---------------------------------------------------------------- */
+
+static int expert_sweep(ctx *c)
+{
+    static const char *const models[] = {"qwen3-30b-a3b", "deepseek-v2-lite", "mixtral-8x7b"};
+    int toks_q[] = {1, 8, 64, 512}, toks_d[] = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512};
+    int *toks = c->o->quick ? toks_q : toks_d, n_tok = c->o->quick ? 4 : 10;
+    int reps = 3, rc = 0;
+    /* Keep one call under ~2 (quick: ~0.4) GFLOP so Mixtral's wide experts fit the budget. */
+    const double max_flops = c->o->quick ? 0.4e9 : 2e9;
+    for (int mi = 0; mi < 3 && !rc; mi++) {
+        char path[WS_PATH_MAX];
+        ws_model m;
+        if ((rc = ws_model_resolve(models[mi], path, sizeof path, c->err)) ||
+            (rc = ws_model_load(path, &m, c->err)))
+            return rc;
+        const int H = m.hidden, IN = m.moe_intermediate;
+        size_t wn = (size_t)H * IN * 3, max_m = 512;
+        float *w = malloc(sizeof(float) * wn), *x = malloc(sizeof(float) * max_m * H),
+              *y = malloc(sizeof(float) * max_m * H), *scr = malloc(sizeof(float) * max_m * 2 * IN);
+        if (!w || !x || !y || !scr) {
+            free(w), free(x), free(y), free(scr);
+            return ws_err_set(c->err, WS_ENOMEM, "calib: cannot allocate expert weights");
+        }
+        for (size_t i = 0; i < wn; i++)
+            w[i] = (float)((i * 2654435761u) % 1000) * 1e-4f - 0.05f;
+        for (size_t i = 0; i < max_m * H; i++)
+            x[i] = (float)(i % 17) * 0.01f;
+        ws_expert_f32 e = {H, IN, w, w + (size_t)H * 2 * IN};
+        int threads = ws_pool_threads(c->pool);
+        for (int ti = 0; ti < n_tok && !rc; ti++) {
+            double t[MAX_REPEATS], flops, bytes;
+            ws_expert_cost(H, IN, toks[ti], &flops, &bytes);
+            if (ti > 0 && flops > max_flops)
+                break;
+            char label[96];
+            snprintf(label, sizeof label, "expert GEMM %s, %d tokens", models[mi], toks[ti]);
+            progress(c, (mi + (double)ti / n_tok) / 3.0, label);
+            for (int r = -1; r < reps && !rc; r++) {
+                double t0 = ws_now_s();
+                rc = ws_expert_ffn_cpu(&e, x, y, toks[ti], scr, threads, c->err);
+                if (r >= 0)
+                    t[r] = ws_now_s() - t0;
+            }
+            if (rc || (rc = stopped(c)))
+                break;
+            rc = add(c, "cpu", "expert_gemm", "fp32", "", flops, bytes, t, reps,
+                     "{\"model\": \"%s\", \"tokens\": %d, \"hidden\": %d, \"inter\": %d, "
+                     "\"threads\": %d, \"blas\": \"openblas sgemm\"}",
+                     models[mi], toks[ti], H, IN, threads);
+        }
+        free(w), free(x), free(y), free(scr);
+    }
+    return rc;
+}
+
+int ws_calib_measure(const ws_calib_opts *o, ws_calib_run *run, ws_err *err)
+{
+    ctx c = {.o = o, .run = run, .err = err};
+    int rc = ws_isa_resolve(WS_ISA_AUTO, &c.isa, err);
+    if (rc)
+        return rc;
+    if (!(c.pool = ws_pool_create(o->threads, err)))
+        return err->code;
+    if (!(c.pool1 = ws_pool_create(1, err))) {
+        ws_pool_destroy(c.pool);
+        return err->code;
+    }
+    static const char *const models[] = {"qwen3-30b-a3b", "deepseek-v2-lite", "deepseek-v4-flash"};
+    /* Phases: bandwidth, 3 kinds x bf16, 2 (quick) or 3 kinds x fp16, pinned, GEMM. */
+    c.n_phases = o->do_cpu ? (o->quick ? 8 : 9) : 1;
+    if (o->do_cpu) {
+        rc = measure_membw(&c);
+        c.phase++;
+        /* One pool for every attention shape: the largest problem (1M tokens of GQA,
+         * 2 GiB) plus twice the last-level cache, so every repeat reads cold pages. */
+        long llc = ws_cpu_features_get()->l3_bytes > 0 ? ws_cpu_features_get()->l3_bytes : 64l << 20;
+        c.raw_bytes = (size_t)1048576 * 2048 + (size_t)(2.0 * llc);
+        if (!rc && !(c.raw = alloc_kv(c.raw_bytes, 0, err)))
+            rc = err->code;
+        for (int dt = 0; dt < 2 && !rc; dt++)
+            for (int m = 0; m < 3 && !rc; m++) {
+                /* fp16 (V100-era hosts) in a shorter sweep; quick skips fp16 sparse. */
+                if (dt == 1 && m == 2 && o->quick)
+                    continue;
+                rc = attn_sweep(&c, models[m], dt ? WS_DT_FP16 : WS_DT_BF16, dt == 0);
+                c.phase++;
+            }
+        free(c.raw);
+        c.raw = NULL;
+        if (!rc)
+            rc = pinned_vs_pageable(&c);
+        c.phase++;
+        if (!rc)
+            rc = expert_sweep(&c);
+        c.phase++;
+    }
+    ws_pool_destroy(c.pool);
+    ws_pool_destroy(c.pool1);
+    if (!rc && o->progress)
+        o->progress(o->progress_ctx, 1.0, "done");
+    return rc;
+}

@@ -1,0 +1,33 @@
+/* measure: the calibrator's sweeps -- the real project kernels timed on this machine.
+ *
+ * Host: read bandwidth and triad over sizes beyond the last-level cache; the dot-product
+ * peak of the attention instruction path; CPU decode attention for GQA, MLA and sparse MLA
+ * (shapes from the shipped model configs) in bf16 and fp16 over contexts from 1K to 1M
+ * tokens of one layer, batch sizes and 1 vs all threads, each repeat on different pages so
+ * the timing is cold-cache as in a real decode step; attention over pinned vs pageable
+ * memory; expert GEMMs through the BLAS for the three models' expert shapes over 1..512
+ * tokens. With a CUDA device, the GPU and link sweeps of the device backend (see
+ * measure_gpu in measure.c). Every sample is a median of repeats with min and max kept.
+ * Called by `writescope calib` (cli/cmd_calib.c). */
+#ifndef WS_MEASURE_H
+#define WS_MEASURE_H
+
+#include <signal.h>
+
+#include "calib.h"
+
+typedef void (*ws_calib_progress_fn)(void *ctx, double frac, const char *what);
+
+typedef struct ws_calib_opts {
+    int quick;                  /* coarse sweep (< 60 s on 2 cores) */
+    int do_cpu, do_gpu, do_link;
+    int threads;                /* 0 = every logical CPU */
+    ws_calib_progress_fn progress;
+    void *progress_ctx;
+    volatile sig_atomic_t *stop; /* set asynchronously to stop: WS_ECANCELED */
+} ws_calib_opts;
+
+/* Runs the sweeps into run->samples (and the machine figures into run). */
+int ws_calib_measure(const ws_calib_opts *o, ws_calib_run *run, ws_err *err);
+
+#endif

@@ -1,0 +1,27 @@
+# calib.gp: measured samples and the fitted roofline of every fit of one calibration run,
+# one panel per (device, op, attention kind, dtype), log-log time against bytes moved.
+# Rendered by `writescope plot calib`, which writes the data files and passes:
+#   datadir  folder with 1.dat .. n.dat (bytes, t_median, t_min, t_max, t_model, flops)
+#   n        number of panels
+#   titles   space-separated panel titles (underscores are shown as spaces)
+#   outfile  output path; term  'pngcairo' or 'svg'
+if (term eq 'svg') {
+    set terminal svg size 1400, 350 * ceil(n / 3.0) dynamic font 'sans,10'
+} else {
+    set terminal pngcairo size 1400, 350 * ceil(n / 3.0) font 'sans,9'
+}
+set output outfile
+set multiplot layout ceil(n / 3.0), 3 title 'WriteScope calibration: measured (points, min-max bars) and fitted model (line)'
+set logscale xy
+set format x '%.0s%cB'
+set format y '%.0s%cs'
+set grid
+set key top left box opaque
+do for [i = 1:n] {
+    t = word(titles, i)
+    set title t noenhanced
+    f = sprintf('%s/%d.dat', datadir, i)
+    plot f using 1:2:3:4 with yerrorbars pt 7 ps 0.6 lc rgb '#1f77b4' title 'measured', \
+         f using 1:5 smooth unique with lines lw 2 lc rgb '#d62728' title 'fitted'
+}
+unset multiplot
