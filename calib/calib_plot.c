@@ -60,10 +60,17 @@ int ws_calib_plot_data(ws_store *store, long long run_id, const char *dir, int *
         }
         fclose(out);
         n++;
-        char t[200];
+        char t[260];
         double mape = json_number_value(json_object_get(f, "heldout_mape_pct"));
-        snprintf(t, sizeof t, "%s%s_W=%.3gGB/s_heldout_MAPE=%.1f%%%s", n > 1 ? " " : "",
-                 json_string_value(json_object_get(f, "key")), r.bandwidth / 1e9, mape,
+        char rates[64] = "";
+        if (r.peak_flops > 0 && !json_is_true(json_object_get(f, "p_fixed")))
+            snprintf(rates, sizeof rates, "_P=%.3gGflop/s", r.peak_flops / 1e9);
+        if (r.bandwidth > 0 && !json_is_true(json_object_get(f, "w_fixed"))) {
+            size_t rl = strlen(rates);
+            snprintf(rates + rl, sizeof rates - rl, "_W=%.3gGB/s", r.bandwidth / 1e9);
+        }
+        snprintf(t, sizeof t, "%s%s%s_heldout_MAPE=%.1f%%%s", n > 1 ? " " : "",
+                 json_string_value(json_object_get(f, "key")), rates, mape,
                  json_is_true(json_object_get(f, "good")) ? "" : "_(POOR)");
         size_t l = strlen(titles);
         snprintf(titles + l, titles_cap - l, "%s", t);

@@ -1,5 +1,6 @@
 # calib.gp: measured samples and the fitted roofline of every fit of one calibration run,
-# one panel per (device, op, attention kind, dtype), log-log time against bytes moved.
+# one panel per (device, op, attention kind, dtype), log-log time against bytes moved;
+# the model's time for each measured operation is an open circle beside its measurement.
 # Rendered by `writescope plot calib`, which writes the data files and passes:
 #   datadir  folder with 1.dat .. n.dat (bytes, t_median, t_min, t_max, t_model, flops)
 #   n        number of panels
@@ -11,7 +12,7 @@ if (term eq 'svg') {
     set terminal pngcairo size 1400, 350 * ceil(n / 3.0) font 'sans,9'
 }
 set output outfile
-set multiplot layout ceil(n / 3.0), 3 title 'WriteScope calibration: measured (points, min-max bars) and fitted model (line)'
+set multiplot layout ceil(n / 3.0), 3 title 'WriteScope calibration: measured (points, min-max bars) and fitted model (circles)'
 set logscale xy
 set format x '%.0s%cB'
 set format y '%.0s%cs'
@@ -22,6 +23,6 @@ do for [i = 1:n] {
     set title t noenhanced
     f = sprintf('%s/%d.dat', datadir, i)
     plot f using 1:2:3:4 with yerrorbars pt 7 ps 0.6 lc rgb '#1f77b4' title 'measured', \
-         f using 1:5 smooth unique with lines lw 2 lc rgb '#d62728' title 'fitted'
+         f using 1:5 with points pt 6 ps 1.2 lw 1.5 lc rgb '#d62728' title 'fitted model'
 }
 unset multiplot
