@@ -28,6 +28,7 @@ const char *cli_si(double v, const char *unit, char *buf, int cap);
 int cmd_model(int argc, char **argv);
 int cmd_db(int argc, char **argv);
 int cmd_device(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
 
 #endif
 
