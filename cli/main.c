@@ -19,6 +19,7 @@ static const cli_command k_commands[] = {
     {"device", cmd_device, "show the CPU and CUDA devices this binary can use"},
     {"calib", cmd_calib, "measure this machine, fit the cost model, store the profile"},
     {"plot", cmd_plot, "draw figures from the database with gnuplot"},
+    {"bench", cmd_bench, "measure memory bandwidth and the CPU attention kernels"},
 };
 
 static void usage(FILE *out)
@@ -31,7 +32,8 @@ static void usage(FILE *out)
     for (size_t i = 0; i < sizeof k_commands / sizeof k_commands[0]; i++)
         fprintf(out, "  %-8s %s\n", k_commands[i].name, k_commands[i].summary);
     fprintf(out, "\nenvironment: WRITESCOPE_HOME (project folder), WRITESCOPE_DB (database path),\n"
-                 "  WRITESCOPE_DB_TIMEOUT_MS (lock wait), WRITESCOPE_CUDA_LIB (CUDA backend .so)\n");
+                 "  WRITESCOPE_DB_TIMEOUT_MS (lock wait), WRITESCOPE_CUDA_LIB (CUDA backend .so),\n"
+                 "  WRITESCOPE_ISA (force the CPU kernels' path: scalar|avx2|avx512|avx512bf16)\n");
 }
 
 int main(int argc, char **argv)

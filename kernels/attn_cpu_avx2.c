@@ -184,9 +184,42 @@ static void expv(float *x, int n)
     }
 }
 
+INL float hmax8(__m256 a)
+{
+    __m128 s = _mm_max_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+    s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_max_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+static void softmax(float *s, int G, int n, float *m, float *l, float *alpha)
+{
+    float buf[16];
+    for (int g = 0; g < G; g++) {
+        float *sg = s + (size_t)g * n;
+        for (int j = 0; j < 16; j++)
+            buf[j] = j < n ? sg[j] : -INFINITY;
+        __m256 x0 = _mm256_loadu_ps(buf), x1 = _mm256_loadu_ps(buf + 8);
+        float mx = hmax8(_mm256_max_ps(x0, x1));
+        mx = mx > m[g] ? mx : m[g];
+        alpha[g] = mx == m[g] ? 1.0f : m[g] == -INFINITY ? 0.0f : expf(m[g] - mx);
+        __m256 vm = _mm256_set1_ps(mx);
+        /* -inf padding would clamp to exp(-87), not 0: zero the padding after exp. */
+        _mm256_storeu_ps(buf, exp8(_mm256_sub_ps(x0, vm)));
+        _mm256_storeu_ps(buf + 8, exp8(_mm256_sub_ps(x1, vm)));
+        float sum = 0;
+        for (int j = 0; j < n; j++) {
+            sg[j] = buf[j];
+            sum += buf[j];
+        }
+        l[g] = alpha[g] * l[g] + sum;
+        m[g] = mx;
+    }
+}
+
 #pragma GCC pop_options
 
-static const ws_attn_cpu_ops k_ops = {WS_ISA_AVX2, cvt, qk, NULL, pv, expv};
+static const ws_attn_cpu_ops k_ops = {WS_ISA_AVX2, cvt, qk, NULL, pv, expv, softmax};
 
 const ws_attn_cpu_ops *ws_attn_cpu_ops_avx2(void)
 {

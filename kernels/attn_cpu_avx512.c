@@ -192,6 +192,22 @@ static void expv(float *x, int n)
     }
 }
 
+static void softmax(float *s, int G, int n, float *m, float *l, float *alpha)
+{
+    const __mmask16 k = (__mmask16)((1u << n) - 1);
+    for (int g = 0; g < G; g++) {
+        float *sg = s + (size_t)g * n;
+        __m512 x = _mm512_mask_loadu_ps(_mm512_set1_ps(-INFINITY), k, sg);
+        float mx = _mm512_reduce_max_ps(x);
+        mx = mx > m[g] ? mx : m[g];
+        alpha[g] = mx == m[g] ? 1.0f : m[g] == -INFINITY ? 0.0f : expf(m[g] - mx);
+        __m512 e = _mm512_maskz_mov_ps(k, exp16(_mm512_sub_ps(x, _mm512_set1_ps(mx))));
+        _mm512_mask_storeu_ps(sg, k, e);
+        l[g] = alpha[g] * l[g] + _mm512_reduce_add_ps(e);
+        m[g] = mx;
+    }
+}
+
 #pragma GCC pop_options
 
 /* ---- avx512bf16: q.k with VDPBF16PS on bf16 rows ---- */
@@ -278,8 +294,9 @@ static void qk_bf16(const uint16_t *qhi, const uint16_t *qlo, int G, int dk,
 
 #pragma GCC pop_options
 
-static const ws_attn_cpu_ops k_avx512 = {WS_ISA_AVX512, cvt, qk, NULL, pv, expv};
-static const ws_attn_cpu_ops k_avx512bf16 = {WS_ISA_AVX512_BF16, cvt, qk, qk_bf16, pv, expv};
+static const ws_attn_cpu_ops k_avx512 = {WS_ISA_AVX512, cvt, qk, NULL, pv, expv, softmax};
+static const ws_attn_cpu_ops k_avx512bf16 = {WS_ISA_AVX512_BF16, cvt, qk, qk_bf16, pv, expv,
+                                             softmax};
 
 const ws_attn_cpu_ops *ws_attn_cpu_ops_avx512(void)
 {

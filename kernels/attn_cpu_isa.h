@@ -30,6 +30,10 @@ typedef struct ws_attn_cpu_ops {
                int n);
     /* x[i] = exp(x[i]) for i < n; inputs are <= 0 (finite). */
     void (*expv)(float *x, int n);
+    /* Online-softmax step on a block of scores s[g*n + j], g < G, j < n <= 16: with
+     * mx = max(m[g], max_j s), alpha[g] = exp(m[g] - mx) (0 when m[g] = -inf, 1 when the
+     * max did not move), s = exp(s - mx), l[g] = alpha l[g] + sum_j s, m[g] = mx. */
+    void (*softmax)(float *s, int G, int n, float *m, float *l, float *alpha);
 } ws_attn_cpu_ops;
 
 const ws_attn_cpu_ops *ws_attn_cpu_ops_scalar(void);

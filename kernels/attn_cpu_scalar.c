@@ -51,7 +51,23 @@ static void expv(float *x, int n)
         x[i] = expf(x[i]);
 }
 
-static const ws_attn_cpu_ops k_ops = {WS_ISA_SCALAR, cvt, qk, NULL, pv, expv};
+static void softmax(float *s, int G, int n, float *m, float *l, float *alpha)
+{
+    for (int g = 0; g < G; g++) {
+        float *sg = s + (size_t)g * n, mx = m[g], sum = 0;
+        for (int j = 0; j < n; j++)
+            mx = sg[j] > mx ? sg[j] : mx;
+        alpha[g] = mx == m[g] ? 1.0f : m[g] == -INFINITY ? 0.0f : expf(m[g] - mx);
+        for (int j = 0; j < n; j++) {
+            sg[j] = expf(sg[j] - mx);
+            sum += sg[j];
+        }
+        l[g] = alpha[g] * l[g] + sum;
+        m[g] = mx;
+    }
+}
+
+static const ws_attn_cpu_ops k_ops = {WS_ISA_SCALAR, cvt, qk, NULL, pv, expv, softmax};
 
 const ws_attn_cpu_ops *ws_attn_cpu_ops_scalar(void)
 {

@@ -1,0 +1,359 @@
+/* cmd_bench: `writescope bench membw|attn-cpu` -- measured figures of this machine: its
+ * memory read bandwidth, STREAM triad and dot-product peak, and the CPU decode-attention
+ * kernel on a model-shaped paged KV cache, stated as a fraction of the read bandwidth (or
+ * of the roofline) measured in the same run. Progress goes to stderr, results to stdout. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attn_bench.h"
+#include "attn_cpu.h"
+#include "cli.h"
+#include "cpu_features.h"
+#include "membw.h"
+#include "model.h"
+#include "pool.h"
+#include "ws_util.h"
+
+static void help(FILE *out)
+{
+    fprintf(out,
+            "usage: writescope bench membw [--threads T] [--mib N] [--repeats R] [--isa X] [--json]\n"
+            "       writescope bench attn-cpu --model NAME --ctx N --batch B [--dtype bf16|fp16]\n"
+            "                [--threads T] [--sparse-topk K] [--sparse-mode pages|tokens]\n"
+            "                [--page P] [--isa X] [--repeats R] [--seed S] [--read-mib N] [--json]\n"
+            "\n"
+            "membw     read bandwidth (vectorised read-only reduction), STREAM triad and the\n"
+            "          dot-product peak of the attention kernel's instruction path; the buffer\n"
+            "          defaults to 4x the last-level cache (at least 256 MiB, at most 6 GiB).\n"
+            "attn-cpu  one layer's KV for B sequences of N tokens as scattered P-token pages\n"
+            "          (P = 256 by default) of seeded random data; times the CPU kernel (median of\n"
+            "          R repeats after a warm-up) and measures the read bandwidth in the same run.\n"
+            "          --sparse-topk K attends K tokens per sequence: whole pages (default) or\n"
+            "          single tokens, a fresh random set each repeat; sparse models (index_topk)\n"
+            "          default to their top-k. Reports kv_bytes, seconds, kv_gbps, gflops, isa,\n"
+            "          threads, read_bw_gbps, fraction_of_read_bw, peak_gflops, roofline_gflops,\n"
+            "          roofline_fraction and which bound applies.\n"
+            "--threads  worker threads (default: one per logical CPU)\n"
+            "--isa      scalar|avx2|avx512|avx512bf16 (default: best, or $WRITESCOPE_ISA)\n"
+            "Every figure is measured on this machine (source: measured).\n");
+}
+
+static int parse_int(const char *cmd, const char *name, const char *s, long lo, long hi, long *out)
+{
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (!*s || *end || v < lo || v > hi)
+        return cli_usage_error(cmd, "--%s must be an integer in %ld..%ld (got '%s')", name, lo, hi, s);
+    *out = v;
+    return 0;
+}
+
+static double default_buffer_bytes(void)
+{
+    const ws_cpu_features *f = ws_cpu_features_get();
+    double b = 4.0 * (double)f->l3_bytes;
+    if (b < 256.0 * (1 << 20))
+        b = 256.0 * (1 << 20);
+    if (b > 6.0 * (1 << 30))
+        b = 6.0 * (1 << 30);
+    if (f->mem_bytes > 0 && b > f->mem_bytes / 4)
+        b = f->mem_bytes / 4;
+    return b;
+}
+
+static int resolve_isa(const char *cmd, const char *name, ws_isa *out)
+{
+    ws_isa want = WS_ISA_AUTO;
+    if (name && ws_isa_parse(name, &want))
+        return cli_usage_error(cmd, "unknown --isa '%s' (scalar, avx2, avx512, avx512bf16)", name);
+    ws_err err = {0};
+    if (ws_isa_resolve(want, out, &err))
+        return cli_fail(&err);
+    fprintf(stderr, "bench: instruction path %s (%s)\n", ws_isa_name(*out),
+            want == WS_ISA_AUTO ? (getenv("WRITESCOPE_ISA") && *getenv("WRITESCOPE_ISA")
+                                       ? "from WRITESCOPE_ISA"
+                                       : "best this CPU supports")
+                                : "forced by --isa");
+    return 0;
+}
+
+static int bench_membw(ws_pool *pool, double bytes, int repeats, ws_isa isa, int json)
+{
+    ws_err err = {0};
+    double rd, tr, pk;
+    fprintf(stderr, "bench: read bandwidth over %.0f MiB, %d threads...\n", bytes / (1 << 20),
+            ws_pool_threads(pool));
+    if (ws_membw_read(pool, (size_t)bytes, repeats, &rd, &err))
+        return cli_fail(&err);
+    fprintf(stderr, "bench: STREAM triad...\n");
+    if (ws_membw_triad(pool, (size_t)bytes, repeats, &tr, &err))
+        return cli_fail(&err);
+    if (ws_cpu_peak_gflops(pool, isa, &pk, &err))
+        return cli_fail(&err);
+    const ws_cpu_features *f = ws_cpu_features_get();
+    if (json) {
+        json_t *o = json_object();
+        json_object_set_new(o, "source", json_string("measured"));
+        json_object_set_new(o, "cpu", json_string(f->model));
+        json_object_set_new(o, "threads", json_integer(ws_pool_threads(pool)));
+        json_object_set_new(o, "pinned_threads", json_integer(ws_pool_pinned(pool)));
+        json_object_set_new(o, "bytes", cli_num(bytes));
+        json_object_set_new(o, "llc_bytes", cli_num((double)f->l3_bytes));
+        json_object_set_new(o, "repeats", json_integer(repeats));
+        json_object_set_new(o, "read_bw_gbps", json_real(rd));
+        json_object_set_new(o, "triad_gbps", json_real(tr));
+        json_object_set_new(o, "isa", json_string(ws_isa_name(isa)));
+        json_object_set_new(o, "peak_gflops", json_real(pk));
+        return cli_print_json(o);
+    }
+    printf("cpu          %s, %d threads (%d pinned)\n", f->model, ws_pool_threads(pool),
+           ws_pool_pinned(pool));
+    printf("buffer       %.0f MiB (last-level cache %.0f MiB), median of %d\n", bytes / (1 << 20),
+           f->l3_bytes / 1048576.0, repeats);
+    printf("read         %.2f GB/s (measured)\n", rd);
+    printf("triad        %.2f GB/s (measured, STREAM counting)\n", tr);
+    printf("peak         %.1f GFLOP/s dot product, %s path (measured)\n", pk, ws_isa_name(isa));
+    return CLI_EXIT_OK;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+typedef struct attn_args {
+    const char *model;
+    long ctx, batch, topk, page, repeats, seed;
+    ws_dtype dtype;
+    ws_sparse_mode mode;
+    double read_bytes;
+    int json;
+} attn_args;
+
+static int bench_attn(ws_pool *pool, ws_isa isa, const attn_args *a)
+{
+    ws_err err = {0};
+    char path[WS_PATH_MAX];
+    ws_model m;
+    if (ws_model_resolve(a->model, path, sizeof path, &err) || ws_model_load(path, &m, &err))
+        return cli_fail(&err);
+    ws_attn_bench_cfg cfg = {0};
+    if (ws_attn_bench_shape(&m, a->dtype, (int)a->page, &cfg, &err))
+        return cli_fail(&err);
+    cfg.batch = (int)a->batch;
+    cfg.ctx = (int)a->ctx;
+    cfg.seed = (uint64_t)a->seed;
+    cfg.topk = (int)a->topk;
+    cfg.sparse = a->topk > 0 ? a->mode : WS_SPARSE_NONE;
+    if (a->topk < 0 && m.attn == WS_ATTN_MLA_SPARSE) { /* the model's own top-k */
+        cfg.topk = m.index_topk;
+        cfg.sparse = a->mode;
+        if (cfg.topk > cfg.ctx)
+            cfg.sparse = WS_SPARSE_NONE;
+    }
+    const int T = ws_pool_threads(pool);
+    const double per_tok = (double)cfg.kv.n_kv_heads *
+                           (cfg.kv.d_k + (cfg.kv.v_shares_k ? 0 : cfg.kv.d_v)) * 2.0;
+    const double alloc = per_tok * (double)cfg.batch * ceil((double)cfg.ctx / cfg.kv.page_tokens) *
+                         cfg.kv.page_tokens;
+    const ws_cpu_features *f = ws_cpu_features_get();
+    if (alloc + a->read_bytes > 6.5e9 || (f->mem_bytes > 0 && alloc > 0.6 * f->mem_bytes)) {
+        ws_err_set(&err, WS_EINVAL, "bench: %.2f GB of KV (+%.2f GB read buffer) is more than this "
+                   "benchmark allows (6.5 GB, 60%% of memory); lower --batch or --ctx",
+                   alloc / 1e9, a->read_bytes / 1e9);
+        return cli_fail(&err);
+    }
+    fprintf(stderr, "bench: %s (%s): %d q heads / %d kv heads, d_k %d, d_v %d, %s, page %d\n",
+            m.name, ws_attn_kind_name(m.attn), cfg.n_q_heads, cfg.kv.n_kv_heads, cfg.kv.d_k,
+            cfg.kv.d_v, ws_dtype_name(cfg.kv.dtype), cfg.kv.page_tokens);
+    fprintf(stderr, "bench: filling %.2f GB of KV (batch %d x %d tokens, scattered pages)...\n",
+            alloc / 1e9, cfg.batch, cfg.ctx);
+    double t0 = ws_now_s();
+    ws_attn_bench *b = ws_attn_bench_create(&cfg, pool, &err);
+    if (!b)
+        return cli_fail(&err);
+    fprintf(stderr, "bench: filled in %.1f s; read bandwidth over %.0f MiB...\n", ws_now_s() - t0,
+            a->read_bytes / (1 << 20));
+    double rd, pk;
+    if (ws_membw_read(pool, (size_t)a->read_bytes, 5, &rd, &err) ||
+        ws_cpu_peak_gflops(pool, isa, &pk, &err)) {
+        ws_attn_bench_destroy(b);
+        return cli_fail(&err);
+    }
+    const ws_attn_problem *p = ws_attn_bench_problem(b);
+    const double kv_bytes = ws_attn_kv_bytes(p), flops = ws_attn_bench_flops(b);
+    double *secs = malloc(sizeof(double) * (size_t)a->repeats);
+    if (!secs) {
+        ws_attn_bench_destroy(b);
+        ws_err_set(&err, WS_ENOMEM, "bench: out of memory");
+        return cli_fail(&err);
+    }
+    int rc = 0;
+    double t_last = ws_now_s();
+    for (int r = -1; r < a->repeats && !rc; r++) { /* r = -1: untimed warm-up */
+        ws_attn_bench_select(b, r + 1);
+        double s0 = ws_now_s();
+        rc = ws_attn_cpu(p, pool, isa, &err);
+        double s1 = ws_now_s();
+        if (r >= 0)
+            secs[r] = s1 - s0;
+        if (s1 - t_last > 2.0) {
+            fprintf(stderr, "bench: repeat %d/%ld (%.3f s)\n", r + 1, a->repeats, s1 - s0);
+            t_last = s1;
+        }
+    }
+    if (rc) {
+        free(secs);
+        ws_attn_bench_destroy(b);
+        return cli_fail(&err);
+    }
+    qsort(secs, (size_t)a->repeats, sizeof *secs, cmp_double);
+    const int R = (int)a->repeats;
+    const double sec = R % 2 ? secs[R / 2] : 0.5 * (secs[R / 2 - 1] + secs[R / 2]);
+    const double smin = secs[0], smax = secs[R - 1];
+    free(secs);
+    const double kv_gbps = kv_bytes / sec / 1e9, gflops = flops / sec / 1e9;
+    const double ai = flops / kv_bytes, mem_roof = ai * rd;
+    const int compute_bound = pk < mem_roof;
+    const double roof = compute_bound ? pk : mem_roof;
+    const double alloc_bytes = ws_attn_bench_kv_alloc_bytes(b);
+    ws_attn_bench_destroy(b);
+
+    const char *mode = cfg.sparse == WS_SPARSE_NONE    ? "dense"
+                       : cfg.sparse == WS_SPARSE_PAGES ? "pages"
+                                                       : "tokens";
+    if (a->json) {
+        json_t *o = json_object();
+        json_object_set_new(o, "source", json_string("measured"));
+        json_object_set_new(o, "model", json_string(m.name));
+        json_object_set_new(o, "attention", json_string(ws_attn_kind_name(m.attn)));
+        json_object_set_new(o, "q_heads", json_integer(cfg.n_q_heads));
+        json_object_set_new(o, "kv_heads", json_integer(cfg.kv.n_kv_heads));
+        json_object_set_new(o, "d_k", json_integer(cfg.kv.d_k));
+        json_object_set_new(o, "d_v", json_integer(cfg.kv.d_v));
+        json_object_set_new(o, "dtype", json_string(ws_dtype_name(cfg.kv.dtype)));
+        json_object_set_new(o, "ctx", json_integer(cfg.ctx));
+        json_object_set_new(o, "batch", json_integer(cfg.batch));
+        json_object_set_new(o, "page", json_integer(cfg.kv.page_tokens));
+        json_object_set_new(o, "sparse", json_string(mode));
+        json_object_set_new(o, "sparse_topk", json_integer(cfg.sparse ? cfg.topk : 0));
+        json_object_set_new(o, "kv_alloc_bytes", cli_num(alloc_bytes));
+        json_object_set_new(o, "llc_bytes", cli_num((double)f->l3_bytes));
+        json_object_set_new(o, "kv_bytes", cli_num(kv_bytes));
+        json_object_set_new(o, "flops", cli_num(flops));
+        json_object_set_new(o, "repeats", json_integer(R));
+        json_object_set_new(o, "seconds", json_real(sec));
+        json_object_set_new(o, "seconds_min", json_real(smin));
+        json_object_set_new(o, "seconds_max", json_real(smax));
+        json_object_set_new(o, "kv_gbps", json_real(kv_gbps));
+        json_object_set_new(o, "gflops", json_real(gflops));
+        json_object_set_new(o, "isa", json_string(ws_isa_name(isa)));
+        json_object_set_new(o, "threads", json_integer(T));
+        json_object_set_new(o, "pinned_threads", json_integer(ws_pool_pinned(pool)));
+        json_object_set_new(o, "read_bw_gbps", json_real(rd));
+        json_object_set_new(o, "read_bw_bytes", cli_num(a->read_bytes));
+        json_object_set_new(o, "fraction_of_read_bw", json_real(kv_gbps / rd));
+        json_object_set_new(o, "arithmetic_intensity", json_real(ai));
+        json_object_set_new(o, "peak_gflops", json_real(pk));
+        json_object_set_new(o, "bound", json_string(compute_bound ? "compute" : "memory"));
+        json_object_set_new(o, "roofline_gflops", json_real(roof));
+        json_object_set_new(o, "roofline_fraction", json_real(gflops / roof));
+        return cli_print_json(o);
+    }
+    printf("model        %s (%s), %d q / %d kv heads, d_k %d, d_v %d, %s KV, page %d\n", m.name,
+           ws_attn_kind_name(m.attn), cfg.n_q_heads, cfg.kv.n_kv_heads, cfg.kv.d_k, cfg.kv.d_v,
+           ws_dtype_name(cfg.kv.dtype), cfg.kv.page_tokens);
+    printf("workload     batch %d x %d tokens, %s", cfg.batch, cfg.ctx, mode);
+    if (cfg.sparse)
+        printf(" top-%d", cfg.topk);
+    printf("; %.3f GB attended (%.2f GB allocated, LLC %.0f MiB)\n", kv_bytes / 1e9,
+           alloc_bytes / 1e9, f->l3_bytes / 1048576.0);
+    printf("kernel       %s, %d threads: %.4f s median of %d (min %.4f, max %.4f) (measured)\n",
+           ws_isa_name(isa), T, sec, R, smin, smax);
+    printf("throughput   %.2f GB/s of KV, %.1f GFLOP/s (measured)\n", kv_gbps, gflops);
+    printf("read bw      %.2f GB/s in the same run: kernel at %.1f%% of it (measured)\n", rd,
+           100.0 * kv_gbps / rd);
+    printf("roofline     %.1f flop/byte; peak %.1f GFLOP/s (%s, measured); %s-bound: %.1f%% of "
+           "min(peak, AI x read bw) = %.1f GFLOP/s\n",
+           ai, pk, ws_isa_name(isa), compute_bound ? "compute" : "memory", 100.0 * gflops / roof,
+           roof);
+    return CLI_EXIT_OK;
+}
+
+int cmd_bench(int argc, char **argv)
+{
+    int json = 0, help_flag = 0, nargs = 0;
+    const char *threads_s = NULL, *mib_s = NULL, *repeats_s = NULL, *isa_s = NULL, *model = NULL,
+               *ctx_s = NULL, *batch_s = NULL, *dtype_s = "bf16", *topk_s = NULL, *mode_s = "pages",
+               *page_s = "256", *seed_s = "1", *read_mib_s = NULL;
+    const cli_opt opts[] = {{"json", NULL, &json},          {"threads", &threads_s, NULL},
+                            {"mib", &mib_s, NULL},          {"repeats", &repeats_s, NULL},
+                            {"isa", &isa_s, NULL},          {"model", &model, NULL},
+                            {"ctx", &ctx_s, NULL},          {"batch", &batch_s, NULL},
+                            {"dtype", &dtype_s, NULL},      {"sparse-topk", &topk_s, NULL},
+                            {"sparse-mode", &mode_s, NULL}, {"page", &page_s, NULL},
+                            {"seed", &seed_s, NULL},        {"read-mib", &read_mib_s, NULL},
+                            {0}};
+    char *args[1];
+    int rc = cli_parse("bench", argc, argv, opts, args, 1, &nargs, &help_flag);
+    if (rc)
+        return rc;
+    if (help_flag) {
+        help(stdout);
+        return CLI_EXIT_OK;
+    }
+    if (nargs == 0)
+        return cli_usage_error("bench", "missing what to measure (membw or attn-cpu)");
+    const int is_membw = !strcmp(args[0], "membw"), is_attn = !strcmp(args[0], "attn-cpu");
+    if (!is_membw && !is_attn)
+        return cli_usage_error("bench", "unknown benchmark '%s' (membw, attn-cpu)", args[0]);
+    long threads = 0, repeats = 0, v;
+    if (threads_s && (rc = parse_int("bench", "threads", threads_s, 1, WS_POOL_MAX_THREADS, &threads)))
+        return rc;
+    if (repeats_s && (rc = parse_int("bench", "repeats", repeats_s, 1, 1000, &repeats)))
+        return rc;
+    double bytes = default_buffer_bytes();
+    if (mib_s || read_mib_s) {
+        if ((rc = parse_int("bench", mib_s ? "mib" : "read-mib", mib_s ? mib_s : read_mib_s, 1,
+                            6 * 1024, &v)))
+            return rc;
+        bytes = (double)v * (1 << 20);
+    }
+    attn_args a = {.model = model, .read_bytes = bytes, .json = json, .topk = -1};
+    if (is_attn) {
+        if (!model || !ctx_s || !batch_s)
+            return cli_usage_error("bench", "attn-cpu needs --model, --ctx and --batch");
+        if ((rc = parse_int("bench", "ctx", ctx_s, 1, 1L << 30, &a.ctx)) ||
+            (rc = parse_int("bench", "batch", batch_s, 1, 1 << 20, &a.batch)) ||
+            (rc = parse_int("bench", "page", page_s, 1, 1 << 20, &a.page)) ||
+            (rc = parse_int("bench", "seed", seed_s, 0, 1L << 40, &a.seed)))
+            return rc;
+        if (topk_s && (rc = parse_int("bench", "sparse-topk", topk_s, 0, 1L << 30, &a.topk)))
+            return rc;
+        if (ws_dtype_parse(dtype_s, &a.dtype) || (a.dtype != WS_DT_BF16 && a.dtype != WS_DT_FP16))
+            return cli_usage_error("bench", "--dtype must be bf16 or fp16 (got '%s')", dtype_s);
+        if (!strcmp(mode_s, "pages"))
+            a.mode = WS_SPARSE_PAGES;
+        else if (!strcmp(mode_s, "tokens"))
+            a.mode = WS_SPARSE_TOKENS;
+        else
+            return cli_usage_error("bench", "--sparse-mode must be pages or tokens");
+        a.repeats = repeats ? repeats : (a.topk > 0 ? 21 : 5);
+    } else if (model || ctx_s || batch_s || topk_s) {
+        return cli_usage_error("bench", "membw takes no model options");
+    }
+    ws_isa isa;
+    if ((rc = resolve_isa("bench", isa_s, &isa)))
+        return rc;
+    ws_err err = {0};
+    ws_pool *pool = ws_pool_create((int)threads, &err);
+    if (!pool)
+        return cli_fail(&err);
+    rc = is_membw ? bench_membw(pool, bytes, repeats ? (int)repeats : 5, isa, json)
+                  : bench_attn(pool, isa, &a);
+    ws_pool_destroy(pool);
+    return rc;
+}

@@ -1,0 +1,63 @@
+/* attn_bench: synthetic, model-shaped decode-attention problems for benchmarks and the
+ * calibrator: one layer's KV for `batch` sequences of `ctx` tokens in the paged layout of
+ * attn.h, pages scattered over one large allocation in a seeded shuffled order, filled with
+ * seeded uniform [-1, 1) values (in parallel on the pool, deterministic for a seed), plus
+ * queries, outputs and, for sparse runs, per-round top-k selections (whole pages, as a
+ * page-granular indexer picks them, or single tokens).
+ *
+ * ws_attn_bench_shape maps a model (runtime/model.h) to the kernel's shape: GQA/MHA use
+ * n_kv_heads x head_dim; MLA (absorbed) one latent head of d_k = kv_lora_rank + rope,
+ * d_v = kv_lora_rank, V sharing K's rows, all query heads in one group.
+ * Callers: `writescope bench attn-cpu`, calib/. */
+#ifndef WS_ATTN_BENCH_H
+#define WS_ATTN_BENCH_H
+
+#include <stdint.h>
+
+#include "attn.h"
+#include "model.h"
+#include "pool.h"
+#include "ws_err.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum {
+    WS_SPARSE_NONE = 0,   /* dense: every token */
+    WS_SPARSE_PAGES = 1,  /* top-k as whole pages (k / P distinct random pages) */
+    WS_SPARSE_TOKENS = 2, /* top-k single tokens, distinct, random order */
+} ws_sparse_mode;
+
+typedef struct ws_attn_bench_cfg {
+    ws_kv_layout kv;    /* page_tokens, heads, dims, dtype */
+    int n_q_heads;
+    float scale;
+    int batch, ctx;     /* sequences, tokens each */
+    ws_sparse_mode sparse;
+    int topk;           /* tokens attended per sequence when sparse */
+    uint64_t seed;
+} ws_attn_bench_cfg;
+
+typedef struct ws_attn_bench ws_attn_bench;
+
+/* Kernel shape of a model at a KV dtype and page size (fills cfg->kv, n_q_heads, scale). */
+int ws_attn_bench_shape(const ws_model *m, ws_dtype dtype, int page_tokens,
+                        ws_attn_bench_cfg *cfg, ws_err *err);
+/* Allocates and fills; NULL with a message (bad sizes, out of memory). pool may be NULL. */
+ws_attn_bench *ws_attn_bench_create(const ws_attn_bench_cfg *cfg, ws_pool *pool, ws_err *err);
+/* Draws the sparse selection for round r (a fresh random set each round, so repeats do
+ * not re-read a cached set); a no-op when dense. */
+void ws_attn_bench_select(ws_attn_bench *b, int round);
+/* The problem (valid until destroy; its selection changes with ws_attn_bench_select). */
+const ws_attn_problem *ws_attn_bench_problem(const ws_attn_bench *b);
+/* Bytes allocated for KV pages. */
+double ws_attn_bench_kv_alloc_bytes(const ws_attn_bench *b);
+/* Attention flops of one run: 2 * n_q * (d_k + d_v) per attended token. */
+double ws_attn_bench_flops(const ws_attn_bench *b);
+void ws_attn_bench_destroy(ws_attn_bench *b);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

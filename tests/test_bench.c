@@ -1,0 +1,123 @@
+/* test_bench: end-to-end runs of `writescope bench membw|attn-cpu` on small sizes: the
+ * JSON keys the calibrator and the report rely on, the byte and flop accounting, the
+ * instruction-path choice (--isa, WRITESCOPE_ISA) and one-line errors. No timing
+ * thresholds: only that figures are positive and consistent. */
+#include <criterion/criterion.h>
+#include <jansson.h>
+#include <math.h>
+#include <string.h>
+
+#include "attn_cpu.h"
+#include "helpers.h"
+
+static json_t *bench_json(const char *const *args, const char *const *env)
+{
+    th_run r = th_writescope(args, env);
+    cr_assert_eq(r.status, 0, "exit %d, stderr: %s", r.status, r.err);
+    json_error_t je;
+    json_t *v = json_loads(r.out, 0, &je);
+    cr_assert_not_null(v, "not JSON (%s): %s", je.text, r.out);
+    th_run_free(&r);
+    return v;
+}
+
+static double num(json_t *o, const char *key)
+{
+    json_t *v = json_object_get(o, key);
+    cr_assert(json_is_number(v), "key %s missing or not a number", key);
+    return json_number_value(v);
+}
+
+Test(bench, attn_cpu_gqa_json_keys_and_accounting)
+{
+    const char *args[] = {"bench", "attn-cpu", "--model", "qwen3-30b-a3b", "--ctx", "600",
+                          "--batch", "2", "--read-mib", "16", "--repeats", "3", "--page", "64",
+                          "--threads", "2", "--json", NULL};
+    json_t *o = bench_json(args, NULL);
+    /* Qwen3-30B-A3B: 4 KV heads x 128 x (K + V) x 2 bytes = 2048 bytes per token. */
+    cr_assert_eq(num(o, "kv_bytes"), 2.0 * 600 * 2048);
+    cr_assert_eq(num(o, "flops"), 2.0 * 600 * 2 * 32 * 256);
+    const char *keys[] = {"seconds", "kv_gbps", "gflops", "read_bw_gbps", "fraction_of_read_bw",
+                          "peak_gflops", "roofline_fraction"};
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+        cr_assert(num(o, keys[i]) > 0 && isfinite(num(o, keys[i])), "%s", keys[i]);
+    cr_assert_float_eq(num(o, "kv_gbps"), num(o, "kv_bytes") / num(o, "seconds") / 1e9, 1e-6);
+    cr_assert_float_eq(num(o, "fraction_of_read_bw"), num(o, "kv_gbps") / num(o, "read_bw_gbps"),
+                       1e-9);
+    cr_assert_eq(num(o, "threads"), 2);
+    cr_assert_str_eq(json_string_value(json_object_get(o, "source")), "measured");
+    ws_isa best = ws_isa_best();
+    cr_assert_str_eq(json_string_value(json_object_get(o, "isa")), ws_isa_name(best));
+    json_decref(o);
+}
+
+Test(bench, attn_cpu_mla_sparse_and_forced_paths)
+{
+    const char *mla[] = {"bench", "attn-cpu", "--model", "deepseek-v2-lite", "--ctx", "512",
+                         "--batch", "1", "--read-mib", "16", "--repeats", "3", "--page", "64",
+                         "--sparse-topk", "128", "--isa", "scalar", "--json", NULL};
+    json_t *o = bench_json(mla, NULL);
+    cr_assert_eq(num(o, "d_k"), 576);
+    cr_assert_eq(num(o, "d_v"), 512);
+    cr_assert_eq(num(o, "kv_bytes"), 128.0 * 576 * 2); /* the gathered bytes only */
+    cr_assert_str_eq(json_string_value(json_object_get(o, "sparse")), "pages");
+    cr_assert_str_eq(json_string_value(json_object_get(o, "isa")), "scalar");
+    const char *bound = json_string_value(json_object_get(o, "bound"));
+    cr_assert(!strcmp(bound, "compute") || !strcmp(bound, "memory"), "%s", bound);
+    json_decref(o);
+    /* The environment variable forces a path too. */
+    const char *gqa[] = {"bench", "attn-cpu", "--model", "mixtral-8x7b", "--ctx", "100",
+                         "--batch", "1", "--read-mib", "16", "--repeats", "1", "--page", "32",
+                         "--dtype", "fp16", "--json", NULL};
+    const char *env[] = {"WRITESCOPE_ISA=scalar", NULL};
+    o = bench_json(gqa, env);
+    cr_assert_str_eq(json_string_value(json_object_get(o, "isa")), "scalar");
+    cr_assert_str_eq(json_string_value(json_object_get(o, "dtype")), "fp16");
+    json_decref(o);
+}
+
+Test(bench, membw_json)
+{
+    const char *args[] = {"bench", "membw", "--mib", "16", "--repeats", "3", "--json", NULL};
+    json_t *o = bench_json(args, NULL);
+    cr_assert(num(o, "read_bw_gbps") > 0);
+    cr_assert(num(o, "triad_gbps") > 0);
+    cr_assert(num(o, "peak_gflops") > 0);
+    json_decref(o);
+}
+
+Test(bench, bad_input)
+{
+    struct {
+        const char *args[16];
+        int status;
+        const char *needle;
+    } cases[] = {
+        {{"bench", NULL}, 2, "missing"},
+        {{"bench", "gemm", NULL}, 2, "unknown benchmark"},
+        {{"bench", "attn-cpu", "--model", "qwen3-30b-a3b", NULL}, 2, "needs --model, --ctx"},
+        {{"bench", "attn-cpu", "--model", "qwen3-30b-a3b", "--ctx", "64", "--batch", "1",
+          "--dtype", "fp32", NULL}, 2, "bf16 or fp16"},
+        {{"bench", "attn-cpu", "--model", "qwen3-30b-a3b", "--ctx", "64", "--batch", "1",
+          "--isa", "neon", NULL}, 2, "unknown --isa"},
+        {{"bench", "attn-cpu", "--model", "nosuchmodel", "--ctx", "64", "--batch", "1", NULL}, 1,
+         "nosuchmodel"},
+        {{"bench", "attn-cpu", "--model", "qwen3-30b-a3b", "--ctx", "1024", "--batch", "1",
+          "--read-mib", "16", "--sparse-topk", "100", NULL}, 1, "multiple of the page"},
+        {{"bench", "attn-cpu", "--model", "qwen3-30b-a3b", "--ctx", "100000000", "--batch", "64",
+          NULL}, 1, "more than this benchmark allows"},
+        {{"bench", "membw", "--ctx", "5", NULL}, 2, "no model options"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        th_run r = th_writescope(cases[i].args, NULL);
+        cr_assert_eq(r.status, cases[i].status, "case %zu: exit %d, stderr %s", i, r.status, r.err);
+        cr_assert_neq(strstr(r.err, cases[i].needle), NULL, "case %zu: %s", i, r.err);
+        th_run_free(&r);
+    }
+    const char *env[] = {"WRITESCOPE_ISA=bogus", NULL};
+    const char *args[] = {"bench", "membw", "--mib", "16", NULL};
+    th_run r = th_writescope(args, env);
+    cr_assert_eq(r.status, 1);
+    cr_assert_neq(strstr(r.err, "WRITESCOPE_ISA=bogus"), NULL, "%s", r.err);
+    th_run_free(&r);
+}
