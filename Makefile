@@ -49,7 +49,16 @@ CU_GENCODE := $(foreach a,$(CU_ARCHS),-gencode arch=compute_$(a)$(comma)code=sm_
               $(if $(CU_PTX),-gencode arch=compute_$(CU_PTX)$(comma)code=compute_$(CU_PTX))
 CU_OBJ     := $(patsubst %.cu,$(O)/obj/%.o,$(CU_SRC))
 NVFLAGS    := -O2 -std=c++17 -Xcompiler -fPIC,-Wall,-Wextra $(INCS) $(CU_GENCODE)
+# issue 4: the .so also carries the plain-C code its kernels share with the CPU side (the
+# attention contract, the split-K plan, the ring/ping-pong bookkeeping), and links cuBLAS
+# dynamically from this toolkit (rpath), so a machine without it fails the dlopen with
+# the loader's message, which kernels/backend.c reports.
+CU_CDEPS   := $(addprefix $(O)/obj/,common/ws_err.o common/ws_dtype.o kernels/attn_ref.o \
+              kernels/attn_split.o kernels/gpu_book.o)
+CUDA_LIBDIR:= $(realpath $(dir $(realpath $(NVCC)))../lib64)
+CU_LDLIBS  := -L$(CUDA_LIBDIR) -Xlinker -rpath=$(CUDA_LIBDIR) -lcublas
 endif
+GPU_BENCH  := $(O)/tests/ws_gpu_bench
 
 .PHONY: all deps test run sanitize clean cuda-info
 all: deps cuda-info $(WS) $(CUDA_SO)
@@ -85,19 +94,24 @@ $(WS): $(CLI_OBJ) $(LIBWS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) $(CLI_OBJ) $(LIBWS) $(LDLIBS) -o $@
 
-$(O)/obj/kernels/cuda/%.o: kernels/cuda/%.cu kernels/backend.h common/ws_err.h
+$(O)/obj/kernels/cuda/%.o: kernels/cuda/%.cu $(wildcard kernels/*.h kernels/cuda/*.h) common/ws_err.h
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVFLAGS) -c $< -o $@
 
-$(CUDA_SO): $(CU_OBJ) $(O)/obj/common/ws_err.o
+$(CUDA_SO): $(CU_OBJ) $(CU_CDEPS)
 	@mkdir -p $(dir $@)
-	$(NVCC) -shared -cudart static $(CU_GENCODE) $^ -o $@
+	$(NVCC) -shared -cudart static $(CU_GENCODE) $^ $(CU_LDLIBS) -o $@
+
+# The GPU benchmark of tests/gpu/run.sh (plain C: it reaches the GPU through the backend).
+$(GPU_BENCH): $(O)/obj/tests/gpu/bench_gpu.o $(LIBWS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) $^ $(LDLIBS) -o $@
 
 $(TESTBIN): $(TEST_OBJ) $(LIBWS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) $(TEST_OBJ) $(LIBWS) -lcriterion $(LDLIBS) -o $@
 
-test: all $(TESTBIN)
+test: all $(TESTBIN) $(GPU_BENCH)
 	WRITESCOPE_BIN=$(abspath $(WS)) $(if $(CUDA_SO),WRITESCOPE_CUDA_LIB=$(abspath $(CUDA_SO))) \
 	    $(TESTBIN) --jobs 2 $(TEST_ARGS)
 

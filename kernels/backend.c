@@ -29,6 +29,7 @@ static int cpu_device_info(int index, ws_device_info *out, ws_err *err)
     return 0;
 }
 
+/* The GPU entries (set_device .. copy_bandwidth) stay NULL: see backend.h. */
 static const ws_backend g_cpu = {
     .abi = WS_BACKEND_ABI,
     .name = "cpu",
