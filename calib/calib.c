@@ -75,11 +75,35 @@ static int fit_factors(ws_calib_run *run, ws_err *err)
         else if (strstr(s->params, "\"memory\": \"pageable\""))
             den = s;
     }
-    if (!num || !den)
-        return 0;
+    int rc = 0;
+    /* Link contention: the H2D bandwidth while the CPU runs expert GEMMs (or while D2H
+     * runs) over the H2D bandwidth alone, from the two transfer fits. */
+    const ws_calib_fit *alone = NULL;
+    for (int i = 0; i < run->n_fits; i++)
+        if (!strcmp(run->fits[i].key.op, "h2d") && !strcmp(run->fits[i].key.device, "link"))
+            alone = &run->fits[i];
+    for (int i = 0; alone && alone->r.good && i < run->n_fits && !rc; i++) {
+        const ws_calib_fit *f = &run->fits[i];
+        const char *name = !strcmp(f->key.op, "h2d_under_gemm")   ? "h2d_gemm_contention_factor"
+                           : !strcmp(f->key.op, "h2d_concurrent") ? "h2d_duplex_factor"
+                                                                  : NULL;
+        if (!name || !f->r.good)
+            continue;
+        ws_fit_result r = {.form = WS_FIT_FACTOR, .n = f->r.n, .converged = 1, .good = 1,
+                           .r2 = NAN, .heldout_mape_pct = NAN};
+        r.factor = f->r.bandwidth / alone->r.bandwidth;
+        double a = f->r.bandwidth_se / f->r.bandwidth, b = alone->r.bandwidth_se / alone->r.bandwidth;
+        r.factor_se = r.factor * sqrt(a * a + b * b);
+        snprintf(r.note, sizeof r.note, "W(%s) / W(h2d)", f->key.op);
+        ws_calib_key k = f->key;
+        snprintf(k.op, sizeof k.op, "%s", name);
+        rc = add_fit(run, &k, &r, err);
+    }
+    if (rc || !num || !den)
+        return rc;
     ws_fit_result r;
     double a[3] = {num->t_median, num->t_min, num->t_max}, b[3] = {den->t_median, den->t_min, den->t_max};
-    int rc = ws_fit_factor(a, b, num->repeats < den->repeats ? num->repeats : den->repeats, &r, err);
+    rc = ws_fit_factor(a, b, num->repeats < den->repeats ? num->repeats : den->repeats, &r, err);
     if (rc)
         return rc;
     ws_calib_key k = num->key;
@@ -142,8 +166,9 @@ int ws_calib_fit_all(ws_calib_run *run, ws_err *err)
         } else {
             /* One intensity: only one rate is identifiable. Hold the other at the
              * machine's measured figure, on the side the samples do not sit on. */
-            int one_thread = strstr(k->op, "_1t") != NULL;
-            double P = run->peak_flops[one_thread], W = one_thread ? run->read_bw_1t : run->read_bw;
+            int one_thread = strstr(k->op, "_1t") != NULL, gpu = !strcmp(k->device, "gpu");
+            double P = gpu ? run->gpu_peak : run->peak_flops[one_thread];
+            double W = gpu ? run->gpu_bw : one_thread ? run->read_bw_1t : run->read_bw;
             double p_fix = 0, w_fix = 0;
             if (ai_max <= 1.5 * ai_min && P > 0 && W > 0) {
                 if (ai_max * W < P)

@@ -51,6 +51,8 @@ typedef struct ws_calib_run {
     double read_bw;              /* bytes/s, all threads */
     double read_bw_1t;           /* bytes/s, one thread */
     double peak_flops[2];        /* flop/s of the attention dot-product path: [all, 1 thread] */
+    double gpu_bw;               /* bytes/s, device copy (read + write) */
+    double gpu_peak;             /* flop/s, best cuBLAS GEMM rate seen in the run */
 } ws_calib_run;
 
 void ws_calib_run_init(ws_calib_run *run);

@@ -12,6 +12,7 @@
 #include "attn_cpu.h"
 #include "cpu_features.h"
 #include "gemm_cpu.h"
+#include "measure_gpu.h"
 #include "membw.h"
 #include "model.h"
 #include "pool.h"
@@ -477,7 +478,7 @@ int ws_calib_measure(const ws_calib_opts *o, ws_calib_run *run, ws_err *err)
     }
     static const char *const models[] = {"qwen3-30b-a3b", "deepseek-v2-lite", "deepseek-v4-flash"};
     /* Phases: bandwidth, 3 kinds x bf16, 2 (quick) or 3 kinds x fp16, pinned, GEMM. */
-    c.n_phases = o->do_cpu ? (o->quick ? 8 : 9) : 1;
+    c.n_phases = (o->do_cpu ? (o->quick ? 8 : 9) : 0) + (o->do_gpu || o->do_link ? 2 : 0);
     if (o->do_cpu) {
         rc = measure_membw(&c);
         c.phase++;
@@ -504,6 +505,8 @@ int ws_calib_measure(const ws_calib_opts *o, ws_calib_run *run, ws_err *err)
             rc = expert_sweep(&c);
         c.phase++;
     }
+    if (!rc && (o->do_gpu || o->do_link))
+        rc = ws_calib_measure_gpu(o, run, c.phase, c.n_phases, err);
     ws_pool_destroy(c.pool);
     ws_pool_destroy(c.pool1);
     if (!rc && o->progress)
