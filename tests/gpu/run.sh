@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# tests/gpu/run.sh: the prepared GPU check of issue 4, for a machine with a CUDA GPU.
+#   1. builds everything (make -j), including bin/libwritescope_cuda.so;
+#   2. stops with exit 77 and one line if no usable CUDA device is found;
+#   3. runs the whole test suite, whose gpu::every_kernel_vs_cpu_reference test compares
+#      every GPU kernel with its CPU reference (attention, split-K, merge, streaming,
+#      D-window, GEMM); a failure, or a GPU test skipped although a device exists, fails;
+#   4. runs the benchmark (build/tests/ws_gpu_bench): decode-attention HBM bandwidth as a
+#      fraction of D2D memcpy for contexts >= 32K, H2D streaming as a fraction of a plain
+#      pinned memcpy of the same size, D2H flush bandwidth.
+# Figures go to $OUT/gpu_figures.json when $OUT is set, else results/gpu_figures.json;
+# logs beside them. Exit: 0 all passed and measured, 77 no device, non-zero otherwise.
+# Budget: under 5 minutes (each step has its own timeout).
+set -u -o pipefail
+cd "$(dirname "$0")/../.."
+out_dir=${OUT:-results}
+mkdir -p "$out_dir"
+figures="$out_dir/gpu_figures.json"
+log="$out_dir/gpu_run.log"
+: >"$log"
+say() { echo "run.sh: $*" | tee -a "$log"; }
+started=$(date +%s)
+
+jobs=$(nproc 2>/dev/null || echo 4)
+say "building (make -j$jobs)"
+if ! timeout 150 make -j"$jobs" >>"$log" 2>&1; then
+    tail -n 30 "$log"
+    say "FAIL: build failed (log: $log)"
+    exit 1
+fi
+if [ ! -f bin/libwritescope_cuda.so ]; then
+    say "no CUDA backend was built (nvcc not found): GPU checks not run"
+    exit 77
+fi
+export WRITESCOPE_CUDA_LIB="$PWD/bin/libwritescope_cuda.so"
+dev=$(bin/writescope device 2>&1)
+echo "$dev" >>"$log"
+if echo "$dev" | grep -q '^cuda  none'; then
+    why=$(echo "$dev" | sed -n 's/^cuda  none: //p')
+    # A GPU the driver lists but the backend cannot use (e.g. a driver older than the
+    # CUDA runtime linked into the backend) is a failure, not "no device".
+    if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q '^GPU'; then
+        say "FAIL: nvidia-smi lists a GPU but the CUDA backend cannot use it: $why"
+        exit 1
+    fi
+    say "no CUDA device: $why; GPU checks not run"
+    exit 77
+fi
+echo "$dev" | grep '^cuda' | tee -a "$log"
+
+say "tests (all; the GPU ones compare with the CPU references)"
+tests_out=$(timeout 120 make test 2>&1)
+tests_rc=$?
+echo "$tests_out" >>"$log"
+echo "$tests_out" | grep -E '^\[(SKIP|FAIL)|Synthesis|Assertion|error' | head -40
+if [ $tests_rc -ne 0 ]; then
+    say "FAIL: tests failed (exit $tests_rc; log: $log)"
+    exit 1
+fi
+if echo "$tests_out" | grep -q '^\[SKIP\] gpu::'; then
+    say "FAIL: a device is present but the GPU tests were skipped"
+    exit 1
+fi
+
+say "benchmark"
+timeout 120 build/tests/ws_gpu_bench "$figures" 2>&1 | tee -a "$log"
+bench_rc=${PIPESTATUS[0]}
+if [ "$bench_rc" -ne 0 ]; then
+    say "FAIL: benchmark exited $bench_rc"
+    exit 1
+fi
+say "done in $(( $(date +%s) - started )) s; figures: $figures"
