@@ -335,9 +335,9 @@ static int attn_sweep(ctx *c, const char *model, ws_dtype dt, int full)
     /* Contexts of one layer from 1K to 1M tokens; batch 4 at a few of them. */
     int ctx_d[] = {1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072, 262144, 524288, 1048576};
     int ctx_q[] = {1024, 4096, 16384, 65536, 262144, 1048576};
-    int ctx_s[] = {1024, 16384, 262144, 1048576};
-    int *ctxs = !full ? ctx_s : c->o->quick ? ctx_q : ctx_d;
-    int n_ctx = !full ? 4 : c->o->quick ? 6 : 11;
+    /* The shorter sweep (fp16) has the quick sizes; the default run's bf16 every size. */
+    int *ctxs = !full || c->o->quick ? ctx_q : ctx_d;
+    int n_ctx = !full || c->o->quick ? 6 : 11;
     int n_done = 0, n_plan = n_ctx + n_ctx / 2 + (full ? 5 : 0);
     for (int i = 0; i < n_ctx && !rc; i++) {
         for (int b = 1; b <= 4 && !rc; b += 3) {

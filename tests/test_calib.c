@@ -5,6 +5,7 @@
 #include <math.h>
 #include <sqlite3.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "calib.h"
@@ -218,4 +219,31 @@ Test(calib, show_without_runs)
     cr_assert_null(ws_calib_show(s, 42, &err));
     cr_assert_neq(strstr(err.msg, "no calibration run 42"), NULL, "%s", err.msg);
     ws_store_close(s);
+}
+
+Test(calib, locked_database_is_a_clear_error)
+{
+    ws_calib_run run;
+    synth_run(&run, 12e9);
+    ws_err err = {0};
+    cr_assert_eq(ws_calib_fit_all(&run, &err), 0);
+    ws_store *s = fresh_store();
+    sqlite3 *other;
+    cr_assert_eq(sqlite3_open(ws_store_path(s), &other), SQLITE_OK);
+    cr_assert_eq(sqlite3_exec(other, "BEGIN IMMEDIATE", 0, 0, 0), SQLITE_OK);
+    setenv("WRITESCOPE_DB_TIMEOUT_MS", "300", 1);
+    ws_store *s2;
+    cr_assert_eq(ws_store_open(ws_store_path(s), &s2, &err), 0, "%s", err.msg);
+    long long id;
+    cr_assert_eq(ws_calib_store(s2, &run, &id, &err), WS_EDB);
+    cr_assert_neq(strstr(err.msg, "locked by another writer (gave up after 0.3 s)"), NULL, "%s",
+                  err.msg);
+    sqlite3_exec(other, "ROLLBACK", 0, 0, 0);
+    sqlite3_close(other);
+    cr_assert_eq(count(s2, "SELECT count(*) FROM calib_runs"), 0);
+    cr_assert_eq(ws_calib_store(s2, &run, &id, &err), 0, "%s", err.msg);
+    unsetenv("WRITESCOPE_DB_TIMEOUT_MS");
+    ws_store_close(s2);
+    ws_store_close(s);
+    ws_calib_run_free(&run);
 }
