@@ -3,6 +3,7 @@
 
 #include <math.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +33,33 @@ int ws_calib_add_sample(ws_calib_run *run, const ws_calib_sample *s, ws_err *err
     }
     run->samples[run->n_samples++] = *s;
     return 0;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+int ws_calib_add_timed(ws_calib_run *run, ws_err *err, const char *device, const char *op,
+                       const char *dtype, const char *kind, double flops, double bytes, double *t,
+                       int n, const char *params_fmt, ...)
+{
+    if (n <= 0)
+        return ws_err_set(err, WS_EINVAL, "calib: %s: no timed repeat", op);
+    qsort(t, (size_t)n, sizeof(double), cmp_double);
+    ws_calib_sample x = {.flops = flops, .bytes = bytes, .repeats = n,
+                         .t_median = n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]),
+                         .t_min = t[0], .t_max = t[n - 1]};
+    snprintf(x.key.device, sizeof x.key.device, "%s", device);
+    snprintf(x.key.op, sizeof x.key.op, "%s", op);
+    snprintf(x.key.dtype, sizeof x.key.dtype, "%s", dtype);
+    snprintf(x.key.attn_kind, sizeof x.key.attn_kind, "%s", kind);
+    va_list ap;
+    va_start(ap, params_fmt);
+    vsnprintf(x.params, sizeof x.params, params_fmt, ap);
+    va_end(ap);
+    return ws_calib_add_sample(run, &x, err);
 }
 
 static int same_key(const ws_calib_key *a, const ws_calib_key *b)

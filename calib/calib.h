@@ -58,6 +58,11 @@ typedef struct ws_calib_run {
 void ws_calib_run_init(ws_calib_run *run);
 void ws_calib_run_free(ws_calib_run *run);
 int ws_calib_add_sample(ws_calib_run *run, const ws_calib_sample *s, ws_err *err);
+/* Adds a sample of key (device, op, dtype, attention kind) from the n repeat times in t
+ * (sorted in place): median, min and max; params_fmt formats its JSON object text. */
+int ws_calib_add_timed(ws_calib_run *run, ws_err *err, const char *device, const char *op,
+                       const char *dtype, const char *kind, double flops, double bytes, double *t,
+                       int n, const char *params_fmt, ...) __attribute__((format(printf, 11, 12)));
 /* Fits every key of the run's samples (appends to run->fits). */
 int ws_calib_fit_all(ws_calib_run *run, ws_err *err);
 /* Stores the whole run in one transaction; returns its id in *run_id. */

@@ -48,36 +48,8 @@ static void progress(ctx *c, double in_phase, const char *what)
                        fmin(1.0, (c->phase + fmin(1.0, in_phase)) / (double)c->n_phases), what);
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static int add(ctx *c, const char *device, const char *op, const char *dtype, const char *kind,
-               double flops, double bytes, const double *t, int n, const char *params_fmt, ...)
-    __attribute__((format(printf, 10, 11)));
-
-/* Adds a sample from n repeat times (sorted here): median, min, max. */
-static int add(ctx *c, const char *device, const char *op, const char *dtype, const char *kind,
-               double flops, double bytes, const double *t, int n, const char *params_fmt, ...)
-{
-    double s[MAX_REPEATS];
-    memcpy(s, t, sizeof(double) * (size_t)n);
-    qsort(s, (size_t)n, sizeof(double), cmp_double);
-    ws_calib_sample x = {.flops = flops, .bytes = bytes, .repeats = n,
-                         .t_median = n % 2 ? s[n / 2] : 0.5 * (s[n / 2 - 1] + s[n / 2]),
-                         .t_min = s[0], .t_max = s[n - 1]};
-    snprintf(x.key.device, sizeof x.key.device, "%s", device);
-    snprintf(x.key.op, sizeof x.key.op, "%s", op);
-    snprintf(x.key.dtype, sizeof x.key.dtype, "%s", dtype);
-    snprintf(x.key.attn_kind, sizeof x.key.attn_kind, "%s", kind);
-    va_list ap;
-    va_start(ap, params_fmt);
-    vsnprintf(x.params, sizeof x.params, params_fmt, ap);
-    va_end(ap);
-    return ws_calib_add_sample(c->run, &x, c->err);
-}
+/* Adds a sample to the run (see ws_calib_add_timed). */
+#define add(c, ...) ws_calib_add_timed((c)->run, (c)->err, __VA_ARGS__)
 
 /* ---- host bandwidth and peak --------------------------------------------------------- */
 

@@ -40,33 +40,8 @@ static int gstopped(gctx *c)
     return 0;
 }
 
-static int cmpd(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static int gadd(gctx *c, const char *device, const char *op, const char *dtype, const char *kind,
-                double flops, double bytes, double *t, int n, const char *fmt, ...)
-    __attribute__((format(printf, 10, 11)));
-
-static int gadd(gctx *c, const char *device, const char *op, const char *dtype, const char *kind,
-                double flops, double bytes, double *t, int n, const char *fmt, ...)
-{
-    qsort(t, (size_t)n, sizeof(double), cmpd);
-    ws_calib_sample x = {.flops = flops, .bytes = bytes, .repeats = n,
-                         .t_median = n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]),
-                         .t_min = t[0], .t_max = t[n - 1]};
-    snprintf(x.key.device, sizeof x.key.device, "%s", device);
-    snprintf(x.key.op, sizeof x.key.op, "%s", op);
-    snprintf(x.key.dtype, sizeof x.key.dtype, "%s", dtype);
-    snprintf(x.key.attn_kind, sizeof x.key.attn_kind, "%s", kind);
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(x.params, sizeof x.params, fmt, ap);
-    va_end(ap);
-    return ws_calib_add_sample(c->run, &x, c->err);
-}
+/* Adds a sample to the run (see ws_calib_add_timed). */
+#define gadd(c, ...) ws_calib_add_timed((c)->run, (c)->err, __VA_ARGS__)
 
 /* Times `reps` runs of fn on stream c->s with events, after one warm-up; seconds into t. */
 typedef int (*gpu_op_fn)(gctx *c, void *arg);

@@ -5,6 +5,7 @@
 #include <criterion/hooks.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,11 +61,27 @@ static void append(char **buf, size_t *len, const char *data, size_t n)
     (*buf)[*len] = '\0';
 }
 
-th_run th_writescope(const char *const *args, const char *const *env_kv)
+/* In a forked child: sets the extra environment and execs the binary with args. */
+static void exec_writescope(const char *const *args, const char *const *env_kv)
 {
     const char *bin = getenv("WRITESCOPE_BIN");
     if (!bin || !*bin)
         bin = "bin/writescope";
+    for (const char *const *e = env_kv; e && *e; e++)
+        putenv((char *)*e);
+    const char *argv[64];
+    int n = 0;
+    argv[n++] = bin;
+    for (const char *const *a = args; *a && n < 63; a++)
+        argv[n++] = *a;
+    argv[n] = NULL;
+    execv(bin, (char *const *)argv);
+    fprintf(stderr, "exec %s failed\n", bin);
+    _exit(127);
+}
+
+th_run th_writescope(const char *const *args, const char *const *env_kv)
+{
     int po[2], pe[2];
     cr_assert(pipe(po) == 0 && pipe(pe) == 0);
     pid_t pid = fork();
@@ -74,17 +91,7 @@ th_run th_writescope(const char *const *args, const char *const *env_kv)
         dup2(pe[1], 2);
         close(po[0]);
         close(pe[0]);
-        for (const char *const *e = env_kv; e && *e; e++)
-            putenv((char *)*e);
-        const char *argv[64];
-        int n = 0;
-        argv[n++] = bin;
-        for (const char *const *a = args; *a && n < 63; a++)
-            argv[n++] = *a;
-        argv[n] = NULL;
-        execv(bin, (char *const *)argv);
-        fprintf(stderr, "exec %s failed\n", bin);
-        _exit(127);
+        exec_writescope(args, env_kv);
     }
     close(po[1]);
     close(pe[1]);
@@ -146,9 +153,6 @@ ReportHook(POST_TEST)(struct criterion_test_stats *stats)
 int th_spawn(const char *const *args, const char *const *env_kv, const char *out_path,
              const char *err_path)
 {
-    const char *bin = getenv("WRITESCOPE_BIN");
-    if (!bin || !*bin)
-        bin = "bin/writescope";
     pid_t pid = fork();
     cr_assert(pid >= 0, "fork failed");
     if (pid == 0) {
@@ -156,16 +160,7 @@ int th_spawn(const char *const *args, const char *const *env_kv, const char *out
         int fe = open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
         dup2(fo, 1);
         dup2(fe, 2);
-        for (const char *const *e = env_kv; e && *e; e++)
-            putenv((char *)*e);
-        const char *argv[64];
-        int n = 0;
-        argv[n++] = bin;
-        for (const char *const *a = args; *a && n < 63; a++)
-            argv[n++] = *a;
-        argv[n] = NULL;
-        execv(bin, (char *const *)argv);
-        _exit(127);
+        exec_writescope(args, env_kv);
     }
     return (int)pid;
 }
@@ -175,4 +170,24 @@ int th_wait(int pid)
     int st;
     waitpid((pid_t)pid, &st, 0);
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+int th_count(sqlite3 *db, const char *sql)
+{
+    sqlite3_stmt *st;
+    cr_assert_eq(sqlite3_prepare_v2(db, sql, -1, &st, NULL), SQLITE_OK, "%s: %s", sql,
+                 sqlite3_errmsg(db));
+    cr_assert_eq(sqlite3_step(st), SQLITE_ROW, "%s", sql);
+    int n = sqlite3_column_int(st, 0);
+    sqlite3_finalize(st);
+    return n;
+}
+
+int th_count_file(const char *db_path, const char *sql)
+{
+    sqlite3 *db;
+    cr_assert_eq(sqlite3_open(db_path, &db), SQLITE_OK);
+    int n = th_count(db, sql);
+    sqlite3_close(db);
+    return n;
 }

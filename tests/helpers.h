@@ -32,3 +32,9 @@ char *th_slurp(const char *path, size_t *len);
 int th_spawn(const char *const *args, const char *const *env_kv, const char *out_path,
              const char *err_path);
 int th_wait(int pid);
+
+struct sqlite3;
+/* The integer the first row of a one-value query returns (asserts it does). */
+int th_count(struct sqlite3 *db, const char *sql);
+/* The same on a database file, opened and closed around the query. */
+int th_count_file(const char *db_path, const char *sql);

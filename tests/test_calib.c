@@ -60,16 +60,6 @@ static void synth_run(ws_calib_run *run, double W)
     }
 }
 
-static int count(ws_store *s, const char *sql)
-{
-    sqlite3_stmt *st;
-    cr_assert_eq(sqlite3_prepare_v2(ws_store_db(s), sql, -1, &st, NULL), SQLITE_OK, "%s", sql);
-    cr_assert_eq(sqlite3_step(st), SQLITE_ROW);
-    int n = sqlite3_column_int(st, 0);
-    sqlite3_finalize(st);
-    return n;
-}
-
 static ws_store *fresh_store(void)
 {
     char dir[64], path[256];
@@ -92,7 +82,7 @@ Test(calib, fit_store_show_roundtrip)
     long long id = 0;
     cr_assert_eq(ws_calib_store(s, &run, &id, &err), 0, "%s", err.msg);
     cr_assert_gt(id, 0);
-    cr_assert_eq(count(s, "SELECT count(*) FROM samples"), run.n_samples);
+    cr_assert_eq(th_count(ws_store_db(s), "SELECT count(*) FROM samples"), run.n_samples);
     /* Every sample round-trips exactly. */
     sqlite3_stmt *st;
     sqlite3_prepare_v2(ws_store_db(s),
@@ -174,9 +164,9 @@ Test(calib, fit_store_show_roundtrip)
     long long id2;
     cr_assert_eq(ws_calib_store(s, &run2, &id2, &err), 0, "%s", err.msg);
     cr_assert_gt(id2, id);
-    cr_assert_eq(count(s, "SELECT count(*) FROM calib_runs"), 2);
-    cr_assert_eq(count(s, "SELECT count(*) FROM hosts"), 1);
-    cr_assert_eq(count(s, "SELECT count(*) FROM profile_params WHERE key = "
+    cr_assert_eq(th_count(ws_store_db(s), "SELECT count(*) FROM calib_runs"), 2);
+    cr_assert_eq(th_count(ws_store_db(s), "SELECT count(*) FROM hosts"), 1);
+    cr_assert_eq(th_count(ws_store_db(s), "SELECT count(*) FROM profile_params WHERE key = "
                           "'cpu.attn.gqa.bf16.bandwidth' AND value BETWEEN 14.9e9 AND 15.1e9"),
                  1);
     ws_calib_run_free(&run);
@@ -191,20 +181,20 @@ Test(calib, failed_store_leaves_no_rows)
     ws_err err = {0};
     cr_assert_eq(ws_calib_fit_all(&run, &err), 0);
     ws_store *s = fresh_store();
-    int before = count(s, "SELECT count(*) FROM profiles");
+    int before = th_count(ws_store_db(s), "SELECT count(*) FROM profiles");
     ws_calib_fault_after_samples = 7;
     long long id;
     cr_assert_eq(ws_calib_store(s, &run, &id, &err), WS_EDB);
     ws_calib_fault_after_samples = -1;
     cr_assert_neq(strstr(err.msg, "injected fault"), NULL, "%s", err.msg);
-    cr_assert_eq(count(s, "SELECT count(*) FROM samples"), 0);
-    cr_assert_eq(count(s, "SELECT count(*) FROM calib_runs"), 0);
-    cr_assert_eq(count(s, "SELECT count(*) FROM hosts"), 0);
-    cr_assert_eq(count(s, "SELECT count(*) FROM fits"), 0);
-    cr_assert_eq(count(s, "SELECT count(*) FROM profiles"), before);
+    cr_assert_eq(th_count(ws_store_db(s), "SELECT count(*) FROM samples"), 0);
+    cr_assert_eq(th_count(ws_store_db(s), "SELECT count(*) FROM calib_runs"), 0);
+    cr_assert_eq(th_count(ws_store_db(s), "SELECT count(*) FROM hosts"), 0);
+    cr_assert_eq(th_count(ws_store_db(s), "SELECT count(*) FROM fits"), 0);
+    cr_assert_eq(th_count(ws_store_db(s), "SELECT count(*) FROM profiles"), before);
     /* The database is still usable and consistent. */
     cr_assert_eq(ws_calib_store(s, &run, &id, &err), 0, "%s", err.msg);
-    cr_assert_eq(count(s, "SELECT count(*) FROM samples"), run.n_samples);
+    cr_assert_eq(th_count(ws_store_db(s), "SELECT count(*) FROM samples"), run.n_samples);
     ws_calib_run_free(&run);
     ws_store_close(s);
 }
@@ -240,7 +230,7 @@ Test(calib, locked_database_is_a_clear_error)
                   err.msg);
     sqlite3_exec(other, "ROLLBACK", 0, 0, 0);
     sqlite3_close(other);
-    cr_assert_eq(count(s2, "SELECT count(*) FROM calib_runs"), 0);
+    cr_assert_eq(th_count(ws_store_db(s2), "SELECT count(*) FROM calib_runs"), 0);
     cr_assert_eq(ws_calib_store(s2, &run, &id, &err), 0, "%s", err.msg);
     unsetenv("WRITESCOPE_DB_TIMEOUT_MS");
     ws_store_close(s2);

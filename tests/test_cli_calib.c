@@ -10,19 +10,6 @@
 
 #include "helpers.h"
 
-static int count(const char *db_path, const char *sql)
-{
-    sqlite3 *db;
-    cr_assert_eq(sqlite3_open(db_path, &db), SQLITE_OK);
-    sqlite3_stmt *st;
-    cr_assert_eq(sqlite3_prepare_v2(db, sql, -1, &st, NULL), SQLITE_OK, "%s", sqlite3_errmsg(db));
-    cr_assert_eq(sqlite3_step(st), SQLITE_ROW);
-    int n = sqlite3_column_int(st, 0);
-    sqlite3_finalize(st);
-    sqlite3_close(db);
-    return n;
-}
-
 Test(cli_calib, interrupted_run_writes_nothing, .timeout = 120)
 {
     char dir[64], db[128], out[128], err[128];
@@ -47,11 +34,11 @@ Test(cli_calib, interrupted_run_writes_nothing, .timeout = 120)
     cr_assert_eq(status, 130, "status %d, stderr: %s", status, e);
     cr_assert_neq(strstr(e, "interrupted; nothing was written"), NULL, "%s", e);
     free(e);
-    cr_assert_eq(count(db, "SELECT count(*) FROM calib_runs"), 0);
-    cr_assert_eq(count(db, "SELECT count(*) FROM samples"), 0);
-    cr_assert_eq(count(db, "SELECT count(*) FROM hosts"), 0);
-    cr_assert_eq(count(db, "SELECT count(*) FROM profiles WHERE name LIKE 'host:%'"), 0);
-    cr_assert_eq(count(db, "SELECT count(*) FROM pragma_integrity_check WHERE integrity_check = 'ok'"), 1);
+    cr_assert_eq(th_count_file(db, "SELECT count(*) FROM calib_runs"), 0);
+    cr_assert_eq(th_count_file(db, "SELECT count(*) FROM samples"), 0);
+    cr_assert_eq(th_count_file(db, "SELECT count(*) FROM hosts"), 0);
+    cr_assert_eq(th_count_file(db, "SELECT count(*) FROM profiles WHERE name LIKE 'host:%'"), 0);
+    cr_assert_eq(th_count_file(db, "SELECT count(*) FROM pragma_integrity_check WHERE integrity_check = 'ok'"), 1);
 }
 
 Test(cli_calib, show_empty_and_gpu_scope)
