@@ -107,6 +107,9 @@ __device__ __forceinline__ void attn_body(const attn_args &a)
     const int tx = threadIdx.x, ty = threadIdx.y, tz = threadIdx.z;
     const int bdy = a.bdy, bdz = a.bdz;
     const int tid = (tz * bdy + ty) * kLanes + tx, nthr = kLanes * bdy * bdz;
+    /* The 8 lanes of one (ty, tz) row: lanes of other rows in the warp may run a different
+     * number of token groups, so shuffles name only this row's lanes. */
+    const unsigned row_mask = 0xffu << ((tid & 31) & ~(kLanes - 1));
     const int sub = blockIdx.x % a.n_sub;
     const int kvh = (blockIdx.x / a.n_sub) % a.n_kvh;
     const int chunk = blockIdx.x / (a.n_sub * a.n_kvh);
@@ -207,9 +210,9 @@ __device__ __forceinline__ void attn_body(const attn_args &a)
 #pragma unroll
                 for (int h = 0; h < HPT; h++) {
                     float v = s[u][h];
-                    v += __shfl_xor_sync(0xffffffffu, v, 4, kLanes);
-                    v += __shfl_xor_sync(0xffffffffu, v, 2, kLanes);
-                    v += __shfl_xor_sync(0xffffffffu, v, 1, kLanes);
+                    v += __shfl_xor_sync(row_mask, v, 4, kLanes);
+                    v += __shfl_xor_sync(row_mask, v, 2, kLanes);
+                    v += __shfl_xor_sync(row_mask, v, 1, kLanes);
                     s[u][h] = j0 + u < n_valid ? v : -INFINITY;
                 }
 #pragma unroll
