@@ -620,7 +620,7 @@ Test(gpu, every_kernel_vs_cpu_reference, .timeout = 600)
     if (!B)
         cr_skip_test("GPU tests: CUDA backend unavailable: %s", err.msg);
     if (B->device_count(&err) == 0)
-        cr_skip_test("GPU tests: no CUDA device (%s); CPU references tested in attn_split, gpu_book",
+        cr_skip_test("GPU tests: no CUDA device (%s); CPU references and the kernel emulation are tested in attn_split, gpu_book, attn_emu",
                      err.msg);
     ws_device_info info;
     cr_assert_eq(B->device_info(0, &info, &err), 0, "%s", err.msg);
