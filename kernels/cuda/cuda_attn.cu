@@ -7,12 +7,14 @@
  * buffering on sm_80+, plain loads on sm_70), so every KV byte is read from HBM once per
  * block and serves all query heads of the sub-group (GQA group, or 16 MLA heads). Thread
  * (tx, ty, tz): 8 lanes tx split the head dimension in 16-byte vectors, ty picks HPT query
- * heads, tz interleaves groups of 4 tokens; each thread keeps an online softmax (log2
+ * heads, tz interleaves groups of GT tokens; each thread keeps an online softmax (log2
  * domain) and the lanes of a block are combined at the end. A sequence with one chunk is
  * written straight to the output; otherwise each chunk writes a normalised partial
  * (o, natural lse) and pass 2 (reduce_kernel) reduces a sequence's partials exactly as
  * ws_attn_reduce_row does. Compiled head shapes: d = 64, 128, 256 (GQA, separate V) and
- * 576/512 with V inside K (MLA absorbed); bf16 kernels only for sm_80+. */
+ * 576/512 with V inside K (MLA absorbed); bf16 kernels only for sm_80+. The device code
+ * and the launch plan live in attn_kernel.cuh (also run on the CPU by the tests'
+ * emulation); this file holds the CUDA side: primitives, launches, workspace, merge. */
 #include <cuda_fp16.h>
 #include <math.h>
 #include <stdint.h>
