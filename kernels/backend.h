@@ -66,7 +66,8 @@ typedef struct ws_backend {
      * In the problem, page addresses, q, o and lse are DEVICE pointers (pages in a D-window,
      * a ping-pong half or any device buffer); seqs and the page-table arrays are host
      * memory. Sparse `sel` lists are not supported on the GPU (WS_EUNSUP). The workspace
-     * holds the split-K partials and the staged page table: no allocation per call. */
+     * holds the split-K partials and the staged page table: no allocation per call; the
+     * next call overwrites them, so calls sharing a workspace must share a stream. */
     int (*attn_create)(const ws_gpu_attn_limits *lim, ws_gpu_attn **out, ws_err *err);
     void (*attn_destroy)(ws_gpu_attn *a);
     int (*attn_run)(ws_gpu_attn *a, const ws_attn_problem *p, const ws_gpu_attn_opts *opts,

@@ -129,7 +129,7 @@ typedef struct hprob {
     ws_attn_seq seq[8];
     const void **tab[8];
     uint16_t *pool;
-    float *q;
+    float *q, *o, *lse; /* host outputs: only for validation, the GPU writes device copies */
 } hprob;
 
 static void hmake(hprob *f, ws_kv_layout kv, int n_q, int n_seqs, const int *lens)
@@ -161,6 +161,10 @@ static void hmake(hprob *f, ws_kv_layout kv, int n_q, int n_seqs, const int *len
     for (size_t i = 0; i < nqk; i++)
         f->q[i] = 2.0f * frand(); /* peaky enough that the softmax is not uniform */
     f->p.q = f->q;
+    f->o = malloc(sizeof(float) * (size_t)n_seqs * n_q * kv.d_v);
+    f->lse = malloc(sizeof(float) * (size_t)n_seqs * n_q);
+    f->p.o = f->o;
+    f->p.lse = f->lse;
 }
 
 static void hfree(hprob *f)
@@ -169,6 +173,8 @@ static void hfree(hprob *f)
         free(f->tab[s]);
     free(f->pool);
     free(f->q);
+    free(f->o);
+    free(f->lse);
 }
 
 static void check_attention(void)
@@ -614,7 +620,7 @@ Test(gpu, every_kernel_vs_cpu_reference, .timeout = 600)
     if (!B)
         cr_skip_test("GPU tests: CUDA backend unavailable: %s", err.msg);
     if (B->device_count(&err) == 0)
-        cr_skip_test("GPU tests: no CUDA device (%s); CPU references tested in attn_split, gpu_book",
+        cr_skip_test("GPU tests: no CUDA device (%s); CPU references and the kernel emulation are tested in attn_split, gpu_book, attn_emu",
                      err.msg);
     ws_device_info info;
     cr_assert_eq(B->device_info(0, &info, &err), 0, "%s", err.msg);

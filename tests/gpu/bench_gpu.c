@@ -87,6 +87,7 @@ static attn_fig bench_attn(const char *shape, ws_kv_layout kv, int n_q, int cont
     CHECK(B->dev_alloc(sizeof(float) * rows * kv.d_v, (void **)&o, &err));
     CHECK(B->dev_alloc(sizeof(float) * rows, (void **)&lse, &err));
     CHECK(B->memset_async(q, 0, sizeof(float) * rows * kv.d_k, NULL, &err));
+    CHECK(B->stream_sync(NULL, &err)); /* the timed stream does not wait for the default one */
     ws_attn_problem p = {.kv = kv, .n_q_heads = n_q, .scale = 1.0f / sqrtf((float)kv.d_k),
                          .n_seqs = batch, .seqs = seqs, .q = q, .o = o, .lse = lse};
     ws_gpu_attn_limits lim = {.max_seqs = batch, .max_pages = n_pages, .max_q_heads = n_q,
