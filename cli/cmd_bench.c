@@ -36,7 +36,7 @@ static void help(FILE *out)
             "          threads, read_bw_gbps, fraction_of_read_bw, peak_gflops, roofline_gflops,\n"
             "          roofline_fraction and which bound applies.\n"
             "--threads  worker threads (default: one per logical CPU)\n"
-            "--isa      scalar|avx2|avx512|avx512bf16 (default: best, or $WRITESCOPE_ISA)\n"
+            "--isa      scalar|avx2|avx512|avx512bf16|amx (default: best, or $WRITESCOPE_ISA)\n"
             "Every figure is measured on this machine (source: measured).\n");
 }
 
@@ -67,7 +67,7 @@ static int resolve_isa(const char *cmd, const char *name, ws_isa *out)
 {
     ws_isa want = WS_ISA_AUTO;
     if (name && ws_isa_parse(name, &want))
-        return cli_usage_error(cmd, "unknown --isa '%s' (scalar, avx2, avx512, avx512bf16)", name);
+        return cli_usage_error(cmd, "unknown --isa '%s' (scalar, avx2, avx512, avx512bf16, amx)", name);
     ws_err err = {0};
     if (ws_isa_resolve(want, out, &err))
         return cli_fail(&err);

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "attn_cpu_amx.h"
 #include "cpu_features.h"
 #include "ws_util.h"
 
@@ -302,6 +303,11 @@ static double peak_scalar(void)
     return 2.0 * PEAK_ACC * (double)PEAK_ITERS;
 }
 
+static double peak_amx(void)
+{
+    return ws_attn_cpu_amx_peak_flops(PEAK_ITERS / 16);
+}
+
 typedef struct peak_job {
     double (*fn)(void);
     double flops[WS_POOL_MAX_THREADS];
@@ -323,7 +329,8 @@ int ws_cpu_peak_gflops(ws_pool *pool, ws_isa isa, double *gflops_out, ws_err *er
     peak_job *j = calloc(1, sizeof *j);
     if (!j)
         return ws_err_set(err, WS_ENOMEM, "peak flops: out of memory");
-    j->fn = path == WS_ISA_AVX512_BF16 ? peak_avx512bf16
+    j->fn = path == WS_ISA_AMX           ? peak_amx
+            : path == WS_ISA_AVX512_BF16 ? peak_avx512bf16
             : path == WS_ISA_AVX512   ? peak_avx512
             : path == WS_ISA_AVX2     ? peak_avx2
                                       : peak_scalar;
