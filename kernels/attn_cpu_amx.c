@@ -51,7 +51,7 @@ size_t ws_attn_cpu_amx_scratch(const ws_kv_layout *kv, int G)
     const size_t dk = (size_t)kv->d_k, dv = (size_t)kv->d_v;
     return 2 * dk * (size_t)G * 2 /* q hi, lo in VNNI */ + 16 * dk * 2 /* K gather */ +
            dv * 32 /* V VNNI */ + 16 * 16 * 4 /* scores^T */ + 2 * 16 * 32 /* p hi, lo */ +
-           16 * 16 * 4 /* O block */ + 3 * (size_t)G * 4 /* m, l, alpha */ + 64 * 8;
+           dv * 16 * 4 /* O blocks */ + 3 * (size_t)G * 4 /* m, l, alpha */ + 64 * 8;
 }
 
 typedef struct tilecfg {
@@ -66,7 +66,8 @@ typedef struct tilecfg {
 
 #define INL static inline __attribute__((always_inline))
 
-/* Tiles: 0 scores^T, 1 K, 2 q hi, 3 q lo, 4 p hi, 5 p lo, 6 V, 7 O block. */
+/* Tiles: 0 scores^T, 1 K, 2 q (hi, then lo), 4 p hi, 5 p lo, 6 V, 7 and 3 O blocks (two, so
+ * one chunk's product runs while the other is stored). */
 static void config(int g16)
 {
     tilecfg c;
@@ -74,7 +75,8 @@ static void config(int g16)
     c.palette = 1;
     c.rows[0] = 16, c.colsb[0] = (uint16_t)(g16 * 4);
     c.rows[1] = 16, c.colsb[1] = 64;
-    c.rows[2] = c.rows[3] = 16, c.colsb[2] = c.colsb[3] = (uint16_t)(g16 * 4);
+    c.rows[2] = 16, c.colsb[2] = (uint16_t)(g16 * 4);
+    c.rows[3] = (uint8_t)g16, c.colsb[3] = 64;
     c.rows[4] = c.rows[5] = (uint8_t)g16, c.colsb[4] = c.colsb[5] = 32;
     c.rows[6] = 8, c.colsb[6] = 64;
     c.rows[7] = (uint8_t)g16, c.colsb[7] = 64;
@@ -157,8 +159,8 @@ void ws_attn_cpu_amx_attend(const ws_attn_problem *p, int s, int kvh, int i0, in
     w += 16 * 16 * 4;
     uint16_t *ph = (uint16_t *)w, *pl = ph + 16 * 16; /* [g16][16 tokens] */
     w += 2 * 16 * 32;
-    float *ob = (float *)w; /* O block [g16][16] */
-    w += 16 * 16 * 4;
+    float *ob = (float *)w; /* O blocks [dv/16][g16 (of 16)][16] */
+    w += (size_t)dv * 16 * 4;
     float *m = (float *)w, *l = m + G, *alpha = l + G;
     const float scale = p->scale;
 
@@ -251,9 +253,9 @@ void ws_attn_cpu_amx_attend(const ws_attn_problem *p, int s, int kvh, int i0, in
             for (int j = 0; j < ksteps; j++) {
                 _tile_loadd(1, ka + 32 * j, dk * 2);
                 _tile_loadd(2, qh + (size_t)j * 16 * g16 * 2, g16 * 4);
-                _tile_loadd(3, ql + (size_t)j * 16 * g16 * 2, g16 * 4);
                 _tile_dpbf16ps(0, 1, 2);
-                _tile_dpbf16ps(0, 1, 3);
+                _tile_loadd(2, ql + (size_t)j * 16 * g16 * 2, g16 * 4);
+                _tile_dpbf16ps(0, 1, 2);
             }
             _tile_stored(0, st, 64);
             __m512 sg[16];
@@ -276,19 +278,31 @@ void ws_attn_cpu_amx_attend(const ws_attn_problem *p, int s, int kvh, int i0, in
             _tile_loadd(4, ph, 32);
             _tile_loadd(5, pl, 32);
             float *oh = o + (size_t)hg * 16 * dv;
-            for (int c = 0; c < dv; c += 16) {
+            /* All O-block products first (alternating two C tiles into ob[c]), then the
+             * vector update, so the stores' latency overlaps the next products. */
+            for (int c = 0; c < dv; c += 32) {
                 _tile_zero(7);
                 _tile_loadd(6, vv + (size_t)(c / 16) * 256, 64);
                 _tile_dpbf16ps(7, 4, 6);
                 _tile_dpbf16ps(7, 5, 6);
-                _tile_stored(7, ob, 64);
-                for (int g = 0; g < g16; g++) {
-                    float *og = oh + (size_t)g * dv + c;
-                    __m512 acc = _mm512_loadu_ps(og);
-                    if (ag[g] != 1.0f)
-                        acc = _mm512_mul_ps(acc, _mm512_set1_ps(ag[g]));
-                    _mm512_storeu_ps(og, _mm512_add_ps(acc, _mm512_loadu_ps(ob + 16 * g)));
-                }
+                _tile_zero(3);
+                _tile_stored(7, ob + (size_t)(c / 16) * 256, 64);
+                _tile_loadd(6, vv + (size_t)(c / 16 + 1) * 256, 64);
+                _tile_dpbf16ps(3, 4, 6);
+                _tile_dpbf16ps(3, 5, 6);
+                _tile_stored(3, ob + (size_t)(c / 16 + 1) * 256, 64);
+            }
+            for (int g = 0; g < g16; g++) {
+                float *og = oh + (size_t)g * dv;
+                const __m512 a = _mm512_set1_ps(ag[g]);
+                if (ag[g] != 1.0f)
+                    for (int c = 0; c < dv; c += 16)
+                        _mm512_storeu_ps(og + c, _mm512_fmadd_ps(_mm512_loadu_ps(og + c), a,
+                                                                 _mm512_loadu_ps(ob + (size_t)c * 16 + 16 * g)));
+                else
+                    for (int c = 0; c < dv; c += 16)
+                        _mm512_storeu_ps(og + c, _mm512_add_ps(_mm512_loadu_ps(og + c),
+                                                               _mm512_loadu_ps(ob + (size_t)c * 16 + 16 * g)));
             }
         }
     }
