@@ -89,6 +89,16 @@ int ws_isa_resolve(ws_isa want, ws_isa *out, ws_err *err)
     return 0;
 }
 
+ws_isa ws_attn_cpu_path(const ws_kv_layout *kv, int n_q_heads, ws_isa isa)
+{
+    const int G = kv->n_kv_heads > 0 ? n_q_heads / kv->n_kv_heads : 0;
+    if (isa == WS_ISA_AMX && !ws_attn_cpu_amx_fits(kv, G))
+        return WS_ISA_AVX512;
+    if (isa == WS_ISA_AVX512_BF16 && kv->dtype != WS_DT_BF16)
+        return WS_ISA_AVX512;
+    return isa;
+}
+
 static const ws_attn_cpu_ops *ops_for(ws_isa isa)
 {
     switch (isa) {
@@ -161,6 +171,23 @@ typedef struct job {
     size_t scratch_bytes; /* per thread */
 } job;
 
+/* Software prefetch of the next dense block, a quarter at a time between the block's steps
+ * (a single burst of 100+ prefetches stalls on the line-fill buffers; spread out, they keep
+ * memory busy while the block computes). Region a (K rows), then b (V rows). */
+typedef struct pf_cursor {
+    const char *a, *b;
+    size_t na, nb, off, quota;
+} pf_cursor;
+
+static inline void pf_step(pf_cursor *c)
+{
+    size_t end = c->off + c->quota, total = c->na + c->nb;
+    if (end > total)
+        end = total;
+    for (; c->off < end; c->off += 64)
+        __builtin_prefetch(c->off < c->na ? c->a + c->off : c->b + (c->off - c->na));
+}
+
 static size_t align64(size_t n)
 {
     return (n + 63) & ~(size_t)63;
@@ -184,7 +211,7 @@ static void attend(const job *jb, int s, int kvh, int i0, int i1, float *o, floa
     const size_t qbase = ((size_t)s * p->n_q_heads + (size_t)kvh * G) * dk;
     const float *q = p->q + qbase;
     const int shared_v = kv->v_shares_k && !jb->qhi;
-    const int pf = sq->sel ? jb->pf_dist : 0; /* dense rows stream: hardware prefetch */
+    const int pf = sq->sel ? jb->pf_dist : 0; /* dense blocks: pf_cursor below */
 
     for (int g = 0; g < G; g++) {
         m[g] = -INFINITY;
@@ -200,8 +227,7 @@ static void attend(const job *jb, int s, int kvh, int i0, int i1, float *o, floa
             vrow[j] = pg + ws_kv_v_off(kv, kvh, t % P);
         }
         /* Sparse lists: prefetch the rows pf items ahead, which the hardware prefetcher
-         * cannot guess. (Dense rows stream within pages; prefetching them measured no
-         * faster and costs issue slots.) */
+         * cannot guess. */
         for (int j = 0; j < n && pf; j++) {
             const int ia = i + j + pf;
             if (ia >= i1)
@@ -217,15 +243,29 @@ static void attend(const job *jb, int s, int kvh, int i0, int i1, float *o, floa
                     __builtin_prefetch(vr + b);
             }
         }
+        pf_cursor pfc = {0};
+        if (!sq->sel && i + 2 * B <= i1 && ((i + B) % P) + B <= P) {
+            const char *pg = sq->pages[(i + B) / P];
+            pfc.a = pg + 2 * ws_kv_k_off(kv, kvh, (i + B) % P);
+            pfc.na = (size_t)B * dk * 2;
+            if (!kv->v_shares_k) {
+                pfc.b = pg + 2 * ws_kv_v_off(kv, kvh, (i + B) % P);
+                pfc.nb = (size_t)B * dv * 2;
+            }
+            pfc.quota = ((pfc.na + pfc.nb) / 4 + 63) & ~(size_t)63;
+        }
         /* Scores s[g][j] (row pitch n). */
         if (jb->qhi) {
             ops->qk_bf16(jb->qhi + qbase, jb->qlo + qbase, G, dk, krow, n, p->scale, sc, n);
         } else {
             ops->cvt(kf, dk, krow, n, dk, kv->dtype);
+            pf_step(&pfc);
             ops->qk(q, G, dk, kf, dk, n, p->scale, sc, n);
         }
+        pf_step(&pfc);
         /* Online softmax: new running max, rescale what was accumulated so far. */
         ops->softmax(sc, G, n, m, l, alpha);
+        pf_step(&pfc);
         for (int g = 0; g < G; g++)
             if (alpha[g] != 1.0f) {
                 float *og = o + (size_t)g * dv;
@@ -238,6 +278,8 @@ static void attend(const job *jb, int s, int kvh, int i0, int i1, float *o, floa
             ops->cvt(vf, dv, vrow, n, dv, kv->dtype);
             ops->pv(o, G, dv, sc, n, vf, dv, n);
         }
+        pfc.quota = pfc.na + pfc.nb;
+        pf_step(&pfc);
     }
     for (int g = 0; g < G; g++) {
         float *og = o + (size_t)g * dv;

@@ -65,6 +65,11 @@ ws_isa ws_isa_best(void);
  * unknown name or an unsupported path is WS_EUNSUP with a message. */
 int ws_isa_resolve(ws_isa want, ws_isa *out, ws_err *err);
 
+/* The path that actually serves a problem of this shape when `isa` (resolved, not AUTO) is
+ * asked for: amx falls back to avx512 for fp16 KV and shapes the tiles do not serve,
+ * avx512bf16 to avx512 for fp16 KV; others serve as asked. For reporting and peaks. */
+ws_isa ws_attn_cpu_path(const ws_kv_layout *kv, int n_q_heads, ws_isa isa);
+
 /* Decode attention: validates p (ws_attn_validate plus the shapes above), then fills
  * p->o and p->lse. pool may be NULL (runs on the calling thread). */
 int ws_attn_cpu(const ws_attn_problem *p, ws_pool *pool, ws_isa isa, ws_err *err);

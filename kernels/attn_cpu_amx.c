@@ -83,6 +83,27 @@ static void config(int g16)
     _tile_loadconfig(&c);
 }
 
+/* Software prefetch of the next block, spread over the current block's work: a burst of
+ * 100+ prefetches stalls on the line-fill buffers as long as demand misses would, while a few
+ * per loop iteration keep the memory busy during the tile work. Region a, then region b. */
+#ifndef PF_BLOCKS
+#define PF_BLOCKS 1 /* prefetch distance in 16-token blocks */
+#endif
+typedef struct pf_cursor {
+    const char *a, *b;
+    size_t na, nb, off; /* bytes in a and b, bytes issued */
+    size_t quota;       /* bytes per step */
+} pf_cursor;
+
+INL void pf_step(pf_cursor *c)
+{
+    size_t end = c->off + c->quota, total = c->na + c->nb;
+    if (end > total)
+        end = total;
+    for (; c->off < end; c->off += 64)
+        _mm_prefetch(c->off < c->na ? c->a + c->off : c->b + (c->off - c->na), _MM_HINT_T0);
+}
+
 /* 16x16 transpose: in rows 16 floats apart -> out[c] = column c. */
 INL void transpose16(const float *in, __m512 out[16])
 {
@@ -190,6 +211,7 @@ void ws_attn_cpu_amx_attend(const ws_attn_problem *p, int s, int kvh, int i0, in
     const __m512i idx1 = _mm512_set_epi64(15, 14, 7, 6, 13, 12, 5, 4);
     const uint16_t *krow[16], *vrow[16];
     static const uint16_t zero_row[WS_ATTN_MAX_HEAD_DIM];
+    const int pf_steps = 8 + n_hg * (ksteps + g16 + dv / 32); /* loop steps per block */
     for (int i = i0; i < i1; i += 16) {
         const int n = i1 - i < 16 ? i1 - i : 16;
         /* Row addresses. Dense blocks inside one page: consecutive rows, no division. */
@@ -214,6 +236,21 @@ void ws_attn_cpu_amx_attend(const ws_attn_problem *p, int s, int kvh, int i0, in
                 }
             }
         }
+        /* The next dense block's K and V bytes, issued a few lines per loop step below. */
+        pf_cursor pf = {0};
+        if (!sq->sel && i + 16 * PF_BLOCKS < i1) {
+            const int ia = i + 16 * PF_BLOCKS, na = i1 - ia < 16 ? i1 - ia : 16;
+            if ((ia % P) + na <= P) {
+                const char *pg = sq->pages[ia / P];
+                pf.a = pg + 2 * ws_kv_k_off(kv, kvh, ia % P);
+                pf.na = (size_t)na * dk * 2;
+                if (!kv->v_shares_k) {
+                    pf.b = pg + 2 * ws_kv_v_off(kv, kvh, ia % P);
+                    pf.nb = (size_t)na * dv * 2;
+                }
+                pf.quota = ((pf.na + pf.nb) / pf_steps + 63) & ~(size_t)63;
+            }
+        }
         if (sq->sel) /* the next block's rows: the hardware cannot guess a list */
             for (int j = 0; j < 16 && i + 16 + j < i1; j++) {
                 const int t = sq->sel[i + 16 + j];
@@ -236,6 +273,7 @@ void ws_attn_cpu_amx_attend(const ws_attn_problem *p, int s, int kvh, int i0, in
         }
         /* V with token pairs interleaved (VNNI), 16 columns per tile. */
         for (int r = 0; r < 8; r++) {
+            pf_step(&pf);
             const uint16_t *a = vrow[2 * r], *b = vrow[2 * r + 1];
             for (int c = 0; c < dv; c += 32) {
                 __m512i x = _mm512_loadu_si512(a + c), y = _mm512_loadu_si512(b + c);
@@ -251,6 +289,7 @@ void ws_attn_cpu_amx_attend(const ws_attn_problem *p, int s, int kvh, int i0, in
             const uint16_t *qh = qv + (size_t)hg * 2 * hl_stride, *ql = qh + hl_stride;
             _tile_zero(0);
             for (int j = 0; j < ksteps; j++) {
+                pf_step(&pf);
                 _tile_loadd(1, ka + 32 * j, dk * 2);
                 _tile_loadd(2, qh + (size_t)j * 16 * g16 * 2, g16 * 4);
                 _tile_dpbf16ps(0, 1, 2);
@@ -262,6 +301,7 @@ void ws_attn_cpu_amx_attend(const ws_attn_problem *p, int s, int kvh, int i0, in
             transpose16(st, sg);
             float *mg = m + hg * 16, *lg = l + hg * 16, *ag = alpha + hg * 16;
             for (int g = 0; g < g16; g++) {
+                pf_step(&pf);
                 __m512 x = _mm512_mask_mul_ps(_mm512_set1_ps(-INFINITY), valid, sg[g],
                                               _mm512_set1_ps(scale));
                 float mx = _mm512_reduce_max_ps(x);
@@ -281,6 +321,7 @@ void ws_attn_cpu_amx_attend(const ws_attn_problem *p, int s, int kvh, int i0, in
             /* All O-block products first (alternating two C tiles into ob[c]), then the
              * vector update, so the stores' latency overlaps the next products. */
             for (int c = 0; c < dv; c += 32) {
+                pf_step(&pf);
                 _tile_zero(7);
                 _tile_loadd(6, vv + (size_t)(c / 16) * 256, 64);
                 _tile_dpbf16ps(7, 4, 6);
@@ -305,6 +346,8 @@ void ws_attn_cpu_amx_attend(const ws_attn_problem *p, int s, int kvh, int i0, in
                                                                _mm512_loadu_ps(ob + (size_t)c * 16 + 16 * g)));
             }
         }
+        pf.quota = pf.na + pf.nb; /* whatever is left */
+        pf_step(&pf);
     }
     _tile_release();
     for (int g = 0; g < G; g++) {
