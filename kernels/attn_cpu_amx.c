@@ -51,7 +51,7 @@ size_t ws_attn_cpu_amx_scratch(const ws_kv_layout *kv, int G)
     const size_t dk = (size_t)kv->d_k, dv = (size_t)kv->d_v;
     return 2 * dk * (size_t)G * 2 /* q hi, lo in VNNI */ + 16 * dk * 2 /* K gather */ +
            dv * 32 /* V VNNI */ + 16 * 16 * 4 /* scores^T */ + 2 * 16 * 32 /* p hi, lo */ +
-           dv * 16 * 4 /* O blocks */ + 3 * (size_t)G * 4 /* m, l, alpha */ + 64 * 8;
+3 * (size_t)G * 4 /* m, l, alpha */ + 64 * 8;
 }
 
 typedef struct tilecfg {
@@ -66,8 +66,7 @@ typedef struct tilecfg {
 
 #define INL static inline __attribute__((always_inline))
 
-/* Tiles: 0 scores^T, 1 K, 2 q (hi, then lo), 4 p hi, 5 p lo, 6 V, 7 and 3 O blocks (two, so
- * one chunk's product runs while the other is stored). */
+/* Tiles: 0 scores^T, 1 K, 2 q (hi, then lo), 4 p hi, 5 p lo, 6 V, 7 and 3 slabs of O. */
 static void config(int g16)
 {
     tilecfg c;
@@ -180,8 +179,6 @@ void ws_attn_cpu_amx_attend(const ws_attn_problem *p, int s, int kvh, int i0, in
     w += 16 * 16 * 4;
     uint16_t *ph = (uint16_t *)w, *pl = ph + 16 * 16; /* [g16][16 tokens] */
     w += 2 * 16 * 32;
-    float *ob = (float *)w; /* O blocks [dv/16][g16 (of 16)][16] */
-    w += (size_t)dv * 16 * 4;
     float *m = (float *)w, *l = m + G, *alpha = l + G;
     const float scale = p->scale;
 
@@ -318,32 +315,28 @@ void ws_attn_cpu_amx_attend(const ws_attn_problem *p, int s, int kvh, int i0, in
             _tile_loadd(4, ph, 32);
             _tile_loadd(5, pl, 32);
             float *oh = o + (size_t)hg * 16 * dv;
-            /* All O-block products first (alternating two C tiles into ob[c]), then the
-             * vector update, so the stores' latency overlaps the next products. */
+            /* Rescale the rows whose running max moved, then accumulate P.V straight into
+             * O: each 16-column slab of O is loaded as a C tile, gets both products, and is
+             * stored back (two C tiles alternate so one slab's stores overlap the next). */
+            for (int g = 0; g < g16; g++)
+                if (ag[g] != 1.0f) {
+                    float *og = oh + (size_t)g * dv;
+                    const __m512 a = _mm512_set1_ps(ag[g]);
+                    for (int c = 0; c < dv; c += 16)
+                        _mm512_storeu_ps(og + c, _mm512_mul_ps(_mm512_loadu_ps(og + c), a));
+                }
             for (int c = 0; c < dv; c += 32) {
                 pf_step(&pf);
-                _tile_zero(7);
+                _tile_loadd(7, oh + c, dv * 4);
                 _tile_loadd(6, vv + (size_t)(c / 16) * 256, 64);
                 _tile_dpbf16ps(7, 4, 6);
                 _tile_dpbf16ps(7, 5, 6);
-                _tile_zero(3);
-                _tile_stored(7, ob + (size_t)(c / 16) * 256, 64);
+                _tile_loadd(3, oh + c + 16, dv * 4);
+                _tile_stored(7, oh + c, dv * 4);
                 _tile_loadd(6, vv + (size_t)(c / 16 + 1) * 256, 64);
                 _tile_dpbf16ps(3, 4, 6);
                 _tile_dpbf16ps(3, 5, 6);
-                _tile_stored(3, ob + (size_t)(c / 16 + 1) * 256, 64);
-            }
-            for (int g = 0; g < g16; g++) {
-                float *og = oh + (size_t)g * dv;
-                const __m512 a = _mm512_set1_ps(ag[g]);
-                if (ag[g] != 1.0f)
-                    for (int c = 0; c < dv; c += 16)
-                        _mm512_storeu_ps(og + c, _mm512_fmadd_ps(_mm512_loadu_ps(og + c), a,
-                                                                 _mm512_loadu_ps(ob + (size_t)c * 16 + 16 * g)));
-                else
-                    for (int c = 0; c < dv; c += 16)
-                        _mm512_storeu_ps(og + c, _mm512_add_ps(_mm512_loadu_ps(og + c),
-                                                               _mm512_loadu_ps(ob + (size_t)c * 16 + 16 * g)));
+                _tile_stored(3, oh + c + 16, dv * 4);
             }
         }
         pf.quota = pf.na + pf.nb; /* whatever is left */
