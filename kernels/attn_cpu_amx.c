@@ -211,11 +211,16 @@ void ws_attn_cpu_amx_attend(const ws_attn_problem *p, int s, int kvh, int i0, in
     const int pf_steps = 8 + n_hg * (ksteps + g16 + dv / 32); /* loop steps per block */
     for (int i = i0; i < i1; i += 16) {
         const int n = i1 - i < 16 ? i1 - i : 16;
-        /* Row addresses. Dense blocks inside one page: consecutive rows, no division. */
-        const int in_page = !sq->sel && (i % P) + n <= P;
+        /* Row addresses. A block that is one page's run of tokens (dense, or a list that
+         * picked whole pages) has consecutive rows: no division per token. */
+        const int tf = sq->sel ? sq->sel[i] : i;
+        int in_page = (tf % P) + n <= P;
+        if (sq->sel)
+            for (int j = 1; j < n && in_page; j++)
+                in_page = sq->sel[i + j] == tf + j;
         if (in_page) {
-            const uint16_t *pg = sq->pages[i / P];
-            const uint16_t *k0 = pg + ws_kv_k_off(kv, kvh, i % P), *v0 = pg + ws_kv_v_off(kv, kvh, i % P);
+            const uint16_t *pg = sq->pages[tf / P];
+            const uint16_t *k0 = pg + ws_kv_k_off(kv, kvh, tf % P), *v0 = pg + ws_kv_v_off(kv, kvh, tf % P);
             const size_t vstride = kv->v_shares_k ? (size_t)dk : (size_t)dv;
             for (int j = 0; j < 16; j++) {
                 krow[j] = j < n ? k0 + (size_t)j * dk : zero_row;
@@ -233,22 +238,33 @@ void ws_attn_cpu_amx_attend(const ws_attn_problem *p, int s, int kvh, int i0, in
                 }
             }
         }
-        /* The next dense block's K and V bytes, issued a few lines per loop step below. */
+        /* The next block's K and V bytes when they are one page's run (dense blocks, lists
+         * of whole pages), issued a few lines per loop step below; other lists per row. */
         pf_cursor pf = {0};
-        if (!sq->sel && i + 16 * PF_BLOCKS < i1) {
+        int pf_rows = 0; /* 1: the next block of a list is not one run: prefetch per row */
+        if (i + 16 * PF_BLOCKS < i1) {
             const int ia = i + 16 * PF_BLOCKS, na = i1 - ia < 16 ? i1 - ia : 16;
-            if ((ia % P) + na <= P) {
-                const char *pg = sq->pages[ia / P];
-                pf.a = pg + 2 * ws_kv_k_off(kv, kvh, ia % P);
+            /* First token of the next block and whether its tokens are one page's run. */
+            int t0 = ia, run = (ia % P) + na <= P;
+            if (sq->sel) {
+                t0 = sq->sel[ia];
+                run = (t0 % P) + na <= P;
+                for (int j = 1; j < na && run; j++)
+                    run = sq->sel[ia + j] == t0 + j;
+                pf_rows = !run;
+            }
+            if (run) {
+                const char *pg = sq->pages[t0 / P];
+                pf.a = pg + 2 * ws_kv_k_off(kv, kvh, t0 % P);
                 pf.na = (size_t)na * dk * 2;
                 if (!kv->v_shares_k) {
-                    pf.b = pg + 2 * ws_kv_v_off(kv, kvh, ia % P);
+                    pf.b = pg + 2 * ws_kv_v_off(kv, kvh, t0 % P);
                     pf.nb = (size_t)na * dv * 2;
                 }
                 pf.quota = ((pf.na + pf.nb) / pf_steps + 63) & ~(size_t)63;
             }
         }
-        if (sq->sel) /* the next block's rows: the hardware cannot guess a list */
+        if (pf_rows) /* scattered rows of a list: the hardware cannot guess them */
             for (int j = 0; j < 16 && i + 16 + j < i1; j++) {
                 const int t = sq->sel[i + 16 + j];
                 const char *pg = sq->pages[t / P];
