@@ -8,8 +8,12 @@
  *            rows are loaded as an A tile straight from the page (rows of one page are a
  *            fixed stride apart) or from a 16-row gather buffer (sparse lists, page edges);
  *   softmax  on the transposed scores (AVX-512), probabilities split into bf16 hi + lo;
- *   O_blk [G x 16 cols] = P [G x 16 tok] . V (token pairs interleaved, VNNI), added to the
- *            fp32 accumulators with the online-softmax rescale.
+ *   O [G x 16 cols] += P [G x 16 tok] . V (token pairs interleaved, VNNI): each 16-column
+ *            slab of the fp32 accumulator is loaded as a C tile, takes the product and is
+ *            stored back; rows whose running max moved are rescaled first (AVX-512).
+ * The next block's K and V lines are prefetched a few per loop step: a burst of 100+
+ * prefetches stalls on the line-fill buffers, spread out they overlap the tile work (this
+ * doubled the streaming rate on the development host).
  * q and p enter TMUL as bf16 hi + lo halves (two TDPBF16PS each), so scores and weights
  * keep ~16 mantissa bits: the same accuracy as the fp32 FMA paths, at a fraction of the
  * instruction count (one TDPBF16PS is 16x16x32 multiply-adds). */
