@@ -33,7 +33,7 @@ static void usage(FILE *out)
         fprintf(out, "  %-8s %s\n", k_commands[i].name, k_commands[i].summary);
     fprintf(out, "\nenvironment: WRITESCOPE_HOME (project folder), WRITESCOPE_DB (database path),\n"
                  "  WRITESCOPE_DB_TIMEOUT_MS (lock wait), WRITESCOPE_CUDA_LIB (CUDA backend .so),\n"
-                 "  WRITESCOPE_ISA (force the CPU kernels' path: scalar|avx2|avx512|avx512bf16)\n");
+                 "  WRITESCOPE_ISA (force the CPU kernels' path: scalar|avx2|avx512|avx512bf16|amx)\n");
 }
 
 int main(int argc, char **argv)

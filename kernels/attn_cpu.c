@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attn_cpu_amx.h"
 #include "attn_cpu_isa.h"
 #include "cpu_features.h"
 #include "half.h"
@@ -16,8 +17,10 @@
 #define TASKS_PER_THREAD 4
 #define PF_DIST 16 /* sparse lists: items (tokens) prefetched ahead */
 
-static const char *const k_isa_names[WS_ISA_COUNT] = {"auto", "scalar", "avx2", "avx512",
-                                                      "avx512bf16"};
+static const char *const k_isa_names[WS_ISA_COUNT] = {"auto",   "scalar",     "avx2",
+                                                      "avx512", "avx512bf16", "amx"};
+/* ws_isa_best's order of preference (see attn_cpu.h for why avx512 precedes avx512bf16). */
+static const ws_isa k_preference[] = {WS_ISA_AMX, WS_ISA_AVX512, WS_ISA_AVX512_BF16, WS_ISA_AVX2};
 
 const char *ws_isa_name(ws_isa isa)
 {
@@ -48,6 +51,8 @@ int ws_isa_supported(ws_isa isa)
         return avx512;
     case WS_ISA_AVX512_BF16:
         return avx512 && f->avx512_bf16;
+    case WS_ISA_AMX:
+        return avx512 && f->avx512_bf16 && f->amx_bf16 && ws_attn_cpu_amx_enable();
     default:
         return 0;
     }
@@ -55,9 +60,9 @@ int ws_isa_supported(ws_isa isa)
 
 ws_isa ws_isa_best(void)
 {
-    for (int i = WS_ISA_COUNT - 1; i > WS_ISA_SCALAR; i--)
-        if (ws_isa_supported((ws_isa)i))
-            return (ws_isa)i;
+    for (size_t i = 0; i < sizeof k_preference / sizeof k_preference[0]; i++)
+        if (ws_isa_supported(k_preference[i]))
+            return k_preference[i];
     return WS_ISA_SCALAR;
 }
 
@@ -69,7 +74,7 @@ int ws_isa_resolve(ws_isa want, ws_isa *out, ws_err *err)
             if (ws_isa_parse(env, &want))
                 return ws_err_set(err, WS_EUNSUP,
                                   "WRITESCOPE_ISA=%s: unknown instruction path (auto, scalar, "
-                                  "avx2, avx512, avx512bf16)",
+                                  "avx2, avx512, avx512bf16, amx)",
                                   env);
         }
         if (want == WS_ISA_AUTO)
@@ -84,12 +89,23 @@ int ws_isa_resolve(ws_isa want, ws_isa *out, ws_err *err)
     return 0;
 }
 
+ws_isa ws_attn_cpu_path(const ws_kv_layout *kv, int n_q_heads, ws_isa isa)
+{
+    const int G = kv->n_kv_heads > 0 ? n_q_heads / kv->n_kv_heads : 0;
+    if (isa == WS_ISA_AMX && !ws_attn_cpu_amx_fits(kv, G))
+        return WS_ISA_AVX512;
+    if (isa == WS_ISA_AVX512_BF16 && kv->dtype != WS_DT_BF16)
+        return WS_ISA_AVX512;
+    return isa;
+}
+
 static const ws_attn_cpu_ops *ops_for(ws_isa isa)
 {
     switch (isa) {
     case WS_ISA_AVX2:
         return ws_attn_cpu_ops_avx2();
     case WS_ISA_AVX512:
+    case WS_ISA_AMX: /* shapes the tiles do not serve */
         return ws_attn_cpu_ops_avx512();
     case WS_ISA_AVX512_BF16:
         return ws_attn_cpu_ops_avx512bf16();
@@ -147,12 +163,30 @@ typedef struct job {
     int G, dk, dv;
     const uint16_t *qhi, *qlo; /* bf16 halves of q for qk_bf16, else NULL */
     int pf_dist;               /* software prefetch distance, items */
+    int amx;                   /* 1: the AMX block loop serves this problem */
     task *tasks;
     unit *units;
     float *part_o, *part_lse;
     char *scratch;
     size_t scratch_bytes; /* per thread */
 } job;
+
+/* Software prefetch of the next dense block, a quarter at a time between the block's steps
+ * (a single burst of 100+ prefetches stalls on the line-fill buffers; spread out, they keep
+ * memory busy while the block computes). Region a (K rows), then b (V rows). */
+typedef struct pf_cursor {
+    const char *a, *b;
+    size_t na, nb, off, quota;
+} pf_cursor;
+
+static inline void pf_step(pf_cursor *c)
+{
+    size_t end = c->off + c->quota, total = c->na + c->nb;
+    if (end > total)
+        end = total;
+    for (; c->off < end; c->off += 64)
+        __builtin_prefetch(c->off < c->na ? c->a + c->off : c->b + (c->off - c->na));
+}
 
 static size_t align64(size_t n)
 {
@@ -177,7 +211,7 @@ static void attend(const job *jb, int s, int kvh, int i0, int i1, float *o, floa
     const size_t qbase = ((size_t)s * p->n_q_heads + (size_t)kvh * G) * dk;
     const float *q = p->q + qbase;
     const int shared_v = kv->v_shares_k && !jb->qhi;
-    const int pf = sq->sel ? jb->pf_dist : 0; /* dense rows stream: hardware prefetch */
+    const int pf = sq->sel ? jb->pf_dist : 0; /* dense blocks: pf_cursor below */
 
     for (int g = 0; g < G; g++) {
         m[g] = -INFINITY;
@@ -193,8 +227,7 @@ static void attend(const job *jb, int s, int kvh, int i0, int i1, float *o, floa
             vrow[j] = pg + ws_kv_v_off(kv, kvh, t % P);
         }
         /* Sparse lists: prefetch the rows pf items ahead, which the hardware prefetcher
-         * cannot guess. (Dense rows stream within pages; prefetching them measured no
-         * faster and costs issue slots.) */
+         * cannot guess. */
         for (int j = 0; j < n && pf; j++) {
             const int ia = i + j + pf;
             if (ia >= i1)
@@ -210,15 +243,29 @@ static void attend(const job *jb, int s, int kvh, int i0, int i1, float *o, floa
                     __builtin_prefetch(vr + b);
             }
         }
+        pf_cursor pfc = {0};
+        if (!sq->sel && i + 2 * B <= i1 && ((i + B) % P) + B <= P) {
+            const char *pg = sq->pages[(i + B) / P];
+            pfc.a = pg + 2 * ws_kv_k_off(kv, kvh, (i + B) % P);
+            pfc.na = (size_t)B * dk * 2;
+            if (!kv->v_shares_k) {
+                pfc.b = pg + 2 * ws_kv_v_off(kv, kvh, (i + B) % P);
+                pfc.nb = (size_t)B * dv * 2;
+            }
+            pfc.quota = ((pfc.na + pfc.nb) / 4 + 63) & ~(size_t)63;
+        }
         /* Scores s[g][j] (row pitch n). */
         if (jb->qhi) {
             ops->qk_bf16(jb->qhi + qbase, jb->qlo + qbase, G, dk, krow, n, p->scale, sc, n);
         } else {
             ops->cvt(kf, dk, krow, n, dk, kv->dtype);
+            pf_step(&pfc);
             ops->qk(q, G, dk, kf, dk, n, p->scale, sc, n);
         }
+        pf_step(&pfc);
         /* Online softmax: new running max, rescale what was accumulated so far. */
         ops->softmax(sc, G, n, m, l, alpha);
+        pf_step(&pfc);
         for (int g = 0; g < G; g++)
             if (alpha[g] != 1.0f) {
                 float *og = o + (size_t)g * dv;
@@ -231,6 +278,8 @@ static void attend(const job *jb, int s, int kvh, int i0, int i1, float *o, floa
             ops->cvt(vf, dv, vrow, n, dv, kv->dtype);
             ops->pv(o, G, dv, sc, n, vf, dv, n);
         }
+        pfc.quota = pfc.na + pfc.nb;
+        pf_step(&pfc);
     }
     for (int g = 0; g < G; g++) {
         float *og = o + (size_t)g * dv;
@@ -260,7 +309,11 @@ static void run_task(void *ctx, int ti, int thread)
         o = jb->part_o + (size_t)t->part * jb->G * jb->dv;
         lse = jb->part_lse + (size_t)t->part * jb->G;
     }
-    attend(jb, t->seq, t->kvh, t->i0, t->i1, o, lse, jb->scratch + (size_t)thread * jb->scratch_bytes);
+    char *scr = jb->scratch + (size_t)thread * jb->scratch_bytes;
+    if (jb->amx)
+        ws_attn_cpu_amx_attend(p, t->seq, t->kvh, t->i0, t->i1, jb->G, o, lse, scr);
+    else
+        attend(jb, t->seq, t->kvh, t->i0, t->i1, o, lse, scr);
 }
 
 static void run_merge(void *ctx, int ui, int thread)
@@ -334,7 +387,10 @@ int ws_attn_cpu(const ws_attn_problem *p, ws_pool *pool, ws_isa isa, ws_err *err
     jb.scratch_bytes = align64(sizeof(void *) * 2 * B) +
                        align64(sizeof(float) * ((size_t)B * (kv->d_k + kv->d_v) +
                                                 (size_t)G * B + 3 * (size_t)G));
-    const int use_bf16 = jb.ops->qk_bf16 && kv->dtype == WS_DT_BF16;
+    jb.amx = path == WS_ISA_AMX && ws_attn_cpu_amx_fits(kv, G);
+    if (jb.amx && ws_attn_cpu_amx_scratch(kv, G) > jb.scratch_bytes)
+        jb.scratch_bytes = align64(ws_attn_cpu_amx_scratch(kv, G));
+    const int use_bf16 = !jb.amx && jb.ops->qk_bf16 && kv->dtype == WS_DT_BF16;
     const size_t nq_elems = (size_t)p->n_seqs * p->n_q_heads * kv->d_k;
     size_t off_units = align64(sizeof(task) * (size_t)n_tasks);
     size_t off_po = off_units + align64(sizeof(unit) * (size_t)n_units);

@@ -13,9 +13,18 @@
  *   avx2        AVX2 + FMA + F16C, fp32 FMA on KV converted in registers;
  *   avx512      AVX-512 F/BW/VL, fp32 FMA;
  *   avx512bf16  avx512 plus VDPBF16PS for q.k on bf16 KV (q split into a bf16 hi + lo
- *               pair so the scores keep ~16 mantissa bits; fp16 KV runs as avx512).
+ *               pair so the scores keep ~16 mantissa bits; fp16 KV runs as avx512);
+ *   amx         AMX-BF16 tiles (TDPBF16PS) for q.k and p.V on bf16 KV, q and p split into
+ *               bf16 hi + lo; needs Linux to grant the tile state. fp16 KV and shapes the
+ *               tiles do not serve (d not a multiple of 32, group > 16 and not a multiple of
+ *               16) run the avx512 loop.
+ * ws_isa_best() prefers amx, then avx512, then avx512bf16, avx2, scalar: on the Sapphire
+ * Rapids host this was written on, VDPBF16PS (zmm) retires about a quarter as many
+ * instructions per cycle as VFMADD, so with the hi + lo split it is slower than fp32 FMA
+ * (kept for CPUs where it is fast, and forced with WRITESCOPE_ISA=avx512bf16).
  * WS_ISA_AUTO takes ws_isa_best(), which the environment variable WRITESCOPE_ISA
- * (scalar|avx2|avx512|avx512bf16) overrides; asking for a path this CPU lacks is an error.
+ * (scalar|avx2|avx512|avx512bf16|amx) overrides; asking for a path this CPU lacks is an
+ * error.
  *
  * Shapes served: d_k and d_v multiples of 16 up to WS_ATTN_MAX_HEAD_DIM, group sizes
  * (query heads per KV head) 1..WS_ATTN_CPU_MAX_GROUP. Anything else is WS_EUNSUP.
@@ -40,10 +49,11 @@ typedef enum {
     WS_ISA_AVX2 = 2,       /* AVX2 + FMA + F16C */
     WS_ISA_AVX512 = 3,     /* AVX-512 F + BW + VL */
     WS_ISA_AVX512_BF16 = 4,/* AVX-512 + AVX512_BF16 (VDPBF16PS) */
+    WS_ISA_AMX = 5,        /* AVX-512 + AMX-BF16 tiles */
     WS_ISA_COUNT
 } ws_isa;
 
-/* "auto", "scalar", "avx2", "avx512", "avx512bf16". */
+/* "auto", "scalar", "avx2", "avx512", "avx512bf16", "amx". */
 const char *ws_isa_name(ws_isa isa);
 /* Parses a name as above; 0 and *out, or -1 if unknown. */
 int ws_isa_parse(const char *name, ws_isa *out);
@@ -54,6 +64,11 @@ ws_isa ws_isa_best(void);
 /* Resolves a request: WS_ISA_AUTO -> $WRITESCOPE_ISA if set, else ws_isa_best(); an
  * unknown name or an unsupported path is WS_EUNSUP with a message. */
 int ws_isa_resolve(ws_isa want, ws_isa *out, ws_err *err);
+
+/* The path that actually serves a problem of this shape when `isa` (resolved, not AUTO) is
+ * asked for: amx falls back to avx512 for fp16 KV and shapes the tiles do not serve,
+ * avx512bf16 to avx512 for fp16 KV; others serve as asked. For reporting and peaks. */
+ws_isa ws_attn_cpu_path(const ws_kv_layout *kv, int n_q_heads, ws_isa isa);
 
 /* Decode attention: validates p (ws_attn_validate plus the shapes above), then fills
  * p->o and p->lse. pool may be NULL (runs on the calling thread). */

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "attn_cpu_amx.h"
 #include "cpu_features.h"
 #include "ws_util.h"
 
@@ -92,20 +93,19 @@ typedef struct bw_job {
     size_t slice;   /* elements per task */
     int init;       /* 1: first-touch pass */
     float (*read)(const float *, size_t);
-    float partial[SLICES_PER_THREAD * WS_POOL_MAX_THREADS / 8];
+    float partial[WS_POOL_MAX_THREADS]; /* per-thread results, kept alive via g_sink */
 } bw_job;
 
 static void read_task(void *ctx, int task, int thread)
 {
     bw_job *j = ctx;
-    (void)thread;
     float *x = j->buf + (size_t)task * j->slice;
     if (j->init) {
         for (size_t i = 0; i < j->slice; i++)
             x[i] = (float)(i & 7);
         return;
     }
-    g_sink += j->read(x, j->slice) * 0.0f; /* racy add of zero: only keeps the result */
+    j->partial[thread] += j->read(x, j->slice);
 }
 
 int ws_membw_read(ws_pool *pool, size_t bytes, int repeats, double *gbps_out, ws_err *err)
@@ -140,6 +140,7 @@ int ws_membw_read(ws_pool *pool, size_t bytes, int repeats, double *gbps_out, ws
     }
     if (t)
         *gbps_out = (double)(slice * (size_t)tasks * sizeof(float)) / median(t, repeats) / 1e9;
+    g_sink += j->partial[0] * 0.0f;
     free(t);
     free(j->buf);
     free(j);
@@ -217,7 +218,7 @@ int ws_membw_triad(ws_pool *pool, size_t bytes, int repeats, double *gbps_out, w
 
 #pragma GCC push_options
 #pragma GCC target("avx512f")
-static double peak_avx512(void)
+static double peak_avx512(float *sink)
 {
     __m512 acc[PEAK_ACC], x = _mm512_set1_ps(0.999f), y = _mm512_set1_ps(1e-7f);
     for (int k = 0; k < PEAK_ACC; k++)
@@ -231,14 +232,14 @@ static double peak_avx512(void)
     __m512 s = acc[0];
     for (int k = 1; k < PEAK_ACC; k++)
         s = _mm512_add_ps(s, acc[k]);
-    g_sink += _mm512_reduce_add_ps(s) * 0.0f;
+    *sink += _mm512_reduce_add_ps(s);
     return 2.0 * 16 * PEAK_ACC * (double)PEAK_ITERS;
 }
 #pragma GCC pop_options
 
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512bw,avx512bf16")
-static double peak_avx512bf16(void)
+static double peak_avx512bf16(float *sink)
 {
     __m512 acc[PEAK_ACC];
     __m512bh h = (__m512bh)_mm512_set1_epi16(0x3f80), l = (__m512bh)_mm512_set1_epi16(0x3380),
@@ -256,14 +257,14 @@ static double peak_avx512bf16(void)
     __m512 s = acc[0];
     for (int j = 1; j < PEAK_ACC; j++)
         s = _mm512_add_ps(s, acc[j]);
-    g_sink += _mm512_reduce_add_ps(s) * 0.0f;
+    *sink += _mm512_reduce_add_ps(s);
     return 2.0 * 32 * PEAK_ACC * (double)PEAK_ITERS; /* 32 useful MACs per hi+lo pair */
 }
 #pragma GCC pop_options
 
 #pragma GCC push_options
 #pragma GCC target("avx2,fma")
-static double peak_avx2(void)
+static double peak_avx2(float *sink)
 {
     __m256 acc[PEAK_ACC], x = _mm256_set1_ps(0.999f), y = _mm256_set1_ps(1e-7f);
     for (int k = 0; k < PEAK_ACC; k++)
@@ -279,13 +280,13 @@ static double peak_avx2(void)
         s = _mm256_add_ps(s, acc[k]);
     float v[8];
     _mm256_storeu_ps(v, s);
-    g_sink += v[0] * 0.0f;
+    *sink += v[0];
     return 2.0 * 8 * PEAK_ACC * (double)PEAK_ITERS;
 }
 #pragma GCC pop_options
 
 /* The scalar path's inner loops are plain C: so is its peak (what -O2 makes of it). */
-static double peak_scalar(void)
+static double peak_scalar(float *sink)
 {
     float acc[PEAK_ACC], x = 0.999f, y = 1e-7f;
     for (int k = 0; k < PEAK_ACC; k++)
@@ -298,20 +299,27 @@ static double peak_scalar(void)
     float s = 0;
     for (int k = 0; k < PEAK_ACC; k++)
         s += acc[k];
-    g_sink += s * 0.0f;
+    *sink += s;
     return 2.0 * PEAK_ACC * (double)PEAK_ITERS;
 }
 
+static double peak_amx(float *sink)
+{
+    (void)sink;
+    return ws_attn_cpu_amx_peak_flops(PEAK_ITERS);
+}
+
 typedef struct peak_job {
-    double (*fn)(void);
+    double (*fn)(float *sink);
     double flops[WS_POOL_MAX_THREADS];
+    float sink[WS_POOL_MAX_THREADS]; /* per-thread results, kept alive via g_sink */
 } peak_job;
 
 static void peak_task(void *ctx, int task, int thread)
 {
     peak_job *j = ctx;
     (void)task;
-    j->flops[thread] += j->fn();
+    j->flops[thread] += j->fn(&j->sink[thread]);
 }
 
 int ws_cpu_peak_gflops(ws_pool *pool, ws_isa isa, double *gflops_out, ws_err *err)
@@ -323,7 +331,8 @@ int ws_cpu_peak_gflops(ws_pool *pool, ws_isa isa, double *gflops_out, ws_err *er
     peak_job *j = calloc(1, sizeof *j);
     if (!j)
         return ws_err_set(err, WS_ENOMEM, "peak flops: out of memory");
-    j->fn = path == WS_ISA_AVX512_BF16 ? peak_avx512bf16
+    j->fn = path == WS_ISA_AMX           ? peak_amx
+            : path == WS_ISA_AVX512_BF16 ? peak_avx512bf16
             : path == WS_ISA_AVX512   ? peak_avx512
             : path == WS_ISA_AVX2     ? peak_avx2
                                       : peak_scalar;
@@ -340,6 +349,7 @@ int ws_cpu_peak_gflops(ws_pool *pool, ws_isa isa, double *gflops_out, ws_err *er
             flops += j->flops[i];
     }
     *gflops_out = flops / median(t, repeats) / 1e9;
+    g_sink += j->sink[0] * 0.0f;
     free(j);
     return 0;
 }

@@ -31,8 +31,8 @@ int ws_membw_read(ws_pool *pool, size_t bytes, int repeats, double *gbps_out, ws
 int ws_membw_triad(ws_pool *pool, size_t bytes, int repeats, double *gbps_out, ws_err *err);
 /* Peak dot-product GFLOP/s of the instruction path `isa` (WS_ISA_AUTO resolves as
  * ws_attn_cpu does) on all threads of the pool. Flops are the useful multiply-adds x 2: for
- * avx512bf16, one VDPBF16PS pair (q hi and lo) counts as 32 multiply-adds, as in the
- * kernel. */
+ * avx512bf16, one VDPBF16PS pair (q hi and lo) counts as 32 multiply-adds, and for amx one
+ * TDPBF16PS as half its 16x16x32, as the kernels spend them. */
 int ws_cpu_peak_gflops(ws_pool *pool, ws_isa isa, double *gflops_out, ws_err *err);
 
 #ifdef __cplusplus

@@ -73,6 +73,16 @@ Test(bench, attn_cpu_mla_sparse_and_forced_paths)
     o = bench_json(gqa, env);
     cr_assert_str_eq(json_string_value(json_object_get(o, "isa")), "scalar");
     cr_assert_str_eq(json_string_value(json_object_get(o, "dtype")), "fp16");
+    /* amx hands fp16 KV to avx512, and the report says which path ran. */
+    if (ws_isa_supported(WS_ISA_AMX)) {
+        const char *f16[] = {"bench", "attn-cpu", "--model", "qwen3-30b-a3b", "--ctx", "64",
+                             "--batch", "1", "--read-mib", "16", "--repeats", "1", "--page",
+                             "32", "--dtype", "fp16", "--isa", "amx", "--json", NULL};
+        json_t *h = bench_json(f16, NULL);
+        cr_assert_str_eq(json_string_value(json_object_get(h, "isa")), "avx512");
+        cr_assert_str_eq(json_string_value(json_object_get(h, "isa_requested")), "amx");
+        json_decref(h);
+    }
     json_decref(o);
 }
 

@@ -1,0 +1,25 @@
+/* attn_cpu_amx: the AMX-BF16 block loop of the CPU attention kernel (internal to kernels/;
+ * the driver attn_cpu.c calls it, membw.c times its instruction for the peak). See
+ * attn_cpu_amx.c for the tiling. */
+#ifndef WS_ATTN_CPU_AMX_H
+#define WS_ATTN_CPU_AMX_H
+
+#include <stddef.h>
+
+#include "attn.h"
+
+/* Asks Linux for the AMX tile state (once per process); 1 if granted. */
+int ws_attn_cpu_amx_enable(void);
+/* 1 if the AMX loop serves this shape: bf16 KV, d_k and d_v multiples of 32, group <= 16
+ * or a multiple of 16. */
+int ws_attn_cpu_amx_fits(const ws_kv_layout *kv, int G);
+/* Per-thread scratch bytes the AMX loop needs. */
+size_t ws_attn_cpu_amx_scratch(const ws_kv_layout *kv, int G);
+/* Attends items [i0, i1) of sequence s for the G query heads of KV head kvh: o [G][d_v],
+ * lse [G]; scratch of ws_attn_cpu_amx_scratch bytes, 64-byte aligned. */
+void ws_attn_cpu_amx_attend(const ws_attn_problem *p, int s, int kvh, int i0, int i1, int G,
+                            float *o, float *lse, void *scratch);
+/* Runs `iters` x 4 TDPBF16PS on the calling thread; returns the useful flops done. */
+double ws_attn_cpu_amx_peak_flops(int iters);
+
+#endif
