@@ -113,4 +113,4 @@ case "${1:-}" in
     "") download; extract ;;
     *) echo "usage: $0 [--extract]" >&2; exit 2 ;;
 esac
-echo "gpu_bundle: $debs $(du -sh "$debs" | cut -f1) (what travels), $root $(du -sh "$root" | cut -f1)"
+echo "gpu_bundle: $debs $(du -sh "$debs" | cut -f1), $root $(du -sh "$root" | cut -f1); for the GPU machine carry $debs only (tests/gpu/README.md)"
