@@ -39,7 +39,7 @@ deps_probe() {
     return $rc
 }
 if [ -d .gpu-deps/debs ]; then
-    if ! scripts/gpu_bundle.sh --extract >>"$log" 2>&1; then
+    if ! sh scripts/gpu_bundle.sh --extract >>"$log" 2>&1; then
         tail -n 5 "$log"
         say "FAIL: could not extract the dependency bundle .gpu-deps/debs (log: $log)"
         exit 1
