@@ -47,7 +47,7 @@ if [ -d .gpu-deps/debs ]; then
 fi
 if [ -d .gpu-deps/root/usr/include ]; then
     export DEPS_PREFIX="$PWD/.gpu-deps/root"
-    say "build deps: the bundle in .gpu-deps/root ($(wc -l <.gpu-deps/root/BUNDLE) packages)"
+    say "build deps: the bundle in .gpu-deps/root ($( (wc -l <.gpu-deps/root/BUNDLE) 2>/dev/null || echo "?") packages)"
 elif ! deps_probe; then
     say "FAIL: missing build deps: run \`make gpu-bundle\` here and carry .gpu-deps/debs (log: $log)"
     exit 1
