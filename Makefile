@@ -4,6 +4,9 @@
 #   make run        the main job on the default database
 #   make sanitize   the same tests built with AddressSanitizer + UndefinedBehaviorSanitizer
 #   make deps       install missing Debian packages (apt-get); a no-op when all are present
+#   make gpu-bundle download + extract the build dependencies into .gpu-deps/ for a machine
+#                   without apt (tests/gpu/README.md); then build there with
+#                   make DEPS_PREFIX=$PWD/.gpu-deps/root (tests/gpu/run.sh does it itself)
 # Objects go to $(O)/, binaries to $(BIN)/; `make sanitize` uses build/san for both.
 
 CC      ?= cc
@@ -15,6 +18,17 @@ CUDA_ARCHS ?= 70 80 90
 
 DIRS    := common kernels runtime calib sim traces
 INCS    := $(addprefix -I,$(DIRS)) -I$(O)/gen
+# DEPS_PREFIX: a folder holding extracted Debian packages (scripts/gpu_bundle.sh). Headers
+# and libraries are taken from it before the system's, the binaries find its libraries
+# through an RPATH (--disable-new-dtags: an RPATH, unlike a RUNPATH, also serves the
+# libraries' own dependencies, e.g. Criterion's libgit2), and `make deps` installs nothing.
+ifneq ($(DEPS_PREFIX),)
+DEPS_ABS:= $(abspath $(DEPS_PREFIX))
+DEPS_LIB:= $(DEPS_ABS)/usr/lib/x86_64-linux-gnu
+INCS    += -I$(DEPS_ABS)/usr/include -I$(DEPS_ABS)/usr/include/x86_64-linux-gnu
+LDFLAGS += -L$(DEPS_LIB) -Wl,-rpath,$(DEPS_LIB) -Wl,--disable-new-dtags
+export DEPS_PREFIX
+endif
 CFLAGS  ?= -O2 -g
 CFLAGS  += -std=c11 -D_GNU_SOURCE -Wall -Wextra -fPIC -pthread -MMD -MP $(INCS)
 LDLIBS  := -lgsl -lopenblas -lsqlite3 -ljansson -ldl -lm -pthread
@@ -61,11 +75,14 @@ CU_LDLIBS  := -L$(CUDA_LIBDIR) -Xlinker -rpath=$(CUDA_LIBDIR) -lcublas
 endif
 GPU_BENCH  := $(O)/tests/ws_gpu_bench
 
-.PHONY: all deps test run sanitize clean cuda-info
+.PHONY: all deps test run sanitize clean cuda-info gpu-bundle
 all: deps cuda-info $(WS) $(CUDA_SO)
 
 deps:
 	@./scripts/deps.sh
+
+gpu-bundle:
+	@./scripts/gpu_bundle.sh
 
 cuda-info:
 ifeq ($(NVCC),)

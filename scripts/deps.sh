@@ -2,6 +2,16 @@
 # Installs the Debian packages WriteScope builds and tests against, only those missing.
 # Called by `make deps` (and so by `make` and `make test`); does nothing when all are present.
 set -eu
+# With DEPS_PREFIX (an offline bundle, scripts/gpu_bundle.sh) the Makefile builds against
+# that folder: nothing to install.
+if [ -n "${DEPS_PREFIX:-}" ]; then
+    if [ ! -d "$DEPS_PREFIX/usr/include" ]; then
+        echo "deps: DEPS_PREFIX=$DEPS_PREFIX holds no usr/include (make gpu-bundle, or gpu_bundle.sh --extract)" >&2
+        exit 1
+    fi
+    echo "deps: using DEPS_PREFIX=$DEPS_PREFIX (no apt-get)" >&2
+    exit 0
+fi
 PKGS="build-essential pkg-config libgsl-dev libsqlite3-dev sqlite3 libjansson-dev libopenblas-dev gnuplot-nox libcriterion-dev"
 missing=""
 for p in $PKGS; do

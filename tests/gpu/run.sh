@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # tests/gpu/run.sh: the prepared GPU check of issue 4, for a machine with a CUDA GPU.
-#   1. builds everything (make -j), including bin/libwritescope_cuda.so;
+#   1. builds everything (make -j), including bin/libwritescope_cuda.so, against the
+#      offline dependency bundle .gpu-deps when it is there (tests/gpu/README.md);
 #   2. stops with exit 77 and one line if no usable CUDA device is found;
 #   3. runs the whole test suite, whose gpu::every_kernel_vs_cpu_reference test compares
 #      every GPU kernel with its CPU reference (attention, split-K, merge, streaming,
@@ -20,6 +21,37 @@ log="$out_dir/gpu_run.log"
 : >"$log"
 say() { echo "run.sh: $*" | tee -a "$log"; }
 started=$(date +%s)
+
+# Build dependencies: that machine cannot download packages. With the offline bundle
+# (`make gpu-bundle` on a machine with apt, carried as .gpu-deps/debs; tests/gpu/README.md)
+# it is extracted (2 s) and the build uses it through DEPS_PREFIX; the binaries find its
+# libraries through their RPATH, so LD_LIBRARY_PATH stays unset (set, it would also hand
+# the bundle's libraries to the compiler and linker). Else the system's packages must do.
+deps_probe() {
+    local t rc
+    t=$(mktemp -d)
+    printf '%s\n' '#include <gsl/gsl_errno.h>' '#include <cblas.h>' '#include <sqlite3.h>' \
+        '#include <jansson.h>' '#include <criterion/criterion.h>' 'Test(probe, links) {}' >"$t/p.c"
+    "${CC:-cc}" "$t/p.c" -o "$t/p" -lcriterion -lgsl -lopenblas -lsqlite3 -ljansson -lm >"$t/log" 2>&1
+    rc=$?
+    [ $rc -eq 0 ] || cat "$t/log" >>"$log"
+    rm -rf "$t"
+    return $rc
+}
+if [ -d .gpu-deps/debs ]; then
+    if ! sh scripts/gpu_bundle.sh --extract >>"$log" 2>&1; then
+        tail -n 5 "$log"
+        say "FAIL: could not extract the dependency bundle .gpu-deps/debs (log: $log)"
+        exit 1
+    fi
+fi
+if [ -d .gpu-deps/root/usr/include ]; then
+    export DEPS_PREFIX="$PWD/.gpu-deps/root"
+    say "build deps: the bundle in .gpu-deps/root ($( (wc -l <.gpu-deps/root/BUNDLE) 2>/dev/null || echo "?") packages)"
+elif ! deps_probe; then
+    say "FAIL: missing build deps: run \`make gpu-bundle\` here and carry .gpu-deps/debs (log: $log)"
+    exit 1
+fi
 
 jobs=$(nproc 2>/dev/null || echo 4)
 say "building (make -j$jobs)"
