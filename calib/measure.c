@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <x86intrin.h>
 
 #include "attn_cpu.h"
 #include "cpu_features.h"
@@ -19,7 +20,7 @@
 #include "ws_util.h"
 
 #define PAGE_TOKENS 256 /* P: the format's default page */
-#define MAX_REPEATS 9
+#define MAX_REPEATS 21
 
 typedef struct ctx {
     const ws_calib_opts *o;
@@ -200,11 +201,29 @@ static int shape_from_model(const char *name, ws_dtype dt, attn_shape *s, ws_err
     return 0;
 }
 
+/* Evicts [p, p + bytes) from every cache level. */
+__attribute__((target("clflushopt"))) static void evict_opt(const void *p, size_t bytes)
+{
+    for (size_t o = 0; o < bytes; o += 64)
+        _mm_clflushopt((char *)p + o);
+}
+
+static void evict(const void *p, size_t bytes)
+{
+    if (__builtin_cpu_supports("clflushopt")) {
+        evict_opt(p, bytes);
+        return;
+    }
+    for (size_t o = 0; o < bytes; o += 64)
+        _mm_clflush((const char *)p + o);
+}
+
 /* Times one attention configuration: `batch` sequences of `ctx_tok` tokens (attending
  * `topk` selected tokens each when topk > 0), `reps` repeats on different pages of the
- * view after one warm-up; times into t[]. */
+ * view, after one untimed warm-up call when `warm`; times into t[]. */
 static int time_attn(ctx *c, const attn_shape *sh, const kv_view *v, ws_pool *pool, int ctx_tok,
-                     int batch, int topk, int reps, double *t, double *bytes, double *flops)
+                     int batch, int topk, int warm, int reps, double *t, double *bytes,
+                     double *flops)
 {
     const int np = (ctx_tok + PAGE_TOKENS - 1) / PAGE_TOKENS, need = np * batch;
     if (need > v->n_pages)
@@ -241,7 +260,7 @@ static int time_attn(ctx *c, const attn_shape *sh, const kv_view *v, ws_pool *po
     ws_attn_problem p = {.kv = sh->kv, .n_q_heads = sh->n_q,
                          .scale = 1.0f / sqrtf((float)sh->kv.d_k), .n_seqs = batch, .seqs = seqs,
                          .q = q, .o = o, .lse = lse};
-    for (int r = -1; r < reps && !rc; r++) {
+    for (int r = warm ? -1 : 0; r < reps && !rc; r++) {
         int base = (c->rotation++) * need;
         for (int s = 0; s < batch; s++) {
             for (int j = 0; j < np; j++)
@@ -250,6 +269,11 @@ static int time_attn(ctx *c, const attn_shape *sh, const kv_view *v, ws_pool *po
             seqs[s].pages = tables + s * np;
             seqs[s].n_tokens = ctx_tok;
         }
+        /* Cold cache, as in a decode step (every other layer's KV is read in between):
+         * write back and evict the pages this repeat reads. */
+        for (int j = 0; j < need; j++)
+            evict(tables[j], v->page_elems * 2);
+        _mm_sfence();
         double t0 = ws_now_s();
         rc = ws_attn_cpu(&p, pool, c->isa, c->err);
         if (r >= 0)
@@ -270,6 +294,13 @@ out:
     return rc;
 }
 
+/* One configuration of an attention sweep. */
+typedef struct attn_cfg {
+    const char *op;   /* attn | attn_1t */
+    int ctx, batch, topk;
+    double t[MAX_REPEATS], bytes, flops;
+} attn_cfg;
+
 static int attn_sweep(ctx *c, const char *model, ws_dtype dt, int full)
 {
     attn_shape sh;
@@ -277,69 +308,61 @@ static int attn_sweep(ctx *c, const char *model, ws_dtype dt, int full)
     int rc = shape_from_model(model, dt, &sh, c->err);
     if (rc || (rc = view_make(&v, c->raw, c->raw_bytes, &sh.kv, c->err)))
         return rc;
-    const int sparse = !strcmp(sh.kind, "mla-sparse");
-    const int reps = c->o->quick ? 3 : 5;
-    char label[96];
-    double t[MAX_REPEATS], bytes, flops;
-    if (sparse) {
+    const int reps = c->o->quick ? 5 : 21;
+    attn_cfg cfg[64];
+    int n = 0;
+    if (!strcmp(sh.kind, "mla-sparse")) {
+        /* Sparse: the selected tokens (window + 64-token blocks) of long sequences. */
         const int sctx = c->o->quick ? 65536 : 131072;
         int batches_q[] = {1, 4, 16}, batches_d[] = {1, 2, 4, 8, 16};
         int *batches = c->o->quick ? batches_q : batches_d, nb = c->o->quick ? 3 : 5;
         int topks[] = {512, 1024, 2048};
-        for (int bi = 0; bi < nb && !rc; bi++)
-            for (int ki = 0; ki < 3 && !rc; ki++) {
-                snprintf(label, sizeof label, "attn %s %s batch %d top-%d", sh.kind,
-                         ws_dtype_name(dt), batches[bi], topks[ki]);
-                progress(c, (bi * 3 + ki) / (3.0 * nb), label);
-                if ((rc = stopped(c)) ||
-                    (rc = time_attn(c, &sh, &v, c->pool, sctx, batches[bi], topks[ki], reps, t,
-                                    &bytes, &flops)) ||
-                    (rc = add(c, "cpu", "attn", ws_dtype_name(dt), sh.kind, flops, bytes, t, reps,
-                              "{\"model\": \"%s\", \"ctx\": %d, \"batch\": %d, \"topk\": %d, "
-                              "\"blocks\": 64, \"threads\": %d, \"isa\": \"%s\"}",
-                              model, sctx, batches[bi], topks[ki], ws_pool_threads(c->pool),
-                              ws_isa_name(c->isa))))
-                    break;
-            }
-        free(v.perm);
-        return rc;
-    }
-    /* Contexts of one layer from 1K to 1M tokens; batch 4 at a few of them. */
-    int ctx_d[] = {1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072, 262144, 524288, 1048576};
-    int ctx_q[] = {1024, 4096, 16384, 65536, 262144, 1048576};
-    /* The shorter sweep (fp16) has the quick sizes; the default run's bf16 every size. */
-    int *ctxs = !full || c->o->quick ? ctx_q : ctx_d;
-    int n_ctx = !full || c->o->quick ? 6 : 11;
-    int n_done = 0, n_plan = n_ctx + n_ctx / 2 + (full ? 5 : 0);
-    for (int i = 0; i < n_ctx && !rc; i++) {
-        for (int b = 1; b <= 4 && !rc; b += 3) {
-            if (b == 4 && (i % 2 == 0 || (double)ctxs[i] * b > 1048576))
-                continue;
-            snprintf(label, sizeof label, "attn %s %s ctx %d batch %d", sh.kind, ws_dtype_name(dt),
-                     ctxs[i], b);
-            progress(c, (double)n_done++ / n_plan, label);
-            if ((rc = stopped(c)) ||
-                (rc = time_attn(c, &sh, &v, c->pool, ctxs[i], b, 0, reps, t, &bytes, &flops)) ||
-                (rc = add(c, "cpu", "attn", ws_dtype_name(dt), sh.kind, flops, bytes, t, reps,
-                          "{\"model\": \"%s\", \"ctx\": %d, \"batch\": %d, \"threads\": %d, "
-                          "\"isa\": \"%s\"}",
-                          model, ctxs[i], b, ws_pool_threads(c->pool), ws_isa_name(c->isa))))
-                break;
+        for (int bi = 0; bi < nb; bi++)
+            for (int ki = 0; ki < 3; ki++)
+                cfg[n++] = (attn_cfg){.op = "attn", .ctx = sctx, .batch = batches[bi], .topk = topks[ki]};
+    } else {
+        /* Contexts of one layer from 1K to 1M tokens, batch 4 at every other size; the
+         * shorter sweep (fp16, and quick) takes every other size. One thread at five. */
+        int ctx_d[] = {1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072, 262144, 524288, 1048576};
+        int ctx_q[] = {1024, 4096, 16384, 65536, 262144, 1048576};
+        int *ctxs = !full || c->o->quick ? ctx_q : ctx_d;
+        int n_ctx = !full || c->o->quick ? 6 : 11;
+        for (int i = 0; i < n_ctx; i++) {
+            cfg[n++] = (attn_cfg){.op = "attn", .ctx = ctxs[i], .batch = 1};
+            if (i % 2 && ctxs[i] * 4 <= 1048576)
+                cfg[n++] = (attn_cfg){.op = "attn", .ctx = ctxs[i], .batch = 4};
         }
+        int ctx1[] = {2048, 8192, 65536, 262144, 1048576};
+        for (int i = 0; full && i < 5; i++)
+            cfg[n++] = (attn_cfg){.op = "attn_1t", .ctx = ctx1[i], .batch = 1};
     }
-    /* One thread: how the per-token cost scales with cores. */
-    int ctx1[] = {2048, 8192, 65536, 262144, 1048576};
-    for (int i = 0; full && i < 5 && !rc; i++) {
-        snprintf(label, sizeof label, "attn %s %s ctx %d, 1 thread", sh.kind, ws_dtype_name(dt),
-                 ctx1[i]);
-        progress(c, (double)n_done++ / n_plan, label);
-        if ((rc = stopped(c)) ||
-            (rc = time_attn(c, &sh, &v, c->pool1, ctx1[i], 1, 0, reps, t, &bytes, &flops)) ||
-            (rc = add(c, "cpu", "attn_1t", ws_dtype_name(dt), sh.kind, flops, bytes, t, reps,
-                      "{\"model\": \"%s\", \"ctx\": %d, \"batch\": 1, \"threads\": 1, "
-                      "\"isa\": \"%s\"}",
-                      model, ctx1[i], ws_isa_name(c->isa))))
-            break;
+    /* Round robin: repeat r of every configuration before repeat r + 1 of any, so a burst
+     * of load from elsewhere on the host lands on one repeat of many samples, and each
+     * median stays clean. */
+    char label[96];
+    for (int r = 0; r < reps && !rc; r++)
+        for (int k = 0; k < n && !rc; k++) {
+            attn_cfg *f = &cfg[k];
+            snprintf(label, sizeof label, "attn %s %s, round %d of %d", sh.kind, ws_dtype_name(dt),
+                     r + 1, reps);
+            progress(c, (r * n + k) / (double)(reps * n), label);
+            if (!(rc = stopped(c)))
+                rc = time_attn(c, &sh, &v, strcmp(f->op, "attn") ? c->pool1 : c->pool, f->ctx,
+                               f->batch, f->topk, r == 0, 1, &f->t[r], &f->bytes, &f->flops);
+        }
+    for (int k = 0; k < n && !rc; k++) {
+        attn_cfg *f = &cfg[k];
+        int threads = strcmp(f->op, "attn") ? 1 : ws_pool_threads(c->pool);
+        if (f->topk)
+            rc = add(c, "cpu", f->op, ws_dtype_name(dt), sh.kind, f->flops, f->bytes, f->t, reps,
+                     "{\"model\": \"%s\", \"ctx\": %d, \"batch\": %d, \"topk\": %d, "
+                     "\"blocks\": 64, \"threads\": %d, \"isa\": \"%s\"}",
+                     model, f->ctx, f->batch, f->topk, threads, ws_isa_name(c->isa));
+        else
+            rc = add(c, "cpu", f->op, ws_dtype_name(dt), sh.kind, f->flops, f->bytes, f->t, reps,
+                     "{\"model\": \"%s\", \"ctx\": %d, \"batch\": %d, \"threads\": %d, "
+                     "\"isa\": \"%s\"}",
+                     model, f->ctx, f->batch, threads, ws_isa_name(c->isa));
     }
     free(v.perm);
     return rc;
@@ -366,7 +389,7 @@ static int pinned_vs_pageable(ctx *c)
             return raw ? rc : c->err->code;
         }
         double t[MAX_REPEATS], bytes, flops;
-        rc = time_attn(c, &sh, &v, c->pool, ctx_tok, 1, 0, reps, t, &bytes, &flops);
+        rc = time_attn(c, &sh, &v, c->pool, ctx_tok, 1, 0, 1, reps, t, &bytes, &flops);
         if (!rc)
             rc = add(c, "cpu", "pinned_cmp", "bf16", "gqa", flops, bytes, t, reps,
                      "{\"model\": \"qwen3-30b-a3b\", \"ctx\": %d, \"memory\": \"%s\", "
