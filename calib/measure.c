@@ -308,7 +308,7 @@ static int attn_sweep(ctx *c, const char *model, ws_dtype dt, int full)
     int rc = shape_from_model(model, dt, &sh, c->err);
     if (rc || (rc = view_make(&v, c->raw, c->raw_bytes, &sh.kv, c->err)))
         return rc;
-    const int reps = c->o->quick ? 5 : 21;
+    const int reps = c->o->quick ? 9 : 21;
     attn_cfg cfg[64];
     int n = 0;
     if (!strcmp(sh.kind, "mla-sparse")) {
