@@ -443,6 +443,7 @@ static int store_in_tx(ws_store *st, const ws_calib_run *run, long long *run_id,
     for (int i = 0; i < run->n_fits; i++) {
         const ws_calib_fit *f = &run->fits[i];
         sqlite3_reset(s);
+        sqlite3_clear_bindings(s); /* a form leaves some columns unbound: NULL, not the last row's */
         sqlite3_bind_int64(s, 1, rid);
         bind_key(s, 2, &f->key);
         sqlite3_bind_text(s, 6,

@@ -10,6 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define IRLS_ROUNDS 12   /* reweighting rounds of the least-absolute-deviation fit */
+#define IRLS_FLOOR 1e-3  /* smallest |relative residual| a weight is computed from */
+
 /* Parameters are fitted in scaled units so LM sees O(1) numbers:
  * c0 in microseconds, 1/P in ns per Mflop... chosen as s per 1e9 units (s/GB, s/Gflop). */
 #define C0_UNIT 1e-6
@@ -22,6 +25,7 @@ typedef struct fit_data {
     double inv_p_fixed, inv_w_fixed; /* > 0 when held fixed (in s per 1e9) */
     int free_p, free_w;              /* which rates are parameters */
     int fix_c0;                      /* c0 held at 0 (a negative fixed cost is unphysical) */
+    const double *w;                 /* IRLS residual weights (per used point), NULL = 1 */
 } fit_data;
 
 /* Unpacks the parameter vector: x = [c0, (1/P), (1/W)] in scaled units. */
@@ -42,7 +46,7 @@ static int roof_f(const gsl_vector *x, void *params, gsl_vector *f)
         const ws_fit_point *p = &d->pts[d->idx[i]];
         double tf = p->flops / RATE_UNIT * ip, tb = p->bytes / RATE_UNIT * iw;
         double m = c0 * C0_UNIT + (tf > tb ? tf : tb);
-        gsl_vector_set(f, i, (m - p->t) / p->t);
+        gsl_vector_set(f, i, (d->w ? d->w[i] : 1.0) * (m - p->t) / p->t);
     }
     return GSL_SUCCESS;
 }
@@ -55,13 +59,14 @@ static int roof_df(const gsl_vector *x, void *params, gsl_matrix *J)
     for (int i = 0; i < d->n; i++) {
         const ws_fit_point *p = &d->pts[d->idx[i]];
         double tf = p->flops / RATE_UNIT * ip, tb = p->bytes / RATE_UNIT * iw;
+        double wt = (d->w ? d->w[i] : 1.0) / p->t;
         int k = 0;
         if (!d->fix_c0)
-            gsl_matrix_set(J, i, k++, C0_UNIT / p->t);
+            gsl_matrix_set(J, i, k++, C0_UNIT * wt);
         if (d->free_p)
-            gsl_matrix_set(J, i, k++, tf > tb ? p->flops / RATE_UNIT / p->t : 0.0);
+            gsl_matrix_set(J, i, k++, tf > tb ? p->flops / RATE_UNIT * wt : 0.0);
         if (d->free_w)
-            gsl_matrix_set(J, i, k++, tf > tb ? 0.0 : p->bytes / RATE_UNIT / p->t);
+            gsl_matrix_set(J, i, k++, tf > tb ? 0.0 : p->bytes / RATE_UNIT * wt);
     }
     return GSL_SUCCESS;
 }
@@ -125,16 +130,16 @@ static int roof_fit_once(fit_data *d, double *c0, double *ip, double *iw, double
 {
     int np = !d->fix_c0 + d->free_p + d->free_w;
     /* Starting point: the slope of t against bytes (or flops) over the extremes. */
-    double fmin = INFINITY, fmax = 0, tlo = 0, thi = 0, blo = 0, bhi = 0, flo = 0, fhi = 0;
+    double smin = INFINITY, smax = 0, tlo = 0, thi = 0, blo = 0, bhi = 0, flo = 0, fhi = 0;
     for (int i = 0; i < d->n; i++) {
         const ws_fit_point *p = &d->pts[d->idx[i]];
         double s = p->bytes + p->flops;
-        if (s < fmin) {
-            fmin = s;
+        if (s < smin) {
+            smin = s;
             tlo = p->t, blo = p->bytes, flo = p->flops;
         }
-        if (s > fmax) {
-            fmax = s;
+        if (s > smax) {
+            smax = s;
             thi = p->t, bhi = p->bytes, fhi = p->flops;
         }
     }
@@ -167,6 +172,38 @@ static int roof_fit_once(fit_data *d, double *c0, double *ip, double *iw, double
     }
     if (best_rc < 0)
         return -1;
+    /* Least absolute relative deviation by iteratively reweighted least squares: the
+     * error that matters (and that is reported) is |model - t| / t, and bursts of load
+     * from elsewhere on the host make a few samples slow that squared residuals would
+     * chase. Weights 1/|r| (floored), a few rounds from the least-squares solution. */
+    double *w = malloc(sizeof(double) * (size_t)d->n);
+    for (int it = 0; w && it < IRLS_ROUNDS; it++) {
+        int k = 0;
+        double c0v = d->fix_c0 ? 0.0 : best[k++];
+        double ipv = d->free_p ? best[k++] : d->inv_p_fixed;
+        double iwv = d->free_w ? best[k++] : d->inv_w_fixed;
+        for (int i = 0; i < d->n; i++) {
+            const ws_fit_point *p = &d->pts[d->idx[i]];
+            double tf = p->flops / RATE_UNIT * ipv, tb = p->bytes / RATE_UNIT * iwv;
+            double r = fabs(c0v * C0_UNIT + (tf > tb ? tf : tb) - p->t) / p->t;
+            w[i] = 1.0 / sqrt(r > IRLS_FLOOR ? r : IRLS_FLOOR);
+        }
+        d->w = w;
+        double x[3], v[3], cost;
+        int rc = lm_solve(d, best, np, x, v, &cost);
+        d->w = NULL;
+        if (rc < 0)
+            break;
+        double change = 0;
+        for (int j = 0; j < np; j++)
+            change = fmax(change, fabs(x[j] - best[j]) / (fabs(best[j]) + 1e-30));
+        memcpy(best, x, sizeof best);
+        memcpy(best_var, v, sizeof best_var);
+        best_rc = rc;
+        if (change < 1e-6)
+            break;
+    }
+    free(w);
     int k = 0;
     *c0 = d->fix_c0 ? 0.0 : best[k];
     var[0] = d->fix_c0 ? 0.0 : best_var[k++];
@@ -344,6 +381,20 @@ static int lin_subset(const ws_fit_point *pts, const int *idx, int n, double *a,
     }
     gsl_multifit_linear_workspace *ws = gsl_multifit_linear_alloc((size_t)n, 2);
     int rc = gsl_multifit_wlinear(X, w, y, c, C, chisq, ws);
+    /* Least absolute relative deviation (see roof_fit_once): reweight by 1/|r|. */
+    for (int it = 0; rc == GSL_SUCCESS && it < IRLS_ROUNDS; it++) {
+        double a0 = gsl_vector_get(c, 0), b0 = gsl_vector_get(c, 1);
+        for (int i = 0; i < n; i++) {
+            double t = gsl_vector_get(y, (size_t)i);
+            double r = fabs(a0 + b0 * gsl_matrix_get(X, (size_t)i, 1) - t) / t;
+            gsl_vector_set(w, (size_t)i, 1.0 / (t * t * (r > IRLS_FLOOR ? r : IRLS_FLOOR)));
+        }
+        rc = gsl_multifit_wlinear(X, w, y, c, C, chisq, ws);
+        double ch = fmax(fabs(gsl_vector_get(c, 0) - a0) / (fabs(a0) + 1e-30),
+                         fabs(gsl_vector_get(c, 1) - b0) / (fabs(b0) + 1e-30));
+        if (ch < 1e-6)
+            break;
+    }
     *a = gsl_vector_get(c, 0);
     *b = gsl_vector_get(c, 1);
     if (*a < 0) { /* a negative fixed cost is unphysical: fit through the origin */

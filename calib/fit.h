@@ -3,9 +3,13 @@
  *   roofline   t = c0 + max(F / P, B / W)   (Levenberg-Marquardt, gsl_multifit_nlinear)
  *   transfer   t = c0 + B / W               (weighted linear least squares)
  *
- * The fixed cost is constrained to c0 >= 0: a fit that wants a negative c0 is redone with
- * c0 = 0 (c0_at_bound). Residuals are relative ((model - t) / t), because samples span orders of magnitude and
- * the cost model is judged by its relative error. When every sample of a key has the same
+ * Residuals are relative ((model - t) / t), because samples span orders of magnitude and
+ * the cost model is judged by its relative error; the fits minimise the sum of |relative
+ * error| (least absolute deviation, by iteratively reweighted least squares), which is what
+ * MAPE measures and which a few samples slowed by other load on the host do not drag;
+ * standard errors come from the last weighted solve (approximate for this estimator). The
+ * fixed cost is constrained to c0 >= 0: a fit that wants a negative c0 is redone with c0 = 0
+ * (c0_at_bound). When every sample of a key has the same
  * arithmetic intensity F/B, only one of P and W is identifiable; the caller then fixes
  * the other (at the machine's measured peak or bandwidth) and the result says which.
  * Every fit reports standard errors, R^2 and the k-fold held-out MAPE; a fit that does not

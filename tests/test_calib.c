@@ -121,6 +121,8 @@ Test(calib, fit_store_show_roundtrip)
             cr_assert_lt(json_number_value(json_object_get(f, "heldout_mape_pct")), 0.1);
             cr_assert(json_is_number(json_object_get(f, "r2")));
         }
+        if (strcmp(json_string_value(json_object_get(f, "form")), "roofline"))
+            cr_assert(json_is_null(json_object_get(f, "peak_flops")), "%s has no P", key);
         if (!strcmp(key, "cpu.pinned_read_factor.gqa.bf16")) {
             seen_factor = 1;
             cr_assert_str_eq(json_string_value(json_object_get(f, "form")), "factor");
