@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "attn_cpu.h"
+#include "attn_fixture.h"
 #include "half.h"
 #include "pool.h"
 
@@ -21,90 +22,7 @@
 #define TIGHT 2e-5 /* what fp32 accumulation actually achieves here (~1e-6), kept as a
                     * regression guard: a sloppier exp or a bf16-rounded q would trip it */
 
-/* A random paged problem; pages are handed out from one pool in a shuffled order with
- * gaps, so no sequence's pages are contiguous or in order. */
-typedef struct fx {
-    ws_attn_problem p;
-    ws_attn_seq *seq;
-    const void ***tables;
-    uint16_t *pool;
-    float *q, *o, *lse;
-    double *o_ref, *lse_ref;
-} fx;
-
-static unsigned g_rng = 2024;
-static unsigned rnd(void)
-{
-    g_rng = g_rng * 1664525u + 1013904223u;
-    return g_rng >> 8;
-}
-static float frand(void)
-{
-    return (float)(rnd() & 0xffff) / 32768.0f - 1.0f;
-}
-
-static void fx_build(fx *f, ws_kv_layout kv, int n_q, int n_seqs, const int *lens)
-{
-    memset(f, 0, sizeof *f);
-    f->p.kv = kv;
-    f->p.n_q_heads = n_q;
-    f->p.scale = 1.0f / sqrtf((float)kv.d_k);
-    f->p.n_seqs = n_seqs;
-    f->seq = calloc((size_t)n_seqs + 1, sizeof *f->seq);
-    f->tables = calloc((size_t)n_seqs + 1, sizeof *f->tables);
-    f->p.seqs = f->seq;
-    int total = 0;
-    for (int s = 0; s < n_seqs; s++)
-        total += (lens[s] + kv.page_tokens - 1) / kv.page_tokens;
-    const int slots = 2 * total + 1; /* every other slot stays unused */
-    size_t pe = ws_kv_page_bytes(&kv) / 2;
-    f->pool = malloc(sizeof(uint16_t) * pe * (size_t)slots);
-    for (size_t i = 0; i < pe * (size_t)slots; i++)
-        f->pool[i] = kv.dtype == WS_DT_BF16 ? ws_f32_to_bf16(frand()) : ws_f32_to_fp16(frand());
-    int *perm = malloc(sizeof(int) * (size_t)slots);
-    for (int i = 0; i < slots; i++)
-        perm[i] = i;
-    for (int i = slots - 1; i > 0; i--) {
-        int j = (int)(rnd() % (unsigned)(i + 1)), t = perm[i];
-        perm[i] = perm[j];
-        perm[j] = t;
-    }
-    int next = 0;
-    for (int s = 0; s < n_seqs; s++) {
-        int np = (lens[s] + kv.page_tokens - 1) / kv.page_tokens;
-        f->tables[s] = malloc(sizeof(void *) * (size_t)(np + 1));
-        for (int i = 0; i < np; i++)
-            f->tables[s][i] = f->pool + pe * (size_t)perm[next++];
-        f->seq[s].pages = f->tables[s];
-        f->seq[s].n_tokens = lens[s];
-    }
-    free(perm);
-    size_t nq = (size_t)n_seqs * n_q;
-    f->q = malloc(sizeof(float) * (nq * kv.d_k + 1));
-    for (size_t i = 0; i < nq * kv.d_k; i++)
-        f->q[i] = frand();
-    f->o = malloc(sizeof(float) * (nq * kv.d_v + 1));
-    f->lse = malloc(sizeof(float) * (nq + 1));
-    f->o_ref = malloc(sizeof(double) * (nq * kv.d_v + 1));
-    f->lse_ref = malloc(sizeof(double) * (nq + 1));
-    f->p.q = f->q;
-    f->p.o = f->o;
-    f->p.lse = f->lse;
-}
-
-static void fx_free(fx *f)
-{
-    for (int s = 0; s < f->p.n_seqs; s++)
-        free(f->tables[s]);
-    free(f->tables);
-    free(f->seq);
-    free(f->pool);
-    free(f->q);
-    free(f->o);
-    free(f->lse);
-    free(f->o_ref);
-    free(f->lse_ref);
-}
+typedef th_attn fx; /* tests/attn_fixture.h */
 
 /* Largest error seen per dtype over the whole run (reported by the max_error test). */
 static double g_max_err[2];
@@ -174,14 +92,14 @@ Test(attn_cpu, lengths_around_page_edges)
                            .dtype = k_dtypes[di]};
         int lens[] = {0, 1, P - 1, P, P + 1, 3000};
         fx f;
-        fx_build(&f, kv, 8, 6, lens);
+        th_attn_make(&f, kv, 8, 6, lens, 1.0f);
         check_all(&f, two, 2, "lengths");
-        fx_free(&f);
+        th_attn_free(&f);
         /* One long sequence alone: split-K over chunks merged by lse. */
         int lens1[1] = {5000};
-        fx_build(&f, kv, 8, 1, lens1);
+        th_attn_make(&f, kv, 8, 1, lens1, 1.0f);
         check_all(&f, two, 2, "batch-1 split-K");
-        fx_free(&f);
+        th_attn_free(&f);
         (void)one;
     }
 }
@@ -197,12 +115,12 @@ Test(attn_cpu, groups_and_head_dims)
                                    .d_v = dims[hi], .dtype = k_dtypes[di]};
                 int lens[2] = {77, 130};
                 fx f;
-                fx_build(&f, kv, 2 * groups[gi], 2, lens);
+                th_attn_make(&f, kv, 2 * groups[gi], 2, lens, 1.0f);
                 char what[64];
                 snprintf(what, sizeof what, "group %d d %d %s", groups[gi], dims[hi],
                          ws_dtype_name(k_dtypes[di]));
                 check_all(&f, thr, 1, what);
-                fx_free(&f);
+                th_attn_free(&f);
             }
 }
 
@@ -214,9 +132,9 @@ Test(attn_cpu, mla_576_512)
                            .v_shares_k = 1, .dtype = k_dtypes[di]};
         int lens[3] = {1, 65, 1500};
         fx f;
-        fx_build(&f, kv, 16, 3, lens);
+        th_attn_make(&f, kv, 16, 3, lens, 1.0f);
         check_all(&f, thr, 2, "mla");
-        fx_free(&f);
+        th_attn_free(&f);
     }
 }
 
@@ -228,14 +146,14 @@ Test(attn_cpu, sparse_lists)
                            .dtype = k_dtypes[di]};
         int lens[3] = {2000, 300, 50};
         fx f;
-        fx_build(&f, kv, 16, 3, lens);
+        th_attn_make(&f, kv, 16, 3, lens, 1.0f);
         /* seq 0: 600 distinct unsorted tokens; seq 1: whole pages (page-granular blocks);
          * seq 2: empty list (attends nothing). */
         int32_t *sel0 = malloc(sizeof(int32_t) * 2000), sel1[300], sel2[1] = {0};
         for (int i = 0; i < 2000; i++)
             sel0[i] = i;
         for (int i = 1999; i > 0; i--) {
-            int j = (int)(rnd() % (unsigned)(i + 1));
+            int j = (int)(th_attn_randu() % (unsigned)(i + 1));
             int32_t t = sel0[i];
             sel0[i] = sel0[j];
             sel0[j] = t;
@@ -258,7 +176,7 @@ Test(attn_cpu, sparse_lists)
         cr_assert_eq(ws_attn_cpu(&f.p, NULL, WS_ISA_AUTO, &err), WS_EINVAL);
         cr_assert_neq(strstr(err.msg, "listed twice"), NULL, "%s", err.msg);
         free(sel0);
-        fx_free(&f);
+        th_attn_free(&f);
     }
 }
 
@@ -270,7 +188,7 @@ Test(attn_cpu, merge_parts_equals_union)
                        .dtype = WS_DT_BF16};
     int lens[1] = {700};
     fx f;
-    fx_build(&f, kv, 8, 1, lens);
+    th_attn_make(&f, kv, 8, 1, lens, 1.0f);
     ws_err err = {0};
     cr_assert_eq(ws_attn_ref(&f.p, f.o_ref, f.lse_ref, &err), 0);
     const int rows = 8, dv = 64;
@@ -313,7 +231,7 @@ Test(attn_cpu, merge_parts_equals_union)
     free(po);
     free(pl);
     free(sel);
-    fx_free(&f);
+    th_attn_free(&f);
 }
 
 Test(attn_cpu, bad_shapes_are_errors)
@@ -322,7 +240,7 @@ Test(attn_cpu, bad_shapes_are_errors)
                        .dtype = WS_DT_BF16};
     int lens[1] = {40};
     fx f;
-    fx_build(&f, kv, 4, 1, lens);
+    th_attn_make(&f, kv, 4, 1, lens, 1.0f);
     ws_err err = {0};
     f.p.kv.d_k = 72; /* not a multiple of 16 */
     cr_assert_eq(ws_attn_cpu(&f.p, NULL, WS_ISA_AUTO, &err), WS_EUNSUP);
@@ -351,7 +269,7 @@ Test(attn_cpu, bad_shapes_are_errors)
     f.seq[0].pages = f.tables[0];
     f.seq[0].n_tokens = 40;
     cr_assert_eq(ws_attn_cpu(&f.p, NULL, WS_ISA_AUTO, &err), 0, "%s", err.msg);
-    fx_free(&f);
+    th_attn_free(&f);
 }
 
 Test(attn_cpu, isa_names_and_forcing)
@@ -417,20 +335,20 @@ Test(attn_cpu, tile_edges)
                             .v_shares_k = 1, .dtype = k_dtypes[di]};
         int l1[2] = {100, 17};
         fx f;
-        fx_build(&f, mla, 64, 2, l1);
+        th_attn_make(&f, mla, 64, 2, l1, 1.0f);
         check_all(&f, thr, 1, "mla 64 heads");
-        fx_free(&f);
+        th_attn_free(&f);
         ws_kv_layout odd = {.page_tokens = 24, .n_kv_heads = 3, .d_k = 80, .d_v = 48,
                             .dtype = k_dtypes[di]};
         int l2[2] = {200, 49};
-        fx_build(&f, odd, 9, 2, l2);
+        th_attn_make(&f, odd, 9, 2, l2, 1.0f);
         check_all(&f, thr, 1, "d 80/48 group 3 page 24");
-        fx_free(&f);
+        th_attn_free(&f);
         ws_kv_layout straddle = {.page_tokens = 20, .n_kv_heads = 2, .d_k = 128, .d_v = 128,
                                  .dtype = k_dtypes[di]};
         int l3[1] = {333};
-        fx_build(&f, straddle, 4, 1, l3);
+        th_attn_make(&f, straddle, 4, 1, l3, 1.0f);
         check_all(&f, thr, 1, "page 20");
-        fx_free(&f);
+        th_attn_free(&f);
     }
 }

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "attn.h"
+#include "attn_fixture.h"
 #include "half.h"
 
 Test(half, bf16_known_values)
@@ -40,72 +41,14 @@ Test(half, fp16_known_values)
     }
 }
 
-/* A random paged problem with pages scattered in one pool in shuffled order. */
-typedef struct fixture {
-    ws_attn_problem p;
-    ws_attn_seq seq[4];
-    const void **tables[4];
-    uint16_t *pool;
-    float *q, *o, *lse;
-} fixture;
-
-static unsigned g_rng = 12345;
-static float frand(void)
-{
-    g_rng = g_rng * 1664525u + 1013904223u;
-    return (float)((g_rng >> 8) & 0xffff) / 32768.0f - 1.0f;
-}
-
-static void build(fixture *f, ws_kv_layout kv, int n_q, int n_seqs, const int *lens)
-{
-    memset(f, 0, sizeof *f);
-    f->p.kv = kv;
-    f->p.n_q_heads = n_q;
-    f->p.scale = 1.0f / sqrtf((float)kv.d_k);
-    f->p.n_seqs = n_seqs;
-    f->p.seqs = f->seq;
-    int total_pages = 0;
-    for (int s = 0; s < n_seqs; s++)
-        total_pages += (lens[s] + kv.page_tokens - 1) / kv.page_tokens;
-    size_t page_elems = ws_kv_page_bytes(&kv) / 2;
-    f->pool = malloc(sizeof(uint16_t) * page_elems * (size_t)(total_pages + 1));
-    for (size_t i = 0; i < page_elems * (size_t)total_pages; i++)
-        f->pool[i] = kv.dtype == WS_DT_BF16 ? ws_f32_to_bf16(frand()) : ws_f32_to_fp16(frand());
-    int next = total_pages - 1; /* hand pages out back to front: not contiguous per sequence */
-    for (int s = 0; s < n_seqs; s++) {
-        int np = (lens[s] + kv.page_tokens - 1) / kv.page_tokens;
-        f->tables[s] = malloc(sizeof(void *) * (size_t)(np + 1));
-        for (int i = 0; i < np; i++)
-            f->tables[s][i] = f->pool + page_elems * (size_t)(next--);
-        f->seq[s].pages = f->tables[s];
-        f->seq[s].n_tokens = lens[s];
-    }
-    f->q = malloc(sizeof(float) * (size_t)(n_seqs * n_q * kv.d_k));
-    for (int i = 0; i < n_seqs * n_q * kv.d_k; i++)
-        f->q[i] = frand();
-    f->o = malloc(sizeof(float) * (size_t)(n_seqs * n_q * kv.d_v));
-    f->lse = malloc(sizeof(float) * (size_t)(n_seqs * n_q));
-    f->p.q = f->q;
-    f->p.o = f->o;
-    f->p.lse = f->lse;
-}
-
-static void destroy(fixture *f)
-{
-    for (int s = 0; s < f->p.n_seqs; s++)
-        free(f->tables[s]);
-    free(f->pool);
-    free(f->q);
-    free(f->o);
-    free(f->lse);
-}
+typedef th_attn fixture; /* tests/attn_fixture.h */
 
 Test(attn_ref, single_token_and_empty)
 {
     fixture f;
     ws_kv_layout kv = {.page_tokens = 4, .n_kv_heads = 2, .d_k = 8, .d_v = 8, .dtype = WS_DT_BF16};
     int lens[2] = {1, 0};
-    build(&f, kv, 4, 2, lens);
+    th_attn_make(&f, kv, 4, 2, lens, 1.0f);
     double o[2 * 4 * 8], lse[8];
     ws_err err = {0};
     cr_assert_eq(ws_attn_ref(&f.p, o, lse, &err), 0, "%s", err.msg);
@@ -125,7 +68,7 @@ Test(attn_ref, single_token_and_empty)
         for (int d = 0; d < 8; d++)
             cr_assert_eq(o[h * 8 + d], 0.0);
     }
-    destroy(&f);
+    th_attn_free(&f);
 }
 
 Test(attn_ref, zero_keys_average_values)
@@ -134,7 +77,7 @@ Test(attn_ref, zero_keys_average_values)
     ws_kv_layout kv = {.page_tokens = 16, .n_kv_heads = 1, .d_k = 576, .d_v = 512,
                        .v_shares_k = 1, .dtype = WS_DT_FP16};
     int lens[1] = {37};
-    build(&f, kv, 16, 1, lens);
+    th_attn_make(&f, kv, 16, 1, lens, 1.0f);
     /* Zero q: all scores 0 -> o = mean of V rows (the first 512 of each 576 row), lse = log n. */
     memset(f.q, 0, sizeof(float) * 16 * 576);
     double o[16 * 512], lse[16];
@@ -148,7 +91,7 @@ Test(attn_ref, zero_keys_average_values)
         cr_assert_float_eq(o[5 * 512 + d], mean, 1e-12);
     }
     cr_assert_float_eq(lse[3], log(37.0), 1e-12);
-    destroy(&f);
+    th_attn_free(&f);
 }
 
 Test(attn_ref, merge_of_parts_equals_union)
@@ -156,7 +99,7 @@ Test(attn_ref, merge_of_parts_equals_union)
     fixture f;
     ws_kv_layout kv = {.page_tokens = 8, .n_kv_heads = 2, .d_k = 64, .d_v = 64, .dtype = WS_DT_BF16};
     int lens[1] = {100};
-    build(&f, kv, 8, 1, lens);
+    th_attn_make(&f, kv, 8, 1, lens, 1.0f);
     double o_full[8 * 64], lse_full[8];
     ws_err err = {0};
     cr_assert_eq(ws_attn_ref(&f.p, o_full, lse_full, &err), 0, "%s", err.msg);
@@ -189,7 +132,7 @@ Test(attn_ref, merge_of_parts_equals_union)
         for (int i = 0; i < 8; i++)
             cr_assert_float_eq(acc_l[i], lse_full[i], 2e-5);
     }
-    destroy(&f);
+    th_attn_free(&f);
 }
 
 Test(attn_ref, merge_empty_sides)
@@ -216,7 +159,7 @@ Test(attn_ref, validation_errors)
     fixture f;
     ws_kv_layout kv = {.page_tokens = 4, .n_kv_heads = 2, .d_k = 8, .d_v = 8, .dtype = WS_DT_BF16};
     int lens[1] = {10};
-    build(&f, kv, 4, 1, lens);
+    th_attn_make(&f, kv, 4, 1, lens, 1.0f);
     ws_err err = {0};
     int32_t dup[3] = {1, 5, 1}, out_of_range[2] = {0, 10}, unsorted[3] = {9, 0, 4};
     f.seq[0].sel = dup;
@@ -246,5 +189,5 @@ Test(attn_ref, validation_errors)
     f.seq[0].pages = holes;
     cr_assert_eq(ws_attn_validate(&f.p, &err), WS_EINVAL);
     cr_assert_neq(strstr(err.msg, "page 1 is NULL"), NULL, "%s", err.msg);
-    destroy(&f);
+    th_attn_free(&f);
 }

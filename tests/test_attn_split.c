@@ -6,74 +6,17 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attn_fixture.h"
 #include "attn_split.h"
 #include "half.h"
 
-static unsigned g_rng = 777;
-static float frand(void)
-{
-    g_rng = g_rng * 1664525u + 1013904223u;
-    return (float)((g_rng >> 8) & 0xffff) / 32768.0f - 1.0f;
-}
-
-typedef struct prob {
-    ws_attn_problem p;
-    ws_attn_seq seq[8];
-    const void **tab[8];
-    uint16_t *pool;
-    float *q, *o, *lse;
-} prob;
-
-static void make(prob *f, ws_kv_layout kv, int n_q, int n_seqs, const int *lens, float qamp)
-{
-    memset(f, 0, sizeof *f);
-    f->p.kv = kv;
-    f->p.n_q_heads = n_q;
-    f->p.scale = 1.0f / sqrtf((float)kv.d_k);
-    f->p.n_seqs = n_seqs;
-    f->p.seqs = f->seq;
-    int pages = 0;
-    for (int s = 0; s < n_seqs; s++)
-        pages += (lens[s] + kv.page_tokens - 1) / kv.page_tokens;
-    size_t pe = ws_kv_page_bytes(&kv) / 2;
-    f->pool = malloc(2 * pe * (size_t)(pages + 1));
-    for (size_t i = 0; i < pe * (size_t)pages; i++)
-        f->pool[i] = kv.dtype == WS_DT_BF16 ? ws_f32_to_bf16(frand()) : ws_f32_to_fp16(frand());
-    int next = 0;
-    for (int s = 0; s < n_seqs; s++) {
-        int np = (lens[s] + kv.page_tokens - 1) / kv.page_tokens;
-        f->tab[s] = malloc(sizeof(void *) * (size_t)(np + 1));
-        for (int i = 0; i < np; i++)
-            f->tab[s][i] = f->pool + pe * (size_t)(next++);
-        f->seq[s].pages = f->tab[s];
-        f->seq[s].n_tokens = lens[s];
-    }
-    size_t nqk = (size_t)n_seqs * n_q * kv.d_k;
-    f->q = malloc(sizeof(float) * nqk);
-    for (size_t i = 0; i < nqk; i++)
-        f->q[i] = qamp * frand();
-    f->o = malloc(sizeof(float) * (size_t)n_seqs * n_q * kv.d_v);
-    f->lse = malloc(sizeof(float) * (size_t)n_seqs * n_q);
-    f->p.q = f->q;
-    f->p.o = f->o;
-    f->p.lse = f->lse;
-}
-
-static void unmake(prob *f)
-{
-    for (int s = 0; s < f->p.n_seqs; s++)
-        free(f->tab[s]);
-    free(f->pool);
-    free(f->q);
-    free(f->o);
-    free(f->lse);
-}
+typedef th_attn prob; /* tests/attn_fixture.h */
 
 /* Split-K model vs the unsplit reference for several chunk lengths. */
 static void check_split(ws_kv_layout kv, int n_q, int n_seqs, const int *lens, float qamp)
 {
     prob f;
-    make(&f, kv, n_q, n_seqs, lens, qamp);
+    th_attn_make(&f, kv, n_q, n_seqs, lens, qamp);
     size_t rows = (size_t)n_seqs * n_q;
     double *o_ref = malloc(sizeof(double) * rows * kv.d_v), *l_ref = malloc(sizeof(double) * rows);
     ws_err err = {0};
@@ -94,7 +37,7 @@ static void check_split(ws_kv_layout kv, int n_q, int n_seqs, const int *lens, f
     }
     free(o_ref);
     free(l_ref);
-    unmake(&f);
+    th_attn_free(&f);
 }
 
 Test(attn_split, gqa_bf16_matches_reference)
@@ -117,7 +60,7 @@ Test(attn_split, chunk_list_covers_each_sequence_once)
     prob f;
     ws_kv_layout kv = {.page_tokens = 8, .n_kv_heads = 1, .d_k = 64, .d_v = 64, .dtype = WS_DT_FP16};
     int lens[5] = {0, 1, 64, 65, 1000};
-    make(&f, kv, 1, 5, lens, 1.0f);
+    th_attn_make(&f, kv, 1, 5, lens, 1.0f);
     ws_attn_chunk ch[256];
     int first[5], count[5];
     int n = ws_attn_split(&f.p, 64, ch, 256, first, count);
@@ -134,7 +77,7 @@ Test(attn_split, chunk_list_covers_each_sequence_once)
         cr_assert_eq(covered, lens[s]);
     }
     cr_assert_eq(ws_attn_split(&f.p, 64, ch, 19, NULL, NULL), -1, "capacity is enforced");
-    unmake(&f);
+    th_attn_free(&f);
 }
 
 Test(attn_split, chunk_length_rule)
@@ -142,7 +85,7 @@ Test(attn_split, chunk_length_rule)
     prob f;
     ws_kv_layout kv = {.page_tokens = 256, .n_kv_heads = 8, .d_k = 128, .d_v = 128, .dtype = WS_DT_BF16};
     int lens[1] = {32768};
-    make(&f, kv, 32, 1, lens, 1.0f);
+    th_attn_make(&f, kv, 32, 1, lens, 1.0f);
     /* 8 blocks per chunk, 1056 target blocks: 132 chunks -> 249 tokens -> tile 64 -> 256. */
     int t = ws_attn_split_chunk_tokens(&f.p, 8, 1056, 64, 128);
     cr_assert_eq(t, 256);
@@ -153,7 +96,7 @@ Test(attn_split, chunk_length_rule)
     f.seq[0].n_tokens = 5;
     cr_assert_eq(ws_attn_split_chunk_tokens(&f.p, 8, 1056, 64, 128), 64);
     f.seq[0].n_tokens = 32768;
-    unmake(&f);
+    th_attn_free(&f);
 }
 
 Test(attn_split, reduce_row_edge_cases)

@@ -13,19 +13,13 @@
 #include <string.h>
 
 #include "backend.h"
+#include "attn_fixture.h"
 #include "gpu_book.h"
 #include "half.h"
 
 static const ws_backend *B;
 static int g_cc;
 
-static unsigned g_rng = 4242;
-static float frand(void)
-{
-    g_rng = g_rng * 1664525u + 1013904223u;
-    return (float)((g_rng >> 8) & 0xffff) / 32768.0f - 1.0f;
-}
-static uint16_t to16(ws_dtype t, float f) { return t == WS_DT_BF16 ? ws_f32_to_bf16(f) : ws_f32_to_fp16(f); }
 
 #define OK(call) cr_assert_eq((call), 0, "%s: %s", #call, err.msg)
 
@@ -123,59 +117,7 @@ static ws_gpu_attn_stats gpu_vs_ref(const char *name, ws_attn_problem hp, int ch
     return st;
 }
 
-/* A random host problem. */
-typedef struct hprob {
-    ws_attn_problem p;
-    ws_attn_seq seq[8];
-    const void **tab[8];
-    uint16_t *pool;
-    float *q, *o, *lse; /* host outputs: only for validation, the GPU writes device copies */
-} hprob;
-
-static void hmake(hprob *f, ws_kv_layout kv, int n_q, int n_seqs, const int *lens)
-{
-    memset(f, 0, sizeof *f);
-    f->p.kv = kv;
-    f->p.n_q_heads = n_q;
-    f->p.scale = 1.0f / sqrtf((float)kv.d_k);
-    f->p.n_seqs = n_seqs;
-    f->p.seqs = f->seq;
-    int pages = 0;
-    for (int s = 0; s < n_seqs; s++)
-        pages += (lens[s] + kv.page_tokens - 1) / kv.page_tokens;
-    size_t pe = ws_kv_page_bytes(&kv) / 2;
-    f->pool = malloc(2 * pe * (size_t)(pages + 1));
-    for (size_t i = 0; i < pe * (size_t)pages; i++)
-        f->pool[i] = to16(kv.dtype, frand());
-    int next = 0;
-    for (int s = 0; s < n_seqs; s++) {
-        int np = (lens[s] + kv.page_tokens - 1) / kv.page_tokens;
-        f->tab[s] = malloc(sizeof(void *) * (size_t)(np + 1));
-        for (int i = 0; i < np; i++)
-            f->tab[s][i] = f->pool + pe * (size_t)(next++);
-        f->seq[s].pages = f->tab[s];
-        f->seq[s].n_tokens = lens[s];
-    }
-    size_t nqk = (size_t)n_seqs * n_q * kv.d_k;
-    f->q = malloc(sizeof(float) * nqk);
-    for (size_t i = 0; i < nqk; i++)
-        f->q[i] = 2.0f * frand(); /* peaky enough that the softmax is not uniform */
-    f->p.q = f->q;
-    f->o = malloc(sizeof(float) * (size_t)n_seqs * n_q * kv.d_v);
-    f->lse = malloc(sizeof(float) * (size_t)n_seqs * n_q);
-    f->p.o = f->o;
-    f->p.lse = f->lse;
-}
-
-static void hfree(hprob *f)
-{
-    for (int s = 0; s < f->p.n_seqs; s++)
-        free(f->tab[s]);
-    free(f->pool);
-    free(f->q);
-    free(f->o);
-    free(f->lse);
-}
+typedef th_attn hprob; /* tests/attn_fixture.h */
 
 static void check_attention(void)
 {
@@ -191,17 +133,17 @@ static void check_attention(void)
             hprob f;
             ws_kv_layout kv = {.page_tokens = 16, .n_kv_heads = 2, .d_k = 64, .d_v = 64, .dtype = t};
             int lens[3] = {333, 1, 77};
-            hmake(&f, kv, 2 * groups[g], 3, lens);
+            th_attn_make(&f, kv, 2 * groups[g], 3, lens, 2.0f); /* peaky q: the softmax is not uniform */
             snprintf(name, sizeof name, "gqa d64 group %d %s", groups[g], ws_dtype_name(t));
             gpu_vs_ref(name, f.p, 0);
-            hfree(&f);
+            th_attn_free(&f);
         }
         /* d = 128, group 8 (Qwen3-like), empty sequence, forced chunk sizes incl. one chunk. */
         {
             hprob f;
             ws_kv_layout kv = {.page_tokens = 256, .n_kv_heads = 4, .d_k = 128, .d_v = 128, .dtype = t};
             int lens[4] = {3000, 0, 257, 64};
-            hmake(&f, kv, 32, 4, lens);
+            th_attn_make(&f, kv, 32, 4, lens, 2.0f); /* peaky q: the softmax is not uniform */
             const int chunks[] = {0, 1, 64, 500, 1 << 20};
             for (size_t c = 0; c < sizeof chunks / sizeof chunks[0]; c++) {
                 snprintf(name, sizeof name, "gqa d128 group 8 %s chunk %d", ws_dtype_name(t), chunks[c]);
@@ -217,16 +159,16 @@ static void check_attention(void)
             cr_assert_eq(st.n_chunks, 1);
             cr_assert_eq(st.second_pass, 0);
             f.p.n_seqs = 4;
-            hfree(&f);
+            th_attn_free(&f);
         }
         {
             hprob f;
             ws_kv_layout kv = {.page_tokens = 64, .n_kv_heads = 2, .d_k = 256, .d_v = 256, .dtype = t};
             int lens[2] = {1000, 31};
-            hmake(&f, kv, 8, 2, lens);
+            th_attn_make(&f, kv, 8, 2, lens, 2.0f); /* peaky q: the softmax is not uniform */
             snprintf(name, sizeof name, "gqa d256 group 4 %s", ws_dtype_name(t));
             gpu_vs_ref(name, f.p, 0);
-            hfree(&f);
+            th_attn_free(&f);
         }
         /* MLA absorbed: one latent head, V inside K, 16 and 128 query heads. */
         const int mla_heads[] = {16, 128};
@@ -235,13 +177,13 @@ static void check_attention(void)
             ws_kv_layout kv = {.page_tokens = 64, .n_kv_heads = 1, .d_k = 576, .d_v = 512,
                                .v_shares_k = 1, .dtype = t};
             int lens[2] = {700, 5};
-            hmake(&f, kv, mla_heads[i], 2, lens);
+            th_attn_make(&f, kv, mla_heads[i], 2, lens, 2.0f); /* peaky q: the softmax is not uniform */
             f.p.scale = 1.0f / sqrtf(192.0f); /* DeepSeek's qk_nope + qk_rope */
             snprintf(name, sizeof name, "mla %d heads %s", mla_heads[i], ws_dtype_name(t));
             gpu_vs_ref(name, f.p, 0);
             snprintf(name, sizeof name, "mla %d heads %s chunk 96", mla_heads[i], ws_dtype_name(t));
             gpu_vs_ref(name, f.p, 96);
-            hfree(&f);
+            th_attn_free(&f);
         }
     }
 }
@@ -252,7 +194,7 @@ static void check_attention_errors(void)
     hprob f;
     ws_kv_layout kv = {.page_tokens = 16, .n_kv_heads = 1, .d_k = 96, .d_v = 96, .dtype = WS_DT_FP16};
     int lens[1] = {10};
-    hmake(&f, kv, 1, 1, lens);
+    th_attn_make(&f, kv, 1, 1, lens, 2.0f); /* peaky q: the softmax is not uniform */
     ws_gpu_attn_limits lim = {.max_seqs = 1, .max_pages = 1, .max_q_heads = 1, .max_d_v = 96};
     ws_gpu_attn *ws;
     OK(B->attn_create(&lim, &ws, &err));
@@ -280,7 +222,7 @@ static void check_attention_errors(void)
     B->attn_destroy(ws);
     B->dev_free(o);
     B->dev_free(l);
-    hfree(&f);
+    th_attn_free(&f);
 }
 
 static void check_merge(void)
@@ -289,12 +231,12 @@ static void check_merge(void)
     enum { R = 37, D = 96 };
     static float oa[R * D], ob[R * D], la[R], lb[R], o_cpu[R * D], l_cpu[R], o_gpu[R * D], l_gpu[R];
     for (int i = 0; i < R * D; i++) {
-        oa[i] = frand();
-        ob[i] = frand();
+        oa[i] = th_attn_rand();
+        ob[i] = th_attn_rand();
     }
     for (int r = 0; r < R; r++) {
-        la[r] = r % 5 == 0 ? -INFINITY : 30.0f * frand();
-        lb[r] = r % 7 == 0 ? -INFINITY : 30.0f * frand();
+        la[r] = r % 5 == 0 ? -INFINITY : 30.0f * th_attn_rand();
+        lb[r] = r % 7 == 0 ? -INFINITY : 30.0f * th_attn_rand();
     }
     la[3] = lb[3] = 1000.0f;
     ws_attn_merge(oa, la, ob, lb, o_cpu, l_cpu, R, D);
@@ -329,7 +271,7 @@ static void check_streaming(void)
     uint16_t *pinned;
     OK(B->host_alloc(pb * L * NP, (void **)&pinned, &err));
     for (size_t i = 0; i < pb * L * NP / 2; i++)
-        pinned[i] = to16(kv.dtype, frand());
+        pinned[i] = th_attn_to16(kv.dtype, th_attn_rand());
     ws_gpu_xfer_config cfg = {.page_bytes = pb, .pages_per_half = NP};
     ws_gpu_xfer *x;
     OK(B->xfer_create(&cfg, &x, &err));
@@ -346,7 +288,7 @@ static void check_streaming(void)
     OK(B->attn_create(&lim, &ws, &err));
     float *q_h = malloc(sizeof(float) * 8 * 128), *q_d, *o_d, *l_d;
     for (int i = 0; i < 8 * 128; i++)
-        q_h[i] = frand();
+        q_h[i] = th_attn_rand();
     q_d = dev_copy_of(q_h, sizeof(float) * 8 * 128);
     OK(B->dev_alloc(sizeof(float) * 8 * 128, (void **)&o_d, &err));
     OK(B->dev_alloc(sizeof(float) * 8, (void **)&l_d, &err));
@@ -436,7 +378,7 @@ static void check_dwin(void)
     OK(B->attn_create(&lim, &ws, &err));
     float q_h[NS * 4 * HD];
     for (int i = 0; i < NS * 4 * HD; i++)
-        q_h[i] = frand();
+        q_h[i] = th_attn_rand();
     float *q_d = dev_copy_of(q_h, sizeof q_h), *o_d, *l_d;
     OK(B->dev_alloc(sizeof(float) * NS * 4 * HD, (void **)&o_d, &err));
     OK(B->dev_alloc(sizeof(float) * NS * 4, (void **)&l_d, &err));
@@ -451,7 +393,7 @@ static void check_dwin(void)
                 int s = seqs[i], t = appended[l][s];
                 for (int h = 0; h < 2; h++)
                     for (int d = 0; d < HD; d++) {
-                        uint16_t kk = to16(kv.dtype, frand()), vv = to16(kv.dtype, frand());
+                        uint16_t kk = th_attn_to16(kv.dtype, th_attn_rand()), vv = th_attn_to16(kv.dtype, th_attn_rand());
                         kn[((size_t)i * 2 + h) * HD + d] = kk;
                         vn[((size_t)i * 2 + h) * HD + d] = vv;
                         MIR(l, s, t, h, 0)[d] = kk;
@@ -576,9 +518,9 @@ static void check_gemm(void)
             static uint16_t a[M * K], b[K * N];
             static float c[M * N];
             for (int i = 0; i < M * K; i++)
-                a[i] = to16(t, frand());
+                a[i] = th_attn_to16(t, th_attn_rand());
             for (int i = 0; i < K * N; i++)
-                b[i] = to16(t, frand());
+                b[i] = th_attn_to16(t, th_attn_rand());
             void *a_d = dev_copy_of(a, sizeof a), *b_d = dev_copy_of(b, sizeof b), *c_d;
             OK(B->dev_alloc(sizeof c, &c_d, &err));
             ws_gemm_problem g = {.m = M, .n = N, .k = K, .ab_dtype = t, .c_dtype = WS_DT_FP32,
