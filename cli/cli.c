@@ -2,10 +2,13 @@
 #include "cli.h"
 
 #include <math.h>
-#include <stdlib.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include "store.h"
+#include "ws_util.h"
 
 int cli_fail(const ws_err *err)
 {
@@ -73,16 +76,16 @@ const char *cli_si(double v, const char *unit, char *buf, int cap)
 }
 
 int cli_parse(const char *cmd, int argc, char **argv, const cli_opt *opts, char **pos,
-              int max_pos, int *npos, int *help)
+              int max_pos, int *npos, void (*help)(FILE *out))
 {
     *npos = 0;
-    *help = 0;
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            help(stdout);
+            return CLI_PARSE_HELP;
+        }
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            *help = 1;
-            continue;
-        }
         if (strncmp(a, "--", 2) != 0 || a[2] == '\0') {
             if (*npos >= max_pos)
                 return cli_usage_error(cmd, "unexpected argument '%s'", a);
@@ -109,4 +112,15 @@ int cli_parse(const char *cmd, int argc, char **argv, const cli_opt *opts, char 
         }
     }
     return 0;
+}
+
+int cli_open_store(const char *db, ws_store **out, ws_err *err)
+{
+    char path[WS_PATH_MAX];
+    if (!db) {
+        if (ws_store_default_path(path, sizeof path, err))
+            return err->code;
+        db = path;
+    }
+    return ws_store_open(db, out, err);
 }

@@ -292,7 +292,7 @@ static int bench_attn(ws_pool *pool, ws_isa isa, const attn_args *a)
 
 int cmd_bench(int argc, char **argv)
 {
-    int json = 0, help_flag = 0, nargs = 0;
+    int json = 0, nargs = 0;
     const char *threads_s = NULL, *mib_s = NULL, *repeats_s = NULL, *isa_s = NULL, *model = NULL,
                *ctx_s = NULL, *batch_s = NULL, *dtype_s = "bf16", *topk_s = NULL, *mode_s = "pages",
                *page_s = "256", *seed_s = "1", *read_mib_s = NULL;
@@ -305,13 +305,9 @@ int cmd_bench(int argc, char **argv)
                             {"seed", &seed_s, NULL},        {"read-mib", &read_mib_s, NULL},
                             {0}};
     char *args[1];
-    int rc = cli_parse("bench", argc, argv, opts, args, 1, &nargs, &help_flag);
+    int rc = cli_parse("bench", argc, argv, opts, args, 1, &nargs, help);
     if (rc)
-        return rc;
-    if (help_flag) {
-        help(stdout);
-        return CLI_EXIT_OK;
-    }
+        return rc == CLI_PARSE_HELP ? CLI_EXIT_OK : rc;
     if (nargs == 0)
         return cli_usage_error("bench", "missing what to measure (membw or attn-cpu)");
     const int is_membw = !strcmp(args[0], "membw"), is_attn = !strcmp(args[0], "attn-cpu");

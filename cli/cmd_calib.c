@@ -145,17 +145,6 @@ static void print_fits(json_t *show)
     }
 }
 
-static int open_db(const char *db, ws_store **s, ws_err *err)
-{
-    char path[WS_PATH_MAX];
-    if (!db) {
-        if (ws_store_default_path(path, sizeof path, err))
-            return err->code;
-        db = path;
-    }
-    return ws_store_open(db, s, err);
-}
-
 static int calib_show(const char *db, const char *run_arg, int json)
 {
     ws_err err = {0};
@@ -167,7 +156,7 @@ static int calib_show(const char *db, const char *run_arg, int json)
             return cli_usage_error("calib", "--run needs a positive run number, not '%s'", run_arg);
     }
     ws_store *s;
-    if (open_db(db, &s, &err))
+    if (cli_open_store(db, &s, &err))
         return cli_fail(&err);
     json_t *show = ws_calib_show(s, id, &err);
     ws_store_close(s);
@@ -182,20 +171,16 @@ static int calib_show(const char *db, const char *run_arg, int json)
 
 int cmd_calib(int argc, char **argv)
 {
-    int json = 0, quick = 0, help_flag = 0, nargs = 0;
+    int json = 0, quick = 0, nargs = 0;
     const char *db = NULL, *only = NULL, *threads_s = NULL, *run_arg = NULL;
     const cli_opt opts[] = {{"json", NULL, &json},        {"quick", NULL, &quick},
                             {"db", &db, NULL},            {"only", &only, NULL},
                             {"threads", &threads_s, NULL}, {"run", &run_arg, NULL},
                             {0}};
     char *args[1];
-    int rc = cli_parse("calib", argc, argv, opts, args, 1, &nargs, &help_flag);
+    int rc = cli_parse("calib", argc, argv, opts, args, 1, &nargs, help);
     if (rc)
-        return rc;
-    if (help_flag) {
-        help(stdout);
-        return CLI_EXIT_OK;
-    }
+        return rc == CLI_PARSE_HELP ? CLI_EXIT_OK : rc;
     const char *sub = nargs ? args[0] : "run";
     if (!strcmp(sub, "show"))
         return calib_show(db, run_arg, json);
@@ -233,7 +218,7 @@ int cmd_calib(int argc, char **argv)
 
     /* Open (and so validate) the database before spending minutes measuring. */
     ws_store *s;
-    if (open_db(db, &s, &err))
+    if (cli_open_store(db, &s, &err))
         return cli_fail(&err);
     ws_isa isa;
     ws_calib_run run;

@@ -28,17 +28,6 @@ static void help(FILE *out)
             "--db defaults to $WRITESCOPE_DB, else results/writescope.db in the project.\n");
 }
 
-static int open_store(const char *db_path, ws_store **s, ws_err *err)
-{
-    char path[WS_PATH_MAX];
-    if (!db_path) {
-        if (ws_store_default_path(path, sizeof path, err))
-            return err->code;
-        db_path = path;
-    }
-    return ws_store_open(db_path, s, err);
-}
-
 static const char *unit_text(double v, const char *unit, char *buf, int cap)
 {
     if (!strcmp(unit, "1"))
@@ -113,7 +102,7 @@ static int export_to(ws_store *s, const char *format, const char *table, const c
 
 int cmd_db(int argc, char **argv)
 {
-    int json = 0, help_flag = 0, nargs = 0;
+    int json = 0, nargs = 0;
     const char *db = NULL, *seed = NULL, *profile = NULL, *format = "json", *table = NULL,
                *output = NULL;
     const cli_opt opts[] = {{"json", NULL, &json},       {"db", &db, NULL},
@@ -121,13 +110,9 @@ int cmd_db(int argc, char **argv)
                             {"format", &format, NULL},   {"table", &table, NULL},
                             {"output", &output, NULL},   {0}};
     char *args[1];
-    int rc = cli_parse("db", argc, argv, opts, args, 1, &nargs, &help_flag);
+    int rc = cli_parse("db", argc, argv, opts, args, 1, &nargs, help);
     if (rc)
-        return rc;
-    if (help_flag) {
-        help(stdout);
-        return CLI_EXIT_OK;
-    }
+        return rc == CLI_PARSE_HELP ? CLI_EXIT_OK : rc;
     if (nargs == 0)
         return cli_usage_error("db", "missing subcommand (init, show or export)");
     const char *sub = args[0];
@@ -145,7 +130,7 @@ int cmd_db(int argc, char **argv)
     if (seed && !(seed_text = ws_read_file(seed, NULL, &err)))
         return cli_fail(&err); /* read the seed before touching the database */
     ws_store *s;
-    if (open_store(db, &s, &err)) {
+    if (cli_open_store(db, &s, &err)) {
         free(seed_text);
         return cli_fail(&err);
     }

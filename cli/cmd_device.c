@@ -17,16 +17,12 @@ static void help(FILE *out)
 
 int cmd_device(int argc, char **argv)
 {
-    int json = 0, help_flag = 0, nargs = 0;
+    int json = 0, nargs = 0;
     const cli_opt opts[] = {{"json", NULL, &json}, {0}};
     char *args[1];
-    int rc = cli_parse("device", argc, argv, opts, args, 0, &nargs, &help_flag);
+    int rc = cli_parse("device", argc, argv, opts, args, 0, &nargs, help);
     if (rc)
-        return rc;
-    if (help_flag) {
-        help(stdout);
-        return CLI_EXIT_OK;
-    }
+        return rc == CLI_PARSE_HELP ? CLI_EXIT_OK : rc;
     ws_err err = {0};
     const ws_backend *cpu = ws_backend_cpu();
     ws_device_info info;

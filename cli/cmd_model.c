@@ -157,17 +157,13 @@ static int model_list(int json)
 
 int cmd_model(int argc, char **argv)
 {
-    int json = 0, help_flag = 0, nargs = 0;
+    int json = 0, nargs = 0;
     const char *kv_name = "bf16";
     const cli_opt opts[] = {{"json", NULL, &json}, {"kv-dtype", &kv_name, NULL}, {0}};
     char *args[2];
-    int rc = cli_parse("model", argc, argv, opts, args, 2, &nargs, &help_flag);
+    int rc = cli_parse("model", argc, argv, opts, args, 2, &nargs, help);
     if (rc)
-        return rc;
-    if (help_flag) {
-        help(stdout);
-        return CLI_EXIT_OK;
-    }
+        return rc == CLI_PARSE_HELP ? CLI_EXIT_OK : rc;
     ws_dtype kv;
     if (ws_dtype_parse(kv_name, &kv))
         return cli_usage_error("model", "unknown --kv-dtype '%s' (bf16, fp16, fp8, fp32)", kv_name);

@@ -20,34 +20,25 @@ static void help(FILE *out)
 
 int cmd_plot(int argc, char **argv)
 {
-    int help_flag = 0, nargs = 0;
+    int nargs = 0;
     const char *db = NULL, *run_arg = NULL, *out = NULL;
     const cli_opt opts[] = {{"db", &db, NULL}, {"run", &run_arg, NULL}, {"out", &out, NULL}, {0}};
     char *args[1];
-    int rc = cli_parse("plot", argc, argv, opts, args, 1, &nargs, &help_flag);
+    int rc = cli_parse("plot", argc, argv, opts, args, 1, &nargs, help);
     if (rc)
-        return rc;
-    if (help_flag) {
-        help(stdout);
-        return CLI_EXIT_OK;
-    }
+        return rc == CLI_PARSE_HELP ? CLI_EXIT_OK : rc;
     if (nargs == 0 || strcmp(args[0], "calib"))
         return cli_usage_error("plot", "what to plot: 'calib'");
     long long id = run_arg ? atoll(run_arg) : 0;
     if (run_arg && id <= 0)
         return cli_usage_error("plot", "--run needs a positive run number");
     ws_err err = {0};
-    char root[WS_PATH_MAX], path[WS_PATH_MAX], script[WS_PATH_MAX + 32], outbuf[WS_PATH_MAX + 64];
+    char root[WS_PATH_MAX], script[WS_PATH_MAX + 32], outbuf[WS_PATH_MAX + 64];
     if (ws_root_dir(root, sizeof root, &err))
         return cli_fail(&err);
-    if (!db) {
-        if (ws_store_default_path(path, sizeof path, &err))
-            return cli_fail(&err);
-        db = path;
-    }
     snprintf(script, sizeof script, "%s/plots/calib.gp", root);
     ws_store *s;
-    if (ws_store_open(db, &s, &err))
+    if (cli_open_store(db, &s, &err))
         return cli_fail(&err);
     json_t *show = ws_calib_show(s, id, &err);
     if (!show) {
