@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# tests/gpu/calib.sh: the device check of the calibrator's GPU and link sweeps (issue 5),
+# run after tests/gpu/run.sh has built the project on a machine with a CUDA GPU:
+#   writescope calib --quick --only gpu    device copy, GPU attention, cuBLAS GEMM
+#   writescope calib --quick --only link   H2D/D2H pinned and pageable 4 KB..256 MB,
+#                                          H2D with D2H, H2D under CPU expert GEMMs
+# into one database; prints the fits. Output in $OUT (else results/): gpu_calib.db,
+# calib_gpu.json, calib_link.json, gpu_calib.log. Exit: 0 both stored, 77 no device,
+# other: a sweep failed (its message is in the log). Budget: under 5 minutes.
+set -u -o pipefail
+cd "$(dirname "$0")/../.."
+out_dir=${OUT:-results}
+mkdir -p "$out_dir"
+db="$out_dir/gpu_calib.db"
+log="$out_dir/gpu_calib.log"
+: >"$log"
+say() { echo "calib.sh: $*" | tee -a "$log"; }
+if [ ! -x bin/writescope ] || [ ! -f bin/libwritescope_cuda.so ]; then
+    say "FAIL: build first (bash tests/gpu/run.sh)"
+    exit 1
+fi
+export WRITESCOPE_CUDA_LIB="$PWD/bin/libwritescope_cuda.so"
+if bin/writescope device 2>&1 | grep -q '^cuda  none'; then
+    say "no CUDA device: $(bin/writescope device 2>&1 | sed -n 's/^cuda  none: //p')"
+    exit 77
+fi
+rc=0
+for scope in gpu link; do
+    say "calib --quick --only $scope"
+    if ! timeout 140 bin/writescope calib --quick --only "$scope" --db "$db" --json \
+        >"$out_dir/calib_$scope.json" 2>>"$log"; then
+        say "FAIL: calib --only $scope (log: $log)"
+        tail -n 5 "$log"
+        rc=1
+    fi
+done
+bin/writescope calib show --db "$db" 2>&1 | tee -a "$log"
+exit $rc
