@@ -228,21 +228,8 @@ static void attend(const job *jb, int s, int kvh, int i0, int i1, float *o, floa
         }
         /* Sparse lists: prefetch the rows pf items ahead, which the hardware prefetcher
          * cannot guess. */
-        for (int j = 0; j < n && pf; j++) {
-            const int ia = i + j + pf;
-            if (ia >= i1)
-                break;
-            const int t = sq->sel ? sq->sel[ia] : ia;
-            const char *pg = sq->pages[t / P];
-            const char *kr = pg + 2 * ws_kv_k_off(kv, kvh, t % P);
-            for (int b = 0; b < 2 * dk; b += 64)
-                __builtin_prefetch(kr + b);
-            if (!kv->v_shares_k) {
-                const char *vr = pg + 2 * ws_kv_v_off(kv, kvh, t % P);
-                for (int b = 0; b < 2 * dv; b += 64)
-                    __builtin_prefetch(vr + b);
-            }
-        }
+        for (int j = 0; j < n && pf && i + j + pf < i1; j++)
+            ws_attn_prefetch_row(sq, kv, kvh, sq->sel ? sq->sel[i + j + pf] : i + j + pf);
         pf_cursor pfc = {0};
         if (!sq->sel && i + 2 * B <= i1 && ((i + B) % P) + B <= P) {
             const char *pg = sq->pages[(i + B) / P];

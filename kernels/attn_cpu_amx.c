@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "attn_cpu_amx.h"
+#include "attn_cpu_isa.h"
 #include "half.h"
 
 #define ARCH_REQ_XCOMP_PERM 0x1023 /* Linux: ask for permission to use a dynamic xstate */
@@ -269,18 +270,8 @@ void ws_attn_cpu_amx_attend(const ws_attn_problem *p, int s, int kvh, int i0, in
             }
         }
         if (pf_rows) /* scattered rows of a list: the hardware cannot guess them */
-            for (int j = 0; j < 16 && i + 16 + j < i1; j++) {
-                const int t = sq->sel[i + 16 + j];
-                const char *pg = sq->pages[t / P];
-                const char *kr = pg + 2 * ws_kv_k_off(kv, kvh, t % P);
-                for (int b = 0; b < 2 * dk; b += 64)
-                    __builtin_prefetch(kr + b);
-                if (!kv->v_shares_k) {
-                    const char *vr = pg + 2 * ws_kv_v_off(kv, kvh, t % P);
-                    for (int b = 0; b < 2 * dv; b += 64)
-                        __builtin_prefetch(vr + b);
-                }
-            }
+            for (int j = 0; j < 16 && i + 16 + j < i1; j++)
+                ws_attn_prefetch_row(sq, kv, kvh, sq->sel[i + 16 + j]);
         /* K rows as one strided A tile when they are one page's consecutive rows. */
         const uint16_t *ka = krow[0];
         if (n < 16 || krow[15] != krow[0] + (size_t)15 * dk) {

@@ -41,4 +41,21 @@ const ws_attn_cpu_ops *ws_attn_cpu_ops_avx2(void);
 const ws_attn_cpu_ops *ws_attn_cpu_ops_avx512(void);
 const ws_attn_cpu_ops *ws_attn_cpu_ops_avx512bf16(void);
 
+/* Software prefetch of token t's K row (and V row unless V shares K) of KV head kvh: for
+ * sparse lists, whose rows the hardware prefetcher cannot guess. */
+static inline void ws_attn_prefetch_row(const ws_attn_seq *sq, const ws_kv_layout *kv, int kvh,
+                                        int t)
+{
+    const int P = kv->page_tokens;
+    const char *pg = (const char *)sq->pages[t / P];
+    const char *kr = pg + 2 * ws_kv_k_off(kv, kvh, t % P);
+    for (int b = 0; b < 2 * kv->d_k; b += 64)
+        __builtin_prefetch(kr + b);
+    if (!kv->v_shares_k) {
+        const char *vr = pg + 2 * ws_kv_v_off(kv, kvh, t % P);
+        for (int b = 0; b < 2 * kv->d_v; b += 64)
+            __builtin_prefetch(vr + b);
+    }
+}
+
 #endif
