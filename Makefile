@@ -6,7 +6,7 @@
 #   make deps       install missing Debian packages (apt-get); a no-op when all are present
 #   make gpu-bundle download + extract the build dependencies into .gpu-deps/ for a machine
 #                   without apt (tests/gpu/README.md); then build there with
-#                   make DEPS_PREFIX=$PWD/.gpu-deps/root (tests/gpu/run.sh does it itself)
+#                   make DEPS_PREFIX=$PWD/.gpu-deps/prefix (tests/gpu/run.sh does it itself)
 # Objects go to $(O)/, binaries to $(BIN)/; `make sanitize` uses build/san for both.
 
 CC      ?= cc

@@ -6,9 +6,9 @@
 #       (pthread variant) and Criterion, headers and the shared libraries they load, then
 #       extracts them as below. .gpu-deps/debs is what travels (about 20 MiB).
 #   gpu_bundle.sh --extract  (offline; tests/gpu/run.sh does it when the prefix is missing)
-#       extracts .gpu-deps/debs/*.deb into the prefix .gpu-deps/root (dpkg -x), drops what
+#       extracts .gpu-deps/debs/*.deb into the prefix .gpu-deps/prefix (dpkg -x), drops what
 #       the build does not use (docs, static libraries, LAPACK), and adds the symlinks that
-#       the OpenBLAS alternatives would make. Build with `make DEPS_PREFIX=$PWD/.gpu-deps/root`.
+#       the OpenBLAS alternatives would make. Build with `make DEPS_PREFIX=$PWD/.gpu-deps/prefix`.
 # Not bundled: what every Linux with a C compiler has (glibc, gcc's runtime libraries,
 # zlib), gnuplot (plots are not made there), and the -dev packages that libcriterion-dev
 # needs only for static linking and pkg-config.
@@ -16,7 +16,7 @@ set -eu
 cd "$(dirname "$0")/.."
 dir=.gpu-deps
 debs=$dir/debs
-root=$dir/root
+root=$dir/prefix
 
 # The packages the build needs; their dependencies are added below.
 ROOTS="libgsl-dev libsqlite3-dev libjansson-dev libopenblas-dev libopenblas-pthread-dev libcriterion-dev"

@@ -39,7 +39,7 @@ unshare -m --propagation private bash -eu -c '
     done
     cd "$2"
     scripts/gpu_bundle.sh --extract
-    export DEPS_PREFIX=$PWD/.gpu-deps/root
+    export DEPS_PREFIX=$PWD/.gpu-deps/prefix
     make -j"$(nproc)" >build.log 2>&1 || { tail -30 build.log; exit 1; }
     grep "^deps:" build.log
     echo "== ldd (gsl, openblas, sqlite3, jansson, criterion and their libraries)"

@@ -45,9 +45,9 @@ if [ -d .gpu-deps/debs ]; then
         exit 1
     fi
 fi
-if [ -d .gpu-deps/root/usr/include ]; then
-    export DEPS_PREFIX="$PWD/.gpu-deps/root"
-    say "build deps: the bundle in .gpu-deps/root ($( (wc -l <.gpu-deps/root/BUNDLE) 2>/dev/null || echo "?") packages)"
+if [ -d .gpu-deps/prefix/usr/include ]; then
+    export DEPS_PREFIX="$PWD/.gpu-deps/prefix"
+    say "build deps: the bundle in .gpu-deps/prefix ($( (wc -l <.gpu-deps/prefix/BUNDLE) 2>/dev/null || echo "?") packages)"
 elif ! deps_probe; then
     say "FAIL: missing build deps: run \`make gpu-bundle\` here and carry .gpu-deps/debs (log: $log)"
     exit 1
