@@ -3,8 +3,9 @@
  * Host: read bandwidth and triad over sizes beyond the last-level cache; the dot-product
  * peak of the attention instruction path; CPU decode attention for GQA, MLA and sparse MLA
  * (shapes from the shipped model configs) in bf16 and fp16 over contexts from 1K to 1M
- * tokens of one layer, batch sizes and 1 vs all threads, each repeat on different pages so
- * the timing is cold-cache as in a real decode step; attention over pinned vs pageable
+ * tokens of one layer, batch sizes and 1 vs all threads -- each repeat on pages evicted
+ * from every cache level just before (cold, as in a real decode step), repeats taken
+ * round robin over the sweep so host load spreads over samples; attention over pinned vs pageable
  * memory; expert GEMMs through the BLAS for the three models' expert shapes over 1..512
  * tokens. With a CUDA device, the GPU and link sweeps of the device backend (see
  * measure_gpu in measure.c). Every sample is a median of repeats with min and max kept.
