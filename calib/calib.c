@@ -204,14 +204,12 @@ int ws_calib_fit_all(ws_calib_run *run, ws_err *err)
                 else
                     w_fix = W; /* compute bound: fit P */
             } else if (ai_max <= 1.5 * ai_min) {
-                p_fix = 1e18; /* no machine figures: fit the byte rate alone */
+                p_fix = INFINITY; /* no machine figures: fit the byte rate alone */
             }
             if (ws_fit_roofline(pts, n, p_fix, w_fix, &r, &ferr))
                 return ws_err_set(err, ferr.code, "calib: %s: %s", k->op, ferr.msg);
-            if (p_fix == 1e18) {
-                r.peak_flops = 0;
-                r.p_fixed = 0;
-            }
+            if (isinf(p_fix))
+                r.p_fixed = 0; /* P was left out, not held at a measurement */
         }
         rc = add_fit(run, k, &r, err);
     }

@@ -321,7 +321,7 @@ int ws_fit_roofline(const ws_fit_point *pts, int n, double p_fix, double w_fix, 
     out->c0_at_bound = d.fix_c0;
     out->c0 = c0 * C0_UNIT;
     out->c0_se = sqrt(var[0]) * C0_UNIT;
-    out->peak_flops = ip > 0 ? RATE_UNIT / ip : 0;
+    out->peak_flops = ip > 0 ? RATE_UNIT / ip : p_fix; /* p_fix = INFINITY: P left out */
     out->peak_flops_se = ip > 0 ? RATE_UNIT * sqrt(var[1]) / (ip * ip) : 0;
     out->bandwidth = iw > 0 ? RATE_UNIT / iw : 0;
     out->bandwidth_se = iw > 0 ? RATE_UNIT * sqrt(var[2]) / (iw * iw) : 0;

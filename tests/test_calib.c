@@ -239,3 +239,32 @@ Test(calib, locked_database_is_a_clear_error)
     ws_store_close(s);
     ws_calib_run_free(&run);
 }
+
+Test(calib, constant_intensity_without_machine_figures)
+{
+    /* No read bandwidth or peak measured (e.g. a partial run): constant-intensity samples
+     * still fit the byte rate, and P is left out rather than invented. */
+    ws_calib_run run;
+    synth_run(&run, 12e9);
+    run.read_bw = run.read_bw_1t = 0;
+    run.peak_flops[0] = run.peak_flops[1] = 0;
+    ws_err err = {0};
+    cr_assert_eq(ws_calib_fit_all(&run, &err), 0, "%s", err.msg);
+    const ws_calib_fit *gqa = NULL;
+    for (int i = 0; i < run.n_fits; i++)
+        if (!strcmp(run.fits[i].key.op, "attn") && !strcmp(run.fits[i].key.attn_kind, "gqa"))
+            gqa = &run.fits[i];
+    cr_assert_not_null(gqa);
+    cr_assert(gqa->r.good, "%s", gqa->r.note);
+    cr_assert(!gqa->r.p_fixed);
+    cr_assert(isinf(gqa->r.peak_flops));
+    cr_assert_float_eq(gqa->r.bandwidth, 12e9, 12e6);
+    ws_store *s = fresh_store();
+    long long id;
+    cr_assert_eq(ws_calib_store(s, &run, &id, &err), 0, "%s", err.msg);
+    cr_assert_eq(th_count(ws_store_db(s), "SELECT count(*) FROM fits WHERE op = 'attn' AND "
+                                          "attn_kind = 'gqa' AND peak_flops IS NULL"),
+                 1);
+    ws_store_close(s);
+    ws_calib_run_free(&run);
+}
