@@ -249,9 +249,11 @@ int cmd_calib(int argc, char **argv)
         rc = ws_calib_fit_all(&run, &err);
     ws_utc_now(run.finished_at, sizeof run.finished_at);
     long long id = 0;
+    /* A Ctrl-C that lands during the commit is held until it is done: the run is stored
+     * whole, and then it is not "interrupted". */
     if (!rc && !g_stop)
         rc = ws_calib_store(s, &run, &id, &err);
-    if (!rc && g_stop)
+    else if (!rc)
         rc = ws_err_set(&err, WS_ECANCELED, "calibration interrupted; nothing was written");
     sigaction(SIGINT, &old_int, NULL);
     sigaction(SIGTERM, &old_term, NULL);
