@@ -70,6 +70,7 @@ typedef struct tilecfg {
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,amx-tile,amx-bf16")
 
 #define INL static inline __attribute__((always_inline))
+#include "attn_cpu_exp512.h" /* compiled for this region's target */
 
 /* Tiles: 0 scores^T, 1 K, 2 q (hi, then lo), 4 p hi, 5 p lo, 6 V, 7 and 3 slabs of O. */
 static void config(int g16)
@@ -135,24 +136,6 @@ INL void transpose16(const float *in, __m512 out[16])
         out[4 + j] = _mm512_shuffle_f32x4(v1, w1, 0x88);
         out[12 + j] = _mm512_shuffle_f32x4(v1, w1, 0xdd);
     }
-}
-
-/* exp on [-87, 0] (same polynomial as the AVX-512 path). */
-INL __m512 exp16(__m512 x)
-{
-    x = _mm512_max_ps(x, _mm512_set1_ps(-87.0f));
-    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
-    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-    __m512 y = _mm512_set1_ps(1.9875691500e-4f);
-    y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(1.3981999507e-3f));
-    y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(8.3334519073e-3f));
-    y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(4.1665795894e-2f));
-    y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(1.6666665459e-1f));
-    y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(5.0000001201e-1f));
-    y = _mm512_fmadd_ps(y, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
-    return _mm512_scalef_ps(y, n);
 }
 
 INL __m512 bf16_to_ps(__m256i h)
@@ -315,7 +298,7 @@ void ws_attn_cpu_amx_attend(const ws_attn_problem *p, int s, int kvh, int i0, in
                 float mx = _mm512_reduce_max_ps(x);
                 mx = mx > mg[g] ? mx : mg[g];
                 ag[g] = mx == mg[g] ? 1.0f : mg[g] == -INFINITY ? 0.0f : expf(mg[g] - mx);
-                __m512 e = _mm512_maskz_mov_ps(valid, exp16(_mm512_sub_ps(x, _mm512_set1_ps(mx))));
+                __m512 e = _mm512_maskz_mov_ps(valid, ws_exp16_ps(_mm512_sub_ps(x, _mm512_set1_ps(mx))));
                 lg[g] = ag[g] * lg[g] + _mm512_reduce_add_ps(e);
                 mg[g] = mx;
                 __m256i h = ps_to_bf16(e);

@@ -19,6 +19,7 @@
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,fma,f16c")
 
 #define INL static inline __attribute__((always_inline))
+#include "attn_cpu_exp512.h" /* compiled for this region's target */
 
 static void cvt(float *dst, int ld, const uint16_t *const *rows, int n, int d, ws_dtype dt)
 {
@@ -163,32 +164,14 @@ static void pv(float *o, int G, int dv, const float *p, int ldp, const float *vf
     }
 }
 
-/* exp on [-87, 0]: Cephes' expf polynomial (~1 ulp), 2^n applied with VSCALEFPS. */
-INL __m512 exp16(__m512 x)
-{
-    x = _mm512_max_ps(x, _mm512_set1_ps(-87.0f));
-    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
-    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-    __m512 y = _mm512_set1_ps(1.9875691500e-4f);
-    y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(1.3981999507e-3f));
-    y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(8.3334519073e-3f));
-    y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(4.1665795894e-2f));
-    y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(1.6666665459e-1f));
-    y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(5.0000001201e-1f));
-    y = _mm512_fmadd_ps(y, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
-    return _mm512_scalef_ps(y, n);
-}
-
 static void expv(float *x, int n)
 {
     int i = 0;
     for (; i + 16 <= n; i += 16)
-        _mm512_storeu_ps(x + i, exp16(_mm512_loadu_ps(x + i)));
+        _mm512_storeu_ps(x + i, ws_exp16_ps(_mm512_loadu_ps(x + i)));
     if (i < n) {
         __mmask16 m = (__mmask16)((1u << (n - i)) - 1);
-        _mm512_mask_storeu_ps(x + i, m, exp16(_mm512_maskz_loadu_ps(m, x + i)));
+        _mm512_mask_storeu_ps(x + i, m, ws_exp16_ps(_mm512_maskz_loadu_ps(m, x + i)));
     }
 }
 
@@ -201,7 +184,7 @@ static void softmax(float *s, int G, int n, float *m, float *l, float *alpha)
         float mx = _mm512_reduce_max_ps(x);
         mx = mx > m[g] ? mx : m[g];
         alpha[g] = mx == m[g] ? 1.0f : m[g] == -INFINITY ? 0.0f : expf(m[g] - mx);
-        __m512 e = _mm512_maskz_mov_ps(k, exp16(_mm512_sub_ps(x, _mm512_set1_ps(mx))));
+        __m512 e = _mm512_maskz_mov_ps(k, ws_exp16_ps(_mm512_sub_ps(x, _mm512_set1_ps(mx))));
         _mm512_mask_storeu_ps(sg, k, e);
         l[g] = alpha[g] * l[g] + _mm512_reduce_add_ps(e);
         m[g] = mx;
