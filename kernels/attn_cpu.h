@@ -16,8 +16,8 @@
  *               pair so the scores keep ~16 mantissa bits; fp16 KV runs as avx512);
  *   amx         AMX-BF16 tiles (TDPBF16PS) for q.k and p.V on bf16 KV, q and p split into
  *               bf16 hi + lo; needs Linux to grant the tile state. fp16 KV and shapes the
- *               tiles do not serve (d not a multiple of 32, group > 16 and not a multiple of
- *               16) run the avx512 loop.
+ *               tiles do not serve (d not a multiple of 32, group > 8 and not a multiple of
+ *               8) run the avx512 loop.
  * ws_isa_best() prefers amx, then avx512, then avx512bf16, avx2, scalar: on the Sapphire
  * Rapids host this was written on, VDPBF16PS (zmm) retires about a quarter as many
  * instructions per cycle as VFMADD, so with the hi + lo split it is slower than fp32 FMA

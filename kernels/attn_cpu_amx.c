@@ -3,20 +3,34 @@
  * path is amx and the shape fits (ws_attn_cpu_amx_fits); other shapes and fp16 KV run the
  * AVX-512 block loop.
  *
- * Per block of 16 tokens and group of up to 16 query heads:
- *   scores^T [16 tok x G] = K [16 tok x 32] . Q^T (VNNI pairs), 32 dims per TDPBF16PS; K
- *            rows are loaded as an A tile straight from the page (rows of one page are a
- *            fixed stride apart) or from a 16-row gather buffer (sparse lists, page edges);
- *   softmax  on the transposed scores (AVX-512), probabilities split into bf16 hi + lo;
- *   O [G x 16 cols] += P [G x 16 tok] . V (token pairs interleaved, VNNI): each 16-column
- *            slab of the fp32 accumulator is loaded as a C tile, takes the product and is
- *            stored back; rows whose running max moved are rescaled first (AVX-512).
- * The next block's K and V lines are prefetched a few per loop step: a burst of 100+
- * prefetches stalls on the line-fill buffers, spread out they overlap the tile work (this
- * doubled the streaming rate on the development host).
- * q and p enter TMUL as bf16 hi + lo halves (two TDPBF16PS each), so scores and weights
- * keep ~16 mantissa bits: the same accuracy as the fp32 FMA paths, at a fraction of the
- * instruction count (one TDPBF16PS is 16x16x32 multiply-adds). */
+ * Query heads are taken H = min(G, 8) at a time (a head group), each head twice: its bf16
+ * hi half and its lo half (q ~= hi + lo, p ~= hi + lo), so scores and weights keep ~16
+ * mantissa bits, as accurate as the fp32 FMA paths, while one tile holds both halves:
+ *   scores  S [16 tok x 2H] = K [16 tok x 32] . Qv [16 pairs x 2H x 2], one TDPBF16PS per
+ *           32 dims; K rows are an A tile loaded straight from the page (a page's rows of
+ *           one KV head are a fixed stride apart) or from a zero-padded gather buffer
+ *           (sparse lists, page edges, the last partial block); columns h and H+h are head
+ *           h's hi and lo scores.
+ *   softmax elementwise down the token rows (no horizontal reductions): two tokens x 8
+ *           heads per vector, one max, one exp and one rescale factor per head for a whole
+ *           super-block of up to 64 tokens; a 3-stage permute network then turns the
+ *           [token][head] probabilities into per-head rows of 16 tokens.
+ *   O += P.V V rows are B tiles loaded straight from the page too: a B row is one token's
+ *           32 values as 16 pairs, so an A row holding p in the even bf16 slots (zeros in
+ *           the odd ones) yields the 16 even columns and one holding p in the odd slots the
+ *           16 odd columns; no V re-layout. The odd-slot tile is the even-slot one loaded
+ *           2 bytes earlier. A rows are [p_hi of H heads; p_lo of H heads], so O is kept
+ *           as 2H fp32 rows (hi and lo parts, summed at the end) with columns in (even,
+ *           odd) order per 32, loaded as C tiles once per super-block.
+ * Per 16 tokens, head group and 32 dims: one TDPBF16PS for q.k and two for p.V (TDPBF16PS
+ * costs the same for 8 or 16 rows and columns on the development host, so the hi/lo
+ * doubling is nearly free). Super-blocks are software-pipelined (the score tiles of the
+ * next one are issued before this one's softmax, so tile and vector work overlap). Lines
+ * of the super-block after next are prefetched to L2 a few per step (a burst stalls on the
+ * line-fill buffers), each tile's rows to L1 one step ahead.
+ * Measured on the development host (2 vCPUs, shared): about 70 TSC cycles per token and
+ * KV head for Qwen3's shape with data in L2 (QK ~20, softmax ~15, P.V ~30); the
+ * TDPBF16PS floor is ~11. */
 #include <immintrin.h>
 #include <math.h>
 #include <pthread.h>
@@ -30,6 +44,10 @@
 
 #define ARCH_REQ_XCOMP_PERM 0x1023 /* Linux: ask for permission to use a dynamic xstate */
 #define XFEATURE_XTILEDATA 18      /* the AMX tile data state */
+
+#define SUB 16     /* tokens per sub-block (rows of a tile) */
+#define NSUB 4     /* sub-blocks per super-block */
+#define HMAX 8     /* query heads per head group */
 
 static int g_amx_ok;
 static pthread_once_t g_amx_once = PTHREAD_ONCE_INIT;
@@ -48,15 +66,40 @@ int ws_attn_cpu_amx_enable(void)
 int ws_attn_cpu_amx_fits(const ws_kv_layout *kv, int G)
 {
     return kv->dtype == WS_DT_BF16 && kv->d_k % 32 == 0 && kv->d_v % 32 == 0 &&
-           (G <= 16 || G % 16 == 0);
+           (G <= HMAX || G % HMAX == 0);
+}
+
+static size_t a64(size_t n)
+{
+    return (n + 63) & ~(size_t)63;
+}
+
+/* Scratch pieces, in order (each 64-byte aligned). */
+typedef struct amx_scratch {
+    size_t qv, o, s, sr, p, kg, vg, ml, total;
+} amx_scratch;
+
+static amx_scratch scratch_plan(const ws_kv_layout *kv, int G)
+{
+    const size_t dk = (size_t)kv->d_k, dv = (size_t)kv->d_v;
+    const size_t H = G < HMAX ? (size_t)G : HMAX, n_hg = ((size_t)G + H - 1) / H;
+    amx_scratch s;
+    size_t at = 0;
+    s.qv = at, at += a64(n_hg * (dk / 32) * 16 * (2 * H) * 2 * 2); /* q tiles: pairs of bf16 */
+    s.o = at, at += a64(n_hg * 2 * H * dv * 4);             /* O, fp32 */
+    s.s = at, at += 2 * n_hg * NSUB * SUB * 16 * 4;          /* score tiles, 2 super-blocks */
+    s.sr = at, at += NSUB * 8 * 64;                          /* combined scores */
+    s.p = at, at += NSUB * 17 * 64;                          /* per sub-block: zero pad, P */
+    s.kg = at, at += a64(2 * NSUB * SUB * dk * 2);           /* K gather, 2 super-blocks */
+    s.vg = at, at += kv->v_shares_k ? 0 : a64(2 * NSUB * SUB * dv * 2);
+    s.ml = at, at += n_hg * 2 * 64;                          /* m, l per head group */
+    s.total = at;
+    return s;
 }
 
 size_t ws_attn_cpu_amx_scratch(const ws_kv_layout *kv, int G)
 {
-    const size_t dk = (size_t)kv->d_k, dv = (size_t)kv->d_v;
-    return 2 * dk * (size_t)G * 2 /* q hi, lo in VNNI */ + 16 * dk * 2 /* K gather */ +
-           dv * 32 /* V VNNI */ + 16 * 16 * 4 /* scores^T */ + 2 * 16 * 32 /* p hi, lo */ +
-3 * (size_t)G * 4 /* m, l, alpha */ + 64 * 8;
+    return scratch_plan(kv, G).total;
 }
 
 typedef struct tilecfg {
@@ -72,70 +115,50 @@ typedef struct tilecfg {
 #define INL static inline __attribute__((always_inline))
 #include "attn_cpu_exp512.h" /* compiled for this region's target */
 
-/* Tiles: 0 scores^T, 1 K, 2 q (hi, then lo), 4 p hi, 5 p lo, 6 V, 7 and 3 slabs of O. */
-static void config(int g16)
+/* Tiles: 0 S, 1 K, 2 Qv, 3 V, 4 P even, 5 P odd, 6 O even, 7 O odd; N = 2H columns. */
+static void config(int N)
 {
     tilecfg c;
     memset(&c, 0, sizeof c);
     c.palette = 1;
-    c.rows[0] = 16, c.colsb[0] = (uint16_t)(g16 * 4);
+    c.rows[0] = 16, c.colsb[0] = (uint16_t)(4 * N);
     c.rows[1] = 16, c.colsb[1] = 64;
-    c.rows[2] = 16, c.colsb[2] = (uint16_t)(g16 * 4);
-    c.rows[3] = (uint8_t)g16, c.colsb[3] = 64;
-    c.rows[4] = c.rows[5] = (uint8_t)g16, c.colsb[4] = c.colsb[5] = 32;
-    c.rows[6] = 8, c.colsb[6] = 64;
-    c.rows[7] = (uint8_t)g16, c.colsb[7] = 64;
+    c.rows[2] = 16, c.colsb[2] = (uint16_t)(4 * N);
+    c.rows[3] = 16, c.colsb[3] = 64;
+    for (int t = 4; t < 8; t++)
+        c.rows[t] = (uint8_t)N, c.colsb[t] = 64;
     _tile_loadconfig(&c);
 }
 
-/* Software prefetch of the next block, spread over the current block's work: a burst of
- * 100+ prefetches stalls on the line-fill buffers as long as demand misses would, while a few
- * per loop iteration keep the memory busy during the tile work. Region a, then region b. */
-#ifndef PF_BLOCKS
-#define PF_BLOCKS 1 /* prefetch distance in 16-token blocks */
-#endif
+/* Prefetch of the next super-block, issued a quota of lines per step: up to 2 regions per
+ * sub-block (its K rows, its V rows when they are a page's run). */
 typedef struct pf_cursor {
-    const char *a, *b;
-    size_t na, nb, off; /* bytes in a and b, bytes issued */
-    size_t quota;       /* bytes per step */
+    const char *at[2 * NSUB];
+    size_t len[2 * NSUB];
+    int n, r;      /* regions, current region */
+    size_t off;    /* bytes issued in region r */
+    size_t quota;  /* bytes per step */
 } pf_cursor;
 
 INL void pf_step(pf_cursor *c)
 {
-    size_t end = c->off + c->quota, total = c->na + c->nb;
-    if (end > total)
-        end = total;
-    for (; c->off < end; c->off += 64)
-        _mm_prefetch(c->off < c->na ? c->a + c->off : c->b + (c->off - c->na), _MM_HINT_T0);
+    size_t left = c->quota;
+    while (c->r < c->n && left) {
+        const size_t chunk = c->len[c->r] - c->off < left ? c->len[c->r] - c->off : left;
+        for (size_t b = 0; b < chunk; b += 64)
+            _mm_prefetch(c->at[c->r] + c->off + b, _MM_HINT_T1);
+        c->off += chunk, left -= chunk;
+        if (c->off == c->len[c->r])
+            c->r++, c->off = 0;
+    }
 }
 
-/* 16x16 transpose: in rows 16 floats apart -> out[c] = column c. */
-INL void transpose16(const float *in, __m512 out[16])
+/* Pulls a tile's 16 rows into L1 ahead of its load. */
+INL void pf_tile(const void *base, size_t stride)
 {
-    __m512 t[16], u[16];
-    for (int i = 0; i < 8; i++) {
-        __m512 a = _mm512_loadu_ps(in + 32 * i), b = _mm512_loadu_ps(in + 32 * i + 16);
-        t[2 * i] = _mm512_unpacklo_ps(a, b);
-        t[2 * i + 1] = _mm512_unpackhi_ps(a, b);
-    }
-    for (int i = 0; i < 4; i++) {
-        __m512d t0 = _mm512_castps_pd(t[4 * i]), t1 = _mm512_castps_pd(t[4 * i + 1]),
-                t2 = _mm512_castps_pd(t[4 * i + 2]), t3 = _mm512_castps_pd(t[4 * i + 3]);
-        u[4 * i + 0] = _mm512_castpd_ps(_mm512_unpacklo_pd(t0, t2));
-        u[4 * i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(t0, t2));
-        u[4 * i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(t1, t3));
-        u[4 * i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(t1, t3));
-    }
-    for (int j = 0; j < 4; j++) {
-        __m512 v0 = _mm512_shuffle_f32x4(u[j], u[4 + j], 0x88);
-        __m512 v1 = _mm512_shuffle_f32x4(u[j], u[4 + j], 0xdd);
-        __m512 w0 = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], 0x88);
-        __m512 w1 = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], 0xdd);
-        out[0 + j] = _mm512_shuffle_f32x4(v0, w0, 0x88);
-        out[8 + j] = _mm512_shuffle_f32x4(v0, w0, 0xdd);
-        out[4 + j] = _mm512_shuffle_f32x4(v1, w1, 0x88);
-        out[12 + j] = _mm512_shuffle_f32x4(v1, w1, 0xdd);
-    }
+    const char *b = base;
+    for (int r = 0; r < 16; r++)
+        _mm_prefetch(b + (size_t)r * stride, _MM_HINT_T0);
 }
 
 INL __m512 bf16_to_ps(__m256i h)
@@ -143,10 +166,109 @@ INL __m512 bf16_to_ps(__m256i h)
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
 }
 
-/* bf16 rounding of f (round to nearest even; inputs are finite). */
-INL __m256i ps_to_bf16(__m512 f)
+/* One step of the [token][head] -> [head][token] network: swaps register bit k with lane
+ * bit k between a (bit clear) and b (bit set). */
+INL void swap_bit(__m512 *a, __m512 *b, __m512i ia, __m512i ib)
 {
-    return (__m256i)_mm512_cvtneps_pbh(f);
+    const __m512 x = *a, y = *b;
+    *a = _mm512_permutex2var_ps(x, ia, y);
+    *b = _mm512_permutex2var_ps(x, ib, y);
+}
+
+/* Resolves sub-block [it, it + n) of the item list: K and V row bases and strides, straight
+ * in the page when the n = 16 rows are one page's run, else gathered (zero-padded) into
+ * kg / vg. */
+typedef struct sub_rows {
+    const uint16_t *k, *v;
+    size_t ks, vs; /* row strides in bytes */
+    int n;
+} sub_rows;
+
+static int run_start(const ws_attn_seq *sq, int P, int it, int n, int *t0)
+{
+    const int tf = sq->sel ? sq->sel[it] : it;
+    *t0 = tf;
+    if (n < SUB || (tf % P) + SUB > P)
+        return 0;
+    if (sq->sel)
+        for (int j = 1; j < SUB; j++)
+            if (sq->sel[it + j] != tf + j)
+                return 0;
+    return 1;
+}
+
+static void resolve(const ws_attn_seq *sq, const ws_kv_layout *kv, int kvh, int it, int n,
+                    uint16_t *kg, uint16_t *vg, sub_rows *r)
+{
+    const int P = kv->page_tokens, dk = kv->d_k, dv = kv->d_v;
+    const size_t vrow = kv->v_shares_k ? (size_t)dk : (size_t)dv;
+    int t0;
+    r->n = n;
+    if (run_start(sq, P, it, n, &t0)) {
+        const uint16_t *pg = sq->pages[t0 / P];
+        r->k = pg + ws_kv_k_off(kv, kvh, t0 % P);
+        r->v = pg + ws_kv_v_off(kv, kvh, t0 % P);
+        r->ks = (size_t)dk * 2, r->vs = vrow * 2;
+        return;
+    }
+    for (int j = 0; j < SUB; j++) {
+        uint16_t *kd = kg + (size_t)j * dk, *vd = vg ? vg + (size_t)j * dv : NULL;
+        if (j < n) {
+            const int t = sq->sel ? sq->sel[it + j] : it + j;
+            const uint16_t *pg = sq->pages[t / P];
+            memcpy(kd, pg + ws_kv_k_off(kv, kvh, t % P), (size_t)dk * 2);
+            if (vd)
+                memcpy(vd, pg + ws_kv_v_off(kv, kvh, t % P), (size_t)dv * 2);
+        } else {
+            memset(kd, 0, (size_t)dk * 2);
+            if (vd)
+                memset(vd, 0, (size_t)dv * 2);
+        }
+    }
+    r->k = kg, r->ks = (size_t)dk * 2;
+    r->v = vg ? vg : kg, r->vs = (vg ? (size_t)dv : (size_t)dk) * 2;
+}
+
+/* What the score pass needs: the task, q tiles, and two slots (super-blocks b, b + 1) of
+ * resolved rows, gather buffers and score tiles. */
+typedef struct score_ctx {
+    const ws_attn_seq *sq;
+    const ws_kv_layout *kv;
+    int kvh, i1, N, n_hg, ksteps;
+    const uint16_t *qv;
+    float *sb;
+    uint16_t *kg, *vg;
+    sub_rows sub[2][NSUB];
+    int nsub[2];
+} score_ctx;
+
+/* Resolves the super-block starting at item `at` into slot x and issues its score tiles
+ * (every head group): S [16 tok x N] per sub-block, stored to the slot's score buffer. */
+static void scores(score_ctx *c, int at, int x, pf_cursor *pf)
+{
+    const int dk = c->kv->d_k, dv = c->kv->d_v, N = c->N, i1 = c->i1;
+    const int ns = (i1 - at + SUB - 1) / SUB < NSUB ? (i1 - at + SUB - 1) / SUB : NSUB;
+    c->nsub[x] = ns;
+    for (int j = 0; j < ns; j++) {
+        const int it = at + j * SUB, n = i1 - it < SUB ? i1 - it : SUB;
+        resolve(c->sq, c->kv, c->kvh, it, n, c->kg + ((size_t)x * NSUB + j) * SUB * dk,
+                c->vg ? c->vg + ((size_t)x * NSUB + j) * SUB * dv : NULL, &c->sub[x][j]);
+    }
+    for (int hg = 0; hg < c->n_hg; hg++) {
+        const uint16_t *qg = c->qv + (size_t)hg * c->ksteps * 16 * N * 2;
+        float *sbx = c->sb + ((size_t)x * c->n_hg + hg) * NSUB * SUB * 16;
+        for (int j = 0; j < ns; j++) {
+            const sub_rows *su = &c->sub[x][j];
+            _tile_zero(0);
+            for (int ks = 0; ks < c->ksteps; ks++) {
+                pf_step(pf);
+                _tile_loadd(1, su->k + 32 * ks, su->ks);
+                _tile_loadd(2, qg + (size_t)ks * 16 * N * 2, 4 * N);
+                _tile_dpbf16ps(0, 1, 2);
+            }
+            _tile_stored(0, sbx + j * SUB * 16, 64);
+        }
+    }
 }
 
 void ws_attn_cpu_amx_attend(const ws_attn_problem *p, int s, int kvh, int i0, int i1, int G,
@@ -154,200 +276,228 @@ void ws_attn_cpu_amx_attend(const ws_attn_problem *p, int s, int kvh, int i0, in
 {
     const ws_kv_layout *kv = &p->kv;
     const ws_attn_seq *sq = &p->seqs[s];
-    const int dk = kv->d_k, dv = kv->d_v, P = kv->page_tokens, g16 = G < 16 ? G : 16;
-    const int n_hg = (G + 15) / 16, ksteps = dk / 32;
+    const int dk = kv->d_k, dv = kv->d_v, P = kv->page_tokens;
+    const int H = G < HMAX ? G : HMAX, N = 2 * H, n_hg = (G + H - 1) / H, ksteps = dk / 32;
+    const amx_scratch sp = scratch_plan(kv, G);
     char *w = scratch;
-    uint16_t *qv = (uint16_t *)w; /* [hg][hi/lo][ksteps][16 rows][g16][2] */
-    w += 2 * (size_t)dk * G * 2;
-    uint16_t *kbuf = (uint16_t *)w;
-    w += 16 * (size_t)dk * 2;
-    uint16_t *vv = (uint16_t *)w; /* [dv/16][8 rows][16 cols][2] */
-    w += (size_t)dv * 32;
-    float *st = (float *)w; /* scores^T, 16 x 16 */
-    w += 16 * 16 * 4;
-    uint16_t *ph = (uint16_t *)w, *pl = ph + 16 * 16; /* [g16][16 tokens] */
-    w += 2 * 16 * 32;
-    float *m = (float *)w, *l = m + G, *alpha = l + G;
-    const float scale = p->scale;
+    uint16_t *qv = (uint16_t *)(w + sp.qv);
+    float *ob = (float *)(w + sp.o), *sb = (float *)(w + sp.s), *sr = (float *)(w + sp.sr);
+    uint32_t *pb = (uint32_t *)(w + sp.p + 64); /* sub-block j at pb + j * 17 * 16 */
+    uint16_t *kg = (uint16_t *)(w + sp.kg), *vg = kv->v_shares_k ? NULL : (uint16_t *)(w + sp.vg);
+    float *ml = (float *)(w + sp.ml); /* per head group: m[16], l[16] (halves duplicated) */
+    const size_t o_hg = (size_t)N * dv;
 
-    /* q as VNNI pairs, split into bf16 hi + lo. */
+    /* q tiles: [group][kstep][16 pairs][N cols][2], column h = hi of head h, H + h = lo;
+     * a pair (dims 2r, 2r+1) is one 32-bit word. */
     const float *q = p->q + ((size_t)s * p->n_q_heads + (size_t)kvh * G) * dk;
-    const size_t hl_stride = (size_t)ksteps * 16 * g16 * 2; /* elements per hi or lo block */
-    for (int hg = 0; hg < n_hg; hg++)
-        for (int j = 0; j < ksteps; j++)
-            for (int r = 0; r < 16; r++)
-                for (int g = 0; g < g16; g++)
-                    for (int e = 0; e < 2; e++) {
-                        float x = q[(size_t)(hg * 16 + g) * dk + 32 * j + 2 * r + e];
-                        uint16_t hi = ws_f32_to_bf16(x), lo = ws_f32_to_bf16(x - ws_bf16_to_f32(hi));
-                        size_t at = (((size_t)j * 16 + r) * g16 + g) * 2 + e;
-                        qv[(size_t)hg * 2 * hl_stride + at] = hi;
-                        qv[(size_t)hg * 2 * hl_stride + hl_stride + at] = lo;
-                    }
-    memset(st, 0, 16 * 16 * 4);
+    uint32_t *qw = (uint32_t *)qv;
     for (int g = 0; g < G; g++) {
-        m[g] = -INFINITY;
-        l[g] = 0;
+        const int hg = g / H, h = g % H;
+        for (int ks = 0; ks < ksteps; ks++) {
+            const __m512 a = _mm512_loadu_ps(q + (size_t)g * dk + 32 * ks);
+            const __m512 b = _mm512_loadu_ps(q + (size_t)g * dk + 32 * ks + 16);
+            const __m512bh hi = _mm512_cvtne2ps_pbh(b, a);
+            const __m512i hw = (__m512i)hi;
+            const __m512 ha = bf16_to_ps(_mm512_castsi512_si256(hw));
+            const __m512 hb = bf16_to_ps(_mm512_extracti64x4_epi64(hw, 1));
+            const __m512i lw = (__m512i)_mm512_cvtne2ps_pbh(_mm512_sub_ps(b, hb), _mm512_sub_ps(a, ha));
+            uint32_t *dst = qw + (((size_t)hg * ksteps + ks) * 16) * N;
+            const __m512i at = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+                                                  _mm512_set1_epi32(N));
+            _mm512_i32scatter_epi32(dst + h, at, hw, 4);
+            _mm512_i32scatter_epi32(dst + H + h, at, lw, 4);
+        }
     }
-    memset(o, 0, sizeof(float) * (size_t)G * dv);
-    config(g16);
+    memset(ob, 0, sizeof(float) * o_hg * n_hg);
+    memset(sb, 0, 2 * (size_t)n_hg * NSUB * SUB * 16 * 4);
+    memset(w + sp.p, 0, NSUB * 17 * 64); /* the pads stay zero */
+    const __mmask16 hmask = (__mmask16)(((1u << H) - 1) * 0x0101u); /* lanes of real heads */
+    for (int hg = 0; hg < n_hg; hg++) {
+        float *m = ml + hg * 32, *l = m + 16;
+        _mm512_storeu_ps(m, _mm512_mask_mov_ps(_mm512_setzero_ps(), hmask,
+                                               _mm512_set1_ps(-INFINITY)));
+        _mm512_storeu_ps(l, _mm512_setzero_ps());
+    }
+    config(N);
 
-    const __m512i idx0 = _mm512_set_epi64(11, 10, 3, 2, 9, 8, 1, 0);
-    const __m512i idx1 = _mm512_set_epi64(15, 14, 7, 6, 13, 12, 5, 4);
-    const uint16_t *krow[16], *vrow[16];
-    static const uint16_t zero_row[WS_ATTN_MAX_HEAD_DIM];
-    const int pf_steps = 8 + n_hg * (ksteps + g16 + dv / 32); /* loop steps per block */
-    for (int i = i0; i < i1; i += 16) {
-        const int n = i1 - i < 16 ? i1 - i : 16;
-        /* Row addresses. A block that is one page's run of tokens (dense, or a list that
-         * picked whole pages) has consecutive rows: no division per token. */
-        const int tf = sq->sel ? sq->sel[i] : i;
-        int in_page = (tf % P) + n <= P;
-        if (sq->sel)
-            for (int j = 1; j < n && in_page; j++)
-                in_page = sq->sel[i + j] == tf + j;
-        if (in_page) {
-            const uint16_t *pg = sq->pages[tf / P];
-            const uint16_t *k0 = pg + ws_kv_k_off(kv, kvh, tf % P), *v0 = pg + ws_kv_v_off(kv, kvh, tf % P);
-            const size_t vstride = kv->v_shares_k ? (size_t)dk : (size_t)dv;
-            for (int j = 0; j < 16; j++) {
-                krow[j] = j < n ? k0 + (size_t)j * dk : zero_row;
-                vrow[j] = j < n ? v0 + (size_t)j * vstride : zero_row;
-            }
-        } else {
-            for (int j = 0; j < 16; j++) {
-                if (j < n) {
-                    const int t = sq->sel ? sq->sel[i + j] : i + j;
-                    const uint16_t *pg = sq->pages[t / P];
-                    krow[j] = pg + ws_kv_k_off(kv, kvh, t % P);
-                    vrow[j] = pg + ws_kv_v_off(kv, kvh, t % P);
-                } else {
-                    krow[j] = vrow[j] = zero_row;
-                }
-            }
+    /* Combining a score tile's rows r and r + 8 into [tok r, 8 heads | tok r+8, 8 heads]:
+     * hi columns, then lo columns. */
+    __m512i ilo, ihi;
+    {
+        int32_t a[16], b[16];
+        for (int x = 0; x < 16; x++) {
+            a[x] = x < 8 ? x : 16 + x - 8;
+            b[x] = a[x] + H;
         }
-        /* The next block's K and V bytes when they are one page's run (dense blocks, lists
-         * of whole pages), issued a few lines per loop step below; other lists per row. */
-        pf_cursor pf = {0};
-        int pf_rows = 0; /* 1: the next block of a list is not one run: prefetch per row */
-        if (i + 16 * PF_BLOCKS < i1) {
-            const int ia = i + 16 * PF_BLOCKS, na = i1 - ia < 16 ? i1 - ia : 16;
-            /* First token of the next block and whether its tokens are one page's run. */
-            int t0 = ia, run = (ia % P) + na <= P;
-            if (sq->sel) {
-                t0 = sq->sel[ia];
-                run = (t0 % P) + na <= P;
-                for (int j = 1; j < na && run; j++)
-                    run = sq->sel[ia + j] == t0 + j;
-                pf_rows = !run;
-            }
-            if (run) {
+        ilo = _mm512_loadu_si512(a), ihi = _mm512_loadu_si512(b);
+    }
+    /* The transpose network: stage k swaps register bit k with lane bit k. */
+    __m512i ia[3], ib[3];
+    for (int k = 0; k < 3; k++) {
+        int32_t a[16], b[16];
+        for (int x = 0; x < 16; x++) {
+            const int bit = 1 << k;
+            a[x] = (x & bit) ? 16 + (x ^ bit) : x;
+            b[x] = (x & bit) ? 16 + x : (x | bit);
+        }
+        ia[k] = _mm512_loadu_si512(a), ib[k] = _mm512_loadu_si512(b);
+    }
+    const __m512 vscale = _mm512_set1_ps(p->scale), ninf = _mm512_set1_ps(-INFINITY);
+    const int qk_steps = ksteps, pv_steps = dv / 32;
+
+    /* Super-blocks are software-pipelined: the scores of super-block b + 1 (tile work) are
+     * issued before the softmax of b (vector work), so the two overlap. */
+    score_ctx sc = {.sq = sq, .kv = kv, .kvh = kvh, .i1 = i1, .N = N, .n_hg = n_hg,
+                    .ksteps = ksteps, .qv = qv, .sb = sb, .kg = kg, .vg = vg};
+    int cur = 0;
+    const size_t s_sb = (size_t)n_hg * NSUB * SUB * 16; /* floats of scores per super-block */
+    pf_cursor pf = {.n = 0};
+    scores(&sc, i0, 0, &pf);
+    for (int i = i0; i < i1; i += NSUB * SUB) {
+        const int nsub = sc.nsub[cur];
+        const sub_rows *sub = sc.sub[cur];
+        /* Super-block b + 2 is prefetched (to L2) over this iteration's steps: page runs
+         * spread out, scattered rows of a list at once (the hardware cannot guess them). */
+        pf = (pf_cursor){.n = 0};
+        const int ipf = i + 2 * NSUB * SUB;
+        for (int j = 0; j < NSUB && ipf + j * SUB < i1; j++) {
+            const int it = ipf + j * SUB, n = i1 - it < SUB ? i1 - it : SUB;
+            int t0;
+            if (run_start(sq, P, it, n, &t0) || (!sq->sel && (t0 % P) + n <= P)) {
                 const char *pg = sq->pages[t0 / P];
-                pf.a = pg + 2 * ws_kv_k_off(kv, kvh, t0 % P);
-                pf.na = (size_t)na * dk * 2;
+                pf.at[pf.n] = pg + 2 * ws_kv_k_off(kv, kvh, t0 % P);
+                pf.len[pf.n++] = (size_t)n * dk * 2;
                 if (!kv->v_shares_k) {
-                    pf.b = pg + 2 * ws_kv_v_off(kv, kvh, t0 % P);
-                    pf.nb = (size_t)na * dv * 2;
+                    pf.at[pf.n] = pg + 2 * ws_kv_v_off(kv, kvh, t0 % P);
+                    pf.len[pf.n++] = (size_t)n * dv * 2;
                 }
-                pf.quota = ((pf.na + pf.nb) / pf_steps + 63) & ~(size_t)63;
+            } else {
+                for (int r = 0; r < n; r++)
+                    ws_attn_prefetch_row(sq, kv, kvh, sq->sel ? sq->sel[it + r] : it + r);
             }
         }
-        if (pf_rows) /* scattered rows of a list: the hardware cannot guess them */
-            for (int j = 0; j < 16 && i + 16 + j < i1; j++)
-                ws_attn_prefetch_row(sq, kv, kvh, sq->sel[i + 16 + j]);
-        /* K rows as one strided A tile when they are one page's consecutive rows. */
-        const uint16_t *ka = krow[0];
-        if (n < 16 || krow[15] != krow[0] + (size_t)15 * dk) {
-            for (int j = 0; j < 16; j++)
-                memcpy(kbuf + (size_t)j * dk, krow[j], (size_t)dk * 2);
-            ka = kbuf;
-        }
-        /* V with token pairs interleaved (VNNI), 16 columns per tile. */
-        for (int r = 0; r < 8; r++) {
-            pf_step(&pf);
-            const uint16_t *a = vrow[2 * r], *b = vrow[2 * r + 1];
-            for (int c = 0; c < dv; c += 32) {
-                __m512i x = _mm512_loadu_si512(a + c), y = _mm512_loadu_si512(b + c);
-                __m512i lo = _mm512_unpacklo_epi16(x, y), hi = _mm512_unpackhi_epi16(x, y);
-                _mm512_storeu_si512(vv + (size_t)(c / 16) * 256 + r * 32,
-                                    _mm512_permutex2var_epi64(lo, idx0, hi));
-                _mm512_storeu_si512(vv + (size_t)(c / 16 + 1) * 256 + r * 32,
-                                    _mm512_permutex2var_epi64(lo, idx1, hi));
-            }
-        }
-        const __mmask16 valid = (__mmask16)((1u << n) - 1);
+        size_t pf_bytes = 0;
+        for (int r = 0; r < pf.n; r++)
+            pf_bytes += pf.len[r];
+        const int steps = n_hg * NSUB * (qk_steps + pv_steps);
+        pf.quota = (pf_bytes / (size_t)steps + 63) & ~(size_t)63;
+        if (i + NSUB * SUB < i1)
+            scores(&sc, i + NSUB * SUB, cur ^ 1, &pf);
+
         for (int hg = 0; hg < n_hg; hg++) {
-            const uint16_t *qh = qv + (size_t)hg * 2 * hl_stride, *ql = qh + hl_stride;
-            _tile_zero(0);
-            for (int j = 0; j < ksteps; j++) {
-                pf_step(&pf);
-                _tile_loadd(1, ka + 32 * j, dk * 2);
-                _tile_loadd(2, qh + (size_t)j * 16 * g16 * 2, g16 * 4);
-                _tile_dpbf16ps(0, 1, 2);
-                _tile_loadd(2, ql + (size_t)j * 16 * g16 * 2, g16 * 4);
-                _tile_dpbf16ps(0, 1, 2);
-            }
-            _tile_stored(0, st, 64);
-            __m512 sg[16];
-            transpose16(st, sg);
-            float *mg = m + hg * 16, *lg = l + hg * 16, *ag = alpha + hg * 16;
-            for (int g = 0; g < g16; g++) {
-                pf_step(&pf);
-                __m512 x = _mm512_mask_mul_ps(_mm512_set1_ps(-INFINITY), valid, sg[g],
-                                              _mm512_set1_ps(scale));
-                float mx = _mm512_reduce_max_ps(x);
-                mx = mx > mg[g] ? mx : mg[g];
-                ag[g] = mx == mg[g] ? 1.0f : mg[g] == -INFINITY ? 0.0f : expf(mg[g] - mx);
-                __m512 e = _mm512_maskz_mov_ps(valid, ws_exp16_ps(_mm512_sub_ps(x, _mm512_set1_ps(mx))));
-                lg[g] = ag[g] * lg[g] + _mm512_reduce_add_ps(e);
-                mg[g] = mx;
-                __m256i h = ps_to_bf16(e);
-                __m256i lo = ps_to_bf16(_mm512_sub_ps(e, bf16_to_ps(h)));
-                _mm256_storeu_si256((__m256i *)(ph + 16 * g), h);
-                _mm256_storeu_si256((__m256i *)(pl + 16 * g), lo);
-            }
-            _tile_loadd(4, ph, 32);
-            _tile_loadd(5, pl, 32);
-            float *oh = o + (size_t)hg * 16 * dv;
-            /* Rescale the rows whose running max moved, then accumulate P.V straight into
-             * O: each 16-column slab of O is loaded as a C tile, gets both products, and is
-             * stored back (two C tiles alternate so one slab's stores overlap the next). */
-            for (int g = 0; g < g16; g++)
-                if (ag[g] != 1.0f) {
-                    float *og = oh + (size_t)g * dv;
-                    const __m512 a = _mm512_set1_ps(ag[g]);
-                    for (int c = 0; c < dv; c += 16)
-                        _mm512_storeu_ps(og + c, _mm512_mul_ps(_mm512_loadu_ps(og + c), a));
+            float *og = ob + (size_t)hg * o_hg, *m = ml + hg * 32, *l = m + 16;
+            const float *sbh = sb + cur * s_sb + (size_t)hg * NSUB * SUB * 16;
+            /* Softmax, pass 1: hi + lo, scale, mask; the super-block's max per head. */
+            __m512 mx = ninf;
+            for (int j = 0; j < nsub; j++) {
+                const float *st = sbh + j * SUB * 16;
+                const int n = sub[j].n;
+                for (int r = 0; r < 8; r++) {
+                    const __m512 x = _mm512_loadu_ps(st + r * 16), y = _mm512_loadu_ps(st + (r + 8) * 16);
+                    __m512 v = _mm512_add_ps(_mm512_permutex2var_ps(x, ilo, y),
+                                             _mm512_permutex2var_ps(x, ihi, y));
+                    const __mmask16 ok = hmask & (__mmask16)((r < n ? 0x00ffu : 0) |
+                                                             (r + 8 < n ? 0xff00u : 0));
+                    v = _mm512_mask_mul_ps(ninf, ok, v, vscale);
+                    _mm512_storeu_ps(sr + (j * 8 + r) * 16, v);
+                    mx = _mm512_max_ps(mx, v);
                 }
-            for (int c = 0; c < dv; c += 32) {
-                pf_step(&pf);
-                _tile_loadd(7, oh + c, dv * 4);
-                _tile_loadd(6, vv + (size_t)(c / 16) * 256, 64);
-                _tile_dpbf16ps(7, 4, 6);
-                _tile_dpbf16ps(7, 5, 6);
-                _tile_loadd(3, oh + c + 16, dv * 4);
-                _tile_stored(7, oh + c, dv * 4);
-                _tile_loadd(6, vv + (size_t)(c / 16 + 1) * 256, 64);
-                _tile_dpbf16ps(3, 4, 6);
-                _tile_dpbf16ps(3, 5, 6);
-                _tile_stored(3, oh + c + 16, dv * 4);
+            }
+            mx = _mm512_max_ps(mx, _mm512_shuffle_f32x4(mx, mx, _MM_SHUFFLE(1, 0, 3, 2)));
+            const __m512 mo = _mm512_loadu_ps(m), mn = _mm512_max_ps(mo, mx);
+            const __mmask16 had = _mm512_cmp_ps_mask(mo, ninf, _CMP_NEQ_OQ);
+            const __m512 alpha = _mm512_maskz_mov_ps(had, ws_exp16_ps(_mm512_sub_ps(mo, mn)));
+            /* Pass 2: probabilities, per-head rows, P tiles: rows h and H + h hold head h's
+             * hi and lo halves in the even bf16 slots; the odd-slot tile is the same bytes
+             * loaded 2 bytes earlier (the zero pad covers row 0's first slot). */
+            __m512 lsum = _mm512_setzero_ps();
+            for (int j = 0; j < nsub; j++) {
+                const int n = sub[j].n;
+                __m512 e[8];
+                for (int r = 0; r < 8; r++) {
+                    const __mmask16 ok = hmask & (__mmask16)((r < n ? 0x00ffu : 0) |
+                                                             (r + 8 < n ? 0xff00u : 0));
+                    e[r] = _mm512_maskz_mov_ps(
+                        ok, ws_exp16_ps(_mm512_sub_ps(_mm512_loadu_ps(sr + (j * 8 + r) * 16), mn)));
+                    lsum = _mm512_add_ps(lsum, e[r]);
+                }
+                for (int k = 0; k < 3; k++)
+                    for (int r = 0; r < 8; r++)
+                        if (!(r & (1 << k)))
+                            swap_bit(&e[r], &e[r | (1 << k)], ia[k], ib[k]);
+                uint32_t *pe = pb + (size_t)j * 17 * 16;
+                for (int h = 0; h < H; h++) {
+                    const __m256i hi = (__m256i)_mm512_cvtneps_pbh(e[h]);
+                    const __m256i lo = (__m256i)_mm512_cvtneps_pbh(_mm512_sub_ps(e[h], bf16_to_ps(hi)));
+                    _mm512_storeu_si512(pe + h * 16, _mm512_cvtepu16_epi32(hi));
+                    _mm512_storeu_si512(pe + (H + h) * 16, _mm512_cvtepu16_epi32(lo));
+                }
+            }
+            lsum = _mm512_add_ps(lsum, _mm512_shuffle_f32x4(lsum, lsum, _MM_SHUFFLE(1, 0, 3, 2)));
+            _mm512_storeu_ps(l, _mm512_fmadd_ps(alpha, _mm512_loadu_ps(l), lsum));
+            _mm512_storeu_ps(m, mn);
+            /* Rescale the O rows (hi and lo parts) of heads whose max moved. */
+            __mmask16 moved = _mm512_cmp_ps_mask(alpha, _mm512_set1_ps(1.0f), _CMP_NEQ_UQ) &
+                              (__mmask16)((1u << H) - 1);
+            if (moved) {
+                float af[16];
+                _mm512_storeu_ps(af, alpha);
+                for (int h = 0; h < H; h++)
+                    if (moved & (1u << h)) {
+                        const __m512 a = _mm512_set1_ps(af[h]);
+                        float *r0 = og + (size_t)h * dv, *r1 = og + (size_t)(H + h) * dv;
+                        for (int c = 0; c < dv; c += 16) {
+                            _mm512_storeu_ps(r0 + c, _mm512_mul_ps(_mm512_loadu_ps(r0 + c), a));
+                            _mm512_storeu_ps(r1 + c, _mm512_mul_ps(_mm512_loadu_ps(r1 + c), a));
+                        }
+                    }
+            }
+            /* O += P.V, 32 columns (an even and an odd C tile) at a time. */
+            for (int c = 0; c < pv_steps; c++) {
+                _tile_loadd(6, og + 32 * c, dv * 4);
+                _tile_loadd(7, og + 32 * c + 16, dv * 4);
+                for (int j = 0; j < nsub; j++) {
+                    pf_step(&pf);
+                    if (j + 1 < nsub)
+                        pf_tile(sub[j + 1].v + 32 * c, sub[j + 1].vs);
+                    else if (c + 1 < pv_steps)
+                        pf_tile(sub[0].v + 32 * (c + 1), sub[0].vs);
+                    const uint32_t *pe = pb + (size_t)j * 17 * 16;
+                    _tile_loadd(3, sub[j].v + 32 * c, sub[j].vs);
+                    _tile_loadd(4, pe, 64);
+                    _tile_dpbf16ps(6, 4, 3);
+                    _tile_loadd(5, (const char *)pe - 2, 64);
+                    _tile_dpbf16ps(7, 5, 3);
+                }
+                _tile_stored(6, og + 32 * c, dv * 4);
+                _tile_stored(7, og + 32 * c + 16, dv * 4);
             }
         }
-        pf.quota = pf.na + pf.nb; /* whatever is left */
+        pf.quota = (size_t)-1 / 2; /* whatever is left */
         pf_step(&pf);
+        cur ^= 1;
     }
     _tile_release();
-    for (int g = 0; g < G; g++) {
-        float *og = o + (size_t)g * dv;
-        if (l[g] == 0) {
-            memset(og, 0, sizeof(float) * (size_t)dv);
-            lse[g] = -INFINITY;
-            continue;
+    /* o = (hi part + lo part) / l, columns back in order; lse = m + log l. */
+    for (int hg = 0; hg < n_hg; hg++) {
+        const float *og = ob + (size_t)hg * o_hg, *m = ml + hg * 32, *l = m + 16;
+        for (int h = 0; h < H; h++) {
+            const int g = hg * H + h;
+            float *out = o + (size_t)g * dv;
+            if (l[h] == 0) {
+                memset(out, 0, sizeof(float) * (size_t)dv);
+                lse[g] = -INFINITY;
+                continue;
+            }
+            const float inv = 1.0f / l[h];
+            const float *r0 = og + (size_t)h * dv, *r1 = og + (size_t)(H + h) * dv;
+            for (int c = 0; c < dv; c += 32)
+                for (int x = 0; x < 16; x++) {
+                    out[c + 2 * x] = (r0[c + x] + r1[c + x]) * inv;
+                    out[c + 2 * x + 1] = (r0[c + 16 + x] + r1[c + 16 + x]) * inv;
+                }
+            lse[g] = m[h] + logf(l[h]);
         }
-        const float inv = 1.0f / l[g];
-        for (int d = 0; d < dv; d++)
-            og[d] *= inv;
-        lse[g] = m[g] + logf(l[g]);
     }
 }
 
