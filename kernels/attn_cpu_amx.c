@@ -46,7 +46,9 @@
 #define XFEATURE_XTILEDATA 18      /* the AMX tile data state */
 
 #define SUB 16     /* tokens per sub-block (rows of a tile) */
-#define NSUB 4     /* sub-blocks per super-block */
+#ifndef NSUB
+#define NSUB 4 /* sub-blocks per super-block */
+#endif
 #define HMAX 8     /* query heads per head group */
 
 static int g_amx_ok;
@@ -115,6 +117,14 @@ typedef struct tilecfg {
 #define INL static inline __attribute__((always_inline))
 #include "attn_cpu_exp512.h" /* compiled for this region's target */
 
+/* LDTILECFG with the whole 64-byte configuration as its memory operand. GCC 12's
+ * _tile_loadconfig names only the first 8 bytes, so the optimizer may drop or sink the
+ * stores of rows and colsb (seen: the configuration loaded with every tile unconfigured). */
+INL void load_config(const tilecfg *c)
+{
+    __asm__ volatile("ldtilecfg %0" ::"m"(*c));
+}
+
 /* Tiles: 0 S, 1 K, 2 Qv, 3 V, 4 P even, 5 P odd, 6 O even, 7 O odd; N = 2H columns. */
 static void config(int N)
 {
@@ -127,7 +137,7 @@ static void config(int N)
     c.rows[3] = 16, c.colsb[3] = 64;
     for (int t = 4; t < 8; t++)
         c.rows[t] = (uint8_t)N, c.colsb[t] = 64;
-    _tile_loadconfig(&c);
+    load_config(&c);
 }
 
 /* Prefetch of the next super-block, issued a quota of lines per step: up to 2 regions per
@@ -510,7 +520,7 @@ double ws_attn_cpu_amx_peak_flops(int iters)
     c.palette = 1;
     for (int t = 0; t < 8; t++)
         c.rows[t] = 16, c.colsb[t] = 64;
-    _tile_loadconfig(&c);
+    load_config(&c);
     static const uint16_t ones[16 * 32] = {0};
     _tile_loadd(4, ones, 64);
     _tile_loadd(5, ones, 64);
