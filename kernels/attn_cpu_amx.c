@@ -5,12 +5,13 @@
  *
  * Query heads are taken H = min(G, 8) at a time (a head group), each head twice: its bf16
  * hi half and its lo half (q ~= hi + lo, p ~= hi + lo), so scores and weights keep ~16
- * mantissa bits, as accurate as the fp32 FMA paths, while one tile holds both halves:
- *   scores  S [16 tok x 2H] = K [16 tok x 32] . Qv [16 pairs x 2H x 2], one TDPBF16PS per
+ * mantissa bits, as accurate as the fp32 FMA paths, while one tile holds both halves
+ * (every tile is 16 x 64 bytes; head h's hi half sits in slot h, its lo half in 8 + h,
+ * slots of absent heads are zero):
+ *   scores  S [16 tok x 16] = K [16 tok x 32] . Qv [16 pairs x 16 x 2], one TDPBF16PS per
  *           32 dims; K rows are an A tile loaded straight from the page (a page's rows of
  *           one KV head are a fixed stride apart) or from a zero-padded gather buffer
- *           (sparse lists, page edges, the last partial block); columns h and H+h are head
- *           h's hi and lo scores.
+ *           (sparse lists, page edges, the last partial block).
  *   softmax elementwise down the token rows (no horizontal reductions): two tokens x 8
  *           heads per vector, one max, one exp and one rescale factor per head for a whole
  *           super-block of up to 64 tokens; a 3-stage permute network then turns the
@@ -19,18 +20,21 @@
  *           32 values as 16 pairs, so an A row holding p in the even bf16 slots (zeros in
  *           the odd ones) yields the 16 even columns and one holding p in the odd slots the
  *           16 odd columns; no V re-layout. The odd-slot tile is the even-slot one loaded
- *           2 bytes earlier. A rows are [p_hi of H heads; p_lo of H heads], so O is kept
- *           as 2H fp32 rows (hi and lo parts, summed at the end) with columns in (even,
- *           odd) order per 32, loaded as C tiles once per super-block.
+ *           2 bytes earlier. A rows are p_hi and p_lo of the heads, so O is kept as 16 fp32
+ *           rows (hi and lo parts, summed at the end) with columns in (even, odd) order
+ *           per 32, loaded as C tiles once per super-block.
  * Per 16 tokens, head group and 32 dims: one TDPBF16PS for q.k and two for p.V (TDPBF16PS
- * costs the same for 8 or 16 rows and columns on the development host, so the hi/lo
+ * costs about the same for 8 or 16 rows and columns on the development host, so the hi/lo
  * doubling is nearly free). Super-blocks are software-pipelined (the score tiles of the
  * next one are issued before this one's softmax, so tile and vector work overlap). Lines
  * of the super-block after next are prefetched to L2 a few per step (a burst stalls on the
- * line-fill buffers), each tile's rows to L1 one step ahead.
- * Measured on the development host (2 vCPUs, shared): about 70 TSC cycles per token and
- * KV head for Qwen3's shape with data in L2 (QK ~20, softmax ~15, P.V ~30); the
- * TDPBF16PS floor is ~11. */
+ * line-fill buffers); prefetching each tile's rows to L1 one step ahead measured 2-5%
+ * slower, and so did P.V over 64 columns at a time with the P tiles held (fewer tile
+ * loads, 11-17% slower at 2 threads).
+ * Measured on the development host (2 vCPUs, shared, 2-3x swings): 50-100 TSC cycles per
+ * token and KV head for Qwen3's shape with data in L2 (P.V about half, the scores and the
+ * softmax a quarter each); the TDPBF16PS floor is ~11. Tile loads (~23 cycles per KB from
+ * L2, ~10 from L1) rather than the products bound each phase. */
 #include <immintrin.h>
 #include <math.h>
 #include <pthread.h>
@@ -159,14 +163,6 @@ INL void pf_step(pf_cursor *c)
         if (c->off == c->len[c->r])
             c->r++, c->off = 0;
     }
-}
-
-/* Pulls a tile's 16 rows into L1 ahead of its load. */
-INL void pf_tile(const void *base, size_t stride)
-{
-    const char *b = base;
-    for (int r = 0; r < 16; r++)
-        _mm_prefetch(b + (size_t)r * stride, _MM_HINT_T0);
 }
 
 INL __m512 bf16_to_ps(__m256i h)
@@ -503,10 +499,6 @@ void ws_attn_cpu_amx_attend(const ws_attn_problem *p, int s, int kvh, int i0, in
                 _tile_loadd(1, og + 32 * c + 16, dv * 4);
                 for (int j = 0; j < nsub; j++) {
                     pf_step(&pf);
-                    if (j + 1 < nsub)
-                        pf_tile(sub[j + 1].v + 32 * c, sub[j + 1].vs);
-                    else if (c + 1 < pv_steps)
-                        pf_tile(sub[0].v + 32 * (c + 1), sub[0].vs);
                     const uint32_t *pe = pb + (size_t)j * 17 * 16;
                     _tile_loadd(6, sub[j].v + 32 * c, sub[j].vs);
                     _tile_loadd(4, pe, 64);
