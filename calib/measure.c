@@ -20,7 +20,9 @@
 #include "ws_util.h"
 
 #define PAGE_TOKENS 256 /* P: the format's default page */
-#define MAX_REPEATS 21
+#define ROUNDS 41       /* attention sweeps: round-robin rounds (repeats per configuration) */
+#define ROUNDS_QUICK 9  /* the same with --quick */
+#define MAX_REPEATS ROUNDS
 
 typedef struct ctx {
     const ws_calib_opts *o;
@@ -308,7 +310,7 @@ static int attn_sweep(ctx *c, const char *model, ws_dtype dt, int full)
     int rc = shape_from_model(model, dt, &sh, c->err);
     if (rc || (rc = view_make(&v, c->raw, c->raw_bytes, &sh.kv, c->err)))
         return rc;
-    const int reps = c->o->quick ? 9 : 21;
+    const int reps = c->o->quick ? ROUNDS_QUICK : ROUNDS;
     attn_cfg cfg[64];
     int n = 0;
     if (!strcmp(sh.kind, "mla-sparse")) {
