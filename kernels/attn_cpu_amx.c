@@ -130,7 +130,7 @@ INL void load_config(const tilecfg *c)
     __asm__ volatile("ldtilecfg %0" ::"m"(*c));
 }
 
-/* Every tile is 16 rows x 64 bytes. Scores: 0-3 S, 4-5 q, 6-7 K; P.V: 0-1 O (even, odd
+/* Every tile is 16 rows x 64 bytes. Scores: 0-3 S, 4-5 q, 6 K; P.V: 0-1 O (even, odd
  * columns), 4 P even, 5 P odd, 6 V. */
 static void config(void)
 {
@@ -250,9 +250,9 @@ typedef struct score_ctx {
  * (every head group): S [16 tok x 16] per sub-block and head group, stored to the slot's
  * score buffer. With two or more head groups (MLA), the q tiles of two groups stay in
  * registers while the K tiles of two sub-blocks pass by: one tile load per TDPBF16PS
- * instead of two (tile loads, not the multiplies, bound this loop; -14% time for
- * DeepSeek-V2-Lite). One head group goes sub-block by sub-block in address order, which
- * streamed ~6% faster than keeping q in registers across four sub-blocks. */
+ * instead of two (tile loads, not the multiplies, bound this loop). One head group goes
+ * sub-block by sub-block in address order, which streamed ~6% faster than keeping q in
+ * registers across four sub-blocks (A/B runs with scripts/ab_amx.sh). */
 #define QK2(TA, TB, J)                                                                     \
     do {                                                                                   \
         _tile_loadd(6, c->sub[x][J].k + 32 * ks, c->sub[x][J].ks);                         \
