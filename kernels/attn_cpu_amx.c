@@ -29,8 +29,9 @@
  * next one are issued before this one's softmax, so tile and vector work overlap). Lines
  * of the super-block after next are prefetched to L2 a few per step (a burst stalls on the
  * line-fill buffers); prefetching each tile's rows to L1 one step ahead measured 2-5%
- * slower, and so did P.V over 64 columns at a time with the P tiles held (fewer tile
- * loads, 11-17% slower at 2 threads).
+ * slower, and so did two P.V variants with four C tiles live (fewer tile loads): 64
+ * columns at a time with the P tiles held (11-17% slower at 2 threads) and two head groups
+ * sharing each V tile (MLA, 10-20% slower).
  * Measured on the development host (2 vCPUs, shared, 2-3x swings): 50-100 TSC cycles per
  * token and KV head for Qwen3's shape with data in L2 (P.V about half, the scores and the
  * softmax a quarter each); the TDPBF16PS floor is ~11. Tile loads (~23 cycles per KB from
