@@ -50,11 +50,11 @@
 #define ARCH_REQ_XCOMP_PERM 0x1023 /* Linux: ask for permission to use a dynamic xstate */
 #define XFEATURE_XTILEDATA 18      /* the AMX tile data state */
 
-#define SUB 16     /* tokens per sub-block (rows of a tile) */
+#define SUB 16 /* tokens per sub-block (rows of a tile) */
 #ifndef NSUB
 #define NSUB 4 /* sub-blocks per super-block */
 #endif
-#define HMAX 8     /* query heads per head group */
+#define HMAX 8 /* query heads per head group */
 
 static int g_amx_ok;
 static pthread_once_t g_amx_once = PTHREAD_ONCE_INIT;
@@ -93,14 +93,14 @@ static amx_scratch scratch_plan(const ws_kv_layout *kv, int G)
     /* Tiles are always 16 columns (q.k) or rows (p.V): hi of head h at h, lo at 8 + h. */
     amx_scratch s;
     size_t at = 0;
-    s.qv = at, at += a64(n_hg * (dk / 32) * 16 * 16 * 4);   /* q tiles: pairs of bf16 */
-    s.o = at, at += a64(n_hg * 16 * dv * 4);                 /* O, fp32 */
-    s.s = at, at += 2 * n_hg * NSUB * SUB * 16 * 4;          /* score tiles, 2 super-blocks */
-    s.sr = at, at += NSUB * 8 * 64;                          /* combined scores */
-    s.p = at, at += NSUB * 17 * 64;                          /* per sub-block: zero pad, P */
-    s.kg = at, at += a64(2 * NSUB * SUB * dk * 2);           /* K gather, 2 super-blocks */
+    s.qv = at, at += a64(n_hg * (dk / 32) * 16 * 16 * 4); /* q tiles: pairs of bf16 */
+    s.o = at, at += a64(n_hg * 16 * dv * 4);              /* O, fp32 */
+    s.s = at, at += 2 * n_hg * NSUB * SUB * 16 * 4;       /* score tiles, 2 super-blocks */
+    s.sr = at, at += NSUB * 8 * 64;                       /* combined scores */
+    s.p = at, at += NSUB * 17 * 64;                       /* per sub-block: zero pad, P */
+    s.kg = at, at += a64(2 * NSUB * SUB * dk * 2);        /* K gather, 2 super-blocks */
     s.vg = at, at += kv->v_shares_k ? 0 : a64(2 * NSUB * SUB * dv * 2);
-    s.ml = at, at += n_hg * 2 * 64;                          /* m, l per head group */
+    s.ml = at, at += n_hg * 2 * 64; /* m, l per head group */
     s.total = at;
     return s;
 }
@@ -148,9 +148,9 @@ static void config(void)
 typedef struct pf_cursor {
     const char *at[2 * NSUB];
     size_t len[2 * NSUB];
-    int n, r;      /* regions, current region */
-    size_t off;    /* bytes issued in region r */
-    size_t quota;  /* bytes per step */
+    int n, r;     /* regions, current region */
+    size_t off;   /* bytes issued in region r */
+    size_t quota; /* bytes per step */
 } pf_cursor;
 
 INL void pf_step(pf_cursor *c)
@@ -254,11 +254,11 @@ typedef struct score_ctx {
  * instead of two (tile loads, not the multiplies, bound this loop). One head group goes
  * sub-block by sub-block in address order, which streamed ~6% faster than keeping q in
  * registers across four sub-blocks (A/B runs with scripts/ab_amx.sh). */
-#define QK2(TA, TB, J)                                                                     \
-    do {                                                                                   \
-        _tile_loadd(6, c->sub[x][J].k + 32 * ks, c->sub[x][J].ks);                         \
-        _tile_dpbf16ps(TA, 6, 4);                                                          \
-        _tile_dpbf16ps(TB, 6, 5);                                                          \
+#define QK2(TA, TB, J)                                                                             \
+    do {                                                                                           \
+        _tile_loadd(6, c->sub[x][J].k + 32 * ks, c->sub[x][J].ks);                                 \
+        _tile_dpbf16ps(TA, 6, 4);                                                                  \
+        _tile_dpbf16ps(TB, 6, 5);                                                                  \
     } while (0)
 static void scores(score_ctx *c, int at, int x, pf_cursor *pf)
 {
@@ -272,7 +272,7 @@ static void scores(score_ctx *c, int at, int x, pf_cursor *pf)
     }
     const size_t q_hg = (size_t)ksteps * 16 * 16 * 2; /* q elements per head group */
     float *sbx = c->sb + (size_t)x * c->n_hg * NSUB * SUB * 16;
-#define S_AT(hg, j) (sbx + ((size_t)(hg) * NSUB + (j)) * SUB * 16)
+#define S_AT(hg, j) (sbx + ((size_t)(hg)*NSUB + (j)) * SUB * 16)
     int hg = 0;
     for (; hg + 2 <= c->n_hg; hg += 2) /* two head groups x two sub-blocks */
         for (int j = 0; j < ns; j += 2) {
@@ -333,6 +333,9 @@ void ws_attn_cpu_amx_attend(const ws_attn_problem *p, int s, int kvh, int i0, in
     const float *q = p->q + ((size_t)s * p->n_q_heads + (size_t)kvh * G) * dk;
     uint32_t *qw = (uint32_t *)qv;
     memset(qw, 0, (size_t)n_hg * ksteps * 16 * 16 * 4);
+    const __m512i rows16 =
+        _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+                           _mm512_set1_epi32(16));
     for (int g = 0; g < G; g++) {
         const int hg = g / H, h = g % H;
         for (int ks = 0; ks < ksteps; ks++) {
@@ -342,22 +345,21 @@ void ws_attn_cpu_amx_attend(const ws_attn_problem *p, int s, int kvh, int i0, in
             const __m512i hw = (__m512i)hi;
             const __m512 ha = bf16_to_ps(_mm512_castsi512_si256(hw));
             const __m512 hb = bf16_to_ps(_mm512_extracti64x4_epi64(hw, 1));
-            const __m512i lw = (__m512i)_mm512_cvtne2ps_pbh(_mm512_sub_ps(b, hb), _mm512_sub_ps(a, ha));
+            const __m512i lw =
+                (__m512i)_mm512_cvtne2ps_pbh(_mm512_sub_ps(b, hb), _mm512_sub_ps(a, ha));
             uint32_t *dst = qw + ((size_t)hg * ksteps + ks) * 16 * 16;
-            const __m512i at = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
-                                                  _mm512_set1_epi32(16));
-            _mm512_i32scatter_epi32(dst + h, at, hw, 4);
-            _mm512_i32scatter_epi32(dst + 8 + h, at, lw, 4);
+            _mm512_i32scatter_epi32(dst + h, rows16, hw, 4);
+            _mm512_i32scatter_epi32(dst + 8 + h, rows16, lw, 4);
         }
     }
     memset(ob, 0, sizeof(float) * o_hg * n_hg);
     memset(sb, 0, 2 * (size_t)n_hg * NSUB * SUB * 16 * 4);
-    memset(w + sp.p, 0, NSUB * 17 * 64); /* the pads stay zero */
+    memset(w + sp.p, 0, NSUB * 17 * 64);                            /* the pads stay zero */
     const __mmask16 hmask = (__mmask16)(((1u << H) - 1) * 0x0101u); /* lanes of real heads */
     for (int hg = 0; hg < n_hg; hg++) {
         float *m = ml + hg * 32, *l = m + 16;
-        _mm512_storeu_ps(m, _mm512_mask_mov_ps(_mm512_setzero_ps(), hmask,
-                                               _mm512_set1_ps(-INFINITY)));
+        _mm512_storeu_ps(m,
+                         _mm512_mask_mov_ps(_mm512_setzero_ps(), hmask, _mm512_set1_ps(-INFINITY)));
         _mm512_storeu_ps(l, _mm512_setzero_ps());
     }
     config();
@@ -389,8 +391,16 @@ void ws_attn_cpu_amx_attend(const ws_attn_problem *p, int s, int kvh, int i0, in
 
     /* Super-blocks are software-pipelined: the scores of super-block b + 1 (tile work) are
      * issued before the softmax of b (vector work), so the two overlap. */
-    score_ctx sc = {.sq = sq, .kv = kv, .kvh = kvh, .i1 = i1, .n_hg = n_hg,
-                    .ksteps = ksteps, .qv = qv, .sb = sb, .kg = kg, .vg = vg};
+    score_ctx sc = {.sq = sq,
+                    .kv = kv,
+                    .kvh = kvh,
+                    .i1 = i1,
+                    .n_hg = n_hg,
+                    .ksteps = ksteps,
+                    .qv = qv,
+                    .sb = sb,
+                    .kg = kg,
+                    .vg = vg};
     int cur = 0;
     const size_t s_sb = (size_t)n_hg * NSUB * SUB * 16; /* floats of scores per super-block */
     pf_cursor pf = {.n = 0};
@@ -435,11 +445,12 @@ void ws_attn_cpu_amx_attend(const ws_attn_problem *p, int s, int kvh, int i0, in
                 const float *st = sbh + j * SUB * 16;
                 const int n = sub[j].n;
                 for (int r = 0; r < 8; r++) {
-                    const __m512 x = _mm512_loadu_ps(st + r * 16), y = _mm512_loadu_ps(st + (r + 8) * 16);
+                    const __m512 x = _mm512_loadu_ps(st + r * 16),
+                                 y = _mm512_loadu_ps(st + (r + 8) * 16);
                     __m512 v = _mm512_add_ps(_mm512_permutex2var_ps(x, ilo, y),
                                              _mm512_permutex2var_ps(x, ihi, y));
-                    const __mmask16 ok = hmask & (__mmask16)((r < n ? 0x00ffu : 0) |
-                                                             (r + 8 < n ? 0xff00u : 0));
+                    const __mmask16 ok =
+                        hmask & (__mmask16)((r < n ? 0x00ffu : 0) | (r + 8 < n ? 0xff00u : 0));
                     v = _mm512_mask_mul_ps(ninf, ok, v, vscale);
                     _mm512_storeu_ps(sr + (j * 8 + r) * 16, v);
                     mx = _mm512_max_ps(mx, v);
@@ -457,8 +468,8 @@ void ws_attn_cpu_amx_attend(const ws_attn_problem *p, int s, int kvh, int i0, in
                 const int n = sub[j].n;
                 __m512 e[8];
                 for (int r = 0; r < 8; r++) {
-                    const __mmask16 ok = hmask & (__mmask16)((r < n ? 0x00ffu : 0) |
-                                                             (r + 8 < n ? 0xff00u : 0));
+                    const __mmask16 ok =
+                        hmask & (__mmask16)((r < n ? 0x00ffu : 0) | (r + 8 < n ? 0xff00u : 0));
                     e[r] = _mm512_maskz_mov_ps(
                         ok, ws_exp16_ps(_mm512_sub_ps(_mm512_loadu_ps(sr + (j * 8 + r) * 16), mn)));
                     lsum = _mm512_add_ps(lsum, e[r]);
@@ -470,7 +481,8 @@ void ws_attn_cpu_amx_attend(const ws_attn_problem *p, int s, int kvh, int i0, in
                 uint32_t *pe = pb + (size_t)j * 17 * 16;
                 for (int h = 0; h < H; h++) {
                     const __m256i hi = (__m256i)_mm512_cvtneps_pbh(e[h]);
-                    const __m256i lo = (__m256i)_mm512_cvtneps_pbh(_mm512_sub_ps(e[h], bf16_to_ps(hi)));
+                    const __m256i lo =
+                        (__m256i)_mm512_cvtneps_pbh(_mm512_sub_ps(e[h], bf16_to_ps(hi)));
                     _mm512_storeu_si512(pe + h * 16, _mm512_cvtepu16_epi32(hi));
                     _mm512_storeu_si512(pe + (8 + h) * 16, _mm512_cvtepu16_epi32(lo));
                 }

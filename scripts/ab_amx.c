@@ -18,8 +18,7 @@
 #include "attn.h"
 #include "attn_fixture.h"
 
-typedef void attend_fn(const ws_attn_problem *, int, int, int, int, int, float *, float *,
-                       void *);
+typedef void attend_fn(const ws_attn_problem *, int, int, int, int, int, float *, float *, void *);
 typedef size_t scratch_fn(const ws_kv_layout *, int);
 extern attend_fn A_ws_attn_cpu_amx_attend, B_ws_attn_cpu_amx_attend;
 extern scratch_fn A_ws_attn_cpu_amx_scratch, B_ws_attn_cpu_amx_scratch;
@@ -91,14 +90,18 @@ int main(int argc, char **argv)
     g_len = atoi(argv[5]);
     const int pairs = atoi(argv[6]);
     g_threads = atoi(argv[7]);
-    if (g_G < 1 || g_nkv < 1 || dk < 32 || dv < 32 || g_len < 2 || pairs < 1 ||
-        pairs > MAX_PAIRS || g_threads < 1 || g_threads > MAX_THREADS) {
+    if (g_G < 1 || g_nkv < 1 || dk < 32 || dv < 32 || g_len < 2 || pairs < 1 || pairs > MAX_PAIRS ||
+        g_threads < 1 || g_threads > MAX_THREADS) {
         fprintf(stderr, "ab_amx: bad arguments (PAIRS <= %d, THREADS <= %d)\n", MAX_PAIRS,
                 MAX_THREADS);
         return 2;
     }
-    ws_kv_layout kv = {.page_tokens = 256, .n_kv_heads = g_nkv, .d_k = dk, .d_v = dv,
-                       .v_shares_k = dk != dv, .dtype = WS_DT_BF16};
+    ws_kv_layout kv = {.page_tokens = 256,
+                       .n_kv_heads = g_nkv,
+                       .d_k = dk,
+                       .d_v = dv,
+                       .v_shares_k = dk != dv,
+                       .dtype = WS_DT_BF16};
     th_attn_seed(1);
     th_attn_make(&g_f, kv, g_G * g_nkv, 1, &g_len, 1.0f);
     if (!A_ws_attn_cpu_amx_enable()) {
