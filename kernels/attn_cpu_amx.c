@@ -551,16 +551,12 @@ void ws_attn_cpu_amx_attend(const ws_attn_problem *p, int s, int kvh, int i0, in
     }
 }
 
-/* Peak of TDPBF16PS on full 16x16x32 tiles, in useful flop: the kernel spends two of them
- * (hi, lo) per product, so each counts 16x16x32 flop (half its multiply-adds x 2). */
+/* Peak of TDPBF16PS on full 16x16x32 tiles, in useful flop: the kernel's tiles carry the
+ * hi and lo halves of q or p side by side, so at most half of a product's multiply-adds
+ * are useful: each counts 16x16x32 flop (half its multiply-adds x 2). */
 double ws_attn_cpu_amx_peak_flops(int iters)
 {
-    tilecfg c;
-    memset(&c, 0, sizeof c);
-    c.palette = 1;
-    for (int t = 0; t < 8; t++)
-        c.rows[t] = 16, c.colsb[t] = 64;
-    load_config(&c);
+    config();
     static const uint16_t ones[16 * 32] = {0};
     _tile_loadd(4, ones, 64);
     _tile_loadd(5, ones, 64);

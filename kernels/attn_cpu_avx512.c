@@ -193,20 +193,10 @@ static void softmax(float *s, int G, int n, float *m, float *l, float *alpha)
 
 #pragma GCC pop_options
 
-/* ---- avx512bf16: q.k with VDPBF16PS on bf16 rows ---- */
+/* ---- avx512bf16: q.k with VDPBF16PS on bf16 rows (the helpers above inline here: this
+ * region's target is a superset of theirs) ---- */
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,fma,f16c")
-
-INL __m128 hsum4_bf(__m512 a0, __m512 a1, __m512 a2, __m512 a3)
-{
-    __m512 a01 = _mm512_add_ps(_mm512_unpacklo_ps(a0, a1), _mm512_unpackhi_ps(a0, a1));
-    __m512 a23 = _mm512_add_ps(_mm512_unpacklo_ps(a2, a3), _mm512_unpackhi_ps(a2, a3));
-    __m512 b = _mm512_add_ps(_mm512_shuffle_ps(a01, a23, _MM_SHUFFLE(1, 0, 1, 0)),
-                             _mm512_shuffle_ps(a01, a23, _MM_SHUFFLE(3, 2, 3, 2)));
-    __m256 c = _mm256_add_ps(_mm512_castps512_ps256(b),
-                             _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(b), 1)));
-    return _mm_add_ps(_mm256_castps256_ps128(c), _mm256_extractf128_ps(c, 1));
-}
 
 INL __m512bh ld_bh(const uint16_t *p, __mmask32 m)
 {
@@ -241,16 +231,8 @@ INL void qkb_tile(const uint16_t *qhi, const uint16_t *qlo, int dk,
         }
     }
 #pragma GCC unroll 4
-    for (int g = 0; g < GH; g++) {
-        float *sg = s + (size_t)g * lds;
-        if (TH == 4) {
-            _mm_storeu_ps(sg, _mm_mul_ps(hsum4_bf(acc[g][0], acc[g][1], acc[g][2], acc[g][3]),
-                                         _mm_set1_ps(scale)));
-        } else {
-            for (int t = 0; t < TH; t++)
-                sg[t] = scale * _mm512_reduce_add_ps(acc[g][t]);
-        }
-    }
+    for (int g = 0; g < GH; g++)
+        put_scores(s + (size_t)g * lds, acc[g], TH, scale);
 }
 
 static void qk_bf16(const uint16_t *qhi, const uint16_t *qlo, int G, int dk,
