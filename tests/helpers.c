@@ -4,6 +4,7 @@
 #include <criterion/criterion.h>
 #include <criterion/hooks.h>
 #include <fcntl.h>
+#include <jansson.h>
 #include <poll.h>
 #include <sqlite3.h>
 #include <stdio.h>
@@ -190,4 +191,15 @@ int th_count_file(const char *db_path, const char *sql)
     int n = th_count(db, sql);
     sqlite3_close(db);
     return n;
+}
+
+json_t *th_writescope_json(const char *const *args, const char *const *env_kv)
+{
+    th_run r = th_writescope(args, env_kv);
+    cr_assert_eq(r.status, 0, "exit %d, stderr: %s", r.status, r.err);
+    json_error_t je;
+    json_t *v = json_loads(r.out, 0, &je);
+    cr_assert_not_null(v, "not JSON (%s): %s", je.text, r.out);
+    th_run_free(&r);
+    return v;
 }

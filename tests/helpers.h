@@ -19,13 +19,15 @@ void th_write(const char *dir, const char *name, const char *text, char *buf, si
  * NULL-terminated list of "NAME=VALUE" added to the environment (may be NULL). */
 th_run th_writescope(const char *const *args, const char *const *env_kv);
 void th_run_free(th_run *r);
+/* The same for a command that must succeed and print JSON: asserts exit 0 and valid JSON,
+ * returns the parsed value (caller json_decref's it). */
+struct json_t;
+struct json_t *th_writescope_json(const char *const *args, const char *const *env_kv);
 /* Number of '\n' in s. */
 int th_lines(const char *s);
 /* Hex digest-free comparison: 1 if the two files have identical bytes. */
 int th_same_file_bytes(const char *path, const char *saved, size_t saved_len);
 char *th_slurp(const char *path, size_t *len);
-
-#endif
 
 /* Starts $WRITESCOPE_BIN with args in the background, stdout/stderr to the given files;
  * returns the pid. th_wait returns its exit status (128+signal when killed). */
@@ -38,3 +40,5 @@ struct sqlite3;
 int th_count(struct sqlite3 *db, const char *sql);
 /* The same on a database file, opened and closed around the query. */
 int th_count_file(const char *db_path, const char *sql);
+
+#endif

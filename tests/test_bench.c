@@ -10,17 +10,6 @@
 #include "attn_cpu.h"
 #include "helpers.h"
 
-static json_t *bench_json(const char *const *args, const char *const *env)
-{
-    th_run r = th_writescope(args, env);
-    cr_assert_eq(r.status, 0, "exit %d, stderr: %s", r.status, r.err);
-    json_error_t je;
-    json_t *v = json_loads(r.out, 0, &je);
-    cr_assert_not_null(v, "not JSON (%s): %s", je.text, r.out);
-    th_run_free(&r);
-    return v;
-}
-
 static double num(json_t *o, const char *key)
 {
     json_t *v = json_object_get(o, key);
@@ -33,7 +22,7 @@ Test(bench, attn_cpu_gqa_json_keys_and_accounting)
     const char *args[] = {"bench", "attn-cpu", "--model", "qwen3-30b-a3b", "--ctx", "600",
                           "--batch", "2", "--read-mib", "16", "--repeats", "3", "--page", "64",
                           "--threads", "2", "--json", NULL};
-    json_t *o = bench_json(args, NULL);
+    json_t *o = th_writescope_json(args, NULL);
     /* Qwen3-30B-A3B: 4 KV heads x 128 x (K + V) x 2 bytes = 2048 bytes per token. */
     cr_assert_eq(num(o, "kv_bytes"), 2.0 * 600 * 2048);
     cr_assert_eq(num(o, "flops"), 2.0 * 600 * 2 * 32 * 256);
@@ -56,7 +45,7 @@ Test(bench, attn_cpu_mla_sparse_and_forced_paths)
     const char *mla[] = {"bench", "attn-cpu", "--model", "deepseek-v2-lite", "--ctx", "512",
                          "--batch", "1", "--read-mib", "16", "--repeats", "3", "--page", "64",
                          "--sparse-topk", "128", "--isa", "scalar", "--json", NULL};
-    json_t *o = bench_json(mla, NULL);
+    json_t *o = th_writescope_json(mla, NULL);
     cr_assert_eq(num(o, "d_k"), 576);
     cr_assert_eq(num(o, "d_v"), 512);
     cr_assert_eq(num(o, "kv_bytes"), 128.0 * 576 * 2); /* the gathered bytes only */
@@ -70,7 +59,7 @@ Test(bench, attn_cpu_mla_sparse_and_forced_paths)
                          "--batch", "1", "--read-mib", "16", "--repeats", "1", "--page", "32",
                          "--dtype", "fp16", "--json", NULL};
     const char *env[] = {"WRITESCOPE_ISA=scalar", NULL};
-    o = bench_json(gqa, env);
+    o = th_writescope_json(gqa, env);
     cr_assert_str_eq(json_string_value(json_object_get(o, "isa")), "scalar");
     cr_assert_str_eq(json_string_value(json_object_get(o, "dtype")), "fp16");
     /* amx hands fp16 KV to avx512, and the report says which path ran. */
@@ -78,7 +67,7 @@ Test(bench, attn_cpu_mla_sparse_and_forced_paths)
         const char *f16[] = {"bench", "attn-cpu", "--model", "qwen3-30b-a3b", "--ctx", "64",
                              "--batch", "1", "--read-mib", "16", "--repeats", "1", "--page",
                              "32", "--dtype", "fp16", "--isa", "amx", "--json", NULL};
-        json_t *h = bench_json(f16, NULL);
+        json_t *h = th_writescope_json(f16, NULL);
         cr_assert_str_eq(json_string_value(json_object_get(h, "isa")), "avx512");
         cr_assert_str_eq(json_string_value(json_object_get(h, "isa_requested")), "amx");
         json_decref(h);
@@ -89,7 +78,7 @@ Test(bench, attn_cpu_mla_sparse_and_forced_paths)
 Test(bench, membw_json)
 {
     const char *args[] = {"bench", "membw", "--mib", "16", "--repeats", "3", "--json", NULL};
-    json_t *o = bench_json(args, NULL);
+    json_t *o = th_writescope_json(args, NULL);
     cr_assert(num(o, "read_bw_gbps") > 0);
     cr_assert(num(o, "triad_gbps") > 0);
     cr_assert(num(o, "peak_gflops") > 0);

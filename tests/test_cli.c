@@ -21,16 +21,7 @@ static void fresh_db(void)
 
 static th_run run(const char *const *args) { return th_writescope(args, g_env); }
 
-static json_t *run_json(const char *const *args)
-{
-    th_run r = run(args);
-    cr_assert_eq(r.status, 0, "exit %d, stderr: %s", r.status, r.err);
-    json_error_t je;
-    json_t *v = json_loads(r.out, 0, &je);
-    cr_assert_not_null(v, "not JSON (%s): %s", je.text, r.out);
-    th_run_free(&r);
-    return v;
-}
+static json_t *run_json(const char *const *args) { return th_writescope_json(args, g_env); }
 
 /* A failing command: status 1, exactly one line on stderr containing `needle`, nothing on stdout. */
 static void expect_fail(const char *const *args, const char *needle)
