@@ -353,7 +353,6 @@ void ws_attn_cpu_amx_attend(const ws_attn_problem *p, int s, int kvh, int i0, in
         }
     }
     memset(ob, 0, sizeof(float) * o_hg * n_hg);
-    memset(sb, 0, 2 * (size_t)n_hg * NSUB * SUB * 16 * 4);
     memset(w + sp.p, 0, NSUB * 17 * 64);                            /* the pads stay zero */
     const __mmask16 hmask = (__mmask16)(((1u << H) - 1) * 0x0101u); /* lanes of real heads */
     for (int hg = 0; hg < n_hg; hg++) {
