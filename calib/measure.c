@@ -29,9 +29,9 @@ typedef struct ctx {
     ws_calib_run *run;
     ws_pool *pool, *pool1; /* all threads, one thread */
     ws_isa isa;
-    int phase, n_phases;   /* progress: phases of equal weight */
-    int rotation;          /* next page offset: no timed call starts on pages read just before */
-    uint16_t *raw;         /* one KV pool shared by every attention sweep (cold-cache rotation) */
+    int phase, n_phases; /* progress: phases of equal weight */
+    int rotation;        /* next page offset: no timed call starts on pages read just before */
+    uint16_t *raw;       /* one KV pool shared by every attention sweep (cold-cache rotation) */
     size_t raw_bytes;
     ws_err *err;
 } ctx;
@@ -60,24 +60,37 @@ static int measure_membw(ctx *c)
 {
     const double GB = 1e9;
     const size_t mb = 1 << 20;
-    /* Sizes well beyond the last-level cache; the fit t = c0 + B/W over them gives W. */
-    size_t sizes_q[] = {512 * mb, 768 * mb, 1024 * mb};
-    size_t sizes_d[] = {512 * mb, 768 * mb, 1024 * mb, 1280 * mb, 1536 * mb, 2048 * mb};
-    size_t *sizes = c->o->quick ? sizes_q : sizes_d;
-    int n = c->o->quick ? 3 : 6, reps = c->o->quick ? 3 : 5, rc;
+    /* Sizes from 2x to 8x the last-level cache (at least 128 MiB; the largest at most a
+     * quarter of memory), one buffer, timed in round-robin rounds: the fit t = c0 + B/W over
+     * a 4x range of sizes whose samples share the host's moments gives W (with the sizes
+     * timed one after another, drift during the sweep tilts the slope and inflates W). */
+    const ws_cpu_features *f = ws_cpu_features_get();
+    const double fr_q[] = {0.25, 0.5, 1.0}, fr_d[] = {0.25, 0.375, 0.5, 0.75, 1.0};
+    const double *fr = c->o->quick ? fr_q : fr_d;
+    int n = c->o->quick ? 3 : 5, rounds = c->o->quick ? 5 : 9, reps = c->o->quick ? 3 : 5, rc;
+    double top = 8.0 * fmax((double)f->l3_bytes, 128.0 * mb);
+    if (f->mem_bytes > 0 && top > f->mem_bytes / 4)
+        top = f->mem_bytes / 4;
+    size_t sizes[5], covered[5];
+    double t[5 * 9];
+    for (int i = 0; i < n; i++)
+        sizes[i] = (size_t)(fr[i] * top) / mb * mb;
+    progress(c, 0.0, "read bandwidth");
+    if ((rc = stopped(c)) ||
+        (rc = ws_membw_read_sweep(c->pool, sizes, n, rounds, t, covered, c->err)))
+        return rc;
     for (int i = 0; i < n; i++) {
-        double gbps;
-        if ((rc = stopped(c)) || (rc = ws_membw_read(c->pool, sizes[i], reps, &gbps, c->err)))
+        double *ti = t + (size_t)i * (size_t)rounds;
+        if ((rc = add(c, "cpu", "membw_read", "", "", 0, (double)covered[i], ti, rounds,
+                      "{\"threads\": %d, \"repeats\": %d, \"stat\": \"median\", \"rounds\": "
+                      "\"round-robin over %d sizes\"}",
+                      ws_pool_threads(c->pool), rounds, n)))
             return rc;
-        double t = (double)sizes[i] / (gbps * GB);
-        if ((rc = add(c, "cpu", "membw_read", "", "", 0, (double)sizes[i], &t, 1,
-                      "{\"threads\": %d, \"repeats\": %d, \"stat\": \"median\"}",
-                      ws_pool_threads(c->pool), reps)))
-            return rc;
-        if (gbps * GB > c->run->read_bw)
-            c->run->read_bw = gbps * GB; /* the plateau, for deciding roofline sides */
-        progress(c, (i + 1.0) / (n + 3), "read bandwidth");
+        double med = c->run->samples[c->run->n_samples - 1].t_median;
+        if (covered[i] / med > c->run->read_bw)
+            c->run->read_bw = covered[i] / med; /* the plateau, for deciding roofline sides */
     }
+    progress(c, (double)n / (n + 3), "read bandwidth");
     /* Single measurements of the machine (not fitted): 1-thread read, triad, peaks. */
     double gbps1, gbps3, gf[2], one = 1.0;
     if ((rc = ws_membw_read(c->pool1, 1024 * mb, reps, &gbps1, c->err)) ||
@@ -150,7 +163,8 @@ typedef struct kv_view {
     int *perm;
 } kv_view;
 
-static int view_make(kv_view *v, uint16_t *raw, size_t raw_bytes, const ws_kv_layout *kv, ws_err *err)
+static int view_make(kv_view *v, uint16_t *raw, size_t raw_bytes, const ws_kv_layout *kv,
+                     ws_err *err)
 {
     v->base = raw;
     v->page_elems = ws_kv_page_bytes(kv) / 2;
@@ -171,8 +185,8 @@ static int view_make(kv_view *v, uint16_t *raw, size_t raw_bytes, const ws_kv_la
 }
 
 typedef struct attn_shape {
-    const char *model;   /* shipped model the shape comes from */
-    const char *kind;    /* gqa | mla | mla-sparse */
+    const char *model; /* shipped model the shape comes from */
+    const char *kind;  /* gqa | mla | mla-sparse */
     ws_kv_layout kv;
     int n_q;
 } attn_shape;
@@ -259,9 +273,14 @@ static int time_attn(ctx *c, const attn_shape *sh, const kv_view *v, ws_pool *po
         seqs[s].sel = ls;
         seqs[s].n_sel = topk;
     }
-    ws_attn_problem p = {.kv = sh->kv, .n_q_heads = sh->n_q,
-                         .scale = 1.0f / sqrtf((float)sh->kv.d_k), .n_seqs = batch, .seqs = seqs,
-                         .q = q, .o = o, .lse = lse};
+    ws_attn_problem p = {.kv = sh->kv,
+                         .n_q_heads = sh->n_q,
+                         .scale = 1.0f / sqrtf((float)sh->kv.d_k),
+                         .n_seqs = batch,
+                         .seqs = seqs,
+                         .q = q,
+                         .o = o,
+                         .lse = lse};
     for (int r = warm ? -1 : 0; r < reps && !rc; r++) {
         int base = (c->rotation++) * need;
         for (int s = 0; s < batch; s++) {
@@ -298,7 +317,7 @@ out:
 
 /* One configuration of an attention sweep. */
 typedef struct attn_cfg {
-    const char *op;   /* attn | attn_1t */
+    const char *op; /* attn | attn_1t */
     int ctx, batch, topk;
     double t[MAX_REPEATS], bytes, flops;
 } attn_cfg;
@@ -321,11 +340,13 @@ static int attn_sweep(ctx *c, const char *model, ws_dtype dt, int full)
         int topks[] = {512, 1024, 2048};
         for (int bi = 0; bi < nb; bi++)
             for (int ki = 0; ki < 3; ki++)
-                cfg[n++] = (attn_cfg){.op = "attn", .ctx = sctx, .batch = batches[bi], .topk = topks[ki]};
+                cfg[n++] =
+                    (attn_cfg){.op = "attn", .ctx = sctx, .batch = batches[bi], .topk = topks[ki]};
     } else {
         /* Contexts of one layer from 1K to 1M tokens, batch 4 at every other size; the
          * shorter sweep (fp16, and quick) takes every other size. One thread at five. */
-        int ctx_d[] = {1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072, 262144, 524288, 1048576};
+        int ctx_d[] = {1024,  2048,   4096,   8192,   16384,  32768,
+                       65536, 131072, 262144, 524288, 1048576};
         int ctx_q[] = {1024, 4096, 16384, 65536, 262144, 1048576};
         int *ctxs = !full || c->o->quick ? ctx_q : ctx_d;
         int n_ctx = !full || c->o->quick ? 6 : 11;
@@ -383,7 +404,8 @@ static int pinned_vs_pageable(ctx *c)
     long llc = ws_cpu_features_get()->l3_bytes > 0 ? ws_cpu_features_get()->l3_bytes : 64l << 20;
     size_t bytes_pool = (size_t)(2.0 * llc) + (size_t)ctx_tok * 2048 * 2;
     for (int pin = 0; pin < 2 && !rc; pin++) {
-        progress(c, pin * 0.5, pin ? "attention over pinned memory" : "attention over pageable memory");
+        progress(c, pin * 0.5,
+                 pin ? "attention over pinned memory" : "attention over pageable memory");
         uint16_t *raw = alloc_kv(bytes_pool, pin, c->err);
         kv_view v = {0};
         if (!raw || (rc = view_make(&v, raw, bytes_pool, &sh.kv, c->err))) {
@@ -481,7 +503,8 @@ int ws_calib_measure(const ws_calib_opts *o, ws_calib_run *run, ws_err *err)
         c.phase++;
         /* One pool for every attention shape: the largest problem (1M tokens of GQA,
          * 2 GiB) plus twice the last-level cache, so every repeat reads cold pages. */
-        long llc = ws_cpu_features_get()->l3_bytes > 0 ? ws_cpu_features_get()->l3_bytes : 64l << 20;
+        long llc =
+            ws_cpu_features_get()->l3_bytes > 0 ? ws_cpu_features_get()->l3_bytes : 64l << 20;
         c.raw_bytes = (size_t)1048576 * 2048 + (size_t)(2.0 * llc);
         if (!rc && !(c.raw = alloc_kv(c.raw_bytes, 0, err)))
             rc = err->code;

@@ -90,8 +90,8 @@ static float read_sse2(const float *x, size_t n)
 typedef struct bw_job {
     float *buf;
     double *a, *b, *c;
-    size_t slice;   /* elements per task */
-    int init;       /* 1: first-touch pass */
+    size_t slice; /* elements per task */
+    int init;     /* 1: first-touch pass */
     float (*read)(const float *, size_t);
     float partial[WS_POOL_MAX_THREADS]; /* per-thread results, kept alive via g_sink */
 } bw_job;
@@ -108,43 +108,73 @@ static void read_task(void *ctx, int task, int thread)
     j->partial[thread] += j->read(x, j->slice);
 }
 
-int ws_membw_read(ws_pool *pool, size_t bytes, int repeats, double *gbps_out, ws_err *err)
+/* Reads the first `bytes` of j->buf (tasks x slice floats) once; returns the seconds. */
+static double read_pass(ws_pool *pool, bw_job *j, size_t bytes, int tasks)
+{
+    j->slice = bytes / sizeof(float) / (size_t)tasks / 1024 * 1024;
+    double t0 = ws_now_s();
+    ws_pool_run(pool, tasks, read_task, j);
+    return ws_now_s() - t0;
+}
+
+/* Whole 4 KiB per task: the bytes a read of `bytes` actually covers. */
+static size_t read_covered(size_t bytes, int tasks)
+{
+    return bytes / sizeof(float) / (size_t)tasks / 1024 * 1024 * (size_t)tasks * sizeof(float);
+}
+
+int ws_membw_read_sweep(ws_pool *pool, const size_t *bytes, int n, int rounds, double *t_out,
+                        size_t *covered_out, ws_err *err)
 {
     const ws_cpu_features *f = ws_cpu_features_get();
     const int T = ws_pool_threads(pool), tasks = T * SLICES_PER_THREAD;
-    if (repeats < 1)
-        repeats = 1;
-    size_t slice = bytes / sizeof(float) / (size_t)tasks / 1024 * 1024; /* 4 KiB multiple */
-    if (slice == 0)
-        return ws_err_set(err, WS_EINVAL, "read bandwidth: %zu bytes is too small for %d threads",
-                          bytes, T);
+    if (n < 1 || rounds < 1)
+        return ws_err_set(err, WS_EINVAL, "read bandwidth: need at least one size and round");
+    size_t max = 0;
+    for (int i = 0; i < n; i++) {
+        if (read_covered(bytes[i], tasks) == 0)
+            return ws_err_set(err, WS_EINVAL,
+                              "read bandwidth: %zu bytes is too small for %d threads", bytes[i], T);
+        if (bytes[i] > max)
+            max = bytes[i];
+    }
     bw_job *j = calloc(1, sizeof *j);
     if (!j)
         return ws_err_set(err, WS_ENOMEM, "read bandwidth: out of memory");
-    j->slice = slice;
-    j->buf = big_alloc(slice * (size_t)tasks * sizeof(float));
+    j->buf = big_alloc(read_covered(max, tasks));
     if (!j->buf) {
         free(j);
-        return ws_err_set(err, WS_ENOMEM, "read bandwidth: cannot allocate %zu bytes", bytes);
+        return ws_err_set(err, WS_ENOMEM, "read bandwidth: cannot allocate %zu bytes", max);
     }
     j->read = f->avx512f ? read_avx512 : f->avx2 ? read_avx2 : read_sse2;
     j->init = 1;
-    ws_pool_run(pool, tasks, read_task, j);
+    read_pass(pool, j, max, tasks); /* first touch, by the pool's threads */
     j->init = 0;
-    ws_pool_run(pool, tasks, read_task, j); /* warm-up */
-    double *t = malloc(sizeof(double) * (size_t)repeats);
-    for (int r = 0; r < repeats && t; r++) {
-        double t0 = ws_now_s();
-        ws_pool_run(pool, tasks, read_task, j);
-        t[r] = ws_now_s() - t0;
-    }
-    if (t)
-        *gbps_out = (double)(slice * (size_t)tasks * sizeof(float)) / median(t, repeats) / 1e9;
+    read_pass(pool, j, max, tasks); /* warm-up */
+    for (int r = 0; r < rounds; r++)
+        for (int i = 0; i < n; i++)
+            t_out[(size_t)i * (size_t)rounds + (size_t)r] = read_pass(pool, j, bytes[i], tasks);
+    for (int i = 0; i < n && covered_out; i++)
+        covered_out[i] = read_covered(bytes[i], tasks);
     g_sink += j->partial[0] * 0.0f;
-    free(t);
     free(j->buf);
     free(j);
-    return t ? 0 : ws_err_set(err, WS_ENOMEM, "read bandwidth: out of memory");
+    return 0;
+}
+
+int ws_membw_read(ws_pool *pool, size_t bytes, int repeats, double *gbps_out, ws_err *err)
+{
+    if (repeats < 1)
+        repeats = 1;
+    double *t = malloc(sizeof(double) * (size_t)repeats);
+    size_t covered;
+    if (!t)
+        return ws_err_set(err, WS_ENOMEM, "read bandwidth: out of memory");
+    int rc = ws_membw_read_sweep(pool, &bytes, 1, repeats, t, &covered, err);
+    if (rc == 0)
+        *gbps_out = (double)covered / median(t, repeats) / 1e9;
+    free(t);
+    return rc;
 }
 
 static void triad_task(void *ctx, int task, int thread)
@@ -333,9 +363,9 @@ int ws_cpu_peak_gflops(ws_pool *pool, ws_isa isa, double *gflops_out, ws_err *er
         return ws_err_set(err, WS_ENOMEM, "peak flops: out of memory");
     j->fn = path == WS_ISA_AMX           ? peak_amx
             : path == WS_ISA_AVX512_BF16 ? peak_avx512bf16
-            : path == WS_ISA_AVX512   ? peak_avx512
-            : path == WS_ISA_AVX2     ? peak_avx2
-                                      : peak_scalar;
+            : path == WS_ISA_AVX512      ? peak_avx512
+            : path == WS_ISA_AVX2        ? peak_avx2
+                                         : peak_scalar;
     const int T = ws_pool_threads(pool), tasks = 8 * T, repeats = 5;
     double t[5], flops = 0;
     ws_pool_run(pool, tasks, peak_task, j); /* warm-up (clocks, licence levels) */

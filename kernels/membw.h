@@ -27,6 +27,12 @@ extern "C" {
 
 /* Median read bandwidth over `bytes` (rounded down to whole 4 KiB per thread). */
 int ws_membw_read(ws_pool *pool, size_t bytes, int repeats, double *gbps_out, ws_err *err);
+/* Read times over n sizes from one buffer of the largest, in `rounds` round-robin rounds
+ * (each round times every size once, so drift of the host's bandwidth during the sweep
+ * hits every size alike): t_out[i * rounds + r] is size i in round r, in seconds, and
+ * covered_out[i] (may be NULL) the bytes that read actually covered. */
+int ws_membw_read_sweep(ws_pool *pool, const size_t *bytes, int n, int rounds, double *t_out,
+                        size_t *covered_out, ws_err *err);
 /* Median STREAM triad bandwidth; `bytes` is the total of the three double arrays. */
 int ws_membw_triad(ws_pool *pool, size_t bytes, int repeats, double *gbps_out, ws_err *err);
 /* Peak dot-product GFLOP/s of the instruction path `isa` (WS_ISA_AUTO resolves as
