@@ -20,9 +20,10 @@
  *           32 values as 16 pairs, so an A row holding p in the even bf16 slots (zeros in
  *           the odd ones) yields the 16 even columns and one holding p in the odd slots the
  *           16 odd columns; no V re-layout. The odd-slot tile is the even-slot one loaded
- *           2 bytes earlier. A rows are p_hi and p_lo of the heads, so O is kept as 16 fp32
- *           rows (hi and lo parts, summed at the end) with columns in (even, odd) order
- *           per 32, loaded as C tiles once per super-block.
+ *           2 bytes earlier (its rows straddle cache lines), or, for 16+ column steps
+ *           (MLA), an aligned copy stored beside it. A rows are p_hi and p_lo of the
+ *           heads, so O is kept as 16 fp32 rows (hi and lo parts, summed at the end) with
+ *           columns in (even, odd) order per 32, loaded as C tiles once per super-block.
  * Per 16 tokens, head group and 32 dims: one TDPBF16PS for q.k and two for p.V (TDPBF16PS
  * costs about the same for 8 or 16 rows and columns on the development host, so the hi/lo
  * doubling is nearly free). Super-blocks are software-pipelined (the score tiles of the
@@ -97,7 +98,7 @@ static amx_scratch scratch_plan(const ws_kv_layout *kv, int G)
     s.o = at, at += a64(n_hg * 16 * dv * 4);              /* O, fp32 */
     s.s = at, at += 2 * n_hg * NSUB * SUB * 16 * 4;       /* score tiles, 2 super-blocks */
     s.sr = at, at += NSUB * 8 * 64;                       /* combined scores */
-    s.p = at, at += NSUB * 17 * 64;                       /* per sub-block: zero pad, P */
+    s.p = at, at += NSUB * 33 * 64;                       /* per sub-block: pad, P even, odd */
     s.kg = at, at += a64(2 * NSUB * SUB * dk * 2);        /* K gather, 2 super-blocks */
     s.vg = at, at += kv->v_shares_k ? 0 : a64(2 * NSUB * SUB * dv * 2);
     s.ml = at, at += n_hg * 2 * 64; /* m, l per head group */
@@ -323,7 +324,7 @@ void ws_attn_cpu_amx_attend(const ws_attn_problem *p, int s, int kvh, int i0, in
     char *w = scratch;
     uint16_t *qv = (uint16_t *)(w + sp.qv);
     float *ob = (float *)(w + sp.o), *sb = (float *)(w + sp.s), *sr = (float *)(w + sp.sr);
-    uint32_t *pb = (uint32_t *)(w + sp.p + 64); /* sub-block j at pb + j * 17 * 16 */
+    uint32_t *pb = (uint32_t *)(w + sp.p + 64); /* sub-block j at pb + j * 33 * 16 */
     uint16_t *kg = (uint16_t *)(w + sp.kg), *vg = kv->v_shares_k ? NULL : (uint16_t *)(w + sp.vg);
     float *ml = (float *)(w + sp.ml); /* per head group: m[16], l[16] (halves duplicated) */
     const size_t o_hg = (size_t)16 * dv;
@@ -353,7 +354,7 @@ void ws_attn_cpu_amx_attend(const ws_attn_problem *p, int s, int kvh, int i0, in
         }
     }
     memset(ob, 0, sizeof(float) * o_hg * n_hg);
-    memset(w + sp.p, 0, NSUB * 17 * 64);                            /* the pads stay zero */
+    memset(w + sp.p, 0, NSUB * 33 * 64); /* the pads and rows of absent heads stay zero */
     const __mmask16 hmask = (__mmask16)(((1u << H) - 1) * 0x0101u); /* lanes of real heads */
     for (int hg = 0; hg < n_hg; hg++) {
         float *m = ml + hg * 32, *l = m + 16;
@@ -387,6 +388,10 @@ void ws_attn_cpu_amx_attend(const ws_attn_problem *p, int s, int kvh, int i0, in
     }
     const __m512 vscale = _mm512_set1_ps(p->scale), ninf = _mm512_set1_ps(-INFINITY);
     const int qk_steps = ksteps, pv_steps = dv / 32;
+    /* The odd-slot P tile is the even-slot one loaded 2 bytes earlier (rows straddle cache
+     * lines), or, when P is reloaded for many column steps (MLA's 512 values: 16), a copy
+     * stored aligned beside it: 5-7% faster for MLA, ~1% slower for d_v = 128 (A/B runs). */
+    const int odd_apart = pv_steps >= 8;
 
     /* Super-blocks are software-pipelined: the scores of super-block b + 1 (tile work) are
      * issued before the softmax of b (vector work), so the two overlap. */
@@ -477,13 +482,18 @@ void ws_attn_cpu_amx_attend(const ws_attn_problem *p, int s, int kvh, int i0, in
                     for (int r = 0; r < 8; r++)
                         if (!(r & (1 << k)))
                             swap_bit(&e[r], &e[r | (1 << k)], ia[k], ib[k]);
-                uint32_t *pe = pb + (size_t)j * 17 * 16;
+                uint32_t *pe = pb + (size_t)j * 33 * 16, *po = pe + 16 * 16;
                 for (int h = 0; h < H; h++) {
                     const __m256i hi = (__m256i)_mm512_cvtneps_pbh(e[h]);
                     const __m256i lo =
                         (__m256i)_mm512_cvtneps_pbh(_mm512_sub_ps(e[h], bf16_to_ps(hi)));
-                    _mm512_storeu_si512(pe + h * 16, _mm512_cvtepu16_epi32(hi));
-                    _mm512_storeu_si512(pe + (8 + h) * 16, _mm512_cvtepu16_epi32(lo));
+                    const __m512i hw = _mm512_cvtepu16_epi32(hi), lw = _mm512_cvtepu16_epi32(lo);
+                    _mm512_storeu_si512(pe + h * 16, hw);
+                    _mm512_storeu_si512(pe + (8 + h) * 16, lw);
+                    if (odd_apart) {
+                        _mm512_storeu_si512(po + h * 16, _mm512_slli_epi32(hw, 16));
+                        _mm512_storeu_si512(po + (8 + h) * 16, _mm512_slli_epi32(lw, 16));
+                    }
                 }
             }
             lsum = _mm512_add_ps(lsum, _mm512_shuffle_f32x4(lsum, lsum, _MM_SHUFFLE(1, 0, 3, 2)));
@@ -511,11 +521,12 @@ void ws_attn_cpu_amx_attend(const ws_attn_problem *p, int s, int kvh, int i0, in
                 _tile_loadd(1, og + 32 * c + 16, dv * 4);
                 for (int j = 0; j < nsub; j++) {
                     pf_step(&pf);
-                    const uint32_t *pe = pb + (size_t)j * 17 * 16;
+                    const uint32_t *pe = pb + (size_t)j * 33 * 16;
                     _tile_loadd(6, sub[j].v + 32 * c, sub[j].vs);
                     _tile_loadd(4, pe, 64);
                     _tile_dpbf16ps(0, 4, 6);
-                    _tile_loadd(5, (const char *)pe - 2, 64);
+                    _tile_loadd(5, odd_apart ? (const char *)(pe + 16 * 16) : (const char *)pe - 2,
+                                64);
                     _tile_dpbf16ps(1, 5, 6);
                 }
                 _tile_stored(0, og + 32 * c, dv * 4);
