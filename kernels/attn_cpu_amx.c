@@ -98,7 +98,7 @@ static amx_scratch scratch_plan(const ws_kv_layout *kv, int G)
     s.o = at, at += a64(n_hg * 16 * dv * 4);              /* O, fp32 */
     s.s = at, at += 2 * n_hg * NSUB * SUB * 16 * 4;       /* score tiles, 2 super-blocks */
     s.sr = at, at += NSUB * 8 * 64;                       /* combined scores */
-    s.p = at, at += NSUB * 33 * 64;                       /* per sub-block: pad, P even, odd */
+    s.p = at, at += n_hg * NSUB * 33 * 64;                /* per sub-block: pad, P even, odd */
     s.kg = at, at += a64(2 * NSUB * SUB * dk * 2);        /* K gather, 2 super-blocks */
     s.vg = at, at += kv->v_shares_k ? 0 : a64(2 * NSUB * SUB * dv * 2);
     s.ml = at, at += n_hg * 2 * 64; /* m, l per head group */
@@ -324,7 +324,8 @@ void ws_attn_cpu_amx_attend(const ws_attn_problem *p, int s, int kvh, int i0, in
     char *w = scratch;
     uint16_t *qv = (uint16_t *)(w + sp.qv);
     float *ob = (float *)(w + sp.o), *sb = (float *)(w + sp.s), *sr = (float *)(w + sp.sr);
-    uint32_t *pb = (uint32_t *)(w + sp.p + 64); /* sub-block j at pb + j * 33 * 16 */
+    /* P of head group hg, sub-block j at pb0 + (hg * NSUB + j) * 33 * 16 */
+    uint32_t *pb0 = (uint32_t *)(w + sp.p + 64);
     uint16_t *kg = (uint16_t *)(w + sp.kg), *vg = kv->v_shares_k ? NULL : (uint16_t *)(w + sp.vg);
     float *ml = (float *)(w + sp.ml); /* per head group: m[16], l[16] (halves duplicated) */
     const size_t o_hg = (size_t)16 * dv;
@@ -354,7 +355,7 @@ void ws_attn_cpu_amx_attend(const ws_attn_problem *p, int s, int kvh, int i0, in
         }
     }
     memset(ob, 0, sizeof(float) * o_hg * n_hg);
-    memset(w + sp.p, 0, NSUB * 33 * 64); /* the pads and rows of absent heads stay zero */
+    memset(w + sp.p, 0, (size_t)n_hg * NSUB * 33 * 64); /* pads, absent heads' rows: zero */
     const __mmask16 hmask = (__mmask16)(((1u << H) - 1) * 0x0101u); /* lanes of real heads */
     for (int hg = 0; hg < n_hg; hg++) {
         float *m = ml + hg * 32, *l = m + 16;
@@ -442,6 +443,7 @@ void ws_attn_cpu_amx_attend(const ws_attn_problem *p, int s, int kvh, int i0, in
 
         for (int hg = 0; hg < n_hg; hg++) {
             float *og = ob + (size_t)hg * o_hg, *m = ml + hg * 32, *l = m + 16;
+            uint32_t *pb = pb0 + (size_t)hg * NSUB * 33 * 16;
             const float *sbh = sb + cur * s_sb + (size_t)hg * NSUB * SUB * 16;
             /* Softmax, pass 1: hi + lo, scale, mask; the super-block's max per head. */
             __m512 mx = ninf;
@@ -515,13 +517,17 @@ void ws_attn_cpu_amx_attend(const ws_attn_problem *p, int s, int kvh, int i0, in
                         }
                     }
             }
-            /* O += P.V, 32 columns (an even and an odd C tile) at a time. */
-            for (int c = 0; c < pv_steps; c++) {
+        }
+        /* O += P.V, 32 columns (an even and an odd C tile) at a time, every head group's
+         * before the next columns: a group's V tiles are still in L1 for the next group. */
+        for (int c = 0; c < pv_steps; c++)
+            for (int hg = 0; hg < n_hg; hg++) {
+                float *og = ob + (size_t)hg * o_hg;
                 _tile_loadd(0, og + 32 * c, dv * 4);
                 _tile_loadd(1, og + 32 * c + 16, dv * 4);
                 for (int j = 0; j < nsub; j++) {
                     pf_step(&pf);
-                    const uint32_t *pe = pb + (size_t)j * 33 * 16;
+                    const uint32_t *pe = pb0 + ((size_t)hg * NSUB + j) * 33 * 16;
                     _tile_loadd(6, sub[j].v + 32 * c, sub[j].vs);
                     _tile_loadd(4, pe, 64);
                     _tile_dpbf16ps(0, 4, 6);
@@ -532,7 +538,6 @@ void ws_attn_cpu_amx_attend(const ws_attn_problem *p, int s, int kvh, int i0, in
                 _tile_stored(0, og + 32 * c, dv * 4);
                 _tile_stored(1, og + 32 * c + 16, dv * 4);
             }
-        }
         pf.quota = (size_t)-1 / 2; /* whatever is left */
         pf_step(&pf);
         cur ^= 1;
