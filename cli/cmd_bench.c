@@ -29,7 +29,9 @@ static void help(FILE *out)
             "          defaults to 4x the last-level cache (at least 256 MiB, at most 6 GiB).\n"
             "attn-cpu  one layer's KV for B sequences of N tokens as scattered P-token pages\n"
             "          (P = 256 by default) of seeded random data; times the CPU kernel (median of\n"
-            "          R repeats after a warm-up) and measures the read bandwidth in the same run.\n"
+            "          R repeats after a warm-up) and the read bandwidth in the same run (one pass\n"
+            "          over the read buffer before each repeat, the median of those; that pass\n"
+            "          also leaves the KV cold in the caches, as in a decode step).\n"
             "          --sparse-topk K attends K tokens per sequence: whole pages (default) or\n"
             "          single tokens, a fresh random set each repeat; sparse models (index_topk)\n"
             "          default to their top-k. Reports kv_bytes, seconds, kv_gbps, gflops, isa,\n"
@@ -183,24 +185,32 @@ static int bench_attn(ws_pool *pool, ws_isa isa, const attn_args *a)
     if (used != isa)
         fprintf(stderr, "bench: this shape runs on the %s path (%s does not serve it)\n",
                 ws_isa_name(used), ws_isa_name(isa));
-    double rd, pk;
-    if (ws_membw_read(pool, (size_t)a->read_bytes, 5, &rd, &err) ||
-        ws_cpu_peak_gflops(pool, used, &pk, &err)) {
+    /* The read bandwidth is timed once before each repeat of the kernel (one pass over the
+     * read buffer), so that both medians cover the same minutes of a host whose speed
+     * drifts. */
+    double pk;
+    ws_membw_reader *rdr = ws_membw_reader_create(pool, (size_t)a->read_bytes, &err);
+    if (!rdr || ws_cpu_peak_gflops(pool, used, &pk, &err)) {
+        ws_membw_reader_destroy(rdr);
         ws_attn_bench_destroy(b);
         return cli_fail(&err);
     }
     const ws_attn_problem *p = ws_attn_bench_problem(b);
     const double kv_bytes = ws_attn_kv_bytes(p), flops = ws_attn_bench_flops(b);
-    double *secs = malloc(sizeof(double) * (size_t)a->repeats);
+    double *secs = malloc(sizeof(double) * 2 * (size_t)a->repeats), *rsecs = secs + a->repeats;
     if (!secs) {
+        ws_membw_reader_destroy(rdr);
         ws_attn_bench_destroy(b);
         ws_err_set(&err, WS_ENOMEM, "bench: out of memory");
         return cli_fail(&err);
     }
     int rc = 0;
+    size_t read_covered = 0;
     double t_last = ws_now_s();
     for (int r = -1; r < a->repeats && !rc; r++) { /* r = -1: untimed warm-up */
         ws_attn_bench_select(b, r + 1);
+        if (r >= 0)
+            rsecs[r] = ws_membw_reader_pass(rdr, (size_t)a->read_bytes, &read_covered);
         double s0 = ws_now_s();
         rc = ws_attn_cpu(p, pool, isa, &err);
         double s1 = ws_now_s();
@@ -211,15 +221,19 @@ static int bench_attn(ws_pool *pool, ws_isa isa, const attn_args *a)
             t_last = s1;
         }
     }
+    ws_membw_reader_destroy(rdr);
     if (rc) {
         free(secs);
         ws_attn_bench_destroy(b);
         return cli_fail(&err);
     }
     qsort(secs, (size_t)a->repeats, sizeof *secs, cmp_double);
+    qsort(rsecs, (size_t)a->repeats, sizeof *rsecs, cmp_double);
     const int R = (int)a->repeats;
     const double sec = R % 2 ? secs[R / 2] : 0.5 * (secs[R / 2 - 1] + secs[R / 2]);
     const double smin = secs[0], smax = secs[R - 1];
+    const double rd = (double)read_covered /
+                      (R % 2 ? rsecs[R / 2] : 0.5 * (rsecs[R / 2 - 1] + rsecs[R / 2])) / 1e9;
     free(secs);
     const double kv_gbps = kv_bytes / sec / 1e9, gflops = flops / sec / 1e9;
     const double ai = flops / kv_bytes, mem_roof = ai * rd;

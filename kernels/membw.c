@@ -108,57 +108,93 @@ static void read_task(void *ctx, int task, int thread)
     j->partial[thread] += j->read(x, j->slice);
 }
 
-/* Reads the first `bytes` of j->buf (tasks x slice floats) once; returns the seconds. */
-static double read_pass(ws_pool *pool, bw_job *j, size_t bytes, int tasks)
-{
-    j->slice = bytes / sizeof(float) / (size_t)tasks / 1024 * 1024;
-    double t0 = ws_now_s();
-    ws_pool_run(pool, tasks, read_task, j);
-    return ws_now_s() - t0;
-}
-
 /* Whole 4 KiB per task: the bytes a read of `bytes` actually covers. */
 static size_t read_covered(size_t bytes, int tasks)
 {
     return bytes / sizeof(float) / (size_t)tasks / 1024 * 1024 * (size_t)tasks * sizeof(float);
 }
 
-int ws_membw_read_sweep(ws_pool *pool, const size_t *bytes, int n, int rounds, double *t_out,
-                        size_t *covered_out, ws_err *err)
+struct ws_membw_reader {
+    ws_pool *pool;
+    int tasks;
+    size_t capacity; /* bytes the buffer holds */
+    bw_job job;
+};
+
+/* Reads the first `bytes` of the buffer once (or first-touches it); returns the seconds. */
+static double reader_run(ws_membw_reader *r, size_t bytes)
+{
+    r->job.slice = read_covered(bytes, r->tasks) / sizeof(float) / (size_t)r->tasks;
+    double t0 = ws_now_s();
+    ws_pool_run(r->pool, r->tasks, read_task, &r->job);
+    return ws_now_s() - t0;
+}
+
+ws_membw_reader *ws_membw_reader_create(ws_pool *pool, size_t bytes, ws_err *err)
 {
     const ws_cpu_features *f = ws_cpu_features_get();
     const int T = ws_pool_threads(pool), tasks = T * SLICES_PER_THREAD;
+    if (read_covered(bytes, tasks) == 0) {
+        ws_err_set(err, WS_EINVAL, "read bandwidth: %zu bytes is too small for %d threads", bytes,
+                   T);
+        return NULL;
+    }
+    ws_membw_reader *r = calloc(1, sizeof *r);
+    if (r)
+        r->job.buf = big_alloc(read_covered(bytes, tasks));
+    if (!r || !r->job.buf) {
+        free(r);
+        ws_err_set(err, WS_ENOMEM, "read bandwidth: cannot allocate %zu bytes", bytes);
+        return NULL;
+    }
+    r->pool = pool, r->tasks = tasks, r->capacity = read_covered(bytes, tasks);
+    r->job.read = f->avx512f ? read_avx512 : f->avx2 ? read_avx2 : read_sse2;
+    r->job.init = 1;
+    reader_run(r, r->capacity); /* first touch, by the pool's threads */
+    r->job.init = 0;
+    reader_run(r, r->capacity); /* warm-up */
+    return r;
+}
+
+double ws_membw_reader_pass(ws_membw_reader *r, size_t bytes, size_t *covered_out)
+{
+    if (bytes > r->capacity)
+        bytes = r->capacity;
+    if (covered_out)
+        *covered_out = read_covered(bytes, r->tasks);
+    return reader_run(r, bytes);
+}
+
+void ws_membw_reader_destroy(ws_membw_reader *r)
+{
+    if (!r)
+        return;
+    g_sink += r->job.partial[0] * 0.0f;
+    free(r->job.buf);
+    free(r);
+}
+
+int ws_membw_read_sweep(ws_pool *pool, const size_t *bytes, int n, int rounds, double *t_out,
+                        size_t *covered_out, ws_err *err)
+{
     if (n < 1 || rounds < 1)
         return ws_err_set(err, WS_EINVAL, "read bandwidth: need at least one size and round");
+    const int T = ws_pool_threads(pool);
     size_t max = 0;
     for (int i = 0; i < n; i++) {
-        if (read_covered(bytes[i], tasks) == 0)
+        if (read_covered(bytes[i], T * SLICES_PER_THREAD) == 0)
             return ws_err_set(err, WS_EINVAL,
                               "read bandwidth: %zu bytes is too small for %d threads", bytes[i], T);
-        if (bytes[i] > max)
-            max = bytes[i];
+        max = bytes[i] > max ? bytes[i] : max;
     }
-    bw_job *j = calloc(1, sizeof *j);
-    if (!j)
-        return ws_err_set(err, WS_ENOMEM, "read bandwidth: out of memory");
-    j->buf = big_alloc(read_covered(max, tasks));
-    if (!j->buf) {
-        free(j);
-        return ws_err_set(err, WS_ENOMEM, "read bandwidth: cannot allocate %zu bytes", max);
-    }
-    j->read = f->avx512f ? read_avx512 : f->avx2 ? read_avx2 : read_sse2;
-    j->init = 1;
-    read_pass(pool, j, max, tasks); /* first touch, by the pool's threads */
-    j->init = 0;
-    read_pass(pool, j, max, tasks); /* warm-up */
-    for (int r = 0; r < rounds; r++)
+    ws_membw_reader *r = ws_membw_reader_create(pool, max, err);
+    if (!r)
+        return WS_ENOMEM; /* the sizes were checked: allocation is what can fail */
+    for (int k = 0; k < rounds; k++)
         for (int i = 0; i < n; i++)
-            t_out[(size_t)i * (size_t)rounds + (size_t)r] = read_pass(pool, j, bytes[i], tasks);
-    for (int i = 0; i < n && covered_out; i++)
-        covered_out[i] = read_covered(bytes[i], tasks);
-    g_sink += j->partial[0] * 0.0f;
-    free(j->buf);
-    free(j);
+            t_out[(size_t)i * (size_t)rounds + (size_t)k] =
+                ws_membw_reader_pass(r, bytes[i], covered_out ? &covered_out[i] : NULL);
+    ws_membw_reader_destroy(r);
     return 0;
 }
 

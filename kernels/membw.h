@@ -27,6 +27,14 @@ extern "C" {
 
 /* Median read bandwidth over `bytes` (rounded down to whole 4 KiB per thread). */
 int ws_membw_read(ws_pool *pool, size_t bytes, int repeats, double *gbps_out, ws_err *err);
+/* A read buffer kept for repeated passes (first touched by the pool's threads and read
+ * once as a warm-up at creation), for timing reads interleaved with other work. A pass
+ * reads the first `bytes` (at most the capacity, rounded down as ws_membw_read does) and
+ * returns the seconds; covered_out (may be NULL) gets the bytes read. */
+typedef struct ws_membw_reader ws_membw_reader;
+ws_membw_reader *ws_membw_reader_create(ws_pool *pool, size_t bytes, ws_err *err);
+double ws_membw_reader_pass(ws_membw_reader *r, size_t bytes, size_t *covered_out);
+void ws_membw_reader_destroy(ws_membw_reader *r);
 /* Read times over n sizes from one buffer of the largest, in `rounds` round-robin rounds
  * (each round times every size once, so drift of the host's bandwidth during the sweep
  * hits every size alike): t_out[i * rounds + r] is size i in round r, in seconds, and
