@@ -234,6 +234,20 @@ static void evict(const void *p, size_t bytes)
         _mm_clflush((const char *)p + o);
 }
 
+/* Pages to evict, one pool task each. */
+typedef struct evict_job {
+    const void **pages;
+    size_t bytes;
+} evict_job;
+
+static void evict_task(void *ctx, int task, int thread)
+{
+    const evict_job *e = ctx;
+    (void)thread;
+    evict(e->pages[task], e->bytes);
+    _mm_sfence();
+}
+
 /* Times one attention configuration: `batch` sequences of `ctx_tok` tokens (attending
  * `topk` selected tokens each when topk > 0), `reps` repeats on different pages of the
  * view, after one untimed warm-up call when `warm`; times into t[]. */
@@ -291,10 +305,13 @@ static int time_attn(ctx *c, const attn_shape *sh, const kv_view *v, ws_pool *po
             seqs[s].n_tokens = ctx_tok;
         }
         /* Cold cache, as in a decode step (every other layer's KV is read in between):
-         * write back and evict the pages this repeat reads. */
-        for (int j = 0; j < need; j++)
-            evict(tables[j], v->page_elems * 2);
-        _mm_sfence();
+         * write back and evict the pages this repeat reads. The pool's threads do it, so
+         * that they are busy right up to the timed call, as in a decode step: after a
+         * long idle (the 1-thread sweep) a vCPU of the development host ran the next
+         * call 25-30% slower, and the first configuration of each round fell off the
+         * fit. */
+        evict_job ej = {.pages = tables, .bytes = v->page_elems * 2};
+        ws_pool_run(pool, need, evict_task, &ej);
         double t0 = ws_now_s();
         rc = ws_attn_cpu(&p, pool, c->isa, c->err);
         if (r >= 0)
