@@ -189,6 +189,7 @@ typedef struct attn_shape {
     const char *kind;  /* gqa | mla | mla-sparse */
     ws_kv_layout kv;
     int n_q;
+    float scale;
 } attn_shape;
 
 static int shape_from_model(const char *name, ws_dtype dt, attn_shape *s, ws_err *err)
@@ -201,20 +202,7 @@ static int shape_from_model(const char *name, ws_dtype dt, attn_shape *s, ws_err
     memset(s, 0, sizeof *s);
     s->model = name;
     s->kind = ws_attn_kind_name(m.attn);
-    s->kv.page_tokens = PAGE_TOKENS;
-    s->kv.dtype = dt;
-    s->n_q = m.n_q_heads;
-    if (m.attn == WS_ATTN_MLA || m.attn == WS_ATTN_MLA_SPARSE) {
-        s->kv.n_kv_heads = 1;
-        s->kv.d_k = m.kv_lora_rank + m.rope_dim;
-        s->kv.d_v = m.kv_lora_rank;
-        s->kv.v_shares_k = 1;
-    } else {
-        s->kv.n_kv_heads = m.n_kv_heads;
-        s->kv.d_k = m.head_dim;
-        s->kv.d_v = m.v_head_dim;
-    }
-    return 0;
+    return ws_model_attn_shape(&m, dt, PAGE_TOKENS, &s->kv, &s->n_q, &s->scale, err);
 }
 
 /* Evicts [p, p + bytes) from every cache level. */
@@ -289,7 +277,7 @@ static int time_attn(ctx *c, const attn_shape *sh, const kv_view *v, ws_pool *po
     }
     ws_attn_problem p = {.kv = sh->kv,
                          .n_q_heads = sh->n_q,
-                         .scale = 1.0f / sqrtf((float)sh->kv.d_k),
+                         .scale = sh->scale,
                          .n_seqs = batch,
                          .seqs = seqs,
                          .q = q,

@@ -217,12 +217,11 @@ static int gpu_attn_sweep(gctx *c, const char *model, ws_dtype dt, void *pool, s
     int rc = ws_model_resolve(model, path, sizeof path, c->err);
     if (rc || (rc = ws_model_load(path, &m, c->err)))
         return rc;
-    ws_kv_layout kv = {.page_tokens = 256, .dtype = dt};
-    int mla = m.attn == WS_ATTN_MLA || m.attn == WS_ATTN_MLA_SPARSE;
-    kv.n_kv_heads = mla ? 1 : m.n_kv_heads;
-    kv.d_k = mla ? m.kv_lora_rank + m.rope_dim : m.head_dim;
-    kv.d_v = mla ? m.kv_lora_rank : m.v_head_dim;
-    kv.v_shares_k = mla;
+    ws_kv_layout kv;
+    int n_q;
+    float scale;
+    if ((rc = ws_model_attn_shape(&m, dt, 256, &kv, &n_q, &scale, c->err)))
+        return rc;
     const size_t page = ws_kv_page_bytes(&kv);
     const int n_pool_pages = (int)(pool_bytes / page), reps = c->o->quick ? 3 : 5;
     int ctxs[] = {1024, 4096, 16384, 65536, 262144, 1048576};
@@ -252,9 +251,14 @@ static int gpu_attn_sweep(gctx *c, const char *model, ws_dtype dt, void *pool, s
                     table[s * np + j] = (char *)pool + page * (size_t)((s * np + j) % n_pool_pages);
                 seqs[s] = (ws_attn_seq){.pages = table + s * np, .n_tokens = ctxs[i]};
             }
-            ws_attn_problem p = {.kv = kv, .n_q_heads = m.n_q_heads,
-                                 .scale = 1.0f / sqrtf((float)kv.d_k), .n_seqs = b, .seqs = seqs,
-                                 .q = q, .o = o, .lse = lse};
+            ws_attn_problem p = {.kv = kv,
+                                 .n_q_heads = m.n_q_heads,
+                                 .scale = scale,
+                                 .n_seqs = b,
+                                 .seqs = seqs,
+                                 .q = q,
+                                 .o = o,
+                                 .lse = lse};
             attn_arg a = {w, &p};
             double t[REPS_MAX];
             char label[96];

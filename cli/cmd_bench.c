@@ -143,7 +143,7 @@ static int bench_attn(ws_pool *pool, ws_isa isa, const attn_args *a)
     if (ws_model_resolve(a->model, path, sizeof path, &err) || ws_model_load(path, &m, &err))
         return cli_fail(&err);
     ws_attn_bench_cfg cfg = {0};
-    if (ws_attn_bench_shape(&m, a->dtype, (int)a->page, &cfg, &err))
+    if (ws_model_attn_shape(&m, a->dtype, (int)a->page, &cfg.kv, &cfg.n_q_heads, &cfg.scale, &err))
         return cli_fail(&err);
     cfg.batch = (int)a->batch;
     cfg.ctx = (int)a->ctx;

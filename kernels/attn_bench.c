@@ -29,33 +29,6 @@ static uint64_t mix(uint64_t x) /* splitmix64 */
     return x ^ (x >> 31);
 }
 
-int ws_attn_bench_shape(const ws_model *m, ws_dtype dtype, int page_tokens,
-                        ws_attn_bench_cfg *cfg, ws_err *err)
-{
-    ws_kv_layout *kv = &cfg->kv;
-    memset(kv, 0, sizeof *kv);
-    kv->page_tokens = page_tokens;
-    kv->dtype = dtype;
-    if (m->attn == WS_ATTN_MLA || m->attn == WS_ATTN_MLA_SPARSE) {
-        kv->n_kv_heads = 1;
-        kv->d_k = m->kv_lora_rank + m->rope_dim;
-        kv->d_v = m->kv_lora_rank;
-        kv->v_shares_k = 1;
-        cfg->scale = 1.0f / sqrtf((float)(m->nope_dim + m->rope_dim > 0 ? m->nope_dim + m->rope_dim
-                                                                         : kv->d_k));
-    } else {
-        kv->n_kv_heads = m->n_kv_heads;
-        kv->d_k = m->head_dim;
-        kv->d_v = m->v_head_dim > 0 ? m->v_head_dim : m->head_dim;
-        cfg->scale = 1.0f / sqrtf((float)kv->d_k);
-    }
-    cfg->n_q_heads = m->n_q_heads;
-    if (kv->n_kv_heads <= 0 || kv->d_k <= 0 || cfg->n_q_heads <= 0)
-        return ws_err_set(err, WS_EINVAL, "%s: no attention shape (heads %d/%d, d_k %d)", m->name,
-                          cfg->n_q_heads, kv->n_kv_heads, kv->d_k);
-    return 0;
-}
-
 typedef struct fill_job {
     ws_attn_bench *b;
     size_t pages_per_task;

@@ -4,10 +4,7 @@
  * seeded uniform [-1, 1) values (in parallel on the pool, deterministic for a seed), plus
  * queries, outputs and, for sparse runs, per-round top-k selections (whole pages, as a
  * page-granular indexer picks them, or single tokens).
- *
- * ws_attn_bench_shape maps a model (runtime/model.h) to the kernel's shape: GQA/MHA use
- * n_kv_heads x head_dim; MLA (absorbed) one latent head of d_k = kv_lora_rank + rope,
- * d_v = kv_lora_rank, V sharing K's rows, all query heads in one group.
+ * A model's shape comes from ws_model_attn_shape (runtime/model.h).
  * Callers: `writescope bench attn-cpu`, calib/. */
 #ifndef WS_ATTN_BENCH_H
 #define WS_ATTN_BENCH_H
@@ -15,7 +12,6 @@
 #include <stdint.h>
 
 #include "attn.h"
-#include "model.h"
 #include "pool.h"
 #include "ws_err.h"
 
@@ -41,9 +37,6 @@ typedef struct ws_attn_bench_cfg {
 
 typedef struct ws_attn_bench ws_attn_bench;
 
-/* Kernel shape of a model at a KV dtype and page size (fills cfg->kv, n_q_heads, scale). */
-int ws_attn_bench_shape(const ws_model *m, ws_dtype dtype, int page_tokens,
-                        ws_attn_bench_cfg *cfg, ws_err *err);
 /* Allocates and fills; NULL with a message (bad sizes, out of memory). pool may be NULL. */
 ws_attn_bench *ws_attn_bench_create(const ws_attn_bench_cfg *cfg, ws_pool *pool, ws_err *err);
 /* Draws the sparse selection for round r (a fresh random set each round, so repeats do

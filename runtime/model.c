@@ -352,3 +352,30 @@ void ws_model_derive(const ws_model *m, ws_dtype kv_dtype, ws_model_stats *s)
     s->total_params = common + m->n_moe_layers * (expert * m->n_experts + shared + router);
     s->active_params = common + m->n_moe_layers * (expert * m->experts_per_tok + shared + router);
 }
+
+int ws_model_attn_shape(const ws_model *m, ws_dtype kv_dtype, int page_tokens, ws_kv_layout *kv,
+                        int *n_q_heads, float *scale, ws_err *err)
+{
+    memset(kv, 0, sizeof *kv);
+    kv->page_tokens = page_tokens;
+    kv->dtype = kv_dtype;
+    int qk_dim;
+    if (m->attn == WS_ATTN_MLA || m->attn == WS_ATTN_MLA_SPARSE) {
+        kv->n_kv_heads = 1;
+        kv->d_k = m->kv_lora_rank + m->rope_dim;
+        kv->d_v = m->kv_lora_rank;
+        kv->v_shares_k = 1;
+        qk_dim = m->nope_dim + m->rope_dim > 0 ? m->nope_dim + m->rope_dim : kv->d_k;
+    } else {
+        kv->n_kv_heads = m->n_kv_heads;
+        kv->d_k = m->head_dim;
+        kv->d_v = m->v_head_dim > 0 ? m->v_head_dim : m->head_dim;
+        qk_dim = kv->d_k;
+    }
+    *n_q_heads = m->n_q_heads;
+    *scale = qk_dim > 0 ? 1.0f / sqrtf((float)qk_dim) : 0.0f;
+    if (kv->n_kv_heads <= 0 || kv->d_k <= 0 || m->n_q_heads <= 0)
+        return ws_err_set(err, WS_EINVAL, "%s: no attention shape (heads %d/%d, d_k %d)", m->name,
+                          m->n_q_heads, kv->n_kv_heads, kv->d_k);
+    return 0;
+}

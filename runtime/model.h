@@ -10,6 +10,7 @@
 #ifndef WS_MODEL_H
 #define WS_MODEL_H
 
+#include "attn.h"
 #include "ws_dtype.h"
 #include "ws_err.h"
 
@@ -77,6 +78,13 @@ int ws_model_resolve(const char *name_or_path, char *path_out, size_t cap, ws_er
 /* Lists shipped model names into names[] (up to max); returns the count. */
 int ws_model_list(char names[][64], int max, ws_err *err);
 void ws_model_derive(const ws_model *m, ws_dtype kv_dtype, ws_model_stats *s);
+/* One layer's shape for the decode-attention kernels (kernels/attn.h): GQA/MHA n_kv_heads
+ * heads of head_dim (v_head_dim for V); MLA (absorbed weights) one latent head of
+ * d_k = kv_lora_rank + rope, d_v = kv_lora_rank, V sharing K's rows, every query head in
+ * its group. Fills kv (all fields), *n_q_heads and *scale (1/sqrt of the q.k head dim
+ * before absorption: nope + rope for MLA). WS_EINVAL when the model has no attention. */
+int ws_model_attn_shape(const ws_model *m, ws_dtype kv_dtype, int page_tokens, ws_kv_layout *kv,
+                        int *n_q_heads, float *scale, ws_err *err);
 
 #ifdef __cplusplus
 }

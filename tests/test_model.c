@@ -1,6 +1,7 @@
 /* test_model: config.json parsing and derived sizes (runtime/model.c). Expected values
  * are worked out by hand from the published configs, not read back from the code. */
 #include <criterion/criterion.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -105,6 +106,32 @@ Test(model, kv_dtype_scales_bytes)
     cr_assert_eq(s.kv_bytes_tok, 49152.0);
     ws_model_derive(&m, WS_DT_FP32, &s);
     cr_assert_eq(s.kv_bytes_tok, 196608.0);
+}
+
+Test(model, attention_kernel_shape)
+{
+    /* Qwen3-30B-A3B: 32 q / 4 kv heads of 128; DeepSeek-V2-Lite (absorbed MLA): one
+     * latent head of 512 + 64 rope, V = the latent, softmax scale over nope 128 + rope 64. */
+    ws_model m;
+    ws_kv_layout kv;
+    int n_q;
+    float scale;
+    ws_err err = {0};
+    load_shipped("qwen3-30b-a3b", &m);
+    cr_assert_eq(ws_model_attn_shape(&m, WS_DT_BF16, 256, &kv, &n_q, &scale, &err), 0, "%s",
+                 err.msg);
+    cr_assert(kv.n_kv_heads == 4 && kv.d_k == 128 && kv.d_v == 128 && !kv.v_shares_k);
+    cr_assert(kv.page_tokens == 256 && kv.dtype == WS_DT_BF16 && n_q == 32);
+    cr_assert_float_eq(scale, 1.0f / sqrtf(128.0f), 1e-7f);
+    load_shipped("deepseek-v2-lite", &m);
+    cr_assert_eq(ws_model_attn_shape(&m, WS_DT_FP16, 64, &kv, &n_q, &scale, &err), 0, "%s",
+                 err.msg);
+    cr_assert(kv.n_kv_heads == 1 && kv.d_k == 576 && kv.d_v == 512 && kv.v_shares_k);
+    cr_assert(kv.page_tokens == 64 && kv.dtype == WS_DT_FP16 && n_q == 16);
+    cr_assert_float_eq(scale, 1.0f / sqrtf(192.0f), 1e-7f);
+    m.n_q_heads = 0;
+    cr_assert_eq(ws_model_attn_shape(&m, WS_DT_BF16, 256, &kv, &n_q, &scale, &err), WS_EINVAL);
+    cr_assert(strstr(err.msg, "no attention shape"), "%s", err.msg);
 }
 
 Test(model, hub_field_variants)
