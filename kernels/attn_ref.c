@@ -42,6 +42,7 @@ int ws_attn_validate(const ws_attn_problem *p, ws_err *err)
         return ws_err_set(err, WS_EINVAL, "attention: negative sequence count");
     if (p->n_seqs > 0 && (!p->seqs || !p->q || !p->o || !p->lse))
         return ws_err_set(err, WS_EINVAL, "attention: NULL seqs, q, o or lse");
+    int max_tokens = 0; /* longest sequence with a sparse list: the bitmap's size */
     for (int s = 0; s < p->n_seqs; s++) {
         const ws_attn_seq *sq = &p->seqs[s];
         if (sq->n_tokens < 0)
@@ -57,30 +58,42 @@ int ws_attn_validate(const ws_attn_problem *p, ws_err *err)
             continue;
         if (sq->n_sel < 0)
             return ws_err_set(err, WS_EINVAL, "attention: sequence %d: negative sparse count", s);
-        if (sq->n_sel == 0)
+        if (sq->n_sel > 0 && sq->n_tokens > max_tokens)
+            max_tokens = sq->n_tokens;
+    }
+    if (max_tokens == 0)
+        return 0;
+    /* Sparse lists: in range and no index twice. One bitmap for every sequence, cleared
+     * after each by unsetting the bits its list set. */
+    unsigned char *seen = calloc((size_t)max_tokens / 8 + 1, 1);
+    if (!seen)
+        return ws_err_set(err, WS_ENOMEM, "attention: out of memory");
+    int rc = 0;
+    for (int s = 0; s < p->n_seqs && !rc; s++) {
+        const ws_attn_seq *sq = &p->seqs[s];
+        if (!sq->sel || sq->n_sel <= 0)
             continue;
-        unsigned char *seen = calloc((size_t)sq->n_tokens / 8 + 1, 1);
-        if (!seen)
-            return ws_err_set(err, WS_ENOMEM, "attention: out of memory");
-        for (int i = 0; i < sq->n_sel; i++) {
+        int i = 0;
+        for (; i < sq->n_sel; i++) {
             int32_t t = sq->sel[i];
             if (t < 0 || t >= sq->n_tokens) {
-                free(seen);
-                return ws_err_set(err, WS_EINVAL,
-                                  "attention: sequence %d: sparse index %d outside [0, %d)", s,
-                                  (int)t, sq->n_tokens);
+                rc = ws_err_set(err, WS_EINVAL,
+                                "attention: sequence %d: sparse index %d outside [0, %d)", s,
+                                (int)t, sq->n_tokens);
+                break;
             }
             if (seen[t >> 3] & (1u << (t & 7))) {
-                free(seen);
-                return ws_err_set(err, WS_EINVAL,
-                                  "attention: sequence %d: sparse index %d listed twice", s,
-                                  (int)t);
+                rc = ws_err_set(err, WS_EINVAL,
+                                "attention: sequence %d: sparse index %d listed twice", s, (int)t);
+                break;
             }
             seen[t >> 3] |= (unsigned char)(1u << (t & 7));
         }
-        free(seen);
+        for (int k = 0; k < i; k++)
+            seen[sq->sel[k] >> 3] = 0;
     }
-    return 0;
+    free(seen);
+    return rc;
 }
 
 double ws_attn_kv_bytes(const ws_attn_problem *p)

@@ -172,7 +172,21 @@ Test(attn_ref, validation_errors)
     f.seq[0].sel = unsorted;
     f.seq[0].n_sel = 3;
     cr_assert_eq(ws_attn_validate(&f.p, &err), 0, "unsorted is fine: %s", err.msg);
-    f.seq[0].sel = NULL;
+    th_attn_free(&f);
+    /* The same indices in two sequences are fine (the duplicate check is per sequence),
+     * and a sequence after a shorter one sees a clean slate. */
+    int lens2[3] = {10, 6, 10};
+    th_attn_make(&f, kv, 4, 3, lens2, 1.0f);
+    int32_t a0[3] = {9, 2, 5}, a1[2] = {5, 2}, a2[4] = {2, 5, 9, 2};
+    f.seq[0].sel = a0, f.seq[0].n_sel = 3;
+    f.seq[1].sel = a1, f.seq[1].n_sel = 2;
+    cr_assert_eq(ws_attn_validate(&f.p, &err), 0, "%s", err.msg);
+    f.seq[2].sel = a2, f.seq[2].n_sel = 4;
+    cr_assert_eq(ws_attn_validate(&f.p, &err), WS_EINVAL);
+    cr_assert_neq(strstr(err.msg, "sequence 2: sparse index 2 listed twice"), NULL, "%s", err.msg);
+    f.seq[2].n_sel = 3;
+    cr_assert_eq(ws_attn_validate(&f.p, &err), 0, "%s", err.msg);
+    f.seq[0].sel = f.seq[1].sel = f.seq[2].sel = NULL;
     f.p.n_q_heads = 3;
     cr_assert_eq(ws_attn_validate(&f.p, &err), WS_EINVAL);
     f.p.n_q_heads = 4;
