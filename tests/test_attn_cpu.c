@@ -324,9 +324,9 @@ Test(pool, runs_every_task_once_and_is_reusable)
 }
 
 /* Shapes at the edges of the tiled paths: V4-Flash-like MLA (64 heads on one latent, so the
- * AMX loop runs four head groups), a head dim that is a multiple of 16 but not of 32 and an
- * odd group (both fall back from AMX to the AVX-512 loop), and a page size that is not a
- * multiple of the 16-token block (blocks straddle pages). */
+ * AMX loop runs four head groups, in two pairs), 24 heads (a half-empty pair), a head dim that is a
+ * multiple of 16 but not of 32 and an odd group (both fall back from AMX to the AVX-512 loop), and
+ * a page size that is not a multiple of the 16-token block (blocks straddle pages). */
 Test(attn_cpu, tile_edges)
 {
     const int thr[1] = {2};
@@ -337,6 +337,15 @@ Test(attn_cpu, tile_edges)
         fx f;
         th_attn_make(&f, mla, 64, 2, l1, 1.0f);
         check_all(&f, thr, 1, "mla 64 heads");
+        th_attn_free(&f);
+        /* Three head groups: the AMX loop pairs them, the third pair half empty. */
+        th_attn_make(&f, mla, 24, 2, l1, 1.0f);
+        check_all(&f, thr, 1, "mla 24 heads");
+        th_attn_free(&f);
+        ws_kv_layout g24 = {
+            .page_tokens = 32, .n_kv_heads = 2, .d_k = 64, .d_v = 64, .dtype = k_dtypes[di]};
+        th_attn_make(&f, g24, 48, 2, l1, 1.0f);
+        check_all(&f, thr, 1, "group 24 d 64");
         th_attn_free(&f);
         ws_kv_layout odd = {.page_tokens = 24, .n_kv_heads = 3, .d_k = 80, .d_v = 48,
                             .dtype = k_dtypes[di]};
