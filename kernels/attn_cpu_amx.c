@@ -36,7 +36,10 @@
  * line-fill buffers); prefetching each tile's rows to L1 one step ahead measured 2-5%
  * slower, and so did two P.V variants with four C tiles live (fewer tile loads): 64
  * columns at a time with the P tiles held (11-17% slower at 2 threads) and two head groups
- * sharing each V tile (MLA, 10-20% slower).
+ * sharing each V tile (MLA, 10-20% slower). For paired groups, V re-laid out in token
+ * pairs (VNNI, vector unpacks per 32 columns, pipelined one column step ahead) halves the
+ * P.V products and P loads: 2-4% faster for 16 heads, 12% for 64 in A/B runs, no clear
+ * change in `bench attn-cpu` for DeepSeek-V2-Lite; not kept.
  * Measured on the development host (2 vCPUs, shared, 2-3x swings): 50-100 TSC cycles per
  * token and KV head for Qwen3's shape with data in L2 (P.V about half, the scores and the
  * softmax a quarter each); the TDPBF16PS floor is ~11. Tile loads (~23 cycles per KB from
