@@ -11,7 +11,9 @@
  *   scores  S [16 tok x 16] = K [16 tok x 32] . Qv [16 pairs x 16 x 2], one TDPBF16PS per
  *           32 dims; K rows are an A tile loaded straight from the page (a page's rows of
  *           one KV head are a fixed stride apart) or from a zero-padded gather buffer
- *           (sparse lists, page edges, the last partial block).
+ *           (sparse lists, page edges, the last partial block). Paired head groups (see
+ *           O += P.V) use a q_hi and a q_lo tile of 16 heads instead, both into the same
+ *           S tile, for all four sub-blocks at once (0.75 tile loads per TDPBF16PS).
  *   softmax elementwise down the token rows (no horizontal reductions): two tokens x 8
  *           heads per vector, one max, one exp and one rescale factor per head for a whole
  *           super-block of up to 64 tokens; a 3-stage permute network then turns the
@@ -105,7 +107,8 @@ static amx_scratch scratch_plan(const ws_kv_layout *kv, int G)
     /* Tiles are always 16 columns (q.k) or rows (p.V): hi of head h at h, lo at 8 + h. */
     amx_scratch s;
     size_t at = 0;
-    s.qv = at, at += a64(n_hg * (dk / 32) * 16 * 16 * 4); /* q tiles: pairs of bf16 */
+    const size_t n_qt = n_hg >= 2 ? 2 * n_og : n_hg;      /* q tiles per 32 dims */
+    s.qv = at, at += a64(n_qt * (dk / 32) * 16 * 16 * 4); /* q tiles: pairs of bf16 */
     s.o = at, at += a64(n_og * 16 * dv * 4);              /* O, fp32 */
     s.s = at, at += 2 * n_hg * NSUB * SUB * 16 * 4;       /* score tiles, 2 super-blocks */
     s.sr = at, at += NSUB * 8 * 64;                       /* combined scores */
@@ -251,7 +254,7 @@ static void resolve(const ws_attn_seq *sq, const ws_kv_layout *kv, int kvh, int 
 typedef struct score_ctx {
     const ws_attn_seq *sq;
     const ws_kv_layout *kv;
-    int kvh, i1, n_hg, ksteps;
+    int kvh, i1, n_hg, n_og, paired, ksteps;
     const uint16_t *qv;
     float *sb;
     uint16_t *kg, *vg;
@@ -259,13 +262,14 @@ typedef struct score_ctx {
     int nsub[2];
 } score_ctx;
 
-/* Resolves the super-block starting at item `at` into slot x and issues its score tiles
- * (every head group): S [16 tok x 16] per sub-block and head group, stored to the slot's
- * score buffer. With two or more head groups (MLA), the q tiles of two groups stay in
- * registers while the K tiles of two sub-blocks pass by: one tile load per TDPBF16PS
- * instead of two (tile loads, not the multiplies, bound this loop). One head group goes
- * sub-block by sub-block in address order, which streamed ~6% faster than keeping q in
- * registers across four sub-blocks (A/B runs with scripts/ab_amx.sh). */
+/* Resolves the super-block starting at item `at` into slot x and issues its score tiles,
+ * stored to the slot's score buffer: one head group (G <= 8), S [16 tok x 16 (hi, lo)]
+ * per sub-block, sub-block by sub-block in address order (~6% faster than keeping q in
+ * registers across four sub-blocks, A/B runs with scripts/ab_amx.sh); paired groups,
+ * S [16 tok x 16 heads] per pair and sub-block, the pair's q_hi and q_lo tiles held while
+ * the K tiles of all four sub-blocks pass (0.75 tile loads per TDPBF16PS; tile loads, not
+ * the multiplies, bound this loop; 2-4% faster for MLA than two groups x two sub-blocks
+ * with hi/lo columns). */
 #define QK2(TA, TB, J)                                                                             \
     do {                                                                                           \
         _tile_loadd(6, c->sub[x][J].k + 32 * ks, c->sub[x][J].ks);                                 \
@@ -285,41 +289,50 @@ static void scores(score_ctx *c, int at, int x, pf_cursor *pf)
     const size_t q_hg = (size_t)ksteps * 16 * 16 * 2; /* q elements per head group */
     float *sbx = c->sb + (size_t)x * c->n_hg * NSUB * SUB * 16;
 #define S_AT(hg, j) (sbx + ((size_t)(hg)*NSUB + (j)) * SUB * 16)
-    int hg = 0;
-    for (; hg + 2 <= c->n_hg; hg += 2) /* two head groups x two sub-blocks */
-        for (int j = 0; j < ns; j += 2) {
-            const int two = j + 1 < ns;
+    if (c->paired) {
+        /* Pairs of head groups: a q_hi and a q_lo tile of 16 heads into the same S tile
+         * (16 tokens x 16 heads, hi and lo summed), all four sub-blocks at once: two q
+         * loads and four K loads per eight TDPBF16PS. */
+        for (int pg = 0; pg < c->n_og; pg++) {
+            const uint16_t *qp = c->qv + (size_t)pg * 2 * q_hg;
             _tile_zero(0);
             _tile_zero(1);
             _tile_zero(2);
             _tile_zero(3);
             for (int ks = 0; ks < ksteps; ks++) {
                 pf_step(pf);
-                _tile_loadd(4, c->qv + hg * q_hg + (size_t)ks * 512, 64);
-                _tile_loadd(5, c->qv + (hg + 1) * q_hg + (size_t)ks * 512, 64);
-                QK2(0, 1, j);
-                if (two)
-                    QK2(2, 3, j + 1);
+                _tile_loadd(4, qp + (size_t)ks * 1024, 64);
+                _tile_loadd(5, qp + (size_t)ks * 1024 + 512, 64);
+                QK2(0, 0, 0);
+                if (ns > 1)
+                    QK2(1, 1, 1);
+                if (ns > 2)
+                    QK2(2, 2, 2);
+                if (ns > 3)
+                    QK2(3, 3, 3);
             }
-            _tile_stored(0, S_AT(hg, j), 64);
-            _tile_stored(1, S_AT(hg + 1, j), 64);
-            if (two) {
-                _tile_stored(2, S_AT(hg, j + 1), 64);
-                _tile_stored(3, S_AT(hg + 1, j + 1), 64);
-            }
+            _tile_stored(0, S_AT(pg, 0), 64);
+            if (ns > 1)
+                _tile_stored(1, S_AT(pg, 1), 64);
+            if (ns > 2)
+                _tile_stored(2, S_AT(pg, 2), 64);
+            if (ns > 3)
+                _tile_stored(3, S_AT(pg, 3), 64);
         }
-    for (; hg < c->n_hg; hg++) /* one head group: sub-block by sub-block, in address order */
-        for (int j = 0; j < ns; j++) {
-            const sub_rows *su = &c->sub[x][j];
-            _tile_zero(0);
-            for (int ks = 0; ks < ksteps; ks++) {
-                pf_step(pf);
-                _tile_loadd(6, su->k + 32 * ks, su->ks);
-                _tile_loadd(4, c->qv + hg * q_hg + (size_t)ks * 512, 64);
-                _tile_dpbf16ps(0, 6, 4);
-            }
-            _tile_stored(0, S_AT(hg, j), 64);
+        return;
+    }
+    /* One head group: sub-block by sub-block, in address order. */
+    for (int j = 0; j < ns; j++) {
+        const sub_rows *su = &c->sub[x][j];
+        _tile_zero(0);
+        for (int ks = 0; ks < ksteps; ks++) {
+            pf_step(pf);
+            _tile_loadd(6, su->k + 32 * ks, su->ks);
+            _tile_loadd(4, c->qv + (size_t)ks * 512, 64);
+            _tile_dpbf16ps(0, 6, 4);
         }
+        _tile_stored(0, S_AT(0, j), 64);
+    }
 #undef S_AT
 }
 #undef QK2
@@ -357,7 +370,8 @@ INL void attend(const ws_attn_problem *p, int s, int kvh, int i0, int i1, int G,
      * (columns of absent heads zero); a pair (dims 2r, 2r+1) is one 32-bit word. */
     const float *q = p->q + ((size_t)s * p->n_q_heads + (size_t)kvh * G) * dk;
     uint32_t *qw = (uint32_t *)qv;
-    memset(qw, 0, (size_t)n_hg * ksteps * 16 * 16 * 4);
+    const int n_qt = paired ? 2 * n_og : n_hg; /* paired: a hi and a lo tile per pair */
+    memset(qw, 0, (size_t)n_qt * ksteps * 16 * 16 * 4);
     const __m512i rows16 =
         _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
                            _mm512_set1_epi32(16));
@@ -372,6 +386,12 @@ INL void attend(const ws_attn_problem *p, int s, int kvh, int i0, int i1, int G,
             const __m512 hb = bf16_to_ps(_mm512_extracti64x4_epi64(hw, 1));
             const __m512i lw =
                 (__m512i)_mm512_cvtne2ps_pbh(_mm512_sub_ps(b, hb), _mm512_sub_ps(a, ha));
+            if (paired) { /* column 8 (hg & 1) + h of the pair's hi and lo tiles */
+                uint32_t *dst = qw + (((size_t)(hg / 2) * ksteps + ks) * 2) * 16 * 16;
+                _mm512_i32scatter_epi32(dst + 8 * (hg & 1) + h, rows16, hw, 4);
+                _mm512_i32scatter_epi32(dst + 256 + 8 * (hg & 1) + h, rows16, lw, 4);
+                continue;
+            }
             uint32_t *dst = qw + ((size_t)hg * ksteps + ks) * 16 * 16;
             _mm512_i32scatter_epi32(dst + h, rows16, hw, 4);
             _mm512_i32scatter_epi32(dst + 8 + h, rows16, lw, 4);
@@ -399,6 +419,15 @@ INL void attend(const ws_attn_problem *p, int s, int kvh, int i0, int i1, int G,
         }
         ilo = _mm512_loadu_si512(a), ihi = _mm512_loadu_si512(b);
     }
+    /* Paired: a score tile holds 16 heads (hi + lo summed); group hg & 1 takes columns
+     * 8 (hg & 1).. of rows r and r + 8. */
+    __m512i isel[2];
+    for (int k = 0; k < 2; k++) {
+        int32_t a[16];
+        for (int x = 0; x < 16; x++)
+            a[x] = x < 8 ? 8 * k + x : 16 + 8 * k + x - 8;
+        isel[k] = _mm512_loadu_si512(a);
+    }
     /* The transpose network: stage k swaps register bit k with lane bit k. */
     __m512i ia[3], ib[3];
     for (int k = 0; k < 3; k++) {
@@ -418,8 +447,7 @@ INL void attend(const ws_attn_problem *p, int s, int kvh, int i0, int i1, int G,
     const int odd_apart = pv_steps >= 8;
     /* pf_step calls per full super-block: the score tiles (two head groups and two
      * sub-blocks per step when paired, see scores) and P.V. */
-    const int pf_steps =
-        ((n_hg / 2) * (NSUB / 2) + (n_hg % 2) * NSUB) * qk_steps + pv_steps * n_og * NSUB;
+    const int pf_steps = (paired ? n_og : NSUB) * qk_steps + pv_steps * n_og * NSUB;
 
     /* Super-blocks are software-pipelined: the scores of super-block b + 1 (tile work) are
      * issued before the softmax of b (vector work), so the two overlap. */
@@ -428,6 +456,8 @@ INL void attend(const ws_attn_problem *p, int s, int kvh, int i0, int i1, int G,
                     .kvh = kvh,
                     .i1 = i1,
                     .n_hg = n_hg,
+                    .n_og = n_og,
+                    .paired = paired,
                     .ksteps = ksteps,
                     .qv = qv,
                     .sb = sb,
@@ -472,7 +502,7 @@ INL void attend(const ws_attn_problem *p, int s, int kvh, int i0, int i1, int G,
             const int og_i = paired ? hg / 2 : 0, rh = paired ? 8 * (hg & 1) : 0;
             float *og = ob + (size_t)og_i * o_hg, *m = ml + hg * 32, *l = m + 16;
             uint32_t *pb = pb0 + (size_t)og_i * NSUB * prows * 16;
-            const float *sbh = sb + cur * s_sb + (size_t)hg * NSUB * SUB * 16;
+            const float *sbh = sb + cur * s_sb + (size_t)(paired ? og_i : hg) * NSUB * SUB * 16;
             /* Softmax, pass 1: hi + lo, scale, mask; the super-block's max per head. */
             __m512 mx = ninf;
             for (int j = 0; j < nsub; j++) {
@@ -481,8 +511,9 @@ INL void attend(const ws_attn_problem *p, int s, int kvh, int i0, int i1, int G,
                 for (int r = 0; r < 8; r++) {
                     const __m512 x = _mm512_loadu_ps(st + r * 16),
                                  y = _mm512_loadu_ps(st + (r + 8) * 16);
-                    __m512 v = _mm512_add_ps(_mm512_permutex2var_ps(x, ilo, y),
-                                             _mm512_permutex2var_ps(x, ihi, y));
+                    __m512 v = paired ? _mm512_permutex2var_ps(x, isel[hg & 1], y)
+                                      : _mm512_add_ps(_mm512_permutex2var_ps(x, ilo, y),
+                                                      _mm512_permutex2var_ps(x, ihi, y));
                     const __mmask16 ok =
                         hmask & (__mmask16)((r < n ? 0x00ffu : 0) | (r + 8 < n ? 0xff00u : 0));
                     v = _mm512_mask_mul_ps(ninf, ok, v, vscale);
