@@ -394,6 +394,8 @@ int ws_attn_cpu(const ws_attn_problem *p, ws_pool *pool, ws_isa isa, ws_err *err
     jb.part_o = (float *)(mem + off_po);
     jb.part_lse = (float *)(mem + off_pl);
     jb.scratch = mem + off_scr;
+    for (int t = 0; jb.amx && t < threads; t++) /* no packed queries yet (attn_cpu_amx.h) */
+        memset(jb.scratch + (size_t)t * jb.scratch_bytes, 0, 64);
     if (use_bf16) {
         uint16_t *hi = (uint16_t *)(mem + off_q);
         uint16_t *lo = (uint16_t *)(mem + off_q + align64(sizeof(uint16_t) * nq_elems));

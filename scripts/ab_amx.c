@@ -63,6 +63,8 @@ static double run(attend_fn *fn, void **scratch)
 {
     pthread_t th[MAX_THREADS];
     arg a[MAX_THREADS];
+    for (int t = 0; t < g_threads; t++) /* each run packs its queries, as a kernel call does */
+        memset(scratch[t], 0, 64);      /* (attn_cpu_amx.h: the packed-query key) */
     const double t0 = now();
     for (int t = 0; t < g_threads; t++) {
         a[t] = (arg){fn, scratch[t], t};
