@@ -374,7 +374,7 @@ int ws_attn_cpu(const ws_attn_problem *p, ws_pool *pool, ws_isa isa, ws_err *err
     jb.scratch_bytes = align64(sizeof(void *) * 2 * B) +
                        align64(sizeof(float) * ((size_t)B * (kv->d_k + kv->d_v) +
                                                 (size_t)G * B + 3 * (size_t)G));
-    jb.amx = path == WS_ISA_AMX && ws_attn_cpu_amx_fits(kv, G);
+    jb.amx = ws_attn_cpu_path(kv, p->n_q_heads, path) == WS_ISA_AMX;
     if (jb.amx && ws_attn_cpu_amx_scratch(kv, G) > jb.scratch_bytes)
         jb.scratch_bytes = align64(ws_attn_cpu_amx_scratch(kv, G));
     const int use_bf16 = !jb.amx && jb.ops->qk_bf16 && kv->dtype == WS_DT_BF16;
