@@ -35,22 +35,19 @@ int ws_calib_add_sample(ws_calib_run *run, const ws_calib_sample *s, ws_err *err
     return 0;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 int ws_calib_add_timed(ws_calib_run *run, ws_err *err, const char *device, const char *op,
                        const char *dtype, const char *kind, double flops, double bytes, double *t,
                        int n, const char *params_fmt, ...)
 {
     if (n <= 0)
         return ws_err_set(err, WS_EINVAL, "calib: %s: no timed repeat", op);
-    qsort(t, (size_t)n, sizeof(double), cmp_double);
-    ws_calib_sample x = {.flops = flops, .bytes = bytes, .repeats = n,
-                         .t_median = n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]),
-                         .t_min = t[0], .t_max = t[n - 1]};
+    const double med = ws_median_sort(t, n); /* t is sorted: extremes at both ends */
+    ws_calib_sample x = {.flops = flops,
+                         .bytes = bytes,
+                         .repeats = n,
+                         .t_median = med,
+                         .t_min = t[0],
+                         .t_max = t[n - 1]};
     snprintf(x.key.device, sizeof x.key.device, "%s", device);
     snprintf(x.key.op, sizeof x.key.op, "%s", op);
     snprintf(x.key.dtype, sizeof x.key.dtype, "%s", dtype);

@@ -120,12 +120,6 @@ static int bench_membw(ws_pool *pool, double bytes, int repeats, ws_isa isa, int
     return CLI_EXIT_OK;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 typedef struct attn_args {
     const char *model;
     long ctx, batch, topk, page, repeats, seed;
@@ -227,13 +221,10 @@ static int bench_attn(ws_pool *pool, ws_isa isa, const attn_args *a)
         ws_attn_bench_destroy(b);
         return cli_fail(&err);
     }
-    qsort(secs, (size_t)a->repeats, sizeof *secs, cmp_double);
-    qsort(rsecs, (size_t)a->repeats, sizeof *rsecs, cmp_double);
     const int R = (int)a->repeats;
-    const double sec = R % 2 ? secs[R / 2] : 0.5 * (secs[R / 2 - 1] + secs[R / 2]);
+    const double sec = ws_median_sort(secs, R); /* secs sorted: extremes at both ends */
     const double smin = secs[0], smax = secs[R - 1];
-    const double rd = (double)read_covered /
-                      (R % 2 ? rsecs[R / 2] : 0.5 * (rsecs[R / 2 - 1] + rsecs[R / 2])) / 1e9;
+    const double rd = (double)read_covered / ws_median_sort(rsecs, R) / 1e9;
     free(secs);
     const double kv_gbps = kv_bytes / sec / 1e9, gflops = flops / sec / 1e9;
     const double ai = flops / kv_bytes, mem_roof = ai * rd;

@@ -34,6 +34,9 @@ int ws_ensure_parent_dir(const char *path, ws_err *err);
 void ws_utc_now(char *buf, size_t cap);
 /* Monotonic seconds, for timing. */
 double ws_now_s(void);
+/* Sorts v[0..n) ascending in place (so v[0] and v[n - 1] are the extremes) and returns its
+ * median (the mean of the middle two when n is even); n >= 1. */
+double ws_median_sort(double *v, int n);
 
 #ifdef __cplusplus
 }

@@ -17,18 +17,6 @@
 
 static volatile float g_sink; /* keeps the reductions' results alive */
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 static void *big_alloc(size_t bytes)
 {
     size_t n = (bytes + HUGE_ALIGN - 1) / HUGE_ALIGN * HUGE_ALIGN;
@@ -208,7 +196,7 @@ int ws_membw_read(ws_pool *pool, size_t bytes, int repeats, double *gbps_out, ws
         return ws_err_set(err, WS_ENOMEM, "read bandwidth: out of memory");
     int rc = ws_membw_read_sweep(pool, &bytes, 1, repeats, t, &covered, err);
     if (rc == 0)
-        *gbps_out = (double)covered / median(t, repeats) / 1e9;
+        *gbps_out = (double)covered / ws_median_sort(t, repeats) / 1e9;
     free(t);
     return rc;
 }
@@ -267,7 +255,7 @@ int ws_membw_triad(ws_pool *pool, size_t bytes, int repeats, double *gbps_out, w
         ws_pool_run(pool, tasks, triad_task, j);
         t[r] = ws_now_s() - t0;
     }
-    *gbps_out = 3.0 * (double)(n * sizeof(double)) / median(t, repeats) / 1e9;
+    *gbps_out = 3.0 * (double)(n * sizeof(double)) / ws_median_sort(t, repeats) / 1e9;
     g_sink += (float)j->a[n / 2] * 0.0f;
     free(j->a);
     free(j->b);
@@ -414,7 +402,7 @@ int ws_cpu_peak_gflops(ws_pool *pool, ws_isa isa, double *gflops_out, ws_err *er
         for (int i = 0; i < T; i++)
             flops += j->flops[i];
     }
-    *gflops_out = flops / median(t, repeats) / 1e9;
+    *gflops_out = flops / ws_median_sort(t, repeats) / 1e9;
     g_sink += j->sink[0] * 0.0f;
     free(j);
     return 0;
