@@ -37,6 +37,13 @@ static void unpack(const fit_data *d, const gsl_vector *x, double *c0, double *i
     *iw = d->free_w ? gsl_vector_get(x, k++) : d->inv_w_fixed;
 }
 
+/* The roofline's time for one point, from parameters in scaled units. */
+static double predict_raw(double c0, double ip, double iw, const ws_fit_point *p)
+{
+    double tf = p->flops / RATE_UNIT * ip, tb = p->bytes / RATE_UNIT * iw;
+    return c0 * C0_UNIT + (tf > tb ? tf : tb);
+}
+
 static int roof_f(const gsl_vector *x, void *params, gsl_vector *f)
 {
     const fit_data *d = params;
@@ -44,9 +51,7 @@ static int roof_f(const gsl_vector *x, void *params, gsl_vector *f)
     unpack(d, x, &c0, &ip, &iw);
     for (int i = 0; i < d->n; i++) {
         const ws_fit_point *p = &d->pts[d->idx[i]];
-        double tf = p->flops / RATE_UNIT * ip, tb = p->bytes / RATE_UNIT * iw;
-        double m = c0 * C0_UNIT + (tf > tb ? tf : tb);
-        gsl_vector_set(f, i, (d->w ? d->w[i] : 1.0) * (m - p->t) / p->t);
+        gsl_vector_set(f, i, (d->w ? d->w[i] : 1.0) * (predict_raw(c0, ip, iw, p) - p->t) / p->t);
     }
     return GSL_SUCCESS;
 }
@@ -184,8 +189,7 @@ static int roof_fit_once(fit_data *d, double *c0, double *ip, double *iw, double
         double iwv = d->free_w ? best[k++] : d->inv_w_fixed;
         for (int i = 0; i < d->n; i++) {
             const ws_fit_point *p = &d->pts[d->idx[i]];
-            double tf = p->flops / RATE_UNIT * ipv, tb = p->bytes / RATE_UNIT * iwv;
-            double r = fabs(c0v * C0_UNIT + (tf > tb ? tf : tb) - p->t) / p->t;
+            double r = fabs(predict_raw(c0v, ipv, iwv, p) - p->t) / p->t;
             w[i] = 1.0 / sqrt(r > IRLS_FLOOR ? r : IRLS_FLOOR);
         }
         d->w = w;
@@ -213,12 +217,6 @@ static int roof_fit_once(fit_data *d, double *c0, double *ip, double *iw, double
     var[2] = d->free_w ? best_var[k++] : 0;
     *converged = best_rc == 0;
     return 0;
-}
-
-static double predict_raw(double c0, double ip, double iw, const ws_fit_point *p)
-{
-    double tf = p->flops / RATE_UNIT * ip, tb = p->bytes / RATE_UNIT * iw;
-    return c0 * C0_UNIT + (tf > tb ? tf : tb);
 }
 
 double ws_fit_predict(const ws_fit_result *f, double flops, double bytes)
