@@ -192,7 +192,10 @@ typedef struct attn_shape {
     float scale;
 } attn_shape;
 
-static int shape_from_model(const char *name, ws_dtype dt, attn_shape *s, ws_err *err)
+/* The model's attention shape as the CPU region stores it for path isa (V in token pairs
+ * where the path multiplies them as stored, ws_attn_cpu_v_pairs). */
+static int shape_from_model(const char *name, ws_dtype dt, ws_isa isa, attn_shape *s,
+                            ws_err *err)
 {
     char path[WS_PATH_MAX];
     ws_model m;
@@ -202,7 +205,10 @@ static int shape_from_model(const char *name, ws_dtype dt, attn_shape *s, ws_err
     memset(s, 0, sizeof *s);
     s->model = name;
     s->kind = ws_attn_kind_name(m.attn);
-    return ws_model_attn_shape(&m, dt, PAGE_TOKENS, &s->kv, &s->n_q, &s->scale, err);
+    if ((rc = ws_model_attn_shape(&m, dt, PAGE_TOKENS, &s->kv, &s->n_q, &s->scale, err)))
+        return rc;
+    s->kv.v_pairs = ws_attn_cpu_v_pairs(&s->kv, s->n_q, isa);
+    return 0;
 }
 
 /* Evicts [p, p + bytes) from every cache level. */
@@ -331,7 +337,7 @@ static int attn_sweep(ctx *c, const char *model, ws_dtype dt, int full)
 {
     attn_shape sh;
     kv_view v = {0};
-    int rc = shape_from_model(model, dt, &sh, c->err);
+    int rc = shape_from_model(model, dt, c->isa, &sh, c->err);
     if (rc || (rc = view_make(&v, c->raw, c->raw_bytes, &sh.kv, c->err)))
         return rc;
     const int reps = c->o->quick ? ROUNDS_QUICK : ROUNDS;
@@ -402,7 +408,7 @@ static int attn_sweep(ctx *c, const char *model, ws_dtype dt, int full)
 static int pinned_vs_pageable(ctx *c)
 {
     attn_shape sh;
-    int rc = shape_from_model("qwen3-30b-a3b", WS_DT_BF16, &sh, c->err);
+    int rc = shape_from_model("qwen3-30b-a3b", WS_DT_BF16, c->isa, &sh, c->err);
     if (rc)
         return rc;
     const int ctx_tok = 65536, reps = c->o->quick ? 3 : 5;

@@ -22,7 +22,8 @@ static void help(FILE *out)
             "usage: writescope bench membw [--threads T] [--mib N] [--repeats R] [--isa X] [--json]\n"
             "       writescope bench attn-cpu --model NAME --ctx N --batch B [--dtype bf16|fp16]\n"
             "                [--threads T] [--sparse-topk K] [--sparse-mode pages|tokens]\n"
-            "                [--page P] [--isa X] [--repeats R] [--seed S] [--read-mib N] [--json]\n"
+            "                [--page P] [--isa X] [--repeats R] [--seed S] [--read-mib N]\n"
+            "                [--v-layout auto|rows|pairs] [--json]\n"
             "\n"
             "membw     read bandwidth (vectorised read-only reduction), STREAM triad and the\n"
             "          dot-product peak of the attention kernel's instruction path; the buffer\n"
@@ -37,6 +38,9 @@ static void help(FILE *out)
             "          default to their top-k. Reports kv_bytes, seconds, kv_gbps, gflops, isa,\n"
             "          threads, read_bw_gbps, fraction_of_read_bw, peak_gflops, roofline_gflops,\n"
             "          roofline_fraction and which bound applies.\n"
+            "--v-layout how the CPU region stores V (separate V blocks only): rows, or token\n"
+            "           pairs (the amx path multiplies them as stored); auto (default) takes\n"
+            "           what the runtime writes for this path: pairs on amx, else rows\n"
             "--threads  worker threads (default: one per logical CPU)\n"
             "--isa      scalar|avx2|avx512|avx512bf16|amx (default: best, or $WRITESCOPE_ISA)\n"
             "Every figure is measured on this machine (source: measured).\n");
@@ -125,6 +129,7 @@ typedef struct attn_args {
     long ctx, batch, topk, page, repeats, seed;
     ws_dtype dtype;
     ws_sparse_mode mode;
+    int v_layout; /* -1 auto (the CPU region's layout for the path), 0 rows, 1 pairs */
     double read_bytes;
     int json;
 } attn_args;
@@ -139,6 +144,13 @@ static int bench_attn(ws_pool *pool, ws_isa isa, const attn_args *a)
     ws_attn_bench_cfg cfg = {0};
     if (ws_model_attn_shape(&m, a->dtype, (int)a->page, &cfg.kv, &cfg.n_q_heads, &cfg.scale, &err))
         return cli_fail(&err);
+    cfg.kv.v_pairs = a->v_layout < 0 ? ws_attn_cpu_v_pairs(&cfg.kv, cfg.n_q_heads, isa)
+                                     : a->v_layout;
+    if (cfg.kv.v_pairs && (cfg.kv.v_shares_k || cfg.kv.page_tokens % 2)) {
+        ws_err_set(&err, WS_EINVAL, "bench: --v-layout pairs needs a separate V block (not %s) "
+                   "and an even --page", m.name);
+        return cli_fail(&err);
+    }
     cfg.batch = (int)a->batch;
     cfg.ctx = (int)a->ctx;
     cfg.seed = (uint64_t)a->seed;
@@ -162,9 +174,10 @@ static int bench_attn(ws_pool *pool, ws_isa isa, const attn_args *a)
                    alloc / 1e9, a->read_bytes / 1e9);
         return cli_fail(&err);
     }
-    fprintf(stderr, "bench: %s (%s): %d q heads / %d kv heads, d_k %d, d_v %d, %s, page %d\n",
+    const char *v_layout = cfg.kv.v_shares_k ? "in K" : cfg.kv.v_pairs ? "pairs" : "rows";
+    fprintf(stderr, "bench: %s (%s): %d q heads / %d kv heads, d_k %d, d_v %d, %s, page %d, V %s\n",
             m.name, ws_attn_kind_name(m.attn), cfg.n_q_heads, cfg.kv.n_kv_heads, cfg.kv.d_k,
-            cfg.kv.d_v, ws_dtype_name(cfg.kv.dtype), cfg.kv.page_tokens);
+            cfg.kv.d_v, ws_dtype_name(cfg.kv.dtype), cfg.kv.page_tokens, v_layout);
     fprintf(stderr, "bench: filling %.2f GB of KV (batch %d x %d tokens, scattered pages)...\n",
             alloc / 1e9, cfg.batch, cfg.ctx);
     double t0 = ws_now_s();
@@ -249,6 +262,7 @@ static int bench_attn(ws_pool *pool, ws_isa isa, const attn_args *a)
         json_object_set_new(o, "ctx", json_integer(cfg.ctx));
         json_object_set_new(o, "batch", json_integer(cfg.batch));
         json_object_set_new(o, "page", json_integer(cfg.kv.page_tokens));
+        json_object_set_new(o, "v_layout", json_string(v_layout));
         json_object_set_new(o, "sparse", json_string(mode));
         json_object_set_new(o, "sparse_topk", json_integer(cfg.sparse ? cfg.topk : 0));
         json_object_set_new(o, "kv_alloc_bytes", cli_num(alloc_bytes));
@@ -275,9 +289,9 @@ static int bench_attn(ws_pool *pool, ws_isa isa, const attn_args *a)
         json_object_set_new(o, "roofline_fraction", json_real(gflops / roof));
         return cli_print_json(o);
     }
-    printf("model        %s (%s), %d q / %d kv heads, d_k %d, d_v %d, %s KV, page %d\n", m.name,
-           ws_attn_kind_name(m.attn), cfg.n_q_heads, cfg.kv.n_kv_heads, cfg.kv.d_k, cfg.kv.d_v,
-           ws_dtype_name(cfg.kv.dtype), cfg.kv.page_tokens);
+    printf("model        %s (%s), %d q / %d kv heads, d_k %d, d_v %d, %s KV, page %d, V %s\n",
+           m.name, ws_attn_kind_name(m.attn), cfg.n_q_heads, cfg.kv.n_kv_heads, cfg.kv.d_k,
+           cfg.kv.d_v, ws_dtype_name(cfg.kv.dtype), cfg.kv.page_tokens, v_layout);
     printf("workload     batch %d x %d tokens, %s", cfg.batch, cfg.ctx, mode);
     if (cfg.sparse)
         printf(" top-%d", cfg.topk);
@@ -300,7 +314,7 @@ int cmd_bench(int argc, char **argv)
     int json = 0, nargs = 0;
     const char *threads_s = NULL, *mib_s = NULL, *repeats_s = NULL, *isa_s = NULL, *model = NULL,
                *ctx_s = NULL, *batch_s = NULL, *dtype_s = "bf16", *topk_s = NULL, *mode_s = "pages",
-               *page_s = "256", *seed_s = "1", *read_mib_s = NULL;
+               *page_s = "256", *seed_s = "1", *read_mib_s = NULL, *vlay_s = "auto";
     const cli_opt opts[] = {{"json", NULL, &json},          {"threads", &threads_s, NULL},
                             {"mib", &mib_s, NULL},          {"repeats", &repeats_s, NULL},
                             {"isa", &isa_s, NULL},          {"model", &model, NULL},
@@ -308,7 +322,7 @@ int cmd_bench(int argc, char **argv)
                             {"dtype", &dtype_s, NULL},      {"sparse-topk", &topk_s, NULL},
                             {"sparse-mode", &mode_s, NULL}, {"page", &page_s, NULL},
                             {"seed", &seed_s, NULL},        {"read-mib", &read_mib_s, NULL},
-                            {0}};
+                            {"v-layout", &vlay_s, NULL},    {0}};
     char *args[1];
     int rc = cli_parse("bench", argc, argv, opts, args, 1, &nargs, help);
     if (rc)
@@ -349,6 +363,10 @@ int cmd_bench(int argc, char **argv)
             a.mode = WS_SPARSE_TOKENS;
         else
             return cli_usage_error("bench", "--sparse-mode must be pages or tokens");
+        if (!strcmp(vlay_s, "auto") || !strcmp(vlay_s, "rows") || !strcmp(vlay_s, "pairs"))
+            a.v_layout = !strcmp(vlay_s, "auto") ? -1 : !strcmp(vlay_s, "pairs");
+        else
+            return cli_usage_error("bench", "--v-layout must be auto, rows or pairs");
         a.repeats = repeats ? repeats : (a.topk > 0 ? 21 : 5);
     } else if (model || ctx_s || batch_s || topk_s) {
         return cli_usage_error("bench", "membw takes no model options");

@@ -5,9 +5,11 @@
  *
  * Decode attention: one new query token per sequence. Each sequence's KV for one layer is
  * a list of pages (a page table) of P tokens each; the last page may be partly filled.
- * Page layout (the same bytes in the CPU region, the XFER region and on the GPU, so a page
- * is one contiguous DMA): a K block [n_kv_heads][P][d_k] followed, unless V shares K's
- * storage, by a V block [n_kv_heads][P][d_v], elements of the KV dtype (bf16 or fp16).
+ * Page layout (the same bytes in the XFER region and on the GPU, so a page is one
+ * contiguous DMA): a K block [n_kv_heads][P][d_k] followed, unless V shares K's storage, by
+ * a V block [n_kv_heads][P][d_v], elements of the KV dtype (bf16 or fp16). The CPU region
+ * may store the V block in token pairs instead ([n_kv_heads][P/2][d_v][2], kv.v_pairs),
+ * the order the AMX path multiplies as stored; only CPU kernels accept it.
  *
  *   GQA/MHA: n_kv_heads >= 1, group = n_q_heads / n_kv_heads query heads read each KV head;
  *            d_k = d_v = head_dim, separate V block.
@@ -43,6 +45,8 @@ typedef struct ws_kv_layout {
     int d_k, d_v;    /* key and value widths in elements */
     int v_shares_k;  /* 1: V is the first d_v elements of each K row (MLA) */
     ws_dtype dtype;  /* WS_DT_BF16 or WS_DT_FP16 */
+    int v_pairs;     /* 1: V block in token pairs (see ws_kv_v_elem); needs even P and a
+                      * separate V block. The CPU region's layout for the AMX path. */
 } ws_kv_layout;
 
 typedef struct ws_attn_seq {
@@ -65,7 +69,8 @@ typedef struct ws_attn_problem {
 
 /* Bytes of one page for this layout. */
 size_t ws_kv_page_bytes(const ws_kv_layout *kv);
-/* Element offsets inside a page of K row (head h, token t) and of its V row. */
+/* Element offsets inside a page of K row (head h, token t) and of its V row (V in rows,
+ * v_pairs = 0). */
 static inline size_t ws_kv_k_off(const ws_kv_layout *kv, int h, int t)
 {
     return ((size_t)h * (size_t)kv->page_tokens + (size_t)t) * (size_t)kv->d_k;
@@ -76,6 +81,22 @@ static inline size_t ws_kv_v_off(const ws_kv_layout *kv, int h, int t)
         return ws_kv_k_off(kv, h, t);
     return (size_t)kv->n_kv_heads * (size_t)kv->page_tokens * (size_t)kv->d_k +
            ((size_t)h * (size_t)kv->page_tokens + (size_t)t) * (size_t)kv->d_v;
+}
+/* V in token pairs (v_pairs = 1): tokens 2u and 2u + 1 of head h share a pair row of
+ * 2 d_v elements, [d_v][2]: element d of token t sits at pair row t / 2, slot 2 d + t % 2
+ * (the VNNI order of a B tile, so the AMX path multiplies P by V as stored). Offset of
+ * the pair row holding token t: */
+static inline size_t ws_kv_v_pair_off(const ws_kv_layout *kv, int h, int t)
+{
+    return (size_t)kv->n_kv_heads * (size_t)kv->page_tokens * (size_t)kv->d_k +
+           ((size_t)h * (size_t)kv->page_tokens + (size_t)(t & ~1)) * (size_t)kv->d_v;
+}
+/* Element offset of V element d of token t, head h, in either layout. */
+static inline size_t ws_kv_v_elem(const ws_kv_layout *kv, int h, int t, int d)
+{
+    if (kv->v_pairs)
+        return ws_kv_v_pair_off(kv, h, t) + 2 * (size_t)d + (size_t)(t & 1);
+    return ws_kv_v_off(kv, h, t) + (size_t)d;
 }
 
 /* Checks shapes, dtype, pointers and sparse lists (range, duplicates); 0 or WS_EINVAL /

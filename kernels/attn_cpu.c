@@ -99,6 +99,12 @@ ws_isa ws_attn_cpu_path(const ws_kv_layout *kv, int n_q_heads, ws_isa isa)
     return isa;
 }
 
+int ws_attn_cpu_v_pairs(const ws_kv_layout *kv, int n_q_heads, ws_isa isa)
+{
+    return !kv->v_shares_k && kv->page_tokens % 2 == 0 &&
+           ws_attn_cpu_path(kv, n_q_heads, isa) == WS_ISA_AMX;
+}
+
 static const ws_attn_cpu_ops *ops_for(ws_isa isa)
 {
     switch (isa) {
@@ -193,6 +199,17 @@ static size_t align64(size_t n)
     return (n + 63) & ~(size_t)63;
 }
 
+/* V in token pairs (v_pairs) to fp32 rows: dst[r*ld + i] = rows[r][2 i]. Plain C on every
+ * path: the pair layout is what the AMX path is given, the others serve it correctly. */
+static void cvt_pairs(float *dst, int ld, const uint16_t *const *rows, int n, int d,
+                      ws_dtype dt)
+{
+    for (int r = 0; r < n; r++)
+        for (int i = 0; i < d; i++)
+            dst[(size_t)r * ld + i] = dt == WS_DT_BF16 ? ws_bf16_to_f32(rows[r][2 * i])
+                                                       : ws_fp16_to_f32(rows[r][2 * i]);
+}
+
 /* Attends items [i0, i1) of sequence s for the G query heads of KV head kvh; o [G][dv],
  * lse [G]. */
 static void attend(const job *jb, int s, int kvh, int i0, int i1, float *o, float *lse,
@@ -224,7 +241,7 @@ static void attend(const job *jb, int s, int kvh, int i0, int i1, float *o, floa
             const int t = sq->sel ? sq->sel[i + j] : i + j;
             const uint16_t *pg = sq->pages[t / P];
             krow[j] = pg + ws_kv_k_off(kv, kvh, t % P);
-            vrow[j] = pg + ws_kv_v_off(kv, kvh, t % P);
+            vrow[j] = pg + ws_kv_v_elem(kv, kvh, t % P, 0); /* pairs: every other element */
         }
         /* Sparse lists: prefetch the rows pf items ahead, which the hardware prefetcher
          * cannot guess. */
@@ -236,7 +253,7 @@ static void attend(const job *jb, int s, int kvh, int i0, int i1, float *o, floa
             pfc.a = pg + 2 * ws_kv_k_off(kv, kvh, (i + B) % P);
             pfc.na = (size_t)B * dk * 2;
             if (!kv->v_shares_k) {
-                pfc.b = pg + 2 * ws_kv_v_off(kv, kvh, (i + B) % P);
+                pfc.b = pg + 2 * ws_kv_v_elem(kv, kvh, (i + B) % P, 0);
                 pfc.nb = (size_t)B * dv * 2;
             }
             pfc.quota = ((pfc.na + pfc.nb) / 4 + 63) & ~(size_t)63;
@@ -262,7 +279,10 @@ static void attend(const job *jb, int s, int kvh, int i0, int i1, float *o, floa
         if (shared_v) {
             ops->pv(o, G, dv, sc, n, kf, dk, n);
         } else {
-            ops->cvt(vf, dv, vrow, n, dv, kv->dtype);
+            if (kv->v_pairs)
+                cvt_pairs(vf, dv, vrow, n, dv, kv->dtype);
+            else
+                ops->cvt(vf, dv, vrow, n, dv, kv->dtype);
             ops->pv(o, G, dv, sc, n, vf, dv, n);
         }
         pfc.quota = pfc.na + pfc.nb;

@@ -70,6 +70,12 @@ int ws_isa_resolve(ws_isa want, ws_isa *out, ws_err *err);
  * avx512bf16 to avx512 for fp16 KV; others serve as asked. For reporting and peaks. */
 ws_isa ws_attn_cpu_path(const ws_kv_layout *kv, int n_q_heads, ws_isa isa);
 
+/* The V layout the CPU region should be written in for this shape and path (resolved):
+ * 1 (token pairs, kv.v_pairs) when the amx path serves it with a separate V block and an
+ * even page size: P.V then multiplies V as stored (half the tile products of rows); 0 (rows)
+ * otherwise. Every path reads both layouts; the others convert pairs in plain C. */
+int ws_attn_cpu_v_pairs(const ws_kv_layout *kv, int n_q_heads, ws_isa isa);
+
 /* Decode attention: validates p (ws_attn_validate plus the shapes above), then fills
  * p->o and p->lse. pool may be NULL (runs on the calling thread). */
 int ws_attn_cpu(const ws_attn_problem *p, ws_pool *pool, ws_isa isa, ws_err *err);

@@ -30,6 +30,15 @@
  *           halves the O rows loaded and stored per super-block and loads each V tile once
  *           per 16 heads (14% faster for MLA at 2 threads). O columns are in (even, odd)
  *           order per 32, loaded as C tiles once per super-block.
+ *   With V in token pairs (kv.v_pairs, the CPU region's layout for this path, see
+ *           ws_attn_cpu_v_pairs) a B row is two tokens' values of 16 columns as stored, so
+ *           one P tile of 32 tokens (no zero slots, no odd-slot copy) and two V tiles give
+ *           32 columns in order: half the P.V products and P loads of rows (A/B runs of
+ *           Qwen3's shape: time 0.93-0.95 of rows, with the softmax-phase prefetch below
+ *           0.88). Two sub-blocks share a V tile: straight from the page when both are one
+ *           page's run from an even token, else gathered (zero-padded) into pairs, which for
+ *           single-token lists reads both tokens' lines of a pair (sparse token lists run
+ *           ~20% slower than on rows; dense and page lists do not gather).
  * Per 16 tokens, 8 heads and 32 dims: one TDPBF16PS for q.k and two for p.V (TDPBF16PS
  * costs about the same for 8 or 16 rows and columns on the development host, so the hi/lo
  * doubling is nearly free). Super-blocks are software-pipelined (the score tiles of the
@@ -209,6 +218,7 @@ typedef struct sub_rows {
     const uint16_t *k, *v;
     size_t ks, vs; /* row strides in bytes */
     int n;
+    int t0, direct; /* first token; 1: rows straight in its page */
 } sub_rows;
 
 static int run_start(const ws_attn_seq *sq, int P, int it, int n, int *t0)
@@ -231,10 +241,14 @@ static void resolve(const ws_attn_seq *sq, const ws_kv_layout *kv, int kvh, int 
     const size_t vrow = kv->v_shares_k ? (size_t)dk : (size_t)dv;
     int t0;
     r->n = n;
-    if (run_start(sq, P, it, n, &t0)) {
+    r->direct = run_start(sq, P, it, n, &t0);
+    r->t0 = t0;
+    if (kv->v_pairs)
+        vg = NULL; /* V goes per pair of sub-blocks: resolve_pairs */
+    if (r->direct) {
         const uint16_t *pg = sq->pages[t0 / P];
         r->k = pg + ws_kv_k_off(kv, kvh, t0 % P);
-        r->v = pg + ws_kv_v_off(kv, kvh, t0 % P);
+        r->v = kv->v_pairs ? NULL : pg + ws_kv_v_off(kv, kvh, t0 % P);
         r->ks = (size_t)dk * 2, r->vs = vrow * 2;
         return;
     }
@@ -253,7 +267,65 @@ static void resolve(const ws_attn_seq *sq, const ws_kv_layout *kv, int kvh, int 
         }
     }
     r->k = kg, r->ks = (size_t)dk * 2;
-    r->v = vg ? vg : kg, r->vs = (vg ? (size_t)dv : (size_t)dk) * 2;
+    r->v = kv->v_pairs ? NULL : vg ? vg : kg, r->vs = (vg ? (size_t)dv : (size_t)dk) * 2;
+}
+
+/* Even bf16 lanes from the first operand's even slots, odd lanes from the second's even
+ * slots: 2e and 32 + 2e; a token in slot 1 adds 1 (resolve_pairs). */
+#define PAIR_IDX(e) ((e) & 1 ? 31 + (e) : (e))
+static const uint16_t g_pair_idx_v[32] __attribute__((aligned(64))) = {
+    PAIR_IDX(0),  PAIR_IDX(1),  PAIR_IDX(2),  PAIR_IDX(3),  PAIR_IDX(4),  PAIR_IDX(5),
+    PAIR_IDX(6),  PAIR_IDX(7),  PAIR_IDX(8),  PAIR_IDX(9),  PAIR_IDX(10), PAIR_IDX(11),
+    PAIR_IDX(12), PAIR_IDX(13), PAIR_IDX(14), PAIR_IDX(15), PAIR_IDX(16), PAIR_IDX(17),
+    PAIR_IDX(18), PAIR_IDX(19), PAIR_IDX(20), PAIR_IDX(21), PAIR_IDX(22), PAIR_IDX(23),
+    PAIR_IDX(24), PAIR_IDX(25), PAIR_IDX(26), PAIR_IDX(27), PAIR_IDX(28), PAIR_IDX(29),
+    PAIR_IDX(30), PAIR_IDX(31)};
+#undef PAIR_IDX
+#define g_pair_idx _mm512_load_si512(g_pair_idx_v)
+
+/* V in token pairs (v_pairs): sub-blocks 2b and 2b + 1 (32 tokens) make one V tile row
+ * set, 16 pair rows of [16 columns][2 tokens]. Straight from the page when both are full
+ * runs of one page starting at an even token, else gathered (zero-padded) into vg, whose
+ * space for the two sub-blocks holds the 16 pair rows. Sets sub[2b].v and .vs. */
+static void resolve_pairs(const ws_attn_seq *sq, const ws_kv_layout *kv, int kvh, int at,
+                          int i1, int ns, uint16_t *vg, sub_rows *sub)
+{
+    const int P = kv->page_tokens, dv = kv->d_v;
+    for (int j = 0; j < ns; j += 2) {
+        sub_rows *a = &sub[j];
+        if (j + 1 < ns && a->direct && sub[j + 1].direct && a->t0 % 2 == 0 &&
+            sub[j + 1].t0 == a->t0 + SUB && a->t0 % P + 2 * SUB <= P) {
+            a->v = (const uint16_t *)sq->pages[a->t0 / P] + ws_kv_v_pair_off(kv, kvh, a->t0 % P);
+            a->vs = (size_t)dv * 4;
+            continue;
+        }
+        /* Pair row u takes token x = 2u's slot from its pair row (a) and token 2u + 1's
+         * from its (b), 16 columns per permute; absent tokens read zeros. */
+        uint16_t *dst = vg + (size_t)j * SUB * dv;
+        const int n_it = (ns - j) * SUB < 2 * SUB ? (ns - j) * SUB : 2 * SUB;
+        for (int u = 0; u < SUB; u++) {
+            const uint16_t *src[2];
+            int slot[2];
+            for (int y = 0; y < 2; y++) {
+                const int x = 2 * u + y, it = at + j * SUB + x;
+                src[y] = NULL, slot[y] = 0;
+                if (x < n_it && it < i1) {
+                    const int t = sq->sel ? sq->sel[it] : it;
+                    src[y] = (const uint16_t *)sq->pages[t / P] + ws_kv_v_pair_off(kv, kvh, t % P);
+                    slot[y] = t & 1;
+                }
+            }
+            const __m512i idx = _mm512_add_epi16(
+                g_pair_idx, _mm512_set1_epi32((int)((unsigned)slot[0] | (unsigned)slot[1] << 16)));
+            uint16_t *d = dst + (size_t)u * 2 * dv;
+            for (int e = 0; e < 2 * dv; e += 32) {
+                const __m512i va = src[0] ? _mm512_loadu_si512(src[0] + e) : _mm512_setzero_si512();
+                const __m512i vb = src[1] ? _mm512_loadu_si512(src[1] + e) : _mm512_setzero_si512();
+                _mm512_storeu_si512(d + e, _mm512_permutex2var_epi16(va, idx, vb));
+            }
+        }
+        a->v = dst, a->vs = (size_t)dv * 4;
+    }
 }
 
 /* What the score pass needs: the task, q tiles, and two slots (super-blocks b, b + 1) of
@@ -293,6 +365,9 @@ static void scores(score_ctx *c, int at, int x, pf_cursor *pf)
         resolve(c->sq, c->kv, c->kvh, it, n, c->kg + ((size_t)x * NSUB + j) * SUB * dk,
                 c->vg ? c->vg + ((size_t)x * NSUB + j) * SUB * dv : NULL, &c->sub[x][j]);
     }
+    if (c->kv->v_pairs)
+        resolve_pairs(c->sq, c->kv, c->kvh, at, i1, ns, c->vg + (size_t)x * NSUB * SUB * dv,
+                      c->sub[x]);
     const size_t q_hg = (size_t)ksteps * 16 * 16 * 2; /* q elements per head group */
     float *sbx = c->sb + (size_t)x * c->n_hg * NSUB * SUB * 16;
 #define S_AT(hg, j) (sbx + ((size_t)(hg)*NSUB + (j)) * SUB * 16)
@@ -459,9 +534,18 @@ INL void attend(const ws_attn_problem *p, int s, int kvh, int i0, int i1, int G,
      * lines), or, when P is reloaded for many column steps (MLA's 512 values: 16), a copy
      * stored aligned beside it: 5-7% faster for MLA, ~1% slower for d_v = 128 (A/B runs). */
     const int odd_apart = pv_steps >= 8;
-    /* pf_step calls per full super-block: the score tiles (two head groups and two
-     * sub-blocks per step when paired, see scores) and P.V. */
-    const int pf_steps = (paired ? n_og : NSUB) * qk_steps + pv_steps * n_og * NSUB;
+    /* pf_step calls per full super-block: the score tiles (a pair of head groups and four
+     * sub-blocks per step when paired, see scores), each sub-block's probabilities (vector
+     * work: the line-fill buffers are free of tile loads then; 6% faster for Qwen3's shape
+     * than prefetching in the tile loops only) and P.V. */
+    const int vp = kv->v_pairs;
+    const int pf_steps = (paired ? n_og : NSUB) * qk_steps + NSUB * n_hg +
+                         pv_steps * n_og * (vp ? NSUB / 2 : NSUB);
+    /* v_pairs: P tiles per O group and pair of sub-blocks, [16 rows][32 tokens] bf16: one
+     * (hi rows 0..7, lo rows 8..15) for one head group, a hi and a lo tile when paired. */
+    const int n_pt = paired ? 2 : 1;
+    uint16_t *pv0 = (uint16_t *)(w + sp.p);
+#define PT(og, b, k) (pv0 + ((((size_t)(og) * (NSUB / 2) + (b)) * n_pt + (k)) * 512))
 
     /* Super-blocks are software-pipelined: the scores of super-block b + 1 (tile work) are
      * issued before the softmax of b (vector work), so the two overlap. */
@@ -496,7 +580,8 @@ INL void attend(const ws_attn_problem *p, int s, int kvh, int i0, int i1, int G,
                 pf.at[pf.n] = pg + 2 * ws_kv_k_off(kv, kvh, t0 % P);
                 pf.len[pf.n++] = (size_t)n * dk * 2;
                 if (!kv->v_shares_k) {
-                    pf.at[pf.n] = pg + 2 * ws_kv_v_off(kv, kvh, t0 % P);
+                    pf.at[pf.n] = pg + 2 * (kv->v_pairs ? ws_kv_v_pair_off(kv, kvh, t0 % P)
+                                                        : ws_kv_v_off(kv, kvh, t0 % P));
                     pf.len[pf.n++] = (size_t)n * dv * 2;
                 }
             } else {
@@ -507,8 +592,7 @@ INL void attend(const ws_attn_problem *p, int s, int kvh, int i0, int i1, int G,
         size_t pf_bytes = 0;
         for (int r = 0; r < pf.n; r++)
             pf_bytes += pf.len[r];
-        const int steps = pf_steps;
-        pf.quota = (pf_bytes / (size_t)steps + 63) & ~(size_t)63;
+        pf.quota = (pf_bytes / (size_t)pf_steps + 63) & ~(size_t)63;
         if (i + NSUB * SUB < i1)
             scores(&sc, i + NSUB * SUB, cur ^ 1, &pf);
 
@@ -544,6 +628,7 @@ INL void attend(const ws_attn_problem *p, int s, int kvh, int i0, int i1, int G,
              * loaded 2 bytes earlier (the zero pad covers row 0's first slot). */
             __m512 lsum = _mm512_setzero_ps();
             for (int j = 0; j < nsub; j++) {
+                pf_step(&pf);
                 const int n = sub[j].n;
                 __m512 e[8];
                 for (int r = 0; r < 8; r++) {
@@ -557,6 +642,19 @@ INL void attend(const ws_attn_problem *p, int s, int kvh, int i0, int i1, int G,
                     for (int r = 0; r < 8; r++)
                         if (!(r & (1 << k)))
                             swap_bit(&e[r], &e[r | (1 << k)], ia[k], ib[k]);
+                if (vp) {
+                    uint16_t *th = PT(og_i, j / 2, 0) + (size_t)rh * 32 + (j & 1) * 16;
+                    uint16_t *tl = paired ? PT(og_i, j / 2, 1) + (size_t)rh * 32 + (j & 1) * 16
+                                          : th + 8 * 32;
+                    for (int h = 0; h < H; h++) {
+                        const __m256i hi = (__m256i)_mm512_cvtneps_pbh(e[h]);
+                        const __m256i lo =
+                            (__m256i)_mm512_cvtneps_pbh(_mm512_sub_ps(e[h], bf16_to_ps(hi)));
+                        _mm256_storeu_si256((__m256i *)(th + h * 32), hi);
+                        _mm256_storeu_si256((__m256i *)(tl + h * 32), lo);
+                    }
+                    continue;
+                }
                 uint32_t *pe = pb + (size_t)j * prows * 16 + (size_t)rh * 16;
                 for (int h = 0; h < H; h++) {
                     const __m256i hi = (__m256i)_mm512_cvtneps_pbh(e[h]);
@@ -594,9 +692,32 @@ INL void attend(const ws_attn_problem *p, int s, int kvh, int i0, int i1, int G,
                     }
             }
         }
+        /* v_pairs: O += P.V, 32 columns (two C tiles, columns in order) at a time, per
+         * pair of sub-blocks one P tile (two when paired) and two V tiles as stored. */
+        for (int c = 0; c < pv_steps && vp; c++)
+            for (int gi = 0; gi < n_og; gi++) {
+                float *og = ob + (size_t)gi * o_hg;
+                _tile_loadd(0, og + 32 * c, dv * 4);
+                _tile_loadd(1, og + 32 * c + 16, dv * 4);
+                for (int j = 0; j < nsub; j += 2) {
+                    pf_step(&pf);
+                    _tile_loadd(6, sub[j].v + 64 * c, sub[j].vs);
+                    _tile_loadd(7, sub[j].v + 64 * c + 32, sub[j].vs);
+                    _tile_loadd(4, PT(gi, j / 2, 0), 64);
+                    _tile_dpbf16ps(0, 4, 6);
+                    _tile_dpbf16ps(1, 4, 7);
+                    if (!paired)
+                        continue;
+                    _tile_loadd(5, PT(gi, j / 2, 1), 64);
+                    _tile_dpbf16ps(0, 5, 6);
+                    _tile_dpbf16ps(1, 5, 7);
+                }
+                _tile_stored(0, og + 32 * c, dv * 4);
+                _tile_stored(1, og + 32 * c + 16, dv * 4);
+            }
         /* O += P.V, 32 columns (an even and an odd C tile) at a time, every O group's
          * before the next columns: a group's V tiles are still in L1 for the next one. */
-        for (int c = 0; c < pv_steps; c++)
+        for (int c = 0; c < pv_steps && !vp; c++)
             for (int gi = 0; gi < n_og; gi++) {
                 float *og = ob + (size_t)gi * o_hg;
                 _tile_loadd(0, og + 32 * c, dv * 4);
@@ -626,6 +747,7 @@ INL void attend(const ws_attn_problem *p, int s, int kvh, int i0, int i1, int G,
         pf_step(&pf);
         cur ^= 1;
     }
+#undef PT
     _tile_release();
     /* o = (hi part + lo part) / l, columns back in order; lse = m + log l. */
     for (int hg = 0; hg < n_hg; hg++) {
@@ -641,7 +763,11 @@ INL void attend(const ws_attn_problem *p, int s, int kvh, int i0, int i1, int G,
             }
             const float inv = 1.0f / l[h];
             const float *r0 = og + (size_t)(rh + h) * dv;
-            if (paired) {
+            if (vp) { /* columns in order */
+                const float *r1 = og + (size_t)(8 + h) * dv;
+                for (int c = 0; c < dv; c++)
+                    out[c] = (paired ? r0[c] : r0[c] + r1[c]) * inv;
+            } else if (paired) {
                 for (int c = 0; c < dv; c += 32)
                     for (int x = 0; x < 16; x++) {
                         out[c + 2 * x] = r0[c + x] * inv;

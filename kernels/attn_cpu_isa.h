@@ -51,9 +51,10 @@ static inline void ws_attn_prefetch_row(const ws_attn_seq *sq, const ws_kv_layou
     const char *kr = pg + 2 * ws_kv_k_off(kv, kvh, t % P);
     for (int b = 0; b < 2 * kv->d_k; b += 64)
         __builtin_prefetch(kr + b);
-    if (!kv->v_shares_k) {
-        const char *vr = pg + 2 * ws_kv_v_off(kv, kvh, t % P);
-        for (int b = 0; b < 2 * kv->d_v; b += 64)
+    if (!kv->v_shares_k) { /* token pairs: the pair row, 2 d_v elements */
+        const char *vr = pg + 2 * (kv->v_pairs ? ws_kv_v_pair_off(kv, kvh, t % P)
+                                              : ws_kv_v_off(kv, kvh, t % P));
+        for (int b = 0; b < (kv->v_pairs ? 4 : 2) * kv->d_v; b += 64)
             __builtin_prefetch(vr + b);
     }
 }

@@ -36,6 +36,11 @@ int ws_attn_validate(const ws_attn_problem *p, ws_err *err)
     if (kv->v_shares_k && kv->d_v > kv->d_k)
         return ws_err_set(err, WS_EINVAL, "attention: shared V (d_v=%d) wider than K (d_k=%d)",
                           kv->d_v, kv->d_k);
+    if (kv->v_pairs && (kv->v_shares_k || kv->page_tokens % 2))
+        return ws_err_set(err, WS_EINVAL,
+                          "attention: V in token pairs needs a separate V block and an even "
+                          "page size (page_tokens=%d%s)",
+                          kv->page_tokens, kv->v_shares_k ? ", V shares K" : "");
     if (!isfinite(p->scale))
         return ws_err_set(err, WS_EINVAL, "attention: scale is not finite");
     if (p->n_seqs < 0)
@@ -157,9 +162,8 @@ int ws_attn_ref(const ws_attn_problem *p, double *o_ref, double *lse_ref, ws_err
                 const void *pg = sq->pages[t / P];
                 double w = exp(score[i] - mx);
                 sum += w;
-                size_t voff = ws_kv_v_off(kv, kvh, t % P);
                 for (int d = 0; d < dv; d++)
-                    o[d] += w * load(pg, voff + d, kv->dtype);
+                    o[d] += w * load(pg, ws_kv_v_elem(kv, kvh, t % P, d), kv->dtype);
             }
             for (int d = 0; d < dv; d++)
                 o[d] /= sum;

@@ -27,13 +27,13 @@ typedef th_attn fx; /* tests/attn_fixture.h */
 /* Largest error seen per dtype over the whole run (reported by the max_error test). */
 static double g_max_err[2];
 
-/* Runs the kernel on every supported path and thread count in `threads`, compares with
- * the reference; returns the max abs error. */
-static double check_all(fx *f, const int *threads, int n_threads, const char *what)
+/* Runs the kernel on every supported path and thread count in `threads` with V stored as
+ * f->p.kv says, compares with the reference; returns the max abs error. */
+static double check_layout(fx *f, const int *threads, int n_threads, const char *what)
 {
     ws_err err = {0};
     cr_assert_eq(ws_attn_ref(&f->p, f->o_ref, f->lse_ref, &err), 0, "%s: %s", what, err.msg);
-    const int dv = f->p.kv.d_v;
+    const int dv = f->p.kv.d_v, vp = f->p.kv.v_pairs;
     const size_t rows = (size_t)f->p.n_seqs * f->p.n_q_heads;
     double worst = 0;
     for (int isa = WS_ISA_SCALAR; isa < WS_ISA_COUNT; isa++) {
@@ -54,16 +54,18 @@ static double check_all(fx *f, const int *threads, int n_threads, const char *wh
                               ws_isa_name((ws_isa)isa), r, f->lse[r]);
                 } else {
                     double e = fabs(f->lse[r] - f->lse_ref[r]);
-                    cr_assert(e <= BOUND, "%s [%s, %d thr] row %zu: lse %.7g vs %.7g", what,
-                              ws_isa_name((ws_isa)isa), threads[ti], r, f->lse[r], f->lse_ref[r]);
+                    cr_assert(e <= BOUND, "%s [%s, %d thr, v_pairs %d] row %zu: lse %.7g vs %.7g",
+                              what, ws_isa_name((ws_isa)isa), threads[ti], vp, r, f->lse[r],
+                              f->lse_ref[r]);
                     cr_assert(e <= TIGHT, "%s [%s] row %zu: lse error %.3g above %.0e", what,
                               ws_isa_name((ws_isa)isa), r, e, TIGHT);
                     worst = e > worst ? e : worst;
                 }
                 for (int d = 0; d < dv; d++) {
                     double e = fabs(f->o[r * dv + d] - f->o_ref[r * dv + d]);
-                    cr_assert(e <= BOUND, "%s [%s, %d thr] row %zu col %d: o %.7g vs %.7g", what,
-                              ws_isa_name((ws_isa)isa), threads[ti], r, d, f->o[r * dv + d],
+                    cr_assert(e <= BOUND,
+                              "%s [%s, %d thr, v_pairs %d] row %zu col %d: o %.7g vs %.7g", what,
+                              ws_isa_name((ws_isa)isa), threads[ti], vp, r, d, f->o[r * dv + d],
                               f->o_ref[r * dv + d]);
                     cr_assert(e <= TIGHT, "%s [%s] row %zu col %d: o error %.3g above %.0e", what,
                               ws_isa_name((ws_isa)isa), r, d, e, TIGHT);
@@ -73,6 +75,22 @@ static double check_all(fx *f, const int *threads, int n_threads, const char *wh
             ws_pool_destroy(pool);
         }
     }
+    return worst;
+}
+
+/* check_layout with V in rows and, for separate V blocks and an even page size, again with
+ * V in token pairs (kv.v_pairs: the same bytes read in the other order); records and
+ * returns the max abs error. */
+static double check_all(fx *f, const int *threads, int n_threads, const char *what)
+{
+    double worst = 0;
+    const int n_layouts = !f->p.kv.v_shares_k && f->p.kv.page_tokens % 2 == 0 ? 2 : 1;
+    for (int vp = 0; vp < n_layouts; vp++) {
+        f->p.kv.v_pairs = vp;
+        const double e = check_layout(f, threads, n_threads, what);
+        worst = e > worst ? e : worst;
+    }
+    f->p.kv.v_pairs = 0;
     int dt = f->p.kv.dtype == WS_DT_FP16;
     if (worst > g_max_err[dt])
         g_max_err[dt] = worst;
@@ -270,6 +288,26 @@ Test(attn_cpu, bad_shapes_are_errors)
     f.seq[0].n_tokens = 40;
     cr_assert_eq(ws_attn_cpu(&f.p, NULL, WS_ISA_AUTO, &err), 0, "%s", err.msg);
     th_attn_free(&f);
+}
+
+/* The V layout the CPU region is written in: pairs exactly when the amx path serves a
+ * separate V block with an even page size. */
+Test(attn_cpu, v_pairs_choice)
+{
+    ws_kv_layout gqa = {.page_tokens = 256, .n_kv_heads = 4, .d_k = 128, .d_v = 128,
+                        .dtype = WS_DT_BF16};
+    cr_assert_eq(ws_attn_cpu_v_pairs(&gqa, 32, WS_ISA_AMX), 1);
+    cr_assert_eq(ws_attn_cpu_v_pairs(&gqa, 32, WS_ISA_AVX512), 0);
+    cr_assert_eq(ws_attn_cpu_v_pairs(&gqa, 32, WS_ISA_SCALAR), 0);
+    ws_kv_layout x = gqa;
+    x.page_tokens = 255;
+    cr_assert_eq(ws_attn_cpu_v_pairs(&x, 32, WS_ISA_AMX), 0);
+    x = gqa;
+    x.dtype = WS_DT_FP16; /* amx hands fp16 to avx512 */
+    cr_assert_eq(ws_attn_cpu_v_pairs(&x, 32, WS_ISA_AMX), 0);
+    ws_kv_layout mla = {.page_tokens = 64, .n_kv_heads = 1, .d_k = 576, .d_v = 512,
+                        .v_shares_k = 1, .dtype = WS_DT_BF16};
+    cr_assert_eq(ws_attn_cpu_v_pairs(&mla, 16, WS_ISA_AMX), 0);
 }
 
 Test(attn_cpu, isa_names_and_forcing)

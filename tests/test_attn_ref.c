@@ -205,3 +205,43 @@ Test(attn_ref, validation_errors)
     cr_assert_neq(strstr(err.msg, "page 1 is NULL"), NULL, "%s", err.msg);
     th_attn_free(&f);
 }
+
+/* V in token pairs: element d of token t at pair row t / 2, slot 2 d + t % 2, after the K
+ * block; only with a separate V block and an even page size. */
+Test(attn_ref, v_pairs_layout)
+{
+    ws_kv_layout kv = {.page_tokens = 4, .n_kv_heads = 2, .d_k = 8, .d_v = 6, .dtype = WS_DT_BF16};
+    kv.v_pairs = 1;
+    const size_t vbase = 2 * 4 * 8; /* the K block */
+    cr_assert_eq(ws_kv_v_elem(&kv, 0, 0, 0), vbase);
+    cr_assert_eq(ws_kv_v_elem(&kv, 0, 1, 0), vbase + 1);
+    cr_assert_eq(ws_kv_v_elem(&kv, 0, 1, 5), vbase + 11);
+    cr_assert_eq(ws_kv_v_elem(&kv, 0, 2, 0), vbase + 12);
+    cr_assert_eq(ws_kv_v_elem(&kv, 1, 3, 2), vbase + 4 * 6 + 12 + 5);
+    cr_assert_eq(ws_kv_v_pair_off(&kv, 1, 3), vbase + 4 * 6 + 12);
+    kv.v_pairs = 0;
+    cr_assert_eq(ws_kv_v_elem(&kv, 1, 3, 2), ws_kv_v_off(&kv, 1, 3) + 2);
+    /* The page is the same size either way, and the reference reads it in pair order. */
+    fixture f;
+    int lens[1] = {4};
+    kv.d_v = 8;
+    th_attn_make(&f, kv, 2, 1, lens, 0.0f); /* q = 0: o is the mean of the V rows */
+    f.p.kv.v_pairs = 1;
+    uint16_t *pg = (uint16_t *)f.tables[0][0];
+    ws_err err = {0};
+    cr_assert_eq(ws_attn_ref(&f.p, f.o_ref, f.lse_ref, &err), 0, "%s", err.msg);
+    for (int d = 0; d < 8; d++) {
+        double mean = 0;
+        for (int t = 0; t < 4; t++)
+            mean += ws_bf16_to_f32(pg[2 * 4 * 8 + (t / 2) * 16 + 2 * d + t % 2]) / 4.0;
+        cr_assert_float_eq(f.o_ref[d], mean, 1e-9, "d %d", d);
+    }
+    f.p.kv.page_tokens = 3;
+    f.seq[0].n_tokens = 3;
+    cr_assert_eq(ws_attn_validate(&f.p, &err), WS_EINVAL);
+    cr_assert_neq(strstr(err.msg, "token pairs"), NULL, "%s", err.msg);
+    f.p.kv.page_tokens = 4;
+    f.p.kv.v_shares_k = 1;
+    cr_assert_eq(ws_attn_validate(&f.p, &err), WS_EINVAL);
+    th_attn_free(&f);
+}

@@ -37,6 +37,15 @@ Test(bench, attn_cpu_gqa_json_keys_and_accounting)
     cr_assert_str_eq(json_string_value(json_object_get(o, "source")), "measured");
     ws_isa best = ws_isa_best();
     cr_assert_str_eq(json_string_value(json_object_get(o, "isa")), ws_isa_name(best));
+    /* V as the CPU region stores it for that path: token pairs on amx, else rows. */
+    cr_assert_str_eq(json_string_value(json_object_get(o, "v_layout")),
+                     best == WS_ISA_AMX ? "pairs" : "rows");
+    json_decref(o);
+    const char *rows[] = {"bench", "attn-cpu", "--model", "qwen3-30b-a3b", "--ctx", "64",
+                          "--batch", "1", "--read-mib", "16", "--repeats", "1", "--page", "32",
+                          "--v-layout", "rows", "--json", NULL};
+    o = th_writescope_json(rows, NULL);
+    cr_assert_str_eq(json_string_value(json_object_get(o, "v_layout")), "rows");
     json_decref(o);
 }
 
@@ -51,6 +60,7 @@ Test(bench, attn_cpu_mla_sparse_and_forced_paths)
     cr_assert_eq(num(o, "kv_bytes"), 128.0 * 576 * 2); /* the gathered bytes only */
     cr_assert_str_eq(json_string_value(json_object_get(o, "sparse")), "pages");
     cr_assert_str_eq(json_string_value(json_object_get(o, "isa")), "scalar");
+    cr_assert_str_eq(json_string_value(json_object_get(o, "v_layout")), "in K");
     const char *bound = json_string_value(json_object_get(o, "bound"));
     cr_assert(!strcmp(bound, "compute") || !strcmp(bound, "memory"), "%s", bound);
     json_decref(o);
@@ -106,6 +116,12 @@ Test(bench, bad_input)
         {{"bench", "attn-cpu", "--model", "qwen3-30b-a3b", "--ctx", "100000000", "--batch", "64",
           NULL}, 1, "more than this benchmark allows"},
         {{"bench", "membw", "--ctx", "5", NULL}, 2, "no model options"},
+        {{"bench", "attn-cpu", "--model", "qwen3-30b-a3b", "--ctx", "64", "--batch", "1",
+          "--v-layout", "cols", NULL}, 2, "auto, rows or pairs"},
+        {{"bench", "attn-cpu", "--model", "deepseek-v2-lite", "--ctx", "64", "--batch", "1",
+          "--v-layout", "pairs", NULL}, 1, "separate V block"},
+        {{"bench", "attn-cpu", "--model", "qwen3-30b-a3b", "--ctx", "64", "--batch", "1",
+          "--page", "33", "--v-layout", "pairs", NULL}, 1, "even --page"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         th_run r = th_writescope(cases[i].args, NULL);
