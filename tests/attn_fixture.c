@@ -5,6 +5,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "half.h"
 
@@ -43,7 +44,12 @@ void th_attn_make(th_attn *f, ws_kv_layout kv, int n_q, int n_seqs, const int *l
         total += (lens[s] + kv.page_tokens - 1) / kv.page_tokens;
     const int slots = 2 * total + 1; /* every other slot stays unused */
     size_t pe = ws_kv_page_bytes(&kv) / 2;
-    f->pool = malloc(sizeof(uint16_t) * pe * (size_t)slots);
+    /* Huge pages where the kernel grants them, as the runtime's CPU region and the bench
+     * allocate (scripts/ab_amx times kernels on this pool). */
+    const size_t huge = 2u << 20, bytes = sizeof(uint16_t) * pe * (size_t)slots;
+    f->pool = aligned_alloc(huge, (bytes + huge - 1) / huge * huge);
+    if (f->pool)
+        madvise(f->pool, (bytes + huge - 1) / huge * huge, MADV_HUGEPAGE);
     int *perm = malloc(sizeof(int) * (size_t)slots);
     cr_assert(f->pool && perm, "out of memory");
     for (size_t i = 0; i < pe * (size_t)slots; i++)
