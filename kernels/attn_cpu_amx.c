@@ -281,7 +281,6 @@ static const uint16_t g_pair_idx_v[32] __attribute__((aligned(64))) = {
     PAIR_IDX(24), PAIR_IDX(25), PAIR_IDX(26), PAIR_IDX(27), PAIR_IDX(28), PAIR_IDX(29),
     PAIR_IDX(30), PAIR_IDX(31)};
 #undef PAIR_IDX
-#define g_pair_idx _mm512_load_si512(g_pair_idx_v)
 
 /* V in token pairs (v_pairs): sub-blocks 2b and 2b + 1 (32 tokens) make one V tile row
  * set, 16 pair rows of [16 columns][2 tokens]. Straight from the page when both are full
@@ -316,7 +315,7 @@ static void resolve_pairs(const ws_attn_seq *sq, const ws_kv_layout *kv, int kvh
                 }
             }
             const __m512i idx = _mm512_add_epi16(
-                g_pair_idx, _mm512_set1_epi32((int)((unsigned)slot[0] | (unsigned)slot[1] << 16)));
+                _mm512_load_si512(g_pair_idx_v), _mm512_set1_epi32((int)((unsigned)slot[0] | (unsigned)slot[1] << 16)));
             uint16_t *d = dst + (size_t)u * 2 * dv;
             for (int e = 0; e < 2 * dv; e += 32) {
                 const __m512i va = src[0] ? _mm512_loadu_si512(src[0] + e) : _mm512_setzero_si512();
