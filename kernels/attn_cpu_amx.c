@@ -54,7 +54,15 @@
  * Measured on the development host (2 vCPUs, shared, 2-3x swings): 50-100 TSC cycles per
  * token and KV head for Qwen3's shape with data in L2 (P.V about half, the scores and the
  * softmax a quarter each); the TDPBF16PS floor is ~11. Tile loads (~23 cycles per KB from
- * L2, ~10 from L1) rather than the products bound each phase. */
+ * L2, ~10 from L1) rather than the products bound each phase.
+ * From memory the phases do not overlap the KV stream: removing all three (scores,
+ * softmax, P.V) leaves 57% of the time (the prefetch stream alone, ~14 GB/s per core), and
+ * removing each alone saves what it costs in L2 (14-18%). scripts/fill_buffers.c shows why
+ * on this host: tile loads from L2 and a stream of PREFETCHT1 from memory cost their sum
+ * (both wait for the core's line-fill buffers), tile loads from L1 overlap it. Tried and
+ * no better (A/B): prefetching 1, 3 or 4 super-blocks ahead, every 2nd or 4th line,
+ * PREFETCHT0/T2/NTA, L1 prefetch of the next tiles, V of this super-block to L1 while K
+ * goes two ahead, more and smaller prefetch steps, 2 sub-blocks per super-block. */
 #include <immintrin.h>
 #include <math.h>
 #include <pthread.h>
