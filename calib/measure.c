@@ -384,19 +384,24 @@ static int attn_sweep(ctx *c, const char *model, ws_dtype dt, int full)
                 rc = time_attn(c, &sh, &v, strcmp(f->op, "attn") ? c->pool1 : c->pool, f->ctx,
                                f->batch, f->topk, r == 0, 1, &f->t[r], &f->bytes, &f->flops);
         }
+    /* The path that served the shape (amx hands fp16 to avx512) and how V was stored. */
+    const char *path = ws_isa_name(ws_attn_cpu_path(&sh.kv, sh.n_q, c->isa));
+    const char *v_layout = sh.kv.v_shares_k ? "in K" : sh.kv.v_pairs ? "pairs" : "rows";
     for (int k = 0; k < n && !rc; k++) {
         attn_cfg *f = &cfg[k];
         int threads = strcmp(f->op, "attn") ? 1 : ws_pool_threads(c->pool);
         if (f->topk)
             rc = add(c, "cpu", f->op, ws_dtype_name(dt), sh.kind, f->flops, f->bytes, f->t, reps,
                      "{\"model\": \"%s\", \"ctx\": %d, \"batch\": %d, \"topk\": %d, "
-                     "\"blocks\": 64, \"threads\": %d, \"isa\": \"%s\"}",
-                     model, f->ctx, f->batch, f->topk, threads, ws_isa_name(c->isa));
+                     "\"blocks\": 64, \"threads\": %d, \"isa\": \"%s\", \"path\": \"%s\", "
+                     "\"v_layout\": \"%s\"}",
+                     model, f->ctx, f->batch, f->topk, threads, ws_isa_name(c->isa), path,
+                     v_layout);
         else
             rc = add(c, "cpu", f->op, ws_dtype_name(dt), sh.kind, f->flops, f->bytes, f->t, reps,
                      "{\"model\": \"%s\", \"ctx\": %d, \"batch\": %d, \"threads\": %d, "
-                     "\"isa\": \"%s\"}",
-                     model, f->ctx, f->batch, threads, ws_isa_name(c->isa));
+                     "\"isa\": \"%s\", \"path\": \"%s\", \"v_layout\": \"%s\"}",
+                     model, f->ctx, f->batch, threads, ws_isa_name(c->isa), path, v_layout);
     }
     free(v.perm);
     return rc;
