@@ -71,7 +71,7 @@ int main(int argc, char **argv)
     c.palette = 1;
     for (int i = 0; i < 8; i++)
         c.rows[i] = 16, c.colsb[i] = 64;
-    _tile_loadconfig(&c);
+    __asm__ volatile("ldtilecfg %0" ::"m"(c)); /* whole 64 bytes (see attn_cpu_amx.c) */
     char *mem = aligned_alloc(2u << 20, BIG), *tiles = aligned_alloc(4096, 256u << 10);
     if (!mem || !tiles) {
         fprintf(stderr, "fill_buffers: out of memory\n");
