@@ -386,7 +386,7 @@ static int attn_sweep(ctx *c, const char *model, ws_dtype dt, int full)
         }
     /* The path that served the shape (amx hands fp16 to avx512) and how V was stored. */
     const char *path = ws_isa_name(ws_attn_cpu_path(&sh.kv, sh.n_q, c->isa));
-    const char *v_layout = sh.kv.v_shares_k ? "in K" : sh.kv.v_pairs ? "pairs" : "rows";
+    const char *v_layout = ws_kv_v_layout_name(&sh.kv);
     for (int k = 0; k < n && !rc; k++) {
         attn_cfg *f = &cfg[k];
         int threads = strcmp(f->op, "attn") ? 1 : ws_pool_threads(c->pool);

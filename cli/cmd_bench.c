@@ -174,7 +174,7 @@ static int bench_attn(ws_pool *pool, ws_isa isa, const attn_args *a)
                    alloc / 1e9, a->read_bytes / 1e9);
         return cli_fail(&err);
     }
-    const char *v_layout = cfg.kv.v_shares_k ? "in K" : cfg.kv.v_pairs ? "pairs" : "rows";
+    const char *v_layout = ws_kv_v_layout_name(&cfg.kv);
     fprintf(stderr, "bench: %s (%s): %d q heads / %d kv heads, d_k %d, d_v %d, %s, page %d, V %s\n",
             m.name, ws_attn_kind_name(m.attn), cfg.n_q_heads, cfg.kv.n_kv_heads, cfg.kv.d_k,
             cfg.kv.d_v, ws_dtype_name(cfg.kv.dtype), cfg.kv.page_tokens, v_layout);

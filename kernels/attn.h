@@ -91,6 +91,11 @@ static inline size_t ws_kv_v_pair_off(const ws_kv_layout *kv, int h, int t)
     return (size_t)kv->n_kv_heads * (size_t)kv->page_tokens * (size_t)kv->d_k +
            ((size_t)h * (size_t)kv->page_tokens + (size_t)(t & ~1)) * (size_t)kv->d_v;
 }
+/* How V is stored, for reports: "in K" (v_shares_k), "pairs" or "rows". */
+static inline const char *ws_kv_v_layout_name(const ws_kv_layout *kv)
+{
+    return kv->v_shares_k ? "in K" : kv->v_pairs ? "pairs" : "rows";
+}
 /* Element offset of V element d of token t, head h, in either layout. */
 static inline size_t ws_kv_v_elem(const ws_kv_layout *kv, int h, int t, int d)
 {
