@@ -23,7 +23,7 @@ static void help(FILE *out)
             "       writescope bench attn-cpu --model NAME --ctx N --batch B [--dtype bf16|fp16]\n"
             "                [--threads T] [--sparse-topk K] [--sparse-mode pages|tokens]\n"
             "                [--page P] [--isa X] [--repeats R] [--seed S] [--read-mib N]\n"
-            "                [--v-layout auto|rows|pairs] [--json]\n"
+            "                [--v-layout auto|rows|pairs] [--scaling] [--json]\n"
             "\n"
             "membw     read bandwidth (vectorised read-only reduction), STREAM triad and the\n"
             "          dot-product peak of the attention kernel's instruction path; the buffer\n"
@@ -41,6 +41,9 @@ static void help(FILE *out)
             "--v-layout how the CPU region stores V (separate V blocks only): rows, or token\n"
             "           pairs (the amx path multiplies them as stored); auto (default) takes\n"
             "           what the runtime writes for this path: pairs on amx, else rows\n"
+            "--scaling  also time the kernel and the read pass on one thread, alternating with\n"
+            "           the T-thread runs in every repeat, and report 1-thread figures and the\n"
+            "           speedup (JSON key scaling) from the same minutes of the host\n"
             "--threads  worker threads (default: one per logical CPU)\n"
             "--isa      scalar|avx2|avx512|avx512bf16|amx (default: best, or $WRITESCOPE_ISA)\n"
             "Every figure is measured on this machine (source: measured).\n");
@@ -131,8 +134,70 @@ typedef struct attn_args {
     ws_sparse_mode mode;
     int v_layout; /* -1 auto (the CPU region's layout for the path), 0 rows, 1 pairs */
     double read_bytes;
-    int json;
+    int json, scaling;
 } attn_args;
+
+/* One thread count's figures: medians over the repeats of the kernel's time and of the
+ * read pass before it (secs and rsecs are sorted in place). */
+typedef struct attn_fig {
+    int threads;
+    double sec, smin, smax; /* kernel seconds: median, min, max */
+    double rd, kv_gbps, gflops, pk, roof;
+    int compute_bound;
+} attn_fig;
+
+static attn_fig attn_figures(int threads, double *secs, double *rsecs, int R, size_t covered,
+                             double kv_bytes, double flops, double pk)
+{
+    attn_fig g = {.threads = threads, .pk = pk};
+    g.sec = ws_median_sort(secs, R); /* sorted: extremes at both ends */
+    g.smin = secs[0], g.smax = secs[R - 1];
+    g.rd = (double)covered / ws_median_sort(rsecs, R) / 1e9;
+    g.kv_gbps = kv_bytes / g.sec / 1e9, g.gflops = flops / g.sec / 1e9;
+    const double mem_roof = flops / kv_bytes * g.rd;
+    g.compute_bound = pk < mem_roof;
+    g.roof = g.compute_bound ? pk : mem_roof;
+    return g;
+}
+
+/* The figures that differ between thread counts, as JSON keys of `o`. */
+static void attn_fig_json(json_t *o, const attn_fig *g)
+{
+    json_object_set_new(o, "threads", json_integer(g->threads));
+    json_object_set_new(o, "seconds", json_real(g->sec));
+    json_object_set_new(o, "seconds_min", json_real(g->smin));
+    json_object_set_new(o, "seconds_max", json_real(g->smax));
+    json_object_set_new(o, "kv_gbps", json_real(g->kv_gbps));
+    json_object_set_new(o, "gflops", json_real(g->gflops));
+    json_object_set_new(o, "read_bw_gbps", json_real(g->rd));
+    json_object_set_new(o, "fraction_of_read_bw", json_real(g->kv_gbps / g->rd));
+    json_object_set_new(o, "peak_gflops", json_real(g->pk));
+    json_object_set_new(o, "bound", json_string(g->compute_bound ? "compute" : "memory"));
+    json_object_set_new(o, "roofline_gflops", json_real(g->roof));
+    json_object_set_new(o, "roofline_fraction", json_real(g->gflops / g->roof));
+}
+
+static void attn_fig_print(const attn_fig *g, ws_isa used, int R)
+{
+    printf("kernel       %s, %d thread%s: %.4f s median of %d (min %.4f, max %.4f) (measured)\n",
+           ws_isa_name(used), g->threads, g->threads > 1 ? "s" : "", g->sec, R, g->smin, g->smax);
+    printf("throughput   %.2f GB/s of KV, %.1f GFLOP/s (measured)\n", g->kv_gbps, g->gflops);
+    printf("read bw      %.2f GB/s in the same run: kernel at %.1f%% of it (measured)\n", g->rd,
+           100.0 * g->kv_gbps / g->rd);
+    printf("roofline     peak %.1f GFLOP/s (%s, measured); %s-bound: %.1f%% of min(peak, AI x "
+           "read bw) = %.1f GFLOP/s\n",
+           g->pk, ws_isa_name(used), g->compute_bound ? "compute" : "memory",
+           100.0 * g->gflops / g->roof, g->roof);
+}
+
+/* Times the kernel once; s_out gets the seconds. */
+static int attn_time(ws_attn_bench *b, ws_pool *pool, ws_isa isa, double *s_out, ws_err *err)
+{
+    const double s0 = ws_now_s();
+    const int rc = ws_attn_cpu(ws_attn_bench_problem(b), pool, isa, err);
+    *s_out = ws_now_s() - s0;
+    return rc;
+}
 
 static int bench_attn(ws_pool *pool, ws_isa isa, const attn_args *a)
 {
@@ -163,6 +228,11 @@ static int bench_attn(ws_pool *pool, ws_isa isa, const attn_args *a)
             cfg.sparse = WS_SPARSE_NONE;
     }
     const int T = ws_pool_threads(pool);
+    if (a->scaling && T == 1) {
+        ws_err_set(&err, WS_EINVAL, "bench: --scaling compares one thread with more: run with "
+                   "--threads 2 or more (this host: %d)", ws_cpu_features_get()->logical_cpus);
+        return cli_fail(&err);
+    }
     const double per_tok = (double)cfg.kv.n_kv_heads *
                            (cfg.kv.d_k + (cfg.kv.v_shares_k ? 0 : cfg.kv.d_v)) * 2.0;
     const double alloc = per_tok * (double)cfg.batch * ceil((double)cfg.ctx / cfg.kv.page_tokens) *
@@ -195,54 +265,69 @@ static int bench_attn(ws_pool *pool, ws_isa isa, const attn_args *a)
     /* The read bandwidth is timed once before each repeat of the kernel (one pass over the
      * read buffer), so that both medians cover the same minutes of a host whose speed
      * drifts. */
-    double pk;
-    ws_membw_reader *rdr = ws_membw_reader_create(pool, (size_t)a->read_bytes, &err);
-    if (!rdr || ws_cpu_peak_gflops(pool, used, &pk, &err)) {
+    double pk, pk1 = 0;
+    ws_pool *pool1 = a->scaling ? ws_pool_create(1, &err) : NULL;
+    ws_membw_reader *rdr = a->scaling && !pool1
+                               ? NULL
+                               : ws_membw_reader_create(pool, (size_t)a->read_bytes, &err);
+    if (!rdr || ws_cpu_peak_gflops(pool, used, &pk, &err) ||
+        (pool1 && ws_cpu_peak_gflops(pool1, used, &pk1, &err))) {
         ws_membw_reader_destroy(rdr);
+        ws_pool_destroy(pool1);
         ws_attn_bench_destroy(b);
         return cli_fail(&err);
     }
     const ws_attn_problem *p = ws_attn_bench_problem(b);
     const double kv_bytes = ws_attn_kv_bytes(p), flops = ws_attn_bench_flops(b);
-    double *secs = malloc(sizeof(double) * 2 * (size_t)a->repeats), *rsecs = secs + a->repeats;
+    const int R = (int)a->repeats;
+    /* secs, rsecs: T threads; secs1, rsecs1: one thread (--scaling) */
+    double *secs = malloc(sizeof(double) * 4 * (size_t)R);
     if (!secs) {
         ws_membw_reader_destroy(rdr);
+        ws_pool_destroy(pool1);
         ws_attn_bench_destroy(b);
         ws_err_set(&err, WS_ENOMEM, "bench: out of memory");
         return cli_fail(&err);
     }
+    double *rsecs = secs + R, *secs1 = rsecs + R, *rsecs1 = secs1 + R;
     int rc = 0;
     size_t read_covered = 0;
-    double t_last = ws_now_s();
-    for (int r = -1; r < a->repeats && !rc; r++) { /* r = -1: untimed warm-up */
+    double t_last = ws_now_s(), s, s1 = 0;
+    for (int r = -1; r < R && !rc; r++) { /* r = -1: untimed warm-up */
         ws_attn_bench_select(b, r + 1);
         if (r >= 0)
             rsecs[r] = ws_membw_reader_pass(rdr, (size_t)a->read_bytes, &read_covered);
-        double s0 = ws_now_s();
-        rc = ws_attn_cpu(p, pool, isa, &err);
-        double s1 = ws_now_s();
+        rc = attn_time(b, pool, isa, &s, &err);
         if (r >= 0)
-            secs[r] = s1 - s0;
-        if (s1 - t_last > 2.0) {
-            fprintf(stderr, "bench: repeat %d/%ld (%.3f s)\n", r + 1, a->repeats, s1 - s0);
-            t_last = s1;
+            secs[r] = s;
+        if (pool1 && !rc) { /* the same round on one thread, after its own read pass */
+            if (r >= 0)
+                rsecs1[r] = ws_membw_reader_pass_on(rdr, pool1, (size_t)a->read_bytes, NULL);
+            rc = attn_time(b, pool1, isa, &s1, &err);
+            if (r >= 0)
+                secs1[r] = s1;
+        }
+        if (ws_now_s() - t_last > 2.0) {
+            fprintf(stderr, "bench: repeat %d/%d (%.3f s", r + 1, R, s);
+            if (pool1)
+                fprintf(stderr, "; 1 thread %.3f s", s1);
+            fprintf(stderr, ")\n");
+            t_last = ws_now_s();
         }
     }
     ws_membw_reader_destroy(rdr);
+    ws_pool_destroy(pool1);
     if (rc) {
         free(secs);
         ws_attn_bench_destroy(b);
         return cli_fail(&err);
     }
-    const int R = (int)a->repeats;
-    const double sec = ws_median_sort(secs, R); /* secs sorted: extremes at both ends */
-    const double smin = secs[0], smax = secs[R - 1];
-    const double rd = (double)read_covered / ws_median_sort(rsecs, R) / 1e9;
+    const attn_fig g = attn_figures(T, secs, rsecs, R, read_covered, kv_bytes, flops, pk);
+    attn_fig g1 = {0};
+    if (a->scaling)
+        g1 = attn_figures(1, secs1, rsecs1, R, read_covered, kv_bytes, flops, pk1);
     free(secs);
-    const double kv_gbps = kv_bytes / sec / 1e9, gflops = flops / sec / 1e9;
-    const double ai = flops / kv_bytes, mem_roof = ai * rd;
-    const int compute_bound = pk < mem_roof;
-    const double roof = compute_bound ? pk : mem_roof;
+    const double ai = flops / kv_bytes;
     const double alloc_bytes = ws_attn_bench_kv_alloc_bytes(b);
     ws_attn_bench_destroy(b);
 
@@ -270,23 +355,19 @@ static int bench_attn(ws_pool *pool, ws_isa isa, const attn_args *a)
         json_object_set_new(o, "kv_bytes", cli_num(kv_bytes));
         json_object_set_new(o, "flops", cli_num(flops));
         json_object_set_new(o, "repeats", json_integer(R));
-        json_object_set_new(o, "seconds", json_real(sec));
-        json_object_set_new(o, "seconds_min", json_real(smin));
-        json_object_set_new(o, "seconds_max", json_real(smax));
-        json_object_set_new(o, "kv_gbps", json_real(kv_gbps));
-        json_object_set_new(o, "gflops", json_real(gflops));
         json_object_set_new(o, "isa", json_string(ws_isa_name(used)));
         json_object_set_new(o, "isa_requested", json_string(ws_isa_name(isa)));
-        json_object_set_new(o, "threads", json_integer(T));
         json_object_set_new(o, "pinned_threads", json_integer(ws_pool_pinned(pool)));
-        json_object_set_new(o, "read_bw_gbps", json_real(rd));
         json_object_set_new(o, "read_bw_bytes", cli_num(a->read_bytes));
-        json_object_set_new(o, "fraction_of_read_bw", json_real(kv_gbps / rd));
         json_object_set_new(o, "arithmetic_intensity", json_real(ai));
-        json_object_set_new(o, "peak_gflops", json_real(pk));
-        json_object_set_new(o, "bound", json_string(compute_bound ? "compute" : "memory"));
-        json_object_set_new(o, "roofline_gflops", json_real(roof));
-        json_object_set_new(o, "roofline_fraction", json_real(gflops / roof));
+        attn_fig_json(o, &g);
+        if (a->scaling) { /* one thread, same rounds; speedup = 1-thread time / T-thread */
+            json_t *sc = json_object();
+            attn_fig_json(sc, &g1);
+            json_object_set_new(sc, "speedup", json_real(g1.sec / g.sec));
+            json_object_set_new(sc, "read_bw_speedup", json_real(g.rd / g1.rd));
+            json_object_set_new(o, "scaling", sc);
+        }
         return cli_print_json(o);
     }
     printf("model        %s (%s), %d q / %d kv heads, d_k %d, d_v %d, %s KV, page %d, V %s\n",
@@ -297,21 +378,20 @@ static int bench_attn(ws_pool *pool, ws_isa isa, const attn_args *a)
         printf(" top-%d", cfg.topk);
     printf("; %.3f GB attended (%.2f GB allocated, LLC %.0f MiB)\n", kv_bytes / 1e9,
            alloc_bytes / 1e9, f->l3_bytes / 1048576.0);
-    printf("kernel       %s, %d threads: %.4f s median of %d (min %.4f, max %.4f) (measured)\n",
-           ws_isa_name(used), T, sec, R, smin, smax);
-    printf("throughput   %.2f GB/s of KV, %.1f GFLOP/s (measured)\n", kv_gbps, gflops);
-    printf("read bw      %.2f GB/s in the same run: kernel at %.1f%% of it (measured)\n", rd,
-           100.0 * kv_gbps / rd);
-    printf("roofline     %.1f flop/byte; peak %.1f GFLOP/s (%s, measured); %s-bound: %.1f%% of "
-           "min(peak, AI x read bw) = %.1f GFLOP/s\n",
-           ai, pk, ws_isa_name(used), compute_bound ? "compute" : "memory", 100.0 * gflops / roof,
-           roof);
+    printf("arithmetic   %.1f flop/byte\n", ai);
+    attn_fig_print(&g, used, R);
+    if (a->scaling) {
+        attn_fig_print(&g1, used, R);
+        printf("scaling      %d threads %.2fx faster than 1 (read bandwidth %.2fx), same rounds "
+               "(measured)\n",
+               T, g1.sec / g.sec, g.rd / g1.rd);
+    }
     return CLI_EXIT_OK;
 }
 
 int cmd_bench(int argc, char **argv)
 {
-    int json = 0, nargs = 0;
+    int json = 0, scaling = 0, nargs = 0;
     const char *threads_s = NULL, *mib_s = NULL, *repeats_s = NULL, *isa_s = NULL, *model = NULL,
                *ctx_s = NULL, *batch_s = NULL, *dtype_s = "bf16", *topk_s = NULL, *mode_s = "pages",
                *page_s = "256", *seed_s = "1", *read_mib_s = NULL, *vlay_s = "auto";
@@ -322,7 +402,8 @@ int cmd_bench(int argc, char **argv)
                             {"dtype", &dtype_s, NULL},      {"sparse-topk", &topk_s, NULL},
                             {"sparse-mode", &mode_s, NULL}, {"page", &page_s, NULL},
                             {"seed", &seed_s, NULL},        {"read-mib", &read_mib_s, NULL},
-                            {"v-layout", &vlay_s, NULL},    {0}};
+                            {"v-layout", &vlay_s, NULL},    {"scaling", NULL, &scaling},
+                            {0}};
     char *args[1];
     int rc = cli_parse("bench", argc, argv, opts, args, 1, &nargs, help);
     if (rc)
@@ -344,7 +425,8 @@ int cmd_bench(int argc, char **argv)
             return rc;
         bytes = (double)v * (1 << 20);
     }
-    attn_args a = {.model = model, .read_bytes = bytes, .json = json, .topk = -1};
+    attn_args a = {.model = model, .read_bytes = bytes, .json = json, .topk = -1,
+                   .scaling = scaling};
     if (is_attn) {
         if (!model || !ctx_s || !batch_s)
             return cli_usage_error("bench", "attn-cpu needs --model, --ctx and --batch");
@@ -368,8 +450,8 @@ int cmd_bench(int argc, char **argv)
         else
             return cli_usage_error("bench", "--v-layout must be auto, rows or pairs");
         a.repeats = repeats ? repeats : (a.topk > 0 ? 21 : 5);
-    } else if (model || ctx_s || batch_s || topk_s) {
-        return cli_usage_error("bench", "membw takes no model options");
+    } else if (model || ctx_s || batch_s || topk_s || scaling) {
+        return cli_usage_error("bench", "membw takes no attn-cpu options (--model, --ctx, --batch, --sparse-topk, --scaling)");
     }
     ws_isa isa;
     if ((rc = resolve_isa("bench", isa_s, &isa)))

@@ -109,12 +109,13 @@ struct ws_membw_reader {
     bw_job job;
 };
 
-/* Reads the first `bytes` of the buffer once (or first-touches it); returns the seconds. */
-static double reader_run(ws_membw_reader *r, size_t bytes)
+/* Reads the first `bytes` of the buffer once on `pool` (or first-touches it); returns the
+ * seconds. */
+static double reader_run(ws_membw_reader *r, ws_pool *pool, size_t bytes)
 {
     r->job.slice = read_covered(bytes, r->tasks) / sizeof(float) / (size_t)r->tasks;
     double t0 = ws_now_s();
-    ws_pool_run(r->pool, r->tasks, read_task, &r->job);
+    ws_pool_run(pool, r->tasks, read_task, &r->job);
     return ws_now_s() - t0;
 }
 
@@ -138,19 +139,25 @@ ws_membw_reader *ws_membw_reader_create(ws_pool *pool, size_t bytes, ws_err *err
     r->pool = pool, r->tasks = tasks, r->capacity = read_covered(bytes, tasks);
     r->job.read = f->avx512f ? read_avx512 : f->avx2 ? read_avx2 : read_sse2;
     r->job.init = 1;
-    reader_run(r, r->capacity); /* first touch, by the pool's threads */
+    reader_run(r, pool, r->capacity); /* first touch, by the pool's threads */
     r->job.init = 0;
-    reader_run(r, r->capacity); /* warm-up */
+    reader_run(r, pool, r->capacity); /* warm-up */
     return r;
 }
 
-double ws_membw_reader_pass(ws_membw_reader *r, size_t bytes, size_t *covered_out)
+double ws_membw_reader_pass_on(ws_membw_reader *r, ws_pool *pool, size_t bytes,
+                               size_t *covered_out)
 {
     if (bytes > r->capacity)
         bytes = r->capacity;
     if (covered_out)
         *covered_out = read_covered(bytes, r->tasks);
-    return reader_run(r, bytes);
+    return reader_run(r, pool, bytes);
+}
+
+double ws_membw_reader_pass(ws_membw_reader *r, size_t bytes, size_t *covered_out)
+{
+    return ws_membw_reader_pass_on(r, r->pool, bytes, covered_out);
 }
 
 void ws_membw_reader_destroy(ws_membw_reader *r)

@@ -34,6 +34,10 @@ int ws_membw_read(ws_pool *pool, size_t bytes, int repeats, double *gbps_out, ws
 typedef struct ws_membw_reader ws_membw_reader;
 ws_membw_reader *ws_membw_reader_create(ws_pool *pool, size_t bytes, ws_err *err);
 double ws_membw_reader_pass(ws_membw_reader *r, size_t bytes, size_t *covered_out);
+/* The same pass run by another pool's threads (e.g. one thread, to compare with a kernel
+ * run on one): the same bytes, split over the same tasks. */
+double ws_membw_reader_pass_on(ws_membw_reader *r, ws_pool *pool, size_t bytes,
+                               size_t *covered_out);
 void ws_membw_reader_destroy(ws_membw_reader *r);
 /* Read times over n sizes from one buffer of the largest, in `rounds` round-robin rounds
  * (each round times every size once, so drift of the host's bandwidth during the sweep

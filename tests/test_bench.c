@@ -85,6 +85,34 @@ Test(bench, attn_cpu_mla_sparse_and_forced_paths)
     json_decref(o);
 }
 
+Test(bench, attn_cpu_scaling_same_run)
+{
+    const char *args[] = {"bench", "attn-cpu", "--model", "qwen3-30b-a3b", "--ctx", "600",
+                          "--batch", "2", "--read-mib", "16", "--repeats", "2", "--page", "64",
+                          "--threads", "2", "--scaling", "--json", NULL};
+    json_t *o = th_writescope_json(args, NULL);
+    cr_assert_eq(num(o, "threads"), 2);
+    json_t *sc = json_object_get(o, "scaling");
+    cr_assert(json_is_object(sc), "no scaling object");
+    cr_assert_eq(num(sc, "threads"), 1);
+    const char *keys[] = {"seconds", "kv_gbps", "read_bw_gbps", "fraction_of_read_bw",
+                          "peak_gflops", "roofline_fraction", "speedup", "read_bw_speedup"};
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+        cr_assert(num(sc, keys[i]) > 0 && isfinite(num(sc, keys[i])), "%s", keys[i]);
+    /* the same bytes on one thread: its rate from its own time */
+    cr_assert_float_eq(num(sc, "kv_gbps"), num(o, "kv_bytes") / num(sc, "seconds") / 1e9, 1e-6);
+    cr_assert_float_eq(num(sc, "speedup"), num(sc, "seconds") / num(o, "seconds"), 1e-9);
+    cr_assert_float_eq(num(sc, "read_bw_speedup"), num(o, "read_bw_gbps") / num(sc, "read_bw_gbps"),
+                       1e-9);
+    json_decref(o);
+    /* without --scaling there is no such key */
+    const char *plain[] = {"bench", "attn-cpu", "--model", "qwen3-30b-a3b", "--ctx", "64",
+                           "--batch", "1", "--read-mib", "16", "--repeats", "1", "--json", NULL};
+    o = th_writescope_json(plain, NULL);
+    cr_assert_null(json_object_get(o, "scaling"));
+    json_decref(o);
+}
+
 Test(bench, membw_json)
 {
     const char *args[] = {"bench", "membw", "--mib", "16", "--repeats", "3", "--json", NULL};
@@ -115,7 +143,10 @@ Test(bench, bad_input)
           "--read-mib", "16", "--sparse-topk", "100", NULL}, 1, "multiple of the page"},
         {{"bench", "attn-cpu", "--model", "qwen3-30b-a3b", "--ctx", "100000000", "--batch", "64",
           NULL}, 1, "more than this benchmark allows"},
-        {{"bench", "membw", "--ctx", "5", NULL}, 2, "no model options"},
+        {{"bench", "membw", "--ctx", "5", NULL}, 2, "no attn-cpu options"},
+        {{"bench", "membw", "--scaling", NULL}, 2, "no attn-cpu options"},
+        {{"bench", "attn-cpu", "--model", "qwen3-30b-a3b", "--ctx", "64", "--batch", "1",
+          "--read-mib", "16", "--threads", "1", "--scaling", NULL}, 1, "--threads 2 or more"},
         {{"bench", "attn-cpu", "--model", "qwen3-30b-a3b", "--ctx", "64", "--batch", "1",
           "--v-layout", "cols", NULL}, 2, "auto, rows or pairs"},
         {{"bench", "attn-cpu", "--model", "deepseek-v2-lite", "--ctx", "64", "--batch", "1",

@@ -30,3 +30,26 @@ Test(membw, read_triad_peak_positive)
     cr_assert_eq(ws_membw_triad(p, 100, 3, &g, &err), WS_EINVAL);
     ws_pool_destroy(p);
 }
+
+Test(membw, reader_passes_on_either_pool)
+{
+    ws_err err = {0};
+    ws_pool *p2 = ws_pool_create(2, &err), *p1 = ws_pool_create(1, &err);
+    cr_assert(p2 && p1, "%s", err.msg);
+    ws_membw_reader *r = ws_membw_reader_create(p2, 8u << 20, &err);
+    cr_assert_not_null(r, "%s", err.msg);
+    size_t c2 = 0, c1 = 0;
+    const double t2 = ws_membw_reader_pass(r, 8u << 20, &c2);
+    const double t1 = ws_membw_reader_pass_on(r, p1, 8u << 20, &c1);
+    cr_assert(t2 > 0 && t1 > 0 && isfinite(t1));
+    /* the same tasks on one thread: the same bytes */
+    cr_assert_eq(c1, c2);
+    cr_assert(c2 > (7u << 20) && c2 <= (8u << 20), "covered %zu", c2);
+    /* more than the buffer holds reads the whole buffer */
+    size_t cmax = 0;
+    ws_membw_reader_pass_on(r, p1, 64u << 20, &cmax);
+    cr_assert_eq(cmax, c2);
+    ws_membw_reader_destroy(r);
+    ws_pool_destroy(p1);
+    ws_pool_destroy(p2);
+}
