@@ -30,6 +30,16 @@
  *           halves the O rows loaded and stored per super-block and loads each V tile once
  *           per 16 heads (14% faster for MLA at 2 threads). O columns are in (even, odd)
  *           order per 32, loaded as C tiles once per super-block.
+ *           Paired groups on V rows (MLA, whose V is K's first d_v values, so no pair
+ *           layout can serve both products) do not use zero slots: each 32-column step's V
+ *           values of the super-block are re-laid into token pairs in a small buffer
+ *           (VPUNPCKLWD/HWD of two tokens' rows: columns in lane order, put back at the
+ *           end), one step ahead of their use, and multiplied as with V pairs below. Half
+ *           the products, a quarter of the P loads, for ~2 vector loads, unpacks and stores
+ *           per pair row: time 0.96-0.99 of zero slots for DeepSeek-V2-Lite's 16 heads, 0.82
+ *           for 64 heads (A/B runs); reading the rows from L1 instead of L2 would save
+ *           another ~6%, L1 prefetch of the next step's rows did not (1.01-1.03), nor did
+ *           shift-and-blend instead of unpacks (1.02-1.03).
  *   With V in token pairs (kv.v_pairs, the CPU region's layout for this path, see
  *           ws_attn_cpu_v_pairs) a B row is two tokens' values of 16 columns as stored, so
  *           one P tile of 32 tokens (no zero slots, no odd-slot copy) and two V tiles give
@@ -47,10 +57,7 @@
  * line-fill buffers); prefetching each tile's rows to L1 one step ahead measured 2-5%
  * slower, and so did two P.V variants with four C tiles live (fewer tile loads): 64
  * columns at a time with the P tiles held (11-17% slower at 2 threads) and two head groups
- * sharing each V tile (MLA, 10-20% slower). For paired groups, V re-laid out in token
- * pairs (VNNI, vector unpacks per 32 columns, pipelined one column step ahead) halves the
- * P.V products and P loads: 2-4% faster for 16 heads, 12% for 64 in A/B runs, no clear
- * change in `bench attn-cpu` for DeepSeek-V2-Lite; not kept.
+ * sharing each V tile (MLA, 10-20% slower).
  * Measured on the development host (2 vCPUs, shared, 2-3x swings): 50-100 TSC cycles per
  * token and KV head for Qwen3's shape with data in L2 (P.V about half, the scores and the
  * softmax a quarter each); the TDPBF16PS floor is ~11. Tile loads (~23 cycles per KB from
@@ -82,9 +89,10 @@
 #define NSUB 4 /* sub-blocks per super-block */
 #endif
 #define HMAX 8 /* query heads per head group */
-/* Rows of P per O group and sub-block: a zero pad and 2 tiles (one head group: P even and
- * its odd-slot copy) or 4 (paired: hi and lo, and their copies). */
-#define PROWS(paired) ((paired) ? 65 : 33)
+/* Rows of zero-slot P per sub-block (one head group on V rows): a zero pad, a tile of hi
+ * (rows 0..7) and lo (8..15) rows and its odd-slot copy. P in token pairs (PT in attend)
+ * uses the same space, 1 KB per O group, pair of sub-blocks and tile. */
+#define PROWS 33
 
 static int g_amx_ok;
 static pthread_once_t g_amx_once = PTHREAD_ONCE_INIT;
@@ -119,7 +127,7 @@ typedef struct amx_q_key {
 
 /* Scratch pieces, in order (each 64-byte aligned). */
 typedef struct amx_scratch {
-    size_t key, qv, o, s, sr, p, kg, vg, ml, total;
+    size_t key, qv, o, s, sr, p, kg, vg, gv, ml, total;
 } amx_scratch;
 
 static amx_scratch scratch_plan(const ws_kv_layout *kv, int G)
@@ -136,9 +144,12 @@ static amx_scratch scratch_plan(const ws_kv_layout *kv, int G)
     s.o = at, at += a64(n_og * 16 * dv * 4);              /* O, fp32 */
     s.s = at, at += 2 * n_hg * NSUB * SUB * 16 * 4;       /* score tiles, 2 super-blocks */
     s.sr = at, at += NSUB * 8 * 64;                       /* combined scores */
-    s.p = at, at += n_og * NSUB * PROWS(n_hg >= 2) * 64;  /* P tiles per sub-block */
+    s.p = at, at += n_og * NSUB * PROWS * 64;             /* P tiles per sub-block */
     s.kg = at, at += a64(2 * NSUB * SUB * dk * 2);        /* K gather, 2 super-blocks */
     s.vg = at, at += kv->v_shares_k ? 0 : a64(2 * NSUB * SUB * dv * 2);
+    /* V rows re-laid in token pairs per 32 columns (paired groups, V in rows), two column
+     * steps: [step & 1][pair of sub-blocks][lo, hi][16 pair rows][64 B] */
+    s.gv = at, at += n_hg >= 2 && !kv->v_pairs ? 2 * (NSUB / 2) * 2 * 1024 : 0;
     s.ml = at, at += n_hg * 2 * 64; /* m, l per head group */
     s.total = at;
     return s;
@@ -335,6 +346,31 @@ static void resolve_pairs(const ws_attn_seq *sq, const ws_kv_layout *kv, int kvh
     }
 }
 
+/* Paired groups with V in rows: the super-block's V values of columns [32c, 32c + 32) in
+ * token pairs, as B tiles for P tiles of 32 tokens (no zero slots). Pair row u of a pair of
+ * sub-blocks takes tokens 2u and 2u + 1; VPUNPCKLWD / VPUNPCKHWD interleave them per
+ * 128-bit lane, so the lo tile holds columns {0-3, 8-11, 16-19, 24-27} of the 32 and the
+ * hi tile the others (O columns stay in that order until the end). Absent sub-blocks read
+ * zeros (their P is stale but finite). dst: [pair of sub-blocks][lo, hi][16][32 bf16]. */
+static const uint16_t g_zero_row[32] __attribute__((aligned(64)));
+INL void gather_v_cols(const sub_rows *sub, int nsub, int c, uint16_t *dst)
+{
+    for (int b = 0; b < (nsub + 1) / 2; b++) {
+        uint16_t *d = dst + (size_t)b * 2 * 512;
+        for (int u = 0; u < SUB; u++) {
+            const int j = 2 * b + (u >= SUB / 2), r = 2 * u % SUB;
+            const uint16_t *r0 = g_zero_row, *r1 = g_zero_row;
+            if (j < nsub) {
+                r0 = (const uint16_t *)((const char *)sub[j].v + (size_t)r * sub[j].vs) + 32 * c;
+                r1 = (const uint16_t *)((const char *)r0 + sub[j].vs);
+            }
+            const __m512i a = _mm512_loadu_si512(r0), bb = _mm512_loadu_si512(r1);
+            _mm512_store_si512(d + u * 32, _mm512_unpacklo_epi16(a, bb));
+            _mm512_store_si512(d + 512 + u * 32, _mm512_unpackhi_epi16(a, bb));
+        }
+    }
+}
+
 /* What the score pass needs: the task, q tiles, and two slots (super-blocks b, b + 1) of
  * resolved rows, gather buffers and score tiles. */
 typedef struct score_ctx {
@@ -445,12 +481,11 @@ INL void attend(const ws_attn_problem *p, int s, int kvh, int i0, int i1, int G,
      * the same products per token as two groups of hi/lo rows, but half the O rows to
      * load and store per super-block and each V tile loaded once for 16 heads. */
     const int n_og = paired ? (n_hg + 1) / 2 : 1;
-    /* P of O group og, sub-block j at pb0 + (og * NSUB + j) * prows * 16 (32-bit words):
-     * rows r_lo.. the lo tile (paired) or rows 8.. of the one tile, rows r_ohi.. and
-     * r_olo.. the odd-slot copies when odd_apart. */
+    /* Zero-slot P (one head group on V rows) of sub-block j at pb0 + j * prows * 16 (32-bit
+     * words): hi rows 0.., lo rows r_lo.., the odd-slot copies of both at r_ohi.. and
+     * r_olo.. when odd_apart. */
     uint32_t *pb0 = (uint32_t *)(w + sp.p + 64);
-    const int r_lo = paired ? 16 : 8, r_ohi = paired ? 32 : 16, r_olo = paired ? 48 : 24;
-    const int prows = PROWS(paired);
+    const int r_lo = 8, r_ohi = 16, r_olo = 24, prows = PROWS;
     uint16_t *kg = (uint16_t *)(w + sp.kg), *vg = kv->v_shares_k ? NULL : (uint16_t *)(w + sp.vg);
     float *ml = (float *)(w + sp.ml); /* per head group: m[16], l[16] (halves duplicated) */
     const size_t o_hg = (size_t)16 * dv;
@@ -546,10 +581,13 @@ INL void attend(const ws_attn_problem *p, int s, int kvh, int i0, int i1, int G,
      * work: the line-fill buffers are free of tile loads then; 6% faster for Qwen3's shape
      * than prefetching in the tile loops only) and P.V. */
     const int vp = kv->v_pairs;
-    const int pf_steps = (paired ? n_og : NSUB) * qk_steps + NSUB * n_hg +
-                         pv_steps * n_og * (vp ? NSUB / 2 : NSUB);
-    /* v_pairs: P tiles per O group and pair of sub-blocks, [16 rows][32 tokens] bf16: one
-     * (hi rows 0..7, lo rows 8..15) for one head group, a hi and a lo tile when paired. */
+    /* gv: paired groups on V rows take P in token pairs too, V re-laid per column step */
+    const int gv = paired && !vp, pp = vp || gv;
+    uint16_t *gvb = (uint16_t *)(w + sp.gv);
+    const int pf_steps =
+        (paired ? n_og : NSUB) * qk_steps + NSUB * n_hg + pv_steps * n_og * (pp ? NSUB / 2 : NSUB);
+    /* P in token pairs (pp): tiles per O group and pair of sub-blocks, [16 rows][32 tokens] bf16:
+     * one (hi rows 0..7, lo rows 8..15) for one head group, a hi and a lo tile when paired. */
     const int n_pt = paired ? 2 : 1;
     uint16_t *pv0 = (uint16_t *)(w + sp.p);
 #define PT(og, b, k) (pv0 + ((((size_t)(og) * (NSUB / 2) + (b)) * n_pt + (k)) * 512))
@@ -649,7 +687,7 @@ INL void attend(const ws_attn_problem *p, int s, int kvh, int i0, int i1, int G,
                     for (int r = 0; r < 8; r++)
                         if (!(r & (1 << k)))
                             swap_bit(&e[r], &e[r | (1 << k)], ia[k], ib[k]);
-                if (vp) {
+                if (pp) {
                     uint16_t *th = PT(og_i, j / 2, 0) + (size_t)rh * 32 + (j & 1) * 16;
                     uint16_t *tl = paired ? PT(og_i, j / 2, 1) + (size_t)rh * 32 + (j & 1) * 16
                                           : th + 8 * 32;
@@ -722,9 +760,36 @@ INL void attend(const ws_attn_problem *p, int s, int kvh, int i0, int i1, int G,
                 _tile_stored(0, og + 32 * c, dv * 4);
                 _tile_stored(1, og + 32 * c + 16, dv * 4);
             }
-        /* O += P.V, 32 columns (an even and an odd C tile) at a time, every O group's
-         * before the next columns: a group's V tiles are still in L1 for the next one. */
-        for (int c = 0; c < pv_steps && !vp; c++)
+        /* gv: as with V pairs, V gathered per column step (one step ahead of its use, so
+         * the vector work overlaps the tile work). */
+        if (gv)
+            gather_v_cols(sub, nsub, 0, gvb);
+        for (int c = 0; c < pv_steps && gv; c++) {
+            const uint16_t *gc = gvb + (size_t)(c & 1) * (NSUB / 2) * 1024;
+            for (int gi = 0; gi < n_og; gi++) {
+                float *og = ob + (size_t)gi * o_hg;
+                _tile_loadd(0, og + 32 * c, dv * 4);
+                _tile_loadd(1, og + 32 * c + 16, dv * 4);
+                for (int j = 0; j < nsub; j += 2) {
+                    pf_step(&pf);
+                    _tile_loadd(6, gc + (size_t)j / 2 * 1024, 64);
+                    _tile_loadd(7, gc + (size_t)j / 2 * 1024 + 512, 64);
+                    _tile_loadd(4, PT(gi, j / 2, 0), 64);
+                    _tile_dpbf16ps(0, 4, 6);
+                    _tile_dpbf16ps(1, 4, 7);
+                    _tile_loadd(5, PT(gi, j / 2, 1), 64);
+                    _tile_dpbf16ps(0, 5, 6);
+                    _tile_dpbf16ps(1, 5, 7);
+                }
+                _tile_stored(0, og + 32 * c, dv * 4);
+                _tile_stored(1, og + 32 * c + 16, dv * 4);
+            }
+            if (c + 1 < pv_steps)
+                gather_v_cols(sub, nsub, c + 1, gvb + (size_t)((c + 1) & 1) * (NSUB / 2) * 1024);
+        }
+        /* Zero slots (one head group on V rows, so one O group): O += P.V, 32 columns (an
+         * even and an odd C tile) at a time. */
+        for (int c = 0; c < pv_steps && !pp; c++)
             for (int gi = 0; gi < n_og; gi++) {
                 float *og = ob + (size_t)gi * o_hg;
                 _tile_loadd(0, og + 32 * c, dv * 4);
@@ -737,14 +802,6 @@ INL void attend(const ws_attn_problem *p, int s, int kvh, int i0, int i1, int G,
                     _tile_dpbf16ps(0, 4, 6);
                     _tile_loadd(
                         5, odd_apart ? (const char *)(pe + r_ohi * 16) : (const char *)pe - 2, 64);
-                    _tile_dpbf16ps(1, 5, 6);
-                    if (!paired)
-                        continue;
-                    const uint32_t *pl = pe + r_lo * 16; /* the lo tile, into the same rows */
-                    _tile_loadd(4, pl, 64);
-                    _tile_dpbf16ps(0, 4, 6);
-                    _tile_loadd(
-                        5, odd_apart ? (const char *)(pe + r_olo * 16) : (const char *)pl - 2, 64);
                     _tile_dpbf16ps(1, 5, 6);
                 }
                 _tile_stored(0, og + 32 * c, dv * 4);
@@ -774,6 +831,12 @@ INL void attend(const ws_attn_problem *p, int s, int kvh, int i0, int i1, int G,
                 const float *r1 = og + (size_t)(8 + h) * dv;
                 for (int c = 0; c < dv; c++)
                     out[c] = (paired ? r0[c] : r0[c] + r1[c]) * inv;
+            } else if (gv) { /* lo tile: columns 8k + 0..3, hi tile: 8k + 4..7 */
+                for (int c = 0; c < dv; c += 32)
+                    for (int x = 0; x < 16; x++) {
+                        out[c + 8 * (x / 4) + x % 4] = r0[c + x] * inv;
+                        out[c + 8 * (x / 4) + 4 + x % 4] = r0[c + 16 + x] * inv;
+                    }
             } else if (paired) {
                 for (int c = 0; c < dv; c += 32)
                     for (int x = 0; x < 16; x++) {

@@ -152,6 +152,21 @@ Test(attn_cpu, mla_576_512)
         fx f;
         th_attn_make(&f, kv, 16, 3, lens, 1.0f);
         check_all(&f, thr, 2, "mla");
+        /* Sparse lists on paired head groups (gathered, zero-padded K rows, whose V values
+         * the P.V re-lays in token pairs): 301 unsorted tokens (an odd last sub-block) and
+         * three whole pages out of order. */
+        int32_t sel0[301], sel2[3 * 64];
+        for (int i = 0; i < 301; i++)
+            sel0[i] = (int32_t)((i * 977 + 13) % 1500); /* 977 is prime to 1500: distinct */
+        for (int k = 0; k < 3; k++)
+            for (int t = 0; t < 64; t++)
+                sel2[k * 64 + t] = (int32_t)((k == 0 ? 20 : k == 1 ? 3 : 11) * 64 + t);
+        f.seq[2].sel = sel0;
+        f.seq[2].n_sel = 301;
+        check_all(&f, thr, 2, "mla sparse tokens");
+        f.seq[2].sel = sel2;
+        f.seq[2].n_sel = 3 * 64;
+        check_all(&f, thr, 2, "mla sparse pages");
         th_attn_free(&f);
     }
 }
