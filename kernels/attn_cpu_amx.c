@@ -66,10 +66,21 @@
  * softmax, P.V) leaves 57% of the time (the prefetch stream alone, ~14 GB/s per core), and
  * removing each alone saves what it costs in L2 (14-18%). scripts/fill_buffers.c shows why
  * on this host: tile loads from L2 and a stream of PREFETCHT1 from memory cost their sum
- * (both wait for the core's line-fill buffers), tile loads from L1 overlap it. Tried and
- * no better (A/B): prefetching 1, 3 or 4 super-blocks ahead, every 2nd or 4th line,
+ * (both wait for the core's line-fill buffers), tile loads from L1 overlap it. In the loop
+ * itself (Qwen3's shape, V pairs, 2 threads): K and V tiles read from one L1-resident
+ * block instead of the pages (wrong results, timing only; the prefetch stream unchanged)
+ * take 0.82-0.87 of the time; the same with a PREFETCHT0 of each real row at the moment its
+ * tile would load (the same L2-to-L1 moves, but nothing waits on them) 1.03: the fill
+ * buffers' occupancy, mostly by the memory stream (each PREFETCHT1 holds one for a whole
+ * memory latency), not the tile loads' latency, sets the pace. The hardware L2 streamer
+ * (which needs no fill buffer) does not carry this access pattern: no software prefetch
+ * 1.47, only the first 1, 2 or 8 lines of each 4 KiB 1.36-1.50. Tried and no better
+ * (A/B): prefetching 1, 3 or 4 super-blocks ahead, every 2nd or 4th line,
  * PREFETCHT0/T2/NTA, L1 prefetch of the next tiles, V of this super-block to L1 while K
- * goes two ahead, more and smaller prefetch steps, 2 sub-blocks per super-block. */
+ * goes two ahead, more and smaller prefetch steps, prefetch quotas per phase in proportion
+ * to the phase's measured TSC time (1.03-1.07, with finer softmax steps 1.01-1.03), 2
+ * sub-blocks per super-block, the q tiles held across the four sub-blocks (1.11),
+ * TILELOADDT1 for K and V (GQA 1.00, MLA 1.04-1.06). */
 #include <immintrin.h>
 #include <math.h>
 #include <pthread.h>
