@@ -748,17 +748,24 @@ INL void attend(const ws_attn_problem *p, int s, int kvh, int i0, int i1, int G,
                     }
             }
         }
-        /* v_pairs: O += P.V, 32 columns (two C tiles, columns in order) at a time, per
-         * pair of sub-blocks one P tile (two when paired) and two V tiles as stored. */
-        for (int c = 0; c < pv_steps && vp; c++)
+        /* P in token pairs: O += P.V, 32 columns (two C tiles) at a time, per pair of
+         * sub-blocks one P tile (two when paired) and two V tiles, as stored (v_pairs) or
+         * gathered per column step (gv), one step ahead of its use so that the vector work
+         * overlaps the tile work. */
+        if (gv)
+            gather_v_cols(sub, nsub, 0, gvb);
+        for (int c = 0; c < pv_steps && pp; c++) {
+            const uint16_t *gc = gvb + (size_t)(c & 1) * (NSUB / 2) * 1024;
             for (int gi = 0; gi < n_og; gi++) {
                 float *og = ob + (size_t)gi * o_hg;
                 _tile_loadd(0, og + 32 * c, dv * 4);
                 _tile_loadd(1, og + 32 * c + 16, dv * 4);
                 for (int j = 0; j < nsub; j += 2) {
                     pf_step(&pf);
-                    _tile_loadd(6, sub[j].v + 64 * c, sub[j].vs);
-                    _tile_loadd(7, sub[j].v + 64 * c + 32, sub[j].vs);
+                    const uint16_t *v = vp ? sub[j].v + 64 * c : gc + (size_t)j / 2 * 1024;
+                    const size_t vs = vp ? sub[j].vs : 64;
+                    _tile_loadd(6, v, vs);
+                    _tile_loadd(7, v + (vp ? 32 : 512), vs);
                     _tile_loadd(4, PT(gi, j / 2, 0), 64);
                     _tile_dpbf16ps(0, 4, 6);
                     _tile_dpbf16ps(1, 4, 7);
@@ -771,31 +778,7 @@ INL void attend(const ws_attn_problem *p, int s, int kvh, int i0, int i1, int G,
                 _tile_stored(0, og + 32 * c, dv * 4);
                 _tile_stored(1, og + 32 * c + 16, dv * 4);
             }
-        /* gv: as with V pairs, V gathered per column step (one step ahead of its use, so
-         * the vector work overlaps the tile work). */
-        if (gv)
-            gather_v_cols(sub, nsub, 0, gvb);
-        for (int c = 0; c < pv_steps && gv; c++) {
-            const uint16_t *gc = gvb + (size_t)(c & 1) * (NSUB / 2) * 1024;
-            for (int gi = 0; gi < n_og; gi++) {
-                float *og = ob + (size_t)gi * o_hg;
-                _tile_loadd(0, og + 32 * c, dv * 4);
-                _tile_loadd(1, og + 32 * c + 16, dv * 4);
-                for (int j = 0; j < nsub; j += 2) {
-                    pf_step(&pf);
-                    _tile_loadd(6, gc + (size_t)j / 2 * 1024, 64);
-                    _tile_loadd(7, gc + (size_t)j / 2 * 1024 + 512, 64);
-                    _tile_loadd(4, PT(gi, j / 2, 0), 64);
-                    _tile_dpbf16ps(0, 4, 6);
-                    _tile_dpbf16ps(1, 4, 7);
-                    _tile_loadd(5, PT(gi, j / 2, 1), 64);
-                    _tile_dpbf16ps(0, 5, 6);
-                    _tile_dpbf16ps(1, 5, 7);
-                }
-                _tile_stored(0, og + 32 * c, dv * 4);
-                _tile_stored(1, og + 32 * c + 16, dv * 4);
-            }
-            if (c + 1 < pv_steps)
+            if (gv && c + 1 < pv_steps)
                 gather_v_cols(sub, nsub, c + 1, gvb + (size_t)((c + 1) & 1) * (NSUB / 2) * 1024);
         }
         /* Zero slots (one head group on V rows, so one O group): O += P.V, 32 columns (an
