@@ -18,27 +18,27 @@
  *           heads per vector, one max, one exp and one rescale factor per head for a whole
  *           super-block of up to 64 tokens; a 3-stage permute network then turns the
  *           [token][head] probabilities into per-head rows of 16 tokens.
- *   O += P.V V rows are B tiles loaded straight from the page too: a B row is one token's
- *           32 values as 16 pairs, so an A row holding p in the even bf16 slots (zeros in
- *           the odd ones) yields the 16 even columns and one holding p in the odd slots the
- *           16 odd columns; no V re-layout. The odd-slot tile is the even-slot one loaded
- *           2 bytes earlier (its rows straddle cache lines), or, for 16+ column steps
- *           (MLA), an aligned copy stored beside it. With one head group (G <= 8) the A
+ *   O += P.V one head group (G <= 8) on V rows: V rows are B tiles loaded straight from
+ *           the page too: a B row is one token's 32 values as 16 pairs, so an A row holding
+ *           p in the even bf16 slots (zeros in the odd ones) yields the 16 even columns and
+ *           one holding p in the odd slots the 16 odd columns ("zero slots"). The odd-slot
+ *           tile is the even-slot one loaded 2 bytes earlier (its rows straddle cache
+ *           lines), or, for 16+ column steps (MLA), an aligned copy stored beside it. The A
  *           rows are p_hi and p_lo of the heads, so O is kept as 16 fp32 rows (hi and lo
- *           parts, summed at the end); with more, head groups go in pairs: a p_hi tile and
- *           a p_lo tile of 16 heads multiply into the same 16 O rows (one per head), which
- *           halves the O rows loaded and stored per super-block and loads each V tile once
- *           per 16 heads (14% faster for MLA at 2 threads). O columns are in (even, odd)
- *           order per 32, loaded as C tiles once per super-block.
- *           Paired groups on V rows (MLA, whose V is K's first d_v values, so no pair
- *           layout can serve both products) do not use zero slots: each 32-column step's V
- *           values of the super-block are re-laid into token pairs in a small buffer
- *           (VPUNPCKLWD/HWD of two tokens' rows: columns in lane order, put back at the
- *           end), one step ahead of their use, and multiplied as with V pairs below. Half
- *           the products, a quarter of the P loads, for ~2 vector loads, unpacks and stores
- *           per pair row: time 0.96-0.99 of zero slots for DeepSeek-V2-Lite's 16 heads, 0.82
- *           for 64 heads (A/B runs); reading the rows from L1 instead of L2 would save
- *           another ~6%, L1 prefetch of the next step's rows did not (1.01-1.03), nor did
+ *           parts, summed at the end), columns in (even, odd) order per 32.
+ *           More head groups go in pairs: a p_hi tile and a p_lo tile of 16 heads multiply
+ *           into the same 16 O rows (one per head), which halves the O rows loaded and
+ *           stored per super-block and loads each V tile once per 16 heads (14% faster for
+ *           MLA at 2 threads, measured on zero slots). O is loaded as C tiles once per
+ *           super-block. Paired groups on V rows (MLA, whose V is K's first d_v values, so
+ *           no stored layout serves both products) re-lay each 32-column step's V values of
+ *           the super-block into token pairs in a small buffer (VPUNPCKLWD/HWD of two
+ *           tokens' rows: columns in lane order, put back at the end), one step ahead of
+ *           their use, and multiply them as with V pairs below: half the products and a
+ *           quarter of the P loads of zero slots, for 2 vector loads, unpacks and stores per
+ *           pair row: time 0.96-0.99 of zero slots for DeepSeek-V2-Lite's 16 heads, 0.82 for
+ *           64 heads (A/B runs). Reading the rows from L1 instead of L2 would save another
+ *           ~6%; an L1 prefetch of the next step's rows did not (1.01-1.03), nor did
  *           shift-and-blend instead of unpacks (1.02-1.03).
  *   With V in token pairs (kv.v_pairs, the CPU region's layout for this path, see
  *           ws_attn_cpu_v_pairs) a B row is two tokens' values of 16 columns as stored, so
@@ -831,13 +831,7 @@ INL void attend(const ws_attn_problem *p, int s, int kvh, int i0, int i1, int G,
                         out[c + 8 * (x / 4) + x % 4] = r0[c + x] * inv;
                         out[c + 8 * (x / 4) + 4 + x % 4] = r0[c + 16 + x] * inv;
                     }
-            } else if (paired) {
-                for (int c = 0; c < dv; c += 32)
-                    for (int x = 0; x < 16; x++) {
-                        out[c + 2 * x] = r0[c + x] * inv;
-                        out[c + 2 * x + 1] = r0[c + 16 + x] * inv;
-                    }
-            } else {
+            } else { /* zero slots: (even, odd) columns, hi and lo rows */
                 const float *r1 = og + (size_t)(8 + h) * dv;
                 for (int c = 0; c < dv; c += 32)
                     for (int x = 0; x < 16; x++) {
