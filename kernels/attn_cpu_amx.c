@@ -74,7 +74,7 @@
  * buffers' occupancy, mostly by the memory stream (each PREFETCHT1 holds one for a whole
  * memory latency), not the tile loads' latency, sets the pace. The hardware L2 streamer
  * (which needs no fill buffer) does not carry this access pattern: no software prefetch
- * 1.47, only the first 1, 2 or 8 lines of each 4 KiB 1.36-1.50. Tried and no better
+ * 1.47, one line per 1 or 4 KiB or the first 2 or 8 lines of each 4 KiB 1.36-1.50. Tried and no better
  * (A/B): prefetching 1, 3 or 4 super-blocks ahead, every 2nd or 4th line,
  * PREFETCHT0/T2/NTA, L1 prefetch of the next tiles, V of this super-block to L1 while K
  * goes two ahead, more and smaller prefetch steps, prefetch quotas per phase in proportion
