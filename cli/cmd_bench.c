@@ -266,11 +266,11 @@ static int bench_attn(ws_pool *pool, ws_isa isa, const attn_args *a)
      * read buffer), so that both medians cover the same minutes of a host whose speed
      * drifts. */
     double pk, pk1 = 0;
-    ws_pool *pool1 = a->scaling ? ws_pool_create(1, &err) : NULL;
-    ws_membw_reader *rdr = a->scaling && !pool1
-                               ? NULL
-                               : ws_membw_reader_create(pool, (size_t)a->read_bytes, &err);
-    if (!rdr || ws_cpu_peak_gflops(pool, used, &pk, &err) ||
+    ws_pool *pool1 = NULL; /* one thread, for --scaling */
+    ws_membw_reader *rdr = NULL;
+    if ((a->scaling && !(pool1 = ws_pool_create(1, &err))) ||
+        !(rdr = ws_membw_reader_create(pool, (size_t)a->read_bytes, &err)) ||
+        ws_cpu_peak_gflops(pool, used, &pk, &err) ||
         (pool1 && ws_cpu_peak_gflops(pool1, used, &pk1, &err))) {
         ws_membw_reader_destroy(rdr);
         ws_pool_destroy(pool1);
@@ -451,7 +451,8 @@ int cmd_bench(int argc, char **argv)
             return cli_usage_error("bench", "--v-layout must be auto, rows or pairs");
         a.repeats = repeats ? repeats : (a.topk > 0 ? 21 : 5);
     } else if (model || ctx_s || batch_s || topk_s || scaling) {
-        return cli_usage_error("bench", "membw takes no attn-cpu options (--model, --ctx, --batch, --sparse-topk, --scaling)");
+        return cli_usage_error("bench", "membw takes no attn-cpu options (--model, --ctx, "
+                                        "--batch, --sparse-topk, --scaling)");
     }
     ws_isa isa;
     if ((rc = resolve_isa("bench", isa_s, &isa)))

@@ -194,8 +194,8 @@ INL void load_config(const tilecfg *c)
     __asm__ volatile("ldtilecfg %0" ::"m"(*c));
 }
 
-/* Every tile is 16 rows x 64 bytes. Scores: 0-3 S, 4-5 q, 6 K; P.V: 0-1 O (even, odd
- * columns), 4 P even, 5 P odd, 6 V. */
+/* Every tile is 16 rows x 64 bytes. Scores: 0-3 S, 4-5 q, 6 K; P.V: 0-1 O, then with zero
+ * slots 4 P even, 5 P odd, 6 V, with P in token pairs 4 P (hi), 5 P lo, 6-7 V. */
 static void config(void)
 {
     tilecfg c;
@@ -585,9 +585,10 @@ INL void attend(const ws_attn_problem *p, int s, int kvh, int i0, int i1, int G,
     }
     const __m512 vscale = _mm512_set1_ps(p->scale), ninf = _mm512_set1_ps(-INFINITY);
     const int qk_steps = ksteps, pv_steps = dv / 32;
-    /* The odd-slot P tile is the even-slot one loaded 2 bytes earlier (rows straddle cache
-     * lines), or, when P is reloaded for many column steps (MLA's 512 values: 16), a copy
-     * stored aligned beside it: 5-7% faster for MLA, ~1% slower for d_v = 128 (A/B runs). */
+    /* Zero slots: the odd-slot P tile is the even-slot one loaded 2 bytes earlier (rows
+     * straddle cache lines), or, when P is reloaded for many column steps (d_v 512: 16), a
+     * copy stored aligned beside it: 5-7% faster for MLA (measured when its paired groups
+     * still used zero slots), ~1% slower for d_v = 128 (A/B runs). */
     const int odd_apart = pv_steps >= 8;
     /* pf_step calls per full super-block: the score tiles (a pair of head groups and four
      * sub-blocks per step when paired, see scores), each sub-block's probabilities (vector
