@@ -4,7 +4,10 @@
  * (A B, then B A, ...) and prints each one's median rate and the median of the per-pair
  * time ratios B/A, which stays stable while the host's speed swings 2-3x between minutes.
  * Each run splits every KV head's tokens in halves over the threads (pinned to CPUs 0..T-1).
- * Usage: ab_amx G N_KV D_K D_V TOKENS PAIRS THREADS (d_k != d_v means MLA: V shares K). */
+ * Usage: ab_amx G N_KV D_K D_V TOKENS PAIRS THREADS (d_k != d_v means MLA: V shares K).
+ * AB_REPS=N in the environment makes each run call the kernel N times over the same KV:
+ * with a KV that fits in L2 (e.g. 8 1 128 128 2048) that times the loop's own work, not the
+ * thread start-up that dominates one small call. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
@@ -28,7 +31,7 @@ extern int A_ws_attn_cpu_amx_enable(void);
 #define MAX_THREADS 64
 
 static th_attn g_f;
-static int g_G, g_nkv, g_len, g_threads;
+static int g_G, g_nkv, g_len, g_threads, g_reps = 1;
 
 typedef struct arg {
     attend_fn *fn;
@@ -51,11 +54,12 @@ static void *worker(void *p)
     CPU_SET(a->t, &cs);
     pthread_setaffinity_np(pthread_self(), sizeof cs, &cs);
     const int dv = g_f.p.kv.d_v;
-    for (int u = a->t; u < 2 * g_nkv; u += g_threads) {
-        const int h = u / 2, i0 = u % 2 ? g_len / 2 : 0, i1 = u % 2 ? g_len : g_len / 2;
-        a->fn(&g_f.p, 0, h, i0, i1, g_G, g_f.o + (size_t)h * g_G * dv, g_f.lse + h * g_G,
-              a->scratch);
-    }
+    for (int rep = 0; rep < g_reps; rep++)
+        for (int u = a->t; u < 2 * g_nkv; u += g_threads) {
+            const int h = u / 2, i0 = u % 2 ? g_len / 2 : 0, i1 = u % 2 ? g_len : g_len / 2;
+            a->fn(&g_f.p, 0, h, i0, i1, g_G, g_f.o + (size_t)h * g_G * dv, g_f.lse + h * g_G,
+                  a->scratch);
+        }
     return NULL;
 }
 
@@ -98,6 +102,10 @@ int main(int argc, char **argv)
                 MAX_THREADS);
         return 2;
     }
+    if (getenv("AB_REPS") && (g_reps = atoi(getenv("AB_REPS"))) < 1) {
+        fprintf(stderr, "ab_amx: AB_REPS must be a positive count\n");
+        return 2;
+    }
     ws_kv_layout kv = {.page_tokens = 256,
                        .n_kv_heads = g_nkv,
                        .d_k = dk,
@@ -131,7 +139,7 @@ int main(int argc, char **argv)
     qsort(ta, pairs, sizeof(double), cmp);
     qsort(tb, pairs, sizeof(double), cmp);
     qsort(r, pairs, sizeof(double), cmp);
-    const double bytes = (double)g_len * g_nkv * (dk + (dk != dv ? 0 : dv)) * 2;
+    const double bytes = (double)g_reps * g_len * g_nkv * (dk + (dk != dv ? 0 : dv)) * 2;
     printf("A %.2f GB/s  B %.2f GB/s (medians of %d)  time B/A: median %.3f, quartiles "
            "%.3f..%.3f\n",
            bytes / ta[pairs / 2] / 1e9, bytes / tb[pairs / 2] / 1e9, pairs, r[pairs / 2],

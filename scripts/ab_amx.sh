@@ -4,10 +4,11 @@
 #   REV_x: a git revision (its kernels/attn_cpu_amx.c), "." for the working tree, or a file
 #   defaults: 8 4 128 128 262144 10 2 (Qwen3-30B-A3B's layer shape, ~512 MB of KV: beyond
 #   the last-level cache); MLA (DeepSeek-V2-Lite): 16 1 576 512 262144 10 2.
-#   AB_VPAIRS=1 in the environment stores V in token pairs (kv.v_pairs) for both builds.
+#   AB_VPAIRS=1 in the environment stores V in token pairs (kv.v_pairs) for both builds;
+#   AB_REPS=N calls the kernel N times per run (for a KV held in the caches).
 # Needs `make` first (links build/libwritescope.a); builds into build/ab_amx/.
 set -eu
-[ $# -ge 2 ] || { sed -n '2,8p' "$0" >&2; exit 2; }
+[ $# -ge 2 ] || { sed -n '2,9p' "$0" >&2; exit 2; }
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=$root/build/ab_amx
 mkdir -p "$out"
