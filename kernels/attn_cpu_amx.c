@@ -82,7 +82,24 @@
  * sub-blocks per super-block, the q tiles held across the four sub-blocks (1.11),
  * TILELOADDT1 for K and V (GQA 1.00, MLA 1.04-1.06), K and V stored in tile order (each
  * tile 1 KiB contiguous; a timing-only copy reading the same bytes in that order:
- * 0.97-1.00, not worth a layout). */
+ * 0.97-1.00, not worth a layout; with no software prefetch either, 1.39).
+ * With the KV held in L2 (scripts/ab_amx.sh with AB_REPS, Qwen3's shape, one thread) the
+ * loop runs at about 14-25 GB/s, not much above what one core reads from memory (11-16): the
+ * softmax takes 37% of that time, P.V 19%, the score tiles 15%, the prefetch instructions
+ * 9%, resolving rows and per-call set-up 12%. While TDPBF16PS runs it holds one of the two
+ * FMA ports (scripts/amx_ports.c: FMAs beside it cost their sum, permutes their max), so
+ * the softmax's exp polynomials do not hide under the products. Faster compute alone did
+ * not carry over to memory: the scores of each sub-block issued between the softmax steps
+ * of the previous super-block take 0.89 of the time in L2 but 1.00 from memory; the
+ * prefetch stream alone (all three phases removed) takes 0.625 of the loop's time from
+ * memory. Also tried: K and V read alternately (the next scores between P.V column
+ * steps; 1.10 from memory, 1.25 in L2, the softmax then waits on scores just stored), O in
+ * tiles 2-3 on odd column steps (1.06), paired scores spread over the softmax steps (MLA,
+ * 1.00). MLA in L2: P.V 48%, scores 36%, V re-layout 14%, softmax 13%, O loads and
+ * stores 9%; its L1 sees ~3.4 KiB per token (q tiles 36 KiB and O 32 KiB per super-block,
+ * K read for the scores and again for V), and the TDPBF16PS rate itself moves 2.4x with
+ * the host's phase (13 or 31 TSC cycles each), which MLA's 272 products per 64 tokens
+ * follow. */
 #include <immintrin.h>
 #include <math.h>
 #include <pthread.h>
