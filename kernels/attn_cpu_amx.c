@@ -54,7 +54,9 @@
  * doubling is nearly free). Super-blocks are software-pipelined (the score tiles of the
  * next one are issued before this one's softmax, so tile and vector work overlap). Lines
  * of the super-block after next are prefetched to L2 a few per step (a burst stalls on the
- * line-fill buffers); prefetching each tile's rows to L1 one step ahead measured 2-5%
+ * line-fill buffers), its K and V runs in turns of 256 bytes (see pf_cursor; the bench's
+ * fraction of read bandwidth for Qwen3's shape went from 0.69-0.78 to 0.76-0.85 in runs
+ * alternating the two builds, with the softmax unrolled); prefetching each tile's rows to L1 one step ahead measured 2-5%
  * slower, and so did two P.V variants with four C tiles live (fewer tile loads): 64
  * columns at a time with the P tiles held (11-17% slower at 2 threads) and two head groups
  * sharing each V tile (MLA, 10-20% slower).
