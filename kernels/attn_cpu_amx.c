@@ -95,7 +95,11 @@
  * of the previous super-block take 0.89 of the time in L2 but 1.00 from memory; the
  * prefetch stream alone (all three phases removed) takes 0.625 of the loop's time from
  * memory. Also tried: K and V read alternately (the next scores between P.V column
- * steps; 1.10 from memory, 1.25 in L2, the softmax then waits on scores just stored), O in
+ * steps; 1.10 from memory, 1.25 in L2, the softmax then waits on scores just stored; with
+ * the scores two super-blocks ahead, three slots, so that nothing waits: 1.04-1.06 from
+ * memory, 1.10 in L2), prefetch turns of 128 or 512 bytes (1.13, 1.00) or every other
+ * line of each turn (1.18-1.22), the first line of every region at once (0.99-1.02), 0,
+ * 3, 6 or 10 times the prefetch quota in softmax steps (1.02, 0.97-1.01, 1.04, 1.02), O in
  * tiles 2-3 on odd column steps (1.06), paired scores spread over the softmax steps (MLA,
  * 1.00). MLA in L2: P.V 48%, scores 36%, V re-layout 14%, softmax 13%, O loads and
  * stores 9%; its L1 sees ~3.4 KiB per token (q tiles 36 KiB and O 32 KiB per super-block,
