@@ -54,10 +54,11 @@
  * doubling is nearly free). Super-blocks are software-pipelined (the score tiles of the
  * next one are issued before this one's softmax, so tile and vector work overlap). Lines
  * of the super-block after next are prefetched to L2 a few per step (a burst stalls on the
- * line-fill buffers), its K and V runs in turns of 256 bytes (see pf_cursor; the bench's
- * fraction of read bandwidth for Qwen3's shape went from 0.69-0.78 to 0.76-0.85 in runs
- * alternating the two builds, with the softmax unrolled); prefetching each tile's rows to L1 one step ahead measured 2-5%
- * slower, and so did two P.V variants with four C tiles live (fewer tile loads): 64
+ * line-fill buffers), its K and V runs in turns of 256 bytes (see pf_cursor; in bench runs
+ * alternating three builds, the fraction of read bandwidth for Qwen3's shape was 0.68-0.73
+ * before this session's changes, 0.71-0.78 with the softmax unrolled, 0.77-0.90 with the
+ * turns too); prefetching each tile's rows to L1 one step ahead measured 2-5% slower, and
+ * so did two P.V variants with four C tiles live (fewer tile loads): 64
  * columns at a time with the P tiles held (11-17% slower at 2 threads) and two head groups
  * sharing each V tile (MLA, 10-20% slower).
  * Measured on the development host (2 vCPUs, shared, 2-3x swings): 50-100 TSC cycles per
@@ -232,7 +233,7 @@ static void config(void)
 /* Prefetch of a later super-block, issued a quota of lines per step: up to 2 regions per
  * sub-block (its K rows, its V rows when they are a page's run), taken in turns of PF_TURN
  * bytes. Eight 4 KiB streams advancing together keep more of the L2 streamer at work than
- * one region after another: 0.94-0.95 of the loop's time for Qwen3's shape from memory,
+ * one region after another: 0.93-0.98 of the loop's time for Qwen3's shape from memory,
  * 0.93 with V in rows (A/B runs, 2 threads); turns of 1 KiB measured 1.00, of one or two
  * lines 1.31 and 1.11 (each 4 KiB then looks random to the streamer). */
 #define PF_TURN 256
