@@ -52,12 +52,13 @@
  * Per 16 tokens, 8 heads and 32 dims: one TDPBF16PS for q.k and two for p.V (TDPBF16PS
  * costs about the same for 8 or 16 rows and columns on the development host, so the hi/lo
  * doubling is nearly free). Super-blocks are software-pipelined (the score tiles of the
- * next one are issued before this one's softmax, so tile and vector work overlap). Lines
+ * next one are issued before this one's softmax, so that tile and vector work may overlap;
+ * little of it does, see below). Lines
  * of the super-block after next are prefetched to L2 a few per step (a burst stalls on the
  * line-fill buffers), its K and V runs in turns of 256 bytes (see pf_cursor; in bench runs
  * alternating three builds, the fraction of read bandwidth for Qwen3's shape was 0.68-0.73
- * before this session's changes, 0.71-0.78 with the softmax unrolled, 0.77-0.90 with the
- * turns too); prefetching each tile's rows to L1 one step ahead measured 2-5% slower, and
+ * with one region after another and the softmax's row loops rolled, 0.71-0.78 with them
+ * unrolled, 0.77-0.90 with the turns too); prefetching each tile's rows to L1 one step ahead measured 2-5% slower, and
  * so did two P.V variants with four C tiles live (fewer tile loads): 64
  * columns at a time with the P tiles held (11-17% slower at 2 threads) and two head groups
  * sharing each V tile (MLA, 10-20% slower).
