@@ -428,6 +428,7 @@ INL void gather_v_cols(const sub_rows *sub, int nsub, int c, uint16_t *dst)
 {
     for (int b = 0; b < (nsub + 1) / 2; b++) {
         uint16_t *d = dst + (size_t)b * 2 * 512;
+#pragma GCC unroll 16 /* 0.97-0.98 of MLA's time from memory (A/B runs) */
         for (int u = 0; u < SUB; u++) {
             const int j = 2 * b + (u >= SUB / 2), r = 2 * u % SUB;
             const uint16_t *r0 = g_zero_row, *r1 = g_zero_row;
