@@ -93,10 +93,11 @@
  * 9%, resolving rows and per-call set-up 12%. While TDPBF16PS runs it holds one of the two
  * FMA ports (scripts/amx_ports.c: FMAs beside it cost their sum, permutes their max), so
  * the softmax's exp polynomials do not hide under the products. Faster compute alone did
- * not carry over to memory: the scores of each sub-block issued between the softmax steps
- * of the previous super-block take 0.89 of the time in L2 but 1.00 from memory; the
- * prefetch stream alone (all three phases removed) takes 0.625 of the loop's time from
- * memory. Also tried: K and V read alternately (the next scores between P.V column
+ * not always carry over to memory: the scores of each sub-block issued between the softmax
+ * steps of the previous super-block took 0.89 of the time in L2 but 1.00 from memory while
+ * the prefetch went one region after another, 0.92-0.94 with the turns (now the loop's
+ * schedule); the prefetch stream alone (all three phases removed) takes 0.625 of the
+ * loop's time from memory, 0.71 with the turns. Also tried: K and V read alternately (the next scores between P.V column
  * steps; 1.10 from memory, 1.25 in L2, the softmax then waits on scores just stored; with
  * the scores two super-blocks ahead, three slots, so that nothing waits: 1.04-1.06 from
  * memory, 1.10 in L2), prefetch turns of 128 or 512 bytes (1.13, 1.00) or every other
@@ -449,12 +450,28 @@ typedef struct score_ctx {
     const ws_attn_seq *sq;
     const ws_kv_layout *kv;
     int kvh, i1, n_hg, n_og, paired, ksteps;
+    int defer; /* one head group: scores resolves rows only, attend issues the tiles */
     const uint16_t *qv;
     float *sb;
     uint16_t *kg, *vg;
     sub_rows sub[2][NSUB];
     int nsub[2];
 } score_ctx;
+
+/* One head group's score tile of sub-block j of slot x (rows resolved by scores): S [16 tok
+ * x 16 (hi, lo)], stored to the slot's score buffer. */
+INL void scores_sub(score_ctx *c, int x, int j, pf_cursor *pf)
+{
+    const sub_rows *su = &c->sub[x][j];
+    _tile_zero(0);
+    for (int ks = 0; ks < c->ksteps; ks++) {
+        pf_step(pf);
+        _tile_loadd(6, su->k + 32 * ks, su->ks);
+        _tile_loadd(4, c->qv + (size_t)ks * 512, 64);
+        _tile_dpbf16ps(0, 6, 4);
+    }
+    _tile_stored(0, c->sb + ((size_t)x * c->n_hg * NSUB + j) * SUB * 16, 64);
+}
 
 /* Resolves the super-block starting at item `at` into slot x and issues its score tiles,
  * stored to the slot's score buffer: one head group (G <= 8), S [16 tok x 16 (hi, lo)]
@@ -518,21 +535,14 @@ static void scores(score_ctx *c, int at, int x, pf_cursor *pf)
         }
         return;
     }
-    /* One head group: sub-block by sub-block, in address order. */
-    for (int j = 0; j < ns; j++) {
-        const sub_rows *su = &c->sub[x][j];
-        _tile_zero(0);
-        for (int ks = 0; ks < ksteps; ks++) {
-            pf_step(pf);
-            _tile_loadd(6, su->k + 32 * ks, su->ks);
-            _tile_loadd(4, c->qv + (size_t)ks * 512, 64);
-            _tile_dpbf16ps(0, 6, 4);
-        }
-        _tile_stored(0, S_AT(0, j), 64);
-    }
+    /* One head group: sub-block by sub-block, in address order, here or (defer) between
+     * the softmax steps of the super-block before (attend). */
+    for (int j = 0; j < ns && !c->defer; j++)
+        scores_sub(c, x, j, pf);
 #undef S_AT
 }
 #undef QK2
+
 
 /* The block loop, compiled twice: one head group (paired = 0) and pairs of them. */
 INL void attend(const ws_attn_problem *p, int s, int kvh, int i0, int i1, int G, float *o,
@@ -666,7 +676,10 @@ INL void attend(const ws_attn_problem *p, int s, int kvh, int i0, int i1, int G,
 #define PT(og, b, k) (pv0 + ((((size_t)(og) * (NSUB / 2) + (b)) * n_pt + (k)) * 512))
 
     /* Super-blocks are software-pipelined: the scores of super-block b + 1 (tile work) are
-     * issued before the softmax of b (vector work), so the two overlap. */
+     * issued before the softmax of b (vector work), pairs of head groups all at once, one
+     * head group a sub-block between each of the softmax's steps (0.92-0.94 of the time
+     * from memory with the prefetch in turns, for 1 or 2 threads, V rows or pairs, groups
+     * of 4 or 8; A/B runs), the first super-block's in full before the loop. */
     score_ctx sc = {.sq = sq,
                     .kv = kv,
                     .kvh = kvh,
@@ -678,7 +691,8 @@ INL void attend(const ws_attn_problem *p, int s, int kvh, int i0, int i1, int G,
                     .qv = qv,
                     .sb = sb,
                     .kg = kg,
-                    .vg = vg};
+                    .vg = vg,
+                    .defer = 0};
     int cur = 0;
     const size_t s_sb = (size_t)n_hg * NSUB * SUB * 16; /* floats of scores per super-block */
     pf_cursor pf = {.n = 0};
@@ -712,8 +726,11 @@ INL void attend(const ws_attn_problem *p, int s, int kvh, int i0, int i1, int G,
         for (int r = 0; r < pf.n; r++)
             pf_bytes += pf.len[r];
         pf_start(&pf, (pf_bytes / (size_t)pf_steps + 63) & ~(size_t)63);
-        if (i + NSUB * SUB < i1)
+        const int has_next = i + NSUB * SUB < i1;
+        sc.defer = !paired;
+        if (has_next)
             scores(&sc, i + NSUB * SUB, cur ^ 1, &pf);
+        const int next_ns = has_next && sc.defer ? sc.nsub[cur ^ 1] : 0; /* left to issue */
 
         for (int hg = 0; hg < n_hg; hg++) {
             const int og_i = paired ? hg / 2 : 0, rh = paired ? 8 * (hg & 1) : 0;
@@ -752,6 +769,8 @@ INL void attend(const ws_attn_problem *p, int s, int kvh, int i0, int i1, int G,
              * Qwen3's shape takes ~10% less time with KV in L2 and the whole loop ~5% less
              * from memory (A/B runs, 2 threads; MLA 2-5%). */
             for (int j = 0; j < nsub; j++) {
+                if (j < next_ns)
+                    scores_sub(&sc, cur ^ 1, j, &pf);
                 pf_step(&pf);
                 const int n = sub[j].n;
                 __m512 e[8];
@@ -798,6 +817,8 @@ INL void attend(const ws_attn_problem *p, int s, int kvh, int i0, int i1, int G,
                     }
                 }
             }
+            for (int j = nsub; j < next_ns; j++)
+                scores_sub(&sc, cur ^ 1, j, &pf);
             lsum = _mm512_add_ps(lsum, _mm512_shuffle_f32x4(lsum, lsum, _MM_SHUFFLE(1, 0, 3, 2)));
             _mm512_storeu_ps(l, _mm512_fmadd_ps(alpha, _mm512_loadu_ps(l), lsum));
             _mm512_storeu_ps(m, mn);
