@@ -104,7 +104,12 @@
  * line of each turn (1.18-1.22), the first line of every region at once (0.99-1.02), 0,
  * 3, 6 or 10 times the prefetch quota in softmax steps (1.02, 0.97-1.01, 1.04, 1.02), O in
  * tiles 2-3 on odd column steps (1.06), paired scores spread over the softmax steps (MLA,
- * 1.00). MLA in L2: P.V 48%, scores 36%, V re-layout 14%, softmax 13%, O loads and
+ * 1.00; with the turns 1.01-1.03). With the turns and the interleaved scores: P.V of each
+ * super-block deferred into the next one's softmax steps (three slots, two P buffers;
+ * 1.12-1.14 from memory, 0.975 in L2), two super-blocks' runs in turns at once (16
+ * streams, 1.00-1.03), K prefetched a super-block further ahead than V or V one nearer
+ * (1.00-1.03), quotas of whole turns (0.99-1.02), TILELOADDT1 for K and V (0.98-1.00), K
+ * and q tiles alternating between two registers (1.03-1.07), -O3 (0.99). MLA in L2: P.V 48%, scores 36%, V re-layout 14%, softmax 13%, O loads and
  * stores 9%; its L1 sees ~3.4 KiB per token (q tiles 36 KiB and O 32 KiB per super-block,
  * K read for the scores and again for V), and the TDPBF16PS rate itself moves 2.4x with
  * the host's phase (13 or 31 TSC cycles each), which MLA's 272 products per 64 tokens
