@@ -12,20 +12,13 @@
  *   gcc -O2 scripts/amx_ports.c -o build/amx_ports && build/amx_ports [K]   (default 8) */
 #define _GNU_SOURCE
 #include <immintrin.h>
-#include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 #include <x86intrin.h>
 
-typedef struct {
-    uint8_t palette, start_row, reserved[14];
-    uint16_t colsb[16];
-    uint8_t rows[16];
-} tilecfg;
+#include "amx_probe.h"
 
 #define ITERS 100000
 
@@ -72,20 +65,8 @@ __attribute__((target("amx-tile"))) int main(int argc, char **argv)
                 argv[0]);
         return 2;
     }
-    cpu_set_t cs;
-    CPU_ZERO(&cs);
-    CPU_SET(0, &cs);
-    sched_setaffinity(0, sizeof cs, &cs);
-    if (syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */, 18 /* XTILEDATA */)) {
-        fprintf(stderr, "amx_ports: the kernel does not grant AMX tiles here\n");
+    if (amx_probe_init("amx_ports"))
         return 1;
-    }
-    tilecfg c;
-    memset(&c, 0, sizeof c);
-    c.palette = 1;
-    for (int i = 0; i < 8; i++)
-        c.rows[i] = 16, c.colsb[i] = 64;
-    __asm__ volatile("ldtilecfg %0" ::"m"(c)); /* whole 64 bytes (see attn_cpu_amx.c) */
     static char zero[1024] __attribute__((aligned(64)));
     _tile_zero(0);
     _tile_zero(1);

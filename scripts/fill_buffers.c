@@ -12,21 +12,14 @@
  *   build/fill_buffers [N T]        (defaults 8 lines and 2 tiles per iteration) */
 #define _GNU_SOURCE
 #include <immintrin.h>
-#include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 #include <x86intrin.h>
 
-typedef struct {
-    uint8_t palette, start_row, reserved[14];
-    uint16_t colsb[16];
-    uint8_t rows[16];
-} tilecfg;
+#include "amx_probe.h"
 
 #define BIG (1ul << 30)
 #define ITERS 1000000
@@ -58,20 +51,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: %s [LINES 1..64] [TILES 1..16]\n", argv[0]);
         return 2;
     }
-    cpu_set_t cs;
-    CPU_ZERO(&cs);
-    CPU_SET(0, &cs);
-    sched_setaffinity(0, sizeof cs, &cs);
-    if (syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */, 18 /* XTILEDATA */)) {
-        fprintf(stderr, "fill_buffers: the kernel does not grant AMX tiles here\n");
+    if (amx_probe_init("fill_buffers"))
         return 1;
-    }
-    tilecfg c;
-    memset(&c, 0, sizeof c);
-    c.palette = 1;
-    for (int i = 0; i < 8; i++)
-        c.rows[i] = 16, c.colsb[i] = 64;
-    __asm__ volatile("ldtilecfg %0" ::"m"(c)); /* whole 64 bytes (see attn_cpu_amx.c) */
     char *mem = aligned_alloc(2u << 20, BIG), *tiles = aligned_alloc(4096, 256u << 10);
     if (!mem || !tiles) {
         fprintf(stderr, "fill_buffers: out of memory\n");
