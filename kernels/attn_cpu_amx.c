@@ -548,7 +548,6 @@ static void scores(score_ctx *c, int at, int x, pf_cursor *pf)
 }
 #undef QK2
 
-
 /* The block loop, compiled twice: one head group (paired = 0) and pairs of them. */
 INL void attend(const ws_attn_problem *p, int s, int kvh, int i0, int i1, int G, float *o,
                 float *lse, void *scratch, const int paired)
@@ -702,6 +701,7 @@ INL void attend(const ws_attn_problem *p, int s, int kvh, int i0, int i1, int G,
     const size_t s_sb = (size_t)n_hg * NSUB * SUB * 16; /* floats of scores per super-block */
     pf_cursor pf = {.n = 0};
     scores(&sc, i0, 0, &pf);
+    sc.defer = !paired;
     for (int i = i0; i < i1; i += NSUB * SUB) {
         const int nsub = sc.nsub[cur];
         const sub_rows *sub = sc.sub[cur];
@@ -732,7 +732,6 @@ INL void attend(const ws_attn_problem *p, int s, int kvh, int i0, int i1, int G,
             pf_bytes += pf.len[r];
         pf_start(&pf, (pf_bytes / (size_t)pf_steps + 63) & ~(size_t)63);
         const int has_next = i + NSUB * SUB < i1;
-        sc.defer = !paired;
         if (has_next)
             scores(&sc, i + NSUB * SUB, cur ^ 1, &pf);
         const int next_ns = has_next && sc.defer ? sc.nsub[cur ^ 1] : 0; /* left to issue */
