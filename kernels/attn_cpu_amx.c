@@ -50,18 +50,19 @@
  *           single-token lists reads both tokens' lines of a pair (sparse token lists run
  *           ~20% slower than on rows; dense and page lists do not gather).
  * Per 16 tokens, 8 heads and 32 dims: one TDPBF16PS for q.k and two for p.V (TDPBF16PS
- * costs about the same for 8 or 16 rows and columns on the development host, so the hi/lo
- * doubling is nearly free). Super-blocks are software-pipelined (the score tiles of the
- * next one are issued before this one's softmax, so that tile and vector work may overlap;
- * little of it does, see below). Lines
- * of the super-block after next are prefetched to L2 a few per step (a burst stalls on the
- * line-fill buffers), its K and V runs in turns of 256 bytes (see pf_cursor; in bench runs
- * alternating three builds, the fraction of read bandwidth for Qwen3's shape was 0.68-0.73
- * with one region after another and the softmax's row loops rolled, 0.71-0.78 with them
- * unrolled, 0.77-0.90 with the turns too); prefetching each tile's rows to L1 one step ahead measured 2-5% slower, and
- * so did two P.V variants with four C tiles live (fewer tile loads): 64
- * columns at a time with the P tiles held (11-17% slower at 2 threads) and two head groups
- * sharing each V tile (MLA, 10-20% slower).
+ * costs about the same for 8 or 16 rows and columns on the development host, so the
+ * hi/lo doubling is nearly free). Super-blocks are software-pipelined: the score tiles
+ * of the next one are issued before this one's softmax (pairs of head groups) or one
+ * sub-block between each of its steps (one head group), so that tile and vector work
+ * overlap. Lines of the super-block after next are prefetched to L2 a few per step (a
+ * burst stalls on the line-fill buffers), its K and V runs in turns of 256 bytes (see
+ * pf_cursor). In bench runs alternating builds, the fraction of read bandwidth for
+ * Qwen3's shape was 0.68-0.73 with one region after another and the softmax's row loops
+ * rolled, 0.71-0.78 with them unrolled, 0.77-0.90 with the turns too (0.75-0.83 against
+ * 0.82-0.90 for the scores interleaved with the softmax). Prefetching each tile's rows
+ * to L1 one step ahead measured 2-5% slower, and so did two P.V variants with four C
+ * tiles live (fewer tile loads): 64 columns at a time with the P tiles held (11-17%
+ * slower at 2 threads) and two head groups sharing each V tile (MLA, 10-20% slower).
  * Measured on the development host (2 vCPUs, shared, 2-3x swings): 50-100 TSC cycles per
  * token and KV head for Qwen3's shape with data in L2 (P.V about half, the scores and the
  * softmax a quarter each); the TDPBF16PS floor is ~11. Tile loads (~23 cycles per KB from
@@ -78,8 +79,8 @@
  * buffers' occupancy, mostly by the memory stream (each PREFETCHT1 holds one for a whole
  * memory latency), not the tile loads' latency, sets the pace. The hardware L2 streamer
  * (which needs no fill buffer) does not carry this access pattern: no software prefetch
- * 1.47, one line per 1 or 4 KiB or the first 2 or 8 lines of each 4 KiB 1.36-1.50. Tried and no better
- * (A/B): prefetching 1, 3 or 4 super-blocks ahead, every 2nd or 4th line,
+ * 1.47, one line per 1 or 4 KiB or the first 2 or 8 lines of each 4 KiB 1.36-1.50. Tried
+ * and no better (A/B): prefetching 1, 3 or 4 super-blocks ahead, every 2nd or 4th line,
  * PREFETCHT0/T2/NTA, L1 prefetch of the next tiles, V of this super-block to L1 while K
  * goes two ahead, more and smaller prefetch steps, prefetch quotas per phase in proportion
  * to the phase's measured TSC time (1.03-1.07, with finer softmax steps 1.01-1.03), 2
@@ -88,34 +89,37 @@
  * tile 1 KiB contiguous; a timing-only copy reading the same bytes in that order:
  * 0.97-1.00, not worth a layout; with no software prefetch either, 1.39).
  * With the KV held in L2 (scripts/ab_amx.sh with AB_REPS, Qwen3's shape, one thread) the
- * loop runs at about 14-25 GB/s, not much above what one core reads from memory (11-16): the
- * softmax takes 37% of that time, P.V 19%, the score tiles 15%, the prefetch instructions
- * 9%, resolving rows and per-call set-up 12%. While TDPBF16PS runs it holds one of the two
- * FMA ports (scripts/amx_ports.c: FMAs beside it cost their sum, permutes their max), so
- * the softmax's exp polynomials do not hide under the products. Faster compute alone did
- * not always carry over to memory: the scores of each sub-block issued between the softmax
- * steps of the previous super-block took 0.89 of the time in L2 but 1.00 from memory while
- * the prefetch went one region after another, 0.92-0.94 with the turns (now the loop's
- * schedule); the prefetch stream alone (all three phases removed) takes 0.625 of the
- * loop's time from memory, 0.71 with the turns. Also tried: K and V read alternately (the next scores between P.V column
- * steps; 1.10 from memory, 1.25 in L2, the softmax then waits on scores just stored; with
- * the scores two super-blocks ahead, three slots, so that nothing waits: 1.04-1.06 from
- * memory, 1.10 in L2), prefetch turns of 128 or 512 bytes (1.13, 1.00) or every other
- * line of each turn (1.18-1.22), the first line of every region at once (0.99-1.02), 0,
- * 3, 6 or 10 times the prefetch quota in softmax steps (1.02, 0.97-1.01, 1.04, 1.02), O in
- * tiles 2-3 on odd column steps (1.06), paired scores spread over the softmax steps (MLA,
- * 1.00; with the turns 1.01-1.03). With the turns and the interleaved scores: P.V of each
- * super-block deferred into the next one's softmax steps (three slots, two P buffers;
- * 1.12-1.14 from memory, 0.975 in L2), two super-blocks' runs in turns at once (16
- * streams, 1.00-1.03), K prefetched a super-block further ahead than V or V one nearer
- * (1.00-1.03), quotas of whole turns (0.99-1.02), TILELOADDT1 for K and V (0.98-1.00), K
- * and q tiles alternating between two registers (1.03-1.07), -O3 (0.99), each sub-block's
- * scores after the softmax step's exps or a step earlier (0.98-1.01), a degree-5 exp
- * polynomial (0.98-1.01: not worth the precision). MLA in L2: P.V 48%, scores 36%, V re-layout 14%, softmax 13%, O loads and
- * stores 9%; its L1 sees ~3.4 KiB per token (q tiles 36 KiB and O 32 KiB per super-block,
- * K read for the scores and again for V), and the TDPBF16PS rate itself moves 2.4x with
- * the host's phase (13 or 31 TSC cycles each), which MLA's 272 products per 64 tokens
- * follow. */
+ * loop runs at about 14-25 GB/s, not much above what one core reads from memory (11-16).
+ * Before the turns and the interleaved scores, the softmax took 37% of that time, P.V
+ * 19%, the score tiles 15%, the prefetch instructions 9%, resolving rows and per-call
+ * set-up 12%; after them the score tiles take 4% (hidden in the softmax), P.V 14%, the
+ * prefetch instructions 26%. While TDPBF16PS runs it holds one of the two FMA ports
+ * (scripts/amx_ports.c: FMAs beside it cost their sum, permutes their max), so the
+ * softmax's exp polynomials do not hide under the products. Faster compute alone did not
+ * always carry over to memory: the interleaved scores took 0.89 of the time in L2 but
+ * 1.00 from memory while the prefetch went one region after another, 0.92-0.94 with the
+ * turns. From memory, the final loop without the score tiles takes 0.825 of its time,
+ * without P.V 0.844, without the softmax 0.842, without all three 0.713 (the prefetch
+ * stream alone; 0.625 before the turns). Also tried: K and V read alternately (the next
+ * scores between P.V column steps; 1.10 from memory, 1.25 in L2, the softmax then waits
+ * on scores just stored; with the scores two super-blocks ahead, three slots, so that
+ * nothing waits: 1.04-1.06 from memory, 1.10 in L2), prefetch turns of 128 or 512 bytes
+ * (1.13, 1.00) or every other line of each turn (1.18-1.22), the first line of every
+ * region at once (0.99-1.02), 0, 3, 6 or 10 times the prefetch quota in softmax steps
+ * (1.02, 0.97-1.01, 1.04, 1.02), O in tiles 2-3 on odd column steps (1.06), paired
+ * scores spread over the softmax steps (MLA, 1.00; with the turns 1.01-1.03). With the
+ * turns and the interleaved scores: P.V of each super-block deferred into the next one's
+ * softmax steps (three slots, two P buffers; 1.12-1.14 from memory, 0.975 in L2), two
+ * super-blocks' runs in turns at once (16 streams, 1.00-1.03), K prefetched a
+ * super-block further ahead than V or V one nearer (1.00-1.03), quotas of whole turns
+ * (0.99-1.02), a flat list of turns (1.09-1.14), TILELOADDT1 for K and V (0.98-1.00), K
+ * and q tiles alternating between two registers (1.03-1.07), -O3 (0.99), each
+ * sub-block's scores after the softmax step's exps or a step earlier (0.98-1.01), a
+ * degree-5 exp polynomial (0.98-1.01: not worth the precision). MLA in L2: P.V 48%,
+ * scores 36%, V re-layout 14%, softmax 13%, O loads and stores 9%; its L1 sees ~3.4 KiB
+ * per token (q tiles 36 KiB and O 32 KiB per super-block, K read for the scores and
+ * again for V), and the TDPBF16PS rate itself moves 2.4x with the host's phase (13 or 31
+ * TSC cycles each), which MLA's 272 products per 64 tokens follow. */
 #include <immintrin.h>
 #include <math.h>
 #include <pthread.h>
