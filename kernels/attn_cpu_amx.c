@@ -417,7 +417,8 @@ static void resolve_pairs(const ws_attn_seq *sq, const ws_kv_layout *kv, int kvh
                 }
             }
             const __m512i idx = _mm512_add_epi16(
-                _mm512_load_si512(g_pair_idx_v), _mm512_set1_epi32((int)((unsigned)slot[0] | (unsigned)slot[1] << 16)));
+                _mm512_load_si512(g_pair_idx_v),
+                _mm512_set1_epi32((int)((unsigned)slot[0] | (unsigned)slot[1] << 16)));
             uint16_t *d = dst + (size_t)u * 2 * dv;
             for (int e = 0; e < 2 * dv; e += 32) {
                 const __m512i va = src[0] ? _mm512_loadu_si512(src[0] + e) : _mm512_setzero_si512();
