@@ -115,7 +115,8 @@
  * (0.99-1.02), a flat list of turns (1.09-1.14), TILELOADDT1 for K and V (0.98-1.00), K
  * and q tiles alternating between two registers (1.03-1.07), -O3 (0.99), each
  * sub-block's scores after the softmax step's exps or a step earlier (0.98-1.01), a
- * degree-5 exp polynomial (0.98-1.01: not worth the precision). MLA in L2: P.V 48%,
+ * degree-5 exp polynomial (0.98-1.01: not worth the precision), a PREFETCHT0 of the next
+ * sub-block's K rows in each softmax step (1.00-1.05). MLA in L2: P.V 48%,
  * scores 36%, V re-layout 14%, softmax 13%, O loads and stores 9%; its L1 sees ~3.4 KiB
  * per token (q tiles 36 KiB and O 32 KiB per super-block, K read for the scores and
  * again for V), and the TDPBF16PS rate itself moves 2.4x with the host's phase (13 or 31
