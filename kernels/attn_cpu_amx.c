@@ -716,7 +716,7 @@ INL void attend(const ws_attn_problem *p, int s, int kvh, int i0, int i1, int G,
         /* Super-block b + 2 is prefetched (to L2) over this iteration's steps: page runs
          * in turns (pf_cursor), scattered rows of a list at once (the hardware cannot guess
          * them). */
-        pf = (pf_cursor){.n = 0};
+        pf.n = 0; /* regions below; pf_start sets the rest */
         const int ipf = i + 2 * NSUB * SUB;
         for (int j = 0; j < NSUB && ipf + j * SUB < i1; j++) {
             const int it = ipf + j * SUB, n = i1 - it < SUB ? i1 - it : SUB;
@@ -889,24 +889,22 @@ INL void attend(const ws_attn_problem *p, int s, int kvh, int i0, int i1, int G,
         }
         /* Zero slots (one head group on V rows, so one O group): O += P.V, 32 columns (an
          * even and an odd C tile) at a time. */
-        for (int c = 0; c < pv_steps && !pp; c++)
-            for (int gi = 0; gi < n_og; gi++) {
-                float *og = ob + (size_t)gi * o_hg;
-                _tile_loadd(0, og + 32 * c, dv * 4);
-                _tile_loadd(1, og + 32 * c + 16, dv * 4);
-                for (int j = 0; j < nsub; j++) {
-                    pf_step(&pf);
-                    const uint32_t *pe = pb0 + ((size_t)gi * NSUB + j) * prows * 16;
-                    _tile_loadd(6, sub[j].v + 32 * c, sub[j].vs);
-                    _tile_loadd(4, pe, 64);
-                    _tile_dpbf16ps(0, 4, 6);
-                    _tile_loadd(
-                        5, odd_apart ? (const char *)(pe + r_ohi * 16) : (const char *)pe - 2, 64);
-                    _tile_dpbf16ps(1, 5, 6);
-                }
-                _tile_stored(0, og + 32 * c, dv * 4);
-                _tile_stored(1, og + 32 * c + 16, dv * 4);
+        for (int c = 0; c < pv_steps && !pp; c++) {
+            _tile_loadd(0, ob + 32 * c, dv * 4);
+            _tile_loadd(1, ob + 32 * c + 16, dv * 4);
+            for (int j = 0; j < nsub; j++) {
+                pf_step(&pf);
+                const uint32_t *pe = pb0 + (size_t)j * prows * 16;
+                _tile_loadd(6, sub[j].v + 32 * c, sub[j].vs);
+                _tile_loadd(4, pe, 64);
+                _tile_dpbf16ps(0, 4, 6);
+                _tile_loadd(5, odd_apart ? (const char *)(pe + r_ohi * 16) : (const char *)pe - 2,
+                            64);
+                _tile_dpbf16ps(1, 5, 6);
             }
+            _tile_stored(0, ob + 32 * c, dv * 4);
+            _tile_stored(1, ob + 32 * c + 16, dv * 4);
+        }
         pf.quota = (size_t)-1 / 2; /* whatever is left */
         pf_step(&pf);
         cur ^= 1;
