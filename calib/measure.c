@@ -193,7 +193,8 @@ typedef struct attn_shape {
 } attn_shape;
 
 /* The model's attention shape as the CPU region stores it for path isa (V in token pairs
- * where the path multiplies them as stored, ws_attn_cpu_v_pairs). */
+ * and K in tiles where the path multiplies them as stored, ws_attn_cpu_v_pairs and
+ * ws_attn_cpu_k_tiles). */
 static int shape_from_model(const char *name, ws_dtype dt, ws_isa isa, attn_shape *s,
                             ws_err *err)
 {
@@ -208,6 +209,7 @@ static int shape_from_model(const char *name, ws_dtype dt, ws_isa isa, attn_shap
     if ((rc = ws_model_attn_shape(&m, dt, PAGE_TOKENS, &s->kv, &s->n_q, &s->scale, err)))
         return rc;
     s->kv.v_pairs = ws_attn_cpu_v_pairs(&s->kv, s->n_q, isa);
+    s->kv.k_tiles = ws_attn_cpu_k_tiles(&s->kv, s->n_q, isa);
     return 0;
 }
 
@@ -384,9 +386,9 @@ static int attn_sweep(ctx *c, const char *model, ws_dtype dt, int full)
                 rc = time_attn(c, &sh, &v, strcmp(f->op, "attn") ? c->pool1 : c->pool, f->ctx,
                                f->batch, f->topk, r == 0, 1, &f->t[r], &f->bytes, &f->flops);
         }
-    /* The path that served the shape (amx hands fp16 to avx512) and how V was stored. */
+    /* The path that served the shape (amx hands fp16 to avx512) and how K and V were stored. */
     const char *path = ws_isa_name(ws_attn_cpu_path(&sh.kv, sh.n_q, c->isa));
-    const char *v_layout = ws_kv_v_layout_name(&sh.kv);
+    const char *v_layout = ws_kv_v_layout_name(&sh.kv), *k_layout = ws_kv_k_layout_name(&sh.kv);
     for (int k = 0; k < n && !rc; k++) {
         attn_cfg *f = &cfg[k];
         int threads = strcmp(f->op, "attn") ? 1 : ws_pool_threads(c->pool);
@@ -394,14 +396,16 @@ static int attn_sweep(ctx *c, const char *model, ws_dtype dt, int full)
             rc = add(c, "cpu", f->op, ws_dtype_name(dt), sh.kind, f->flops, f->bytes, f->t, reps,
                      "{\"model\": \"%s\", \"ctx\": %d, \"batch\": %d, \"topk\": %d, "
                      "\"blocks\": 64, \"threads\": %d, \"isa\": \"%s\", \"path\": \"%s\", "
-                     "\"v_layout\": \"%s\"}",
+                     "\"k_layout\": \"%s\", \"v_layout\": \"%s\"}",
                      model, f->ctx, f->batch, f->topk, threads, ws_isa_name(c->isa), path,
-                     v_layout);
+                     k_layout, v_layout);
         else
             rc = add(c, "cpu", f->op, ws_dtype_name(dt), sh.kind, f->flops, f->bytes, f->t, reps,
                      "{\"model\": \"%s\", \"ctx\": %d, \"batch\": %d, \"threads\": %d, "
-                     "\"isa\": \"%s\", \"path\": \"%s\", \"v_layout\": \"%s\"}",
-                     model, f->ctx, f->batch, threads, ws_isa_name(c->isa), path, v_layout);
+                     "\"isa\": \"%s\", \"path\": \"%s\", \"k_layout\": \"%s\", "
+                     "\"v_layout\": \"%s\"}",
+                     model, f->ctx, f->batch, threads, ws_isa_name(c->isa), path, k_layout,
+                     v_layout);
     }
     free(v.perm);
     return rc;

@@ -23,7 +23,8 @@ static void help(FILE *out)
             "       writescope bench attn-cpu --model NAME --ctx N --batch B [--dtype bf16|fp16]\n"
             "                [--threads T] [--sparse-topk K] [--sparse-mode pages|tokens]\n"
             "                [--page P] [--isa X] [--repeats R] [--seed S] [--read-mib N]\n"
-            "                [--v-layout auto|rows|pairs] [--scaling] [--json]\n"
+            "                [--v-layout auto|rows|pairs] [--k-layout auto|rows|tiles]\n"
+            "                [--scaling] [--json]\n"
             "\n"
             "membw     read bandwidth (vectorised read-only reduction), STREAM triad and the\n"
             "          dot-product peak of the attention kernel's instruction path; the buffer\n"
@@ -41,6 +42,10 @@ static void help(FILE *out)
             "--v-layout how the CPU region stores V (separate V blocks only): rows, or token\n"
             "           pairs (the amx path multiplies them as stored); auto (default) takes\n"
             "           what the runtime writes for this path: pairs on amx, else rows\n"
+            "--k-layout how the CPU region stores K (separate V blocks, pages of a multiple of 16\n"
+            "           tokens): rows, or tiles of 16 tokens (the amx path multiplies them as\n"
+            "           stored); auto (default): tiles on amx for up to 8 query heads per KV\n"
+            "           head, else rows\n"
             "--scaling  also time the kernel and the read pass on one thread, alternating with\n"
             "           the T-thread runs in every repeat, and report 1-thread figures and the\n"
             "           speedup (JSON key scaling) from the same minutes of the host\n"
@@ -133,6 +138,7 @@ typedef struct attn_args {
     ws_dtype dtype;
     ws_sparse_mode mode;
     int v_layout; /* -1 auto (the CPU region's layout for the path), 0 rows, 1 pairs */
+    int k_layout; /* -1 auto, 0 rows, 1 tiles */
     double read_bytes;
     int json, scaling;
 } attn_args;
@@ -216,6 +222,18 @@ static int bench_attn(ws_pool *pool, ws_isa isa, const attn_args *a)
                    "and an even --page", m.name);
         return cli_fail(&err);
     }
+    cfg.kv.k_tiles = a->k_layout < 0 ? ws_attn_cpu_k_tiles(&cfg.kv, cfg.n_q_heads, isa)
+                                     : a->k_layout;
+    if (cfg.kv.k_tiles && cfg.kv.v_shares_k) {
+        ws_err_set(&err, WS_EINVAL, "bench: --k-layout tiles needs a separate V block (%s keeps "
+                   "V inside K)", m.name);
+        return cli_fail(&err);
+    }
+    if (cfg.kv.k_tiles && cfg.kv.page_tokens % 16) {
+        ws_err_set(&err, WS_EINVAL, "bench: --k-layout tiles needs a --page that is a multiple "
+                   "of 16 (got %d)", cfg.kv.page_tokens);
+        return cli_fail(&err);
+    }
     cfg.batch = (int)a->batch;
     cfg.ctx = (int)a->ctx;
     cfg.seed = (uint64_t)a->seed;
@@ -244,10 +262,11 @@ static int bench_attn(ws_pool *pool, ws_isa isa, const attn_args *a)
                    alloc / 1e9, a->read_bytes / 1e9);
         return cli_fail(&err);
     }
-    const char *v_layout = ws_kv_v_layout_name(&cfg.kv);
-    fprintf(stderr, "bench: %s (%s): %d q heads / %d kv heads, d_k %d, d_v %d, %s, page %d, V %s\n",
-            m.name, ws_attn_kind_name(m.attn), cfg.n_q_heads, cfg.kv.n_kv_heads, cfg.kv.d_k,
-            cfg.kv.d_v, ws_dtype_name(cfg.kv.dtype), cfg.kv.page_tokens, v_layout);
+    const char *v_layout = ws_kv_v_layout_name(&cfg.kv), *k_layout = ws_kv_k_layout_name(&cfg.kv);
+    fprintf(stderr, "bench: %s (%s): %d q heads / %d kv heads, d_k %d, d_v %d, %s, page %d, "
+            "K %s, V %s\n", m.name, ws_attn_kind_name(m.attn), cfg.n_q_heads, cfg.kv.n_kv_heads,
+            cfg.kv.d_k, cfg.kv.d_v, ws_dtype_name(cfg.kv.dtype), cfg.kv.page_tokens, k_layout,
+            v_layout);
     fprintf(stderr, "bench: filling %.2f GB of KV (batch %d x %d tokens, scattered pages)...\n",
             alloc / 1e9, cfg.batch, cfg.ctx);
     double t0 = ws_now_s();
@@ -347,6 +366,7 @@ static int bench_attn(ws_pool *pool, ws_isa isa, const attn_args *a)
         json_object_set_new(o, "ctx", json_integer(cfg.ctx));
         json_object_set_new(o, "batch", json_integer(cfg.batch));
         json_object_set_new(o, "page", json_integer(cfg.kv.page_tokens));
+        json_object_set_new(o, "k_layout", json_string(k_layout));
         json_object_set_new(o, "v_layout", json_string(v_layout));
         json_object_set_new(o, "sparse", json_string(mode));
         json_object_set_new(o, "sparse_topk", json_integer(cfg.sparse ? cfg.topk : 0));
@@ -370,9 +390,10 @@ static int bench_attn(ws_pool *pool, ws_isa isa, const attn_args *a)
         }
         return cli_print_json(o);
     }
-    printf("model        %s (%s), %d q / %d kv heads, d_k %d, d_v %d, %s KV, page %d, V %s\n",
-           m.name, ws_attn_kind_name(m.attn), cfg.n_q_heads, cfg.kv.n_kv_heads, cfg.kv.d_k,
-           cfg.kv.d_v, ws_dtype_name(cfg.kv.dtype), cfg.kv.page_tokens, v_layout);
+    printf("model        %s (%s), %d q / %d kv heads, d_k %d, d_v %d, %s KV, page %d, K %s, "
+           "V %s\n", m.name, ws_attn_kind_name(m.attn), cfg.n_q_heads, cfg.kv.n_kv_heads,
+           cfg.kv.d_k, cfg.kv.d_v, ws_dtype_name(cfg.kv.dtype), cfg.kv.page_tokens, k_layout,
+           v_layout);
     printf("workload     batch %d x %d tokens, %s", cfg.batch, cfg.ctx, mode);
     if (cfg.sparse)
         printf(" top-%d", cfg.topk);
@@ -394,7 +415,8 @@ int cmd_bench(int argc, char **argv)
     int json = 0, scaling = 0, nargs = 0;
     const char *threads_s = NULL, *mib_s = NULL, *repeats_s = NULL, *isa_s = NULL, *model = NULL,
                *ctx_s = NULL, *batch_s = NULL, *dtype_s = "bf16", *topk_s = NULL, *mode_s = "pages",
-               *page_s = "256", *seed_s = "1", *read_mib_s = NULL, *vlay_s = "auto";
+               *page_s = "256", *seed_s = "1", *read_mib_s = NULL, *vlay_s = "auto",
+               *klay_s = "auto";
     const cli_opt opts[] = {{"json", NULL, &json},          {"threads", &threads_s, NULL},
                             {"mib", &mib_s, NULL},          {"repeats", &repeats_s, NULL},
                             {"isa", &isa_s, NULL},          {"model", &model, NULL},
@@ -402,8 +424,8 @@ int cmd_bench(int argc, char **argv)
                             {"dtype", &dtype_s, NULL},      {"sparse-topk", &topk_s, NULL},
                             {"sparse-mode", &mode_s, NULL}, {"page", &page_s, NULL},
                             {"seed", &seed_s, NULL},        {"read-mib", &read_mib_s, NULL},
-                            {"v-layout", &vlay_s, NULL},    {"scaling", NULL, &scaling},
-                            {0}};
+                            {"v-layout", &vlay_s, NULL},    {"k-layout", &klay_s, NULL},
+                            {"scaling", NULL, &scaling},    {0}};
     char *args[1];
     int rc = cli_parse("bench", argc, argv, opts, args, 1, &nargs, help);
     if (rc)
@@ -449,6 +471,10 @@ int cmd_bench(int argc, char **argv)
             a.v_layout = !strcmp(vlay_s, "auto") ? -1 : !strcmp(vlay_s, "pairs");
         else
             return cli_usage_error("bench", "--v-layout must be auto, rows or pairs");
+        if (!strcmp(klay_s, "auto") || !strcmp(klay_s, "rows") || !strcmp(klay_s, "tiles"))
+            a.k_layout = !strcmp(klay_s, "auto") ? -1 : !strcmp(klay_s, "tiles");
+        else
+            return cli_usage_error("bench", "--k-layout must be auto, rows or tiles");
         a.repeats = repeats ? repeats : (a.topk > 0 ? 21 : 5);
     } else if (model || ctx_s || batch_s || topk_s || scaling) {
         return cli_usage_error("bench", "membw takes no attn-cpu options (--model, --ctx, "

@@ -8,8 +8,9 @@
  * Page layout (the same bytes in the XFER region and on the GPU, so a page is one
  * contiguous DMA): a K block [n_kv_heads][P][d_k] followed, unless V shares K's storage, by
  * a V block [n_kv_heads][P][d_v], elements of the KV dtype (bf16 or fp16). The CPU region
- * may store the V block in token pairs instead ([n_kv_heads][P/2][d_v][2], kv.v_pairs),
- * the order the AMX path multiplies as stored; only CPU kernels accept it.
+ * may store the V block in token pairs instead ([n_kv_heads][P/2][d_v][2], kv.v_pairs)
+ * and the K block in tiles of 16 tokens ([n_kv_heads][P/16][d_k/2][16][2], kv.k_tiles),
+ * the orders the AMX path multiplies as stored; only CPU kernels accept them.
  *
  *   GQA/MHA: n_kv_heads >= 1, group = n_q_heads / n_kv_heads query heads read each KV head;
  *            d_k = d_v = head_dim, separate V block.
@@ -47,6 +48,9 @@ typedef struct ws_kv_layout {
     ws_dtype dtype;  /* WS_DT_BF16 or WS_DT_FP16 */
     int v_pairs;     /* 1: V block in token pairs (see ws_kv_v_elem); needs even P and a
                       * separate V block. The CPU region's layout for the AMX path. */
+    int k_tiles;     /* 1: K block in tiles of 16 tokens (see ws_kv_k_elem); needs P a
+                      * multiple of 16, d_k even and a separate V block. The CPU region's
+                      * layout for the AMX path with up to 8 query heads per KV head. */
 } ws_kv_layout;
 
 typedef struct ws_attn_seq {
@@ -69,8 +73,9 @@ typedef struct ws_attn_problem {
 
 /* Bytes of one page for this layout. */
 size_t ws_kv_page_bytes(const ws_kv_layout *kv);
-/* Element offsets inside a page of K row (head h, token t) and of its V row (V in rows,
- * v_pairs = 0). */
+/* Element offsets inside a page of K row (head h, token t; K in rows, k_tiles = 0, or, with
+ * k_tiles, the start of the tile holding token t when t is a multiple of 16) and of its V
+ * row (V in rows, v_pairs = 0). */
 static inline size_t ws_kv_k_off(const ws_kv_layout *kv, int h, int t)
 {
     return ((size_t)h * (size_t)kv->page_tokens + (size_t)t) * (size_t)kv->d_k;
@@ -91,7 +96,24 @@ static inline size_t ws_kv_v_pair_off(const ws_kv_layout *kv, int h, int t)
     return (size_t)kv->n_kv_heads * (size_t)kv->page_tokens * (size_t)kv->d_k +
            ((size_t)h * (size_t)kv->page_tokens + (size_t)(t & ~1)) * (size_t)kv->d_v;
 }
-/* How V is stored, for reports: "in K" (v_shares_k), "pairs" or "rows". */
+/* K in tiles (k_tiles = 1): tokens 16b..16b + 15 of head h share a tile of 16 d_k
+ * elements, d_k / 2 rows of [16 tokens][2]: element d of token t sits at row d / 2, slot
+ * 2 (t % 16) + d % 2 (the VNNI order of a B tile holding K transposed, so the AMX path
+ * multiplies q by K as stored and gets the scores per head, 16 tokens to a row). Offset of
+ * element d of token t in either layout: */
+static inline size_t ws_kv_k_elem(const ws_kv_layout *kv, int h, int t, int d)
+{
+    if (kv->k_tiles)
+        return ws_kv_k_off(kv, h, t & ~15) + (size_t)(d >> 1) * 32 + (size_t)(t & 15) * 2 +
+               (size_t)(d & 1);
+    return ws_kv_k_off(kv, h, t) + (size_t)d;
+}
+/* How K and V are stored, for reports: K "rows" or "tiles"; V "in K" (v_shares_k), "pairs"
+ * or "rows". */
+static inline const char *ws_kv_k_layout_name(const ws_kv_layout *kv)
+{
+    return kv->k_tiles ? "tiles" : "rows";
+}
 static inline const char *ws_kv_v_layout_name(const ws_kv_layout *kv)
 {
     return kv->v_shares_k ? "in K" : kv->v_pairs ? "pairs" : "rows";

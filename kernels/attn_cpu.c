@@ -105,6 +105,15 @@ int ws_attn_cpu_v_pairs(const ws_kv_layout *kv, int n_q_heads, ws_isa isa)
            ws_attn_cpu_path(kv, n_q_heads, isa) == WS_ISA_AMX;
 }
 
+int ws_attn_cpu_k_tiles(const ws_kv_layout *kv, int n_q_heads, ws_isa isa)
+{
+    ws_kv_layout rows = *kv;
+    rows.k_tiles = 0;
+    return !kv->v_shares_k && kv->page_tokens % 16 == 0 && kv->n_kv_heads > 0 &&
+           n_q_heads / kv->n_kv_heads <= WS_ATTN_CPU_AMX_TILE_GROUP &&
+           ws_attn_cpu_path(&rows, n_q_heads, isa) == WS_ISA_AMX;
+}
+
 static const ws_attn_cpu_ops *ops_for(ws_isa isa)
 {
     switch (isa) {
@@ -210,6 +219,17 @@ static void cvt_pairs(float *dst, int ld, const uint16_t *const *rows, int n, in
                                                        : ws_fp16_to_f32(rows[r][2 * i]);
 }
 
+/* K in tiles (k_tiles) to fp32 rows: rows[r] points at its token's first pair in the
+ * tile, dst[r*ld + i] = rows[r][32 (i / 2) + i % 2]. Plain C, as cvt_pairs. */
+static void cvt_tiles(float *dst, int ld, const uint16_t *const *rows, int n, int d, ws_dtype dt)
+{
+    for (int r = 0; r < n; r++)
+        for (int i = 0; i < d; i++) {
+            const uint16_t x = rows[r][32 * (i >> 1) + (i & 1)];
+            dst[(size_t)r * ld + i] = dt == WS_DT_BF16 ? ws_bf16_to_f32(x) : ws_fp16_to_f32(x);
+        }
+}
+
 /* Attends items [i0, i1) of sequence s for the G query heads of KV head kvh; o [G][dv],
  * lse [G]. */
 static void attend(const job *jb, int s, int kvh, int i0, int i1, float *o, float *lse,
@@ -240,7 +260,7 @@ static void attend(const job *jb, int s, int kvh, int i0, int i1, float *o, floa
         for (int j = 0; j < n; j++) {
             const int t = sq->sel ? sq->sel[i + j] : i + j;
             const uint16_t *pg = sq->pages[t / P];
-            krow[j] = pg + ws_kv_k_off(kv, kvh, t % P);
+            krow[j] = pg + ws_kv_k_elem(kv, kvh, t % P, 0); /* tiles: every 32nd pair */
             vrow[j] = pg + ws_kv_v_elem(kv, kvh, t % P, 0); /* pairs: every other element */
         }
         /* Sparse lists: prefetch the rows pf items ahead, which the hardware prefetcher
@@ -251,7 +271,7 @@ static void attend(const job *jb, int s, int kvh, int i0, int i1, float *o, floa
         if (!sq->sel && i + 2 * B <= i1 && ((i + B) % P) + B <= P) {
             const char *pg = sq->pages[(i + B) / P];
             pfc.a = pg + 2 * ws_kv_k_off(kv, kvh, (i + B) % P);
-            pfc.na = (size_t)B * dk * 2;
+            pfc.na = (size_t)B * dk * 2; /* tiles: B is 16, (i + B) % 16 == 0 */
             if (!kv->v_shares_k) {
                 pfc.b = pg + 2 * ws_kv_v_elem(kv, kvh, (i + B) % P, 0);
                 pfc.nb = (size_t)B * dv * 2;
@@ -262,7 +282,10 @@ static void attend(const job *jb, int s, int kvh, int i0, int i1, float *o, floa
         if (jb->qhi) {
             ops->qk_bf16(jb->qhi + qbase, jb->qlo + qbase, G, dk, krow, n, p->scale, sc, n);
         } else {
-            ops->cvt(kf, dk, krow, n, dk, kv->dtype);
+            if (kv->k_tiles)
+                cvt_tiles(kf, dk, krow, n, dk, kv->dtype);
+            else
+                ops->cvt(kf, dk, krow, n, dk, kv->dtype);
             pf_step(&pfc);
             ops->qk(q, G, dk, kf, dk, n, p->scale, sc, n);
         }
@@ -397,7 +420,7 @@ int ws_attn_cpu(const ws_attn_problem *p, ws_pool *pool, ws_isa isa, ws_err *err
     jb.amx = ws_attn_cpu_path(kv, p->n_q_heads, path) == WS_ISA_AMX;
     if (jb.amx && ws_attn_cpu_amx_scratch(kv, G) > jb.scratch_bytes)
         jb.scratch_bytes = align64(ws_attn_cpu_amx_scratch(kv, G));
-    const int use_bf16 = !jb.amx && jb.ops->qk_bf16 && kv->dtype == WS_DT_BF16;
+    const int use_bf16 = !jb.amx && jb.ops->qk_bf16 && kv->dtype == WS_DT_BF16 && !kv->k_tiles;
     const size_t nq_elems = (size_t)p->n_seqs * p->n_q_heads * kv->d_k;
     size_t off_units = align64(sizeof(task) * (size_t)n_tasks);
     size_t off_po = off_units + align64(sizeof(unit) * (size_t)n_units);

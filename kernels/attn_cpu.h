@@ -76,6 +76,16 @@ ws_isa ws_attn_cpu_path(const ws_kv_layout *kv, int n_q_heads, ws_isa isa);
  * otherwise. Every path reads both layouts; the others convert pairs in plain C. */
 int ws_attn_cpu_v_pairs(const ws_kv_layout *kv, int n_q_heads, ws_isa isa);
 
+/* Largest group (query heads per KV head) whose K the amx path reads in tiles. */
+#define WS_ATTN_CPU_AMX_TILE_GROUP 8
+/* The K layout the CPU region should be written in for this shape and path (resolved): 1
+ * (tiles of 16 tokens, kv.k_tiles) when the amx path serves it with a separate V block,
+ * a page size that is a multiple of 16 and at most WS_ATTN_CPU_AMX_TILE_GROUP query heads
+ * per KV head: the scores then come per head, 16 tokens to a row, and the softmax needs no
+ * transpose (3-4% of the loop's time for Qwen3's shape from memory); 0 (rows) otherwise.
+ * Every path reads both layouts; the others convert tiles in plain C. */
+int ws_attn_cpu_k_tiles(const ws_kv_layout *kv, int n_q_heads, ws_isa isa);
+
 /* Decode attention: validates p (ws_attn_validate plus the shapes above), then fills
  * p->o and p->lse. pool may be NULL (runs on the calling thread). */
 int ws_attn_cpu(const ws_attn_problem *p, ws_pool *pool, ws_isa isa, ws_err *err);

@@ -48,8 +48,9 @@ static inline void ws_attn_prefetch_row(const ws_attn_seq *sq, const ws_kv_layou
 {
     const int P = kv->page_tokens;
     const char *pg = (const char *)sq->pages[t / P];
-    const char *kr = pg + 2 * ws_kv_k_off(kv, kvh, t % P);
-    for (int b = 0; b < 2 * kv->d_k; b += 64)
+    /* K tiles: the token's pairs are spread over its tile of 16 tokens */
+    const char *kr = pg + 2 * ws_kv_k_off(kv, kvh, kv->k_tiles ? t % P & ~15 : t % P);
+    for (int b = 0; b < (kv->k_tiles ? 32 : 2) * kv->d_k; b += 64)
         __builtin_prefetch(kr + b);
     if (!kv->v_shares_k) { /* token pairs: the pair row, 2 d_v elements */
         const char *vr = pg + 2 * (kv->v_pairs ? ws_kv_v_pair_off(kv, kvh, t % P)

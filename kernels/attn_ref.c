@@ -41,6 +41,11 @@ int ws_attn_validate(const ws_attn_problem *p, ws_err *err)
                           "attention: V in token pairs needs a separate V block and an even "
                           "page size (page_tokens=%d%s)",
                           kv->page_tokens, kv->v_shares_k ? ", V shares K" : "");
+    if (kv->k_tiles && (kv->v_shares_k || kv->page_tokens % 16 || kv->d_k % 2))
+        return ws_err_set(err, WS_EINVAL,
+                          "attention: K in tiles needs a separate V block, a page size that is a "
+                          "multiple of 16 and an even d_k (page_tokens=%d, d_k=%d%s)",
+                          kv->page_tokens, kv->d_k, kv->v_shares_k ? ", V shares K" : "");
     if (!isfinite(p->scale))
         return ws_err_set(err, WS_EINVAL, "attention: scale is not finite");
     if (p->n_seqs < 0)
@@ -151,7 +156,7 @@ int ws_attn_ref(const ws_attn_problem *p, double *o_ref, double *lse_ref, ws_err
                 const void *pg = sq->pages[t / P];
                 double dot = 0;
                 for (int d = 0; d < dk; d++)
-                    dot += (double)q[d] * load(pg, ws_kv_k_off(kv, kvh, t % P) + d, kv->dtype);
+                    dot += (double)q[d] * load(pg, ws_kv_k_elem(kv, kvh, t % P, d), kv->dtype);
                 score[i] = dot * p->scale;
                 if (score[i] > mx)
                     mx = score[i];

@@ -112,7 +112,8 @@ int main(int argc, char **argv)
                        .d_v = dv,
                        .v_shares_k = dk != dv,
                        .dtype = WS_DT_BF16,
-                       .v_pairs = dk == dv && getenv("AB_VPAIRS") && atoi(getenv("AB_VPAIRS"))};
+                       .v_pairs = dk == dv && getenv("AB_VPAIRS") && atoi(getenv("AB_VPAIRS")),
+                       .k_tiles = dk == dv && getenv("AB_KTILES") && atoi(getenv("AB_KTILES"))};
     th_attn_seed(1);
     th_attn_make(&g_f, kv, g_G * g_nkv, 1, &g_len, 1.0f);
     if (!A_ws_attn_cpu_amx_enable()) {

@@ -33,7 +33,7 @@ static double check_layout(fx *f, const int *threads, int n_threads, const char 
 {
     ws_err err = {0};
     cr_assert_eq(ws_attn_ref(&f->p, f->o_ref, f->lse_ref, &err), 0, "%s: %s", what, err.msg);
-    const int dv = f->p.kv.d_v, vp = f->p.kv.v_pairs;
+    const int dv = f->p.kv.d_v, vp = f->p.kv.v_pairs, kt = f->p.kv.k_tiles;
     const size_t rows = (size_t)f->p.n_seqs * f->p.n_q_heads;
     double worst = 0;
     for (int isa = WS_ISA_SCALAR; isa < WS_ISA_COUNT; isa++) {
@@ -54,8 +54,8 @@ static double check_layout(fx *f, const int *threads, int n_threads, const char 
                               ws_isa_name((ws_isa)isa), r, f->lse[r]);
                 } else {
                     double e = fabs(f->lse[r] - f->lse_ref[r]);
-                    cr_assert(e <= BOUND, "%s [%s, %d thr, v_pairs %d] row %zu: lse %.7g vs %.7g",
-                              what, ws_isa_name((ws_isa)isa), threads[ti], vp, r, f->lse[r],
+                    cr_assert(e <= BOUND, "%s [%s, %d thr, v_pairs %d, k_tiles %d] row %zu: lse %.7g "
+                              "vs %.7g", what, ws_isa_name((ws_isa)isa), threads[ti], vp, kt, r, f->lse[r],
                               f->lse_ref[r]);
                     cr_assert(e <= TIGHT, "%s [%s] row %zu: lse error %.3g above %.0e", what,
                               ws_isa_name((ws_isa)isa), r, e, TIGHT);
@@ -64,8 +64,8 @@ static double check_layout(fx *f, const int *threads, int n_threads, const char 
                 for (int d = 0; d < dv; d++) {
                     double e = fabs(f->o[r * dv + d] - f->o_ref[r * dv + d]);
                     cr_assert(e <= BOUND,
-                              "%s [%s, %d thr, v_pairs %d] row %zu col %d: o %.7g vs %.7g", what,
-                              ws_isa_name((ws_isa)isa), threads[ti], vp, r, d, f->o[r * dv + d],
+                              "%s [%s, %d thr, v_pairs %d, k_tiles %d] row %zu col %d: o %.7g vs %.7g",
+                              what, ws_isa_name((ws_isa)isa), threads[ti], vp, kt, r, d, f->o[r * dv + d],
                               f->o_ref[r * dv + d]);
                     cr_assert(e <= TIGHT, "%s [%s] row %zu col %d: o error %.3g above %.0e", what,
                               ws_isa_name((ws_isa)isa), r, d, e, TIGHT);
@@ -78,19 +78,21 @@ static double check_layout(fx *f, const int *threads, int n_threads, const char 
     return worst;
 }
 
-/* check_layout with V in rows and, for separate V blocks and an even page size, again with
- * V in token pairs (kv.v_pairs: the same bytes read in the other order); records and
- * returns the max abs error. */
+/* check_layout with K and V in rows and, for separate V blocks, again with V in token pairs
+ * (kv.v_pairs, even page sizes) and with K in tiles (kv.k_tiles, page sizes a multiple of
+ * 16): the same bytes read in other orders. Records and returns the max abs error. */
 static double check_all(fx *f, const int *threads, int n_threads, const char *what)
 {
     double worst = 0;
-    const int n_layouts = !f->p.kv.v_shares_k && f->p.kv.page_tokens % 2 == 0 ? 2 : 1;
-    for (int vp = 0; vp < n_layouts; vp++) {
-        f->p.kv.v_pairs = vp;
-        const double e = check_layout(f, threads, n_threads, what);
-        worst = e > worst ? e : worst;
-    }
-    f->p.kv.v_pairs = 0;
+    const int n_vl = !f->p.kv.v_shares_k && f->p.kv.page_tokens % 2 == 0 ? 2 : 1;
+    const int n_kl = !f->p.kv.v_shares_k && f->p.kv.page_tokens % 16 == 0 ? 2 : 1;
+    for (int kt = 0; kt < n_kl; kt++)
+        for (int vp = 0; vp < n_vl; vp++) {
+            f->p.kv.v_pairs = vp, f->p.kv.k_tiles = kt;
+            const double e = check_layout(f, threads, n_threads, what);
+            worst = e > worst ? e : worst;
+        }
+    f->p.kv.v_pairs = 0, f->p.kv.k_tiles = 0;
     int dt = f->p.kv.dtype == WS_DT_FP16;
     if (worst > g_max_err[dt])
         g_max_err[dt] = worst;
@@ -323,6 +325,31 @@ Test(attn_cpu, v_pairs_choice)
     ws_kv_layout mla = {.page_tokens = 64, .n_kv_heads = 1, .d_k = 576, .d_v = 512,
                         .v_shares_k = 1, .dtype = WS_DT_BF16};
     cr_assert_eq(ws_attn_cpu_v_pairs(&mla, 16, WS_ISA_AMX), 0);
+}
+
+/* The K layout: tiles exactly when the amx path serves a separate V block, pages of a
+ * multiple of 16 tokens and at most 8 query heads per KV head. */
+Test(attn_cpu, k_tiles_choice)
+{
+    ws_kv_layout gqa = {.page_tokens = 256, .n_kv_heads = 4, .d_k = 128, .d_v = 128,
+                        .dtype = WS_DT_BF16};
+    cr_assert_eq(ws_attn_cpu_k_tiles(&gqa, 32, WS_ISA_AMX), 1);
+    cr_assert_eq(ws_attn_cpu_k_tiles(&gqa, 16, WS_ISA_AMX), 1);
+    cr_assert_eq(ws_attn_cpu_k_tiles(&gqa, 64, WS_ISA_AMX), 0); /* 16 per KV head */
+    cr_assert_eq(ws_attn_cpu_k_tiles(&gqa, 32, WS_ISA_AVX512), 0);
+    cr_assert_eq(ws_attn_cpu_k_tiles(&gqa, 32, WS_ISA_SCALAR), 0);
+    ws_kv_layout x = gqa;
+    x.page_tokens = 24;
+    cr_assert_eq(ws_attn_cpu_k_tiles(&x, 32, WS_ISA_AMX), 0);
+    x = gqa;
+    x.dtype = WS_DT_FP16;
+    cr_assert_eq(ws_attn_cpu_k_tiles(&x, 32, WS_ISA_AMX), 0);
+    x = gqa;
+    x.k_tiles = 1; /* asked of a layout already in tiles: the same answer */
+    cr_assert_eq(ws_attn_cpu_k_tiles(&x, 32, WS_ISA_AMX), 1);
+    ws_kv_layout mla = {.page_tokens = 64, .n_kv_heads = 1, .d_k = 576, .d_v = 512,
+                        .v_shares_k = 1, .dtype = WS_DT_BF16};
+    cr_assert_eq(ws_attn_cpu_k_tiles(&mla, 16, WS_ISA_AMX), 0);
 }
 
 Test(attn_cpu, isa_names_and_forcing)

@@ -245,3 +245,47 @@ Test(attn_ref, v_pairs_layout)
     cr_assert_eq(ws_attn_validate(&f.p, &err), WS_EINVAL);
     th_attn_free(&f);
 }
+
+/* K in tiles: element d of token t at tile t / 16 (16 d_k elements), row d / 2, slot
+ * 2 (t % 16) + d % 2; only with a separate V block, pages of a multiple of 16 tokens and an
+ * even d_k. */
+Test(attn_ref, k_tiles_layout)
+{
+    ws_kv_layout kv = {.page_tokens = 32, .n_kv_heads = 2, .d_k = 8, .d_v = 6, .dtype = WS_DT_BF16};
+    kv.k_tiles = 1;
+    cr_assert_eq(ws_kv_k_elem(&kv, 0, 0, 0), 0);
+    cr_assert_eq(ws_kv_k_elem(&kv, 0, 0, 1), 1);
+    cr_assert_eq(ws_kv_k_elem(&kv, 0, 1, 0), 2);
+    cr_assert_eq(ws_kv_k_elem(&kv, 0, 0, 2), 32);
+    cr_assert_eq(ws_kv_k_elem(&kv, 0, 15, 7), 3 * 32 + 30 + 1);
+    cr_assert_eq(ws_kv_k_elem(&kv, 0, 17, 3), 16 * 8 + 32 + 2 + 1);
+    cr_assert_eq(ws_kv_k_elem(&kv, 1, 16, 0), ws_kv_k_off(&kv, 1, 16));
+    cr_assert_eq(ws_kv_v_off(&kv, 0, 0), 2 * 32 * 8); /* the K block is as large as rows */
+    kv.k_tiles = 0;
+    cr_assert_eq(ws_kv_k_elem(&kv, 1, 17, 3), ws_kv_k_off(&kv, 1, 17) + 3);
+    /* The reference reads K in tile order: with q = e_0 (one head), each token's score is
+     * its K element 0, and softmax weights follow them. */
+    fixture f;
+    int lens[1] = {32};
+    kv.d_v = 8;
+    th_attn_make(&f, kv, 2, 1, lens, 0.0f);
+    f.p.kv.k_tiles = 1;
+    memset(f.q, 0, sizeof(float) * 2 * 8);
+    f.q[0] = 1.0f;
+    f.p.scale = 1.0f;
+    const uint16_t *pg = (const uint16_t *)f.tables[0][0];
+    ws_err err = {0};
+    cr_assert_eq(ws_attn_ref(&f.p, f.o_ref, f.lse_ref, &err), 0, "%s", err.msg);
+    double sum = 0;
+    for (int t = 0; t < 32; t++)
+        sum += exp((double)ws_bf16_to_f32(pg[(t / 16) * 16 * 8 + 2 * (t % 16)]));
+    cr_assert_float_eq(f.lse_ref[0], log(sum), 1e-9);
+    f.p.kv.page_tokens = 24;
+    f.seq[0].n_tokens = 24;
+    cr_assert_eq(ws_attn_validate(&f.p, &err), WS_EINVAL);
+    cr_assert_neq(strstr(err.msg, "K in tiles"), NULL, "%s", err.msg);
+    f.p.kv.page_tokens = 32;
+    f.p.kv.v_shares_k = 1;
+    cr_assert_eq(ws_attn_validate(&f.p, &err), WS_EINVAL);
+    th_attn_free(&f);
+}
