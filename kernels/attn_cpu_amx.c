@@ -23,9 +23,9 @@
  *           super-block of up to 64 tokens; a 3-stage permute network then turns the
  *           [token][head] probabilities into per-head rows of 16 tokens. With K in tiles the
  *           rows are per head already: hi row + lo row, one vector per head and sub-block,
- *           the maxima and sums per head reduced once per super-block by a shuffle tree,
- *           and the exps in base 2 (2^x with a degree-6 polynomial, four operations fewer
- *           than exp's): no permutes per token. The softmax then costs ~26% less and the
+ *           the maxima and sums per head reduced once per super-block by a shuffle tree:
+ *           no permutes per token. With the exps in base 2 too (below), the softmax costs
+ *           ~26% less and the
  *           loop in L2 3-7% less; from memory A/B runs measure 1.00, but in the whole bench
  *           alternating the layouts run by run (same build) the fraction of read bandwidth
  *           for Qwen3's shape went from a median of 0.82 to 0.85 (tiles faster in 11 of 14
@@ -64,6 +64,11 @@
  *           page's run from an even token, else gathered (zero-padded) into pairs, which for
  *           single-token lists reads both tokens' lines of a pair (sparse token lists run
  *           ~20% slower than on rows; dense and page lists do not gather).
+ * Every path scales the scores by scale log2(e) and takes 2^x (a degree-6 polynomial on
+ * [-1/2, 1/2] and VSCALEFPS: four vector operations fewer than Cephes' exp, with the mask
+ * of absent tokens folded into the last one), so m is in base 2 and lse = m ln 2 + log l:
+ * MLA 0.99 of the time from memory (A/B). Splitting p into hi and lo by truncation instead
+ * of rounding (one operation fewer, one bit less) measured 1.00 and was not kept.
  * Per 16 tokens, 8 heads and 32 dims: one TDPBF16PS for q.k and two for p.V (TDPBF16PS
  * costs about the same for 8 or 16 rows and columns on the development host, so the
  * hi/lo doubling is nearly free). Super-blocks are software-pipelined: the score tiles
@@ -238,7 +243,6 @@ typedef struct tilecfg {
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,amx-tile,amx-bf16")
 
 #define INL static inline __attribute__((always_inline))
-#include "attn_cpu_exp512.h" /* compiled for this region's target */
 
 /* LDTILECFG with the whole 64-byte configuration as its memory operand. GCC 12's
  * _tile_loadconfig names only the first 8 bytes, so the optimizer may drop or sink the
@@ -750,8 +754,8 @@ INL void attend(const ws_attn_problem *p, int s, int kvh, int i0, int i1, int G,
         }
         ia[k] = _mm512_loadu_si512(a), ib[k] = _mm512_loadu_si512(b);
     }
-    const __m512 vscale = _mm512_set1_ps(p->scale), ninf = _mm512_set1_ps(-INFINITY);
-    /* K tiles: scores in base-2 units (the max m too; lse = m ln 2 + log l) */
+    const __m512 ninf = _mm512_set1_ps(-INFINITY);
+    /* Scores in base-2 units (the max m too; lse = m ln 2 + log l) */
     const __m512 vscale2 = _mm512_set1_ps(p->scale * (float)M_LOG2E);
     const __mmask16 hm8 = (__mmask16)((1u << H) - 1);
     const int qk_steps = ksteps, pv_steps = dv / 32;
@@ -841,7 +845,7 @@ INL void attend(const ws_attn_problem *p, int s, int kvh, int i0, int i1, int G,
             const float *sbh = sb + cur * s_sb + (size_t)(paired ? og_i : hg) * NSUB * SUB * 16;
             /* Softmax, pass 1: hi + lo, scale, mask; the super-block's max per head. */
             __m512 mx = ninf, alpha, mn, ls[HMAX];
-            if (kt) { /* S rows per head, 16 tokens each: base-2 exponents from here on */
+            if (kt) { /* S rows per head, 16 tokens each */
                 __m512 mh[HMAX];
 #pragma GCC unroll 8
                 for (int h = 0; h < HMAX; h++)
@@ -864,7 +868,7 @@ INL void attend(const ws_attn_problem *p, int s, int kvh, int i0, int i1, int G,
                 const __m512 mo = _mm512_loadu_ps(m);
                 mn = _mm512_mask_max_ps(mo, hm8, mo, reduce8_max(mh));
                 const __mmask16 had = _mm512_cmp_ps_mask(mo, ninf, _CMP_NEQ_OQ) & hm8;
-                alpha = _mm512_maskz_mov_ps(had, exp2_maskz(hm8, _mm512_sub_ps(mo, mn)));
+                alpha = exp2_maskz(had, _mm512_sub_ps(mo, mn));
                 _mm512_storeu_ps(m, mn);
             }
             for (int j = 0; j < nsub && !kt; j++) {
@@ -879,7 +883,7 @@ INL void attend(const ws_attn_problem *p, int s, int kvh, int i0, int i1, int G,
                                                       _mm512_permutex2var_ps(x, ihi, y));
                     const __mmask16 ok =
                         hmask & (__mmask16)((r < n ? 0x00ffu : 0) | (r + 8 < n ? 0xff00u : 0));
-                    v = _mm512_mask_mul_ps(ninf, ok, v, vscale);
+                    v = _mm512_mask_mul_ps(ninf, ok, v, vscale2);
                     _mm512_storeu_ps(sr + (j * 8 + r) * 16, v);
                     mx = _mm512_max_ps(mx, v);
                 }
@@ -889,7 +893,7 @@ INL void attend(const ws_attn_problem *p, int s, int kvh, int i0, int i1, int G,
                 const __m512 mo = _mm512_loadu_ps(m);
                 mn = _mm512_max_ps(mo, mx);
                 const __mmask16 had = _mm512_cmp_ps_mask(mo, ninf, _CMP_NEQ_OQ);
-                alpha = _mm512_maskz_mov_ps(had, ws_exp16_ps(_mm512_sub_ps(mo, mn)));
+                alpha = exp2_maskz(had, _mm512_sub_ps(mo, mn));
             }
             /* Pass 2: probabilities, per-head rows, P tiles: rows h and H + h hold head h's
              * hi and lo halves in the even bf16 slots; the odd-slot tile is the same bytes
@@ -921,8 +925,7 @@ INL void attend(const ws_attn_problem *p, int s, int kvh, int i0, int i1, int G,
                 for (int r = 0; r < 8 && !kt; r++) {
                     const __mmask16 ok =
                         hmask & (__mmask16)((r < n ? 0x00ffu : 0) | (r + 8 < n ? 0xff00u : 0));
-                    e[r] = _mm512_maskz_mov_ps(
-                        ok, ws_exp16_ps(_mm512_sub_ps(_mm512_loadu_ps(sr + (j * 8 + r) * 16), mn)));
+                    e[r] = exp2_maskz(ok, _mm512_sub_ps(_mm512_loadu_ps(sr + (j * 8 + r) * 16), mn));
                     lsum = _mm512_add_ps(lsum, e[r]);
                 }
 #pragma GCC unroll 3
@@ -1130,7 +1133,7 @@ INL void attend(const ws_attn_problem *p, int s, int kvh, int i0, int i1, int G,
                         out[c + 2 * x + 1] = (r0[c + 16 + x] + r1[c + 16 + x]) * inv;
                     }
             }
-            lse[g] = (kt ? m[h] * (float)M_LN2 : m[h]) + logf(l[h]);
+            lse[g] = m[h] * (float)M_LN2 + logf(l[h]);
         }
     }
 }
