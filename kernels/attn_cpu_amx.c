@@ -25,11 +25,10 @@
  *           rows are per head already: hi row + lo row, one vector per head and sub-block,
  *           the maxima and sums per head reduced once per super-block by a shuffle tree:
  *           no permutes per token. With the exps in base 2 too (below), the softmax costs
- *           ~26% less and the
- *           loop in L2 3-7% less; from memory A/B runs measure 1.00, but in the whole bench
- *           alternating the layouts run by run (same build) the fraction of read bandwidth
- *           for Qwen3's shape went from a median of 0.82 to 0.85 (tiles faster in 11 of 14
- *           pairs).
+ *           ~26% less and the loop in L2 3-7% less; from memory A/B runs measure 1.00, but
+ *           in the whole bench alternating the layouts run by run (same build) the fraction
+ *           of read bandwidth for Qwen3's shape went from a median of 0.82 to 0.85 (tiles
+ *           faster in 11 of 14 pairs).
  *   O += P.V one head group (G <= 8) on V rows: V rows are B tiles loaded straight from
  *           the page too: a B row is one token's 32 values as 16 pairs, so an A row holding
  *           p in the even bf16 slots (zeros in the odd ones) yields the 16 even columns and
