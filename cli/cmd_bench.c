@@ -45,7 +45,8 @@ static void help(FILE *out)
             "--k-layout how the CPU region stores K (separate V blocks, pages of a multiple of 16\n"
             "           tokens): rows, or tiles of 16 tokens (the amx path multiplies them as\n"
             "           stored); auto (default): tiles on amx for up to 8 query heads per KV\n"
-            "           head, else rows\n"
+            "           head, except with --sparse-mode tokens (a token's K spans its tile),\n"
+            "           else rows\n"
             "--scaling  also time the kernel and the read pass on one thread, alternating with\n"
             "           the T-thread runs in every repeat, and report 1-thread figures and the\n"
             "           speedup (JSON key scaling) from the same minutes of the host\n"
@@ -222,18 +223,6 @@ static int bench_attn(ws_pool *pool, ws_isa isa, const attn_args *a)
                    "and an even --page", m.name);
         return cli_fail(&err);
     }
-    cfg.kv.k_tiles = a->k_layout < 0 ? ws_attn_cpu_k_tiles(&cfg.kv, cfg.n_q_heads, isa)
-                                     : a->k_layout;
-    if (cfg.kv.k_tiles && cfg.kv.v_shares_k) {
-        ws_err_set(&err, WS_EINVAL, "bench: --k-layout tiles needs a separate V block (%s keeps "
-                   "V inside K)", m.name);
-        return cli_fail(&err);
-    }
-    if (cfg.kv.k_tiles && cfg.kv.page_tokens % 16) {
-        ws_err_set(&err, WS_EINVAL, "bench: --k-layout tiles needs a --page that is a multiple "
-                   "of 16 (got %d)", cfg.kv.page_tokens);
-        return cli_fail(&err);
-    }
     cfg.batch = (int)a->batch;
     cfg.ctx = (int)a->ctx;
     cfg.seed = (uint64_t)a->seed;
@@ -244,6 +233,21 @@ static int bench_attn(ws_pool *pool, ws_isa isa, const attn_args *a)
         cfg.sparse = a->mode;
         if (cfg.topk > cfg.ctx)
             cfg.sparse = WS_SPARSE_NONE;
+    }
+    /* The CPU region's K layout: tiles where the amx path reads them as stored, unless the
+     * workload attends single tokens (a token's K is spread over its whole tile). */
+    cfg.kv.k_tiles = a->k_layout < 0 ? ws_attn_cpu_k_tiles(&cfg.kv, cfg.n_q_heads, isa,
+                                                           cfg.sparse == WS_SPARSE_TOKENS)
+                                     : a->k_layout;
+    if (cfg.kv.k_tiles && cfg.kv.v_shares_k) {
+        ws_err_set(&err, WS_EINVAL, "bench: --k-layout tiles needs a separate V block (%s keeps "
+                   "V inside K)", m.name);
+        return cli_fail(&err);
+    }
+    if (cfg.kv.k_tiles && cfg.kv.page_tokens % 16) {
+        ws_err_set(&err, WS_EINVAL, "bench: --k-layout tiles needs a --page that is a multiple "
+                   "of 16 (got %d)", cfg.kv.page_tokens);
+        return cli_fail(&err);
     }
     const int T = ws_pool_threads(pool);
     if (a->scaling && T == 1) {

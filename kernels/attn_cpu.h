@@ -82,9 +82,11 @@ int ws_attn_cpu_v_pairs(const ws_kv_layout *kv, int n_q_heads, ws_isa isa);
  * (tiles of 16 tokens, kv.k_tiles) when the amx path serves it with a separate V block,
  * a page size that is a multiple of 16 and at most WS_ATTN_CPU_AMX_TILE_GROUP query heads
  * per KV head: the scores then come per head, 16 tokens to a row, and the softmax needs no
- * transpose (3-4% of the loop's time for Qwen3's shape from memory); 0 (rows) otherwise.
- * Every path reads both layouts; the others convert tiles in plain C. */
-int ws_attn_cpu_k_tiles(const ws_kv_layout *kv, int n_q_heads, ws_isa isa);
+ * transpose (3-4% of the loop's time for Qwen3's shape from memory); 0 (rows) otherwise,
+ * and when token_lists is set (the workload attends sparse lists of single tokens: a
+ * token's K is spread over its tile's 64 lines, so such lists would read whole tiles, 3x
+ * slower in bench runs). Every path reads both layouts; the others convert tiles in C. */
+int ws_attn_cpu_k_tiles(const ws_kv_layout *kv, int n_q_heads, ws_isa isa, int token_lists);
 
 /* Decode attention: validates p (ws_attn_validate plus the shapes above), then fills
  * p->o and p->lse. pool may be NULL (runs on the calling thread). */

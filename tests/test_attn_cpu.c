@@ -328,28 +328,29 @@ Test(attn_cpu, v_pairs_choice)
 }
 
 /* The K layout: tiles exactly when the amx path serves a separate V block, pages of a
- * multiple of 16 tokens and at most 8 query heads per KV head. */
+ * multiple of 16 tokens and at most 8 query heads per KV head, and no single-token lists. */
 Test(attn_cpu, k_tiles_choice)
 {
     ws_kv_layout gqa = {.page_tokens = 256, .n_kv_heads = 4, .d_k = 128, .d_v = 128,
                         .dtype = WS_DT_BF16};
-    cr_assert_eq(ws_attn_cpu_k_tiles(&gqa, 32, WS_ISA_AMX), 1);
-    cr_assert_eq(ws_attn_cpu_k_tiles(&gqa, 16, WS_ISA_AMX), 1);
-    cr_assert_eq(ws_attn_cpu_k_tiles(&gqa, 64, WS_ISA_AMX), 0); /* 16 per KV head */
-    cr_assert_eq(ws_attn_cpu_k_tiles(&gqa, 32, WS_ISA_AVX512), 0);
-    cr_assert_eq(ws_attn_cpu_k_tiles(&gqa, 32, WS_ISA_SCALAR), 0);
+    cr_assert_eq(ws_attn_cpu_k_tiles(&gqa, 32, WS_ISA_AMX, 0), 1);
+    cr_assert_eq(ws_attn_cpu_k_tiles(&gqa, 32, WS_ISA_AMX, 1), 0); /* single-token lists */
+    cr_assert_eq(ws_attn_cpu_k_tiles(&gqa, 16, WS_ISA_AMX, 0), 1);
+    cr_assert_eq(ws_attn_cpu_k_tiles(&gqa, 64, WS_ISA_AMX, 0), 0); /* 16 per KV head */
+    cr_assert_eq(ws_attn_cpu_k_tiles(&gqa, 32, WS_ISA_AVX512, 0), 0);
+    cr_assert_eq(ws_attn_cpu_k_tiles(&gqa, 32, WS_ISA_SCALAR, 0), 0);
     ws_kv_layout x = gqa;
     x.page_tokens = 24;
-    cr_assert_eq(ws_attn_cpu_k_tiles(&x, 32, WS_ISA_AMX), 0);
+    cr_assert_eq(ws_attn_cpu_k_tiles(&x, 32, WS_ISA_AMX, 0), 0);
     x = gqa;
     x.dtype = WS_DT_FP16;
-    cr_assert_eq(ws_attn_cpu_k_tiles(&x, 32, WS_ISA_AMX), 0);
+    cr_assert_eq(ws_attn_cpu_k_tiles(&x, 32, WS_ISA_AMX, 0), 0);
     x = gqa;
     x.k_tiles = 1; /* asked of a layout already in tiles: the same answer */
-    cr_assert_eq(ws_attn_cpu_k_tiles(&x, 32, WS_ISA_AMX), 1);
+    cr_assert_eq(ws_attn_cpu_k_tiles(&x, 32, WS_ISA_AMX, 0), 1);
     ws_kv_layout mla = {.page_tokens = 64, .n_kv_heads = 1, .d_k = 576, .d_v = 512,
                         .v_shares_k = 1, .dtype = WS_DT_BF16};
-    cr_assert_eq(ws_attn_cpu_k_tiles(&mla, 16, WS_ISA_AMX), 0);
+    cr_assert_eq(ws_attn_cpu_k_tiles(&mla, 16, WS_ISA_AMX, 0), 0);
 }
 
 Test(attn_cpu, isa_names_and_forcing)
