@@ -397,8 +397,8 @@ static int attn_sweep(ctx *c, const char *model, ws_dtype dt, int full)
                      "{\"model\": \"%s\", \"ctx\": %d, \"batch\": %d, \"topk\": %d, "
                      "\"blocks\": 64, \"threads\": %d, \"isa\": \"%s\", \"path\": \"%s\", "
                      "\"k_layout\": \"%s\", \"v_layout\": \"%s\"}",
-                     model, f->ctx, f->batch, f->topk, threads, ws_isa_name(c->isa), path,
-                     k_layout, v_layout);
+                     model, f->ctx, f->batch, f->topk, threads, ws_isa_name(c->isa), path, k_layout,
+                     v_layout);
         else
             rc = add(c, "cpu", f->op, ws_dtype_name(dt), sh.kind, f->flops, f->bytes, f->t, reps,
                      "{\"model\": \"%s\", \"ctx\": %d, \"batch\": %d, \"threads\": %d, "

@@ -18,41 +18,42 @@
 
 static void help(FILE *out)
 {
-    fprintf(out,
-            "usage: writescope bench membw [--threads T] [--mib N] [--repeats R] [--isa X] [--json]\n"
-            "       writescope bench attn-cpu --model NAME --ctx N --batch B [--dtype bf16|fp16]\n"
-            "                [--threads T] [--sparse-topk K] [--sparse-mode pages|tokens]\n"
-            "                [--page P] [--isa X] [--repeats R] [--seed S] [--read-mib N]\n"
-            "                [--v-layout auto|rows|pairs] [--k-layout auto|rows|tiles]\n"
-            "                [--scaling] [--json]\n"
-            "\n"
-            "membw     read bandwidth (vectorised read-only reduction), STREAM triad and the\n"
-            "          dot-product peak of the attention kernel's instruction path; the buffer\n"
-            "          defaults to 4x the last-level cache (at least 256 MiB, at most 6 GiB).\n"
-            "attn-cpu  one layer's KV for B sequences of N tokens as scattered P-token pages\n"
-            "          (P = 256 by default) of seeded random data; times the CPU kernel (median of\n"
-            "          R repeats after a warm-up) and the read bandwidth in the same run (one pass\n"
-            "          over the read buffer before each repeat, the median of those; that pass\n"
-            "          also leaves the KV cold in the caches, as in a decode step).\n"
-            "          --sparse-topk K attends K tokens per sequence: whole pages (default) or\n"
-            "          single tokens, a fresh random set each repeat; sparse models (index_topk)\n"
-            "          default to their top-k. Reports kv_bytes, seconds, kv_gbps, gflops, isa,\n"
-            "          threads, read_bw_gbps, fraction_of_read_bw, peak_gflops, roofline_gflops,\n"
-            "          roofline_fraction and which bound applies.\n"
-            "--v-layout how the CPU region stores V (separate V blocks only): rows, or token\n"
-            "           pairs (the amx path multiplies them as stored); auto (default) takes\n"
-            "           what the runtime writes for this path: pairs on amx, else rows\n"
-            "--k-layout how the CPU region stores K (separate V blocks, pages of a multiple of 16\n"
-            "           tokens): rows, or tiles of 16 tokens (the amx path multiplies them as\n"
-            "           stored); auto (default): tiles on amx for up to 8 query heads per KV\n"
-            "           head, except with --sparse-mode tokens (a token's K spans its tile),\n"
-            "           else rows\n"
-            "--scaling  also time the kernel and the read pass on one thread, alternating with\n"
-            "           the T-thread runs in every repeat, and report 1-thread figures and the\n"
-            "           speedup (JSON key scaling) from the same minutes of the host\n"
-            "--threads  worker threads (default: one per logical CPU)\n"
-            "--isa      scalar|avx2|avx512|avx512bf16|amx (default: best, or $WRITESCOPE_ISA)\n"
-            "Every figure is measured on this machine (source: measured).\n");
+    fprintf(
+        out,
+        "usage: writescope bench membw [--threads T] [--mib N] [--repeats R] [--isa X] [--json]\n"
+        "       writescope bench attn-cpu --model NAME --ctx N --batch B [--dtype bf16|fp16]\n"
+        "                [--threads T] [--sparse-topk K] [--sparse-mode pages|tokens]\n"
+        "                [--page P] [--isa X] [--repeats R] [--seed S] [--read-mib N]\n"
+        "                [--v-layout auto|rows|pairs] [--k-layout auto|rows|tiles]\n"
+        "                [--scaling] [--json]\n"
+        "\n"
+        "membw     read bandwidth (vectorised read-only reduction), STREAM triad and the\n"
+        "          dot-product peak of the attention kernel's instruction path; the buffer\n"
+        "          defaults to 4x the last-level cache (at least 256 MiB, at most 6 GiB).\n"
+        "attn-cpu  one layer's KV for B sequences of N tokens as scattered P-token pages\n"
+        "          (P = 256 by default) of seeded random data; times the CPU kernel (median of\n"
+        "          R repeats after a warm-up) and the read bandwidth in the same run (one pass\n"
+        "          over the read buffer before each repeat, the median of those; that pass\n"
+        "          also leaves the KV cold in the caches, as in a decode step).\n"
+        "          --sparse-topk K attends K tokens per sequence: whole pages (default) or\n"
+        "          single tokens, a fresh random set each repeat; sparse models (index_topk)\n"
+        "          default to their top-k. Reports kv_bytes, seconds, kv_gbps, gflops, isa,\n"
+        "          threads, read_bw_gbps, fraction_of_read_bw, peak_gflops, roofline_gflops,\n"
+        "          roofline_fraction and which bound applies.\n"
+        "--v-layout how the CPU region stores V (separate V blocks only): rows, or token\n"
+        "           pairs (the amx path multiplies them as stored); auto (default) takes\n"
+        "           what the runtime writes for this path: pairs on amx, else rows\n"
+        "--k-layout how the CPU region stores K (separate V blocks, pages of a multiple of 16\n"
+        "           tokens): rows, or tiles of 16 tokens (the amx path multiplies them as\n"
+        "           stored); auto (default): tiles on amx for up to 8 query heads per KV\n"
+        "           head, except with --sparse-mode tokens (a token's K spans its tile),\n"
+        "           else rows\n"
+        "--scaling  also time the kernel and the read pass on one thread, alternating with\n"
+        "           the T-thread runs in every repeat, and report 1-thread figures and the\n"
+        "           speedup (JSON key scaling) from the same minutes of the host\n"
+        "--threads  worker threads (default: one per logical CPU)\n"
+        "--isa      scalar|avx2|avx512|avx512bf16|amx (default: best, or $WRITESCOPE_ISA)\n"
+        "Every figure is measured on this machine (source: measured).\n");
 }
 
 static int parse_int(const char *cmd, const char *name, const char *s, long lo, long hi, long *out)
@@ -240,13 +241,17 @@ static int bench_attn(ws_pool *pool, ws_isa isa, const attn_args *a)
                                                            cfg.sparse == WS_SPARSE_TOKENS)
                                      : a->k_layout;
     if (cfg.kv.k_tiles && cfg.kv.v_shares_k) {
-        ws_err_set(&err, WS_EINVAL, "bench: --k-layout tiles needs a separate V block (%s keeps "
-                   "V inside K)", m.name);
+        ws_err_set(&err, WS_EINVAL,
+                   "bench: --k-layout tiles needs a separate V block (%s keeps "
+                   "V inside K)",
+                   m.name);
         return cli_fail(&err);
     }
     if (cfg.kv.k_tiles && cfg.kv.page_tokens % 16) {
-        ws_err_set(&err, WS_EINVAL, "bench: --k-layout tiles needs a --page that is a multiple "
-                   "of 16 (got %d)", cfg.kv.page_tokens);
+        ws_err_set(&err, WS_EINVAL,
+                   "bench: --k-layout tiles needs a --page that is a multiple "
+                   "of 16 (got %d)",
+                   cfg.kv.page_tokens);
         return cli_fail(&err);
     }
     const int T = ws_pool_threads(pool);
@@ -267,10 +272,11 @@ static int bench_attn(ws_pool *pool, ws_isa isa, const attn_args *a)
         return cli_fail(&err);
     }
     const char *v_layout = ws_kv_v_layout_name(&cfg.kv), *k_layout = ws_kv_k_layout_name(&cfg.kv);
-    fprintf(stderr, "bench: %s (%s): %d q heads / %d kv heads, d_k %d, d_v %d, %s, page %d, "
-            "K %s, V %s\n", m.name, ws_attn_kind_name(m.attn), cfg.n_q_heads, cfg.kv.n_kv_heads,
-            cfg.kv.d_k, cfg.kv.d_v, ws_dtype_name(cfg.kv.dtype), cfg.kv.page_tokens, k_layout,
-            v_layout);
+    fprintf(stderr,
+            "bench: %s (%s): %d q heads / %d kv heads, d_k %d, d_v %d, %s, page %d, "
+            "K %s, V %s\n",
+            m.name, ws_attn_kind_name(m.attn), cfg.n_q_heads, cfg.kv.n_kv_heads, cfg.kv.d_k,
+            cfg.kv.d_v, ws_dtype_name(cfg.kv.dtype), cfg.kv.page_tokens, k_layout, v_layout);
     fprintf(stderr, "bench: filling %.2f GB of KV (batch %d x %d tokens, scattered pages)...\n",
             alloc / 1e9, cfg.batch, cfg.ctx);
     double t0 = ws_now_s();
@@ -395,9 +401,9 @@ static int bench_attn(ws_pool *pool, ws_isa isa, const attn_args *a)
         return cli_print_json(o);
     }
     printf("model        %s (%s), %d q / %d kv heads, d_k %d, d_v %d, %s KV, page %d, K %s, "
-           "V %s\n", m.name, ws_attn_kind_name(m.attn), cfg.n_q_heads, cfg.kv.n_kv_heads,
-           cfg.kv.d_k, cfg.kv.d_v, ws_dtype_name(cfg.kv.dtype), cfg.kv.page_tokens, k_layout,
-           v_layout);
+           "V %s\n",
+           m.name, ws_attn_kind_name(m.attn), cfg.n_q_heads, cfg.kv.n_kv_heads, cfg.kv.d_k,
+           cfg.kv.d_v, ws_dtype_name(cfg.kv.dtype), cfg.kv.page_tokens, k_layout, v_layout);
     printf("workload     batch %d x %d tokens, %s", cfg.batch, cfg.ctx, mode);
     if (cfg.sparse)
         printf(" top-%d", cfg.topk);

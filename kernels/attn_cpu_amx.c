@@ -25,10 +25,12 @@
  *           rows are per head already: hi row + lo row, one vector per head and sub-block,
  *           the maxima and sums per head reduced once per super-block by a shuffle tree:
  *           no permutes per token. With the exps in base 2 too (below), the softmax costs
- *           ~26% less and the loop in L2 3-7% less; from memory A/B runs measure 1.00, but
- *           in the whole bench alternating the layouts run by run (same build) the fraction
- *           of read bandwidth for Qwen3's shape went from a median of 0.82 to 0.85 (tiles
- *           faster in 11 of 14 pairs).
+ *           ~26% less and the loop in L2 3-7% less; from memory A/B runs measure 1.00. In
+ *           whole-bench runs alternating the layouts (same build) the fraction of read
+ *           bandwidth for Qwen3's shape went from a median of 0.82 to 0.85 (tiles faster
+ *           in 11 of 14 pairs); alternating the build before these changes with the one
+ *           after them (tiles, held P, base-2 exps), from 0.80 to 0.82 (5 of 10 pairs):
+ *           a gain of 1-3%, within the host's swings.
  *   O += P.V one head group (G <= 8) on V rows: V rows are B tiles loaded straight from
  *           the page too: a B row is one token's 32 values as 16 pairs, so an A row holding
  *           p in the even bf16 slots (zeros in the odd ones) yields the 16 even columns and
@@ -44,7 +46,8 @@
  *           super-block. With one O group (G <= 16) and P in token pairs, the P tiles of the
  *           super-block (two, or four when paired) stay in tile registers for all column
  *           steps, which then load only O and V: MLA (16 heads, 16 column steps) 0.926 of
- *           the time from memory, Qwen3's shape 0.99 (A/B runs, 2 threads). Paired groups on V rows (MLA, whose V is K's first d_v values, so
+ *           the time from memory, Qwen3's shape 0.99 (A/B runs, 2 threads).
+ *           Paired groups on V rows (MLA, whose V is K's first d_v values, so
  *           no stored layout serves both products) re-lay each 32-column step's V values of
  *           the super-block into token pairs in a small buffer (VPUNPCKLWD/HWD of two
  *           tokens' rows: columns in lane order, put back at the end), one step ahead of
@@ -407,7 +410,7 @@ static void resolve(const ws_attn_seq *sq, const ws_kv_layout *kv, int kvh, int 
             const int t = sq->sel ? sq->sel[it + j] : it + j;
             const uint16_t *pg = sq->pages[t / P];
             if (kv->k_tiles) {
-                const uint32_t *src = (const uint32_t *)(pg + ws_kv_k_off(kv, kvh, t % P & ~15));
+                const uint32_t *src = (const uint32_t *)(pg + ws_kv_k_off(kv, kvh, (t % P) & ~15));
                 uint32_t *dst = (uint32_t *)kg;
                 for (int r2 = 0; r2 < dk / 2; r2++)
                     dst[r2 * SUB + j] = src[r2 * SUB + (t & 15)];
@@ -517,7 +520,7 @@ typedef struct score_ctx {
     const ws_attn_seq *sq;
     const ws_kv_layout *kv;
     int kvh, i1, n_hg, n_og, paired, ksteps;
-    int kt; /* K in tiles: S = q . K^T, [16 (hi, lo) x 16 tok] */
+    int kt;    /* K in tiles: S = q . K^T, [16 (hi, lo) x 16 tok] */
     int defer; /* one head group: scores resolves rows only, attend issues the tiles */
     const uint16_t *qv;
     float *sb;
@@ -621,10 +624,10 @@ static void scores(score_ctx *c, int at, int x, pf_cursor *pf)
     INL __m512 NAME(const __m512 *x)                                                               \
     {                                                                                              \
         __m512 y[4], z[2];                                                                         \
-        for (int k = 0; k < 4; k++) /* lanes 0-7: x[2k]'s halves combined, 8-15: x[2k + 1]'s */     \
+        for (int k = 0; k < 4; k++) /* lanes 0-7: x[2k]'s halves combined, 8-15: x[2k + 1]'s */    \
             y[k] = OP(_mm512_shuffle_f32x4(x[2 * k], x[2 * k + 1], 0x44),                          \
                       _mm512_shuffle_f32x4(x[2 * k], x[2 * k + 1], 0xee));                         \
-        for (int k = 0; k < 2; k++) /* 128-bit lane q: head 4k + q, 4 values */                   \
+        for (int k = 0; k < 2; k++) /* 128-bit lane q: head 4k + q, 4 values */                    \
             z[k] = OP(_mm512_shuffle_f32x4(y[2 * k], y[2 * k + 1], 0x88),                          \
                       _mm512_shuffle_f32x4(y[2 * k], y[2 * k + 1], 0xdd));                         \
         __m512 w = OP(_mm512_shuffle_ps(z[0], z[1], 0x44), _mm512_shuffle_ps(z[0], z[1], 0xee));   \
@@ -933,8 +936,9 @@ INL void attend(const ws_attn_problem *p, int s, int kvh, int i0, int i1, int G,
 #pragma GCC unroll 8
                     for (int h = 0; h < HMAX; h++)
                         if (h < H) {
-                            e[h] = exp2_maskz(tm, _mm512_sub_ps(_mm512_loadu_ps(sr + (j * 8 + h) * 16),
-                                                                _mm512_set1_ps(m[h])));
+                            e[h] =
+                                exp2_maskz(tm, _mm512_sub_ps(_mm512_loadu_ps(sr + (j * 8 + h) * 16),
+                                                             _mm512_set1_ps(m[h])));
                             ls[h] = _mm512_add_ps(ls[h], e[h]);
                         } else {
                             e[h] = _mm512_setzero_ps();
@@ -944,7 +948,8 @@ INL void attend(const ws_attn_problem *p, int s, int kvh, int i0, int i1, int G,
                 for (int r = 0; r < 8 && !kt; r++) {
                     const __mmask16 ok =
                         hmask & (__mmask16)((r < n ? 0x00ffu : 0) | (r + 8 < n ? 0xff00u : 0));
-                    e[r] = exp2_maskz(ok, _mm512_sub_ps(_mm512_loadu_ps(sr + (j * 8 + r) * 16), mn));
+                    e[r] =
+                        exp2_maskz(ok, _mm512_sub_ps(_mm512_loadu_ps(sr + (j * 8 + r) * 16), mn));
                     lsum = _mm512_add_ps(lsum, e[r]);
                 }
 #pragma GCC unroll 3
@@ -987,7 +992,8 @@ INL void attend(const ws_attn_problem *p, int s, int kvh, int i0, int i1, int G,
             if (kt) {
                 lsum = reduce8_add(ls);
             } else {
-                lsum = _mm512_add_ps(lsum, _mm512_shuffle_f32x4(lsum, lsum, _MM_SHUFFLE(1, 0, 3, 2)));
+                lsum =
+                    _mm512_add_ps(lsum, _mm512_shuffle_f32x4(lsum, lsum, _MM_SHUFFLE(1, 0, 3, 2)));
                 _mm512_storeu_ps(m, mn);
             }
             _mm512_storeu_ps(l, _mm512_fmadd_ps(alpha, _mm512_loadu_ps(l), lsum));

@@ -54,8 +54,10 @@ static double check_layout(fx *f, const int *threads, int n_threads, const char 
                               ws_isa_name((ws_isa)isa), r, f->lse[r]);
                 } else {
                     double e = fabs(f->lse[r] - f->lse_ref[r]);
-                    cr_assert(e <= BOUND, "%s [%s, %d thr, v_pairs %d, k_tiles %d] row %zu: lse %.7g "
-                              "vs %.7g", what, ws_isa_name((ws_isa)isa), threads[ti], vp, kt, r, f->lse[r],
+                    cr_assert(e <= BOUND,
+                              "%s [%s, %d thr, v_pairs %d, k_tiles %d] row %zu: lse %.7g "
+                              "vs %.7g",
+                              what, ws_isa_name((ws_isa)isa), threads[ti], vp, kt, r, f->lse[r],
                               f->lse_ref[r]);
                     cr_assert(e <= TIGHT, "%s [%s] row %zu: lse error %.3g above %.0e", what,
                               ws_isa_name((ws_isa)isa), r, e, TIGHT);
@@ -63,10 +65,11 @@ static double check_layout(fx *f, const int *threads, int n_threads, const char 
                 }
                 for (int d = 0; d < dv; d++) {
                     double e = fabs(f->o[r * dv + d] - f->o_ref[r * dv + d]);
-                    cr_assert(e <= BOUND,
-                              "%s [%s, %d thr, v_pairs %d, k_tiles %d] row %zu col %d: o %.7g vs %.7g",
-                              what, ws_isa_name((ws_isa)isa), threads[ti], vp, kt, r, d, f->o[r * dv + d],
-                              f->o_ref[r * dv + d]);
+                    cr_assert(
+                        e <= BOUND,
+                        "%s [%s, %d thr, v_pairs %d, k_tiles %d] row %zu col %d: o %.7g vs %.7g",
+                        what, ws_isa_name((ws_isa)isa), threads[ti], vp, kt, r, d, f->o[r * dv + d],
+                        f->o_ref[r * dv + d]);
                     cr_assert(e <= TIGHT, "%s [%s] row %zu col %d: o error %.3g above %.0e", what,
                               ws_isa_name((ws_isa)isa), r, d, e, TIGHT);
                     worst = e > worst ? e : worst;
@@ -331,8 +334,8 @@ Test(attn_cpu, v_pairs_choice)
  * multiple of 16 tokens and at most 8 query heads per KV head, and no single-token lists. */
 Test(attn_cpu, k_tiles_choice)
 {
-    ws_kv_layout gqa = {.page_tokens = 256, .n_kv_heads = 4, .d_k = 128, .d_v = 128,
-                        .dtype = WS_DT_BF16};
+    ws_kv_layout gqa = {
+        .page_tokens = 256, .n_kv_heads = 4, .d_k = 128, .d_v = 128, .dtype = WS_DT_BF16};
     cr_assert_eq(ws_attn_cpu_k_tiles(&gqa, 32, WS_ISA_AMX, 0), 1);
     cr_assert_eq(ws_attn_cpu_k_tiles(&gqa, 32, WS_ISA_AMX, 1), 0); /* single-token lists */
     cr_assert_eq(ws_attn_cpu_k_tiles(&gqa, 16, WS_ISA_AMX, 0), 1);
@@ -348,8 +351,12 @@ Test(attn_cpu, k_tiles_choice)
     x = gqa;
     x.k_tiles = 1; /* asked of a layout already in tiles: the same answer */
     cr_assert_eq(ws_attn_cpu_k_tiles(&x, 32, WS_ISA_AMX, 0), 1);
-    ws_kv_layout mla = {.page_tokens = 64, .n_kv_heads = 1, .d_k = 576, .d_v = 512,
-                        .v_shares_k = 1, .dtype = WS_DT_BF16};
+    ws_kv_layout mla = {.page_tokens = 64,
+                        .n_kv_heads = 1,
+                        .d_k = 576,
+                        .d_v = 512,
+                        .v_shares_k = 1,
+                        .dtype = WS_DT_BF16};
     cr_assert_eq(ws_attn_cpu_k_tiles(&mla, 16, WS_ISA_AMX, 0), 0);
 }
 
