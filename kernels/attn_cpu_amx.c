@@ -1036,45 +1036,36 @@ INL void attend(const ws_attn_problem *p, int s, int kvh, int i0, int i1, int G,
             _tile_loadd(4, PT(0, 0, 0), 64);
             _tile_loadd(5, PT(0, 1, 0), 64);
         }
+/* One pair of sub-blocks: its two V tiles (V, row stride VS) times its held P tiles into O
+ * tiles 0 and 1: TPH and TPL (hi, lo) when paired, else T1. */
+#define PV_HELD(V, VS, TPH, TPL, T1)                                                               \
+    do {                                                                                           \
+        pf_step(&pf);                                                                              \
+        _tile_loadd(6, V, VS);                                                                     \
+        _tile_loadd(7, (V) + (vp ? 32 : 512), VS);                                                 \
+        if (paired) {                                                                              \
+            _tile_dpbf16ps(0, TPH, 6);                                                             \
+            _tile_dpbf16ps(1, TPH, 7);                                                             \
+            _tile_dpbf16ps(0, TPL, 6);                                                             \
+            _tile_dpbf16ps(1, TPL, 7);                                                             \
+        } else {                                                                                   \
+            _tile_dpbf16ps(0, T1, 6);                                                              \
+            _tile_dpbf16ps(1, T1, 7);                                                              \
+        }                                                                                          \
+    } while (0)
         for (int c = 0; c < pv_steps && held; c++) {
             const uint16_t *gc = gvb + (size_t)(c & 1) * (NSUB / 2) * 1024;
-            const size_t vs = vp ? sub[0].vs : 64;
             _tile_loadd(0, ob + 32 * c, dv * 4);
             _tile_loadd(1, ob + 32 * c + 16, dv * 4);
-            pf_step(&pf);
-            const uint16_t *v = vp ? sub[0].v + 64 * c : gc;
-            _tile_loadd(6, v, vs);
-            _tile_loadd(7, v + (vp ? 32 : 512), vs);
-            if (paired) {
-                _tile_dpbf16ps(0, 2, 6);
-                _tile_dpbf16ps(1, 2, 7);
-                _tile_dpbf16ps(0, 3, 6);
-                _tile_dpbf16ps(1, 3, 7);
-            } else {
-                _tile_dpbf16ps(0, 4, 6);
-                _tile_dpbf16ps(1, 4, 7);
-            }
-            if (nsub > 2) {
-                pf_step(&pf);
-                const uint16_t *v2 = vp ? sub[2].v + 64 * c : gc + 1024;
-                const size_t vs2 = vp ? sub[2].vs : 64;
-                _tile_loadd(6, v2, vs2);
-                _tile_loadd(7, v2 + (vp ? 32 : 512), vs2);
-                if (paired) {
-                    _tile_dpbf16ps(0, 4, 6);
-                    _tile_dpbf16ps(1, 4, 7);
-                    _tile_dpbf16ps(0, 5, 6);
-                    _tile_dpbf16ps(1, 5, 7);
-                } else {
-                    _tile_dpbf16ps(0, 5, 6);
-                    _tile_dpbf16ps(1, 5, 7);
-                }
-            }
+            PV_HELD(vp ? sub[0].v + 64 * c : gc, vp ? sub[0].vs : 64, 2, 3, 4);
+            if (nsub > 2)
+                PV_HELD(vp ? sub[2].v + 64 * c : gc + 1024, vp ? sub[2].vs : 64, 4, 5, 5);
             _tile_stored(0, ob + 32 * c, dv * 4);
             _tile_stored(1, ob + 32 * c + 16, dv * 4);
             if (gv && c + 1 < pv_steps)
                 gather_v_cols(sub, nsub, c + 1, gvb + (size_t)((c + 1) & 1) * (NSUB / 2) * 1024);
         }
+#undef PV_HELD
         for (int c = 0; c < pv_steps && pp && !held; c++) {
             const uint16_t *gc = gvb + (size_t)(c & 1) * (NSUB / 2) * 1024;
             for (int gi = 0; gi < n_og; gi++) {

@@ -11,7 +11,7 @@
 /* Asks Linux for the AMX tile state (once per process); 1 if granted. */
 int ws_attn_cpu_amx_enable(void);
 /* 1 if the AMX loop serves this shape: bf16 KV, d_k and d_v multiples of 32, group <= 8
- * or a multiple of 8. */
+ * or (K in rows) a multiple of 8. */
 int ws_attn_cpu_amx_fits(const ws_kv_layout *kv, int G);
 /* Per-thread scratch bytes the AMX loop needs. */
 size_t ws_attn_cpu_amx_scratch(const ws_kv_layout *kv, int G);

@@ -6,10 +6,9 @@
  *            it has the core to itself);
  *   tdp      TSC cycles per TDPBF16PS on full 16x16 tiles, four accumulators (the AMX
  *            rate the MLA loop follows), when the CPU has AMX.
- * Build and run (x86-64, Linux):
- *   gcc -O2 scripts/cpu_speed.c -o build/cpu_speed && build/cpu_speed */
-#define _GNU_SOURCE
-#include <immintrin.h>
+ * Build (after `make`, which builds the library whose peak loop it times) and run:
+ *   gcc -O2 -D_GNU_SOURCE -Icommon -Ikernels scripts/cpu_speed.c build/libwritescope.a -lm \
+ *       -pthread -o build/cpu_speed && build/cpu_speed */
 #include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -17,7 +16,8 @@
 #include <unistd.h>
 #include <x86intrin.h>
 
-#include "amx_probe.h"
+#include "attn_cpu.h"
+#include "attn_cpu_amx.h"
 
 static double add_chain(void)
 {
@@ -29,36 +29,18 @@ static double add_chain(void)
     return (double)(__rdtsc() - t0) / (double)n;
 }
 
-__attribute__((target("amx-tile,amx-bf16"))) static double tdp_rate(void)
+/* TSC cycles per TDPBF16PS: the kernel's own peak loop (four accumulators). */
+static double tdp_rate(void)
 {
-    static const char zeros[1024] __attribute__((aligned(64)));
-    _tile_loadd(4, zeros, 64);
-    _tile_loadd(5, zeros, 64);
-    _tile_loadd(6, zeros, 64);
-    _tile_loadd(7, zeros, 64);
-    _tile_zero(0);
-    _tile_zero(1);
-    _tile_zero(2);
-    _tile_zero(3);
     const int n = 500000;
     const uint64_t t0 = __rdtsc();
-    for (int i = 0; i < n; i++) {
-        _tile_dpbf16ps(0, 4, 6);
-        _tile_dpbf16ps(1, 5, 7);
-        _tile_dpbf16ps(2, 4, 7);
-        _tile_dpbf16ps(3, 5, 6);
-    }
+    ws_attn_cpu_amx_peak_flops(n);
     return (double)(__rdtsc() - t0) / (4.0 * n);
 }
 
 int main(void)
 {
-    const int amx = amx_probe_init("cpu_speed") == 0; /* pins to CPU 0, configures tiles */
-    cpu_set_t allowed;
-    if (sched_getaffinity(0, sizeof allowed, &allowed)) {
-        perror("cpu_speed: sched_getaffinity");
-        return 1;
-    }
+    const int amx = ws_isa_supported(WS_ISA_AMX); /* CPU and OS: tiles granted */
     const long n_cpus = sysconf(_SC_NPROCESSORS_ONLN);
     for (int cpu = 0; cpu < n_cpus && cpu < CPU_SETSIZE; cpu++) {
         cpu_set_t one;
