@@ -142,7 +142,20 @@
  * scores 36%, V re-layout 14%, softmax 13%, O loads and stores 9%; its L1 sees ~3.4 KiB
  * per token (q tiles 36 KiB and O 32 KiB per super-block, K read for the scores and
  * again for V), and the TDPBF16PS rate itself moves 2.4x with the host's phase (13 or 31
- * TSC cycles each), which MLA's 272 products per 64 tokens follow. */
+ * TSC cycles each), which MLA's 272 products per 64 tokens follow.
+ * The ceiling (scripts/read_ceiling.c, 2 threads): memory read as this loop reads it,
+ * PREFETCHT1 well ahead and then loads, with no compute, runs at 1.05-1.13x the plain
+ * reduction bench times as the read bandwidth (PREFETCHT1 alone 1.36-1.49x: the L2-to-L1
+ * fills are what costs); so 0.85 of the read bandwidth leaves the compute 20-25% that it
+ * does not hide. The two vCPUs also differ and drift (scripts/cpu_speed.c: a dependent
+ * add 0.86-1.6 TSC cycles, TDPBF16PS 14-35, per CPU and minute). With K in tiles, also
+ * tried (A/B from memory, Qwen3's shape): K prefetched only for the first 8, 16 or 32
+ * lines of each 4 KiB tile, the streamer to do the rest (1.24, 1.20, 1.13), PREFETCHT0
+ * instead of T1 (1.00; one super-block ahead instead of two 1.16), TILELOADDT1 for K and
+ * V (0.99-1.01), the softmax's prefetch quota split per head (1.02-1.03), the scaled
+ * scores recomputed in pass 2 instead of stored (1.00-1.03), 128-token super-blocks with
+ * four P tiles held (0.98-1.02), and, in the whole bench, four times the tasks per thread
+ * (no difference). */
 #include <immintrin.h>
 #include <math.h>
 #include <pthread.h>
