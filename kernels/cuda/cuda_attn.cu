@@ -254,10 +254,11 @@ int cu_attn_run(ws_gpu_attn *a, const ws_attn_problem *p, const ws_gpu_attn_opts
                           "GPU attention: bf16 KV needs compute capability 8.0+ (this device is "
                           "%d.%d); use fp16",
                           a->cc / 10, a->cc % 10);
-    if (kv->v_pairs)
+    if (kv->v_pairs || kv->k_tiles)
         return ws_err_set(err, WS_EUNSUP,
-                          "GPU attention: V in token pairs is the CPU region's layout; GPU pages "
-                          "keep V in rows");
+                          "GPU attention: %s is the CPU region's layout; GPU pages keep K and V "
+                          "in rows",
+                          kv->v_pairs ? "V in token pairs" : "K in tiles");
     const variant *v = NULL;
     for (const variant &c : g_variants)
         if (c.d_k == kv->d_k && c.d_v == kv->d_v && c.share == kv->v_shares_k &&

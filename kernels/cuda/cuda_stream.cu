@@ -200,10 +200,11 @@ int cu_dwin_create(const ws_gpu_dwin_config *cfg, ws_gpu_dwin **out, ws_err *err
     if (rc)
         return rc;
     if (cfg->n_layers <= 0 || cfg->max_seqs <= 0 || cfg->kv.n_kv_heads <= 0 || cfg->kv.d_k <= 0 ||
-        cfg->kv.d_v <= 0 || ws_dtype_size(cfg->kv.dtype) != 2 || cfg->kv.v_pairs)
+        cfg->kv.d_v <= 0 || ws_dtype_size(cfg->kv.dtype) != 2 || cfg->kv.v_pairs ||
+        cfg->kv.k_tiles)
         return ws_err_set(err, WS_EINVAL,
                           "D-window: layers, sequences, heads and dims must be positive and the KV "
-                          "type 16-bit, V in rows (the GPU layout)");
+                          "type 16-bit, K and V in rows (the GPU layout)");
     ws_gpu_dwin *d = (ws_gpu_dwin *)calloc(1, sizeof *d);
     if (!d)
         return ws_err_set(err, WS_ENOMEM, "D-window: out of memory");
