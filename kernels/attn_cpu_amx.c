@@ -159,8 +159,9 @@
  * without P.V 0.82 of the time (without its V tile loads 0.89, its O loads and stores
  * 0.95), without the exps 0.99, without the score tiles' K loads 1.02 or their products
  * 1.09: the scores hide inside the softmax, P.V does not. Its V tiles read 1 KB apart in
- * tile order instead (a V layout not made) measured 0.97-0.99, and those V rows prefetched
- * to L1 during the softmax 1.00. */
+ * tile order instead (a V layout not made) measured 0.97-0.99, those V rows prefetched to
+ * L1 during the softmax 1.00, the second pair's V in the free tiles 2-3 1.08-1.10, no
+ * prefetch during P.V 1.07-1.12 and 2-8 times its share of it there 0.99-1.05. */
 #include <immintrin.h>
 #include <math.h>
 #include <pthread.h>
