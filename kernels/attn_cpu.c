@@ -107,11 +107,10 @@ int ws_attn_cpu_v_pairs(const ws_kv_layout *kv, int n_q_heads, ws_isa isa)
 
 int ws_attn_cpu_k_tiles(const ws_kv_layout *kv, int n_q_heads, ws_isa isa, int token_lists)
 {
-    ws_kv_layout rows = *kv;
-    rows.k_tiles = 0;
+    /* Within the tile group the amx path's fit does not depend on the K layout. */
     return !token_lists && !kv->v_shares_k && kv->page_tokens % 16 == 0 && kv->n_kv_heads > 0 &&
            n_q_heads / kv->n_kv_heads <= WS_ATTN_CPU_AMX_TILE_GROUP &&
-           ws_attn_cpu_path(&rows, n_q_heads, isa) == WS_ISA_AMX;
+           ws_attn_cpu_path(kv, n_q_heads, isa) == WS_ISA_AMX;
 }
 
 static const ws_attn_cpu_ops *ops_for(ws_isa isa)

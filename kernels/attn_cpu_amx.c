@@ -885,7 +885,7 @@ INL void attend(const ws_attn_problem *p, int s, int kvh, int i0, int i1, int G,
             uint32_t *pb = pb0 + (size_t)og_i * NSUB * prows * 16;
             const float *sbh = sb + cur * s_sb + (size_t)(paired ? og_i : hg) * NSUB * SUB * 16;
             /* Softmax, pass 1: hi + lo, scale, mask; the super-block's max per head. */
-            __m512 mx = ninf, alpha, mn, ls[HMAX];
+            __m512 mx = ninf, ls[HMAX];
             if (kt) { /* S rows per head, 16 tokens each */
                 __m512 mh[HMAX];
 #pragma GCC unroll 8
@@ -906,11 +906,7 @@ INL void attend(const ws_attn_problem *p, int s, int kvh, int i0, int i1, int G,
                             mh[h] = _mm512_max_ps(mh[h], v);
                         }
                 }
-                const __m512 mo = _mm512_loadu_ps(m);
-                mn = _mm512_mask_max_ps(mo, hm8, mo, reduce8_max(mh));
-                const __mmask16 had = _mm512_cmp_ps_mask(mo, ninf, _CMP_NEQ_OQ) & hm8;
-                alpha = exp2_maskz(had, _mm512_sub_ps(mo, mn));
-                _mm512_storeu_ps(m, mn);
+                mx = reduce8_max(mh); /* lane h: head h */
             }
             for (int j = 0; j < nsub && !kt; j++) {
                 const float *st = sbh + j * SUB * 16;
@@ -929,13 +925,15 @@ INL void attend(const ws_attn_problem *p, int s, int kvh, int i0, int i1, int G,
                     mx = _mm512_max_ps(mx, v);
                 }
             }
-            if (!kt) {
+            if (!kt) /* lanes h and 8 + h: head h */
                 mx = _mm512_max_ps(mx, _mm512_shuffle_f32x4(mx, mx, _MM_SHUFFLE(1, 0, 3, 2)));
-                const __m512 mo = _mm512_loadu_ps(m);
-                mn = _mm512_max_ps(mo, mx);
-                const __mmask16 had = _mm512_cmp_ps_mask(mo, ninf, _CMP_NEQ_OQ);
-                alpha = exp2_maskz(had, _mm512_sub_ps(mo, mn));
-            }
+            /* The new max and the rescale factor per head (K tiles: the lanes of real heads
+             * only, the others hold no head); pass 2 of K tiles reads m per head. */
+            const __mmask16 km = kt ? hm8 : (__mmask16)0xffff;
+            const __m512 mo = _mm512_loadu_ps(m), mn = _mm512_mask_max_ps(mo, km, mo, mx);
+            const __mmask16 had = _mm512_cmp_ps_mask(mo, ninf, _CMP_NEQ_OQ) & km;
+            const __m512 alpha = exp2_maskz(had, _mm512_sub_ps(mo, mn));
+            _mm512_storeu_ps(m, mn);
             /* Pass 2: probabilities, per-head rows, P tiles: rows h and H + h hold head h's
              * hi and lo halves in the even bf16 slots; the odd-slot tile is the same bytes
              * loaded 2 bytes earlier (the zero pad covers row 0's first slot). */
@@ -1008,17 +1006,14 @@ INL void attend(const ws_attn_problem *p, int s, int kvh, int i0, int i1, int G,
             }
             for (int j = nsub; j < next_ns; j++)
                 scores_sub(&sc, cur ^ 1, j, &pf);
-            if (kt) {
+            if (kt)
                 lsum = reduce8_add(ls);
-            } else {
+            else
                 lsum =
                     _mm512_add_ps(lsum, _mm512_shuffle_f32x4(lsum, lsum, _MM_SHUFFLE(1, 0, 3, 2)));
-                _mm512_storeu_ps(m, mn);
-            }
             _mm512_storeu_ps(l, _mm512_fmadd_ps(alpha, _mm512_loadu_ps(l), lsum));
             /* Rescale the O rows (hi and lo parts) of heads whose max moved. */
-            __mmask16 moved = _mm512_cmp_ps_mask(alpha, _mm512_set1_ps(1.0f), _CMP_NEQ_UQ) &
-                              (__mmask16)((1u << H) - 1);
+            __mmask16 moved = _mm512_cmp_ps_mask(alpha, _mm512_set1_ps(1.0f), _CMP_NEQ_UQ) & hm8;
             if (moved) {
                 float af[16];
                 _mm512_storeu_ps(af, alpha);
