@@ -603,29 +603,21 @@ static void scores(score_ctx *c, int at, int x, pf_cursor *pf)
          * loads and four K loads per eight TDPBF16PS. */
         for (int pg = 0; pg < c->n_og; pg++) {
             const uint16_t *qp = c->qv + (size_t)pg * 2 * q_hg;
-            _tile_zero(0);
-            _tile_zero(1);
-            _tile_zero(2);
-            _tile_zero(3);
-            for (int ks = 0; ks < ksteps; ks++) {
-                pf_step(pf);
-                _tile_loadd(4, qp + (size_t)ks * 1024, 64);
-                _tile_loadd(5, qp + (size_t)ks * 1024 + 512, 64);
-                QK2(0, 0, 0);
-                if (ns > 1)
-                    QK2(1, 1, 1);
-                if (ns > 2)
-                    QK2(2, 2, 2);
-                if (ns > 3)
-                    QK2(3, 3, 3);
+            for (int j = 0; j < ns; j += 2) {
+                _tile_zero(0);
+                _tile_zero(1);
+                for (int ks = 0; ks < ksteps; ks++) {
+                    pf_step(pf);
+                    _tile_loadd(4, qp + (size_t)ks * 1024, 64);
+                    _tile_loadd(5, qp + (size_t)ks * 1024 + 512, 64);
+                    QK2(0, 0, j);
+                    if (j + 1 < ns)
+                        QK2(1, 1, j + 1);
+                }
+                _tile_stored(0, S_AT(pg, j), 64);
+                if (j + 1 < ns)
+                    _tile_stored(1, S_AT(pg, j + 1), 64);
             }
-            _tile_stored(0, S_AT(pg, 0), 64);
-            if (ns > 1)
-                _tile_stored(1, S_AT(pg, 1), 64);
-            if (ns > 2)
-                _tile_stored(2, S_AT(pg, 2), 64);
-            if (ns > 3)
-                _tile_stored(3, S_AT(pg, 3), 64);
         }
         return;
     }
@@ -814,7 +806,7 @@ INL void attend(const ws_attn_problem *p, int s, int kvh, int i0, int i1, int G,
     const int gv = paired && !vp, pp = vp || gv;
     uint16_t *gvb = (uint16_t *)(w + sp.gv);
     const int pf_steps =
-        (paired ? n_og : NSUB) * qk_steps + NSUB * n_hg + pv_steps * n_og * (pp ? NSUB / 2 : NSUB);
+        (paired ? n_og * (NSUB / 2) : NSUB) * qk_steps + NSUB * n_hg + pv_steps * n_og * (pp ? NSUB / 2 : NSUB);
     /* P in token pairs (pp): tiles per O group and pair of sub-blocks, [16 rows][32 tokens] bf16:
      * one (hi rows 0..7, lo rows 8..15) for one head group, a hi and a lo tile when paired. */
     const int n_pt = paired ? 2 : 1;
@@ -1042,10 +1034,10 @@ INL void attend(const ws_attn_problem *p, int s, int kvh, int i0, int i1, int G,
          * 4 + b), so each step loads only O and V. */
         const int held = pp && n_og == 1 && NSUB == 4;
         if (held && paired) {
-            _tile_loadd(2, PT(0, 0, 0), 64);
-            _tile_loadd(3, PT(0, 0, 1), 64);
-            _tile_loadd(4, PT(0, 1, 0), 64);
-            _tile_loadd(5, PT(0, 1, 1), 64);
+            _tile_loadd(4, PT(0, 0, 0), 64);
+            _tile_loadd(5, PT(0, 0, 1), 64);
+            _tile_loadd(1, PT(0, 1, 0), 64);
+            _tile_loadd(7, PT(0, 1, 1), 64);
         } else if (held) {
             _tile_loadd(4, PT(0, 0, 0), 64);
             _tile_loadd(5, PT(0, 1, 0), 64);
@@ -1070,7 +1062,25 @@ INL void attend(const ws_attn_problem *p, int s, int kvh, int i0, int i1, int G,
             _tile_dpbf16ps(1, T1, 7);                                                              \
         }                                                                                          \
     } while (0)
-        for (int c = 0; c < pv_steps && held; c++) {
+        for (int c = 0; c < pv_steps && held && paired; c++) {
+            const uint16_t *gc = gvb + (size_t)(c & 1) * (NSUB / 2) * 1024;
+            for (int hf = 0; hf < 2; hf++) {
+                _tile_loadd(0, ob + 32 * c + 16 * hf, dv * 4);
+                _tile_loadd(6, vp ? sub[0].v + 64 * c + 32 * hf : gc + 512 * hf, vp ? sub[0].vs : 64);
+                pf_step(&pf);
+                _tile_dpbf16ps(0, 4, 6);
+                _tile_dpbf16ps(0, 5, 6);
+                if (nsub > 2) {
+                    _tile_loadd(6, vp ? sub[2].v + 64 * c + 32 * hf : gc + 1024 + 512 * hf, vp ? sub[2].vs : 64);
+                    _tile_dpbf16ps(0, 1, 6);
+                    _tile_dpbf16ps(0, 7, 6);
+                }
+                _tile_stored(0, ob + 32 * c + 16 * hf, dv * 4);
+            }
+            if (gv && c + 1 < pv_steps)
+                gather_v_cols(sub, nsub, c + 1, gvb + (size_t)((c + 1) & 1) * (NSUB / 2) * 1024);
+        }
+        for (int c = 0; c < pv_steps && held && !paired; c++) {
             const uint16_t *gc = gvb + (size_t)(c & 1) * (NSUB / 2) * 1024;
             _tile_loadd(0, ob + 32 * c, dv * 4);
             _tile_loadd(1, ob + 32 * c + 16, dv * 4);
