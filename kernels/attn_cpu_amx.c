@@ -1194,24 +1194,23 @@ void ws_attn_cpu_amx_attend(const ws_attn_problem *p, int s, int kvh, int i0, in
 
 /* Peak of TDPBF16PS on full 16x16x32 tiles, in useful flop: the kernel's tiles carry the
  * hi and lo halves of q or p side by side, so at most half of a product's multiply-adds
- * are useful: each counts 16x16x32 flop (half its multiply-adds x 2). */
+ * are useful: each counts 16x16x32 flop (half its multiply-adds x 2). Four tiles (two
+ * accumulators, one A and one B tile): on the development host the products then take
+ * 14-15 TSC cycles whatever the minute, while with all eight tiles in use they took
+ * 14-17 in some minutes and 31-37 in others (scripts/amx_tiles.c). */
 double ws_attn_cpu_amx_peak_flops(int iters)
 {
     config();
     static const uint16_t ones[16 * 32] = {0};
     _tile_loadd(4, ones, 64);
-    _tile_loadd(5, ones, 64);
     _tile_loadd(6, ones, 64);
-    _tile_loadd(7, ones, 64);
     _tile_zero(0);
     _tile_zero(1);
-    _tile_zero(2);
-    _tile_zero(3);
     for (int i = 0; i < iters; i++) {
         _tile_dpbf16ps(0, 4, 6);
-        _tile_dpbf16ps(1, 4, 7);
-        _tile_dpbf16ps(2, 5, 6);
-        _tile_dpbf16ps(3, 5, 7);
+        _tile_dpbf16ps(1, 4, 6);
+        _tile_dpbf16ps(0, 4, 6);
+        _tile_dpbf16ps(1, 4, 6);
     }
     float out[256];
     _tile_stored(0, out, 64);
