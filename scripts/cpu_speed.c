@@ -4,8 +4,10 @@
  * times each:
  *   add      TSC cycles per dependent integer add (1 / the core's clock in TSC units when
  *            it has the core to itself);
- *   tdp      TSC cycles per TDPBF16PS on full 16x16 tiles, four accumulators (the AMX
- *            rate the MLA loop follows), when the CPU has AMX.
+ *   tdp      TSC cycles per TDPBF16PS on full 16x16 tiles, the kernel's peak loop (two
+ *            accumulators, four tiles in use), when the CPU has AMX. With all eight tiles
+ *            in use the rate moves 2x between minutes (scripts/amx_tiles.c); with four,
+ *            14-15 cycles on the development host.
  * Build (after `make`, which builds the library whose peak loop it times) and run:
  *   gcc -O2 -D_GNU_SOURCE -Icommon -Ikernels scripts/cpu_speed.c build/libwritescope.a -lm \
  *       -pthread -o build/cpu_speed && build/cpu_speed */
