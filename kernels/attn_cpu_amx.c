@@ -13,7 +13,7 @@
  *           one KV head are a fixed stride apart) or from a zero-padded gather buffer
  *           (sparse lists, page edges, the last partial block). Paired head groups (see
  *           O += P.V) use a q_hi and a q_lo tile of 16 heads instead, both into the same
- *           S tile, for all four sub-blocks at once (0.75 tile loads per TDPBF16PS).
+ *           S tile, two sub-blocks at a time (one tile load per TDPBF16PS; see Tiles).
  *           With K in tiles (kv.k_tiles, the CPU region's layout for one head group with a
  *           separate V block, see ws_attn_cpu_k_tiles) the roles swap: S [16 (hi, lo) x 16
  *           tok] = Qa [16 x 32 dims] . K^T [16 pairs x 16 tok x 2], K^T being 1 KB of the
@@ -46,7 +46,8 @@
  *           super-block. With one O group (G <= 16) and P in token pairs, the P tiles of the
  *           super-block (two, or four when paired) stay in tile registers for all column
  *           steps, which then load only O and V: MLA (16 heads, 16 column steps) 0.926 of
- *           the time from memory, Qwen3's shape 0.99 (A/B runs, 2 threads).
+ *           the time from memory, Qwen3's shape 0.99 (A/B runs, 2 threads). Paired, the
+ *           column step goes one O tile and one V tile (16 columns) at a time (see Tiles).
  *           Paired groups on V rows (MLA, whose V is K's first d_v values, so
  *           no stored layout serves both products) re-lay each 32-column step's V values of
  *           the super-block into token pairs in a small buffer (VPUNPCKLWD/HWD of two
@@ -66,6 +67,23 @@
  *           page's run from an even token, else gathered (zero-padded) into pairs, which for
  *           single-token lists reads both tokens' lines of a pair (sparse token lists run
  *           ~20% slower than on rows; dense and page lists do not gather).
+ * Tiles: the loop keeps to six of the eight tile registers (0, 1, 4-7; one head group on K
+ * tiles and V pairs), because tiles left in their init state (LDTILECFG at the start of a
+ * call zeroes all) seem to free physical registers for the loads and products in flight:
+ * scripts/amx_tiles.c times the same work with 8 tiles in use at up to 1.7x the time of 6
+ * (P.V of Qwen3's shape; 5 tiles 0.87x, 4 tiles 0.80x) in some minutes of the development
+ * host and at about the same in others, and TDPBF16PS alone at 31-37 TSC cycles with 8
+ * tiles against 14-15 with 4. MLA (paired groups) used all eight (scores of four
+ * sub-blocks at once, P held in 2-5, O in 0-1, V in 6-7); with its scores two sub-blocks
+ * at a time and its P.V one O and one V tile at a time (P held in 4, 5, 1, 7) it uses six:
+ * A/B 0.913 in L2, 0.916 from memory, although its q tiles now load twice per super-block.
+ * Fewer still measured worse where that costs loads: MLA in five tiles (P reloaded per pair,
+ * 1.03; q hi and lo through one tile, K loaded three times per step, 1.31), Qwen3's shape
+ * in four (O one tile at a time, 0.99-1.02) or three (P reloaded too, 1.02). The numbering
+ * matters as well, beyond the count: Qwen3's score tiles in tiles 2-3 (otherwise unused)
+ * 1.06-1.18 in L2, its P.V of the super-block before inside the softmax steps 0.95 in L2
+ * with O in 1 and 7 but 1.24-1.31 with O in 2-3 or 1-2, and 1.13-1.18 from memory either
+ * way (deferred whole, after the softmax: 1.02).
  * Every path scales the scores by scale log2(e) and takes 2^x (a degree-6 polynomial on
  * [-1/2, 1/2] and VSCALEFPS: four vector operations fewer than Cephes' exp, with the mask
  * of absent tokens folded into the last one), so m is in base 2 and lse = m ln 2 + log l:
@@ -273,8 +291,9 @@ INL void load_config(const tilecfg *c)
     __asm__ volatile("ldtilecfg %0" ::"m"(*c));
 }
 
-/* Every tile is 16 rows x 64 bytes. Scores: 0-3 S, 4-5 q, 6 K; P.V: 0-1 O, then with zero
- * slots 4 P even, 5 P odd, 6 V, with P in token pairs 4 P (hi), 5 P lo, 6-7 V. */
+/* Every tile is 16 rows x 64 bytes. Scores: 0 S (paired: 0-1), 4 q (paired: 4-5 q hi, lo), 6 K;
+ * P.V: 0-1 O, then with zero slots 4 P even, 5 P odd, 6 V; with P in token pairs 4 P (hi),
+ * 5 P lo, 6-7 V; held P of one group 4-5, of a pair 4, 5, 1, 7 with O in 0 and V in 6. */
 static void config(void)
 {
     tilecfg c;
@@ -572,9 +591,9 @@ INL void scores_sub(score_ctx *c, int x, int j, pf_cursor *pf)
  * per sub-block, sub-block by sub-block in address order (~6% faster than keeping q in
  * registers across four sub-blocks, A/B runs with scripts/ab_amx.sh); paired groups,
  * S [16 tok x 16 heads] per pair and sub-block, the pair's q_hi and q_lo tiles held while
- * the K tiles of all four sub-blocks pass (0.75 tile loads per TDPBF16PS; tile loads, not
- * the multiplies, bound this loop; 2-4% faster for MLA than two groups x two sub-blocks
- * with hi/lo columns). */
+ * the K tiles of two sub-blocks pass (one tile load per TDPBF16PS; all four sub-blocks at
+ * once, 0.75 loads per product, took tiles 0-3 for S and measured 9% slower for MLA: see
+ * Tiles in the header; two groups x two sub-blocks with hi/lo columns 2-4% slower). */
 #define QK2(TA, TB, J)                                                                             \
     do {                                                                                           \
         _tile_loadd(6, c->sub[x][J].k + 32 * ks, c->sub[x][J].ks);                                 \
@@ -599,8 +618,8 @@ static void scores(score_ctx *c, int at, int x, pf_cursor *pf)
 #define S_AT(hg, j) (sbx + ((size_t)(hg)*NSUB + (j)) * SUB * 16)
     if (c->paired) {
         /* Pairs of head groups: a q_hi and a q_lo tile of 16 heads into the same S tile
-         * (16 tokens x 16 heads, hi and lo summed), all four sub-blocks at once: two q
-         * loads and four K loads per eight TDPBF16PS. */
+         * (16 tokens x 16 heads, hi and lo summed), two sub-blocks at a time (S in tiles
+         * 0-1): two q loads and two K loads per four TDPBF16PS. */
         for (int pg = 0; pg < c->n_og; pg++) {
             const uint16_t *qp = c->qv + (size_t)pg * 2 * q_hg;
             for (int j = 0; j < ns; j += 2) {
@@ -1029,9 +1048,9 @@ INL void attend(const ws_attn_problem *p, int s, int kvh, int i0, int i1, int G,
          * overlaps the tile work. */
         if (gv)
             gather_v_cols(sub, nsub, 0, gvb);
-        /* One O group: the P tiles of both pairs of sub-blocks stay in tiles 2-5 for all
-         * column steps (pair b: hi at 2 + 2b, lo at 3 + 2b when paired, else pair b at
-         * 4 + b), so each step loads only O and V. */
+        /* One O group: the P tiles of both pairs of sub-blocks stay in tile registers for
+         * all column steps (paired: pair 0's hi and lo in 4 and 5, pair 1's in 1 and 7;
+         * else pair b in 4 + b), so each step loads only O and V. */
         const int held = pp && n_og == 1 && NSUB == 4;
         if (held && paired) {
             _tile_loadd(4, PT(0, 0, 0), 64);
@@ -1042,55 +1061,54 @@ INL void attend(const ws_attn_problem *p, int s, int kvh, int i0, int i1, int G,
             _tile_loadd(4, PT(0, 0, 0), 64);
             _tile_loadd(5, PT(0, 1, 0), 64);
         }
-/* One pair of sub-blocks: its two V tiles (V, row stride VS) times its held P tiles into O
- * tiles 0 and 1: TPH and TPL (hi, lo) when paired, else T1. The step's prefetch quota goes
- * after the V loads, which so take the line-fill buffers first: 0.974-0.997 of the time
- * for Qwen3's shape from memory (A/B runs; between the two loads 0.989, after the
- * products 1.006, and the same order in the score tiles 1.007; MLA 1.001). */
-#define PV_HELD(V, VS, TPH, TPL, T1)                                                               \
-    do {                                                                                           \
-        _tile_loadd(6, V, VS);                                                                     \
-        _tile_loadd(7, (V) + (vp ? 32 : 512), VS);                                                 \
-        pf_step(&pf);                                                                              \
-        if (paired) {                                                                              \
-            _tile_dpbf16ps(0, TPH, 6);                                                             \
-            _tile_dpbf16ps(1, TPH, 7);                                                             \
-            _tile_dpbf16ps(0, TPL, 6);                                                             \
-            _tile_dpbf16ps(1, TPL, 7);                                                             \
-        } else {                                                                                   \
-            _tile_dpbf16ps(0, T1, 6);                                                              \
-            _tile_dpbf16ps(1, T1, 7);                                                              \
-        }                                                                                          \
-    } while (0)
+        /* Pairs (MLA): 16 columns at a time, one O tile (0) and one V tile (6) per pair of
+         * sub-blocks (V as stored or re-laid: lo tile 32c.., hi tile 32c + 16..). */
         for (int c = 0; c < pv_steps && held && paired; c++) {
             const uint16_t *gc = gvb + (size_t)(c & 1) * (NSUB / 2) * 1024;
             for (int hf = 0; hf < 2; hf++) {
-                _tile_loadd(0, ob + 32 * c + 16 * hf, dv * 4);
-                _tile_loadd(6, vp ? sub[0].v + 64 * c + 32 * hf : gc + 512 * hf, vp ? sub[0].vs : 64);
+                float *oc = ob + 32 * c + 16 * hf;
+                _tile_loadd(0, oc, dv * 4);
+                if (vp)
+                    _tile_loadd(6, sub[0].v + 64 * c + 32 * hf, sub[0].vs);
+                else
+                    _tile_loadd(6, gc + 512 * hf, 64);
                 pf_step(&pf);
                 _tile_dpbf16ps(0, 4, 6);
                 _tile_dpbf16ps(0, 5, 6);
                 if (nsub > 2) {
-                    _tile_loadd(6, vp ? sub[2].v + 64 * c + 32 * hf : gc + 1024 + 512 * hf, vp ? sub[2].vs : 64);
+                    if (vp)
+                        _tile_loadd(6, sub[2].v + 64 * c + 32 * hf, sub[2].vs);
+                    else
+                        _tile_loadd(6, gc + 1024 + 512 * hf, 64);
                     _tile_dpbf16ps(0, 1, 6);
                     _tile_dpbf16ps(0, 7, 6);
                 }
-                _tile_stored(0, ob + 32 * c + 16 * hf, dv * 4);
+                _tile_stored(0, oc, dv * 4);
             }
             if (gv && c + 1 < pv_steps)
                 gather_v_cols(sub, nsub, c + 1, gvb + (size_t)((c + 1) & 1) * (NSUB / 2) * 1024);
         }
+/* One head group (V pairs: held implies them): the two V tiles of pair of sub-blocks J times
+ * its held P tile TP into O tiles 0 and 1. The step's prefetch quota goes after the V
+ * loads, which so take the line-fill buffers first: 0.974-0.997 of the time for Qwen3's
+ * shape from memory (A/B runs; between the two loads 0.989, after the products 1.006, and
+ * the same order in the score tiles 1.007; MLA 1.001). */
+#define PV_HELD(J, TP)                                                                             \
+    do {                                                                                           \
+        _tile_loadd(6, sub[J].v + 64 * c, sub[J].vs);                                              \
+        _tile_loadd(7, sub[J].v + 64 * c + 32, sub[J].vs);                                         \
+        pf_step(&pf);                                                                              \
+        _tile_dpbf16ps(0, TP, 6);                                                                  \
+        _tile_dpbf16ps(1, TP, 7);                                                                  \
+    } while (0)
         for (int c = 0; c < pv_steps && held && !paired; c++) {
-            const uint16_t *gc = gvb + (size_t)(c & 1) * (NSUB / 2) * 1024;
             _tile_loadd(0, ob + 32 * c, dv * 4);
             _tile_loadd(1, ob + 32 * c + 16, dv * 4);
-            PV_HELD(vp ? sub[0].v + 64 * c : gc, vp ? sub[0].vs : 64, 2, 3, 4);
+            PV_HELD(0, 4);
             if (nsub > 2)
-                PV_HELD(vp ? sub[2].v + 64 * c : gc + 1024, vp ? sub[2].vs : 64, 4, 5, 5);
+                PV_HELD(2, 5);
             _tile_stored(0, ob + 32 * c, dv * 4);
             _tile_stored(1, ob + 32 * c + 16, dv * 4);
-            if (gv && c + 1 < pv_steps)
-                gather_v_cols(sub, nsub, c + 1, gvb + (size_t)((c + 1) & 1) * (NSUB / 2) * 1024);
         }
 #undef PV_HELD
         for (int c = 0; c < pv_steps && pp && !held; c++) {
