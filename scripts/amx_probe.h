@@ -17,6 +17,17 @@ typedef struct {
     uint8_t rows[16];
 } amx_probe_tilecfg;
 
+/* LDTILECFG: all eight tiles 16 rows x 64 bytes, every tile in its init state (zero). */
+static void amx_probe_configure(void)
+{
+    amx_probe_tilecfg c;
+    memset(&c, 0, sizeof c);
+    c.palette = 1;
+    for (int i = 0; i < 8; i++)
+        c.rows[i] = 16, c.colsb[i] = 64;
+    __asm__ volatile("ldtilecfg %0" ::"m"(c)); /* whole 64 bytes (see attn_cpu_amx.c) */
+}
+
 /* 0 when the tiles are ready; else prints why (prefixed by `name`) and returns 1. */
 static int amx_probe_init(const char *name)
 {
@@ -28,12 +39,7 @@ static int amx_probe_init(const char *name)
         fprintf(stderr, "%s: the kernel does not grant AMX tiles here\n", name);
         return 1;
     }
-    amx_probe_tilecfg c;
-    memset(&c, 0, sizeof c);
-    c.palette = 1;
-    for (int i = 0; i < 8; i++)
-        c.rows[i] = 16, c.colsb[i] = 64;
-    __asm__ volatile("ldtilecfg %0" ::"m"(c)); /* whole 64 bytes (see attn_cpu_amx.c) */
+    amx_probe_configure();
     return 0;
 }
 

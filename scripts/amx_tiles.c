@@ -39,46 +39,40 @@ static uint16_t g_v[4][512] __attribute__((aligned(64)));      /* V tiles */
 static float g_s[4][256] __attribute__((aligned(64)));         /* scores out */
 static float g_o[16 * 512] __attribute__((aligned(64)));       /* O, 16 rows */
 
-static void configure(void)
-{
-    amx_probe_tilecfg c;
-    memset(&c, 0, sizeof c);
-    c.palette = 1;
-    for (int i = 0; i < 8; i++)
-        c.rows[i] = 16, c.colsb[i] = 64;
-    __asm__ volatile("ldtilecfg %0" ::"m"(c));
-}
-
 #define T_START                                                                                    \
     const uint64_t t0 = __rdtsc();                                                                 \
-    configure()
+    amx_probe_configure()
 #define T_END(N)                                                                                   \
     _tile_release();                                                                               \
     return (double)(__rdtsc() - t0) / (N)
 
 /* ---- P.V of one head group (O 128 columns, two pairs of 16-token sub-blocks) ---- */
 
+/* O in 0-1, P held in 4-5, pair 0's V in 6-7, pair 1's in VA-VB. */
+#define PV_HELD_BODY(VA, VB)                                                                       \
+    T_START;                                                                                       \
+    _tile_loadd(4, g_p[0], 64);                                                                    \
+    _tile_loadd(5, g_p[1], 64);                                                                    \
+    for (int it = 0; it < PV_ITERS; it++)                                                          \
+        for (int c = 0; c < 4; c++) {                                                              \
+            _tile_loadd(0, g_o + 32 * c, 512);                                                     \
+            _tile_loadd(1, g_o + 32 * c + 16, 512);                                                \
+            _tile_loadd(6, g_v[0], 64);                                                            \
+            _tile_loadd(7, g_v[1], 64);                                                            \
+            _tile_dpbf16ps(0, 4, 6);                                                               \
+            _tile_dpbf16ps(1, 4, 7);                                                               \
+            _tile_loadd(VA, g_v[2], 64);                                                           \
+            _tile_loadd(VB, g_v[3], 64);                                                           \
+            _tile_dpbf16ps(0, 5, VA);                                                              \
+            _tile_dpbf16ps(1, 5, VB);                                                              \
+            _tile_stored(0, g_o + 32 * c, 512);                                                    \
+            _tile_stored(1, g_o + 32 * c + 16, 512);                                               \
+        }                                                                                          \
+    T_END(4.0 * PV_ITERS)
+
 __attribute__((target("amx-tile,amx-bf16"))) static double pv6(void)
 {
-    T_START;
-    _tile_loadd(4, g_p[0], 64);
-    _tile_loadd(5, g_p[1], 64);
-    for (int it = 0; it < PV_ITERS; it++)
-        for (int c = 0; c < 4; c++) {
-            _tile_loadd(0, g_o + 32 * c, 512);
-            _tile_loadd(1, g_o + 32 * c + 16, 512);
-            _tile_loadd(6, g_v[0], 64);
-            _tile_loadd(7, g_v[1], 64);
-            _tile_dpbf16ps(0, 4, 6);
-            _tile_dpbf16ps(1, 4, 7);
-            _tile_loadd(6, g_v[2], 64);
-            _tile_loadd(7, g_v[3], 64);
-            _tile_dpbf16ps(0, 5, 6);
-            _tile_dpbf16ps(1, 5, 7);
-            _tile_stored(0, g_o + 32 * c, 512);
-            _tile_stored(1, g_o + 32 * c + 16, 512);
-        }
-    T_END(4.0 * PV_ITERS);
+    PV_HELD_BODY(6, 7);
 }
 
 __attribute__((target("amx-tile,amx-bf16"))) static double pv5(void)
@@ -123,25 +117,7 @@ __attribute__((target("amx-tile,amx-bf16"))) static double pv4(void)
 
 __attribute__((target("amx-tile,amx-bf16"))) static double pv8(void)
 {
-    T_START;
-    _tile_loadd(4, g_p[0], 64);
-    _tile_loadd(5, g_p[1], 64);
-    for (int it = 0; it < PV_ITERS; it++)
-        for (int c = 0; c < 4; c++) {
-            _tile_loadd(0, g_o + 32 * c, 512);
-            _tile_loadd(1, g_o + 32 * c + 16, 512);
-            _tile_loadd(6, g_v[0], 64);
-            _tile_loadd(7, g_v[1], 64);
-            _tile_dpbf16ps(0, 4, 6);
-            _tile_dpbf16ps(1, 4, 7);
-            _tile_loadd(2, g_v[2], 64);
-            _tile_loadd(3, g_v[3], 64);
-            _tile_dpbf16ps(0, 5, 2);
-            _tile_dpbf16ps(1, 5, 3);
-            _tile_stored(0, g_o + 32 * c, 512);
-            _tile_stored(1, g_o + 32 * c + 16, 512);
-        }
-    T_END(4.0 * PV_ITERS);
+    PV_HELD_BODY(2, 3);
 }
 
 /* ---- MLA: scores (K sub-block J's tile of step ks into S, q hi in QH, lo in QL) and P.V ---- */
