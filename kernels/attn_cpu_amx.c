@@ -824,8 +824,8 @@ INL void attend(const ws_attn_problem *p, int s, int kvh, int i0, int i1, int G,
     /* gv: paired groups on V rows take P in token pairs too, V re-laid per column step */
     const int gv = paired && !vp, pp = vp || gv;
     uint16_t *gvb = (uint16_t *)(w + sp.gv);
-    const int pf_steps =
-        (paired ? n_og * (NSUB / 2) : NSUB) * qk_steps + NSUB * n_hg + pv_steps * n_og * (pp ? NSUB / 2 : NSUB);
+    const int pf_steps = (paired ? n_og * (NSUB / 2) : NSUB) * qk_steps + NSUB * n_hg +
+                         pv_steps * n_og * (pp ? NSUB / 2 : NSUB);
     /* P in token pairs (pp): tiles per O group and pair of sub-blocks, [16 rows][32 tokens] bf16:
      * one (hi rows 0..7, lo rows 8..15) for one head group, a hi and a lo tile when paired. */
     const int n_pt = paired ? 2 : 1;

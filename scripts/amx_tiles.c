@@ -33,11 +33,11 @@
 #define MLA_ITERS 400 /* 64-token super-blocks per call */
 
 static uint16_t g_k[4][18][512] __attribute__((aligned(64))); /* 4 sub-blocks x 18 K tiles */
-static uint16_t g_q[18][2][512] __attribute__((aligned(64)));  /* q hi, lo per 32 dims */
-static uint16_t g_p[4][512] __attribute__((aligned(64)));      /* P tiles */
-static uint16_t g_v[4][512] __attribute__((aligned(64)));      /* V tiles */
-static float g_s[4][256] __attribute__((aligned(64)));         /* scores out */
-static float g_o[16 * 512] __attribute__((aligned(64)));       /* O, 16 rows */
+static uint16_t g_q[18][2][512] __attribute__((aligned(64))); /* q hi, lo per 32 dims */
+static uint16_t g_p[4][512] __attribute__((aligned(64)));     /* P tiles */
+static uint16_t g_v[4][512] __attribute__((aligned(64)));     /* V tiles */
+static float g_s[4][256] __attribute__((aligned(64)));        /* scores out */
+static float g_o[16 * 512] __attribute__((aligned(64)));      /* O, 16 rows */
 
 #define T_START                                                                                    \
     const uint64_t t0 = __rdtsc();                                                                 \
