@@ -18,7 +18,7 @@ typedef struct {
 } amx_probe_tilecfg;
 
 /* LDTILECFG: all eight tiles 16 rows x 64 bytes, every tile in its init state (zero). */
-static void amx_probe_configure(void)
+static inline void amx_probe_configure(void)
 {
     amx_probe_tilecfg c;
     memset(&c, 0, sizeof c);
@@ -29,7 +29,7 @@ static void amx_probe_configure(void)
 }
 
 /* 0 when the tiles are ready; else prints why (prefixed by `name`) and returns 1. */
-static int amx_probe_init(const char *name)
+static inline int amx_probe_init(const char *name)
 {
     cpu_set_t cs;
     CPU_ZERO(&cs);
