@@ -162,10 +162,11 @@
  * again for V), and the TDPBF16PS rate itself moves 2.4x with the host's phase (13 or 31
  * TSC cycles each), which MLA's 272 products per 64 tokens follow.
  * The ceiling (scripts/read_ceiling.c, 2 threads): memory read as this loop reads it,
- * PREFETCHT1 well ahead and then loads, with no compute, runs at 1.05-1.13x the plain
- * reduction bench times as the read bandwidth (PREFETCHT1 alone 1.36-1.49x: the L2-to-L1
- * fills are what costs); so 0.85 of the read bandwidth leaves the compute 20-25% that it
- * does not hide. The two vCPUs also differ and drift (scripts/cpu_speed.c: a dependent
+ * PREFETCHT1 well ahead and then loads (vector or tile loads), with no compute, runs at
+ * 1.03-1.13x the plain reduction bench times as the read bandwidth, and so do tile loads
+ * with no software prefetch at all (PREFETCHT1 alone 1.36-1.49x, but dropped prefetches
+ * count there too); so 0.85 of the read bandwidth leaves the compute 15-25% that it does
+ * not hide. In the loop, no software prefetch takes 1.69x the time (K tiles, V pairs). The two vCPUs also differ and drift (scripts/cpu_speed.c: a dependent
  * add 0.86-1.6 TSC cycles, TDPBF16PS 14-35, per CPU and minute). With K in tiles, also
  * tried (A/B from memory, Qwen3's shape): K prefetched only for the first 8, 16 or 32
  * lines of each 4 KiB tile, the streamer to do the rest (1.24, 1.20, 1.13), PREFETCHT0
