@@ -102,8 +102,7 @@ Test(bench, attn_cpu_scaling_same_run)
     /* the same bytes on one thread: its rate from its own time */
     cr_assert_float_eq(num(sc, "kv_gbps"), num(o, "kv_bytes") / num(sc, "seconds") / 1e9, 1e-6);
     /* The JSON carries 10 significant digits: a ratio of two printed values matches the
-     * printed ratio to a few parts in 1e10 of itself (an absolute 1e-9 failed now and then
-     * for speedups near 2). */
+     * printed ratio to a few parts in 1e10 of itself (an absolute 1e-9 failed now and then). */
     const double sp = num(sc, "seconds") / num(o, "seconds");
     const double rsp = num(o, "read_bw_gbps") / num(sc, "read_bw_gbps");
     cr_assert_float_eq(num(sc, "speedup"), sp, 1e-8 * sp);
