@@ -84,9 +84,11 @@
  * 1.03; q hi and lo through one tile, K loaded three times per step, 1.31), Qwen3's shape
  * in four (O one tile at a time, 0.99-1.02) or three (P reloaded too, 1.02). The numbering
  * matters as well, beyond the count: Qwen3's score tiles in tiles 2-3 (otherwise unused)
- * 1.06-1.18 in L2, its P.V of the super-block before inside the softmax steps 0.95 in L2
- * with O in 1 and 7 but 1.24-1.31 with O in 2-3 or 1-2, and 1.13-1.18 from memory either
- * way (deferred whole, after the softmax: 1.02).
+ * 1.06-1.18 in L2. Its P.V of the super-block before inside the softmax steps (P.V's V
+ * loads spread between the exps, as the score tiles' K loads are) used eight tiles in the
+ * forms first tried: 0.95 in L2 with O in 1 and 7 but 1.24-1.31 with O in 2-3 or 1-2, and
+ * 1.13-1.18 from memory either way; in five tiles (O 0-1, V 6-7, P reloaded into 4) 1.00
+ * from memory, in three 1.04 (deferred whole, after the softmax: 1.02).
  * Every path scales the scores by scale log2(e) and takes 2^x (a degree-6 polynomial on
  * [-1/2, 1/2] and VSCALEFPS: four vector operations fewer than Cephes' exp, with the mask
  * of absent tokens folded into the last one), so m is in base 2 and lse = m ln 2 + log l:
