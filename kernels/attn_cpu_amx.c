@@ -88,7 +88,9 @@
  * loads spread between the exps, as the score tiles' K loads are) used eight tiles in the
  * forms first tried: 0.95 in L2 with O in 1 and 7 but 1.24-1.31 with O in 2-3 or 1-2, and
  * 1.13-1.18 from memory either way; in five tiles (O 0-1, V 6-7, P reloaded into 4) 1.00
- * from memory, in three 1.04 (deferred whole, after the softmax: 1.02).
+ * from memory, in three 1.04 (deferred whole, after the softmax: 1.02). V brought from
+ * memory straight to L1 instead (PREFETCHT0 during its own super-block's softmax, no
+ * PREFETCHT1), so that each line takes one line-fill buffer trip, not two: 1.33-1.40.
  * Every path scales the scores by scale log2(e) and takes 2^x (a degree-6 polynomial on
  * [-1/2, 1/2] and VSCALEFPS: four vector operations fewer than Cephes' exp, with the mask
  * of absent tokens folded into the last one), so m is in base 2 and lse = m ln 2 + log l:
