@@ -1,5 +1,6 @@
-/* attn_cpu_exp512: the AVX-512 exp the softmax of the AVX-512 and AMX attention paths
- * share (Cephes' expf polynomial, ~1 ulp on [-87, 0], 2^n applied with VSCALEFPS).
+/* attn_cpu_exp512: the AVX-512 exp of the AVX-512 attention paths' softmax (Cephes' expf
+ * polynomial, ~1 ulp on [-87, 0], 2^n applied with VSCALEFPS). The AMX path takes its
+ * exps in base 2 with its own polynomial (attn_cpu_amx.c: exp2_maskz).
  * Include it after `#pragma GCC target("avx512f,...")`: it is compiled for the including
  * file's instruction set. */
 #ifndef WS_ATTN_CPU_EXP512_H
