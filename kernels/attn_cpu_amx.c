@@ -176,7 +176,7 @@
  * not hide. In the loop, no software prefetch takes 1.69x the time (K tiles, V pairs). The two vCPUs also differ and drift (scripts/cpu_speed.c: a dependent
  * add 0.86-1.6 TSC cycles, TDPBF16PS 14-35, per CPU and minute). With K in tiles, also
  * tried (A/B from memory, Qwen3's shape): K prefetched only for the first 8, 16 or 32
- * lines of each 4 KiB tile, the streamer to do the rest (1.24, 1.20, 1.13), PREFETCHT0
+ * lines of each 4 KiB tile, the streamer to do the rest (1.24, 1.20, 1.13; none 1.34), PREFETCHT0
  * instead of T1 (1.00; one super-block ahead instead of two 1.16), TILELOADDT1 for K and
  * V (0.99-1.01), the softmax's prefetch quota split per head (1.02-1.03), the scaled
  * scores recomputed in pass 2 instead of stored (1.00-1.03), 128-token super-blocks with
