@@ -167,27 +167,30 @@
  * scores 36%, V re-layout 14%, softmax 13%, O loads and stores 9%; its L1 sees ~3.4 KiB
  * per token (q tiles 36 KiB and O 32 KiB per super-block, K read for the scores and
  * again for V), and the TDPBF16PS rate itself moves 2.4x with the host's phase (13 or 31
- * TSC cycles each), which MLA's 272 products per 64 tokens follow.
+ * TSC cycles each) when all eight tiles are in use, which MLA's 272 products per 64 tokens
+ * followed until its loop kept to six (see Tiles).
  * The ceiling (scripts/read_ceiling.c, 2 threads): memory read as this loop reads it,
  * PREFETCHT1 well ahead and then loads (vector or tile loads), with no compute, runs at
  * 1.03-1.13x the plain reduction bench times as the read bandwidth, and so do tile loads
  * with no software prefetch at all (PREFETCHT1 alone 1.36-1.49x, but dropped prefetches
  * count there too); so 0.85 of the read bandwidth leaves the compute 15-25% that it does
- * not hide. In the loop, no software prefetch takes 1.69x the time (K tiles, V pairs). The two vCPUs also differ and drift (scripts/cpu_speed.c: a dependent
- * add 0.86-1.6 TSC cycles, TDPBF16PS 14-35, per CPU and minute). With K in tiles, also
- * tried (A/B from memory, Qwen3's shape): K prefetched only for the first 8, 16 or 32
- * lines of each 4 KiB tile, the streamer to do the rest (1.24, 1.20, 1.13; none 1.34), PREFETCHT0
- * instead of T1 (1.00; one super-block ahead instead of two 1.16), TILELOADDT1 for K and
- * V (0.99-1.01), the softmax's prefetch quota split per head (1.02-1.03), the scaled
- * scores recomputed in pass 2 instead of stored (1.00-1.03), 128-token super-blocks with
- * four P tiles held (0.98-1.02), and, in the whole bench, four times the tasks per thread
- * (no difference). Where the time goes now (timing-only copies, from memory, 2 threads):
- * without P.V 0.82 of the time (without its V tile loads 0.89, its O loads and stores
- * 0.95), without the exps 0.99, without the score tiles' K loads 1.02 or their products
- * 1.09: the scores hide inside the softmax, P.V does not. Its V tiles read 1 KB apart in
- * tile order instead (a V layout not made) measured 0.97-0.99, those V rows prefetched to
- * L1 during the softmax 1.00, the second pair's V in the free tiles 2-3 1.08-1.10, no
- * prefetch during P.V 1.07-1.12 and 2-8 times its share of it there 0.99-1.05. */
+ * not hide. In the loop, no software prefetch takes 1.69x the time (K tiles, V pairs).
+ * The two vCPUs also differ and drift (scripts/cpu_speed.c: a dependent add 0.86-2.5 TSC
+ * cycles per CPU and minute). With K in tiles, also tried (A/B from memory, Qwen3's
+ * shape): K prefetched only for the first 8, 16 or 32 lines of each 4 KiB tile, the
+ * streamer to do the rest (1.24, 1.20, 1.13; none 1.34), PREFETCHT0 instead of T1 (1.00;
+ * one super-block ahead instead of two 1.16), TILELOADDT1 for K and V (0.99-1.01), the
+ * softmax's prefetch quota split per head (1.02-1.03), the scaled scores recomputed in
+ * pass 2 instead of stored (1.00-1.03), 128-token super-blocks with four P tiles held
+ * (0.98-1.02; eight tiles) or with P reloaded (1.01-1.03), and, in the whole bench, 64
+ * tasks per thread instead of 4 (128 tasks instead of 32 for batch 8: no difference).
+ * Where the time goes now (timing-only copies, from memory, 2 threads): without P.V 0.82
+ * of the time (without its V tile loads 0.89, its O loads and stores 0.95), without the
+ * exps 0.99, without the score tiles' K loads 1.02 or their products 1.09: the scores
+ * hide inside the softmax, P.V does not. Its V tiles read 1 KB apart in tile order instead
+ * (a V layout not made) measured 0.97-0.99, those V rows prefetched to L1 during the
+ * softmax 1.00, the second pair's V in the free tiles 2-3 1.08-1.10 (eight tiles in use),
+ * no prefetch during P.V 1.07-1.12 and 2-8 times its share of it there 0.99-1.05. */
 #include <immintrin.h>
 #include <math.h>
 #include <pthread.h>
