@@ -76,7 +76,8 @@
  * tiles against 14-15 with 4. MLA (paired groups) used all eight (scores of four
  * sub-blocks at once, P held in 2-5, O in 0-1, V in 6-7); with its scores two sub-blocks
  * at a time and its P.V one O and one V tile at a time (P held in 4, 5, 1, 7) it uses six:
- * A/B 0.913 in L2, 0.916 from memory, although its q tiles now load twice per super-block.
+ * A/B 0.913 in L2, 0.916 from memory, although its q tiles now load twice per super-block
+ * (its scores of four sub-blocks at once in seven tiles, S in 0-2 and 7: 1.07-1.14).
  * Where MLA's time goes then (timing-only copies, from memory, 2 threads): without the
  * score tiles 0.99 (hidden), without P.V 0.76, without the V re-layout 0.82; re-laying each
  * pair's V in the score pass, right after its K tiles bring the rows to L1, is untried.
