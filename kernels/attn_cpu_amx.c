@@ -606,11 +606,12 @@ INL void scores_sub(score_ctx *c, int x, int j, pf_cursor *pf)
  * the K tiles of two sub-blocks pass (one tile load per TDPBF16PS; all four sub-blocks at
  * once, 0.75 loads per product, took tiles 0-3 for S and measured 9% slower for MLA: see
  * Tiles in the header; two groups x two sub-blocks with hi/lo columns 2-4% slower). */
-#define QK2(TA, TB, J)                                                                             \
+/* Sub-block J's K tile of step ks times the pair's q_hi (tile 4) and q_lo (5) into S tile S. */
+#define QK2(S, J)                                                                                  \
     do {                                                                                           \
         _tile_loadd(6, c->sub[x][J].k + 32 * ks, c->sub[x][J].ks);                                 \
-        _tile_dpbf16ps(TA, 6, 4);                                                                  \
-        _tile_dpbf16ps(TB, 6, 5);                                                                  \
+        _tile_dpbf16ps(S, 6, 4);                                                                   \
+        _tile_dpbf16ps(S, 6, 5);                                                                   \
     } while (0)
 static void scores(score_ctx *c, int at, int x, pf_cursor *pf)
 {
@@ -641,9 +642,9 @@ static void scores(score_ctx *c, int at, int x, pf_cursor *pf)
                     pf_step(pf);
                     _tile_loadd(4, qp + (size_t)ks * 1024, 64);
                     _tile_loadd(5, qp + (size_t)ks * 1024 + 512, 64);
-                    QK2(0, 0, j);
+                    QK2(0, j);
                     if (j + 1 < ns)
-                        QK2(1, 1, j + 1);
+                        QK2(1, j + 1);
                 }
                 _tile_stored(0, S_AT(pg, j), 64);
                 if (j + 1 < ns)

@@ -57,6 +57,13 @@ static __m512 load4(__m512 acc, const char *p)
     return acc;
 }
 
+/* PREFETCHT1 of the len bytes AHEAD beyond p + i, within the thread's per bytes. */
+static void prefetch_ahead(const char *p, size_t i, size_t len, size_t per)
+{
+    for (size_t b = 0; b < len && i + AHEAD + b < per; b += 64)
+        _mm_prefetch(p + i + AHEAD + b, _MM_HINT_T1);
+}
+
 static void *reader(void *arg)
 {
     const long id = (long)arg;
@@ -77,8 +84,7 @@ static void *reader(void *arg)
         break;
     case 1:
         for (size_t i = 0; i < per; i += 256) {
-            for (int b = 0; b < 256 && i + AHEAD + b < per; b += 64)
-                _mm_prefetch(p + i + AHEAD + b, _MM_HINT_T1);
+            prefetch_ahead(p, i, 256, per);
             acc = load4(acc, p + i);
         }
         break;
@@ -103,8 +109,7 @@ static void *reader(void *arg)
         break;
     default:
         for (size_t i = 0; i < per; i += 1024) {
-            for (int b = 0; b < 1024 && i + AHEAD + b < per; b += 64)
-                _mm_prefetch(p + i + AHEAD + b, _MM_HINT_T1);
+            prefetch_ahead(p, i, 1024, per);
             _tile_loadd(6, p + i, 64);
         }
     }
