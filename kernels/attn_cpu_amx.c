@@ -350,14 +350,19 @@ INL void pf_start(pf_cursor *c, size_t quota, int lean)
     }
 }
 
+/* One whole turn: PREFETCHT1 of the PF_TURN bytes at a, straight-line code. */
+INL void pf_turn(const char *a)
+{
+#pragma GCC unroll 16
+    for (int b = 0; b < PF_TURN; b += 64)
+        _mm_prefetch(a + b, _MM_HINT_T1);
+}
+
 INL void pf_step(pf_cursor *c)
 {
     if (c->uni) { /* dense runs: whole turns, one offset for all regions (the common case) */
         for (size_t k = (c->quota + PF_TURN - 1) / PF_TURN; k && c->round < c->len[0]; k--) {
-            const char *a = c->at[c->r] + c->round;
-#pragma GCC unroll 16
-            for (int b = 0; b < PF_TURN; b += 64)
-                _mm_prefetch(a + b, _MM_HINT_T1);
+            pf_turn(c->at[c->r] + c->round);
             if (++c->r == c->n)
                 c->r = 0, c->round += PF_TURN;
         }
@@ -377,9 +382,7 @@ INL void pf_step(pf_cursor *c)
         const char *a = c->at[r] + c->off[r];
         if (chunk == PF_TURN) { /* most turns: straight-line code (0.96-0.97 of the loop's
                                  * time for GQA and MLA from memory, 0.92 in L2; A/B runs) */
-#pragma GCC unroll 16
-            for (int b = 0; b < PF_TURN; b += 64)
-                _mm_prefetch(a + b, _MM_HINT_T1);
+            pf_turn(a);
         } else {
             for (size_t b = 0; b < chunk; b += 64)
                 _mm_prefetch(a + b, _MM_HINT_T1);
@@ -1074,25 +1077,25 @@ INL void attend(const ws_attn_problem *p, int s, int kvh, int i0, int i1, int G,
             _tile_loadd(4, PT(0, 0, 0), 64);
             _tile_loadd(5, PT(0, 1, 0), 64);
         }
+/* The V tiles of pair of sub-blocks J for column step C, as stored (V pairs) or re-laid
+ * (gv): the first at V_AT, the second (columns 16-31, or the hi tile) v_half elements on,
+ * rows V_ROWS(J) bytes apart. */
+#define V_AT(J, C)                                                                                 \
+    (vp ? sub[J].v + 64 * (C) : gvb + ((size_t)((C)&1) * (NSUB / 2) + (size_t)(J) / 2) * 1024)
+#define V_ROWS(J) (vp ? sub[J].vs : 64)
+        const int v_half = vp ? 32 : 512;
         /* Pairs (MLA): 16 columns at a time, one O tile (0) and one V tile (6) per pair of
          * sub-blocks (V as stored or re-laid: lo tile 32c.., hi tile 32c + 16..). */
         for (int c = 0; c < pv_steps && held && paired; c++) {
-            const uint16_t *gc = gvb + (size_t)(c & 1) * (NSUB / 2) * 1024;
             for (int hf = 0; hf < 2; hf++) {
                 float *oc = ob + 32 * c + 16 * hf;
                 _tile_loadd(0, oc, dv * 4);
-                if (vp)
-                    _tile_loadd(6, sub[0].v + 64 * c + 32 * hf, sub[0].vs);
-                else
-                    _tile_loadd(6, gc + 512 * hf, 64);
+                _tile_loadd(6, V_AT(0, c) + v_half * hf, V_ROWS(0));
                 pf_step(&pf);
                 _tile_dpbf16ps(0, 4, 6);
                 _tile_dpbf16ps(0, 5, 6);
                 if (nsub > 2) {
-                    if (vp)
-                        _tile_loadd(6, sub[2].v + 64 * c + 32 * hf, sub[2].vs);
-                    else
-                        _tile_loadd(6, gc + 1024 + 512 * hf, 64);
+                    _tile_loadd(6, V_AT(2, c) + v_half * hf, V_ROWS(2));
                     _tile_dpbf16ps(0, 1, 6);
                     _tile_dpbf16ps(0, 7, 6);
                 }
@@ -1125,17 +1128,14 @@ INL void attend(const ws_attn_problem *p, int s, int kvh, int i0, int i1, int G,
         }
 #undef PV_HELD
         for (int c = 0; c < pv_steps && pp && !held; c++) {
-            const uint16_t *gc = gvb + (size_t)(c & 1) * (NSUB / 2) * 1024;
             for (int gi = 0; gi < n_og; gi++) {
                 float *og = ob + (size_t)gi * o_hg;
                 _tile_loadd(0, og + 32 * c, dv * 4);
                 _tile_loadd(1, og + 32 * c + 16, dv * 4);
                 for (int j = 0; j < nsub; j += 2) {
                     pf_step(&pf);
-                    const uint16_t *v = vp ? sub[j].v + 64 * c : gc + (size_t)j / 2 * 1024;
-                    const size_t vs = vp ? sub[j].vs : 64;
-                    _tile_loadd(6, v, vs);
-                    _tile_loadd(7, v + (vp ? 32 : 512), vs);
+                    _tile_loadd(6, V_AT(j, c), V_ROWS(j));
+                    _tile_loadd(7, V_AT(j, c) + v_half, V_ROWS(j));
                     _tile_loadd(4, PT(gi, j / 2, 0), 64);
                     _tile_dpbf16ps(0, 4, 6);
                     _tile_dpbf16ps(1, 4, 7);
@@ -1174,6 +1174,8 @@ INL void attend(const ws_attn_problem *p, int s, int kvh, int i0, int i1, int G,
         cur ^= 1;
     }
 #undef PT
+#undef V_AT
+#undef V_ROWS
     _tile_release();
     /* o = (hi part + lo part) / l, columns back in order; lse = m + log l. */
     for (int hg = 0; hg < n_hg; hg++) {
