@@ -217,13 +217,6 @@ static int bench_attn(ws_pool *pool, ws_isa isa, const attn_args *a)
     ws_attn_bench_cfg cfg = {0};
     if (ws_model_attn_shape(&m, a->dtype, (int)a->page, &cfg.kv, &cfg.n_q_heads, &cfg.scale, &err))
         return cli_fail(&err);
-    cfg.kv.v_pairs = a->v_layout < 0 ? ws_attn_cpu_v_pairs(&cfg.kv, cfg.n_q_heads, isa)
-                                     : a->v_layout;
-    if (cfg.kv.v_pairs && (cfg.kv.v_shares_k || cfg.kv.page_tokens % 2)) {
-        ws_err_set(&err, WS_EINVAL, "bench: --v-layout pairs needs a separate V block (not %s) "
-                   "and an even --page", m.name);
-        return cli_fail(&err);
-    }
     cfg.batch = (int)a->batch;
     cfg.ctx = (int)a->ctx;
     cfg.seed = (uint64_t)a->seed;
@@ -235,10 +228,19 @@ static int bench_attn(ws_pool *pool, ws_isa isa, const attn_args *a)
         if (cfg.topk > cfg.ctx)
             cfg.sparse = WS_SPARSE_NONE;
     }
-    /* The CPU region's K layout: tiles where the amx path reads them as stored, unless the
-     * workload attends single tokens (a token's K is spread over its whole tile). */
-    cfg.kv.k_tiles = a->k_layout < 0 ? ws_attn_cpu_k_tiles(&cfg.kv, cfg.n_q_heads, isa,
-                                                           cfg.sparse == WS_SPARSE_TOKENS)
+    /* The CPU region's layout: V in pairs and K in tiles where the path reads them as
+     * stored, K in tiles unless the workload attends single tokens (a token's K is spread
+     * over its whole tile). */
+    const int token_lists = cfg.sparse == WS_SPARSE_TOKENS;
+    cfg.kv.v_pairs = a->v_layout < 0
+                         ? ws_attn_cpu_v_pairs(&cfg.kv, cfg.n_q_heads, isa, token_lists)
+                         : a->v_layout;
+    if (cfg.kv.v_pairs && (cfg.kv.v_shares_k || cfg.kv.page_tokens % 2)) {
+        ws_err_set(&err, WS_EINVAL, "bench: --v-layout pairs needs a separate V block (not %s) "
+                   "and an even --page", m.name);
+        return cli_fail(&err);
+    }
+    cfg.kv.k_tiles = a->k_layout < 0 ? ws_attn_cpu_k_tiles(&cfg.kv, cfg.n_q_heads, isa, token_lists)
                                      : a->k_layout;
     if (cfg.kv.k_tiles && cfg.kv.v_shares_k) {
         ws_err_set(&err, WS_EINVAL,

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "attn_cpu_amx.h"
+#include "attn_cpu_fma.h"
 #include "attn_cpu_isa.h"
 #include "cpu_features.h"
 #include "half.h"
@@ -99,18 +100,37 @@ ws_isa ws_attn_cpu_path(const ws_kv_layout *kv, int n_q_heads, ws_isa isa)
     return isa;
 }
 
-int ws_attn_cpu_v_pairs(const ws_kv_layout *kv, int n_q_heads, ws_isa isa)
+/* 1 if the path serving this shape (resolved) is one of the AVX-512 vector paths, which
+ * the fused FMA loop serves on K tiles and V pairs (attn_cpu_fma.h). */
+static int vector512(const ws_kv_layout *kv, int n_q_heads, ws_isa isa)
 {
-    return !kv->v_shares_k && kv->page_tokens % 2 == 0 &&
-           ws_attn_cpu_path(kv, n_q_heads, isa) == WS_ISA_AMX;
+    const ws_isa path = ws_attn_cpu_path(kv, n_q_heads, isa);
+    return path == WS_ISA_AVX512 || path == WS_ISA_AVX512_BF16;
 }
 
 int ws_attn_cpu_k_tiles(const ws_kv_layout *kv, int n_q_heads, ws_isa isa, int token_lists)
 {
     /* Within the tile group the amx path's fit does not depend on the K layout. */
+    _Static_assert(WS_ATTN_CPU_AMX_TILE_GROUP == WS_ATTN_CPU_FMA_GROUP, "one K tile group");
     return !token_lists && !kv->v_shares_k && kv->page_tokens % 16 == 0 && kv->n_kv_heads > 0 &&
            n_q_heads / kv->n_kv_heads <= WS_ATTN_CPU_AMX_TILE_GROUP &&
-           ws_attn_cpu_path(kv, n_q_heads, isa) == WS_ISA_AMX;
+           (ws_attn_cpu_path(kv, n_q_heads, isa) == WS_ISA_AMX || vector512(kv, n_q_heads, isa));
+}
+
+int ws_attn_cpu_v_pairs(const ws_kv_layout *kv, int n_q_heads, ws_isa isa, int token_lists)
+{
+    if (ws_attn_cpu_path(kv, n_q_heads, isa) == WS_ISA_AMX)
+        return !kv->v_shares_k && kv->page_tokens % 2 == 0;
+    /* the fused loop reads pairs only beside K tiles (the generic loop converts them in C) */
+    return vector512(kv, n_q_heads, isa) && ws_attn_cpu_k_tiles(kv, n_q_heads, isa, token_lists);
+}
+
+/* 1 if the fused FMA loop serves the problem on the resolved path `path`: an AVX-512 path
+ * (amx hands it what the tiles do not serve) and a layout it reads. */
+static int uses_fma(const ws_kv_layout *kv, int G, ws_isa path)
+{
+    return (path == WS_ISA_AVX512 || path == WS_ISA_AVX512_BF16 || path == WS_ISA_AMX) &&
+           ws_attn_cpu_fma_fits(kv, G);
 }
 
 static const ws_attn_cpu_ops *ops_for(ws_isa isa)
@@ -178,6 +198,7 @@ typedef struct job {
     const uint16_t *qhi, *qlo; /* bf16 halves of q for qk_bf16, else NULL */
     int pf_dist;               /* software prefetch distance, items */
     int amx;                   /* 1: the AMX block loop serves this problem */
+    int fma;                   /* 1: the fused AVX-512 FMA loop serves it (attn_cpu_fma.h) */
     task *tasks;
     unit *units;
     float *part_o, *part_lse;
@@ -341,6 +362,8 @@ static void run_task(void *ctx, int ti, int thread)
     char *scr = jb->scratch + (size_t)thread * jb->scratch_bytes;
     if (jb->amx)
         ws_attn_cpu_amx_attend(p, t->seq, t->kvh, t->i0, t->i1, jb->G, o, lse, scr);
+    else if (jb->fma)
+        ws_attn_cpu_fma_attend(p, t->seq, t->kvh, t->i0, t->i1, jb->G, o, lse, scr);
     else
         attend(jb, t->seq, t->kvh, t->i0, t->i1, o, lse, scr);
 }
@@ -419,6 +442,9 @@ int ws_attn_cpu(const ws_attn_problem *p, ws_pool *pool, ws_isa isa, ws_err *err
     jb.amx = ws_attn_cpu_path(kv, p->n_q_heads, path) == WS_ISA_AMX;
     if (jb.amx && ws_attn_cpu_amx_scratch(kv, G) > jb.scratch_bytes)
         jb.scratch_bytes = align64(ws_attn_cpu_amx_scratch(kv, G));
+    jb.fma = !jb.amx && uses_fma(kv, G, path);
+    if (jb.fma && ws_attn_cpu_fma_scratch(kv, G) > jb.scratch_bytes)
+        jb.scratch_bytes = align64(ws_attn_cpu_fma_scratch(kv, G));
     const int use_bf16 = !jb.amx && jb.ops->qk_bf16 && kv->dtype == WS_DT_BF16 && !kv->k_tiles;
     const size_t nq_elems = (size_t)p->n_seqs * p->n_q_heads * kv->d_k;
     size_t off_units = align64(sizeof(task) * (size_t)n_tasks);

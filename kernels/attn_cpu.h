@@ -72,20 +72,24 @@ ws_isa ws_attn_cpu_path(const ws_kv_layout *kv, int n_q_heads, ws_isa isa);
 
 /* The V layout the CPU region should be written in for this shape and path (resolved):
  * 1 (token pairs, kv.v_pairs) when the amx path serves it with a separate V block and an
- * even page size: P.V then multiplies V as stored (half the tile products of rows); 0 (rows)
- * otherwise. Every path reads both layouts; the others convert pairs in plain C. */
-int ws_attn_cpu_v_pairs(const ws_kv_layout *kv, int n_q_heads, ws_isa isa);
+ * even page size (P.V then multiplies V as stored: half the tile products of rows), or
+ * when an AVX-512 vector path serves it with K in tiles (ws_attn_cpu_k_tiles: the fused
+ * FMA loop of attn_cpu_fma.h reads both); 0 (rows) otherwise. token_lists as for
+ * ws_attn_cpu_k_tiles. Every path reads both layouts; the generic loop converts pairs in
+ * plain C. */
+int ws_attn_cpu_v_pairs(const ws_kv_layout *kv, int n_q_heads, ws_isa isa, int token_lists);
 
 /* Largest group (query heads per KV head) whose K the amx path reads in tiles. */
 #define WS_ATTN_CPU_AMX_TILE_GROUP 8
 /* The K layout the CPU region should be written in for this shape and path (resolved): 1
- * (tiles of 16 tokens, kv.k_tiles) when the amx path serves it with a separate V block,
- * a page size that is a multiple of 16 and at most WS_ATTN_CPU_AMX_TILE_GROUP query heads
- * per KV head: the scores then come per head, 16 tokens to a row, and the softmax needs no
- * transpose (3-4% of the loop's time for Qwen3's shape from memory); 0 (rows) otherwise,
- * and when token_lists is set (the workload attends sparse lists of single tokens: a
- * token's K is spread over its tile's 64 lines, so such lists would read whole tiles, 3x
- * slower in bench runs). Every path reads both layouts; the others convert tiles in C. */
+ * (tiles of 16 tokens, kv.k_tiles) when the amx path or an AVX-512 vector path serves it
+ * with a separate V block, a page size that is a multiple of 16 and at most
+ * WS_ATTN_CPU_AMX_TILE_GROUP query heads per KV head: the scores then come per head, 16
+ * tokens to a row, with no transpose (amx: 3-4% of the loop's time for Qwen3's shape from
+ * memory) and no horizontal sums (the FMA loop); 0 (rows) otherwise, and when token_lists
+ * is set (the workload attends sparse lists of single tokens: a token's K is spread over
+ * its tile's 64 lines, so such lists would read whole tiles, 3x slower in bench runs).
+ * Every path reads both layouts; the generic loop converts tiles in C. */
 int ws_attn_cpu_k_tiles(const ws_kv_layout *kv, int n_q_heads, ws_isa isa, int token_lists);
 
 /* Decode attention: validates p (ws_attn_validate plus the shapes above), then fills

@@ -310,28 +310,36 @@ Test(attn_cpu, bad_shapes_are_errors)
     th_attn_free(&f);
 }
 
-/* The V layout the CPU region is written in: pairs exactly when the amx path serves a
- * separate V block with an even page size. */
+/* The V layout the CPU region is written in: pairs when the amx path serves a separate V
+ * block with an even page size, or an AVX-512 vector path serves it with K in tiles. */
 Test(attn_cpu, v_pairs_choice)
 {
     ws_kv_layout gqa = {.page_tokens = 256, .n_kv_heads = 4, .d_k = 128, .d_v = 128,
                         .dtype = WS_DT_BF16};
-    cr_assert_eq(ws_attn_cpu_v_pairs(&gqa, 32, WS_ISA_AMX), 1);
-    cr_assert_eq(ws_attn_cpu_v_pairs(&gqa, 32, WS_ISA_AVX512), 0);
-    cr_assert_eq(ws_attn_cpu_v_pairs(&gqa, 32, WS_ISA_SCALAR), 0);
+    cr_assert_eq(ws_attn_cpu_v_pairs(&gqa, 32, WS_ISA_AMX, 0), 1);
+    cr_assert_eq(ws_attn_cpu_v_pairs(&gqa, 32, WS_ISA_AMX, 1), 1); /* amx gathers pairs */
+    cr_assert_eq(ws_attn_cpu_v_pairs(&gqa, 32, WS_ISA_AVX512, 0), 1);
+    cr_assert_eq(ws_attn_cpu_v_pairs(&gqa, 32, WS_ISA_AVX512_BF16, 0), 1);
+    cr_assert_eq(ws_attn_cpu_v_pairs(&gqa, 32, WS_ISA_AVX512, 1), 0); /* K in rows then */
+    cr_assert_eq(ws_attn_cpu_v_pairs(&gqa, 64, WS_ISA_AVX512, 0), 0); /* 16 per KV head */
+    cr_assert_eq(ws_attn_cpu_v_pairs(&gqa, 32, WS_ISA_AVX2, 0), 0);
+    cr_assert_eq(ws_attn_cpu_v_pairs(&gqa, 32, WS_ISA_SCALAR, 0), 0);
     ws_kv_layout x = gqa;
     x.page_tokens = 255;
-    cr_assert_eq(ws_attn_cpu_v_pairs(&x, 32, WS_ISA_AMX), 0);
+    cr_assert_eq(ws_attn_cpu_v_pairs(&x, 32, WS_ISA_AMX, 0), 0);
+    cr_assert_eq(ws_attn_cpu_v_pairs(&x, 32, WS_ISA_AVX512, 0), 0);
     x = gqa;
-    x.dtype = WS_DT_FP16; /* amx hands fp16 to avx512 */
-    cr_assert_eq(ws_attn_cpu_v_pairs(&x, 32, WS_ISA_AMX), 0);
+    x.dtype = WS_DT_FP16; /* amx hands fp16 to avx512, which reads pairs beside K tiles */
+    cr_assert_eq(ws_attn_cpu_v_pairs(&x, 32, WS_ISA_AMX, 0), 1);
     ws_kv_layout mla = {.page_tokens = 64, .n_kv_heads = 1, .d_k = 576, .d_v = 512,
                         .v_shares_k = 1, .dtype = WS_DT_BF16};
-    cr_assert_eq(ws_attn_cpu_v_pairs(&mla, 16, WS_ISA_AMX), 0);
+    cr_assert_eq(ws_attn_cpu_v_pairs(&mla, 16, WS_ISA_AMX, 0), 0);
+    cr_assert_eq(ws_attn_cpu_v_pairs(&mla, 16, WS_ISA_AVX512, 0), 0);
 }
 
-/* The K layout: tiles exactly when the amx path serves a separate V block, pages of a
- * multiple of 16 tokens and at most 8 query heads per KV head, and no single-token lists. */
+/* The K layout: tiles exactly when the amx path or an AVX-512 vector path serves a
+ * separate V block, pages of a multiple of 16 tokens and at most 8 query heads per KV head,
+ * and no single-token lists. */
 Test(attn_cpu, k_tiles_choice)
 {
     ws_kv_layout gqa = {
@@ -340,14 +348,18 @@ Test(attn_cpu, k_tiles_choice)
     cr_assert_eq(ws_attn_cpu_k_tiles(&gqa, 32, WS_ISA_AMX, 1), 0); /* single-token lists */
     cr_assert_eq(ws_attn_cpu_k_tiles(&gqa, 16, WS_ISA_AMX, 0), 1);
     cr_assert_eq(ws_attn_cpu_k_tiles(&gqa, 64, WS_ISA_AMX, 0), 0); /* 16 per KV head */
-    cr_assert_eq(ws_attn_cpu_k_tiles(&gqa, 32, WS_ISA_AVX512, 0), 0);
+    cr_assert_eq(ws_attn_cpu_k_tiles(&gqa, 32, WS_ISA_AVX512, 0), 1);
+    cr_assert_eq(ws_attn_cpu_k_tiles(&gqa, 32, WS_ISA_AVX512_BF16, 0), 1);
+    cr_assert_eq(ws_attn_cpu_k_tiles(&gqa, 32, WS_ISA_AVX512, 1), 0);
+    cr_assert_eq(ws_attn_cpu_k_tiles(&gqa, 32, WS_ISA_AVX2, 0), 0);
     cr_assert_eq(ws_attn_cpu_k_tiles(&gqa, 32, WS_ISA_SCALAR, 0), 0);
     ws_kv_layout x = gqa;
     x.page_tokens = 24;
     cr_assert_eq(ws_attn_cpu_k_tiles(&x, 32, WS_ISA_AMX, 0), 0);
+    cr_assert_eq(ws_attn_cpu_k_tiles(&x, 32, WS_ISA_AVX512, 0), 0);
     x = gqa;
-    x.dtype = WS_DT_FP16;
-    cr_assert_eq(ws_attn_cpu_k_tiles(&x, 32, WS_ISA_AMX, 0), 0);
+    x.dtype = WS_DT_FP16; /* served by avx512's FMA loop */
+    cr_assert_eq(ws_attn_cpu_k_tiles(&x, 32, WS_ISA_AMX, 0), 1);
     x = gqa;
     x.k_tiles = 1; /* asked of a layout already in tiles: the same answer */
     cr_assert_eq(ws_attn_cpu_k_tiles(&x, 32, WS_ISA_AMX, 0), 1);
