@@ -174,22 +174,23 @@ INL void scores(const sub_kv *b, const float *qs, int dk, float *s, const pf_sub
     for (int h = 0; h < H; h++)
         a[h] = c[h] = _mm512_setzero_ps();
     const int rows = dk / 2;
-    int kn = 0, vn = 0, kacc = 0, vacc = 0;
+    const uint16_t *kp = b->k;
+    const char *pk = f->k;
+    const int kl = f->klines < rows ? f->klines : rows;
     for (int r = 0; r < rows; r++) {
         __m512 ev, od;
-        split(_mm512_loadu_si512(b->k + (size_t)r * 32), f16, &ev, &od);
-        const float *qr = qs + 2 * r;
+        split(_mm512_loadu_si512(kp + (size_t)r * 32), f16, &ev, &od);
+        const float *qr = qs + (size_t)r * 2 * H; /* [row][head][2]: one base per row */
 #pragma GCC unroll 8
         for (int h = 0; h < H; h++) {
-            a[h] = _mm512_fmadd_ps(ev, _mm512_set1_ps(qr[(size_t)h * dk]), a[h]);
-            c[h] = _mm512_fmadd_ps(od, _mm512_set1_ps(qr[(size_t)h * dk + 1]), c[h]);
+            a[h] = _mm512_fmadd_ps(ev, _mm512_set1_ps(qr[2 * h]), a[h]);
+            c[h] = _mm512_fmadd_ps(od, _mm512_set1_ps(qr[2 * h + 1]), c[h]);
         }
-        /* klines / rows and vlines / rows lines per row, Bresenham-style */
-        for (kacc += f->klines; kacc >= rows && kn < f->klines; kacc -= rows)
-            _mm_prefetch(f->k + 64 * (size_t)kn++, _MM_HINT_T1);
-        for (vacc += f->vlines; vacc >= rows && vn < f->vlines; vacc -= rows)
-            _mm_prefetch(f->v + 64 * (size_t)vn++, _MM_HINT_T1);
+        if (r < kl) /* a line of each per row; what is left (d_v > d_k, two tiles) below */
+            _mm_prefetch(pk + 64 * (size_t)r, _MM_HINT_T1);
     }
+    for (int x = kl; x < f->klines; x++)
+        _mm_prefetch(pk + 64 * (size_t)x, _MM_HINT_T1);
 #pragma GCC unroll 8
     for (int h = 0; h < H; h++)
         _mm512_store_ps(s + (size_t)h * NS * SUB, _mm512_add_ps(a[h], c[h]));
@@ -229,7 +230,7 @@ INL void softmax(float *sp, const sub_kv *b, int ns, float *m, float *l, float *
 /* O[h][c0 .. c0 + 16 CW) = alpha[h] O[h][..] + sum over the super-block's tokens of
  * p[h][t] v_t[..], for heads h < H. */
 INL void pv_cols(float *o, int dv, int c0, const sub_kv *b, int ns, const float *sp,
-                 const float *alpha, const int H, const int CW, const int f16)
+                 const float *alpha, const pf_sub *f, const int H, const int CW, const int f16)
 {
     __m512 acc[HM][4];
 #pragma GCC unroll 8
@@ -241,7 +242,12 @@ INL void pv_cols(float *o, int dv, int c0, const sub_kv *b, int ns, const float 
     for (int j = 0; j < ns; j++) {
         const uint16_t *v = b[j].v + 2 * (size_t)c0;
         const float *pj = sp + j * SUB;
+        /* this column step's share of sub-block j's V lines to prefetch, 1/8 per pair row */
+        const int l0 = f[j].vlines * c0 / dv, l1 = f[j].vlines * (c0 + 16 * CW) / dv;
+        const int per = (l1 - l0 + 7) / 8;
         for (int u = 0; u < SUB / 2; u++) {
+            for (int x = l0 + u * per; x < l0 + (u + 1) * per && x < l1; x++)
+                _mm_prefetch(f[j].v + 64 * (size_t)x, _MM_HINT_T1);
             __m512 ev[4], od[4];
 #pragma GCC unroll 4
             for (int w = 0; w < CW; w++)
@@ -275,9 +281,10 @@ INL void attend(const ws_attn_problem *p, int s, int kvh, int i0, int i1, int G,
     float *qs = (float *)(w + sp.qs), *o = (float *)(w + sp.o), *sc = (float *)(w + sp.sp);
     uint16_t *kg = (uint16_t *)(w + sp.kg), *vg = (uint16_t *)(w + sp.vg);
     const float *q = p->q + ((size_t)s * p->n_q_heads + (size_t)kvh * G) * dk;
-    for (int h = 0; h < H; h++)
+    for (int h = 0; h < H; h++) /* [dk / 2 rows][H heads][2], as scores reads them */
         for (int d = 0; d < dk; d++)
-            qs[(size_t)h * dk + d] = h < G ? q[(size_t)h * dk + d] * p->scale : 0.0f;
+            qs[((size_t)(d >> 1) * H + h) * 2 + (d & 1)] =
+                h < G ? q[(size_t)h * dk + d] * p->scale : 0.0f;
     memset(o, 0, sizeof(float) * (size_t)H * dv);
     float m[HM], l[HM], alpha[HM];
     for (int h = 0; h < H; h++)
@@ -285,22 +292,22 @@ INL void attend(const ws_attn_problem *p, int s, int kvh, int i0, int i1, int G,
     /* 64 columns at a time for up to 4 heads, 32 for more (16 accumulators) */
     const int CW = H <= 4 ? 4 : 2;
     sub_kv b[NS];
+    pf_sub f[NS];
     for (int i = i0; i < i1; i += NS * SUB) {
         const int ns = (i1 - i + SUB - 1) / SUB < NS ? (i1 - i + SUB - 1) / SUB : NS;
         for (int j = 0; j < ns; j++) {
             const int it = i + j * SUB, n = i1 - it < SUB ? i1 - it : SUB;
             resolve(sq, kv, kvh, it, n, kg + (size_t)j * SUB * dk, vg + (size_t)j * SUB * dv,
                     &b[j]);
-            pf_sub f;
-            pf_plan(sq, kv, kvh, it + AHEAD * NS * SUB, i1, &f);
-            scores(&b[j], qs, dk, sc + j * SUB, &f, H, f16);
+            pf_plan(sq, kv, kvh, it + AHEAD * NS * SUB, i1, &f[j]);
+            scores(&b[j], qs, dk, sc + j * SUB, &f[j], H, f16);
         }
         softmax(sc, b, ns, m, l, alpha, H);
         int c0 = 0;
         for (; c0 + 16 * CW <= dv; c0 += 16 * CW)
-            pv_cols(o, dv, c0, b, ns, sc, alpha, H, CW, f16);
+            pv_cols(o, dv, c0, b, ns, sc, alpha, f, H, CW, f16);
         for (; c0 < dv; c0 += 16) /* d_v is a multiple of 16 */
-            pv_cols(o, dv, c0, b, ns, sc, alpha, H, 1, f16);
+            pv_cols(o, dv, c0, b, ns, sc, alpha, f, H, 1, f16);
     }
     for (int h = 0; h < G; h++) {
         float *oh = out + (size_t)h * dv;
@@ -316,37 +323,35 @@ INL void attend(const ws_attn_problem *p, int s, int kvh, int i0, int i1, int G,
     }
 }
 
+/* One function per (heads, dtype): each keeps its own registers (one function holding
+ * all eight spilled the loaded K rows to the stack). */
+typedef void attend_fn(const ws_attn_problem *, int, int, int, int, int, float *, float *,
+                       char *);
+#define ATTEND(H, F16)                                                                             \
+    static __attribute__((noinline)) void attend_##H##_##F16(                                      \
+        const ws_attn_problem *p, int s, int kvh, int i0, int i1, int G, float *o, float *lse,   \
+        char *w)                                                                                   \
+    {                                                                                              \
+        attend(p, s, kvh, i0, i1, G, o, lse, w, H, F16);                                           \
+    }
+ATTEND(1, 0)
+ATTEND(1, 1)
+ATTEND(2, 0)
+ATTEND(2, 1)
+ATTEND(4, 0)
+ATTEND(4, 1)
+ATTEND(8, 0)
+ATTEND(8, 1)
+#undef ATTEND
+
 void ws_attn_cpu_fma_attend(const ws_attn_problem *p, int s, int kvh, int i0, int i1, int G,
                             float *o, float *lse, void *scratch)
 {
-    const int f16 = p->kv.dtype == WS_DT_FP16, H = G <= 1 ? 1 : G <= 2 ? 2 : G <= 4 ? 4 : 8;
-    char *w = scratch;
-    switch (H * 2 + f16) {
-    case 2:
-        attend(p, s, kvh, i0, i1, G, o, lse, w, 1, 0);
-        break;
-    case 3:
-        attend(p, s, kvh, i0, i1, G, o, lse, w, 1, 1);
-        break;
-    case 4:
-        attend(p, s, kvh, i0, i1, G, o, lse, w, 2, 0);
-        break;
-    case 5:
-        attend(p, s, kvh, i0, i1, G, o, lse, w, 2, 1);
-        break;
-    case 8:
-        attend(p, s, kvh, i0, i1, G, o, lse, w, 4, 0);
-        break;
-    case 9:
-        attend(p, s, kvh, i0, i1, G, o, lse, w, 4, 1);
-        break;
-    case 16:
-        attend(p, s, kvh, i0, i1, G, o, lse, w, 8, 0);
-        break;
-    default:
-        attend(p, s, kvh, i0, i1, G, o, lse, w, 8, 1);
-        break;
-    }
+    static attend_fn *const fns[4][2] = {
+        {attend_1_0, attend_1_1}, {attend_2_0, attend_2_1}, {attend_4_0, attend_4_1},
+        {attend_8_0, attend_8_1}};
+    const int hi = G <= 1 ? 0 : G <= 2 ? 1 : G <= 4 ? 2 : 3; /* heads run: 1, 2, 4 or 8 */
+    fns[hi][p->kv.dtype == WS_DT_FP16](p, s, kvh, i0, i1, G, o, lse, scratch);
 }
 
 #pragma GCC pop_options

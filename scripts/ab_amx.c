@@ -1,5 +1,6 @@
-/* ab_amx: paired A/B timing of two builds of the AMX attention loop (kernels/attn_cpu_amx.c)
- * on one problem, for kernel work on a shared, noisy host. scripts/ab_amx.sh builds the two
+/* ab_amx: paired A/B timing of two builds of the AMX attention loop (kernels/attn_cpu_amx.c),
+ * or built with -DAB_LOOP_FMA of the fused FMA loop (kernels/attn_cpu_fma.c, its symbols
+ * renamed to the AMX loop's), on one problem, for kernel work on a shared, noisy host. scripts/ab_amx.sh builds the two
  * versions with their exported symbols renamed A_* and B_*; this program alternates them
  * (A B, then B A, ...) and prints each one's median rate and the median of the per-pair
  * time ratios B/A, which stays stable while the host's speed swings 2-3x between minutes.
@@ -111,15 +112,18 @@ int main(int argc, char **argv)
                        .d_k = dk,
                        .d_v = dv,
                        .v_shares_k = dk != dv,
-                       .dtype = WS_DT_BF16,
+                       .dtype = getenv("AB_FP16") && atoi(getenv("AB_FP16")) ? WS_DT_FP16
+                                                                              : WS_DT_BF16,
                        .v_pairs = dk == dv && getenv("AB_VPAIRS") && atoi(getenv("AB_VPAIRS")),
                        .k_tiles = dk == dv && getenv("AB_KTILES") && atoi(getenv("AB_KTILES"))};
     th_attn_seed(1);
     th_attn_make(&g_f, kv, g_G * g_nkv, 1, &g_len, 1.0f);
+#ifndef AB_LOOP_FMA
     if (!A_ws_attn_cpu_amx_enable()) {
         fprintf(stderr, "ab_amx: this CPU or kernel does not grant AMX\n");
         return 1;
     }
+#endif
     void *sa[MAX_THREADS], *sb[MAX_THREADS];
     for (int t = 0; t < g_threads; t++) {
         sa[t] = aligned_alloc(64, (A_ws_attn_cpu_amx_scratch(&kv, g_G) + 63) & ~(size_t)63);

@@ -1,11 +1,13 @@
 #!/bin/sh
-# Paired A/B timing of two versions of the AMX attention loop (see scripts/ab_amx.c).
+# Paired A/B timing of two versions of the AMX attention loop (see scripts/ab_amx.c), or
+# with AB_LOOP=fma of the fused AVX-512 FMA loop (kernels/attn_cpu_fma.c).
 # usage: scripts/ab_amx.sh REV_A REV_B [G N_KV D_K D_V TOKENS PAIRS THREADS]
 #   REV_x: a git revision (its kernels/attn_cpu_amx.c), "." for the working tree, or a file
 #   defaults: 8 4 128 128 262144 10 2 (Qwen3-30B-A3B's layer shape, ~512 MB of KV: beyond
 #   the last-level cache); MLA (DeepSeek-V2-Lite): 16 1 576 512 262144 10 2.
 #   AB_VPAIRS=1 in the environment stores V in token pairs (kv.v_pairs) for both builds;
-#   AB_REPS=N calls the kernel N times per run (for a KV held in the caches).
+#   AB_REPS=N calls the kernel N times per run (for a KV held in the caches);
+#   AB_KTILES=1 stores K in tiles; AB_FP16=1 stores fp16 KV (the fma loop only).
 # Needs `make` first (links build/libwritescope.a); builds into build/ab_amx/.
 set -eu
 [ $# -ge 2 ] || { sed -n '2,9p' "$0" >&2; exit 2; }
@@ -13,11 +15,13 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 out=$root/build/ab_amx
 mkdir -p "$out"
 cd "$root"
-src() { # REV -> path of that version of the AMX loop
+loop=${AB_LOOP:-amx}
+case $loop in amx) def= ;; fma) def=-DAB_LOOP_FMA ;; *) echo "AB_LOOP: amx or fma" >&2; exit 2 ;; esac
+src() { # REV -> path of that version of the loop
     case $1 in
-    .) echo kernels/attn_cpu_amx.c ;;
+    .) echo kernels/attn_cpu_$loop.c ;;
     *) if [ -f "$1" ]; then echo "$1"; else
-           git show "$1:kernels/attn_cpu_amx.c" > "$out/$2.c" && echo "$out/$2.c"; fi ;;
+           git show "$1:kernels/attn_cpu_$loop.c" > "$out/$2.c" && echo "$out/$2.c"; fi ;;
     esac
 }
 for x in A B; do
@@ -25,9 +29,9 @@ for x in A B; do
     file=$(src "$rev" $x)
     gcc -O2 -std=c11 -D_GNU_SOURCE -pthread -Icommon -Ikernels -c "$file" -o "$out/$x.o"
     objcopy $(for f in attend scratch enable fits peak_flops; do
-        printf ' --redefine-sym ws_attn_cpu_amx_%s=%s_ws_attn_cpu_amx_%s' $f $x $f; done) "$out/$x.o"
+        printf ' --redefine-sym ws_attn_cpu_%s_%s=%s_ws_attn_cpu_amx_%s' $loop $f $x $f; done) "$out/$x.o"
 done
-gcc -O2 -std=c11 -D_GNU_SOURCE -pthread -Icommon -Ikernels -Itests scripts/ab_amx.c \
+gcc -O2 -std=c11 -D_GNU_SOURCE -pthread $def -Icommon -Ikernels -Itests scripts/ab_amx.c \
     tests/attn_fixture.c "$out/A.o" "$out/B.o" build/libwritescope.a -lcriterion -lm \
     -o "$out/ab_amx"
 shift 2
