@@ -100,12 +100,12 @@ ws_isa ws_attn_cpu_path(const ws_kv_layout *kv, int n_q_heads, ws_isa isa)
     return isa;
 }
 
-/* 1 if the path serving this shape (resolved) is one of the AVX-512 vector paths, which
+/* 1 if the path serving this shape (resolved) is a vector path (AVX2 or AVX-512), which
  * the fused FMA loop serves on K tiles and V pairs (attn_cpu_fma.h). */
-static int vector512(const ws_kv_layout *kv, int n_q_heads, ws_isa isa)
+static int vector_path(const ws_kv_layout *kv, int n_q_heads, ws_isa isa)
 {
     const ws_isa path = ws_attn_cpu_path(kv, n_q_heads, isa);
-    return path == WS_ISA_AVX512 || path == WS_ISA_AVX512_BF16;
+    return path == WS_ISA_AVX2 || path == WS_ISA_AVX512 || path == WS_ISA_AVX512_BF16;
 }
 
 int ws_attn_cpu_k_tiles(const ws_kv_layout *kv, int n_q_heads, ws_isa isa, int token_lists)
@@ -114,7 +114,7 @@ int ws_attn_cpu_k_tiles(const ws_kv_layout *kv, int n_q_heads, ws_isa isa, int t
     _Static_assert(WS_ATTN_CPU_AMX_TILE_GROUP == WS_ATTN_CPU_FMA_GROUP, "one K tile group");
     return !token_lists && !kv->v_shares_k && kv->page_tokens % 16 == 0 && kv->n_kv_heads > 0 &&
            n_q_heads / kv->n_kv_heads <= WS_ATTN_CPU_AMX_TILE_GROUP &&
-           (ws_attn_cpu_path(kv, n_q_heads, isa) == WS_ISA_AMX || vector512(kv, n_q_heads, isa));
+           (ws_attn_cpu_path(kv, n_q_heads, isa) == WS_ISA_AMX || vector_path(kv, n_q_heads, isa));
 }
 
 int ws_attn_cpu_v_pairs(const ws_kv_layout *kv, int n_q_heads, ws_isa isa, int token_lists)
@@ -122,15 +122,14 @@ int ws_attn_cpu_v_pairs(const ws_kv_layout *kv, int n_q_heads, ws_isa isa, int t
     if (ws_attn_cpu_path(kv, n_q_heads, isa) == WS_ISA_AMX)
         return !kv->v_shares_k && kv->page_tokens % 2 == 0;
     /* the fused loop reads pairs only beside K tiles (the generic loop converts them in C) */
-    return vector512(kv, n_q_heads, isa) && ws_attn_cpu_k_tiles(kv, n_q_heads, isa, token_lists);
+    return vector_path(kv, n_q_heads, isa) && ws_attn_cpu_k_tiles(kv, n_q_heads, isa, token_lists);
 }
 
-/* 1 if the fused FMA loop serves the problem on the resolved path `path`: an AVX-512 path
+/* 1 if the fused FMA loop serves the problem on the resolved path `path`: a vector path
  * (amx hands it what the tiles do not serve) and a layout it reads. */
 static int uses_fma(const ws_kv_layout *kv, int G, ws_isa path)
 {
-    return (path == WS_ISA_AVX512 || path == WS_ISA_AVX512_BF16 || path == WS_ISA_AMX) &&
-           ws_attn_cpu_fma_fits(kv, G);
+    return path != WS_ISA_SCALAR && ws_attn_cpu_fma_fits(kv, G);
 }
 
 static const ws_attn_cpu_ops *ops_for(ws_isa isa)
@@ -363,7 +362,8 @@ static void run_task(void *ctx, int ti, int thread)
     if (jb->amx)
         ws_attn_cpu_amx_attend(p, t->seq, t->kvh, t->i0, t->i1, jb->G, o, lse, scr);
     else if (jb->fma)
-        ws_attn_cpu_fma_attend(p, t->seq, t->kvh, t->i0, t->i1, jb->G, o, lse, scr);
+        ws_attn_cpu_fma_attend(p, jb->ops->isa != WS_ISA_AVX2, t->seq, t->kvh, t->i0, t->i1, jb->G,
+                               o, lse, scr);
     else
         attend(jb, t->seq, t->kvh, t->i0, t->i1, o, lse, scr);
 }

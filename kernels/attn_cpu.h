@@ -73,8 +73,9 @@ ws_isa ws_attn_cpu_path(const ws_kv_layout *kv, int n_q_heads, ws_isa isa);
 /* The V layout the CPU region should be written in for this shape and path (resolved):
  * 1 (token pairs, kv.v_pairs) when the amx path serves it with a separate V block and an
  * even page size (P.V then multiplies V as stored: half the tile products of rows), or
- * when an AVX-512 vector path serves it with K in tiles (ws_attn_cpu_k_tiles: the fused
- * FMA loop of attn_cpu_fma.h reads both); 0 (rows) otherwise. token_lists as for
+ * when a vector path (avx2, avx512, avx512bf16) serves it with K in tiles
+ * (ws_attn_cpu_k_tiles: the fused FMA loop of attn_cpu_fma.h reads both); 0 (rows)
+ * otherwise. token_lists as for
  * ws_attn_cpu_k_tiles. Every path reads both layouts; the generic loop converts pairs in
  * plain C. */
 int ws_attn_cpu_v_pairs(const ws_kv_layout *kv, int n_q_heads, ws_isa isa, int token_lists);
@@ -82,8 +83,8 @@ int ws_attn_cpu_v_pairs(const ws_kv_layout *kv, int n_q_heads, ws_isa isa, int t
 /* Largest group (query heads per KV head) whose K the amx path reads in tiles. */
 #define WS_ATTN_CPU_AMX_TILE_GROUP 8
 /* The K layout the CPU region should be written in for this shape and path (resolved): 1
- * (tiles of 16 tokens, kv.k_tiles) when the amx path or an AVX-512 vector path serves it
- * with a separate V block, a page size that is a multiple of 16 and at most
+ * (tiles of 16 tokens, kv.k_tiles) when the amx path or a vector path serves it with a
+ * separate V block, a page size that is a multiple of 16 and at most
  * WS_ATTN_CPU_AMX_TILE_GROUP query heads per KV head: the scores then come per head, 16
  * tokens to a row, with no transpose (amx: 3-4% of the loop's time for Qwen3's shape from
  * memory) and no horizontal sums (the FMA loop); 0 (rows) otherwise, and when token_lists

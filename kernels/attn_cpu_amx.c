@@ -422,15 +422,7 @@ typedef struct sub_rows {
 
 static int run_start(const ws_attn_seq *sq, int P, int it, int n, int *t0)
 {
-    const int tf = sq->sel ? sq->sel[it] : it;
-    *t0 = tf;
-    if (n < SUB || (tf % P) + SUB > P)
-        return 0;
-    if (sq->sel)
-        for (int j = 1; j < SUB; j++)
-            if (sq->sel[it + j] != tf + j)
-                return 0;
-    return 1;
+    return ws_attn_run16(sq, it, n, t0) && (*t0 % P) + SUB <= P;
 }
 
 static void resolve(const ws_attn_seq *sq, const ws_kv_layout *kv, int kvh, int it, int n,

@@ -12,6 +12,7 @@
 #pragma GCC target("avx2,fma,f16c")
 
 #define INL static inline __attribute__((always_inline))
+#include "attn_cpu_exp256.h" /* compiled for this region's target */
 
 static void cvt(float *dst, int ld, const uint16_t *const *rows, int n, int d, ws_dtype dt)
 {
@@ -150,46 +151,19 @@ static void pv(float *o, int G, int dv, const float *p, int ldp, const float *vf
     }
 }
 
-/* exp on [-87, 0] (Cephes' expf polynomial); 2^n built in the exponent field. */
-INL __m256 exp8(__m256 x)
-{
-    x = _mm256_max_ps(x, _mm256_set1_ps(-87.0f));
-    __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
-                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
-    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
-    __m256 y = _mm256_set1_ps(1.9875691500e-4f);
-    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.3981999507e-3f));
-    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(8.3334519073e-3f));
-    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(4.1665795894e-2f));
-    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.6666665459e-1f));
-    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(5.0000001201e-1f));
-    y = _mm256_fmadd_ps(y, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
-    __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-    return _mm256_mul_ps(y, _mm256_castsi256_ps(e));
-}
-
 static void expv(float *x, int n)
 {
     int i = 0;
     for (; i + 8 <= n; i += 8)
-        _mm256_storeu_ps(x + i, exp8(_mm256_loadu_ps(x + i)));
+        _mm256_storeu_ps(x + i, ws_exp8_ps(_mm256_loadu_ps(x + i)));
     if (i < n) {
         float tail[8] = {0};
         for (int j = 0; i + j < n; j++)
             tail[j] = x[i + j];
-        _mm256_storeu_ps(tail, exp8(_mm256_loadu_ps(tail)));
+        _mm256_storeu_ps(tail, ws_exp8_ps(_mm256_loadu_ps(tail)));
         for (int j = 0; i + j < n; j++)
             x[i + j] = tail[j];
     }
-}
-
-INL float hmax8(__m256 a)
-{
-    __m128 s = _mm_max_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
-    s = _mm_max_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_max_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
 }
 
 static void softmax(float *s, int G, int n, float *m, float *l, float *alpha)
@@ -200,13 +174,13 @@ static void softmax(float *s, int G, int n, float *m, float *l, float *alpha)
         for (int j = 0; j < 16; j++)
             buf[j] = j < n ? sg[j] : -INFINITY;
         __m256 x0 = _mm256_loadu_ps(buf), x1 = _mm256_loadu_ps(buf + 8);
-        float mx = hmax8(_mm256_max_ps(x0, x1));
+        float mx = ws_hmax8_ps(_mm256_max_ps(x0, x1));
         mx = mx > m[g] ? mx : m[g];
         alpha[g] = mx == m[g] ? 1.0f : m[g] == -INFINITY ? 0.0f : expf(m[g] - mx);
         __m256 vm = _mm256_set1_ps(mx);
         /* -inf padding would clamp to exp(-87), not 0: zero the padding after exp. */
-        _mm256_storeu_ps(buf, exp8(_mm256_sub_ps(x0, vm)));
-        _mm256_storeu_ps(buf + 8, exp8(_mm256_sub_ps(x1, vm)));
+        _mm256_storeu_ps(buf, ws_exp8_ps(_mm256_sub_ps(x0, vm)));
+        _mm256_storeu_ps(buf + 8, ws_exp8_ps(_mm256_sub_ps(x1, vm)));
         float sum = 0;
         for (int j = 0; j < n; j++) {
             sg[j] = buf[j];

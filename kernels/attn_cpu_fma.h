@@ -1,11 +1,11 @@
-/* attn_cpu_fma: the fused AVX-512 FMA block loop of the CPU attention kernel for the
- * layout the CPU region is written in for the vector paths (internal to kernels/; the
- * driver attn_cpu.c calls it per task on the avx512 and avx512bf16 paths, and on amx for
- * what the tiles do not serve, e.g. fp16 KV). K in tiles of 16 tokens (kv.k_tiles) gives
- * the scores per head, 16 tokens to a vector, with no horizontal sums; V in token pairs
- * (kv.v_pairs) gives two tokens' values of 16 columns per load. Both convert to fp32 with
- * one shift and one mask (bf16) or a narrowing and a conversion (fp16) and feed fp32 FMAs,
- * so the results are as accurate as the generic block loop's. See attn_cpu_fma.c. */
+/* attn_cpu_fma: the fused FMA block loop of the CPU attention kernel, in AVX-512 and AVX2
+ * forms, for the layout the CPU region is written in for the vector paths (internal to
+ * kernels/; the driver attn_cpu.c calls it per task on the avx2, avx512 and avx512bf16
+ * paths, and on amx for what the tiles do not serve, e.g. fp16 KV). K in tiles of 16
+ * tokens (kv.k_tiles) gives the scores per head, a vector of tokens at a time, with no
+ * horizontal sums; V in token pairs (kv.v_pairs) gives two tokens' values of a vector of
+ * columns per load. Both become fp32 by a shift and a mask (bf16) or a narrowing and a
+ * conversion (fp16) and feed fp32 FMAs: as accurate as the generic block loop. */
 #ifndef WS_ATTN_CPU_FMA_H
 #define WS_ATTN_CPU_FMA_H
 
@@ -17,13 +17,14 @@
 #define WS_ATTN_CPU_FMA_GROUP 8
 
 /* 1 if the loop serves this shape: K in tiles, V in token pairs (separate V block), bf16
- * or fp16, group 1..WS_ATTN_CPU_FMA_GROUP. The caller checks the CPU runs AVX-512. */
+ * or fp16, group 1..WS_ATTN_CPU_FMA_GROUP. */
 int ws_attn_cpu_fma_fits(const ws_kv_layout *kv, int G);
 /* Per-thread scratch bytes the loop needs (64-byte aligned scratch). */
 size_t ws_attn_cpu_fma_scratch(const ws_kv_layout *kv, int G);
 /* Attends items [i0, i1) of sequence s for the G query heads of KV head kvh: o [G][d_v],
- * lse [G] (natural log; o = 0 and lse = -inf when there is nothing to attend). */
-void ws_attn_cpu_fma_attend(const ws_attn_problem *p, int s, int kvh, int i0, int i1, int G,
-                            float *o, float *lse, void *scratch);
+ * lse [G] (natural log; o = 0 and lse = -inf when there is nothing to attend), in the
+ * AVX-512 form when wide is 1, else the AVX2 one (the CPU must run it). */
+void ws_attn_cpu_fma_attend(const ws_attn_problem *p, int wide, int s, int kvh, int i0, int i1,
+                            int G, float *o, float *lse, void *scratch);
 
 #endif

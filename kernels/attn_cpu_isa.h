@@ -60,4 +60,19 @@ static inline void ws_attn_prefetch_row(const ws_attn_seq *sq, const ws_kv_layou
     }
 }
 
+/* 1 if items [it, it + 16) of the sequence (n of them left, at least 16 needed) are 16
+ * consecutive tokens; *t0 gets the token of item it either way. */
+static inline int ws_attn_run16(const ws_attn_seq *sq, int it, int n, int *t0)
+{
+    const int tf = sq->sel ? sq->sel[it] : it;
+    *t0 = tf;
+    if (n < 16)
+        return 0;
+    if (sq->sel)
+        for (int j = 1; j < 16; j++)
+            if (sq->sel[it + j] != tf + j)
+                return 0;
+    return 1;
+}
+
 #endif

@@ -1,9 +1,10 @@
 /* ab_amx: paired A/B timing of two builds of the AMX attention loop (kernels/attn_cpu_amx.c),
- * or built with -DAB_LOOP_FMA of the fused FMA loop (kernels/attn_cpu_fma.c, its symbols
- * renamed to the AMX loop's), on one problem, for kernel work on a shared, noisy host. scripts/ab_amx.sh builds the two
- * versions with their exported symbols renamed A_* and B_*; this program alternates them
- * (A B, then B A, ...) and prints each one's median rate and the median of the per-pair
- * time ratios B/A, which stays stable while the host's speed swings 2-3x between minutes.
+ * or, built with -DAB_LOOP_FMA, of the fused FMA loop (kernels/attn_cpu_fma.c, its symbols
+ * renamed to the AMX loop's), on one problem, for kernel work on a shared, noisy host.
+ * scripts/ab_amx.sh builds the two versions with their exported symbols renamed A_* and
+ * B_*; this program alternates them (A B, then B A, ...) and prints each one's median rate
+ * and the median of the per-pair time ratios B/A, which stays stable while the host's
+ * speed swings 2-3x between minutes.
  * Each run splits every KV head's tokens in halves over the threads (pinned to CPUs 0..T-1).
  * Usage: ab_amx G N_KV D_K D_V TOKENS PAIRS THREADS (d_k != d_v means MLA: V shares K).
  * AB_REPS=N in the environment makes each run call the kernel N times over the same KV:
@@ -22,7 +23,14 @@
 #include "attn.h"
 #include "attn_fixture.h"
 
+#ifdef AB_LOOP_FMA /* the FMA loop's form: AVX-512 (wide) unless AB_AVX2=1 */
+typedef void attend_fn(const ws_attn_problem *, int, int, int, int, int, int, float *, float *,
+                       void *);
+#define WIDE_ARG g_wide,
+#else
 typedef void attend_fn(const ws_attn_problem *, int, int, int, int, int, float *, float *, void *);
+#define WIDE_ARG
+#endif
 typedef size_t scratch_fn(const ws_kv_layout *, int);
 extern attend_fn A_ws_attn_cpu_amx_attend, B_ws_attn_cpu_amx_attend;
 extern scratch_fn A_ws_attn_cpu_amx_scratch, B_ws_attn_cpu_amx_scratch;
@@ -32,7 +40,7 @@ extern int A_ws_attn_cpu_amx_enable(void);
 #define MAX_THREADS 64
 
 static th_attn g_f;
-static int g_G, g_nkv, g_len, g_threads, g_reps = 1;
+static int g_G, g_nkv, g_len, g_threads, g_reps = 1, g_wide = 1;
 
 typedef struct arg {
     attend_fn *fn;
@@ -58,8 +66,8 @@ static void *worker(void *p)
     for (int rep = 0; rep < g_reps; rep++)
         for (int u = a->t; u < 2 * g_nkv; u += g_threads) {
             const int h = u / 2, i0 = u % 2 ? g_len / 2 : 0, i1 = u % 2 ? g_len : g_len / 2;
-            a->fn(&g_f.p, 0, h, i0, i1, g_G, g_f.o + (size_t)h * g_G * dv, g_f.lse + h * g_G,
-                  a->scratch);
+            a->fn(&g_f.p, WIDE_ARG 0, h, i0, i1, g_G, g_f.o + (size_t)h * g_G * dv,
+                  g_f.lse + h * g_G, a->scratch);
         }
     return NULL;
 }
@@ -118,6 +126,7 @@ int main(int argc, char **argv)
                        .k_tiles = dk == dv && getenv("AB_KTILES") && atoi(getenv("AB_KTILES"))};
     th_attn_seed(1);
     th_attn_make(&g_f, kv, g_G * g_nkv, 1, &g_len, 1.0f);
+    g_wide = !(getenv("AB_AVX2") && atoi(getenv("AB_AVX2")));
 #ifndef AB_LOOP_FMA
     if (!A_ws_attn_cpu_amx_enable()) {
         fprintf(stderr, "ab_amx: this CPU or kernel does not grant AMX\n");

@@ -7,7 +7,8 @@
 #   the last-level cache); MLA (DeepSeek-V2-Lite): 16 1 576 512 262144 10 2.
 #   AB_VPAIRS=1 in the environment stores V in token pairs (kv.v_pairs) for both builds;
 #   AB_REPS=N calls the kernel N times per run (for a KV held in the caches);
-#   AB_KTILES=1 stores K in tiles; AB_FP16=1 stores fp16 KV (the fma loop only).
+#   AB_KTILES=1 stores K in tiles; AB_FP16=1 stores fp16 KV and AB_AVX2=1 times the AVX2
+#   form (the fma loop only).
 # Needs `make` first (links build/libwritescope.a); builds into build/ab_amx/.
 set -eu
 [ $# -ge 2 ] || { sed -n '2,9p' "$0" >&2; exit 2; }

@@ -311,7 +311,7 @@ Test(attn_cpu, bad_shapes_are_errors)
 }
 
 /* The V layout the CPU region is written in: pairs when the amx path serves a separate V
- * block with an even page size, or an AVX-512 vector path serves it with K in tiles. */
+ * block with an even page size, or a vector path serves it with K in tiles. */
 Test(attn_cpu, v_pairs_choice)
 {
     ws_kv_layout gqa = {.page_tokens = 256, .n_kv_heads = 4, .d_k = 128, .d_v = 128,
@@ -322,7 +322,7 @@ Test(attn_cpu, v_pairs_choice)
     cr_assert_eq(ws_attn_cpu_v_pairs(&gqa, 32, WS_ISA_AVX512_BF16, 0), 1);
     cr_assert_eq(ws_attn_cpu_v_pairs(&gqa, 32, WS_ISA_AVX512, 1), 0); /* K in rows then */
     cr_assert_eq(ws_attn_cpu_v_pairs(&gqa, 64, WS_ISA_AVX512, 0), 0); /* 16 per KV head */
-    cr_assert_eq(ws_attn_cpu_v_pairs(&gqa, 32, WS_ISA_AVX2, 0), 0);
+    cr_assert_eq(ws_attn_cpu_v_pairs(&gqa, 32, WS_ISA_AVX2, 0), 1);
     cr_assert_eq(ws_attn_cpu_v_pairs(&gqa, 32, WS_ISA_SCALAR, 0), 0);
     ws_kv_layout x = gqa;
     x.page_tokens = 255;
@@ -337,7 +337,7 @@ Test(attn_cpu, v_pairs_choice)
     cr_assert_eq(ws_attn_cpu_v_pairs(&mla, 16, WS_ISA_AVX512, 0), 0);
 }
 
-/* The K layout: tiles exactly when the amx path or an AVX-512 vector path serves a
+/* The K layout: tiles exactly when the amx path or a vector path serves a
  * separate V block, pages of a multiple of 16 tokens and at most 8 query heads per KV head,
  * and no single-token lists. */
 Test(attn_cpu, k_tiles_choice)
@@ -351,7 +351,7 @@ Test(attn_cpu, k_tiles_choice)
     cr_assert_eq(ws_attn_cpu_k_tiles(&gqa, 32, WS_ISA_AVX512, 0), 1);
     cr_assert_eq(ws_attn_cpu_k_tiles(&gqa, 32, WS_ISA_AVX512_BF16, 0), 1);
     cr_assert_eq(ws_attn_cpu_k_tiles(&gqa, 32, WS_ISA_AVX512, 1), 0);
-    cr_assert_eq(ws_attn_cpu_k_tiles(&gqa, 32, WS_ISA_AVX2, 0), 0);
+    cr_assert_eq(ws_attn_cpu_k_tiles(&gqa, 32, WS_ISA_AVX2, 0), 1);
     cr_assert_eq(ws_attn_cpu_k_tiles(&gqa, 32, WS_ISA_SCALAR, 0), 0);
     ws_kv_layout x = gqa;
     x.page_tokens = 24;
