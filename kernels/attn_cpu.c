@@ -95,7 +95,8 @@ ws_isa ws_attn_cpu_path(const ws_kv_layout *kv, int n_q_heads, ws_isa isa)
     const int G = kv->n_kv_heads > 0 ? n_q_heads / kv->n_kv_heads : 0;
     if (isa == WS_ISA_AMX && !ws_attn_cpu_amx_fits(kv, G))
         return WS_ISA_AVX512;
-    if (isa == WS_ISA_AVX512_BF16 && kv->dtype != WS_DT_BF16)
+    /* the fused FMA loop runs the same FMA code on avx512bf16 as on avx512 */
+    if (isa == WS_ISA_AVX512_BF16 && (kv->dtype != WS_DT_BF16 || ws_attn_cpu_fma_fits(kv, G)))
         return WS_ISA_AVX512;
     return isa;
 }
@@ -445,7 +446,8 @@ int ws_attn_cpu(const ws_attn_problem *p, ws_pool *pool, ws_isa isa, ws_err *err
     jb.fma = !jb.amx && uses_fma(kv, G, path);
     if (jb.fma && ws_attn_cpu_fma_scratch(kv, G) > jb.scratch_bytes)
         jb.scratch_bytes = align64(ws_attn_cpu_fma_scratch(kv, G));
-    const int use_bf16 = !jb.amx && jb.ops->qk_bf16 && kv->dtype == WS_DT_BF16 && !kv->k_tiles;
+    const int use_bf16 =
+        !jb.amx && !jb.fma && jb.ops->qk_bf16 && kv->dtype == WS_DT_BF16 && !kv->k_tiles;
     const size_t nq_elems = (size_t)p->n_seqs * p->n_q_heads * kv->d_k;
     size_t off_units = align64(sizeof(task) * (size_t)n_tasks);
     size_t off_po = off_units + align64(sizeof(unit) * (size_t)n_units);

@@ -67,7 +67,8 @@ int ws_isa_resolve(ws_isa want, ws_isa *out, ws_err *err);
 
 /* The path that actually serves a problem of this shape when `isa` (resolved, not AUTO) is
  * asked for: amx falls back to avx512 for fp16 KV and shapes the tiles do not serve,
- * avx512bf16 to avx512 for fp16 KV; others serve as asked. For reporting and peaks. */
+ * avx512bf16 to avx512 for fp16 KV and for what the fused FMA loop serves (attn_cpu_fma.h:
+ * it runs FMAs, not VDPBF16PS); others serve as asked. For reporting and peaks. */
 ws_isa ws_attn_cpu_path(const ws_kv_layout *kv, int n_q_heads, ws_isa isa);
 
 /* The V layout the CPU region should be written in for this shape and path (resolved):

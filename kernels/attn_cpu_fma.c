@@ -41,10 +41,27 @@
 #define HM WS_ATTN_CPU_FMA_GROUP
 #define AHEAD 2 /* super-blocks prefetched ahead */
 
-int ws_attn_cpu_fma_fits(const ws_kv_layout *kv, int G)
+/* MLA (V is the first d_v values of each K row): token-pair rows, heads padded to a
+ * multiple of 16, super-blocks of MLA_NT tokens. */
+#define MLA_NT 32
+
+static int fits_gqa(const ws_kv_layout *kv, int G)
 {
     return kv->k_tiles && kv->v_pairs && !kv->v_shares_k && G >= 1 && G <= HM &&
-           kv->page_tokens % SUB == 0 && (kv->dtype == WS_DT_BF16 || kv->dtype == WS_DT_FP16);
+           kv->page_tokens % SUB == 0;
+}
+
+static int fits_mla(const ws_kv_layout *kv, int G)
+{
+    return kv->v_shares_k && !kv->k_tiles && !kv->v_pairs && G >= 1 &&
+           G <= WS_ATTN_CPU_MAX_GROUP && kv->d_k % 32 == 0 && kv->d_v % 32 == 0 &&
+           kv->d_v <= kv->d_k;
+}
+
+int ws_attn_cpu_fma_fits(const ws_kv_layout *kv, int G)
+{
+    return (kv->dtype == WS_DT_BF16 || kv->dtype == WS_DT_FP16) &&
+           (fits_gqa(kv, G) || fits_mla(kv, G));
 }
 
 static size_t a64(size_t n)
@@ -70,10 +87,33 @@ static fma_scratch scratch_plan(const ws_kv_layout *kv)
     return s;
 }
 
+/* MLA scratch: q [G/8][d_k/32][8][2][16] (per head group of the AVX-512 form, or of 4
+ * heads x 16 dims for AVX2: the same bytes, see mla_attend), O [Gp][d_v], scores and
+ * probabilities [MLA_NT][Gp], m, l and alpha [Gp], the super-block's row pointers. */
+typedef struct mla_scratch {
+    size_t qs, o, s, m, l, alpha, rows, total;
+    int Gp;
+} mla_scratch;
+
+static mla_scratch mla_plan(const ws_kv_layout *kv, int G)
+{
+    mla_scratch s;
+    size_t at = 0;
+    s.Gp = (G + 15) / 16 * 16;
+    s.qs = at, at += a64((size_t)s.Gp * kv->d_k * 4);
+    s.o = at, at += a64((size_t)s.Gp * kv->d_v * 4);
+    s.s = at, at += a64((size_t)MLA_NT * s.Gp * 4);
+    s.m = at, at += a64((size_t)s.Gp * 4);
+    s.l = at, at += a64((size_t)s.Gp * 4);
+    s.alpha = at, at += a64((size_t)s.Gp * 4);
+    s.rows = at, at += a64(MLA_NT * sizeof(void *));
+    s.total = at;
+    return s;
+}
+
 size_t ws_attn_cpu_fma_scratch(const ws_kv_layout *kv, int G)
 {
-    (void)G;
-    return scratch_plan(kv).total;
+    return kv->v_shares_k ? mla_plan(kv, G).total : scratch_plan(kv).total;
 }
 
 /* A resolved sub-block: its K tile and first V pair row, n tokens. */
@@ -171,6 +211,31 @@ INL __m512 keep_512(__m512 v, int n, __m512 fill)
     return _mm512_mask_mov_ps(fill, k, v);
 }
 
+/* x[i]'s 16 lanes summed into lane i: a transpose-and-add tree (30 shuffles, 15 adds). */
+INL __m512 reduce16_512(const __m512 *x)
+{
+    __m512 y[8], z[4], w[2];
+    for (int k = 0; k < 8; k++) /* blocks 0-1: x[2k]'s halves summed, 2-3: x[2k + 1]'s */
+        y[k] = _mm512_add_ps(_mm512_shuffle_f32x4(x[2 * k], x[2 * k + 1], 0x44),
+                             _mm512_shuffle_f32x4(x[2 * k], x[2 * k + 1], 0xee));
+    for (int k = 0; k < 4; k++) /* block q: x[4k + q], 4 partial sums */
+        z[k] = _mm512_add_ps(_mm512_shuffle_f32x4(y[2 * k], y[2 * k + 1], 0x88),
+                             _mm512_shuffle_f32x4(y[2 * k], y[2 * k + 1], 0xdd));
+    for (int k = 0; k < 2; k++) /* block q: lanes 0-1 x[8k + q], 2-3 x[8k + 4 + q] */
+        w[k] = _mm512_add_ps(_mm512_shuffle_ps(z[2 * k], z[2 * k + 1], 0x44),
+                             _mm512_shuffle_ps(z[2 * k], z[2 * k + 1], 0xee));
+    const __m512 v = _mm512_add_ps(_mm512_shuffle_ps(w[0], w[1], 0x88),
+                                   _mm512_shuffle_ps(w[0], w[1], 0xdd)); /* 4q + r: x[4r + q] */
+    return _mm512_permutexvar_ps(
+        _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), v);
+}
+
+INL void store_halves_512(float *a, float *b, __m512 v)
+{
+    _mm256_storeu_ps(a, _mm512_castps512_ps256(v));
+    _mm256_storeu_ps(b, _mm512_extractf32x8_ps(v, 1));
+}
+
 #define FV __m512
 #define FL 16
 #define FN(x) x##_512
@@ -189,6 +254,8 @@ INL __m512 keep_512(__m512 v, int n, __m512 fill)
 #define f_hadd _mm512_reduce_add_ps
 #define f_keep keep_512
 #define f_split split_512
+#define f_reduce reduce16_512
+#define f_store_halves store_halves_512
 #include "attn_cpu_fma_body.h"
 #undef FV
 #undef FL
@@ -208,6 +275,8 @@ INL __m512 keep_512(__m512 v, int n, __m512 fill)
 #undef f_hadd
 #undef f_keep
 #undef f_split
+#undef f_reduce
+#undef f_store_halves
 #pragma GCC pop_options
 
 /* ---- AVX2: 8 lanes, two vectors per sub-block ---- */
@@ -252,6 +321,27 @@ INL float hadd_256(__m256 a)
     return _mm_cvtss_f32(s);
 }
 
+/* x[i]'s 8 lanes summed into lane i (14 shuffles, 7 adds). */
+INL __m256 reduce8_256(const __m256 *x)
+{
+    __m256 y[4], w[2];
+    for (int k = 0; k < 4; k++) /* 128-bit lane 0: x[2k], lane 1: x[2k + 1] */
+        y[k] = _mm256_add_ps(_mm256_permute2f128_ps(x[2 * k], x[2 * k + 1], 0x20),
+                             _mm256_permute2f128_ps(x[2 * k], x[2 * k + 1], 0x31));
+    for (int k = 0; k < 2; k++) /* lane q: 0-1 x[4k + q], 2-3 x[4k + 2 + q] */
+        w[k] = _mm256_add_ps(_mm256_shuffle_ps(y[2 * k], y[2 * k + 1], 0x44),
+                             _mm256_shuffle_ps(y[2 * k], y[2 * k + 1], 0xee));
+    const __m256 v = _mm256_add_ps(_mm256_shuffle_ps(w[0], w[1], 0x88),
+                                   _mm256_shuffle_ps(w[0], w[1], 0xdd)); /* 4q + r: x[2r + q] */
+    return _mm256_permutevar8x32_ps(v, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
+INL void store_halves_256(float *a, float *b, __m256 v)
+{
+    _mm_storeu_ps(a, _mm256_castps256_ps128(v));
+    _mm_storeu_ps(b, _mm256_extractf128_ps(v, 1));
+}
+
 #define FV __m256
 #define FL 8
 #define FN(x) x##_256
@@ -270,13 +360,19 @@ INL float hadd_256(__m256 a)
 #define f_hadd hadd_256
 #define f_keep keep_256
 #define f_split split_256
+#define f_reduce reduce8_256
+#define f_store_halves store_halves_256
 #include "attn_cpu_fma_body.h"
 #pragma GCC pop_options
 
 void ws_attn_cpu_fma_attend(const ws_attn_problem *p, int wide, int s, int kvh, int i0, int i1,
                             int G, float *o, float *lse, void *scratch)
 {
-    const int hi = G <= 1 ? 0 : G <= 2 ? 1 : G <= 4 ? 2 : 3; /* heads run: 1, 2, 4 or 8 */
     const int f16 = p->kv.dtype == WS_DT_FP16;
+    if (p->kv.v_shares_k) {
+        (wide ? mla_fns_512 : mla_fns_256)[f16](p, s, kvh, i0, i1, G, o, lse, scratch);
+        return;
+    }
+    const int hi = G <= 1 ? 0 : G <= 2 ? 1 : G <= 4 ? 2 : 3; /* heads run: 1, 2, 4 or 8 */
     (wide ? attend_fns_512 : attend_fns_256)[hi][f16](p, s, kvh, i0, i1, G, o, lse, scratch);
 }

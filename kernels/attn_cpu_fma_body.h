@@ -8,8 +8,11 @@
  *   f_sub, f_max, f_exp, f_hmax(v) f_hadd(v) (horizontal, to float),
  *   f_keep(v, n, fill)  v with lanes n.. replaced by fill (n may be <= 0 or >= FL),
  *   f_split(p, f16, ev, od)  FL 32-bit pairs of 16-bit values at p -> fp32 of the first
- *                   and of the second of each pair.
- * It defines FN(attend_fns)[4][2], the loop per (1, 2, 4 or 8 heads) x (bf16, fp16).
+ *                   and of the second of each pair,
+ *   f_reduce(x)     FL vectors -> one, lane i the sum of x[i]'s lanes,
+ *   f_store_halves(a, b, v)  the low FL / 2 lanes of v to a, the high ones to b.
+ * It defines FN(attend_fns)[4][2], the GQA loop per (1, 2, 4 or 8 heads) x (bf16, fp16),
+ * and FN(mla_fns)[2], the MLA loop per dtype.
  * No include guard: it is meant to be included once per region. */
 
 #define TG (SUB / FL) /* vectors per sub-block and head */
@@ -202,4 +205,169 @@ static attend_fn *const FN(attend_fns)[4][2] = {
     {FN(attend_8_0), FN(attend_8_1)},
 };
 
+/* ---- MLA: V is the first d_v values of each K row (rows layout) ---- */
+/* The scores go over dims, FL / 2 heads x 2 tokens in FL accumulators (one K row pair
+ * split per 2 FL dims, each q vector serving both tokens), reduced by a transpose-and-add
+ * tree into one vector of (token, head) scores; they are kept [token][head], so the softmax
+ * runs across heads in vectors with no horizontal reductions. P.V goes FL / 2 heads x 2 FL
+ * columns (even and odd, as the rows split) at a time over the super-block's tokens, with
+ * each probability broadcast once for two FMAs. */
+#define HP (FL / 2) /* heads per pass */
+
+/* Scores of the tokens at rows k0 and k1 for one head group: lane hh token 0 with head hh,
+ * lane HP + hh token 1. qh: the group's q, [step][hh][even, odd][FL]. */
+INL FV FN(mla_qk2)(const uint16_t *k0, const uint16_t *k1, const float *qh, int steps,
+                   const int f16)
+{
+    FV acc[FL];
+#pragma GCC unroll 16
+    for (int i = 0; i < FL; i++)
+        acc[i] = f_zero();
+    for (int st = 0; st < steps; st++) {
+        FV e0, o0, e1, o1;
+        f_split(k0 + (size_t)st * 2 * FL, f16, &e0, &o0);
+        f_split(k1 + (size_t)st * 2 * FL, f16, &e1, &o1);
+        const float *qs = qh + (size_t)st * HP * 2 * FL;
+#pragma GCC unroll 8
+        for (int hh = 0; hh < HP; hh++) {
+            const FV qe = f_load(qs + hh * 2 * FL), qo = f_load(qs + hh * 2 * FL + FL);
+            acc[hh] = f_fma(o0, qo, f_fma(e0, qe, acc[hh]));
+            acc[HP + hh] = f_fma(o1, qo, f_fma(e1, qe, acc[HP + hh]));
+        }
+    }
+    return f_reduce(acc);
+}
+
+/* Online softmax over n tokens' scores s[t][Gp], FL heads per vector. */
+INL void FN(mla_softmax)(float *s, int n, int Gp, float *m, float *l, float *alpha)
+{
+    for (int c = 0; c < Gp; c += FL) {
+        FV mx = f_set1(-INFINITY);
+        for (int t = 0; t < n; t++)
+            mx = f_max(mx, f_load(s + (size_t)t * Gp + c));
+        const FV mo = f_load(m + c), mn = f_max(mo, mx);
+        /* m = -inf before the first tokens: exp clamps to ~1e-38, times l = 0 and O = 0 */
+        const FV al = f_exp(f_sub(mo, mn));
+        FV sum = f_zero();
+        for (int t = 0; t < n; t++) {
+            float *x = s + (size_t)t * Gp + c;
+            const FV e = f_exp(f_sub(f_load(x), mn));
+            f_store(x, e);
+            sum = f_add(sum, e);
+        }
+        f_store(alpha + c, al);
+        f_store(m + c, mn);
+        f_store(l + c, f_fma(al, f_load(l + c), sum));
+    }
+}
+
+/* O[h] = alpha[h] O[h] + sum_t p[t][h] v_t for n tokens at rows[t], heads h < Gp; O's
+ * columns in (even, odd) order per 2 FL. */
+INL void FN(mla_pv)(float *o, int dv, const uint16_t *const *rows, int n, const float *s,
+                    int Gp, const float *alpha, const int f16)
+{
+    for (int hg = 0; hg < Gp; hg += HP)
+        for (int c = 0; c < dv; c += 2 * FL) {
+            FV ae[HP], ao[HP];
+#pragma GCC unroll 8
+            for (int hh = 0; hh < HP; hh++) {
+                const FV al = f_set1(alpha[hg + hh]);
+                ae[hh] = f_mul(f_load(o + (size_t)(hg + hh) * dv + c), al);
+                ao[hh] = f_mul(f_load(o + (size_t)(hg + hh) * dv + c + FL), al);
+            }
+            for (int t = 0; t < n; t++) {
+                FV ev, od;
+                f_split(rows[t] + c, f16, &ev, &od);
+                const float *pt = s + (size_t)t * Gp + hg;
+#pragma GCC unroll 8
+                for (int hh = 0; hh < HP; hh++) {
+                    const FV pb = f_set1(pt[hh]);
+                    ae[hh] = f_fma(ev, pb, ae[hh]);
+                    ao[hh] = f_fma(od, pb, ao[hh]);
+                }
+            }
+#pragma GCC unroll 8
+            for (int hh = 0; hh < HP; hh++) {
+                f_store(o + (size_t)(hg + hh) * dv + c, ae[hh]);
+                f_store(o + (size_t)(hg + hh) * dv + c + FL, ao[hh]);
+            }
+        }
+}
+
+INL void FN(mla_attend)(const ws_attn_problem *p, int s, int kvh, int i0, int i1, int G,
+                        float *out, float *lse, char *w, const int f16)
+{
+    const ws_kv_layout *kv = &p->kv;
+    const ws_attn_seq *sq = &p->seqs[s];
+    const int dk = kv->d_k, dv = kv->d_v, P = kv->page_tokens, steps = dk / (2 * FL);
+    const mla_scratch sp = mla_plan(kv, G);
+    const int Gp = sp.Gp;
+    float *qs = (float *)(w + sp.qs), *o = (float *)(w + sp.o), *sc = (float *)(w + sp.s);
+    float *m = (float *)(w + sp.m), *l = (float *)(w + sp.l), *alpha = (float *)(w + sp.alpha);
+    const uint16_t **rows = (const uint16_t **)(w + sp.rows);
+    const float *q = p->q + ((size_t)s * p->n_q_heads + (size_t)kvh * G) * dk;
+    /* q [head group][step][head][even, odd][FL]: element d of head h = hg HP + hh */
+    for (int h = 0; h < Gp; h++)
+        for (int d = 0; d < dk; d++) {
+            const int hg = h / HP, hh = h % HP, st = d / (2 * FL), x = d % (2 * FL);
+            qs[((((size_t)hg * steps + st) * HP + hh) * 2 + (x & 1)) * FL + x / 2] =
+                h < G ? q[(size_t)h * dk + d] * p->scale : 0.0f;
+        }
+    memset(o, 0, sizeof(float) * (size_t)Gp * dv);
+    for (int h = 0; h < Gp; h++)
+        m[h] = -INFINITY, l[h] = 0;
+    for (int i = i0; i < i1; i += MLA_NT) {
+        const int n = i1 - i < MLA_NT ? i1 - i : MLA_NT;
+        for (int t = 0; t < n; t++) {
+            const int tok = sq->sel ? sq->sel[i + t] : i + t;
+            rows[t] = (const uint16_t *)sq->pages[tok / P] + ws_kv_k_off(kv, kvh, tok % P);
+        }
+        for (int t = 0; t < n; t += 2) {
+            /* the rows AHEAD super-blocks on, to L1 (their lines are read within ~1 us) */
+            for (int x = t; x < t + 2; x++) {
+                const int it = i + AHEAD * MLA_NT + x;
+                if (it < i1)
+                    ws_attn_prefetch_row(sq, kv, kvh, sq->sel ? sq->sel[it] : it);
+            }
+            const uint16_t *k1 = t + 1 < n ? rows[t + 1] : rows[t]; /* odd tail: twice */
+            for (int hg = 0; hg < Gp / HP; hg++) /* row t + 1 exists: n < MLA_NT when odd */
+                f_store_halves(sc + (size_t)t * Gp + hg * HP, sc + (size_t)(t + 1) * Gp + hg * HP,
+                               FN(mla_qk2)(rows[t], k1, qs + (size_t)hg * steps * HP * 2 * FL,
+                                           steps, f16));
+        }
+        FN(mla_softmax)(sc, n, Gp, m, l, alpha);
+        FN(mla_pv)(o, dv, rows, n, sc, Gp, alpha, f16);
+    }
+    for (int h = 0; h < G; h++) {
+        float *oh = out + (size_t)h * dv;
+        if (l[h] == 0) { /* nothing attended */
+            memset(oh, 0, sizeof(float) * (size_t)dv);
+            lse[h] = -INFINITY;
+            continue;
+        }
+        const float inv = 1.0f / l[h], *src = o + (size_t)h * dv;
+        for (int c = 0; c < dv; c += 2 * FL)
+            for (int x = 0; x < FL; x++) {
+                oh[c + 2 * x] = src[c + x] * inv;
+                oh[c + 2 * x + 1] = src[c + FL + x] * inv;
+            }
+        lse[h] = m[h] + logf(l[h]);
+    }
+}
+
+static __attribute__((noinline)) void FN(mla_0)(const ws_attn_problem *p, int s, int kvh, int i0,
+                                                int i1, int G, float *o, float *lse, char *w)
+{
+    FN(mla_attend)(p, s, kvh, i0, i1, G, o, lse, w, 0);
+}
+
+static __attribute__((noinline)) void FN(mla_1)(const ws_attn_problem *p, int s, int kvh, int i0,
+                                                int i1, int G, float *o, float *lse, char *w)
+{
+    FN(mla_attend)(p, s, kvh, i0, i1, G, o, lse, w, 1);
+}
+
+static attend_fn *const FN(mla_fns)[2] = {FN(mla_0), FN(mla_1)};
+
+#undef HP
 #undef TG

@@ -372,6 +372,31 @@ Test(attn_cpu, k_tiles_choice)
     cr_assert_eq(ws_attn_cpu_k_tiles(&mla, 16, WS_ISA_AMX, 0), 0);
 }
 
+/* The path reported (and whose peak bench divides by): amx hands fp16 and what the tiles do
+ * not serve to avx512; avx512bf16 hands fp16 and what the fused FMA loop serves (K tiles
+ * and V pairs, or MLA rows) to avx512, since that loop runs FMAs only. */
+Test(attn_cpu, path_served)
+{
+    ws_kv_layout gqa = {.page_tokens = 256, .n_kv_heads = 4, .d_k = 128, .d_v = 128,
+                        .dtype = WS_DT_BF16};
+    cr_assert_eq(ws_attn_cpu_path(&gqa, 32, WS_ISA_AMX), WS_ISA_AMX);
+    cr_assert_eq(ws_attn_cpu_path(&gqa, 32, WS_ISA_AVX512_BF16), WS_ISA_AVX512_BF16); /* rows */
+    ws_kv_layout x = gqa;
+    x.k_tiles = x.v_pairs = 1;
+    cr_assert_eq(ws_attn_cpu_path(&x, 32, WS_ISA_AVX512_BF16), WS_ISA_AVX512);
+    cr_assert_eq(ws_attn_cpu_path(&x, 32, WS_ISA_AVX2), WS_ISA_AVX2);
+    x = gqa;
+    x.dtype = WS_DT_FP16;
+    cr_assert_eq(ws_attn_cpu_path(&x, 32, WS_ISA_AMX), WS_ISA_AVX512);
+    cr_assert_eq(ws_attn_cpu_path(&x, 32, WS_ISA_AVX512_BF16), WS_ISA_AVX512);
+    ws_kv_layout mla = {.page_tokens = 64, .n_kv_heads = 1, .d_k = 576, .d_v = 512,
+                        .v_shares_k = 1, .dtype = WS_DT_BF16};
+    cr_assert_eq(ws_attn_cpu_path(&mla, 16, WS_ISA_AMX), WS_ISA_AMX);
+    cr_assert_eq(ws_attn_cpu_path(&mla, 16, WS_ISA_AVX512_BF16), WS_ISA_AVX512);
+    mla.d_k = 80, mla.d_v = 48; /* not multiples of 32: the generic loop, VDPBF16PS */
+    cr_assert_eq(ws_attn_cpu_path(&mla, 16, WS_ISA_AVX512_BF16), WS_ISA_AVX512_BF16);
+}
+
 Test(attn_cpu, isa_names_and_forcing)
 {
     ws_isa isa;
