@@ -208,7 +208,8 @@ static int shape_from_model(const char *name, ws_dtype dt, ws_isa isa, attn_shap
     s->kind = ws_attn_kind_name(m.attn);
     if ((rc = ws_model_attn_shape(&m, dt, PAGE_TOKENS, &s->kv, &s->n_q, &s->scale, err)))
         return rc;
-    s->kv.v_pairs = ws_attn_cpu_v_pairs(&s->kv, s->n_q, isa, 0); /* lists: MLA only */
+    /* token lists are measured on MLA only, whose rows no list setting changes */
+    s->kv.v_pairs = ws_attn_cpu_v_pairs(&s->kv, s->n_q, isa, 0);
     s->kv.k_tiles = ws_attn_cpu_k_tiles(&s->kv, s->n_q, isa, 0);
     return 0;
 }

@@ -101,8 +101,8 @@ ws_isa ws_attn_cpu_path(const ws_kv_layout *kv, int n_q_heads, ws_isa isa)
     return isa;
 }
 
-/* 1 if the path serving this shape (resolved) is a vector path (AVX2 or AVX-512), which
- * the fused FMA loop serves on K tiles and V pairs (attn_cpu_fma.h). */
+/* 1 if the path serving this shape (resolved) is a vector path (AVX2 or AVX-512), whose
+ * fused FMA loop reads GQA's K in tiles and V in pairs (attn_cpu_fma.h). */
 static int vector_path(const ws_kv_layout *kv, int n_q_heads, ws_isa isa)
 {
     const ws_isa path = ws_attn_cpu_path(kv, n_q_heads, isa);
@@ -198,7 +198,7 @@ typedef struct job {
     const uint16_t *qhi, *qlo; /* bf16 halves of q for qk_bf16, else NULL */
     int pf_dist;               /* software prefetch distance, items */
     int amx;                   /* 1: the AMX block loop serves this problem */
-    int fma;                   /* 1: the fused AVX-512 FMA loop serves it (attn_cpu_fma.h) */
+    int fma;                   /* 1: the fused FMA loop serves it (attn_cpu_fma.h) */
     task *tasks;
     unit *units;
     float *part_o, *part_lse;

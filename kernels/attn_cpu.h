@@ -13,11 +13,16 @@
  *   avx2        AVX2 + FMA + F16C, fp32 FMA on KV converted in registers;
  *   avx512      AVX-512 F/BW/VL, fp32 FMA;
  *   avx512bf16  avx512 plus VDPBF16PS for q.k on bf16 KV (q split into a bf16 hi + lo
- *               pair so the scores keep ~16 mantissa bits; fp16 KV runs as avx512);
+ *               pair so the scores keep ~16 mantissa bits; fp16 KV runs as avx512) where
+ *               the generic loop runs;
  *   amx         AMX-BF16 tiles (TDPBF16PS) for q.k and p.V on bf16 KV, q and p split into
  *               bf16 hi + lo; needs Linux to grant the tile state. fp16 KV and shapes the
  *               tiles do not serve (d not a multiple of 32, group > 8 and not a multiple of
  *               8) run the avx512 loop.
+ * The vector paths (avx2, avx512, avx512bf16) run the fused FMA loop (attn_cpu_fma.h) on
+ * GQA with K in tiles and V in pairs (the layout ws_attn_cpu_k_tiles / _v_pairs choose for
+ * them, groups up to 8) and on bf16 MLA rows (d multiples of 32), else the generic block loop
+ * (K and V converted to fp32 blocks, q.k summed horizontally).
  * ws_isa_best() prefers amx, then avx512, then avx512bf16, avx2, scalar: on the Sapphire
  * Rapids host this was written on, VDPBF16PS (zmm) retires about a quarter as many
  * instructions per cycle as VFMADD, so with the hi + lo split it is slower than fp32 FMA

@@ -27,7 +27,14 @@
  * (AVX-512 FMA peak ~150 GFLOP/s per core, ~13 GB/s of memory per core) the loop is bound
  * by its FMAs: 2 x 1024 multiply-adds per token and KV head, ~64 cycles at two FMAs per
  * cycle against ~90 cycles per 512 bytes of memory; hosts with less bandwidth per core
- * (most many-core servers) leave it more time. */
+ * (most many-core servers) leave it more time.
+ *
+ * MLA (bf16; see attn_cpu_fma_body.h) is bound by its FMAs everywhere (~30 flop/byte): in
+ * bench runs alternating builds it reached 0.47-0.52 of the FMA peak for
+ * DeepSeek-V2-Lite's shape on AVX-512 where the generic loop reached 0.40-0.44, and about
+ * the same as it on AVX2 (0.50-0.57 against 0.44-0.54). In L2 (64 heads, one thread) its
+ * scores take half the time, P.V 43%: each 32-dim step loads 2 K rows and 16 q vectors for
+ * 32 FMAs and two splits, so the load ports and the FMA ports both need ~18 cycles. */
 #include "attn_cpu_fma.h"
 
 #include <immintrin.h>
@@ -51,9 +58,12 @@ static int fits_gqa(const ws_kv_layout *kv, int G)
            kv->page_tokens % SUB == 0;
 }
 
+/* bf16 only: fp16 rows are split again for every head group (~9 operations per 32 values
+ * instead of 2), so for DeepSeek-V2-Lite's shape this loop took 1.1x the generic loop's time,
+ * which converts each row once (bench, alternated builds). */
 static int fits_mla(const ws_kv_layout *kv, int G)
 {
-    return kv->v_shares_k && !kv->k_tiles && !kv->v_pairs && G >= 1 &&
+    return kv->v_shares_k && !kv->k_tiles && !kv->v_pairs && kv->dtype == WS_DT_BF16 && G >= 1 &&
            G <= WS_ATTN_CPU_MAX_GROUP && kv->d_k % 32 == 0 && kv->d_v % 32 == 0 &&
            kv->d_v <= kv->d_k;
 }

@@ -16,8 +16,9 @@
 /* Most query heads per KV head the loop serves (one register set of scores). */
 #define WS_ATTN_CPU_FMA_GROUP 8
 
-/* 1 if the loop serves this shape: K in tiles, V in token pairs (separate V block), bf16
- * or fp16, group 1..WS_ATTN_CPU_FMA_GROUP. */
+/* 1 if the loop serves this shape: GQA with K in tiles, V in token pairs (separate V
+ * block), bf16 or fp16, group 1..WS_ATTN_CPU_FMA_GROUP; or MLA (V inside K's rows), bf16,
+ * d_k and d_v multiples of 32, any group. */
 int ws_attn_cpu_fma_fits(const ws_kv_layout *kv, int G);
 /* Per-thread scratch bytes the loop needs (64-byte aligned scratch). */
 size_t ws_attn_cpu_fma_scratch(const ws_kv_layout *kv, int G);

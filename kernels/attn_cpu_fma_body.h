@@ -322,18 +322,24 @@ INL void FN(mla_attend)(const ws_attn_problem *p, int s, int kvh, int i0, int i1
             const int tok = sq->sel ? sq->sel[i + t] : i + t;
             rows[t] = (const uint16_t *)sq->pages[tok / P] + ws_kv_k_off(kv, kvh, tok % P);
         }
-        for (int t = 0; t < n; t += 2) {
-            /* the rows AHEAD super-blocks on, to L1 (their lines are read within ~1 us) */
-            for (int x = t; x < t + 2; x++) {
-                const int it = i + AHEAD * MLA_NT + x;
-                if (it < i1)
-                    ws_attn_prefetch_row(sq, kv, kvh, sq->sel ? sq->sel[it] : it);
-            }
-            const uint16_t *k1 = t + 1 < n ? rows[t + 1] : rows[t]; /* odd tail: twice */
-            for (int hg = 0; hg < Gp / HP; hg++) /* row t + 1 exists: n < MLA_NT when odd */
+        /* head groups outside, so that one group's q (d_k x 32 bytes) stays in L1 while the
+         * super-block's rows pass (64 heads' q is 147 KB: with token pairs outside it came
+         * from L2 for every pair; this order takes 0.84 of that time for 64 heads, 0.89 for
+         * 16, A/B from memory) */
+        for (int hg = 0; hg < Gp / HP; hg++) {
+            const float *qh = qs + (size_t)hg * steps * HP * 2 * FL;
+            for (int t = 0; t < n; t += 2) {
+                /* the rows AHEAD super-blocks on, to L1 (read within a few us) */
+                for (int x = t; x < t + 2 && hg == 0; x++) {
+                    const int it = i + AHEAD * MLA_NT + x;
+                    if (it < i1)
+                        ws_attn_prefetch_row(sq, kv, kvh, sq->sel ? sq->sel[it] : it);
+                }
+                const uint16_t *k1 = t + 1 < n ? rows[t + 1] : rows[t]; /* odd tail: twice */
+                /* row t + 1 exists: n < MLA_NT when it is odd */
                 f_store_halves(sc + (size_t)t * Gp + hg * HP, sc + (size_t)(t + 1) * Gp + hg * HP,
-                               FN(mla_qk2)(rows[t], k1, qs + (size_t)hg * steps * HP * 2 * FL,
-                                           steps, f16));
+                               FN(mla_qk2)(rows[t], k1, qh, steps, f16));
+            }
         }
         FN(mla_softmax)(sc, n, Gp, m, l, alpha);
         FN(mla_pv)(o, dv, rows, n, sc, Gp, alpha, f16);
