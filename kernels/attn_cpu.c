@@ -229,7 +229,8 @@ static size_t align64(size_t n)
 }
 
 /* V in token pairs (v_pairs) to fp32 rows: dst[r*ld + i] = rows[r][2 i]. Plain C on every
- * path: the pair layout is what the AMX path is given, the others serve it correctly. */
+ * path: the generic loop meets pairs (and tiles) only where the layout was forced or the
+ * fused FMA loop does not serve the shape; it serves them correctly. */
 static void cvt_pairs(float *dst, int ld, const uint16_t *const *rows, int n, int d,
                       ws_dtype dt)
 {

@@ -1,7 +1,8 @@
 /* attn_cpu_amx: the AMX-BF16 block loop of the CPU attention kernel (path "amx", see
  * attn_cpu.h), for bf16 KV. Internal to kernels/: attn_cpu.c calls it per task when the
- * path is amx and the shape fits (ws_attn_cpu_amx_fits); other shapes and fp16 KV run the
- * AVX-512 block loop.
+ * path is amx and the shape fits (ws_attn_cpu_amx_fits); other shapes and fp16 KV run as
+ * on the avx512 path (the fused FMA loop of attn_cpu_fma.h where it serves, else the
+ * generic block loop).
  *
  * Query heads are taken H = min(G, 8) at a time (a head group), each head twice: its bf16
  * hi half and its lo half (q ~= hi + lo, p ~= hi + lo), so scores and weights keep ~16
