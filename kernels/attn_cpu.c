@@ -111,11 +111,13 @@ static int vector_path(const ws_kv_layout *kv, int n_q_heads, ws_isa isa)
 
 int ws_attn_cpu_k_tiles(const ws_kv_layout *kv, int n_q_heads, ws_isa isa, int token_lists)
 {
+    if (token_lists || kv->v_shares_k || kv->page_tokens % 16 || kv->n_kv_heads <= 0)
+        return 0;
+    const int G = n_q_heads / kv->n_kv_heads;
     /* Within the tile group the amx path's fit does not depend on the K layout. */
-    _Static_assert(WS_ATTN_CPU_AMX_TILE_GROUP == WS_ATTN_CPU_FMA_GROUP, "one K tile group");
-    return !token_lists && !kv->v_shares_k && kv->page_tokens % 16 == 0 && kv->n_kv_heads > 0 &&
-           n_q_heads / kv->n_kv_heads <= WS_ATTN_CPU_AMX_TILE_GROUP &&
-           (ws_attn_cpu_path(kv, n_q_heads, isa) == WS_ISA_AMX || vector_path(kv, n_q_heads, isa));
+    if (ws_attn_cpu_path(kv, n_q_heads, isa) == WS_ISA_AMX)
+        return G <= WS_ATTN_CPU_AMX_TILE_GROUP;
+    return G <= WS_ATTN_CPU_FMA_GROUP && vector_path(kv, n_q_heads, isa);
 }
 
 int ws_attn_cpu_v_pairs(const ws_kv_layout *kv, int n_q_heads, ws_isa isa, int token_lists)

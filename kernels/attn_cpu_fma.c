@@ -383,6 +383,6 @@ void ws_attn_cpu_fma_attend(const ws_attn_problem *p, int wide, int s, int kvh, 
         (wide ? mla_fns_512 : mla_fns_256)[f16](p, s, kvh, i0, i1, G, o, lse, scratch);
         return;
     }
-    const int hi = G <= 1 ? 0 : G <= 2 ? 1 : G <= 4 ? 2 : 3; /* heads run: 1, 2, 4 or 8 */
+    const int hi = G <= 1 ? 0 : G <= 2 ? 1 : G <= 4 ? 2 : G <= 8 ? 3 : 4; /* 1, 2, 4, 8, 16 */
     (wide ? attend_fns_512 : attend_fns_256)[hi][f16](p, s, kvh, i0, i1, G, o, lse, scratch);
 }

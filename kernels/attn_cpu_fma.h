@@ -13,8 +13,8 @@
 
 #include "attn.h"
 
-/* Most query heads per KV head the loop serves (one register set of scores). */
-#define WS_ATTN_CPU_FMA_GROUP 8
+/* Most query heads per KV head the GQA loop serves (8 per register pass, two passes). */
+#define WS_ATTN_CPU_FMA_GROUP 16
 
 /* 1 if the loop serves this shape: GQA with K in tiles, V in token pairs (separate V
  * block), bf16 or fp16, group 1..WS_ATTN_CPU_FMA_GROUP; or MLA (V inside K's rows), bf16,

@@ -11,47 +11,50 @@
  *                   and of the second of each pair,
  *   f_reduce(x)     FL vectors -> one, lane i the sum of x[i]'s lanes,
  *   f_store_halves(a, b, v)  the low FL / 2 lanes of v to a, the high ones to b.
- * It defines FN(attend_fns)[4][2], the GQA loop per (1, 2, 4 or 8 heads) x (bf16, fp16),
+ * It defines FN(attend_fns)[5][2], the GQA loop per (1, 2, 4, 8 or 16 heads) x (bf16, fp16),
  * and FN(mla_fns)[2], the MLA loop per dtype.
  * No include guard: it is meant to be included once per region. */
 
 #define TG (SUB / FL) /* vectors per sub-block and head */
 
-/* Scores of one sub-block for heads h < H: s[h * NS * SUB + 0..15] = q_h . k_t. Prefetches
- * f's K lines, one per tile row. */
+/* Scores of one sub-block for heads h < H: s[h * NS * SUB + 0..15] = q_h . k_t, 8 heads
+ * at a time (16: two passes over the tile, from L1). Prefetches f's K lines, one per tile
+ * row of the first pass. */
 INL void FN(scores)(const sub_kv *b, const float *qs, int dk, float *s, const pf_sub *f,
                     const int H, const int f16)
 {
-    const int rows = dk / 2;
+    const int rows = dk / 2, HH = H < 8 ? H : 8;
     const int kl = f->klines < rows ? f->klines : rows, per = (kl + TG - 1) / TG;
-    for (int g = 0; g < TG; g++) { /* tokens g FL .. g FL + FL - 1 */
-        FV a[HM], c[HM];
+    for (int g = 0; g < TG; g++)             /* tokens g FL .. g FL + FL - 1 */
+        for (int h0 = 0; h0 < H; h0 += HH) { /* heads h0 .. h0 + HH - 1 */
+            FV a[8], c[8];
 #pragma GCC unroll 8
-        for (int h = 0; h < H; h++)
-            a[h] = c[h] = f_zero();
-        const uint16_t *kp = b->k + 2 * FL * g;
-        const char *pk = f->k + 64 * (size_t)(per * g);
-        const int np = kl - per * g < per ? kl - per * g : per; /* this pass's lines */
-        for (int r = 0; r < rows; r++) {
-            FV ev, od;
-            f_split(kp + (size_t)r * 32, f16, &ev, &od);
-            const float *qr = qs + (size_t)r * 2 * H; /* [row][head][2]: one base per row */
+            for (int h = 0; h < HH; h++)
+                a[h] = c[h] = f_zero();
+            const uint16_t *kp = b->k + 2 * FL * g;
+            const char *pk = f->k + 64 * (size_t)(per * g);
+            int np = kl - per * g < per ? kl - per * g : per; /* this pass's lines */
+            np = h0 ? 0 : np;
+            for (int r = 0; r < rows; r++) {
+                FV ev, od;
+                f_split(kp + (size_t)r * 32, f16, &ev, &od);
+                const float *qr = qs + ((size_t)r * H + h0) * 2; /* [row][head][2] */
 #pragma GCC unroll 8
-            for (int h = 0; h < H; h++) {
-                if (FACC2) {
-                    a[h] = f_fma(ev, f_set1(qr[2 * h]), a[h]);
-                    c[h] = f_fma(od, f_set1(qr[2 * h + 1]), c[h]);
-                } else {
-                    a[h] = f_fma(od, f_set1(qr[2 * h + 1]), f_fma(ev, f_set1(qr[2 * h]), a[h]));
+                for (int h = 0; h < HH; h++) {
+                    if (FACC2) {
+                        a[h] = f_fma(ev, f_set1(qr[2 * h]), a[h]);
+                        c[h] = f_fma(od, f_set1(qr[2 * h + 1]), c[h]);
+                    } else {
+                        a[h] = f_fma(od, f_set1(qr[2 * h + 1]), f_fma(ev, f_set1(qr[2 * h]), a[h]));
+                    }
                 }
+                if (r < np)
+                    _mm_prefetch(pk + 64 * (size_t)r, _MM_HINT_T1);
             }
-            if (r < np)
-                _mm_prefetch(pk + 64 * (size_t)r, _MM_HINT_T1);
-        }
 #pragma GCC unroll 8
-        for (int h = 0; h < H; h++)
-            f_store(s + (size_t)h * NS * SUB + FL * g, FACC2 ? f_add(a[h], c[h]) : a[h]);
-    }
+            for (int h = 0; h < HH; h++)
+                f_store(s + (size_t)(h0 + h) * NS * SUB + FL * g, FACC2 ? f_add(a[h], c[h]) : a[h]);
+        }
     for (int x = kl; x < f->klines; x++) /* two tiles (a run not starting a tile) */
         _mm_prefetch(f->k + 64 * (size_t)x, _MM_HINT_T1);
 }
@@ -86,7 +89,9 @@ INL void FN(softmax)(float *sp, const sub_kv *b, int ns, float *m, float *l, flo
 }
 
 /* O[h][c0 .. c0 + FL CW) = alpha[h] O[h][..] + sum over the super-block's tokens of
- * p[h][t] v_t[..], for heads h < H; prefetches this column step's share of f's V lines. */
+ * p[h][t] v_t[..], for heads h < H of o, sp and alpha as given (the caller offsets them
+ * for a second group of 8); prefetches this column step's share of f's V lines unless f
+ * is NULL. */
 INL void FN(pv_cols)(float *o, int dv, int c0, const sub_kv *b, int ns, const float *sp,
                      const float *alpha, const pf_sub *f, const int H, const int CW, const int f16)
 {
@@ -100,7 +105,8 @@ INL void FN(pv_cols)(float *o, int dv, int c0, const sub_kv *b, int ns, const fl
         const uint16_t *v = b[j].v + 2 * (size_t)c0;
         const float *pj = sp + j * SUB;
         /* this column step's share of sub-block j's V lines, 1/8 per pair row */
-        const int l0 = f[j].vlines * c0 / dv, l1 = f[j].vlines * (c0 + FL * CW) / dv;
+        const int vl = f ? f[j].vlines : 0;
+        const int l0 = vl * c0 / dv, l1 = vl * (c0 + FL * CW) / dv;
         const int per = (l1 - l0 + 7) / 8;
         for (int u = 0; u < SUB / 2; u++) {
             for (int x = l0 + u * per; x < l0 + (u + 1) * per && x < l1; x++)
@@ -145,8 +151,8 @@ INL void FN(attend)(const ws_attn_problem *p, int s, int kvh, int i0, int i1, in
     for (int h = 0; h < H; h++)
         m[h] = -INFINITY, l[h] = 0;
     /* columns per P.V step: 16 accumulators (of 32 zmm or 16 ymm registers) for 8 heads on
-     * AVX-512, 8 on AVX2; twice the columns for 4 heads or fewer */
-    const int CW = (H <= 4 ? 2 : 1) * (FL == 16 ? 2 : 1);
+     * AVX-512, 8 on AVX2; twice the columns for 4 heads or fewer; 16 heads in two passes */
+    const int HH = H < 8 ? H : 8, CW = (HH <= 4 ? 2 : 1) * (FL == 16 ? 2 : 1);
     sub_kv b[NS];
     pf_sub f[NS];
     for (int i = i0; i < i1; i += NS * SUB) {
@@ -159,11 +165,16 @@ INL void FN(attend)(const ws_attn_problem *p, int s, int kvh, int i0, int i1, in
             FN(scores)(&b[j], qs, dk, sc + j * SUB, &f[j], H, f16);
         }
         FN(softmax)(sc, b, ns, m, l, alpha, H);
-        int c0 = 0;
-        for (; c0 + FL * CW <= dv; c0 += FL * CW)
-            FN(pv_cols)(o, dv, c0, b, ns, sc, alpha, f, H, CW, f16);
-        for (; c0 < dv; c0 += FL) /* d_v is a multiple of 16 */
-            FN(pv_cols)(o, dv, c0, b, ns, sc, alpha, f, H, 1, f16);
+        for (int h0 = 0; h0 < H; h0 += HH) {
+            float *oh = o + (size_t)h0 * dv;
+            const float *sh = sc + (size_t)h0 * NS * SUB;
+            const pf_sub *fp = h0 ? NULL : f;
+            int c0 = 0;
+            for (; c0 + FL * CW <= dv; c0 += FL * CW)
+                FN(pv_cols)(oh, dv, c0, b, ns, sh, alpha + h0, fp, HH, CW, f16);
+            for (; c0 < dv; c0 += FL) /* d_v is a multiple of 16 */
+                FN(pv_cols)(oh, dv, c0, b, ns, sh, alpha + h0, fp, HH, 1, f16);
+        }
     }
     for (int h = 0; h < G; h++) {
         float *oh = out + (size_t)h * dv;
@@ -196,13 +207,14 @@ ATTEND(4, 0)
 ATTEND(4, 1)
 ATTEND(8, 0)
 ATTEND(8, 1)
+ATTEND(16, 0)
+ATTEND(16, 1)
 #undef ATTEND
 
-static attend_fn *const FN(attend_fns)[4][2] = {
-    {FN(attend_1_0), FN(attend_1_1)},
-    {FN(attend_2_0), FN(attend_2_1)},
-    {FN(attend_4_0), FN(attend_4_1)},
-    {FN(attend_8_0), FN(attend_8_1)},
+static attend_fn *const FN(attend_fns)[5][2] = {
+    {FN(attend_1_0), FN(attend_1_1)},   {FN(attend_2_0), FN(attend_2_1)},
+    {FN(attend_4_0), FN(attend_4_1)},   {FN(attend_8_0), FN(attend_8_1)},
+    {FN(attend_16_0), FN(attend_16_1)},
 };
 
 /* ---- MLA: V is the first d_v values of each K row (rows layout) ---- */

@@ -321,7 +321,8 @@ Test(attn_cpu, v_pairs_choice)
     cr_assert_eq(ws_attn_cpu_v_pairs(&gqa, 32, WS_ISA_AVX512, 0), 1);
     cr_assert_eq(ws_attn_cpu_v_pairs(&gqa, 32, WS_ISA_AVX512_BF16, 0), 1);
     cr_assert_eq(ws_attn_cpu_v_pairs(&gqa, 32, WS_ISA_AVX512, 1), 0); /* K in rows then */
-    cr_assert_eq(ws_attn_cpu_v_pairs(&gqa, 64, WS_ISA_AVX512, 0), 0); /* 16 per KV head */
+    cr_assert_eq(ws_attn_cpu_v_pairs(&gqa, 64, WS_ISA_AVX512, 0), 1); /* 16 per KV head */
+    cr_assert_eq(ws_attn_cpu_v_pairs(&gqa, 128, WS_ISA_AVX512, 0), 0); /* 32 per KV head */
     cr_assert_eq(ws_attn_cpu_v_pairs(&gqa, 32, WS_ISA_AVX2, 0), 1);
     cr_assert_eq(ws_attn_cpu_v_pairs(&gqa, 32, WS_ISA_SCALAR, 0), 0);
     ws_kv_layout x = gqa;
@@ -337,9 +338,9 @@ Test(attn_cpu, v_pairs_choice)
     cr_assert_eq(ws_attn_cpu_v_pairs(&mla, 16, WS_ISA_AVX512, 0), 0);
 }
 
-/* The K layout: tiles exactly when the amx path or a vector path serves a
- * separate V block, pages of a multiple of 16 tokens and at most 8 query heads per KV head,
- * and no single-token lists. */
+/* The K layout: tiles exactly when the amx path (at most 8 query heads per KV head) or a
+ * vector path (at most 16) serves a separate V block with pages of a multiple of 16
+ * tokens, and no single-token lists. */
 Test(attn_cpu, k_tiles_choice)
 {
     ws_kv_layout gqa = {
@@ -348,6 +349,8 @@ Test(attn_cpu, k_tiles_choice)
     cr_assert_eq(ws_attn_cpu_k_tiles(&gqa, 32, WS_ISA_AMX, 1), 0); /* single-token lists */
     cr_assert_eq(ws_attn_cpu_k_tiles(&gqa, 16, WS_ISA_AMX, 0), 1);
     cr_assert_eq(ws_attn_cpu_k_tiles(&gqa, 64, WS_ISA_AMX, 0), 0); /* 16 per KV head */
+    cr_assert_eq(ws_attn_cpu_k_tiles(&gqa, 64, WS_ISA_AVX512, 0), 1); /* the FMA loop: 16 */
+    cr_assert_eq(ws_attn_cpu_k_tiles(&gqa, 128, WS_ISA_AVX512, 0), 0);
     cr_assert_eq(ws_attn_cpu_k_tiles(&gqa, 32, WS_ISA_AVX512, 0), 1);
     cr_assert_eq(ws_attn_cpu_k_tiles(&gqa, 32, WS_ISA_AVX512_BF16, 0), 1);
     cr_assert_eq(ws_attn_cpu_k_tiles(&gqa, 32, WS_ISA_AVX512, 1), 0);
