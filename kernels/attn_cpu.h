@@ -21,7 +21,7 @@
  *               8) run the avx512 loop.
  * The vector paths (avx2, avx512, avx512bf16) run the fused FMA loop (attn_cpu_fma.h) on
  * GQA with K in tiles and V in pairs (the layout ws_attn_cpu_k_tiles / _v_pairs choose for
- * them, groups up to 8) and on bf16 MLA rows (d multiples of 32), else the generic block loop
+ * them, groups up to 16) and on bf16 MLA rows (d multiples of 32), else the generic block loop
  * (K and V converted to fp32 blocks, q.k summed horizontally).
  * ws_isa_best() prefers amx, then avx512, then avx512bf16, avx2, scalar: on the Sapphire
  * Rapids host this was written on, VDPBF16PS (zmm) retires about a quarter as many

@@ -1,7 +1,8 @@
 /* attn_cpu_fma: the fused FMA block loop (see attn_cpu_fma.h) for K in tiles and V in
- * token pairs, bf16 or fp16, up to 8 query heads per KV head. The loop itself is written
- * once, in attn_cpu_fma_body.h, and compiled here twice: for AVX-512 (16 lanes) and AVX2
- * (8 lanes, 16 registers: one score accumulator per head instead of two).
+ * token pairs, bf16 or fp16, up to 16 query heads per KV head (8 per pass), and for MLA
+ * rows (bf16). The loop itself is written once, in attn_cpu_fma_body.h, and compiled here
+ * twice: for AVX-512 (16 lanes) and AVX2 (8 lanes, 16 registers: one score accumulator per
+ * head instead of two).
  *
  * Per sub-block of 16 tokens, the scores of each head are one vector (AVX2: two): a K tile
  * row holds the 16 tokens' values of dims 2r and 2r + 1 as 32-bit pairs, so one load, one
