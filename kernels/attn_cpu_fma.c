@@ -127,6 +127,30 @@ size_t ws_attn_cpu_fma_scratch(const ws_kv_layout *kv, int G)
     return kv->v_shares_k ? mla_plan(kv, G).total : scratch_plan(kv).total;
 }
 
+/* The task's results from the accumulated state of heads h < G: out[h] = O[h] / l[h] and
+ * lse[h] = m[h] + log l[h], or 0 and -inf when nothing was attended. half > 0: O's columns
+ * are in (even, odd) order per 2 half (the MLA form's split rows), put back in order. */
+static void finish(float *out, float *lse, const float *o, const float *m, const float *l, int G,
+                   int dv, int half)
+{
+    for (int h = 0; h < G; h++) {
+        float *oh = out + (size_t)h * dv;
+        const float *src = o + (size_t)h * dv;
+        if (l[h] == 0) { /* nothing attended */
+            memset(oh, 0, sizeof(float) * (size_t)dv);
+            lse[h] = -INFINITY;
+            continue;
+        }
+        const float inv = 1.0f / l[h];
+        for (int c = 0; c < dv; c++) { /* split: column c in its chunk's even or odd half */
+            const int r = c % (2 * (half ? half : 1)),
+                      at = half ? c - r + (c & 1) * half + r / 2 : c;
+            oh[c] = src[at] * inv;
+        }
+        lse[h] = m[h] + logf(l[h]);
+    }
+}
+
 /* A resolved sub-block: its K tile and first V pair row, n tokens. */
 typedef struct sub_kv {
     const uint16_t *k, *v;

@@ -176,18 +176,7 @@ INL void FN(attend)(const ws_attn_problem *p, int s, int kvh, int i0, int i1, in
                 FN(pv_cols)(oh, dv, c0, b, ns, sh, alpha + h0, fp, HH, 1, f16);
         }
     }
-    for (int h = 0; h < G; h++) {
-        float *oh = out + (size_t)h * dv;
-        if (l[h] == 0) { /* nothing attended */
-            memset(oh, 0, sizeof(float) * (size_t)dv);
-            lse[h] = -INFINITY;
-            continue;
-        }
-        const float inv = 1.0f / l[h];
-        for (int d = 0; d < dv; d++)
-            oh[d] = o[(size_t)h * dv + d] * inv;
-        lse[h] = m[h] + logf(l[h]);
-    }
+    finish(out, lse, o, m, l, G, dv, 0);
 }
 
 /* One function per (heads, dtype): each keeps its own registers (one function holding
@@ -356,21 +345,7 @@ INL void FN(mla_attend)(const ws_attn_problem *p, int s, int kvh, int i0, int i1
         FN(mla_softmax)(sc, n, Gp, m, l, alpha);
         FN(mla_pv)(o, dv, rows, n, sc, Gp, alpha, f16);
     }
-    for (int h = 0; h < G; h++) {
-        float *oh = out + (size_t)h * dv;
-        if (l[h] == 0) { /* nothing attended */
-            memset(oh, 0, sizeof(float) * (size_t)dv);
-            lse[h] = -INFINITY;
-            continue;
-        }
-        const float inv = 1.0f / l[h], *src = o + (size_t)h * dv;
-        for (int c = 0; c < dv; c += 2 * FL)
-            for (int x = 0; x < FL; x++) {
-                oh[c + 2 * x] = src[c + x] * inv;
-                oh[c + 2 * x + 1] = src[c + FL + x] * inv;
-            }
-        lse[h] = m[h] + logf(l[h]);
-    }
+    finish(out, lse, o, m, l, G, dv, FL);
 }
 
 static __attribute__((noinline)) void FN(mla_0)(const ws_attn_problem *p, int s, int kvh, int i0,
