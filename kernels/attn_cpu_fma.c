@@ -23,7 +23,8 @@
  * Measured (scripts/ab_amx.sh with AB_LOOP=fma; Qwen3's shape, 2 threads from memory or 1
  * in L2): V's lines prefetched during P.V rather than beside K's in the scores 0.91 of the
  * time; one or three super-blocks ahead 1.01, PREFETCHT0 1.09; the scores of two
- * sub-blocks at once (each q broadcast serving both) 1.02-1.05. In L2 the scores and P.V
+ * sub-blocks at once (each q broadcast serving both) 1.02-1.05; super-blocks of 8 or 2
+ * sub-blocks 1.00 and 1.055. In L2 the scores and P.V
  * take ~37% of the time each, the softmax 5%. For Qwen3's shape on the development host
  * (AVX-512 FMA peak ~150 GFLOP/s per core, ~13 GB/s of memory per core) the loop is bound
  * by its FMAs: 2 x 1024 multiply-adds per token and KV head, ~64 cycles at two FMAs per
