@@ -99,9 +99,10 @@ static fma_scratch scratch_plan(const ws_kv_layout *kv)
     return s;
 }
 
-/* MLA scratch: q [G/8][d_k/32][8][2][16] (per head group of the AVX-512 form, or of 4
- * heads x 16 dims for AVX2: the same bytes, see mla_attend), O [Gp][d_v], scores and
- * probabilities [MLA_NT][Gp], m, l and alpha [Gp], the super-block's row pointers. */
+/* MLA scratch, heads padded to Gp (a multiple of 16): q [Gp / 8][d_k / 32][8][2][16] for
+ * the AVX-512 form ([Gp / 4][d_k / 16][4][2][8] for AVX2: the same bytes, see mla_attend),
+ * O [Gp][d_v], scores and probabilities [MLA_NT][Gp], m, l and alpha [Gp], the
+ * super-block's row pointers. */
 typedef struct mla_scratch {
     size_t qs, o, s, m, l, alpha, rows, total;
     int Gp;
