@@ -38,7 +38,8 @@ static void help(FILE *out)
         "          --sparse-topk K attends K tokens per sequence: whole pages (default) or\n"
         "          single tokens, a fresh random set each repeat; sparse models (index_topk)\n"
         "          default to their top-k. Reports kv_bytes, seconds, kv_gbps, gflops, isa,\n"
-        "          threads, read_bw_gbps, fraction_of_read_bw, peak_gflops, roofline_gflops,\n"
+        "          loop (amx, fma or generic: the block loop that ran), threads,\n"
+        "          read_bw_gbps, fraction_of_read_bw, peak_gflops, roofline_gflops,\n"
         "          roofline_fraction and which bound applies.\n"
         "--v-layout how the CPU region stores V (separate V blocks only): rows, or token\n"
         "           pairs (the amx path and the vector paths' fused loop read them as\n"
@@ -186,10 +187,12 @@ static void attn_fig_json(json_t *o, const attn_fig *g)
     json_object_set_new(o, "roofline_fraction", json_real(g->gflops / g->roof));
 }
 
-static void attn_fig_print(const attn_fig *g, ws_isa used, int R)
+static void attn_fig_print(const attn_fig *g, ws_isa used, const char *loop, int R)
 {
-    printf("kernel       %s, %d thread%s: %.4f s median of %d (min %.4f, max %.4f) (measured)\n",
-           ws_isa_name(used), g->threads, g->threads > 1 ? "s" : "", g->sec, R, g->smin, g->smax);
+    printf("kernel       %s (%s loop), %d thread%s: %.4f s median of %d (min %.4f, max %.4f) "
+           "(measured)\n",
+           ws_isa_name(used), loop, g->threads, g->threads > 1 ? "s" : "", g->sec, R, g->smin,
+           g->smax);
     printf("throughput   %.2f GB/s of KV, %.1f GFLOP/s (measured)\n", g->kv_gbps, g->gflops);
     printf("read bw      %.2f GB/s in the same run: kernel at %.1f%% of it (measured)\n", g->rd,
            100.0 * g->kv_gbps / g->rd);
@@ -291,6 +294,7 @@ static int bench_attn(ws_pool *pool, ws_isa isa, const attn_args *a)
     /* The peak that matters is that of the path serving this shape (amx and avx512bf16
      * hand fp16 KV and some shapes to avx512). */
     const ws_isa used = ws_attn_cpu_path(&cfg.kv, cfg.n_q_heads, isa);
+    const char *loop = ws_attn_cpu_loop_name(&cfg.kv, cfg.n_q_heads, isa);
     if (used != isa)
         fprintf(stderr, "bench: this shape runs on the %s path (%s does not serve it)\n",
                 ws_isa_name(used), ws_isa_name(isa));
@@ -390,6 +394,7 @@ static int bench_attn(ws_pool *pool, ws_isa isa, const attn_args *a)
         json_object_set_new(o, "repeats", json_integer(R));
         json_object_set_new(o, "isa", json_string(ws_isa_name(used)));
         json_object_set_new(o, "isa_requested", json_string(ws_isa_name(isa)));
+        json_object_set_new(o, "loop", json_string(loop));
         json_object_set_new(o, "pinned_threads", json_integer(ws_pool_pinned(pool)));
         json_object_set_new(o, "read_bw_bytes", cli_num(a->read_bytes));
         json_object_set_new(o, "arithmetic_intensity", json_real(ai));
@@ -413,9 +418,9 @@ static int bench_attn(ws_pool *pool, ws_isa isa, const attn_args *a)
     printf("; %.3f GB attended (%.2f GB allocated, LLC %.0f MiB)\n", kv_bytes / 1e9,
            alloc_bytes / 1e9, f->l3_bytes / 1048576.0);
     printf("arithmetic   %.1f flop/byte\n", ai);
-    attn_fig_print(&g, used, R);
+    attn_fig_print(&g, used, loop, R);
     if (a->scaling) {
-        attn_fig_print(&g1, used, R);
+        attn_fig_print(&g1, used, loop, R);
         printf("scaling      %d threads %.2fx faster than 1 (read bandwidth %.2fx), same rounds "
                "(measured)\n",
                T, g1.sec / g.sec, g.rd / g1.rd);

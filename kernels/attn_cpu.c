@@ -135,6 +135,14 @@ static int uses_fma(const ws_kv_layout *kv, int G, ws_isa path)
     return path != WS_ISA_SCALAR && ws_attn_cpu_fma_fits(kv, G);
 }
 
+const char *ws_attn_cpu_loop_name(const ws_kv_layout *kv, int n_q_heads, ws_isa isa)
+{
+    const int G = kv->n_kv_heads > 0 ? n_q_heads / kv->n_kv_heads : 0;
+    if (ws_attn_cpu_path(kv, n_q_heads, isa) == WS_ISA_AMX)
+        return "amx";
+    return uses_fma(kv, G, isa) ? "fma" : "generic";
+}
+
 static const ws_attn_cpu_ops *ops_for(ws_isa isa)
 {
     switch (isa) {
@@ -446,7 +454,7 @@ int ws_attn_cpu(const ws_attn_problem *p, ws_pool *pool, ws_isa isa, ws_err *err
     jb.amx = ws_attn_cpu_path(kv, p->n_q_heads, path) == WS_ISA_AMX;
     if (jb.amx && ws_attn_cpu_amx_scratch(kv, G) > jb.scratch_bytes)
         jb.scratch_bytes = align64(ws_attn_cpu_amx_scratch(kv, G));
-    jb.fma = !jb.amx && uses_fma(kv, G, path);
+    jb.fma = !jb.amx && uses_fma(kv, G, path); /* as ws_attn_cpu_loop_name says */
     if (jb.fma && ws_attn_cpu_fma_scratch(kv, G) > jb.scratch_bytes)
         jb.scratch_bytes = align64(ws_attn_cpu_fma_scratch(kv, G));
     const int use_bf16 =

@@ -76,6 +76,11 @@ int ws_isa_resolve(ws_isa want, ws_isa *out, ws_err *err);
  * it runs FMAs, not VDPBF16PS); others serve as asked. For reporting and peaks. */
 ws_isa ws_attn_cpu_path(const ws_kv_layout *kv, int n_q_heads, ws_isa isa);
 
+/* Which block loop serves a problem of this shape and layout on path `isa` (resolved, not
+ * AUTO): "amx" (attn_cpu_amx.h), "fma" (the fused FMA loop, attn_cpu_fma.h) or "generic"
+ * (fp32 blocks; the scalar path always). For reports. */
+const char *ws_attn_cpu_loop_name(const ws_kv_layout *kv, int n_q_heads, ws_isa isa);
+
 /* The V layout the CPU region should be written in for this shape and path (resolved):
  * 1 (token pairs, kv.v_pairs) when the amx path serves it with a separate V block and an
  * even page size (P.V then multiplies V as stored: half the tile products of rows), or

@@ -37,15 +37,22 @@ Test(bench, attn_cpu_gqa_json_keys_and_accounting)
     cr_assert_str_eq(json_string_value(json_object_get(o, "source")), "measured");
     ws_isa best = ws_isa_best();
     cr_assert_str_eq(json_string_value(json_object_get(o, "isa")), ws_isa_name(best));
-    /* V as the CPU region stores it for that path: token pairs on amx, else rows. */
+    /* V and K as the CPU region stores them for that path: token pairs and tiles on amx and
+     * the vector paths (the fused loop reads them as stored), rows on scalar. */
     cr_assert_str_eq(json_string_value(json_object_get(o, "v_layout")),
-                     best == WS_ISA_AMX ? "pairs" : "rows");
+                     best == WS_ISA_SCALAR ? "rows" : "pairs");
+    cr_assert_str_eq(json_string_value(json_object_get(o, "k_layout")),
+                     best == WS_ISA_SCALAR ? "rows" : "tiles");
+    const char *loop = best == WS_ISA_AMX ? "amx" : best == WS_ISA_SCALAR ? "generic" : "fma";
+    cr_assert_str_eq(json_string_value(json_object_get(o, "loop")), loop);
     json_decref(o);
     const char *rows[] = {"bench", "attn-cpu", "--model", "qwen3-30b-a3b", "--ctx", "64",
                           "--batch", "1", "--read-mib", "16", "--repeats", "1", "--page", "32",
                           "--v-layout", "rows", "--json", NULL};
     o = th_writescope_json(rows, NULL);
     cr_assert_str_eq(json_string_value(json_object_get(o, "v_layout")), "rows");
+    if (best != WS_ISA_AMX) /* the fused loop reads V in pairs only */
+        cr_assert_str_eq(json_string_value(json_object_get(o, "loop")), "generic");
     json_decref(o);
 }
 
@@ -80,6 +87,7 @@ Test(bench, attn_cpu_mla_sparse_and_forced_paths)
         json_t *h = th_writescope_json(f16, NULL);
         cr_assert_str_eq(json_string_value(json_object_get(h, "isa")), "avx512");
         cr_assert_str_eq(json_string_value(json_object_get(h, "isa_requested")), "amx");
+        cr_assert_str_eq(json_string_value(json_object_get(h, "loop")), "fma");
         json_decref(h);
     }
     json_decref(o);
