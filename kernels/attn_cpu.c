@@ -122,8 +122,11 @@ int ws_attn_cpu_k_tiles(const ws_kv_layout *kv, int n_q_heads, ws_isa isa, int t
 
 int ws_attn_cpu_v_pairs(const ws_kv_layout *kv, int n_q_heads, ws_isa isa, int token_lists)
 {
+    /* amx: pairs, except for single-token lists, where a token's pair row also brings its
+     * neighbour's values (rows measured 1.2x faster: 0.190 of the read bandwidth against
+     * 0.157, medians of 6 runs alternated, Qwen3's shape, top-2048 tokens of 131072) */
     if (ws_attn_cpu_path(kv, n_q_heads, isa) == WS_ISA_AMX)
-        return !kv->v_shares_k && kv->page_tokens % 2 == 0;
+        return !kv->v_shares_k && kv->page_tokens % 2 == 0 && !token_lists;
     /* the fused loop reads pairs only beside K tiles (the generic loop converts them in C) */
     return vector_path(kv, n_q_heads, isa) && ws_attn_cpu_k_tiles(kv, n_q_heads, isa, token_lists);
 }

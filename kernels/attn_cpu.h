@@ -83,12 +83,11 @@ const char *ws_attn_cpu_loop_name(const ws_kv_layout *kv, int n_q_heads, ws_isa 
 
 /* The V layout the CPU region should be written in for this shape and path (resolved):
  * 1 (token pairs, kv.v_pairs) when the amx path serves it with a separate V block and an
- * even page size (P.V then multiplies V as stored: half the tile products of rows), or
- * when a vector path (avx2, avx512, avx512bf16) serves it with K in tiles
+ * even page size (P.V then multiplies V as stored: half the tile products of rows) and
+ * no single-token lists (token_lists: a token's pair row brings its neighbour's values
+ * too), or when a vector path (avx2, avx512, avx512bf16) serves it with K in tiles
  * (ws_attn_cpu_k_tiles: the fused FMA loop of attn_cpu_fma.h reads both); 0 (rows)
- * otherwise. token_lists as for
- * ws_attn_cpu_k_tiles. Every path reads both layouts; the generic loop converts pairs in
- * plain C. */
+ * otherwise. Every path reads both layouts; the generic loop converts pairs in plain C. */
 int ws_attn_cpu_v_pairs(const ws_kv_layout *kv, int n_q_heads, ws_isa isa, int token_lists);
 
 /* Largest group (query heads per KV head) whose K the amx path reads in tiles. */

@@ -317,7 +317,7 @@ Test(attn_cpu, v_pairs_choice)
     ws_kv_layout gqa = {.page_tokens = 256, .n_kv_heads = 4, .d_k = 128, .d_v = 128,
                         .dtype = WS_DT_BF16};
     cr_assert_eq(ws_attn_cpu_v_pairs(&gqa, 32, WS_ISA_AMX, 0), 1);
-    cr_assert_eq(ws_attn_cpu_v_pairs(&gqa, 32, WS_ISA_AMX, 1), 1); /* amx gathers pairs */
+    cr_assert_eq(ws_attn_cpu_v_pairs(&gqa, 32, WS_ISA_AMX, 1), 0); /* single-token lists */
     cr_assert_eq(ws_attn_cpu_v_pairs(&gqa, 32, WS_ISA_AVX512, 0), 1);
     cr_assert_eq(ws_attn_cpu_v_pairs(&gqa, 32, WS_ISA_AVX512_BF16, 0), 1);
     cr_assert_eq(ws_attn_cpu_v_pairs(&gqa, 32, WS_ISA_AVX512, 1), 0); /* K in rows then */
