@@ -490,8 +490,8 @@ Test(attn_cpu, tile_edges)
         /* The fused FMA loop's edges: d_v > d_k (more V lines to prefetch than K tile rows)
          * and not a multiple of 32 (a 16-column tail), groups padded to 8 and to 16 (two
          * passes), partial sub-blocks; MLA with heads padded to 16. */
-        ws_kv_layout wide_v = {.page_tokens = 32, .n_kv_heads = 2, .d_k = 64, .d_v = 176,
-                               .dtype = k_dtypes[di]};
+        ws_kv_layout wide_v = {
+            .page_tokens = 32, .n_kv_heads = 2, .d_k = 64, .d_v = 176, .dtype = k_dtypes[di]};
         int l4[2] = {100, 33};
         th_attn_make(&f, wide_v, 10, 2, l4, 1.0f);
         check_all(&f, thr, 1, "d 64/176 group 5");
@@ -499,8 +499,12 @@ Test(attn_cpu, tile_edges)
         th_attn_make(&f, wide_v, 24, 2, l4, 1.0f);
         check_all(&f, thr, 1, "d 64/176 group 12");
         th_attn_free(&f);
-        ws_kv_layout mla_small = {.page_tokens = 32, .n_kv_heads = 1, .d_k = 96, .d_v = 64,
-                                  .v_shares_k = 1, .dtype = k_dtypes[di]};
+        ws_kv_layout mla_small = {.page_tokens = 32,
+                                  .n_kv_heads = 1,
+                                  .d_k = 96,
+                                  .d_v = 64,
+                                  .v_shares_k = 1,
+                                  .dtype = k_dtypes[di]};
         th_attn_make(&f, mla_small, 5, 2, l4, 1.0f);
         check_all(&f, thr, 1, "mla d 96/64 5 heads");
         th_attn_free(&f);
