@@ -109,15 +109,23 @@ static int vector_path(const ws_kv_layout *kv, int n_q_heads, ws_isa isa)
     return path == WS_ISA_AVX2 || path == WS_ISA_AVX512 || path == WS_ISA_AVX512_BF16;
 }
 
+/* The shape without a layout: the choices below must not depend on one already set. */
+static ws_kv_layout shape_only(const ws_kv_layout *kv)
+{
+    ws_kv_layout s = *kv;
+    s.k_tiles = s.v_pairs = 0;
+    return s;
+}
+
 int ws_attn_cpu_k_tiles(const ws_kv_layout *kv, int n_q_heads, ws_isa isa, int token_lists)
 {
     if (token_lists || kv->v_shares_k || kv->page_tokens % 16 || kv->n_kv_heads <= 0)
         return 0;
+    const ws_kv_layout s = shape_only(kv);
     const int G = n_q_heads / kv->n_kv_heads;
-    /* Within the tile group the amx path's fit does not depend on the K layout. */
-    if (ws_attn_cpu_path(kv, n_q_heads, isa) == WS_ISA_AMX)
+    if (ws_attn_cpu_path(&s, n_q_heads, isa) == WS_ISA_AMX) /* its K tiles: one head group */
         return G <= WS_ATTN_CPU_AMX_TILE_GROUP;
-    return G <= WS_ATTN_CPU_FMA_GROUP && vector_path(kv, n_q_heads, isa);
+    return G <= WS_ATTN_CPU_FMA_GROUP && vector_path(&s, n_q_heads, isa);
 }
 
 int ws_attn_cpu_v_pairs(const ws_kv_layout *kv, int n_q_heads, ws_isa isa, int token_lists)
@@ -125,10 +133,11 @@ int ws_attn_cpu_v_pairs(const ws_kv_layout *kv, int n_q_heads, ws_isa isa, int t
     /* amx: pairs, except for single-token lists, where a token's pair row also brings its
      * neighbour's values (rows measured 1.2x faster: 0.190 of the read bandwidth against
      * 0.157, medians of 6 runs alternated, Qwen3's shape, top-2048 tokens of 131072) */
-    if (ws_attn_cpu_path(kv, n_q_heads, isa) == WS_ISA_AMX)
+    const ws_kv_layout s = shape_only(kv);
+    if (ws_attn_cpu_path(&s, n_q_heads, isa) == WS_ISA_AMX)
         return !kv->v_shares_k && kv->page_tokens % 2 == 0 && !token_lists;
     /* the fused loop reads pairs only beside K tiles (the generic loop converts them in C) */
-    return vector_path(kv, n_q_heads, isa) && ws_attn_cpu_k_tiles(kv, n_q_heads, isa, token_lists);
+    return vector_path(&s, n_q_heads, isa) && ws_attn_cpu_k_tiles(kv, n_q_heads, isa, token_lists);
 }
 
 /* 1 if the fused FMA loop serves the problem on the resolved path `path`: a vector path

@@ -366,6 +366,9 @@ Test(attn_cpu, k_tiles_choice)
     x = gqa;
     x.k_tiles = 1; /* asked of a layout already in tiles: the same answer */
     cr_assert_eq(ws_attn_cpu_k_tiles(&x, 32, WS_ISA_AMX, 0), 1);
+    cr_assert_eq(ws_attn_cpu_k_tiles(&x, 64, WS_ISA_AMX, 0), 0); /* amx serves 16 on rows */
+    x.v_pairs = 1;
+    cr_assert_eq(ws_attn_cpu_v_pairs(&x, 64, WS_ISA_AMX, 0), 1);
     ws_kv_layout mla = {.page_tokens = 64,
                         .n_kv_heads = 1,
                         .d_k = 576,
