@@ -140,19 +140,23 @@ int ws_attn_cpu_v_pairs(const ws_kv_layout *kv, int n_q_heads, ws_isa isa, int t
     return vector_path(&s, n_q_heads, isa) && ws_attn_cpu_k_tiles(kv, n_q_heads, isa, token_lists);
 }
 
-/* 1 if the fused FMA loop serves the problem on the resolved path `path`: a vector path
- * (amx hands it what the tiles do not serve) and a layout it reads. */
-static int uses_fma(const ws_kv_layout *kv, int G, ws_isa path)
+/* The block loop serving a problem of this shape and layout on the resolved path `isa`:
+ * the AMX loop where it fits, else the fused FMA loop on any vector path (amx hands it what
+ * the tiles do not serve) for a layout it reads, else the generic loop. The one place that
+ * decides: ws_attn_cpu runs what this says and ws_attn_cpu_loop_name reports it. */
+typedef enum { LOOP_GENERIC, LOOP_FMA, LOOP_AMX } cpu_loop;
+static cpu_loop loop_for(const ws_kv_layout *kv, int n_q_heads, ws_isa isa)
 {
-    return path != WS_ISA_SCALAR && ws_attn_cpu_fma_fits(kv, G);
+    const int G = kv->n_kv_heads > 0 ? n_q_heads / kv->n_kv_heads : 0;
+    if (ws_attn_cpu_path(kv, n_q_heads, isa) == WS_ISA_AMX)
+        return LOOP_AMX;
+    return isa != WS_ISA_SCALAR && ws_attn_cpu_fma_fits(kv, G) ? LOOP_FMA : LOOP_GENERIC;
 }
 
 const char *ws_attn_cpu_loop_name(const ws_kv_layout *kv, int n_q_heads, ws_isa isa)
 {
-    const int G = kv->n_kv_heads > 0 ? n_q_heads / kv->n_kv_heads : 0;
-    if (ws_attn_cpu_path(kv, n_q_heads, isa) == WS_ISA_AMX)
-        return "amx";
-    return uses_fma(kv, G, isa) ? "fma" : "generic";
+    static const char *const names[] = {"generic", "fma", "amx"};
+    return names[loop_for(kv, n_q_heads, isa)];
 }
 
 static const ws_attn_cpu_ops *ops_for(ws_isa isa)
@@ -463,10 +467,11 @@ int ws_attn_cpu(const ws_attn_problem *p, ws_pool *pool, ws_isa isa, ws_err *err
     jb.scratch_bytes = align64(sizeof(void *) * 2 * B) +
                        align64(sizeof(float) * ((size_t)B * (kv->d_k + kv->d_v) +
                                                 (size_t)G * B + 3 * (size_t)G));
-    jb.amx = ws_attn_cpu_path(kv, p->n_q_heads, path) == WS_ISA_AMX;
+    const cpu_loop loop = loop_for(kv, p->n_q_heads, path);
+    jb.amx = loop == LOOP_AMX;
     if (jb.amx && ws_attn_cpu_amx_scratch(kv, G) > jb.scratch_bytes)
         jb.scratch_bytes = align64(ws_attn_cpu_amx_scratch(kv, G));
-    jb.fma = !jb.amx && uses_fma(kv, G, path); /* as ws_attn_cpu_loop_name says */
+    jb.fma = loop == LOOP_FMA;
     if (jb.fma && ws_attn_cpu_fma_scratch(kv, G) > jb.scratch_bytes)
         jb.scratch_bytes = align64(ws_attn_cpu_fma_scratch(kv, G));
     const int use_bf16 =
