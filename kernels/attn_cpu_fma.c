@@ -295,27 +295,7 @@ INL void store_halves_512(float *a, float *b, __m512 v)
 #define f_split split_512
 #define f_reduce reduce16_512
 #define f_store_halves store_halves_512
-#include "attn_cpu_fma_body.h"
-#undef FV
-#undef FL
-#undef FN
-#undef FACC2
-#undef f_zero
-#undef f_load
-#undef f_store
-#undef f_set1
-#undef f_fma
-#undef f_mul
-#undef f_add
-#undef f_sub
-#undef f_max
-#undef f_exp
-#undef f_hmax
-#undef f_hadd
-#undef f_keep
-#undef f_split
-#undef f_reduce
-#undef f_store_halves
+#include "attn_cpu_fma_body.h" /* consumes the definitions above */
 #pragma GCC pop_options
 
 /* ---- AVX2: 8 lanes, two vectors per sub-block ---- */
@@ -401,7 +381,7 @@ INL void store_halves_256(float *a, float *b, __m256 v)
 #define f_split split_256
 #define f_reduce reduce8_256
 #define f_store_halves store_halves_256
-#include "attn_cpu_fma_body.h"
+#include "attn_cpu_fma_body.h" /* consumes the definitions above */
 #pragma GCC pop_options
 
 void ws_attn_cpu_fma_attend(const ws_attn_problem *p, int wide, int s, int kvh, int i0, int i1,

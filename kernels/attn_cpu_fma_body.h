@@ -13,7 +13,8 @@
  *   f_store_halves(a, b, v)  the low FL / 2 lanes of v to a, the high ones to b.
  * It defines FN(attend_fns)[5][2], the GQA loop per (1, 2, 4, 8 or 16 heads) x (bf16, fp16),
  * and FN(mla_fns)[2], the MLA loop per dtype.
- * No include guard: it is meant to be included once per region. */
+ * No include guard: it is meant to be included once per region, and it undefines all of
+ * the above at its end, so the next region defines them afresh. */
 
 #define TG (SUB / FL) /* vectors per sub-block and head */
 
@@ -364,3 +365,23 @@ static attend_fn *const FN(mla_fns)[2] = {FN(mla_0), FN(mla_1)};
 
 #undef HP
 #undef TG
+#undef FV
+#undef FL
+#undef FN
+#undef FACC2
+#undef f_zero
+#undef f_load
+#undef f_store
+#undef f_set1
+#undef f_fma
+#undef f_mul
+#undef f_add
+#undef f_sub
+#undef f_max
+#undef f_exp
+#undef f_hmax
+#undef f_hadd
+#undef f_keep
+#undef f_split
+#undef f_reduce
+#undef f_store_halves
