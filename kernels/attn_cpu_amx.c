@@ -11,8 +11,10 @@
  * slots of absent heads are zero):
  *   scores  S [16 tok x 16] = K [16 tok x 32] . Qv [16 pairs x 16 x 2], one TDPBF16PS per
  *           32 dims; K rows are an A tile loaded straight from the page (a page's rows of
- *           one KV head are a fixed stride apart) or from a zero-padded gather buffer
- *           (sparse lists, page edges, the last partial block). Paired head groups (see
+ *           one KV head are a fixed stride apart) or, for rows that are not one page's run
+ *           (sparse lists, page edges, the last partial block), gathered 64 bytes a row
+ *           into an L1-resident tile just before its load (gather_tile; so are V rows for
+ *           P.V, and MLA's re-laid V reads those rows by pointer). Paired head groups (see
  *           O += P.V) use a q_hi and a q_lo tile of 16 heads instead, both into the same
  *           S tile, two sub-blocks at a time (one tile load per TDPBF16PS; see Tiles).
  *           With K in tiles (kv.k_tiles, the CPU region's layout for one head group with a
@@ -251,7 +253,7 @@ typedef struct amx_q_key {
 
 /* Scratch pieces, in order (each 64-byte aligned). */
 typedef struct amx_scratch {
-    size_t key, qv, o, s, sr, p, kg, vg, gv, ml, total;
+    size_t key, qv, o, s, sr, p, kg, vg, gv, tb, ml, total;
 } amx_scratch;
 
 static amx_scratch scratch_plan(const ws_kv_layout *kv, int G)
@@ -269,11 +271,15 @@ static amx_scratch scratch_plan(const ws_kv_layout *kv, int G)
     s.s = at, at += 2 * n_hg * NSUB * SUB * 16 * 4;       /* score tiles, 2 super-blocks */
     s.sr = at, at += NSUB * 8 * 64;                       /* combined scores */
     s.p = at, at += n_og * NSUB * PROWS * 64;             /* P tiles per sub-block */
-    s.kg = at, at += a64(2 * NSUB * SUB * dk * 2);        /* K gather, 2 super-blocks */
-    s.vg = at, at += kv->v_shares_k ? 0 : a64(2 * NSUB * SUB * dv * 2);
+    /* Gathers for 2 super-blocks: K tiles, and V pairs or V rows beside K tiles (rows go by
+     * pointer: gather_tile) */
+    const int gk = kv->k_tiles, gv = !kv->v_shares_k && (kv->v_pairs || kv->k_tiles);
+    s.kg = at, at += gk ? a64(2 * NSUB * SUB * dk * 2) : 0;
+    s.vg = at, at += gv ? a64(2 * NSUB * SUB * dv * 2) : 0;
     /* V rows re-laid in token pairs per 32 columns (paired groups, V in rows), two column
      * steps: [step & 1][pair of sub-blocks][lo, hi][16 pair rows][64 B] */
     s.gv = at, at += n_hg >= 2 && !kv->v_pairs ? 2 * (NSUB / 2) * 2 * 1024 : 0;
+    s.tb = at, at += 3 * 1024;      /* tiles gathered from rows: 2 for q.k, 1 for p.V */
     s.ml = at, at += n_hg * 2 * 64; /* m, l per head group */
     s.total = at;
     return s;
@@ -318,16 +324,20 @@ static void config(void)
 }
 
 /* Prefetch of a later super-block, issued a quota of lines per step: up to 2 regions per
- * sub-block (its K rows, its V rows when they are a page's run), taken in turns of PF_TURN
- * bytes. Eight 4 KiB streams advancing together keep more of the L2 streamer at work than
- * one region after another: 0.93-0.98 of the loop's time for Qwen3's shape from memory,
- * 0.93 with V in rows (A/B runs, 2 threads); turns of 1 KiB measured 1.00, of one or two
- * lines 1.31 and 1.11 (each 4 KiB then looks random to the streamer). */
+ * sub-block (its K rows, its V rows when they are a page's run) or per token of a sparse
+ * list's sub-block, taken in turns of PF_TURN bytes. Eight 4 KiB streams advancing together
+ * keep more of the L2 streamer at work than one region after another: 0.93-0.98 of the
+ * loop's time for Qwen3's shape from memory, 0.93 with V in rows (A/B runs, 2 threads);
+ * turns of 1 KiB measured 1.00, of one or two lines 1.31 and 1.11 (each 4 KiB then looks
+ * random to the streamer). A list's rows were prefetched all at once per super-block
+ * before; through the turns, with the per-tile gathers (gather_tile), sparse token lists
+ * take 0.67-0.69 of the time for MLA's 16 heads and for GQA shapes, 0.93 for 64 heads
+ * (A/B runs with AB_SPARSE, 2 threads). */
 #define PF_TURN 256
 typedef struct pf_cursor {
-    const char *at[2 * NSUB];
-    size_t len[2 * NSUB];
-    size_t off[2 * NSUB]; /* bytes issued per region */
+    const char *at[2 * NSUB * SUB]; /* a K and a V region per sub-block, or per listed token */
+    size_t len[2 * NSUB * SUB];
+    size_t off[2 * NSUB * SUB]; /* bytes issued per region */
     int n, open;          /* regions, regions not yet finished */
     int r;                /* region whose turn it is */
     size_t turn;          /* bytes of region r's turn issued */
@@ -411,14 +421,19 @@ INL void swap_bit(__m512 *a, __m512 *b, __m512i ia, __m512i ib)
 }
 
 /* Resolves sub-block [it, it + n) of the item list: K and V row bases and strides, straight
- * in the page when the n = 16 rows are one page's run, else gathered (zero-padded) into
- * kg / vg. */
+ * in the page when the n = 16 rows are one page's run; else with K in rows the rows'
+ * addresses (rows = 1; V rows' too, or K's when V shares them), with K in tiles a gathered
+ * zero-padded tile in kg (and V rows in vg). */
 typedef struct sub_rows {
     const uint16_t *k, *v;
     size_t ks, vs; /* row strides in bytes */
     int kst;       /* elements from one K tile (32 dims) to the next */
     int n;
     int t0, direct; /* first token; 1: rows straight in its page */
+    /* 1: K rows by pointer (rk; V too unless it is in pairs: rv, or rk when V shares K), a
+     * tile gathered from them just before each tile load (gather_tile) */
+    int rows;
+    const uint16_t *rk[SUB], *rv[SUB]; /* NULL: no token (zeros) */
 } sub_rows;
 
 static int run_start(const ws_attn_seq *sq, int P, int it, int n, int *t0)
@@ -441,6 +456,21 @@ static void resolve(const ws_attn_seq *sq, const ws_kv_layout *kv, int kvh, int 
     const size_t ks = kv->k_tiles ? 64 : (size_t)dk * 2;
     if (kv->v_pairs)
         vg = NULL; /* V goes per pair of sub-blocks: resolve_pairs */
+    r->rows = 0;
+    if (!r->direct && !kv->k_tiles) { /* K rows (and V rows) by pointer */
+        const int vrows = !kv->v_shares_k && !kv->v_pairs;
+        for (int j = 0; j < SUB; j++) {
+            r->rk[j] = r->rv[j] = NULL;
+            if (j < n) {
+                const int t = sq->sel ? sq->sel[it + j] : it + j;
+                const uint16_t *pg = sq->pages[t / P];
+                r->rk[j] = pg + ws_kv_k_off(kv, kvh, t % P);
+                r->rv[j] = vrows ? pg + ws_kv_v_off(kv, kvh, t % P) : r->rk[j];
+            }
+        }
+        r->rows = 1, r->k = r->v = NULL, r->kst = 32;
+        return;
+    }
     if (r->direct) {
         const uint16_t *pg = sq->pages[t0 / P];
         r->k = pg + ws_kv_k_off(kv, kvh, t0 % P);
@@ -448,32 +478,26 @@ static void resolve(const ws_attn_seq *sq, const ws_kv_layout *kv, int kvh, int 
         r->ks = ks, r->vs = vrow * 2;
         return;
     }
-    if (kv->k_tiles) /* a tile of the rows' tokens, zero-padded: one 32-bit pair at a time */
-        memset(kg, 0, (size_t)SUB * dk * 2);
+    /* K tiles: a tile of the rows' tokens, zero-padded, one 32-bit pair at a time; V rows
+     * (neither pairs nor K's) gathered beside it. */
+    memset(kg, 0, (size_t)SUB * dk * 2);
     for (int j = 0; j < SUB; j++) {
-        uint16_t *kd = kg + (size_t)j * dk, *vd = vg ? vg + (size_t)j * dv : NULL;
+        uint16_t *vd = vg ? vg + (size_t)j * dv : NULL;
         if (j < n) {
             const int t = sq->sel ? sq->sel[it + j] : it + j;
             const uint16_t *pg = sq->pages[t / P];
-            if (kv->k_tiles) {
-                const uint32_t *src = (const uint32_t *)(pg + ws_kv_k_off(kv, kvh, (t % P) & ~15));
-                uint32_t *dst = (uint32_t *)kg;
-                for (int r2 = 0; r2 < dk / 2; r2++)
-                    dst[r2 * SUB + j] = src[r2 * SUB + (t & 15)];
-            } else {
-                memcpy(kd, pg + ws_kv_k_off(kv, kvh, t % P), (size_t)dk * 2);
-            }
+            const uint32_t *src = (const uint32_t *)(pg + ws_kv_k_off(kv, kvh, (t % P) & ~15));
+            uint32_t *dst = (uint32_t *)kg;
+            for (int r2 = 0; r2 < dk / 2; r2++)
+                dst[r2 * SUB + j] = src[r2 * SUB + (t & 15)];
             if (vd)
                 memcpy(vd, pg + ws_kv_v_off(kv, kvh, t % P), (size_t)dv * 2);
-        } else {
-            if (!kv->k_tiles)
-                memset(kd, 0, (size_t)dk * 2);
-            if (vd)
-                memset(vd, 0, (size_t)dv * 2);
+        } else if (vd) {
+            memset(vd, 0, (size_t)dv * 2);
         }
     }
     r->k = kg, r->ks = ks;
-    r->v = kv->v_pairs ? NULL : vg ? vg : kg, r->vs = (vg ? (size_t)dv : (size_t)dk) * 2;
+    r->v = kv->v_pairs ? NULL : vg, r->vs = (size_t)dv * 2;
 }
 
 /* Even bf16 lanes from the first operand's even slots, odd lanes from the second's even
@@ -541,6 +565,21 @@ static void resolve_pairs(const ws_attn_seq *sq, const ws_kv_layout *kv, int kvh
  * hi tile the others (O columns stay in that order until the end). Absent sub-blocks read
  * zeros (their P is stale but finite). dst: [pair of sub-blocks][lo, hi][16][32 bf16]. */
 static const uint16_t g_zero_row[32] __attribute__((aligned(64)));
+
+/* Sub-block rows by pointer (sub_rows.rows): elements [off, off + 32) of each row as one
+ * tile, 16 rows of 64 bytes, to dst (an L1-resident scratch tile), absent rows zero. A
+ * copy of the super-block's rows into a gather buffer (147 KB for MLA's two slots, beyond
+ * L1) that the tile loads then read back took 1.14-1.16x the time of these per-tile
+ * gathers for sparse token lists (MLA's 16 heads, Qwen3's shape; A/B runs with
+ * AB_SPARSE, 2 threads, both with the list prefetch in turns). */
+INL void gather_tile(const uint16_t *const *rows, size_t off, uint16_t *dst)
+{
+#pragma GCC unroll 16
+    for (int r = 0; r < SUB; r++)
+        _mm512_store_si512(dst + 32 * r,
+                           rows[r] ? _mm512_loadu_si512(rows[r] + off) : _mm512_setzero_si512());
+}
+
 INL void gather_v_cols(const sub_rows *sub, int nsub, int c, uint16_t *dst)
 {
     for (int b = 0; b < (nsub + 1) / 2; b++) {
@@ -549,7 +588,10 @@ INL void gather_v_cols(const sub_rows *sub, int nsub, int c, uint16_t *dst)
         for (int u = 0; u < SUB; u++) {
             const int j = 2 * b + (u >= SUB / 2), r = 2 * u % SUB;
             const uint16_t *r0 = g_zero_row, *r1 = g_zero_row;
-            if (j < nsub) {
+            if (j < nsub && sub[j].rows) {
+                r0 = sub[j].rv[r] ? sub[j].rv[r] + 32 * c : g_zero_row;
+                r1 = sub[j].rv[r + 1] ? sub[j].rv[r + 1] + 32 * c : g_zero_row;
+            } else if (j < nsub) {
                 r0 = (const uint16_t *)((const char *)sub[j].v + (size_t)r * sub[j].vs) + 32 * c;
                 r1 = (const uint16_t *)((const char *)r0 + sub[j].vs);
             }
@@ -571,6 +613,7 @@ typedef struct score_ctx {
     const uint16_t *qv;
     float *sb;
     uint16_t *kg, *vg;
+    uint16_t *tb; /* tiles gathered from rows by pointer: [J & 1] for the scores */
     sub_rows sub[2][NSUB];
     int nsub[2];
 } score_ctx;
@@ -584,7 +627,12 @@ INL void scores_sub(score_ctx *c, int x, int j, pf_cursor *pf)
     _tile_zero(0);
     for (int ks = 0; ks < c->ksteps; ks++) {
         pf_step(pf);
-        _tile_loadd(6, su->k + (size_t)su->kst * ks, su->ks);
+        if (su->rows) {
+            gather_tile(su->rk, (size_t)32 * ks, c->tb);
+            _tile_loadd(6, c->tb, 64);
+        } else {
+            _tile_loadd(6, su->k + (size_t)su->kst * ks, su->ks);
+        }
         _tile_loadd(4, c->qv + (size_t)ks * 512, 64);
         if (c->kt)
             _tile_dpbf16ps(0, 4, 6);
@@ -605,7 +653,13 @@ INL void scores_sub(score_ctx *c, int x, int j, pf_cursor *pf)
 /* Sub-block J's K tile of step ks times the pair's q_hi (tile 4) and q_lo (5) into S tile S. */
 #define QK2(S, J)                                                                                  \
     do {                                                                                           \
-        _tile_loadd(6, c->sub[x][J].k + 32 * ks, c->sub[x][J].ks);                                 \
+        const sub_rows *su_ = &c->sub[x][J];                                                       \
+        if (su_->rows) {                                                                           \
+            gather_tile(su_->rk, (size_t)32 * ks, c->tb + ((J)&1) * 512);                          \
+            _tile_loadd(6, c->tb + ((J)&1) * 512, 64);                                             \
+        } else {                                                                                   \
+            _tile_loadd(6, su_->k + 32 * ks, su_->ks);                                             \
+        }                                                                                          \
         _tile_dpbf16ps(S, 6, 4);                                                                   \
         _tile_dpbf16ps(S, 6, 5);                                                                   \
     } while (0)
@@ -616,7 +670,8 @@ static void scores(score_ctx *c, int at, int x, pf_cursor *pf)
     c->nsub[x] = ns;
     for (int j = 0; j < ns; j++) {
         const int it = at + j * SUB, n = i1 - it < SUB ? i1 - it : SUB;
-        resolve(c->sq, c->kv, c->kvh, it, n, c->kg + ((size_t)x * NSUB + j) * SUB * dk,
+        resolve(c->sq, c->kv, c->kvh, it, n,
+                c->kg ? c->kg + ((size_t)x * NSUB + j) * SUB * dk : NULL,
                 c->vg ? c->vg + ((size_t)x * NSUB + j) * SUB * dv : NULL, &c->sub[x][j]);
     }
     if (c->kv->v_pairs)
@@ -725,7 +780,9 @@ INL void attend(const ws_attn_problem *p, int s, int kvh, int i0, int i1, int G,
      * r_olo.. when odd_apart. */
     uint32_t *pb0 = (uint32_t *)(w + sp.p + 64);
     const int r_lo = 8, r_ohi = 16, r_olo = 24, prows = PROWS;
-    uint16_t *kg = (uint16_t *)(w + sp.kg), *vg = kv->v_shares_k ? NULL : (uint16_t *)(w + sp.vg);
+    uint16_t *kg = kv->k_tiles ? (uint16_t *)(w + sp.kg) : NULL;
+    uint16_t *vg = !kv->v_shares_k && (kv->v_pairs || kv->k_tiles) ? (uint16_t *)(w + sp.vg) : NULL;
+    uint16_t *tb = (uint16_t *)(w + sp.tb), *tbv = tb + 2 * 512;
     float *ml = (float *)(w + sp.ml); /* per head group: m[16], l[16] (halves duplicated) */
     const size_t o_hg = (size_t)16 * dv;
 
@@ -859,6 +916,7 @@ INL void attend(const ws_attn_problem *p, int s, int kvh, int i0, int i1, int G,
                     .sb = sb,
                     .kg = kg,
                     .vg = vg,
+                    .tb = tb,
                     .defer = 0};
     int cur = 0;
     const size_t s_sb = (size_t)n_hg * NSUB * SUB * 16; /* floats of scores per super-block */
@@ -885,9 +943,18 @@ INL void attend(const ws_attn_problem *p, int s, int kvh, int i0, int i1, int G,
                                                         : ws_kv_v_off(kv, kvh, t0 % P));
                     pf.len[pf.n++] = (size_t)n * dv * 2;
                 }
-            } else {
-                for (int r = 0; r < n; r++)
-                    ws_attn_prefetch_row(sq, kv, kvh, sq->sel ? sq->sel[it + r] : it + r);
+            } else { /* a list's rows: a region each, in the same turns */
+                for (int r = 0; r < n; r++) {
+                    const int t = sq->sel ? sq->sel[it + r] : it + r;
+                    const char *pg = sq->pages[t / P];
+                    pf.at[pf.n] = pg + 2 * ws_kv_k_off(kv, kvh, kt ? t % P & ~15 : t % P);
+                    pf.len[pf.n++] = (size_t)(kt ? SUB : 1) * dk * 2;
+                    if (!kv->v_shares_k) {
+                        pf.at[pf.n] = pg + 2 * (kv->v_pairs ? ws_kv_v_pair_off(kv, kvh, t % P)
+                                                            : ws_kv_v_off(kv, kvh, t % P));
+                        pf.len[pf.n++] = (size_t)(kv->v_pairs ? 2 : 1) * dv * 2;
+                    }
+                }
             }
         }
         size_t pf_bytes = 0;
@@ -1152,7 +1219,12 @@ INL void attend(const ws_attn_problem *p, int s, int kvh, int i0, int i1, int G,
             for (int j = 0; j < nsub; j++) {
                 pf_step(&pf);
                 const uint32_t *pe = pb0 + (size_t)j * prows * 16;
-                _tile_loadd(6, sub[j].v + 32 * c, sub[j].vs);
+                if (sub[j].rows) {
+                    gather_tile(sub[j].rv, (size_t)32 * c, tbv);
+                    _tile_loadd(6, tbv, 64);
+                } else {
+                    _tile_loadd(6, sub[j].v + 32 * c, sub[j].vs);
+                }
                 _tile_loadd(4, pe, 64);
                 _tile_dpbf16ps(0, 4, 6);
                 _tile_loadd(5, odd_apart ? (const char *)(pe + r_ohi * 16) : (const char *)pe - 2,

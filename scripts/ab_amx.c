@@ -9,7 +9,10 @@
  * Usage: ab_amx G N_KV D_K D_V TOKENS PAIRS THREADS (d_k != d_v means MLA: V shares K).
  * AB_REPS=N in the environment makes each run call the kernel N times over the same KV:
  * with a KV that fits in L2 (e.g. 8 1 128 128 2048) that times the loop's own work, not the
- * thread start-up that dominates one small call. */
+ * thread start-up that dominates one small call.
+ * AB_SPARSE=N attends a list of N distinct tokens of the TOKENS stored, in random order
+ * (token-level top-k, rows scattered over the pages); the rates then count the listed
+ * tokens' bytes. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
@@ -126,6 +129,24 @@ int main(int argc, char **argv)
                        .k_tiles = dk == dv && getenv("AB_KTILES") && atoi(getenv("AB_KTILES"))};
     th_attn_seed(1);
     th_attn_make(&g_f, kv, g_G * g_nkv, 1, &g_len, 1.0f);
+    int32_t *sel = NULL;
+    if (getenv("AB_SPARSE")) {
+        const int n = atoi(getenv("AB_SPARSE"));
+        if (n < 2 || n > g_len) {
+            fprintf(stderr, "ab_amx: AB_SPARSE must be 2..TOKENS\n");
+            return 2;
+        }
+        if (!(sel = malloc(sizeof(int32_t) * (size_t)g_len)))
+            return 1;
+        for (int t = 0; t < g_len; t++)
+            sel[t] = t;
+        for (int t = g_len - 1; t > 0; t--) { /* Fisher-Yates; the first n are the list */
+            const int j = (int)(th_attn_randu() % (unsigned)(t + 1)), x = sel[t];
+            sel[t] = sel[j], sel[j] = x;
+        }
+        g_f.seq[0].sel = sel, g_f.seq[0].n_sel = n;
+        g_len = n;
+    }
     g_wide = !(getenv("AB_AVX2") && atoi(getenv("AB_AVX2")));
 #ifndef AB_LOOP_FMA
     if (!A_ws_attn_cpu_amx_enable()) {
@@ -158,5 +179,6 @@ int main(int argc, char **argv)
            "%.3f..%.3f\n",
            bytes / ta[pairs / 2] / 1e9, bytes / tb[pairs / 2] / 1e9, pairs, r[pairs / 2],
            r[pairs / 4], r[3 * pairs / 4]);
+    free(sel);
     return 0;
 }
