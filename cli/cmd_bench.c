@@ -27,9 +27,12 @@ static void help(FILE *out)
         "                [--v-layout auto|rows|pairs] [--k-layout auto|rows|tiles]\n"
         "                [--scaling] [--json]\n"
         "\n"
-        "membw     read bandwidth (vectorised read-only reduction), STREAM triad and the\n"
-        "          dot-product peak of the attention kernel's instruction path; the buffer\n"
-        "          defaults to 4x the last-level cache (at least 256 MiB, at most 6 GiB).\n"
+        "membw     read bandwidth (vectorised read-only reduction), gather bandwidth (the\n"
+        "          same reads over random rows of 64, 256, 1152 and 4096 bytes, prefetched\n"
+        "          ahead as the kernels prefetch a sparse list's rows; JSON key gather),\n"
+        "          STREAM triad and the dot-product peak of the attention kernel's instruction\n"
+        "          path; the buffer defaults to 4x the last-level cache (at least 256 MiB, at\n"
+        "          most 6 GiB).\n"
         "attn-cpu  one layer's KV for B sequences of N tokens as scattered P-token pages\n"
         "          (P = 256 by default) of seeded random data; times the CPU kernel (median of\n"
         "          R repeats after a warm-up) and the read bandwidth in the same run (one pass\n"
@@ -40,7 +43,10 @@ static void help(FILE *out)
         "          default to their top-k. Reports kv_bytes, seconds, kv_gbps, gflops, isa,\n"
         "          loop (amx, fma or generic: the block loop that ran), threads,\n"
         "          read_bw_gbps, fraction_of_read_bw, peak_gflops, roofline_gflops,\n"
-        "          roofline_fraction and which bound applies.\n"
+        "          roofline_fraction and which bound applies. With --sparse-mode tokens,\n"
+        "          also a gather pass after each read pass (random rows of a K row's size,\n"
+        "          as many bytes as the kernel reads, prefetched ahead): gather_bw_gbps and\n"
+        "          fraction_of_gather_bw, what the memory gives scattered rows.\n"
         "--v-layout how the CPU region stores V (separate V blocks only): rows, or token\n"
         "           pairs (the amx path and the vector paths' fused loop read them as\n"
         "           stored); auto (default) takes what the runtime writes for this path:\n"
@@ -99,13 +105,48 @@ static int resolve_isa(const char *cmd, const char *name, ws_isa *out)
     return 0;
 }
 
+/* Gather segment sizes of bench membw: a line, a GQA head's K row (d 128, 16-bit), an MLA
+ * latent row (576 values), a page-sized run. */
+static const size_t g_gather_seg[] = {64, 256, 1152, 4096};
+#define N_GATHER (int)(sizeof g_gather_seg / sizeof g_gather_seg[0])
+
+/* Read and gather passes over one buffer, round-robin over `repeats` rounds: medians of
+ * the read bandwidth and of each gather size's (each pass reads as many bytes as the read
+ * pass covers). */
+static int membw_read_gather(ws_pool *pool, size_t bytes, int repeats, double *rd, double *gb,
+                             ws_err *err)
+{
+    ws_membw_reader *r = ws_membw_reader_create(pool, bytes, err);
+    double *t = r ? malloc(sizeof(double) * (size_t)repeats * (1 + N_GATHER)) : NULL;
+    if (!t) {
+        ws_membw_reader_destroy(r);
+        return r ? ws_err_set(err, WS_ENOMEM, "bench: out of memory") : err->code;
+    }
+    size_t covered = 0, gcov[N_GATHER] = {0};
+    int rc = 0;
+    for (int k = 0; k < repeats && !rc; k++) {
+        t[k] = ws_membw_reader_pass(r, bytes, &covered);
+        for (int i = 0; i < N_GATHER && !rc; i++)
+            rc = ws_membw_reader_gather(r, NULL, g_gather_seg[i], covered, (uint64_t)k,
+                                        &t[(size_t)(1 + i) * repeats + k], &gcov[i], err);
+    }
+    if (!rc) {
+        *rd = (double)covered / ws_median_sort(t, repeats) / 1e9;
+        for (int i = 0; i < N_GATHER; i++)
+            gb[i] = (double)gcov[i] / ws_median_sort(t + (size_t)(1 + i) * repeats, repeats) / 1e9;
+    }
+    free(t);
+    ws_membw_reader_destroy(r);
+    return rc;
+}
+
 static int bench_membw(ws_pool *pool, double bytes, int repeats, ws_isa isa, int json)
 {
     ws_err err = {0};
-    double rd, tr, pk;
-    fprintf(stderr, "bench: read bandwidth over %.0f MiB, %d threads...\n", bytes / (1 << 20),
-            ws_pool_threads(pool));
-    if (ws_membw_read(pool, (size_t)bytes, repeats, &rd, &err))
+    double rd = 0, tr, pk, gb[N_GATHER] = {0};
+    fprintf(stderr, "bench: read and gather bandwidth over %.0f MiB, %d threads...\n",
+            bytes / (1 << 20), ws_pool_threads(pool));
+    if (membw_read_gather(pool, (size_t)bytes, repeats, &rd, gb, &err))
         return cli_fail(&err);
     fprintf(stderr, "bench: STREAM triad...\n");
     if (ws_membw_triad(pool, (size_t)bytes, repeats, &tr, &err))
@@ -124,6 +165,15 @@ static int bench_membw(ws_pool *pool, double bytes, int repeats, ws_isa isa, int
         json_object_set_new(o, "repeats", json_integer(repeats));
         json_object_set_new(o, "read_bw_gbps", json_real(rd));
         json_object_set_new(o, "triad_gbps", json_real(tr));
+        json_t *ga = json_array();
+        for (int i = 0; i < N_GATHER; i++) {
+            json_t *e = json_object();
+            json_object_set_new(e, "segment_bytes", json_integer((json_int_t)g_gather_seg[i]));
+            json_object_set_new(e, "gbps", json_real(gb[i]));
+            json_object_set_new(e, "fraction_of_read_bw", json_real(gb[i] / rd));
+            json_array_append_new(ga, e);
+        }
+        json_object_set_new(o, "gather", ga);
         json_object_set_new(o, "isa", json_string(ws_isa_name(isa)));
         json_object_set_new(o, "peak_gflops", json_real(pk));
         return cli_print_json(o);
@@ -133,6 +183,11 @@ static int bench_membw(ws_pool *pool, double bytes, int repeats, ws_isa isa, int
     printf("buffer       %.0f MiB (last-level cache %.0f MiB), median of %d\n", bytes / (1 << 20),
            f->l3_bytes / 1048576.0, repeats);
     printf("read         %.2f GB/s (measured)\n", rd);
+    printf("gather       ");
+    for (int i = 0; i < N_GATHER; i++)
+        printf("%s%zu B rows %.2f GB/s (%.2f of read)", i ? ", " : "", g_gather_seg[i], gb[i],
+               gb[i] / rd);
+    printf(" (measured, random rows prefetched ahead)\n");
     printf("triad        %.2f GB/s (measured, STREAM counting)\n", tr);
     printf("peak         %.1f GFLOP/s dot product, %s path (measured)\n", pk, ws_isa_name(isa));
     return CLI_EXIT_OK;
@@ -150,21 +205,26 @@ typedef struct attn_args {
 } attn_args;
 
 /* One thread count's figures: medians over the repeats of the kernel's time and of the
- * read pass before it (secs and rsecs are sorted in place). */
+ * read pass (and, for token lists, the gather pass) before it (secs, rsecs and gsecs are
+ * sorted in place; gsecs NULL: no gather pass). */
 typedef struct attn_fig {
     int threads;
     double sec, smin, smax; /* kernel seconds: median, min, max */
     double rd, kv_gbps, gflops, pk, roof;
+    double gb; /* gather bandwidth, GB/s (0: not measured) */
     int compute_bound;
 } attn_fig;
 
-static attn_fig attn_figures(int threads, double *secs, double *rsecs, int R, size_t covered,
-                             double kv_bytes, double flops, double pk)
+static attn_fig attn_figures(int threads, double *secs, double *rsecs, double *gsecs, int R,
+                             size_t covered, size_t gcovered, double kv_bytes, double flops,
+                             double pk)
 {
     attn_fig g = {.threads = threads, .pk = pk};
     g.sec = ws_median_sort(secs, R); /* sorted: extremes at both ends */
     g.smin = secs[0], g.smax = secs[R - 1];
     g.rd = (double)covered / ws_median_sort(rsecs, R) / 1e9;
+    if (gsecs)
+        g.gb = (double)gcovered / ws_median_sort(gsecs, R) / 1e9;
     g.kv_gbps = kv_bytes / g.sec / 1e9, g.gflops = flops / g.sec / 1e9;
     const double mem_roof = flops / kv_bytes * g.rd;
     g.compute_bound = pk < mem_roof;
@@ -183,13 +243,17 @@ static void attn_fig_json(json_t *o, const attn_fig *g)
     json_object_set_new(o, "gflops", json_real(g->gflops));
     json_object_set_new(o, "read_bw_gbps", json_real(g->rd));
     json_object_set_new(o, "fraction_of_read_bw", json_real(g->kv_gbps / g->rd));
+    if (g->gb > 0) {
+        json_object_set_new(o, "gather_bw_gbps", json_real(g->gb));
+        json_object_set_new(o, "fraction_of_gather_bw", json_real(g->kv_gbps / g->gb));
+    }
     json_object_set_new(o, "peak_gflops", json_real(g->pk));
     json_object_set_new(o, "bound", json_string(g->compute_bound ? "compute" : "memory"));
     json_object_set_new(o, "roofline_gflops", json_real(g->roof));
     json_object_set_new(o, "roofline_fraction", json_real(g->gflops / g->roof));
 }
 
-static void attn_fig_print(const attn_fig *g, ws_isa used, const char *loop, int R)
+static void attn_fig_print(const attn_fig *g, ws_isa used, const char *loop, int R, size_t gseg)
 {
     printf("kernel       %s (%s loop), %d thread%s: %.4f s median of %d (min %.4f, max %.4f) "
            "(measured)\n",
@@ -198,6 +262,10 @@ static void attn_fig_print(const attn_fig *g, ws_isa used, const char *loop, int
     printf("throughput   %.2f GB/s of KV, %.1f GFLOP/s (measured)\n", g->kv_gbps, g->gflops);
     printf("read bw      %.2f GB/s in the same run: kernel at %.1f%% of it (measured)\n", g->rd,
            100.0 * g->kv_gbps / g->rd);
+    if (g->gb > 0)
+        printf("gather bw    %.2f GB/s over random %zu-byte rows in the same run: kernel at %.1f%% "
+               "of it (measured)\n",
+               g->gb, gseg, 100.0 * g->kv_gbps / g->gb);
     printf("roofline     peak %.1f GFLOP/s (%s, measured); %s-bound: %.1f%% of min(peak, AI x "
            "read bw) = %.1f GFLOP/s\n",
            g->pk, ws_isa_name(used), g->compute_bound ? "compute" : "memory",
@@ -318,8 +386,12 @@ static int bench_attn(ws_pool *pool, ws_isa isa, const attn_args *a)
     const ws_attn_problem *p = ws_attn_bench_problem(b);
     const double kv_bytes = ws_attn_kv_bytes(p), flops = ws_attn_bench_flops(b);
     const int R = (int)a->repeats;
-    /* secs, rsecs: T threads; secs1, rsecs1: one thread (--scaling) */
-    double *secs = malloc(sizeof(double) * 4 * (size_t)R);
+    /* Token lists: a gather pass over random rows of a K row's size, the same bytes as the
+     * kernel reads, after each read pass (what the memory gives such rows, beside what it
+     * gives a stream). */
+    const size_t gseg = cfg.sparse == WS_SPARSE_TOKENS ? (size_t)cfg.kv.d_k * 2 : 0;
+    /* secs, rsecs, gsecs: T threads; secs1, rsecs1, gsecs1: one thread (--scaling) */
+    double *secs = malloc(sizeof(double) * 6 * (size_t)R);
     if (!secs) {
         ws_membw_reader_destroy(rdr);
         ws_pool_destroy(pool1);
@@ -327,21 +399,30 @@ static int bench_attn(ws_pool *pool, ws_isa isa, const attn_args *a)
         ws_err_set(&err, WS_ENOMEM, "bench: out of memory");
         return cli_fail(&err);
     }
-    double *rsecs = secs + R, *secs1 = rsecs + R, *rsecs1 = secs1 + R;
+    double *rsecs = secs + R, *secs1 = rsecs + R, *rsecs1 = secs1 + R, *gsecs = rsecs1 + R,
+           *gsecs1 = gsecs + R;
     int rc = 0;
-    size_t read_covered = 0;
-    double t_last = ws_now_s(), s, s1 = 0;
+    size_t read_covered = 0, gather_covered = 0;
+    double t_last = ws_now_s(), s = 0, s1 = 0;
     for (int r = -1; r < R && !rc; r++) { /* r = -1: untimed warm-up */
         ws_attn_bench_select(b, r + 1);
         if (r >= 0)
             rsecs[r] = ws_membw_reader_pass(rdr, (size_t)a->read_bytes, &read_covered);
-        rc = attn_time(b, pool, isa, &s, &err);
+        if (r >= 0 && gseg)
+            rc = ws_membw_reader_gather(rdr, NULL, gseg, (size_t)kv_bytes, cfg.seed + (uint64_t)r,
+                                        &gsecs[r], &gather_covered, &err);
+        if (!rc)
+            rc = attn_time(b, pool, isa, &s, &err);
         if (r >= 0)
             secs[r] = s;
         if (pool1 && !rc) { /* the same round on one thread, after its own read pass */
             if (r >= 0)
                 rsecs1[r] = ws_membw_reader_pass_on(rdr, pool1, (size_t)a->read_bytes, NULL);
-            rc = attn_time(b, pool1, isa, &s1, &err);
+            if (r >= 0 && gseg)
+                rc = ws_membw_reader_gather(rdr, pool1, gseg, (size_t)kv_bytes,
+                                            cfg.seed + (uint64_t)r, &gsecs1[r], NULL, &err);
+            if (!rc)
+                rc = attn_time(b, pool1, isa, &s1, &err);
             if (r >= 0)
                 secs1[r] = s1;
         }
@@ -360,10 +441,12 @@ static int bench_attn(ws_pool *pool, ws_isa isa, const attn_args *a)
         ws_attn_bench_destroy(b);
         return cli_fail(&err);
     }
-    const attn_fig g = attn_figures(T, secs, rsecs, R, read_covered, kv_bytes, flops, pk);
+    const attn_fig g = attn_figures(T, secs, rsecs, gseg ? gsecs : NULL, R, read_covered,
+                                    gather_covered, kv_bytes, flops, pk);
     attn_fig g1 = {0};
     if (a->scaling)
-        g1 = attn_figures(1, secs1, rsecs1, R, read_covered, kv_bytes, flops, pk1);
+        g1 = attn_figures(1, secs1, rsecs1, gseg ? gsecs1 : NULL, R, read_covered, gather_covered,
+                          kv_bytes, flops, pk1);
     free(secs);
     const double ai = flops / kv_bytes;
     const double alloc_bytes = ws_attn_bench_kv_alloc_bytes(b);
@@ -399,6 +482,8 @@ static int bench_attn(ws_pool *pool, ws_isa isa, const attn_args *a)
         json_object_set_new(o, "loop", json_string(loop));
         json_object_set_new(o, "pinned_threads", json_integer(ws_pool_pinned(pool)));
         json_object_set_new(o, "read_bw_bytes", cli_num(a->read_bytes));
+        if (gseg)
+            json_object_set_new(o, "gather_segment_bytes", json_integer((json_int_t)gseg));
         json_object_set_new(o, "arithmetic_intensity", json_real(ai));
         attn_fig_json(o, &g);
         if (a->scaling) { /* one thread, same rounds; speedup = 1-thread time / T-thread */
@@ -420,9 +505,9 @@ static int bench_attn(ws_pool *pool, ws_isa isa, const attn_args *a)
     printf("; %.3f GB attended (%.2f GB allocated, LLC %.0f MiB)\n", kv_bytes / 1e9,
            alloc_bytes / 1e9, f->l3_bytes / 1048576.0);
     printf("arithmetic   %.1f flop/byte\n", ai);
-    attn_fig_print(&g, used, loop, R);
+    attn_fig_print(&g, used, loop, R, gseg);
     if (a->scaling) {
-        attn_fig_print(&g1, used, loop, R);
+        attn_fig_print(&g1, used, loop, R, gseg);
         printf("scaling      %d threads %.2fx faster than 1 (read bandwidth %.2fx), same rounds "
                "(measured)\n",
                T, g1.sec / g.sec, g.rd / g1.rd);

@@ -26,6 +26,54 @@ static void *big_alloc(size_t bytes)
     return p;
 }
 
+/* ---- gather: seeded random segments, as a sparse list's rows are read ---- */
+
+/* One task's walk: n segments of seg bytes (a multiple of 64) at 64-byte aligned offsets
+ * drawn uniformly from the first `lines` lines of the buffer (so a segment may start on any
+ * line that leaves room for it), each prefetched `ahead` segments before it is read (the
+ * hardware prefetcher cannot guess them; this is what the kernels' list prefetch does). */
+typedef struct gather_walk {
+    uint64_t rng;
+    size_t n, seg, lines;
+    int ahead;
+    size_t ring[64]; /* offsets of the segments prefetched and not yet read */
+} gather_walk;
+
+#define GATHER_AHEAD_BYTES 8192 /* ~ what hides a memory latency at one core's rate */
+
+static size_t gather_next(gather_walk *w)
+{
+    w->rng += 0x9e3779b97f4a7c15ull; /* splitmix64 */
+    uint64_t z = w->rng;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    z ^= z >> 31;
+    return (size_t)(((unsigned __int128)z * w->lines) >> 64) * 64;
+}
+
+/* The walk's loop around BODY, which reads line b (a byte offset) of the segment at x. */
+#define GATHER_LOOP(BODY)                                                                          \
+    do {                                                                                           \
+        const size_t ahead = (size_t)w->ahead;                                                     \
+        for (size_t k = 0; k < ahead; k++) {                                                       \
+            w->ring[k] = gather_next(w);                                                           \
+            for (size_t b = 0; b < w->seg; b += 64)                                                \
+                _mm_prefetch(base + w->ring[k] + b, _MM_HINT_T1);                                  \
+        }                                                                                          \
+        for (size_t i = 0; i < w->n; i++) {                                                        \
+            const char *x = base + w->ring[i % ahead];                                             \
+            if (i + ahead < w->n) { /* the segment `ahead` on takes this one's slot */             \
+                const size_t nx = gather_next(w);                                                  \
+                for (size_t b = 0; b < w->seg; b += 64)                                            \
+                    _mm_prefetch(base + nx + b, _MM_HINT_T1);                                      \
+                w->ring[i % ahead] = nx;                                                           \
+            }                                                                                      \
+            for (size_t b = 0; b < w->seg; b += 64) {                                              \
+                BODY;                                                                              \
+            }                                                                                      \
+        }                                                                                          \
+    } while (0)
+
 /* ---- read reduction, per instruction path ---- */
 
 #pragma GCC push_options
@@ -40,6 +88,12 @@ static float read_avx512(const float *x, size_t n)
         a3 = _mm512_add_ps(a3, _mm512_load_ps(x + i + 48));
     }
     return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
+}
+static float gather_avx512(const char *base, gather_walk *w)
+{
+    __m512 a = _mm512_setzero_ps();
+    GATHER_LOOP(a = _mm512_add_ps(a, _mm512_load_ps((const float *)(x + b))));
+    return _mm512_reduce_add_ps(a);
 }
 #pragma GCC pop_options
 
@@ -59,6 +113,15 @@ static float read_avx2(const float *x, size_t n)
     _mm256_storeu_ps(v, s);
     return v[0] + v[1] + v[2] + v[3] + v[4] + v[5] + v[6] + v[7];
 }
+static float gather_avx2(const char *base, gather_walk *w)
+{
+    __m256 a = _mm256_setzero_ps(), c = a;
+    GATHER_LOOP(a = _mm256_add_ps(a, _mm256_load_ps((const float *)(x + b)));
+                c = _mm256_add_ps(c, _mm256_load_ps((const float *)(x + b + 32))));
+    float v[8];
+    _mm256_storeu_ps(v, _mm256_add_ps(a, c));
+    return v[0] + v[1] + v[2] + v[3] + v[4] + v[5] + v[6] + v[7];
+}
 #pragma GCC pop_options
 
 static float read_sse2(const float *x, size_t n)
@@ -72,6 +135,17 @@ static float read_sse2(const float *x, size_t n)
     }
     float v[4];
     _mm_storeu_ps(v, _mm_add_ps(_mm_add_ps(a0, a1), _mm_add_ps(a2, a3)));
+    return v[0] + v[1] + v[2] + v[3];
+}
+static float gather_sse2(const char *base, gather_walk *w)
+{
+    __m128 a = _mm_setzero_ps(), c = a;
+    GATHER_LOOP(for (int k = 0; k < 64; k += 32) {
+        a = _mm_add_ps(a, _mm_load_ps((const float *)(x + b + k)));
+        c = _mm_add_ps(c, _mm_load_ps((const float *)(x + b + k + 16)));
+    });
+    float v[4];
+    _mm_storeu_ps(v, _mm_add_ps(a, c));
     return v[0] + v[1] + v[2] + v[3];
 }
 
@@ -107,6 +181,8 @@ struct ws_membw_reader {
     int tasks;
     size_t capacity; /* bytes the buffer holds */
     bw_job job;
+    float (*gather)(const char *, gather_walk *);
+    float gather_sink;
 };
 
 /* Reads the first `bytes` of the buffer once on `pool` (or first-touches it); returns the
@@ -117,6 +193,27 @@ static double reader_run(ws_membw_reader *r, ws_pool *pool, size_t bytes)
     double t0 = ws_now_s();
     ws_pool_run(pool, r->tasks, read_task, &r->job);
     return ws_now_s() - t0;
+}
+
+typedef struct gather_job {
+    const char *base;
+    size_t lines, seg, per_task;
+    uint64_t seed;
+    float (*gather)(const char *, gather_walk *);
+    float partial[WS_POOL_MAX_THREADS];
+} gather_job;
+
+static void gather_task(void *ctx, int task, int thread)
+{
+    gather_job *j = ctx;
+    gather_walk w = {.rng = j->seed ^ 0x632be59bd9b4e019ull * (uint64_t)(task + 1),
+                     .n = j->per_task,
+                     .seg = j->seg,
+                     .lines = j->lines};
+    size_t ahead = GATHER_AHEAD_BYTES / j->seg;
+    ahead = ahead < 1 ? 1 : ahead > 64 ? 64 : ahead;
+    w.ahead = (int)(ahead < w.n ? ahead : w.n);
+    j->partial[thread] += j->gather(j->base, &w);
 }
 
 ws_membw_reader *ws_membw_reader_create(ws_pool *pool, size_t bytes, ws_err *err)
@@ -138,6 +235,7 @@ ws_membw_reader *ws_membw_reader_create(ws_pool *pool, size_t bytes, ws_err *err
     }
     r->pool = pool, r->tasks = tasks, r->capacity = read_covered(bytes, tasks);
     r->job.read = f->avx512f ? read_avx512 : f->avx2 ? read_avx2 : read_sse2;
+    r->gather = f->avx512f ? gather_avx512 : f->avx2 ? gather_avx2 : gather_sse2;
     r->job.init = 1;
     reader_run(r, pool, r->capacity); /* first touch, by the pool's threads */
     r->job.init = 0;
@@ -160,11 +258,39 @@ double ws_membw_reader_pass(ws_membw_reader *r, size_t bytes, size_t *covered_ou
     return ws_membw_reader_pass_on(r, r->pool, bytes, covered_out);
 }
 
+int ws_membw_reader_gather(ws_membw_reader *r, ws_pool *pool, size_t seg_bytes, size_t bytes,
+                           uint64_t seed, double *sec_out, size_t *covered_out, ws_err *err)
+{
+    if (!pool)
+        pool = r->pool;
+    if (seg_bytes < 64 || seg_bytes % 64 || seg_bytes > r->capacity)
+        return ws_err_set(err, WS_EINVAL,
+                          "gather bandwidth: segments of %zu bytes (need a multiple of 64 up to "
+                          "the %zu-byte buffer)",
+                          seg_bytes, r->capacity);
+    const int tasks = r->tasks;
+    size_t per_task = bytes / seg_bytes / (size_t)tasks;
+    per_task = per_task ? per_task : 1; /* at least a segment per task */
+    gather_job j = {.base = (const char *)r->job.buf,
+                    .lines = (r->capacity - seg_bytes) / 64 + 1,
+                    .seg = seg_bytes,
+                    .per_task = per_task,
+                    .seed = seed,
+                    .gather = r->gather};
+    const double t0 = ws_now_s();
+    ws_pool_run(pool, tasks, gather_task, &j);
+    *sec_out = ws_now_s() - t0;
+    if (covered_out)
+        *covered_out = per_task * (size_t)tasks * seg_bytes;
+    r->gather_sink += j.partial[0] * 0.0f;
+    return 0;
+}
+
 void ws_membw_reader_destroy(ws_membw_reader *r)
 {
     if (!r)
         return;
-    g_sink += r->job.partial[0] * 0.0f;
+    g_sink += r->job.partial[0] * 0.0f + r->gather_sink;
     free(r->job.buf);
     free(r);
 }

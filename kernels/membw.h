@@ -5,6 +5,8 @@
  *   read bandwidth: a vectorised read-only streaming reduction over a buffer (choose it much
  *                   larger than the last-level cache), split into one contiguous slice per
  *                   thread, first touched by the thread that reads it;
+ *   gather:         the same reads over seeded random rows (segments) of a given size, each
+ *                   software-prefetched ahead, as a sparse token list's rows are read;
  *   triad:          STREAM's a[i] = b[i] + s*c[i], counted as STREAM does (3 x 8 bytes per
  *                   element: two reads and one write; write-allocate traffic not counted);
  *   peak flop/s:    independent dot-product accumulations in registers with the instruction
@@ -16,6 +18,7 @@
 #define WS_MEMBW_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "attn_cpu.h"
 #include "pool.h"
@@ -38,6 +41,14 @@ double ws_membw_reader_pass(ws_membw_reader *r, size_t bytes, size_t *covered_ou
  * run on one): the same bytes, split over the same tasks. */
 double ws_membw_reader_pass_on(ws_membw_reader *r, ws_pool *pool, size_t bytes,
                                size_t *covered_out);
+/* A gather pass over the same buffer: segments of seg_bytes (a multiple of 64) at seeded
+ * random 64-byte aligned offsets, about `bytes` in all, split over the reader's tasks and
+ * run on `pool` (NULL: the reader's; at least one segment per task), each segment
+ * prefetched ~8 KiB of segments ahead and then read with vector loads: what a sparse token
+ * list's rows cost the memory system, as the read pass measures what streaming costs.
+ * *sec_out gets the seconds, covered_out (may be NULL) the bytes read. */
+int ws_membw_reader_gather(ws_membw_reader *r, ws_pool *pool, size_t seg_bytes, size_t bytes,
+                           uint64_t seed, double *sec_out, size_t *covered_out, ws_err *err);
 void ws_membw_reader_destroy(ws_membw_reader *r);
 /* Read times over n sizes from one buffer of the largest, in `rounds` round-robin rounds
  * (each round times every size once, so drift of the host's bandwidth during the sweep

@@ -71,6 +71,22 @@ Test(bench, attn_cpu_mla_sparse_and_forced_paths)
     const char *bound = json_string_value(json_object_get(o, "bound"));
     cr_assert(!strcmp(bound, "compute") || !strcmp(bound, "memory"), "%s", bound);
     json_decref(o);
+    /* no gather pass for page lists */
+    cr_assert_null(json_object_get(o, "gather_bw_gbps"));
+    /* Token lists: a gather pass over rows of a K row's size, in the same run. */
+    const char *tok[] = {"bench",         "attn-cpu", "--model",       "deepseek-v2-lite",
+                         "--ctx",         "512",      "--batch",       "2",
+                         "--read-mib",    "16",       "--repeats",     "2",
+                         "--page",        "64",       "--sparse-topk", "100",
+                         "--sparse-mode", "tokens",   "--json",        NULL};
+    o = th_writescope_json(tok, NULL);
+    cr_assert_str_eq(json_string_value(json_object_get(o, "sparse")), "tokens");
+    cr_assert_eq(num(o, "gather_segment_bytes"), 576 * 2);
+    cr_assert(num(o, "gather_bw_gbps") > 0);
+    cr_assert_float_eq(num(o, "fraction_of_gather_bw"),
+                       num(o, "kv_gbps") / num(o, "gather_bw_gbps"),
+                       1e-8 * num(o, "fraction_of_gather_bw"));
+    json_decref(o);
     /* The environment variable forces a path too. */
     const char *gqa[] = {"bench", "attn-cpu", "--model", "mixtral-8x7b", "--ctx", "100",
                          "--batch", "1", "--read-mib", "16", "--repeats", "1", "--page", "32",
@@ -131,6 +147,14 @@ Test(bench, membw_json)
     cr_assert(num(o, "read_bw_gbps") > 0);
     cr_assert(num(o, "triad_gbps") > 0);
     cr_assert(num(o, "peak_gflops") > 0);
+    json_t *ga = json_object_get(o, "gather");
+    cr_assert(json_is_array(ga) && json_array_size(ga) == 4, "gather: an array of 4 sizes");
+    for (size_t i = 0; i < json_array_size(ga); i++) {
+        json_t *e = json_array_get(ga, i);
+        cr_assert(num(e, "segment_bytes") >= 64 && num(e, "gbps") > 0);
+        cr_assert_float_eq(num(e, "fraction_of_read_bw"), num(e, "gbps") / num(o, "read_bw_gbps"),
+                           1e-8 * num(e, "fraction_of_read_bw"));
+    }
     json_decref(o);
 }
 

@@ -53,3 +53,39 @@ Test(membw, reader_passes_on_either_pool)
     ws_pool_destroy(p1);
     ws_pool_destroy(p2);
 }
+
+Test(membw, gather_segments)
+{
+    ws_err err = {0};
+    ws_pool *p2 = ws_pool_create(2, &err), *p1 = ws_pool_create(1, &err);
+    cr_assert(p2 && p1, "%s", err.msg);
+    ws_membw_reader *r = ws_membw_reader_create(p2, 8u << 20, &err);
+    cr_assert_not_null(r, "%s", err.msg);
+    const size_t segs[] = {64, 256, 1152, 4096};
+    for (size_t i = 0; i < sizeof segs / sizeof segs[0]; i++) {
+        double t2 = 0, t1 = 0;
+        size_t c2 = 0, c1 = 0;
+        cr_assert_eq(ws_membw_reader_gather(r, NULL, segs[i], 4u << 20, 7, &t2, &c2, &err), 0, "%s",
+                     err.msg);
+        cr_assert_eq(ws_membw_reader_gather(r, p1, segs[i], 4u << 20, 7, &t1, &c1, &err), 0, "%s",
+                     err.msg);
+        cr_assert(t2 > 0 && t1 > 0 && isfinite(t1) && isfinite(t2));
+        /* whole segments, split over the same tasks on either pool */
+        cr_assert_eq(c1, c2);
+        cr_assert_eq(c2 % segs[i], 0);
+        cr_assert(c2 <= (4u << 20) && c2 > (4u << 20) - 32 * segs[i], "covered %zu", c2);
+    }
+    /* tiny requests still read one segment per task */
+    double t = 0;
+    size_t c = 0;
+    cr_assert_eq(ws_membw_reader_gather(r, NULL, 256, 1, 1, &t, &c, &err), 0, "%s", err.msg);
+    cr_assert(c >= 256 && c % 256 == 0, "covered %zu", c);
+    /* segments must be whole lines and fit the buffer */
+    cr_assert_eq(ws_membw_reader_gather(r, NULL, 100, 4u << 20, 1, &t, NULL, &err), WS_EINVAL);
+    cr_assert_eq(ws_membw_reader_gather(r, NULL, 0, 4u << 20, 1, &t, NULL, &err), WS_EINVAL);
+    cr_assert_eq(ws_membw_reader_gather(r, NULL, 64u << 20, 4u << 20, 1, &t, NULL, &err),
+                 WS_EINVAL);
+    ws_membw_reader_destroy(r);
+    ws_pool_destroy(p1);
+    ws_pool_destroy(p2);
+}
