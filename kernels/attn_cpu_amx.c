@@ -458,14 +458,16 @@ static void resolve(const ws_attn_seq *sq, const ws_kv_layout *kv, int kvh, int 
         vg = NULL; /* V goes per pair of sub-blocks: resolve_pairs */
     r->rows = 0;
     if (!r->direct && !kv->k_tiles) { /* K rows (and V rows) by pointer */
-        const int vrows = !kv->v_shares_k && !kv->v_pairs;
         for (int j = 0; j < SUB; j++) {
             r->rk[j] = r->rv[j] = NULL;
             if (j < n) {
                 const int t = sq->sel ? sq->sel[it + j] : it + j;
                 const uint16_t *pg = sq->pages[t / P];
                 r->rk[j] = pg + ws_kv_k_off(kv, kvh, t % P);
-                r->rv[j] = vrows ? pg + ws_kv_v_off(kv, kvh, t % P) : r->rk[j];
+                if (kv->v_shares_k)
+                    r->rv[j] = r->rk[j];
+                else if (!kv->v_pairs) /* pairs: resolve_pairs */
+                    r->rv[j] = pg + ws_kv_v_off(kv, kvh, t % P);
             }
         }
         r->rows = 1, r->k = r->v = NULL, r->kst = 32;
