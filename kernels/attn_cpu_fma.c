@@ -1,8 +1,8 @@
-/* attn_cpu_fma: the fused FMA block loop (see attn_cpu_fma.h) for K in tiles and V in
- * token pairs, bf16 or fp16, up to 16 query heads per KV head (8 per pass), and for MLA
- * rows (bf16). The loop itself is written once, in attn_cpu_fma_body.h, and compiled here
- * twice: for AVX-512 (16 lanes) and AVX2 (8 lanes, 16 registers: one score accumulator per
- * head instead of two).
+/* attn_cpu_fma: the fused FMA block loop (see attn_cpu_fma.h) for GQA, bf16 or fp16, up to
+ * 16 query heads per KV head (8 per pass), reading K in tiles and V in token pairs (other
+ * layouts gathered into them), and for MLA rows (bf16). The loop itself is written once, in
+ * attn_cpu_fma_body.h, and compiled here twice: for AVX-512 (16 lanes) and AVX2 (8 lanes, 16
+ * registers: one score accumulator per head instead of two).
  *
  * Per sub-block of 16 tokens, the scores of each head are one vector (AVX2: two): a K tile
  * row holds the 16 tokens' values of dims 2r and 2r + 1 as 32-bit pairs, so one load, one
@@ -16,9 +16,16 @@
  * (broadcast) into 8 heads x 32 columns of O held in registers over the whole super-block
  * (AVX2: 8 columns; twice that for 4 heads or fewer). Groups of 3, 5-7 heads run as 4 or
  * 8 with zero queries; the extra rows stay in the scratch. Sub-blocks that are not one
- * aligned run of 16 tokens of one page (sparse lists, the last partial one) are gathered
- * into the same layouts, zero-padded. The sub-block two super-blocks ahead is prefetched
- * to L2: its K lines one per tile row during the scores, its V lines during P.V.
+ * aligned run of 16 tokens of one page (sparse lists, the last partial one), and every
+ * sub-block of K or V in rows (the CPU region's layout for sparse token lists, or a
+ * forced one), are gathered into the same layouts, zero-padded: rows by 16 x 16 (AVX2:
+ * 8 x 8) transposes of 32-bit pairs and by interleaving two tokens' rows. For Qwen3's shape
+ * in rows (bench --k-layout rows --v-layout rows, alternating builds) that took the
+ * fraction of read bandwidth from 0.32 (the generic loop) to 0.43-0.45 on AVX-512, from
+ * 0.20 to 0.22-0.25 on AVX2, and Mixtral's from 0.44 to 0.52; sparse token lists (rows)
+ * went from 0.10 to 0.11 on AVX2 and stayed at 0.16 on AVX-512 (bound elsewhere). The
+ * sub-block two super-blocks ahead is prefetched to L2: its K lines one per tile row
+ * during the scores, its V lines during P.V.
  *
  * Measured (scripts/ab_amx.sh with AB_LOOP=fma; Qwen3's shape, 2 threads from memory or 1
  * in L2): V's lines prefetched during P.V rather than beside K's in the scores 0.91 of the
@@ -56,8 +63,7 @@
 
 static int fits_gqa(const ws_kv_layout *kv, int G)
 {
-    return kv->k_tiles && kv->v_pairs && !kv->v_shares_k && G >= 1 && G <= HM &&
-           kv->page_tokens % SUB == 0;
+    return !kv->v_shares_k && G >= 1 && G <= HM && (!kv->k_tiles || kv->page_tokens % SUB == 0);
 }
 
 /* bf16 only: fp16 rows are split again for every head group (~9 operations per 32 values
@@ -161,32 +167,81 @@ typedef struct sub_kv {
     int n;
 } sub_kv;
 
+/* Gathers from 16 token rows (NULL: absent, zeros), per instruction set: a K tile
+ * (kd [d_k / 2][16] 32-bit pairs: a transpose of the rows' pairs) and V pair rows
+ * (vd [8][d_v][2]). */
+typedef struct row_gather {
+    void (*k)(uint32_t *kd, const uint16_t *const *rows, int dk);
+    void (*v)(uint16_t *vd, const uint16_t *const *rows, int dv);
+} row_gather;
+
+/* The vector gathers' tails, an element at a time: pairs [p0, d_k / 2) of the K tile, and
+ * columns [c0, d_v) of the V pair rows. */
+static void gather_k_tail(uint32_t *kd, const uint16_t *const *rows, int p0, int dk)
+{
+    for (int x = 0; x < SUB; x++)
+        for (int r2 = p0; r2 < dk / 2; r2++) {
+            uint32_t w = 0;
+            if (rows[x])
+                memcpy(&w, rows[x] + 2 * r2, 4);
+            kd[r2 * SUB + x] = w;
+        }
+}
+
+static void gather_v_tail(uint16_t *vd, const uint16_t *const *rows, int c0, int dv)
+{
+    for (int x = 0; x < SUB; x++)
+        for (int c = c0; c < dv; c++)
+            vd[(size_t)(x >> 1) * 2 * dv + 2 * c + (x & 1)] = rows[x] ? rows[x][c] : 0;
+}
+
 static void resolve(const ws_attn_seq *sq, const ws_kv_layout *kv, int kvh, int it, int n,
-                    uint16_t *kg, uint16_t *vg, sub_kv *r)
+                    uint16_t *kg, uint16_t *vg, sub_kv *r, const row_gather *rg)
 {
     const int P = kv->page_tokens, dk = kv->d_k, dv = kv->d_v;
     int t0;
     r->n = n;
-    if (ws_attn_run16(sq, it, n, &t0) && t0 % SUB == 0) { /* one tile, so one page */
-        const uint16_t *pg = sq->pages[t0 / P];
+    if (kv->k_tiles && kv->v_pairs && ws_attn_run16(sq, it, n, &t0) && t0 % SUB == 0) {
+        const uint16_t *pg = sq->pages[t0 / P]; /* one tile, so one page */
         r->k = pg + ws_kv_k_off(kv, kvh, t0 % P);
         r->v = pg + ws_kv_v_pair_off(kv, kvh, t0 % P);
         return;
     }
-    memset(kg, 0, (size_t)SUB * dk * 2);
-    memset(vg, 0, (size_t)SUB * dv * 2);
+    /* Else gathered into a K tile and V pair rows: from the tokens' rows (the layout of
+     * sparse token lists) by transposes and interleaves, from their tiles and pair rows
+     * (page edges of dense runs) an element at a time. */
+    const uint16_t *kr[SUB], *vr[SUB];
     uint32_t *kd = (uint32_t *)kg;
-    for (int x = 0; x < n; x++) {
+    if (n < SUB && (kv->k_tiles || kv->v_pairs)) { /* absent tokens read zeros */
+        memset(kg, 0, (size_t)SUB * dk * 2);
+        memset(vg, 0, (size_t)SUB * dv * 2);
+    }
+    for (int x = 0; x < SUB; x++) {
+        kr[x] = vr[x] = NULL;
+        if (x >= n)
+            continue;
         const int t = sq->sel ? sq->sel[it + x] : it + x, tp = t % P;
         const uint16_t *pg = sq->pages[t / P];
-        const uint32_t *ks = (const uint32_t *)(pg + ws_kv_k_off(kv, kvh, tp & ~15));
-        for (int r2 = 0; r2 < dk / 2; r2++) /* pair r2 of token x: slot x of row r2 */
-            kd[r2 * SUB + x] = ks[r2 * SUB + (tp & 15)];
-        const uint16_t *vs = pg + ws_kv_v_pair_off(kv, kvh, tp) + (tp & 1);
-        uint16_t *vd = vg + (size_t)(x >> 1) * 2 * dv + (x & 1);
-        for (int c = 0; c < dv; c++)
-            vd[2 * c] = vs[2 * c];
+        if (kv->k_tiles) {
+            const uint32_t *ks = (const uint32_t *)(pg + ws_kv_k_off(kv, kvh, tp & ~15));
+            for (int r2 = 0; r2 < dk / 2; r2++) /* pair r2 of token x: slot x of row r2 */
+                kd[r2 * SUB + x] = ks[r2 * SUB + (tp & 15)];
+        } else {
+            kr[x] = pg + ws_kv_k_off(kv, kvh, tp);
+        }
+        if (kv->v_pairs) {
+            const uint16_t *vs = pg + ws_kv_v_pair_off(kv, kvh, tp) + (tp & 1);
+            uint16_t *vd = vg + (size_t)(x >> 1) * 2 * dv + (x & 1);
+            for (int c = 0; c < dv; c++)
+                vd[2 * c] = vs[2 * c];
+        } else {
+            vr[x] = pg + ws_kv_v_off(kv, kvh, tp);
+        }
     }
+    if (!kv->k_tiles)
+        rg->k(kd, kr, dk);
+    if (!kv->v_pairs)
+        rg->v(vg, vr, dv);
     r->k = kg, r->v = vg;
 }
 
@@ -216,10 +271,12 @@ static void pf_plan(const ws_attn_seq *sq, const ws_kv_layout *kv, int kvh, int 
     }
     const int tp = t0 % P, last = tp + n - 1;
     const char *pg = (const char *)sq->pages[t0 / P];
-    f->k = pg + 2 * ws_kv_k_off(kv, kvh, tp & ~15);
-    f->klines = (last / SUB - tp / SUB + 1) * kv->d_k / 2; /* a tile row is one line */
-    f->v = pg + 2 * ws_kv_v_pair_off(kv, kvh, tp);
-    f->vlines = (last / 2 - tp / 2 + 1) * kv->d_v / 16; /* a pair row is d_v / 16 lines */
+    /* a tile row is one line; a tile or 16 K rows are d_k / 2 lines */
+    f->k = pg + 2 * ws_kv_k_off(kv, kvh, kv->k_tiles ? tp & ~15 : tp);
+    f->klines = kv->k_tiles ? (last / SUB - tp / SUB + 1) * kv->d_k / 2 : n * kv->d_k / 32;
+    /* a pair row is d_v / 16 lines, a V row d_v / 32 */
+    f->v = pg + 2 * (kv->v_pairs ? ws_kv_v_pair_off(kv, kvh, tp) : ws_kv_v_off(kv, kvh, tp));
+    f->vlines = kv->v_pairs ? (last / 2 - tp / 2 + 1) * kv->d_v / 16 : n * kv->d_v / 32;
 }
 
 typedef void attend_fn(const ws_attn_problem *, int, int, int, int, int, float *, float *, char *);
@@ -243,6 +300,77 @@ INL void split_512(const uint16_t *p, int f16, __m512 *ev, __m512 *od)
         *od = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(x, 16)));
     }
 }
+
+/* r[x] lane i -> r[i] lane x (16 x 16 32-bit elements: 64 shuffles). */
+INL void transpose16_512(__m512i *r)
+{
+    __m512i t[16], u[16];
+    for (int k = 0; k < 8; k++) {
+        t[2 * k] = _mm512_unpacklo_epi32(r[2 * k], r[2 * k + 1]);
+        t[2 * k + 1] = _mm512_unpackhi_epi32(r[2 * k], r[2 * k + 1]);
+    }
+    for (int k = 0; k < 4; k++) { /* u[4k + j], 128-bit lane q: (4k + 0..3, 4q + j) */
+        u[4 * k] = _mm512_unpacklo_epi64(t[4 * k], t[4 * k + 2]);
+        u[4 * k + 1] = _mm512_unpackhi_epi64(t[4 * k], t[4 * k + 2]);
+        u[4 * k + 2] = _mm512_unpacklo_epi64(t[4 * k + 1], t[4 * k + 3]);
+        u[4 * k + 3] = _mm512_unpackhi_epi64(t[4 * k + 1], t[4 * k + 3]);
+    }
+    for (int j = 0; j < 4; j++) { /* gather lane q of the four groups into column 4q + j */
+        const __m512i a = _mm512_shuffle_i32x4(u[j], u[4 + j], 0x88);
+        const __m512i b = _mm512_shuffle_i32x4(u[j], u[4 + j], 0xdd);
+        const __m512i c = _mm512_shuffle_i32x4(u[8 + j], u[12 + j], 0x88);
+        const __m512i d = _mm512_shuffle_i32x4(u[8 + j], u[12 + j], 0xdd);
+        r[j] = _mm512_shuffle_i32x4(a, c, 0x88);
+        r[8 + j] = _mm512_shuffle_i32x4(a, c, 0xdd);
+        r[4 + j] = _mm512_shuffle_i32x4(b, d, 0x88);
+        r[12 + j] = _mm512_shuffle_i32x4(b, d, 0xdd);
+    }
+}
+
+static void gather_k_512(uint32_t *kd, const uint16_t *const *rows, int dk)
+{
+    for (int b = 0; b < dk / 32; b++) { /* 16 pairs (32 dims) of the 16 tokens */
+        __m512i r[16];
+        for (int x = 0; x < 16; x++)
+            r[x] = rows[x] ? _mm512_loadu_si512(rows[x] + 32 * b) : _mm512_setzero_si512();
+        transpose16_512(r);
+        for (int i = 0; i < 16; i++)
+            _mm512_store_si512(kd + (size_t)(16 * b + i) * 16, r[i]);
+    }
+    gather_k_tail(kd, rows, dk / 32 * 16, dk);
+}
+
+/* Interleave indices of VPERMT2W: (a e, b e) for e = 0..15 (lo) and 16..31 (hi). */
+#define IL(e) ((e)&1 ? 32 + (e) / 2 : (e) / 2)
+#define IH(e) ((e)&1 ? 48 + (e) / 2 : 16 + (e) / 2)
+static const uint16_t g_il[32] __attribute__((aligned(64))) = {
+    IL(0),  IL(1),  IL(2),  IL(3),  IL(4),  IL(5),  IL(6),  IL(7),  IL(8),  IL(9),  IL(10),
+    IL(11), IL(12), IL(13), IL(14), IL(15), IL(16), IL(17), IL(18), IL(19), IL(20), IL(21),
+    IL(22), IL(23), IL(24), IL(25), IL(26), IL(27), IL(28), IL(29), IL(30), IL(31)};
+static const uint16_t g_ih[32] __attribute__((aligned(64))) = {
+    IH(0),  IH(1),  IH(2),  IH(3),  IH(4),  IH(5),  IH(6),  IH(7),  IH(8),  IH(9),  IH(10),
+    IH(11), IH(12), IH(13), IH(14), IH(15), IH(16), IH(17), IH(18), IH(19), IH(20), IH(21),
+    IH(22), IH(23), IH(24), IH(25), IH(26), IH(27), IH(28), IH(29), IH(30), IH(31)};
+#undef IL
+#undef IH
+
+static void gather_v_512(uint16_t *vd, const uint16_t *const *rows, int dv)
+{
+    const __m512i lo = _mm512_load_si512(g_il), hi = _mm512_load_si512(g_ih);
+    for (int u = 0; u < 8; u++) { /* pair row u: tokens 2u, 2u + 1, 32 columns at a time */
+        const uint16_t *a = rows[2 * u], *b = rows[2 * u + 1];
+        uint16_t *d = vd + (size_t)u * 2 * dv;
+        for (int c = 0; c + 32 <= dv; c += 32) {
+            const __m512i va = a ? _mm512_loadu_si512(a + c) : _mm512_setzero_si512();
+            const __m512i vb = b ? _mm512_loadu_si512(b + c) : _mm512_setzero_si512();
+            _mm512_store_si512(d + 2 * c, _mm512_permutex2var_epi16(va, lo, vb));
+            _mm512_store_si512(d + 2 * c + 32, _mm512_permutex2var_epi16(va, hi, vb));
+        }
+    }
+    gather_v_tail(vd, rows, dv / 32 * 32, dv);
+}
+
+static const row_gather g_rows_512 = {gather_k_512, gather_v_512};
 
 INL __m512 keep_512(__m512 v, int n, __m512 fill)
 {
@@ -295,6 +423,7 @@ INL void store_halves_512(float *a, float *b, __m512 v)
 #define f_split split_512
 #define f_reduce reduce16_512
 #define f_store_halves store_halves_512
+#define f_rows (&g_rows_512)
 #include "attn_cpu_fma_body.h" /* consumes the definitions above */
 #pragma GCC pop_options
 
@@ -322,6 +451,65 @@ INL void split_256(const uint16_t *p, int f16, __m256 *ev, __m256 *od)
         *od = _mm256_cvtph_ps(_mm256_extracti128_si256(y, 1));
     }
 }
+
+/* r[x] lane i -> r[i] lane x (8 x 8 32-bit elements: 24 shuffles). */
+INL void transpose8_256(__m256i *r)
+{
+    __m256i t[8], u[8];
+    for (int k = 0; k < 4; k++) {
+        t[2 * k] = _mm256_unpacklo_epi32(r[2 * k], r[2 * k + 1]);
+        t[2 * k + 1] = _mm256_unpackhi_epi32(r[2 * k], r[2 * k + 1]);
+    }
+    for (int k = 0; k < 2; k++) { /* u[4k + j], 128-bit lane q: (4k + 0..3, 4q + j) */
+        u[4 * k] = _mm256_unpacklo_epi64(t[4 * k], t[4 * k + 2]);
+        u[4 * k + 1] = _mm256_unpackhi_epi64(t[4 * k], t[4 * k + 2]);
+        u[4 * k + 2] = _mm256_unpacklo_epi64(t[4 * k + 1], t[4 * k + 3]);
+        u[4 * k + 3] = _mm256_unpackhi_epi64(t[4 * k + 1], t[4 * k + 3]);
+    }
+    for (int j = 0; j < 4; j++) {
+        r[j] = _mm256_permute2x128_si256(u[j], u[4 + j], 0x20);
+        r[4 + j] = _mm256_permute2x128_si256(u[j], u[4 + j], 0x31);
+    }
+}
+
+static void gather_k_256(uint32_t *kd, const uint16_t *const *rows, int dk)
+{
+    for (int b = 0; b < dk / 16; b++) /* 8 pairs (16 dims) */
+        for (int g = 0; g < 2; g++) { /* of tokens 8g .. 8g + 7 */
+            __m256i r[8];
+            for (int x = 0; x < 8; x++) {
+                const uint16_t *p = rows[8 * g + x];
+                r[x] =
+                    p ? _mm256_loadu_si256((const __m256i *)(p + 16 * b)) : _mm256_setzero_si256();
+            }
+            transpose8_256(r);
+            for (int i = 0; i < 8; i++)
+                _mm256_store_si256((__m256i *)(kd + (size_t)(8 * b + i) * 16 + 8 * g), r[i]);
+        }
+    gather_k_tail(kd, rows, dk / 16 * 8, dk);
+}
+
+static void gather_v_256(uint16_t *vd, const uint16_t *const *rows, int dv)
+{
+    for (int u = 0; u < 8; u++) { /* pair row u: tokens 2u, 2u + 1, 16 columns at a time */
+        const uint16_t *a = rows[2 * u], *b = rows[2 * u + 1];
+        uint16_t *d = vd + (size_t)u * 2 * dv;
+        for (int c = 0; c + 16 <= dv; c += 16) {
+            const __m256i va =
+                a ? _mm256_loadu_si256((const __m256i *)(a + c)) : _mm256_setzero_si256();
+            const __m256i vb =
+                b ? _mm256_loadu_si256((const __m256i *)(b + c)) : _mm256_setzero_si256();
+            /* per 128-bit lane: columns 0-3 | 8-11 (lo) and 4-7 | 12-15 (hi), interleaved */
+            const __m256i lo = _mm256_unpacklo_epi16(va, vb), hi = _mm256_unpackhi_epi16(va, vb);
+            _mm256_store_si256((__m256i *)(d + 2 * c), _mm256_permute2x128_si256(lo, hi, 0x20));
+            _mm256_store_si256((__m256i *)(d + 2 * c + 16),
+                               _mm256_permute2x128_si256(lo, hi, 0x31));
+        }
+    }
+    gather_v_tail(vd, rows, dv / 16 * 16, dv);
+}
+
+static const row_gather g_rows_256 = {gather_k_256, gather_v_256};
 
 INL __m256 keep_256(__m256 v, int n, __m256 fill)
 {
@@ -381,6 +569,7 @@ INL void store_halves_256(float *a, float *b, __m256 v)
 #define f_split split_256
 #define f_reduce reduce8_256
 #define f_store_halves store_halves_256
+#define f_rows (&g_rows_256)
 #include "attn_cpu_fma_body.h" /* consumes the definitions above */
 #pragma GCC pop_options
 

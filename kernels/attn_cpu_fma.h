@@ -5,7 +5,9 @@
  * tokens (kv.k_tiles) gives the scores per head, a vector of tokens at a time, with no
  * horizontal sums; V in token pairs (kv.v_pairs) gives two tokens' values of a vector of
  * columns per load. Both become fp32 by a shift and a mask (bf16) or a narrowing and a
- * conversion (fp16) and feed fp32 FMAs: as accurate as the generic block loop. */
+ * conversion (fp16) and feed fp32 FMAs: as accurate as the generic block loop. Other GQA
+ * layouts (K or V in rows: sparse token lists) are gathered into tiles and pairs a
+ * sub-block at a time. */
 #ifndef WS_ATTN_CPU_FMA_H
 #define WS_ATTN_CPU_FMA_H
 
@@ -16,9 +18,9 @@
 /* Most query heads per KV head the GQA loop serves (8 per register pass, two passes). */
 #define WS_ATTN_CPU_FMA_GROUP 16
 
-/* 1 if the loop serves this shape: GQA with K in tiles, V in token pairs (separate V
- * block), bf16 or fp16, group 1..WS_ATTN_CPU_FMA_GROUP; or MLA (V inside K's rows), bf16,
- * d_k and d_v multiples of 32, any group. */
+/* 1 if the loop serves this shape: GQA (separate V block) in any layout (K in tiles needs
+ * pages of a multiple of 16 tokens), bf16 or fp16, group 1..WS_ATTN_CPU_FMA_GROUP; or MLA
+ * (V inside K's rows), bf16, d_k and d_v multiples of 32, any group. */
 int ws_attn_cpu_fma_fits(const ws_kv_layout *kv, int G);
 /* Per-thread scratch bytes the loop needs (64-byte aligned scratch). */
 size_t ws_attn_cpu_fma_scratch(const ws_kv_layout *kv, int G);

@@ -11,6 +11,7 @@
  *                   and of the second of each pair,
  *   f_reduce(x)     FL vectors -> one, lane i the sum of x[i]'s lanes,
  *   f_store_halves(a, b, v)  the low FL / 2 lanes of v to a, the high ones to b.
+ *   f_rows          the region's row_gather (a K tile and V pair rows from token rows).
  * It defines FN(attend_fns)[5][2], the GQA loop per (1, 2, 4, 8 or 16 heads) x (bf16, fp16),
  * and FN(mla_fns)[2], the MLA loop per dtype.
  * No include guard: it is meant to be included once per region, and it undefines all of
@@ -160,8 +161,8 @@ INL void FN(attend)(const ws_attn_problem *p, int s, int kvh, int i0, int i1, in
         const int ns = (i1 - i + SUB - 1) / SUB < NS ? (i1 - i + SUB - 1) / SUB : NS;
         for (int j = 0; j < ns; j++) {
             const int it = i + j * SUB, n = i1 - it < SUB ? i1 - it : SUB;
-            resolve(sq, kv, kvh, it, n, kg + (size_t)j * SUB * dk, vg + (size_t)j * SUB * dv,
-                    &b[j]);
+            resolve(sq, kv, kvh, it, n, kg + (size_t)j * SUB * dk, vg + (size_t)j * SUB * dv, &b[j],
+                    f_rows);
             pf_plan(sq, kv, kvh, it + AHEAD * NS * SUB, i1, &f[j]);
             FN(scores)(&b[j], qs, dk, sc + j * SUB, &f[j], H, f16);
         }
@@ -385,3 +386,4 @@ static attend_fn *const FN(mla_fns)[2] = {FN(mla_0), FN(mla_1)};
 #undef f_split
 #undef f_reduce
 #undef f_store_halves
+#undef f_rows

@@ -379,14 +379,19 @@ Test(attn_cpu, k_tiles_choice)
 }
 
 /* The path reported (and whose peak bench divides by): amx hands fp16 and what the tiles do
- * not serve to avx512; avx512bf16 hands fp16 and what the fused FMA loop serves (K tiles
- * and V pairs, or MLA rows) to avx512, since that loop runs FMAs only. */
+ * not serve to avx512; avx512bf16 hands fp16 and what the fused FMA loop serves (GQA with up
+ * to 16 query heads per KV head in any layout, or MLA rows) to avx512, since that loop runs
+ * FMAs only. */
 Test(attn_cpu, path_served)
 {
     ws_kv_layout gqa = {.page_tokens = 256, .n_kv_heads = 4, .d_k = 128, .d_v = 128,
                         .dtype = WS_DT_BF16};
     cr_assert_eq(ws_attn_cpu_path(&gqa, 32, WS_ISA_AMX), WS_ISA_AMX);
-    cr_assert_eq(ws_attn_cpu_path(&gqa, 32, WS_ISA_AVX512_BF16), WS_ISA_AVX512_BF16); /* rows */
+    cr_assert_eq(ws_attn_cpu_path(&gqa, 32, WS_ISA_AVX512_BF16), WS_ISA_AVX512); /* rows */
+    cr_assert_str_eq(ws_attn_cpu_loop_name(&gqa, 32, WS_ISA_AVX512), "fma");
+    /* 32 query heads per KV head: the generic loop, VDPBF16PS */
+    cr_assert_eq(ws_attn_cpu_path(&gqa, 128, WS_ISA_AVX512_BF16), WS_ISA_AVX512_BF16);
+    cr_assert_str_eq(ws_attn_cpu_loop_name(&gqa, 128, WS_ISA_AVX512), "generic");
     ws_kv_layout x = gqa;
     x.k_tiles = x.v_pairs = 1;
     cr_assert_eq(ws_attn_cpu_path(&x, 32, WS_ISA_AVX512_BF16), WS_ISA_AVX512);
