@@ -433,7 +433,7 @@ typedef struct sub_rows {
     /* 1: K rows by pointer (rk; V too unless it is in pairs: rv, or rk when V shares K), a
      * tile gathered from them just before each tile load (gather_tile) */
     int rows;
-    const uint16_t *rk[SUB], *rv[SUB]; /* NULL: no token (zeros) */
+    const uint16_t **rk, **rv; /* [SUB] each, in score_ctx.rowp; NULL: no token (zeros) */
 } sub_rows;
 
 static int run_start(const ws_attn_seq *sq, int P, int it, int n, int *t0)
@@ -442,7 +442,7 @@ static int run_start(const ws_attn_seq *sq, int P, int it, int n, int *t0)
 }
 
 static void resolve(const ws_attn_seq *sq, const ws_kv_layout *kv, int kvh, int it, int n,
-                    uint16_t *kg, uint16_t *vg, sub_rows *r)
+                    uint16_t *kg, uint16_t *vg, const uint16_t **rowp, sub_rows *r)
 {
     const int P = kv->page_tokens, dk = kv->d_k, dv = kv->d_v;
     const size_t vrow = kv->v_shares_k ? (size_t)dk : (size_t)dv;
@@ -458,6 +458,7 @@ static void resolve(const ws_attn_seq *sq, const ws_kv_layout *kv, int kvh, int 
         vg = NULL; /* V goes per pair of sub-blocks: resolve_pairs */
     r->rows = 0;
     if (!r->direct && !kv->k_tiles) { /* K rows (and V rows) by pointer */
+        r->rk = rowp, r->rv = rowp + SUB;
         for (int j = 0; j < SUB; j++) {
             r->rk[j] = r->rv[j] = NULL;
             if (j < n) {
@@ -617,6 +618,7 @@ typedef struct score_ctx {
     uint16_t *kg, *vg;
     uint16_t *tb; /* tiles gathered from rows by pointer: [J & 1] for the scores */
     sub_rows sub[2][NSUB];
+    const uint16_t *rowp[2][NSUB][2 * SUB]; /* their K and V row addresses */
     int nsub[2];
 } score_ctx;
 
@@ -672,9 +674,9 @@ static void scores(score_ctx *c, int at, int x, pf_cursor *pf)
     c->nsub[x] = ns;
     for (int j = 0; j < ns; j++) {
         const int it = at + j * SUB, n = i1 - it < SUB ? i1 - it : SUB;
-        resolve(c->sq, c->kv, c->kvh, it, n,
-                c->kg ? c->kg + ((size_t)x * NSUB + j) * SUB * dk : NULL,
-                c->vg ? c->vg + ((size_t)x * NSUB + j) * SUB * dv : NULL, &c->sub[x][j]);
+        resolve(
+            c->sq, c->kv, c->kvh, it, n, c->kg ? c->kg + ((size_t)x * NSUB + j) * SUB * dk : NULL,
+            c->vg ? c->vg + ((size_t)x * NSUB + j) * SUB * dv : NULL, c->rowp[x][j], &c->sub[x][j]);
     }
     if (c->kv->v_pairs)
         resolve_pairs(c->sq, c->kv, c->kvh, at, i1, ns, c->vg + (size_t)x * NSUB * SUB * dv,
