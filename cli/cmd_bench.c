@@ -106,7 +106,7 @@ static int resolve_isa(const char *cmd, const char *name, ws_isa *out)
 }
 
 /* Gather segment sizes of bench membw: a line, a GQA head's K row (d 128, 16-bit), an MLA
- * latent row (576 values), a page-sized run. */
+ * latent row (576 values), 4 KiB. */
 static const size_t g_gather_seg[] = {64, 256, 1152, 4096};
 #define N_GATHER (int)(sizeof g_gather_seg / sizeof g_gather_seg[0])
 

@@ -60,14 +60,15 @@ static size_t gather_next(gather_walk *w)
             for (size_t b = 0; b < w->seg; b += 64)                                                \
                 _mm_prefetch(base + w->ring[k] + b, _MM_HINT_T1);                                  \
         }                                                                                          \
-        for (size_t i = 0; i < w->n; i++) {                                                        \
-            const char *x = base + w->ring[i % ahead];                                             \
+        for (size_t i = 0, slot = 0; i < w->n; i++) {                                              \
+            const char *x = base + w->ring[slot];                                                  \
             if (i + ahead < w->n) { /* the segment `ahead` on takes this one's slot */             \
                 const size_t nx = gather_next(w);                                                  \
                 for (size_t b = 0; b < w->seg; b += 64)                                            \
                     _mm_prefetch(base + nx + b, _MM_HINT_T1);                                      \
-                w->ring[i % ahead] = nx;                                                           \
+                w->ring[slot] = nx;                                                                \
             }                                                                                      \
+            slot = slot + 1 == ahead ? 0 : slot + 1;                                               \
             for (size_t b = 0; b < w->seg; b += 64) {                                              \
                 BODY;                                                                              \
             }                                                                                      \
