@@ -94,7 +94,10 @@
  * 1.13-1.18 from memory either way; in five tiles (O 0-1, V 6-7, P reloaded into 4) 1.00
  * from memory, in three 1.04 (deferred whole, after the softmax: 1.02). V brought from
  * memory straight to L1 instead (PREFETCHT0 during its own super-block's softmax, no
- * PREFETCHT1), so that each line takes one line-fill buffer trip, not two: 1.33-1.40.
+ * PREFETCHT1), so that each line takes one line-fill buffer trip, not two: 1.33-1.40;
+ * in the order the loop consumes them instead (V of this super-block, then K of the one
+ * after next, ~16 KB ahead of use, so that L1 can hold what waits), PREFETCHT0 1.044 and
+ * PREFETCHT1 1.038 (with K tiles and V pairs), with super-blocks of 2 sub-blocks 1.19.
  * Every path scales the scores by scale log2(e) and takes 2^x (a degree-6 polynomial on
  * [-1/2, 1/2] and VSCALEFPS: four vector operations fewer than Cephes' exp, with the mask
  * of absent tokens folded into the last one), so m is in base 2 and lse = m ln 2 + log l:
