@@ -474,7 +474,7 @@ static void resolve(const ws_attn_seq *sq, const ws_kv_layout *kv, int kvh, int 
                     r->rv[j] = pg + ws_kv_v_off(kv, kvh, t % P);
             }
         }
-        r->rows = 1, r->k = r->v = NULL, r->kst = 32;
+        r->rows = 1, r->k = r->v = NULL;
         return;
     }
     if (r->direct) {
@@ -586,6 +586,21 @@ INL void gather_tile(const uint16_t *const *rows, size_t off, uint16_t *dst)
                            rows[r] ? _mm512_loadu_si512(rows[r] + off) : _mm512_setzero_si512());
 }
 
+/* Where a tile load finds elements [off, off + 32) of a sub-block's 16 K or V rows: at
+ * base + off, rows `stride` bytes apart, or, for rows by pointer (rp), gathered into buf
+ * (rows 64 bytes apart). *ld gets the stride to load with. */
+INL const uint16_t *tile_rows(const uint16_t *const *rp, const uint16_t *base, size_t stride,
+                              size_t off, uint16_t *buf, size_t *ld)
+{
+    if (rp) {
+        gather_tile(rp, off, buf);
+        *ld = 64;
+        return buf;
+    }
+    *ld = stride;
+    return base + off;
+}
+
 INL void gather_v_cols(const sub_rows *sub, int nsub, int c, uint16_t *dst)
 {
     for (int b = 0; b < (nsub + 1) / 2; b++) {
@@ -634,12 +649,10 @@ INL void scores_sub(score_ctx *c, int x, int j, pf_cursor *pf)
     _tile_zero(0);
     for (int ks = 0; ks < c->ksteps; ks++) {
         pf_step(pf);
-        if (su->rows) {
-            gather_tile(su->rk, (size_t)32 * ks, c->tb);
-            _tile_loadd(6, c->tb, 64);
-        } else {
-            _tile_loadd(6, su->k + (size_t)su->kst * ks, su->ks);
-        }
+        size_t ld;
+        const uint16_t *kt =
+            tile_rows(su->rows ? su->rk : NULL, su->k, su->ks, (size_t)su->kst * ks, c->tb, &ld);
+        _tile_loadd(6, kt, ld);
         _tile_loadd(4, c->qv + (size_t)ks * 512, 64);
         if (c->kt)
             _tile_dpbf16ps(0, 4, 6);
@@ -661,12 +674,10 @@ INL void scores_sub(score_ctx *c, int x, int j, pf_cursor *pf)
 #define QK2(S, J)                                                                                  \
     do {                                                                                           \
         const sub_rows *su_ = &c->sub[x][J];                                                       \
-        if (su_->rows) {                                                                           \
-            gather_tile(su_->rk, (size_t)32 * ks, c->tb + ((J)&1) * 512);                          \
-            _tile_loadd(6, c->tb + ((J)&1) * 512, 64);                                             \
-        } else {                                                                                   \
-            _tile_loadd(6, su_->k + 32 * ks, su_->ks);                                             \
-        }                                                                                          \
+        size_t ld_;                                                                                \
+        const uint16_t *kt_ = tile_rows(su_->rows ? su_->rk : NULL, su_->k, su_->ks,               \
+                                        (size_t)32 * ks, c->tb + ((J)&1) * 512, &ld_);             \
+        _tile_loadd(6, kt_, ld_);                                                                  \
         _tile_dpbf16ps(S, 6, 4);                                                                   \
         _tile_dpbf16ps(S, 6, 5);                                                                   \
     } while (0)
@@ -952,15 +963,13 @@ INL void attend(const ws_attn_problem *p, int s, int kvh, int i0, int i1, int G,
                 }
             } else { /* a list's rows: a region each, in the same turns */
                 for (int r = 0; r < n; r++) {
-                    const int t = sq->sel ? sq->sel[it + r] : it + r;
-                    const char *pg = sq->pages[t / P];
-                    pf.at[pf.n] = pg + 2 * ws_kv_k_off(kv, kvh, kt ? t % P & ~15 : t % P);
-                    pf.len[pf.n++] = (size_t)(kt ? SUB : 1) * dk * 2;
-                    if (!kv->v_shares_k) {
-                        pf.at[pf.n] = pg + 2 * (kv->v_pairs ? ws_kv_v_pair_off(kv, kvh, t % P)
-                                                            : ws_kv_v_off(kv, kvh, t % P));
-                        pf.len[pf.n++] = (size_t)(kv->v_pairs ? 2 : 1) * dv * 2;
-                    }
+                    const char *vr;
+                    size_t vn;
+                    ws_attn_row_bytes(sq, kv, kvh, sq->sel ? sq->sel[it + r] : it + r, &pf.at[pf.n],
+                                      &pf.len[pf.n], &vr, &vn);
+                    pf.n++;
+                    if (vn)
+                        pf.at[pf.n] = vr, pf.len[pf.n++] = vn;
                 }
             }
         }
@@ -1226,12 +1235,10 @@ INL void attend(const ws_attn_problem *p, int s, int kvh, int i0, int i1, int G,
             for (int j = 0; j < nsub; j++) {
                 pf_step(&pf);
                 const uint32_t *pe = pb0 + (size_t)j * prows * 16;
-                if (sub[j].rows) {
-                    gather_tile(sub[j].rv, (size_t)32 * c, tbv);
-                    _tile_loadd(6, tbv, 64);
-                } else {
-                    _tile_loadd(6, sub[j].v + 32 * c, sub[j].vs);
-                }
+                size_t ld;
+                const uint16_t *vt = tile_rows(sub[j].rows ? sub[j].rv : NULL, sub[j].v, sub[j].vs,
+                                               (size_t)32 * c, tbv, &ld);
+                _tile_loadd(6, vt, ld);
                 _tile_loadd(4, pe, 64);
                 _tile_dpbf16ps(0, 4, 6);
                 _tile_loadd(5, odd_apart ? (const char *)(pe + r_ohi * 16) : (const char *)pe - 2,

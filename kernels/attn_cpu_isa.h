@@ -41,23 +41,34 @@ const ws_attn_cpu_ops *ws_attn_cpu_ops_avx2(void);
 const ws_attn_cpu_ops *ws_attn_cpu_ops_avx512(void);
 const ws_attn_cpu_ops *ws_attn_cpu_ops_avx512bf16(void);
 
-/* Software prefetch of token t's K row (and V row unless V shares K) of KV head kvh: for
- * sparse lists, whose rows the hardware prefetcher cannot guess. */
-static inline void ws_attn_prefetch_row(const ws_attn_seq *sq, const ws_kv_layout *kv, int kvh,
-                                        int t)
+/* The bytes holding token t's K and V for KV head kvh: K's row, or with K in tiles its
+ * tile of 16 tokens (the token's pairs are spread over it); V's row, or with V in pairs its
+ * pair row (2 d_v elements); *v_len is 0 when V shares K's row. */
+static inline void ws_attn_row_bytes(const ws_attn_seq *sq, const ws_kv_layout *kv, int kvh, int t,
+                                     const char **k, size_t *k_len, const char **v, size_t *v_len)
 {
     const int P = kv->page_tokens;
     const char *pg = (const char *)sq->pages[t / P];
-    /* K tiles: the token's pairs are spread over its tile of 16 tokens */
-    const char *kr = pg + 2 * ws_kv_k_off(kv, kvh, kv->k_tiles ? t % P & ~15 : t % P);
-    for (int b = 0; b < (kv->k_tiles ? 32 : 2) * kv->d_k; b += 64)
-        __builtin_prefetch(kr + b);
-    if (!kv->v_shares_k) { /* token pairs: the pair row, 2 d_v elements */
-        const char *vr = pg + 2 * (kv->v_pairs ? ws_kv_v_pair_off(kv, kvh, t % P)
-                                              : ws_kv_v_off(kv, kvh, t % P));
-        for (int b = 0; b < (kv->v_pairs ? 4 : 2) * kv->d_v; b += 64)
-            __builtin_prefetch(vr + b);
-    }
+    *k = pg + 2 * ws_kv_k_off(kv, kvh, kv->k_tiles ? t % P & ~15 : t % P);
+    *k_len = (size_t)(kv->k_tiles ? 32 : 2) * (size_t)kv->d_k;
+    *v = kv->v_shares_k ? NULL
+                        : pg + 2 * (kv->v_pairs ? ws_kv_v_pair_off(kv, kvh, t % P)
+                                                : ws_kv_v_off(kv, kvh, t % P));
+    *v_len = kv->v_shares_k ? 0 : (size_t)(kv->v_pairs ? 4 : 2) * (size_t)kv->d_v;
+}
+
+/* Software prefetch of token t's K and V bytes (ws_attn_row_bytes): for sparse lists, whose
+ * rows the hardware prefetcher cannot guess. */
+static inline void ws_attn_prefetch_row(const ws_attn_seq *sq, const ws_kv_layout *kv, int kvh,
+                                        int t)
+{
+    const char *k, *v;
+    size_t kn, vn;
+    ws_attn_row_bytes(sq, kv, kvh, t, &k, &kn, &v, &vn);
+    for (size_t b = 0; b < kn; b += 64)
+        __builtin_prefetch(k + b);
+    for (size_t b = 0; b < vn; b += 64)
+        __builtin_prefetch(v + b);
 }
 
 /* 1 if items [it, it + 16) of the sequence (n of them left, at least 16 needed) are 16
