@@ -1,12 +1,29 @@
-/* pool: see pool.h. One mutex/condvar pair starts a batch (a generation counter) and
- * another reports its end; inside a batch, tasks are claimed with an atomic counter. */
+/* pool: see pool.h. A batch starts when the generation counter moves on and ends when the
+ * count of workers still in it reaches zero; both are atomics that the waiting side polls
+ * for a while (SPIN_NS) before it sleeps on a condvar (start, done), and the moving side
+ * signals only sleepers. Inside a batch, tasks are claimed with an atomic counter. */
 #include "pool.h"
 
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
+#include <time.h>
 #include <unistd.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define cpu_relax() _mm_pause()
+#else
+#define cpu_relax() ((void)0)
+#endif
+
+/* How long a worker that finished a batch, and the caller that finished its share, poll
+ * before they sleep: a decode step calls the kernels back to back (one batch per layer), so
+ * the next batch usually comes within it, and waking a sleeping thread through the kernel
+ * costs ~10-15 us on the development host. */
+#define SPIN_NS 50000
 
 typedef struct worker {
     struct ws_pool *pool;
@@ -17,19 +34,28 @@ typedef struct worker {
 struct ws_pool {
     int threads;
     int pinned;
-    worker *w;             /* [threads] when threads > 1 */
+    worker *w;              /* workers 1 .. threads - 1 at [1 ..]; the caller is thread 0 */
     pthread_mutex_t mu;
-    pthread_cond_t start;  /* a new batch (generation) or shutdown */
-    pthread_cond_t done;   /* the last worker left the batch */
-    unsigned long gen;     /* batch counter, under mu */
-    int stop;              /* under mu */
-    int active;            /* workers still in the current batch, under mu */
-    /* The current batch. */
+    pthread_cond_t start;   /* a new batch (generation) or shutdown */
+    pthread_cond_t done;    /* the last worker left the batch */
+    atomic_ulong gen;       /* batch counter: written under mu, polled without it */
+    int stop;               /* under mu */
+    int sleepers;           /* workers waiting on start, under mu */
+    int caller_waits;       /* the caller waits on done, under mu */
+    atomic_int active;      /* workers still in the current batch */
+    /* The current batch, written before gen moves on. */
     ws_pool_fn fn;
     void *ctx;
     int n_tasks;
     atomic_int next;
 };
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
 
 static void run_tasks(ws_pool *p, int id)
 {
@@ -41,25 +67,59 @@ static void run_tasks(ws_pool *p, int id)
     }
 }
 
+/* Polls `*x != unlike` for up to SPIN_NS; 1 if it came true. */
+static int spin_ulong(atomic_ulong *x, unsigned long unlike)
+{
+    const uint64_t t0 = now_ns();
+    for (int i = 1;; i++) {
+        if (atomic_load_explicit(x, memory_order_acquire) != unlike)
+            return 1;
+        cpu_relax();
+        if (!(i & 255) && now_ns() - t0 > SPIN_NS)
+            return 0;
+    }
+}
+
+static int spin_zero(atomic_int *x)
+{
+    const uint64_t t0 = now_ns();
+    for (int i = 1;; i++) {
+        if (atomic_load_explicit(x, memory_order_acquire) == 0)
+            return 1;
+        cpu_relax();
+        if (!(i & 255) && now_ns() - t0 > SPIN_NS)
+            return 0;
+    }
+}
+
 static void *worker_main(void *arg)
 {
     worker *w = arg;
     ws_pool *p = w->pool;
     unsigned long seen = 0;
-    pthread_mutex_lock(&p->mu);
     for (;;) {
-        while (!p->stop && p->gen == seen)
-            pthread_cond_wait(&p->start, &p->mu);
-        if (p->stop)
+        if (!spin_ulong(&p->gen, seen)) {
+            pthread_mutex_lock(&p->mu);
+            p->sleepers++;
+            while (!p->stop && atomic_load_explicit(&p->gen, memory_order_relaxed) == seen)
+                pthread_cond_wait(&p->start, &p->mu);
+            p->sleepers--;
+            const int stop = p->stop;
+            pthread_mutex_unlock(&p->mu);
+            if (stop)
+                break;
+        }
+        seen = atomic_load_explicit(&p->gen, memory_order_acquire);
+        if (seen == (unsigned long)-1) /* shutdown while spinning */
             break;
-        seen = p->gen;
-        pthread_mutex_unlock(&p->mu);
         run_tasks(p, w->id);
-        pthread_mutex_lock(&p->mu);
-        if (--p->active == 0)
-            pthread_cond_signal(&p->done);
+        if (atomic_fetch_sub_explicit(&p->active, 1, memory_order_acq_rel) == 1) {
+            pthread_mutex_lock(&p->mu);
+            if (p->caller_waits)
+                pthread_cond_signal(&p->done);
+            pthread_mutex_unlock(&p->mu);
+        }
     }
-    pthread_mutex_unlock(&p->mu);
     return NULL;
 }
 
@@ -104,6 +164,8 @@ ws_pool *ws_pool_create(int threads, ws_err *err)
     }
     p->threads = threads;
     atomic_init(&p->next, 0);
+    atomic_init(&p->gen, 0);
+    atomic_init(&p->active, 0);
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->start, NULL);
     pthread_cond_init(&p->done, NULL);
@@ -115,7 +177,7 @@ ws_pool *ws_pool_create(int threads, ws_err *err)
         ws_err_set(err, WS_ENOMEM, "thread pool: out of memory");
         return NULL;
     }
-    for (int i = 0; i < threads; i++) {
+    for (int i = 1; i < threads; i++) {
         p->w[i].pool = p;
         p->w[i].id = i;
         if (pthread_create(&p->w[i].th, NULL, worker_main, &p->w[i])) {
@@ -136,9 +198,10 @@ void ws_pool_destroy(ws_pool *p)
     if (p->w) {
         pthread_mutex_lock(&p->mu);
         p->stop = 1;
+        atomic_store_explicit(&p->gen, (unsigned long)-1, memory_order_release);
         pthread_cond_broadcast(&p->start);
         pthread_mutex_unlock(&p->mu);
-        for (int i = 0; i < p->threads; i++)
+        for (int i = 1; i < p->threads; i++)
             pthread_join(p->w[i].th, NULL);
         free(p->w);
     }
@@ -170,11 +233,22 @@ void ws_pool_run(ws_pool *p, int n_tasks, ws_pool_fn fn, void *ctx)
         run_tasks(p, 0);
         return;
     }
+    atomic_store_explicit(&p->active, p->threads - 1, memory_order_relaxed);
     pthread_mutex_lock(&p->mu);
-    p->active = p->threads;
-    p->gen++;
-    pthread_cond_broadcast(&p->start);
-    while (p->active > 0)
+    unsigned long g = atomic_load_explicit(&p->gen, memory_order_relaxed) + 1;
+    if (g == (unsigned long)-1) /* that value means shutdown */
+        g = 0;
+    atomic_store_explicit(&p->gen, g, memory_order_release);
+    if (p->sleepers)
+        pthread_cond_broadcast(&p->start);
+    pthread_mutex_unlock(&p->mu);
+    run_tasks(p, 0); /* the caller is thread 0 */
+    if (spin_zero(&p->active))
+        return;
+    pthread_mutex_lock(&p->mu);
+    p->caller_waits = 1;
+    while (atomic_load_explicit(&p->active, memory_order_acquire) > 0)
         pthread_cond_wait(&p->done, &p->mu);
+    p->caller_waits = 0;
     pthread_mutex_unlock(&p->mu);
 }

@@ -1,13 +1,16 @@
 /* pool: a fixed set of worker threads, created once and reused, that run a batch of
- * independent tasks and return when all are done. The CPU attention kernels, the memory
- * bandwidth probes and the calibrator share one pool, so no thread is ever created inside
- * a timed region.
+ * independent tasks with the calling thread and return when all are done. The CPU
+ * attention kernels, the memory bandwidth probes and the calibrator share one pool, so no
+ * thread is ever created inside a timed region.
  *
- * Workers are pinned to the CPUs the process may run on (worker i to the i-th allowed CPU,
- * modulo their number); a refused pin is ignored. A pool of one thread runs tasks inline in
- * the caller. Tasks are handed out dynamically (an atomic counter), so uneven tasks balance
- * themselves. One batch at a time: ws_pool_run is not reentrant and must not be called from
- * two threads at once on the same pool. Callers: kernels/attn_cpu.c, kernels/membw.c,
+ * A pool of T threads is the caller (thread 0, its affinity left as it is) and T - 1
+ * workers, worker i pinned to the i-th CPU the process may run on (modulo their number; a
+ * refused pin is ignored), so the caller keeps the first. Tasks are handed out dynamically
+ * (an atomic counter), so uneven tasks balance themselves. Between batches the workers,
+ * and the caller at a batch's end, poll for 50 us before they sleep, so back-to-back
+ * batches (a decode step's layers) start and end in about a microsecond instead of a
+ * kernel wake-up each (12-15 us on the development host). One batch at a time: ws_pool_run
+ * is not reentrant and must not be called from two threads at once on the same pool. Callers: kernels/attn_cpu.c, kernels/membw.c,
  * calib/, cli/cmd_bench.c. */
 #ifndef WS_POOL_H
 #define WS_POOL_H
@@ -32,7 +35,8 @@ void ws_pool_destroy(ws_pool *pool);
 int ws_pool_threads(const ws_pool *pool);
 /* Runs fn(ctx, task, thread) for every task in [0, n_tasks) and waits for all of them. */
 void ws_pool_run(ws_pool *pool, int n_tasks, ws_pool_fn fn, void *ctx);
-/* How many workers were pinned to a CPU (0 when pinning was refused or threads == 1). */
+/* How many workers were pinned to a CPU: threads - 1 at most (the caller is not pinned), 0
+ * when pinning was refused or threads == 1. */
 int ws_pool_pinned(const ws_pool *pool);
 
 #ifdef __cplusplus

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "attn_cpu.h"
 #include "attn_fixture.h"
@@ -457,6 +458,54 @@ Test(pool, runs_every_task_once_and_is_reusable)
         ws_pool_destroy(p);
     }
     cr_assert_null(ws_pool_create(WS_POOL_MAX_THREADS + 1, &err));
+}
+
+/* Tasks of 0.2 ms: the caller's poll for the workers (50 us) runs out and it sleeps. Each
+ * records its thread, which must be in range, with the caller (0) among them. */
+static void slow_task(void *ctx, int task, int thread)
+{
+    int *seen = ctx;
+    const struct timespec ts = {0, 200000};
+    nanosleep(&ts, NULL);
+    __atomic_fetch_add(&seen[task], 1 + thread * 1000, __ATOMIC_RELAXED);
+}
+
+/* Batches with pauses longer than the workers' poll between them (they sleep and are woken),
+ * back to back (they poll), batches that outlast the caller's poll, and pools destroyed
+ * while their workers poll or sleep. */
+Test(pool, wakes_sleeping_and_polling_workers)
+{
+    ws_err err = {0};
+    for (int t = 2; t <= 4; t++) {
+        ws_pool *p = ws_pool_create(t, &err);
+        cr_assert_not_null(p, "%s", err.msg);
+        for (int round = 0; round < 20; round++) {
+            int hits[13] = {0}, seen[8] = {0};
+            ws_pool_run(p, 13, count_task, hits);
+            for (int i = 0; i < 13; i++)
+                cr_assert_eq(hits[i], 1, "threads %d round %d task %d", t, round, i);
+            if (round % 4 == 1) {
+                ws_pool_run(p, 8, slow_task, seen);
+                int caller = 0;
+                for (int i = 0; i < 8; i++) {
+                    cr_assert(seen[i] % 1000 == 1 && seen[i] / 1000 < t, "task %d: %d", i,
+                              seen[i]);
+                    caller |= seen[i] / 1000 == 0;
+                }
+                cr_assert(caller, "threads %d: the caller ran none of 8 slow tasks", t);
+            }
+            if (round % 3 == 0) {
+                const struct timespec ts = {0, 300000}; /* past the poll: workers sleep */
+                nanosleep(&ts, NULL);
+            }
+        }
+        ws_pool_destroy(p); /* right after a batch: workers polling */
+        p = ws_pool_create(t, &err);
+        cr_assert_not_null(p, "%s", err.msg);
+        const struct timespec ts = {0, 300000};
+        nanosleep(&ts, NULL);
+        ws_pool_destroy(p); /* workers asleep */
+    }
 }
 
 /* Shapes at the edges of the tiled paths: V4-Flash-like MLA (64 heads on one latent, so the
