@@ -775,7 +775,7 @@ INL __mmask16 tok_mask(int n)
 
 /* The block loop, compiled three times: one head group (paired = 0) on K rows or (kt) on K
  * tiles, and pairs of head groups on K rows. */
-INL void attend(const ws_attn_problem *p, int s, int kvh, int i0, int i1, int G, float *o,
+INL void attend(const ws_attn_problem *p, int s, int kvh, int qhead, int i0, int i1, int G, float *o,
                 float *lse, void *scratch, const int paired, const int kt)
 {
     const ws_kv_layout *kv = &p->kv;
@@ -806,7 +806,7 @@ INL void attend(const ws_attn_problem *p, int s, int kvh, int i0, int i1, int G,
 
     /* q tiles: [group][kstep][16 pairs][16 cols][2], column h = hi of head h, 8 + h = lo
      * (columns of absent heads zero); a pair (dims 2r, 2r+1) is one 32-bit word. */
-    const float *q = p->q + ((size_t)s * p->n_q_heads + (size_t)kvh * G) * dk;
+    const float *q = p->q + ((size_t)s * p->n_q_heads + (size_t)qhead) * dk;
     uint32_t *qw = (uint32_t *)qv;
     const int n_qt = paired ? 2 * n_og : n_hg; /* paired: a hi and a lo tile per pair */
     /* The tiles stay valid for the next chunk of the same sequence and KV head that this
@@ -1293,15 +1293,15 @@ INL void attend(const ws_attn_problem *p, int s, int kvh, int i0, int i1, int G,
     }
 }
 
-void ws_attn_cpu_amx_attend(const ws_attn_problem *p, int s, int kvh, int i0, int i1, int G,
+void ws_attn_cpu_amx_attend(const ws_attn_problem *p, int s, int kvh, int qhead, int i0, int i1, int G,
                             float *o, float *lse, void *scratch)
 {
     if (G > HMAX)
-        attend(p, s, kvh, i0, i1, G, o, lse, scratch, 1, 0);
+        attend(p, s, kvh, qhead, i0, i1, G, o, lse, scratch, 1, 0);
     else if (p->kv.k_tiles)
-        attend(p, s, kvh, i0, i1, G, o, lse, scratch, 0, 1);
+        attend(p, s, kvh, qhead, i0, i1, G, o, lse, scratch, 0, 1);
     else
-        attend(p, s, kvh, i0, i1, G, o, lse, scratch, 0, 0);
+        attend(p, s, kvh, qhead, i0, i1, G, o, lse, scratch, 0, 0);
 }
 
 /* Peak of TDPBF16PS on full 16x16x32 tiles, in useful flop: the kernel's tiles carry the

@@ -279,7 +279,8 @@ static void pf_plan(const ws_attn_seq *sq, const ws_kv_layout *kv, int kvh, int 
     f->vlines = kv->v_pairs ? (last / 2 - tp / 2 + 1) * kv->d_v / 16 : n * kv->d_v / 32;
 }
 
-typedef void attend_fn(const ws_attn_problem *, int, int, int, int, int, float *, float *, char *);
+typedef void attend_fn(const ws_attn_problem *, int, int, int, int, int, int, float *, float *,
+                       char *);
 #define INL static inline __attribute__((always_inline))
 
 /* ---- AVX-512: 16 lanes, one vector per sub-block ---- */
@@ -573,14 +574,14 @@ INL void store_halves_256(float *a, float *b, __m256 v)
 #include "attn_cpu_fma_body.h" /* consumes the definitions above */
 #pragma GCC pop_options
 
-void ws_attn_cpu_fma_attend(const ws_attn_problem *p, int wide, int s, int kvh, int i0, int i1,
+void ws_attn_cpu_fma_attend(const ws_attn_problem *p, int wide, int s, int kvh, int qhead, int i0, int i1,
                             int G, float *o, float *lse, void *scratch)
 {
     const int f16 = p->kv.dtype == WS_DT_FP16;
     if (p->kv.v_shares_k) {
-        (wide ? mla_fns_512 : mla_fns_256)[f16](p, s, kvh, i0, i1, G, o, lse, scratch);
+        (wide ? mla_fns_512 : mla_fns_256)[f16](p, s, kvh, qhead, i0, i1, G, o, lse, scratch);
         return;
     }
     const int hi = G <= 1 ? 0 : G <= 2 ? 1 : G <= 4 ? 2 : G <= 8 ? 3 : 4; /* 1, 2, 4, 8, 16 */
-    (wide ? attend_fns_512 : attend_fns_256)[hi][f16](p, s, kvh, i0, i1, G, o, lse, scratch);
+    (wide ? attend_fns_512 : attend_fns_256)[hi][f16](p, s, kvh, qhead, i0, i1, G, o, lse, scratch);
 }

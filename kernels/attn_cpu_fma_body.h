@@ -134,7 +134,7 @@ INL void FN(pv_cols)(float *o, int dv, int c0, const sub_kv *b, int ns, const fl
             f_store(o + (size_t)h * dv + c0 + FL * w, acc[h][w]);
 }
 
-INL void FN(attend)(const ws_attn_problem *p, int s, int kvh, int i0, int i1, int G, float *out,
+INL void FN(attend)(const ws_attn_problem *p, int s, int kvh, int qhead, int i0, int i1, int G, float *out,
                     float *lse, char *w, const int H, const int f16)
 {
     const ws_kv_layout *kv = &p->kv;
@@ -143,7 +143,7 @@ INL void FN(attend)(const ws_attn_problem *p, int s, int kvh, int i0, int i1, in
     const fma_scratch sp = scratch_plan(kv);
     float *qs = (float *)(w + sp.qs), *o = (float *)(w + sp.o), *sc = (float *)(w + sp.sp);
     uint16_t *kg = (uint16_t *)(w + sp.kg), *vg = (uint16_t *)(w + sp.vg);
-    const float *q = p->q + ((size_t)s * p->n_q_heads + (size_t)kvh * G) * dk;
+    const float *q = p->q + ((size_t)s * p->n_q_heads + (size_t)qhead) * dk;
     for (int h = 0; h < H; h++) /* [dk / 2 rows][H heads][2], as scores reads them */
         for (int d = 0; d < dk; d++)
             qs[((size_t)(d >> 1) * H + h) * 2 + (d & 1)] =
@@ -185,10 +185,10 @@ INL void FN(attend)(const ws_attn_problem *p, int s, int kvh, int i0, int i1, in
  * all eight spilled the loaded K rows to the stack: 1.46x the time in L2). */
 #define ATTEND(H, F16)                                                                             \
     static __attribute__((noinline)) void FN(attend_##H##_##F16)(const ws_attn_problem *p, int s,  \
-                                                                 int kvh, int i0, int i1, int G,   \
+                                                                 int kvh, int qhead, int i0, int i1, int G, \
                                                                  float *o, float *lse, char *w)    \
     {                                                                                              \
-        FN(attend)(p, s, kvh, i0, i1, G, o, lse, w, H, F16);                                       \
+        FN(attend)(p, s, kvh, qhead, i0, i1, G, o, lse, w, H, F16);                                       \
     }
 ATTEND(1, 0)
 ATTEND(1, 1)
@@ -297,7 +297,7 @@ INL void FN(mla_pv)(float *o, int dv, const uint16_t *const *rows, int n, const 
         }
 }
 
-INL void FN(mla_attend)(const ws_attn_problem *p, int s, int kvh, int i0, int i1, int G,
+INL void FN(mla_attend)(const ws_attn_problem *p, int s, int kvh, int qhead, int i0, int i1, int G,
                         float *out, float *lse, char *w, const int f16)
 {
     const ws_kv_layout *kv = &p->kv;
@@ -308,7 +308,7 @@ INL void FN(mla_attend)(const ws_attn_problem *p, int s, int kvh, int i0, int i1
     float *qs = (float *)(w + sp.qs), *o = (float *)(w + sp.o), *sc = (float *)(w + sp.s);
     float *m = (float *)(w + sp.m), *l = (float *)(w + sp.l), *alpha = (float *)(w + sp.alpha);
     const uint16_t **rows = (const uint16_t **)(w + sp.rows);
-    const float *q = p->q + ((size_t)s * p->n_q_heads + (size_t)kvh * G) * dk;
+    const float *q = p->q + ((size_t)s * p->n_q_heads + (size_t)qhead) * dk;
     /* q [head group][step][head][even, odd][FL]: element d of head h = hg HP + hh */
     for (int h = 0; h < Gp; h++)
         for (int d = 0; d < dk; d++) {
@@ -350,16 +350,18 @@ INL void FN(mla_attend)(const ws_attn_problem *p, int s, int kvh, int i0, int i1
     finish(out, lse, o, m, l, G, dv, FL);
 }
 
-static __attribute__((noinline)) void FN(mla_0)(const ws_attn_problem *p, int s, int kvh, int i0,
-                                                int i1, int G, float *o, float *lse, char *w)
+static __attribute__((noinline)) void FN(mla_0)(const ws_attn_problem *p, int s, int kvh, int qhead,
+                                                int i0, int i1, int G, float *o, float *lse,
+                                                char *w)
 {
-    FN(mla_attend)(p, s, kvh, i0, i1, G, o, lse, w, 0);
+    FN(mla_attend)(p, s, kvh, qhead, i0, i1, G, o, lse, w, 0);
 }
 
-static __attribute__((noinline)) void FN(mla_1)(const ws_attn_problem *p, int s, int kvh, int i0,
-                                                int i1, int G, float *o, float *lse, char *w)
+static __attribute__((noinline)) void FN(mla_1)(const ws_attn_problem *p, int s, int kvh, int qhead,
+                                                int i0, int i1, int G, float *o, float *lse,
+                                                char *w)
 {
-    FN(mla_attend)(p, s, kvh, i0, i1, G, o, lse, w, 1);
+    FN(mla_attend)(p, s, kvh, qhead, i0, i1, G, o, lse, w, 1);
 }
 
 static attend_fn *const FN(mla_fns)[2] = {FN(mla_0), FN(mla_1)};

@@ -567,3 +567,39 @@ Test(attn_cpu, tile_edges)
         th_attn_free(&f);
     }
 }
+
+/* Head slices: one sequence whose chunks leave threads idle is cut into slices of 16 query
+ * heads (MLA's many heads over one latent head, or a large GQA group), each slice written
+ * to its rows of the output or of its chunk's partial state. 300 tokens on 2 and 3 threads
+ * (one chunk: 2 and 4 slices of 64 heads, 3 of 48), 1500 on 5 (three chunks, merged, each
+ * in 2 slices), a sparse list, and a GQA group of 32 (2 slices, each KV head's rows). */
+Test(attn_cpu, head_slices)
+{
+    const int thr[3] = {2, 3, 5};
+    for (int di = 0; di < 2; di++) {
+        ws_kv_layout mla = {.page_tokens = 64, .n_kv_heads = 1, .d_k = 576, .d_v = 512,
+                            .v_shares_k = 1, .dtype = k_dtypes[di]};
+        int l1[1] = {300}, l2[1] = {1500};
+        fx f;
+        th_attn_make(&f, mla, 64, 1, l1, 1.0f);
+        check_all(&f, thr, 2, "mla 64 heads sliced");
+        th_attn_free(&f);
+        th_attn_make(&f, mla, 48, 1, l1, 1.0f);
+        check_all(&f, thr, 2, "mla 48 heads sliced");
+        th_attn_free(&f);
+        th_attn_make(&f, mla, 64, 1, l2, 1.0f);
+        check_all(&f, thr + 2, 1, "mla 64 heads chunked and sliced");
+        int32_t sel[200];
+        for (int i = 0; i < 200; i++)
+            sel[i] = (int32_t)((i * 7 + 5) % 1500); /* 7 is prime to 1500: distinct */
+        f.seq[0].sel = sel;
+        f.seq[0].n_sel = 200;
+        check_all(&f, thr, 2, "mla 64 heads sparse sliced");
+        th_attn_free(&f);
+        ws_kv_layout g32 = {
+            .page_tokens = 32, .n_kv_heads = 2, .d_k = 64, .d_v = 64, .dtype = k_dtypes[di]};
+        th_attn_make(&f, g32, 64, 1, l1, 1.0f);
+        check_all(&f, thr, 3, "group 32 sliced");
+        th_attn_free(&f);
+    }
+}
