@@ -1,7 +1,13 @@
-/* pool: see pool.h. A batch starts when the generation counter moves on and ends when the
- * count of workers still in it reaches zero; both are atomics that the waiting side polls
- * for a while (SPIN_NS) before it sleeps on a condvar (start, done), and the moving side
- * signals only sleepers. Inside a batch, tasks are claimed with an atomic counter. */
+/* pool: see pool.h.
+ *
+ * A batch is published in `entry`: its generation (high 32 bits), a closed bit and the
+ * number of workers that joined it. A worker polls entry for a new generation (SPIN_NS,
+ * then it sleeps on `start`), joins by a compare-and-swap of the count while the batch is
+ * open, claims tasks from an atomic counter, and counts itself out in `left`. The caller
+ * runs tasks too, then closes the batch (which fixes how many joined) and waits only for
+ * those to leave (polling, then sleeping on `done`). A worker still waking up when the
+ * batch closes finds it closed and never touches it, so a batch the caller finished alone
+ * costs no wait for sleeping workers. */
 #include "pool.h"
 
 #include <pthread.h>
@@ -19,11 +25,15 @@
 #define cpu_relax() ((void)0)
 #endif
 
-/* How long a worker that finished a batch, and the caller that finished its share, poll
- * before they sleep: a decode step calls the kernels back to back (one batch per layer), so
- * the next batch usually comes within it, and waking a sleeping thread through the kernel
- * costs ~10-15 us on the development host. */
+/* How long a worker that left a batch, and the caller that finished its share, poll before
+ * they sleep: a decode step calls the kernels back to back (one batch per layer), so the
+ * next batch usually comes within it, and waking a sleeping thread through the kernel
+ * costs 10-40 us on the development host. */
 #define SPIN_NS 50000
+
+#define E_CLOSED (1ull << 31)
+#define E_JOINED 0x7fffffffull
+#define E_GEN(e) ((uint32_t)((e) >> 32))
 
 typedef struct worker {
     struct ws_pool *pool;
@@ -34,16 +44,17 @@ typedef struct worker {
 struct ws_pool {
     int threads;
     int pinned;
-    worker *w;              /* workers 1 .. threads - 1 at [1 ..]; the caller is thread 0 */
+    worker *w;               /* workers 1 .. threads - 1 at [1 ..]; the caller is thread 0 */
     pthread_mutex_t mu;
-    pthread_cond_t start;   /* a new batch (generation) or shutdown */
-    pthread_cond_t done;    /* the last worker left the batch */
-    atomic_ulong gen;       /* batch counter: written under mu, polled without it */
-    int stop;               /* under mu */
-    int sleepers;           /* workers waiting on start, under mu */
-    int caller_waits;       /* the caller waits on done, under mu */
-    atomic_int active;      /* workers still in the current batch */
-    /* The current batch, written before gen moves on. */
+    pthread_cond_t start;    /* a new batch or shutdown */
+    pthread_cond_t done;     /* a worker left the batch while the caller sleeps */
+    _Atomic uint64_t entry;  /* generation << 32 | closed | workers joined */
+    atomic_int left;         /* joined workers that have left the batch */
+    atomic_int caller_waits; /* the caller sleeps on done */
+    atomic_int stop;
+    int sleepers;            /* workers waiting on start, under mu */
+    uint32_t gen;            /* the caller's generation counter */
+    /* The current batch, written before entry publishes it. */
     ws_pool_fn fn;
     void *ctx;
     int n_tasks;
@@ -67,56 +78,58 @@ static void run_tasks(ws_pool *p, int id)
     }
 }
 
-/* Polls `*x != unlike` for up to SPIN_NS; 1 if it came true. */
-static int spin_ulong(atomic_ulong *x, unsigned long unlike)
+/* Waits until the batch generation differs from `seen` or the pool stops: polls for
+ * SPIN_NS, then sleeps. Returns the entry seen (undefined after a stop). */
+static uint64_t wait_batch(ws_pool *p, uint32_t seen)
 {
     const uint64_t t0 = now_ns();
     for (int i = 1;; i++) {
-        if (atomic_load_explicit(x, memory_order_acquire) != unlike)
-            return 1;
+        uint64_t e = atomic_load_explicit(&p->entry, memory_order_acquire);
+        if (E_GEN(e) != seen || atomic_load_explicit(&p->stop, memory_order_relaxed))
+            return e;
         cpu_relax();
         if (!(i & 255) && now_ns() - t0 > SPIN_NS)
-            return 0;
+            break;
     }
-}
-
-static int spin_zero(atomic_int *x)
-{
-    const uint64_t t0 = now_ns();
-    for (int i = 1;; i++) {
-        if (atomic_load_explicit(x, memory_order_acquire) == 0)
-            return 1;
-        cpu_relax();
-        if (!(i & 255) && now_ns() - t0 > SPIN_NS)
-            return 0;
-    }
+    pthread_mutex_lock(&p->mu);
+    p->sleepers++;
+    uint64_t e;
+    while (E_GEN(e = atomic_load_explicit(&p->entry, memory_order_acquire)) == seen &&
+           !atomic_load_explicit(&p->stop, memory_order_relaxed))
+        pthread_cond_wait(&p->start, &p->mu);
+    p->sleepers--;
+    pthread_mutex_unlock(&p->mu);
+    return e;
 }
 
 static void *worker_main(void *arg)
 {
     worker *w = arg;
     ws_pool *p = w->pool;
-    unsigned long seen = 0;
+    uint32_t seen = 0;
     for (;;) {
-        if (!spin_ulong(&p->gen, seen)) {
-            pthread_mutex_lock(&p->mu);
-            p->sleepers++;
-            while (!p->stop && atomic_load_explicit(&p->gen, memory_order_relaxed) == seen)
-                pthread_cond_wait(&p->start, &p->mu);
-            p->sleepers--;
-            const int stop = p->stop;
-            pthread_mutex_unlock(&p->mu);
-            if (stop)
-                break;
-        }
-        seen = atomic_load_explicit(&p->gen, memory_order_acquire);
-        if (seen == (unsigned long)-1) /* shutdown while spinning */
+        uint64_t e = wait_batch(p, seen);
+        if (atomic_load_explicit(&p->stop, memory_order_relaxed))
             break;
+        seen = E_GEN(e);
+        /* Join while the batch is open; a newer batch published meanwhile is joined
+         * instead (its fields were written before its entry). */
+        int joined = 0;
+        while (!(e & E_CLOSED)) {
+            if (atomic_compare_exchange_weak_explicit(&p->entry, &e, e + 1, memory_order_acq_rel,
+                                                      memory_order_acquire)) {
+                joined = 1;
+                break;
+            }
+            seen = E_GEN(e);
+        }
+        if (!joined)
+            continue;
         run_tasks(p, w->id);
-        if (atomic_fetch_sub_explicit(&p->active, 1, memory_order_acq_rel) == 1) {
+        atomic_fetch_add_explicit(&p->left, 1, memory_order_seq_cst);
+        if (atomic_load_explicit(&p->caller_waits, memory_order_seq_cst)) {
             pthread_mutex_lock(&p->mu);
-            if (p->caller_waits)
-                pthread_cond_signal(&p->done);
+            pthread_cond_signal(&p->done);
             pthread_mutex_unlock(&p->mu);
         }
     }
@@ -164,8 +177,10 @@ ws_pool *ws_pool_create(int threads, ws_err *err)
     }
     p->threads = threads;
     atomic_init(&p->next, 0);
-    atomic_init(&p->gen, 0);
-    atomic_init(&p->active, 0);
+    atomic_init(&p->entry, 0);
+    atomic_init(&p->left, 0);
+    atomic_init(&p->caller_waits, 0);
+    atomic_init(&p->stop, 0);
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->start, NULL);
     pthread_cond_init(&p->done, NULL);
@@ -197,8 +212,7 @@ void ws_pool_destroy(ws_pool *p)
         return;
     if (p->w) {
         pthread_mutex_lock(&p->mu);
-        p->stop = 1;
-        atomic_store_explicit(&p->gen, (unsigned long)-1, memory_order_release);
+        atomic_store_explicit(&p->stop, 1, memory_order_relaxed);
         pthread_cond_broadcast(&p->start);
         pthread_mutex_unlock(&p->mu);
         for (int i = 1; i < p->threads; i++)
@@ -233,22 +247,27 @@ void ws_pool_run(ws_pool *p, int n_tasks, ws_pool_fn fn, void *ctx)
         run_tasks(p, 0);
         return;
     }
-    atomic_store_explicit(&p->active, p->threads - 1, memory_order_relaxed);
-    pthread_mutex_lock(&p->mu);
-    unsigned long g = atomic_load_explicit(&p->gen, memory_order_relaxed) + 1;
-    if (g == (unsigned long)-1) /* that value means shutdown */
-        g = 0;
-    atomic_store_explicit(&p->gen, g, memory_order_release);
+    atomic_store_explicit(&p->left, 0, memory_order_relaxed);
+    pthread_mutex_lock(&p->mu); /* a worker going to sleep checks entry under mu */
+    atomic_store_explicit(&p->entry, (uint64_t)++p->gen << 32, memory_order_release);
     if (p->sleepers)
         pthread_cond_broadcast(&p->start);
     pthread_mutex_unlock(&p->mu);
     run_tasks(p, 0); /* the caller is thread 0 */
-    if (spin_zero(&p->active))
-        return;
-    pthread_mutex_lock(&p->mu);
-    p->caller_waits = 1;
-    while (atomic_load_explicit(&p->active, memory_order_acquire) > 0)
-        pthread_cond_wait(&p->done, &p->mu);
-    p->caller_waits = 0;
-    pthread_mutex_unlock(&p->mu);
+    /* Close the batch: the workers that joined are all that may touch it. */
+    const int joined =
+        (int)(atomic_fetch_or_explicit(&p->entry, E_CLOSED, memory_order_acq_rel) & E_JOINED);
+    const uint64_t t0 = now_ns();
+    for (int i = 1; atomic_load_explicit(&p->left, memory_order_acquire) < joined; i++) {
+        cpu_relax();
+        if (!(i & 255) && now_ns() - t0 > SPIN_NS) {
+            pthread_mutex_lock(&p->mu);
+            atomic_store_explicit(&p->caller_waits, 1, memory_order_seq_cst);
+            while (atomic_load_explicit(&p->left, memory_order_seq_cst) < joined)
+                pthread_cond_wait(&p->done, &p->mu);
+            atomic_store_explicit(&p->caller_waits, 0, memory_order_relaxed);
+            pthread_mutex_unlock(&p->mu);
+            break;
+        }
+    }
 }

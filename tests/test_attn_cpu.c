@@ -470,9 +470,34 @@ static void slow_task(void *ctx, int task, int thread)
     __atomic_fetch_add(&seen[task], 1 + thread * 1000, __ATOMIC_RELAXED);
 }
 
-/* Batches with pauses longer than the workers' poll between them (they sleep and are woken),
- * back to back (they poll), batches that outlast the caller's poll, and pools destroyed
- * while their workers poll or sleep. */
+/* A task on the caller (thread 0) waits, up to 5 s, until a worker has run a task of the
+ * same batch: a batch of several tasks must be shared, whether the workers were polling or
+ * asleep when it began. */
+typedef struct shared_ctx {
+    int by_worker;
+} shared_ctx;
+
+static void shared_task(void *ctx, int task, int thread)
+{
+    shared_ctx *c = ctx;
+    (void)task;
+    if (thread) {
+        __atomic_store_n(&c->by_worker, 1, __ATOMIC_RELEASE);
+        return;
+    }
+    const struct timespec us = {0, 1000};
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    do {
+        nanosleep(&us, NULL);
+        clock_gettime(CLOCK_MONOTONIC, &t);
+    } while (!__atomic_load_n(&c->by_worker, __ATOMIC_ACQUIRE) && t.tv_sec - t0.tv_sec < 5);
+}
+
+/* Batches with pauses longer than the workers' poll between them (they sleep and are woken;
+ * a batch the caller finishes before they wake is closed to them), back to back (they
+ * poll), batches that outlast the caller's poll, batches that must be shared, and pools
+ * destroyed while their workers poll or sleep. */
 Test(pool, wakes_sleeping_and_polling_workers)
 {
     ws_err err = {0};
@@ -480,6 +505,12 @@ Test(pool, wakes_sleeping_and_polling_workers)
         ws_pool *p = ws_pool_create(t, &err);
         cr_assert_not_null(p, "%s", err.msg);
         for (int round = 0; round < 20; round++) {
+            if (round % 3 == 1 || round % 5 == 2) { /* workers asleep, or polling */
+                shared_ctx sc = {0};
+                ws_pool_run(p, 2 * t, shared_task, &sc);
+                cr_assert(sc.by_worker, "threads %d round %d: no worker joined the batch", t,
+                          round);
+            }
             int hits[13] = {0}, seen[8] = {0};
             ws_pool_run(p, 13, count_task, hits);
             for (int i = 0; i < 13; i++)
