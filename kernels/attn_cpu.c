@@ -534,9 +534,15 @@ int ws_attn_cpu(const ws_attn_problem *p, ws_pool *pool, ws_isa isa, ws_err *err
                 jb.units[ui++] = (unit){s, h, (int)part, (int)c};
             for (long k = 0; k < c; k++) {
                 long i0 = k * chunk, i1 = i0 + chunk < n ? i0 + chunk : n;
+                const int part_k = c > 1 ? (int)part : -1;
                 for (int x = 0; x < hs; x++) /* a chunk's slices one after another */
-                    jb.tasks[ti++] = (task){s, h, x * (G / hs), G / hs, (int)i0, (int)i1,
-                                            c > 1 ? (int)part : -1};
+                    jb.tasks[ti++] = (task){.seq = s,
+                                            .kvh = h,
+                                            .h0 = x * (G / hs),
+                                            .nh = G / hs,
+                                            .i0 = (int)i0,
+                                            .i1 = (int)i1,
+                                            .part = part_k};
                 if (c > 1)
                     part++;
             }

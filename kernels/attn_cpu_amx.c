@@ -775,8 +775,8 @@ INL __mmask16 tok_mask(int n)
 
 /* The block loop, compiled three times: one head group (paired = 0) on K rows or (kt) on K
  * tiles, and pairs of head groups on K rows. */
-INL void attend(const ws_attn_problem *p, int s, int kvh, int qhead, int i0, int i1, int G, float *o,
-                float *lse, void *scratch, const int paired, const int kt)
+INL void attend(const ws_attn_problem *p, int s, int kvh, int qhead, int i0, int i1, int G,
+                float *o, float *lse, void *scratch, const int paired, const int kt)
 {
     const ws_kv_layout *kv = &p->kv;
     const ws_attn_seq *sq = &p->seqs[s];
@@ -1293,8 +1293,8 @@ INL void attend(const ws_attn_problem *p, int s, int kvh, int qhead, int i0, int
     }
 }
 
-void ws_attn_cpu_amx_attend(const ws_attn_problem *p, int s, int kvh, int qhead, int i0, int i1, int G,
-                            float *o, float *lse, void *scratch)
+void ws_attn_cpu_amx_attend(const ws_attn_problem *p, int s, int kvh, int qhead, int i0, int i1,
+                            int G, float *o, float *lse, void *scratch)
 {
     if (G > HMAX)
         attend(p, s, kvh, qhead, i0, i1, G, o, lse, scratch, 1, 0);

@@ -16,12 +16,13 @@ int ws_attn_cpu_amx_fits(const ws_kv_layout *kv, int G);
 /* Per-thread scratch bytes the AMX loop needs. */
 size_t ws_attn_cpu_amx_scratch(const ws_kv_layout *kv, int G);
 /* Attends items [i0, i1) of sequence s for G query heads of KV head kvh, the first being
- * query head qhead of the sequence (kvh x group size for the whole group): o [G][d_v], lse [G]; scratch of ws_attn_cpu_amx_scratch bytes, 64-byte aligned, whose first 64 bytes
+ * query head qhead of the sequence (kvh x group size for the whole group): o [G][d_v],
+ * lse [G]; scratch of ws_attn_cpu_amx_scratch bytes, 64-byte aligned, whose first 64 bytes
  * are zero when a call (a set of queries) begins: they name the queries whose packed
  * tiles the scratch holds, so later chunks of the same sequence and KV head on the same
  * scratch skip the packing. Zero them again whenever the query values may change. */
-void ws_attn_cpu_amx_attend(const ws_attn_problem *p, int s, int kvh, int qhead, int i0, int i1, int G,
-                            float *o, float *lse, void *scratch);
+void ws_attn_cpu_amx_attend(const ws_attn_problem *p, int s, int kvh, int qhead, int i0, int i1,
+                            int G, float *o, float *lse, void *scratch);
 /* Runs `iters` x 4 TDPBF16PS on the calling thread; returns the useful flops done. */
 double ws_attn_cpu_amx_peak_flops(int iters);
 

@@ -574,8 +574,8 @@ INL void store_halves_256(float *a, float *b, __m256 v)
 #include "attn_cpu_fma_body.h" /* consumes the definitions above */
 #pragma GCC pop_options
 
-void ws_attn_cpu_fma_attend(const ws_attn_problem *p, int wide, int s, int kvh, int qhead, int i0, int i1,
-                            int G, float *o, float *lse, void *scratch)
+void ws_attn_cpu_fma_attend(const ws_attn_problem *p, int wide, int s, int kvh, int qhead, int i0,
+                            int i1, int G, float *o, float *lse, void *scratch)
 {
     const int f16 = p->kv.dtype == WS_DT_FP16;
     if (p->kv.v_shares_k) {

@@ -28,7 +28,7 @@ size_t ws_attn_cpu_fma_scratch(const ws_kv_layout *kv, int G);
  * query head qhead of the sequence (kvh x group size for the whole group): o [G][d_v],
  * lse [G] (natural log; o = 0 and lse = -inf when there is nothing to attend), in the
  * AVX-512 form when wide is 1, else the AVX2 one (the CPU must run it). */
-void ws_attn_cpu_fma_attend(const ws_attn_problem *p, int wide, int s, int kvh, int qhead, int i0, int i1,
-                            int G, float *o, float *lse, void *scratch);
+void ws_attn_cpu_fma_attend(const ws_attn_problem *p, int wide, int s, int kvh, int qhead, int i0,
+                            int i1, int G, float *o, float *lse, void *scratch);
 
 #endif

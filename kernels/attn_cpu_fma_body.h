@@ -134,8 +134,8 @@ INL void FN(pv_cols)(float *o, int dv, int c0, const sub_kv *b, int ns, const fl
             f_store(o + (size_t)h * dv + c0 + FL * w, acc[h][w]);
 }
 
-INL void FN(attend)(const ws_attn_problem *p, int s, int kvh, int qhead, int i0, int i1, int G, float *out,
-                    float *lse, char *w, const int H, const int f16)
+INL void FN(attend)(const ws_attn_problem *p, int s, int kvh, int qhead, int i0, int i1, int G,
+                    float *out, float *lse, char *w, const int H, const int f16)
 {
     const ws_kv_layout *kv = &p->kv;
     const ws_attn_seq *sq = &p->seqs[s];
@@ -184,11 +184,11 @@ INL void FN(attend)(const ws_attn_problem *p, int s, int kvh, int qhead, int i0,
 /* One function per (heads, dtype): each keeps its own registers (one function holding
  * all eight spilled the loaded K rows to the stack: 1.46x the time in L2). */
 #define ATTEND(H, F16)                                                                             \
-    static __attribute__((noinline)) void FN(attend_##H##_##F16)(const ws_attn_problem *p, int s,  \
-                                                                 int kvh, int qhead, int i0, int i1, int G, \
-                                                                 float *o, float *lse, char *w)    \
+    static __attribute__((noinline)) void FN(attend_##H##_##F16)(                                  \
+        const ws_attn_problem *p, int s, int kvh, int qhead, int i0, int i1, int G, float *o,      \
+        float *lse, char *w)                                                                       \
     {                                                                                              \
-        FN(attend)(p, s, kvh, qhead, i0, i1, G, o, lse, w, H, F16);                                       \
+        FN(attend)(p, s, kvh, qhead, i0, i1, G, o, lse, w, H, F16);                                \
     }
 ATTEND(1, 0)
 ATTEND(1, 1)

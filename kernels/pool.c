@@ -44,7 +44,7 @@ typedef struct worker {
 struct ws_pool {
     int threads;
     int pinned;
-    worker *w;               /* workers 1 .. threads - 1 at [1 ..]; the caller is thread 0 */
+    worker *w; /* [1 .. threads - 1]; the caller is thread 0 */
     pthread_mutex_t mu;
     pthread_cond_t start;    /* a new batch or shutdown */
     pthread_cond_t done;     /* a worker left the batch while the caller sleeps */

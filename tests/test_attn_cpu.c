@@ -519,8 +519,7 @@ Test(pool, wakes_sleeping_and_polling_workers)
                 ws_pool_run(p, 8, slow_task, seen);
                 int caller = 0;
                 for (int i = 0; i < 8; i++) {
-                    cr_assert(seen[i] % 1000 == 1 && seen[i] / 1000 < t, "task %d: %d", i,
-                              seen[i]);
+                    cr_assert(seen[i] % 1000 == 1 && seen[i] / 1000 < t, "task %d: %d", i, seen[i]);
                     caller |= seen[i] / 1000 == 0;
                 }
                 cr_assert(caller, "threads %d: the caller ran none of 8 slow tasks", t);
@@ -608,8 +607,12 @@ Test(attn_cpu, head_slices)
 {
     const int thr[3] = {2, 3, 5};
     for (int di = 0; di < 2; di++) {
-        ws_kv_layout mla = {.page_tokens = 64, .n_kv_heads = 1, .d_k = 576, .d_v = 512,
-                            .v_shares_k = 1, .dtype = k_dtypes[di]};
+        ws_kv_layout mla = {.page_tokens = 64,
+                            .n_kv_heads = 1,
+                            .d_k = 576,
+                            .d_v = 512,
+                            .v_shares_k = 1,
+                            .dtype = k_dtypes[di]};
         int l1[1] = {300}, l2[1] = {1500};
         fx f;
         th_attn_make(&f, mla, 64, 1, l1, 1.0f);
