@@ -68,6 +68,15 @@ static uint64_t now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+/* Called every 256 polls: 1 once SPIN_NS have passed since t0. Yields the CPU meanwhile,
+ * so that a poller sharing its CPU with a thread that has work (more threads than CPUs)
+ * lets that thread run instead of spinning out its time slice. */
+static int poll_done(uint64_t t0)
+{
+    sched_yield();
+    return now_ns() - t0 > SPIN_NS;
+}
+
 static void run_tasks(ws_pool *p, int id)
 {
     for (;;) {
@@ -88,7 +97,7 @@ static uint64_t wait_batch(ws_pool *p, uint32_t seen)
         if (E_GEN(e) != seen || atomic_load_explicit(&p->stop, memory_order_relaxed))
             return e;
         cpu_relax();
-        if (!(i & 255) && now_ns() - t0 > SPIN_NS)
+        if (!(i & 255) && poll_done(t0))
             break;
     }
     pthread_mutex_lock(&p->mu);
@@ -260,7 +269,7 @@ void ws_pool_run(ws_pool *p, int n_tasks, ws_pool_fn fn, void *ctx)
     const uint64_t t0 = now_ns();
     for (int i = 1; atomic_load_explicit(&p->left, memory_order_acquire) < joined; i++) {
         cpu_relax();
-        if (!(i & 255) && now_ns() - t0 > SPIN_NS) {
+        if (!(i & 255) && poll_done(t0)) {
             pthread_mutex_lock(&p->mu);
             atomic_store_explicit(&p->caller_waits, 1, memory_order_seq_cst);
             while (atomic_load_explicit(&p->left, memory_order_seq_cst) < joined)
