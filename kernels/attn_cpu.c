@@ -16,7 +16,7 @@
 
 #define MIN_CHUNK 512 /* smallest token chunk worth a task of its own */
 #define TASKS_PER_THREAD 4
-#define SLICE_HEADS 16 /* head slices: a multiple of the AMX loop's head-group pairs */
+#define SLICE_HEADS 8 /* head slices: a multiple of the AMX loop's head group */
 #define PF_DIST 16 /* sparse lists: items (tokens) prefetched ahead */
 
 static const char *const k_isa_names[WS_ISA_COUNT] = {"auto",   "scalar",     "avx2",
@@ -463,14 +463,15 @@ int ws_attn_cpu(const ws_attn_problem *p, ws_pool *pool, ws_isa isa, ws_err *err
         }
     }
     /* Head slices: where the chunks leave threads idle (a short sequence or sparse list at
-     * batch 1) and a KV head has many query heads (MLA's 32-128 over one latent head), the
-     * group is cut into slices of a multiple of SLICE_HEADS heads, each a task over the
-     * same tokens. A slice reads the tokens again (from the caches, mostly) but needs no
-     * merge. DeepSeek-V4-Flash's top-512 at batch 1 on 2 threads (64 heads, one 512-token
-     * chunk): 0.50-0.73 of the time in two slices (bench, alternating builds); in 256-token
-     * chunks instead 1.05 (each merges 64 x 512 partial outputs, 128 KB, from the other
-     * core). Not done where tasks suffice: on one thread four slices took 1.18 of the time
-     * and 16-head slices of batch 8 (top-2048 or 8192 tokens dense) 1.06-1.29. */
+     * batch 1) and a KV head has many query heads (MLA's 16-128 over one latent head), the
+     * group is cut into the fewest slices of a multiple of SLICE_HEADS heads that give every
+     * thread a task (or of SLICE_HEADS each), each a task over the same tokens. A slice
+     * reads the tokens again (from the caches, mostly) but needs no merge. Top-512 at batch
+     * 1 on 2 threads, one 512-token chunk (bench, alternating builds): DeepSeek-V4-Flash's
+     * 64 heads in two slices 0.50-0.73 of the time (in 256-token chunks instead 1.05: each
+     * merges 64 x 512 partial outputs, 128 KB, from the other core), DeepSeek-V2-Lite's 16
+     * in two 0.76-0.87. Not done where tasks suffice: on one thread four slices took 1.18
+     * of the time and 16-head slices of batch 8 (top-2048 or 8192 tokens dense) 1.06-1.29. */
     int hs = 1;
     if (threads > 1 && n_tasks < threads && G % SLICE_HEADS == 0)
         while (hs < G / SLICE_HEADS && n_tasks * hs < threads)

@@ -6,8 +6,8 @@
  * batch 1 still keeps every worker busy; each task streams its chunk once for all the
  * query heads of its group (each KV element is read once per group, not once per query
  * head) and leaves (O, lse); chunks of one (sequence, KV head) are merged by lse. Where
- * that leaves threads idle and a KV head has 32 or more query heads (MLA), a chunk's heads
- * are also cut into slices of 16 or more, a task each (the chunk read once per slice). The
+ * that leaves threads idle and a KV head has 16 or more query heads (MLA), a chunk's heads
+ * are also cut into slices of 8 or more, a task each (the chunk read once per slice). The
  * result equals ws_attn_ref within float rounding (see tests/test_attn_cpu.c).
  *
  * Instruction paths (one binary, chosen at run time from cpu_features):

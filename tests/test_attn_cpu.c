@@ -598,11 +598,12 @@ Test(attn_cpu, tile_edges)
     }
 }
 
-/* Head slices: one sequence whose chunks leave threads idle is cut into slices of 16 query
- * heads (MLA's many heads over one latent head, or a large GQA group), each slice written
- * to its rows of the output or of its chunk's partial state. 300 tokens on 2 and 3 threads
- * (one chunk: 2 and 4 slices of 64 heads, 3 of 48), 1500 on 5 (three chunks, merged, each
- * in 2 slices), a sparse list, and a GQA group of 32 (2 slices, each KV head's rows). */
+/* Head slices: one sequence whose chunks leave threads idle is cut into slices of 8 or more
+ * query heads (MLA's many heads over one latent head, or a large GQA group), each slice
+ * written to its rows of the output or of its chunk's partial state. 300 tokens on 2 and 3
+ * threads (one chunk: 2 and 4 slices of 64 heads, 2 and 3 of 48, 2 of 16), 1500 on 5
+ * (three chunks, merged, each in 2 slices), a sparse list, and a GQA group of 32 on 3 and 5
+ * threads (2 and 4 slices, each KV head's rows). */
 Test(attn_cpu, head_slices)
 {
     const int thr[3] = {2, 3, 5};
@@ -620,6 +621,9 @@ Test(attn_cpu, head_slices)
         th_attn_free(&f);
         th_attn_make(&f, mla, 48, 1, l1, 1.0f);
         check_all(&f, thr, 2, "mla 48 heads sliced");
+        th_attn_free(&f);
+        th_attn_make(&f, mla, 16, 1, l1, 1.0f);
+        check_all(&f, thr, 2, "mla 16 heads sliced");
         th_attn_free(&f);
         th_attn_make(&f, mla, 64, 1, l2, 1.0f);
         check_all(&f, thr + 2, 1, "mla 64 heads chunked and sliced");
