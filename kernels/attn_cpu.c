@@ -473,10 +473,12 @@ int ws_attn_cpu(const ws_attn_problem *p, ws_pool *pool, ws_isa isa, ws_err *err
      * in two 0.76-0.87. Not done where tasks suffice: on one thread four slices took 1.18
      * of the time and 16-head slices of batch 8 (top-2048 or 8192 tokens dense) 1.06-1.29. */
     int hs = 1;
-    if (threads > 1 && n_tasks < threads && G % SLICE_HEADS == 0)
-        while (hs < G / SLICE_HEADS && n_tasks * hs < threads)
-            for (hs++; (G / SLICE_HEADS) % hs; hs++)
-                ;
+    const int groups = G % SLICE_HEADS ? 1 : G / SLICE_HEADS; /* the most slices */
+    while (threads > 1 && hs < groups && n_tasks * hs < threads) {
+        hs++;
+        while (groups % hs) /* equal slices: a divisor of groups */
+            hs++;
+    }
     n_tasks *= hs;
     if (n_tasks > (1L << 30))
         return ws_err_set(err, WS_EINVAL, "CPU attention: problem too large (%ld tasks)", n_tasks);

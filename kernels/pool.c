@@ -1,7 +1,7 @@
 /* pool: see pool.h.
  *
  * A batch is published in `entry`: its generation (high 32 bits), a closed bit and the
- * number of workers that joined it. A worker polls entry for a new generation (SPIN_NS,
+ * number of workers that joined it. A worker polls entry for a new generation (SPIN_S,
  * then it sleeps on `start`), joins by a compare-and-swap of the count while the batch is
  * open, claims tasks from an atomic counter, and counts itself out in `left`. The caller
  * runs tasks too, then closes the batch (which fixes how many joined) and waits only for
@@ -15,8 +15,9 @@
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
-#include <time.h>
 #include <unistd.h>
+
+#include "ws_util.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -29,7 +30,7 @@
  * they sleep: a decode step calls the kernels back to back (one batch per layer), so the
  * next batch usually comes within it, and waking a sleeping thread through the kernel
  * costs 10-40 us on the development host. */
-#define SPIN_NS 50000
+#define SPIN_S 50e-6
 
 #define E_CLOSED (1ull << 31)
 #define E_JOINED 0x7fffffffull
@@ -61,20 +62,13 @@ struct ws_pool {
     atomic_int next;
 };
 
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-/* Called every 256 polls: 1 once SPIN_NS have passed since t0. Yields the CPU meanwhile,
+/* Called every 256 polls: 1 once SPIN_S have passed since t0 (ws_now_s). Yields the CPU meanwhile,
  * so that a poller sharing its CPU with a thread that has work (more threads than CPUs)
  * lets that thread run instead of spinning out its time slice. */
-static int poll_done(uint64_t t0)
+static int poll_done(double t0)
 {
     sched_yield();
-    return now_ns() - t0 > SPIN_NS;
+    return ws_now_s() - t0 > SPIN_S;
 }
 
 static void run_tasks(ws_pool *p, int id)
@@ -88,10 +82,10 @@ static void run_tasks(ws_pool *p, int id)
 }
 
 /* Waits until the batch generation differs from `seen` or the pool stops: polls for
- * SPIN_NS, then sleeps. Returns the entry seen (undefined after a stop). */
+ * SPIN_S, then sleeps. Returns the entry seen (undefined after a stop). */
 static uint64_t wait_batch(ws_pool *p, uint32_t seen)
 {
-    const uint64_t t0 = now_ns();
+    const double t0 = ws_now_s();
     for (int i = 1;; i++) {
         uint64_t e = atomic_load_explicit(&p->entry, memory_order_acquire);
         if (E_GEN(e) != seen || atomic_load_explicit(&p->stop, memory_order_relaxed))
@@ -266,7 +260,7 @@ void ws_pool_run(ws_pool *p, int n_tasks, ws_pool_fn fn, void *ctx)
     /* Close the batch: the workers that joined are all that may touch it. */
     const int joined =
         (int)(atomic_fetch_or_explicit(&p->entry, E_CLOSED, memory_order_acq_rel) & E_JOINED);
-    const uint64_t t0 = now_ns();
+    const double t0 = ws_now_s();
     for (int i = 1; atomic_load_explicit(&p->left, memory_order_acquire) < joined; i++) {
         cpu_relax();
         if (!(i & 255) && poll_done(t0)) {

@@ -11,23 +11,11 @@
 #include <time.h>
 
 #include "pool.h"
+#include "ws_util.h"
 
 static void nop(void *ctx, int task, int thread)
 {
     (void)ctx, (void)task, (void)thread;
-}
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp(const void *a, const void *b)
-{
-    const double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
 }
 
 /* Microseconds per batch, excluding the pauses. */
@@ -38,9 +26,9 @@ static double round_us(ws_pool *p, int batches, int pause)
     for (int b = 0; b < batches; b++) {
         if (pause)
             nanosleep(&ms, NULL);
-        const double t0 = now_s();
+        const double t0 = ws_now_s();
         ws_pool_run(p, 2 * ws_pool_threads(p), nop, NULL);
-        busy += now_s() - t0;
+        busy += ws_now_s() - t0;
     }
     return 1e6 * busy / batches;
 }
@@ -59,9 +47,9 @@ int main(int argc, char **argv)
         round_us(p, 200, pause); /* warm-up */
         for (int k = 0; k < 9; k++)
             r[k] = round_us(p, pause ? 200 : 2000, pause);
-        qsort(r, 9, sizeof r[0], cmp);
+        const double med = ws_median_sort(r, 9); /* sorted: quartiles at 2 and 6 */
         printf("%d threads, %-13s %.2f us per batch (quartiles %.2f-%.2f)\n", ws_pool_threads(p),
-               pause ? "after 1 ms:" : "back to back:", r[4], r[2], r[6]);
+               pause ? "after 1 ms:" : "back to back:", med, r[2], r[6]);
     }
     ws_pool_destroy(p);
     return 0;
