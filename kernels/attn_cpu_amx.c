@@ -414,6 +414,19 @@ INL __m512 bf16_to_ps(__m256i h)
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
 }
 
+/* q's 32 values at q as bf16 pairs (dims 2r, 2r + 1 in word r): hi, the rounded values,
+ * and lo, what hi leaves (q ~= hi + lo to ~16 mantissa bits). */
+INL void q_halves(const float *q, uint32_t *hi, uint32_t *lo)
+{
+    const __m512 a = _mm512_loadu_ps(q), b = _mm512_loadu_ps(q + 16);
+    const __m512i hw = (__m512i)_mm512_cvtne2ps_pbh(b, a);
+    const __m512 ha = bf16_to_ps(_mm512_castsi512_si256(hw));
+    const __m512 hb = bf16_to_ps(_mm512_extracti64x4_epi64(hw, 1));
+    _mm512_storeu_si512(hi, hw);
+    _mm512_storeu_si512(lo,
+                        (__m512i)_mm512_cvtne2ps_pbh(_mm512_sub_ps(b, hb), _mm512_sub_ps(a, ha)));
+}
+
 /* One step of the [token][head] -> [head][token] network: swaps register bit k with lane
  * bit k between a (bit clear) and b (bit set). */
 INL void swap_bit(__m512 *a, __m512 *b, __m512i ia, __m512i ib)
@@ -814,37 +827,50 @@ INL void attend(const ws_attn_problem *p, int s, int kvh, int qhead, int i0, int
      * MLA's 16 heads costs ~10 us, a tenth of a 512-token chunk. */
     amx_q_key *key = (amx_q_key *)(w + sp.key);
     const int packed = key->q == q && key->G == G && key->dk == dk;
-    if (!packed)
+    if (!packed && kt) /* absent heads' rows: zero (the transposes below write whole tiles) */
         memset(qw, 0, (size_t)n_qt * ksteps * 16 * 16 * 4);
-    const __m512i rows16 =
-        _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
-                           _mm512_set1_epi32(16));
-    for (int g = 0; g < G && !packed; g++) {
-        const int hg = g / H, h = g % H;
-        for (int ks = 0; ks < ksteps; ks++) {
-            const __m512 a = _mm512_loadu_ps(q + (size_t)g * dk + 32 * ks);
-            const __m512 b = _mm512_loadu_ps(q + (size_t)g * dk + 32 * ks + 16);
-            const __m512bh hi = _mm512_cvtne2ps_pbh(b, a);
-            const __m512i hw = (__m512i)hi;
-            const __m512 ha = bf16_to_ps(_mm512_castsi512_si256(hw));
-            const __m512 hb = bf16_to_ps(_mm512_extracti64x4_epi64(hw, 1));
-            const __m512i lw =
-                (__m512i)_mm512_cvtne2ps_pbh(_mm512_sub_ps(b, hb), _mm512_sub_ps(a, ha));
-            if (kt) { /* K tiles: q is the A tile, rows h (hi) and 8 + h (lo) */
+    /* The transpose network: stage k swaps register bit k with lane bit k (four stages: a
+     * 16 x 16 transpose of 32-bit words, the q tiles below; three: the softmax's). */
+    __m512i ia[4], ib[4];
+    for (int k = 0; k < 4; k++) {
+        int32_t a[16], b[16];
+        for (int x = 0; x < 16; x++) {
+            const int bit = 1 << k;
+            a[x] = (x & bit) ? 16 + (x ^ bit) : x;
+            b[x] = (x & bit) ? 16 + x : (x | bit);
+        }
+        ia[k] = _mm512_loadu_si512(a), ib[k] = _mm512_loadu_si512(b);
+    }
+    if (!packed && kt) /* K tiles: q is the A tile, rows h (hi) and 8 + h (lo) */
+        for (int g = 0; g < G; g++)
+            for (int ks = 0; ks < ksteps; ks++) {
                 uint32_t *dst = qw + (size_t)ks * 16 * 16;
-                _mm512_storeu_si512(dst + h * 16, hw);
-                _mm512_storeu_si512(dst + (8 + h) * 16, lw);
-                continue;
+                q_halves(q + (size_t)g * dk + 32 * ks, dst + g * 16, dst + (8 + g) * 16);
             }
-            if (paired) { /* column 8 (hg & 1) + h of the pair's hi and lo tiles */
-                uint32_t *dst = qw + (((size_t)(hg / 2) * ksteps + ks) * 2) * 16 * 16;
-                _mm512_i32scatter_epi32(dst + 8 * (hg & 1) + h, rows16, hw, 4);
-                _mm512_i32scatter_epi32(dst + 256 + 8 * (hg & 1) + h, rows16, lw, 4);
-                continue;
-            }
-            uint32_t *dst = qw + ((size_t)hg * ksteps + ks) * 16 * 16;
-            _mm512_i32scatter_epi32(dst + h, rows16, hw, 4);
-            _mm512_i32scatter_epi32(dst + 8 + h, rows16, lw, 4);
+    /* Otherwise q is the B tile: column x of a tile is one head's hi or lo half (paired:
+     * head x % 8 of group 2 pg + x / 8, the hi tile then the lo tile; else hi of head x of
+     * group hg, lo of head x - 8), gathered as 16 column vectors and transposed. */
+    for (int t = 0; t < n_qt * ksteps && !packed && !kt; t += 1 + paired) {
+        const int ks = paired ? (t / 2) % ksteps : t % ksteps,
+                  g0 = paired ? t / 2 / ksteps * 16 : t / ksteps * H;
+        uint32_t c[2][16][16] __attribute__((aligned(64))); /* [hi, lo][column][pair] */
+        for (int x = 0; x < 16; x++) {
+            const int h = paired ? x : x % 8, g = g0 + h;
+            if ((paired || (h < H && x < 8)) && g < G)
+                q_halves(q + (size_t)g * dk + 32 * ks, c[0][x], c[1][x]);
+            else if (paired || x < 8)
+                memset(c[0][x], 0, 64), memset(c[1][x], 0, 64);
+        }
+        for (int k = 0; k < 1 + paired; k++) {
+            __m512 v[16];
+            for (int x = 0; x < 16; x++) /* one head group: lo halves in columns 8.. */
+                v[x] = _mm512_load_ps((const float *)(paired || x < 8 ? c[k][x] : c[1][x - 8]));
+            for (int st = 0; st < 4; st++)
+                for (int r = 0; r < 16; r++)
+                    if (!(r & (1 << st)))
+                        swap_bit(&v[r], &v[r | (1 << st)], ia[st], ib[st]);
+            for (int r = 0; r < 16; r++)
+                _mm512_storeu_ps((float *)(qw + (size_t)(t + k) * 256 + r * 16), v[r]);
         }
     }
     *key = (amx_q_key){.q = q, .G = G, .dk = dk};
@@ -878,17 +904,6 @@ INL void attend(const ws_attn_problem *p, int s, int kvh, int qhead, int i0, int
         for (int x = 0; x < 16; x++)
             a[x] = x < 8 ? 8 * k + x : 16 + 8 * k + x - 8;
         isel[k] = _mm512_loadu_si512(a);
-    }
-    /* The transpose network: stage k swaps register bit k with lane bit k. */
-    __m512i ia[3], ib[3];
-    for (int k = 0; k < 3; k++) {
-        int32_t a[16], b[16];
-        for (int x = 0; x < 16; x++) {
-            const int bit = 1 << k;
-            a[x] = (x & bit) ? 16 + (x ^ bit) : x;
-            b[x] = (x & bit) ? 16 + x : (x | bit);
-        }
-        ia[k] = _mm512_loadu_si512(a), ib[k] = _mm512_loadu_si512(b);
     }
     const __m512 ninf = _mm512_set1_ps(-INFINITY);
     /* Scores in base-2 units (the max m too; lse = m ln 2 + log l) */
@@ -1256,7 +1271,19 @@ INL void attend(const ws_attn_problem *p, int s, int kvh, int qhead, int i0, int
 #undef V_AT
 #undef V_ROWS
     _tile_release();
-    /* o = (hi part + lo part) / l, columns back in order; lse = m + log l. */
+    /* o = (hi part + lo part) / l, columns back in order; lse = m + log l. Per 32 columns,
+     * output lane x of half k (0, 1) is lane cix[k][x] of the pair (first 16, next 16):
+     * V pairs: in order; re-laid V (gv): the first 16 (lo tile) hold columns 8j + 0..3, the
+     * next 16 (hi tile) 8j + 4..7; zero slots: even columns, then odd ones. */
+    int32_t cix[2][16];
+    for (int k = 0; k < 2; k++)
+        for (int x = 0; x < 16; x++) {
+            const int at = 16 * k + x, j = at / 8, u = at % 8;
+            cix[k][x] = vp   ? at
+                        : gv ? (u < 4 ? 4 * j + u : 16 + 4 * j + u - 4)
+                             : (at & 1) * 16 + at / 2;
+        }
+    const __m512i ci0 = _mm512_loadu_si512(cix[0]), ci1 = _mm512_loadu_si512(cix[1]);
     for (int hg = 0; hg < n_hg; hg++) {
         const int rh = paired ? 8 * (hg & 1) : 0;
         const float *og = ob + (size_t)(paired ? hg / 2 : 0) * o_hg, *m = ml + hg * 32, *l = m + 16;
@@ -1268,25 +1295,18 @@ INL void attend(const ws_attn_problem *p, int s, int kvh, int qhead, int i0, int
                 lse[g] = -INFINITY;
                 continue;
             }
-            const float inv = 1.0f / l[h];
-            const float *r0 = og + (size_t)(rh + h) * dv;
-            if (vp) { /* columns in order */
-                const float *r1 = og + (size_t)(8 + h) * dv;
-                for (int c = 0; c < dv; c++)
-                    out[c] = (paired ? r0[c] : r0[c] + r1[c]) * inv;
-            } else if (gv) { /* lo tile: columns 8k + 0..3, hi tile: 8k + 4..7 */
-                for (int c = 0; c < dv; c += 32)
-                    for (int x = 0; x < 16; x++) {
-                        out[c + 8 * (x / 4) + x % 4] = r0[c + x] * inv;
-                        out[c + 8 * (x / 4) + 4 + x % 4] = r0[c + 16 + x] * inv;
-                    }
-            } else { /* zero slots: (even, odd) columns, hi and lo rows */
-                const float *r1 = og + (size_t)(8 + h) * dv;
-                for (int c = 0; c < dv; c += 32)
-                    for (int x = 0; x < 16; x++) {
-                        out[c + 2 * x] = (r0[c + x] + r1[c + x]) * inv;
-                        out[c + 2 * x + 1] = (r0[c + 16 + x] + r1[c + 16 + x]) * inv;
-                    }
+            const __m512 inv = _mm512_set1_ps(1.0f / l[h]);
+            /* a head's whole row (paired) or its hi row plus its lo row */
+            const float *r0 = og + (size_t)(rh + h) * dv, *r1 = og + (size_t)(8 + h) * dv;
+            for (int c = 0; c < dv; c += 32) {
+                __m512 a = _mm512_loadu_ps(r0 + c), b = _mm512_loadu_ps(r0 + c + 16);
+                if (!paired) {
+                    a = _mm512_add_ps(a, _mm512_loadu_ps(r1 + c));
+                    b = _mm512_add_ps(b, _mm512_loadu_ps(r1 + c + 16));
+                }
+                _mm512_storeu_ps(out + c, _mm512_mul_ps(_mm512_permutex2var_ps(a, ci0, b), inv));
+                _mm512_storeu_ps(out + c + 16,
+                                 _mm512_mul_ps(_mm512_permutex2var_ps(a, ci1, b), inv));
             }
             lse[g] = m[h] * (float)M_LN2 + logf(l[h]);
         }
