@@ -27,11 +27,12 @@
 #include "attn_fixture.h"
 
 #ifdef AB_LOOP_FMA /* the FMA loop's form: AVX-512 (wide) unless AB_AVX2=1 */
-typedef void attend_fn(const ws_attn_problem *, int, int, int, int, int, int, float *, float *,
-                       void *);
+typedef void attend_fn(const ws_attn_problem *, int, int, int, int, int, int, int, float *,
+                       float *, void *);
 #define WIDE_ARG g_wide,
 #else
-typedef void attend_fn(const ws_attn_problem *, int, int, int, int, int, float *, float *, void *);
+typedef void attend_fn(const ws_attn_problem *, int, int, int, int, int, int, float *, float *,
+                       void *);
 #define WIDE_ARG
 #endif
 typedef size_t scratch_fn(const ws_kv_layout *, int);
@@ -69,7 +70,7 @@ static void *worker(void *p)
     for (int rep = 0; rep < g_reps; rep++)
         for (int u = a->t; u < 2 * g_nkv; u += g_threads) {
             const int h = u / 2, i0 = u % 2 ? g_len / 2 : 0, i1 = u % 2 ? g_len : g_len / 2;
-            a->fn(&g_f.p, WIDE_ARG 0, h, i0, i1, g_G, g_f.o + (size_t)h * g_G * dv,
+            a->fn(&g_f.p, WIDE_ARG 0, h, h * g_G, i0, i1, g_G, g_f.o + (size_t)h * g_G * dv,
                   g_f.lse + h * g_G, a->scratch);
         }
     return NULL;
