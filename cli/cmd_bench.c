@@ -35,9 +35,10 @@ static void help(FILE *out)
         "          most 6 GiB).\n"
         "attn-cpu  one layer's KV for B sequences of N tokens as scattered P-token pages\n"
         "          (P = 256 by default) of seeded random data; times the CPU kernel (median of\n"
-        "          R repeats after a warm-up) and the read bandwidth in the same run (one pass\n"
-        "          over the read buffer before each repeat, the median of those; that pass\n"
-        "          also leaves the KV cold in the caches, as in a decode step).\n"
+        "          R repeats after a warm-up round; by default as many as fill ~3 s, 11..101)\n"
+        "          and the read bandwidth in the same run (one pass over the read buffer\n"
+        "          before each repeat, the median of those; that pass also leaves the KV\n"
+        "          cold in the caches, as in a decode step).\n"
         "          --sparse-topk K attends K tokens per sequence: whole pages (default) or\n"
         "          single tokens, a fresh random set each repeat; sparse models (index_topk)\n"
         "          default to their top-k. Reports kv_bytes, seconds, kv_gbps, gflops, isa,\n"
@@ -109,6 +110,12 @@ static int resolve_isa(const char *cmd, const char *name, ws_isa *out)
  * latent row (576 values), 4 KiB. */
 static const size_t g_gather_seg[] = {64, 256, 1152, 4096};
 #define N_GATHER (int)(sizeof g_gather_seg / sizeof g_gather_seg[0])
+
+/* bench attn-cpu's repeats by default: as many rounds (read pass, kernel) as fill about
+ * BENCH_AUTO_S seconds, odd, within [BENCH_AUTO_MIN, BENCH_AUTO_MAX]. */
+#define BENCH_AUTO_S 3.0
+#define BENCH_AUTO_MIN 11
+#define BENCH_AUTO_MAX 101
 
 /* Read and gather passes over one buffer, round-robin over `repeats` rounds: medians of
  * the read bandwidth and of each gather size's (each pass reads as many bytes as the read
@@ -385,13 +392,17 @@ static int bench_attn(ws_pool *pool, ws_isa isa, const attn_args *a)
     }
     const ws_attn_problem *p = ws_attn_bench_problem(b);
     const double kv_bytes = ws_attn_kv_bytes(p), flops = ws_attn_bench_flops(b);
-    const int R = (int)a->repeats;
+    /* Repeats: as asked, or (0) as many rounds as fill about BENCH_AUTO_S, timed on the
+     * warm-up round, within [BENCH_AUTO_MIN, BENCH_AUTO_MAX]: a host whose speed swings
+     * within seconds needs more than a handful for a stable median. */
+    const int R_max = a->repeats ? (int)a->repeats : BENCH_AUTO_MAX;
+    int R = R_max;
     /* Token lists: a gather pass over random rows of a K row's size, the same bytes as the
      * kernel reads, after each read pass (what the memory gives such rows, beside what it
      * gives a stream). */
     const size_t gseg = cfg.sparse == WS_SPARSE_TOKENS ? (size_t)cfg.kv.d_k * 2 : 0;
     /* secs, rsecs, gsecs: T threads; secs1, rsecs1, gsecs1: one thread (--scaling) */
-    double *secs = malloc(sizeof(double) * 6 * (size_t)R);
+    double *secs = malloc(sizeof(double) * 6 * (size_t)R_max);
     if (!secs) {
         ws_membw_reader_destroy(rdr);
         ws_pool_destroy(pool1);
@@ -399,32 +410,37 @@ static int bench_attn(ws_pool *pool, ws_isa isa, const attn_args *a)
         ws_err_set(&err, WS_ENOMEM, "bench: out of memory");
         return cli_fail(&err);
     }
-    double *rsecs = secs + R, *secs1 = rsecs + R, *rsecs1 = secs1 + R, *gsecs = rsecs1 + R,
-           *gsecs1 = gsecs + R;
+    double *rsecs = secs + R_max, *secs1 = rsecs + R_max, *rsecs1 = secs1 + R_max,
+           *gsecs = rsecs1 + R_max, *gsecs1 = gsecs + R_max;
     int rc = 0;
     size_t read_covered = 0, gather_covered = 0;
     double t_last = ws_now_s(), s = 0, s1 = 0;
-    for (int r = -1; r < R && !rc; r++) { /* r = -1: untimed warm-up */
+    /* r = -1: an untimed warm-up round, the same as the others (its figures go to slot 0,
+     * which round 0 overwrites) */
+    for (int r = -1; r < R && !rc; r++) {
+        const int k = r < 0 ? 0 : r;
+        const double t_round = ws_now_s();
         ws_attn_bench_select(b, r + 1);
-        if (r >= 0)
-            rsecs[r] = ws_membw_reader_pass(rdr, (size_t)a->read_bytes, &read_covered);
-        if (r >= 0 && gseg)
-            rc = ws_membw_reader_gather(rdr, NULL, gseg, (size_t)kv_bytes, cfg.seed + (uint64_t)r,
-                                        &gsecs[r], &gather_covered, &err);
+        rsecs[k] = ws_membw_reader_pass(rdr, (size_t)a->read_bytes, &read_covered);
+        if (gseg)
+            rc = ws_membw_reader_gather(rdr, NULL, gseg, (size_t)kv_bytes, cfg.seed + (uint64_t)k,
+                                        &gsecs[k], &gather_covered, &err);
         if (!rc)
-            rc = attn_time(b, pool, isa, &s, &err);
-        if (r >= 0)
-            secs[r] = s;
+            rc = attn_time(b, pool, isa, &secs[k], &err);
+        s = secs[k];
         if (pool1 && !rc) { /* the same round on one thread, after its own read pass */
-            if (r >= 0)
-                rsecs1[r] = ws_membw_reader_pass_on(rdr, pool1, (size_t)a->read_bytes, NULL);
-            if (r >= 0 && gseg)
+            rsecs1[k] = ws_membw_reader_pass_on(rdr, pool1, (size_t)a->read_bytes, NULL);
+            if (gseg)
                 rc = ws_membw_reader_gather(rdr, pool1, gseg, (size_t)kv_bytes,
-                                            cfg.seed + (uint64_t)r, &gsecs1[r], NULL, &err);
+                                            cfg.seed + (uint64_t)k, &gsecs1[k], NULL, &err);
             if (!rc)
-                rc = attn_time(b, pool1, isa, &s1, &err);
-            if (r >= 0)
-                secs1[r] = s1;
+                rc = attn_time(b, pool1, isa, &secs1[k], &err);
+            s1 = secs1[k];
+        }
+        if (r < 0 && !a->repeats) {
+            const double n = BENCH_AUTO_S / (ws_now_s() - t_round);
+            R = n < BENCH_AUTO_MIN ? BENCH_AUTO_MIN : n > BENCH_AUTO_MAX ? BENCH_AUTO_MAX : (int)n;
+            R |= 1; /* odd: the median is one repeat's figure */
         }
         if (ws_now_s() - t_last > 2.0) {
             fprintf(stderr, "bench: repeat %d/%d (%.3f s", r + 1, R, s);
@@ -580,7 +596,7 @@ int cmd_bench(int argc, char **argv)
             a.k_layout = !strcmp(klay_s, "auto") ? -1 : !strcmp(klay_s, "tiles");
         else
             return cli_usage_error("bench", "--k-layout must be auto, rows or tiles");
-        a.repeats = repeats ? repeats : (a.topk > 0 ? 21 : 5);
+        a.repeats = repeats; /* 0: chosen by time (bench_attn) */
     } else if (model || ctx_s || batch_s || topk_s || scaling) {
         return cli_usage_error("bench", "membw takes no attn-cpu options (--model, --ctx, "
                                         "--batch, --sparse-topk, --scaling)");

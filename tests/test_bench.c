@@ -56,6 +56,21 @@ Test(bench, attn_cpu_gqa_json_keys_and_accounting)
     json_decref(o);
 }
 
+/* Without --repeats the bench takes as many rounds as fill a few seconds: an odd count
+ * (the median is one round's figure) within its bounds, 11..101. */
+Test(bench, attn_cpu_repeats_chosen_by_time)
+{
+    const char *args[] = {
+        "bench", "attn-cpu", "--model", "qwen3-30b-a3b", "--ctx", "64",     "--batch",
+        "1",     "--page",   "32",      "--read-mib",    "16",    "--json", NULL};
+    json_t *o = th_writescope_json(args, NULL);
+    const double r = num(o, "repeats");
+    cr_assert(r >= 11 && r <= 101 && fmod(r, 2) == 1, "repeats %g", r);
+    cr_assert(num(o, "seconds_min") <= num(o, "seconds") &&
+              num(o, "seconds") <= num(o, "seconds_max"));
+    json_decref(o);
+}
+
 Test(bench, attn_cpu_mla_sparse_and_forced_paths)
 {
     const char *mla[] = {"bench", "attn-cpu", "--model", "deepseek-v2-lite", "--ctx", "512",
