@@ -23,8 +23,9 @@
  *           tile as stored, so the scores come per head, 16 tokens to a row.
  *   softmax elementwise down the token rows (no horizontal reductions): two tokens x 8
  *           heads per vector, one max, one exp and one rescale factor per head for a whole
- *           super-block of up to 64 tokens; a 3-stage permute network then turns the
- *           [token][head] probabilities into per-head rows of 16 tokens. With K in tiles the
+ *           super-block of up to 64 tokens (128 for MLA's 32+ heads, see sub_blocks); a
+ *           3-stage permute network then turns the [token][head] probabilities into
+ *           per-head rows of 16 tokens. With K in tiles the
  *           rows are per head already: hi row + lo row, one vector per head and sub-block,
  *           the maxima and sums per head reduced once per super-block by a shuffle tree:
  *           no permutes per token. With the exps in base 2 too (below), the softmax costs
