@@ -42,6 +42,26 @@ Test(model, qwen3_30b_a3b)
     cr_assert(s.active_params > 3.3e9 && s.active_params < 3.4e9, "active %g", s.active_params);
 }
 
+/* A GQA group of 16 query heads per KV head, the largest the CPU kernels serve. */
+Test(model, qwen3_235b_a22b)
+{
+    ws_model m;
+    ws_model_stats s;
+    load_shipped("qwen3-235b-a22b", &m);
+    ws_model_derive(&m, WS_DT_BF16, &s);
+    cr_assert_eq(m.attn, WS_ATTN_GQA);
+    cr_assert_eq(m.n_q_heads, 64);
+    cr_assert_eq(m.n_kv_heads, 4);
+    cr_assert_eq(m.head_dim, 128);
+    cr_assert_eq(m.n_moe_layers, 94);
+    cr_assert_eq(s.kv_bytes_tok_layer, 2048.0);    /* 2 x 4 x 128 x 2 B */
+    cr_assert_eq(s.attn_flops_tok_layer, 32768.0); /* 4 x 64 x 128 */
+    cr_assert_eq(s.expert_bytes, 3.0 * 4096 * 1536 * 2);
+    /* Published: 235B total, 22B activated. */
+    cr_assert(s.total_params > 234.5e9 && s.total_params < 235.5e9, "total %g", s.total_params);
+    cr_assert(s.active_params > 21.9e9 && s.active_params < 22.5e9, "active %g", s.active_params);
+}
+
 Test(model, deepseek_v2_lite)
 {
     ws_model m;
