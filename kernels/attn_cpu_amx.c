@@ -23,9 +23,8 @@
  *           tile as stored, so the scores come per head, 16 tokens to a row.
  *   softmax elementwise down the token rows (no horizontal reductions): two tokens x 8
  *           heads per vector, one max, one exp and one rescale factor per head for a whole
- *           super-block of up to 64 tokens (128 for MLA's 32+ heads, see sub_blocks); a
- *           3-stage permute network then turns the [token][head] probabilities into
- *           per-head rows of 16 tokens. With K in tiles the
+ *           super-block of up to 64 tokens; a 3-stage permute network then turns the
+ *           [token][head] probabilities into per-head rows of 16 tokens. With K in tiles the
  *           rows are per head already: hi row + lo row, one vector per head and sub-block,
  *           the maxima and sums per head reduced once per super-block by a shuffle tree:
  *           no permutes per token. With the exps in base 2 too (below), the softmax costs
@@ -176,7 +175,13 @@
  * per token (q tiles 36 KiB and O 32 KiB per super-block, K read for the scores and
  * again for V), and the TDPBF16PS rate itself moves 2.4x with the host's phase (13 or 31
  * TSC cycles each) when all eight tiles are in use, which MLA's 272 products per 64 tokens
- * followed until its loop kept to six (see Tiles).
+ * followed until its loop kept to six (see Tiles). With 64 heads (V4-Flash) O is 128 KB,
+ * in L2, loaded and stored once per super-block: without those loads and stores (timing
+ * only) the loop takes 0.82 of its time in L2, but super-blocks of 8 sub-blocks, which
+ * halve them, measured 0.94 with the KV in L2, 1.01 in L3, 1.01-1.05 from memory and 1.02
+ * for sparse token lists (A/B runs and bench, 2 threads; prefetching one such super-block
+ * ahead instead of two 1.18-1.25): not kept. q re-read from L2 costs ~3.5% (q tiles from
+ * one L1 address, timing only: 0.965).
  * The ceiling (scripts/read_ceiling.c, 2 threads): memory read as this loop reads it,
  * PREFETCHT1 well ahead and then loads (vector or tile loads), with no compute, runs at
  * 1.03-1.13x the plain reduction bench times as the read bandwidth, and so do tile loads
@@ -214,17 +219,9 @@
 #define XFEATURE_XTILEDATA 18      /* the AMX tile data state */
 
 #define SUB 16 /* tokens per sub-block (rows of a tile) */
-/* Sub-blocks per super-block: 4, or 8 for two or more pairs of head groups (MLA with 32+
- * heads), whose O rows (64 heads x 512 fp32: 128 KB, in L2) are loaded and stored once per
- * super-block: 64 heads 0.93 of the time from memory, 0.95 in the caches (A/B runs,
- * 2 threads; O's loads and stores were ~18% of the loop). GQA shapes and 16 heads keep 4
- * (their P tiles stay in tile registers for all column steps only then; Qwen3's shape
- * measured 0.98-1.02 with 8). */
-#define NSUB_MAX 8
-static int sub_blocks(int n_hg)
-{
-    return n_hg >= 3 ? 8 : 4; /* n_hg >= 3: two or more O groups (pairs) */
-}
+#ifndef NSUB
+#define NSUB 4 /* sub-blocks per super-block */
+#endif
 #define HMAX 8 /* query heads per head group */
 /* Rows of zero-slot P per sub-block (one head group on V rows): a zero pad, a tile of hi
  * (rows 0..7) and lo (8..15) rows and its odd-slot copy. P in token pairs (PT in attend)
@@ -280,18 +277,17 @@ static amx_scratch scratch_plan(const ws_kv_layout *kv, int G)
     s.key = at, at += 64;                                 /* whose q tiles are packed */
     s.qv = at, at += a64(n_qt * (dk / 32) * 16 * 16 * 4); /* q tiles: pairs of bf16 */
     s.o = at, at += a64(n_og * 16 * dv * 4);              /* O, fp32 */
-    const size_t nsb = (size_t)sub_blocks((int)n_hg);
-    s.s = at, at += 2 * n_hg * nsb * SUB * 16 * 4; /* score tiles, 2 super-blocks */
-    s.sr = at, at += nsb * 8 * 64;                 /* combined scores */
-    s.p = at, at += n_og * nsb * PROWS * 64;       /* P tiles per sub-block */
+    s.s = at, at += 2 * n_hg * NSUB * SUB * 16 * 4;       /* score tiles, 2 super-blocks */
+    s.sr = at, at += NSUB * 8 * 64;                       /* combined scores */
+    s.p = at, at += n_og * NSUB * PROWS * 64;             /* P tiles per sub-block */
     /* Gathers for 2 super-blocks: K tiles, and V pairs or V rows beside K tiles (rows go by
      * pointer: gather_tile) */
     const int gk = kv->k_tiles, gv = !kv->v_shares_k && (kv->v_pairs || kv->k_tiles);
-    s.kg = at, at += gk ? a64(2 * nsb * SUB * dk * 2) : 0;
-    s.vg = at, at += gv ? a64(2 * nsb * SUB * dv * 2) : 0;
+    s.kg = at, at += gk ? a64(2 * NSUB * SUB * dk * 2) : 0;
+    s.vg = at, at += gv ? a64(2 * NSUB * SUB * dv * 2) : 0;
     /* V rows re-laid in token pairs per 32 columns (paired groups, V in rows), two column
      * steps: [step & 1][pair of sub-blocks][lo, hi][16 pair rows][64 B] */
-    s.gv = at, at += n_hg >= 2 && !kv->v_pairs ? 2 * (nsb / 2) * 2 * 1024 : 0;
+    s.gv = at, at += n_hg >= 2 && !kv->v_pairs ? 2 * (NSUB / 2) * 2 * 1024 : 0;
     s.tb = at, at += 3 * 1024;      /* tiles gathered from rows: 2 for q.k, 1 for p.V */
     s.ml = at, at += n_hg * 2 * 64; /* m, l per head group */
     s.total = at;
@@ -348,9 +344,9 @@ static void config(void)
  * (A/B runs with AB_SPARSE, 2 threads). */
 #define PF_TURN 256
 typedef struct pf_cursor {
-    const char *at[2 * NSUB_MAX * SUB]; /* a K and a V region per sub-block, or listed token */
-    size_t len[2 * NSUB_MAX * SUB];
-    size_t off[2 * NSUB_MAX * SUB]; /* bytes issued per region */
+    const char *at[2 * NSUB * SUB]; /* a K and a V region per sub-block, or per listed token */
+    size_t len[2 * NSUB * SUB];
+    size_t off[2 * NSUB * SUB]; /* bytes issued per region */
     int n, open;          /* regions, regions not yet finished */
     int r;                /* region whose turn it is */
     size_t turn;          /* bytes of region r's turn issued */
@@ -652,15 +648,14 @@ typedef struct score_ctx {
     const ws_attn_seq *sq;
     const ws_kv_layout *kv;
     int kvh, i1, n_hg, n_og, paired, ksteps;
-    int nsb;   /* sub-blocks per super-block (sub_blocks) */
     int kt;    /* K in tiles: S = q . K^T, [16 (hi, lo) x 16 tok] */
     int defer; /* one head group: scores resolves rows only, attend issues the tiles */
     const uint16_t *qv;
     float *sb;
     uint16_t *kg, *vg;
     uint16_t *tb; /* tiles gathered from rows by pointer: [J & 1] for the scores */
-    sub_rows sub[2][NSUB_MAX];
-    const uint16_t *rowp[2][NSUB_MAX][2 * SUB]; /* their K and V row addresses */
+    sub_rows sub[2][NSUB];
+    const uint16_t *rowp[2][NSUB][2 * SUB]; /* their K and V row addresses */
     int nsub[2];
 } score_ctx;
 
@@ -683,7 +678,7 @@ INL void scores_sub(score_ctx *c, int x, int j, pf_cursor *pf)
         else
             _tile_dpbf16ps(0, 6, 4);
     }
-    _tile_stored(0, c->sb + ((size_t)x * c->n_hg * c->nsb + j) * SUB * 16, 64);
+    _tile_stored(0, c->sb + ((size_t)x * c->n_hg * NSUB + j) * SUB * 16, 64);
 }
 
 /* Resolves the super-block starting at item `at` into slot x and issues its score tiles,
@@ -708,20 +703,20 @@ INL void scores_sub(score_ctx *c, int x, int j, pf_cursor *pf)
 static void scores(score_ctx *c, int at, int x, pf_cursor *pf)
 {
     const int dk = c->kv->d_k, dv = c->kv->d_v, i1 = c->i1, ksteps = c->ksteps;
-    const int nsb = c->nsb, ns = (i1 - at + SUB - 1) / SUB < nsb ? (i1 - at + SUB - 1) / SUB : nsb;
+    const int ns = (i1 - at + SUB - 1) / SUB < NSUB ? (i1 - at + SUB - 1) / SUB : NSUB;
     c->nsub[x] = ns;
     for (int j = 0; j < ns; j++) {
         const int it = at + j * SUB, n = i1 - it < SUB ? i1 - it : SUB;
         resolve(
-            c->sq, c->kv, c->kvh, it, n, c->kg ? c->kg + ((size_t)x * nsb + j) * SUB * dk : NULL,
-            c->vg ? c->vg + ((size_t)x * nsb + j) * SUB * dv : NULL, c->rowp[x][j], &c->sub[x][j]);
+            c->sq, c->kv, c->kvh, it, n, c->kg ? c->kg + ((size_t)x * NSUB + j) * SUB * dk : NULL,
+            c->vg ? c->vg + ((size_t)x * NSUB + j) * SUB * dv : NULL, c->rowp[x][j], &c->sub[x][j]);
     }
     if (c->kv->v_pairs)
-        resolve_pairs(c->sq, c->kv, c->kvh, at, i1, ns, c->vg + (size_t)x * nsb * SUB * dv,
+        resolve_pairs(c->sq, c->kv, c->kvh, at, i1, ns, c->vg + (size_t)x * NSUB * SUB * dv,
                       c->sub[x]);
     const size_t q_hg = (size_t)ksteps * 16 * 16 * 2; /* q elements per head group */
-    float *sbx = c->sb + (size_t)x * c->n_hg * nsb * SUB * 16;
-#define S_AT(hg, j) (sbx + ((size_t)(hg)*nsb + (j)) * SUB * 16)
+    float *sbx = c->sb + (size_t)x * c->n_hg * NSUB * SUB * 16;
+#define S_AT(hg, j) (sbx + ((size_t)(hg)*NSUB + (j)) * SUB * 16)
     if (c->paired) {
         /* Pairs of head groups: a q_hi and a q_lo tile of 16 heads into the same S tile
          * (16 tokens x 16 heads, hi and lo summed), two sub-blocks at a time (S in tiles
@@ -800,7 +795,7 @@ INL __mmask16 tok_mask(int n)
 /* The block loop, compiled three times: one head group (paired = 0) on K rows or (kt) on K
  * tiles, and pairs of head groups on K rows. */
 INL void attend(const ws_attn_problem *p, int s, int kvh, int qhead, int i0, int i1, int G,
-                float *o, float *lse, void *scratch, const int paired, const int kt, const int nsb)
+                float *o, float *lse, void *scratch, const int paired, const int kt)
 {
     const ws_kv_layout *kv = &p->kv;
     const ws_attn_seq *sq = &p->seqs[s];
@@ -886,7 +881,7 @@ INL void attend(const ws_attn_problem *p, int s, int kvh, int qhead, int i0, int
     }
     *key = (amx_q_key){.q = q, .G = G, .dk = dk};
     memset(ob, 0, sizeof(float) * o_hg * n_og);
-    memset(w + sp.p, 0, (size_t)n_og * nsb * prows * 64);           /* pads, absent heads: zero */
+    memset(w + sp.p, 0, (size_t)n_og * NSUB * prows * 64);          /* pads, absent heads: zero */
     const __mmask16 hmask = (__mmask16)(((1u << H) - 1) * 0x0101u); /* lanes of real heads */
     for (int hg = 0; hg < n_hg; hg++) {
         float *m = ml + hg * 32, *l = m + 16;
@@ -934,13 +929,13 @@ INL void attend(const ws_attn_problem *p, int s, int kvh, int qhead, int i0, int
     /* gv: paired groups on V rows take P in token pairs too, V re-laid per column step */
     const int gv = paired && !vp, pp = vp || gv;
     uint16_t *gvb = (uint16_t *)(w + sp.gv);
-    const int pf_steps = (paired ? n_og * (nsb / 2) : nsb) * qk_steps + nsb * n_hg +
-                         pv_steps * n_og * (pp ? nsb / 2 : nsb);
+    const int pf_steps = (paired ? n_og * (NSUB / 2) : NSUB) * qk_steps + NSUB * n_hg +
+                         pv_steps * n_og * (pp ? NSUB / 2 : NSUB);
     /* P in token pairs (pp): tiles per O group and pair of sub-blocks, [16 rows][32 tokens] bf16:
      * one (hi rows 0..7, lo rows 8..15) for one head group, a hi and a lo tile when paired. */
     const int n_pt = paired ? 2 : 1;
     uint16_t *pv0 = (uint16_t *)(w + sp.p);
-#define PT(og, b, k) (pv0 + ((((size_t)(og) * (nsb / 2) + (b)) * n_pt + (k)) * 512))
+#define PT(og, b, k) (pv0 + ((((size_t)(og) * (NSUB / 2) + (b)) * n_pt + (k)) * 512))
 
     /* Super-blocks are software-pipelined: the scores of super-block b + 1 (tile work) are
      * issued before the softmax of b (vector work), pairs of head groups all at once, one
@@ -954,7 +949,6 @@ INL void attend(const ws_attn_problem *p, int s, int kvh, int qhead, int i0, int
                     .n_hg = n_hg,
                     .n_og = n_og,
                     .paired = paired,
-                    .nsb = nsb,
                     .ksteps = ksteps,
                     .kt = kt,
                     .qv = qv,
@@ -964,19 +958,19 @@ INL void attend(const ws_attn_problem *p, int s, int kvh, int qhead, int i0, int
                     .tb = tb,
                     .defer = 0};
     int cur = 0;
-    const size_t s_sb = (size_t)n_hg * nsb * SUB * 16; /* floats of scores per super-block */
+    const size_t s_sb = (size_t)n_hg * NSUB * SUB * 16; /* floats of scores per super-block */
     pf_cursor pf = {.n = 0};
     scores(&sc, i0, 0, &pf);
     sc.defer = !paired;
-    for (int i = i0; i < i1; i += nsb * SUB) {
+    for (int i = i0; i < i1; i += NSUB * SUB) {
         const int nsub = sc.nsub[cur];
         const sub_rows *sub = sc.sub[cur];
         /* Super-block b + 2 is prefetched (to L2) over this iteration's steps: page runs
          * in turns (pf_cursor), scattered rows of a list at once (the hardware cannot guess
          * them). */
         pf.n = 0; /* regions below; pf_start sets the rest */
-        const int ipf = i + 2 * nsb * SUB;
-        for (int j = 0; j < nsb && ipf + j * SUB < i1; j++) {
+        const int ipf = i + 2 * NSUB * SUB;
+        for (int j = 0; j < NSUB && ipf + j * SUB < i1; j++) {
             const int it = ipf + j * SUB, n = i1 - it < SUB ? i1 - it : SUB;
             int t0;
             if (run_start(sq, P, it, n, &t0) || (!sq->sel && (t0 % P) + n <= P)) {
@@ -1004,16 +998,16 @@ INL void attend(const ws_attn_problem *p, int s, int kvh, int qhead, int i0, int
         for (int r = 0; r < pf.n; r++)
             pf_bytes += pf.len[r];
         pf_start(&pf, (pf_bytes / (size_t)pf_steps + 63) & ~(size_t)63, kv->v_shares_k);
-        const int has_next = i + nsb * SUB < i1;
+        const int has_next = i + NSUB * SUB < i1;
         if (has_next)
-            scores(&sc, i + nsb * SUB, cur ^ 1, &pf);
+            scores(&sc, i + NSUB * SUB, cur ^ 1, &pf);
         const int next_ns = has_next && sc.defer ? sc.nsub[cur ^ 1] : 0; /* left to issue */
 
         for (int hg = 0; hg < n_hg; hg++) {
             const int og_i = paired ? hg / 2 : 0, rh = paired ? 8 * (hg & 1) : 0;
             float *og = ob + (size_t)og_i * o_hg, *m = ml + hg * 32, *l = m + 16;
-            uint32_t *pb = pb0 + (size_t)og_i * nsb * prows * 16;
-            const float *sbh = sb + cur * s_sb + (size_t)(paired ? og_i : hg) * nsb * SUB * 16;
+            uint32_t *pb = pb0 + (size_t)og_i * NSUB * prows * 16;
+            const float *sbh = sb + cur * s_sb + (size_t)(paired ? og_i : hg) * NSUB * SUB * 16;
             /* Softmax, pass 1: hi + lo, scale, mask; the super-block's max per head. */
             __m512 mx = ninf, ls[HMAX];
             if (kt) { /* S rows per head, 16 tokens each */
@@ -1170,7 +1164,7 @@ INL void attend(const ws_attn_problem *p, int s, int kvh, int qhead, int i0, int
         /* One O group: the P tiles of both pairs of sub-blocks stay in tile registers for
          * all column steps (paired: pair 0's hi and lo in 4 and 5, pair 1's in 1 and 7;
          * else pair b in 4 + b), so each step loads only O and V. */
-        const int held = pp && n_og == 1 && nsb == 4;
+        const int held = pp && n_og == 1 && NSUB == 4;
         if (held && paired) {
             _tile_loadd(4, PT(0, 0, 0), 64);
             _tile_loadd(5, PT(0, 0, 1), 64);
@@ -1184,7 +1178,7 @@ INL void attend(const ws_attn_problem *p, int s, int kvh, int qhead, int i0, int
  * (gv): the first at V_AT, the second (columns 16-31, or the hi tile) v_half elements on,
  * rows V_ROWS(J) bytes apart. */
 #define V_AT(J, C)                                                                                 \
-    (vp ? sub[J].v + 64 * (C) : gvb + ((size_t)((C)&1) * (nsb / 2) + (size_t)(J) / 2) * 1024)
+    (vp ? sub[J].v + 64 * (C) : gvb + ((size_t)((C)&1) * (NSUB / 2) + (size_t)(J) / 2) * 1024)
 #define V_ROWS(J) (vp ? sub[J].vs : 64)
         const int v_half = vp ? 32 : 512;
         /* Pairs (MLA): 16 columns at a time, one O tile (0) and one V tile (6) per pair of
@@ -1205,7 +1199,7 @@ INL void attend(const ws_attn_problem *p, int s, int kvh, int qhead, int i0, int
                 _tile_stored(0, oc, dv * 4);
             }
             if (gv && c + 1 < pv_steps)
-                gather_v_cols(sub, nsub, c + 1, gvb + (size_t)((c + 1) & 1) * (nsb / 2) * 1024);
+                gather_v_cols(sub, nsub, c + 1, gvb + (size_t)((c + 1) & 1) * (NSUB / 2) * 1024);
         }
 /* One head group (V pairs: held implies them): the two V tiles of pair of sub-blocks J times
  * its held P tile TP into O tiles 0 and 1. The step's prefetch quota goes after the V
@@ -1252,7 +1246,7 @@ INL void attend(const ws_attn_problem *p, int s, int kvh, int qhead, int i0, int
                 _tile_stored(1, og + 32 * c + 16, dv * 4);
             }
             if (gv && c + 1 < pv_steps)
-                gather_v_cols(sub, nsub, c + 1, gvb + (size_t)((c + 1) & 1) * (nsb / 2) * 1024);
+                gather_v_cols(sub, nsub, c + 1, gvb + (size_t)((c + 1) & 1) * (NSUB / 2) * 1024);
         }
         /* Zero slots (one head group on V rows, so one O group): O += P.V, 32 columns (an
          * even and an odd C tile) at a time. */
@@ -1328,14 +1322,12 @@ INL void attend(const ws_attn_problem *p, int s, int kvh, int qhead, int i0, int
 void ws_attn_cpu_amx_attend(const ws_attn_problem *p, int s, int kvh, int qhead, int i0, int i1,
                             int G, float *o, float *lse, void *scratch)
 {
-    if (G > HMAX && sub_blocks((G + HMAX - 1) / HMAX) == 8)
-        attend(p, s, kvh, qhead, i0, i1, G, o, lse, scratch, 1, 0, 8);
-    else if (G > HMAX)
-        attend(p, s, kvh, qhead, i0, i1, G, o, lse, scratch, 1, 0, 4);
+    if (G > HMAX)
+        attend(p, s, kvh, qhead, i0, i1, G, o, lse, scratch, 1, 0);
     else if (p->kv.k_tiles)
-        attend(p, s, kvh, qhead, i0, i1, G, o, lse, scratch, 0, 1, 4);
+        attend(p, s, kvh, qhead, i0, i1, G, o, lse, scratch, 0, 1);
     else
-        attend(p, s, kvh, qhead, i0, i1, G, o, lse, scratch, 0, 0, 4);
+        attend(p, s, kvh, qhead, i0, i1, G, o, lse, scratch, 0, 0);
 }
 
 /* Peak of TDPBF16PS on full 16x16x32 tiles, in useful flop: the kernel's tiles carry the
