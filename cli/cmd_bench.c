@@ -43,11 +43,13 @@ static void help(FILE *out)
         "          single tokens, a fresh random set each repeat; sparse models (index_topk)\n"
         "          default to their top-k. Reports kv_bytes, seconds, kv_gbps, gflops, isa,\n"
         "          loop (amx, fma or generic: the block loop that ran), threads,\n"
-        "          read_bw_gbps, fraction_of_read_bw, peak_gflops, roofline_gflops,\n"
-        "          roofline_fraction and which bound applies. With --sparse-mode tokens,\n"
-        "          also a gather pass after each read pass (random rows of a K row's size,\n"
-        "          as many bytes as the kernel reads, prefetched ahead): gather_bw_gbps and\n"
-        "          fraction_of_gather_bw, what the memory gives scattered rows.\n"
+        "          read_bw_gbps, fraction_of_read_bw (of the medians; and per round, the\n"
+        "          kernel over the read pass before it: fraction_of_read_bw_rounds, median\n"
+        "          and quartiles), peak_gflops, roofline_gflops, roofline_fraction and which\n"
+        "          bound applies. With --sparse-mode tokens, also a gather pass after each\n"
+        "          read pass (random rows of a K row's size, as many bytes as the kernel\n"
+        "          reads, prefetched ahead): gather_bw_gbps and fraction_of_gather_bw, what\n"
+        "          the memory gives scattered rows.\n"
         "--v-layout how the CPU region stores V (separate V blocks only): rows, or token\n"
         "           pairs (the amx path and the vector paths' fused loop read them as\n"
         "           stored); auto (default) takes what the runtime writes for this path:\n"
@@ -219,6 +221,9 @@ typedef struct attn_fig {
     double sec, smin, smax; /* kernel seconds: median, min, max */
     double rd, kv_gbps, gflops, pk, roof;
     double gb; /* gather bandwidth, GB/s (0: not measured) */
+    /* the kernel's rate over the read pass's in each round (the two back to back): lower
+     * quartile, median, upper quartile over the rounds */
+    double fr_q1, fr_med, fr_q3;
     int compute_bound;
 } attn_fig;
 
@@ -227,6 +232,14 @@ static attn_fig attn_figures(int threads, double *secs, double *rsecs, double *g
                              double pk)
 {
     attn_fig g = {.threads = threads, .pk = pk};
+    double *fr = malloc(sizeof(double) * (size_t)R); /* before the sorts below */
+    if (fr) {
+        for (int r = 0; r < R; r++)
+            fr[r] = kv_bytes * rsecs[r] / (secs[r] * (double)covered);
+        g.fr_med = ws_median_sort(fr, R);
+        g.fr_q1 = fr[(R - 1) / 4], g.fr_q3 = fr[R - 1 - (R - 1) / 4];
+        free(fr);
+    }
     g.sec = ws_median_sort(secs, R); /* sorted: extremes at both ends */
     g.smin = secs[0], g.smax = secs[R - 1];
     g.rd = (double)covered / ws_median_sort(rsecs, R) / 1e9;
@@ -250,6 +263,13 @@ static void attn_fig_json(json_t *o, const attn_fig *g)
     json_object_set_new(o, "gflops", json_real(g->gflops));
     json_object_set_new(o, "read_bw_gbps", json_real(g->rd));
     json_object_set_new(o, "fraction_of_read_bw", json_real(g->kv_gbps / g->rd));
+    if (g->fr_med > 0) {
+        json_t *fr = json_object();
+        json_object_set_new(fr, "q1", json_real(g->fr_q1));
+        json_object_set_new(fr, "median", json_real(g->fr_med));
+        json_object_set_new(fr, "q3", json_real(g->fr_q3));
+        json_object_set_new(o, "fraction_of_read_bw_rounds", fr);
+    }
     if (g->gb > 0) {
         json_object_set_new(o, "gather_bw_gbps", json_real(g->gb));
         json_object_set_new(o, "fraction_of_gather_bw", json_real(g->kv_gbps / g->gb));
@@ -269,6 +289,10 @@ static void attn_fig_print(const attn_fig *g, ws_isa used, const char *loop, int
     printf("throughput   %.2f GB/s of KV, %.1f GFLOP/s (measured)\n", g->kv_gbps, g->gflops);
     printf("read bw      %.2f GB/s in the same run: kernel at %.1f%% of it (measured)\n", g->rd,
            100.0 * g->kv_gbps / g->rd);
+    if (g->fr_med > 0)
+        printf("per round    kernel at %.1f%% of the read pass before it: median of %d rounds "
+               "(quartiles %.1f-%.1f%%, measured)\n",
+               100.0 * g->fr_med, R, 100.0 * g->fr_q1, 100.0 * g->fr_q3);
     if (g->gb > 0)
         printf("gather bw    %.2f GB/s over random %zu-byte rows in the same run: kernel at %.1f%% "
                "of it (measured)\n",

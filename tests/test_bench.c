@@ -33,6 +33,11 @@ Test(bench, attn_cpu_gqa_json_keys_and_accounting)
     cr_assert_float_eq(num(o, "kv_gbps"), num(o, "kv_bytes") / num(o, "seconds") / 1e9, 1e-6);
     cr_assert_float_eq(num(o, "fraction_of_read_bw"), num(o, "kv_gbps") / num(o, "read_bw_gbps"),
                        1e-9);
+    /* per round: the kernel's rate over the read pass's before it, quartiles over 3 rounds */
+    json_t *fr = json_object_get(o, "fraction_of_read_bw_rounds");
+    cr_assert(json_is_object(fr), "fraction_of_read_bw_rounds missing");
+    cr_assert(num(fr, "q1") > 0 && num(fr, "q1") <= num(fr, "median") &&
+              num(fr, "median") <= num(fr, "q3") && isfinite(num(fr, "q3")));
     cr_assert_eq(num(o, "threads"), 2);
     cr_assert_str_eq(json_string_value(json_object_get(o, "source")), "measured");
     ws_isa best = ws_isa_best();
