@@ -13,6 +13,7 @@
 #include "cpu_features.h"
 #include "membw.h"
 #include "model.h"
+#include "numa.h"
 #include "pool.h"
 #include "ws_util.h"
 
@@ -64,7 +65,9 @@ static void help(FILE *out)
         "--scaling  also time the kernel and the read pass on one thread, alternating with\n"
         "           the T-thread runs in every repeat, and report 1-thread figures and the\n"
         "           speedup (JSON key scaling) from the same minutes of the host\n"
-        "--threads  worker threads (default: one per logical CPU)\n"
+        "--threads  worker threads (default: one per logical CPU), pinned to the NUMA\n"
+        "           nodes in turn; on several nodes the KV is spread over them in runs of\n"
+        "           8192 tokens (JSON key numa_nodes) and each chunk runs on its pages' node\n"
         "--isa      scalar|avx2|avx512|avx512bf16|amx (default: best, or $WRITESCOPE_ISA)\n"
         "Every figure is measured on this machine (source: measured).\n");
 }
@@ -169,6 +172,7 @@ static int bench_membw(ws_pool *pool, double bytes, int repeats, ws_isa isa, int
         json_object_set_new(o, "cpu", json_string(f->model));
         json_object_set_new(o, "threads", json_integer(ws_pool_threads(pool)));
         json_object_set_new(o, "pinned_threads", json_integer(ws_pool_pinned(pool)));
+        json_object_set_new(o, "numa_nodes", json_integer(ws_pool_nodes(pool)));
         json_object_set_new(o, "bytes", cli_num(bytes));
         json_object_set_new(o, "llc_bytes", cli_num((double)f->l3_bytes));
         json_object_set_new(o, "repeats", json_integer(repeats));
@@ -187,8 +191,9 @@ static int bench_membw(ws_pool *pool, double bytes, int repeats, ws_isa isa, int
         json_object_set_new(o, "peak_gflops", json_real(pk));
         return cli_print_json(o);
     }
-    printf("cpu          %s, %d threads (%d pinned)\n", f->model, ws_pool_threads(pool),
-           ws_pool_pinned(pool));
+    printf("cpu          %s, %d threads (%d pinned) on %d NUMA node%s\n", f->model,
+           ws_pool_threads(pool), ws_pool_pinned(pool), ws_pool_nodes(pool),
+           ws_pool_nodes(pool) > 1 ? "s" : "");
     printf("buffer       %.0f MiB (last-level cache %.0f MiB), median of %d\n", bytes / (1 << 20),
            f->l3_bytes / 1048576.0, repeats);
     printf("read         %.2f GB/s (measured)\n", rd);
@@ -490,6 +495,7 @@ static int bench_attn(ws_pool *pool, ws_isa isa, const attn_args *a)
     free(secs);
     const double ai = flops / kv_bytes;
     const double alloc_bytes = ws_attn_bench_kv_alloc_bytes(b);
+    const int nodes = ws_attn_bench_nodes(b);
     ws_attn_bench_destroy(b);
 
     const char *mode = cfg.sparse == WS_SPARSE_NONE    ? "dense"
@@ -521,6 +527,7 @@ static int bench_attn(ws_pool *pool, ws_isa isa, const attn_args *a)
         json_object_set_new(o, "isa_requested", json_string(ws_isa_name(isa)));
         json_object_set_new(o, "loop", json_string(loop));
         json_object_set_new(o, "pinned_threads", json_integer(ws_pool_pinned(pool)));
+        json_object_set_new(o, "numa_nodes", json_integer(nodes));
         json_object_set_new(o, "read_bw_bytes", cli_num(a->read_bytes));
         if (gseg)
             json_object_set_new(o, "gather_segment_bytes", json_integer((json_int_t)gseg));
@@ -544,6 +551,10 @@ static int bench_attn(ws_pool *pool, ws_isa isa, const attn_args *a)
         printf(" top-%d", cfg.topk);
     printf("; %.3f GB attended (%.2f GB allocated, LLC %.0f MiB)\n", kv_bytes / 1e9,
            alloc_bytes / 1e9, f->l3_bytes / 1048576.0);
+    if (nodes > 1)
+        printf("numa         KV over %d nodes in runs of %d tokens per node; each chunk runs on "
+               "its pages' node\n",
+               nodes, WS_NUMA_RUN_TOKENS);
     printf("arithmetic   %.1f flop/byte\n", ai);
     attn_fig_print(&g, used, loop, R, gseg);
     if (a->scaling) {

@@ -58,6 +58,9 @@ typedef struct ws_attn_seq {
     int n_tokens;             /* valid tokens in the sequence (>= 0) */
     const int32_t *sel;       /* sparse: indices of the tokens to attend; NULL = all */
     int n_sel;                /* entries in sel */
+    const int *page_nodes;    /* optional: the NUMA node (OS number) each page lies on, as
+                               * the CPU region placed it; NULL = unknown. The CPU kernel
+                               * runs a chunk on its pages' node (GPU kernels ignore it). */
 } ws_attn_seq;
 
 typedef struct ws_attn_problem {

@@ -1,7 +1,8 @@
 /* attn_bench: synthetic, model-shaped decode-attention problems for benchmarks and the
  * calibrator: one layer's KV for `batch` sequences of `ctx` tokens in the paged layout of
- * attn.h, pages scattered over one large allocation in a seeded shuffled order, filled with
- * seeded uniform [-1, 1) values (in parallel on the pool, deterministic for a seed), plus
+ * attn.h, pages scattered over one large allocation (a slice per NUMA node of the pool) in
+ * a seeded shuffled order, filled with seeded uniform [-1, 1) values (in parallel on the
+ * pool, deterministic for a seed), plus
  * queries, outputs and, for sparse runs, per-round top-k selections (whole pages, as a
  * page-granular indexer picks them, or single tokens).
  * A model's shape comes from ws_model_attn_shape (runtime/model.h).
@@ -44,6 +45,11 @@ ws_attn_bench *ws_attn_bench_create(const ws_attn_bench_cfg *cfg, ws_pool *pool,
 void ws_attn_bench_select(ws_attn_bench *b, int round);
 /* The problem (valid until destroy; its selection changes with ws_attn_bench_select). */
 const ws_attn_problem *ws_attn_bench_problem(const ws_attn_bench *b);
+/* NUMA nodes the KV is spread over: the pool's nodes (ws_pool_nodes), page (s, p) on its
+ * node ws_numa_place(s, p), as asked of the kernel (mbind, before the fill; a refusal
+ * leaves the pages where the fill touched them) and as the page tables say
+ * (ws_attn_seq.page_nodes); 1 on one node. */
+int ws_attn_bench_nodes(const ws_attn_bench *b);
 /* Bytes allocated for KV pages. */
 double ws_attn_bench_kv_alloc_bytes(const ws_attn_bench *b);
 /* Attention flops of one run: 2 * n_q * (d_k + d_v) per attended token. */

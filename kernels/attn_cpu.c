@@ -416,6 +416,44 @@ static int items(const ws_attn_seq *sq)
     return sq->sel ? sq->n_sel : sq->n_tokens;
 }
 
+/* End of the chunk of sequence sq that starts at item i0: chunk items, or fewer at the
+ * sequence's end and, when numa is set and the CPU region says where the pages lie (dense
+ * sequences, pages of whole blocks), at the first page on another node than i0's, so that
+ * a chunk reads one node's memory. */
+static long chunk_end(const ws_attn_seq *sq, int P, long i0, long chunk, int numa)
+{
+    const long n = items(sq);
+    long i1 = i0 + chunk < n ? i0 + chunk : n;
+    if (numa && sq->page_nodes && !sq->sel && P % WS_ATTN_CPU_BLOCK == 0 && i1 > i0) {
+        const long pg = i0 / P, last = (i1 - 1) / P;
+        for (long q = pg + 1; q <= last; q++)
+            if (sq->page_nodes[q] != sq->page_nodes[pg])
+                return q * P;
+    }
+    return i1;
+}
+
+/* Chunks of sequence sq (at least one, for an empty sequence). */
+static long count_chunks(const ws_attn_seq *sq, int P, long chunk, int numa)
+{
+    long c = 0;
+    for (long i0 = 0;; c++) {
+        long i1 = chunk_end(sq, P, i0, chunk, numa);
+        if (i1 >= items(sq))
+            return c + 1;
+        i0 = i1;
+    }
+}
+
+/* The pool node index of the page holding item i of sequence sq, -1 if unknown. */
+static int item_node(const ws_attn_seq *sq, int P, long i, const ws_pool *pool)
+{
+    if (!sq->page_nodes || i >= items(sq))
+        return -1;
+    const long tok = sq->sel ? sq->sel[i] : i;
+    return ws_pool_node_index(pool, sq->page_nodes[tok / P]);
+}
+
 int ws_attn_cpu(const ws_attn_problem *p, ws_pool *pool, ws_isa isa, ws_err *err)
 {
     int rc = ws_attn_validate(p, err);
@@ -451,11 +489,12 @@ int ws_attn_cpu(const ws_attn_problem *p, ws_pool *pool, ws_isa isa, ws_err *err
         chunk = want < MIN_CHUNK ? MIN_CHUNK : (long)want;
         chunk = (chunk + WS_ATTN_CPU_BLOCK - 1) / WS_ATTN_CPU_BLOCK * WS_ATTN_CPU_BLOCK;
     }
+    /* On a pool over several NUMA nodes, chunks end where the pages change node and each
+     * task runs on its chunk's node (ws_pool_run_affine). */
+    const int numa = pool && ws_pool_nodes(pool) > 1, P = kv->page_tokens;
     long n_tasks = 0, n_units = 0, n_parts = 0;
     for (int s = 0; s < p->n_seqs; s++) {
-        long c = (items(&p->seqs[s]) + chunk - 1) / chunk;
-        if (c < 1)
-            c = 1;
+        const long c = count_chunks(&p->seqs[s], P, chunk, numa);
         n_tasks += c * nkv;
         if (c > 1) {
             n_units += nkv;
@@ -498,7 +537,8 @@ int ws_attn_cpu(const ws_attn_problem *p, ws_pool *pool, ws_isa isa, ws_err *err
     const int use_bf16 =
         !jb.amx && !jb.fma && jb.ops->qk_bf16 && kv->dtype == WS_DT_BF16 && !kv->k_tiles;
     const size_t nq_elems = (size_t)p->n_seqs * p->n_q_heads * kv->d_k;
-    size_t off_units = align64(sizeof(task) * (size_t)n_tasks);
+    size_t off_nodes = align64(sizeof(task) * (size_t)n_tasks);
+    size_t off_units = off_nodes + (numa ? align64(sizeof(int) * (size_t)n_tasks) : 0);
     size_t off_po = off_units + align64(sizeof(unit) * (size_t)n_units);
     size_t off_pl = off_po + align64(sizeof(float) * (size_t)n_parts * G * kv->d_v);
     size_t off_q = off_pl + align64(sizeof(float) * (size_t)n_parts * G);
@@ -509,6 +549,7 @@ int ws_attn_cpu(const ws_attn_problem *p, ws_pool *pool, ws_isa isa, ws_err *err
         return ws_err_set(err, WS_ENOMEM, "CPU attention: out of memory (%zu bytes of scratch)",
                           total_bytes);
     jb.tasks = (task *)mem;
+    int *task_node = numa ? (int *)(mem + off_nodes) : NULL;
     jb.units = (unit *)(mem + off_units);
     jb.part_o = (float *)(mem + off_po);
     jb.part_lse = (float *)(mem + off_pl);
@@ -528,17 +569,18 @@ int ws_attn_cpu(const ws_attn_problem *p, ws_pool *pool, ws_isa isa, ws_err *err
 
     long ti = 0, ui = 0, part = 0;
     for (int s = 0; s < p->n_seqs; s++) {
-        const int n = items(&p->seqs[s]);
-        long c = (n + chunk - 1) / chunk;
-        if (c < 1)
-            c = 1;
+        const ws_attn_seq *sq = &p->seqs[s];
+        const long c = count_chunks(sq, P, chunk, numa);
         for (int h = 0; h < nkv; h++) {
             if (c > 1)
                 jb.units[ui++] = (unit){s, h, (int)part, (int)c};
-            for (long k = 0; k < c; k++) {
-                long i0 = k * chunk, i1 = i0 + chunk < n ? i0 + chunk : n;
+            for (long k = 0, i0 = 0, i1; k < c; k++, i0 = i1) {
+                i1 = chunk_end(sq, P, i0, chunk, numa);
                 const int part_k = c > 1 ? (int)part : -1;
-                for (int x = 0; x < hs; x++) /* a chunk's slices one after another */
+                const int node = numa ? item_node(sq, P, i0, pool) : -1;
+                for (int x = 0; x < hs; x++) { /* a chunk's slices one after another */
+                    if (numa)
+                        task_node[ti] = node;
                     jb.tasks[ti++] = (task){.seq = s,
                                             .kvh = h,
                                             .h0 = x * (G / hs),
@@ -546,13 +588,14 @@ int ws_attn_cpu(const ws_attn_problem *p, ws_pool *pool, ws_isa isa, ws_err *err
                                             .i0 = (int)i0,
                                             .i1 = (int)i1,
                                             .part = part_k};
+                }
                 if (c > 1)
                     part++;
             }
         }
     }
     if (pool) {
-        ws_pool_run(pool, (int)n_tasks, run_task, &jb);
+        ws_pool_run_affine(pool, (int)n_tasks, task_node, run_task, &jb);
         if (n_units)
             ws_pool_run(pool, (int)n_units, run_merge, &jb);
     } else {

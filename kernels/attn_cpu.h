@@ -7,7 +7,11 @@
  * query heads of its group (each KV element is read once per group, not once per query
  * head) and leaves (O, lse); chunks of one (sequence, KV head) are merged by lse. Where
  * that leaves threads idle and a KV head has 16 or more query heads (MLA), a chunk's heads
- * are also cut into slices of 8 or more, a task each (the chunk read once per slice). The
+ * are also cut into slices of 8 or more, a task each (the chunk read once per slice). On a
+ * pool over several NUMA nodes (pool.h), when the page tables give the pages' nodes
+ * (ws_attn_seq.page_nodes), a dense chunk also ends where its pages change node (pages of
+ * a multiple of 16 tokens), and every task runs on a thread of its first item's node
+ * first (ws_pool_run_affine); sparse lists are not cut by node. The
  * result equals ws_attn_ref within float rounding (see tests/test_attn_cpu.c).
  *
  * Instruction paths (one binary, chosen at run time from cpu_features):

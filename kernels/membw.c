@@ -155,6 +155,11 @@ typedef struct bw_job {
     double *a, *b, *c;
     size_t slice; /* elements per task */
     int init;     /* 1: first-touch pass */
+    /* NUMA (NULL on one node): the read buffer is one region per node of the pool, read by
+     * that node's tasks: task i belongs to node task_node[i], whose tasks start at
+     * first[i] and whose region starts at element first[i] * cap_slice. */
+    int *task_node, *first;
+    size_t cap_slice;
     float (*read)(const float *, size_t);
     float partial[WS_POOL_MAX_THREADS]; /* per-thread results, kept alive via g_sink */
 } bw_job;
@@ -162,7 +167,9 @@ typedef struct bw_job {
 static void read_task(void *ctx, int task, int thread)
 {
     bw_job *j = ctx;
-    float *x = j->buf + (size_t)task * j->slice;
+    float *x = j->first ? j->buf + (size_t)j->first[task] * j->cap_slice +
+                              (size_t)(task - j->first[task]) * j->slice
+                        : j->buf + (size_t)task * j->slice;
     if (j->init) {
         for (size_t i = 0; i < j->slice; i++)
             x[i] = (float)(i & 7);
@@ -191,8 +198,9 @@ struct ws_membw_reader {
 static double reader_run(ws_membw_reader *r, ws_pool *pool, size_t bytes)
 {
     r->job.slice = read_covered(bytes, r->tasks) / sizeof(float) / (size_t)r->tasks;
+    const int *nodes = pool == r->pool ? r->job.task_node : NULL;
     double t0 = ws_now_s();
-    ws_pool_run(pool, r->tasks, read_task, &r->job);
+    ws_pool_run_affine(pool, r->tasks, nodes, read_task, &r->job);
     return ws_now_s() - t0;
 }
 
@@ -217,6 +225,38 @@ static void gather_task(void *ctx, int task, int thread)
     j->partial[thread] += j->gather(j->base, &w);
 }
 
+/* On a pool over several NUMA nodes: node k's threads get SLICES_PER_THREAD tasks each, in
+ * a run of task numbers, over a region of the buffer placed on node k (tasks of threads on
+ * no known node last, unplaced). 0, or -1 out of memory. */
+static int numa_split(ws_membw_reader *r)
+{
+    const int nn = ws_pool_nodes(r->pool), T = ws_pool_threads(r->pool);
+    if (nn <= 1)
+        return 0;
+    int per[WS_NUMA_MAX_NODES + 1] = {0}; /* threads per node, the last: unknown */
+    for (int t = 0; t < T; t++) {
+        int k = ws_pool_thread_node(r->pool, t);
+        per[k >= 0 && k < nn ? k : nn]++;
+    }
+    r->job.task_node = malloc(sizeof(int) * (size_t)r->tasks);
+    r->job.first = malloc(sizeof(int) * (size_t)r->tasks);
+    if (!r->job.task_node || !r->job.first)
+        return -1;
+    r->job.cap_slice = r->capacity / sizeof(float) / (size_t)r->tasks;
+    for (int k = 0, i = 0; k <= nn; k++) {
+        const int first = i;
+        for (int n = 0; n < per[k] * SLICES_PER_THREAD; n++, i++) {
+            r->job.task_node[i] = k < nn ? k : -1;
+            r->job.first[i] = first;
+        }
+        if (k < nn && i > first)
+            ws_numa_prefer((char *)(r->job.buf + (size_t)first * r->job.cap_slice),
+                           (size_t)(i - first) * r->job.cap_slice * sizeof(float),
+                           ws_pool_node_id(r->pool, k), NULL); /* a hint; may be refused */
+    }
+    return 0;
+}
+
 ws_membw_reader *ws_membw_reader_create(ws_pool *pool, size_t bytes, ws_err *err)
 {
     const ws_cpu_features *f = ws_cpu_features_get();
@@ -237,6 +277,11 @@ ws_membw_reader *ws_membw_reader_create(ws_pool *pool, size_t bytes, ws_err *err
     r->pool = pool, r->tasks = tasks, r->capacity = read_covered(bytes, tasks);
     r->job.read = f->avx512f ? read_avx512 : f->avx2 ? read_avx2 : read_sse2;
     r->gather = f->avx512f ? gather_avx512 : f->avx2 ? gather_avx2 : gather_sse2;
+    if (numa_split(r)) {
+        ws_membw_reader_destroy(r);
+        ws_err_set(err, WS_ENOMEM, "read bandwidth: out of memory");
+        return NULL;
+    }
     r->job.init = 1;
     reader_run(r, pool, r->capacity); /* first touch, by the pool's threads */
     r->job.init = 0;
@@ -293,6 +338,8 @@ void ws_membw_reader_destroy(ws_membw_reader *r)
         return;
     g_sink += r->job.partial[0] * 0.0f + r->gather_sink;
     free(r->job.buf);
+    free(r->job.task_node);
+    free(r->job.first);
     free(r);
 }
 
