@@ -10,6 +10,7 @@
 
 #include "attn_cpu_amx.h"
 #include "cpu_features.h"
+#include "numa.h"
 #include "ws_util.h"
 
 #define SLICES_PER_THREAD 16 /* read/triad tasks per thread: dynamic balance */
@@ -155,9 +156,10 @@ typedef struct bw_job {
     double *a, *b, *c;
     size_t slice; /* elements per task */
     int init;     /* 1: first-touch pass */
-    /* NUMA (NULL on one node): the read buffer is one region per node of the pool, read by
-     * that node's tasks: task i belongs to node task_node[i], whose tasks start at
-     * first[i] and whose region starts at element first[i] * cap_slice. */
+    /* NUMA (NULL on one node; see node_tasks): task i belongs to node task_node[i], whose
+     * tasks start at first[i]. The read buffer is one region per node, read by that node's
+     * tasks, from element first[i] * cap_slice; the triad's slices are fixed, so a node's
+     * run of them is its region. */
     int *task_node, *first;
     size_t cap_slice;
     float (*read)(const float *, size_t);
@@ -225,35 +227,53 @@ static void gather_task(void *ctx, int task, int thread)
     j->partial[thread] += j->gather(j->base, &w);
 }
 
-/* On a pool over several NUMA nodes: node k's threads get SLICES_PER_THREAD tasks each, in
- * a run of task numbers, over a region of the buffer placed on node k (tasks of threads on
- * no known node last, unplaced). 0, or -1 out of memory. */
-static int numa_split(ws_membw_reader *r)
+/* On a pool over several NUMA nodes, the read and triad tasks by node: node k's threads
+ * get SLICES_PER_THREAD tasks each, in a run of task numbers (tasks of threads on no known
+ * node last): task_node[i] is task i's node (-1: none), first[i] the first task of its run.
+ * Both NULL on one node; 0, or -1 out of memory. */
+static int node_tasks(ws_pool *pool, int **task_node, int **first)
 {
-    const int nn = ws_pool_nodes(r->pool), T = ws_pool_threads(r->pool);
+    const int nn = ws_pool_nodes(pool), T = ws_pool_threads(pool);
+    *task_node = *first = NULL;
     if (nn <= 1)
         return 0;
     int per[WS_NUMA_MAX_NODES + 1] = {0}; /* threads per node, the last: unknown */
     for (int t = 0; t < T; t++) {
-        int k = ws_pool_thread_node(r->pool, t);
+        int k = ws_pool_thread_node(pool, t);
         per[k >= 0 && k < nn ? k : nn]++;
     }
-    r->job.task_node = malloc(sizeof(int) * (size_t)r->tasks);
-    r->job.first = malloc(sizeof(int) * (size_t)r->tasks);
-    if (!r->job.task_node || !r->job.first)
+    *task_node = malloc(sizeof(int) * (size_t)T * SLICES_PER_THREAD);
+    *first = malloc(sizeof(int) * (size_t)T * SLICES_PER_THREAD);
+    if (!*task_node || !*first)
+        return -1;
+    for (int k = 0, i = 0; k <= nn; k++)
+        for (int n = 0, f = i; n < per[k] * SLICES_PER_THREAD; n++, i++) {
+            (*task_node)[i] = k < nn ? k : -1;
+            (*first)[i] = f;
+        }
+    return 0;
+}
+
+/* Asks that each node's run of tasks, task_bytes each from base (task i at i x
+ * task_bytes), lie on that node: a hint, before the first touch (a refusal is ignored). */
+static void place_runs(ws_pool *pool, const int *task_node, const int *first, int tasks, char *base,
+                       size_t task_bytes)
+{
+    for (int i = 0; task_node && i < tasks; i++)
+        if (task_node[i] >= 0 && (i + 1 == tasks || first[i + 1] != first[i]))
+            ws_numa_prefer(base + (size_t)first[i] * task_bytes,
+                           (size_t)(i + 1 - first[i]) * task_bytes,
+                           ws_pool_node_id(pool, task_node[i]), NULL);
+}
+
+/* The reader's read buffer by node: a region per node run (see bw_job). */
+static int numa_split(ws_membw_reader *r)
+{
+    if (node_tasks(r->pool, &r->job.task_node, &r->job.first))
         return -1;
     r->job.cap_slice = r->capacity / sizeof(float) / (size_t)r->tasks;
-    for (int k = 0, i = 0; k <= nn; k++) {
-        const int first = i;
-        for (int n = 0; n < per[k] * SLICES_PER_THREAD; n++, i++) {
-            r->job.task_node[i] = k < nn ? k : -1;
-            r->job.first[i] = first;
-        }
-        if (k < nn && i > first)
-            ws_numa_prefer((char *)(r->job.buf + (size_t)first * r->job.cap_slice),
-                           (size_t)(i - first) * r->job.cap_slice * sizeof(float),
-                           ws_pool_node_id(r->pool, k), NULL); /* a hint; may be refused */
-    }
+    place_runs(r->pool, r->job.task_node, r->job.first, r->tasks, (char *)r->job.buf,
+               r->job.cap_slice * sizeof(float));
     return 0;
 }
 
@@ -427,13 +447,26 @@ int ws_membw_triad(ws_pool *pool, size_t bytes, int repeats, double *gbps_out, w
         free(t);
         return ws_err_set(err, WS_ENOMEM, "triad: cannot allocate %zu bytes", bytes);
     }
+    if (node_tasks(pool, &j->task_node, &j->first)) { /* each node's slices on it */
+        free(j->a);
+        free(j->b);
+        free(j->c);
+        free(j->task_node);
+        free(j->first);
+        free(j);
+        free(t);
+        return ws_err_set(err, WS_ENOMEM, "triad: out of memory");
+    }
+    place_runs(pool, j->task_node, j->first, tasks, (char *)j->a, slice * sizeof(double));
+    place_runs(pool, j->task_node, j->first, tasks, (char *)j->b, slice * sizeof(double));
+    place_runs(pool, j->task_node, j->first, tasks, (char *)j->c, slice * sizeof(double));
     j->init = 1;
-    ws_pool_run(pool, tasks, triad_task, j);
+    ws_pool_run_affine(pool, tasks, j->task_node, triad_task, j);
     j->init = 0;
-    ws_pool_run(pool, tasks, triad_task, j);
+    ws_pool_run_affine(pool, tasks, j->task_node, triad_task, j);
     for (int r = 0; r < repeats; r++) {
         double t0 = ws_now_s();
-        ws_pool_run(pool, tasks, triad_task, j);
+        ws_pool_run_affine(pool, tasks, j->task_node, triad_task, j);
         t[r] = ws_now_s() - t0;
     }
     *gbps_out = 3.0 * (double)(n * sizeof(double)) / ws_median_sort(t, repeats) / 1e9;
@@ -441,6 +474,8 @@ int ws_membw_triad(ws_pool *pool, size_t bytes, int repeats, double *gbps_out, w
     free(j->a);
     free(j->b);
     free(j->c);
+    free(j->task_node);
+    free(j->first);
     free(j);
     free(t);
     return 0;

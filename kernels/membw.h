@@ -12,6 +12,9 @@
  *   peak flop/s:    independent dot-product accumulations in registers with the instruction
  *                   the attention path uses for q.k and p.V (FMA, or VDPBF16PS in the hi+lo
  *                   form the avx512bf16 path runs), on every thread of the pool.
+ * On a pool over several NUMA nodes (pool.h) the read buffer and the triad's arrays are one
+ * region per node, placed there and read by that node's threads (as the attention kernel
+ * reads KV placed by node); the gather's random rows span every node.
  * Each returns the median over `repeats` timed runs (after one untimed warm-up), in GB/s
  * (1e9 bytes/s) or GFLOP/s. Callers: `writescope bench`, the calibrator. */
 #ifndef WS_MEMBW_H

@@ -410,7 +410,7 @@ Test(numa, bench_spreads_pages_by_node)
 
 /* The read pass on a two-node pool (a region per node, read by that node's tasks): every
  * size covers what it covers on one node, on the pool and on a one-thread pool alike, and
- * stays inside the buffer (the sanitizer build checks the bounds). */
+ * stays inside the buffer (the sanitizer build checks the bounds); so does the triad. */
 Test(numa, read_pass_by_node)
 {
     ws_pool *p = two_node_pool(2);
@@ -430,6 +430,9 @@ Test(numa, read_pass_by_node)
         cr_assert(c2 <= want && c2 > want - (2u * 16 * 4096), "size %zu: covered %zu", sizes[i],
                   c2);
     }
+    double g = 0;
+    cr_assert_eq(ws_membw_triad(p, 12u << 20, 3, &g, &err), 0, "%s", err.msg);
+    cr_assert(isfinite(g) && g > 0.01, "triad %g GB/s", g);
     double sec = 0;
     size_t cov = 0;
     cr_assert_eq(ws_membw_reader_gather(r, NULL, 256, 1u << 20, 5, &sec, &cov, &err), 0, "%s",
