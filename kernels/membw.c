@@ -431,32 +431,18 @@ int ws_membw_triad(ws_pool *pool, size_t bytes, int repeats, double *gbps_out, w
     size_t n = slice * (size_t)tasks;
     bw_job *j = calloc(1, sizeof *j);
     double *t = malloc(sizeof(double) * (size_t)repeats);
+    int rc = 0;
     if (j) {
         j->slice = slice;
         j->a = big_alloc(n * sizeof(double));
         j->b = big_alloc(n * sizeof(double));
         j->c = big_alloc(n * sizeof(double));
     }
-    if (!j || !t || !j->a || !j->b || !j->c) {
-        if (j) {
-            free(j->a);
-            free(j->b);
-            free(j->c);
-        }
-        free(j);
-        free(t);
-        return ws_err_set(err, WS_ENOMEM, "triad: cannot allocate %zu bytes", bytes);
+    if (!j || !t || !j->a || !j->b || !j->c || node_tasks(pool, &j->task_node, &j->first)) {
+        rc = ws_err_set(err, WS_ENOMEM, "triad: cannot allocate %zu bytes", bytes);
+        goto out;
     }
-    if (node_tasks(pool, &j->task_node, &j->first)) { /* each node's slices on it */
-        free(j->a);
-        free(j->b);
-        free(j->c);
-        free(j->task_node);
-        free(j->first);
-        free(j);
-        free(t);
-        return ws_err_set(err, WS_ENOMEM, "triad: out of memory");
-    }
+    /* Each node's slices on it, first touched and run by its threads. */
     place_runs(pool, j->task_node, j->first, tasks, (char *)j->a, slice * sizeof(double));
     place_runs(pool, j->task_node, j->first, tasks, (char *)j->b, slice * sizeof(double));
     place_runs(pool, j->task_node, j->first, tasks, (char *)j->c, slice * sizeof(double));
@@ -471,14 +457,17 @@ int ws_membw_triad(ws_pool *pool, size_t bytes, int repeats, double *gbps_out, w
     }
     *gbps_out = 3.0 * (double)(n * sizeof(double)) / ws_median_sort(t, repeats) / 1e9;
     g_sink += (float)j->a[n / 2] * 0.0f;
-    free(j->a);
-    free(j->b);
-    free(j->c);
-    free(j->task_node);
-    free(j->first);
+out:
+    if (j) {
+        free(j->a);
+        free(j->b);
+        free(j->c);
+        free(j->task_node);
+        free(j->first);
+    }
     free(j);
     free(t);
-    return 0;
+    return rc;
 }
 
 /* ---- dot-product peak, per instruction path ---- */
