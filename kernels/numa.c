@@ -11,6 +11,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#define NODE_BITS 1024 /* node numbers mbind's mask covers (Linux's largest MAX_NUMNODES) */
 #define MPOL_PREFERRED_ 1 /* linux/mempolicy.h */
 #define MPOL_F_NODE_ 1
 #define MPOL_F_ADDR_ 2
@@ -167,14 +168,13 @@ int ws_numa_cpu_order(const ws_numa *t, int *order, int max)
 
 int ws_numa_prefer(void *addr, size_t len, int node, ws_err *err)
 {
-    if (node < 0 || node >= WS_NUMA_MAX_CPUS)
+    if (node < 0 || node >= NODE_BITS)
         return ws_err_set(err, WS_EINVAL, "NUMA: node %d out of range", node);
-    unsigned long mask[WS_NUMA_MAX_CPUS / (8 * sizeof(unsigned long))] = {0};
+    unsigned long mask[NODE_BITS / (8 * sizeof(unsigned long))] = {0};
     const int bits = 8 * (int)sizeof(unsigned long);
     mask[node / bits] = 1ul << (node % bits);
     /* maxnode counts one more than the mask's bits (the kernel drops the last one). */
-    if (syscall(SYS_mbind, addr, len, MPOL_PREFERRED_, mask, (unsigned long)WS_NUMA_MAX_CPUS + 1,
-                0u)) {
+    if (syscall(SYS_mbind, addr, len, MPOL_PREFERRED_, mask, (unsigned long)NODE_BITS + 1, 0u)) {
         int e = errno;
         return ws_err_set(err, e == ENOSYS ? WS_EUNSUP : WS_EINVAL,
                           "NUMA: cannot place %zu bytes at %p on node %d: %s", len, addr, node,
