@@ -11,7 +11,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#define NODE_BITS 1024 /* node numbers mbind's mask covers (Linux's largest MAX_NUMNODES) */
+#define NODE_BITS 1024    /* node numbers mbind's mask covers (Linux's largest MAX_NUMNODES) */
 #define MPOL_PREFERRED_ 1 /* linux/mempolicy.h */
 #define MPOL_F_NODE_ 1
 #define MPOL_F_ADDR_ 2
