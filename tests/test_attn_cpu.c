@@ -108,23 +108,28 @@ static double check_all(fx *f, const int *threads, int n_threads, const char *wh
 
 static const ws_dtype k_dtypes[2] = {WS_DT_BF16, WS_DT_FP16};
 
+/* check_all on a fresh problem: n_seqs sequences of lens[s] tokens, n_q query heads,
+ * unit-scale queries. */
+static void check_shape(ws_kv_layout kv, int n_q, int n_seqs, const int *lens, const int *threads,
+                        int n_threads, const char *what)
+{
+    fx f;
+    th_attn_make(&f, kv, n_q, n_seqs, lens, 1.0f);
+    check_all(&f, threads, n_threads, what);
+    th_attn_free(&f);
+}
+
 Test(attn_cpu, lengths_around_page_edges)
 {
-    const int P = 32, one[1] = {1}, two[2] = {1, 2};
+    const int P = 32, two[2] = {1, 2};
     for (int di = 0; di < 2; di++) {
         ws_kv_layout kv = {.page_tokens = P, .n_kv_heads = 2, .d_k = 128, .d_v = 128,
                            .dtype = k_dtypes[di]};
         int lens[] = {0, 1, P - 1, P, P + 1, 3000};
-        fx f;
-        th_attn_make(&f, kv, 8, 6, lens, 1.0f);
-        check_all(&f, two, 2, "lengths");
-        th_attn_free(&f);
+        check_shape(kv, 8, 6, lens, two, 2, "lengths");
         /* One long sequence alone: split-K over chunks merged by lse. */
         int lens1[1] = {5000};
-        th_attn_make(&f, kv, 8, 1, lens1, 1.0f);
-        check_all(&f, two, 2, "batch-1 split-K");
-        th_attn_free(&f);
-        (void)one;
+        check_shape(kv, 8, 1, lens1, two, 2, "batch-1 split-K");
     }
 }
 
@@ -549,52 +554,35 @@ Test(attn_cpu, tile_edges)
         ws_kv_layout mla = {.page_tokens = 32, .n_kv_heads = 1, .d_k = 576, .d_v = 512,
                             .v_shares_k = 1, .dtype = k_dtypes[di]};
         int l1[2] = {100, 17};
-        fx f;
-        th_attn_make(&f, mla, 64, 2, l1, 1.0f);
-        check_all(&f, thr, 1, "mla 64 heads");
-        th_attn_free(&f);
+        check_shape(mla, 64, 2, l1, thr, 1, "mla 64 heads");
         /* Three head groups: the AMX loop pairs them, the third pair half empty. */
-        th_attn_make(&f, mla, 24, 2, l1, 1.0f);
-        check_all(&f, thr, 1, "mla 24 heads");
-        th_attn_free(&f);
+        check_shape(mla, 24, 2, l1, thr, 1, "mla 24 heads");
         ws_kv_layout g24 = {
             .page_tokens = 32, .n_kv_heads = 2, .d_k = 64, .d_v = 64, .dtype = k_dtypes[di]};
-        th_attn_make(&f, g24, 48, 2, l1, 1.0f);
-        check_all(&f, thr, 1, "group 24 d 64");
-        th_attn_free(&f);
+        check_shape(g24, 48, 2, l1, thr, 1, "group 24 d 64");
         ws_kv_layout odd = {.page_tokens = 24, .n_kv_heads = 3, .d_k = 80, .d_v = 48,
                             .dtype = k_dtypes[di]};
         int l2[2] = {200, 49};
-        th_attn_make(&f, odd, 9, 2, l2, 1.0f);
-        check_all(&f, thr, 1, "d 80/48 group 3 page 24");
-        th_attn_free(&f);
+        check_shape(odd, 9, 2, l2, thr, 1, "d 80/48 group 3 page 24");
         ws_kv_layout straddle = {.page_tokens = 20, .n_kv_heads = 2, .d_k = 128, .d_v = 128,
                                  .dtype = k_dtypes[di]};
         int l3[1] = {333};
-        th_attn_make(&f, straddle, 4, 1, l3, 1.0f);
-        check_all(&f, thr, 1, "page 20");
-        th_attn_free(&f);
+        check_shape(straddle, 4, 1, l3, thr, 1, "page 20");
         /* The fused FMA loop's edges: d_v > d_k (more V lines to prefetch than K tile rows)
          * and not a multiple of 32 (a 16-column tail), groups padded to 8 and to 16 (two
          * passes), partial sub-blocks; MLA with heads padded to 16. */
         ws_kv_layout wide_v = {
             .page_tokens = 32, .n_kv_heads = 2, .d_k = 64, .d_v = 176, .dtype = k_dtypes[di]};
         int l4[2] = {100, 33};
-        th_attn_make(&f, wide_v, 10, 2, l4, 1.0f);
-        check_all(&f, thr, 1, "d 64/176 group 5");
-        th_attn_free(&f);
-        th_attn_make(&f, wide_v, 24, 2, l4, 1.0f);
-        check_all(&f, thr, 1, "d 64/176 group 12");
-        th_attn_free(&f);
+        check_shape(wide_v, 10, 2, l4, thr, 1, "d 64/176 group 5");
+        check_shape(wide_v, 24, 2, l4, thr, 1, "d 64/176 group 12");
         ws_kv_layout mla_small = {.page_tokens = 32,
                                   .n_kv_heads = 1,
                                   .d_k = 96,
                                   .d_v = 64,
                                   .v_shares_k = 1,
                                   .dtype = k_dtypes[di]};
-        th_attn_make(&f, mla_small, 5, 2, l4, 1.0f);
-        check_all(&f, thr, 1, "mla d 96/64 5 heads");
-        th_attn_free(&f);
+        check_shape(mla_small, 5, 2, l4, thr, 1, "mla d 96/64 5 heads");
     }
 }
 
@@ -616,15 +604,9 @@ Test(attn_cpu, head_slices)
                             .dtype = k_dtypes[di]};
         int l1[1] = {300}, l2[1] = {1500};
         fx f;
-        th_attn_make(&f, mla, 64, 1, l1, 1.0f);
-        check_all(&f, thr, 2, "mla 64 heads sliced");
-        th_attn_free(&f);
-        th_attn_make(&f, mla, 48, 1, l1, 1.0f);
-        check_all(&f, thr, 2, "mla 48 heads sliced");
-        th_attn_free(&f);
-        th_attn_make(&f, mla, 16, 1, l1, 1.0f);
-        check_all(&f, thr, 2, "mla 16 heads sliced");
-        th_attn_free(&f);
+        check_shape(mla, 64, 1, l1, thr, 2, "mla 64 heads sliced");
+        check_shape(mla, 48, 1, l1, thr, 2, "mla 48 heads sliced");
+        check_shape(mla, 16, 1, l1, thr, 2, "mla 16 heads sliced");
         th_attn_make(&f, mla, 64, 1, l2, 1.0f);
         check_all(&f, thr + 2, 1, "mla 64 heads chunked and sliced");
         int32_t sel[200];
@@ -636,8 +618,6 @@ Test(attn_cpu, head_slices)
         th_attn_free(&f);
         ws_kv_layout g32 = {
             .page_tokens = 32, .n_kv_heads = 2, .d_k = 64, .d_v = 64, .dtype = k_dtypes[di]};
-        th_attn_make(&f, g32, 64, 1, l1, 1.0f);
-        check_all(&f, thr, 3, "group 32 sliced");
-        th_attn_free(&f);
+        check_shape(g32, 64, 1, l1, thr, 3, "group 32 sliced");
     }
 }
