@@ -1,8 +1,8 @@
 /* attn_cpu_avx2: the AVX2 + FMA + F16C instruction path of the CPU attention kernel (see
  * attn_cpu_isa.h), for x86-64 CPUs without AVX-512. Target pragmas limit the ISA to this
- * file's functions. Same structure as the AVX-512 path with 8-lane vectors and smaller
- * register tiles (16 ymm registers): q.k as 2 heads x 4 tokens, p.V as 2 heads x 32
- * columns. */
+ * file's functions. The AVX-512 path's register-tiled kernels (attn_cpu_gen_body.h) with
+ * 8-lane vectors and smaller tiles (16 ymm registers): q.k as 2 heads x 4 tokens, p.V as
+ * 2 heads x 32 columns. */
 #include <immintrin.h>
 #include <math.h>
 
@@ -46,110 +46,26 @@ INL float hsum1(__m256 a)
     return _mm_cvtss_f32(s);
 }
 
-INL void qk_tile(const float *q, int dk, const float *kf, int ldk, float scale, float *s,
-                 int lds, const int GH, const int TH)
+/* Stores scale * (sums of acc[0..TH)) at s[0..TH). */
+INL void put_scores(float *s, __m256 *acc, int TH, float scale)
 {
-    __m256 acc[2][4];
-#pragma GCC unroll 4
-    for (int g = 0; g < GH; g++)
-#pragma GCC unroll 4
+    if (TH == 4) {
+        _mm_storeu_ps(s, _mm_mul_ps(hsum4(acc[0], acc[1], acc[2], acc[3]), _mm_set1_ps(scale)));
+    } else {
         for (int t = 0; t < TH; t++)
-            acc[g][t] = _mm256_setzero_ps();
-    for (int i = 0; i < dk; i += 8) {
-        __m256 k[4];
-#pragma GCC unroll 4
-        for (int t = 0; t < TH; t++)
-            k[t] = _mm256_loadu_ps(kf + (size_t)t * ldk + i);
-#pragma GCC unroll 4
-        for (int g = 0; g < GH; g++) {
-            __m256 qv = _mm256_loadu_ps(q + (size_t)g * dk + i);
-#pragma GCC unroll 4
-            for (int t = 0; t < TH; t++)
-                acc[g][t] = _mm256_fmadd_ps(qv, k[t], acc[g][t]);
-        }
-    }
-#pragma GCC unroll 4
-    for (int g = 0; g < GH; g++) {
-        float *sg = s + (size_t)g * lds;
-        if (TH == 4) {
-            _mm_storeu_ps(sg, _mm_mul_ps(hsum4(acc[g][0], acc[g][1], acc[g][2], acc[g][3]),
-                                         _mm_set1_ps(scale)));
-        } else {
-            for (int t = 0; t < TH; t++)
-                sg[t] = scale * hsum1(acc[g][t]);
-        }
+            s[t] = scale * hsum1(acc[t]);
     }
 }
 
-static void qk(const float *q, int G, int dk, const float *kf, int ldk, int n, float scale,
-               float *s, int lds)
-{
-    int g = 0;
-    for (; g + 2 <= G; g += 2) {
-        const float *qg = q + (size_t)g * dk;
-        int t = 0;
-        for (; t + 4 <= n; t += 4)
-            qk_tile(qg, dk, kf + (size_t)t * ldk, ldk, scale, s + (size_t)g * lds + t, lds, 2, 4);
-        for (; t < n; t++)
-            qk_tile(qg, dk, kf + (size_t)t * ldk, ldk, scale, s + (size_t)g * lds + t, lds, 2, 1);
-    }
-    for (; g < G; g++) {
-        const float *qg = q + (size_t)g * dk;
-        int t = 0;
-        for (; t + 4 <= n; t += 4)
-            qk_tile(qg, dk, kf + (size_t)t * ldk, ldk, scale, s + (size_t)g * lds + t, lds, 1, 4);
-        for (; t < n; t++)
-            qk_tile(qg, dk, kf + (size_t)t * ldk, ldk, scale, s + (size_t)g * lds + t, lds, 1, 1);
-    }
-}
-
-INL void pv_tile(float *o, int dv, const float *p, int ldp, const float *vf, int ldv, int n,
-                 const int GH, const int CH)
-{
-    __m256 acc[2][4];
-#pragma GCC unroll 4
-    for (int g = 0; g < GH; g++)
-#pragma GCC unroll 4
-        for (int c = 0; c < CH; c++)
-            acc[g][c] = _mm256_loadu_ps(o + (size_t)g * dv + 8 * c);
-    for (int t = 0; t < n; t++) {
-        __m256 v[4];
-#pragma GCC unroll 4
-        for (int c = 0; c < CH; c++)
-            v[c] = _mm256_loadu_ps(vf + (size_t)t * ldv + 8 * c);
-#pragma GCC unroll 4
-        for (int g = 0; g < GH; g++) {
-            __m256 w = _mm256_broadcast_ss(p + (size_t)g * ldp + t);
-#pragma GCC unroll 4
-            for (int c = 0; c < CH; c++)
-                acc[g][c] = _mm256_fmadd_ps(w, v[c], acc[g][c]);
-        }
-    }
-#pragma GCC unroll 4
-    for (int g = 0; g < GH; g++)
-#pragma GCC unroll 4
-        for (int c = 0; c < CH; c++)
-            _mm256_storeu_ps(o + (size_t)g * dv + 8 * c, acc[g][c]);
-}
-
-static void pv(float *o, int G, int dv, const float *p, int ldp, const float *vf, int ldv, int n)
-{
-    int g = 0;
-    for (; g + 2 <= G; g += 2) {
-        int i = 0;
-        for (; i + 32 <= dv; i += 32)
-            pv_tile(o + (size_t)g * dv + i, dv, p + (size_t)g * ldp, ldp, vf + i, ldv, n, 2, 4);
-        for (; i < dv; i += 8)
-            pv_tile(o + (size_t)g * dv + i, dv, p + (size_t)g * ldp, ldp, vf + i, ldv, n, 2, 1);
-    }
-    for (; g < G; g++) {
-        int i = 0;
-        for (; i + 32 <= dv; i += 32)
-            pv_tile(o + (size_t)g * dv + i, dv, p + (size_t)g * ldp, ldp, vf + i, ldv, n, 1, 4);
-        for (; i < dv; i += 8)
-            pv_tile(o + (size_t)g * dv + i, dv, p + (size_t)g * ldp, ldp, vf + i, ldv, n, 1, 1);
-    }
-}
+#define GV __m256
+#define GL 8
+#define GH 2
+#define g_zero _mm256_setzero_ps
+#define g_loadu _mm256_loadu_ps
+#define g_storeu _mm256_storeu_ps
+#define g_set1 _mm256_set1_ps
+#define g_fma _mm256_fmadd_ps
+#include "attn_cpu_gen_body.h" /* qk and pv, from the definitions above */
 
 static void expv(float *x, int n)
 {

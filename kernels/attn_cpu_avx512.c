@@ -4,8 +4,9 @@
  * cpu_features reports the ISA.
  *
  * avx512: K/V rows are converted to fp32 once per block (bf16: shift, fp16: VCVTPH2PS) and
- * consumed by register-tiled FMA kernels: q.k as 4 heads x 4 tokens (16 accumulators,
- * reduced four at a time), p.V as 4 heads x 64 columns.
+ * consumed by register-tiled FMA kernels (attn_cpu_gen_body.h, shared with the avx2 path):
+ * q.k as 4 heads x 4 tokens (16 accumulators, reduced four at a time), p.V as 4 heads x 64
+ * columns.
  * avx512bf16: the same, except q.k on bf16 KV runs VDPBF16PS straight on the page rows with
  * q split into bf16 hi + lo halves (two VDPBF16PS per 32 elements), which keeps the scores
  * as accurate as fp32 FMA (a single bf16 q would cost ~5e-4 rms in the scores, too close
@@ -67,102 +68,15 @@ INL void put_scores(float *s, __m512 *acc, int TH, float scale)
     }
 }
 
-INL void qk_tile(const float *q, int dk, const float *kf, int ldk, float scale, float *s,
-                 int lds, const int GH, const int TH)
-{
-    __m512 acc[4][4];
-#pragma GCC unroll 4
-    for (int g = 0; g < GH; g++)
-#pragma GCC unroll 4
-        for (int t = 0; t < TH; t++)
-            acc[g][t] = _mm512_setzero_ps();
-    for (int i = 0; i < dk; i += 16) {
-        __m512 k[4];
-#pragma GCC unroll 4
-        for (int t = 0; t < TH; t++)
-            k[t] = _mm512_loadu_ps(kf + (size_t)t * ldk + i);
-#pragma GCC unroll 4
-        for (int g = 0; g < GH; g++) {
-            __m512 qv = _mm512_loadu_ps(q + (size_t)g * dk + i);
-#pragma GCC unroll 4
-            for (int t = 0; t < TH; t++)
-                acc[g][t] = _mm512_fmadd_ps(qv, k[t], acc[g][t]);
-        }
-    }
-#pragma GCC unroll 4
-    for (int g = 0; g < GH; g++)
-        put_scores(s + (size_t)g * lds, acc[g], TH, scale);
-}
-
-static void qk(const float *q, int G, int dk, const float *kf, int ldk, int n, float scale,
-               float *s, int lds)
-{
-    int g = 0;
-    for (; g + 4 <= G; g += 4) {
-        const float *qg = q + (size_t)g * dk;
-        int t = 0;
-        for (; t + 4 <= n; t += 4)
-            qk_tile(qg, dk, kf + (size_t)t * ldk, ldk, scale, s + (size_t)g * lds + t, lds, 4, 4);
-        for (; t < n; t++)
-            qk_tile(qg, dk, kf + (size_t)t * ldk, ldk, scale, s + (size_t)g * lds + t, lds, 4, 1);
-    }
-    for (; g < G; g++) {
-        const float *qg = q + (size_t)g * dk;
-        int t = 0;
-        for (; t + 4 <= n; t += 4)
-            qk_tile(qg, dk, kf + (size_t)t * ldk, ldk, scale, s + (size_t)g * lds + t, lds, 1, 4);
-        for (; t < n; t++)
-            qk_tile(qg, dk, kf + (size_t)t * ldk, ldk, scale, s + (size_t)g * lds + t, lds, 1, 1);
-    }
-}
-
-INL void pv_tile(float *o, int dv, const float *p, int ldp, const float *vf, int ldv, int n,
-                 const int GH, const int CH)
-{
-    __m512 acc[4][4];
-#pragma GCC unroll 4
-    for (int g = 0; g < GH; g++)
-#pragma GCC unroll 4
-        for (int c = 0; c < CH; c++)
-            acc[g][c] = _mm512_loadu_ps(o + (size_t)g * dv + 16 * c);
-    for (int t = 0; t < n; t++) {
-        __m512 v[4];
-#pragma GCC unroll 4
-        for (int c = 0; c < CH; c++)
-            v[c] = _mm512_loadu_ps(vf + (size_t)t * ldv + 16 * c);
-#pragma GCC unroll 4
-        for (int g = 0; g < GH; g++) {
-            __m512 w = _mm512_set1_ps(p[(size_t)g * ldp + t]);
-#pragma GCC unroll 4
-            for (int c = 0; c < CH; c++)
-                acc[g][c] = _mm512_fmadd_ps(w, v[c], acc[g][c]);
-        }
-    }
-#pragma GCC unroll 4
-    for (int g = 0; g < GH; g++)
-#pragma GCC unroll 4
-        for (int c = 0; c < CH; c++)
-            _mm512_storeu_ps(o + (size_t)g * dv + 16 * c, acc[g][c]);
-}
-
-static void pv(float *o, int G, int dv, const float *p, int ldp, const float *vf, int ldv, int n)
-{
-    int g = 0;
-    for (; g + 4 <= G; g += 4) {
-        int i = 0;
-        for (; i + 64 <= dv; i += 64)
-            pv_tile(o + (size_t)g * dv + i, dv, p + (size_t)g * ldp, ldp, vf + i, ldv, n, 4, 4);
-        for (; i < dv; i += 16)
-            pv_tile(o + (size_t)g * dv + i, dv, p + (size_t)g * ldp, ldp, vf + i, ldv, n, 4, 1);
-    }
-    for (; g < G; g++) {
-        int i = 0;
-        for (; i + 64 <= dv; i += 64)
-            pv_tile(o + (size_t)g * dv + i, dv, p + (size_t)g * ldp, ldp, vf + i, ldv, n, 1, 4);
-        for (; i < dv; i += 16)
-            pv_tile(o + (size_t)g * dv + i, dv, p + (size_t)g * ldp, ldp, vf + i, ldv, n, 1, 1);
-    }
-}
+#define GV __m512
+#define GL 16
+#define GH 4
+#define g_zero _mm512_setzero_ps
+#define g_loadu _mm512_loadu_ps
+#define g_storeu _mm512_storeu_ps
+#define g_set1 _mm512_set1_ps
+#define g_fma _mm512_fmadd_ps
+#include "attn_cpu_gen_body.h" /* qk and pv, from the definitions above */
 
 static void expv(float *x, int n)
 {
