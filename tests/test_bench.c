@@ -98,9 +98,9 @@ Test(bench, attn_cpu_mla_sparse_and_forced_paths)
     cr_assert_str_eq(json_string_value(json_object_get(o, "v_layout")), "in K");
     const char *bound = json_string_value(json_object_get(o, "bound"));
     cr_assert(!strcmp(bound, "compute") || !strcmp(bound, "memory"), "%s", bound);
-    json_decref(o);
     /* no gather pass for page lists */
     cr_assert_null(json_object_get(o, "gather_bw_gbps"));
+    json_decref(o);
     /* Token lists: a gather pass over rows of a K row's size, in the same run. */
     const char *tok[] = {"bench",         "attn-cpu", "--model",       "deepseek-v2-lite",
                          "--ctx",         "512",      "--batch",       "2",
@@ -135,6 +135,52 @@ Test(bench, attn_cpu_mla_sparse_and_forced_paths)
         json_decref(h);
     }
     json_decref(o);
+}
+
+/* Every path --isa can ask for, as a CPU whose best it is would run Qwen3's shape by
+ * default: the path that serves it, its block loop and the layouts the CPU region is
+ * written in (avx512bf16 runs the fused FMA loop, so it reports avx512). A path this CPU
+ * lacks is refused in one line, as on a host without it. */
+Test(bench, attn_cpu_each_path_reports_what_serves)
+{
+    static const struct {
+        const char *ask, *isa, *loop, *k_layout, *v_layout;
+        ws_isa id;
+    } paths[] = {
+        {"scalar", "scalar", "generic", "rows", "rows", WS_ISA_SCALAR},
+        {"avx2", "avx2", "fma", "tiles", "pairs", WS_ISA_AVX2},
+        {"avx512", "avx512", "fma", "tiles", "pairs", WS_ISA_AVX512},
+        {"avx512bf16", "avx512", "fma", "tiles", "pairs", WS_ISA_AVX512_BF16},
+        {"amx", "amx", "amx", "tiles", "pairs", WS_ISA_AMX},
+    };
+    for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++) {
+        const char *args[] = {"bench",      "attn-cpu", "--model", "qwen3-30b-a3b",
+                              "--ctx",      "128",      "--batch", "1",
+                              "--read-mib", "16",       "--page",  "64",
+                              "--repeats",  "1",        "--isa",   paths[i].ask,
+                              "--json",     NULL};
+        if (!ws_isa_supported(paths[i].id)) {
+            th_run r = th_writescope(args, NULL);
+            cr_assert_eq(r.status, 1, "%s: exit %d", paths[i].ask, r.status);
+            cr_assert(strstr(r.err, "not supported by this CPU"), "%s: %s", paths[i].ask, r.err);
+            th_run_free(&r);
+            continue;
+        }
+        json_t *o = th_writescope_json(args, NULL);
+        const struct {
+            const char *key, *want;
+        } keys[] = {{"isa_requested", paths[i].ask},
+                    {"isa", paths[i].isa},
+                    {"loop", paths[i].loop},
+                    {"k_layout", paths[i].k_layout},
+                    {"v_layout", paths[i].v_layout}};
+        for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++) {
+            const char *got = json_string_value(json_object_get(o, keys[k].key));
+            cr_assert(got && !strcmp(got, keys[k].want), "--isa %s: %s is %s, not %s", paths[i].ask,
+                      keys[k].key, got ? got : "(missing)", keys[k].want);
+        }
+        json_decref(o);
+    }
 }
 
 Test(bench, attn_cpu_scaling_same_run)
