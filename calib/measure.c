@@ -13,6 +13,7 @@
 #include "attn_cpu.h"
 #include "cpu_features.h"
 #include "gemm_cpu.h"
+#include "kv_slab.h"
 #include "measure_gpu.h"
 #include "membw.h"
 #include "model.h"
@@ -30,9 +31,9 @@ typedef struct ctx {
     ws_pool *pool, *pool1; /* all threads, one thread */
     ws_isa isa;
     int phase, n_phases; /* progress: phases of equal weight */
-    int rotation;        /* next page offset: no timed call starts on pages read just before */
-    uint16_t *raw;       /* one KV pool shared by every attention sweep (cold-cache rotation) */
-    size_t raw_bytes;
+    /* One KV pool shared by every attention sweep, a slice per node of the pool: each
+     * repeat is dealt the next pages of its nodes' slices (cold-cache rotation). */
+    ws_kv_slab *kv;
     ws_err *err;
 } ctx;
 
@@ -135,53 +136,33 @@ static void fill_kv(uint16_t *p, size_t bytes)
         memcpy(w + i, w, 8 * (words - i < seed ? words - i : seed));
 }
 
-static uint16_t *alloc_kv(size_t bytes, int pin, ws_err *err)
+/* A KV pool of about `bytes`, split evenly over the pool's NUMA nodes (a slice each, placed
+ * on its node before the fill touches it), filled, and locked in memory when `pin`. */
+static ws_kv_slab *alloc_kv(ctx *c, size_t bytes, int pin)
 {
     const size_t align = 2u << 20;
-    size_t rounded = (bytes + align - 1) / align * align;
-    uint16_t *p = aligned_alloc(align, rounded);
-    if (!p) {
-        ws_err_set(err, WS_ENOMEM, "calib: cannot allocate %.0f MB of KV", bytes / 1e6);
-        return NULL;
+    const int n = ws_pool_nodes(c->pool);
+    size_t slice[WS_NUMA_MAX_NODES];
+    for (int k = 0; k < n; k++)
+        slice[k] = (bytes / (size_t)n + align - 1) / align * align;
+    ws_kv_slab *kv = ws_kv_slab_create(c->pool, slice, c->err);
+    for (int k = 0; kv && k < n; k++) {
+        uint16_t *p = (uint16_t *)ws_kv_slab_slice(kv, k, NULL);
+        fill_kv(p, slice[k]);
+        if (pin && mlock(p, slice[k]) != 0) {
+            ws_err_set(c->err, WS_EIO, "calib: cannot pin (mlock) %.0f MB of KV", bytes / 1e6);
+            ws_kv_slab_destroy(kv); /* unmapping unlocks */
+            return NULL;
+        }
     }
-    madvise(p, rounded, MADV_HUGEPAGE);
-    fill_kv(p, rounded);
-    if (pin && mlock(p, rounded) != 0) {
-        free(p);
-        ws_err_set(err, WS_EIO, "calib: cannot pin (mlock) %.0f MB of KV", bytes / 1e6);
-        return NULL;
-    }
-    return p;
+    return kv;
 }
 
-/* A view of a raw KV buffer as pages of one layout, handed out in shuffled order so that
- * a sequence's pages are scattered, and consecutive repeats read different pages. */
-typedef struct kv_view {
-    uint16_t *base;
-    size_t page_elems;
-    int n_pages;
-    int *perm;
-} kv_view;
-
-static int view_make(kv_view *v, uint16_t *raw, size_t raw_bytes, const ws_kv_layout *kv,
-                     ws_err *err)
+/* Cuts the pool into pages of a layout, each node's slice in its own shuffled order, so
+ * that a sequence's pages are scattered and consecutive repeats read different pages. */
+static int kv_cut(ctx *c, const ws_kv_layout *kv)
 {
-    v->base = raw;
-    v->page_elems = ws_kv_page_bytes(kv) / 2;
-    v->n_pages = (int)(raw_bytes / ws_kv_page_bytes(kv));
-    v->perm = malloc(sizeof(int) * (size_t)v->n_pages);
-    if (!v->perm)
-        return ws_err_set(err, WS_ENOMEM, "calib: out of memory");
-    uint64_t x = 0x2545f4914f6cdd1dull;
-    for (int i = 0; i < v->n_pages; i++)
-        v->perm[i] = i;
-    for (int i = v->n_pages - 1; i > 0; i--) {
-        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-        int j = (int)(x % (uint64_t)(i + 1)), t = v->perm[i];
-        v->perm[i] = v->perm[j];
-        v->perm[j] = t;
-    }
-    return 0;
+    return ws_kv_slab_cut(c->kv, ws_kv_page_bytes(kv), 0x2545f4914f6cdd1dull, c->err);
 }
 
 typedef struct attn_shape {
@@ -246,24 +227,23 @@ static void evict_task(void *ctx, int task, int thread)
 }
 
 /* Times one attention configuration: `batch` sequences of `ctx_tok` tokens (attending
- * `topk` selected tokens each when topk > 0), `reps` repeats on different pages of the
- * view, after one untimed warm-up call when `warm`; times into t[]. */
-static int time_attn(ctx *c, const attn_shape *sh, const kv_view *v, ws_pool *pool, int ctx_tok,
-                     int batch, int topk, int warm, int reps, double *t, double *bytes,
-                     double *flops)
+ * `topk` selected tokens each when topk > 0), `reps` repeats each dealt the next pages of
+ * the pool c->kv (cut for this shape; a page on the node the placement rule gives, and
+ * the page tables say so), after one untimed warm-up call when `warm`; times into t[]. */
+static int time_attn(ctx *c, const attn_shape *sh, ws_pool *pool, int ctx_tok, int batch, int topk,
+                     int warm, int reps, double *t, double *bytes, double *flops)
 {
     const int np = (ctx_tok + PAGE_TOKENS - 1) / PAGE_TOKENS, need = np * batch;
-    if (need > v->n_pages)
-        return ws_err_set(c->err, WS_EINVAL, "calib: KV pool too small (%d of %d pages)", need,
-                          v->n_pages);
+    const int multi = ws_kv_slab_nodes(c->kv) > 1;
     const void **tables = malloc(sizeof(void *) * (size_t)need);
+    int *nodes = multi ? malloc(sizeof(int) * (size_t)need) : NULL;
     ws_attn_seq *seqs = calloc((size_t)batch, sizeof *seqs);
     int32_t *sel = topk ? malloc(sizeof(int32_t) * (size_t)topk * (size_t)batch) : NULL;
     size_t qn = (size_t)batch * (size_t)sh->n_q;
     float *q = malloc(sizeof(float) * qn * (size_t)sh->kv.d_k);
     float *o = malloc(sizeof(float) * qn * (size_t)sh->kv.d_v), *lse = malloc(sizeof(float) * qn);
     int rc = 0;
-    if (!tables || !seqs || (topk && !sel) || !q || !o || !lse) {
+    if (!tables || (multi && !nodes) || !seqs || (topk && !sel) || !q || !o || !lse) {
         rc = ws_err_set(c->err, WS_ENOMEM, "calib: out of memory");
         goto out;
     }
@@ -293,12 +273,11 @@ static int time_attn(ctx *c, const attn_shape *sh, const kv_view *v, ws_pool *po
                          .o = o,
                          .lse = lse};
     for (int r = warm ? -1 : 0; r < reps && !rc; r++) {
-        int base = (c->rotation++) * need;
+        if ((rc = ws_kv_slab_deal(c->kv, batch, np, PAGE_TOKENS, tables, nodes, c->err)))
+            break;
         for (int s = 0; s < batch; s++) {
-            for (int j = 0; j < np; j++)
-                tables[s * np + j] =
-                    v->base + v->page_elems * (size_t)v->perm[(base + s * np + j) % v->n_pages];
             seqs[s].pages = tables + s * np;
+            seqs[s].page_nodes = nodes ? nodes + s * np : NULL;
             seqs[s].n_tokens = ctx_tok;
         }
         /* Cold cache, as in a decode step (every other layer's KV is read in between):
@@ -307,7 +286,7 @@ static int time_attn(ctx *c, const attn_shape *sh, const kv_view *v, ws_pool *po
          * long idle (the 1-thread sweep) a vCPU of the development host ran the next
          * call 25-30% slower, and the first configuration of each round fell off the
          * fit. */
-        evict_job ej = {.pages = tables, .bytes = v->page_elems * 2};
+        evict_job ej = {.pages = tables, .bytes = ws_kv_page_bytes(&sh->kv)};
         ws_pool_run(pool, need, evict_task, &ej);
         double t0 = ws_now_s();
         rc = ws_attn_cpu(&p, pool, c->isa, c->err);
@@ -321,6 +300,7 @@ static int time_attn(ctx *c, const attn_shape *sh, const kv_view *v, ws_pool *po
     *flops = attended * sh->n_q * 2.0 * (sh->kv.d_k + sh->kv.d_v);
 out:
     free(tables);
+    free(nodes);
     free(seqs);
     free(sel);
     free(q);
@@ -339,9 +319,8 @@ typedef struct attn_cfg {
 static int attn_sweep(ctx *c, const char *model, ws_dtype dt, int full)
 {
     attn_shape sh;
-    kv_view v = {0};
     int rc = shape_from_model(model, dt, c->isa, &sh, c->err);
-    if (rc || (rc = view_make(&v, c->raw, c->raw_bytes, &sh.kv, c->err)))
+    if (rc || (rc = kv_cut(c, &sh.kv)))
         return rc;
     const int reps = c->o->quick ? ROUNDS_QUICK : ROUNDS;
     attn_cfg cfg[64];
@@ -384,8 +363,8 @@ static int attn_sweep(ctx *c, const char *model, ws_dtype dt, int full)
                      r + 1, reps);
             progress(c, (r * n + k) / (double)(reps * n), label);
             if (!(rc = stopped(c)))
-                rc = time_attn(c, &sh, &v, strcmp(f->op, "attn") ? c->pool1 : c->pool, f->ctx,
-                               f->batch, f->topk, r == 0, 1, &f->t[r], &f->bytes, &f->flops);
+                rc = time_attn(c, &sh, strcmp(f->op, "attn") ? c->pool1 : c->pool, f->ctx, f->batch,
+                               f->topk, r == 0, 1, &f->t[r], &f->bytes, &f->flops);
         }
     /* The path that served the shape (amx hands fp16 to avx512) and how K and V were stored. */
     const char *path = ws_isa_name(ws_attn_cpu_path(&sh.kv, sh.n_q, c->isa));
@@ -408,7 +387,6 @@ static int attn_sweep(ctx *c, const char *model, ws_dtype dt, int full)
                      model, f->ctx, f->batch, threads, ws_isa_name(c->isa), path, k_layout,
                      v_layout);
     }
-    free(v.perm);
     return rc;
 }
 
@@ -427,23 +405,18 @@ static int pinned_vs_pageable(ctx *c)
     for (int pin = 0; pin < 2 && !rc; pin++) {
         progress(c, pin * 0.5,
                  pin ? "attention over pinned memory" : "attention over pageable memory");
-        uint16_t *raw = alloc_kv(bytes_pool, pin, c->err);
-        kv_view v = {0};
-        if (!raw || (rc = view_make(&v, raw, bytes_pool, &sh.kv, c->err))) {
-            free(raw);
-            return raw ? rc : c->err->code;
-        }
+        if (!(c->kv = alloc_kv(c, bytes_pool, pin)))
+            return c->err->code;
         double t[MAX_REPEATS], bytes, flops;
-        rc = time_attn(c, &sh, &v, c->pool, ctx_tok, 1, 0, 1, reps, t, &bytes, &flops);
+        if (!(rc = kv_cut(c, &sh.kv)))
+            rc = time_attn(c, &sh, c->pool, ctx_tok, 1, 0, 1, reps, t, &bytes, &flops);
         if (!rc)
             rc = add(c, "cpu", "pinned_cmp", "bf16", "gqa", flops, bytes, t, reps,
                      "{\"model\": \"qwen3-30b-a3b\", \"ctx\": %d, \"memory\": \"%s\", "
                      "\"pinning\": \"mlock\"}",
                      ctx_tok, pin ? "pinned" : "pageable");
-        if (pin)
-            munlock(raw, bytes_pool);
-        free(raw);
-        free(v.perm);
+        ws_kv_slab_destroy(c->kv); /* unmapping unlocks */
+        c->kv = NULL;
     }
     return rc;
 }
@@ -526,8 +499,8 @@ int ws_calib_measure(const ws_calib_opts *o, ws_calib_run *run, ws_err *err)
          * 2 GiB) plus twice the last-level cache, so every repeat reads cold pages. */
         long llc =
             ws_cpu_features_get()->l3_bytes > 0 ? ws_cpu_features_get()->l3_bytes : 64l << 20;
-        c.raw_bytes = (size_t)1048576 * 2048 + (size_t)(2.0 * llc);
-        if (!rc && !(c.raw = alloc_kv(c.raw_bytes, 0, err)))
+        const size_t pool_bytes = (size_t)1048576 * 2048 + (size_t)(2.0 * llc);
+        if (!rc && !(c.kv = alloc_kv(&c, pool_bytes, 0)))
             rc = err->code;
         for (int dt = 0; dt < 2 && !rc; dt++)
             for (int m = 0; m < 3 && !rc; m++) {
@@ -537,8 +510,8 @@ int ws_calib_measure(const ws_calib_opts *o, ws_calib_run *run, ws_err *err)
                 rc = attn_sweep(&c, models[m], dt ? WS_DT_FP16 : WS_DT_BF16, dt == 0);
                 c.phase++;
             }
-        free(c.raw);
-        c.raw = NULL;
+        ws_kv_slab_destroy(c.kv);
+        c.kv = NULL;
         if (!rc)
             rc = pinned_vs_pageable(&c);
         c.phase++;

@@ -4,9 +4,9 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 
 #include "half.h"
+#include "kv_slab.h"
 #include "numa.h"
 
 struct ws_attn_bench {
@@ -17,14 +17,11 @@ struct ws_attn_bench {
     int32_t *sel;        /* [batch][topk] */
     int pages_per_seq;
     size_t page_bytes, n_pages;
-    char *kv; /* the page slots, in one slice per NUMA node; 2 MiB aligned */
-    size_t kv_alloc;
-    char *map; /* the mapping kv lies in, map_len bytes */
-    size_t map_len;
-    /* Slice k (of n_nodes, the pool's nodes) holds slots slot0[k] .. slot0[k + 1] - 1 from
-     * byte base[k] of kv (2 MiB aligned), placed on the pool's node k. */
+    /* The page slots: a slice per node of the pool holding exactly the pages the placement
+     * rule gives that node; slots slot0[k] .. slot0[k + 1] - 1 (fill order) are slice k's. */
+    ws_kv_slab *slab;
     int n_nodes;
-    size_t slot0[WS_NUMA_MAX_NODES + 1], base[WS_NUMA_MAX_NODES];
+    size_t slot0[WS_NUMA_MAX_NODES + 1];
     int *page_nodes; /* [batch][pages_per_seq] OS node of each page; NULL on one node */
     float *q, *o, *lse;
 };
@@ -47,7 +44,7 @@ static char *slot_addr(const ws_attn_bench *b, size_t slot)
     int k = 0;
     while (slot >= b->slot0[k + 1])
         k++;
-    return b->kv + b->base[k] + (slot - b->slot0[k]) * b->page_bytes;
+    return ws_kv_slab_slot(b->slab, k, slot - b->slot0[k]);
 }
 
 static void fill_task(void *ctx, int task, int thread)
@@ -103,28 +100,22 @@ ws_attn_bench *ws_attn_bench_create(const ws_attn_bench_cfg *cfg, ws_pool *pool,
      * of the pool's nodes, in a slice of slots placed there before the fill touches it, and
      * the page table says so (ws_attn_seq.page_nodes), so each task runs where its pages
      * are. On one node: one slice, as without. */
-    b->n_nodes = pool ? ws_pool_nodes(pool) : 1;
-    const int P = kv->page_tokens;
-    size_t count[WS_NUMA_MAX_NODES] = {0};
+    const int n_nodes = pool ? ws_pool_nodes(pool) : 1, P = kv->page_tokens;
+    size_t count[WS_NUMA_MAX_NODES] = {0}, slice[WS_NUMA_MAX_NODES];
     for (int sq = 0; sq < cfg->batch; sq++)
         for (int pg = 0; pg < b->pages_per_seq; pg++)
-            count[ws_numa_place(sq, pg, P, b->n_nodes)]++;
-    const size_t huge = 2u << 20;
-    b->kv_alloc = 0;
-    for (int k = 0; k < b->n_nodes; k++) {
+            count[ws_numa_place(sq, pg, P, n_nodes)]++;
+    for (int k = 0; k < n_nodes; k++) {
         b->slot0[k + 1] = b->slot0[k] + count[k];
-        b->base[k] = b->kv_alloc;
-        b->kv_alloc += (count[k] * b->page_bytes + huge - 1) / huge * huge;
+        slice[k] = count[k] * b->page_bytes;
     }
     const size_t nq = (size_t)cfg->batch * cfg->n_q_heads;
-    /* Mapped with room to start on a 2 MiB boundary (huge pages, and slices that never
-     * share one). */
-    b->map_len = b->kv_alloc + huge;
-    b->map = mmap(NULL, b->map_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (b->map == MAP_FAILED)
-        b->map = NULL;
-    else
-        b->kv = b->map + (huge - (uintptr_t)b->map % huge) % huge;
+    b->slab = ws_kv_slab_create(pool, slice, err);
+    if (!b->slab) {
+        ws_attn_bench_destroy(b);
+        return NULL;
+    }
+    b->n_nodes = ws_kv_slab_nodes(b->slab);
     if (b->n_nodes > 1)
         b->page_nodes = malloc(sizeof(int) * b->n_pages);
     b->seqs = calloc((size_t)cfg->batch, sizeof *b->seqs);
@@ -134,18 +125,13 @@ ws_attn_bench *ws_attn_bench_create(const ws_attn_bench_cfg *cfg, ws_pool *pool,
     b->lse = malloc(sizeof(float) * nq);
     if (cfg->sparse != WS_SPARSE_NONE)
         b->sel = malloc(sizeof(int32_t) * (size_t)cfg->batch * cfg->topk);
-    if (!b->kv || !b->seqs || !b->tables || !b->q || !b->o || !b->lse ||
+    if (!b->seqs || !b->tables || !b->q || !b->o || !b->lse ||
         (cfg->sparse != WS_SPARSE_NONE && !b->sel) || (b->n_nodes > 1 && !b->page_nodes)) {
         ws_err_set(err, WS_ENOMEM, "bench: cannot allocate %.2f GB of KV and buffers",
-                   b->kv_alloc / 1e9);
+                   (double)b->n_pages * (double)b->page_bytes / 1e9);
         ws_attn_bench_destroy(b);
         return NULL;
     }
-    madvise(b->kv, b->kv_alloc, MADV_HUGEPAGE); /* a hint */
-    for (int k = 0; b->n_nodes > 1 && k < b->n_nodes; k++) /* a hint too: may be refused */
-        if (b->slot0[k + 1] > b->slot0[k])
-            ws_numa_prefer(b->kv + b->base[k], (b->slot0[k + 1] - b->slot0[k]) * b->page_bytes,
-                           ws_pool_node_id(pool, k), NULL);
     fill_job fj = {b, 64};
     int tasks = (int)((b->n_pages + fj.pages_per_task - 1) / fj.pages_per_task);
     if (pool)
@@ -153,43 +139,20 @@ ws_attn_bench *ws_attn_bench_create(const ws_attn_bench_cfg *cfg, ws_pool *pool,
     else
         for (int t = 0; t < tasks; t++)
             fill_task(&fj, t, 0);
-    /* Scatter: a seeded permutation of each node's page slots, dealt to the pages that go
-     * to that node in sequence order. */
-    size_t *perm = malloc(sizeof(size_t) * b->n_pages);
-    if (!perm) {
-        ws_err_set(err, WS_ENOMEM, "bench: out of memory");
+    /* Scatter: a seeded shuffle of each node's slots, dealt to the pages that go to that
+     * node in sequence order. */
+    if (ws_kv_slab_cut(b->slab, b->page_bytes, cfg->seed + 1, err) ||
+        ws_kv_slab_deal(b->slab, cfg->batch, b->pages_per_seq, P, b->tables, b->page_nodes, err)) {
         ws_attn_bench_destroy(b);
         return NULL;
     }
-    for (size_t i = 0; i < b->n_pages; i++)
-        perm[i] = i;
-    uint64_t s = mix(cfg->seed + 1);
-    for (int k = 0; k < b->n_nodes; k++) {
-        size_t *sl = perm + b->slot0[k], n = b->slot0[k + 1] - b->slot0[k];
-        for (size_t i = n - 1; n > 1 && i > 0; i--) {
-            s = mix(s);
-            size_t j = (size_t)(s % (i + 1)), t = sl[i];
-            sl[i] = sl[j];
-            sl[j] = t;
-        }
-    }
-    size_t next[WS_NUMA_MAX_NODES];
-    memcpy(next, b->slot0, sizeof next);
     for (int sq = 0; sq < cfg->batch; sq++) {
-        for (int pg = 0; pg < b->pages_per_seq; pg++) {
-            const size_t i = (size_t)sq * b->pages_per_seq + pg;
-            const int k = ws_numa_place(sq, pg, P, b->n_nodes);
-            b->tables[i] = slot_addr(b, perm[next[k]++]);
-            if (b->page_nodes)
-                b->page_nodes[i] = ws_pool_node_id(pool, k);
-        }
         b->seqs[sq].pages = b->tables + (size_t)sq * b->pages_per_seq;
         b->seqs[sq].n_tokens = cfg->ctx;
         if (b->page_nodes)
             b->seqs[sq].page_nodes = b->page_nodes + (size_t)sq * b->pages_per_seq;
     }
-    free(perm);
-    s = mix(cfg->seed + 2);
+    uint64_t s = mix(cfg->seed + 2);
     for (size_t i = 0; i < nq * kv->d_k; i++) {
         s = mix(s);
         b->q[i] = (float)(s >> 40) / 8388608.0f - 1.0f;
@@ -276,8 +239,7 @@ void ws_attn_bench_destroy(ws_attn_bench *b)
 {
     if (!b)
         return;
-    if (b->map)
-        munmap(b->map, b->map_len);
+    ws_kv_slab_destroy(b->slab);
     free(b->page_nodes);
     free(b->seqs);
     free(b->tables);

@@ -1,12 +1,11 @@
-/* attn_bench: synthetic, model-shaped decode-attention problems for benchmarks and the
- * calibrator: one layer's KV for `batch` sequences of `ctx` tokens in the paged layout of
- * attn.h, pages scattered over one large allocation (a slice per NUMA node of the pool) in
- * a seeded shuffled order, filled with seeded uniform [-1, 1) values (in parallel on the
- * pool, deterministic for a seed), plus
- * queries, outputs and, for sparse runs, per-round top-k selections (whole pages, as a
- * page-granular indexer picks them, or single tokens).
+/* attn_bench: synthetic, model-shaped decode-attention problems for benchmarks: one layer's
+ * KV for `batch` sequences of `ctx` tokens in the paged layout of attn.h, pages scattered in
+ * a seeded shuffled order over a kv_slab (kv_slab.h: a slice per NUMA node of the pool,
+ * as the calibrator's KV), filled with seeded uniform [-1, 1) values (in parallel on the
+ * pool, deterministic for a seed), plus queries, outputs and, for sparse runs, per-round
+ * top-k selections (whole pages, as a page-granular indexer picks them, or single tokens).
  * A model's shape comes from ws_model_attn_shape (runtime/model.h).
- * Callers: `writescope bench attn-cpu`, calib/. */
+ * Callers: `writescope bench attn-cpu`, tests. */
 #ifndef WS_ATTN_BENCH_H
 #define WS_ATTN_BENCH_H
 

@@ -2,10 +2,11 @@
  * memory is placed, and the rule by which the CPU region spreads a sequence's pages over
  * nodes. The thread pool pins its threads node by node from this map and runs each task
  * on its data's node (pool.h); the CPU attention kernel tags its tasks with the node of
- * their pages (ws_attn_seq.page_nodes); `writescope bench attn-cpu` places its KV by the
- * rule below. On a two-socket server a core reads the other socket's memory at roughly
- * half the bandwidth of its own (and sub-NUMA clustering splits one socket into two to
- * four nodes), so the CPU region must be read where it lies (DESIGN: NUMA-local).
+ * their pages (ws_attn_seq.page_nodes); `writescope bench attn-cpu` and the calibrator
+ * place their KV by the rule below (kv_slab.h). On a two-socket server a core reads the other
+ * socket's memory at roughly half the bandwidth of its own (and sub-NUMA clustering splits one
+ * socket into two to four nodes), so the CPU region must be read where it lies (DESIGN:
+ * NUMA-local).
  *
  * The topology comes from Linux's sysfs (<dir>/node<N>/cpulist), restricted to the CPUs
  * the process may run on; nodes with no such CPU (memory-only, CXL) are left out. Without

@@ -3,7 +3,8 @@
  * a pool over two nodes with the pages' nodes given. The development host has one node,
  * so the multi-node cases run on topologies read from sysfs-shaped folders written here
  * (two nodes of one CPU each): the pinning, task order and chunking they drive are the
- * real ones; only the memory distances of a real two-node machine are missing. */
+ * real ones; only the memory distances of a real two-node machine are missing. Also the KV
+ * slab (kernels/kv_slab.c) that the bench and the calibrator deal their pages from. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <sched.h>
@@ -19,6 +20,7 @@
 #include "attn_cpu.h"
 #include "attn_fixture.h"
 #include "helpers.h"
+#include "kv_slab.h"
 #include "membw.h"
 #include "numa.h"
 #include "pool.h"
@@ -405,6 +407,134 @@ Test(numa, bench_spreads_pages_by_node)
     free(o_ref);
     free(lse_ref);
     ws_attn_bench_destroy(b);
+    ws_pool_destroy(p);
+}
+
+/* The KV slab on one node: a cut orders the slice's slots (address order: slot i at
+ * i page sizes from the slice's start) by a seeded shuffle; deals hand them out in that
+ * order, wrapping, so `slots` pages dealt one deal after another are every slot once; a
+ * deal that needs more slots than the slice has is refused and deals nothing. */
+Test(kv_slab, one_node_deals_every_slot_in_turn)
+{
+    ws_err err = {0};
+    const size_t pb = 3 * 4096 + 64, bytes = (size_t)40 * pb + 100; /* 40 slots, a tail */
+    ws_kv_slab *s = ws_kv_slab_create(NULL, &bytes, &err);
+    cr_assert_not_null(s, "%s", err.msg);
+    cr_assert_eq(ws_kv_slab_nodes(s), 1);
+    cr_assert_eq(ws_kv_slab_node_id(s, 0), 0);
+    size_t got = 0;
+    char *base = ws_kv_slab_slice(s, 0, &got);
+    cr_assert_eq(got, bytes);
+    cr_assert_eq((uintptr_t)base % (2u << 20), 0, "slice not on a 2 MiB boundary");
+    memset(base, 0x5a, bytes); /* all of it is mapped (the sanitizer build checks) */
+    const void *t[40];
+    cr_assert_eq(ws_kv_slab_deal(s, 1, 1, 256, t, NULL, &err), WS_EINVAL, "deal before a cut");
+    cr_assert_eq(ws_kv_slab_cut(s, 0, 1, &err), WS_EINVAL);
+    cr_assert_eq(ws_kv_slab_slots(s, 0), 0);
+    cr_assert_eq(ws_kv_slab_cut(s, pb, 7, &err), 0, "%s", err.msg);
+    cr_assert_eq(ws_kv_slab_slots(s, 0), 40);
+    cr_assert_eq(ws_kv_slab_slot(s, 0, 39), base + 39 * pb);
+    /* five deals of 2 sequences x 4 pages = 40 pages: every slot once, in order of deals */
+    int seen[40] = {0}, inorder = 1;
+    const void *first[8];
+    for (int d = 0; d < 5; d++) {
+        cr_assert_eq(ws_kv_slab_deal(s, 2, 4, 256, t + 8 * d, NULL, &err), 0, "%s", err.msg);
+        if (d == 0)
+            memcpy(first, t, sizeof first);
+    }
+    for (int i = 0; i < 40; i++) {
+        const ptrdiff_t off = (const char *)t[i] - base;
+        cr_assert(off >= 0 && off % (ptrdiff_t)pb == 0 && off / (ptrdiff_t)pb < 40, "page %d", i);
+        cr_assert_eq(seen[off / pb]++, 0, "slot %td dealt twice", off / (ptrdiff_t)pb);
+        inorder &= off == (ptrdiff_t)(i * pb);
+    }
+    cr_assert(!inorder, "the slots were not shuffled");
+    /* the sixth deal wraps to the first's slots */
+    cr_assert_eq(ws_kv_slab_deal(s, 2, 4, 256, t, NULL, &err), 0);
+    cr_assert_eq(memcmp(t, first, sizeof first), 0);
+    /* too many pages: refused, the cursor unmoved (the next deal goes on as before) */
+    const void *big[41] = {0};
+    cr_assert_eq(ws_kv_slab_deal(s, 1, 41, 256, big, NULL, &err), WS_EINVAL);
+    cr_assert(strstr(err.msg, "holds 40 pages"), "%s", err.msg);
+    cr_assert_null(big[0]);
+    cr_assert_eq(ws_kv_slab_deal(s, 1, 8, 256, big, NULL, &err), 0);
+    cr_assert_eq(memcmp(big, t + 8, 8 * sizeof *t), 0);
+    /* the same seed, the same order; another seed, another */
+    cr_assert_eq(ws_kv_slab_cut(s, pb, 7, &err), 0);
+    cr_assert_eq(ws_kv_slab_deal(s, 2, 4, 256, big, NULL, &err), 0);
+    cr_assert_eq(memcmp(big, first, sizeof first), 0);
+    cr_assert_eq(ws_kv_slab_cut(s, pb, 8, &err), 0);
+    cr_assert_eq(ws_kv_slab_deal(s, 2, 4, 256, big, NULL, &err), 0);
+    cr_assert_neq(memcmp(big, first, sizeof first), 0);
+    ws_kv_slab_destroy(s);
+    ws_kv_slab_destroy(NULL);
+}
+
+/* The KV slab on a two-node pool: a slice per node on its own 2 MiB regions; each page of
+ * a deal comes from the slice of the node the placement rule gives it, the page table
+ * names that node, no slot twice in a deal, and each node's slots go round on their own
+ * (a node dealt fewer pages wraps later). */
+Test(kv_slab, two_nodes_deal_by_the_placement_rule)
+{
+    ws_pool *p = two_node_pool(2);
+    ws_err err = {0};
+    const size_t pb = 64 * 1024, bytes[2] = {(size_t)100 * pb, (size_t)60 * pb};
+    ws_kv_slab *s = ws_kv_slab_create(p, bytes, &err);
+    cr_assert_not_null(s, "%s", err.msg);
+    cr_assert_eq(ws_kv_slab_nodes(s), 2);
+    const size_t huge = 2u << 20;
+    char *base[2];
+    for (int k = 0; k < 2; k++) {
+        cr_assert_eq(ws_kv_slab_node_id(s, k), ws_pool_node_id(p, k));
+        base[k] = ws_kv_slab_slice(s, k, NULL);
+        cr_assert_eq((uintptr_t)base[k] % huge, 0, "slice %d", k);
+        memset(base[k], k + 1, bytes[k]);
+    }
+    cr_assert((uintptr_t)(base[0] + bytes[0] - 1) / huge < (uintptr_t)base[1] / huge,
+              "the slices share a 2 MiB region");
+    cr_assert_eq(ws_kv_slab_cut(s, pb, 3, &err), 0, "%s", err.msg);
+    /* 3 sequences of 40 pages of 256 tokens: runs of 32 pages per node, sequence q
+     * starting on node q mod 2 -> node 0 gets 32 + 8 + 32 = 72, node 1 48 */
+    enum { NQ = 3, NP = 40 };
+    const void *t[NQ * NP];
+    int nodes[NQ * NP];
+    cr_assert_eq(ws_kv_slab_deal(s, NQ, NP, 256, t, nodes, &err), 0, "%s", err.msg);
+    int count[2] = {0, 0};
+    unsigned char seen[100] = {0};
+    for (int q = 0; q < NQ; q++)
+        for (int j = 0; j < NP; j++) {
+            const int i = q * NP + j, k = ws_numa_place(q, j, 256, 2);
+            cr_assert_eq(nodes[i], ws_pool_node_id(p, k), "seq %d page %d", q, j);
+            const ptrdiff_t off = (const char *)t[i] - base[k];
+            cr_assert(off >= 0 && off % (ptrdiff_t)pb == 0 && (size_t)off < bytes[k],
+                      "seq %d page %d outside its node's slice", q, j);
+            cr_assert_eq(seen[off / pb] & (1 << k), 0, "a slot of node %d dealt twice", k);
+            seen[off / pb] |= (unsigned char)(1 << k);
+            count[k]++;
+        }
+    cr_assert_eq(count[0], 72);
+    cr_assert_eq(count[1], 48);
+    /* a second deal: node 0 (72 of 100 dealt) needs 72 more and wraps after 28; node 1
+     * (48 of 60) after 12 -> the first pages of each node's wrap are its first deal's */
+    const void *u[NQ * NP];
+    cr_assert_eq(ws_kv_slab_deal(s, NQ, NP, 256, u, nodes, &err), 0, "%s", err.msg);
+    int nth[2] = {0, 0};
+    const void *first_of[2][100];
+    for (int i = 0; i < NQ * NP; i++) { /* each node's pages of the first deal, in order */
+        const int k = nodes[i] == ws_pool_node_id(p, 0) ? 0 : 1;
+        first_of[k][nth[k]++] = t[i];
+    }
+    nth[0] = nth[1] = 0;
+    for (int i = 0; i < NQ * NP; i++) {
+        const int k = nodes[i] == ws_pool_node_id(p, 0) ? 0 : 1, n = nth[k]++;
+        const int fresh = k ? 12 : 28;
+        if (n >= fresh)
+            cr_assert_eq(u[i], first_of[k][n - fresh], "node %d page %d of the second deal", k, n);
+        else
+            for (int m = 0; m < count[k]; m++)
+                cr_assert_neq(u[i], first_of[k][m], "node %d reused a slot before wrapping", k);
+    }
+    ws_kv_slab_destroy(s);
     ws_pool_destroy(p);
 }
 
