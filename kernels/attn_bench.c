@@ -132,6 +132,12 @@ ws_attn_bench *ws_attn_bench_create(const ws_attn_bench_cfg *cfg, ws_pool *pool,
         ws_attn_bench_destroy(b);
         return NULL;
     }
+    /* The slots (each node's in a seeded shuffled order), filled in parallel, then dealt
+     * to the pages that go to each node in sequence order. */
+    if (ws_kv_slab_cut(b->slab, b->page_bytes, cfg->seed + 1, err)) {
+        ws_attn_bench_destroy(b);
+        return NULL;
+    }
     fill_job fj = {b, 64};
     int tasks = (int)((b->n_pages + fj.pages_per_task - 1) / fj.pages_per_task);
     if (pool)
@@ -139,10 +145,7 @@ ws_attn_bench *ws_attn_bench_create(const ws_attn_bench_cfg *cfg, ws_pool *pool,
     else
         for (int t = 0; t < tasks; t++)
             fill_task(&fj, t, 0);
-    /* Scatter: a seeded shuffle of each node's slots, dealt to the pages that go to that
-     * node in sequence order. */
-    if (ws_kv_slab_cut(b->slab, b->page_bytes, cfg->seed + 1, err) ||
-        ws_kv_slab_deal(b->slab, cfg->batch, b->pages_per_seq, P, b->tables, b->page_nodes, err)) {
+    if (ws_kv_slab_deal(b->slab, cfg->batch, b->pages_per_seq, P, b->tables, b->page_nodes, err)) {
         ws_attn_bench_destroy(b);
         return NULL;
     }

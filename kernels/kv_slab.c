@@ -127,7 +127,7 @@ size_t ws_kv_slab_slots(const ws_kv_slab *s, int k)
 
 char *ws_kv_slab_slot(const ws_kv_slab *s, int k, size_t i)
 {
-    return s->base + s->off[k] + i * s->page_bytes;
+    return s->page_bytes ? s->base + s->off[k] + i * s->page_bytes : NULL;
 }
 
 int ws_kv_slab_deal(ws_kv_slab *s, int n_seqs, int pages_per_seq, int page_tokens,

@@ -43,7 +43,7 @@ char *ws_kv_slab_slice(const ws_kv_slab *s, int k, size_t *bytes);
 int ws_kv_slab_cut(ws_kv_slab *s, size_t page_bytes, uint64_t seed, ws_err *err);
 /* Slots of slice k after the cut (0 before one). */
 size_t ws_kv_slab_slots(const ws_kv_slab *s, int k);
-/* Slot i of slice k, in address order (i < ws_kv_slab_slots). */
+/* Slot i of slice k, in address order (i < ws_kv_slab_slots); NULL before a cut. */
 char *ws_kv_slab_slot(const ws_kv_slab *s, int k, size_t i);
 
 /* Page tables for n_seqs sequences of pages_per_seq pages of page_tokens tokens:

@@ -431,6 +431,7 @@ Test(kv_slab, one_node_deals_every_slot_in_turn)
     cr_assert_eq(ws_kv_slab_deal(s, 1, 1, 256, t, NULL, &err), WS_EINVAL, "deal before a cut");
     cr_assert_eq(ws_kv_slab_cut(s, 0, 1, &err), WS_EINVAL);
     cr_assert_eq(ws_kv_slab_slots(s, 0), 0);
+    cr_assert_null(ws_kv_slab_slot(s, 0, 0), "a slot before a cut");
     cr_assert_eq(ws_kv_slab_cut(s, pb, 7, &err), 0, "%s", err.msg);
     cr_assert_eq(ws_kv_slab_slots(s, 0), 40);
     cr_assert_eq(ws_kv_slab_slot(s, 0, 39), base + 39 * pb);
