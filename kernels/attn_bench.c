@@ -18,10 +18,8 @@ struct ws_attn_bench {
     int pages_per_seq;
     size_t page_bytes, n_pages;
     /* The page slots: a slice per node of the pool holding exactly the pages the placement
-     * rule gives that node; slots slot0[k] .. slot0[k + 1] - 1 (fill order) are slice k's. */
+     * rule gives that node (filled slice after slice). */
     ws_kv_slab *slab;
-    int n_nodes;
-    size_t slot0[WS_NUMA_MAX_NODES + 1];
     int *page_nodes; /* [batch][pages_per_seq] OS node of each page; NULL on one node */
     float *q, *o, *lse;
 };
@@ -42,9 +40,9 @@ typedef struct fill_job {
 static char *slot_addr(const ws_attn_bench *b, size_t slot)
 {
     int k = 0;
-    while (slot >= b->slot0[k + 1])
-        k++;
-    return ws_kv_slab_slot(b->slab, k, slot - b->slot0[k]);
+    while (slot >= ws_kv_slab_slots(b->slab, k))
+        slot -= ws_kv_slab_slots(b->slab, k++);
+    return ws_kv_slab_slot(b->slab, k, slot);
 }
 
 static void fill_task(void *ctx, int task, int thread)
@@ -101,22 +99,17 @@ ws_attn_bench *ws_attn_bench_create(const ws_attn_bench_cfg *cfg, ws_pool *pool,
      * the page table says so (ws_attn_seq.page_nodes), so each task runs where its pages
      * are. On one node: one slice, as without. */
     const int n_nodes = pool ? ws_pool_nodes(pool) : 1, P = kv->page_tokens;
-    size_t count[WS_NUMA_MAX_NODES] = {0}, slice[WS_NUMA_MAX_NODES];
-    for (int sq = 0; sq < cfg->batch; sq++)
-        for (int pg = 0; pg < b->pages_per_seq; pg++)
-            count[ws_numa_place(sq, pg, P, n_nodes)]++;
-    for (int k = 0; k < n_nodes; k++) {
-        b->slot0[k + 1] = b->slot0[k] + count[k];
-        slice[k] = count[k] * b->page_bytes;
-    }
+    size_t slice[WS_NUMA_MAX_NODES];
+    ws_kv_slab_count(n_nodes, cfg->batch, b->pages_per_seq, P, slice);
+    for (int k = 0; k < n_nodes; k++)
+        slice[k] *= b->page_bytes;
     const size_t nq = (size_t)cfg->batch * cfg->n_q_heads;
     b->slab = ws_kv_slab_create(pool, slice, err);
     if (!b->slab) {
         ws_attn_bench_destroy(b);
         return NULL;
     }
-    b->n_nodes = ws_kv_slab_nodes(b->slab);
-    if (b->n_nodes > 1)
+    if (n_nodes > 1)
         b->page_nodes = malloc(sizeof(int) * b->n_pages);
     b->seqs = calloc((size_t)cfg->batch, sizeof *b->seqs);
     b->tables = malloc(sizeof(void *) * b->n_pages);
@@ -126,7 +119,7 @@ ws_attn_bench *ws_attn_bench_create(const ws_attn_bench_cfg *cfg, ws_pool *pool,
     if (cfg->sparse != WS_SPARSE_NONE)
         b->sel = malloc(sizeof(int32_t) * (size_t)cfg->batch * cfg->topk);
     if (!b->seqs || !b->tables || !b->q || !b->o || !b->lse ||
-        (cfg->sparse != WS_SPARSE_NONE && !b->sel) || (b->n_nodes > 1 && !b->page_nodes)) {
+        (cfg->sparse != WS_SPARSE_NONE && !b->sel) || (n_nodes > 1 && !b->page_nodes)) {
         ws_err_set(err, WS_ENOMEM, "bench: cannot allocate %.2f GB of KV and buffers",
                    (double)b->n_pages * (double)b->page_bytes / 1e9);
         ws_attn_bench_destroy(b);
@@ -222,7 +215,7 @@ const ws_attn_problem *ws_attn_bench_problem(const ws_attn_bench *b)
 
 int ws_attn_bench_nodes(const ws_attn_bench *b)
 {
-    return b->n_nodes;
+    return ws_kv_slab_nodes(b->slab);
 }
 
 double ws_attn_bench_kv_alloc_bytes(const ws_attn_bench *b)

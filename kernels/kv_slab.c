@@ -130,15 +130,21 @@ char *ws_kv_slab_slot(const ws_kv_slab *s, int k, size_t i)
     return s->page_bytes ? s->base + s->off[k] + i * s->page_bytes : NULL;
 }
 
+void ws_kv_slab_count(int n_nodes, int n_seqs, int pages_per_seq, int page_tokens, size_t *need)
+{
+    memset(need, 0, sizeof *need * (size_t)n_nodes);
+    for (int q = 0; q < n_seqs; q++)
+        for (int j = 0; j < pages_per_seq; j++)
+            need[ws_numa_place(q, j, page_tokens, n_nodes)]++;
+}
+
 int ws_kv_slab_deal(ws_kv_slab *s, int n_seqs, int pages_per_seq, int page_tokens,
                     const void **tables, int *page_nodes, ws_err *err)
 {
     if (!s->page_bytes)
         return ws_err_set(err, WS_EINVAL, "kv_slab: deal before a cut");
-    size_t need[WS_NUMA_MAX_NODES] = {0};
-    for (int q = 0; q < n_seqs; q++)
-        for (int j = 0; j < pages_per_seq; j++)
-            need[ws_numa_place(q, j, page_tokens, s->n)]++;
+    size_t need[WS_NUMA_MAX_NODES];
+    ws_kv_slab_count(s->n, n_seqs, pages_per_seq, page_tokens, need);
     for (int k = 0; k < s->n; k++)
         if (need[k] > s->slots[k])
             return ws_err_set(err, WS_EINVAL,

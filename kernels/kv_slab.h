@@ -46,6 +46,10 @@ size_t ws_kv_slab_slots(const ws_kv_slab *s, int k);
 /* Slot i of slice k, in address order (i < ws_kv_slab_slots); NULL before a cut. */
 char *ws_kv_slab_slot(const ws_kv_slab *s, int k, size_t i);
 
+/* need[k], k < n_nodes: how many of n_seqs sequences' pages_per_seq pages of page_tokens
+ * tokens the placement rule puts on node k (the slots a deal takes from slice k). */
+void ws_kv_slab_count(int n_nodes, int n_seqs, int pages_per_seq, int page_tokens, size_t *need);
+
 /* Page tables for n_seqs sequences of pages_per_seq pages of page_tokens tokens:
  * tables[q * pages_per_seq + j] = the next slot, in its shuffled order (wrapping), of
  * slice ws_numa_place(q, j, page_tokens, nodes); page_nodes (if not NULL) gets that
