@@ -16,7 +16,7 @@ SAN     ?=
 NVCC    ?= $(shell command -v nvcc 2>/dev/null)
 CUDA_ARCHS ?= 70 80 90
 
-DIRS    := common kernels runtime calib sim traces
+DIRS    := common platform store kernels calib calib/probe runtime sim traces
 INCS    := $(addprefix -I,$(DIRS)) -I$(O)/gen
 # DEPS_PREFIX: a folder holding extracted Debian packages (scripts/gpu_bundle.sh). Headers
 # and libraries are taken from it before the system's, the binaries find its libraries
@@ -41,7 +41,7 @@ LIB_SRC := $(foreach d,$(DIRS),$(wildcard $(d)/*.c))
 CLI_SRC := $(wildcard cli/*.c)
 TEST_SRC:= $(wildcard tests/*.c)
 CU_SRC  := $(wildcard kernels/cuda/*.cu)
-EMBED_IN:= $(sort $(wildcard results/schema/*.sql)) profiles/datasheet.json
+EMBED_IN:= $(sort $(wildcard store/schema/*.sql)) profiles/datasheet.json
 
 LIB_OBJ := $(patsubst %.c,$(O)/obj/%.o,$(LIB_SRC)) $(O)/obj/gen/embedded.o
 CLI_OBJ := $(patsubst %.c,$(O)/obj/%.o,$(CLI_SRC))

@@ -1,5 +1,5 @@
 /* embedded: data files compiled into the binary by scripts/embed.sh (schema migrations
- * under results/schema/, the datasheet profiles in profiles/datasheet.json), so that the
+ * under store/schema/, the datasheet profiles in profiles/datasheet.json), so that the
  * default database can be created on any machine the binary runs on. The files in the
  * tree stay the source of truth; `make` regenerates the table when they change. */
 #ifndef WS_EMBEDDED_H
@@ -8,7 +8,7 @@
 #include <stddef.h>
 
 typedef struct ws_embedded_file {
-    const char *path; /* path relative to the project root, e.g. "results/schema/001_initial.sql" */
+    const char *path; /* path relative to the project root, e.g. "store/schema/001_initial.sql" */
     const char *data; /* contents, NUL-terminated */
     size_t len;       /* length without the NUL */
 } ws_embedded_file;

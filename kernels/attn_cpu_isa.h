@@ -1,7 +1,7 @@
 /* attn_cpu_isa: the inner operations of the CPU attention kernel, one table per
  * instruction path (attn_cpu_scalar.c, attn_cpu_avx2.c, attn_cpu_avx512.c). Internal to
  * kernels/: the driver in attn_cpu.c gathers a block of at most WS_ATTN_CPU_BLOCK token
- * rows and calls these on it; kernels/membw.c reuses the paths' names for its probes.
+ * rows and calls these on it; calib/probe/membw.c reuses the paths' names for its probes.
  *
  * Conventions: rows are pointers to KV rows inside pages (16-bit elements); fp32 blocks
  * are row-major with a leading dimension (ld) in floats; d is a multiple of 16; G is the

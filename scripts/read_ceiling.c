@@ -1,5 +1,5 @@
 /* read_ceiling: how fast can a core stream memory, depending on how the lines are asked for?
- * The read bandwidth `bench` reports (kernels/membw.c) is a plain reduction: demand loads,
+ * The read bandwidth `bench` reports (calib/probe/membw.c) is a plain reduction: demand loads,
  * the hardware prefetchers ahead of them. The AMX attention loop instead prefetches each
  * line to L2 (PREFETCHT1) two super-blocks ahead and later tile-loads it into L1. This probe
  * reads a 1 GiB buffer with T threads (pinned to CPUs 0..T-1, each its own slice) and prints

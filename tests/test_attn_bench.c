@@ -1,4 +1,4 @@
-/* test_attn_bench: the bench's synthetic problems (kernels/attn_bench.c) hold what they
+/* test_attn_bench: the bench's synthetic problems (calib/probe/attn_bench.c) hold what they
  * say: every page of every table is its own slot, filled with the seeded values (a page
  * left unwritten would read as the kernel's zero page from the caches and inflate every
  * figure), and the same seed gives the same data. Placement by node is in test_numa.c. */

@@ -1,4 +1,4 @@
-/* test_membw: the bandwidth and peak probes (kernels/membw.c) run on every supported
+/* test_membw: the bandwidth and peak probes (calib/probe/membw.c) run on every supported
  * path and return plausible positive figures; bad arguments are errors. No timing
  * thresholds: the machine is shared. */
 #include <criterion/criterion.h>

@@ -1,10 +1,10 @@
 /* test_numa: the NUMA topology reader, memory placement and placement rule
- * (kernels/numa.c), the thread pool's node-affine batches, and the CPU attention kernel on
+ * (platform/numa.c), the thread pool's node-affine batches, and the CPU attention kernel on
  * a pool over two nodes with the pages' nodes given. The development host has one node,
  * so the multi-node cases run on topologies read from sysfs-shaped folders written here
  * (two nodes of one CPU each): the pinning, task order and chunking they drive are the
  * real ones; only the memory distances of a real two-node machine are missing. Also the KV
- * slab (kernels/kv_slab.c) that the bench and the calibrator deal their pages from. */
+ * slab (calib/probe/kv_slab.c) that the bench and the calibrator deal their pages from. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <sched.h>

@@ -1,4 +1,4 @@
-/* test_store: the SQLite store (common/store.c): creation and seeding, migrations and
+/* test_store: the SQLite store (store/store.c): creation and seeding, migrations and
  * refusals, transactions, a locked database, export. */
 #include <criterion/criterion.h>
 #include <sqlite3.h>
@@ -225,7 +225,7 @@ Test(store, migrates_old_schema_keeping_data)
     th_tmpdir(dir, sizeof dir);
     snprintf(path, sizeof path, "%s/v1.db", dir);
     /* A version-1 database as an older writescope left it, with a user profile. */
-    const ws_embedded_file *v1 = ws_embedded_find("results/schema/001_initial.sql");
+    const ws_embedded_file *v1 = ws_embedded_find("store/schema/001_initial.sql");
     cr_assert_not_null(v1);
     sqlite3 *db;
     cr_assert_eq(sqlite3_open(path, &db), SQLITE_OK);

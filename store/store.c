@@ -116,7 +116,7 @@ static int migrate(ws_store *s, int from, ws_err *err)
     for (int v = from + 1; v <= WS_SCHEMA_VERSION; v++) {
         const ws_embedded_file *mig = NULL;
         char prefix[32];
-        snprintf(prefix, sizeof prefix, "results/schema/%03d_", v);
+        snprintf(prefix, sizeof prefix, "store/schema/%03d_", v);
         for (const ws_embedded_file *f = ws_embedded; f->path; f++)
             if (!strncmp(f->path, prefix, strlen(prefix)))
                 mig = f;

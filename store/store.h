@@ -2,7 +2,7 @@
  * raw samples and fits).
  *
  * Opening a store creates the file on first use, applies the schema migrations embedded
- * from results/schema/NNN_*.sql up to WS_SCHEMA_VERSION (tracked in PRAGMA user_version),
+ * from store/schema/NNN_*.sql up to WS_SCHEMA_VERSION (tracked in PRAGMA user_version),
  * and seeds a fresh database with the datasheet profiles (profiles/datasheet.json).
  * A file that is not SQLite, is some other SQLite database, or has a newer schema is
  * refused with a one-line message naming it, and nothing is written to it. Every write

@@ -7,7 +7,7 @@
  * next slot of that slice in a seeded shuffled order, so a sequence's pages scatter over
  * its node's memory, each page table names its pages' nodes (ws_attn_seq.page_nodes), and
  * deal after deal takes fresh slots until a slice wraps (cold pages for repeated timings).
- * On one node: one slice, the same. Callers: kernels/attn_bench.c (bench attn-cpu),
+ * On one node: one slice, the same. Callers: calib/probe/attn_bench.c (bench attn-cpu),
  * calib/measure.c (the calibrator's attention sweeps). */
 #ifndef WS_KV_SLAB_H
 #define WS_KV_SLAB_H

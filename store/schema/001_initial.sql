@@ -3,7 +3,7 @@
 -- calibration runs with their raw samples and fits. Every stored number carries a source:
 -- 'datasheet' (vendor specification), 'measured' (timed on a machine), 'fitted' (GSL fit
 -- of measured samples) or 'modeled' (an assumption or a value derived by a model).
--- Applied by common/store.c inside one transaction, which then sets PRAGMA user_version = 1.
+-- Applied by store/store.c inside one transaction, which then sets PRAGMA user_version = 1.
 
 CREATE TABLE hosts (
     id            INTEGER PRIMARY KEY,
