@@ -4,10 +4,13 @@
 #   make run        the main job on the default database
 #   make sanitize   the same tests built with AddressSanitizer + UndefinedBehaviorSanitizer
 #   make deps       install missing Debian packages (apt-get); a no-op when all are present
+#   make fuzz       libFuzzer targets (clang) for FUZZ_SECONDS each on their seed corpora;
+#                   make fuzz-smoke: 10 s each (CI); docs/fuzzing.md
 #   make gpu-bundle download + extract the build dependencies into .gpu-deps/ for a machine
 #                   without apt (tests/gpu/README.md); then build there with
 #                   make DEPS_PREFIX=$PWD/.gpu-deps/prefix (tests/gpu/run.sh does it itself)
-# Objects go to $(O)/, binaries to $(BIN)/; `make sanitize` uses build/san for both.
+# Objects go to $(O)/, binaries to $(BIN)/; `make sanitize` uses build/san for both, `make fuzz`
+# build/fuzz.
 
 CC      ?= cc
 O       ?= build
@@ -35,6 +38,14 @@ LDLIBS  := -lgsl -lopenblas -lsqlite3 -ljansson -ldl -lm -pthread
 ifneq ($(SAN),)
 CFLAGS  += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
 LDFLAGS += -fsanitize=address,undefined
+endif
+
+# FUZZ (make fuzz, built by clang): coverage and ASan+UBSan. The SIMD kernels, the probes
+# and the platform layer read no outside input and rely on GCC's target pragmas: left out.
+ifneq ($(FUZZ),)
+CFLAGS  += -fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer \
+           -fno-sanitize-recover=all
+DIRS    := $(filter-out kernels platform calib calib/probe,$(DIRS))
 endif
 
 LIB_SRC := $(foreach d,$(DIRS),$(wildcard $(d)/*.c))
@@ -75,7 +86,7 @@ CU_LDLIBS  := -L$(CUDA_LIBDIR) -Xlinker -rpath=$(CUDA_LIBDIR) -lcublas
 endif
 GPU_BENCH  := $(O)/tests/ws_gpu_bench
 
-.PHONY: all deps test run sanitize clean cuda-info gpu-bundle
+.PHONY: all deps test run sanitize clean cuda-info gpu-bundle fuzz fuzz-smoke fuzz-build fuzz-bins
 all: deps cuda-info $(WS) $(CUDA_SO)
 
 deps:
@@ -149,6 +160,28 @@ run: all
 
 sanitize: deps
 	$(MAKE) O=build/san BIN=build/san/bin SAN=1 test
+
+# Fuzzing (docs/fuzzing.md): every fuzz/fuzz_<name>.c is a libFuzzer target, run on a copy
+# of its seed corpus fuzz/corpus/<name>/. The library is rebuilt by clang into build/fuzz
+# with coverage and ASan+UBSan; only the targets link the libFuzzer driver.
+FUZZ_CC       ?= clang
+FUZZ_SECONDS  ?= 60
+FUZZ_NAMES    := $(patsubst fuzz/fuzz_%.c,%,$(wildcard fuzz/fuzz_*.c))
+.PRECIOUS: $(O)/obj/fuzz/%.o
+$(O)/fuzz_%: $(O)/obj/fuzz/fuzz_%.o $(LIBWS)
+	$(CC) $(CFLAGS) -fsanitize=fuzzer $(LDFLAGS) $^ $(LDLIBS) -o $@
+
+fuzz-bins: $(addprefix $(O)/fuzz_,$(FUZZ_NAMES))
+
+fuzz-build:
+	@./scripts/deps.sh fuzz
+	$(MAKE) O=build/fuzz BIN=build/fuzz/bin CC=$(FUZZ_CC) NVCC= FUZZ=1 fuzz-bins
+
+fuzz: fuzz-build
+	./scripts/fuzz.sh build/fuzz $(FUZZ_SECONDS) $(FUZZ_NAMES)
+
+fuzz-smoke: fuzz-build
+	./scripts/fuzz.sh build/fuzz 10 $(FUZZ_NAMES)
 
 clean:
 	rm -rf build bin

@@ -1,6 +1,7 @@
 #!/bin/sh
 # Installs the Debian packages WriteScope builds and tests against, only those missing.
 # Called by `make deps` (and so by `make` and `make test`); does nothing when all are present.
+# `deps.sh fuzz` (make fuzz, make fuzz-smoke) adds clang and its libFuzzer runtime.
 set -eu
 # With DEPS_PREFIX (an offline bundle, scripts/gpu_bundle.sh) the Makefile builds against
 # that folder: nothing to install.
@@ -13,6 +14,7 @@ if [ -n "${DEPS_PREFIX:-}" ]; then
     exit 0
 fi
 PKGS="build-essential pkg-config libgsl-dev libsqlite3-dev sqlite3 libjansson-dev libopenblas-dev gnuplot-nox libcriterion-dev"
+[ "${1:-}" = fuzz ] && PKGS="$PKGS clang libclang-rt-14-dev"
 missing=""
 for p in $PKGS; do
     if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed"; then
