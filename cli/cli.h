@@ -17,8 +17,13 @@
 int cli_fail(const ws_err *err);
 /* Prints "writescope: <formatted>" plus a --help hint and returns CLI_EXIT_USAGE. */
 int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* Prints the JSON value indented to stdout (with a newline); steals the reference. */
+/* Prints the JSON value indented to stdout (with a newline); steals the reference. A
+ * failed write is left to cli_close_stdout (its cause is kept for the message). */
 int cli_print_json(json_t *v);
+/* After the command: flushes and closes stdout. On a write error (full disk, closed pipe)
+ * prints "writescope: stdout: <reason>" and returns CLI_EXIT_FAIL if rc was CLI_EXIT_OK;
+ * otherwise returns rc (a failed command has already said why). */
+int cli_close_stdout(int rc);
 /* A JSON number: an integer when v is integral and exact in a double, else a real. */
 json_t *cli_num(double v);
 /* 1234567 -> "1,234,567" (integer part only), into buf. */

@@ -1,5 +1,6 @@
 /* cmd_plot: `writescope plot calib` -- renders plots/calib.gp with gnuplot from the
  * database: measured samples and the fitted roofline per operation, PNG or SVG. */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,6 +9,7 @@
 
 #include "calib.h"
 #include "cli.h"
+#include "ws_parse.h"
 #include "ws_util.h"
 
 static void help(FILE *out)
@@ -29,9 +31,9 @@ int cmd_plot(int argc, char **argv)
         return rc == CLI_PARSE_HELP ? CLI_EXIT_OK : rc;
     if (nargs == 0 || strcmp(args[0], "calib"))
         return cli_usage_error("plot", "what to plot: 'calib'");
-    long long id = run_arg ? atoll(run_arg) : 0;
-    if (run_arg && id <= 0)
-        return cli_usage_error("plot", "--run needs a positive run number");
+    long long id = 0;
+    if (run_arg && ws_parse_int64(run_arg, 1, LLONG_MAX, &id))
+        return cli_usage_error("plot", "--run needs a positive run number, not '%s'", run_arg);
     ws_err err = {0};
     char root[WS_PATH_MAX], script[WS_PATH_MAX + 32], outbuf[WS_PATH_MAX + 64];
     if (ws_root_dir(root, sizeof root, &err))

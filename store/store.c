@@ -2,12 +2,14 @@
 #include "store.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "embedded.h"
+#include "ws_parse.h"
 #include "ws_util.h"
 
 struct ws_store {
@@ -143,8 +145,13 @@ int ws_store_open(const char *path, ws_store **out, ws_err *err)
         return ws_err_set(err, WS_EINVAL, "database path too long");
     }
     strcpy(s->path, path);
-    const char *tm = getenv("WRITESCOPE_DB_TIMEOUT_MS");
-    s->timeout_ms = tm && *tm && atoi(tm) >= 0 ? atoi(tm) : 5000;
+    long long tm;
+    int erc = ws_env_int64("WRITESCOPE_DB_TIMEOUT_MS", 5000, 0, INT_MAX, &tm, err);
+    if (erc) {
+        free(s);
+        return erc;
+    }
+    s->timeout_ms = (int)tm;
 
     int exists = access(path, F_OK) == 0;
     if (exists && !ws_file_exists(path)) {
@@ -322,7 +329,7 @@ static int insert_profile(ws_store *s, json_t *p, const char *origin, int index,
 static int import_in_tx(ws_store *s, const char *text, const char *origin, int *n_out, ws_err *err)
 {
     json_error_t je;
-    json_t *root = json_loads(text, 0, &je);
+    json_t *root = json_loads(text, JSON_REJECT_DUPLICATES, &je);
     if (!root)
         return ws_err_set(err, WS_EPARSE, "%s: invalid JSON at line %d column %d: %s", origin,
                           je.line, je.column, je.text);

@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <jansson.h>
 #include <poll.h>
+#include <signal.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -81,27 +82,34 @@ static void exec_writescope(const char *const *args, const char *const *env_kv)
     _exit(127);
 }
 
-th_run th_writescope(const char *const *args, const char *const *env_kv)
+/* Runs the binary with stdout on out_fd, or on a captured pipe when out_fd < 0. */
+static th_run run_captured(const char *const *args, const char *const *env_kv, int out_fd,
+                           int sigpipe_ignored)
 {
-    int po[2], pe[2];
-    cr_assert(pipe(po) == 0 && pipe(pe) == 0);
+    int po[2] = {-1, -1}, pe[2];
+    cr_assert(pipe(pe) == 0);
+    if (out_fd < 0)
+        cr_assert(pipe(po) == 0);
     pid_t pid = fork();
     cr_assert(pid >= 0, "fork failed");
     if (pid == 0) {
-        dup2(po[1], 1);
+        signal(SIGPIPE, sigpipe_ignored ? SIG_IGN : SIG_DFL);
+        dup2(out_fd < 0 ? po[1] : out_fd, 1);
         dup2(pe[1], 2);
-        close(po[0]);
+        if (out_fd < 0)
+            close(po[0]);
         close(pe[0]);
         exec_writescope(args, env_kv);
     }
-    close(po[1]);
+    if (out_fd < 0)
+        close(po[1]);
     close(pe[1]);
     th_run r = {0};
     size_t lo = 0, le = 0;
     append(&r.out, &lo, "", 0);
     append(&r.err, &le, "", 0);
     struct pollfd fds[2] = {{po[0], POLLIN, 0}, {pe[0], POLLIN, 0}};
-    int open_fds = 2;
+    int open_fds = out_fd < 0 ? 2 : 1;
     char buf[65536];
     while (open_fds > 0) {
         if (poll(fds, 2, -1) < 0)
@@ -125,6 +133,17 @@ th_run th_writescope(const char *const *args, const char *const *env_kv)
     waitpid(pid, &st, 0);
     r.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
     return r;
+}
+
+th_run th_writescope(const char *const *args, const char *const *env_kv)
+{
+    return run_captured(args, env_kv, -1, 0);
+}
+
+th_run th_writescope_to(const char *const *args, const char *const *env_kv, int out_fd,
+                        int sigpipe_ignored)
+{
+    return run_captured(args, env_kv, out_fd, sigpipe_ignored);
 }
 
 void th_run_free(th_run *r)

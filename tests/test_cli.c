@@ -1,12 +1,14 @@
 /* test_cli: end-to-end runs of bin/writescope: the README's commands, --json output,
  * --help everywhere, and one-line errors with a non-zero exit for bad input. */
 #include <criterion/criterion.h>
+#include <fcntl.h>
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "helpers.h"
+#include "ws_util.h"
 
 static char g_env_db[320];
 static const char *g_env[] = {g_env_db, NULL};
@@ -204,4 +206,121 @@ Test(cli, device_runs_without_gpu)
     if (json_array_size(json_object_get(cuda, "devices")) == 0)
         cr_assert(json_is_string(json_object_get(cuda, "reason")), "a reason is given");
     json_decref(v);
+}
+
+/* Output that cannot be written (full disk, reader gone) is a failure: exit 1 and one
+ * line on stderr, whether SIGPIPE is ignored by the parent or has its default action. */
+Test(cli, output_errors_exit_nonzero)
+{
+    th_run r = run((const char *[]){"db", "init", NULL});
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    th_run_free(&r);
+    const char *const cmds[][7] = {
+        {"model", "show", "qwen3-30b-a3b", NULL},
+        {"model", "show", "deepseek-v2-lite", "--json", NULL},
+        {"model", "list", NULL},
+        {"db", "show", NULL},
+        {"db", "show", "--json", NULL},
+        {"db", "export", NULL},
+        {"db", "export", "--format", "csv", "--table", "profile_params", NULL},
+        {"--help", NULL},
+    };
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
+        int full = open("/dev/full", O_WRONLY);
+        cr_assert_geq(full, 0);
+        r = th_writescope_to(cmds[i], g_env, full, 0);
+        close(full);
+        cr_assert_eq(r.status, 1, "%s %s on /dev/full: exit %d, stderr: %s", cmds[i][0],
+                     cmds[i][1], r.status, r.err);
+        cr_assert_eq(th_lines(r.err), 1, "one line: %s", r.err);
+        if (strcmp(cmds[i][0], "db") || strcmp(cmds[i][1], "export"))
+            cr_assert_neq(strstr(r.err, "writescope: stdout: No space left on device"), NULL,
+                          "%s", r.err);
+        th_run_free(&r);
+
+        for (int ign = 0; ign <= 1; ign++) {
+            int p[2];
+            cr_assert_eq(pipe(p), 0);
+            close(p[0]); /* the reader is gone before anything is written */
+            r = th_writescope_to(cmds[i], g_env, p[1], ign);
+            close(p[1]);
+            cr_assert_eq(r.status, 1, "%s %s into a closed pipe (SIGPIPE %s): exit %d, stderr: %s",
+                         cmds[i][0], cmds[i][1], ign ? "ignored" : "default", r.status, r.err);
+            cr_assert_eq(th_lines(r.err), 1, "one line: %s", r.err);
+            if (strcmp(cmds[i][0], "db") || strcmp(cmds[i][1], "export"))
+                cr_assert_neq(strstr(r.err, "writescope: stdout: Broken pipe"), NULL, "%s", r.err);
+            th_run_free(&r);
+        }
+    }
+}
+
+/* Numbers on the command line are whole, in range, or a usage error (exit 2) naming the
+ * option; nothing is opened or measured first. */
+Test(cli, options_parse_numbers_strictly)
+{
+    const char *const cmds[][8] = {
+        {"plot", "calib", "--run", "5abc", NULL},
+        {"plot", "calib", "--run", "99999999999999999999", NULL},
+        {"calib", "show", "--run", " 5", NULL},
+        {"calib", "--only", "gpu", "--threads", "4294967297", NULL},
+        {"bench", "membw", "--threads", " 2", "--isa", "bogus", NULL},
+        {"bench", "membw", "--repeats", "3x", "--isa", "bogus", NULL},
+    };
+    const char *opt[] = {"--run", "--run", "--run", "--threads", "--threads", "--repeats"};
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
+        th_run r = run(cmds[i]);
+        cr_assert_eq(r.status, 2, "%s %s %s '%s': exit %d, stderr: %s", cmds[i][0], cmds[i][1],
+                     cmds[i][2], cmds[i][3], r.status, r.err);
+        cr_assert_neq(strstr(r.err, opt[i]), NULL, "%s", r.err);
+        cr_assert_eq(th_lines(r.err), 1, "one line: %s", r.err);
+        th_run_free(&r);
+    }
+}
+
+/* A numeric environment variable that does not parse is an error naming it, not a
+ * silent default. */
+Test(cli, bad_env_number_is_an_error)
+{
+    th_run r = run((const char *[]){"db", "init", NULL});
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    th_run_free(&r);
+    const char *bad[] = {"WRITESCOPE_DB_TIMEOUT_MS=abc", "WRITESCOPE_DB_TIMEOUT_MS=-1",
+                         "WRITESCOPE_DB_TIMEOUT_MS=250ms", "WRITESCOPE_DB_TIMEOUT_MS=99999999999"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        const char *env[] = {g_env_db, bad[i], NULL};
+        r = th_writescope((const char *[]){"db", "show", NULL}, env);
+        cr_assert_eq(r.status, 1, "%s: exit %d, stderr: %s", bad[i], r.status, r.err);
+        cr_assert_eq(th_lines(r.err), 1, "one line: %s", r.err);
+        cr_assert_neq(strstr(r.err, bad[i]), NULL, "names the variable: %s", r.err);
+        cr_assert_str_eq(r.out, "");
+        th_run_free(&r);
+    }
+    const char *ok[] = {g_env_db, "WRITESCOPE_DB_TIMEOUT_MS=250", NULL};
+    r = th_writescope((const char *[]){"db", "show", NULL}, ok);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    th_run_free(&r);
+}
+
+/* A profile file with a key given twice is refused, naming the file (the last value
+ * would otherwise silently win). */
+Test(cli, profile_import_rejects_duplicate_keys)
+{
+    char root[4096], ds[4200], dir[64], seed[256], db[256];
+    ws_err err = {0};
+    cr_assert_eq(ws_root_dir(root, sizeof root, &err), 0, "%s", err.msg);
+    snprintf(ds, sizeof ds, "%s/profiles/datasheet.json", root);
+    char *text = th_slurp(ds, NULL);
+    cr_assert_not_null(text);
+    char *brace = strchr(text, '{');
+    cr_assert_not_null(brace);
+    size_t n = strlen(text) + 32;
+    char *dup = malloc(n);
+    snprintf(dup, n, "{\"profiles\": [], %s", brace + 1); /* then the real "profiles" */
+    th_tmpdir(dir, sizeof dir);
+    th_write(dir, "dup.json", dup, seed, sizeof seed);
+    snprintf(db, sizeof db, "%s/dup.db", dir);
+    expect_fail((const char *[]){"db", "init", "--db", db, "--seed", seed, NULL}, "dup.json");
+    expect_fail((const char *[]){"db", "init", "--db", db, "--seed", seed, NULL}, "duplicate");
+    free(dup);
+    free(text);
 }
