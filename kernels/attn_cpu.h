@@ -88,7 +88,8 @@ int ws_attn_cpu_v_pairs(const ws_kv_layout *kv, int n_q_heads, ws_isa isa, int t
 /* The K layout the CPU region should be written in for this shape and path (resolved): 1
  * (tiles of 16 tokens, kv.k_tiles) when the amx path or a vector path serves it with a
  * separate V block, a page size that is a multiple of 16 and at most
- * WS_ATTN_CPU_AMX_TILE_GROUP query heads per KV head: the scores then come per head, 16
+ * WS_ATTN_CPU_AMX_TILE_GROUP (amx) or WS_ATTN_CPU_FMA_GROUP (vector paths) query heads per
+ * KV head: the scores then come per head, 16
  * tokens to a row, with no transpose (amx: 3-4% of the loop's time for Qwen3's shape from
  * memory) and no horizontal sums (the FMA loop); 0 (rows) otherwise, and when token_lists
  * is set (the workload attends sparse lists of single tokens: a token's K is spread over
