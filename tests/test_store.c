@@ -26,15 +26,15 @@ Test(store, create_migrate_seed)
     ws_err err = {0};
     cr_assert_eq(ws_store_open(path, &s, &err), 0, "%s", err.msg);
     cr_assert(ws_store_created(s));
-    cr_assert_eq(th_count(ws_store_db(s), "PRAGMA user_version"), WS_SCHEMA_VERSION);
-    cr_assert_eq(th_count(ws_store_db(s), "SELECT count(*) FROM profiles WHERE source = 'datasheet'"), 6);
-    cr_assert_eq(th_count(ws_store_db(s), "SELECT count(*) FROM profile_params p JOIN profiles f ON "
+    cr_assert_eq(th_count_file(ws_store_path(s), "PRAGMA user_version"), WS_SCHEMA_VERSION);
+    cr_assert_eq(th_count_file(ws_store_path(s), "SELECT count(*) FROM profiles WHERE source = 'datasheet'"), 6);
+    cr_assert_eq(th_count_file(ws_store_path(s), "SELECT count(*) FROM profile_params p JOIN profiles f ON "
                           "f.id = p.profile_id WHERE f.name = 'a100-40gb-pcie' AND "
                           "p.key = 'hbm_bw' AND p.value = 1.555e12 AND p.source = 'datasheet'"),
                  1);
-    cr_assert_eq(th_count(ws_store_db(s), "SELECT count(*) FROM profile_params WHERE reference = ''"), 0);
+    cr_assert_eq(th_count_file(ws_store_path(s), "SELECT count(*) FROM profile_params WHERE reference = ''"), 0);
     /* V100 has no bf16; its H2D is about 12 GB/s. */
-    cr_assert_eq(th_count(ws_store_db(s), "SELECT count(*) FROM profile_params p JOIN profiles f ON "
+    cr_assert_eq(th_count_file(ws_store_path(s), "SELECT count(*) FROM profile_params p JOIN profiles f ON "
                           "f.id = p.profile_id WHERE f.name = 'v100-32gb-pcie' AND "
                           "((p.key = 'bf16_flops' AND p.value = 0) OR "
                           "(p.key = 'h2d_bw' AND p.value BETWEEN 11e9 AND 13e9))"),
@@ -47,9 +47,9 @@ Test(store, create_migrate_seed)
     int n = 0;
     cr_assert_eq(ws_store_seed_datasheet(s, &n, &err), 0, "%s", err.msg);
     cr_assert_eq(n, 6);
-    cr_assert_eq(th_count(ws_store_db(s), "SELECT count(*) FROM profiles"), 6);
-    cr_assert_eq(th_count(ws_store_db(s), "SELECT count(*) FROM profile_params"),
-                 th_count(ws_store_db(s), "SELECT count(*) FROM profile_params WHERE profile_id IN "
+    cr_assert_eq(th_count_file(ws_store_path(s), "SELECT count(*) FROM profiles"), 6);
+    cr_assert_eq(th_count_file(ws_store_path(s), "SELECT count(*) FROM profile_params"),
+                 th_count_file(ws_store_path(s), "SELECT count(*) FROM profile_params WHERE profile_id IN "
                           "(SELECT id FROM profiles)"));
     ws_store_close(s);
 }
@@ -141,8 +141,8 @@ Test(store, bad_profile_file_rolls_back)
     cr_assert_eq(ws_store_import_profiles(s, bad, "bad.json", NULL, &err), WS_EINVAL);
     cr_assert_neq(strstr(err.msg, "bad.json"), NULL, "%s", err.msg);
     cr_assert_neq(strstr(err.msg, "guess"), NULL, "%s", err.msg);
-    cr_assert_eq(th_count(ws_store_db(s), "SELECT count(*) FROM profiles WHERE name = 'new-gpu'"), 0);
-    cr_assert_eq(th_count(ws_store_db(s), "SELECT count(*) FROM profile_params p JOIN profiles f ON "
+    cr_assert_eq(th_count_file(ws_store_path(s), "SELECT count(*) FROM profiles WHERE name = 'new-gpu'"), 0);
+    cr_assert_eq(th_count_file(ws_store_path(s), "SELECT count(*) FROM profile_params p JOIN profiles f ON "
                           "f.id = p.profile_id WHERE f.name = 'h200' AND p.key = 'hbm_bw' "
                           "AND p.value = 4.8e12"),
                  1);
@@ -157,8 +157,8 @@ Test(store, bad_profile_file_rolls_back)
     int n = 0;
     cr_assert_eq(ws_store_import_profiles(s, good, "good.json", &n, &err), 0, "%s", err.msg);
     cr_assert_eq(n, 1);
-    cr_assert_eq(th_count(ws_store_db(s), "SELECT count(*) FROM profiles"), 6);
-    cr_assert_eq(th_count(ws_store_db(s), "SELECT count(*) FROM profiles WHERE name = 'h200' AND source = 'measured'"), 1);
+    cr_assert_eq(th_count_file(ws_store_path(s), "SELECT count(*) FROM profiles"), 6);
+    cr_assert_eq(th_count_file(ws_store_path(s), "SELECT count(*) FROM profiles WHERE name = 'h200' AND source = 'measured'"), 1);
     ws_store_close(s);
 }
 
@@ -240,9 +240,9 @@ Test(store, migrates_old_schema_keeping_data)
     ws_store *s;
     ws_err err = {0};
     cr_assert_eq(ws_store_open(path, &s, &err), 0, "%s", err.msg);
-    cr_assert_eq(th_count(ws_store_db(s), "PRAGMA user_version"), WS_SCHEMA_VERSION);
-    cr_assert_eq(th_count(ws_store_db(s), "SELECT count(*) FROM profiles WHERE name = 'mine'"), 1);
+    cr_assert_eq(th_count_file(ws_store_path(s), "PRAGMA user_version"), WS_SCHEMA_VERSION);
+    cr_assert_eq(th_count_file(ws_store_path(s), "SELECT count(*) FROM profiles WHERE name = 'mine'"), 1);
     /* Version-2 columns exist. */
-    cr_assert_eq(th_count(ws_store_db(s), "SELECT count(*) FROM pragma_table_info('fits') WHERE name = 'p_fixed'"), 1);
+    cr_assert_eq(th_count_file(ws_store_path(s), "SELECT count(*) FROM pragma_table_info('fits') WHERE name = 'p_fixed'"), 1);
     ws_store_close(s);
 }
