@@ -125,22 +125,25 @@ int cli_open_store(const char *db, ws_store **out, ws_err *err)
     return ws_store_open(db, out, err);
 }
 
-int cli_open_store_ro(const char *db, int runs, ws_store **out, ws_err *err)
+int cli_open_store_ro(const char *db, ws_store **out, int *embedded, ws_err *err)
 {
-    int embedded = 0;
-    int rc = ws_store_open_for_reading(db, out, &embedded, err);
-    if (rc || !embedded)
+    int emb = 0;
+    int rc = ws_store_open_for_reading(db, out, &emb, err);
+    if (embedded)
+        *embedded = emb;
+    if (rc || !emb || embedded)
         return rc;
-    if (runs) {
-        char path[WS_PATH_MAX];
-        ws_store_close(*out);
-        *out = NULL;
-        if (ws_store_default_path(path, sizeof path, err))
-            return err->code;
-        return ws_err_set(err, WS_ENOTFOUND, "%s: no calibration run yet (run 'writescope calib')",
-                          path);
-    }
+    char path[WS_PATH_MAX];
+    ws_store_close(*out);
+    *out = NULL;
+    if (ws_store_default_path(path, sizeof path, err))
+        return err->code;
+    return ws_err_set(err, WS_ENOTFOUND, "%s: no calibration run yet (run 'writescope calib')",
+                      path);
+}
+
+void cli_note_embedded(void)
+{
     fprintf(stderr, "writescope: no database yet (run 'writescope db init' or 'writescope "
-                    "calib'): showing the embedded datasheet profiles\n");
-    return 0;
+                    "calib'): showed the embedded datasheet profiles\n");
 }

@@ -185,7 +185,9 @@ int cmd_db(int argc, char **argv)
     if (seed && !(seed_text = ws_read_file(seed, NULL, &err)))
         return cli_fail(&err); /* read the seed before touching the database */
     ws_store *s;
-    if (!strcmp(sub, "init") ? cli_open_store(db, &s, &err) : cli_open_store_ro(db, 0, &s, &err)) {
+    int embedded = 0;
+    if (!strcmp(sub, "init") ? cli_open_store(db, &s, &err)
+                             : cli_open_store_ro(db, &s, &embedded, &err)) {
         free(seed_text);
         return cli_fail(&err);
     }
@@ -238,5 +240,9 @@ int cmd_db(int argc, char **argv)
     }
     free(seed_text);
     ws_store_close(s);
-    return rc ? cli_fail(&err) : CLI_EXIT_OK;
+    if (rc)
+        return cli_fail(&err);
+    if (embedded)
+        cli_note_embedded();
+    return CLI_EXIT_OK;
 }

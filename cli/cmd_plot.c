@@ -36,7 +36,7 @@ int cmd_plot(int argc, char **argv)
         return cli_fail(&err);
     snprintf(script, sizeof script, "%s/plots/calib.gp", root);
     ws_store *s;
-    if (cli_open_store_ro(db, 1, &s, &err))
+    if (cli_open_store_ro(db, &s, NULL, &err))
         return cli_fail(&err);
     json_t *show = ws_calib_show(s, id, &err);
     if (!show) {
