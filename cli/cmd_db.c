@@ -84,10 +84,14 @@ static void show_profile(const ws_store *s, const ws_profile *p)
     printf("\n%-4s %s  %s\n", p->kind, p->name, p->description);
     printf("     datasheet: %s  calibration: %s\n", p->datasheet[0] ? p->datasheet : "none",
            p->calibrated[0] ? p->calibrated : "none");
+    int w = 12;
+    for (int i = 0; i < p->n_params; i++)
+        if ((int)strlen(p->params[i].key) > w)
+            w = (int)strlen(p->params[i].key);
     for (int i = 0; i < p->n_params; i++) {
         const ws_profile_param *q = &p->params[i];
         char v[64];
-        printf("     %-12s %-14s %-9s %s\n", q->key, unit_text(q->value, q->unit, v, sizeof v),
+        printf("     %-*s %-14s %-9s %s\n", w, q->key, unit_text(q->value, q->unit, v, sizeof v),
                ws_profile_source_name(q->source), q->reference);
     }
 }

@@ -378,11 +378,13 @@ int ws_calibdb_get_samples(ws_store *s, long long run_id, const ws_calibdb_key *
         x->t_min = ws_store_col_num(st, 9);
         x->t_max = ws_store_col_num(st, 10);
     }
-    sqlite3_finalize(st);
     if (rc != SQLITE_DONE) {
+        WS_DB_FAIL(s, err, "cannot read samples");
+        sqlite3_finalize(st);
         free(a);
-        return WS_DB_FAIL(s, err, "cannot read samples");
+        return WS_EDB;
     }
+    sqlite3_finalize(st);
     *out = a;
     *n_out = n;
     return 0;

@@ -5,6 +5,7 @@
 #ifndef WS_STORE_PRIV_H
 #define WS_STORE_PRIV_H
 
+#include <math.h>
 #include <sqlite3.h>
 
 #include "store.h"
@@ -20,7 +21,7 @@ sqlite3 *ws_store_sqlite(ws_store *s);
 /* NULL for a non-finite value (SQLite has no NaN). */
 static inline void ws_store_bind_num(sqlite3_stmt *st, int i, double v)
 {
-    if (v == v && v - v == 0)
+    if (isfinite(v))
         sqlite3_bind_double(st, i, v);
     else
         sqlite3_bind_null(st, i);
@@ -29,7 +30,7 @@ static inline void ws_store_bind_num(sqlite3_stmt *st, int i, double v)
 /* A REAL column, NAN when NULL. */
 static inline double ws_store_col_num(sqlite3_stmt *st, int i)
 {
-    return sqlite3_column_type(st, i) == SQLITE_NULL ? __builtin_nan("") : sqlite3_column_double(st, i);
+    return sqlite3_column_type(st, i) == SQLITE_NULL ? NAN : sqlite3_column_double(st, i);
 }
 
 /* A TEXT column copied into buf (empty when NULL). */

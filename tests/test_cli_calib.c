@@ -98,7 +98,7 @@ static void need_gnuplot(void)
         cr_skip_test("gnuplot is not installed (make deps installs it)");
 }
 
-Test(cli_calib, plot_titles_from_the_database_are_never_code, .timeout = 60)
+Test(cli_calib, plot_titles_from_the_database_are_never_code)
 {
     need_gnuplot();
     char dir[64], db[128], out[160], pwned[160], bin[4096];
@@ -120,7 +120,7 @@ Test(cli_calib, plot_titles_from_the_database_are_never_code, .timeout = 60)
     cr_assert(stat(out, &st) == 0 && st.st_size > 0, "no figure at %s", out);
 }
 
-Test(cli_calib, plot_out_path_with_an_apostrophe, .timeout = 60)
+Test(cli_calib, plot_out_path_with_an_apostrophe)
 {
     need_gnuplot();
     char dir[64], db[128], out[160];
