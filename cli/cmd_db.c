@@ -2,7 +2,6 @@
  * and calibrations. `init` creates (and seeds with the datasheet profiles) and migrates;
  * every write is one transaction. `show` and `export` only read: they never create,
  * migrate or seed a database. */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

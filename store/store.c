@@ -2,10 +2,10 @@
 #include "store.h"
 
 #include <errno.h>
-#include <sys/stat.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "embedded.h"
