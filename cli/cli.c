@@ -144,6 +144,7 @@ int cli_open_store_ro(const char *db, ws_store **out, int *embedded, ws_err *err
 
 void cli_note_embedded(void)
 {
+    fflush(stdout); /* after what was shown, also when both go to one pipe */
     fprintf(stderr, "writescope: no database yet (run 'writescope db init' or 'writescope "
                     "calib'): showed the embedded datasheet profiles\n");
 }
