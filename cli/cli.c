@@ -155,3 +155,27 @@ int cli_open_store(const char *db, ws_store **out, ws_err *err)
     }
     return ws_store_open(db, out, err);
 }
+
+int cli_open_store_ro(const char *db, ws_store **out, int *embedded, ws_err *err)
+{
+    int emb = 0;
+    int rc = ws_store_open_for_reading(db, out, &emb, err);
+    if (embedded)
+        *embedded = emb;
+    if (rc || !emb || embedded)
+        return rc;
+    char path[WS_PATH_MAX];
+    ws_store_close(*out);
+    *out = NULL;
+    if (ws_store_default_path(path, sizeof path, err))
+        return err->code;
+    return ws_err_set(err, WS_ENOTFOUND, "%s: no calibration run yet (run 'writescope calib')",
+                      path);
+}
+
+void cli_note_embedded(void)
+{
+    fflush(stdout); /* after what was shown, also when both go to one pipe */
+    fprintf(stderr, "writescope: no database yet (run 'writescope db init' or 'writescope "
+                    "calib'): showed the embedded datasheet profiles\n");
+}

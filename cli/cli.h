@@ -56,6 +56,14 @@ typedef struct cli_opt {
 int cli_parse(const char *cmd, int argc, char **argv, const cli_opt *opts, char **pos,
               int max_pos, int *npos, void (*help)(FILE *out));
 
-/* Opens the database at `db`, or the default one when db is NULL. */
+/* Opens the database at `db`, or the default one when db is NULL, for writing. */
 struct ws_store;
 int cli_open_store(const char *db, struct ws_store **out, ws_err *err);
+/* The same for a read-only command: nothing is created or migrated; an explicit `db`
+ * must exist. Without `db`, a default database that does not exist yet gives the
+ * embedded datasheet profiles (*embedded = 1; the command says so with
+ * cli_note_embedded when it succeeds) -- or, for a command that reads calibration runs
+ * (embedded == NULL), the error that there is no run yet. */
+int cli_open_store_ro(const char *db, struct ws_store **out, int *embedded, ws_err *err);
+/* The note on stderr that the embedded datasheet profiles were shown. */
+void cli_note_embedded(void);

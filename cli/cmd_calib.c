@@ -155,7 +155,7 @@ static int calib_show(const char *db, const char *run_arg, int json)
     if (run_arg && ws_parse_int64(run_arg, 1, LLONG_MAX, &id))
         return cli_usage_error("calib", "--run needs a positive run number, not '%s'", run_arg);
     ws_store *s;
-    if (cli_open_store(db, &s, &err))
+    if (cli_open_store_ro(db, &s, NULL, &err))
         return cli_fail(&err);
     json_t *show = ws_calib_show(s, id, &err);
     ws_store_close(s);

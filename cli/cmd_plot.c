@@ -4,8 +4,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include "calib.h"
 #include "cli.h"
@@ -40,7 +38,7 @@ int cmd_plot(int argc, char **argv)
         return cli_fail(&err);
     snprintf(script, sizeof script, "%s/plots/calib.gp", root);
     ws_store *s;
-    if (cli_open_store(db, &s, &err))
+    if (cli_open_store_ro(db, &s, NULL, &err))
         return cli_fail(&err);
     json_t *show = ws_calib_show(s, id, &err);
     if (!show) {
@@ -53,39 +51,9 @@ int cmd_plot(int argc, char **argv)
         snprintf(outbuf, sizeof outbuf, "%s/results/calib-run%lld.png", root, id);
         out = outbuf;
     }
-    size_t ol = strlen(out);
-    const char *term = ol > 4 && !strcmp(out + ol - 4, ".svg") ? "svg" : "pngcairo";
-    char dir[] = "/tmp/writescope-plot-XXXXXX", titles[16384];
     int n = 0;
-    if (!mkdtemp(dir)) {
-        ws_store_close(s);
-        ws_err_set(&err, WS_EIO, "cannot create a temporary folder");
-        return cli_fail(&err);
-    }
-    rc = ws_calib_plot_data(s, id, dir, &n, titles, sizeof titles, &err);
+    rc = ws_calib_plot(s, id, script, out, &n, &err);
     ws_store_close(s);
-    if (!rc) {
-        char e[sizeof titles + 3 * WS_PATH_MAX];
-        snprintf(e, sizeof e, "datadir='%s'; n=%d; titles='%s'; outfile='%s'; term='%s'", dir, n,
-                 titles, out, term);
-        pid_t pid = fork();
-        if (pid == 0) {
-            execlp("gnuplot", "gnuplot", "-e", e, script, (char *)NULL);
-            _exit(127);
-        }
-        int st = 0;
-        waitpid(pid, &st, 0);
-        if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
-            rc = ws_err_set(&err, WS_EIO, "gnuplot failed on %s (status %d)%s", script,
-                            WIFEXITED(st) ? WEXITSTATUS(st) : -1,
-                            WIFEXITED(st) && WEXITSTATUS(st) == 127 ? ": gnuplot not found (make deps)" : "");
-    }
-    for (int i = 1; i <= n; i++) {
-        char f[WS_PATH_MAX];
-        snprintf(f, sizeof f, "%s/%d.dat", dir, i);
-        unlink(f);
-    }
-    rmdir(dir);
     if (rc)
         return cli_fail(&err);
     printf("%s (%d panels, run %lld)\n", out, n, id);

@@ -3,6 +3,7 @@
 
 #include <criterion/criterion.h>
 #include <criterion/hooks.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <jansson.h>
 #include <poll.h>
@@ -209,6 +210,28 @@ int th_count_file(const char *db_path, const char *sql)
     cr_assert_eq(sqlite3_open(db_path, &db), SQLITE_OK);
     int n = th_count(db, sql);
     sqlite3_close(db);
+    return n;
+}
+
+void th_exec_sql(const char *db_path, const char *sql)
+{
+    sqlite3 *db;
+    char *msg = NULL;
+    cr_assert_eq(sqlite3_open(db_path, &db), SQLITE_OK);
+    int rc = sqlite3_exec(db, sql, NULL, NULL, &msg);
+    cr_assert_eq(rc, SQLITE_OK, "%s: %s", db_path, msg ? msg : "");
+    sqlite3_close(db);
+}
+
+int th_dir_entries(const char *dir)
+{
+    DIR *d = opendir(dir);
+    cr_assert_not_null(d, "%s", dir);
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)))
+        n += strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
+    closedir(d);
     return n;
 }
 

@@ -44,5 +44,9 @@ struct sqlite3;
 int th_count(struct sqlite3 *db, const char *sql);
 /* The same on a database file, opened and closed around the query. */
 int th_count_file(const char *db_path, const char *sql);
+/* Runs SQL on a database file (created if missing); asserts it succeeds. */
+void th_exec_sql(const char *db_path, const char *sql);
+/* Number of entries in a folder, "." and ".." not counted. */
+int th_dir_entries(const char *dir);
 
 #endif
