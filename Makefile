@@ -74,7 +74,7 @@ CU_GENCODE := $(foreach a,$(CU_ARCHS),-gencode arch=compute_$(a)$(comma)code=sm_
               $(if $(CU_PTX),-gencode arch=compute_$(CU_PTX)$(comma)code=compute_$(CU_PTX))
 CU_OBJ     := $(patsubst %.cu,$(O)/obj/%.o,$(CU_SRC))
 NVFLAGS    := -O2 -std=c++17 -Xcompiler -fPIC,-Wall,-Wextra $(INCS) $(CU_GENCODE)
-# issue 4: the .so also carries the plain-C code its kernels share with the CPU side (the
+# The .so also carries the plain-C code its kernels share with the CPU side (the
 # attention contract, the split-K plan, the ring/ping-pong bookkeeping), and links cuBLAS
 # dynamically from this toolkit (rpath), so a machine without it fails the dlopen with
 # the loader's message, which kernels/backend.c reports.
@@ -136,7 +136,7 @@ $(GPU_BENCH): $(O)/obj/tests/gpu/bench_gpu.o $(LIBWS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) $^ $(LDLIBS) -o $@
 
-# issue 4: the CPU emulation of the GPU attention kernels (C++, no CUDA needed), linked
+# The CPU emulation of the GPU attention kernels (C++, no CUDA needed), linked
 # into the tests so the kernels' logic is checked on machines without a GPU.
 EMU_OBJ := $(O)/obj/tests/gpu/attn_emu.o
 $(EMU_OBJ): tests/gpu/attn_emu.cpp

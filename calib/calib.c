@@ -215,278 +215,160 @@ int ws_calib_fit_all(ws_calib_run *run, ws_err *err)
     return rc ? rc : fit_factors(run, err);
 }
 
-#define DB_FAIL(store, err, what)                                                               \
-    ws_err_set(err, WS_EDB, "%s: %s: %s (%s:%d)", ws_store_path(store), what,                   \
-               sqlite3_errmsg(ws_store_db(store)), __FILE__, __LINE__)
-
-static sqlite3_int64 upsert_host(ws_store *st, const ws_host_fp *h, ws_err *err)
+/* A fit as a database row; the rates a form leaves out are NAN (NULL in the table). */
+static void fit_row(const ws_calib_fit *f, ws_calibdb_fit *row)
 {
-    sqlite3 *db = ws_store_db(st);
-    sqlite3_stmt *s;
-    char now[32];
-    ws_utc_now(now, sizeof now);
-    if (sqlite3_prepare_v2(db,
-                           "INSERT OR IGNORE INTO hosts(fingerprint, cpu_model, cpu_cores, mem_bytes, "
-                           "isa, gpu_name, gpu_cc, gpu_mem_bytes, gpu_driver, pcie_link, first_seen) "
-                           "VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11)",
-                           -1, &s, NULL) != SQLITE_OK)
-        return DB_FAIL(st, err, "cannot store host"), -1;
-    sqlite3_bind_text(s, 1, h->id, -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, 2, h->cpu_model, -1, SQLITE_STATIC);
-    sqlite3_bind_int(s, 3, h->cpu_cores);
-    sqlite3_bind_double(s, 4, h->mem_bytes);
-    sqlite3_bind_text(s, 5, h->isa, -1, SQLITE_STATIC);
-    if (h->has_gpu) {
-        sqlite3_bind_text(s, 6, h->gpu_name, -1, SQLITE_STATIC);
-        sqlite3_bind_text(s, 7, h->gpu_cc, -1, SQLITE_STATIC);
-        sqlite3_bind_double(s, 8, h->gpu_mem_bytes);
-        sqlite3_bind_text(s, 9, h->gpu_driver, -1, SQLITE_STATIC);
-        sqlite3_bind_text(s, 10, h->pcie_link, -1, SQLITE_STATIC);
-    }
-    sqlite3_bind_text(s, 11, now, -1, SQLITE_STATIC);
-    int rc = sqlite3_step(s);
-    sqlite3_finalize(s);
-    if (rc != SQLITE_DONE)
-        return DB_FAIL(st, err, "cannot store host"), -1;
-    sqlite3_int64 id = -1;
-    if (sqlite3_prepare_v2(db, "SELECT id FROM hosts WHERE fingerprint = ?1", -1, &s, NULL) ==
-        SQLITE_OK) {
-        sqlite3_bind_text(s, 1, h->id, -1, SQLITE_STATIC);
-        if (sqlite3_step(s) == SQLITE_ROW)
-            id = sqlite3_column_int64(s, 0);
-        sqlite3_finalize(s);
-    }
-    if (id < 0)
-        DB_FAIL(st, err, "cannot find host");
-    return id;
+    const ws_fit_result *r = &f->r;
+    memset(row, 0, sizeof *row);
+    row->key = f->key;
+    snprintf(row->form, sizeof row->form, "%s",
+             r->form == WS_FIT_TRANSFER ? "transfer" : r->form == WS_FIT_FACTOR ? "factor" : "roofline");
+    row->c0 = r->c0;
+    row->c0_se = r->c0_se;
+    const int has_p = r->form == WS_FIT_ROOFLINE && r->peak_flops > 0;
+    row->peak_flops = has_p ? r->peak_flops : NAN;
+    row->peak_flops_se = has_p ? r->peak_flops_se : NAN;
+    row->bandwidth = r->bandwidth;
+    row->bandwidth_se = r->bandwidth_se;
+    row->factor = r->form == WS_FIT_FACTOR ? r->factor : NAN;
+    row->factor_se = r->form == WS_FIT_FACTOR ? r->factor_se : NAN;
+    row->r2 = r->r2;
+    row->heldout_mape_pct = r->heldout_mape_pct;
+    row->n_samples = r->n;
+    row->good = r->good;
+    row->p_fixed = r->p_fixed;
+    row->w_fixed = r->w_fixed;
+    row->compute_bound = r->compute_bound;
+    snprintf(row->note, sizeof row->note, "%s", r->note);
 }
 
-static void bind_key(sqlite3_stmt *s, int first, const ws_calib_key *k)
+/* "device.op[.attn_kind][.dtype]", the key profiles and `calib show` name a fit by. */
+static void key_name(const ws_calib_key *k, char *buf, size_t cap)
 {
-    sqlite3_bind_text(s, first, k->device, -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, first + 1, k->op, -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, first + 2, k->dtype, -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, first + 3, k->attn_kind, -1, SQLITE_STATIC);
-}
-
-static void bind_num(sqlite3_stmt *s, int i, double v)
-{
-    if (isfinite(v))
-        sqlite3_bind_double(s, i, v);
-    else
-        sqlite3_bind_null(s, i);
+    snprintf(buf, cap, "%s.%s%s%s%s%s", k->device, k->op, *k->attn_kind ? "." : "", k->attn_kind,
+             *k->dtype ? "." : "", k->dtype);
 }
 
 /* Rebuilds profile `name` from the newest good fit of every key of this host whose
- * device is in `devices` (a SQL list literal such as "('cpu')"). */
-static int rebuild_profile(ws_store *st, sqlite3_int64 host_id, const char *name, const char *kind,
-                           const char *devices, const char *desc, sqlite3_int64 run_id,
-                           ws_err *err)
+ * device is one of the n `devices`. */
+static int rebuild_profile(ws_store *st, long long host_id, const char *name, const char *kind,
+                           const char *const *devices, int n_devices, const char *desc,
+                           long long run_id, ws_err *err)
 {
-    sqlite3 *db = ws_store_db(st);
-    char sql[1024];
-    snprintf(sql, sizeof sql,
-             "SELECT f.id, f.run_id, f.device, f.op, f.dtype, f.attn_kind, f.c0, f.peak_flops, "
-             "f.bandwidth, f.p_fixed, f.w_fixed, f.form, f.factor FROM fits f JOIN calib_runs r ON "
-             "r.id = f.run_id WHERE r.host_id = ?1 AND f.good = 1 AND f.device IN %s AND f.id = "
-             "(SELECT max(g.id) FROM fits g JOIN calib_runs q ON q.id = g.run_id WHERE "
-             "q.host_id = ?1 AND g.good = 1 AND g.device = f.device AND g.op = f.op AND "
-             "g.dtype = f.dtype AND g.attn_kind = f.attn_kind) ORDER BY f.device, f.op, "
-             "f.attn_kind, f.dtype",
-             devices);
-    sqlite3_stmt *q;
-    if (sqlite3_prepare_v2(db, sql, -1, &q, NULL) != SQLITE_OK)
-        return DB_FAIL(st, err, "cannot read fits");
-    sqlite3_bind_int64(q, 1, host_id);
-    /* Collect first: nothing to write when the host has no good fit on these devices. */
-    json_t *profile = json_object(), *params = json_object();
-    int rows = 0;
-    while (sqlite3_step(q) == SQLITE_ROW) {
-        rows++;
-        char key[128] = "";
-        static const int order[] = {2, 3, 5, 4}; /* device.op.attn_kind.dtype */
-        for (int c = 0; c < 4; c++) {
-            const char *part = (const char *)sqlite3_column_text(q, order[c]);
-            if (part && *part) {
-                size_t l = strlen(key);
-                snprintf(key + l, sizeof key - l, "%s%s", l ? "." : "", part);
-            }
-        }
-        char ref[96], pk[160];
-        snprintf(ref, sizeof ref, "fit %lld of run %lld", (long long)sqlite3_column_int64(q, 0),
-                 (long long)sqlite3_column_int64(q, 1));
-        struct {
+    ws_calibdb_fit *fits;
+    int n;
+    int rc = ws_calibdb_newest_good_fits(st, host_id, devices, n_devices, &fits, &n, err);
+    if (rc || n == 0)
+        return rc; /* nothing to write when the host has no good fit on these devices */
+    json_t *params = json_object();
+    for (int i = 0; i < n; i++) {
+        const ws_calibdb_fit *f = &fits[i];
+        char key[128], ref[96], pk[160];
+        key_name(&f->key, key, sizeof key);
+        snprintf(ref, sizeof ref, "fit %lld of run %lld", f->id, f->run_id);
+        const struct {
             const char *suffix, *unit;
-            int col, fixed_col;
-        } cols[] = {{"c0", "s", 6, -1},
-                    {"peak_flops", "flop/s", 7, 9},
-                    {"bandwidth", "B/s", 8, 10},
-                    {"factor", "1", 12, -1}};
+            double v;
+            int fixed;
+        } cols[] = {{"c0", "s", f->c0, 0},
+                    {"peak_flops", "flop/s", f->peak_flops, f->p_fixed},
+                    {"bandwidth", "B/s", f->bandwidth, f->w_fixed},
+                    {"factor", "1", f->factor, 0}};
         for (int c = 0; c < 4; c++) {
-            if (sqlite3_column_type(q, cols[c].col) == SQLITE_NULL)
-                continue;
-            double v = sqlite3_column_double(q, cols[c].col);
-            if ((c > 0 && !(v > 0)) || (c == 0 && sqlite3_column_type(q, 12) != SQLITE_NULL))
+            double v = cols[c].v;
+            if (isnan(v) || (c > 0 && !(v > 0)) || (c == 0 && !isnan(f->factor)))
                 continue; /* a factor has no fixed cost */
-            int fixed = cols[c].fixed_col >= 0 && sqlite3_column_int(q, cols[c].fixed_col);
             snprintf(pk, sizeof pk, "%s.%s", key, cols[c].suffix);
             json_t *p = json_object();
             json_object_set_new(p, "value", json_real(v));
             json_object_set_new(p, "unit", json_string(cols[c].unit));
-            json_object_set_new(p, "source", json_string(fixed ? "measured" : "fitted"));
+            json_object_set_new(p, "source", json_string(cols[c].fixed ? "measured" : "fitted"));
             json_object_set_new(p, "reference",
-                                fixed ? json_sprintf("%s (held at the run's measured peak/bandwidth)", ref)
-                                      : json_string(ref));
+                                cols[c].fixed
+                                    ? json_sprintf("%s (held at the run's measured peak/bandwidth)", ref)
+                                    : json_string(ref));
             json_object_set_new(params, pk, p);
         }
     }
-    sqlite3_finalize(q);
-    int rc = 0;
-    if (rows > 0) {
-        json_object_set_new(profile, "name", json_string(name));
-        json_object_set_new(profile, "kind", json_string(kind));
-        json_object_set_new(profile, "description", json_string(desc));
-        json_object_set_new(profile, "params", params);
-        json_t *file = json_object(), *arr = json_array();
-        json_array_append_new(arr, profile);
-        json_object_set_new(file, "profiles", arr);
-        char *text = json_dumps(file, 0);
-        json_decref(file);
-        rc = ws_store_import_profiles(st, text, name, NULL, err); /* joins our transaction */
-        free(text);
-        if (!rc) {
-            sqlite3_stmt *u;
-            if (sqlite3_prepare_v2(db, "UPDATE profiles SET host_id = ?1, run_id = ?2 WHERE name = ?3",
-                                   -1, &u, NULL) != SQLITE_OK)
-                return DB_FAIL(st, err, "cannot link profile");
-            sqlite3_bind_int64(u, 1, host_id);
-            sqlite3_bind_int64(u, 2, run_id);
-            sqlite3_bind_text(u, 3, name, -1, SQLITE_STATIC);
-            rc = sqlite3_step(u) == SQLITE_DONE ? 0 : DB_FAIL(st, err, "cannot link profile");
-            sqlite3_finalize(u);
-        }
-    } else {
-        json_decref(profile);
-        json_decref(params);
-    }
+    free(fits);
+    json_t *profile = json_object();
+    json_object_set_new(profile, "name", json_string(name));
+    json_object_set_new(profile, "kind", json_string(kind));
+    json_object_set_new(profile, "description", json_string(desc));
+    json_object_set_new(profile, "params", params);
+    json_t *file = json_object(), *arr = json_array();
+    json_array_append_new(arr, profile);
+    json_object_set_new(file, "profiles", arr);
+    char *text = json_dumps(file, 0);
+    json_decref(file);
+    rc = ws_store_import_profiles(st, text, name, NULL, err); /* joins our transaction */
+    free(text);
+    if (!rc)
+        rc = ws_calibdb_link_profile(st, name, host_id, run_id, err);
     return rc;
 }
 
 static int store_in_tx(ws_store *st, const ws_calib_run *run, long long *run_id, ws_err *err)
 {
-    sqlite3 *db = ws_store_db(st);
-    sqlite3_int64 host_id = upsert_host(st, &run->host, err);
-    if (host_id < 0)
-        return WS_EDB;
-    sqlite3_stmt *s;
-    if (sqlite3_prepare_v2(db,
-                           "INSERT INTO calib_runs(host_id, tool_version, mode, scope, started_at, "
-                           "finished_at, note) VALUES (?1,?2,?3,?4,?5,?6,?7)",
-                           -1, &s, NULL) != SQLITE_OK)
-        return DB_FAIL(st, err, "cannot store run");
-    sqlite3_bind_int64(s, 1, host_id);
-    sqlite3_bind_text(s, 2, WS_VERSION, -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, 3, run->mode, -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, 4, run->scope, -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, 5, run->started_at, -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, 6, run->finished_at, -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, 7, run->note, -1, SQLITE_STATIC);
-    int rc = sqlite3_step(s);
-    sqlite3_finalize(s);
-    if (rc != SQLITE_DONE)
-        return DB_FAIL(st, err, "cannot store run");
-    sqlite3_int64 rid = sqlite3_last_insert_rowid(db);
+    const ws_host_fp *h = &run->host;
+    ws_calibdb_host host = {.cpu_cores = h->cpu_cores,
+                            .mem_bytes = h->mem_bytes,
+                            .has_gpu = h->has_gpu,
+                            .gpu_mem_bytes = h->gpu_mem_bytes};
+    snprintf(host.fingerprint, sizeof host.fingerprint, "%s", h->id);
+    snprintf(host.cpu_model, sizeof host.cpu_model, "%s", h->cpu_model);
+    snprintf(host.isa, sizeof host.isa, "%s", h->isa);
+    snprintf(host.gpu_name, sizeof host.gpu_name, "%s", h->gpu_name);
+    snprintf(host.gpu_cc, sizeof host.gpu_cc, "%s", h->gpu_cc);
+    snprintf(host.gpu_driver, sizeof host.gpu_driver, "%s", h->gpu_driver);
+    snprintf(host.pcie_link, sizeof host.pcie_link, "%s", h->pcie_link);
+    ws_calibdb_run row = {0};
+    int rc = ws_calibdb_put_host(st, &host, &row.host_id, err);
+    if (rc)
+        return rc;
+    snprintf(row.tool_version, sizeof row.tool_version, "%s", WS_VERSION);
+    snprintf(row.mode, sizeof row.mode, "%s", run->mode);
+    snprintf(row.scope, sizeof row.scope, "%s", run->scope);
+    snprintf(row.started_at, sizeof row.started_at, "%s", run->started_at);
+    snprintf(row.finished_at, sizeof row.finished_at, "%s", run->finished_at);
+    snprintf(row.note, sizeof row.note, "%s", run->note);
+    if ((rc = ws_calibdb_put_run(st, &row, err)))
+        return rc;
 
-    if (sqlite3_prepare_v2(db,
-                           "INSERT INTO samples(run_id, device, op, dtype, attn_kind, params, flops, "
-                           "bytes, repeats, t_median, t_min, t_max) VALUES "
-                           "(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12)",
-                           -1, &s, NULL) != SQLITE_OK)
-        return DB_FAIL(st, err, "cannot store samples");
-    for (int i = 0; i < run->n_samples; i++) {
-        if (ws_calib_fault_after_samples >= 0 && i >= ws_calib_fault_after_samples) {
-            sqlite3_finalize(s);
-            return ws_err_set(err, WS_EDB, "%s: injected fault after %d samples",
-                              ws_store_path(st), i);
-        }
-        const ws_calib_sample *x = &run->samples[i];
-        sqlite3_reset(s);
-        sqlite3_bind_int64(s, 1, rid);
-        bind_key(s, 2, &x->key);
-        sqlite3_bind_text(s, 6, x->params[0] ? x->params : "{}", -1, SQLITE_STATIC);
-        sqlite3_bind_double(s, 7, x->flops);
-        sqlite3_bind_double(s, 8, x->bytes);
-        sqlite3_bind_int(s, 9, x->repeats);
-        sqlite3_bind_double(s, 10, x->t_median);
-        sqlite3_bind_double(s, 11, x->t_min);
-        sqlite3_bind_double(s, 12, x->t_max);
-        if (sqlite3_step(s) != SQLITE_DONE) {
-            sqlite3_finalize(s);
-            return DB_FAIL(st, err, "cannot store sample");
-        }
-    }
-    sqlite3_finalize(s);
+    const int fault = ws_calib_fault_after_samples >= 0 &&
+                      ws_calib_fault_after_samples < run->n_samples;
+    if ((rc = ws_calibdb_put_samples(st, row.id, run->samples,
+                                     fault ? ws_calib_fault_after_samples : run->n_samples, err)))
+        return rc;
+    if (fault)
+        return ws_err_set(err, WS_EDB, "%s: injected fault after %d samples", ws_store_path(st),
+                          ws_calib_fault_after_samples);
 
-    if (sqlite3_prepare_v2(db,
-                           "INSERT INTO fits(run_id, device, op, dtype, attn_kind, form, c0, c0_se, "
-                           "peak_flops, peak_flops_se, bandwidth, bandwidth_se, r2, "
-                           "heldout_mape_pct, n_samples, good, note, p_fixed, w_fixed, "
-                           "compute_bound, factor, factor_se) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,"
-                           "?10,?11,?12,?13,?14,?15,?16,?17,?18,?19,?20,?21,?22)",
-                           -1, &s, NULL) != SQLITE_OK)
-        return DB_FAIL(st, err, "cannot store fits");
-    for (int i = 0; i < run->n_fits; i++) {
-        const ws_calib_fit *f = &run->fits[i];
-        sqlite3_reset(s);
-        sqlite3_clear_bindings(s); /* a form leaves some columns unbound: NULL, not the last row's */
-        sqlite3_bind_int64(s, 1, rid);
-        bind_key(s, 2, &f->key);
-        sqlite3_bind_text(s, 6,
-                          f->r.form == WS_FIT_TRANSFER ? "transfer"
-                          : f->r.form == WS_FIT_FACTOR ? "factor"
-                                                       : "roofline",
-                          -1, SQLITE_STATIC);
-        bind_num(s, 7, f->r.c0);
-        bind_num(s, 8, f->r.c0_se);
-        if (f->r.form == WS_FIT_ROOFLINE && f->r.peak_flops > 0) {
-            bind_num(s, 9, f->r.peak_flops);
-            bind_num(s, 10, f->r.peak_flops_se);
-        }
-        bind_num(s, 11, f->r.bandwidth);
-        bind_num(s, 12, f->r.bandwidth_se);
-        if (f->r.form == WS_FIT_FACTOR) {
-            bind_num(s, 21, f->r.factor);
-            bind_num(s, 22, f->r.factor_se);
-        }
-        bind_num(s, 13, f->r.r2);
-        bind_num(s, 14, f->r.heldout_mape_pct);
-        sqlite3_bind_int(s, 15, f->r.n);
-        sqlite3_bind_int(s, 16, f->r.good);
-        sqlite3_bind_text(s, 17, f->r.note, -1, SQLITE_STATIC);
-        sqlite3_bind_int(s, 18, f->r.p_fixed);
-        sqlite3_bind_int(s, 19, f->r.w_fixed);
-        sqlite3_bind_int(s, 20, f->r.compute_bound);
-        if (sqlite3_step(s) != SQLITE_DONE) {
-            sqlite3_finalize(s);
-            return DB_FAIL(st, err, "cannot store fit");
-        }
-    }
-    sqlite3_finalize(s);
+    ws_calibdb_fit *rows = calloc((size_t)run->n_fits + 1, sizeof *rows);
+    if (!rows)
+        return ws_err_set(err, WS_ENOMEM, "calib: out of memory");
+    for (int i = 0; i < run->n_fits; i++)
+        fit_row(&run->fits[i], &rows[i]);
+    rc = ws_calibdb_put_fits(st, row.id, rows, run->n_fits, err);
+    free(rows);
+    if (rc)
+        return rc;
 
     char name[160], desc[320];
-    snprintf(name, sizeof name, "host:%s", run->host.id);
-    snprintf(desc, sizeof desc, "calibrated host: %s, %d CPUs (%s)", run->host.cpu_model,
-             run->host.cpu_cores, run->host.isa);
-    if ((rc = rebuild_profile(st, host_id, name, "host", "('cpu')", desc, rid, err)))
+    snprintf(name, sizeof name, "host:%s", h->id);
+    snprintf(desc, sizeof desc, "calibrated host: %s, %d CPUs (%s)", h->cpu_model, h->cpu_cores,
+             h->isa);
+    static const char *const cpu[] = {"cpu"}, *const gpu[] = {"gpu", "link"};
+    if ((rc = rebuild_profile(st, row.host_id, name, "host", cpu, 1, desc, row.id, err)))
         return rc;
-    if (run->host.has_gpu) {
-        snprintf(name, sizeof name, "gpu:%s", run->host.gpu_name);
+    if (h->has_gpu) {
+        snprintf(name, sizeof name, "gpu:%s", h->gpu_name);
         snprintf(desc, sizeof desc, "calibrated GPU %s (sm %s) and its host link, on host %s",
-                 run->host.gpu_name, run->host.gpu_cc, run->host.id);
-        if ((rc = rebuild_profile(st, host_id, name, "gpu", "('gpu','link')", desc, rid, err)))
+                 h->gpu_name, h->gpu_cc, h->id);
+        if ((rc = rebuild_profile(st, row.host_id, name, "gpu", gpu, 2, desc, row.id, err)))
             return rc;
     }
-    *run_id = rid;
+    *run_id = row.id;
     return 0;
 }
 
@@ -511,107 +393,93 @@ int ws_calib_store(ws_store *store, const ws_calib_run *run, long long *run_id, 
     return rc;
 }
 
-static json_t *col(sqlite3_stmt *s, int i)
-{
-    switch (sqlite3_column_type(s, i)) {
-    case SQLITE_INTEGER: return json_integer(sqlite3_column_int64(s, i));
-    case SQLITE_FLOAT: return json_real(sqlite3_column_double(s, i));
-    case SQLITE_NULL: return json_null();
-    default: return json_string((const char *)sqlite3_column_text(s, i));
-    }
-}
+/* A number for JSON: null where the row has none. */
+static json_t *num(double v) { return isfinite(v) ? json_real(v) : json_null(); }
 
 json_t *ws_calib_show(ws_store *store, long long run_id, ws_err *err)
 {
-    sqlite3 *db = ws_store_db(store);
-    sqlite3_stmt *s;
-    if (sqlite3_prepare_v2(db,
-                           "SELECT r.id, r.tool_version, r.mode, r.scope, r.started_at, "
-                           "r.finished_at, h.fingerprint, h.cpu_model, h.cpu_cores, h.isa, "
-                           "h.gpu_name, (SELECT count(*) FROM samples WHERE run_id = r.id) FROM "
-                           "calib_runs r JOIN hosts h ON h.id = r.host_id WHERE ?1 = 0 OR r.id = ?1 "
-                           "ORDER BY r.id DESC LIMIT 1",
-                           -1, &s, NULL) != SQLITE_OK) {
-        DB_FAIL(store, err, "cannot read runs");
+    ws_calibdb_run run;
+    ws_calibdb_host host;
+    if (ws_calibdb_get_run(store, run_id, &run, &host, err))
+        return NULL;
+    ws_calibdb_fit *fits = NULL;
+    ws_calibdb_sample *samples = NULL;
+    int n_fits = 0, n_samples = 0;
+    if (ws_calibdb_get_fits(store, run.id, &fits, &n_fits, err) ||
+        ws_calibdb_get_samples(store, run.id, NULL, &samples, &n_samples, err)) {
+        free(fits);
         return NULL;
     }
-    sqlite3_bind_int64(s, 1, run_id);
-    if (sqlite3_step(s) != SQLITE_ROW) {
-        sqlite3_finalize(s);
-        if (run_id)
-            ws_err_set(err, WS_ENOTFOUND, "%s: no calibration run %lld", ws_store_path(store),
-                       run_id);
-        else
-            ws_err_set(err, WS_ENOTFOUND, "%s: no calibration run yet (run 'writescope calib')",
-                       ws_store_path(store));
-        return NULL;
-    }
-    static const char *const run_cols[] = {"id", "tool_version", "mode", "scope", "started_at",
-                                           "finished_at", "host", "cpu_model", "cpu_cores",
-                                           "isa", "gpu_name", "samples"};
     json_t *out = json_object(), *r = json_object();
-    for (int i = 0; i < 12; i++)
-        json_object_set_new(r, run_cols[i], col(s, i));
-    long long rid = sqlite3_column_int64(s, 0);
-    sqlite3_finalize(s);
+    json_object_set_new(r, "id", json_integer(run.id));
+    json_object_set_new(r, "tool_version", json_string(run.tool_version));
+    json_object_set_new(r, "mode", json_string(run.mode));
+    json_object_set_new(r, "scope", json_string(run.scope));
+    json_object_set_new(r, "started_at", json_string(run.started_at));
+    json_object_set_new(r, "finished_at", json_string(run.finished_at));
+    json_object_set_new(r, "host", json_string(host.fingerprint));
+    json_object_set_new(r, "cpu_model", json_string(host.cpu_model));
+    json_object_set_new(r, "cpu_cores", json_integer(host.cpu_cores));
+    json_object_set_new(r, "isa", json_string(host.isa));
+    json_object_set_new(r, "gpu_name", host.has_gpu ? json_string(host.gpu_name) : json_null());
+    json_object_set_new(r, "samples", json_integer(run.n_samples));
     json_object_set_new(out, "run", r);
-    if (sqlite3_prepare_v2(db,
-                           "SELECT id, device, op, dtype, attn_kind, form, c0, c0_se, peak_flops, "
-                           "peak_flops_se, bandwidth, bandwidth_se, p_fixed, w_fixed, "
-                           "compute_bound, r2, heldout_mape_pct, n_samples, good, note, factor, "
-                           "factor_se FROM fits "
-                           "WHERE run_id = ?1 ORDER BY id",
-                           -1, &s, NULL) != SQLITE_OK) {
-        json_decref(out);
-        DB_FAIL(store, err, "cannot read fits");
-        return NULL;
-    }
-    sqlite3_bind_int64(s, 1, rid);
-    static const char *const fit_cols[] = {
-        "id", "device", "op", "dtype", "attn_kind", "form", "c0", "c0_se", "peak_flops",
-        "peak_flops_se", "bandwidth", "bandwidth_se", "p_fixed", "w_fixed", "compute_bound",
-        "r2", "heldout_mape_pct", "n_samples", "good", "note", "factor", "factor_se"};
-    json_t *fits = json_array();
-    while (sqlite3_step(s) == SQLITE_ROW) {
-        json_t *f = json_object();
+
+    json_t *arr = json_array();
+    for (int i = 0; i < n_fits; i++) {
+        const ws_calibdb_fit *f = &fits[i];
+        json_t *o = json_object();
         char key[128];
-        snprintf(key, sizeof key, "%s.%s%s%s%s%s", sqlite3_column_text(s, 1),
-                 sqlite3_column_text(s, 2), *sqlite3_column_text(s, 4) ? "." : "",
-                 sqlite3_column_text(s, 4), *sqlite3_column_text(s, 3) ? "." : "",
-                 sqlite3_column_text(s, 3));
-        json_object_set_new(f, "key", json_string(key));
-        for (int i = 0; i < 22; i++) {
-            int flag = (i >= 12 && i <= 14) || i == 18;
-            json_object_set_new(f, fit_cols[i],
-                                flag ? json_boolean(sqlite3_column_int(s, i)) : col(s, i));
-        }
-        json_array_append_new(fits, f);
+        key_name(&f->key, key, sizeof key);
+        json_object_set_new(o, "key", json_string(key));
+        json_object_set_new(o, "id", json_integer(f->id));
+        json_object_set_new(o, "device", json_string(f->key.device));
+        json_object_set_new(o, "op", json_string(f->key.op));
+        json_object_set_new(o, "dtype", json_string(f->key.dtype));
+        json_object_set_new(o, "attn_kind", json_string(f->key.attn_kind));
+        json_object_set_new(o, "form", json_string(f->form));
+        json_object_set_new(o, "c0", num(f->c0));
+        json_object_set_new(o, "c0_se", num(f->c0_se));
+        json_object_set_new(o, "peak_flops", num(f->peak_flops));
+        json_object_set_new(o, "peak_flops_se", num(f->peak_flops_se));
+        json_object_set_new(o, "bandwidth", num(f->bandwidth));
+        json_object_set_new(o, "bandwidth_se", num(f->bandwidth_se));
+        json_object_set_new(o, "p_fixed", json_boolean(f->p_fixed));
+        json_object_set_new(o, "w_fixed", json_boolean(f->w_fixed));
+        json_object_set_new(o, "compute_bound", json_boolean(f->compute_bound));
+        json_object_set_new(o, "r2", num(f->r2));
+        json_object_set_new(o, "heldout_mape_pct", num(f->heldout_mape_pct));
+        json_object_set_new(o, "n_samples", json_integer(f->n_samples));
+        json_object_set_new(o, "good", json_boolean(f->good));
+        json_object_set_new(o, "note", json_string(f->note));
+        json_object_set_new(o, "factor", num(f->factor));
+        json_object_set_new(o, "factor_se", num(f->factor_se));
+        json_array_append_new(arr, o);
     }
-    sqlite3_finalize(s);
-    json_object_set_new(out, "fits", fits);
+    json_object_set_new(out, "fits", arr);
+
     /* Single measurements of the machine (not fitted): rates from their samples. */
+    static const char *const single[] = {"membw_read_1t", "membw_triad", "peak_flops",
+                                         "peak_flops_1t", NULL};
     json_t *meas = json_array();
-    if (sqlite3_prepare_v2(db,
-                           "SELECT device, op, dtype, flops, bytes, t_median, params FROM samples "
-                           "WHERE run_id = ?1 AND op IN ('membw_read_1t', 'membw_triad', "
-                           "'peak_flops', 'peak_flops_1t') ORDER BY id",
-                           -1, &s, NULL) == SQLITE_OK) {
-        sqlite3_bind_int64(s, 1, rid);
-        while (sqlite3_step(s) == SQLITE_ROW) {
-            json_t *m = json_object();
-            int is_flops = sqlite3_column_double(s, 3) > 0;
-            double t = sqlite3_column_double(s, 5);
-            json_object_set_new(m, "key", json_sprintf("%s.%s", sqlite3_column_text(s, 0),
-                                                       sqlite3_column_text(s, 1)));
-            json_object_set_new(m, "value",
-                                json_real(sqlite3_column_double(s, is_flops ? 3 : 4) / t));
-            json_object_set_new(m, "unit", json_string(is_flops ? "flop/s" : "B/s"));
-            json_object_set_new(m, "source", json_string("measured"));
-            json_object_set_new(m, "params", json_string((const char *)sqlite3_column_text(s, 6)));
-            json_array_append_new(meas, m);
-        }
-        sqlite3_finalize(s);
+    for (int i = 0; i < n_samples; i++) {
+        const ws_calibdb_sample *x = &samples[i];
+        int k = 0;
+        while (single[k] && strcmp(single[k], x->key.op))
+            k++;
+        if (!single[k])
+            continue;
+        const int is_flops = x->flops > 0;
+        json_t *m = json_object();
+        json_object_set_new(m, "key", json_sprintf("%s.%s", x->key.device, x->key.op));
+        json_object_set_new(m, "value", num((is_flops ? x->flops : x->bytes) / x->t_median));
+        json_object_set_new(m, "unit", json_string(is_flops ? "flop/s" : "B/s"));
+        json_object_set_new(m, "source", json_string("measured"));
+        json_object_set_new(m, "params", json_string(x->params));
+        json_array_append_new(meas, m);
     }
     json_object_set_new(out, "measured", meas);
+    free(fits);
+    free(samples);
     return out;
 }

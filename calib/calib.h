@@ -5,31 +5,23 @@
  * (calib/fit.c) and writes host, run, samples and fits in ONE transaction, then rebuilds
  * the host's fitted profile "host:<fingerprint>" (and "gpu:<name>") from the newest good
  * fit of every key. A run that is interrupted or fails before the commit leaves the
- * database exactly as it was. The measurements themselves are in calib/measure.c; the CLI
- * is cli/cmd_calib.c. */
+ * database exactly as it was. The rows themselves are written and read by store/calibdb.c
+ * (the only code that sees SQL); the measurements are in calib/measure.c; the CLI is
+ * cli/cmd_calib.c. */
 #ifndef WS_CALIB_H
 #define WS_CALIB_H
 
 #include <jansson.h>
 
+#include "calibdb.h"
 #include "fingerprint.h"
 #include "fit.h"
 #include "store.h"
 
-typedef struct ws_calib_key {
-    char device[8];     /* cpu | gpu | link */
-    char op[32];        /* attn, attn_1t, membw_read, membw_triad, expert_gemm, h2d, ... */
-    char dtype[8];      /* bf16 | fp16 | fp32 | '' */
-    char attn_kind[16]; /* gqa | mla | mla-sparse | '' */
-} ws_calib_key;
-
-typedef struct ws_calib_sample {
-    ws_calib_key key;
-    char params[192];   /* JSON object: ctx, batch, threads, bytes, model, ... */
-    double flops, bytes;
-    int repeats;
-    double t_median, t_min, t_max; /* seconds */
-} ws_calib_sample;
+/* What a sample measures (device, op, dtype, attention kind) and one measured
+ * configuration: the database's row types (store/calibdb.h). */
+typedef ws_calibdb_key ws_calib_key;
+typedef ws_calibdb_sample ws_calib_sample;
 
 typedef struct ws_calib_fit {
     ws_calib_key key;
@@ -71,9 +63,17 @@ int ws_calib_store(ws_store *store, const ws_calib_run *run, long long *run_id, 
 json_t *ws_calib_show(ws_store *store, long long run_id, ws_err *err);
 
 /* Writes dir/1.dat .. dir/N.dat for plots/calib.gp (one per roofline/transfer fit of run
- * run_id, 0 = newest) and the panel titles, space-separated, into titles. */
+ * run_id, 0 = newest) and the panel titles, space-separated, into titles (a title is one
+ * word: blanks, quotes, backslashes and backquotes in it become '_'). */
 int ws_calib_plot_data(ws_store *store, long long run_id, const char *dir, int *n_out,
                        char *titles, size_t titles_cap, ws_err *err);
+/* Draws run run_id (0 = newest) with gnuplot and `script` (plots/calib.gp) into `out`
+ * (SVG when it ends in .svg, else PNG), through a private temporary folder that is
+ * removed after. Every value -- paths, titles read from the database -- reaches gnuplot
+ * as a script argument (`gnuplot -c script ARG...`), which gnuplot never evaluates.
+ * Returns the number of panels in *n_out. */
+int ws_calib_plot(ws_store *store, long long run_id, const char *script, const char *out,
+                  int *n_out, ws_err *err);
 
 /* Test hook (fault injection): when >= 0, ws_calib_store fails after writing this many
  * sample rows, inside its transaction. */

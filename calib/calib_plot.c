@@ -1,84 +1,129 @@
 /* calib_plot: writes the data files plots/calib.gp draws -- for every roofline or transfer
  * fit of a run, the run's samples of that key (bytes, median, min, max time) beside the
- * fitted model's time for the same operation (see calib.h). */
+ * fitted model's time for the same operation (see calib.h). Titles are made of a safe
+ * character set: they reach gnuplot as data and are split into words there. */
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "calib.h"
 #include "ws_util.h"
 
+/* Appends `t` to titles as one word: characters that gnuplot's word() or a terminal would
+ * treat specially (blanks, quotes, backslash, control and non-ASCII bytes) become '_'. */
+static void append_title(char *titles, size_t cap, const char *t)
+{
+    size_t l = strlen(titles);
+    if (l && l + 1 < cap)
+        titles[l++] = ' ';
+    for (; *t && l + 1 < cap; t++) {
+        unsigned char c = (unsigned char)*t;
+        titles[l++] = c > ' ' && c < 127 && c != '\'' && c != '"' && c != '\\' && c != '`' ? (char)c
+                                                                                          : '_';
+    }
+    titles[l] = '\0';
+}
+
 int ws_calib_plot_data(ws_store *store, long long run_id, const char *dir, int *n_out,
                        char *titles, size_t titles_cap, ws_err *err)
 {
-    json_t *show = ws_calib_show(store, run_id, err);
-    if (!show)
-        return err->code;
-    long long rid = json_integer_value(json_object_get(json_object_get(show, "run"), "id"));
-    sqlite3 *db = ws_store_db(store);
-    sqlite3_stmt *q;
-    if (sqlite3_prepare_v2(db,
-                           "SELECT bytes, t_median, t_min, t_max, flops FROM samples WHERE run_id = ?1 "
-                           "AND device = ?2 AND op = ?3 AND dtype = ?4 AND attn_kind = ?5 ORDER BY bytes",
-                           -1, &q, NULL) != SQLITE_OK) {
-        json_decref(show);
-        return ws_err_set(err, WS_EDB, "%s: cannot read samples: %s", ws_store_path(store),
-                          sqlite3_errmsg(db));
-    }
-    int n = 0, rc = 0;
+    ws_calibdb_run run;
+    ws_calibdb_host host;
+    ws_calibdb_fit *fits;
+    int n_fits, n = 0, rc;
+    *n_out = 0;
+    if ((rc = ws_calibdb_get_run(store, run_id, &run, &host, err)) ||
+        (rc = ws_calibdb_get_fits(store, run.id, &fits, &n_fits, err)))
+        return rc;
     titles[0] = '\0';
-    size_t i;
-    json_t *f;
-    json_array_foreach(json_object_get(show, "fits"), i, f)
-    {
-        const char *form = json_string_value(json_object_get(f, "form"));
-        if (!strcmp(form, "factor") || json_integer_value(json_object_get(f, "n_samples")) < 3)
+    for (int i = 0; i < n_fits && !rc; i++) {
+        const ws_calibdb_fit *f = &fits[i];
+        if (!strcmp(f->form, "factor") || f->n_samples < 3)
             continue;
-        ws_fit_result r = {.form = strcmp(form, "transfer") ? WS_FIT_ROOFLINE : WS_FIT_TRANSFER,
-                           .c0 = json_number_value(json_object_get(f, "c0")),
-                           .peak_flops = json_number_value(json_object_get(f, "peak_flops")),
-                           .bandwidth = json_number_value(json_object_get(f, "bandwidth"))};
+        ws_fit_result r = {.form = strcmp(f->form, "transfer") ? WS_FIT_ROOFLINE : WS_FIT_TRANSFER,
+                           .c0 = isnan(f->c0) ? 0 : f->c0,
+                           .peak_flops = isnan(f->peak_flops) ? 0 : f->peak_flops,
+                           .bandwidth = isnan(f->bandwidth) ? 0 : f->bandwidth};
+        ws_calibdb_sample *x;
+        int nx;
+        if ((rc = ws_calibdb_get_samples(store, run.id, &f->key, &x, &nx, err)))
+            break;
         char path[WS_PATH_MAX];
         snprintf(path, sizeof path, "%s/%d.dat", dir, n + 1);
         FILE *out = fopen(path, "w");
         if (!out) {
+            free(x);
             rc = ws_err_set(err, WS_EIO, "%s: cannot write", path);
             break;
         }
-        sqlite3_reset(q);
-        sqlite3_bind_int64(q, 1, rid);
-        for (int c = 0; c < 4; c++)
-            sqlite3_bind_text(q, 2 + c,
-                              json_string_value(json_object_get(
-                                  f, (const char *[]){"device", "op", "dtype", "attn_kind"}[c])),
-                              -1, SQLITE_TRANSIENT);
-        while (sqlite3_step(q) == SQLITE_ROW) {
-            double bytes = sqlite3_column_double(q, 0), flops = sqlite3_column_double(q, 4);
-            fprintf(out, "%.6g %.6g %.6g %.6g %.6g %.6g\n", bytes, sqlite3_column_double(q, 1),
-                    sqlite3_column_double(q, 2), sqlite3_column_double(q, 3),
-                    ws_fit_predict(&r, flops, bytes), flops);
+        for (int j = 0; j < nx; j++)
+            fprintf(out, "%.6g %.6g %.6g %.6g %.6g %.6g\n", x[j].bytes, x[j].t_median, x[j].t_min,
+                    x[j].t_max, ws_fit_predict(&r, x[j].flops, x[j].bytes), x[j].flops);
+        free(x);
+        if (fclose(out) != 0) {
+            rc = ws_err_set(err, WS_EIO, "%s: cannot write", path);
+            break;
         }
-        fclose(out);
         n++;
-        char t[260];
-        double mape = json_number_value(json_object_get(f, "heldout_mape_pct"));
-        char rates[64] = "";
-        if (r.peak_flops > 0 && !json_is_true(json_object_get(f, "p_fixed")))
+        char key[128], rates[64] = "", t[260];
+        snprintf(key, sizeof key, "%s.%s%s%s%s%s", f->key.device, f->key.op,
+                 *f->key.attn_kind ? "." : "", f->key.attn_kind, *f->key.dtype ? "." : "",
+                 f->key.dtype);
+        if (r.peak_flops > 0 && !f->p_fixed)
             snprintf(rates, sizeof rates, "_P=%.3gGflop/s", r.peak_flops / 1e9);
-        if (r.bandwidth > 0 && !json_is_true(json_object_get(f, "w_fixed"))) {
+        if (r.bandwidth > 0 && !f->w_fixed) {
             size_t rl = strlen(rates);
             snprintf(rates + rl, sizeof rates - rl, "_W=%.3gGB/s", r.bandwidth / 1e9);
         }
-        snprintf(t, sizeof t, "%s%s%s_heldout_MAPE=%.1f%%%s", n > 1 ? " " : "",
-                 json_string_value(json_object_get(f, "key")), rates, mape,
-                 json_is_true(json_object_get(f, "good")) ? "" : "_(POOR)");
-        size_t l = strlen(titles);
-        snprintf(titles + l, titles_cap - l, "%s", t);
+        snprintf(t, sizeof t, "%s%s_heldout_MAPE=%.1f%%%s", key, rates, f->heldout_mape_pct,
+                 f->good ? "" : "_(POOR)");
+        append_title(titles, titles_cap, t);
     }
-    sqlite3_finalize(q);
-    json_decref(show);
+    free(fits);
     if (!rc && n == 0)
-        rc = ws_err_set(err, WS_ENOTFOUND, "run %lld has no fits to plot", rid);
+        rc = ws_err_set(err, WS_ENOTFOUND, "run %lld has no fits to plot", run.id);
+    *n_out = n;
+    return rc;
+}
+
+int ws_calib_plot(ws_store *store, long long run_id, const char *script, const char *out,
+                  int *n_out, ws_err *err)
+{
+    size_t ol = strlen(out);
+    const char *term = ol > 4 && !strcmp(out + ol - 4, ".svg") ? "svg" : "pngcairo";
+    char dir[] = "/tmp/writescope-plot-XXXXXX", nbuf[16], titles[16384];
+    int n = 0;
+    *n_out = 0;
+    if (!mkdtemp(dir))
+        return ws_err_set(err, WS_EIO, "cannot create a temporary folder: %s", strerror(errno));
+    int rc = ws_calib_plot_data(store, run_id, dir, &n, titles, sizeof titles, err);
+    if (!rc) {
+        snprintf(nbuf, sizeof nbuf, "%d", n);
+        pid_t pid = fork();
+        if (pid == 0) {
+            execlp("gnuplot", "gnuplot", "-c", script, dir, nbuf, titles, out, term, (char *)NULL);
+            _exit(127);
+        }
+        int st = 0;
+        if (pid < 0 || waitpid(pid, &st, 0) < 0)
+            rc = ws_err_set(err, WS_EIO, "cannot run gnuplot: %s", strerror(errno));
+        else if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+            rc = ws_err_set(err, WS_EIO, "gnuplot failed on %s (status %d)%s", script,
+                            WIFEXITED(st) ? WEXITSTATUS(st) : -1,
+                            WIFEXITED(st) && WEXITSTATUS(st) == 127
+                                ? ": gnuplot not found (make deps)"
+                                : "");
+    }
+    for (int i = 1; i <= n; i++) {
+        char f[WS_PATH_MAX];
+        snprintf(f, sizeof f, "%s/%d.dat", dir, i);
+        unlink(f);
+    }
+    rmdir(dir);
     *n_out = n;
     return rc;
 }

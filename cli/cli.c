@@ -1,6 +1,7 @@
 /* cli: shared helpers of the front end (see cli.h). */
 #include "cli.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -27,15 +28,45 @@ int cli_usage_error(const char *cmd, const char *fmt, ...)
     return CLI_EXIT_USAGE;
 }
 
+/* errno of the first failed write to stdout that stdio would not report again at the
+ * final flush: a long string goes to the file directly, past the buffer. */
+static int g_stdout_errno;
+
 int cli_print_json(json_t *v)
 {
     char *s = json_dumps(v, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10));
     json_decref(v);
-    if (!s)
-        return CLI_EXIT_FAIL;
-    puts(s);
+    if (!s) {
+        ws_err err;
+        ws_err_set(&err, WS_ENOMEM, "out of memory formatting JSON output");
+        return cli_fail(&err);
+    }
+    errno = 0;
+    if ((fputs(s, stdout) == EOF || putchar('\n') == EOF) && !g_stdout_errno)
+        g_stdout_errno = errno;
     free(s);
     return CLI_EXIT_OK;
+}
+
+int cli_close_stdout(int rc)
+{
+    int failed = ferror(stdout), cause = g_stdout_errno;
+    errno = 0;
+    if (fflush(stdout) != 0) {
+        failed = 1;
+        cause = cause ? cause : errno;
+    }
+    errno = 0;
+    if (fclose(stdout) != 0) {
+        failed = 1;
+        cause = cause ? cause : errno;
+    }
+    if (!failed)
+        return rc;
+    if (rc != CLI_EXIT_OK)
+        return rc;
+    fprintf(stderr, "writescope: stdout: %s\n", cause ? strerror(cause) : "write error");
+    return CLI_EXIT_FAIL;
 }
 
 json_t *cli_num(double v)
@@ -123,4 +154,28 @@ int cli_open_store(const char *db, ws_store **out, ws_err *err)
         db = path;
     }
     return ws_store_open(db, out, err);
+}
+
+int cli_open_store_ro(const char *db, ws_store **out, int *embedded, ws_err *err)
+{
+    int emb = 0;
+    int rc = ws_store_open_for_reading(db, out, &emb, err);
+    if (embedded)
+        *embedded = emb;
+    if (rc || !emb || embedded)
+        return rc;
+    char path[WS_PATH_MAX];
+    ws_store_close(*out);
+    *out = NULL;
+    if (ws_store_default_path(path, sizeof path, err))
+        return err->code;
+    return ws_err_set(err, WS_ENOTFOUND, "%s: no calibration run yet (run 'writescope calib')",
+                      path);
+}
+
+void cli_note_embedded(void)
+{
+    fflush(stdout); /* after what was shown, also when both go to one pipe */
+    fprintf(stderr, "writescope: no database yet (run 'writescope db init' or 'writescope "
+                    "calib'): showed the embedded datasheet profiles\n");
 }

@@ -17,8 +17,13 @@
 int cli_fail(const ws_err *err);
 /* Prints "writescope: <formatted>" plus a --help hint and returns CLI_EXIT_USAGE. */
 int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* Prints the JSON value indented to stdout (with a newline); steals the reference. */
+/* Prints the JSON value indented to stdout (with a newline); steals the reference. A
+ * failed write is left to cli_close_stdout (its cause is kept for the message). */
 int cli_print_json(json_t *v);
+/* After the command: flushes and closes stdout. On a write error (full disk, closed pipe)
+ * prints "writescope: stdout: <reason>" and returns CLI_EXIT_FAIL if rc was CLI_EXIT_OK;
+ * otherwise returns rc (a failed command has already said why). */
+int cli_close_stdout(int rc);
 /* A JSON number: an integer when v is integral and exact in a double, else a real. */
 json_t *cli_num(double v);
 /* 1234567 -> "1,234,567" (integer part only), into buf. */
@@ -51,6 +56,14 @@ typedef struct cli_opt {
 int cli_parse(const char *cmd, int argc, char **argv, const cli_opt *opts, char **pos,
               int max_pos, int *npos, void (*help)(FILE *out));
 
-/* Opens the database at `db`, or the default one when db is NULL. */
+/* Opens the database at `db`, or the default one when db is NULL, for writing. */
 struct ws_store;
 int cli_open_store(const char *db, struct ws_store **out, ws_err *err);
+/* The same for a read-only command: nothing is created or migrated; an explicit `db`
+ * must exist. Without `db`, a default database that does not exist yet gives the
+ * embedded datasheet profiles (*embedded = 1; the command says so with
+ * cli_note_embedded when it succeeds) -- or, for a command that reads calibration runs
+ * (embedded == NULL), the error that there is no run yet. */
+int cli_open_store_ro(const char *db, struct ws_store **out, int *embedded, ws_err *err);
+/* The note on stderr that the embedded datasheet profiles were shown. */
+void cli_note_embedded(void);

@@ -15,6 +15,7 @@
 #include "model.h"
 #include "numa.h"
 #include "pool.h"
+#include "ws_parse.h"
 #include "ws_util.h"
 
 static void help(FILE *out)
@@ -74,11 +75,11 @@ static void help(FILE *out)
 
 static int parse_int(const char *cmd, const char *name, const char *s, long lo, long hi, long *out)
 {
-    char *end;
-    long v = strtol(s, &end, 10);
-    if (!*s || *end || v < lo || v > hi)
+    long long v = lo;
+    int bad = ws_parse_int64(s, lo, hi, &v);
+    *out = (long)v;
+    if (bad)
         return cli_usage_error(cmd, "--%s must be an integer in %ld..%ld (got '%s')", name, lo, hi, s);
-    *out = v;
     return 0;
 }
 

@@ -2,6 +2,7 @@
  * kernels, fit the cost model's roofline parameters and store samples, fits and the
  * machine's profile in the database (one transaction per run: an interrupted run writes
  * nothing). `calib show` prints a run's fits. */
+#include <limits.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -14,6 +15,8 @@
 #include "calib.h"
 #include "cli.h"
 #include "measure.h"
+#include "pool.h"
+#include "ws_parse.h"
 #include "ws_util.h"
 
 static void help(FILE *out)
@@ -149,14 +152,10 @@ static int calib_show(const char *db, const char *run_arg, int json)
 {
     ws_err err = {0};
     long long id = 0;
-    if (run_arg) {
-        char *end;
-        id = strtoll(run_arg, &end, 10);
-        if (*end || id <= 0)
-            return cli_usage_error("calib", "--run needs a positive run number, not '%s'", run_arg);
-    }
+    if (run_arg && ws_parse_int64(run_arg, 1, LLONG_MAX, &id))
+        return cli_usage_error("calib", "--run needs a positive run number, not '%s'", run_arg);
     ws_store *s;
-    if (cli_open_store(db, &s, &err))
+    if (cli_open_store_ro(db, &s, NULL, &err))
         return cli_fail(&err);
     json_t *show = ws_calib_show(s, id, &err);
     ws_store_close(s);
@@ -191,10 +190,11 @@ int cmd_calib(int argc, char **argv)
 
     ws_calib_opts o = {.quick = quick, .stop = &g_stop};
     if (threads_s) {
-        char *end;
-        o.threads = (int)strtol(threads_s, &end, 10);
-        if (*end || o.threads <= 0)
-            return cli_usage_error("calib", "--threads needs a positive number");
+        long long t;
+        if (ws_parse_int64(threads_s, 1, WS_POOL_MAX_THREADS, &t))
+            return cli_usage_error("calib", "--threads must be an integer in 1..%d (got '%s')",
+                                   WS_POOL_MAX_THREADS, threads_s);
+        o.threads = (int)t;
     }
     ws_err err = {0}, derr = {0};
     const ws_backend *cuda = ws_backend_cuda(&derr);

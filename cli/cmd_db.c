@@ -1,20 +1,22 @@
 /* cmd_db: `writescope db init|show|export` -- the SQLite database of hardware profiles
- * and calibrations. The database is created (and seeded with the datasheet profiles) on
- * first use; every write is one transaction. */
-#include <errno.h>
+ * and calibrations. `init` creates (and seeds with the datasheet profiles) and migrates;
+ * every write is one transaction. `show` and `export` only read: they never create,
+ * migrate or seed a database. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
+#include "profile.h"
 #include "store.h"
+#include "ws_atomic.h"
 #include "ws_util.h"
 
 static void help(FILE *out)
 {
     fprintf(out,
             "usage: writescope db init   [--db PATH] [--seed FILE] [--json]\n"
-            "       writescope db show   [--db PATH] [--profile NAME] [--json]\n"
+            "       writescope db show   [NAME] [--db PATH] [--json]\n"
             "       writescope db export [--db PATH] [--format json|csv] [--table NAME] "
             "[--output FILE]\n"
             "\n"
@@ -23,9 +25,17 @@ static void help(FILE *out)
             "        format as profiles/datasheet.json)\n"
             "show    list the hardware profiles with every parameter, its unit, its source\n"
             "        (datasheet, measured, fitted, modeled) and its reference\n"
-            "export  every table as JSON, or one table (--table) as CSV\n"
+            "show NAME  the profile the runtime and the simulator load by NAME (also\n"
+            "        --profile NAME): a datasheet name (h100-sxm), host:<fingerprint> or\n"
+            "        gpu:<device name>. A datasheet profile and the newest calibration of a\n"
+            "        device it lists are merged: calibrated values win, the datasheet fills\n"
+            "        in the rest (see store/profile.h)\n"
+            "export  every table as JSON, or one table (--table) as CSV; --output FILE\n"
+            "        replaces FILE whole (never a link, device or folder) or leaves it as it was\n"
             "\n"
-            "--db defaults to $WRITESCOPE_DB, else results/writescope.db in the project.\n");
+            "--db defaults to $WRITESCOPE_DB, else results/writescope.db in the project.\n"
+            "show and export only read: a --db that does not exist is an error; with no\n"
+            "database at the default path they use the embedded datasheet profiles.\n");
 }
 
 static const char *unit_text(double v, const char *unit, char *buf, int cap)
@@ -44,7 +54,7 @@ static const char *unit_text(double v, const char *unit, char *buf, int cap)
     return buf;
 }
 
-static void show_text(ws_store *s, json_t *profiles)
+static void show_text(const ws_store *s, json_t *profiles)
 {
     printf("database %s (schema %d)\n", ws_store_path(s), WS_SCHEMA_VERSION);
     size_t i, j;
@@ -67,17 +77,56 @@ static void show_text(ws_store *s, json_t *profiles)
     }
 }
 
-/* Writes to FILE through FILE.tmp + rename, so a failed export leaves no partial file. */
+static void show_profile(const ws_store *s, const ws_profile *p)
+{
+    printf("database %s (schema %d)\n", ws_store_path(s), WS_SCHEMA_VERSION);
+    printf("\n%-4s %s  %s\n", p->kind, p->name, p->description);
+    printf("     datasheet: %s  calibration: %s\n", p->datasheet[0] ? p->datasheet : "none",
+           p->calibrated[0] ? p->calibrated : "none");
+    int w = 12;
+    for (int i = 0; i < p->n_params; i++)
+        if ((int)strlen(p->params[i].key) > w)
+            w = (int)strlen(p->params[i].key);
+    for (int i = 0; i < p->n_params; i++) {
+        const ws_profile_param *q = &p->params[i];
+        char v[64];
+        printf("     %-*s %-14s %-9s %s\n", w, q->key, unit_text(q->value, q->unit, v, sizeof v),
+               ws_profile_source_name(q->source), q->reference);
+    }
+}
+
+static json_t *profile_json(const ws_profile *p)
+{
+    json_t *o = json_object(), *params = json_array();
+    json_object_set_new(o, "name", json_string(p->name));
+    json_object_set_new(o, "kind", json_string(p->kind));
+    json_object_set_new(o, "description", json_string(p->description));
+    json_object_set_new(o, "datasheet", p->datasheet[0] ? json_string(p->datasheet) : json_null());
+    json_object_set_new(o, "calibrated", p->calibrated[0] ? json_string(p->calibrated) : json_null());
+    for (int i = 0; i < p->n_params; i++) {
+        const ws_profile_param *q = &p->params[i];
+        json_t *j = json_object();
+        json_object_set_new(j, "key", json_string(q->key));
+        json_object_set_new(j, "value", cli_num(q->value));
+        json_object_set_new(j, "unit", json_string(q->unit));
+        json_object_set_new(j, "source", json_string(ws_profile_source_name(q->source)));
+        json_object_set_new(j, "reference", json_string(q->reference));
+        json_array_append_new(params, j);
+    }
+    json_object_set_new(o, "params", params);
+    return o;
+}
+
+/* Writes the export to stdout, or replaces `output` whole (ws_atomic). */
 static int export_to(ws_store *s, const char *format, const char *table, const char *output,
                      ws_err *err)
 {
-    char tmp[WS_PATH_MAX];
+    ws_atomic_file af;
     FILE *out = stdout;
     if (output) {
-        snprintf(tmp, sizeof tmp, "%s.tmp", output);
-        out = fopen(tmp, "w");
-        if (!out)
-            return ws_err_set(err, WS_EIO, "%s: cannot write: %s", tmp, strerror(errno));
+        if (ws_atomic_open(&af, output, err))
+            return err->code;
+        out = af.f;
     }
     int rc = 0;
     if (!strcmp(format, "csv")) {
@@ -95,12 +144,10 @@ static int export_to(ws_store *s, const char *format, const char *table, const c
         }
     }
     if (output) {
-        if (fclose(out) != 0 && !rc)
-            rc = ws_err_set(err, WS_EIO, "%s: cannot write: %s", tmp, strerror(errno));
         if (rc)
-            remove(tmp);
-        else if (rename(tmp, output) != 0)
-            rc = ws_err_set(err, WS_EIO, "%s: cannot write: %s", output, strerror(errno));
+            ws_atomic_abort(&af);
+        else
+            rc = ws_atomic_commit(&af, err);
     }
     return rc;
 }
@@ -114,8 +161,8 @@ int cmd_db(int argc, char **argv)
                             {"seed", &seed, NULL},       {"profile", &profile, NULL},
                             {"format", &format, NULL},   {"table", &table, NULL},
                             {"output", &output, NULL},   {0}};
-    char *args[1];
-    int rc = cli_parse("db", argc, argv, opts, args, 1, &nargs, help);
+    char *args[2];
+    int rc = cli_parse("db", argc, argv, opts, args, 2, &nargs, help);
     if (rc)
         return rc == CLI_PARSE_HELP ? CLI_EXIT_OK : rc;
     if (nargs == 0)
@@ -123,6 +170,12 @@ int cmd_db(int argc, char **argv)
     const char *sub = args[0];
     if (strcmp(sub, "init") && strcmp(sub, "show") && strcmp(sub, "export"))
         return cli_usage_error("db", "unknown subcommand '%s'", sub);
+    if (nargs > 1 && strcmp(sub, "show"))
+        return cli_usage_error("db", "unexpected argument '%s'", args[1]);
+    if (nargs > 1 && profile)
+        return cli_usage_error("db", "give the profile name once (NAME or --profile NAME)");
+    if (nargs > 1)
+        profile = args[1];
     if (!strcmp(sub, "export")) {
         if (strcmp(format, "json") && strcmp(format, "csv"))
             return cli_usage_error("db", "--format must be json or csv");
@@ -135,7 +188,9 @@ int cmd_db(int argc, char **argv)
     if (seed && !(seed_text = ws_read_file(seed, NULL, &err)))
         return cli_fail(&err); /* read the seed before touching the database */
     ws_store *s;
-    if (cli_open_store(db, &s, &err)) {
+    int embedded = 0;
+    if (!strcmp(sub, "init") ? cli_open_store(db, &s, &err)
+                             : cli_open_store_ro(db, &s, &embedded, &err)) {
         free(seed_text);
         return cli_fail(&err);
     }
@@ -155,6 +210,20 @@ int cmd_db(int argc, char **argv)
                    ws_store_created(s) ? "created" : "updated", ws_store_path(s),
                    WS_SCHEMA_VERSION, n, seed ? seed : "the datasheet profiles");
         }
+    } else if (!strcmp(sub, "show") && profile) {
+        ws_profile p;
+        rc = ws_profile_load(s, profile, &p, &err);
+        if (!rc && json) {
+            json_t *o = json_object();
+            json_object_set_new(o, "database", json_string(ws_store_path(s)));
+            json_object_set_new(o, "schema_version", json_integer(WS_SCHEMA_VERSION));
+            json_object_set_new(o, "profile", profile_json(&p));
+            cli_print_json(o);
+        } else if (!rc) {
+            show_profile(s, &p);
+        }
+        if (!rc)
+            ws_profile_free(&p);
     } else if (!strcmp(sub, "show")) {
         json_t *profiles = ws_store_profiles(s, profile, &err);
         if (!profiles) {
@@ -174,5 +243,9 @@ int cmd_db(int argc, char **argv)
     }
     free(seed_text);
     ws_store_close(s);
-    return rc ? cli_fail(&err) : CLI_EXIT_OK;
+    if (rc)
+        return cli_fail(&err);
+    if (embedded)
+        cli_note_embedded();
+    return CLI_EXIT_OK;
 }

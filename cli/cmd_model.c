@@ -107,7 +107,7 @@ static void model_text(const ws_model *m, const ws_model_stats *s)
                ws_attn_kind_name(m->attn), m->n_q_heads, m->kv_lora_rank, m->rope_dim);
     if (m->attn == WS_ATTN_MLA_SPARSE)
         printf("             sparse: top-%d by an indexer of %d heads x %d, + window %d "
-               "(at most %d tokens attended)\n",
+               "(at most %lld tokens attended)\n",
                m->index_topk, m->index_n_heads, m->index_head_dim, m->sliding_window,
                s->attended_max);
     printf("KV cache     %s: %s bytes/token/layer, %s bytes/token (all %d layers)\n",

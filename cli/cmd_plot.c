@@ -1,13 +1,13 @@
 /* cmd_plot: `writescope plot calib` -- renders plots/calib.gp with gnuplot from the
  * database: measured samples and the fitted roofline per operation, PNG or SVG. */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include "calib.h"
 #include "cli.h"
+#include "ws_parse.h"
 #include "ws_util.h"
 
 static void help(FILE *out)
@@ -29,16 +29,16 @@ int cmd_plot(int argc, char **argv)
         return rc == CLI_PARSE_HELP ? CLI_EXIT_OK : rc;
     if (nargs == 0 || strcmp(args[0], "calib"))
         return cli_usage_error("plot", "what to plot: 'calib'");
-    long long id = run_arg ? atoll(run_arg) : 0;
-    if (run_arg && id <= 0)
-        return cli_usage_error("plot", "--run needs a positive run number");
+    long long id = 0;
+    if (run_arg && ws_parse_int64(run_arg, 1, LLONG_MAX, &id))
+        return cli_usage_error("plot", "--run needs a positive run number, not '%s'", run_arg);
     ws_err err = {0};
     char root[WS_PATH_MAX], script[WS_PATH_MAX + 32], outbuf[WS_PATH_MAX + 64];
     if (ws_root_dir(root, sizeof root, &err))
         return cli_fail(&err);
     snprintf(script, sizeof script, "%s/plots/calib.gp", root);
     ws_store *s;
-    if (cli_open_store(db, &s, &err))
+    if (cli_open_store_ro(db, &s, NULL, &err))
         return cli_fail(&err);
     json_t *show = ws_calib_show(s, id, &err);
     if (!show) {
@@ -51,39 +51,9 @@ int cmd_plot(int argc, char **argv)
         snprintf(outbuf, sizeof outbuf, "%s/results/calib-run%lld.png", root, id);
         out = outbuf;
     }
-    size_t ol = strlen(out);
-    const char *term = ol > 4 && !strcmp(out + ol - 4, ".svg") ? "svg" : "pngcairo";
-    char dir[] = "/tmp/writescope-plot-XXXXXX", titles[16384];
     int n = 0;
-    if (!mkdtemp(dir)) {
-        ws_store_close(s);
-        ws_err_set(&err, WS_EIO, "cannot create a temporary folder");
-        return cli_fail(&err);
-    }
-    rc = ws_calib_plot_data(s, id, dir, &n, titles, sizeof titles, &err);
+    rc = ws_calib_plot(s, id, script, out, &n, &err);
     ws_store_close(s);
-    if (!rc) {
-        char e[sizeof titles + 3 * WS_PATH_MAX];
-        snprintf(e, sizeof e, "datadir='%s'; n=%d; titles='%s'; outfile='%s'; term='%s'", dir, n,
-                 titles, out, term);
-        pid_t pid = fork();
-        if (pid == 0) {
-            execlp("gnuplot", "gnuplot", "-e", e, script, (char *)NULL);
-            _exit(127);
-        }
-        int st = 0;
-        waitpid(pid, &st, 0);
-        if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
-            rc = ws_err_set(&err, WS_EIO, "gnuplot failed on %s (status %d)%s", script,
-                            WIFEXITED(st) ? WEXITSTATUS(st) : -1,
-                            WIFEXITED(st) && WEXITSTATUS(st) == 127 ? ": gnuplot not found (make deps)" : "");
-    }
-    for (int i = 1; i <= n; i++) {
-        char f[WS_PATH_MAX];
-        snprintf(f, sizeof f, "%s/%d.dat", dir, i);
-        unlink(f);
-    }
-    rmdir(dir);
     if (rc)
         return cli_fail(&err);
     printf("%s (%d panels, run %lld)\n", out, n, id);

@@ -1,6 +1,12 @@
 /* writescope: the command-line tool. Dispatches `writescope <command> ...` to the
  * command handlers in cli/cmd_*.c; each handler parses its own options, calls the
- * library and turns its errors into messages and exit codes. */
+ * library and turns its errors into messages and exit codes.
+ *
+ * Output errors are checked here, once for every command: SIGPIPE is ignored, so a write
+ * to a closed pipe fails with EPIPE like any other write error, and after the command
+ * stdout is flushed and closed; a failure (full disk, closed pipe, I/O error) becomes one
+ * line on stderr and a non-zero exit, so a truncated output never looks like success. */
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -36,7 +42,7 @@ static void usage(FILE *out)
                  "  WRITESCOPE_ISA (force the CPU kernels' path: scalar|avx2|avx512|avx512bf16|amx)\n");
 }
 
-int main(int argc, char **argv)
+static int run(int argc, char **argv)
 {
     if (argc < 2) {
         usage(stderr);
@@ -55,4 +61,10 @@ int main(int argc, char **argv)
             return k_commands[i].run(argc - 1, argv + 1);
     fprintf(stderr, "writescope: unknown command '%s' (see 'writescope --help')\n", argv[1]);
     return CLI_EXIT_USAGE;
+}
+
+int main(int argc, char **argv)
+{
+    signal(SIGPIPE, SIG_IGN);
+    return cli_close_stdout(run(argc, argv));
 }

@@ -2,6 +2,7 @@
 #include "ws_util.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,34 +13,72 @@
 
 char *ws_read_file(const char *path, size_t *len_out, ws_err *err)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
+    /* O_NONBLOCK: opening a FIFO without a writer would otherwise wait forever; fstat
+     * then refuses it (and devices, folders) before anything is read. */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) {
         ws_err_set(err, WS_EIO, "%s: cannot open: %s", path, strerror(errno));
         return NULL;
     }
-    size_t cap = 1 << 14, len = 0;
-    char *buf = malloc(cap);
-    while (buf) {
-        size_t n = fread(buf + len, 1, cap - len - 1, f);
-        len += n;
-        if (n == 0)
-            break;
-        if (cap - len - 1 == 0) {
-            char *nb = realloc(buf, cap * 2);
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        ws_err_set(err, WS_EIO, "%s: cannot open: %s", path, strerror(errno));
+        close(fd);
+        return NULL;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        ws_err_set(err, WS_EIO, "%s: not a regular file", path);
+        close(fd);
+        return NULL;
+    }
+    if (st.st_size > WS_READ_FILE_MAX) {
+        ws_err_set(err, WS_EINVAL, "%s: %lld bytes, more than the %d MiB this tool reads", path,
+                   (long long)st.st_size, WS_READ_FILE_MAX >> 20);
+        close(fd);
+        return NULL;
+    }
+    /* Read up to one byte past the cap: a file that grew since fstat is caught too. */
+    size_t cap = (size_t)st.st_size + 1, len = 0;
+    char *buf = malloc(cap + 1);
+    if (!buf) {
+        close(fd);
+        ws_err_set(err, WS_ENOMEM, "%s: out of memory for %zu bytes", path, cap);
+        return NULL;
+    }
+    for (;;) {
+        if (len == cap) {
+            size_t ncap = cap * 2 > (size_t)WS_READ_FILE_MAX + 1 ? (size_t)WS_READ_FILE_MAX + 1
+                                                                  : cap * 2;
+            if (ncap == cap)
+                break;
+            char *nb = realloc(buf, ncap + 1);
             if (!nb) {
                 free(buf);
-                buf = NULL;
-                break;
+                close(fd);
+                ws_err_set(err, WS_ENOMEM, "%s: out of memory for %zu bytes", path, ncap);
+                return NULL;
             }
             buf = nb;
-            cap *= 2;
+            cap = ncap;
         }
+        ssize_t n = read(fd, buf + len, cap - len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            ws_err_set(err, WS_EIO, "%s: cannot read: %s", path, strerror(errno));
+            free(buf);
+            close(fd);
+            return NULL;
+        }
+        if (n == 0)
+            break;
+        len += (size_t)n;
     }
-    int failed = !buf || ferror(f);
-    fclose(f);
-    if (failed) {
+    close(fd);
+    if (len > WS_READ_FILE_MAX) {
         free(buf);
-        ws_err_set(err, buf ? WS_EIO : WS_ENOMEM, "%s: cannot read", path);
+        ws_err_set(err, WS_EINVAL, "%s: more than the %d MiB this tool reads", path,
+                   WS_READ_FILE_MAX >> 20);
         return NULL;
     }
     buf[len] = '\0';

@@ -17,8 +17,10 @@ extern "C" {
 
 #define WS_VERSION "0.1.0" /* tool version, stored with every calibration run */
 #define WS_PATH_MAX 4096   /* longest path the tool builds */
+#define WS_READ_FILE_MAX (64 << 20) /* largest file ws_read_file reads: configs, seeds */
 
-/* Reads a whole file into a NUL-terminated heap buffer (caller frees). */
+/* Reads a whole regular file, at most WS_READ_FILE_MAX bytes, into a NUL-terminated heap
+ * buffer (caller frees). FIFOs, devices and folders are refused without blocking. */
 char *ws_read_file(const char *path, size_t *len_out, ws_err *err);
 /* Project root (see above) into buf; returns 0 or sets err. */
 int ws_root_dir(char *buf, size_t cap, ws_err *err);

@@ -4,38 +4,25 @@
  *
  * Work is cut into (sequence, KV head, token chunk) tasks so that one long sequence at
  * batch 1 still keeps every worker busy; each task streams its chunk once for all the
- * query heads of its group (each KV element is read once per group, not once per query
- * head) and leaves (O, lse); chunks of one (sequence, KV head) are merged by lse. Where
- * that leaves threads idle and a KV head has 16 or more query heads (MLA), a chunk's heads
- * are also cut into slices of 8 or more, a task each (the chunk read once per slice). On a
- * pool over several NUMA nodes (pool.h), when the page tables give the pages' nodes
- * (ws_attn_seq.page_nodes), a dense chunk also ends where its pages change node (pages of
- * a multiple of 16 tokens), and every task runs on a thread of its first item's node
- * first (ws_pool_run_affine); sparse lists are not cut by node. The
- * result equals ws_attn_ref within float rounding (see tests/test_attn_cpu.c).
+ * query heads of its group and leaves (O, lse); chunks of one (sequence, KV head) are
+ * merged by lse. Where that leaves threads idle and a KV head has 16 or more query heads
+ * (MLA), a chunk's heads are also cut into slices of 8 or more, a task each. On a pool
+ * over several NUMA nodes (pool.h), when the page tables give the pages' nodes
+ * (ws_attn_seq.page_nodes), a dense chunk also ends where its pages change node, and each
+ * task runs on a thread of its node first (ws_pool_run_affine); sparse lists are not cut
+ * by node. The result equals ws_attn_ref within float rounding (tests/test_attn_cpu.c).
  *
- * Instruction paths (one binary, chosen at run time from cpu_features):
- *   scalar      portable C, the fallback on any CPU;
- *   avx2        AVX2 + FMA + F16C, fp32 FMA on KV converted in registers;
- *   avx512      AVX-512 F/BW/VL, fp32 FMA;
- *   avx512bf16  avx512 plus VDPBF16PS for q.k on bf16 KV (q split into a bf16 hi + lo
- *               pair so the scores keep ~16 mantissa bits; fp16 KV runs as avx512) where
- *               the generic loop runs;
- *   amx         AMX-BF16 tiles (TDPBF16PS) for q.k and p.V on bf16 KV, q and p split into
- *               bf16 hi + lo; needs Linux to grant the tile state. fp16 KV and shapes the
- *               tiles do not serve (d not a multiple of 32, group > 8 and not a multiple of
- *               8) run the avx512 loop.
- * The vector paths (avx2, avx512, avx512bf16) run the fused FMA loop (attn_cpu_fma.h) on
- * GQA with K in tiles and V in pairs (the layout ws_attn_cpu_k_tiles / _v_pairs choose for
- * them, groups up to 16) and on bf16 MLA rows (d multiples of 32), else the generic block loop
- * (K and V converted to fp32 blocks, q.k summed horizontally).
- * ws_isa_best() prefers amx, then avx512, then avx512bf16, avx2, scalar: on the Sapphire
- * Rapids host this was written on, VDPBF16PS (zmm) retires about a quarter as many
- * instructions per cycle as VFMADD, so with the hi + lo split it is slower than fp32 FMA
- * (kept for CPUs where it is fast, and forced with WRITESCOPE_ISA=avx512bf16).
- * WS_ISA_AUTO takes ws_isa_best(), which the environment variable WRITESCOPE_ISA
- * (scalar|avx2|avx512|avx512bf16|amx) overrides; asking for a path this CPU lacks is an
- * error.
+ * Instruction paths (one binary, chosen at run time from cpu_features): scalar (portable
+ * C); avx2 (AVX2 + FMA + F16C) and avx512 (F/BW/VL), fp32 FMA on KV converted in
+ * registers; avx512bf16, avx512 plus VDPBF16PS for q.k on bf16 KV in the generic loop;
+ * amx, AMX-BF16 tiles for q.k and p.V on bf16 KV (attn_cpu_amx.c; fp16 KV and shapes the
+ * tiles do not serve run the avx512 loops). The bf16 products split q and p into bf16
+ * hi + lo halves, so they are as accurate as fp32 FMA. The vector paths run the fused FMA
+ * loop (attn_cpu_fma.h) on GQA with K in tiles and V in pairs (ws_attn_cpu_k_tiles /
+ * _v_pairs) and on bf16 MLA rows, else the generic block loop (fp32 blocks, q.k summed
+ * horizontally). ws_isa_best() prefers amx, avx512, avx512bf16, avx2, scalar; WS_ISA_AUTO
+ * takes it, WRITESCOPE_ISA (scalar|avx2|avx512|avx512bf16|amx) overrides it, and a path
+ * this CPU lacks is an error. Why: docs/notes/cpu-attention.md.
  *
  * Shapes served: d_k and d_v multiples of 16 up to WS_ATTN_MAX_HEAD_DIM, group sizes
  * (query heads per KV head) 1..WS_ATTN_CPU_MAX_GROUP. Anything else is WS_EUNSUP.
@@ -101,7 +88,8 @@ int ws_attn_cpu_v_pairs(const ws_kv_layout *kv, int n_q_heads, ws_isa isa, int t
 /* The K layout the CPU region should be written in for this shape and path (resolved): 1
  * (tiles of 16 tokens, kv.k_tiles) when the amx path or a vector path serves it with a
  * separate V block, a page size that is a multiple of 16 and at most
- * WS_ATTN_CPU_AMX_TILE_GROUP query heads per KV head: the scores then come per head, 16
+ * WS_ATTN_CPU_AMX_TILE_GROUP (amx) or WS_ATTN_CPU_FMA_GROUP (vector paths) query heads per
+ * KV head: the scores then come per head, 16
  * tokens to a row, with no transpose (amx: 3-4% of the loop's time for Qwen3's shape from
  * memory) and no horizontal sums (the FMA loop); 0 (rows) otherwise, and when token_lists
  * is set (the workload attends sparse lists of single tokens: a token's K is spread over

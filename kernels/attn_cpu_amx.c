@@ -4,206 +4,28 @@
  * on the avx512 path (the fused FMA loop of attn_cpu_fma.h where it serves, else the
  * generic block loop).
  *
- * Query heads are taken H = min(G, 8) at a time (a head group), each head twice: its bf16
- * hi half and its lo half (q ~= hi + lo, p ~= hi + lo), so scores and weights keep ~16
- * mantissa bits, as accurate as the fp32 FMA paths, while one tile holds both halves
- * (every tile is 16 x 64 bytes; head h's hi half sits in slot h, its lo half in 8 + h,
- * slots of absent heads are zero):
- *   scores  S [16 tok x 16] = K [16 tok x 32] . Qv [16 pairs x 16 x 2], one TDPBF16PS per
- *           32 dims; K rows are an A tile loaded straight from the page (a page's rows of
- *           one KV head are a fixed stride apart) or, for rows that are not one page's run
- *           (sparse lists, page edges, the last partial block), gathered 64 bytes a row
- *           into an L1-resident tile just before its load (gather_tile; so are V rows for
- *           P.V, and MLA's re-laid V reads those rows by pointer). Paired head groups (see
- *           O += P.V) use a q_hi and a q_lo tile of 16 heads instead, both into the same
- *           S tile, two sub-blocks at a time (one tile load per TDPBF16PS; see Tiles).
- *           With K in tiles (kv.k_tiles, the CPU region's layout for one head group with a
- *           separate V block, see ws_attn_cpu_k_tiles) the roles swap: S [16 (hi, lo) x 16
- *           tok] = Qa [16 x 32 dims] . K^T [16 pairs x 16 tok x 2], K^T being 1 KB of the
- *           tile as stored, so the scores come per head, 16 tokens to a row.
- *   softmax elementwise down the token rows (no horizontal reductions): two tokens x 8
- *           heads per vector, one max, one exp and one rescale factor per head for a whole
- *           super-block of up to 64 tokens; a 3-stage permute network then turns the
- *           [token][head] probabilities into per-head rows of 16 tokens. With K in tiles the
- *           rows are per head already: hi row + lo row, one vector per head and sub-block,
- *           the maxima and sums per head reduced once per super-block by a shuffle tree:
- *           no permutes per token. With the exps in base 2 too (below), the softmax costs
- *           ~26% less and the loop in L2 3-7% less; from memory A/B runs measure 1.00. In
- *           whole-bench runs alternating the layouts (same build) the fraction of read
- *           bandwidth for Qwen3's shape went from a median of 0.82 to 0.85 (tiles faster
- *           in 11 of 14 pairs); alternating the build before these changes with the one
- *           after them (tiles, held P, base-2 exps), from 0.80 to 0.82 (5 of 10 pairs):
- *           a gain of 1-3%, within the host's swings.
- *   O += P.V one head group (G <= 8) on V rows: V rows are B tiles loaded straight from
- *           the page too: a B row is one token's 32 values as 16 pairs, so an A row holding
- *           p in the even bf16 slots (zeros in the odd ones) yields the 16 even columns and
- *           one holding p in the odd slots the 16 odd columns ("zero slots"). The odd-slot
- *           tile is the even-slot one loaded 2 bytes earlier (its rows straddle cache
- *           lines), or, for 16+ column steps (MLA), an aligned copy stored beside it. The A
- *           rows are p_hi and p_lo of the heads, so O is kept as 16 fp32 rows (hi and lo
- *           parts, summed at the end), columns in (even, odd) order per 32.
- *           More head groups go in pairs: a p_hi tile and a p_lo tile of 16 heads multiply
- *           into the same 16 O rows (one per head), which halves the O rows loaded and
- *           stored per super-block and loads each V tile once per 16 heads (14% faster for
- *           MLA at 2 threads, measured on zero slots). O is loaded as C tiles once per
- *           super-block. With one O group (G <= 16) and P in token pairs, the P tiles of the
- *           super-block (two, or four when paired) stay in tile registers for all column
- *           steps, which then load only O and V: MLA (16 heads, 16 column steps) 0.926 of
- *           the time from memory, Qwen3's shape 0.99 (A/B runs, 2 threads). Paired, the
- *           column step goes one O tile and one V tile (16 columns) at a time (see Tiles).
- *           Paired groups on V rows (MLA, whose V is K's first d_v values, so
- *           no stored layout serves both products) re-lay each 32-column step's V values of
- *           the super-block into token pairs in a small buffer (VPUNPCKLWD/HWD of two
- *           tokens' rows: columns in lane order, put back at the end), one step ahead of
- *           their use, and multiply them as with V pairs below: half the products and a
- *           quarter of the P loads of zero slots, for 2 vector loads, unpacks and stores per
- *           pair row: time 0.96-0.99 of zero slots for DeepSeek-V2-Lite's 16 heads, 0.82 for
- *           64 heads (A/B runs). Reading the rows from L1 instead of L2 would save another
- *           ~6%; an L1 prefetch of the next step's rows did not (1.01-1.03), nor did
- *           shift-and-blend instead of unpacks (1.02-1.03).
- *   With V in token pairs (kv.v_pairs, the CPU region's layout for this path, see
- *           ws_attn_cpu_v_pairs) a B row is two tokens' values of 16 columns as stored, so
- *           one P tile of 32 tokens (no zero slots, no odd-slot copy) and two V tiles give
- *           32 columns in order: half the P.V products and P loads of rows (A/B runs of
- *           Qwen3's shape: time 0.93-0.95 of rows, with the softmax-phase prefetch below
- *           0.88). Two sub-blocks share a V tile: straight from the page when both are one
- *           page's run from an even token, else gathered (zero-padded) into pairs, which for
- *           single-token lists reads both tokens' lines of a pair (sparse token lists run
- *           ~20% slower than on rows; dense and page lists do not gather).
- * Tiles: the loop keeps to six of the eight tile registers (0, 1, 4-7; one head group on K
- * tiles and V pairs), because tiles left in their init state (LDTILECFG at the start of a
- * call zeroes all) seem to free physical registers for the loads and products in flight:
- * scripts/amx_tiles.c times the same work with 8 tiles in use at up to 1.7x the time of 6
- * (P.V of Qwen3's shape; 5 tiles 0.87x, 4 tiles 0.80x) in some minutes of the development
- * host and at about the same in others, and TDPBF16PS alone at 31-37 TSC cycles with 8
- * tiles against 14-15 with 4. MLA (paired groups) used all eight (scores of four
- * sub-blocks at once, P held in 2-5, O in 0-1, V in 6-7); with its scores two sub-blocks
- * at a time and its P.V one O and one V tile at a time (P held in 4, 5, 1, 7) it uses six:
- * A/B 0.913 in L2, 0.916 from memory, although its q tiles now load twice per super-block
- * (its scores of four sub-blocks at once in seven tiles, S in 0-2 and 7: 1.07-1.14).
- * Where MLA's time goes then (timing-only copies, from memory, 2 threads): without the
- * score tiles 0.99 (hidden), without P.V 0.76, without the V re-layout 0.82; re-laying each
- * pair's V in the score pass, right after its K tiles bring the rows to L1, is untried.
- * Fewer still measured worse where that costs loads: MLA in five tiles (P reloaded per pair,
- * 1.03; q hi and lo through one tile, K loaded three times per step, 1.31), Qwen3's shape
- * in four (O one tile at a time, 0.99-1.02) or three (P reloaded too, 1.02). The numbering
- * matters as well, beyond the count: Qwen3's score tiles in tiles 2-3 (otherwise unused)
- * 1.06-1.18 in L2. Its P.V of the super-block before inside the softmax steps (P.V's V
- * loads spread between the exps, as the score tiles' K loads are) used eight tiles in the
- * forms first tried: 0.95 in L2 with O in 1 and 7 but 1.24-1.31 with O in 2-3 or 1-2, and
- * 1.13-1.18 from memory either way; in five tiles (O 0-1, V 6-7, P reloaded into 4) 1.00
- * from memory, in three 1.04 (deferred whole, after the softmax: 1.02). V brought from
- * memory straight to L1 instead (PREFETCHT0 during its own super-block's softmax, no
- * PREFETCHT1), so that each line takes one line-fill buffer trip, not two: 1.33-1.40;
- * in the order the loop consumes them instead (V of this super-block, then K of the one
- * after next, ~16 KB ahead of use, so that L1 can hold what waits), PREFETCHT0 1.044 and
- * PREFETCHT1 1.038 (with K tiles and V pairs), with super-blocks of 2 sub-blocks 1.19.
- * Every path scales the scores by scale log2(e) and takes 2^x (a degree-6 polynomial on
- * [-1/2, 1/2] and VSCALEFPS: four vector operations fewer than Cephes' exp, with the mask
- * of absent tokens folded into the last one), so m is in base 2 and lse = m ln 2 + log l:
- * MLA 0.99 of the time from memory (A/B). Splitting p into hi and lo by truncation instead
- * of rounding (one operation fewer, one bit less) measured 1.00 and was not kept.
- * Per 16 tokens, 8 heads and 32 dims: one TDPBF16PS for q.k and two for p.V (TDPBF16PS
- * costs about the same for 8 or 16 rows and columns on the development host, so the
- * hi/lo doubling is nearly free). Super-blocks are software-pipelined: the score tiles
- * of the next one are issued before this one's softmax (pairs of head groups) or one
- * sub-block between each of its steps (one head group), so that tile and vector work
- * overlap. Lines of the super-block after next are prefetched to L2 a few per step (a
- * burst stalls on the line-fill buffers), its K and V runs in turns of 256 bytes (see
- * pf_cursor). In bench runs alternating builds, the fraction of read bandwidth for
- * Qwen3's shape was 0.68-0.73 with one region after another and the softmax's row loops
- * rolled, 0.71-0.78 with them unrolled, 0.77-0.90 with the turns too (0.75-0.83 against
- * 0.82-0.90 for the scores interleaved with the softmax). Prefetching each tile's rows
- * to L1 one step ahead measured 2-5% slower, and so did two P.V variants with four C
- * tiles live (fewer tile loads): 64 columns at a time with the P tiles held (11-17%
- * slower at 2 threads) and two head groups sharing each V tile (MLA, 10-20% slower).
- * Measured on the development host (2 vCPUs, shared, 2-3x swings): 50-100 TSC cycles per
- * token and KV head for Qwen3's shape with data in L2 (P.V about half, the scores and the
- * softmax a quarter each); the TDPBF16PS floor is ~11. Tile loads (~23 cycles per KB from
- * L2, ~10 from L1) rather than the products bound each phase.
- * From memory the phases do not overlap the KV stream: removing all three (scores,
- * softmax, P.V) leaves 57% of the time (the prefetch stream alone, ~14 GB/s per core), and
- * removing each alone saves what it costs in L2 (14-18%). scripts/fill_buffers.c shows why
- * on this host: tile loads from L2 and a stream of PREFETCHT1 from memory cost their sum
- * (both wait for the core's line-fill buffers), tile loads from L1 overlap it. In the loop
- * itself (Qwen3's shape, V pairs, 2 threads): K and V tiles read from one L1-resident
- * block instead of the pages (wrong results, timing only; the prefetch stream unchanged)
- * take 0.82-0.87 of the time; the same with a PREFETCHT0 of each real row at the moment its
- * tile would load (the same L2-to-L1 moves, but nothing waits on them) 1.03: the fill
- * buffers' occupancy, mostly by the memory stream (each PREFETCHT1 holds one for a whole
- * memory latency), not the tile loads' latency, sets the pace. The hardware L2 streamer
- * (which needs no fill buffer) does not carry this access pattern: no software prefetch
- * 1.47, one line per 1 or 4 KiB or the first 2 or 8 lines of each 4 KiB 1.36-1.50. Tried
- * and no better (A/B): prefetching 1, 3 or 4 super-blocks ahead, every 2nd or 4th line,
- * PREFETCHT0/T2/NTA, L1 prefetch of the next tiles, V of this super-block to L1 while K
- * goes two ahead, more and smaller prefetch steps, prefetch quotas per phase in proportion
- * to the phase's measured TSC time (1.03-1.07, with finer softmax steps 1.01-1.03), 2
- * sub-blocks per super-block, the q tiles held across the four sub-blocks (1.11),
- * TILELOADDT1 for K and V (GQA 1.00, MLA 1.04-1.06), K and V stored in tile order (each
- * tile 1 KiB contiguous; a timing-only copy reading the same bytes in that order:
- * 0.97-1.00, not worth a layout; with no software prefetch either, 1.39).
- * With the KV held in L2 (scripts/ab_amx.sh with AB_REPS, Qwen3's shape, one thread) the
- * loop runs at about 14-25 GB/s, not much above what one core reads from memory (11-16).
- * Before the turns and the interleaved scores, the softmax took 37% of that time, P.V
- * 19%, the score tiles 15%, the prefetch instructions 9%, resolving rows and per-call
- * set-up 12%; after them the score tiles take 4% (hidden in the softmax), P.V 14%, the
- * prefetch instructions 26%. While TDPBF16PS runs it holds one of the two FMA ports
- * (scripts/amx_ports.c: FMAs beside it cost their sum, permutes their max), so the
- * softmax's exp polynomials do not hide under the products. Faster compute alone did not
- * always carry over to memory: the interleaved scores took 0.89 of the time in L2 but
- * 1.00 from memory while the prefetch went one region after another, 0.92-0.94 with the
- * turns. From memory, the final loop without the score tiles takes 0.825 of its time,
- * without P.V 0.844, without the softmax 0.842, without all three 0.713 (the prefetch
- * stream alone; 0.625 before the turns). Also tried: K and V read alternately (the next
- * scores between P.V column steps; 1.10 from memory, 1.25 in L2, the softmax then waits
- * on scores just stored; with the scores two super-blocks ahead, three slots, so that
- * nothing waits: 1.04-1.06 from memory, 1.10 in L2), prefetch turns of 128 or 512 bytes
- * (1.13, 1.00) or every other line of each turn (1.18-1.22), the first line of every
- * region at once (0.99-1.02), 0, 3, 6 or 10 times the prefetch quota in softmax steps
- * (1.02, 0.97-1.01, 1.04, 1.02), O in tiles 2-3 on odd column steps (1.06), paired
- * scores spread over the softmax steps (MLA, 1.00; with the turns 1.01-1.03). With the
- * turns and the interleaved scores: P.V of each super-block deferred into the next one's
- * softmax steps (three slots, two P buffers; 1.12-1.14 from memory, 0.975 in L2), two
- * super-blocks' runs in turns at once (16 streams, 1.00-1.03), K prefetched a
- * super-block further ahead than V or V one nearer (1.00-1.03), quotas of whole turns
- * (0.99-1.02), a flat list of turns (1.09-1.14), TILELOADDT1 for K and V (0.98-1.00), K
- * and q tiles alternating between two registers (1.03-1.07), -O3 (0.99), each
- * sub-block's scores after the softmax step's exps or a step earlier (0.98-1.01), a
- * degree-5 exp polynomial (0.98-1.01: not worth the precision), a PREFETCHT0 of the next
- * sub-block's K rows in each softmax step (1.00-1.05). MLA in L2: P.V 48%,
- * scores 36%, V re-layout 14%, softmax 13%, O loads and stores 9%; its L1 sees ~3.4 KiB
- * per token (q tiles 36 KiB and O 32 KiB per super-block, K read for the scores and
- * again for V), and the TDPBF16PS rate itself moves 2.4x with the host's phase (13 or 31
- * TSC cycles each) when all eight tiles are in use, which MLA's 272 products per 64 tokens
- * followed until its loop kept to six (see Tiles). With 64 heads (V4-Flash) O is 128 KB,
- * in L2, loaded and stored once per super-block: without those loads and stores (timing
- * only) the loop takes 0.82 of its time in L2, but super-blocks of 8 sub-blocks, which
- * halve them, measured 0.94 with the KV in L2, 1.01 in L3, 1.01-1.05 from memory and 1.02
- * for sparse token lists (A/B runs and bench, 2 threads; prefetching one such super-block
- * ahead instead of two 1.18-1.25): not kept. q re-read from L2 costs ~3.5% (q tiles from
- * one L1 address, timing only: 0.965).
- * The ceiling (scripts/read_ceiling.c, 2 threads): memory read as this loop reads it,
- * PREFETCHT1 well ahead and then loads (vector or tile loads), with no compute, runs at
- * 1.03-1.13x the plain reduction bench times as the read bandwidth, and so do tile loads
- * with no software prefetch at all (PREFETCHT1 alone 1.36-1.49x, but dropped prefetches
- * count there too); so 0.85 of the read bandwidth leaves the compute 15-25% that it does
- * not hide. In the loop, no software prefetch takes 1.69x the time (K tiles, V pairs).
- * The two vCPUs also differ and drift (scripts/cpu_speed.c: a dependent add 0.86-2.5 TSC
- * cycles per CPU and minute). With K in tiles, also tried (A/B from memory, Qwen3's
- * shape): K prefetched only for the first 8, 16 or 32 lines of each 4 KiB tile, the
- * streamer to do the rest (1.24, 1.20, 1.13; none 1.34), PREFETCHT0 instead of T1 (1.00;
- * one super-block ahead instead of two 1.16), TILELOADDT1 for K and V (0.99-1.01), the
- * softmax's prefetch quota split per head (1.02-1.03), the scaled scores recomputed in
- * pass 2 instead of stored (1.00-1.03), 128-token super-blocks with four P tiles held
- * (0.98-1.02; eight tiles) or with P reloaded (1.01-1.03), and, in the whole bench, 64
- * tasks per thread instead of 4 (128 tasks instead of 32 for batch 8: no difference).
- * Where the time goes now (timing-only copies, from memory, 2 threads): without P.V 0.82
- * of the time (without its V tile loads 0.89, its O loads and stores 0.95), without the
- * exps 0.99, without the score tiles' K loads 1.02 or their products 1.09: the scores
- * hide inside the softmax, P.V does not. Its V tiles read 1 KB apart in tile order instead
- * (a V layout not made) measured 0.97-0.99, those V rows prefetched to L1 during the
- * softmax 1.00, the second pair's V in the free tiles 2-3 1.08-1.10 (eight tiles in use),
- * no prefetch during P.V 1.07-1.12 and 2-8 times its share of it there 0.99-1.05. */
+ * Query heads go H = min(G, 8) at a time (a head group), each head twice: its bf16 hi half
+ * and its lo half (q ~= hi + lo, likewise p), so scores and weights keep ~16 mantissa bits,
+ * as accurate as the fp32 FMA paths, and one 16 x 64-byte tile holds both (head h's hi
+ * half in slot h, its lo half in 8 + h). Per super-block of 4 sub-blocks of 16 tokens:
+ *   scores  S = K . q (K rows as A tiles straight from the page, or gathered) or, with K
+ *           in tiles (kv.k_tiles), S = q . K^T, which gives per-head rows of 16 tokens;
+ *           pairs of head groups (G > 8, MLA) use a q_hi and a q_lo tile of 16 heads;
+ *   softmax elementwise down the token rows, in base 2 (scale log2(e), 2^x by a degree-6
+ *           polynomial and VSCALEFPS; lse = m ln 2 + log l), one max and rescale per head
+ *           and super-block;
+ *   O += P.V with V in token pairs (kv.v_pairs) one P tile of 32 tokens and two V tiles per
+ *           32 columns; on V rows by "zero slots" (p in the even or odd bf16 slots) or,
+ *           for paired groups (MLA), V re-laid into pairs one column step ahead; with one
+ *           O group and P in pairs the P tiles stay in tile registers for all column steps.
+ * The loop keeps to six of the eight tile registers (with all eight in use the same work
+ * took up to 1.7x the time), overlaps the next super-block's score tiles with this one's
+ * softmax steps, and prefetches the super-block after next to L2 a quota of lines per
+ * step, its K and V runs in turns of 256 bytes (pf_cursor): from memory the core's
+ * line-fill buffers, not the products, set the pace.
+ * The measurements behind each choice, what was tried and dropped, and a map of attend's
+ * phases: docs/notes/amx-attention.md (probes in scripts/probe/, A/B runs with
+ * scripts/ab/ab_loop.sh). */
 #include <immintrin.h>
 #include <math.h>
 #include <pthread.h>
@@ -684,11 +506,11 @@ INL void scores_sub(score_ctx *c, int x, int j, pf_cursor *pf)
 /* Resolves the super-block starting at item `at` into slot x and issues its score tiles,
  * stored to the slot's score buffer: one head group (G <= 8), S [16 tok x 16 (hi, lo)]
  * per sub-block, sub-block by sub-block in address order (~6% faster than keeping q in
- * registers across four sub-blocks, A/B runs with scripts/ab_amx.sh); paired groups,
+ * registers across four sub-blocks, A/B runs with scripts/ab/ab_loop.sh); paired groups,
  * S [16 tok x 16 heads] per pair and sub-block, the pair's q_hi and q_lo tiles held while
  * the K tiles of two sub-blocks pass (one tile load per TDPBF16PS; all four sub-blocks at
  * once, 0.75 loads per product, took tiles 0-3 for S and measured 9% slower for MLA: see
- * Tiles in the header; two groups x two sub-blocks with hi/lo columns 2-4% slower). */
+ * Tiles in docs/notes/amx-attention.md; two groups x two sub-blocks with hi/lo columns 2-4% slower). */
 /* Sub-block J's K tile of step ks times the pair's q_hi (tile 4) and q_lo (5) into S tile S. */
 #define QK2(S, J)                                                                                  \
     do {                                                                                           \
@@ -1335,7 +1157,7 @@ void ws_attn_cpu_amx_attend(const ws_attn_problem *p, int s, int kvh, int qhead,
  * are useful: each counts 16x16x32 flop (half its multiply-adds x 2). Four tiles (two
  * accumulators, one A and one B tile): on the development host the products then take
  * 14-15 TSC cycles whatever the minute, while with all eight tiles in use they took
- * 14-17 in some minutes and 31-37 in others (scripts/amx_tiles.c). */
+ * 14-17 in some minutes and 31-37 in others (scripts/probe/tile_register_count.c). */
 double ws_attn_cpu_amx_peak_flops(int iters)
 {
     config();

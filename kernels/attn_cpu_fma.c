@@ -8,42 +8,21 @@
  * row holds the 16 tokens' values of dims 2r and 2r + 1 as 32-bit pairs, so one load, one
  * shift and one mask give two fp32 vectors of tokens that multiply q[h][2r] and
  * q[h][2r + 1] (broadcast from memory, q laid out [row][head][2] so one base serves the
- * row) for every head h: 16 FMAs per 64-byte row for 8 heads. The generic block loop
- * instead converts each block to fp32 rows in a buffer and sums each (head, token) dot
- * product horizontally. The online softmax runs once per super-block of 4 sub-blocks (one
- * max, one rescale per head); P.V takes a pair row of V (two tokens' values of a vector of
- * columns per load), splits it the same way and multiplies the two tokens' probabilities
- * (broadcast) into 8 heads x 32 columns of O held in registers over the whole super-block
- * (AVX2: 8 columns; twice that for 4 heads or fewer). Groups of 3, 5-7 heads run as 4 or
- * 8 with zero queries; the extra rows stay in the scratch. Sub-blocks that are not one
- * aligned run of 16 tokens of one page (sparse lists, the last partial one), and every
- * sub-block of K or V in rows (the CPU region's layout for sparse token lists, or a
- * forced one), are gathered into the same layouts, zero-padded: rows by 16 x 16 (AVX2:
- * 8 x 8) transposes of 32-bit pairs and by interleaving two tokens' rows. For Qwen3's shape
- * in rows (bench --k-layout rows --v-layout rows, alternating builds) that took the
- * fraction of read bandwidth from 0.32 (the generic loop) to 0.43-0.45 on AVX-512, from
- * 0.20 to 0.22-0.25 on AVX2, and Mixtral's from 0.44 to 0.52; sparse token lists (rows)
- * went from 0.10 to 0.11 on AVX2 and stayed at 0.16 on AVX-512 (bound elsewhere). The
- * sub-block two super-blocks ahead is prefetched to L2: its K lines one per tile row
- * during the scores, its V lines during P.V.
+ * row) for every head h, with no horizontal sums. The online softmax runs once per
+ * super-block of 4 sub-blocks (one max, one rescale per head); P.V takes a pair row of V
+ * (two tokens' values of a vector of columns per load), splits it the same way and
+ * multiplies the two tokens' probabilities (broadcast) into 8 heads x 32 columns of O held
+ * in registers over the whole super-block (AVX2: 8 columns; twice that for 4 heads or
+ * fewer). Groups of 3, 5-7 heads run as 4 or 8 with zero queries; the extra rows stay in
+ * the scratch. Sub-blocks that are not one aligned run of 16 tokens of one page (sparse
+ * lists, the last partial one), and every sub-block of K or V in rows, are gathered into
+ * the same layouts, zero-padded. The sub-block two super-blocks ahead is prefetched to L2:
+ * its K lines during the scores, its V lines during P.V.
  *
- * Measured (scripts/ab_amx.sh with AB_LOOP=fma; Qwen3's shape, 2 threads from memory or 1
- * in L2): V's lines prefetched during P.V rather than beside K's in the scores 0.91 of the
- * time; one or three super-blocks ahead 1.01, PREFETCHT0 1.09; the scores of two
- * sub-blocks at once (each q broadcast serving both) 1.02-1.05; super-blocks of 8 or 2
- * sub-blocks 1.00 and 1.055. In L2 the scores and P.V
- * take ~37% of the time each, the softmax 5%. For Qwen3's shape on the development host
- * (AVX-512 FMA peak ~150 GFLOP/s per core, ~13 GB/s of memory per core) the loop is bound
- * by its FMAs: 2 x 1024 multiply-adds per token and KV head, ~64 cycles at two FMAs per
- * cycle against ~90 cycles per 512 bytes of memory; hosts with less bandwidth per core
- * (most many-core servers) leave it more time.
- *
- * MLA (bf16; see attn_cpu_fma_body.h) is bound by its FMAs everywhere (~30 flop/byte): in
- * bench runs alternating builds it reached 0.47-0.52 of the FMA peak for
- * DeepSeek-V2-Lite's shape on AVX-512 where the generic loop reached 0.40-0.44, and about
- * the same as it on AVX2 (0.50-0.57 against 0.44-0.54). In L2 (64 heads, one thread) its
- * scores take half the time, P.V 43%: each 32-dim step loads 2 K rows and 16 q vectors for
- * 32 FMAs and two splits, so the load ports and the FMA ports both need ~18 cycles. */
+ * For Qwen3's shape the loop is bound by its FMAs on a host with ~13 GB/s of memory per
+ * core; MLA (~30 flop/byte) everywhere. The measurements behind these choices (fractions
+ * of read bandwidth and of the FMA peak against the generic loop, the prefetch and
+ * blocking variants tried): docs/notes/fma-loop.md. */
 #include "attn_cpu_fma.h"
 
 #include <immintrin.h>

@@ -5,13 +5,14 @@
  * their pages (ws_attn_seq.page_nodes); `writescope bench attn-cpu` and the calibrator
  * place their KV by the rule below (kv_slab.h). On a two-socket server a core reads the other
  * socket's memory at roughly half the bandwidth of its own (and sub-NUMA clustering splits one
- * socket into two to four nodes), so the CPU region must be read where it lies (DESIGN:
- * NUMA-local).
+ * socket into two to four nodes), so the CPU region must be read where it lies
+ * (docs/design.md: NUMA-local).
  *
  * The topology comes from Linux's sysfs (<dir>/node<N>/cpulist), restricted to the CPUs
  * the process may run on; nodes with no such CPU (memory-only, CXL) are left out. Without
  * sysfs (or on a kernel built without NUMA) the machine is one node numbered 0. Memory
- * placement uses the mbind and get_mempolicy system calls directly (no libnuma). */
+ * placement uses the mbind and get_mempolicy system calls directly (no libnuma). How the
+ * pieces fit together: docs/notes/numa.md. */
 #ifndef WS_NUMA_H
 #define WS_NUMA_H
 

@@ -14,11 +14,9 @@
  * and the caller at a batch's end, poll for 50 us before they sleep, so back-to-back
  * batches (a decode step's layers) start and end in under a microsecond instead of a
  * kernel wake-up each; workers still waking when the caller has run every task are not
- * waited for (scripts/pool_dispatch.c: 2 threads, empty tasks, 0.74 us a batch back to
- * back and 3.7 us after a 1 ms pause, against 15.6 and 46 us with condvars alone). One
- * batch at a time: ws_pool_run is not reentrant and must not be called from two threads
- * at once on the same pool. Callers: kernels/attn_cpu.c, calib/probe/membw.c,
- * calib/, cli/cmd_bench.c. */
+ * waited for (figures in docs/notes/thread-pool.md). One batch at a time: ws_pool_run is
+ * not reentrant and must not be called from two threads at once on the same pool.
+ * Callers: kernels/attn_cpu.c, calib/probe/membw.c, calib/, cli/cmd_bench.c. */
 #ifndef WS_POOL_H
 #define WS_POOL_H
 

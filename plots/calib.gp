@@ -1,11 +1,18 @@
 # calib.gp: measured samples and the fitted roofline of every fit of one calibration run,
 # one panel per (device, op, attention kind, dtype), log-log time against bytes moved;
 # the model's time for each measured operation is an open circle beside its measurement.
-# Rendered by `writescope plot calib`, which writes the data files and passes:
-#   datadir  folder with 1.dat .. n.dat (bytes, t_median, t_min, t_max, t_model, flops)
-#   n        number of panels
-#   titles   space-separated panel titles (underscores are shown as spaces)
-#   outfile  output path; term  'pngcairo' or 'svg'
+# Rendered by `writescope plot calib`, which writes the data files and runs
+# `gnuplot -c calib.gp DATADIR N TITLES OUTFILE TERM`. Arguments are plain strings that
+# gnuplot never evaluates, so nothing read from the database can become gnuplot code:
+#   DATADIR  folder with 1.dat .. N.dat (bytes, t_median, t_min, t_max, t_model, flops)
+#   N        number of panels
+#   TITLES   space-separated panel titles, one word each
+#   OUTFILE  output path; TERM  pngcairo or svg
+datadir = ARG1
+n = ARG2 + 0
+titles = ARG3
+outfile = ARG4
+term = ARG5
 if (term eq 'svg') {
     set terminal svg size 1400, 350 * ceil(n / 3.0) dynamic font 'sans,10'
 } else {

@@ -33,12 +33,12 @@ static int get_int(json_t *o, const char *key, int def, long max, int *out, cons
     }
     double x;
     if (json_is_integer(v))
-        x = (double)json_integer_value(v);
+        x = (double)json_integer_value(v); /* exact for every value below 2^53 */
     else if (json_is_real(v) && json_real_value(v) == floor(json_real_value(v)))
         x = json_real_value(v); /* some exporters write 2048.0 */
     else
         return ws_err_set(err, WS_EPARSE, "%s: field \"%s\" must be an integer", origin, key);
-    if (x < 0 || x > (double)max)
+    if (!(x >= 0 && x <= (double)max))
         return ws_err_set(err, WS_EINVAL, "%s: field \"%s\" = %.0f is out of range [0, %ld]",
                           origin, key, x, max);
     *out = (int)x;
@@ -59,16 +59,38 @@ static void get_str(json_t *o, const char *key, char *buf, size_t cap)
         snprintf(buf, cap, "%s", json_string_value(v));
 }
 
+/* Marks the layers listed in mlp_only_layers (Qwen-MoE: dense layers by index) in
+ * dense[0..layers); each entry must be an integer layer index. */
+static int get_mlp_only(json_t *c, int layers, unsigned char *dense, const char *origin,
+                        ws_err *err)
+{
+    json_t *a = json_object_get(c, "mlp_only_layers");
+    if (!a || json_is_null(a))
+        return 0;
+    if (!json_is_array(a))
+        return ws_err_set(err, WS_EPARSE, "%s: field \"mlp_only_layers\" must be an array",
+                          origin);
+    size_t k;
+    json_t *v;
+    json_array_foreach(a, k, v)
+    {
+        if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) >= layers)
+            return ws_err_set(err, WS_EINVAL,
+                              "%s: field \"mlp_only_layers\"[%zu] is not a layer index in "
+                              "[0, %d)",
+                              origin, k, layers);
+        dense[json_integer_value(v)] = 1;
+    }
+    return 0;
+}
+
 /* Layer i uses routed experts? (DeepSeek: first_k_dense_replace, moe_layer_freq;
  * Qwen-MoE: decoder_sparse_step, mlp_only_layers.) */
-static int layer_is_moe(int i, int first_dense, int freq, int step, json_t *mlp_only)
+static int layer_is_moe(int i, int first_dense, int freq, int step, const unsigned char *dense)
 {
     if (i < first_dense || (freq > 1 && i % freq != 0) || (step > 1 && (i + 1) % step != 0))
         return 0;
-    size_t k;
-    json_t *v;
-    json_array_foreach(mlp_only, k, v) if (json_is_integer(v) && json_integer_value(v) == i) return 0;
-    return 1;
+    return !dense[i];
 }
 
 int ws_model_parse(const char *text, const char *origin, ws_model *m, ws_err *err)
@@ -76,7 +98,7 @@ int ws_model_parse(const char *text, const char *origin, ws_model *m, ws_err *er
     memset(m, 0, sizeof *m);
     snprintf(m->path, sizeof m->path, "%s", origin);
     json_error_t je;
-    json_t *root = json_loads(text, 0, &je);
+    json_t *root = json_loads(text, JSON_REJECT_DUPLICATES, &je);
     if (!root)
         return ws_err_set(err, WS_EPARSE, "%s: invalid JSON at line %d column %d: %s", origin,
                           je.line, je.column, je.text);
@@ -116,59 +138,59 @@ int ws_model_parse(const char *text, const char *origin, ws_model *m, ws_err *er
         goto out;
     }
 
-    const long BIG = 1L << 30;
-#define I(key, def, dst)                                                                        \
+#define I(key, def, max, dst)                                                                   \
     do {                                                                                        \
-        if ((rc = get_int(c, key, def, BIG, &(dst), origin, err)))                              \
+        if ((rc = get_int(c, key, def, max, &(dst), origin, err)))                              \
             goto out;                                                                           \
     } while (0)
-    I("hidden_size", 0, m->hidden);
-    I("num_hidden_layers", 0, m->layers);
-    I("num_attention_heads", 0, m->n_q_heads);
-    I("vocab_size", 0, m->vocab);
+    I("hidden_size", 0, WS_MODEL_MAX_HIDDEN, m->hidden);
+    I("num_hidden_layers", 0, WS_MODEL_MAX_LAYERS, m->layers);
+    I("num_attention_heads", 0, WS_MODEL_MAX_HEADS, m->n_q_heads);
+    I("vocab_size", 0, WS_MODEL_MAX_VOCAB, m->vocab);
     if ((rc = require_pos(m->hidden, "hidden_size", origin, err)) ||
         (rc = require_pos(m->layers, "num_hidden_layers", origin, err)) ||
         (rc = require_pos(m->n_q_heads, "num_attention_heads", origin, err)) ||
         (rc = require_pos(m->vocab, "vocab_size", origin, err)))
         goto out;
-    I("num_key_value_heads", m->n_q_heads, m->n_kv_heads);
-    I("head_dim", m->hidden / m->n_q_heads, m->head_dim);
-    I("intermediate_size", 0, m->intermediate);
-    I("kv_lora_rank", 0, m->kv_lora_rank);
-    I("q_lora_rank", 0, m->q_lora_rank);
-    I("qk_rope_head_dim", 0, m->rope_dim);
-    I("qk_nope_head_dim", 0, m->nope_dim);
-    I("v_head_dim", m->head_dim, m->v_head_dim);
-    I("index_topk", 0, m->index_topk);
-    I("index_n_heads", 0, m->index_n_heads);
-    I("index_head_dim", 0, m->index_head_dim);
+    I("num_key_value_heads", m->n_q_heads, WS_MODEL_MAX_HEADS, m->n_kv_heads);
+    I("head_dim", m->hidden / m->n_q_heads, WS_MODEL_MAX_DIM, m->head_dim);
+    I("intermediate_size", 0, WS_MODEL_MAX_FFN, m->intermediate);
+    I("kv_lora_rank", 0, WS_MODEL_MAX_DIM, m->kv_lora_rank);
+    I("q_lora_rank", 0, WS_MODEL_MAX_DIM, m->q_lora_rank);
+    I("qk_rope_head_dim", 0, WS_MODEL_MAX_DIM, m->rope_dim);
+    I("qk_nope_head_dim", 0, WS_MODEL_MAX_DIM, m->nope_dim);
+    I("v_head_dim", m->head_dim, WS_MODEL_MAX_DIM, m->v_head_dim);
+    I("index_topk", 0, WS_MODEL_MAX_TOKENS, m->index_topk);
+    I("index_n_heads", 0, WS_MODEL_MAX_HEADS, m->index_n_heads);
+    I("index_head_dim", 0, WS_MODEL_MAX_DIM, m->index_head_dim);
     json_t *b = json_object_get(c, "tie_word_embeddings");
     m->tie_embeddings = json_is_true(b);
     m->attention_bias = json_is_true(json_object_get(c, "attention_bias"));
     /* Qwen configs carry sliding_window with use_sliding_window=false: honour the switch. */
     json_t *usw = json_object_get(c, "use_sliding_window");
     if (!usw || json_is_true(usw))
-        I("sliding_window", 0, m->sliding_window);
+        I("sliding_window", 0, WS_MODEL_MAX_TOKENS, m->sliding_window);
 
     /* Experts: each family names the count differently. */
     int n = 0;
-    I("n_routed_experts", 0, n);
+    I("n_routed_experts", 0, WS_MODEL_MAX_EXPERTS, n);
     if (!n)
-        I("num_experts", 0, n);
+        I("num_experts", 0, WS_MODEL_MAX_EXPERTS, n);
     if (!n)
-        I("num_local_experts", 0, n);
+        I("num_local_experts", 0, WS_MODEL_MAX_EXPERTS, n);
     m->n_experts = n;
-    I("num_experts_per_tok", 0, m->experts_per_tok);
-    I("moe_intermediate_size", m->intermediate, m->moe_intermediate);
-    I("n_shared_experts", 0, m->n_shared_experts);
+    I("num_experts_per_tok", 0, WS_MODEL_MAX_EXPERTS, m->experts_per_tok);
+    I("moe_intermediate_size", m->intermediate, WS_MODEL_MAX_FFN, m->moe_intermediate);
+    I("n_shared_experts", 0, WS_MODEL_MAX_EXPERTS, m->n_shared_experts);
     int qwen_shared = 0;
-    I("shared_expert_intermediate_size", 0, qwen_shared);
-    m->shared_intermediate = qwen_shared ? qwen_shared : m->n_shared_experts * m->moe_intermediate;
+    I("shared_expert_intermediate_size", 0, WS_MODEL_MAX_FFN, qwen_shared);
+    m->shared_intermediate =
+        qwen_shared ? qwen_shared : (long long)m->n_shared_experts * m->moe_intermediate;
     m->shared_expert_gate = qwen_shared > 0;
     int first_dense = 0, freq = 1, step = 1;
-    I("first_k_dense_replace", 0, first_dense);
-    I("moe_layer_freq", 1, freq);
-    I("decoder_sparse_step", 1, step);
+    I("first_k_dense_replace", 0, WS_MODEL_MAX_LAYERS, first_dense);
+    I("moe_layer_freq", 1, WS_MODEL_MAX_LAYERS, freq);
+    I("decoder_sparse_step", 1, WS_MODEL_MAX_LAYERS, step);
 #undef I
 
     if (m->kv_lora_rank) {
@@ -204,9 +226,11 @@ int ws_model_parse(const char *text, const char *origin, ws_model *m, ws_err *er
         if ((rc = require_pos(m->moe_intermediate, "moe_intermediate_size", origin, err)))
             goto out;
     }
-    json_t *mlp_only = json_object_get(c, "mlp_only_layers");
+    unsigned char dense[WS_MODEL_MAX_LAYERS] = {0};
+    if ((rc = get_mlp_only(c, m->layers, dense, origin, err)))
+        goto out;
     for (int i = 0; i < m->layers; i++) {
-        if (m->n_experts && layer_is_moe(i, first_dense, freq, step, mlp_only))
+        if (m->n_experts && layer_is_moe(i, first_dense, freq, step, dense))
             m->n_moe_layers++;
         else
             m->n_dense_layers++;
@@ -316,7 +340,7 @@ void ws_model_derive(const ws_model *m, ws_dtype kv_dtype, ws_model_stats *s)
             const double ih = m->index_n_heads, id = m->index_head_dim;
             s->index_bytes_tok_layer = id * kvs;
             s->index_flops_tok_layer = 2.0 * ih * id;
-            s->attended_max = m->index_topk + m->sliding_window;
+            s->attended_max = (long long)m->index_topk + m->sliding_window;
             double qin = m->q_lora_rank ? m->q_lora_rank : H;
             attn_params += qin * ih * id + H * id + 2.0 * id + H * ih;
         }

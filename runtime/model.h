@@ -6,7 +6,11 @@
  * Mixtral families (num_key_value_heads, kv_lora_rank, num_local_experts, num_experts,
  * n_routed_experts, first_k_dense_replace, ...) so a config.json downloaded from the hub
  * loads as it is. Used by the CLI (`model show`), the cost model, the runtime and the
- * simulator. */
+ * simulator.
+ *
+ * A config is input from anywhere, so every field is bounded (WS_MODEL_MAX_* below, each
+ * some 8x-500x above the largest public configs), duplicate keys are an error, and sizes
+ * that are products of fields (shared_intermediate, attended_max) are 64-bit. */
 #ifndef WS_MODEL_H
 #define WS_MODEL_H
 
@@ -17,6 +21,18 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* Upper bounds on config fields, well above every public model so that real configs load
+ * while a hostile one cannot overflow or spin: layers x mlp_only_layers, the per-layer
+ * loops and every int sum stay small. Largest public values in the comments. */
+#define WS_MODEL_MAX_LAYERS 1024       /* 126 Llama-3.1-405B; MoE: 94 Qwen3-235B, 61 DeepSeek-V3 */
+#define WS_MODEL_MAX_HIDDEN 65536      /* 16384 Llama-3.1-405B; MoE: 7168 DeepSeek-V3, Kimi K2 */
+#define WS_MODEL_MAX_HEADS 4096        /* query or KV heads: 128 DeepSeek-V3, Llama-3.1-405B */
+#define WS_MODEL_MAX_DIM 65536         /* head, rope, nope, v, LoRA ranks: 1536 (V3 q_lora_rank) */
+#define WS_MODEL_MAX_VOCAB (1 << 22)   /* 262144 Gemma 3; 163840 Kimi K2, 151936 Qwen3 */
+#define WS_MODEL_MAX_FFN (1 << 20)     /* MLP widths: 53248 Llama-3.1-405B, 20480 Qwen2-57B shared */
+#define WS_MODEL_MAX_EXPERTS 65536     /* routed or shared: 512 Qwen3-Next, 384 Kimi K2, 256 V3 */
+#define WS_MODEL_MAX_TOKENS (1 << 30)  /* token counts (sliding_window, index_topk): 2048 V3.2 */
 
 typedef enum ws_attn_kind {
     WS_ATTN_MHA = 0,        /* one KV head per query head */
@@ -45,7 +61,7 @@ typedef struct ws_model {
     int intermediate;       /* dense MLP width */
     int n_experts, experts_per_tok, moe_intermediate;
     int n_shared_experts;   /* DeepSeek style: count of moe_intermediate-wide experts */
-    int shared_intermediate;/* total shared-expert width (n_shared*moe_inter or Qwen2 size) */
+    long long shared_intermediate; /* total shared-expert width (n_shared*moe_inter or Qwen2 size) */
     int shared_expert_gate; /* Qwen2-MoE sigmoid gate on the shared expert */
     int n_moe_layers, n_dense_layers;
     ws_attn_kind attn;
@@ -59,7 +75,7 @@ typedef struct ws_model_stats {
     double index_bytes_tok_layer;   /* indexer keys (sparse only) */
     double attn_flops_tok_layer;    /* f_tok: per attended KV token, one layer, one query */
     double index_flops_tok_layer;   /* indexer scoring per context token (sparse only) */
-    int attended_max;               /* sparse: top-k + window tokens; 0 = all */
+    long long attended_max;         /* sparse: top-k + window tokens; 0 = all */
     double attn_weight_bytes_layer; /* projections of one layer */
     double expert_bytes;            /* one routed expert, one layer */
     double routed_bytes_layer, routed_bytes;

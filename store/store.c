@@ -2,12 +2,16 @@
 #include "store.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "embedded.h"
+#include "store_priv.h"
+#include "ws_parse.h"
 #include "ws_util.h"
 
 struct ws_store {
@@ -22,10 +26,7 @@ const char *const ws_store_tables[] = {"hosts",   "calib_runs", "samples",      
 
 static const char *const k_sources[] = {"datasheet", "measured", "fitted", "modeled", NULL};
 
-/* Message for an unexpected SQLite failure: "<db>: <what>: <sqlite> (store.c:LINE)". */
-#define DB_FAIL(s, err, what)                                                                   \
-    ws_err_set(err, WS_EDB, "%s: %s: %s (%s:%d)", (s)->path, what, sqlite3_errmsg((s)->db),     \
-               __FILE__, __LINE__)
+#define DB_FAIL WS_DB_FAIL
 
 int ws_store_default_path(char *buf, size_t cap, ws_err *err)
 {
@@ -42,7 +43,7 @@ int ws_store_default_path(char *buf, size_t cap, ws_err *err)
     return ws_path_join(buf, cap, root, "results/writescope.db", err);
 }
 
-sqlite3 *ws_store_db(ws_store *s) { return s->db; }
+sqlite3 *ws_store_sqlite(ws_store *s) { return s->db; }
 const char *ws_store_path(const ws_store *s) { return s->path; }
 int ws_store_created(const ws_store *s) { return s->created; }
 
@@ -132,7 +133,12 @@ static int migrate(ws_store *s, int from, ws_err *err)
     return 0;
 }
 
-int ws_store_open(const char *path, ws_store **out, ws_err *err)
+enum { OPEN_WRITE, OPEN_READ, OPEN_MEMORY }; /* how open_mode opens a store */
+
+/* Opens `path` for writing (creating, migrating and seeding it), for reading (an existing,
+ * current database, touched by nothing), or as an in-memory seeded store (path is then
+ * only the name messages use). */
+static int open_mode(const char *path, int mode, ws_store **out, ws_err *err)
 {
     *out = NULL;
     ws_store *s = calloc(1, sizeof *s);
@@ -143,20 +149,34 @@ int ws_store_open(const char *path, ws_store **out, ws_err *err)
         return ws_err_set(err, WS_EINVAL, "database path too long");
     }
     strcpy(s->path, path);
-    const char *tm = getenv("WRITESCOPE_DB_TIMEOUT_MS");
-    s->timeout_ms = tm && *tm && atoi(tm) >= 0 ? atoi(tm) : 5000;
+    long long tm;
+    int erc = ws_env_int64("WRITESCOPE_DB_TIMEOUT_MS", 5000, 0, INT_MAX, &tm, err);
+    if (erc) {
+        free(s);
+        return erc;
+    }
+    s->timeout_ms = (int)tm;
 
     int exists = access(path, F_OK) == 0;
-    if (exists && !ws_file_exists(path)) {
+    struct stat sb;
+    int bad = 0;
+    if (mode == OPEN_MEMORY)
+        exists = 0;
+    else if (exists && (stat(path, &sb) || !S_ISREG(sb.st_mode)))
+        bad = ws_err_set(err, WS_EIO, "%s: not a regular file", path);
+    else if (!exists && mode == OPEN_READ)
+        bad = ws_err_set(err, WS_ENOTFOUND, "%s: database does not exist", path);
+    else if (exists && mode == OPEN_READ && sb.st_size == 0)
+        bad = ws_err_set(err, WS_EDB, "%s: empty file, not a WriteScope database", path);
+    else if (!exists && ws_ensure_parent_dir(path, err))
+        bad = err ? err->code : WS_EIO;
+    if (bad) {
         free(s);
-        return ws_err_set(err, WS_EIO, "%s: not a regular file", path);
+        return bad;
     }
-    if (!exists && ws_ensure_parent_dir(path, err)) {
-        free(s);
-        return err ? err->code : WS_EIO;
-    }
-    int flags = SQLITE_OPEN_READWRITE | (exists ? 0 : SQLITE_OPEN_CREATE);
-    int rc = sqlite3_open_v2(path, &s->db, flags, NULL);
+    int flags = mode == OPEN_READ ? SQLITE_OPEN_READONLY
+                                  : SQLITE_OPEN_READWRITE | (exists ? 0 : SQLITE_OPEN_CREATE);
+    int rc = sqlite3_open_v2(mode == OPEN_MEMORY ? ":memory:" : path, &s->db, flags, NULL);
     if (rc != SQLITE_OK) {
         ws_err_set(err, WS_EDB, "%s: cannot open: %s", path,
                    s->db ? sqlite3_errmsg(s->db) : sqlite3_errstr(rc));
@@ -165,7 +185,7 @@ int ws_store_open(const char *path, ws_store **out, ws_err *err)
         return WS_EDB;
     }
     sqlite3_busy_timeout(s->db, s->timeout_ms);
-    s->created = !exists;
+    s->created = !exists && mode == OPEN_WRITE;
 
     int version = 0, tables = 0;
     if (query_int(s, "PRAGMA user_version", &version, err))
@@ -182,6 +202,17 @@ int ws_store_open(const char *path, ws_store **out, ws_err *err)
     if (version == 0 && tables > 0) {
         ws_err_set(err, WS_EDB, "%s: a SQLite database, but not a WriteScope one (no schema version)",
                    path);
+        goto fail;
+    }
+    if (mode == OPEN_READ && version == 0) {
+        ws_err_set(err, WS_EDB, "%s: an empty SQLite database, not a WriteScope one", path);
+        goto fail;
+    }
+    if (mode == OPEN_READ && version < WS_SCHEMA_VERSION) {
+        ws_err_set(err, WS_EDB,
+                   "%s: schema version %d is older than this writescope's (%d); a writing "
+                   "command (writescope db init --db PATH) migrates it",
+                   path, version, WS_SCHEMA_VERSION);
         goto fail;
     }
     if (exec(s, "PRAGMA foreign_keys = ON", err))
@@ -207,6 +238,39 @@ fail:
     free(s);
     return err ? err->code : WS_EDB;
 }
+
+int ws_store_open(const char *path, ws_store **out, ws_err *err)
+{
+    return open_mode(path, OPEN_WRITE, out, err);
+}
+
+int ws_store_open_readonly(const char *path, ws_store **out, ws_err *err)
+{
+    return open_mode(path, OPEN_READ, out, err);
+}
+
+int ws_store_open_embedded(ws_store **out, ws_err *err)
+{
+    return open_mode(WS_STORE_EMBEDDED, OPEN_MEMORY, out, err);
+}
+
+int ws_store_open_for_reading(const char *path, ws_store **out, int *embedded, ws_err *err)
+{
+    char def[WS_PATH_MAX];
+    *embedded = 0;
+    if (!path) {
+        if (ws_store_default_path(def, sizeof def, err))
+            return err ? err->code : WS_EIO;
+        if (access(def, F_OK) != 0 && errno == ENOENT) {
+            *embedded = 1;
+            return ws_store_open_embedded(out, err);
+        }
+        path = def;
+    }
+    return ws_store_open_readonly(path, out, err);
+}
+
+int ws_store_in_transaction(ws_store *s) { return !sqlite3_get_autocommit(s->db); }
 
 void ws_store_close(ws_store *s)
 {
@@ -238,6 +302,15 @@ static int insert_profile(ws_store *s, json_t *p, const char *origin, int index,
     if (strcmp(kind, "gpu") && strcmp(kind, "host"))
         return ws_err_set(err, WS_EINVAL, "%s: profile %s: kind \"%s\" is not gpu or host", origin,
                           name, kind);
+    json_t *devices = json_object_get(p, "devices");
+    size_t di;
+    json_t *dv;
+    if (devices && !json_is_array(devices))
+        return ws_err_set(err, WS_EPARSE, "%s: profile %s: devices must be an array of names",
+                          origin, name);
+    json_array_foreach(devices, di, dv) if (!json_is_string(dv))
+        return ws_err_set(err, WS_EPARSE, "%s: profile %s: devices must be an array of names",
+                          origin, name);
     /* The profile's own source: datasheet unless a parameter says it was measured/fitted. */
     const char *psrc = "datasheet";
     const char *key;
@@ -261,6 +334,10 @@ static int insert_profile(ws_store *s, json_t *p, const char *origin, int index,
         if (!isfinite(json_number_value(val)))
             return ws_err_set(err, WS_EINVAL, "%s: profile %s, param %s: value is not finite",
                               origin, name, key);
+        json_t *by = json_object_get(v, "calibrated_by");
+        if (by && !json_is_string(by))
+            return ws_err_set(err, WS_EPARSE, "%s: profile %s, param %s: calibrated_by must be "
+                              "a string", origin, name, key);
         if (!strcmp(src, "fitted") || !strcmp(src, "measured"))
             psrc = src;
     }
@@ -275,9 +352,10 @@ static int insert_profile(ws_store *s, json_t *p, const char *origin, int index,
         return DB_FAIL(s, err, "cannot replace profile");
     char now[32];
     ws_utc_now(now, sizeof now);
+    char *dev_text = devices ? json_dumps(devices, JSON_COMPACT) : NULL;
     rc = sqlite3_prepare_v2(s->db,
-                            "INSERT INTO profiles(name, kind, description, source, created_at) "
-                            "VALUES (?1, ?2, ?3, ?4, ?5)",
+                            "INSERT INTO profiles(name, kind, description, source, created_at, "
+                            "devices) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
                             -1, &st, NULL);
     if (rc == SQLITE_OK) {
         sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
@@ -285,15 +363,17 @@ static int insert_profile(ws_store *s, json_t *p, const char *origin, int index,
         sqlite3_bind_text(st, 3, desc, -1, SQLITE_STATIC);
         sqlite3_bind_text(st, 4, psrc, -1, SQLITE_STATIC);
         sqlite3_bind_text(st, 5, now, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 6, dev_text ? dev_text : "[]", -1, SQLITE_STATIC);
         rc = sqlite3_step(st) == SQLITE_DONE ? SQLITE_OK : SQLITE_ERROR;
     }
     sqlite3_finalize(st);
+    free(dev_text);
     if (rc != SQLITE_OK)
         return DB_FAIL(s, err, "cannot insert profile");
     sqlite3_int64 id = sqlite3_last_insert_rowid(s->db);
     rc = sqlite3_prepare_v2(s->db,
                             "INSERT INTO profile_params(profile_id, key, value, unit, source, "
-                            "reference) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                            "reference, calibrated_by) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
                             -1, &st, NULL);
     if (rc != SQLITE_OK)
         return DB_FAIL(s, err, "cannot prepare profile parameters");
@@ -308,6 +388,8 @@ static int insert_profile(ws_store *s, json_t *p, const char *origin, int index,
                           SQLITE_STATIC);
         sqlite3_bind_text(st, 6, json_string_value(json_object_get(v, "reference")), -1,
                           SQLITE_STATIC);
+        const char *by = json_string_value(json_object_get(v, "calibrated_by"));
+        sqlite3_bind_text(st, 7, by ? by : "", -1, SQLITE_STATIC);
         if (sqlite3_step(st) != SQLITE_DONE) {
             DB_FAIL(s, err, "cannot insert profile parameter");
             sqlite3_finalize(st);
@@ -322,7 +404,7 @@ static int insert_profile(ws_store *s, json_t *p, const char *origin, int index,
 static int import_in_tx(ws_store *s, const char *text, const char *origin, int *n_out, ws_err *err)
 {
     json_error_t je;
-    json_t *root = json_loads(text, 0, &je);
+    json_t *root = json_loads(text, JSON_REJECT_DUPLICATES, &je);
     if (!root)
         return ws_err_set(err, WS_EPARSE, "%s: invalid JSON at line %d column %d: %s", origin,
                           je.line, je.column, je.text);
@@ -348,7 +430,7 @@ static int import_in_tx(ws_store *s, const char *text, const char *origin, int *
 int ws_store_import_profiles(ws_store *s, const char *text, const char *origin, int *n_out,
                              ws_err *err)
 {
-    if (!sqlite3_get_autocommit(s->db)) /* the caller's transaction covers it */
+    if (ws_store_in_transaction(s)) /* the caller's transaction covers it */
         return import_in_tx(s, text, origin, n_out, err);
     int rc = ws_store_begin(s, err);
     if (rc)

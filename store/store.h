@@ -1,20 +1,22 @@
 /* store: the project's SQLite database (hardware profiles, hosts, calibration runs,
  * raw samples and fits).
  *
- * Opening a store creates the file on first use, applies the schema migrations embedded
- * from store/schema/NNN_*.sql up to WS_SCHEMA_VERSION (tracked in PRAGMA user_version),
- * and seeds a fresh database with the datasheet profiles (profiles/datasheet.json).
- * A file that is not SQLite, is some other SQLite database, or has a newer schema is
- * refused with a one-line message naming it, and nothing is written to it. Every write
- * is one transaction (BEGIN IMMEDIATE), so an interrupted writer leaves the database as
- * it was; a database locked by another writer is waited for up to a bounded time
- * ($WRITESCOPE_DB_TIMEOUT_MS, default 5000) and then reported. Used by the CLI (db, and
- * later calib, sim), the calibrator and the profile loader. */
+ * Opening a store for writing creates the file on first use, applies the schema
+ * migrations embedded from store/schema/NNN_*.sql up to WS_SCHEMA_VERSION (tracked in
+ * PRAGMA user_version), and seeds a fresh database with the datasheet profiles
+ * (profiles/datasheet.json). Opening for reading touches nothing: the file must exist and
+ * hold the current schema, else a one-line error names it; with no database at all, the
+ * embedded store (in memory, seeded) stands in. A file that is not SQLite, is some other
+ * SQLite database, or has a newer schema is refused, and nothing is written to it. Every
+ * write is one transaction (BEGIN IMMEDIATE), so an interrupted writer leaves the database
+ * as it was; a database locked by another writer is waited for up to a bounded time
+ * ($WRITESCOPE_DB_TIMEOUT_MS, default 5000) and then reported. The SQL lives in store/
+ * only: typed access per domain is in calibdb.h (calibration runs) and profile.h
+ * (hardware profiles). */
 #ifndef WS_STORE_H
 #define WS_STORE_H
 
 #include <jansson.h>
-#include <sqlite3.h>
 #include <stdio.h>
 
 #include "ws_err.h"
@@ -23,19 +25,31 @@
 extern "C" {
 #endif
 
-#define WS_SCHEMA_VERSION 2 /* newest migration this build knows */
+#define WS_SCHEMA_VERSION 3 /* newest migration this build knows */
+#define WS_STORE_EMBEDDED "(embedded datasheet profiles)" /* path of the in-memory store */
 
 typedef struct ws_store ws_store;
 
 /* $WRITESCOPE_DB if set, else <project root>/results/writescope.db. */
 int ws_store_default_path(char *buf, size_t cap, ws_err *err);
-/* Opens (creating and seeding when missing) and migrates. */
+/* Opens for writing (creating and seeding when missing) and migrates. */
 int ws_store_open(const char *path, ws_store **out, ws_err *err);
+/* Opens an existing database read-only: never creates, migrates or seeds. Missing:
+ * "<path>: database does not exist" (WS_ENOTFOUND); empty, not SQLite, foreign, older
+ * or newer schema: WS_EDB; the file is left as it was. */
+int ws_store_open_readonly(const char *path, ws_store **out, ws_err *err);
+/* A store in memory holding the embedded datasheet profiles; its path reads
+ * WS_STORE_EMBEDDED. */
+int ws_store_open_embedded(ws_store **out, ws_err *err);
+/* For read-only commands: `path` read-only when given; else the default database
+ * read-only, or -- when it does not exist yet -- the embedded store, with *embedded = 1. */
+int ws_store_open_for_reading(const char *path, ws_store **out, int *embedded, ws_err *err);
 void ws_store_close(ws_store *s);
-sqlite3 *ws_store_db(ws_store *s);
 const char *ws_store_path(const ws_store *s);
 /* 1 if this open created the file. */
 int ws_store_created(const ws_store *s);
+/* 1 while a transaction (ws_store_begin) is open. */
+int ws_store_in_transaction(ws_store *s);
 
 /* Transactions for multi-statement writes (the calibrator commits a run whole). */
 int ws_store_begin(ws_store *s, ws_err *err);
@@ -43,8 +57,8 @@ int ws_store_commit(ws_store *s, ws_err *err);
 void ws_store_rollback(ws_store *s);
 
 /* Replaces the profiles named in a profile file (format of profiles/datasheet.json)
- * in one transaction (the caller's, when one is open); `origin` names the text in messages. Returns 0 and the number
- * of profiles written in *n_out. */
+ * in one transaction (the caller's, when one is open); `origin` names the text in
+ * messages. Returns 0 and the number of profiles written in *n_out. */
 int ws_store_import_profiles(ws_store *s, const char *json_text, const char *origin, int *n_out,
                              ws_err *err);
 /* The same with the embedded datasheet profiles. */

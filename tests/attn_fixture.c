@@ -45,7 +45,7 @@ void th_attn_make(th_attn *f, ws_kv_layout kv, int n_q, int n_seqs, const int *l
     const int slots = 2 * total + 1; /* every other slot stays unused */
     size_t pe = ws_kv_page_bytes(&kv) / 2;
     /* Huge pages where the kernel grants them, as the runtime's CPU region and the bench
-     * allocate (scripts/ab_amx times kernels on this pool). */
+     * allocate (scripts/ab/ab_loop times kernels on this pool). */
     const size_t huge = 2u << 20, bytes = sizeof(uint16_t) * pe * (size_t)slots;
     f->pool = aligned_alloc(huge, (bytes + huge - 1) / huge * huge);
     if (f->pool)

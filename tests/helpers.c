@@ -3,9 +3,11 @@
 
 #include <criterion/criterion.h>
 #include <criterion/hooks.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <jansson.h>
 #include <poll.h>
+#include <signal.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -81,27 +83,34 @@ static void exec_writescope(const char *const *args, const char *const *env_kv)
     _exit(127);
 }
 
-th_run th_writescope(const char *const *args, const char *const *env_kv)
+/* Runs the binary with stdout on out_fd, or on a captured pipe when out_fd < 0. */
+static th_run run_captured(const char *const *args, const char *const *env_kv, int out_fd,
+                           int sigpipe_ignored)
 {
-    int po[2], pe[2];
-    cr_assert(pipe(po) == 0 && pipe(pe) == 0);
+    int po[2] = {-1, -1}, pe[2];
+    cr_assert(pipe(pe) == 0);
+    if (out_fd < 0)
+        cr_assert(pipe(po) == 0);
     pid_t pid = fork();
     cr_assert(pid >= 0, "fork failed");
     if (pid == 0) {
-        dup2(po[1], 1);
+        signal(SIGPIPE, sigpipe_ignored ? SIG_IGN : SIG_DFL);
+        dup2(out_fd < 0 ? po[1] : out_fd, 1);
         dup2(pe[1], 2);
-        close(po[0]);
+        if (out_fd < 0)
+            close(po[0]);
         close(pe[0]);
         exec_writescope(args, env_kv);
     }
-    close(po[1]);
+    if (out_fd < 0)
+        close(po[1]);
     close(pe[1]);
     th_run r = {0};
     size_t lo = 0, le = 0;
     append(&r.out, &lo, "", 0);
     append(&r.err, &le, "", 0);
     struct pollfd fds[2] = {{po[0], POLLIN, 0}, {pe[0], POLLIN, 0}};
-    int open_fds = 2;
+    int open_fds = out_fd < 0 ? 2 : 1;
     char buf[65536];
     while (open_fds > 0) {
         if (poll(fds, 2, -1) < 0)
@@ -125,6 +134,17 @@ th_run th_writescope(const char *const *args, const char *const *env_kv)
     waitpid(pid, &st, 0);
     r.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
     return r;
+}
+
+th_run th_writescope(const char *const *args, const char *const *env_kv)
+{
+    return run_captured(args, env_kv, -1, 0);
+}
+
+th_run th_writescope_to(const char *const *args, const char *const *env_kv, int out_fd,
+                        int sigpipe_ignored)
+{
+    return run_captured(args, env_kv, out_fd, sigpipe_ignored);
 }
 
 void th_run_free(th_run *r)
@@ -190,6 +210,28 @@ int th_count_file(const char *db_path, const char *sql)
     cr_assert_eq(sqlite3_open(db_path, &db), SQLITE_OK);
     int n = th_count(db, sql);
     sqlite3_close(db);
+    return n;
+}
+
+void th_exec_sql(const char *db_path, const char *sql)
+{
+    sqlite3 *db;
+    char *msg = NULL;
+    cr_assert_eq(sqlite3_open(db_path, &db), SQLITE_OK);
+    int rc = sqlite3_exec(db, sql, NULL, NULL, &msg);
+    cr_assert_eq(rc, SQLITE_OK, "%s: %s", db_path, msg ? msg : "");
+    sqlite3_close(db);
+}
+
+int th_dir_entries(const char *dir)
+{
+    DIR *d = opendir(dir);
+    cr_assert_not_null(d, "%s", dir);
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)))
+        n += strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
+    closedir(d);
     return n;
 }
 

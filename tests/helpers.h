@@ -19,6 +19,10 @@ void th_write(const char *dir, const char *name, const char *text, char *buf, si
  * NULL-terminated list of "NAME=VALUE" added to the environment (may be NULL). */
 th_run th_writescope(const char *const *args, const char *const *env_kv);
 void th_run_free(th_run *r);
+/* The same with stdout on out_fd (r.out stays empty); SIGPIPE is ignored in the child when
+ * sigpipe_ignored, as under a parent that ignores it, else it has its default action. */
+th_run th_writescope_to(const char *const *args, const char *const *env_kv, int out_fd,
+                        int sigpipe_ignored);
 /* The same for a command that must succeed and print JSON: asserts exit 0 and valid JSON,
  * returns the parsed value (caller json_decref's it). */
 struct json_t;
@@ -40,5 +44,9 @@ struct sqlite3;
 int th_count(struct sqlite3 *db, const char *sql);
 /* The same on a database file, opened and closed around the query. */
 int th_count_file(const char *db_path, const char *sql);
+/* Runs SQL on a database file (created if missing); asserts it succeeds. */
+void th_exec_sql(const char *db_path, const char *sql);
+/* Number of entries in a folder, "." and ".." not counted. */
+int th_dir_entries(const char *dir);
 
 #endif

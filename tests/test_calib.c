@@ -82,10 +82,12 @@ Test(calib, fit_store_show_roundtrip)
     long long id = 0;
     cr_assert_eq(ws_calib_store(s, &run, &id, &err), 0, "%s", err.msg);
     cr_assert_gt(id, 0);
-    cr_assert_eq(th_count(ws_store_db(s), "SELECT count(*) FROM samples"), run.n_samples);
+    cr_assert_eq(th_count_file(ws_store_path(s), "SELECT count(*) FROM samples"), run.n_samples);
     /* Every sample round-trips exactly. */
+    sqlite3 *db;
+    cr_assert_eq(sqlite3_open(ws_store_path(s), &db), SQLITE_OK);
     sqlite3_stmt *st;
-    sqlite3_prepare_v2(ws_store_db(s),
+    sqlite3_prepare_v2(db,
                        "SELECT device, op, dtype, attn_kind, params, flops, bytes, repeats, "
                        "t_median, t_min, t_max FROM samples ORDER BY id",
                        -1, &st, NULL);
@@ -102,6 +104,7 @@ Test(calib, fit_store_show_roundtrip)
         cr_assert_eq(sqlite3_column_double(st, 10), x->t_max);
     }
     sqlite3_finalize(st);
+    sqlite3_close(db);
 
     json_t *show = ws_calib_show(s, 0, &err);
     cr_assert_not_null(show, "%s", err.msg);
@@ -166,9 +169,9 @@ Test(calib, fit_store_show_roundtrip)
     long long id2;
     cr_assert_eq(ws_calib_store(s, &run2, &id2, &err), 0, "%s", err.msg);
     cr_assert_gt(id2, id);
-    cr_assert_eq(th_count(ws_store_db(s), "SELECT count(*) FROM calib_runs"), 2);
-    cr_assert_eq(th_count(ws_store_db(s), "SELECT count(*) FROM hosts"), 1);
-    cr_assert_eq(th_count(ws_store_db(s), "SELECT count(*) FROM profile_params WHERE key = "
+    cr_assert_eq(th_count_file(ws_store_path(s), "SELECT count(*) FROM calib_runs"), 2);
+    cr_assert_eq(th_count_file(ws_store_path(s), "SELECT count(*) FROM hosts"), 1);
+    cr_assert_eq(th_count_file(ws_store_path(s), "SELECT count(*) FROM profile_params WHERE key = "
                           "'cpu.attn.gqa.bf16.bandwidth' AND value BETWEEN 14.9e9 AND 15.1e9"),
                  1);
     ws_calib_run_free(&run);
@@ -183,20 +186,20 @@ Test(calib, failed_store_leaves_no_rows)
     ws_err err = {0};
     cr_assert_eq(ws_calib_fit_all(&run, &err), 0);
     ws_store *s = fresh_store();
-    int before = th_count(ws_store_db(s), "SELECT count(*) FROM profiles");
+    int before = th_count_file(ws_store_path(s), "SELECT count(*) FROM profiles");
     ws_calib_fault_after_samples = 7;
     long long id;
     cr_assert_eq(ws_calib_store(s, &run, &id, &err), WS_EDB);
     ws_calib_fault_after_samples = -1;
     cr_assert_neq(strstr(err.msg, "injected fault"), NULL, "%s", err.msg);
-    cr_assert_eq(th_count(ws_store_db(s), "SELECT count(*) FROM samples"), 0);
-    cr_assert_eq(th_count(ws_store_db(s), "SELECT count(*) FROM calib_runs"), 0);
-    cr_assert_eq(th_count(ws_store_db(s), "SELECT count(*) FROM hosts"), 0);
-    cr_assert_eq(th_count(ws_store_db(s), "SELECT count(*) FROM fits"), 0);
-    cr_assert_eq(th_count(ws_store_db(s), "SELECT count(*) FROM profiles"), before);
+    cr_assert_eq(th_count_file(ws_store_path(s), "SELECT count(*) FROM samples"), 0);
+    cr_assert_eq(th_count_file(ws_store_path(s), "SELECT count(*) FROM calib_runs"), 0);
+    cr_assert_eq(th_count_file(ws_store_path(s), "SELECT count(*) FROM hosts"), 0);
+    cr_assert_eq(th_count_file(ws_store_path(s), "SELECT count(*) FROM fits"), 0);
+    cr_assert_eq(th_count_file(ws_store_path(s), "SELECT count(*) FROM profiles"), before);
     /* The database is still usable and consistent. */
     cr_assert_eq(ws_calib_store(s, &run, &id, &err), 0, "%s", err.msg);
-    cr_assert_eq(th_count(ws_store_db(s), "SELECT count(*) FROM samples"), run.n_samples);
+    cr_assert_eq(th_count_file(ws_store_path(s), "SELECT count(*) FROM samples"), run.n_samples);
     ws_calib_run_free(&run);
     ws_store_close(s);
 }
@@ -232,7 +235,7 @@ Test(calib, locked_database_is_a_clear_error)
                   err.msg);
     sqlite3_exec(other, "ROLLBACK", 0, 0, 0);
     sqlite3_close(other);
-    cr_assert_eq(th_count(ws_store_db(s2), "SELECT count(*) FROM calib_runs"), 0);
+    cr_assert_eq(th_count_file(ws_store_path(s2), "SELECT count(*) FROM calib_runs"), 0);
     cr_assert_eq(ws_calib_store(s2, &run, &id, &err), 0, "%s", err.msg);
     unsetenv("WRITESCOPE_DB_TIMEOUT_MS");
     ws_store_close(s2);
@@ -262,7 +265,7 @@ Test(calib, constant_intensity_without_machine_figures)
     ws_store *s = fresh_store();
     long long id;
     cr_assert_eq(ws_calib_store(s, &run, &id, &err), 0, "%s", err.msg);
-    cr_assert_eq(th_count(ws_store_db(s), "SELECT count(*) FROM fits WHERE op = 'attn' AND "
+    cr_assert_eq(th_count_file(ws_store_path(s), "SELECT count(*) FROM fits WHERE op = 'attn' AND "
                                           "attn_kind = 'gqa' AND peak_flops IS NULL"),
                  1);
     ws_store_close(s);

@@ -1,12 +1,15 @@
 /* test_cli: end-to-end runs of bin/writescope: the README's commands, --json output,
  * --help everywhere, and one-line errors with a non-zero exit for bad input. */
 #include <criterion/criterion.h>
+#include <fcntl.h>
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "helpers.h"
+#include "ws_util.h"
 
 static char g_env_db[320];
 static const char *g_env[] = {g_env_db, NULL};
@@ -204,4 +207,269 @@ Test(cli, device_runs_without_gpu)
     if (json_array_size(json_object_get(cuda, "devices")) == 0)
         cr_assert(json_is_string(json_object_get(cuda, "reason")), "a reason is given");
     json_decref(v);
+}
+
+/* A schema-1 database as an older writescope left it, at dir/v1.db. */
+static void old_schema_db(const char *dir, char *path, size_t cap)
+{
+    snprintf(path, cap, "%s/v1.db", dir);
+    char *sql = th_slurp("store/schema/001_initial.sql", NULL);
+    cr_assert_not_null(sql, "run the tests from the project folder");
+    th_exec_sql(path, sql);
+    th_exec_sql(path, "PRAGMA user_version = 1");
+    free(sql);
+}
+
+/* Read-only commands on a --db that does not exist: one-line error, nothing created. */
+Test(cli, read_only_commands_never_create)
+{
+    char dir[64], db[256], sub[128];
+    th_tmpdir(dir, sizeof dir);
+    snprintf(sub, sizeof sub, "%s/typo", dir);
+    snprintf(db, sizeof db, "%s/ws.db", sub);
+    const char *const cmds[][6] = {{"db", "show", "--db", db, NULL},
+                                   {"db", "show", "h200", "--db", db, NULL},
+                                   {"db", "export", "--db", db, NULL},
+                                   {"calib", "show", "--db", db, NULL},
+                                   {"plot", "calib", "--db", db, NULL}};
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
+        th_run r = run(cmds[i]);
+        cr_assert_eq(r.status, 1, "%s %s: exit %d", cmds[i][0], cmds[i][1], r.status);
+        cr_assert_eq(th_lines(r.err), 1, "%s", r.err);
+        cr_assert_neq(strstr(r.err, "database does not exist"), NULL, "%s", r.err);
+        cr_assert_neq(strstr(r.err, db), NULL, "%s", r.err);
+        cr_assert_eq(access(sub, F_OK), -1, "%s %s created %s", cmds[i][0], cmds[i][1], sub);
+        th_run_free(&r);
+    }
+}
+
+/* An empty file or an older schema, opened by a read-only command: refused, untouched. */
+Test(cli, read_only_commands_leave_files_alone)
+{
+    char dir[64], empty[256], old[256];
+    th_tmpdir(dir, sizeof dir);
+    th_write(dir, "empty.db", "", empty, sizeof empty);
+    old_schema_db(dir, old, sizeof old);
+    size_t old_len;
+    char *old_bytes = th_slurp(old, &old_len);
+    const char *const verbs[][2] = {{"db", "show"}, {"db", "export"}, {"calib", "show"},
+                                    {"plot", "calib"}};
+    for (size_t i = 0; i < 4; i++) {
+        const char *a1[] = {verbs[i][0], verbs[i][1], "--db", empty, NULL};
+        th_run r = run(a1);
+        cr_assert_eq(r.status, 1, "%s %s on an empty file: exit %d", verbs[i][0], verbs[i][1], r.status);
+        cr_assert_eq(th_lines(r.err), 1, "%s", r.err);
+        cr_assert_neq(strstr(r.err, "empty file"), NULL, "%s", r.err);
+        th_run_free(&r);
+        cr_assert(th_same_file_bytes(empty, "", 0), "%s %s wrote to the empty file", verbs[i][0],
+                  verbs[i][1]);
+        const char *a2[] = {verbs[i][0], verbs[i][1], "--db", old, NULL};
+        r = run(a2);
+        cr_assert_eq(r.status, 1, "%s %s on schema 1: exit %d", verbs[i][0], verbs[i][1], r.status);
+        cr_assert_eq(th_lines(r.err), 1, "%s", r.err);
+        cr_assert_neq(strstr(r.err, "older"), NULL, "%s", r.err);
+        th_run_free(&r);
+        cr_assert(th_same_file_bytes(old, old_bytes, old_len), "%s %s migrated the file",
+                  verbs[i][0], verbs[i][1]);
+    }
+    free(old_bytes);
+}
+
+/* No --db and no database yet: the embedded datasheet profiles, said on stderr, no file. */
+Test(cli, read_only_without_database_uses_embedded_profiles)
+{
+    const char *db = strchr(g_env_db, '=') + 1;
+    th_run r = run((const char *[]){"db", "show", "--json", NULL});
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cr_assert_neq(strstr(r.err, "embedded datasheet profiles"), NULL, "%s", r.err);
+    cr_assert_neq(strstr(r.out, "h100-sxm"), NULL);
+    th_run_free(&r);
+    cr_assert_eq(access(db, F_OK), -1, "db show created %s", db);
+    r = run((const char *[]){"db", "show", "h200", NULL});
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cr_assert_neq(strstr(r.out, "hbm_bw"), NULL, "%s", r.out);
+    th_run_free(&r);
+    r = run((const char *[]){"calib", "show", NULL});
+    cr_assert_eq(r.status, 1);
+    cr_assert_eq(th_lines(r.err), 1, "%s", r.err);
+    cr_assert_neq(strstr(r.err, "no calibration run yet"), NULL, "%s", r.err);
+    th_run_free(&r);
+    cr_assert_eq(access(db, F_OK), -1, "calib show created %s", db);
+}
+
+Test(cli, db_show_profile_by_name)
+{
+    json_t *v = run_json((const char *[]){"db", "show", "h100-sxm", "--json", NULL});
+    json_t *p = json_object_get(v, "profile");
+    cr_assert_str_eq(json_string_value(json_object_get(p, "name")), "h100-sxm");
+    cr_assert_str_eq(json_string_value(json_object_get(p, "datasheet")), "h100-sxm");
+    cr_assert(json_is_null(json_object_get(p, "calibrated")));
+    cr_assert_eq(json_array_size(json_object_get(p, "params")), 11);
+    json_decref(v);
+    expect_fail((const char *[]){"db", "show", "no-such-gpu", NULL}, "no profile named 'no-such-gpu'");
+    expect_fail((const char *[]){"db", "show", "gpu:Nothing", "--json", NULL}, "no profile named");
+}
+
+/* `db export --output` replaces regular files only and never leaves its temporary file. */
+Test(cli, db_export_output_refuses_non_regular_targets)
+{
+    char dir[64], target[256], link[256], fifo[256], folder[256], inner[300];
+    th_tmpdir(dir, sizeof dir);
+    th_write(dir, "target.txt", "keep me\n", target, sizeof target);
+    snprintf(link, sizeof link, "%s/link.json", dir);
+    cr_assert_eq(symlink(target, link), 0);
+    snprintf(fifo, sizeof fifo, "%s/fifo.json", dir);
+    cr_assert_eq(mkfifo(fifo, 0644), 0);
+    snprintf(folder, sizeof folder, "%s/folder.json", dir);
+    cr_assert_eq(mkdir(folder, 0755), 0);
+    th_write(folder, "x", "x", inner, sizeof inner); /* a rename over it would fail */
+    const char *const targets[] = {link, fifo, folder};
+    const char *const what[] = {"symbolic link", "FIFO", "folder"};
+    for (int i = 0; i < 3; i++) {
+        th_run r = run((const char *[]){"db", "export", "--output", targets[i], NULL});
+        cr_assert_eq(r.status, 1, "%s: exit %d", targets[i], r.status);
+        cr_assert_eq(th_lines(r.err), 1, "%s", r.err);
+        cr_assert_neq(strstr(r.err, what[i]), NULL, "%s", r.err);
+        th_run_free(&r);
+    }
+    struct stat st;
+    cr_assert(lstat(link, &st) == 0 && S_ISLNK(st.st_mode), "the link was replaced");
+    cr_assert(th_same_file_bytes(target, "keep me\n", 8), "written through the link");
+    cr_assert(lstat(fifo, &st) == 0 && S_ISFIFO(st.st_mode), "the FIFO was replaced");
+    cr_assert(lstat(folder, &st) == 0 && S_ISDIR(st.st_mode));
+    th_run r = run((const char *[]){"db", "export", "--output", "/dev/null", NULL});
+    cr_assert_eq(r.status, 1, "/dev/null: exit %d", r.status);
+    cr_assert_neq(strstr(r.err, "device"), NULL, "%s", r.err);
+    th_run_free(&r);
+    /* A failing export (unknown table) leaves nothing either. */
+    char out[300];
+    snprintf(out, sizeof out, "%s/out.csv", dir);
+    expect_fail((const char *[]){"db", "export", "--format", "csv", "--table", "nope", "--output", out, NULL},
+                "unknown table");
+    cr_assert_eq(th_dir_entries(dir), 4, "a temporary file was left in %s", dir);
+    /* A regular file is replaced whole. */
+    r = run((const char *[]){"db", "export", "--format", "csv", "--table", "hosts", "--output", target, NULL});
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    th_run_free(&r);
+    cr_assert_eq(th_dir_entries(dir), 4);
+    char *text = th_slurp(target, NULL);
+    cr_assert_eq(strncmp(text, "id,fingerprint", 14), 0, "%s", text);
+    free(text);
+}
+
+/* Output that cannot be written (full disk, reader gone) is a failure: exit 1 and one
+ * line on stderr, whether SIGPIPE is ignored by the parent or has its default action. */
+Test(cli, output_errors_exit_nonzero)
+{
+    th_run r = run((const char *[]){"db", "init", NULL});
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    th_run_free(&r);
+    const char *const cmds[][7] = {
+        {"model", "show", "qwen3-30b-a3b", NULL},
+        {"model", "show", "deepseek-v2-lite", "--json", NULL},
+        {"model", "list", NULL},
+        {"db", "show", NULL},
+        {"db", "show", "--json", NULL},
+        {"db", "export", NULL},
+        {"db", "export", "--format", "csv", "--table", "profile_params", NULL},
+        {"--help", NULL},
+    };
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
+        int full = open("/dev/full", O_WRONLY);
+        cr_assert_geq(full, 0);
+        r = th_writescope_to(cmds[i], g_env, full, 0);
+        close(full);
+        cr_assert_eq(r.status, 1, "%s %s on /dev/full: exit %d, stderr: %s", cmds[i][0],
+                     cmds[i][1], r.status, r.err);
+        cr_assert_eq(th_lines(r.err), 1, "one line: %s", r.err);
+        if (strcmp(cmds[i][0], "db") || strcmp(cmds[i][1], "export"))
+            cr_assert_neq(strstr(r.err, "writescope: stdout: No space left on device"), NULL,
+                          "%s", r.err);
+        th_run_free(&r);
+
+        for (int ign = 0; ign <= 1; ign++) {
+            int p[2];
+            cr_assert_eq(pipe(p), 0);
+            close(p[0]); /* the reader is gone before anything is written */
+            r = th_writescope_to(cmds[i], g_env, p[1], ign);
+            close(p[1]);
+            cr_assert_eq(r.status, 1, "%s %s into a closed pipe (SIGPIPE %s): exit %d, stderr: %s",
+                         cmds[i][0], cmds[i][1], ign ? "ignored" : "default", r.status, r.err);
+            cr_assert_eq(th_lines(r.err), 1, "one line: %s", r.err);
+            if (strcmp(cmds[i][0], "db") || strcmp(cmds[i][1], "export"))
+                cr_assert_neq(strstr(r.err, "writescope: stdout: Broken pipe"), NULL, "%s", r.err);
+            th_run_free(&r);
+        }
+    }
+}
+
+/* Numbers on the command line are whole, in range, or a usage error (exit 2) naming the
+ * option; nothing is opened or measured first. */
+Test(cli, options_parse_numbers_strictly)
+{
+    const char *const cmds[][8] = {
+        {"plot", "calib", "--run", "5abc", NULL},
+        {"plot", "calib", "--run", "99999999999999999999", NULL},
+        {"calib", "show", "--run", " 5", NULL},
+        {"calib", "--only", "gpu", "--threads", "4294967297", NULL},
+        {"bench", "membw", "--threads", " 2", "--isa", "bogus", NULL},
+        {"bench", "membw", "--repeats", "3x", "--isa", "bogus", NULL},
+    };
+    const char *opt[] = {"--run", "--run", "--run", "--threads", "--threads", "--repeats"};
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
+        th_run r = run(cmds[i]);
+        cr_assert_eq(r.status, 2, "%s %s %s '%s': exit %d, stderr: %s", cmds[i][0], cmds[i][1],
+                     cmds[i][2], cmds[i][3], r.status, r.err);
+        cr_assert_neq(strstr(r.err, opt[i]), NULL, "%s", r.err);
+        cr_assert_eq(th_lines(r.err), 1, "one line: %s", r.err);
+        th_run_free(&r);
+    }
+}
+
+/* A numeric environment variable that does not parse is an error naming it, not a
+ * silent default. */
+Test(cli, bad_env_number_is_an_error)
+{
+    th_run r = run((const char *[]){"db", "init", NULL});
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    th_run_free(&r);
+    const char *bad[] = {"WRITESCOPE_DB_TIMEOUT_MS=abc", "WRITESCOPE_DB_TIMEOUT_MS=-1",
+                         "WRITESCOPE_DB_TIMEOUT_MS=250ms", "WRITESCOPE_DB_TIMEOUT_MS=99999999999"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        const char *env[] = {g_env_db, bad[i], NULL};
+        r = th_writescope((const char *[]){"db", "show", NULL}, env);
+        cr_assert_eq(r.status, 1, "%s: exit %d, stderr: %s", bad[i], r.status, r.err);
+        cr_assert_eq(th_lines(r.err), 1, "one line: %s", r.err);
+        cr_assert_neq(strstr(r.err, bad[i]), NULL, "names the variable: %s", r.err);
+        cr_assert_str_eq(r.out, "");
+        th_run_free(&r);
+    }
+    const char *ok[] = {g_env_db, "WRITESCOPE_DB_TIMEOUT_MS=250", NULL};
+    r = th_writescope((const char *[]){"db", "show", NULL}, ok);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    th_run_free(&r);
+}
+
+/* A profile file with a key given twice is refused, naming the file (the last value
+ * would otherwise silently win). */
+Test(cli, profile_import_rejects_duplicate_keys)
+{
+    char root[4096], ds[4200], dir[64], seed[256], db[256];
+    ws_err err = {0};
+    cr_assert_eq(ws_root_dir(root, sizeof root, &err), 0, "%s", err.msg);
+    snprintf(ds, sizeof ds, "%s/profiles/datasheet.json", root);
+    char *text = th_slurp(ds, NULL);
+    cr_assert_not_null(text);
+    char *brace = strchr(text, '{');
+    cr_assert_not_null(brace);
+    size_t n = strlen(text) + 32;
+    char *dup = malloc(n);
+    snprintf(dup, n, "{\"profiles\": [], %s", brace + 1); /* then the real "profiles" */
+    th_tmpdir(dir, sizeof dir);
+    th_write(dir, "dup.json", dup, seed, sizeof seed);
+    snprintf(db, sizeof db, "%s/dup.db", dir);
+    expect_fail((const char *[]){"db", "init", "--db", db, "--seed", seed, NULL}, "dup.json");
+    expect_fail((const char *[]){"db", "init", "--db", db, "--seed", seed, NULL}, "duplicate");
+    free(dup);
+    free(text);
 }

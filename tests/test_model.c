@@ -3,6 +3,7 @@
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "helpers.h"
@@ -225,6 +226,74 @@ Test(model, bad_input)
                  "\"vocab_size\":10,\"compress_ratios\":[0,4]}",
                  WS_EUNSUP, "compress_ratios");
     expect_error("{\"hidden_size\":64,\"torch_dtype\":\"int3\"}", WS_EUNSUP, "torch_dtype");
+}
+
+/* Hostile sizes: products and sums of fields that overflow an int are 64-bit, counts that
+ * would make the layer loop spin are bounded, duplicate keys are an error. */
+#define BASE "\"hidden_size\":64,\"num_attention_heads\":4,\"vocab_size\":10,\"intermediate_size\":8"
+
+Test(model, hostile_sizes)
+{
+    ws_model m;
+    ws_err err = {0};
+    /* 4096 shared experts of 2^20: 2^32, past INT_MAX. */
+    const char *shared = "{" BASE ",\"num_hidden_layers\":2,\"n_routed_experts\":8,"
+                         "\"num_experts_per_tok\":2,\"moe_intermediate_size\":1048576,"
+                         "\"n_shared_experts\":4096}";
+    cr_assert_eq(parse(shared, &m, &err), 0, "%s", err.msg);
+    cr_assert_eq(m.shared_intermediate, 4294967296LL);
+    ws_model_stats s;
+    ws_model_derive(&m, WS_DT_BF16, &s);
+    cr_assert_eq(s.shared_bytes_layer, 3.0 * 64 * 4294967296.0 * 2);
+
+    /* top-k and window of 2^30 tokens each: 2^31 attended, past INT_MAX. */
+    const char *sparse = "{" BASE ",\"num_hidden_layers\":2,\"kv_lora_rank\":512,"
+                         "\"qk_rope_head_dim\":64,\"index_topk\":1073741824,"
+                         "\"sliding_window\":1073741824,\"index_n_heads\":4,"
+                         "\"index_head_dim\":128}";
+    cr_assert_eq(parse(sparse, &m, &err), 0, "%s", err.msg);
+    ws_model_derive(&m, WS_DT_BF16, &s);
+    cr_assert_eq(s.attended_max, 2147483648LL);
+
+    /* Bounds that fit real models; past them, an error naming the field. */
+    expect_error("{" BASE ",\"num_hidden_layers\":1073741824}", WS_EINVAL,
+                 "\"num_hidden_layers\" = 1073741824 is out of range");
+    expect_error("{\"hidden_size\":65537,\"num_hidden_layers\":2}", WS_EINVAL, "hidden_size");
+    expect_error("{" BASE ",\"num_hidden_layers\":2,\"num_experts\":70000,"
+                 "\"num_experts_per_tok\":2}",
+                 WS_EINVAL, "num_experts");
+    expect_error("{\"hidden_size\":1e300,\"num_hidden_layers\":2}", WS_EINVAL, "out of range");
+
+    /* mlp_only_layers: layer indices, checked once each, not scanned per layer. */
+    expect_error("{" BASE ",\"num_hidden_layers\":2,\"num_experts\":4,\"num_experts_per_tok\":2,"
+                 "\"moe_intermediate_size\":8,\"mlp_only_layers\":[5]}",
+                 WS_EINVAL, "mlp_only_layers");
+    expect_error("{" BASE ",\"num_hidden_layers\":2,\"num_experts\":4,\"num_experts_per_tok\":2,"
+                 "\"moe_intermediate_size\":8,\"mlp_only_layers\":[\"0\"]}",
+                 WS_EINVAL, "mlp_only_layers");
+    expect_error("{" BASE ",\"num_hidden_layers\":2,\"mlp_only_layers\":3}", WS_EPARSE,
+                 "mlp_only_layers");
+    /* The largest layer count with a long mlp_only_layers list parses at once. */
+    size_t cap = 64 + 8 * 100000 + 256;
+    char *big = malloc(cap);
+    int o = snprintf(big, cap,
+                     "{" BASE ",\"num_hidden_layers\":%d,\"num_experts\":4,"
+                     "\"num_experts_per_tok\":2,\"moe_intermediate_size\":8,\"mlp_only_layers\":[",
+                     WS_MODEL_MAX_LAYERS);
+    for (int i = 0; i < 100000; i++)
+        o += snprintf(big + o, cap - (size_t)o, "%s%d", i ? "," : "", (i * 7) % WS_MODEL_MAX_LAYERS);
+    snprintf(big + o, cap - (size_t)o, "]}");
+    cr_assert_eq(parse(big, &m, &err), 0, "%s", err.msg);
+    cr_assert_eq(m.n_dense_layers, WS_MODEL_MAX_LAYERS);
+    free(big);
+}
+
+Test(model, duplicate_keys_rejected)
+{
+    expect_error("{" BASE ",\"num_hidden_layers\":2,\"num_hidden_layers\":3}", WS_EPARSE,
+                 "duplicate");
+    expect_error("{\"text_config\":{" BASE ",\"num_hidden_layers\":2,\"vocab_size\":11}}",
+                 WS_EPARSE, "duplicate");
 }
 
 Test(model, missing_and_empty_files)

@@ -26,15 +26,15 @@ Test(store, create_migrate_seed)
     ws_err err = {0};
     cr_assert_eq(ws_store_open(path, &s, &err), 0, "%s", err.msg);
     cr_assert(ws_store_created(s));
-    cr_assert_eq(th_count(ws_store_db(s), "PRAGMA user_version"), WS_SCHEMA_VERSION);
-    cr_assert_eq(th_count(ws_store_db(s), "SELECT count(*) FROM profiles WHERE source = 'datasheet'"), 6);
-    cr_assert_eq(th_count(ws_store_db(s), "SELECT count(*) FROM profile_params p JOIN profiles f ON "
+    cr_assert_eq(th_count_file(ws_store_path(s), "PRAGMA user_version"), WS_SCHEMA_VERSION);
+    cr_assert_eq(th_count_file(ws_store_path(s), "SELECT count(*) FROM profiles WHERE source = 'datasheet'"), 6);
+    cr_assert_eq(th_count_file(ws_store_path(s), "SELECT count(*) FROM profile_params p JOIN profiles f ON "
                           "f.id = p.profile_id WHERE f.name = 'a100-40gb-pcie' AND "
                           "p.key = 'hbm_bw' AND p.value = 1.555e12 AND p.source = 'datasheet'"),
                  1);
-    cr_assert_eq(th_count(ws_store_db(s), "SELECT count(*) FROM profile_params WHERE reference = ''"), 0);
+    cr_assert_eq(th_count_file(ws_store_path(s), "SELECT count(*) FROM profile_params WHERE reference = ''"), 0);
     /* V100 has no bf16; its H2D is about 12 GB/s. */
-    cr_assert_eq(th_count(ws_store_db(s), "SELECT count(*) FROM profile_params p JOIN profiles f ON "
+    cr_assert_eq(th_count_file(ws_store_path(s), "SELECT count(*) FROM profile_params p JOIN profiles f ON "
                           "f.id = p.profile_id WHERE f.name = 'v100-32gb-pcie' AND "
                           "((p.key = 'bf16_flops' AND p.value = 0) OR "
                           "(p.key = 'h2d_bw' AND p.value BETWEEN 11e9 AND 13e9))"),
@@ -47,9 +47,9 @@ Test(store, create_migrate_seed)
     int n = 0;
     cr_assert_eq(ws_store_seed_datasheet(s, &n, &err), 0, "%s", err.msg);
     cr_assert_eq(n, 6);
-    cr_assert_eq(th_count(ws_store_db(s), "SELECT count(*) FROM profiles"), 6);
-    cr_assert_eq(th_count(ws_store_db(s), "SELECT count(*) FROM profile_params"),
-                 th_count(ws_store_db(s), "SELECT count(*) FROM profile_params WHERE profile_id IN "
+    cr_assert_eq(th_count_file(ws_store_path(s), "SELECT count(*) FROM profiles"), 6);
+    cr_assert_eq(th_count_file(ws_store_path(s), "SELECT count(*) FROM profile_params"),
+                 th_count_file(ws_store_path(s), "SELECT count(*) FROM profile_params WHERE profile_id IN "
                           "(SELECT id FROM profiles)"));
     ws_store_close(s);
 }
@@ -141,8 +141,8 @@ Test(store, bad_profile_file_rolls_back)
     cr_assert_eq(ws_store_import_profiles(s, bad, "bad.json", NULL, &err), WS_EINVAL);
     cr_assert_neq(strstr(err.msg, "bad.json"), NULL, "%s", err.msg);
     cr_assert_neq(strstr(err.msg, "guess"), NULL, "%s", err.msg);
-    cr_assert_eq(th_count(ws_store_db(s), "SELECT count(*) FROM profiles WHERE name = 'new-gpu'"), 0);
-    cr_assert_eq(th_count(ws_store_db(s), "SELECT count(*) FROM profile_params p JOIN profiles f ON "
+    cr_assert_eq(th_count_file(ws_store_path(s), "SELECT count(*) FROM profiles WHERE name = 'new-gpu'"), 0);
+    cr_assert_eq(th_count_file(ws_store_path(s), "SELECT count(*) FROM profile_params p JOIN profiles f ON "
                           "f.id = p.profile_id WHERE f.name = 'h200' AND p.key = 'hbm_bw' "
                           "AND p.value = 4.8e12"),
                  1);
@@ -157,8 +157,8 @@ Test(store, bad_profile_file_rolls_back)
     int n = 0;
     cr_assert_eq(ws_store_import_profiles(s, good, "good.json", &n, &err), 0, "%s", err.msg);
     cr_assert_eq(n, 1);
-    cr_assert_eq(th_count(ws_store_db(s), "SELECT count(*) FROM profiles"), 6);
-    cr_assert_eq(th_count(ws_store_db(s), "SELECT count(*) FROM profiles WHERE name = 'h200' AND source = 'measured'"), 1);
+    cr_assert_eq(th_count_file(ws_store_path(s), "SELECT count(*) FROM profiles"), 6);
+    cr_assert_eq(th_count_file(ws_store_path(s), "SELECT count(*) FROM profiles WHERE name = 'h200' AND source = 'measured'"), 1);
     ws_store_close(s);
 }
 
@@ -240,9 +240,136 @@ Test(store, migrates_old_schema_keeping_data)
     ws_store *s;
     ws_err err = {0};
     cr_assert_eq(ws_store_open(path, &s, &err), 0, "%s", err.msg);
-    cr_assert_eq(th_count(ws_store_db(s), "PRAGMA user_version"), WS_SCHEMA_VERSION);
-    cr_assert_eq(th_count(ws_store_db(s), "SELECT count(*) FROM profiles WHERE name = 'mine'"), 1);
+    cr_assert_eq(th_count_file(ws_store_path(s), "PRAGMA user_version"), WS_SCHEMA_VERSION);
+    cr_assert_eq(th_count_file(ws_store_path(s), "SELECT count(*) FROM profiles WHERE name = 'mine'"), 1);
     /* Version-2 columns exist. */
-    cr_assert_eq(th_count(ws_store_db(s), "SELECT count(*) FROM pragma_table_info('fits') WHERE name = 'p_fixed'"), 1);
+    cr_assert_eq(th_count_file(ws_store_path(s), "SELECT count(*) FROM pragma_table_info('fits') WHERE name = 'p_fixed'"), 1);
+    /* Version 3: user profiles get no devices. */
+    cr_assert_eq(th_count_file(ws_store_path(s), "SELECT count(*) FROM profiles WHERE name = 'mine' AND devices = '[]'"), 1);
+    ws_store_close(s);
+}
+
+/* A schema-2 database seeded by an older writescope: migration 3 gives its datasheet
+ * profiles the device names and calibrated keys a fresh seed has. */
+Test(store, migration_3_matches_a_fresh_seed)
+{
+    char dir[64], old[256], fresh[256];
+    th_tmpdir(dir, sizeof dir);
+    snprintf(old, sizeof old, "%s/v2.db", dir);
+    snprintf(fresh, sizeof fresh, "%s/v3.db", dir);
+    ws_store *s;
+    ws_err err = {0};
+    cr_assert_eq(ws_store_open(fresh, &s, &err), 0, "%s", err.msg);
+    ws_store_close(s);
+    /* The v3 database, turned back into v2: the columns dropped, the version lowered. */
+    char sql[512];
+    snprintf(sql, sizeof sql, "ATTACH '%s' AS f", fresh);
+    char *v1 = (char *)ws_embedded_find("store/schema/001_initial.sql")->data;
+    char *v2 = (char *)ws_embedded_find("store/schema/002_fit_bounds.sql")->data;
+    th_exec_sql(old, v1);
+    th_exec_sql(old, v2);
+    char copy[1024];
+    snprintf(copy, sizeof copy,
+             "%s; INSERT INTO profiles SELECT id, name, kind, description, source, host_id, "
+             "run_id, created_at FROM f.profiles; INSERT INTO profile_params SELECT profile_id, "
+             "key, value, unit, source, reference FROM f.profile_params; PRAGMA user_version = 2",
+             sql);
+    th_exec_sql(old, copy);
+    cr_assert_eq(ws_store_open(old, &s, &err), 0, "%s", err.msg);
+    ws_store_close(s);
+    const char *q = "SELECT count(*) FROM profiles WHERE devices != '[]'";
+    cr_assert_eq(th_count_file(old, q), 6);
+    cr_assert_eq(th_count_file(old, q), th_count_file(fresh, q));
+    q = "SELECT count(*) FROM profile_params WHERE calibrated_by != ''";
+    cr_assert_eq(th_count_file(old, q), 10);
+    cr_assert_eq(th_count_file(old, q), th_count_file(fresh, q));
+    q = "SELECT count(*) FROM profiles WHERE name = 'h100-sxm' AND devices = "
+        "'[\"NVIDIA H100 80GB HBM3\"]'";
+    cr_assert_eq(th_count_file(old, q), 1);
+    cr_assert_eq(th_count_file(fresh, q), 1);
+}
+
+Test(store, readonly_open_creates_nothing)
+{
+    char dir[64], path[256], sub[128];
+    th_tmpdir(dir, sizeof dir);
+    snprintf(sub, sizeof sub, "%s/sub", dir);
+    snprintf(path, sizeof path, "%s/ws.db", sub);
+    ws_store *s;
+    ws_err err = {0};
+    cr_assert_eq(ws_store_open_readonly(path, &s, &err), WS_ENOTFOUND);
+    cr_assert_str_eq(err.msg, strcat(strcpy((char[300]){0}, path), ": database does not exist"));
+    cr_assert_eq(access(sub, F_OK), -1, "the folder was created");
+    /* Empty file: refused, still empty. */
+    char empty[256];
+    th_write(dir, "empty.db", "", empty, sizeof empty);
+    cr_assert_eq(ws_store_open_readonly(empty, &s, &err), WS_EDB);
+    cr_assert_neq(strstr(err.msg, "empty file"), NULL, "%s", err.msg);
+    cr_assert(th_same_file_bytes(empty, "", 0));
+    /* An empty SQLite database (no schema): refused. */
+    char bare[256];
+    snprintf(bare, sizeof bare, "%s/bare.db", dir);
+    th_exec_sql(bare, "PRAGMA user_version = 0; VACUUM;");
+    cr_assert_eq(ws_store_open_readonly(bare, &s, &err), WS_EDB);
+    cr_assert_neq(strstr(err.msg, "not a WriteScope one"), NULL, "%s", err.msg);
+}
+
+Test(store, readonly_open_refuses_older_schema_untouched)
+{
+    char dir[64], path[256];
+    th_tmpdir(dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/v1.db", dir);
+    const ws_embedded_file *v1 = ws_embedded_find("store/schema/001_initial.sql");
+    th_exec_sql(path, v1->data);
+    th_exec_sql(path, "PRAGMA user_version = 1");
+    size_t len;
+    char *before = th_slurp(path, &len);
+    ws_store *s;
+    ws_err err = {0};
+    cr_assert_eq(ws_store_open_readonly(path, &s, &err), WS_EDB);
+    cr_assert_neq(strstr(err.msg, "schema version 1 is older"), NULL, "%s", err.msg);
+    cr_assert_eq(strchr(err.msg, '\n'), NULL);
+    cr_assert(th_same_file_bytes(path, before, len), "the file changed");
+    free(before);
+    /* A current database opens read-only, reads, and refuses writes. */
+    char cur[256];
+    snprintf(cur, sizeof cur, "%s/cur.db", dir);
+    cr_assert_eq(ws_store_open(cur, &s, &err), 0, "%s", err.msg);
+    ws_store_close(s);
+    cr_assert_eq(ws_store_open_readonly(cur, &s, &err), 0, "%s", err.msg);
+    json_t *p = ws_store_profiles(s, NULL, &err);
+    cr_assert_eq(json_array_size(p), 6);
+    json_decref(p);
+    cr_assert_neq(ws_store_seed_datasheet(s, NULL, &err), 0);
+    ws_store_close(s);
+}
+
+Test(store, embedded_store_for_reading)
+{
+    char dir[64], path[256], env[300];
+    th_tmpdir(dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/ws.db", dir);
+    snprintf(env, sizeof env, "WRITESCOPE_DB=%s", path);
+    putenv(env);
+    ws_store *s;
+    ws_err err = {0};
+    int embedded = 0;
+    cr_assert_eq(ws_store_open_for_reading(NULL, &s, &embedded, &err), 0, "%s", err.msg);
+    cr_assert_eq(embedded, 1);
+    cr_assert_str_eq(ws_store_path(s), WS_STORE_EMBEDDED);
+    json_t *p = ws_store_profiles(s, NULL, &err);
+    cr_assert_eq(json_array_size(p), 6);
+    json_decref(p);
+    ws_store_close(s);
+    cr_assert_eq(access(path, F_OK), -1, "the default database was created");
+    /* An explicit path never falls back. */
+    cr_assert_eq(ws_store_open_for_reading(path, &s, &embedded, &err), WS_ENOTFOUND);
+    cr_assert_eq(embedded, 0);
+    /* Once the default exists, it is what is read. */
+    cr_assert_eq(ws_store_open(path, &s, &err), 0, "%s", err.msg);
+    ws_store_close(s);
+    cr_assert_eq(ws_store_open_for_reading(NULL, &s, &embedded, &err), 0, "%s", err.msg);
+    cr_assert_eq(embedded, 0);
+    cr_assert_str_eq(ws_store_path(s), path);
     ws_store_close(s);
 }

@@ -3,6 +3,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "helpers.h"
 #include "ws_dtype.h"
@@ -48,4 +50,45 @@ Test(util, read_file_and_root)
     cr_assert_eq(ws_root_dir(root, sizeof root, &err), 0, "%s", err.msg);
     snprintf(models, sizeof models, "%s/models", root);
     cr_assert(ws_dir_exists(models));
+}
+
+/* A FIFO without a writer, a folder and an over-cap file are refused, promptly (the old
+ * reader blocked on the FIFO's open and read files of any size). */
+Test(util, read_file_refuses_fifo_folder_and_huge, .timeout = 20)
+{
+    char dir[64], path[256];
+    th_tmpdir(dir, sizeof dir);
+    ws_err err = {0};
+    size_t len;
+    snprintf(path, sizeof path, "%s/fifo", dir);
+    cr_assert_eq(mkfifo(path, 0600), 0);
+    cr_assert_null(ws_read_file(path, &len, &err));
+    cr_assert_eq(err.code, WS_EIO);
+    cr_assert_neq(strstr(err.msg, "not a regular file"), NULL, "%s", err.msg);
+    cr_assert_neq(strstr(err.msg, path), NULL, "%s", err.msg);
+    unlink(path);
+
+    ws_err_clear(&err);
+    cr_assert_null(ws_read_file(dir, &len, &err));
+    cr_assert_neq(strstr(err.msg, "not a regular file"), NULL, "%s", err.msg);
+
+    snprintf(path, sizeof path, "%s/huge.json", dir);
+    FILE *f = fopen(path, "wb");
+    cr_assert_not_null(f);
+    cr_assert_eq(ftruncate(fileno(f), (off_t)WS_READ_FILE_MAX + 1), 0); /* sparse */
+    fclose(f);
+    ws_err_clear(&err);
+    cr_assert_null(ws_read_file(path, &len, &err));
+    cr_assert_eq(err.code, WS_EINVAL);
+    cr_assert_neq(strstr(err.msg, "64 MiB"), NULL, "%s", err.msg);
+    unlink(path);
+
+    /* Up to the cap is read whole. */
+    th_write(dir, "ok.json", "{\"a\": 1}", path, sizeof path);
+    char *s = ws_read_file(path, &len, &err);
+    cr_assert_not_null(s, "%s", err.msg);
+    cr_assert_eq(len, 8);
+    free(s);
+    unlink(path);
+    rmdir(dir);
 }

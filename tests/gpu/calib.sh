@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tests/gpu/calib.sh: the device check of the calibrator's GPU and link sweeps (issue 5),
+# tests/gpu/calib.sh: the device check of the calibrator's GPU and link sweeps,
 # run after tests/gpu/run.sh has built the project on a machine with a CUDA GPU:
 #   writescope calib --quick --only gpu    device copy, GPU attention, cuBLAS GEMM
 #   writescope calib --quick --only link   H2D/D2H pinned and pageable 4 KB..256 MB,

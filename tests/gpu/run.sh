@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tests/gpu/run.sh: the prepared GPU check of issue 4, for a machine with a CUDA GPU.
+# tests/gpu/run.sh: the GPU check of the CUDA kernels, for a machine with a CUDA GPU.
 #   1. builds everything (make -j), including bin/libwritescope_cuda.so, against the
 #      offline dependency bundle .gpu-deps when it is there (tests/gpu/README.md);
 #   2. stops with exit 77 and one line if no usable CUDA device is found;

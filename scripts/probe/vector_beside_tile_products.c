@@ -1,4 +1,4 @@
-/* amx_ports: does vector work overlap TDPBF16PS on this core? The AMX attention loop runs
+/* vector_beside_tile_products: does vector work overlap TDPBF16PS on this core? The AMX attention loop runs
  * its softmax (AVX-512: exp polynomials, i.e. FMAs, and permutes) between tile products.
  * This probe times, in TSC cycles per iteration (one thread, pinned to CPU 0):
  *   tmul     two TDPBF16PS into two accumulators (operands in tiles, no memory);
@@ -9,7 +9,8 @@
  * to the other one); about the max, they overlap. It also prints the TDPBF16PS rate, which
  * on a shared host can move 2x from minute to minute (a neighbour on the core's AMX unit).
  * Build and run (x86-64 with AMX, Linux):
- *   gcc -O2 scripts/amx_ports.c -o build/amx_ports && build/amx_ports [K]   (default 8) */
+ *   gcc -O2 scripts/probe/vector_beside_tile_products.c -o build/vector_beside_tile_products
+ *   build/vector_beside_tile_products [K]   (default 8) */
 #define _GNU_SOURCE
 #include <immintrin.h>
 #include <stdint.h>
@@ -65,7 +66,7 @@ __attribute__((target("amx-tile"))) int main(int argc, char **argv)
                 argv[0]);
         return 2;
     }
-    if (amx_probe_init("amx_ports"))
+    if (amx_probe_init("vector_beside_tile_products"))
         return 1;
     static char zero[1024] __attribute__((aligned(64)));
     _tile_zero(0);

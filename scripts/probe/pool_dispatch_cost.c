@@ -1,11 +1,11 @@
-/* pool_dispatch: what one ws_pool_run costs beyond its tasks. Times batches of empty tasks
+/* pool_dispatch_cost: what one ws_pool_run costs beyond its tasks. Times batches of empty tasks
  * (2 per thread) on a pool of T threads, back to back (the workers are still polling when
  * the next batch comes, as in a decode step's layers) and with a pause of 1 ms between
  * batches (the workers have gone to sleep and are woken through the kernel); prints the
  * median and quartiles of 9 rounds of 2000 batches each, in microseconds per batch.
  * Build (after `make`) and run:
- *   gcc -O2 -Icommon -Ikernels scripts/pool_dispatch.c build/libwritescope.a -lm -pthread \
- *       -o build/pool_dispatch && build/pool_dispatch [T] */
+ *   gcc -O2 -Icommon -Iplatform scripts/probe/pool_dispatch_cost.c build/libwritescope.a -lm \
+ *       -pthread -o build/pool_dispatch_cost && build/pool_dispatch_cost [T] */
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -39,7 +39,7 @@ int main(int argc, char **argv)
     ws_err err = {0};
     ws_pool *p = ws_pool_create(T, &err);
     if (!p) {
-        fprintf(stderr, "pool_dispatch: %s\n", err.msg);
+        fprintf(stderr, "pool_dispatch_cost: %s\n", err.msg);
         return 1;
     }
     for (int pause = 0; pause < 2; pause++) {

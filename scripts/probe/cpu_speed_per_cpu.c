@@ -1,4 +1,4 @@
-/* cpu_speed: are this host's CPUs equally fast? On a shared (virtual) host a CPU may run at
+/* cpu_speed_per_cpu: are this host's CPUs equally fast? On a shared (virtual) host a CPU may run at
  * a lower clock or share its core with a neighbour, and the attention loop's threads then
  * run at different speeds. This probe pins itself to each CPU in turn and prints, three
  * times each:
@@ -6,11 +6,11 @@
  *            it has the core to itself);
  *   tdp      TSC cycles per TDPBF16PS on full 16x16 tiles, the kernel's peak loop (two
  *            accumulators, four tiles in use), when the CPU has AMX. With all eight tiles
- *            in use the rate moves 2x between minutes (scripts/amx_tiles.c); with four,
+ *            in use the rate moves 2x between minutes (scripts/probe/tile_register_count.c); with four,
  *            14-15 cycles on the development host.
  * Build (after `make`, which builds the library whose peak loop it times) and run:
- *   gcc -O2 -D_GNU_SOURCE -Icommon -Ikernels scripts/cpu_speed.c build/libwritescope.a -lm \
- *       -pthread -o build/cpu_speed && build/cpu_speed */
+ *   gcc -O2 -D_GNU_SOURCE -Icommon -Iplatform -Ikernels scripts/probe/cpu_speed_per_cpu.c \
+ *       build/libwritescope.a -lm -pthread -o build/cpu_speed_per_cpu && build/cpu_speed_per_cpu */
 #include <sched.h>
 #include <stdint.h>
 #include <stdio.h>

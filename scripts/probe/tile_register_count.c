@@ -1,4 +1,4 @@
-/* amx_tiles: does the number of tile registers a loop uses change its speed? The same AMX
+/* tile_register_count: does the number of tile registers a loop uses change its speed? The same AMX
  * work (operands in L1) is timed with its tiles numbered so that it touches 4, 5, 6 or 8
  * of the 8 tile registers. Each timed call starts from LDTILECFG (every tile in its init
  * state) and ends with TILERELEASE, as the attention kernel's calls do, so tiles a call
@@ -18,7 +18,8 @@
  * 0.85x, 4 tiles 0.76x; mla 6 tiles 0.61x of 8, 4 tiles 0.59x. Tiles left in the init
  * state seem to free physical tile registers for the loads and products in flight.
  * Build and run (x86-64 with AMX, Linux):
- *   gcc -O2 scripts/amx_tiles.c -o build/amx_tiles && build/amx_tiles [ROUNDS] (default 100) */
+ *   gcc -O2 scripts/probe/tile_register_count.c -o build/tile_register_count
+ *   build/tile_register_count [ROUNDS]   (default 100) */
 #define _GNU_SOURCE
 #include <immintrin.h>
 #include <stdint.h>
@@ -255,7 +256,7 @@ static void compare(const char *what, const char *unit, const variant *v, int n,
     double *r = malloc(sizeof(double) * (size_t)n * (size_t)rounds);
     double *base = malloc(sizeof(double) * (size_t)rounds);
     if (!r || !base) {
-        fprintf(stderr, "amx_tiles: out of memory\n");
+        fprintf(stderr, "tile_register_count: out of memory\n");
         exit(1);
     }
     for (int k = 0; k < rounds; k++) {
@@ -285,7 +286,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: %s [ROUNDS]   (ROUNDS >= 1, default 100)\n", argv[0]);
         return 2;
     }
-    if (amx_probe_init("amx_tiles"))
+    if (amx_probe_init("tile_register_count"))
         return 1;
     for (int i = 0; i < 16 * 512; i++)
         g_o[i] = 0;

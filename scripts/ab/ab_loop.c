@@ -1,12 +1,13 @@
-/* ab_amx: paired A/B timing of two builds of the AMX attention loop (kernels/attn_cpu_amx.c),
- * or, built with -DAB_LOOP_FMA, of the fused FMA loop (kernels/attn_cpu_fma.c, its symbols
- * renamed to the AMX loop's), on one problem, for kernel work on a shared, noisy host.
- * scripts/ab_amx.sh builds the two versions with their exported symbols renamed A_* and
- * B_*; this program alternates them (A B, then B A, ...) and prints each one's median rate
- * and the median of the per-pair time ratios B/A, which stays stable while the host's
- * speed swings 2-3x between minutes.
+/* ab_loop: which of two builds of a CPU attention block loop is faster on this host? Paired
+ * A/B timing of the AMX loop (kernels/attn_cpu_amx.c) or, built with -DAB_LOOP_FMA, of the
+ * fused FMA loop (kernels/attn_cpu_fma.c, its symbols renamed to the AMX loop's), on one
+ * problem, for kernel work on a shared, noisy host; docs/notes/amx-attention.md and
+ * docs/notes/fma-loop.md quote its ratios. scripts/ab/ab_loop.sh builds the two versions
+ * with their exported symbols renamed A_* and B_*; this program alternates them (A B, then
+ * B A, ...) and prints each one's median rate and the median of the per-pair time ratios
+ * B/A, which stays stable while the host's speed swings 2-3x between minutes.
  * Each run splits every KV head's tokens in halves over the threads (pinned to CPUs 0..T-1).
- * Usage: ab_amx G N_KV D_K D_V TOKENS PAIRS THREADS (d_k != d_v means MLA: V shares K).
+ * Usage: ab_loop G N_KV D_K D_V TOKENS PAIRS THREADS (d_k != d_v means MLA: V shares K).
  * AB_REPS=N in the environment makes each run call the kernel N times over the same KV:
  * with a KV that fits in L2 (e.g. 8 1 128 128 2048) that times the loop's own work, not the
  * thread start-up that dominates one small call.
@@ -111,12 +112,12 @@ int main(int argc, char **argv)
     g_threads = atoi(argv[7]);
     if (g_G < 1 || g_nkv < 1 || dk < 32 || dv < 32 || g_len < 2 || pairs < 1 || pairs > MAX_PAIRS ||
         g_threads < 1 || g_threads > MAX_THREADS) {
-        fprintf(stderr, "ab_amx: bad arguments (PAIRS <= %d, THREADS <= %d)\n", MAX_PAIRS,
+        fprintf(stderr, "ab_loop: bad arguments (PAIRS <= %d, THREADS <= %d)\n", MAX_PAIRS,
                 MAX_THREADS);
         return 2;
     }
     if (getenv("AB_REPS") && (g_reps = atoi(getenv("AB_REPS"))) < 1) {
-        fprintf(stderr, "ab_amx: AB_REPS must be a positive count\n");
+        fprintf(stderr, "ab_loop: AB_REPS must be a positive count\n");
         return 2;
     }
     ws_kv_layout kv = {.page_tokens = 256,
@@ -134,7 +135,7 @@ int main(int argc, char **argv)
     if (getenv("AB_SPARSE")) {
         const int n = atoi(getenv("AB_SPARSE"));
         if (n < 2 || n > g_len) {
-            fprintf(stderr, "ab_amx: AB_SPARSE must be 2..TOKENS\n");
+            fprintf(stderr, "ab_loop: AB_SPARSE must be 2..TOKENS\n");
             return 2;
         }
         if (!(sel = malloc(sizeof(int32_t) * (size_t)g_len)))
@@ -151,7 +152,7 @@ int main(int argc, char **argv)
     g_wide = !(getenv("AB_AVX2") && atoi(getenv("AB_AVX2")));
 #ifndef AB_LOOP_FMA
     if (!A_ws_attn_cpu_amx_enable()) {
-        fprintf(stderr, "ab_amx: this CPU or kernel does not grant AMX\n");
+        fprintf(stderr, "ab_loop: this CPU or kernel does not grant AMX\n");
         return 1;
     }
 #endif

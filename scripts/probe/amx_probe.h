@@ -1,6 +1,7 @@
-/* amx_probe: the set-up the AMX probes in scripts/ share (fill_buffers.c, amx_ports.c):
- * pin the calling thread to CPU 0, ask Linux for the tile state, and configure all eight
- * tiles as 16 rows x 64 bytes. Header-only, for programs built on their own with gcc. */
+/* amx_probe: the set-up the AMX probes in scripts/probe/ share (prefetch_vs_tile_loads.c,
+ * vector_beside_tile_products.c, tile_register_count.c, read_ceiling.c): pin the calling
+ * thread to CPU 0, ask Linux for the tile state, and configure all eight tiles as 16 rows
+ * x 64 bytes. Header-only, for programs built on their own with gcc. */
 #ifndef WS_AMX_PROBE_H
 #define WS_AMX_PROBE_H
 

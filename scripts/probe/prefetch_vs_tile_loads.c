@@ -1,4 +1,4 @@
-/* fill_buffers: does a core's stream of software prefetches from memory slow its AMX tile
+/* prefetch_vs_tile_loads: does a core's stream of software prefetches from memory slow its AMX tile
  * loads? The AMX attention loop prefetches the KV of later super-blocks to L2 while it
  * tile-loads the current one's rows from L2; both need the core's line-fill buffers. This
  * probe times, in TSC cycles per iteration (one thread, pinned to CPU 0):
@@ -8,8 +8,9 @@
  *   both    the two interleaved.
  * If `both` costs about `tiles` + `stream`, the two serialise on the fill buffers; if
  * about max(tiles, stream), they overlap. Build and run (x86-64 with AMX, Linux):
- *   gcc -O2 -mamx-tile -mamx-bf16 -mavx512f scripts/fill_buffers.c -o build/fill_buffers
- *   build/fill_buffers [N T]        (defaults 8 lines and 2 tiles per iteration) */
+ *   gcc -O2 -mamx-tile -mamx-bf16 -mavx512f scripts/probe/prefetch_vs_tile_loads.c \
+ *       -o build/prefetch_vs_tile_loads
+ *   build/prefetch_vs_tile_loads [N T]        (defaults 8 lines and 2 tiles per iteration) */
 #define _GNU_SOURCE
 #include <immintrin.h>
 #include <stdint.h>
@@ -51,11 +52,11 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: %s [LINES 1..64] [TILES 1..16]\n", argv[0]);
         return 2;
     }
-    if (amx_probe_init("fill_buffers"))
+    if (amx_probe_init("prefetch_vs_tile_loads"))
         return 1;
     char *mem = aligned_alloc(2u << 20, BIG), *tiles = aligned_alloc(4096, 256u << 10);
     if (!mem || !tiles) {
-        fprintf(stderr, "fill_buffers: out of memory\n");
+        fprintf(stderr, "prefetch_vs_tile_loads: out of memory\n");
         return 1;
     }
     madvise(mem, BIG, MADV_HUGEPAGE);

@@ -20,7 +20,7 @@
  * the same minute and t1 alone 32: whatever consumes the lines runs at about the plain
  * reduction's rate, so the loop's ceiling is 1.03-1.10x the read bandwidth bench reports.
  * Build and run (x86-64 with AVX-512, Linux):
- *   gcc -O2 -mavx512f -mamx-tile -pthread scripts/read_ceiling.c -o build/read_ceiling
+ *   gcc -O2 -mavx512f -mamx-tile -pthread scripts/probe/read_ceiling.c -o build/read_ceiling
  *   build/read_ceiling [T]        (default 2 threads; two passes of each mode) */
 #define _GNU_SOURCE
 #include <immintrin.h>

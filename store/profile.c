@@ -1,0 +1,260 @@
+/* profile: hardware profiles by name, datasheet and calibration merged (see profile.h). */
+#include "profile.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "store_priv.h"
+
+static const char *const k_sources[] = {"datasheet", "measured", "fitted", "modeled"};
+
+const char *ws_profile_source_name(ws_profile_source src)
+{
+    return (unsigned)src < 4 ? k_sources[src] : "?";
+}
+
+static ws_profile_source source_of(const char *s)
+{
+    for (int i = 0; i < 4; i++)
+        if (!strcmp(s, k_sources[i]))
+            return (ws_profile_source)i;
+    return WS_SOURCE_MODELED; /* the schema allows only the four */
+}
+
+/* One stored profile row. */
+typedef struct row {
+    long long id;
+    int calibrated;     /* built by the calibrator (linked to a host) */
+    char name[160], kind[8], description[320];
+    char device[160];   /* calibrated: the name its host reported for the device */
+    char devices[1024]; /* datasheet: JSON array of the device names it describes */
+} row;
+
+/* Parameters with the key that supersedes each (datasheet ones only). */
+typedef struct plist {
+    ws_profile_param *p;
+    char (*by)[128];
+    int n, cap;
+} plist;
+
+static int find_row(ws_store *s, const char *name, row *r, int *found, ws_err *err)
+{
+    sqlite3_stmt *st;
+    *found = 0;
+    if (sqlite3_prepare_v2(ws_store_sqlite(s),
+                           "SELECT p.id, p.host_id IS NOT NULL, p.name, p.kind, p.description, "
+                           "CASE p.kind WHEN 'gpu' THEN h.gpu_name ELSE h.cpu_model END, "
+                           "p.devices FROM "
+                           "profiles p LEFT JOIN hosts h ON h.id = p.host_id WHERE p.name = ?1",
+                           -1, &st, NULL) != SQLITE_OK)
+        return WS_DB_FAIL(s, err, "cannot read profiles");
+    sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+    int rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) {
+        memset(r, 0, sizeof *r);
+        r->id = sqlite3_column_int64(st, 0);
+        r->calibrated = sqlite3_column_int(st, 1);
+        ws_store_col_text(st, 2, r->name, sizeof r->name);
+        ws_store_col_text(st, 3, r->kind, sizeof r->kind);
+        ws_store_col_text(st, 4, r->description, sizeof r->description);
+        ws_store_col_text(st, 5, r->device, sizeof r->device);
+        ws_store_col_text(st, 6, r->devices, sizeof r->devices);
+        *found = 1;
+    }
+    rc = rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : WS_DB_FAIL(s, err, "cannot read profiles");
+    sqlite3_finalize(st);
+    return rc;
+}
+
+/* The name of the first profile the query (binding ?1, ?2) returns, "" if none. */
+static int query_name(ws_store *s, const char *sql, const char *a, const char *b, char *out,
+                      size_t cap, ws_err *err)
+{
+    sqlite3_stmt *st;
+    out[0] = '\0';
+    if (sqlite3_prepare_v2(ws_store_sqlite(s), sql, -1, &st, NULL) != SQLITE_OK)
+        return WS_DB_FAIL(s, err, "cannot read profiles");
+    sqlite3_bind_text(st, 1, a, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 2, b, -1, SQLITE_STATIC);
+    int rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW)
+        ws_store_col_text(st, 0, out, cap);
+    rc = rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : WS_DB_FAIL(s, err, "cannot read profiles");
+    sqlite3_finalize(st);
+    return rc;
+}
+
+static ws_profile_param *push(plist *l, ws_err *err)
+{
+    if (l->n == l->cap) {
+        int cap = l->cap ? 2 * l->cap : 32;
+        ws_profile_param *p = realloc(l->p, sizeof *p * (size_t)cap);
+        if (p)
+            l->p = p;
+        char(*by)[128] = realloc(l->by, sizeof *by * (size_t)cap);
+        if (by)
+            l->by = by;
+        if (!p || !by) {
+            ws_err_set(err, WS_ENOMEM, "out of memory");
+            return NULL;
+        }
+        l->cap = cap;
+    }
+    memset(&l->p[l->n], 0, sizeof l->p[0]);
+    l->by[l->n][0] = '\0';
+    return &l->p[l->n++];
+}
+
+static int find_key(const plist *l, const char *key)
+{
+    for (int i = 0; i < l->n; i++)
+        if (!strcmp(l->p[i].key, key))
+            return i;
+    return -1;
+}
+
+static int read_params(ws_store *s, long long profile_id, plist *l, ws_err *err)
+{
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(ws_store_sqlite(s),
+                           "SELECT key, value, unit, source, reference, calibrated_by FROM "
+                           "profile_params WHERE profile_id = ?1 ORDER BY rowid",
+                           -1, &st, NULL) != SQLITE_OK)
+        return WS_DB_FAIL(s, err, "cannot read profile parameters");
+    sqlite3_bind_int64(st, 1, profile_id);
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        ws_profile_param *p = push(l, err);
+        if (!p) {
+            sqlite3_finalize(st);
+            return WS_ENOMEM;
+        }
+        char src[16];
+        ws_store_col_text(st, 0, p->key, sizeof p->key);
+        p->value = sqlite3_column_double(st, 1);
+        ws_store_col_text(st, 2, p->unit, sizeof p->unit);
+        ws_store_col_text(st, 3, src, sizeof src);
+        p->source = source_of(src);
+        ws_store_col_text(st, 4, p->reference, sizeof p->reference);
+        ws_store_col_text(st, 5, l->by[l->n - 1], sizeof l->by[0]);
+    }
+    rc = rc == SQLITE_DONE ? 0 : WS_DB_FAIL(s, err, "cannot read profile parameters");
+    sqlite3_finalize(st);
+    return rc;
+}
+
+/* Lays the calibrated parameters in `cal` over the datasheet ones in `l`. */
+static int overlay(plist *l, const plist *cal, const char *cal_name, ws_err *err)
+{
+    const int n_sheet = l->n;
+    for (int i = 0; i < n_sheet; i++) {
+        int j = l->by[i][0] ? find_key(cal, l->by[i]) : -1;
+        if (j < 0)
+            continue;
+        ws_profile_param *p = &l->p[i];
+        const ws_profile_param *c = &cal->p[j];
+        p->value = c->value;
+        snprintf(p->unit, sizeof p->unit, "%s", c->unit);
+        p->source = c->source;
+        if (snprintf(p->reference, sizeof p->reference, "%s %s: %s", cal_name, c->key,
+                     c->reference) >= (int)sizeof p->reference)
+            p->reference[sizeof p->reference - 1] = '\0'; /* cut to the field */
+    }
+    for (int j = 0; j < cal->n; j++) {
+        if (find_key(l, cal->p[j].key) >= 0)
+            continue;
+        ws_profile_param *p = push(l, err);
+        if (!p)
+            return WS_ENOMEM;
+        *p = cal->p[j];
+    }
+    return 0;
+}
+
+static void plist_free(plist *l)
+{
+    free(l->p);
+    free(l->by);
+    memset(l, 0, sizeof *l);
+}
+
+int ws_profile_load(ws_store *s, const char *name, ws_profile *out, ws_err *err)
+{
+    memset(out, 0, sizeof *out);
+    row r, o;
+    int found, rc;
+    if ((rc = find_row(s, name, &r, &found, err)))
+        return rc;
+    if (!found)
+        return ws_err_set(err, WS_ENOTFOUND, "%s: no profile named '%s'", ws_store_path(s), name);
+    /* The other half of the pair: the datasheet profile that describes a calibrated
+     * device, or the newest calibration of a device a datasheet profile describes. */
+    char other[160] = "";
+    if (r.calibrated && r.device[0])
+        rc = query_name(s,
+                        "SELECT d.name FROM profiles d, json_each(d.devices) j WHERE "
+                        "d.host_id IS NULL AND d.kind = ?1 AND j.value = ?2 ORDER BY d.id LIMIT 1",
+                        r.kind, r.device, other, sizeof other, err);
+    else if (!r.calibrated)
+        rc = query_name(s,
+                        "SELECT p.name FROM profiles p JOIN hosts h ON h.id = p.host_id WHERE "
+                        "p.kind = ?1 AND (CASE p.kind WHEN 'gpu' THEN h.gpu_name ELSE "
+                        "h.cpu_model END) IN (SELECT value FROM json_each(?2)) ORDER BY "
+                        "p.run_id DESC, p.id DESC LIMIT 1",
+                        r.kind, r.devices, other, sizeof other, err);
+    if (rc)
+        return rc;
+    const row *sheet = r.calibrated ? NULL : &r, *cal = r.calibrated ? &r : NULL;
+    if (other[0]) {
+        if ((rc = find_row(s, other, &o, &found, err)))
+            return rc;
+        if (found && r.calibrated)
+            sheet = &o;
+        else if (found)
+            cal = &o;
+    }
+    plist l = {0}, c = {0};
+    if ((sheet && (rc = read_params(s, sheet->id, &l, err))) ||
+        (cal && (rc = read_params(s, cal->id, &c, err))) ||
+        (cal && (rc = overlay(&l, &c, cal->name, err)))) {
+        plist_free(&l);
+        plist_free(&c);
+        return rc;
+    }
+    plist_free(&c);
+    snprintf(out->name, sizeof out->name, "%s", r.name);
+    snprintf(out->kind, sizeof out->kind, "%s", r.kind);
+    snprintf(out->description, sizeof out->description, "%s", r.description);
+    if (sheet)
+        snprintf(out->datasheet, sizeof out->datasheet, "%s", sheet->name);
+    if (cal)
+        snprintf(out->calibrated, sizeof out->calibrated, "%s", cal->name);
+    out->params = l.p;
+    out->n_params = l.n;
+    free(l.by);
+    return 0;
+}
+
+void ws_profile_free(ws_profile *p)
+{
+    free(p->params);
+    memset(p, 0, sizeof *p);
+}
+
+const ws_profile_param *ws_profile_get(const ws_profile *p, const char *key)
+{
+    for (int i = 0; i < p->n_params; i++)
+        if (!strcmp(p->params[i].key, key))
+            return &p->params[i];
+    return NULL;
+}
+
+int ws_profile_value(const ws_profile *p, const char *key, double *out, ws_err *err)
+{
+    const ws_profile_param *q = ws_profile_get(p, key);
+    if (!q)
+        return ws_err_set(err, WS_ENOTFOUND, "profile %s has no parameter '%s'", p->name, key);
+    *out = q->value;
+    return 0;
+}

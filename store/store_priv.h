@@ -1,0 +1,43 @@
+/* store_priv: what the modules of the storage layer (store.c, calibdb.c, profile.c) share
+ * and nothing outside store/ includes: the SQLite handle behind a ws_store and the
+ * message format of an unexpected SQLite failure. Keeping the handle here is what keeps
+ * SQL inside store/. */
+#ifndef WS_STORE_PRIV_H
+#define WS_STORE_PRIV_H
+
+#include <math.h>
+#include <sqlite3.h>
+
+#include "store.h"
+
+/* The connection of an open store. */
+sqlite3 *ws_store_sqlite(ws_store *s);
+
+/* Message for an unexpected SQLite failure: "<db>: <what>: <sqlite> (file:LINE)". */
+#define WS_DB_FAIL(s, err, what)                                                                \
+    ws_err_set(err, WS_EDB, "%s: %s: %s (%s:%d)", ws_store_path(s), what,                       \
+               sqlite3_errmsg(ws_store_sqlite(s)), __FILE__, __LINE__)
+
+/* NULL for a non-finite value (SQLite has no NaN). */
+static inline void ws_store_bind_num(sqlite3_stmt *st, int i, double v)
+{
+    if (isfinite(v))
+        sqlite3_bind_double(st, i, v);
+    else
+        sqlite3_bind_null(st, i);
+}
+
+/* A REAL column, NAN when NULL. */
+static inline double ws_store_col_num(sqlite3_stmt *st, int i)
+{
+    return sqlite3_column_type(st, i) == SQLITE_NULL ? NAN : sqlite3_column_double(st, i);
+}
+
+/* A TEXT column copied into buf (empty when NULL). */
+static inline void ws_store_col_text(sqlite3_stmt *st, int i, char *buf, size_t cap)
+{
+    const unsigned char *t = sqlite3_column_text(st, i);
+    snprintf(buf, cap, "%s", t ? (const char *)t : "");
+}
+
+#endif

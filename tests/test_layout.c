@@ -1,0 +1,216 @@
+/* test_layout: the code layout's rules (docs/design.md, "Code layout") hold in the tree.
+ * Every source file's `#include "x.h"` is resolved to the folder that holds x.h, and that
+ * folder must be one its own folder may use: folders only include folders below them
+ * (common < platform < kernels; common < store; calib and runtime above kernels and store;
+ * sim above runtime and traces; cli above everything), and <sqlite3.h> appears only in
+ * store/. A header included from a folder the rules do not allow fails the test with the
+ * file and the header named. */
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "helpers.h"
+#include "ws_util.h"
+
+/* A folder and the folders (besides itself) whose headers it may include. */
+typedef struct layer {
+    const char *dir;
+    const char *may_use; /* space-separated folders */
+} layer;
+
+static const layer layers[] = {
+    {"common", ""},
+    {"platform", "common"},
+    {"store", "common"},
+    {"kernels", "common platform kernels/cuda"},
+    {"kernels/cuda", "common platform kernels"},
+    /* calib shapes its probes after model descriptions (runtime/model.h) and nothing else
+     * of runtime/ */
+    {"calib", "common platform store kernels kernels/cuda calib/probe runtime:model.h"},
+    {"calib/probe", "common platform kernels calib runtime:model.h"},
+    {"runtime", "common platform store kernels kernels/cuda"},
+    {"traces", "common"},
+    {"sim", "common store traces runtime"},
+    {"cli", "common platform store kernels kernels/cuda calib calib/probe runtime sim traces"},
+};
+#define N_LAYERS (sizeof layers / sizeof layers[0])
+
+typedef struct header {
+    char name[128];
+    int layer;
+} header;
+
+static header headers[1024];
+static int n_headers;
+static char root[WS_PATH_MAX];
+
+static int has_suffix(const char *s, const char *suf)
+{
+    size_t n = strlen(s), m = strlen(suf);
+    return n >= m && !strcmp(s + n - m, suf);
+}
+
+static int is_source(const char *name)
+{
+    return has_suffix(name, ".c") || has_suffix(name, ".h") || has_suffix(name, ".cu") ||
+           has_suffix(name, ".cuh");
+}
+
+static void index_headers(void)
+{
+    for (size_t l = 0; l < N_LAYERS; l++) {
+        char path[WS_PATH_MAX * 2];
+        snprintf(path, sizeof path, "%s/%s", root, layers[l].dir);
+        DIR *d = opendir(path);
+        if (!d)
+            continue;
+        struct dirent *e;
+        while ((e = readdir(d))) {
+            if (!has_suffix(e->d_name, ".h") && !has_suffix(e->d_name, ".cuh"))
+                continue;
+            cr_assert_lt(n_headers, 1024);
+            for (int i = 0; i < n_headers; i++)
+                cr_assert_str_neq(headers[i].name, e->d_name,
+                                  "header %s exists in %s and %s: include paths are by name, "
+                                  "so header names must be unique",
+                                  e->d_name, layers[headers[i].layer].dir, layers[l].dir);
+            snprintf(headers[n_headers].name, sizeof headers[0].name, "%s", e->d_name);
+            headers[n_headers++].layer = (int)l;
+        }
+        closedir(d);
+    }
+}
+
+/* 1 if a file of layer `from` may include header `name` of layer `to`. */
+static int allowed(int from, int to, const char *name)
+{
+    if (from == to)
+        return 1;
+    const char *dir = layers[to].dir;
+    size_t dl = strlen(dir);
+    for (const char *p = layers[from].may_use; *p;) {
+        size_t len = strcspn(p, " ");
+        if (len == dl && !strncmp(p, dir, dl))
+            return 1;
+        /* "folder:header.h": only that header of the folder */
+        if (len > dl + 1 && !strncmp(p, dir, dl) && p[dl] == ':' &&
+            strlen(name) == len - dl - 1 && !strncmp(p + dl + 1, name, len - dl - 1))
+            return 1;
+        p += len;
+        while (*p == ' ')
+            p++;
+    }
+    return 0;
+}
+
+/* Checks one file's includes; returns the number of violations (each reported). */
+static int check_file(int l, const char *path, const char *rel)
+{
+    size_t len;
+    char *text = th_slurp(path, &len);
+    cr_assert_not_null(text, "cannot read %s", path);
+    int bad = 0;
+    for (char *line = text; line && *line;) {
+        char *next = strchr(line, '\n');
+        if (next)
+            *next++ = '\0';
+        char name[128];
+        const char *p = line;
+        while (*p == ' ' || *p == '\t')
+            p++;
+        if (!strncmp(p, "#include <sqlite3.h>", 20) && strcmp(layers[l].dir, "store")) {
+            cr_log_error("%s includes <sqlite3.h>: SQL stays in store/", rel);
+            bad++;
+        } else if (sscanf(p, "#include \"%127[^\"]\"", name) == 1) {
+            for (int i = 0; i < n_headers; i++) {
+                if (strcmp(headers[i].name, name))
+                    continue;
+                if (!allowed(l, headers[i].layer, name)) {
+                    cr_log_error("%s includes %s/%s: %s/ may use only %s", rel,
+                                 layers[headers[i].layer].dir, name, layers[l].dir,
+                                 *layers[l].may_use ? layers[l].may_use : "itself");
+                    bad++;
+                }
+                break;
+            }
+        }
+        line = next;
+    }
+    free(text);
+    return bad;
+}
+
+Test(layout, folders_include_only_the_folders_below_them)
+{
+    ws_err err = {0};
+    const char *bin = getenv("WRITESCOPE_BIN");
+    if (bin && *bin) {
+        /* the project root sits a few levels above the binary */
+        char dir[WS_PATH_MAX];
+        snprintf(dir, sizeof dir, "%s", bin);
+        for (int up = 0; up < 5; up++) {
+            char *slash = strrchr(dir, '/');
+            if (!slash)
+                break;
+            *slash = '\0';
+            char probe[WS_PATH_MAX + 16];
+            snprintf(probe, sizeof probe, "%s/models", dir);
+            if (ws_dir_exists(probe)) {
+                snprintf(root, sizeof root, "%s", dir);
+                break;
+            }
+        }
+    }
+    if (!*root)
+        cr_assert_eq(ws_root_dir(root, sizeof root, &err), 0, "%s", err.msg);
+    index_headers();
+    cr_assert_gt(n_headers, 20, "found only %d headers under %s", n_headers, root);
+    int bad = 0, files = 0;
+    for (size_t l = 0; l < N_LAYERS; l++) {
+        char path[WS_PATH_MAX * 2];
+        snprintf(path, sizeof path, "%s/%s", root, layers[l].dir);
+        DIR *d = opendir(path);
+        if (!d)
+            continue;
+        struct dirent *e;
+        while ((e = readdir(d))) {
+            if (!is_source(e->d_name))
+                continue;
+            char file[WS_PATH_MAX * 3], rel[WS_PATH_MAX];
+            snprintf(file, sizeof file, "%s/%s", path, e->d_name);
+            snprintf(rel, sizeof rel, "%s/%s", layers[l].dir, e->d_name);
+            bad += check_file((int)l, file, rel);
+            files++;
+        }
+        closedir(d);
+    }
+    cr_assert_gt(files, 40);
+    cr_assert_eq(bad, 0, "%d includes break the layout's rules (listed above)", bad);
+}
+
+Test(layout, the_check_catches_a_kernel_that_calls_up)
+{
+    /* The rule table itself: a kernel may not use calib/, the store or the runtime. */
+    int kernels = -1, calib = -1, store = -1, cli = -1;
+    for (size_t l = 0; l < N_LAYERS; l++) {
+        if (!strcmp(layers[l].dir, "kernels"))
+            kernels = (int)l;
+        if (!strcmp(layers[l].dir, "calib"))
+            calib = (int)l;
+        if (!strcmp(layers[l].dir, "store"))
+            store = (int)l;
+        if (!strcmp(layers[l].dir, "cli"))
+            cli = (int)l;
+    }
+    cr_assert(!allowed(kernels, calib, "calib.h"));
+    cr_assert(!allowed(kernels, store, "store.h"));
+    cr_assert(allowed(cli, calib, "calib.h"));
+    int runtime = -1;
+    for (size_t l = 0; l < N_LAYERS; l++)
+        if (!strcmp(layers[l].dir, "runtime"))
+            runtime = (int)l;
+    cr_assert(allowed(calib, runtime, "model.h"));
+    cr_assert(!allowed(calib, runtime, "policy.h"));
+}

@@ -1,0 +1,166 @@
+/* test_profile: hardware profiles by name (store/profile.c): a datasheet profile alone, a
+ * calibration laid over the datasheet profile of its device (fitted values win, the
+ * datasheet fills in the rest, the newest calibration wins), and unknown names. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "calib.h"
+#include "helpers.h"
+#include "profile.h"
+
+#define H100 "NVIDIA H100 80GB HBM3" /* the CUDA name datasheet.json lists for h100-sxm */
+
+static ws_store *fresh_store(void)
+{
+    char dir[64], path[256];
+    th_tmpdir(dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/p.db", dir);
+    ws_store *s;
+    ws_err err = {0};
+    cr_assert_eq(ws_store_open(path, &s, &err), 0, "%s", err.msg);
+    return s;
+}
+
+/* Stores a calibration of a host with GPU `gpu` whose H2D link moves W bytes/s. */
+static void calibrate(ws_store *s, const char *gpu, double W)
+{
+    ws_calib_run run;
+    ws_calib_run_init(&run);
+    strcpy(run.mode, "quick");
+    strcpy(run.scope, "link");
+    strcpy(run.started_at, "2026-12-01T10:00:00Z");
+    strcpy(run.finished_at, "2026-12-01T10:00:10Z");
+    strcpy(run.host.cpu_model, "Test CPU");
+    run.host.cpu_cores = 2;
+    run.host.mem_bytes = 24e9;
+    strcpy(run.host.isa, "avx2; path avx2");
+    run.host.has_gpu = 1;
+    snprintf(run.host.gpu_name, sizeof run.host.gpu_name, "%s", gpu);
+    strcpy(run.host.gpu_cc, "9.0");
+    ws_host_fp_hash(&run.host);
+    ws_err err = {0};
+    for (int i = 0; i < 6; i++) {
+        double B = 1e6 * (1 << (2 * i)), t = 8e-6 + B / W;
+        ws_calib_sample x = {.key = {"link", "h2d", "", ""}, .bytes = B, .repeats = 3,
+                             .t_median = t, .t_min = t, .t_max = t};
+        cr_assert_eq(ws_calib_add_sample(&run, &x, &err), 0);
+    }
+    cr_assert_eq(ws_calib_fit_all(&run, &err), 0, "%s", err.msg);
+    long long id;
+    cr_assert_eq(ws_calib_store(s, &run, &id, &err), 0, "%s", err.msg);
+    ws_calib_run_free(&run);
+}
+
+Test(profile, datasheet_alone)
+{
+    ws_store *s = fresh_store();
+    ws_profile p;
+    ws_err err = {0};
+    cr_assert_eq(ws_profile_load(s, "h100-sxm", &p, &err), 0, "%s", err.msg);
+    cr_assert_str_eq(p.kind, "gpu");
+    cr_assert_str_eq(p.datasheet, "h100-sxm");
+    cr_assert_str_eq(p.calibrated, "");
+    cr_assert_eq(p.n_params, 11);
+    const ws_profile_param *q = ws_profile_get(&p, "hbm_bw");
+    cr_assert_not_null(q);
+    cr_assert_eq(q->value, 3.35e12);
+    cr_assert_str_eq(q->unit, "B/s");
+    cr_assert_eq(q->source, WS_SOURCE_DATASHEET);
+    cr_assert_neq(strstr(q->reference, "H100 datasheet"), NULL, "%s", q->reference);
+    q = ws_profile_get(&p, "h2d_bw");
+    cr_assert_eq(q->source, WS_SOURCE_MODELED);
+    cr_assert_str_eq(ws_profile_source_name(q->source), "modeled");
+    double v;
+    cr_assert_eq(ws_profile_value(&p, "pcie_bw", &v, &err), 0);
+    cr_assert_eq(v, 6.3e10);
+    cr_assert_eq(ws_profile_value(&p, "no_such_key", &v, &err), WS_ENOTFOUND);
+    cr_assert_neq(strstr(err.msg, "h100-sxm has no parameter 'no_such_key'"), NULL, "%s", err.msg);
+    ws_profile_free(&p);
+    ws_store_close(s);
+}
+
+/* The same merge whichever of the two names loads it. */
+static void check_merged(ws_store *s, const char *name, double W)
+{
+    ws_profile p;
+    ws_err err = {0};
+    cr_assert_eq(ws_profile_load(s, name, &p, &err), 0, "%s", err.msg);
+    cr_assert_str_eq(p.name, name);
+    cr_assert_str_eq(p.datasheet, "h100-sxm");
+    cr_assert_str_eq(p.calibrated, "gpu:" H100);
+    /* The fitted value wins over the datasheet's modeled one... */
+    const ws_profile_param *q = ws_profile_get(&p, "h2d_bw");
+    cr_assert_not_null(q);
+    cr_assert_float_eq(q->value, W, W * 1e-3, "%s: h2d_bw %g, not %g", name, q->value, W);
+    cr_assert_eq(q->source, WS_SOURCE_FITTED);
+    cr_assert_neq(strstr(q->reference, "gpu:" H100 " link.h2d.bandwidth: fit "), NULL, "%s",
+                  q->reference);
+    /* ...the datasheet fills in what the calibration did not measure... */
+    q = ws_profile_get(&p, "hbm_bw");
+    cr_assert_eq(q->value, 3.35e12);
+    cr_assert_eq(q->source, WS_SOURCE_DATASHEET);
+    q = ws_profile_get(&p, "d2h_bw");
+    cr_assert_eq(q->value, 5.04e10);
+    cr_assert_eq(q->source, WS_SOURCE_MODELED);
+    /* ...and the calibrated parameters are there under their own keys. */
+    q = ws_profile_get(&p, "link.h2d.bandwidth");
+    cr_assert_not_null(q);
+    cr_assert_float_eq(q->value, W, W * 1e-3);
+    cr_assert_not_null(ws_profile_get(&p, "link.h2d.c0"));
+    cr_assert_eq(p.n_params, 11 + 2);
+    ws_profile_free(&p);
+}
+
+Test(profile, calibration_wins_over_the_datasheet)
+{
+    ws_store *s = fresh_store();
+    calibrate(s, H100, 20e9);
+    check_merged(s, "h100-sxm", 20e9);
+    check_merged(s, "gpu:" H100, 20e9);
+    /* The newest calibration wins. */
+    calibrate(s, H100, 22e9);
+    check_merged(s, "h100-sxm", 22e9);
+    /* Another GPU's calibration does not touch this profile, nor the other datasheets. */
+    calibrate(s, "NVIDIA A100-PCIE-40GB", 11e9);
+    check_merged(s, "h100-sxm", 22e9);
+    ws_profile p;
+    ws_err err = {0};
+    cr_assert_eq(ws_profile_load(s, "h200", &p, &err), 0, "%s", err.msg);
+    cr_assert_str_eq(p.calibrated, "");
+    cr_assert_eq(ws_profile_get(&p, "h2d_bw")->source, WS_SOURCE_MODELED);
+    ws_profile_free(&p);
+    cr_assert_eq(ws_profile_load(s, "a100-40gb-pcie", &p, &err), 0, "%s", err.msg);
+    cr_assert_float_eq(ws_profile_get(&p, "h2d_bw")->value, 11e9, 11e6);
+    ws_profile_free(&p);
+    ws_store_close(s);
+}
+
+Test(profile, calibrated_host_without_datasheet)
+{
+    ws_store *s = fresh_store();
+    calibrate(s, "Some Unlisted GPU", 9e9);
+    ws_profile p;
+    ws_err err = {0};
+    cr_assert_eq(ws_profile_load(s, "gpu:Some Unlisted GPU", &p, &err), 0, "%s", err.msg);
+    cr_assert_str_eq(p.datasheet, "");
+    cr_assert_str_eq(p.calibrated, "gpu:Some Unlisted GPU");
+    cr_assert_eq(p.n_params, 2);
+    cr_assert_eq(ws_profile_get(&p, "link.h2d.bandwidth")->source, WS_SOURCE_FITTED);
+    cr_assert_null(ws_profile_get(&p, "h2d_bw"));
+    ws_profile_free(&p);
+    ws_store_close(s);
+}
+
+Test(profile, unknown_name)
+{
+    ws_store *s = fresh_store();
+    ws_profile p;
+    ws_err err = {0};
+    cr_assert_eq(ws_profile_load(s, "no-such-gpu", &p, &err), WS_ENOTFOUND);
+    cr_assert_neq(strstr(err.msg, "no profile named 'no-such-gpu'"), NULL, "%s", err.msg);
+    cr_assert_eq(strchr(err.msg, '\n'), NULL);
+    cr_assert_eq(ws_profile_load(s, "gpu:" H100, &p, &err), WS_ENOTFOUND);
+    ws_store_close(s);
+}
