@@ -7,9 +7,10 @@
 # fuzz/NAME.dict when there is one; what the sanitizers or libFuzzer report (crash, leak,
 # undefined behaviour, timeout, out of memory) is saved under BUILD_DIR/artifacts/NAME/ and
 # the full log is BUILD_DIR/run/NAME/log. Prints one line per target: executions and
-# findings. Exits 1 when any target has a finding or fails to run.
+# findings, then "fuzz: N passed, N failed" (a target passes when it ran its time without a
+# finding). Exits 1 when any target has a finding or fails to run.
 # Environment: FUZZ_TIMEOUT (seconds one input may take, default 10), FUZZ_RSS_MB (memory
-# cap, default 2048), FUZZ_ARGS (more libFuzzer flags, e.g. -jobs=2 or -seed=1).
+# cap, default 2048), FUZZ_ARGS (more libFuzzer flags, e.g. -seed=1 or -use_value_profile=1).
 set -u
 [ $# -ge 2 ] || { echo "usage: $0 BUILD_DIR SECONDS NAME..." >&2; exit 2; }
 build=$1
@@ -17,6 +18,8 @@ secs=$2
 shift 2
 [ $# -gt 0 ] || { echo "fuzz: no targets (fuzz/fuzz_<name>.c)" >&2; exit 2; }
 status=0
+passed=0
+failed=0
 for name in "$@"; do
     bin=$build/fuzz_$name
     work=$build/run/$name
@@ -46,14 +49,19 @@ for name in "$@"; do
         echo "fuzz $name: FAILED to run (exit $rc), log: $work/log" >&2
         tail -n 5 "$work/log" >&2
         status=1
+        failed=$((failed + 1))
         continue
     fi
     echo "fuzz $name: ${execs:-?} executions in $took s, $found finding(s)"
-    if [ "$found" -gt 0 ]; then
+    if [ "$found" -eq 0 ]; then
+        passed=$((passed + 1))
+    else
         status=1
+        failed=$((failed + 1))
         grep -E '^(SUMMARY|==[0-9]+== ?ERROR)|runtime error|ALARM' "$work/log" | head -n 3 | sed 's/^/    /'
         sed 's/^/    /' "$work/findings"
-        echo "    reproduce: $bin $art/<file>   log: $work/log"
+        echo "    reproduce: $bin FILE; log: $work/log"
     fi
 done
+echo "fuzz: $passed passed, $failed failed"
 exit $status
