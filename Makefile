@@ -167,7 +167,7 @@ sanitize: deps
 FUZZ_CC       ?= clang
 FUZZ_SECONDS  ?= 60
 FUZZ_NAMES    := $(patsubst fuzz/fuzz_%.c,%,$(wildcard fuzz/fuzz_*.c))
-.PRECIOUS: $(O)/obj/fuzz/%.o
+.SECONDARY: $(patsubst %,$(O)/obj/fuzz/fuzz_%.o,$(FUZZ_NAMES))
 $(O)/fuzz_%: $(O)/obj/fuzz/fuzz_%.o $(LIBWS)
 	$(CC) $(CFLAGS) -fsanitize=fuzzer $(LDFLAGS) $^ $(LDLIBS) -o $@
 
