@@ -134,3 +134,25 @@ Test(membw, triad_check_band)
     cr_assert_eq(ws_membw_triad_check(40, WS_MEMBW_TRIAD_READ_LO * 40, NULL), 1);
     cr_assert_eq(ws_membw_triad_check(40, WS_MEMBW_TRIAD_READ_HI * 40, NULL), 1);
 }
+
+Test(membw, triader_passes_evicted_and_counted)
+{
+    ws_err err = {0};
+    ws_pool *p = ws_pool_create(2, &err);
+    cr_assert_not_null(p, "%s", err.msg);
+    ws_membw_triader *t = ws_membw_triader_create(p, 12u << 20, &err);
+    cr_assert_not_null(t, "%s", err.msg);
+    for (int r = 0; r < 2; r++) {
+        size_t counted = 0;
+        const unsigned long long e0 = ws_membw_evicted_bytes();
+        const double s = ws_membw_triader_pass(t, &counted);
+        cr_assert(s > 0 && isfinite(s));
+        /* STREAM counting: 3 arrays x 8 B, whole 512-element runs per task */
+        cr_assert(counted <= (12u << 20) && counted > (11u << 20), "counted %zu", counted);
+        cr_assert_geq(ws_membw_evicted_bytes() - e0, counted);
+    }
+    ws_membw_triader_destroy(t);
+    cr_assert_null(ws_membw_triader_create(p, 100, &err));
+    cr_assert_eq(err.code, WS_EINVAL);
+    ws_pool_destroy(p);
+}

@@ -28,32 +28,40 @@ static void note(const ws_bench_attn_cfg *c, const char *fmt, ...)
 
 /* ---- membw ---- */
 
-/* Read and gather passes over one buffer, round-robin over `repeats` rounds: medians of
- * the read bandwidth and of each gather size's (each gather reads as many bytes as the
- * read pass covers). */
-static int read_gather(ws_pool *pool, size_t bytes, int repeats, double *rd, double *gb,
-                       ws_err *err)
+/* Read, gather and triad passes, round-robin over `repeats` rounds, so that the figures
+ * checked against each other come from the same minutes: medians of the read bandwidth, of
+ * each gather size's (each gather reads as many bytes as the read pass covers) and of the
+ * triad's. */
+static int read_gather_triad(ws_pool *pool, size_t bytes, int repeats, ws_bench_membw *out,
+                             ws_err *err)
 {
     ws_membw_reader *r = ws_membw_reader_create(pool, bytes, err);
-    double *t = r ? malloc(sizeof(double) * (size_t)repeats * (1 + WS_BENCH_GATHER_N)) : NULL;
-    if (!t) {
-        ws_membw_reader_destroy(r);
-        return r ? ws_err_set(err, WS_ENOMEM, "bench: out of memory") : err->code;
-    }
-    size_t covered = 0, gcov[WS_BENCH_GATHER_N] = {0};
+    ws_membw_triader *tr = r ? ws_membw_triader_create(pool, bytes, err) : NULL;
+    double *t = tr ? malloc(sizeof(double) * (size_t)repeats * (2 + WS_BENCH_GATHER_N)) : NULL;
     int rc = 0;
+    if (!t) {
+        rc = tr ? ws_err_set(err, WS_ENOMEM, "bench: out of memory") : err->code;
+        goto out;
+    }
+    double *tt = t + (size_t)(1 + WS_BENCH_GATHER_N) * repeats; /* triad */
+    size_t covered = 0, counted = 0, gcov[WS_BENCH_GATHER_N] = {0};
     for (int k = 0; k < repeats && !rc; k++) {
         t[k] = ws_membw_reader_pass(r, bytes, &covered);
         for (int i = 0; i < WS_BENCH_GATHER_N && !rc; i++)
             rc = ws_membw_reader_gather(r, NULL, ws_bench_gather_seg[i], covered, (uint64_t)k,
                                         &t[(size_t)(1 + i) * repeats + k], &gcov[i], err);
+        tt[k] = ws_membw_triader_pass(tr, &counted);
     }
     if (!rc) {
-        *rd = (double)covered / ws_median_sort(t, repeats) / 1e9;
+        out->read_gbps = (double)covered / ws_median_sort(t, repeats) / 1e9;
         for (int i = 0; i < WS_BENCH_GATHER_N; i++)
-            gb[i] = (double)gcov[i] / ws_median_sort(t + (size_t)(1 + i) * repeats, repeats) / 1e9;
+            out->gather_gbps[i] =
+                (double)gcov[i] / ws_median_sort(t + (size_t)(1 + i) * repeats, repeats) / 1e9;
+        out->triad_gbps = (double)counted / ws_median_sort(tt, repeats) / 1e9;
     }
+out:
     free(t);
+    ws_membw_triader_destroy(tr);
     ws_membw_reader_destroy(r);
     return rc;
 }
@@ -63,9 +71,14 @@ int ws_bench_membw_run(ws_pool *pool, const ws_bench_membw_cfg *cfg, ws_bench_me
 {
     *out = (ws_bench_membw){0};
     const int repeats = cfg->repeats > 0 ? cfg->repeats : 1;
-    int rc = read_gather(pool, cfg->bytes, repeats, &out->read_gbps, out->gather_gbps, err);
-    if (rc || (rc = ws_membw_triad(pool, cfg->bytes, repeats, &out->triad_gbps, err)) ||
-        (rc = ws_cpu_peak_gflops(pool, cfg->isa, &out->peak_gflops, err)))
+    const double mem = ws_cpu_features_get()->mem_bytes;
+    if (mem > 0 && 2.0 * (double)cfg->bytes > mem / 2)
+        return ws_err_set(err, WS_EINVAL,
+                          "bench: the read buffer and the triad's arrays (2 x %.0f MiB) would "
+                          "take more than half of memory (%.0f MiB); lower --mib",
+                          cfg->bytes / 1048576.0, mem / 1048576.0);
+    int rc = read_gather_triad(pool, cfg->bytes, repeats, out, err);
+    if (rc || (rc = ws_cpu_peak_gflops(pool, cfg->isa, &out->peak_gflops, err)))
         return rc;
     out->triad_agrees = ws_membw_triad_check(out->read_gbps, out->triad_gbps,
                                              &out->triad_over_read);

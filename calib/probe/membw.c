@@ -498,29 +498,52 @@ static void triad_task(void *ctx, int task, int thread)
     j->triad(a, b, c, j->slice);
 }
 
-int ws_membw_triad(ws_pool *pool, size_t bytes, int repeats, double *gbps_out, ws_err *err)
+struct ws_membw_triader {
+    ws_pool *pool;
+    int tasks;
+    size_t n; /* elements per array */
+    bw_job job;
+};
+
+void ws_membw_triader_destroy(ws_membw_triader *t)
+{
+    if (!t)
+        return;
+    if (t->job.a)
+        g_sink += (float)t->job.a[t->n / 2] * 0.0f;
+    free(t->job.a);
+    free(t->job.b);
+    free(t->job.c);
+    free(t->job.task_node);
+    free(t->job.first);
+    free(t);
+}
+
+ws_membw_triader *ws_membw_triader_create(ws_pool *pool, size_t bytes, ws_err *err)
 {
     const int T = ws_pool_threads(pool), tasks = T * SLICES_PER_THREAD;
-    if (repeats < 1)
-        repeats = 1;
     size_t slice = bytes / 3 / sizeof(double) / (size_t)tasks / 512 * 512;
-    if (slice == 0)
-        return ws_err_set(err, WS_EINVAL, "triad: %zu bytes is too small for %d threads", bytes, T);
-    size_t n = slice * (size_t)tasks;
-    bw_job *j = calloc(1, sizeof *j);
-    double *t = malloc(sizeof(double) * (size_t)repeats);
-    int rc = 0;
-    if (j) {
-        const ws_cpu_features *f = ws_cpu_features_get();
-        j->triad = f->avx512f ? triad_avx512 : f->avx2 ? triad_avx2 : triad_sse2;
-        j->slice = slice;
-        j->a = big_alloc(n * sizeof(double));
-        j->b = big_alloc(n * sizeof(double));
-        j->c = big_alloc(n * sizeof(double));
+    if (slice == 0) {
+        ws_err_set(err, WS_EINVAL, "triad: %zu bytes is too small for %d threads", bytes, T);
+        return NULL;
     }
-    if (!j || !t || !j->a || !j->b || !j->c || node_tasks(pool, &j->task_node, &j->first)) {
-        rc = ws_err_set(err, WS_ENOMEM, "triad: cannot allocate %zu bytes", bytes);
-        goto out;
+    ws_membw_triader *t = calloc(1, sizeof *t);
+    if (!t) {
+        ws_err_set(err, WS_ENOMEM, "triad: out of memory");
+        return NULL;
+    }
+    bw_job *j = &t->job;
+    const ws_cpu_features *f = ws_cpu_features_get();
+    t->pool = pool, t->tasks = tasks, t->n = slice * (size_t)tasks;
+    j->triad = f->avx512f ? triad_avx512 : f->avx2 ? triad_avx2 : triad_sse2;
+    j->slice = slice;
+    j->a = big_alloc(t->n * sizeof(double));
+    j->b = big_alloc(t->n * sizeof(double));
+    j->c = big_alloc(t->n * sizeof(double));
+    if (!j->a || !j->b || !j->c || node_tasks(pool, &j->task_node, &j->first)) {
+        ws_membw_triader_destroy(t);
+        ws_err_set(err, WS_ENOMEM, "triad: cannot allocate %zu bytes", bytes);
+        return NULL;
     }
     /* Each node's slices on it, first touched and run by its threads. */
     place_runs(pool, j->task_node, j->first, tasks, (char *)j->a, slice * sizeof(double));
@@ -529,29 +552,47 @@ int ws_membw_triad(ws_pool *pool, size_t bytes, int repeats, double *gbps_out, w
     j->mode = BW_INIT;
     ws_pool_run_affine(pool, tasks, j->task_node, triad_task, j);
     j->mode = BW_READ;
-    ws_pool_run_affine(pool, tasks, j->task_node, triad_task, j);
-    for (int r = 0; r < repeats; r++) {
-        /* the three arrays start in DRAM (a's dirty lines written back, untimed) */
-        j->mode = BW_EVICT;
-        ws_pool_run_affine(pool, tasks, j->task_node, triad_task, j);
-        j->mode = BW_READ;
-        double t0 = ws_now_s();
-        ws_pool_run_affine(pool, tasks, j->task_node, triad_task, j);
-        t[r] = ws_now_s() - t0;
+    ws_pool_run_affine(pool, tasks, j->task_node, triad_task, j); /* warm-up */
+    return t;
+}
+
+double ws_membw_triader_pass(ws_membw_triader *t, size_t *counted_out)
+{
+    bw_job *j = &t->job;
+    /* the three arrays start in DRAM (a's dirty lines written back, untimed) */
+    j->mode = BW_EVICT;
+    ws_pool_run_affine(t->pool, t->tasks, j->task_node, triad_task, j);
+    j->mode = BW_READ;
+    const double t0 = ws_now_s();
+    ws_pool_run_affine(t->pool, t->tasks, j->task_node, triad_task, j);
+    const double sec = ws_now_s() - t0;
+    if (counted_out)
+        *counted_out = 3 * t->n * sizeof(double);
+    return sec;
+}
+
+int ws_membw_triad(ws_pool *pool, size_t bytes, int repeats, double *gbps_out, ws_err *err)
+{
+    ws_err local = {0};
+    if (!err)
+        err = &local;
+    if (repeats < 1)
+        repeats = 1;
+    ws_membw_triader *tr = ws_membw_triader_create(pool, bytes, err);
+    if (!tr)
+        return err->code;
+    double *t = malloc(sizeof(double) * (size_t)repeats);
+    if (!t) {
+        ws_membw_triader_destroy(tr);
+        return ws_err_set(err, WS_ENOMEM, "triad: out of memory");
     }
-    *gbps_out = 3.0 * (double)(n * sizeof(double)) / ws_median_sort(t, repeats) / 1e9;
-    g_sink += (float)j->a[n / 2] * 0.0f;
-out:
-    if (j) {
-        free(j->a);
-        free(j->b);
-        free(j->c);
-        free(j->task_node);
-        free(j->first);
-    }
-    free(j);
+    size_t counted = 0;
+    for (int r = 0; r < repeats; r++)
+        t[r] = ws_membw_triader_pass(tr, &counted);
+    *gbps_out = (double)counted / ws_median_sort(t, repeats) / 1e9;
     free(t);
-    return rc;
+    ws_membw_triader_destroy(tr);
+    return 0;
 }
 
 /* ---- dot-product peak, per instruction path ---- */

@@ -85,6 +85,13 @@ int ws_membw_read_sweep(ws_pool *pool, const size_t *bytes, int n, int rounds, d
                         size_t *covered_out, ws_err *err);
 /* Median STREAM triad bandwidth; `bytes` is the total of the three double arrays. */
 int ws_membw_triad(ws_pool *pool, size_t bytes, int repeats, double *gbps_out, ws_err *err);
+/* The triad's arrays kept for passes interleaved with other work (placed, first touched
+ * and run once as a warm-up at creation): a pass evicts the arrays, times one triad and
+ * returns the seconds; counted_out (may be NULL) gets the bytes STREAM counts. */
+typedef struct ws_membw_triader ws_membw_triader;
+ws_membw_triader *ws_membw_triader_create(ws_pool *pool, size_t bytes, ws_err *err);
+double ws_membw_triader_pass(ws_membw_triader *t, size_t *counted_out);
+void ws_membw_triader_destroy(ws_membw_triader *t);
 /* Peak dot-product GFLOP/s of the instruction path `isa` (WS_ISA_AUTO resolves as
  * ws_attn_cpu does) on all threads of the pool. Flops are the useful multiply-adds x 2: for
  * avx512bf16, one VDPBF16PS pair (q hi and lo) counts as 32 multiply-adds, and for amx one
