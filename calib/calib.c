@@ -423,6 +423,7 @@ json_t *ws_calib_show(ws_store *store, long long run_id, ws_err *err)
     json_object_set_new(r, "isa", json_string(host.isa));
     json_object_set_new(r, "gpu_name", host.has_gpu ? json_string(host.gpu_name) : json_null());
     json_object_set_new(r, "samples", json_integer(run.n_samples));
+    json_object_set_new(r, "note", json_string(run.note));
     json_object_set_new(out, "run", r);
 
     json_t *arr = json_array();

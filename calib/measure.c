@@ -8,7 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <x86intrin.h>
 
 #include "attn_cpu.h"
 #include "cpu_features.h"
@@ -24,6 +23,7 @@
 #define ROUNDS 41       /* attention sweeps: round-robin rounds (repeats per configuration) */
 #define ROUNDS_QUICK 9  /* the same with --quick */
 #define MAX_REPEATS ROUNDS
+#define KV_SPARE_BYTES ((size_t)256 << 20) /* KV pool beyond the largest problem */
 
 typedef struct ctx {
     const ws_calib_opts *o;
@@ -61,52 +61,86 @@ static int measure_membw(ctx *c)
 {
     const double GB = 1e9;
     const size_t mb = 1 << 20;
-    /* Sizes from 2x to 8x the last-level cache (at least 128 MiB; the largest at most a
-     * quarter of memory), one buffer, timed in round-robin rounds: the fit t = c0 + B/W over
-     * a 4x range of sizes whose samples share the host's moments gives W (with the sizes
-     * timed one after another, drift during the sweep tilts the slope and inflates W). */
+    /* Sizes over a 4x (quick) or 8x range up to 1 GiB (quick) or 2 GiB, one buffer, each pass
+     * evicted from the caches before it is timed (membw.h): DRAM at every size, whatever the
+     * machine reports of its caches. Timed in round-robin rounds: the fit t = c0 + B/W over
+     * sizes whose samples share the host's moments gives W (with the sizes timed one after
+     * another, drift during the sweep tilts the slope). At most a quarter of memory. */
     const ws_cpu_features *f = ws_cpu_features_get();
-    const double fr_q[] = {0.25, 0.5, 1.0}, fr_d[] = {0.25, 0.375, 0.5, 0.75, 1.0};
+    const double fr_q[] = {0.25, 0.5, 1.0}, fr_d[] = {0.125, 0.25, 0.375, 0.5, 1.0};
     const double *fr = c->o->quick ? fr_q : fr_d;
-    int n = c->o->quick ? 3 : 5, rounds = c->o->quick ? 5 : 9, reps = c->o->quick ? 3 : 5, rc;
-    double top = 8.0 * fmax((double)f->l3_bytes, 128.0 * mb);
+    int n = c->o->quick ? 3 : 5, rounds = c->o->quick ? 7 : 11, reps = c->o->quick ? 3 : 5, rc;
+    double top = (c->o->quick ? 1024.0 : 2048.0) * mb;
     if (f->mem_bytes > 0 && top > f->mem_bytes / 4)
         top = f->mem_bytes / 4;
     size_t sizes[5], covered[5];
-    double t[5 * 9];
+    double t[5 * 11];
     for (int i = 0; i < n; i++)
         sizes[i] = (size_t)(fr[i] * top) / mb * mb;
     progress(c, 0.0, "read bandwidth");
-    if ((rc = stopped(c)) ||
-        (rc = ws_membw_read_sweep(c->pool, sizes, n, rounds, t, covered, c->err)))
+    /* A triad pass after each round's reads: the triad's median shares the reads' minutes,
+     * so the check of one against the other is not a check of the host's drift. */
+    const size_t triad_bytes = 1536 * mb;
+    double t3[11];
+    size_t counted = 0;
+    if ((rc = stopped(c)))
         return rc;
+    ws_membw_reader *rdr = ws_membw_reader_create(c->pool, sizes[n - 1], c->err);
+    ws_membw_triader *tr = rdr ? ws_membw_triader_create(c->pool, triad_bytes, c->err) : NULL;
+    if (!tr) {
+        ws_membw_reader_destroy(rdr);
+        return c->err->code;
+    }
+    for (int k = 0; k < rounds; k++) {
+        for (int i = 0; i < n; i++)
+            t[(size_t)i * (size_t)rounds + (size_t)k] =
+                ws_membw_reader_pass(rdr, sizes[i], &covered[i]);
+        t3[k] = ws_membw_triader_pass(tr, &counted);
+    }
+    ws_membw_triader_destroy(tr);
+    ws_membw_reader_destroy(rdr);
+    double read_top = 0; /* B/t at the largest size, for the check against the triad */
     for (int i = 0; i < n; i++) {
         double *ti = t + (size_t)i * (size_t)rounds;
         if ((rc = add(c, "cpu", "membw_read", "", "", 0, (double)covered[i], ti, rounds,
                       "{\"threads\": %d, \"repeats\": %d, \"stat\": \"median\", \"rounds\": "
-                      "\"round-robin over %d sizes\"}",
-                      ws_pool_threads(c->pool), rounds, n)))
+                      "\"round-robin over %d sizes\", \"buffer_mib\": %zu, \"cache\": \"%s\"}",
+                      ws_pool_threads(c->pool), rounds, n, sizes[n - 1] / mb, WS_MEMBW_METHOD)))
             return rc;
         double med = c->run->samples[c->run->n_samples - 1].t_median;
         if (covered[i] / med > c->run->read_bw)
             c->run->read_bw = covered[i] / med; /* the plateau, for deciding roofline sides */
+        read_top = covered[i] / med;
     }
     progress(c, (double)n / (n + 3), "read bandwidth");
-    /* Single measurements of the machine (not fitted): 1-thread read, triad, peaks. */
-    double gbps1, gbps3, gf[2], one = 1.0;
+    /* Single measurements of the machine (not fitted): 1-thread read, peaks. */
+    double gbps1, gf[2], one = 1.0, ratio;
     if ((rc = ws_membw_read(c->pool1, 1024 * mb, reps, &gbps1, c->err)) ||
-        (rc = ws_membw_triad(c->pool, 1536 * mb, reps, &gbps3, c->err)) ||
         (rc = ws_cpu_peak_gflops(c->pool, c->isa, &gf[0], c->err)) ||
         (rc = ws_cpu_peak_gflops(c->pool1, c->isa, &gf[1], c->err)))
         return rc;
     c->run->read_bw_1t = gbps1 * GB;
-    double t1 = 1024.0 * mb / (gbps1 * GB), t3 = 1536.0 * mb / (gbps3 * GB);
+    /* Read and triad of the same minutes against each other (membw.h): a run where they
+     * disagree says so in its triad sample and in the run's note. */
+    const double gbps3 = (double)counted / ws_median_sort(t3, rounds) / GB;
+    const int agree = ws_membw_triad_check(read_top / GB, gbps3, &ratio);
+    if (!agree) {
+        size_t len = strlen(c->run->note);
+        snprintf(c->run->note + len, sizeof c->run->note - len,
+                 "%striad/read %.2f outside %.2f-%.2f: a DRAM figure is suspect", len ? "; " : "",
+                 ratio, WS_MEMBW_TRIAD_READ_LO, WS_MEMBW_TRIAD_READ_HI);
+    }
+    double t1 = 1024.0 * mb / (gbps1 * GB);
     if ((rc = add(c, "cpu", "membw_read_1t", "", "", 0, 1024.0 * mb, &t1, 1,
-                  "{\"threads\": 1, \"repeats\": %d, \"stat\": \"median\"}", reps)) ||
-        (rc = add(c, "cpu", "membw_triad", "", "", 0, 1536.0 * mb, &t3, 1,
-                  "{\"threads\": %d, \"repeats\": %d, \"stat\": \"median\", \"counting\": "
-                  "\"STREAM (3 x 8 B per element)\"}",
-                  ws_pool_threads(c->pool), reps)))
+                  "{\"threads\": 1, \"repeats\": %d, \"stat\": \"median\", \"buffer_mib\": "
+                  "1024, \"cache\": \"%s\"}",
+                  reps, WS_MEMBW_METHOD)) ||
+        (rc = add(c, "cpu", "membw_triad", "", "", 0, (double)counted, t3, rounds,
+                  "{\"threads\": %d, \"repeats\": %d, \"counting\": \"STREAM 3 x 8 B\", "
+                  "\"buffer_mib\": 1536, \"cache\": \"%s\", \"triad_over_read\": %.3f, "
+                  "\"check\": \"%s\"}",
+                  ws_pool_threads(c->pool), rounds, WS_MEMBW_METHOD, ratio,
+                  agree ? "agree" : "DISAGREE")))
         return rc;
     for (int k = 0; k < 2; k++) {
         c->run->peak_flops[k] = gf[k] * 1e9;
@@ -195,23 +229,6 @@ static int shape_from_model(const char *name, ws_dtype dt, ws_isa isa, attn_shap
     return 0;
 }
 
-/* Evicts [p, p + bytes) from every cache level. */
-__attribute__((target("clflushopt"))) static void evict_opt(const void *p, size_t bytes)
-{
-    for (size_t o = 0; o < bytes; o += 64)
-        _mm_clflushopt((char *)p + o);
-}
-
-static void evict(const void *p, size_t bytes)
-{
-    if (__builtin_cpu_supports("clflushopt")) {
-        evict_opt(p, bytes);
-        return;
-    }
-    for (size_t o = 0; o < bytes; o += 64)
-        _mm_clflush((const char *)p + o);
-}
-
 /* Pages to evict, one pool task each. */
 typedef struct evict_job {
     const void **pages;
@@ -222,8 +239,7 @@ static void evict_task(void *ctx, int task, int thread)
 {
     const evict_job *e = ctx;
     (void)thread;
-    evict(e->pages[task], e->bytes);
-    _mm_sfence();
+    ws_membw_evict(e->pages[task], e->bytes);
 }
 
 /* Times one attention configuration: `batch` sequences of `ctx_tok` tokens (attending
@@ -400,8 +416,7 @@ static int pinned_vs_pageable(ctx *c)
     if (rc)
         return rc;
     const int ctx_tok = 65536, reps = c->o->quick ? 3 : 5;
-    long llc = ws_cpu_features_get()->l3_bytes > 0 ? ws_cpu_features_get()->l3_bytes : 64l << 20;
-    size_t bytes_pool = (size_t)(2.0 * llc) + (size_t)ctx_tok * 2048 * 2;
+    size_t bytes_pool = KV_SPARE_BYTES + (size_t)ctx_tok * 2048 * 2;
     for (int pin = 0; pin < 2 && !rc; pin++) {
         progress(c, pin * 0.5,
                  pin ? "attention over pinned memory" : "attention over pageable memory");
@@ -496,10 +511,9 @@ int ws_calib_measure(const ws_calib_opts *o, ws_calib_run *run, ws_err *err)
         rc = measure_membw(&c);
         c.phase++;
         /* One pool for every attention shape: the largest problem (1M tokens of GQA,
-         * 2 GiB) plus twice the last-level cache, so every repeat reads cold pages. */
-        long llc =
-            ws_cpu_features_get()->l3_bytes > 0 ? ws_cpu_features_get()->l3_bytes : 64l << 20;
-        const size_t pool_bytes = (size_t)1048576 * 2048 + (size_t)(2.0 * llc);
+         * 2 GiB) plus spare pages to rotate through (each repeat's pages are evicted
+         * before it, so no size here depends on the caches). */
+        const size_t pool_bytes = (size_t)1048576 * 2048 + KV_SPARE_BYTES;
         if (!rc && !(c.kv = alloc_kv(&c, pool_bytes, 0)))
             rc = err->code;
         for (int dt = 0; dt < 2 && !rc; dt++)

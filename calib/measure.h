@@ -1,6 +1,7 @@
 /* measure: the calibrator's sweeps -- the real project kernels timed on this machine.
  *
- * Host: read bandwidth and triad over sizes beyond the last-level cache; the dot-product
+ * Host: read bandwidth and triad from DRAM (each pass evicted from the caches first,
+ * whatever the machine reports of them; membw.h), checked against each other; the dot-product
  * peak of the attention instruction path; CPU decode attention for GQA, MLA and sparse MLA
  * (shapes from the shipped model configs) in bf16 and fp16 over contexts from 1K to 1M
  * tokens of one layer, batch sizes and 1 vs all threads -- each repeat on pages evicted

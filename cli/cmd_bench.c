@@ -1,14 +1,13 @@
 /* cmd_bench: `writescope bench membw|attn-cpu` -- measured figures of this machine: its
  * memory read bandwidth, STREAM triad and dot-product peak, and the CPU decode-attention
  * kernel on a model-shaped paged KV cache, stated as a fraction of the read bandwidth (or
- * of the roofline) measured in the same run. Progress goes to stderr, results to stdout. */
-#include <math.h>
+ * of the roofline) measured in the same run. Parses, calls calib/probe/bench.h and prints:
+ * progress to stderr, results to stdout. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "attn_bench.h"
-#include "attn_cpu.h"
+#include "bench.h"
 #include "cli.h"
 #include "cpu_features.h"
 #include "membw.h"
@@ -33,14 +32,17 @@ static void help(FILE *out)
         "          same reads over random rows of 64, 256, 1152 and 4096 bytes, prefetched\n"
         "          ahead as the kernels prefetch a sparse list's rows; JSON key gather),\n"
         "          STREAM triad and the dot-product peak of the attention kernel's instruction\n"
-        "          path; the buffer defaults to 4x the last-level cache (at least 256 MiB, at\n"
-        "          most 6 GiB).\n"
+        "          path; the buffer defaults to 1 GiB (at most a quarter of memory).\n"
+        "          Each timed pass starts in DRAM (what it reads and writes is evicted\n"
+        "          from every cache first), and triad / read is checked against the\n"
+        "          band expected of DRAM (JSON keys triad_over_read, triad_read_check).\n"
         "attn-cpu  one layer's KV for B sequences of N tokens as scattered P-token pages\n"
         "          (P = 256 by default) of seeded random data; times the CPU kernel (median of\n"
         "          R repeats after a warm-up round; by default as many as fill ~3 s, 11..101)\n"
-        "          and the read bandwidth in the same run (one pass over the read buffer\n"
-        "          before each repeat, the median of those; that pass also leaves the KV\n"
-        "          cold in the caches, as in a decode step).\n"
+        "          and the read bandwidth in the same run (one pass over the read buffer,\n"
+        "          evicted from the caches first, before each repeat, the median of\n"
+        "          those); the KV is evicted from the caches before each repeat, cold as\n"
+        "          in a decode step.\n"
         "          --sparse-topk K attends K tokens per sequence: whole pages (default) or\n"
         "          single tokens, a fresh random set each repeat; sparse models (index_topk)\n"
         "          default to their top-k. Reports kv_bytes, seconds, kv_gbps, gflops, isa,\n"
@@ -83,14 +85,11 @@ static int parse_int(const char *cmd, const char *name, const char *s, long lo, 
     return 0;
 }
 
+/* The read buffer by default: a fixed size (membw.h), at most a quarter of memory. */
 static double default_buffer_bytes(void)
 {
     const ws_cpu_features *f = ws_cpu_features_get();
-    double b = 4.0 * (double)f->l3_bytes;
-    if (b < 256.0 * (1 << 20))
-        b = 256.0 * (1 << 20);
-    if (b > 6.0 * (1 << 30))
-        b = 6.0 * (1 << 30);
+    double b = (double)WS_MEMBW_DEFAULT_BYTES;
     if (f->mem_bytes > 0 && b > f->mem_bytes / 4)
         b = f->mem_bytes / 4;
     return b;
@@ -112,61 +111,17 @@ static int resolve_isa(const char *cmd, const char *name, ws_isa *out)
     return 0;
 }
 
-/* Gather segment sizes of bench membw: a line, a GQA head's K row (d 128, 16-bit), an MLA
- * latent row (576 values), 4 KiB. */
-static const size_t g_gather_seg[] = {64, 256, 1152, 4096};
-#define N_GATHER (int)(sizeof g_gather_seg / sizeof g_gather_seg[0])
-
-/* bench attn-cpu's repeats by default: as many rounds (read pass, kernel) as fill about
- * BENCH_AUTO_S seconds, odd, within [BENCH_AUTO_MIN, BENCH_AUTO_MAX]. */
-#define BENCH_AUTO_S 3.0
-#define BENCH_AUTO_MIN 11
-#define BENCH_AUTO_MAX 101
-
-/* Read and gather passes over one buffer, round-robin over `repeats` rounds: medians of
- * the read bandwidth and of each gather size's (each pass reads as many bytes as the read
- * pass covers). */
-static int membw_read_gather(ws_pool *pool, size_t bytes, int repeats, double *rd, double *gb,
-                             ws_err *err)
-{
-    ws_membw_reader *r = ws_membw_reader_create(pool, bytes, err);
-    double *t = r ? malloc(sizeof(double) * (size_t)repeats * (1 + N_GATHER)) : NULL;
-    if (!t) {
-        ws_membw_reader_destroy(r);
-        return r ? ws_err_set(err, WS_ENOMEM, "bench: out of memory") : err->code;
-    }
-    size_t covered = 0, gcov[N_GATHER] = {0};
-    int rc = 0;
-    for (int k = 0; k < repeats && !rc; k++) {
-        t[k] = ws_membw_reader_pass(r, bytes, &covered);
-        for (int i = 0; i < N_GATHER && !rc; i++)
-            rc = ws_membw_reader_gather(r, NULL, g_gather_seg[i], covered, (uint64_t)k,
-                                        &t[(size_t)(1 + i) * repeats + k], &gcov[i], err);
-    }
-    if (!rc) {
-        *rd = (double)covered / ws_median_sort(t, repeats) / 1e9;
-        for (int i = 0; i < N_GATHER; i++)
-            gb[i] = (double)gcov[i] / ws_median_sort(t + (size_t)(1 + i) * repeats, repeats) / 1e9;
-    }
-    free(t);
-    ws_membw_reader_destroy(r);
-    return rc;
-}
-
 static int bench_membw(ws_pool *pool, double bytes, int repeats, ws_isa isa, int json)
 {
     ws_err err = {0};
-    double rd = 0, tr, pk, gb[N_GATHER] = {0};
-    fprintf(stderr, "bench: read and gather bandwidth over %.0f MiB, %d threads...\n",
+    ws_bench_membw r;
+    const ws_bench_membw_cfg cfg = {.bytes = (size_t)bytes, .repeats = repeats, .isa = isa};
+    fprintf(stderr, "bench: read, gather and triad bandwidth over %.0f MiB, %d threads...\n",
             bytes / (1 << 20), ws_pool_threads(pool));
-    if (membw_read_gather(pool, (size_t)bytes, repeats, &rd, gb, &err))
-        return cli_fail(&err);
-    fprintf(stderr, "bench: STREAM triad...\n");
-    if (ws_membw_triad(pool, (size_t)bytes, repeats, &tr, &err))
-        return cli_fail(&err);
-    if (ws_cpu_peak_gflops(pool, isa, &pk, &err))
+    if (ws_bench_membw_run(pool, &cfg, &r, &err))
         return cli_fail(&err);
     const ws_cpu_features *f = ws_cpu_features_get();
+    const char *check = r.triad_agrees ? "agree" : "disagree";
     if (json) {
         json_t *o = json_object();
         json_object_set_new(o, "source", json_string("measured"));
@@ -177,34 +132,40 @@ static int bench_membw(ws_pool *pool, double bytes, int repeats, ws_isa isa, int
         json_object_set_new(o, "bytes", cli_num(bytes));
         json_object_set_new(o, "llc_bytes", cli_num((double)f->l3_bytes));
         json_object_set_new(o, "repeats", json_integer(repeats));
-        json_object_set_new(o, "read_bw_gbps", json_real(rd));
-        json_object_set_new(o, "triad_gbps", json_real(tr));
+        json_object_set_new(o, "cache", json_string(WS_MEMBW_METHOD));
+        json_object_set_new(o, "read_bw_gbps", json_real(r.read_gbps));
+        json_object_set_new(o, "triad_gbps", json_real(r.triad_gbps));
+        json_object_set_new(o, "triad_over_read", json_real(r.triad_over_read));
+        json_object_set_new(o, "triad_read_check", json_string(check));
         json_t *ga = json_array();
-        for (int i = 0; i < N_GATHER; i++) {
+        for (int i = 0; i < WS_BENCH_GATHER_N; i++) {
             json_t *e = json_object();
-            json_object_set_new(e, "segment_bytes", json_integer((json_int_t)g_gather_seg[i]));
-            json_object_set_new(e, "gbps", json_real(gb[i]));
-            json_object_set_new(e, "fraction_of_read_bw", json_real(gb[i] / rd));
+            json_object_set_new(e, "segment_bytes", json_integer((json_int_t)ws_bench_gather_seg[i]));
+            json_object_set_new(e, "gbps", json_real(r.gather_gbps[i]));
+            json_object_set_new(e, "fraction_of_read_bw", json_real(r.gather_gbps[i] / r.read_gbps));
             json_array_append_new(ga, e);
         }
         json_object_set_new(o, "gather", ga);
         json_object_set_new(o, "isa", json_string(ws_isa_name(isa)));
-        json_object_set_new(o, "peak_gflops", json_real(pk));
+        json_object_set_new(o, "peak_gflops", json_real(r.peak_gflops));
         return cli_print_json(o);
     }
     printf("cpu          %s, %d threads (%d pinned) on %d NUMA node%s\n", f->model,
            ws_pool_threads(pool), ws_pool_pinned(pool), ws_pool_nodes(pool),
            ws_pool_nodes(pool) > 1 ? "s" : "");
-    printf("buffer       %.0f MiB (last-level cache %.0f MiB), median of %d\n", bytes / (1 << 20),
-           f->l3_bytes / 1048576.0, repeats);
-    printf("read         %.2f GB/s (measured)\n", rd);
+    printf("buffer       %.0f MiB, evicted from the caches before each pass (%s), median of %d\n",
+           bytes / (1 << 20), WS_MEMBW_METHOD, repeats);
+    printf("read         %.2f GB/s (measured)\n", r.read_gbps);
     printf("gather       ");
-    for (int i = 0; i < N_GATHER; i++)
-        printf("%s%zu B rows %.2f GB/s (%.2f of read)", i ? ", " : "", g_gather_seg[i], gb[i],
-               gb[i] / rd);
+    for (int i = 0; i < WS_BENCH_GATHER_N; i++)
+        printf("%s%zu B rows %.2f GB/s (%.2f of read)", i ? ", " : "", ws_bench_gather_seg[i],
+               r.gather_gbps[i], r.gather_gbps[i] / r.read_gbps);
     printf(" (measured, random rows prefetched ahead)\n");
-    printf("triad        %.2f GB/s (measured, STREAM counting)\n", tr);
-    printf("peak         %.1f GFLOP/s dot product, %s path (measured)\n", pk, ws_isa_name(isa));
+    printf("triad        %.2f GB/s (measured, STREAM counting)\n", r.triad_gbps);
+    printf("check        triad / read %.2f: %s (expected %.2f-%.2f from DRAM)\n",
+           r.triad_over_read, check, WS_MEMBW_TRIAD_READ_LO, WS_MEMBW_TRIAD_READ_HI);
+    printf("peak         %.1f GFLOP/s dot product, %s path (measured)\n", r.peak_gflops,
+           ws_isa_name(isa));
     return CLI_EXIT_OK;
 }
 
@@ -219,47 +180,8 @@ typedef struct attn_args {
     int json, scaling;
 } attn_args;
 
-/* One thread count's figures: medians over the repeats of the kernel's time and of the
- * read pass (and, for token lists, the gather pass) before it (secs, rsecs and gsecs are
- * sorted in place; gsecs NULL: no gather pass). */
-typedef struct attn_fig {
-    int threads;
-    double sec, smin, smax; /* kernel seconds: median, min, max */
-    double rd, kv_gbps, gflops, pk, roof;
-    double gb; /* gather bandwidth, GB/s (0: not measured) */
-    /* the kernel's rate over the read pass's in each round (the two back to back): lower
-     * quartile, median, upper quartile over the rounds */
-    double fr_q1, fr_med, fr_q3;
-    int compute_bound;
-} attn_fig;
-
-static attn_fig attn_figures(int threads, double *secs, double *rsecs, double *gsecs, int R,
-                             size_t covered, size_t gcovered, double kv_bytes, double flops,
-                             double pk)
-{
-    attn_fig g = {.threads = threads, .pk = pk};
-    double *fr = malloc(sizeof(double) * (size_t)R); /* before the sorts below */
-    if (fr) {
-        for (int r = 0; r < R; r++)
-            fr[r] = kv_bytes * rsecs[r] / (secs[r] * (double)covered);
-        g.fr_med = ws_median_sort(fr, R);
-        g.fr_q1 = fr[(R - 1) / 4], g.fr_q3 = fr[R - 1 - (R - 1) / 4];
-        free(fr);
-    }
-    g.sec = ws_median_sort(secs, R); /* sorted: extremes at both ends */
-    g.smin = secs[0], g.smax = secs[R - 1];
-    g.rd = (double)covered / ws_median_sort(rsecs, R) / 1e9;
-    if (gsecs)
-        g.gb = (double)gcovered / ws_median_sort(gsecs, R) / 1e9;
-    g.kv_gbps = kv_bytes / g.sec / 1e9, g.gflops = flops / g.sec / 1e9;
-    const double mem_roof = flops / kv_bytes * g.rd;
-    g.compute_bound = pk < mem_roof;
-    g.roof = g.compute_bound ? pk : mem_roof;
-    return g;
-}
-
 /* The figures that differ between thread counts, as JSON keys of `o`. */
-static void attn_fig_json(json_t *o, const attn_fig *g)
+static void attn_fig_json(json_t *o, const ws_bench_attn_fig *g)
 {
     json_object_set_new(o, "threads", json_integer(g->threads));
     json_object_set_new(o, "seconds", json_real(g->sec));
@@ -286,7 +208,8 @@ static void attn_fig_json(json_t *o, const attn_fig *g)
     json_object_set_new(o, "roofline_fraction", json_real(g->gflops / g->roof));
 }
 
-static void attn_fig_print(const attn_fig *g, ws_isa used, const char *loop, int R, size_t gseg)
+static void attn_fig_print(const ws_bench_attn_fig *g, ws_isa used, const char *loop, int R,
+                           size_t gseg)
 {
     printf("kernel       %s (%s loop), %d thread%s: %.4f s median of %d (min %.4f, max %.4f) "
            "(measured)\n",
@@ -309,13 +232,10 @@ static void attn_fig_print(const attn_fig *g, ws_isa used, const char *loop, int
            100.0 * g->gflops / g->roof, g->roof);
 }
 
-/* Times the kernel once; s_out gets the seconds. */
-static int attn_time(ws_attn_bench *b, ws_pool *pool, ws_isa isa, double *s_out, ws_err *err)
+static void note_stderr(void *ctx, const char *msg)
 {
-    const double s0 = ws_now_s();
-    const int rc = ws_attn_cpu(ws_attn_bench_problem(b), pool, isa, err);
-    *s_out = ws_now_s() - s0;
-    return rc;
+    (void)ctx;
+    fprintf(stderr, "bench: %s\n", msg);
 }
 
 static int bench_attn(ws_pool *pool, ws_isa isa, const attn_args *a)
@@ -325,180 +245,34 @@ static int bench_attn(ws_pool *pool, ws_isa isa, const attn_args *a)
     ws_model m;
     if (ws_model_resolve(a->model, path, sizeof path, &err) || ws_model_load(path, &m, &err))
         return cli_fail(&err);
-    ws_attn_bench_cfg cfg = {0};
-    if (ws_model_attn_shape(&m, a->dtype, (int)a->page, &cfg.kv, &cfg.n_q_heads, &cfg.scale, &err))
+    const ws_bench_attn_cfg c = {.model = &m,
+                                 .dtype = a->dtype,
+                                 .page = (int)a->page,
+                                 .ctx = (int)a->ctx,
+                                 .batch = (int)a->batch,
+                                 .topk = a->topk,
+                                 .mode = a->mode,
+                                 .seed = (uint64_t)a->seed,
+                                 .v_layout = a->v_layout,
+                                 .k_layout = a->k_layout,
+                                 .isa = isa,
+                                 .repeats = (int)a->repeats,
+                                 .read_bytes = (size_t)a->read_bytes,
+                                 .scaling = a->scaling,
+                                 .note = note_stderr};
+    ws_bench_attn res;
+    if (ws_bench_attn_run(pool, &c, &res, &err))
         return cli_fail(&err);
-    cfg.batch = (int)a->batch;
-    cfg.ctx = (int)a->ctx;
-    cfg.seed = (uint64_t)a->seed;
-    cfg.topk = (int)a->topk;
-    cfg.sparse = a->topk > 0 ? a->mode : WS_SPARSE_NONE;
-    if (a->topk < 0 && m.attn == WS_ATTN_MLA_SPARSE) { /* the model's own top-k */
-        cfg.topk = m.index_topk;
-        cfg.sparse = a->mode;
-        if (cfg.topk > cfg.ctx)
-            cfg.sparse = WS_SPARSE_NONE;
-    }
-    /* The CPU region's layout: V in pairs and K in tiles where the path reads them as
-     * stored, K in tiles unless the workload attends single tokens (a token's K is spread
-     * over its whole tile). */
-    const int token_lists = cfg.sparse == WS_SPARSE_TOKENS;
-    cfg.kv.v_pairs = a->v_layout < 0
-                         ? ws_attn_cpu_v_pairs(&cfg.kv, cfg.n_q_heads, isa, token_lists)
-                         : a->v_layout;
-    if (cfg.kv.v_pairs && (cfg.kv.v_shares_k || cfg.kv.page_tokens % 2)) {
-        ws_err_set(&err, WS_EINVAL, "bench: --v-layout pairs needs a separate V block (not %s) "
-                   "and an even --page", m.name);
-        return cli_fail(&err);
-    }
-    cfg.kv.k_tiles = a->k_layout < 0 ? ws_attn_cpu_k_tiles(&cfg.kv, cfg.n_q_heads, isa, token_lists)
-                                     : a->k_layout;
-    if (cfg.kv.k_tiles && cfg.kv.v_shares_k) {
-        ws_err_set(&err, WS_EINVAL,
-                   "bench: --k-layout tiles needs a separate V block (%s keeps "
-                   "V inside K)",
-                   m.name);
-        return cli_fail(&err);
-    }
-    if (cfg.kv.k_tiles && cfg.kv.page_tokens % 16) {
-        ws_err_set(&err, WS_EINVAL,
-                   "bench: --k-layout tiles needs a --page that is a multiple "
-                   "of 16 (got %d)",
-                   cfg.kv.page_tokens);
-        return cli_fail(&err);
-    }
-    const int T = ws_pool_threads(pool);
-    if (a->scaling && T == 1) {
-        ws_err_set(&err, WS_EINVAL, "bench: --scaling compares one thread with more: run with "
-                   "--threads 2 or more (this host: %d)", ws_cpu_features_get()->logical_cpus);
-        return cli_fail(&err);
-    }
-    const double per_tok = (double)cfg.kv.n_kv_heads *
-                           (cfg.kv.d_k + (cfg.kv.v_shares_k ? 0 : cfg.kv.d_v)) * 2.0;
-    const double alloc = per_tok * (double)cfg.batch * ceil((double)cfg.ctx / cfg.kv.page_tokens) *
-                         cfg.kv.page_tokens;
-    const ws_cpu_features *f = ws_cpu_features_get();
-    if (alloc + a->read_bytes > 6.5e9 || (f->mem_bytes > 0 && alloc > 0.6 * f->mem_bytes)) {
-        ws_err_set(&err, WS_EINVAL, "bench: %.2f GB of KV (+%.2f GB read buffer) is more than this "
-                   "benchmark allows (6.5 GB, 60%% of memory); lower --batch or --ctx",
-                   alloc / 1e9, a->read_bytes / 1e9);
-        return cli_fail(&err);
-    }
-    const char *v_layout = ws_kv_v_layout_name(&cfg.kv), *k_layout = ws_kv_k_layout_name(&cfg.kv);
-    fprintf(stderr,
-            "bench: %s (%s): %d q heads / %d kv heads, d_k %d, d_v %d, %s, page %d, "
-            "K %s, V %s\n",
-            m.name, ws_attn_kind_name(m.attn), cfg.n_q_heads, cfg.kv.n_kv_heads, cfg.kv.d_k,
-            cfg.kv.d_v, ws_dtype_name(cfg.kv.dtype), cfg.kv.page_tokens, k_layout, v_layout);
-    fprintf(stderr, "bench: filling %.2f GB of KV (batch %d x %d tokens, scattered pages)...\n",
-            alloc / 1e9, cfg.batch, cfg.ctx);
-    double t0 = ws_now_s();
-    ws_attn_bench *b = ws_attn_bench_create(&cfg, pool, &err);
-    if (!b)
-        return cli_fail(&err);
-    fprintf(stderr, "bench: filled in %.1f s; read bandwidth over %.0f MiB...\n", ws_now_s() - t0,
-            a->read_bytes / (1 << 20));
-    /* The peak that matters is that of the path serving this shape (amx and avx512bf16
-     * hand fp16 KV and some shapes to avx512). */
-    const ws_isa used = ws_attn_cpu_path(&cfg.kv, cfg.n_q_heads, isa);
-    const char *loop = ws_attn_cpu_loop_name(&cfg.kv, cfg.n_q_heads, isa);
-    if (used != isa)
-        fprintf(stderr, "bench: this shape runs on the %s path (%s does not serve it)\n",
-                ws_isa_name(used), ws_isa_name(isa));
-    /* The read bandwidth is timed once before each repeat of the kernel (one pass over the
-     * read buffer), so that both medians cover the same minutes of a host whose speed
-     * drifts. */
-    double pk, pk1 = 0;
-    ws_pool *pool1 = NULL; /* one thread, for --scaling */
-    ws_membw_reader *rdr = NULL;
-    if ((a->scaling && !(pool1 = ws_pool_create(1, &err))) ||
-        !(rdr = ws_membw_reader_create(pool, (size_t)a->read_bytes, &err)) ||
-        ws_cpu_peak_gflops(pool, used, &pk, &err) ||
-        (pool1 && ws_cpu_peak_gflops(pool1, used, &pk1, &err))) {
-        ws_membw_reader_destroy(rdr);
-        ws_pool_destroy(pool1);
-        ws_attn_bench_destroy(b);
-        return cli_fail(&err);
-    }
-    const ws_attn_problem *p = ws_attn_bench_problem(b);
-    const double kv_bytes = ws_attn_kv_bytes(p), flops = ws_attn_bench_flops(b);
-    /* Repeats: as asked, or (0) as many rounds as fill about BENCH_AUTO_S, timed on the
-     * warm-up round, within [BENCH_AUTO_MIN, BENCH_AUTO_MAX]: a host whose speed swings
-     * within seconds needs more than a handful for a stable median. */
-    const int R_max = a->repeats ? (int)a->repeats : BENCH_AUTO_MAX;
-    int R = R_max;
-    /* Token lists: a gather pass over random rows of a K row's size, the same bytes as the
-     * kernel reads, after each read pass (what the memory gives such rows, beside what it
-     * gives a stream). */
-    const size_t gseg = cfg.sparse == WS_SPARSE_TOKENS ? (size_t)cfg.kv.d_k * 2 : 0;
-    /* secs, rsecs, gsecs: T threads; secs1, rsecs1, gsecs1: one thread (--scaling) */
-    double *secs = malloc(sizeof(double) * 6 * (size_t)R_max);
-    if (!secs) {
-        ws_membw_reader_destroy(rdr);
-        ws_pool_destroy(pool1);
-        ws_attn_bench_destroy(b);
-        ws_err_set(&err, WS_ENOMEM, "bench: out of memory");
-        return cli_fail(&err);
-    }
-    double *rsecs = secs + R_max, *secs1 = rsecs + R_max, *rsecs1 = secs1 + R_max,
-           *gsecs = rsecs1 + R_max, *gsecs1 = gsecs + R_max;
-    int rc = 0;
-    size_t read_covered = 0, gather_covered = 0;
-    double t_last = ws_now_s(), s = 0, s1 = 0;
-    /* r = -1: an untimed warm-up round, the same as the others (its figures go to slot 0,
-     * which round 0 overwrites) */
-    for (int r = -1; r < R && !rc; r++) {
-        const int k = r < 0 ? 0 : r;
-        const double t_round = ws_now_s();
-        ws_attn_bench_select(b, r + 1);
-        rsecs[k] = ws_membw_reader_pass(rdr, (size_t)a->read_bytes, &read_covered);
-        if (gseg)
-            rc = ws_membw_reader_gather(rdr, NULL, gseg, (size_t)kv_bytes, cfg.seed + (uint64_t)k,
-                                        &gsecs[k], &gather_covered, &err);
-        if (!rc)
-            rc = attn_time(b, pool, isa, &secs[k], &err);
-        s = secs[k];
-        if (pool1 && !rc) { /* the same round on one thread, after its own read pass */
-            rsecs1[k] = ws_membw_reader_pass_on(rdr, pool1, (size_t)a->read_bytes, NULL);
-            if (gseg)
-                rc = ws_membw_reader_gather(rdr, pool1, gseg, (size_t)kv_bytes,
-                                            cfg.seed + (uint64_t)k, &gsecs1[k], NULL, &err);
-            if (!rc)
-                rc = attn_time(b, pool1, isa, &secs1[k], &err);
-            s1 = secs1[k];
-        }
-        if (r < 0 && !a->repeats) {
-            const double n = BENCH_AUTO_S / (ws_now_s() - t_round);
-            R = n < BENCH_AUTO_MIN ? BENCH_AUTO_MIN : n > BENCH_AUTO_MAX ? BENCH_AUTO_MAX : (int)n;
-            R |= 1; /* odd: the median is one repeat's figure */
-        }
-        if (ws_now_s() - t_last > 2.0) {
-            fprintf(stderr, "bench: repeat %d/%d (%.3f s", r + 1, R, s);
-            if (pool1)
-                fprintf(stderr, "; 1 thread %.3f s", s1);
-            fprintf(stderr, ")\n");
-            t_last = ws_now_s();
-        }
-    }
-    ws_membw_reader_destroy(rdr);
-    ws_pool_destroy(pool1);
-    if (rc) {
-        free(secs);
-        ws_attn_bench_destroy(b);
-        return cli_fail(&err);
-    }
-    const attn_fig g = attn_figures(T, secs, rsecs, gseg ? gsecs : NULL, R, read_covered,
-                                    gather_covered, kv_bytes, flops, pk);
-    attn_fig g1 = {0};
-    if (a->scaling)
-        g1 = attn_figures(1, secs1, rsecs1, gseg ? gsecs1 : NULL, R, read_covered, gather_covered,
-                          kv_bytes, flops, pk1);
-    free(secs);
+    const ws_attn_bench_cfg cfg = res.problem;
+    const ws_isa used = res.used;
+    const char *loop = res.loop;
+    const int R = res.repeats, T = ws_pool_threads(pool), nodes = res.nodes;
+    const double kv_bytes = res.kv_bytes, flops = res.flops, alloc_bytes = res.alloc_bytes;
     const double ai = flops / kv_bytes;
-    const double alloc_bytes = ws_attn_bench_kv_alloc_bytes(b);
-    const int nodes = ws_attn_bench_nodes(b);
-    ws_attn_bench_destroy(b);
-
+    const size_t gseg = res.gather_seg;
+    const ws_bench_attn_fig g = res.fig, g1 = res.fig1;
+    const char *v_layout = ws_kv_v_layout_name(&cfg.kv), *k_layout = ws_kv_k_layout_name(&cfg.kv);
+    const ws_cpu_features *f = ws_cpu_features_get();
     const char *mode = cfg.sparse == WS_SPARSE_NONE    ? "dense"
                        : cfg.sparse == WS_SPARSE_PAGES ? "pages"
                                                        : "tokens";
@@ -530,6 +304,7 @@ static int bench_attn(ws_pool *pool, ws_isa isa, const attn_args *a)
         json_object_set_new(o, "pinned_threads", json_integer(ws_pool_pinned(pool)));
         json_object_set_new(o, "numa_nodes", json_integer(nodes));
         json_object_set_new(o, "read_bw_bytes", cli_num(a->read_bytes));
+        json_object_set_new(o, "cache", json_string(WS_MEMBW_METHOD));
         if (gseg)
             json_object_set_new(o, "gather_segment_bytes", json_integer((json_int_t)gseg));
         json_object_set_new(o, "arithmetic_intensity", json_real(ai));

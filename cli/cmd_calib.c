@@ -100,6 +100,9 @@ static void print_fits(json_t *show)
            json_string_value(json_object_get(r, "cpu_model")),
            (long long)json_integer_value(json_object_get(r, "cpu_cores")),
            (long long)json_integer_value(json_object_get(r, "samples")));
+    const char *run_note = json_string_value(json_object_get(r, "note"));
+    if (run_note && *run_note)
+        printf("note      %s\n", run_note);
     json_array_foreach(json_object_get(show, "measured"), k, m)
     {
         char v[32];

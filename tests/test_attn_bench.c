@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "attn_bench.h"
+#include "membw.h"
 
 static int cmp_ptr(const void *a, const void *b)
 {
@@ -72,5 +73,33 @@ Test(attn_bench, every_page_filled_and_its_own)
     }
     cr_assert_eq(sum[0], sum[1], "the same seed filled other values");
     cr_assert_neq(sum[0], sum[2]);
+    ws_pool_destroy(pool);
+}
+
+/* Before each kernel repeat the bench evicts every KV page of the problem (cold, as in a
+ * decode step, at any cache size), on a pool or without one, leaving the data as it was. */
+Test(attn_bench, evict_every_page)
+{
+    ws_attn_bench_cfg cfg = {
+        .kv = {.page_tokens = 64, .n_kv_heads = 2, .d_k = 64, .d_v = 64, .dtype = WS_DT_BF16},
+        .n_q_heads = 8,
+        .scale = 0.125f,
+        .batch = 3,
+        .ctx = 5000,
+        .seed = 5};
+    ws_err err = {0};
+    ws_pool *pool = ws_pool_create(2, &err);
+    cr_assert_not_null(pool, "%s", err.msg);
+    ws_attn_bench *b = ws_attn_bench_create(&cfg, pool, &err);
+    cr_assert_not_null(b, "%s", err.msg);
+    const uint64_t before = check_pages(b, &cfg);
+    const size_t pages = 3 * ((5000 + 63) / 64);
+    for (int k = 0; k < 2; k++) {
+        const unsigned long long e0 = ws_membw_evicted_bytes();
+        ws_attn_bench_evict(b, k ? NULL : pool);
+        cr_assert_eq(ws_membw_evicted_bytes() - e0, pages * ws_kv_page_bytes(&cfg.kv));
+    }
+    cr_assert_eq(check_pages(b, &cfg), before, "eviction changed the KV");
+    ws_attn_bench_destroy(b);
     ws_pool_destroy(pool);
 }

@@ -1,14 +1,18 @@
-/* test_bench: end-to-end runs of `writescope bench membw|attn-cpu` on small sizes: the
- * JSON keys the calibrator and the report rely on, the byte and flop accounting, the
- * instruction-path choice (--isa, WRITESCOPE_ISA) and one-line errors. No timing
- * thresholds: only that figures are positive and consistent. */
+/* test_bench: the bench library (calib/probe/bench.c) called directly, and end-to-end runs
+ * of `writescope bench membw|attn-cpu` on small sizes: the JSON keys the calibrator and the
+ * report rely on, the byte and flop accounting, the instruction-path choice (--isa,
+ * WRITESCOPE_ISA) and one-line errors. No timing thresholds: only that figures are positive
+ * and consistent. */
 #include <criterion/criterion.h>
 #include <jansson.h>
 #include <math.h>
 #include <string.h>
 
 #include "attn_cpu.h"
+#include "bench.h"
 #include "helpers.h"
+#include "membw.h"
+#include "ws_util.h"
 
 static double num(json_t *o, const char *key)
 {
@@ -221,6 +225,12 @@ Test(bench, membw_json)
     cr_assert(num(o, "read_bw_gbps") > 0);
     cr_assert(num(o, "triad_gbps") > 0);
     cr_assert(num(o, "peak_gflops") > 0);
+    /* the cross-check of the same run, and how the caches were defeated */
+    cr_assert_float_eq(num(o, "triad_over_read"), num(o, "triad_gbps") / num(o, "read_bw_gbps"),
+                       1e-8 * num(o, "triad_over_read"));
+    const char *check = json_string_value(json_object_get(o, "triad_read_check"));
+    cr_assert(check && (!strcmp(check, "agree") || !strcmp(check, "disagree")));
+    cr_assert_str_eq(json_string_value(json_object_get(o, "cache")), WS_MEMBW_METHOD);
     json_t *ga = json_object_get(o, "gather");
     cr_assert(json_is_array(ga) && json_array_size(ga) == 4, "gather: an array of 4 sizes");
     for (size_t i = 0; i < json_array_size(ga); i++) {
@@ -275,4 +285,128 @@ Test(bench, bad_input)
     cr_assert_eq(r.status, 1);
     cr_assert_neq(strstr(r.err, "WRITESCOPE_ISA=bogus"), NULL, "%s", r.err);
     th_run_free(&r);
+}
+
+/* ---- the library, called directly ---- */
+
+static ws_model load_model(const char *name)
+{
+    ws_err err = {0};
+    char path[WS_PATH_MAX];
+    ws_model m;
+    cr_assert_eq(ws_model_resolve(name, path, sizeof path, &err), 0, "%s", err.msg);
+    cr_assert_eq(ws_model_load(path, &m, &err), 0, "%s", err.msg);
+    return m;
+}
+
+Test(bench_lib, membw_figures_and_check)
+{
+    ws_err err = {0};
+    ws_pool *p = ws_pool_create(2, &err);
+    cr_assert_not_null(p, "%s", err.msg);
+    ws_isa isa;
+    cr_assert_eq(ws_isa_resolve(WS_ISA_AUTO, &isa, &err), 0);
+    ws_bench_membw r;
+    const ws_bench_membw_cfg cfg = {.bytes = 16u << 20, .repeats = 2, .isa = isa};
+    const unsigned long long e0 = ws_membw_evicted_bytes();
+    cr_assert_eq(ws_bench_membw_run(p, &cfg, &r, &err), 0, "%s", err.msg);
+    /* read + 4 gathers, 2 rounds, and 2 triad repeats, each evicted first */
+    cr_assert_geq(ws_membw_evicted_bytes() - e0, 2ull * 5 * (15u << 20));
+    cr_assert(r.read_gbps > 0 && r.triad_gbps > 0 && r.peak_gflops > 0);
+    for (int i = 0; i < WS_BENCH_GATHER_N; i++)
+        cr_assert(r.gather_gbps[i] > 0 && isfinite(r.gather_gbps[i]));
+    cr_assert_float_eq(r.triad_over_read, r.triad_gbps / r.read_gbps, 1e-12);
+    cr_assert_eq(r.triad_agrees, ws_membw_triad_check(r.read_gbps, r.triad_gbps, NULL));
+    const ws_bench_membw_cfg tiny = {.bytes = 100, .repeats = 1, .isa = isa};
+    cr_assert_eq(ws_bench_membw_run(p, &tiny, &r, &err), WS_EINVAL);
+    ws_pool_destroy(p);
+}
+
+/* The figures from given round times: medians, extremes, quartiles of the per-round
+ * fraction, the roofline side (no clock involved). */
+Test(bench_lib, attn_figures_from_rounds)
+{
+    double secs[5] = {0.5, 0.1, 0.2, 0.4, 0.3}, rsecs[5] = {0.1, 0.1, 0.1, 0.1, 0.1};
+    double gsecs[5] = {0.2, 0.2, 0.2, 0.2, 0.2};
+    /* covered 1e9 bytes per read pass: 10 GB/s; the kernel reads 1e9 bytes */
+    ws_bench_attn_fig g =
+        ws_bench_attn_figures(2, secs, rsecs, gsecs, 5, 1000000000, 500000000, 1e9, 4e9, 100);
+    cr_assert_eq(g.threads, 2);
+    cr_assert_float_eq(g.sec, 0.3, 1e-12);
+    cr_assert_float_eq(g.smin, 0.1, 1e-12);
+    cr_assert_float_eq(g.smax, 0.5, 1e-12);
+    cr_assert_float_eq(g.rd, 10.0, 1e-9);
+    cr_assert_float_eq(g.gb, 2.5, 1e-9);
+    cr_assert_float_eq(g.kv_gbps, 1e9 / 0.3 / 1e9, 1e-9);
+    /* per round: kernel rate over read rate = 0.1 / secs[r]: 0.2 .. 1, median 1/3 */
+    cr_assert_float_eq(g.fr_med, 0.1 / 0.3, 1e-9);
+    cr_assert_float_eq(g.fr_q1, 0.25, 1e-9);
+    cr_assert_float_eq(g.fr_q3, 0.5, 1e-9);
+    /* AI 4 flop/byte x 10 GB/s = 40 GFLOP/s < the 100 peak: memory-bound */
+    cr_assert_eq(g.compute_bound, 0);
+    cr_assert_float_eq(g.roof, 40.0, 1e-9);
+    ws_bench_attn_fig n = ws_bench_attn_figures(1, secs, rsecs, NULL, 5, 1000000000, 0, 1e9, 4e9, 1);
+    cr_assert_eq(n.gb, 0);
+    cr_assert_eq(n.compute_bound, 1);
+    cr_assert_float_eq(n.roof, 1.0, 1e-12);
+}
+
+Test(bench_lib, attn_run_small)
+{
+    ws_err err = {0};
+    ws_pool *p = ws_pool_create(2, &err);
+    cr_assert_not_null(p, "%s", err.msg);
+    ws_isa isa;
+    cr_assert_eq(ws_isa_resolve(WS_ISA_AUTO, &isa, &err), 0);
+    ws_model m = load_model("qwen3-30b-a3b");
+    ws_bench_attn_cfg c = {.model = &m, .dtype = WS_DT_BF16, .page = 64, .ctx = 600, .batch = 2,
+                           .topk = -1, .mode = WS_SPARSE_PAGES, .seed = 1, .v_layout = -1,
+                           .k_layout = -1, .isa = isa, .repeats = 3, .read_bytes = 16u << 20};
+    ws_bench_attn r;
+    const unsigned long long e0 = ws_membw_evicted_bytes();
+    cr_assert_eq(ws_bench_attn_run(p, &c, &r, &err), 0, "%s", err.msg);
+    cr_assert_eq(r.repeats, 3);
+    cr_assert_eq(r.kv_bytes, 2.0 * 600 * 2048);
+    cr_assert_eq(r.flops, 2.0 * 600 * 2 * 32 * 256);
+    cr_assert_eq(r.gather_seg, 0);
+    cr_assert_eq(r.problem.sparse, WS_SPARSE_NONE);
+    cr_assert_eq(r.fig.threads, 2);
+    cr_assert(r.fig.sec > 0 && r.fig.rd > 0 && r.fig.fr_med > 0 && r.fig.pk > 0);
+    cr_assert_eq(r.fig1.threads, 0, "no one-thread figures without scaling");
+    /* 4 rounds (warm-up + 3): each evicts the read range and the KV pages */
+    cr_assert_geq(ws_membw_evicted_bytes() - e0, 4 * ((15u << 20) + 2 * 10 * 64 * 2048ull));
+    /* token lists of a sparse model: the model's top-k, a gather pass of K rows; scaling */
+    ws_model s = load_model("deepseek-v4-flash");
+    c.model = &s;
+    c.ctx = 4096, c.batch = 1, c.page = 64, c.mode = WS_SPARSE_TOKENS, c.scaling = 1;
+    c.repeats = 1;
+    cr_assert_eq(ws_bench_attn_run(p, &c, &r, &err), 0, "%s", err.msg);
+    cr_assert_eq(r.problem.sparse, WS_SPARSE_TOKENS);
+    cr_assert_eq(r.problem.topk, s.index_topk);
+    cr_assert_eq(r.gather_seg, (size_t)r.problem.kv.d_k * 2);
+    cr_assert(r.fig.gb > 0 && r.fig1.gb > 0);
+    cr_assert_eq(r.fig1.threads, 1);
+    ws_pool_destroy(p);
+}
+
+Test(bench_lib, attn_resolve_refuses)
+{
+    ws_err err = {0};
+    ws_model m = load_model("qwen3-30b-a3b");
+    ws_bench_attn_cfg c = {.model = &m, .dtype = WS_DT_BF16, .page = 256, .ctx = 64, .batch = 1,
+                           .topk = -1, .v_layout = -1, .k_layout = -1, .isa = WS_ISA_SCALAR,
+                           .read_bytes = 16u << 20, .scaling = 1};
+    ws_attn_bench_cfg out;
+    cr_assert_eq(ws_bench_attn_resolve(&c, 1, &out, &err), WS_EINVAL);
+    cr_assert(strstr(err.msg, "--threads 2 or more"), "%s", err.msg);
+    c.scaling = 0, c.ctx = 100000000, c.batch = 64;
+    cr_assert_eq(ws_bench_attn_resolve(&c, 2, &out, &err), WS_EINVAL);
+    cr_assert(strstr(err.msg, "more than this benchmark allows"), "%s", err.msg);
+    c.ctx = 64, c.batch = 1, c.page = 40, c.k_layout = 1;
+    cr_assert_eq(ws_bench_attn_resolve(&c, 2, &out, &err), WS_EINVAL);
+    cr_assert(strstr(err.msg, "multiple of 16"), "%s", err.msg);
+    c.page = 64, c.k_layout = -1;
+    cr_assert_eq(ws_bench_attn_resolve(&c, 2, &out, &err), 0, "%s", err.msg);
+    cr_assert_eq(out.ctx, 64);
+    cr_assert_eq(out.kv.k_tiles, 0, "scalar stores K in rows");
 }

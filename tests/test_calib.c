@@ -78,6 +78,7 @@ Test(calib, fit_store_show_roundtrip)
     ws_err err = {0};
     cr_assert_eq(ws_calib_fit_all(&run, &err), 0, "%s", err.msg);
     cr_assert_eq(run.n_fits, 4);
+    snprintf(run.note, sizeof run.note, "triad/read 2.00: DISAGREE");
     ws_store *s = fresh_store();
     long long id = 0;
     cr_assert_eq(ws_calib_store(s, &run, &id, &err), 0, "%s", err.msg);
@@ -108,6 +109,8 @@ Test(calib, fit_store_show_roundtrip)
 
     json_t *show = ws_calib_show(s, 0, &err);
     cr_assert_not_null(show, "%s", err.msg);
+    cr_assert_str_eq(json_string_value(json_object_get(json_object_get(show, "run"), "note")),
+                     "triad/read 2.00: DISAGREE");
     json_t *fits = json_object_get(show, "fits");
     cr_assert_eq(json_array_size(fits), 4);
     int seen_gqa = 0, seen_bad = 0, seen_factor = 0;

@@ -58,7 +58,8 @@ static int is_source(const char *name)
            has_suffix(name, ".cuh");
 }
 
-static void index_headers(void)
+/* Calls fn(layer, folder path, file name) for every file of every layer's folder. */
+static void for_each_file(void (*fn)(int l, const char *dir, const char *name))
 {
     for (size_t l = 0; l < N_LAYERS; l++) {
         char path[WS_PATH_MAX * 2];
@@ -67,20 +68,25 @@ static void index_headers(void)
         if (!d)
             continue;
         struct dirent *e;
-        while ((e = readdir(d))) {
-            if (!has_suffix(e->d_name, ".h") && !has_suffix(e->d_name, ".cuh"))
-                continue;
-            cr_assert_lt(n_headers, 1024);
-            for (int i = 0; i < n_headers; i++)
-                cr_assert_str_neq(headers[i].name, e->d_name,
-                                  "header %s exists in %s and %s: include paths are by name, "
-                                  "so header names must be unique",
-                                  e->d_name, layers[headers[i].layer].dir, layers[l].dir);
-            snprintf(headers[n_headers].name, sizeof headers[0].name, "%s", e->d_name);
-            headers[n_headers++].layer = (int)l;
-        }
+        while ((e = readdir(d)))
+            fn((int)l, path, e->d_name);
         closedir(d);
     }
+}
+
+static void index_header(int l, const char *dir, const char *name)
+{
+    (void)dir;
+    if (!has_suffix(name, ".h") && !has_suffix(name, ".cuh"))
+        return;
+    cr_assert_lt(n_headers, 1024);
+    for (int i = 0; i < n_headers; i++)
+        cr_assert_str_neq(headers[i].name, name,
+                          "header %s exists in %s and %s: include paths are by name, "
+                          "so header names must be unique",
+                          name, layers[headers[i].layer].dir, layers[l].dir);
+    snprintf(headers[n_headers].name, sizeof headers[0].name, "%s", name);
+    headers[n_headers++].layer = l;
 }
 
 /* 1 if a file of layer `from` may include header `name` of layer `to`. */
@@ -142,52 +148,28 @@ static int check_file(int l, const char *path, const char *rel)
     return bad;
 }
 
+static int g_bad, g_files;
+
+static void check_source(int l, const char *dir, const char *name)
+{
+    if (!is_source(name))
+        return;
+    char file[WS_PATH_MAX * 3], rel[WS_PATH_MAX];
+    snprintf(file, sizeof file, "%s/%s", dir, name);
+    snprintf(rel, sizeof rel, "%s/%s", layers[l].dir, name);
+    g_bad += check_file(l, file, rel);
+    g_files++;
+}
+
 Test(layout, folders_include_only_the_folders_below_them)
 {
     ws_err err = {0};
-    const char *bin = getenv("WRITESCOPE_BIN");
-    if (bin && *bin) {
-        /* the project root sits a few levels above the binary */
-        char dir[WS_PATH_MAX];
-        snprintf(dir, sizeof dir, "%s", bin);
-        for (int up = 0; up < 5; up++) {
-            char *slash = strrchr(dir, '/');
-            if (!slash)
-                break;
-            *slash = '\0';
-            char probe[WS_PATH_MAX + 16];
-            snprintf(probe, sizeof probe, "%s/models", dir);
-            if (ws_dir_exists(probe)) {
-                snprintf(root, sizeof root, "%s", dir);
-                break;
-            }
-        }
-    }
-    if (!*root)
-        cr_assert_eq(ws_root_dir(root, sizeof root, &err), 0, "%s", err.msg);
-    index_headers();
+    cr_assert_eq(ws_root_dir(root, sizeof root, &err), 0, "%s", err.msg);
+    for_each_file(index_header);
     cr_assert_gt(n_headers, 20, "found only %d headers under %s", n_headers, root);
-    int bad = 0, files = 0;
-    for (size_t l = 0; l < N_LAYERS; l++) {
-        char path[WS_PATH_MAX * 2];
-        snprintf(path, sizeof path, "%s/%s", root, layers[l].dir);
-        DIR *d = opendir(path);
-        if (!d)
-            continue;
-        struct dirent *e;
-        while ((e = readdir(d))) {
-            if (!is_source(e->d_name))
-                continue;
-            char file[WS_PATH_MAX * 3], rel[WS_PATH_MAX];
-            snprintf(file, sizeof file, "%s/%s", path, e->d_name);
-            snprintf(rel, sizeof rel, "%s/%s", layers[l].dir, e->d_name);
-            bad += check_file((int)l, file, rel);
-            files++;
-        }
-        closedir(d);
-    }
-    cr_assert_gt(files, 40);
-    cr_assert_eq(bad, 0, "%d includes break the layout's rules (listed above)", bad);
+    for_each_file(check_source);
+    cr_assert_gt(g_files, 40);
+    cr_assert_eq(g_bad, 0, "%d includes break the layout's rules (listed above)", g_bad);
 }
 
 Test(layout, the_check_catches_a_kernel_that_calls_up)

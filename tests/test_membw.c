@@ -89,3 +89,70 @@ Test(membw, gather_segments)
     ws_pool_destroy(p1);
     ws_pool_destroy(p2);
 }
+
+/* What a pass times starts in DRAM at any size: every timed pass (read, gather, triad) is
+ * preceded by the eviction of what it reads and writes, so no figure depends on what the
+ * machine reports of its caches. */
+Test(membw, every_timed_pass_evicted_first)
+{
+    ws_err err = {0};
+    ws_pool *p = ws_pool_create(2, &err);
+    cr_assert_not_null(p, "%s", err.msg);
+    ws_membw_reader *r = ws_membw_reader_create(p, 8u << 20, &err);
+    cr_assert_not_null(r, "%s", err.msg);
+    size_t covered = 0;
+    unsigned long long e0 = ws_membw_evicted_bytes();
+    ws_membw_reader_pass(r, 4u << 20, &covered);
+    unsigned long long e1 = ws_membw_evicted_bytes();
+    cr_assert_geq(e1 - e0, covered, "read pass: evicted %llu of %zu bytes", e1 - e0, covered);
+    double t;
+    cr_assert_eq(ws_membw_reader_gather(r, NULL, 256, 1u << 20, 1, &t, NULL, &err), 0, "%s",
+                 err.msg);
+    unsigned long long e2 = ws_membw_evicted_bytes();
+    /* random rows anywhere in the buffer: the whole buffer */
+    cr_assert_geq(e2 - e1, (7u << 20), "gather: evicted %llu bytes", e2 - e1);
+    ws_membw_reader_destroy(r);
+    double g;
+    cr_assert_eq(ws_membw_triad(p, 12u << 20, 3, &g, &err), 0, "%s", err.msg);
+    unsigned long long e3 = ws_membw_evicted_bytes();
+    /* three repeats, each after its three arrays (a multiple of 512 elements per task) */
+    cr_assert_geq(e3 - e2, 3ull * (12u << 20) * 3 / 4, "triad: evicted %llu bytes", e3 - e2);
+    ws_pool_destroy(p);
+}
+
+Test(membw, triad_check_band)
+{
+    double r = 0;
+    cr_assert_eq(ws_membw_triad_check(40, 40, &r), 1);
+    cr_assert_float_eq(r, 1.0, 1e-12);
+    cr_assert_eq(ws_membw_triad_check(40, 30, &r), 1);
+    /* a triad far above the read (served from a cache) or far below disagrees */
+    cr_assert_eq(ws_membw_triad_check(32, 64, &r), 0);
+    cr_assert_float_eq(r, 2.0, 1e-12);
+    cr_assert_eq(ws_membw_triad_check(60, 20, &r), 0);
+    cr_assert_eq(ws_membw_triad_check(0, 20, &r), 0);
+    cr_assert_eq(ws_membw_triad_check(40, WS_MEMBW_TRIAD_READ_LO * 40, NULL), 1);
+    cr_assert_eq(ws_membw_triad_check(40, WS_MEMBW_TRIAD_READ_HI * 40, NULL), 1);
+}
+
+Test(membw, triader_passes_evicted_and_counted)
+{
+    ws_err err = {0};
+    ws_pool *p = ws_pool_create(2, &err);
+    cr_assert_not_null(p, "%s", err.msg);
+    ws_membw_triader *t = ws_membw_triader_create(p, 12u << 20, &err);
+    cr_assert_not_null(t, "%s", err.msg);
+    for (int r = 0; r < 2; r++) {
+        size_t counted = 0;
+        const unsigned long long e0 = ws_membw_evicted_bytes();
+        const double s = ws_membw_triader_pass(t, &counted);
+        cr_assert(s > 0 && isfinite(s));
+        /* STREAM counting: 3 arrays x 8 B, whole 512-element runs per task */
+        cr_assert(counted <= (12u << 20) && counted > (11u << 20), "counted %zu", counted);
+        cr_assert_geq(ws_membw_evicted_bytes() - e0, counted);
+    }
+    ws_membw_triader_destroy(t);
+    cr_assert_null(ws_membw_triader_create(p, 100, &err));
+    cr_assert_eq(err.code, WS_EINVAL);
+    ws_pool_destroy(p);
+}

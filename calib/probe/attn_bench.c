@@ -7,6 +7,7 @@
 
 #include "half.h"
 #include "kv_slab.h"
+#include "membw.h"
 #include "numa.h"
 
 struct ws_attn_bench {
@@ -206,6 +207,27 @@ void ws_attn_bench_select(ws_attn_bench *b, int round)
         b->seqs[sq].sel = sel;
         b->seqs[sq].n_sel = c->topk;
     }
+}
+
+#define EVICT_PAGES_PER_TASK 64
+
+static void evict_task(void *ctx, int task, int thread)
+{
+    (void)thread;
+    const ws_attn_bench *b = ctx;
+    size_t p0 = (size_t)task * EVICT_PAGES_PER_TASK, p1 = p0 + EVICT_PAGES_PER_TASK;
+    for (size_t pg = p0; pg < p1 && pg < b->n_pages; pg++)
+        ws_membw_evict(b->tables[pg], b->page_bytes);
+}
+
+void ws_attn_bench_evict(const ws_attn_bench *b, ws_pool *pool)
+{
+    const int tasks = (int)((b->n_pages + EVICT_PAGES_PER_TASK - 1) / EVICT_PAGES_PER_TASK);
+    if (pool)
+        ws_pool_run(pool, tasks, evict_task, (void *)b);
+    else
+        for (int t = 0; t < tasks; t++)
+            evict_task((void *)b, t, 0);
 }
 
 const ws_attn_problem *ws_attn_bench_problem(const ws_attn_bench *b)

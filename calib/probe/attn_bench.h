@@ -49,6 +49,10 @@ const ws_attn_problem *ws_attn_bench_problem(const ws_attn_bench *b);
  * leaves the pages where the fill touched them) and as the page tables say
  * (ws_attn_seq.page_nodes); 1 on one node. */
 int ws_attn_bench_nodes(const ws_attn_bench *b);
+/* Writes back and evicts every KV page from every cache level (membw.h's
+ * ws_membw_evict), on the pool's threads (pool may be NULL): the next run reads cold KV,
+ * as a decode step does, whatever the size of the caches. */
+void ws_attn_bench_evict(const ws_attn_bench *b, ws_pool *pool);
 /* Bytes allocated for KV pages. */
 double ws_attn_bench_kv_alloc_bytes(const ws_attn_bench *b);
 /* Attention flops of one run: 2 * n_q * (d_k + d_v) per attended token. */

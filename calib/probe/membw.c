@@ -3,6 +3,7 @@
 #include "membw.h"
 
 #include <immintrin.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +26,42 @@ static void *big_alloc(size_t bytes)
     if (p)
         madvise(p, n, MADV_HUGEPAGE); /* a hint; refusal is fine */
     return p;
+}
+
+/* ---- eviction: what is timed starts in DRAM, whatever the caches hold ---- */
+
+__attribute__((target("clflushopt"))) static void evict_opt(const void *p, size_t bytes)
+{
+    for (size_t o = 0; o < bytes; o += 64)
+        _mm_clflushopt((char *)p + o);
+}
+
+static _Atomic unsigned long long g_evicted; /* bytes evicted, for ws_membw_evicted_bytes */
+
+unsigned long long ws_membw_evicted_bytes(void)
+{
+    return g_evicted;
+}
+
+void ws_membw_evict(const void *p, size_t bytes)
+{
+    g_evicted += bytes;
+    const char *c = (const char *)((uintptr_t)p & ~(uintptr_t)63);
+    bytes += (size_t)((const char *)p - c);
+    if (__builtin_cpu_supports("clflushopt"))
+        evict_opt(c, bytes);
+    else
+        for (size_t o = 0; o < bytes; o += 64)
+            _mm_clflush(c + o);
+    _mm_mfence(); /* the flushes are done before anything after them is timed */
+}
+
+int ws_membw_triad_check(double read_gbps, double triad_gbps, double *ratio)
+{
+    const double r = read_gbps > 0 ? triad_gbps / read_gbps : NAN;
+    if (ratio)
+        *ratio = r;
+    return r >= WS_MEMBW_TRIAD_READ_LO && r <= WS_MEMBW_TRIAD_READ_HI;
 }
 
 /* ---- gather: seeded random segments, as a sparse list's rows are read ---- */
@@ -91,6 +128,12 @@ static float read_avx512(const float *x, size_t n)
     }
     return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
 }
+static void triad_avx512(double *a, const double *b, const double *c, size_t n)
+{
+    const __m512d s = _mm512_set1_pd(3.0);
+    for (size_t i = 0; i + 8 <= n; i += 8)
+        _mm512_store_pd(a + i, _mm512_fmadd_pd(s, _mm512_load_pd(c + i), _mm512_load_pd(b + i)));
+}
 static float gather_avx512(const char *base, gather_walk *w)
 {
     __m512 a = _mm512_setzero_ps();
@@ -114,6 +157,13 @@ static float read_avx2(const float *x, size_t n)
     float v[8];
     _mm256_storeu_ps(v, s);
     return v[0] + v[1] + v[2] + v[3] + v[4] + v[5] + v[6] + v[7];
+}
+static void triad_avx2(double *a, const double *b, const double *c, size_t n)
+{
+    const __m256d s = _mm256_set1_pd(3.0);
+    for (size_t i = 0; i + 4 <= n; i += 4)
+        _mm256_store_pd(a + i, _mm256_add_pd(_mm256_load_pd(b + i),
+                                             _mm256_mul_pd(s, _mm256_load_pd(c + i))));
 }
 static float gather_avx2(const char *base, gather_walk *w)
 {
@@ -139,6 +189,12 @@ static float read_sse2(const float *x, size_t n)
     _mm_storeu_ps(v, _mm_add_ps(_mm_add_ps(a0, a1), _mm_add_ps(a2, a3)));
     return v[0] + v[1] + v[2] + v[3];
 }
+static void triad_sse2(double *a, const double *b, const double *c, size_t n)
+{
+    const __m128d s = _mm_set1_pd(3.0);
+    for (size_t i = 0; i + 2 <= n; i += 2)
+        _mm_store_pd(a + i, _mm_add_pd(_mm_load_pd(b + i), _mm_mul_pd(s, _mm_load_pd(c + i))));
+}
 static float gather_sse2(const char *base, gather_walk *w)
 {
     __m128 a = _mm_setzero_ps(), c = a;
@@ -151,11 +207,13 @@ static float gather_sse2(const char *base, gather_walk *w)
     return v[0] + v[1] + v[2] + v[3];
 }
 
+enum { BW_READ, BW_INIT, BW_EVICT };
+
 typedef struct bw_job {
     float *buf;
     double *a, *b, *c;
     size_t slice; /* elements per task */
-    int init;     /* 1: first-touch pass */
+    int mode;     /* BW_READ, BW_INIT (first touch), BW_EVICT (flush the task's slice) */
     /* NUMA (NULL on one node; see node_tasks): task i belongs to node task_node[i], whose
      * tasks start at first[i]. The read buffer is one region per node, read by that node's
      * tasks, from element first[i] * cap_slice; the triad's slices are fixed, so a node's
@@ -163,6 +221,7 @@ typedef struct bw_job {
     int *task_node, *first;
     size_t cap_slice;
     float (*read)(const float *, size_t);
+    void (*triad)(double *, const double *, const double *, size_t);
     float partial[WS_POOL_MAX_THREADS]; /* per-thread results, kept alive via g_sink */
 } bw_job;
 
@@ -172,9 +231,13 @@ static void read_task(void *ctx, int task, int thread)
     float *x = j->first ? j->buf + (size_t)j->first[task] * j->cap_slice +
                               (size_t)(task - j->first[task]) * j->slice
                         : j->buf + (size_t)task * j->slice;
-    if (j->init) {
+    if (j->mode == BW_INIT) {
         for (size_t i = 0; i < j->slice; i++)
             x[i] = (float)(i & 7);
+        return;
+    }
+    if (j->mode == BW_EVICT) {
+        ws_membw_evict(x, j->slice * sizeof(float));
         return;
     }
     j->partial[thread] += j->read(x, j->slice);
@@ -195,10 +258,21 @@ struct ws_membw_reader {
     float gather_sink;
 };
 
-/* Reads the first `bytes` of the buffer once on `pool` (or first-touches it); returns the
- * seconds. */
+/* One untimed pass of `mode` over the first `bytes` of the buffer on `pool`. */
+static void reader_untimed(ws_membw_reader *r, ws_pool *pool, size_t bytes, int mode)
+{
+    r->job.slice = read_covered(bytes, r->tasks) / sizeof(float) / (size_t)r->tasks;
+    r->job.mode = mode;
+    ws_pool_run_affine(pool, r->tasks, pool == r->pool ? r->job.task_node : NULL, read_task,
+                       &r->job);
+    r->job.mode = BW_READ;
+}
+
+/* Reads the first `bytes` of the buffer once on `pool`, after evicting them from every
+ * cache level (untimed): returns the seconds of the read alone. */
 static double reader_run(ws_membw_reader *r, ws_pool *pool, size_t bytes)
 {
+    reader_untimed(r, pool, bytes, BW_EVICT);
     r->job.slice = read_covered(bytes, r->tasks) / sizeof(float) / (size_t)r->tasks;
     const int *nodes = pool == r->pool ? r->job.task_node : NULL;
     double t0 = ws_now_s();
@@ -302,10 +376,8 @@ ws_membw_reader *ws_membw_reader_create(ws_pool *pool, size_t bytes, ws_err *err
         ws_err_set(err, WS_ENOMEM, "read bandwidth: out of memory");
         return NULL;
     }
-    r->job.init = 1;
-    reader_run(r, pool, r->capacity); /* first touch, by the pool's threads */
-    r->job.init = 0;
-    reader_run(r, pool, r->capacity); /* warm-up */
+    reader_untimed(r, pool, r->capacity, BW_INIT); /* first touch, by the pool's threads */
+    reader_run(r, pool, r->capacity);              /* warm-up */
     return r;
 }
 
@@ -343,6 +415,7 @@ int ws_membw_reader_gather(ws_membw_reader *r, ws_pool *pool, size_t seg_bytes, 
                     .per_task = per_task,
                     .seed = seed,
                     .gather = r->gather};
+    reader_untimed(r, r->pool, r->capacity, BW_EVICT); /* the rows start in DRAM */
     const double t0 = ws_now_s();
     ws_pool_run(pool, tasks, gather_task, &j);
     *sec_out = ws_now_s() - t0;
@@ -408,7 +481,13 @@ static void triad_task(void *ctx, int task, int thread)
     (void)thread;
     size_t o = (size_t)task * j->slice;
     double *a = j->a + o, *b = j->b + o, *c = j->c + o;
-    if (j->init) {
+    if (j->mode == BW_EVICT) {
+        ws_membw_evict(a, j->slice * sizeof(double));
+        ws_membw_evict(b, j->slice * sizeof(double));
+        ws_membw_evict(c, j->slice * sizeof(double));
+        return;
+    }
+    if (j->mode == BW_INIT) {
         for (size_t i = 0; i < j->slice; i++) {
             a[i] = 0;
             b[i] = 1;
@@ -416,58 +495,104 @@ static void triad_task(void *ctx, int task, int thread)
         }
         return;
     }
-    for (size_t i = 0; i < j->slice; i++)
-        a[i] = b[i] + 3.0 * c[i];
+    j->triad(a, b, c, j->slice);
 }
 
-int ws_membw_triad(ws_pool *pool, size_t bytes, int repeats, double *gbps_out, ws_err *err)
+struct ws_membw_triader {
+    ws_pool *pool;
+    int tasks;
+    size_t n; /* elements per array */
+    bw_job job;
+};
+
+void ws_membw_triader_destroy(ws_membw_triader *t)
+{
+    if (!t)
+        return;
+    if (t->job.a)
+        g_sink += (float)t->job.a[t->n / 2] * 0.0f;
+    free(t->job.a);
+    free(t->job.b);
+    free(t->job.c);
+    free(t->job.task_node);
+    free(t->job.first);
+    free(t);
+}
+
+ws_membw_triader *ws_membw_triader_create(ws_pool *pool, size_t bytes, ws_err *err)
 {
     const int T = ws_pool_threads(pool), tasks = T * SLICES_PER_THREAD;
-    if (repeats < 1)
-        repeats = 1;
     size_t slice = bytes / 3 / sizeof(double) / (size_t)tasks / 512 * 512;
-    if (slice == 0)
-        return ws_err_set(err, WS_EINVAL, "triad: %zu bytes is too small for %d threads", bytes, T);
-    size_t n = slice * (size_t)tasks;
-    bw_job *j = calloc(1, sizeof *j);
-    double *t = malloc(sizeof(double) * (size_t)repeats);
-    int rc = 0;
-    if (j) {
-        j->slice = slice;
-        j->a = big_alloc(n * sizeof(double));
-        j->b = big_alloc(n * sizeof(double));
-        j->c = big_alloc(n * sizeof(double));
+    if (slice == 0) {
+        ws_err_set(err, WS_EINVAL, "triad: %zu bytes is too small for %d threads", bytes, T);
+        return NULL;
     }
-    if (!j || !t || !j->a || !j->b || !j->c || node_tasks(pool, &j->task_node, &j->first)) {
-        rc = ws_err_set(err, WS_ENOMEM, "triad: cannot allocate %zu bytes", bytes);
-        goto out;
+    ws_membw_triader *t = calloc(1, sizeof *t);
+    if (!t) {
+        ws_err_set(err, WS_ENOMEM, "triad: out of memory");
+        return NULL;
+    }
+    bw_job *j = &t->job;
+    const ws_cpu_features *f = ws_cpu_features_get();
+    t->pool = pool, t->tasks = tasks, t->n = slice * (size_t)tasks;
+    j->triad = f->avx512f ? triad_avx512 : f->avx2 ? triad_avx2 : triad_sse2;
+    j->slice = slice;
+    j->a = big_alloc(t->n * sizeof(double));
+    j->b = big_alloc(t->n * sizeof(double));
+    j->c = big_alloc(t->n * sizeof(double));
+    if (!j->a || !j->b || !j->c || node_tasks(pool, &j->task_node, &j->first)) {
+        ws_membw_triader_destroy(t);
+        ws_err_set(err, WS_ENOMEM, "triad: cannot allocate %zu bytes", bytes);
+        return NULL;
     }
     /* Each node's slices on it, first touched and run by its threads. */
     place_runs(pool, j->task_node, j->first, tasks, (char *)j->a, slice * sizeof(double));
     place_runs(pool, j->task_node, j->first, tasks, (char *)j->b, slice * sizeof(double));
     place_runs(pool, j->task_node, j->first, tasks, (char *)j->c, slice * sizeof(double));
-    j->init = 1;
+    j->mode = BW_INIT;
     ws_pool_run_affine(pool, tasks, j->task_node, triad_task, j);
-    j->init = 0;
-    ws_pool_run_affine(pool, tasks, j->task_node, triad_task, j);
-    for (int r = 0; r < repeats; r++) {
-        double t0 = ws_now_s();
-        ws_pool_run_affine(pool, tasks, j->task_node, triad_task, j);
-        t[r] = ws_now_s() - t0;
+    j->mode = BW_READ;
+    ws_pool_run_affine(pool, tasks, j->task_node, triad_task, j); /* warm-up */
+    return t;
+}
+
+double ws_membw_triader_pass(ws_membw_triader *t, size_t *counted_out)
+{
+    bw_job *j = &t->job;
+    /* the three arrays start in DRAM (a's dirty lines written back, untimed) */
+    j->mode = BW_EVICT;
+    ws_pool_run_affine(t->pool, t->tasks, j->task_node, triad_task, j);
+    j->mode = BW_READ;
+    const double t0 = ws_now_s();
+    ws_pool_run_affine(t->pool, t->tasks, j->task_node, triad_task, j);
+    const double sec = ws_now_s() - t0;
+    if (counted_out)
+        *counted_out = 3 * t->n * sizeof(double);
+    return sec;
+}
+
+int ws_membw_triad(ws_pool *pool, size_t bytes, int repeats, double *gbps_out, ws_err *err)
+{
+    ws_err local = {0};
+    if (!err)
+        err = &local;
+    if (repeats < 1)
+        repeats = 1;
+    ws_membw_triader *tr = ws_membw_triader_create(pool, bytes, err);
+    if (!tr)
+        return err->code;
+    double *t = malloc(sizeof(double) * (size_t)repeats);
+    if (!t) {
+        ws_membw_triader_destroy(tr);
+        return ws_err_set(err, WS_ENOMEM, "triad: out of memory");
     }
-    *gbps_out = 3.0 * (double)(n * sizeof(double)) / ws_median_sort(t, repeats) / 1e9;
-    g_sink += (float)j->a[n / 2] * 0.0f;
-out:
-    if (j) {
-        free(j->a);
-        free(j->b);
-        free(j->c);
-        free(j->task_node);
-        free(j->first);
-    }
-    free(j);
+    size_t counted = 0;
+    for (int r = 0; r < repeats; r++)
+        t[r] = ws_membw_triader_pass(tr, &counted);
+    *gbps_out = (double)counted / ws_median_sort(t, repeats) / 1e9;
     free(t);
-    return rc;
+    ws_membw_triader_destroy(tr);
+    return 0;
 }
 
 /* ---- dot-product peak, per instruction path ---- */
