@@ -34,6 +34,7 @@ static const layer layers[] = {
     {"traces", "common"},
     {"sim", "common store traces runtime"},
     {"cli", "common platform store kernels kernels/cuda calib calib/probe runtime sim traces"},
+    {"fuzz", "common store runtime traces"},
 };
 #define N_LAYERS (sizeof layers / sizeof layers[0])
 
