@@ -99,7 +99,12 @@ static int measure_membw(ctx *c)
     }
     ws_membw_triader_destroy(tr);
     ws_membw_reader_destroy(rdr);
-    double read_top = 0; /* B/t at the largest size, for the check against the triad */
+    /* Read (the largest size) and triad of the same rounds against each other (membw.h): a
+     * run where they disagree says so in its triad sample and in the run's note. */
+    double ratio;
+    const int agree = ws_membw_triad_check_rounds(t + (size_t)(n - 1) * (size_t)rounds,
+                                                  (double)covered[n - 1], t3, (double)counted,
+                                                  rounds, &ratio);
     for (int i = 0; i < n; i++) {
         double *ti = t + (size_t)i * (size_t)rounds;
         if ((rc = add(c, "cpu", "membw_read", "", "", 0, (double)covered[i], ti, rounds,
@@ -110,20 +115,15 @@ static int measure_membw(ctx *c)
         double med = c->run->samples[c->run->n_samples - 1].t_median;
         if (covered[i] / med > c->run->read_bw)
             c->run->read_bw = covered[i] / med; /* the plateau, for deciding roofline sides */
-        read_top = covered[i] / med;
     }
     progress(c, (double)n / (n + 3), "read bandwidth");
     /* Single measurements of the machine (not fitted): 1-thread read, peaks. */
-    double gbps1, gf[2], one = 1.0, ratio;
+    double gbps1, gf[2], one = 1.0;
     if ((rc = ws_membw_read(c->pool1, 1024 * mb, reps, &gbps1, c->err)) ||
         (rc = ws_cpu_peak_gflops(c->pool, c->isa, &gf[0], c->err)) ||
         (rc = ws_cpu_peak_gflops(c->pool1, c->isa, &gf[1], c->err)))
         return rc;
     c->run->read_bw_1t = gbps1 * GB;
-    /* Read and triad of the same minutes against each other (membw.h): a run where they
-     * disagree says so in its triad sample and in the run's note. */
-    const double gbps3 = (double)counted / ws_median_sort(t3, rounds) / GB;
-    const int agree = ws_membw_triad_check(read_top / GB, gbps3, &ratio);
     if (!agree) {
         size_t len = strlen(c->run->note);
         snprintf(c->run->note + len, sizeof c->run->note - len,

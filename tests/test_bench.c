@@ -226,10 +226,12 @@ Test(bench, membw_json)
     cr_assert(num(o, "triad_gbps") > 0);
     cr_assert(num(o, "peak_gflops") > 0);
     /* the cross-check of the same run, and how the caches were defeated */
-    cr_assert_float_eq(num(o, "triad_over_read"), num(o, "triad_gbps") / num(o, "read_bw_gbps"),
-                       1e-8 * num(o, "triad_over_read"));
+    /* (the median of the rounds' ratios: close to, not equal to, the medians' ratio) */
+    const double q = num(o, "triad_over_read");
+    cr_assert(q > 0 && isfinite(q));
     const char *check = json_string_value(json_object_get(o, "triad_read_check"));
     cr_assert(check && (!strcmp(check, "agree") || !strcmp(check, "disagree")));
+    cr_assert_eq(!strcmp(check, "agree"), q >= WS_MEMBW_TRIAD_READ_LO && q <= WS_MEMBW_TRIAD_READ_HI);
     cr_assert_str_eq(json_string_value(json_object_get(o, "cache")), WS_MEMBW_METHOD);
     json_t *ga = json_object_get(o, "gather");
     cr_assert(json_is_array(ga) && json_array_size(ga) == 4, "gather: an array of 4 sizes");
@@ -315,8 +317,10 @@ Test(bench_lib, membw_figures_and_check)
     cr_assert(r.read_gbps > 0 && r.triad_gbps > 0 && r.peak_gflops > 0);
     for (int i = 0; i < WS_BENCH_GATHER_N; i++)
         cr_assert(r.gather_gbps[i] > 0 && isfinite(r.gather_gbps[i]));
-    cr_assert_float_eq(r.triad_over_read, r.triad_gbps / r.read_gbps, 1e-12);
-    cr_assert_eq(r.triad_agrees, ws_membw_triad_check(r.read_gbps, r.triad_gbps, NULL));
+    /* the check is of the rounds' ratios, the figures are medians of the rounds */
+    cr_assert(r.triad_over_read > 0 && isfinite(r.triad_over_read));
+    cr_assert_eq(r.triad_agrees, r.triad_over_read >= WS_MEMBW_TRIAD_READ_LO &&
+                                     r.triad_over_read <= WS_MEMBW_TRIAD_READ_HI);
     const ws_bench_membw_cfg tiny = {.bytes = 100, .repeats = 1, .isa = isa};
     cr_assert_eq(ws_bench_membw_run(p, &tiny, &r, &err), WS_EINVAL);
     ws_pool_destroy(p);

@@ -53,6 +53,8 @@ static int read_gather_triad(ws_pool *pool, size_t bytes, int repeats, ws_bench_
         tt[k] = ws_membw_triader_pass(tr, &counted);
     }
     if (!rc) {
+        out->triad_agrees = ws_membw_triad_check_rounds(t, (double)covered, tt, (double)counted,
+                                                        repeats, &out->triad_over_read);
         out->read_gbps = (double)covered / ws_median_sort(t, repeats) / 1e9;
         for (int i = 0; i < WS_BENCH_GATHER_N; i++)
             out->gather_gbps[i] =
@@ -80,8 +82,6 @@ int ws_bench_membw_run(ws_pool *pool, const ws_bench_membw_cfg *cfg, ws_bench_me
     int rc = read_gather_triad(pool, cfg->bytes, repeats, out, err);
     if (rc || (rc = ws_cpu_peak_gflops(pool, cfg->isa, &out->peak_gflops, err)))
         return rc;
-    out->triad_agrees = ws_membw_triad_check(out->read_gbps, out->triad_gbps,
-                                             &out->triad_over_read);
     return 0;
 }
 

@@ -64,6 +64,20 @@ int ws_membw_triad_check(double read_gbps, double triad_gbps, double *ratio)
     return r >= WS_MEMBW_TRIAD_READ_LO && r <= WS_MEMBW_TRIAD_READ_HI;
 }
 
+int ws_membw_triad_check_rounds(const double *t_read, double read_bytes, const double *t_triad,
+                                double triad_bytes, int rounds, double *ratio)
+{
+    double q[64];
+    int n = rounds < 64 ? rounds : 64, m = 0;
+    for (int k = 0; k < n; k++)
+        if (t_read[k] > 0 && t_triad[k] > 0)
+            q[m++] = (triad_bytes / t_triad[k]) / (read_bytes / t_read[k]);
+    const double r = m ? ws_median_sort(q, m) : NAN;
+    if (ratio)
+        *ratio = r;
+    return r >= WS_MEMBW_TRIAD_READ_LO && r <= WS_MEMBW_TRIAD_READ_HI;
+}
+
 /* ---- gather: seeded random segments, as a sparse list's rows are read ---- */
 
 /* One task's walk: n segments of seg bytes (a multiple of 64) at 64-byte aligned offsets

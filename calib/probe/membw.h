@@ -48,6 +48,12 @@ extern "C" {
 
 /* triad / read into *ratio; 1 when inside the expected band, 0 when they disagree. */
 int ws_membw_triad_check(double read_gbps, double triad_gbps, double *ratio);
+/* The same from interleaved rounds: the median over rounds k of the triad's rate over the
+ * read's of round k (seconds t_read[k] for read_bytes, t_triad[k] for triad_bytes), so a
+ * shift of the host's bandwidth between rounds does not pit a fast minute of one against
+ * a slow minute of the other. */
+int ws_membw_triad_check_rounds(const double *t_read, double read_bytes, const double *t_triad,
+                                double triad_bytes, int rounds, double *ratio);
 /* Writes back and evicts [p, p + bytes) from every cache level of every core
  * (CLFLUSHOPT, else CLFLUSH; coherent, so lines another core or CCD holds go too) and
  * waits until that is done. */
