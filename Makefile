@@ -2,6 +2,7 @@
 #   make            deps, then bin/writescope (+ bin/libwritescope_cuda.so when nvcc is on PATH)
 #   make test       build and run the test suite (Criterion); prints its Synthesis line
 #   make run        the main job on the default database
+#   make bench-sim  the simulator core's throughput (events/s, ops/s): tests/perf/sim_bench.c
 #   make sanitize   the same tests built with AddressSanitizer + UndefinedBehaviorSanitizer
 #   make deps       install missing Debian packages (apt-get); a no-op when all are present
 #   make fuzz       libFuzzer targets (clang) for FUZZ_SECONDS each on their seed corpora;
@@ -85,8 +86,9 @@ CUDA_LIBDIR:= $(firstword $(realpath $(addprefix $(dir $(realpath $(NVCC)))../,l
 CU_LDLIBS  := -L$(CUDA_LIBDIR) -Xlinker -rpath=$(CUDA_LIBDIR) -lcublas
 endif
 GPU_BENCH  := $(O)/tests/ws_gpu_bench
+SIM_BENCH  := $(O)/tests/ws_sim_bench
 
-.PHONY: all deps test run sanitize clean cuda-info gpu-bundle fuzz fuzz-smoke fuzz-build fuzz-bins
+.PHONY: all deps test run sanitize bench-sim clean cuda-info gpu-bundle fuzz fuzz-smoke fuzz-build fuzz-bins
 all: deps cuda-info $(WS) $(CUDA_SO)
 
 deps:
@@ -136,6 +138,15 @@ $(GPU_BENCH): $(O)/obj/tests/gpu/bench_gpu.o $(LIBWS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) $^ $(LDLIBS) -o $@
 
+# The simulator core's benchmark (tests/perf/sim_bench.c): built with the tests so it
+# does not rot, run only by `make bench-sim`.
+$(SIM_BENCH): $(O)/obj/tests/perf/sim_bench.o $(LIBWS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) $^ $(LDLIBS) -o $@
+
+bench-sim: $(SIM_BENCH)
+	$(SIM_BENCH)
+
 # The CPU emulation of the GPU attention kernels (C++, no CUDA needed), linked
 # into the tests so the kernels' logic is checked on machines without a GPU.
 EMU_OBJ := $(O)/obj/tests/gpu/attn_emu.o
@@ -147,7 +158,7 @@ $(TESTBIN): $(TEST_OBJ) $(EMU_OBJ) $(LIBWS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) $(TEST_OBJ) $(EMU_OBJ) $(LIBWS) -lcriterion $(LDLIBS) -lstdc++ -o $@
 
-test: all $(TESTBIN) $(GPU_BENCH)
+test: all $(TESTBIN) $(GPU_BENCH) $(SIM_BENCH)
 	WRITESCOPE_BIN=$(abspath $(WS)) $(if $(CUDA_SO),WRITESCOPE_CUDA_LIB=$(abspath $(CUDA_SO))) \
 	    $(TESTBIN) --jobs 2 $(TEST_ARGS)
 
