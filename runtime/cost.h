@@ -94,7 +94,8 @@ typedef struct ws_cost_cfg {
 
 void ws_cost_cfg_default(ws_cost_cfg *c);
 
-/* A model on a machine: the per-token and per-operation constants, precomputed. */
+/* A model on a machine: the per-token and per-operation constants, precomputed. It owns two
+ * arrays: share it by pointer (read-only, any number of threads), do not copy it. */
 typedef struct ws_cost_model {
     ws_cost_hw hw;
     ws_cost_cfg cfg;
