@@ -1,0 +1,442 @@
+/* cost: profile -> operation times (see cost.h). */
+#include "cost.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- reading the profiles ------------------------------------------------------------- */
+
+/* The weaker of two sources: anything modeled is modeled, then datasheet, fitted, measured. */
+static ws_profile_source weaker(ws_profile_source a, ws_profile_source b)
+{
+    static const int rank[] = {[WS_SOURCE_MEASURED] = 0,
+                               [WS_SOURCE_FITTED] = 1,
+                               [WS_SOURCE_DATASHEET] = 2,
+                               [WS_SOURCE_MODELED] = 3};
+    return rank[a] >= rank[b] ? a : b;
+}
+
+static void set_val(ws_cost_val *o, double v, ws_profile_source src, const char *from)
+{
+    o->v = v;
+    o->src = src;
+    snprintf(o->from, sizeof o->from, "%s", from);
+}
+
+/* A positive value of `key`, or NULL. */
+static const ws_profile_param *positive(const ws_profile *p, const char *key)
+{
+    const ws_profile_param *q = p ? ws_profile_get(p, key) : NULL;
+    return q && q->value > 0 && isfinite(q->value) ? q : NULL;
+}
+
+/* *o = the calibrated key `pre.suffix` when the profile has it; returns 1 if so. */
+static int calibrated(const ws_profile *p, const char *pre, const char *suffix, ws_cost_val *o)
+{
+    char key[160];
+    snprintf(key, sizeof key, "%s.%s", pre, suffix);
+    const ws_profile_param *q = positive(p, key);
+    if (!q)
+        return 0;
+    set_val(o, q->value, q->source, key);
+    return 1;
+}
+
+/* *o = p[key] x p[eff] (eff absent: 1). */
+static int product(const ws_profile *p, const char *key, const char *eff, ws_cost_val *o,
+                   ws_err *err)
+{
+    const ws_profile_param *a = positive(p, key);
+    if (!a)
+        return ws_err_set(err, WS_ENOTFOUND, "profile %s has no positive parameter '%s'",
+                          p ? p->name : "(none)", key);
+    const ws_profile_param *e = eff ? positive(p, eff) : NULL;
+    char from[192];
+    snprintf(from, sizeof from, e ? "%s x %s" : "%s", key, eff);
+    set_val(o, a->value * (e ? e->value : 1.0), e ? weaker(a->source, e->source) : a->source, from);
+    return 0;
+}
+
+static void zero_c0(ws_cost_val *o)
+{
+    set_val(o, 0.0, WS_SOURCE_MODELED, "uncalibrated: no fixed cost");
+}
+
+/* A roofline from the calibrated prefix `pre` where present, else the fallbacks. */
+static int roof(const ws_profile *p, const char *pre, const char *p_key, const char *p_eff,
+                const char *w_key, const char *w_eff, ws_cost_roof *r, ws_err *err)
+{
+    int rc = 0;
+    if (!pre || !calibrated(p, pre, "c0", &r->c0))
+        zero_c0(&r->c0);
+    if (!pre || !calibrated(p, pre, "peak_flops", &r->P))
+        rc = p_key ? product(p, p_key, p_eff, &r->P, err)
+                   : (set_val(&r->P, 0, WS_SOURCE_MODELED, "-"), 0);
+    if (!rc && (!pre || !calibrated(p, pre, "bandwidth", &r->W)))
+        rc = product(p, w_key, w_eff, &r->W, err);
+    return rc;
+}
+
+/* The calibrated prefix "dev.op.kind.dtype" with a key the profile has, trying kind and
+ * then, for MHA, gqa (the calibrator's name for grouped attention). */
+static void attn_prefix(const ws_profile *p, const char *dev, ws_attn_kind kind, ws_dtype dt,
+                        char *buf, size_t cap)
+{
+    const char *kinds[2] = {ws_attn_kind_name(kind), kind == WS_ATTN_MHA ? "gqa" : NULL};
+    for (int i = 0; i < 2 && kinds[i]; i++) {
+        snprintf(buf, cap, "%s.attn.%s.%s", dev, kinds[i], ws_dtype_name(dt));
+        char key[200];
+        snprintf(key, sizeof key, "%s.bandwidth", buf);
+        if (positive(p, key))
+            return;
+        snprintf(key, sizeof key, "%s.peak_flops", buf);
+        if (positive(p, key))
+            return;
+    }
+    snprintf(buf, cap, "%s.attn.%s.%s", dev, ws_attn_kind_name(kind), ws_dtype_name(dt));
+}
+
+/* "<dtype>_flops", falling back to fp16 where the GPU lacks the type (V100: bf16 0). */
+static const char *gpu_flops_key(const ws_profile *p, ws_dtype dt)
+{
+    const char *k = dt == WS_DT_FP32   ? "fp32_flops"
+                    : dt == WS_DT_BF16 ? "bf16_flops"
+                                       : "fp16_flops";
+    return positive(p, k) ? k : "fp16_flops";
+}
+
+int ws_cost_hw_load(const ws_profile *gpu, const ws_profile *host, ws_attn_kind kind, ws_dtype kv,
+                    ws_dtype wt, ws_cost_hw *hw, ws_err *err)
+{
+    memset(hw, 0, sizeof *hw);
+    if (!gpu || !host)
+        return ws_err_set(err, WS_EINVAL, "cost: a GPU and a host profile are needed");
+    snprintf(hw->gpu, sizeof hw->gpu, "%s", gpu->name);
+    snprintf(hw->host, sizeof hw->host, "%s", host->name);
+    char pre[160];
+    int rc;
+    attn_prefix(host, "cpu", kind, kv, pre, sizeof pre);
+    if ((rc = roof(host, pre, "fp32_flops", "flops_eff", "dram_bw", "dram_eff", &hw->cpu_attn,
+                   err)) ||
+        (rc = roof(host, "cpu.expert_gemm.fp32", "fp32_flops", "flops_eff", "dram_bw", "dram_eff",
+                   &hw->cpu_expert, err)))
+        return rc;
+    if (!calibrated(host, "cpu.membw_read", "bandwidth", &hw->cpu_mem_bw) &&
+        (rc = product(host, "dram_bw", "dram_eff", &hw->cpu_mem_bw, err)))
+        return rc;
+    attn_prefix(gpu, "gpu", kind, kv, pre, sizeof pre);
+    if ((rc = roof(gpu, pre, gpu_flops_key(gpu, kv), "tensor_eff", "hbm_bw", "hbm_eff",
+                   &hw->gpu_attn, err)))
+        return rc;
+    char gemm[64];
+    snprintf(gemm, sizeof gemm, "gpu.gemm.%s", ws_dtype_name(wt));
+    if ((rc = roof(gpu, gemm, gpu_flops_key(gpu, wt), "tensor_eff", "hbm_bw", "hbm_eff",
+                   &hw->gpu_gemm, err)) ||
+        (rc = roof(gpu, "link.h2d", NULL, NULL, "h2d_bw", NULL, &hw->h2d, err)) ||
+        (rc = roof(gpu, "link.d2h", NULL, NULL, "d2h_bw", NULL, &hw->d2h, err)) ||
+        (rc = product(gpu, "mem_bytes", NULL, &hw->gpu_mem, err)))
+        return rc;
+    /* The contention factor: the calibrator's ratio, else the profile's h2d_contention;
+     * a database seeded before that parameter existed gets none (factor 1), said so. */
+    if (!calibrated(gpu, "link.h2d_gemm_contention_factor", "factor", &hw->h2d_contention) &&
+        product(gpu, "h2d_contention", NULL, &hw->h2d_contention, NULL))
+        set_val(&hw->h2d_contention, 1.0, WS_SOURCE_MODELED,
+                "no h2d_contention in the profile (writescope db init adds it): none");
+    if (hw->h2d_contention.v > 1.0)
+        return ws_err_set(err, WS_EINVAL, "profile %s: H2D contention factor %g is above 1 (%s)",
+                          gpu->name, hw->h2d_contention.v, hw->h2d_contention.from);
+    return 0;
+}
+
+/* ---- the model on the machine ---------------------------------------------------------- */
+
+void ws_cost_cfg_default(ws_cost_cfg *c)
+{
+    memset(c, 0, sizeof *c);
+    c->kv_dtype = WS_DT_BF16;
+    c->pingpong_bytes = 32.0 * 1024 * 1024;
+    c->act_bytes = 4;
+}
+
+/* Pick probabilities q_i = k p_i (p_i Zipf with exponent s, most popular first), each
+ * capped at 1 with the excess spread over the uncapped in proportion. */
+static void pick_probs(int E, int k, double s, double *q)
+{
+    double z = 0;
+    for (int i = 0; i < E; i++)
+        z += q[i] = pow(i + 1.0, -s);
+    for (int i = 0; i < E; i++)
+        q[i] = k * q[i] / z;
+    for (int iter = 0; iter < E; iter++) {
+        double excess = 0, free_mass = 0;
+        for (int i = 0; i < E; i++) {
+            if (q[i] > 1.0) {
+                excess += q[i] - 1.0;
+                q[i] = 1.0;
+            } else if (q[i] < 1.0) {
+                free_mass += q[i];
+            }
+        }
+        if (excess <= 1e-15 || free_mass <= 0)
+            break;
+        for (int i = 0; i < E; i++)
+            if (q[i] < 1.0)
+                q[i] += excess * q[i] / free_mass;
+    }
+}
+
+int ws_cost_model_init(const ws_cost_hw *hw, const ws_model *m, const ws_cost_cfg *cfg,
+                       ws_cost_model *cm, ws_err *err)
+{
+    memset(cm, 0, sizeof *cm);
+    if (!(cfg->pingpong_bytes >= 0) || !(cfg->routing_skew >= 0) || !isfinite(cfg->routing_skew) ||
+        cfg->gpu_experts < 0 || !(cfg->cpu_expert_bytes >= 0) || !(cfg->act_bytes >= 0))
+        return ws_err_set(err, WS_EINVAL, "cost: configuration out of range");
+    if (m->n_experts > 0 && cfg->gpu_experts > m->n_experts)
+        return ws_err_set(err, WS_EINVAL, "cost: %d GPU experts, the model has %d",
+                          cfg->gpu_experts, m->n_experts);
+    cm->hw = *hw;
+    cm->cfg = *cfg;
+    ws_model_derive(m, cfg->kv_dtype, &cm->st);
+    if (!(cm->st.kv_bytes_tok_layer > 0) || !(cm->st.attn_flops_tok_layer > 0))
+        return ws_err_set(err, WS_EINVAL, "%s: model has no attention", m->name);
+    cm->layers = m->layers;
+    cm->n_dense_layers = m->n_dense_layers;
+    cm->n_experts = m->n_experts;
+    cm->top_k = m->experts_per_tok;
+    cm->hidden = m->hidden;
+    cm->moe_inter = m->moe_intermediate;
+    cm->dense_inter = m->intermediate;
+    cm->b_tok = cm->st.kv_bytes_tok_layer;
+    cm->f_tok = cm->st.attn_flops_tok_layer;
+    cm->w_h2d_eff = hw->h2d.W.v * hw->h2d_contention.v;
+    const double b = cm->b_tok, f = cm->f_tok;
+    cm->A = fmax(hw->cpu_attn.P.v > 0 ? f / hw->cpu_attn.P.v : 0, b / hw->cpu_attn.W.v);
+    cm->t_res = fmax(hw->gpu_attn.P.v > 0 ? f / hw->gpu_attn.P.v : 0, b / hw->gpu_attn.W.v);
+    cm->B = fmax(b / cm->w_h2d_eff, cm->t_res);
+
+    const double H = m->hidden, nq = m->n_q_heads,
+                 vd = m->v_head_dim > 0 ? m->v_head_dim : m->head_dim;
+    const double ws = ws_dtype_size(m->weight_dtype);
+    cm->w_elem = ws;
+    cm->o_params = nq * vd * H;
+    cm->qkv_params = fmax(cm->st.attn_weight_bytes_layer / ws - cm->o_params, 0);
+    cm->router_params = m->n_experts > 0 ? H * m->n_experts : 0;
+    cm->shared_params = cm->st.shared_bytes_layer / ws;
+    cm->dense_params = m->n_dense_layers > 0 ? 3.0 * H * m->intermediate : 0;
+    cm->expert_params = 3.0 * H * m->moe_intermediate;
+    if (m->n_experts > 0 && m->experts_per_tok > 0) {
+        const int E = m->n_experts;
+        cm->q = malloc(sizeof(double) * (size_t)E);
+        cm->log1m_q = malloc(sizeof(double) * (size_t)E);
+        if (!cm->q || !cm->log1m_q) {
+            ws_cost_model_free(cm);
+            return ws_err_set(err, WS_ENOMEM, "cost: out of memory");
+        }
+        pick_probs(E, m->experts_per_tok < E ? m->experts_per_tok : E, cfg->routing_skew, cm->q);
+        for (int i = 0; i < E; i++) {
+            cm->log1m_q[i] = cm->q[i] >= 1.0 ? -INFINITY : log1p(-cm->q[i]);
+            if (i < cfg->gpu_experts)
+                cm->gpu_q_sum += cm->q[i];
+            else
+                cm->cpu_q_sum += cm->q[i];
+        }
+    }
+    return 0;
+}
+
+void ws_cost_model_free(ws_cost_model *cm)
+{
+    free(cm->q);
+    free(cm->log1m_q);
+    cm->q = cm->log1m_q = NULL;
+}
+
+/* ---- the attention split --------------------------------------------------------------- */
+
+void ws_cost_split_terms(const ws_cost_model *cm, double resident_tokens, double t_moe_prev,
+                         double A_obs, double B_obs, ws_cost_split *out)
+{
+    out->A = A_obs > 0 ? A_obs : cm->A;
+    out->B = B_obs > 0 ? B_obs : cm->B;
+    out->C_cpu = cm->hw.cpu_attn.c0.v;
+    const double bytes = fmin(cm->cfg.pingpong_bytes, fmax(t_moe_prev, 0) * cm->w_h2d_eff);
+    out->prefetch_s = bytes / cm->w_h2d_eff;
+    out->xfer_s = cm->b_tok / cm->w_h2d_eff;
+    out->C_gpu = cm->hw.gpu_attn.c0.v + cm->hw.h2d.c0.v + fmax(resident_tokens, 0) * cm->t_res -
+                 out->prefetch_s;
+}
+
+double ws_cost_split_cpu(const ws_cost_split *s, double n)
+{
+    return n > 0 ? s->C_cpu + s->A * n : 0.0;
+}
+
+double ws_cost_split_gpu(const ws_cost_split *s, double m)
+{
+    /* The prefetch credit is at most the streamed tokens' own transfer, so the GPU half
+     * never ends before its resident part. */
+    double credit = fmin(s->prefetch_s, fmax(m, 0) * s->xfer_s);
+    return s->C_gpu + s->prefetch_s - credit + s->B * fmax(m, 0);
+}
+
+double ws_cost_split_time(const ws_cost_split *s, double n, double m)
+{
+    return fmax(ws_cost_split_cpu(s, n), ws_cost_split_gpu(s, m));
+}
+
+/* ---- single operations -------------------------------------------------------------------- */
+
+double ws_cost_cpu_attn(const ws_cost_model *cm, double tokens)
+{
+    return tokens > 0 ? ws_cost_roof_time(&cm->hw.cpu_attn, cm->f_tok * tokens, cm->b_tok * tokens)
+                      : 0;
+}
+
+double ws_cost_gpu_attn(const ws_cost_model *cm, double tokens)
+{
+    return tokens > 0 ? ws_cost_roof_time(&cm->hw.gpu_attn, cm->f_tok * tokens, cm->b_tok * tokens)
+                      : 0;
+}
+
+double ws_cost_gpu_prefill_attn(const ws_cost_model *cm, double q, double ctx)
+{
+    if (q <= 0)
+        return 0;
+    /* Causal pairs; K/V read once per 128-query block. */
+    const double pairs = q * ctx + q * (q + 1) / 2, blocks = ceil(q / 128.0);
+    return ws_cost_roof_time(&cm->hw.gpu_attn, cm->f_tok * pairs, cm->b_tok * (ctx + q) * blocks);
+}
+
+double ws_cost_gpu_indexer(const ws_cost_model *cm, double q, double ctx)
+{
+    if (q <= 0 || !(cm->st.index_flops_tok_layer > 0))
+        return 0;
+    return ws_cost_roof_time(&cm->hw.gpu_attn, cm->st.index_flops_tok_layer * q * ctx,
+                             cm->st.index_bytes_tok_layer * ctx);
+}
+
+double ws_cost_h2d(const ws_cost_model *cm, double bytes, int contended)
+{
+    if (bytes <= 0)
+        return 0;
+    return cm->hw.h2d.c0.v + bytes / (contended ? cm->w_h2d_eff : cm->hw.h2d.W.v);
+}
+
+double ws_cost_d2h(const ws_cost_model *cm, double bytes)
+{
+    return bytes > 0 ? cm->hw.d2h.c0.v + bytes / cm->hw.d2h.W.v : 0;
+}
+
+double ws_cost_flush(const ws_cost_model *cm, int n_seqs, int window_tokens)
+{
+    return ws_cost_d2h(cm, (double)n_seqs * window_tokens * cm->b_tok);
+}
+
+double ws_cost_host_copy(const ws_cost_model *cm, double bytes)
+{
+    return bytes > 0 ? 2.0 * bytes / cm->hw.cpu_mem_bw.v : 0;
+}
+
+/* A GEMM of T tokens through `params` weights (elements) on the GPU. */
+static double gpu_gemm(const ws_cost_model *cm, double params, double T)
+{
+    if (T <= 0 || params <= 0)
+        return 0;
+    const double ws = cm->w_elem;
+    return ws_cost_roof_time(&cm->hw.gpu_gemm, 2.0 * T * params,
+                             params * ws + 2.0 * T * cm->hidden * ws);
+}
+
+double ws_cost_qkv_proj(const ws_cost_model *cm, double T)
+{
+    return gpu_gemm(cm, cm->qkv_params, T);
+}
+double ws_cost_o_proj(const ws_cost_model *cm, double T)
+{
+    return gpu_gemm(cm, cm->o_params, T);
+}
+double ws_cost_router(const ws_cost_model *cm, double T)
+{
+    return gpu_gemm(cm, cm->router_params, T);
+}
+double ws_cost_shared_experts(const ws_cost_model *cm, double T)
+{
+    return gpu_gemm(cm, cm->shared_params, T);
+}
+double ws_cost_dense_mlp(const ws_cost_model *cm, double T)
+{
+    return gpu_gemm(cm, cm->dense_params, T);
+}
+
+int ws_cost_layer_is_moe(const ws_cost_model *cm, int layer)
+{
+    return cm->n_experts > 0 && layer >= cm->n_dense_layers;
+}
+
+/* ---- routed experts --------------------------------------------------------------------- */
+
+double ws_cost_distinct_uniform(int E, int k, double T)
+{
+    if (E <= 0 || k <= 0 || T <= 0)
+        return 0;
+    if (k >= E)
+        return E;
+    return E * -expm1(T * log1p(-(double)k / E));
+}
+
+/* Expected distinct experts among [lo, hi) hit by T tokens. */
+static double distinct_range(const ws_cost_model *cm, int lo, int hi, double T)
+{
+    if (!cm->q || T <= 0 || hi <= lo)
+        return 0;
+    if (cm->cfg.routing_skew == 0)
+        return (hi - lo) * -expm1(T * cm->log1m_q[0]);
+    double d = 0;
+    for (int i = lo; i < hi; i++)
+        d += isinf(cm->log1m_q[i]) ? 1.0 : -expm1(T * cm->log1m_q[i]);
+    return d;
+}
+
+double ws_cost_distinct_experts(const ws_cost_model *cm, double T)
+{
+    return distinct_range(cm, 0, cm->n_experts, T);
+}
+
+double ws_cost_distinct_cpu_experts(const ws_cost_model *cm, double T)
+{
+    return distinct_range(cm, cm->cfg.gpu_experts, cm->n_experts, T);
+}
+
+double ws_cost_distinct_gpu_experts(const ws_cost_model *cm, double T)
+{
+    return distinct_range(cm, 0, cm->cfg.gpu_experts, T);
+}
+
+/* D experts hit by `pairs` (token, expert) assignments: D c0 + max(F/P, B/W). */
+static double experts_time(const ws_cost_model *cm, const ws_cost_roof *r, double D, double pairs,
+                           double wbytes, double abytes)
+{
+    if (D <= 0 || pairs <= 0)
+        return 0;
+    const double H = cm->hidden, I = cm->moe_inter;
+    const double flops = pairs * (6.0 * H * I + 4.0 * I);
+    const double bytes = D * cm->expert_params * wbytes + pairs * (2.0 * H + 4.0 * I) * abytes;
+    return ws_cost_roof_time(r, flops, bytes) + (D - 1.0) * r->c0.v;
+}
+
+double ws_cost_cpu_experts(const ws_cost_model *cm, double T)
+{
+    const double wb = cm->cfg.cpu_expert_bytes > 0 ? cm->cfg.cpu_expert_bytes : cm->w_elem;
+    return experts_time(cm, &cm->hw.cpu_expert, ws_cost_distinct_cpu_experts(cm, T),
+                        T * cm->cpu_q_sum, wb, cm->cfg.act_bytes);
+}
+
+double ws_cost_gpu_experts(const ws_cost_model *cm, double T)
+{
+    const double wb = cm->w_elem;
+    return experts_time(cm, &cm->hw.gpu_gemm, ws_cost_distinct_gpu_experts(cm, T),
+                        T * cm->gpu_q_sum, wb, wb);
+}

@@ -1,0 +1,184 @@
+/* cost: the one cost model (hardware profile -> operation times) that the simulator and the
+ * live runtime share. Every operation on a device costs the roofline
+ *     t = c0 + max(F / P, B / W)          F flop, B bytes, P flop/s, W B/s, c0 s
+ * with (c0, P, W) per (device, operation). ws_cost_hw_load reads them ONCE from a GPU and a
+ * host profile (store/profile.h) into plain structs, each value with its source: the
+ * calibrated key where the profile has it (cpu.attn.<kind>.<dtype>.{c0,peak_flops,bandwidth},
+ * cpu.expert_gemm.fp32.*, cpu.membw_read.bandwidth, gpu.attn.*, gpu.gemm.<dtype>.*,
+ * link.h2d.*, link.d2h.*, link.h2d_gemm_contention_factor.factor), else datasheet x
+ * efficiency (fp32_flops x flops_eff, dram_bw x dram_eff, <dtype>_flops x tensor_eff,
+ * hbm_bw x hbm_eff, h2d_bw, d2h_bw, h2d_contention; such products are labelled modeled).
+ * Uncalibrated fixed costs c0 are 0 (modeled). After that every function here is pure
+ * arithmetic on structs (no I/O, no allocation past ws_cost_model_init), cheap enough for
+ * the simulator's inner loop.
+ *
+ * Attention split (DESIGN section 3), per layer, n tokens in the CPU region, m streamed:
+ *     t_cpu(n) = C_cpu + A n,   A = max(f_tok / P_cpu, b_tok / W_cpu)
+ *     t_gpu(m) = C_gpu + B m,   B = max(b_tok / W_h2d_eff, f_tok / P_gpu, b_tok / W_hbm)
+ * b_tok: KV bytes of one token of one layer; f_tok: attention flops per attended token per
+ * query (model.h). W_h2d_eff = W_h2d x contention, the H2D rate while the CPU computes
+ * (experts, attention): the factor is profile data, never a constant here.
+ *     C_cpu = c0(cpu attn)
+ *     C_gpu = c0(gpu attn) + c0(h2d) + D t_res - prefetch
+ * with D resident (D-window) tokens attended in HBM at t_res = max(f_tok/P_gpu, b_tok/W_hbm)
+ * each, and prefetch = min(pingpong_bytes, t_moe_prev x W_h2d_eff) / W_h2d_eff seconds: the
+ * XFER bytes of this layer that arrived during the previous layer's MoE phase (0 for the
+ * first layer of a step, where t_moe_prev = 0).
+ *
+ * Routed experts: T tokens each choosing k of E experts. Token-level pick probabilities q_i
+ * (sum k): uniform q_i = k/E; skewed q_i proportional to (i+1)^-s (Zipf exponent s, capped at
+ * 1 with the excess spread over the rest). Expected distinct experts hit by T tokens:
+ *     D(T) = sum_i 1 - (1 - q_i)^T          (uniform: E (1 - (1 - k/E)^T), exact)
+ * The gpu_experts most popular experts of each MoE layer live on the GPU, the rest on the CPU.
+ * The experts' time is D x c0 + max(F / P, B / W) over the experts hit: F = 2 x 3 H I flop
+ * per (token, expert) pair, B = 3 H I weight bytes per distinct expert plus activations. */
+#ifndef WS_COST_H
+#define WS_COST_H
+
+#include "model.h"
+#include "profile.h"
+#include "ws_dtype.h"
+#include "ws_err.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* One rate or constant with where it came from. */
+typedef struct ws_cost_val {
+    double v;              /* SI units: s, flop/s, B/s, B or 1 */
+    ws_profile_source src; /* datasheet, measured, fitted or modeled */
+    char from[192];        /* the profile key(s) it was read from, or how it was derived */
+} ws_cost_val;
+
+/* A roofline: t = c0 + max(F / P, B / W); P or W of 0 drops that side. */
+typedef struct ws_cost_roof {
+    ws_cost_val c0, P, W;
+} ws_cost_roof;
+
+/* The hardware as the cost model sees it. */
+typedef struct ws_cost_hw {
+    char gpu[160], host[160];   /* profile names */
+    ws_cost_roof cpu_attn;      /* CPU decode attention for the model's kind and KV dtype */
+    ws_cost_roof cpu_expert;    /* one routed-expert FFN call on all CPU cores */
+    ws_cost_val cpu_mem_bw;     /* B/s, DRAM read on all cores (host copies, reformatting) */
+    ws_cost_roof gpu_attn;      /* GPU decode attention over HBM-resident pages */
+    ws_cost_roof gpu_gemm;      /* GPU GEMM at the weight dtype (projections, experts, MLPs) */
+    ws_cost_roof h2d, d2h;      /* pinned copies: c0 + bytes / W (P unused) */
+    ws_cost_val h2d_contention; /* W_h2d(CPU computing) / W_h2d, in (0, 1] */
+    ws_cost_val gpu_mem;        /* B of device memory */
+} ws_cost_hw;
+
+/* Reads the rates for attention kind `kind` with `kv` KV and `wt` weights. Missing keys with
+ * no fallback: WS_ENOTFOUND naming the profile and key; a rate <= 0 where one is needed
+ * (a V100's bf16_flops): the fp16 rate, else WS_EINVAL. */
+int ws_cost_hw_load(const ws_profile *gpu, const ws_profile *host, ws_attn_kind kind, ws_dtype kv,
+                    ws_dtype wt, ws_cost_hw *hw, ws_err *err);
+
+/* The roofline time of one operation (s). */
+static inline double ws_cost_roof_time(const ws_cost_roof *r, double flops, double bytes)
+{
+    double tf = r->P.v > 0 ? flops / r->P.v : 0.0, tb = r->W.v > 0 ? bytes / r->W.v : 0.0;
+    return r->c0.v + (tf > tb ? tf : tb);
+}
+
+/* Choices of a run that the profile does not hold. */
+typedef struct ws_cost_cfg {
+    ws_dtype kv_dtype;       /* KV element type (default bf16) */
+    double pingpong_bytes;   /* B, one ping-pong half: the prefetch cap (default 32 MiB) */
+    double routing_skew;     /* Zipf exponent of expert popularity; 0 = uniform (default) */
+    int gpu_experts;         /* routed experts per MoE layer resident on the GPU (default 0) */
+    double cpu_expert_bytes; /* B per CPU expert weight element; 0 = the model's weight dtype */
+    double act_bytes;        /* B per activation element in the expert GEMMs (default 4) */
+} ws_cost_cfg;
+
+void ws_cost_cfg_default(ws_cost_cfg *c);
+
+/* A model on a machine: the per-token and per-operation constants, precomputed. It owns two
+ * arrays: share it by pointer (read-only, any number of threads), do not copy it. */
+typedef struct ws_cost_model {
+    ws_cost_hw hw;
+    ws_cost_cfg cfg;
+    ws_model_stats st;
+    int layers, n_dense_layers; /* dense layers come first (first_k_dense_replace) */
+    int n_experts, top_k, hidden, moe_inter, dense_inter;
+    double b_tok, f_tok;         /* B and flop per token per layer (attended) */
+    double A, B;                 /* s per token per layer: CPU side, GPU side (contended) */
+    double t_res;                /* s per HBM-resident token on the GPU */
+    double w_h2d_eff;            /* B/s, H2D under CPU load */
+    double w_elem;               /* B per weight element (the model's dtype) */
+    double qkv_params, o_params; /* attention projections, elements per layer */
+    double router_params, shared_params, dense_params, expert_params;
+    double *q;                   /* E pick probabilities, most popular first (owned) */
+    double *log1m_q;             /* log(1 - q_i), -inf where q_i = 1 (owned) */
+    double cpu_q_sum, gpu_q_sum; /* sum of q over CPU / GPU experts */
+} ws_cost_model;
+
+/* Builds the model's constants on hw (copied). WS_EINVAL for a model without attention or
+ * a cfg out of range; WS_ENOMEM. Free with ws_cost_model_free. */
+int ws_cost_model_init(const ws_cost_hw *hw, const ws_model *m, const ws_cost_cfg *cfg,
+                       ws_cost_model *cm, ws_err *err);
+void ws_cost_model_free(ws_cost_model *cm);
+
+/* ---- the attention split ------------------------------------------------------------ */
+
+/* The linear terms of one layer-step of a batch (s/token and s). */
+typedef struct ws_cost_split {
+    double A, B;         /* per spilled token: CPU region, XFER region */
+    double C_cpu, C_gpu; /* fixed: CPU half, GPU half (prefetch subtracted; may be < 0) */
+    double prefetch_s;   /* the prefetch credit inside C_gpu */
+    double xfer_s;       /* transfer part of B: b_tok / W_h2d_eff (caps the credit) */
+} ws_cost_split;
+
+/* Terms for a layer whose GPU half also attends `resident_tokens` D-window tokens (summed
+ * over the batch), after a previous MoE phase of t_moe_prev seconds (0: first layer of a
+ * step, or no overlap). A and B are the model's unless A_obs/B_obs > 0 (estimates). */
+void ws_cost_split_terms(const ws_cost_model *cm, double resident_tokens, double t_moe_prev,
+                         double A_obs, double B_obs, ws_cost_split *out);
+/* CPU half, GPU half and the layer's attention time max(t_cpu, t_gpu) for n CPU and m XFER
+ * tokens. An empty CPU half costs nothing. */
+double ws_cost_split_cpu(const ws_cost_split *s, double n);
+double ws_cost_split_gpu(const ws_cost_split *s, double m);
+double ws_cost_split_time(const ws_cost_split *s, double n, double m);
+
+/* ---- single operations, one layer, as functions of tokens ---------------------------- */
+
+double ws_cost_cpu_attn(const ws_cost_model *cm, double tokens); /* over CPU pages */
+double ws_cost_gpu_attn(const ws_cost_model *cm, double tokens); /* over HBM pages */
+/* Causal prefill attention of q new tokens after ctx cached ones (one sequence). */
+double ws_cost_gpu_prefill_attn(const ws_cost_model *cm, double q, double ctx);
+/* Sparse models: the indexer scoring ctx tokens for q queries (0 for dense attention). */
+double ws_cost_gpu_indexer(const ws_cost_model *cm, double q, double ctx);
+/* Copies of `bytes`: H2D alone / while the CPU computes, and D2H. */
+double ws_cost_h2d(const ws_cost_model *cm, double bytes, int contended);
+double ws_cost_d2h(const ws_cost_model *cm, double bytes);
+/* D2H of one D-window flush: window tokens of each of n_seqs sequences, one layer. */
+double ws_cost_flush(const ws_cost_model *cm, int n_seqs, int window_tokens);
+/* Host-side move of bytes (read + write at the DRAM rate): what a reformat costs. */
+double ws_cost_host_copy(const ws_cost_model *cm, double bytes);
+/* GPU GEMMs for T tokens: QKV projection, output projection, router, shared experts (0
+ * when none), the dense MLP of a dense layer. */
+double ws_cost_qkv_proj(const ws_cost_model *cm, double T);
+double ws_cost_o_proj(const ws_cost_model *cm, double T);
+double ws_cost_router(const ws_cost_model *cm, double T);
+double ws_cost_shared_experts(const ws_cost_model *cm, double T);
+double ws_cost_dense_mlp(const ws_cost_model *cm, double T);
+/* 1 when `layer` has routed experts. */
+int ws_cost_layer_is_moe(const ws_cost_model *cm, int layer);
+
+/* ---- routed experts -------------------------------------------------------------------- */
+
+/* Expected distinct experts T tokens hit (all experts / the CPU's / the GPU's). */
+double ws_cost_distinct_experts(const ws_cost_model *cm, double T);
+double ws_cost_distinct_cpu_experts(const ws_cost_model *cm, double T);
+double ws_cost_distinct_gpu_experts(const ws_cost_model *cm, double T);
+/* The closed form for uniform routing: E (1 - (1 - k/E)^T). */
+double ws_cost_distinct_uniform(int E, int k, double T);
+/* Time of the routed experts of one MoE layer for T tokens: on the CPU, on the GPU. */
+double ws_cost_cpu_experts(const ws_cost_model *cm, double T);
+double ws_cost_gpu_experts(const ws_cost_model *cm, double T);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

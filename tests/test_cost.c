@@ -1,0 +1,550 @@
+/* test_cost: the shared cost model (runtime/cost.c). Rates from the datasheet profiles and
+ * their sources, calibrated keys winning over the datasheet (in a hand-built profile and
+ * through a stored calibration), A and B of DESIGN section 3 worked out by hand for
+ * Qwen3-30B-A3B on the paper's A100 PCIe + Xeon Gold 5318Y, H2D under contention, the
+ * prefetch term, distinct experts against exhaustive enumeration, and the per-op times. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "calib.h"
+#include "cost.h"
+#include "helpers.h"
+
+#define A100 "NVIDIA A100-PCIE-40GB" /* the CUDA name datasheet.json lists for a100-40gb-pcie */
+
+static void load_model(const char *name, ws_model *m)
+{
+    char path[4096];
+    ws_err err = {0};
+    cr_assert_eq(ws_model_resolve(name, path, sizeof path, &err), 0, "%s", err.msg);
+    cr_assert_eq(ws_model_load(path, m, &err), 0, "%s", err.msg);
+}
+
+/* The hardware of the paper's setting from a store (the embedded one when s is NULL). */
+static void paper_hw(ws_store *s, const ws_model *m, ws_cost_hw *hw)
+{
+    ws_err err = {0};
+    ws_store *own = NULL;
+    if (!s) {
+        cr_assert_eq(ws_store_open_embedded(&own, &err), 0, "%s", err.msg);
+        s = own;
+    }
+    ws_profile g, h;
+    cr_assert_eq(ws_profile_load(s, "a100-40gb-pcie", &g, &err), 0, "%s", err.msg);
+    cr_assert_eq(ws_profile_load(s, "xeon-gold-5318y", &h, &err), 0, "%s", err.msg);
+    cr_assert_eq(ws_cost_hw_load(&g, &h, m->attn, WS_DT_BF16, m->weight_dtype, hw, &err), 0, "%s",
+                 err.msg);
+    ws_profile_free(&g);
+    ws_profile_free(&h);
+    if (own)
+        ws_store_close(own);
+}
+
+static void paper_model(ws_cost_model *cm, const ws_cost_cfg *cfg_in)
+{
+    ws_model m;
+    load_model("qwen3-30b-a3b", &m);
+    ws_cost_hw hw;
+    paper_hw(NULL, &m, &hw);
+    ws_cost_cfg cfg;
+    ws_cost_cfg_default(&cfg);
+    if (cfg_in)
+        cfg = *cfg_in;
+    ws_err err = {0};
+    cr_assert_eq(ws_cost_model_init(&hw, &m, &cfg, cm, &err), 0, "%s", err.msg);
+}
+
+#define near(a, b)                                                                                 \
+    cr_assert(fabs((double)(a) - (double)(b)) <= 1e-9 * fabs((double)(b)) + 1e-300,                \
+              "%s = %.12g, not %.12g", #a, (double)(a), (double)(b))
+
+Test(cost, roofline)
+{
+    ws_cost_roof r = {.c0 = {.v = 1e-5}, .P = {.v = 1e12}, .W = {.v = 1e11}};
+    near(ws_cost_roof_time(&r, 1e9, 1e6), 1e-5 + 1e-3); /* compute-bound */
+    near(ws_cost_roof_time(&r, 1e6, 1e9), 1e-5 + 1e-2); /* memory-bound */
+    r.P.v = 0;                                          /* no compute side */
+    near(ws_cost_roof_time(&r, 1e15, 1e9), 1e-5 + 1e-2);
+}
+
+Test(cost, datasheet_rates_and_sources)
+{
+    ws_model m;
+    load_model("qwen3-30b-a3b", &m);
+    ws_cost_hw hw;
+    paper_hw(NULL, &m, &hw);
+    near(hw.cpu_attn.W.v, 1.877e11 * 0.75);
+    near(hw.cpu_attn.P.v, 3.2256e12 * 0.50);
+    cr_assert_eq(hw.cpu_attn.W.src, WS_SOURCE_MODELED);
+    cr_assert_str_eq(hw.cpu_attn.W.from, "dram_bw x dram_eff");
+    cr_assert_eq(hw.cpu_attn.c0.v, 0);
+    near(hw.gpu_attn.W.v, 1.555e12 * 0.85);
+    near(hw.gpu_attn.P.v, 3.12e14 * 0.70);
+    near(hw.gpu_gemm.P.v, 3.12e14 * 0.70);
+    near(hw.h2d.W.v, 2.52e10);
+    near(hw.d2h.W.v, 2.52e10);
+    near(hw.h2d_contention.v, 0.587);
+    cr_assert_eq(hw.h2d_contention.src, WS_SOURCE_MODELED);
+    cr_assert_str_eq(hw.h2d_contention.from, "h2d_contention");
+    near(hw.gpu_mem.v, 42949672960.0);
+    cr_assert_eq(hw.gpu_mem.src, WS_SOURCE_DATASHEET);
+    cr_assert_str_eq(hw.gpu, "a100-40gb-pcie");
+    cr_assert_str_eq(hw.host, "xeon-gold-5318y");
+}
+
+Test(cost, v100_without_bf16_uses_fp16_rate)
+{
+    ws_err err = {0};
+    ws_store *s;
+    cr_assert_eq(ws_store_open_embedded(&s, &err), 0, "%s", err.msg);
+    ws_profile g, h;
+    cr_assert_eq(ws_profile_load(s, "v100-32gb-pcie", &g, &err), 0, "%s", err.msg);
+    cr_assert_eq(ws_profile_load(s, "xeon-gold-5318y", &h, &err), 0, "%s", err.msg);
+    ws_cost_hw hw;
+    cr_assert_eq(ws_cost_hw_load(&g, &h, WS_ATTN_GQA, WS_DT_BF16, WS_DT_BF16, &hw, &err), 0, "%s",
+                 err.msg);
+    near(hw.gpu_gemm.P.v, 1.12e14 * 0.70);
+    cr_assert_str_eq(hw.gpu_gemm.P.from, "fp16_flops x tensor_eff");
+    /* A host profile as the GPU: no GPU rates, one clear error. */
+    cr_assert_neq(ws_cost_hw_load(&h, &h, WS_ATTN_GQA, WS_DT_BF16, WS_DT_BF16, &hw, &err), 0);
+    cr_assert(strstr(err.msg, "xeon-gold-5318y has no positive parameter"), "%s", err.msg);
+    ws_profile_free(&g);
+    ws_profile_free(&h);
+    ws_store_close(s);
+}
+
+/* A hand-built profile: calibrated keys win over the datasheet keys next to them. */
+Test(cost, calibrated_key_wins)
+{
+    ws_profile_param hp[] = {
+        {"dram_bw", 1e11, "B/s", WS_SOURCE_DATASHEET, ""},
+        {"dram_eff", 0.5, "1", WS_SOURCE_MODELED, ""},
+        {"fp32_flops", 1e12, "flop/s", WS_SOURCE_DATASHEET, ""},
+        {"flops_eff", 0.5, "1", WS_SOURCE_MODELED, ""},
+        {"cpu.attn.gqa.bf16.c0", 2e-5, "s", WS_SOURCE_FITTED, ""},
+        {"cpu.attn.gqa.bf16.peak_flops", 3e11, "flop/s", WS_SOURCE_FITTED, ""},
+        {"cpu.attn.gqa.bf16.bandwidth", 4e10, "B/s", WS_SOURCE_MEASURED, ""},
+        {"cpu.expert_gemm.fp32.bandwidth", 3e10, "B/s", WS_SOURCE_FITTED, ""},
+        {"cpu.membw_read.bandwidth", 4.5e10, "B/s", WS_SOURCE_FITTED, ""},
+    };
+    ws_profile_param gp[] = {
+        {"mem_bytes", 4e10, "B", WS_SOURCE_DATASHEET, ""},
+        {"hbm_bw", 1e12, "B/s", WS_SOURCE_DATASHEET, ""},
+        {"bf16_flops", 1e14, "flop/s", WS_SOURCE_DATASHEET, ""},
+        {"h2d_bw", 2e10, "B/s", WS_SOURCE_MODELED, ""},
+        {"d2h_bw", 2e10, "B/s", WS_SOURCE_MODELED, ""},
+        {"h2d_contention", 0.6, "1", WS_SOURCE_MODELED, ""},
+        {"link.h2d.c0", 1e-5, "s", WS_SOURCE_FITTED, ""},
+        {"link.h2d.bandwidth", 2.2e10, "B/s", WS_SOURCE_FITTED, ""},
+        {"link.h2d_gemm_contention_factor.factor", 0.5, "1", WS_SOURCE_FITTED, ""},
+        {"gpu.attn.mha.bf16.bandwidth", 9e11, "B/s", WS_SOURCE_FITTED, ""},
+    };
+    ws_profile host = {.name = "h", .kind = "host", .params = hp, .n_params = 9};
+    ws_profile gpu = {.name = "g", .kind = "gpu", .params = gp, .n_params = 10};
+    ws_cost_hw hw;
+    ws_err err = {0};
+    /* MHA finds the calibrator's gqa fit on the CPU and its own on the GPU. */
+    cr_assert_eq(ws_cost_hw_load(&gpu, &host, WS_ATTN_MHA, WS_DT_BF16, WS_DT_BF16, &hw, &err), 0,
+                 "%s", err.msg);
+    near(hw.cpu_attn.c0.v, 2e-5);
+    near(hw.cpu_attn.P.v, 3e11);
+    near(hw.cpu_attn.W.v, 4e10);
+    cr_assert_eq(hw.cpu_attn.W.src, WS_SOURCE_MEASURED);
+    cr_assert_eq(hw.cpu_attn.P.src, WS_SOURCE_FITTED);
+    cr_assert_str_eq(hw.cpu_attn.W.from, "cpu.attn.gqa.bf16.bandwidth");
+    /* The expert fit has no P: the datasheet fills it in. */
+    near(hw.cpu_expert.W.v, 3e10);
+    near(hw.cpu_expert.P.v, 0.5e12);
+    cr_assert_eq(hw.cpu_expert.P.src, WS_SOURCE_MODELED);
+    near(hw.cpu_mem_bw.v, 4.5e10);
+    near(hw.h2d.W.v, 2.2e10);
+    near(hw.h2d.c0.v, 1e-5);
+    near(hw.d2h.W.v, 2e10);
+    near(hw.h2d_contention.v, 0.5);
+    cr_assert_eq(hw.h2d_contention.src, WS_SOURCE_FITTED);
+    near(hw.gpu_attn.W.v, 9e11);
+    cr_assert_eq(hw.gpu_attn.W.src, WS_SOURCE_FITTED);
+    /* Without the calibrated keys, the datasheet values (last ones dropped). */
+    host.n_params = 4;
+    gpu.n_params = 6;
+    cr_assert_eq(ws_cost_hw_load(&gpu, &host, WS_ATTN_GQA, WS_DT_BF16, WS_DT_BF16, &hw, &err), 0,
+                 "%s", err.msg);
+    near(hw.cpu_attn.W.v, 0.5e11);
+    near(hw.h2d.W.v, 2e10);
+    near(hw.h2d_contention.v, 0.6);
+    cr_assert_eq(hw.h2d_contention.src, WS_SOURCE_MODELED);
+    /* A profile from before h2d_contention existed: no contention, said so. */
+    gpu.n_params = 5;
+    cr_assert_eq(ws_cost_hw_load(&gpu, &host, WS_ATTN_GQA, WS_DT_BF16, WS_DT_BF16, &hw, &err), 0,
+                 "%s", err.msg);
+    near(hw.h2d_contention.v, 1.0);
+    cr_assert(strstr(hw.h2d_contention.from, "no h2d_contention"), "%s", hw.h2d_contention.from);
+}
+
+/* A stored calibration of the paper's GPU with the link measured alone and under CPU expert
+ * GEMMs: loading the datasheet name gives the measured contention, source fitted. */
+Test(cost, stored_calibration_sets_contention)
+{
+    char dir[64], path[256];
+    th_tmpdir(dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/c.db", dir);
+    ws_store *s;
+    ws_err err = {0};
+    cr_assert_eq(ws_store_open(path, &s, &err), 0, "%s", err.msg);
+    ws_calib_run run;
+    ws_calib_run_init(&run);
+    strcpy(run.mode, "quick");
+    strcpy(run.scope, "link");
+    strcpy(run.started_at, "2026-12-01T10:00:00Z");
+    strcpy(run.finished_at, "2026-12-01T10:00:10Z");
+    strcpy(run.host.cpu_model, "Test CPU");
+    run.host.cpu_cores = 2;
+    run.host.mem_bytes = 24e9;
+    strcpy(run.host.isa, "avx2; path avx2");
+    run.host.has_gpu = 1;
+    strcpy(run.host.gpu_name, A100);
+    strcpy(run.host.gpu_cc, "8.0");
+    ws_host_fp_hash(&run.host);
+    const struct {
+        const char *op;
+        double W;
+    } links[] = {{"h2d", 24e9}, {"h2d_under_gemm", 15e9}};
+    for (int l = 0; l < 2; l++)
+        for (int i = 0; i < 6; i++) {
+            double B = 1e6 * (1 << (2 * i)), t = 8e-6 + B / links[l].W;
+            ws_calib_sample x = {.bytes = B, .repeats = 3, .t_median = t, .t_min = t, .t_max = t};
+            strcpy(x.key.device, "link");
+            strcpy(x.key.op, links[l].op);
+            cr_assert_eq(ws_calib_add_sample(&run, &x, &err), 0);
+        }
+    cr_assert_eq(ws_calib_fit_all(&run, &err), 0, "%s", err.msg);
+    long long id;
+    cr_assert_eq(ws_calib_store(s, &run, &id, &err), 0, "%s", err.msg);
+    ws_calib_run_free(&run);
+
+    ws_model m;
+    load_model("qwen3-30b-a3b", &m);
+    ws_cost_hw hw;
+    paper_hw(s, &m, &hw);
+    cr_assert_float_eq(hw.h2d.W.v, 24e9, 24e6);
+    cr_assert_float_eq(hw.h2d_contention.v, 15.0 / 24.0, 1e-3);
+    cr_assert_eq(hw.h2d_contention.src, WS_SOURCE_FITTED);
+    cr_assert_str_eq(hw.h2d_contention.from, "link.h2d_gemm_contention_factor.factor");
+    cr_assert_neq(hw.h2d.W.src, WS_SOURCE_MODELED);
+    /* The host side is still the datasheet's. */
+    cr_assert_eq(hw.cpu_attn.W.src, WS_SOURCE_MODELED);
+    ws_store_close(s);
+}
+
+/* A and B of DESIGN section 3 for Qwen3-30B-A3B (b_tok = 2 x 4 x 128 x 2 B = 2048 B, f_tok =
+ * 4 x 32 x 128 = 16384 flop), worked out from the datasheet numbers. */
+Test(cost, paper_setting_a_and_b)
+{
+    ws_cost_model cm;
+    paper_model(&cm, NULL);
+    near(cm.b_tok, 2048);
+    near(cm.f_tok, 16384);
+    const double A = fmax(16384 / (3.2256e12 * 0.5), 2048 / (1.877e11 * 0.75));
+    const double Wh2d = 2.52e10 * 0.587;
+    const double B = fmax(fmax(2048 / Wh2d, 16384 / (3.12e14 * 0.7)), 2048 / (1.555e12 * 0.85));
+    near(cm.A, A);
+    near(cm.B, B);
+    near(cm.B, 2048 / Wh2d); /* transfer dominates on PCIe */
+    near(cm.w_h2d_eff, Wh2d);
+    near(ws_cost_cpu_attn(&cm, 1e5), 1e5 * A);
+    cr_assert_eq(ws_cost_cpu_attn(&cm, 0), 0);
+    ws_cost_model_free(&cm);
+}
+
+Test(cost, contention_lowers_h2d)
+{
+    ws_cost_model cm;
+    paper_model(&cm, NULL);
+    cr_assert_lt(cm.w_h2d_eff, cm.hw.h2d.W.v);
+    const double b = 64e6;
+    near(ws_cost_h2d(&cm, b, 0), b / 2.52e10);
+    near(ws_cost_h2d(&cm, b, 1), b / (2.52e10 * 0.587));
+    cr_assert_gt(ws_cost_h2d(&cm, b, 1), ws_cost_h2d(&cm, b, 0));
+    /* The streamed half's B follows the contended rate: without contention B shrinks. */
+    ws_cost_hw hw = cm.hw;
+    hw.h2d_contention.v = 1.0;
+    ws_model m;
+    load_model("qwen3-30b-a3b", &m);
+    ws_cost_model un;
+    ws_err err = {0};
+    cr_assert_eq(ws_cost_model_init(&hw, &m, &cm.cfg, &un, &err), 0, "%s", err.msg);
+    near(un.B, 2048 / 2.52e10);
+    cr_assert_lt(un.B, cm.B);
+    ws_cost_model_free(&un);
+    ws_cost_model_free(&cm);
+}
+
+/* C_gpu carries the prefetch of the previous layer's MoE phase, capped by the ping-pong
+ * half; the first layer of a step (t_moe_prev = 0) has none. */
+Test(cost, prefetch_term)
+{
+    ws_cost_model cm;
+    paper_model(&cm, NULL);
+    const double W = 2.52e10 * 0.587, pp = 32.0 * 1024 * 1024;
+    ws_cost_split first, s_short, s_long;
+    ws_cost_split_terms(&cm, 0, 0, 0, 0, &first);
+    cr_assert_eq(first.prefetch_s, 0);
+    near(first.C_gpu, 0);
+    near(first.C_cpu, 0);
+    ws_cost_split_terms(&cm, 0, 1e-3, 0, 0, &s_short); /* 14.7 MB arrive: under the cap */
+    near(s_short.prefetch_s, 1e-3);
+    near(s_short.C_gpu, -1e-3);
+    ws_cost_split_terms(&cm, 0, 1.0, 0, 0, &s_long); /* capped by one ping-pong half */
+    near(s_long.prefetch_s, pp / W);
+    /* Resident D-window tokens cost their HBM attention. */
+    ws_cost_split r;
+    ws_cost_split_terms(&cm, 8192, 0, 0, 0, &r);
+    near(r.C_gpu, 8192 * fmax(16384 / (3.12e14 * 0.7), 2048 / (1.555e12 * 0.85)));
+    /* The credit never exceeds the streamed tokens' own transfer. */
+    near(ws_cost_split_gpu(&s_short, 0), 0);
+    near(ws_cost_split_gpu(&s_short, 1e6), 1e6 * cm.B - 1e-3);
+    near(ws_cost_split_gpu(&s_short, 1000), 1000 * cm.B - fmin(1e-3, 1000 * 2048 / W));
+    near(ws_cost_split_time(&first, 100, 100), fmax(100 * cm.A, 100 * cm.B));
+    /* Estimates replace the model's A and B. */
+    ws_cost_split e;
+    ws_cost_split_terms(&cm, 0, 0, 3e-8, 2e-7, &e);
+    near(e.A, 3e-8);
+    near(e.B, 2e-7);
+    ws_cost_model_free(&cm);
+}
+
+/* Exhaustive expectation of distinct experts: every sequence of T k-subsets of E. */
+static double enumerate_uniform(int E, int k, int T)
+{
+    int subsets[64], n = 0;
+    for (int m = 0; m < (1 << E); m++)
+        if (__builtin_popcount(m) == k)
+            subsets[n++] = m;
+    double total = 0;
+    long combos = 1;
+    for (int t = 0; t < T; t++)
+        combos *= n;
+    for (long c = 0; c < combos; c++) {
+        int mask = 0;
+        long x = c;
+        for (int t = 0; t < T; t++, x /= n)
+            mask |= subsets[x % n];
+        total += __builtin_popcount(mask);
+    }
+    return total / (double)combos;
+}
+
+/* A small MoE model config with E experts, k per token. */
+static void small_moe(int E, int k, ws_model *m)
+{
+    char json[512];
+    snprintf(json, sizeof json,
+             "{\"architectures\":[\"Qwen3MoeForCausalLM\"],\"model_type\":\"qwen3_moe\","
+             "\"hidden_size\":64,\"num_hidden_layers\":2,\"num_attention_heads\":4,"
+             "\"num_key_value_heads\":2,\"head_dim\":16,\"intermediate_size\":128,"
+             "\"moe_intermediate_size\":32,\"num_experts\":%d,\"num_experts_per_tok\":%d,"
+             "\"vocab_size\":100}",
+             E, k);
+    ws_err err = {0};
+    cr_assert_eq(ws_model_parse(json, "small.json", m, &err), 0, "%s", err.msg);
+}
+
+static void small_cost(int E, int k, double skew, int gpu_experts, ws_cost_model *cm)
+{
+    ws_model m;
+    small_moe(E, k, &m);
+    ws_cost_hw hw;
+    paper_hw(NULL, &m, &hw);
+    ws_cost_cfg cfg;
+    ws_cost_cfg_default(&cfg);
+    cfg.routing_skew = skew;
+    cfg.gpu_experts = gpu_experts;
+    ws_err err = {0};
+    cr_assert_eq(ws_cost_model_init(&hw, &m, &cfg, cm, &err), 0, "%s", err.msg);
+}
+
+Test(cost, distinct_experts_uniform_exact)
+{
+    const int cases[][3] = {{4, 1, 3}, {4, 2, 3}, {5, 2, 4}, {6, 3, 3}, {8, 2, 2}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const int E = cases[i][0], k = cases[i][1], T = cases[i][2];
+        const double exact = enumerate_uniform(E, k, T);
+        cr_assert_float_eq(ws_cost_distinct_uniform(E, k, T), exact, 1e-12, "E %d k %d T %d", E, k,
+                           T);
+        ws_cost_model cm;
+        small_cost(E, k, 0, 0, &cm);
+        cr_assert_float_eq(ws_cost_distinct_experts(&cm, T), exact, 1e-12, "E %d k %d T %d", E, k,
+                           T);
+        ws_cost_model_free(&cm);
+    }
+    cr_assert_eq(ws_cost_distinct_uniform(8, 2, 0), 0);
+    cr_assert_eq(ws_cost_distinct_uniform(8, 8, 5), 8);
+    /* Qwen3-30B-A3B, batch 32: 128 (1 - (120/128)^32). */
+    ws_cost_model cm;
+    paper_model(&cm, NULL);
+    near(ws_cost_distinct_experts(&cm, 32), 128 * (1 - pow(120.0 / 128, 32)));
+    ws_cost_model_free(&cm);
+}
+
+/* Skewed routing with one expert per token is exact: sum_i 1 - (1 - p_i)^T, checked against
+ * enumeration of every token sequence with its probability. */
+Test(cost, distinct_experts_skewed)
+{
+    const int E = 4, T = 3;
+    const double s = 1.2;
+    double p[4], z = 0;
+    for (int i = 0; i < E; i++)
+        z += p[i] = pow(i + 1.0, -s);
+    double exact = 0;
+    for (int c = 0; c < E * E * E; c++) {
+        int a = c % E, b = c / E % E, d = c / (E * E), mask = (1 << a) | (1 << b) | (1 << d);
+        exact += p[a] / z * p[b] / z * p[d] / z * __builtin_popcount(mask);
+    }
+    ws_cost_model cm;
+    small_cost(E, 1, s, 0, &cm);
+    cr_assert_float_eq(ws_cost_distinct_experts(&cm, T), exact, 1e-12);
+    ws_cost_model_free(&cm);
+    /* More skew, fewer distinct experts; the GPU's hot experts and the CPU's add up. */
+    ws_cost_model u, k1, k2;
+    small_cost(64, 4, 0, 0, &u);
+    small_cost(64, 4, 0.8, 8, &k1);
+    small_cost(64, 4, 1.5, 8, &k2);
+    const double du = ws_cost_distinct_experts(&u, 16), d1 = ws_cost_distinct_experts(&k1, 16),
+                 d2 = ws_cost_distinct_experts(&k2, 16);
+    cr_assert(du > d1 && d1 > d2, "%g %g %g", du, d1, d2);
+    cr_assert_float_eq(
+        ws_cost_distinct_cpu_experts(&k1, 16) + ws_cost_distinct_gpu_experts(&k1, 16), d1, 1e-9);
+    cr_assert_leq(ws_cost_distinct_gpu_experts(&k1, 16), 8.0);
+    /* Pick probabilities sum to k, none above 1. */
+    double sum = 0;
+    for (int i = 0; i < 64; i++) {
+        cr_assert_leq(k2.q[i], 1.0 + 1e-12);
+        sum += k2.q[i];
+    }
+    cr_assert_float_eq(sum, 4.0, 1e-9);
+    cr_assert_float_eq(k1.cpu_q_sum + k1.gpu_q_sum, 4.0, 1e-9);
+    ws_cost_model_free(&u);
+    ws_cost_model_free(&k1);
+    ws_cost_model_free(&k2);
+}
+
+/* The CPU experts of one MoE layer through the host roofline: D distinct experts of
+ * 3 H I bf16 weights, T k (token, expert) pairs of 6 H I + 4 I flop. */
+Test(cost, cpu_expert_time)
+{
+    ws_cost_model cm;
+    paper_model(&cm, NULL);
+    const double H = 2048, I = 768, T = 32, D = 128 * (1 - pow(120.0 / 128, 32)), pairs = T * 8;
+    const double flops = pairs * (6 * H * I + 4 * I),
+                 bytes = D * 3 * H * I * 2 + pairs * (2 * H + 4 * I) * 4;
+    near(ws_cost_cpu_experts(&cm, T), fmax(flops / (3.2256e12 * 0.5), bytes / (1.877e11 * 0.75)));
+    cr_assert_eq(ws_cost_gpu_experts(&cm, T), 0); /* none resident on the GPU */
+    cr_assert_eq(ws_cost_cpu_experts(&cm, 0), 0);
+    /* More tokens, more time; half the experts on the GPU, less CPU time. */
+    cr_assert_gt(ws_cost_cpu_experts(&cm, 64), ws_cost_cpu_experts(&cm, 32));
+    ws_cost_cfg cfg = cm.cfg;
+    cfg.gpu_experts = 64;
+    ws_cost_model half;
+    paper_model(&half, &cfg);
+    cr_assert_lt(ws_cost_cpu_experts(&half, T), ws_cost_cpu_experts(&cm, T));
+    cr_assert_gt(ws_cost_gpu_experts(&half, T), 0);
+    ws_cost_model_free(&half);
+    ws_cost_model_free(&cm);
+}
+
+Test(cost, gpu_ops)
+{
+    ws_cost_model cm;
+    paper_model(&cm, NULL);
+    /* One flush of 32 sequences x 256 tokens of one layer: 16 MiB over D2H. */
+    near(ws_cost_flush(&cm, 32, 256), 32.0 * 256 * 2048 / 2.52e10);
+    /* The output projection: 32 x 128 x 2048 bf16 weights, memory-bound at batch 32. */
+    const double o = 32.0 * 128 * 2048;
+    near(ws_cost_o_proj(&cm, 32),
+         fmax(2 * 32 * o / (3.12e14 * 0.7), (o * 2 + 2 * 32 * 2048 * 2) / (1.555e12 * 0.85)));
+    near(ws_cost_router(&cm, 32), fmax(2 * 32 * 2048.0 * 128 / (3.12e14 * 0.7),
+                                       (2048.0 * 128 * 2 + 2 * 32 * 2048 * 2) / (1.555e12 * 0.85)));
+    cr_assert_gt(ws_cost_qkv_proj(&cm, 32), 0);
+    cr_assert_eq(ws_cost_shared_experts(&cm, 32), 0); /* Qwen3-30B-A3B has none */
+    cr_assert_eq(ws_cost_dense_mlp(&cm, 32), 0);      /* nor dense layers */
+    cr_assert(ws_cost_layer_is_moe(&cm, 0) && ws_cost_layer_is_moe(&cm, 47));
+    cr_assert_eq(ws_cost_gpu_indexer(&cm, 1, 1000), 0);
+    /* Prefill attention grows faster than linearly in the prompt; decode attention is linear. */
+    cr_assert_gt(ws_cost_gpu_prefill_attn(&cm, 8192, 0),
+                 3.5 * ws_cost_gpu_prefill_attn(&cm, 4096, 0));
+    near(ws_cost_gpu_attn(&cm, 2e6), 2 * ws_cost_gpu_attn(&cm, 1e6));
+    near(ws_cost_host_copy(&cm, 1e9), 2e9 / (1.877e11 * 0.75));
+    ws_cost_model_free(&cm);
+    /* DeepSeek-V2-Lite: a dense first layer, shared experts. */
+    ws_model m;
+    load_model("deepseek-v2-lite", &m);
+    ws_cost_hw hw;
+    paper_hw(NULL, &m, &hw);
+    ws_cost_cfg cfg;
+    ws_cost_cfg_default(&cfg);
+    ws_err err = {0};
+    cr_assert_eq(ws_cost_model_init(&hw, &m, &cfg, &cm, &err), 0, "%s", err.msg);
+    cr_assert(!ws_cost_layer_is_moe(&cm, 0) && ws_cost_layer_is_moe(&cm, 1));
+    cr_assert_gt(ws_cost_shared_experts(&cm, 32), 0);
+    cr_assert_gt(ws_cost_dense_mlp(&cm, 32), 0);
+    ws_cost_model_free(&cm);
+}
+
+Test(cost, bad_config)
+{
+    ws_model m;
+    load_model("mixtral-8x7b", &m);
+    ws_cost_hw hw;
+    paper_hw(NULL, &m, &hw);
+    ws_cost_cfg cfg;
+    ws_cost_cfg_default(&cfg);
+    cfg.gpu_experts = 9; /* Mixtral has 8 */
+    ws_cost_model cm;
+    ws_err err = {0};
+    cr_assert_eq(ws_cost_model_init(&hw, &m, &cfg, &cm, &err), WS_EINVAL);
+    cr_assert(strstr(err.msg, "9 GPU experts"), "%s", err.msg);
+    ws_cost_cfg_default(&cfg);
+    cfg.routing_skew = -1;
+    cr_assert_eq(ws_cost_model_init(&hw, &m, &cfg, &cm, &err), WS_EINVAL);
+}
+
+/* Every shipped model on every shipped GPU profile: a model, positive A and B. */
+Test(cost, every_model_on_every_profile)
+{
+    char names[32][64];
+    ws_err err = {0};
+    int n = ws_model_list(names, 32, &err);
+    cr_assert_gt(n, 3, "%s", err.msg);
+    const char *gpus[] = {"a100-40gb-pcie", "a100-80gb-sxm", "v100-32gb-pcie", "h100-sxm", "h200"};
+    ws_store *s;
+    cr_assert_eq(ws_store_open_embedded(&s, &err), 0, "%s", err.msg);
+    ws_profile h;
+    cr_assert_eq(ws_profile_load(s, "xeon-gold-5318y", &h, &err), 0, "%s", err.msg);
+    for (int i = 0; i < n; i++) {
+        ws_model m;
+        load_model(names[i], &m);
+        for (int g = 0; g < 5; g++) {
+            ws_profile gp;
+            cr_assert_eq(ws_profile_load(s, gpus[g], &gp, &err), 0, "%s", err.msg);
+            ws_dtype kv = g == 2 ? WS_DT_FP16 : WS_DT_BF16;
+            ws_cost_hw hw;
+            cr_assert_eq(ws_cost_hw_load(&gp, &h, m.attn, kv, m.weight_dtype, &hw, &err), 0,
+                         "%s %s: %s", names[i], gpus[g], err.msg);
+            ws_cost_cfg cfg;
+            ws_cost_cfg_default(&cfg);
+            cfg.kv_dtype = kv;
+            ws_cost_model cm;
+            cr_assert_eq(ws_cost_model_init(&hw, &m, &cfg, &cm, &err), 0, "%s", err.msg);
+            cr_assert(cm.A > 0 && cm.B > 0 && isfinite(cm.A) && isfinite(cm.B), "%s %s", names[i],
+                      gpus[g]);
+            cr_assert_gt(ws_cost_cpu_experts(&cm, 32), 0, "%s", names[i]);
+            cr_assert_gt(ws_cost_qkv_proj(&cm, 32), 0, "%s", names[i]);
+            ws_cost_model_free(&cm);
+            ws_profile_free(&gp);
+        }
+    }
+    ws_profile_free(&h);
+    ws_store_close(s);
+}
