@@ -25,6 +25,7 @@ static const cli_command k_commands[] = {
     {"device", cmd_device, "show the CPU and CUDA devices this binary can use"},
     {"calib", cmd_calib, "measure this machine, fit the cost model, store the profile"},
     {"plot", cmd_plot, "draw figures from the database with gnuplot"},
+    {"sim", cmd_sim, "simulate serving a model on profiled hardware under each KV policy"},
     {"bench", cmd_bench, "measure memory bandwidth and the CPU attention kernels"},
 };
 

@@ -1,0 +1,525 @@
+/* cmd_sim: `writescope sim` -- a workload through the discrete-event simulator under one or
+ * every KV policy, and `writescope sim grid` -- the reference paper's grid. Parsing and
+ * printing only: the runs are sim_run and sim_grid_run. Every figure is modeled from the
+ * named profiles and says so. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli.h"
+#include "grid.h"
+#include "serve.h"
+#include "store.h"
+#include "ws_parse.h"
+
+static void help(FILE *out)
+{
+    fprintf(out,
+            "usage: writescope sim --model NAME --gpu PROFILE --host PROFILE\n"
+            "           [--batch B --prompt N --output M | --trace FILE] [--policy NAME|all]\n"
+            "           [--r R] [--detail step|layer] [--layers K] [--slo-ttft S --slo-tpot S]\n"
+            "           [--seed S] [--chunk T] [--window W] [--gpu-kv-gb G] [--gpu-experts E]\n"
+            "           [--db PATH] [--json]\n"
+            "       writescope sim grid [--host PROFILE] [--model NAME] [--gpu PROFILE]\n"
+            "           [--detail step|layer] [--db PATH] [--json]\n"
+            "\n"
+            "Simulates decode and chunked prefill of an MoE model on a GPU and a host described\n"
+            "by hardware profiles (datasheet names such as a100-40gb-pcie, v100-32gb-pcie,\n"
+            "xeon-gold-5318y, or calibrated ones; see `writescope db show`), under the KV\n"
+            "policies writescope, gpu-only, ktrans, stream, cpu-attn, static (--r, default\n"
+            "0.5) and migrate, or all of them (--policy all, the default).\n"
+            "\n"
+            "Workload: a closed batch of B requests of N prompt and M output tokens at time 0\n"
+            "(defaults 4, 2048, 256). Continuous batching up to --batch sequences; GPU KV\n"
+            "budget --gpu-kv-gb (default 2 GiB, 0.3 GiB for MLA models); a request that can\n"
+            "never fit is counted as an out-of-memory (OOM) outcome.\n"
+            "--detail layer plays every layer as operations; step folds the identical layers\n"
+            "(same results where the pipeline is periodic, much faster). --layers K plays\n"
+            "the first K layers only.\n"
+            "\n"
+            "Prints per policy: requests served and OOM, output tokens/s over the makespan,\n"
+            "decode tokens/s over the decode steps, TTFT and TPOT percentiles, goodput under\n"
+            "the SLOs, the policy's last target share r* and the realised share r, steps,\n"
+            "events and wall time. --json adds every request and every step.\n"
+            "All figures are modeled (discrete-event simulation on the profiles named).\n"
+            "\n"
+            "grid: DeepSeek-V2-Lite, Qwen3-30B-A3B, Mixtral-8x7B on a100-40gb-pcie and\n"
+            "v100-32gb-pcie, batch 4/16/32, prompts 2K/8K/32K, 256 output tokens, all policies;\n"
+            "decode throughput per policy and the geometric-mean speedup of writescope over\n"
+            "each baseline at >= 8K, beside the paper's reported figures.\n");
+}
+
+typedef struct progress {
+    struct timespec t0;
+    int shown;
+} progress;
+
+static double since(const struct timespec *t0)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (t.tv_sec - t0->tv_sec) + 1e-9 * (t.tv_nsec - t0->tv_nsec);
+}
+
+static void on_progress(void *ctx, double sim_t, uint64_t steps, uint64_t ended, uint64_t seen)
+{
+    progress *p = ctx;
+    if (since(&p->t0) < 1.0)
+        return;
+    fprintf(stderr, "\rsim: %.1f s simulated, %llu steps, %llu of %llu requests ended   ", sim_t,
+            (unsigned long long)steps, (unsigned long long)ended, (unsigned long long)seen);
+    p->shown = 1;
+}
+
+static void on_grid_progress(void *ctx, int done, int total)
+{
+    progress *p = ctx;
+    if (since(&p->t0) < 1.0 && done < total)
+        return;
+    if (!p->shown && done == total)
+        return;
+    fprintf(stderr, "\rsim grid: %d of %d runs   ", done, total);
+    p->shown = 1;
+}
+
+static void progress_end(progress *p)
+{
+    if (p->shown)
+        fprintf(stderr, "\n");
+    p->shown = 0;
+}
+
+static const char *res_name[SIM_RES_COUNT] = {"gpu", "h2d", "d2h", "cpu"};
+
+static json_t *totals_json(const sim_results *r)
+{
+    const sim_totals *t = &r->tot;
+    json_t *o = json_object();
+    json_object_set_new(o, "policy", json_string(r->policy));
+    json_object_set_new(o, "requests", json_integer((json_int_t)t->requests));
+    json_object_set_new(o, "served", json_integer((json_int_t)t->served));
+    json_object_set_new(o, "oom", json_integer((json_int_t)t->oom));
+    json_object_set_new(o, "output_tokens", json_integer((json_int_t)t->output_tokens));
+    json_object_set_new(o, "makespan_s", json_real(t->makespan_s));
+    json_object_set_new(o, "tokens_per_s", json_real(t->tokens_per_s));
+    json_object_set_new(o, "decode_tokens_per_s", json_real(t->decode_tps));
+    json_object_set_new(o, "ttft_p50_s", json_real(t->ttft_p50));
+    json_object_set_new(o, "ttft_p90_s", json_real(t->ttft_p90));
+    json_object_set_new(o, "ttft_p99_s", json_real(t->ttft_p99));
+    json_object_set_new(o, "tpot_p50_s", json_real(t->tpot_p50));
+    json_object_set_new(o, "tpot_p90_s", json_real(t->tpot_p90));
+    json_object_set_new(o, "tpot_p99_s", json_real(t->tpot_p99));
+    json_object_set_new(o, "goodput_rps", json_real(t->goodput_rps));
+    json_object_set_new(o, "slo_fraction", json_real(t->slo_frac));
+    json_object_set_new(o, "rstar_last", json_real(t->rstar_last));
+    json_object_set_new(o, "r_realised_last", json_real(t->r_final));
+    json_t *b = json_object();
+    for (int i = 0; i < SIM_RES_COUNT; i++)
+        json_object_set_new(b, res_name[i], json_real(t->busy[i]));
+    json_object_set_new(o, "busy_s", b);
+    json_object_set_new(o, "steps", json_integer((json_int_t)t->steps));
+    json_object_set_new(o, "events", json_integer((json_int_t)t->events));
+    json_object_set_new(o, "folded_layers", json_integer((json_int_t)t->folded_layers));
+    json_object_set_new(o, "fold_inexact_steps", json_integer((json_int_t)t->fold_inexact));
+    json_object_set_new(o, "wall_s", json_real(t->wall_s));
+    json_t *rq = json_array();
+    for (size_t i = 0; i < r->n_req; i++) {
+        const sim_req_result *q = &r->req[i];
+        json_t *x = json_object();
+        json_object_set_new(x, "id", json_integer((json_int_t)q->id));
+        json_object_set_new(x, "arrival_s", json_real(q->arrival_s));
+        json_object_set_new(x, "prompt", json_integer(q->prompt));
+        json_object_set_new(x, "output", json_integer(q->output));
+        json_object_set_new(x, "outcome", json_string(sim_outcome_name(q->outcome)));
+        json_object_set_new(x, "ttft_s", json_real(q->ttft));
+        json_object_set_new(x, "tpot_s", json_real(q->tpot));
+        json_object_set_new(x, "e2e_s", json_real(q->e2e));
+        json_array_append_new(rq, x);
+    }
+    json_object_set_new(o, "requests_detail", rq);
+    json_t *st = json_array();
+    for (size_t i = 0; i < r->n_step; i++) {
+        const sim_step_rec *s = &r->step[i];
+        json_t *x = json_object();
+        json_object_set_new(x, "t_start_s", json_real(s->t_start));
+        json_object_set_new(x, "dt_s", json_real(s->dt));
+        json_object_set_new(x, "batch", json_integer(s->batch));
+        json_object_set_new(x, "decode_tokens", json_integer(s->decode_tokens));
+        json_object_set_new(x, "prefill_tokens", json_integer(s->prefill_tokens));
+        json_object_set_new(x, "rstar", json_real(s->rstar));
+        json_object_set_new(x, "r_realised", json_real(s->r_real));
+        json_t *bb = json_object();
+        for (int k = 0; k < SIM_RES_COUNT; k++)
+            json_object_set_new(bb, res_name[k], json_real(s->busy[k]));
+        json_object_set_new(x, "busy_s", bb);
+        json_array_append_new(st, x);
+    }
+    json_object_set_new(o, "steps_detail", st);
+    return o;
+}
+
+static void print_header(void)
+{
+    printf("%-10s %6s %4s %10s %10s %9s %9s %9s %9s %6s %6s %7s %9s %8s\n", "policy", "served",
+           "oom", "out tok/s", "dec tok/s", "TTFT p50", "TTFT p99", "TPOT p50", "TPOT p99", "r*",
+           "r", "steps", "events", "wall");
+}
+
+static void print_row(const sim_results *r, int slo)
+{
+    const sim_totals *t = &r->tot;
+    printf("%-10s %6llu %4llu %10.1f %10.1f %8.3fs %8.3fs %7.1fms %7.1fms %6.3f %6.3f %7llu "
+           "%9llu %7.3fs",
+           r->policy, (unsigned long long)t->served, (unsigned long long)t->oom, t->tokens_per_s,
+           t->decode_tps, t->ttft_p50, t->ttft_p99, 1e3 * t->tpot_p50, 1e3 * t->tpot_p99,
+           t->rstar_last, t->r_final, (unsigned long long)t->steps,
+           (unsigned long long)t->events, t->wall_s);
+    if (slo)
+        printf("  goodput %.3f req/s (%.0f%% within SLO)", t->goodput_rps, 100 * t->slo_frac);
+    printf("\n");
+}
+
+static int parse_pos_int(const char *cmd, const char *opt, const char *v, long long lo,
+                         long long hi, int *out)
+{
+    long long x;
+    if (ws_parse_int64(v, lo, hi, &x))
+        return cli_usage_error(cmd, "--%s needs an integer in [%lld, %lld], not '%s'", opt, lo,
+                               hi, v);
+    *out = (int)x;
+    return 0;
+}
+
+static int parse_dbl(const char *cmd, const char *opt, const char *v, double lo, double hi,
+                     double *out)
+{
+    if (ws_parse_double(v, lo, hi, out))
+        return cli_usage_error(cmd, "--%s needs a number in [%g, %g], not '%s'", opt, lo, hi, v);
+    return 0;
+}
+
+static int find_model_index(const char *name)
+{
+    for (int i = 0; i < SIM_GRID_MODELS; i++)
+        if (!strcmp(name, sim_grid_models[i]))
+            return i;
+    return -1;
+}
+
+static int find_gpu_index(const char *name)
+{
+    for (int i = 0; i < SIM_GRID_GPUS; i++)
+        if (!strcmp(name, sim_grid_gpus[i]))
+            return i;
+    return -1;
+}
+
+static int cmd_grid(ws_store *s, const char *host, const char *model, const char *gpu,
+                    int detail_layer, int json)
+{
+    sim_grid_opts o;
+    sim_grid_opts_default(&o);
+    if (host)
+        o.host = host;
+    o.detail_layer = detail_layer;
+    if (model && (o.only_model = find_model_index(model)) < 0) {
+        fprintf(stderr, "writescope: sim grid: model '%s' is not in the grid (%s, %s, %s)\n",
+                model, sim_grid_models[0], sim_grid_models[1], sim_grid_models[2]);
+        return CLI_EXIT_FAIL;
+    }
+    if (gpu && (o.only_gpu = find_gpu_index(gpu)) < 0) {
+        fprintf(stderr, "writescope: sim grid: GPU '%s' is not in the grid (%s, %s)\n", gpu,
+                sim_grid_gpus[0], sim_grid_gpus[1]);
+        return CLI_EXIT_FAIL;
+    }
+    progress pg = {0};
+    clock_gettime(CLOCK_MONOTONIC, &pg.t0);
+    o.progress = on_grid_progress;
+    o.progress_ctx = &pg;
+    sim_grid_point *p;
+    size_t n;
+    ws_err err = {0};
+    int rc = sim_grid_run(s, &o, &p, &n, &err);
+    progress_end(&pg);
+    if (rc)
+        return cli_fail(&err);
+    const int baselines[] = {WS_POLICY_GPU_ONLY, WS_POLICY_KTRANS, WS_POLICY_STREAM,
+                             WS_POLICY_CPU_ATTN, WS_POLICY_STATIC, WS_POLICY_MIGRATE};
+    const int nb = sizeof baselines / sizeof baselines[0];
+    if (json) {
+        json_t *root = json_object(), *pts = json_array();
+        json_object_set_new(root, "source", json_string("modeled"));
+        json_object_set_new(root, "host", json_string(o.host));
+        for (size_t i = 0; i < n; i++) {
+            json_t *x = json_object();
+            json_object_set_new(x, "model", json_string(sim_grid_models[p[i].model]));
+            json_object_set_new(x, "gpu", json_string(sim_grid_gpus[p[i].gpu]));
+            json_object_set_new(x, "batch", json_integer(p[i].batch));
+            json_object_set_new(x, "prompt", json_integer(p[i].prompt));
+            json_object_set_new(x, "output", json_integer(SIM_GRID_OUTPUT));
+            json_object_set_new(x, "policy", json_string(ws_policy_name(p[i].policy)));
+            json_object_set_new(x, "tokens_per_s", json_real(p[i].tps));
+            json_object_set_new(x, "decode_tokens_per_s", json_real(p[i].decode_tps));
+            json_object_set_new(x, "served", json_integer((json_int_t)p[i].served));
+            json_object_set_new(x, "oom", json_integer((json_int_t)p[i].oom));
+            json_object_set_new(x, "r_realised_last", json_real(p[i].r_final));
+            json_array_append_new(pts, x);
+        }
+        json_object_set_new(root, "points", pts);
+        json_t *sp = json_array();
+        for (int g = 0; g < SIM_GRID_GPUS; g++)
+            for (int m = -1; m < SIM_GRID_MODELS; m++)
+                for (int b = 0; b < nb; b++) {
+                    int k;
+                    double v = sim_grid_speedup(p, n, m, g, baselines[b], 8192, &k);
+                    if (!k)
+                        continue;
+                    json_t *x = json_object();
+                    json_object_set_new(x, "gpu", json_string(sim_grid_gpus[g]));
+                    json_object_set_new(x, "model",
+                                        m < 0 ? json_string("all") : json_string(sim_grid_models[m]));
+                    json_object_set_new(x, "baseline", json_string(ws_policy_name(baselines[b])));
+                    json_object_set_new(x, "geomean_speedup", json_real(v));
+                    json_object_set_new(x, "points", json_integer(k));
+                    json_array_append_new(sp, x);
+                }
+        json_object_set_new(root, "speedups_ge_8k", sp);
+        free(p);
+        return cli_print_json(root);
+    }
+    printf("writescope sim grid: MODELED (discrete-event simulation) on host profile %s; decode\n"
+           "tokens/s per policy, 256 output tokens, closed batches; OOM = requests that could\n"
+           "not fit the memory limits.\n",
+           o.host);
+    for (int m = 0; m < SIM_GRID_MODELS; m++)
+        for (int g = 0; g < SIM_GRID_GPUS; g++) {
+            int any = 0;
+            for (size_t i = 0; i < n; i++)
+                any |= p[i].model == m && p[i].gpu == g;
+            if (!any)
+                continue;
+            printf("\n%s on %s + %s (modeled)\n%-6s %-6s", sim_grid_models[m], sim_grid_gpus[g],
+                   o.host, "batch", "prompt");
+            for (int k = 0; k < WS_POLICY_COUNT; k++)
+                printf(" %10s", ws_policy_name(k));
+            printf("\n");
+            for (size_t i = 0; i < n; i += WS_POLICY_COUNT) {
+                if (p[i].model != m || p[i].gpu != g)
+                    continue;
+                printf("%-6d %-6d", p[i].batch, p[i].prompt);
+                for (int k = 0; k < WS_POLICY_COUNT; k++) {
+                    const sim_grid_point *x = &p[i + k];
+                    if (x->oom && !x->served)
+                        printf(" %10s", "OOM");
+                    else if (x->oom)
+                        printf(" %6.1f/%llu", x->decode_tps, (unsigned long long)x->oom);
+                    else
+                        printf(" %10.1f", x->decode_tps);
+                }
+                printf("\n");
+            }
+            printf("geomean speedup of writescope at >= 8K:");
+            for (int b = 0; b < nb; b++) {
+                int k;
+                double v = sim_grid_speedup(p, n, m, g, baselines[b], 8192, &k);
+                if (k)
+                    printf(" %s %.2fx", ws_policy_name(baselines[b]), v);
+                else
+                    printf(" %s n/a", ws_policy_name(baselines[b]));
+            }
+            printf("\n");
+        }
+    printf("\nsummary (modeled; paper's figures beside ours)\n");
+    for (int g = 0; g < SIM_GRID_GPUS; g++) {
+        double lo = INFINITY, hi = -INFINITY, slo = INFINITY, shi = -INFINITY, mlo = INFINITY,
+               mhi = -INFINITY;
+        int any = 0;
+        for (int b = 0; b < 4; b++) { /* the four mechanisms the paper compares against */
+            int k;
+            double v = sim_grid_speedup(p, n, -1, g, baselines[b], 8192, &k);
+            if (!k)
+                continue;
+            any = 1;
+            lo = fmin(lo, v), hi = fmax(hi, v);
+        }
+        for (int m = 0; m < SIM_GRID_MODELS; m++) {
+            int k;
+            double v = sim_grid_speedup(p, n, m, g, WS_POLICY_STATIC, 8192, &k);
+            if (k)
+                slo = fmin(slo, 1 / v), shi = fmax(shi, 1 / v);
+            v = sim_grid_speedup(p, n, m, g, WS_POLICY_MIGRATE, 8192, &k);
+            if (k)
+                mlo = fmin(mlo, 1 / v), mhi = fmax(mhi, 1 / v);
+        }
+        if (!any)
+            continue;
+        const sim_paper_range *pr = g == 0 ? &sim_paper_a100 : &sim_paper_v100;
+        printf("%-15s speedup over gpu-only/ktrans/stream/cpu-attn %.2f-%.2fx   paper %.2f-%.2fx\n",
+               sim_grid_gpus[g], lo, hi, pr->lo, pr->hi);
+        if (slo <= shi)
+            printf("%-15s static r=0.5 / writescope             %.2f-%.2f    paper %.2f-%.2f\n",
+                   sim_grid_gpus[g], slo, shi, sim_paper_static.lo, sim_paper_static.hi);
+        if (mlo <= mhi)
+            printf("%-15s migrate (single-state) / writescope   %.2f-%.2f    paper %.2f-%.2f\n",
+                   sim_grid_gpus[g], mlo, mhi, sim_paper_single.lo, sim_paper_single.hi);
+        for (size_t i = 0; i < n; i++)
+            if (p[i].gpu == g && p[i].batch == 32 && p[i].prompt == 32768 &&
+                (p[i].policy == WS_POLICY_GPU_ONLY || p[i].policy == WS_POLICY_KTRANS ||
+                 p[i].policy == WS_POLICY_WRITESCOPE))
+                printf("%-15s 32 x 32K %-10s %s: %llu served, %llu OOM (paper: vLLM, SGLang, "
+                       "KTransformers OOM; WriteScope serves)\n",
+                       sim_grid_gpus[g], sim_grid_models[p[i].model], ws_policy_name(p[i].policy),
+                       (unsigned long long)p[i].served, (unsigned long long)p[i].oom);
+    }
+    free(p);
+    return CLI_EXIT_OK;
+}
+
+int cmd_sim(int argc, char **argv)
+{
+    const char *model = NULL, *gpu = NULL, *host = NULL, *batch_s = NULL, *prompt_s = NULL,
+               *output_s = NULL, *trace = NULL, *policy = NULL, *r_s = NULL, *detail = NULL,
+               *layers_s = NULL, *ttft_s = NULL, *tpot_s = NULL, *seed_s = NULL, *chunk_s = NULL,
+               *window_s = NULL, *kv_s = NULL, *gexp_s = NULL, *db = NULL;
+    int json = 0, nargs = 0;
+    const cli_opt opts[] = {
+        {"model", &model, NULL},       {"gpu", &gpu, NULL},           {"host", &host, NULL},
+        {"batch", &batch_s, NULL},     {"prompt", &prompt_s, NULL},   {"output", &output_s, NULL},
+        {"trace", &trace, NULL},       {"policy", &policy, NULL},     {"r", &r_s, NULL},
+        {"detail", &detail, NULL},     {"layers", &layers_s, NULL},   {"slo-ttft", &ttft_s, NULL},
+        {"slo-tpot", &tpot_s, NULL},   {"seed", &seed_s, NULL},       {"chunk", &chunk_s, NULL},
+        {"window", &window_s, NULL},   {"gpu-kv-gb", &kv_s, NULL},    {"gpu-experts", &gexp_s, NULL},
+        {"db", &db, NULL},             {"json", NULL, &json},         {0}};
+    char *args[2];
+    int rc = cli_parse("sim", argc, argv, opts, args, 2, &nargs, help);
+    if (rc)
+        return rc == CLI_PARSE_HELP ? CLI_EXIT_OK : rc;
+    int grid = nargs > 0 && !strcmp(args[0], "grid");
+    if (nargs > (grid ? 1 : 0))
+        return cli_usage_error("sim", "unexpected argument '%s'", args[grid ? 1 : 0]);
+    int detail_layer = grid ? 0 : 1;
+    if (detail) {
+        if (!strcmp(detail, "layer"))
+            detail_layer = 1;
+        else if (!strcmp(detail, "step"))
+            detail_layer = 0;
+        else
+            return cli_usage_error("sim", "--detail is step or layer, not '%s'", detail);
+    }
+    ws_err err = {0};
+    ws_store *s = NULL;
+    int embedded = 0;
+    if (grid) {
+        if (cli_open_store_ro(db, &s, &embedded, &err))
+            return cli_fail(&err);
+        rc = cmd_grid(s, host, model, gpu, detail_layer, json);
+        ws_store_close(s);
+        return rc;
+    }
+    if (!model || !gpu || !host)
+        return cli_usage_error("sim", "--model, --gpu and --host are required");
+    if (trace)
+        return cli_usage_error("sim", "--trace is not available in this build yet; use --batch "
+                                      "--prompt --output");
+    sim_cfg cfg;
+    sim_cfg_default(&cfg);
+    int batch = 4, prompt = 2048, output = 256, gexp = 0, all = 1;
+    double kv_gb = 0;
+    long long seed = 0;
+    if ((batch_s && (rc = parse_pos_int("sim", "batch", batch_s, 1, 1 << 20, &batch))) ||
+        (prompt_s && (rc = parse_pos_int("sim", "prompt", prompt_s, 1, 1 << 26, &prompt))) ||
+        (output_s && (rc = parse_pos_int("sim", "output", output_s, 1, 1 << 26, &output))) ||
+        (layers_s && (rc = parse_pos_int("sim", "layers", layers_s, 1, 100000, &cfg.layers))) ||
+        (chunk_s && (rc = parse_pos_int("sim", "chunk", chunk_s, 1, 1 << 24, &cfg.chunk))) ||
+        (window_s && (rc = parse_pos_int("sim", "window", window_s, 1, 1 << 24, &cfg.window))) ||
+        (gexp_s && (rc = parse_pos_int("sim", "gpu-experts", gexp_s, 0, 65536, &gexp))) ||
+        (r_s && (rc = parse_dbl("sim", "r", r_s, 0, 1, &cfg.par.r_static))) ||
+        (ttft_s && (rc = parse_dbl("sim", "slo-ttft", ttft_s, 0, 1e9, &cfg.slo_ttft))) ||
+        (tpot_s && (rc = parse_dbl("sim", "slo-tpot", tpot_s, 0, 1e9, &cfg.slo_tpot))) ||
+        (kv_s && (rc = parse_dbl("sim", "gpu-kv-gb", kv_s, 0, 1e6, &kv_gb))))
+        return rc;
+    if (seed_s && ws_parse_int64(seed_s, 0, (long long)1 << 62, &seed))
+        return cli_usage_error("sim", "--seed needs a non-negative integer, not '%s'", seed_s);
+    cfg.batch = batch;
+    cfg.detail_layer = detail_layer;
+    cfg.seed = (uint64_t)seed;
+    cfg.gpu_kv_budget = kv_gb * 1073741824.0;
+    if (cfg.window % cfg.par.page_tokens)
+        return cli_usage_error("sim", "--window must be a multiple of the page (%d tokens)",
+                               cfg.par.page_tokens);
+    ws_policy_kind one = WS_POLICY_WRITESCOPE;
+    if (policy && strcmp(policy, "all")) {
+        all = 0;
+        if (ws_policy_from_name(policy, &one, &err))
+            return cli_fail(&err);
+    }
+    if (cli_open_store_ro(db, &s, &embedded, &err))
+        return cli_fail(&err);
+    ws_model m;
+    ws_cost_hw hw;
+    int cores = 1;
+    rc = sim_load(s, model, gpu, host, WS_DT_BF16, &m, &hw, &cores, &err);
+    ws_store_close(s);
+    if (rc)
+        return cli_fail(&err);
+    cfg.cpu_workers = cores;
+    ws_cost_cfg cc;
+    ws_cost_cfg_default(&cc);
+    cc.gpu_experts = gexp;
+    progress pg = {0};
+    clock_gettime(CLOCK_MONOTONIC, &pg.t0);
+    cfg.progress = on_progress;
+    cfg.progress_ctx = &pg;
+    json_t *root = NULL, *runs = NULL;
+    if (json) {
+        root = json_object();
+        runs = json_array();
+        json_object_set_new(root, "source", json_string("modeled"));
+        json_object_set_new(root, "model", json_string(m.name));
+        json_object_set_new(root, "gpu", json_string(hw.gpu));
+        json_object_set_new(root, "host", json_string(hw.host));
+        json_object_set_new(root, "batch", json_integer(batch));
+        json_object_set_new(root, "prompt", json_integer(prompt));
+        json_object_set_new(root, "output", json_integer(output));
+        json_object_set_new(root, "detail", json_string(detail_layer ? "layer" : "step"));
+        json_object_set_new(root, "seed", json_integer(seed));
+    } else {
+        printf("writescope sim: MODELED on gpu %s + host %s%s; model %s, %d of %d layers, "
+               "detail %s\n",
+               hw.gpu, hw.host, embedded ? " (embedded datasheet profiles)" : "", m.name,
+               cfg.layers > 0 && cfg.layers < m.layers ? cfg.layers : m.layers, m.layers,
+               detail_layer ? "layer" : "step");
+        printf("workload: closed batch of %d requests x (%d prompt + %d output) tokens, at most "
+               "%d running\n",
+               batch, prompt, output, cfg.batch);
+        print_header();
+    }
+    for (int k = 0; k < WS_POLICY_COUNT; k++) {
+        if (!all && k != (int)one)
+            continue;
+        cfg.policy = (ws_policy_kind)k;
+        sim_closed c;
+        sim_source src;
+        sim_closed_source(&c, batch, prompt, output, &src);
+        sim_results r;
+        rc = sim_run(&m, &hw, &cc, &cfg, &src, &r, &err);
+        progress_end(&pg);
+        if (rc) {
+            json_decref(root);
+            json_decref(runs);
+            return cli_fail(&err);
+        }
+        if (json)
+            json_array_append_new(runs, totals_json(&r));
+        else
+            print_row(&r, cfg.slo_ttft > 0 || cfg.slo_tpot > 0);
+        sim_results_free(&r);
+    }
+    if (json) {
+        json_object_set_new(root, "runs", runs);
+        return cli_print_json(root);
+    }
+    return CLI_EXIT_OK;
+}

@@ -1,0 +1,599 @@
+/* serve: the serving loop (see serve.h). */
+#include "serve.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "engine.h"
+
+enum { K_OP = 0 }; /* the only event kind: op ends */
+
+static int closed_next(void *ctx, sim_req *req, ws_err *err)
+{
+    (void)err;
+    sim_closed *c = ctx;
+    if (c->i >= c->n)
+        return 0;
+    c->i++;
+    *req = (sim_req){.arrival_s = 0, .prompt = c->prompt, .output = c->output};
+    return 1;
+}
+
+void sim_closed_source(sim_closed *c, int n, int prompt, int output, sim_source *src)
+{
+    *c = (sim_closed){.n = n, .prompt = prompt, .output = output};
+    src->next = closed_next;
+    src->ctx = c;
+}
+
+void sim_cfg_default(sim_cfg *c)
+{
+    memset(c, 0, sizeof *c);
+    c->policy = WS_POLICY_WRITESCOPE;
+    ws_policy_params_default(&c->par);
+    c->batch = 32;
+    c->chunk = 2048;
+    c->window = 256;
+    c->detail_layer = 1;
+    c->cpu_workers = 1;
+    c->keep_steps = 1;
+}
+
+const char *sim_outcome_name(int outcome)
+{
+    return outcome == SIM_OUT_OOM ? "oom" : "done";
+}
+
+/* A running sequence. */
+typedef struct seq {
+    int live;
+    uint64_t order;        /* admission order */
+    size_t res;            /* index of its result */
+    int prompt, output;
+    int prefilled, generated;
+    int cpu_pages;         /* prompt pages placed in the CPU region */
+    double ctx;            /* tokens in its KV */
+    double cpu, xfer, win; /* tokens: CPU region, XFER region, D-window */
+    double gpu_b, host_b, pin_b; /* bytes reserved */
+} seq;
+
+typedef struct run {
+    const sim_cfg *cfg;
+    ws_cost_model cm;
+    ws_policy pol;
+    sim_engine eng;
+    sim_step st;
+    int layers, spills, nospill;
+    double b_tok, b_all; /* KV bytes per token: one layer, all layers played */
+    double budget, pinned, host;
+    double gpu_used, pin_used, host_used;
+    int no_room;     /* the GPU-resident weights and the KV budget exceed the GPU */
+    double last_moe; /* a MoE phase of the last decode step (the prefetch window) */
+    double r_cur;    /* migrate: the cache's one share */
+    seq *s;
+    int n_run;
+    uint64_t n_admitted, n_ended;
+    sim_req *q; /* arrived, not admitted: a ring */
+    size_t q_head, q_len, q_cap;
+    sim_results *res;
+} run;
+
+static int push_result(run *R, const sim_req *rq, ws_err *err)
+{
+    sim_results *res = R->res;
+    if (res->n_req == res->cap_req) {
+        size_t cap = res->cap_req ? 2 * res->cap_req : 64;
+        void *p = realloc(res->req, cap * sizeof *res->req);
+        if (!p)
+            return ws_err_set(err, WS_ENOMEM, "sim: out of memory (requests)");
+        res->req = p;
+        res->cap_req = cap;
+    }
+    res->req[res->n_req] = (sim_req_result){.id = res->n_req, .arrival_s = rq->arrival_s,
+                                            .first_s = -1, .end_s = -1, .ttft = -1, .tpot = -1,
+                                            .e2e = -1, .prompt = rq->prompt, .output = rq->output};
+    res->n_req++;
+    return 0;
+}
+
+static int q_push(run *R, const sim_req *rq, ws_err *err)
+{
+    if (R->q_len == R->q_cap) {
+        size_t cap = R->q_cap ? 2 * R->q_cap : 64;
+        sim_req *p = malloc(cap * sizeof *p);
+        if (!p)
+            return ws_err_set(err, WS_ENOMEM, "sim: out of memory (queue)");
+        for (size_t i = 0; i < R->q_len; i++)
+            p[i] = R->q[(R->q_head + i) % R->q_cap];
+        free(R->q);
+        R->q = p;
+        R->q_head = 0;
+        R->q_cap = cap;
+    }
+    R->q[(R->q_head + R->q_len) % R->q_cap] = *rq;
+    R->q_len++;
+    return 0;
+}
+
+/* Spilled tokens (per layer) of the running batch, CPU-region tokens, D-window tokens. */
+static void batch_sums(const run *R, double *spilled, double *cpu, double *win, double *left)
+{
+    double sp = 0, c = 0, w = 0, l = 0;
+    for (int i = 0; i < R->cfg->batch; i++) {
+        const seq *s = &R->s[i];
+        if (!s->live)
+            continue;
+        sp += s->cpu + s->xfer;
+        c += s->cpu;
+        w += s->win;
+        l += (s->prompt - s->prefilled) + (s->output - s->generated);
+    }
+    *spilled = sp, *cpu = c, *win = w;
+    if (left)
+        *left = l;
+}
+
+static double policy_target(const run *R, double resident, double L)
+{
+    /* The MoE phase the next layer's stream overlaps: the last decode step's, or before
+     * any, the cost model's for a decode step of the running batch. */
+    const ws_cost_model *cm = &R->cm;
+    const double B = R->n_run > 0 ? R->n_run : 1;
+    const double t_moe =
+        R->last_moe > 0 ? R->last_moe
+                        : ws_cost_router(cm, B) +
+                              fmax(ws_cost_cpu_experts(cm, B),
+                                   ws_cost_gpu_experts(cm, B) + ws_cost_shared_experts(cm, B));
+    ws_cost_split sp;
+    ws_cost_split_terms(cm, resident, t_moe, 0, 0, &sp);
+    return ws_policy_target(&R->pol, &sp, L);
+}
+
+/* Memory a request needs; *never = 1 when it cannot fit even alone. */
+static void need(const run *R, const sim_req *rq, double r, double *g, double *h, double *p,
+                 int *never)
+{
+    const double kv = (double)(rq->prompt + rq->output) * R->b_all;
+    if (R->nospill) {
+        *g = kv, *h = *p = 0;
+    } else {
+        *g = R->cfg->window * R->b_all;
+        *h = kv;
+        *p = kv * (1 - r);
+    }
+    *never = R->no_room || *g > R->budget || *h > R->host || *p > R->pinned;
+}
+
+static int admit(run *R, ws_err *err)
+{
+    while (R->q_len && R->n_run < R->cfg->batch) {
+        const sim_req *rq = &R->q[R->q_head];
+        double sp, c, w, l;
+        batch_sums(R, &sp, &c, &w, &l);
+        const double r = R->spills ? policy_target(R, w, sp + l + rq->prompt + rq->output) : 0;
+        double g, h, p;
+        int never;
+        need(R, rq, R->cfg->policy == WS_POLICY_MIGRATE ? R->r_cur : r, &g, &h, &p, &never);
+        sim_req_result *out = &R->res->req[R->res->n_req - R->q_len];
+        if (never) {
+            out->outcome = SIM_OUT_OOM;
+            R->res->tot.oom++;
+            R->n_ended++;
+        } else {
+            if (R->gpu_used + g > R->budget || R->host_used + h > R->host ||
+                R->pin_used + p > R->pinned)
+                break;
+            int i = 0;
+            while (R->s[i].live)
+                i++;
+            seq *s = &R->s[i];
+            *s = (seq){.live = 1, .order = R->n_admitted++, .res = R->res->n_req - R->q_len,
+                       .prompt = rq->prompt, .output = rq->output, .gpu_b = g, .host_b = h,
+                       .pin_b = p, .cpu_pages = -1};
+            R->gpu_used += g, R->host_used += h, R->pin_used += p;
+            R->n_run++;
+        }
+        R->q_head = (R->q_head + 1) % R->q_cap;
+        R->q_len--;
+    }
+    (void)err;
+    return 0;
+}
+
+static void finish(run *R, seq *s)
+{
+    sim_req_result *o = &R->res->req[s->res];
+    const double now = sim_now(&R->eng);
+    o->end_s = now;
+    o->generated = s->generated;
+    o->e2e = now - o->arrival_s;
+    o->tpot = s->generated > 1 ? (now - o->first_s) / (s->generated - 1) : 0;
+    o->outcome = SIM_OUT_DONE;
+    o->slo_ok = (!(R->cfg->slo_ttft > 0) || o->ttft <= R->cfg->slo_ttft) &&
+                (!(R->cfg->slo_tpot > 0) || o->tpot <= R->cfg->slo_tpot);
+    R->gpu_used -= s->gpu_b, R->host_used -= s->host_b, R->pin_used -= s->pin_b;
+    s->live = 0;
+    R->n_ended++;
+    if (--R->n_run == 0)
+        R->gpu_used = R->host_used = R->pin_used = 0; /* no rounding residue */
+}
+
+static int record_step(run *R, const sim_step_out *so, int batch, int dec, int pf, double rstar,
+                       double rreal, double spilled, ws_err *err)
+{
+    sim_totals *t = &R->res->tot;
+    for (int i = 0; i < SIM_RES_COUNT; i++)
+        t->busy[i] += so->busy[i];
+    t->fold_inexact += so->fold_inexact;
+    t->r_final = rreal;
+    t->folded_layers += (uint64_t)so->folded;
+    if (dec) {
+        t->rstar_last = rstar;
+        t->decode_time_s += so->t1 - so->t0;
+        t->decode_tokens += (uint64_t)dec;
+    }
+    const uint64_t idx = t->steps++;
+    if (!R->cfg->keep_steps)
+        return 0;
+    sim_results *res = R->res;
+    if (res->n_step == res->cap_step) {
+        size_t cap = res->cap_step ? 2 * res->cap_step : 256;
+        void *p = realloc(res->step, cap * sizeof *res->step);
+        if (!p)
+            return ws_err_set(err, WS_ENOMEM, "sim: out of memory (steps)");
+        res->step = p;
+        res->cap_step = cap;
+    }
+    sim_step_rec *r = &res->step[res->n_step++];
+    *r = (sim_step_rec){.idx = idx, .t_start = so->t0, .dt = so->t1 - so->t0, .batch = batch,
+                        .decode_tokens = dec, .prefill_tokens = pf, .rstar = rstar,
+                        .r_real = rreal, .spilled = spilled, .events = so->events};
+    memcpy(r->busy, so->busy, sizeof r->busy);
+    return 0;
+}
+
+/* One prefill chunk of the oldest admitted prompt not yet done. */
+static int prefill_step(run *R, seq *s, ws_err *err)
+{
+    const int P = R->cfg->par.page_tokens;
+    if (s->cpu_pages < 0) {
+        double sp, c, w, l;
+        batch_sums(R, &sp, &c, &w, &l);
+        const double r = R->cfg->policy == WS_POLICY_MIGRATE ? R->r_cur
+                         : R->spills                         ? policy_target(R, w, sp + l)
+                                                             : 0;
+        s->cpu_pages = ws_policy_prefill_cpu_pages(r, s->prompt / P);
+    }
+    const int q = s->prompt - s->prefilled < R->cfg->chunk ? s->prompt - s->prefilled
+                                                            : R->cfg->chunk;
+    sim_step_in in = {.T = q, .nospill = R->nospill, .prefill_q = q, .prefill_ctx = s->prefilled,
+                      .write_bytes = R->spills ? q * R->b_tok : 0};
+    sim_step_out so;
+    int rc = sim_step_run(&R->st, &in, &so, err);
+    if (rc)
+        return rc;
+    s->prefilled += q;
+    double sp, c, w;
+    batch_sums(R, &sp, &c, &w, NULL);
+    if (s->prefilled == s->prompt) {
+        const int pages = s->prompt / P;
+        s->ctx = s->prompt;
+        if (R->spills) {
+            s->cpu = (double)s->cpu_pages * P;
+            s->xfer = (double)(pages - s->cpu_pages) * P;
+            s->win = s->prompt - pages * P;
+            if (R->cfg->policy == WS_POLICY_MIGRATE) {
+                s->cpu = R->r_cur * pages * P;
+                s->xfer = pages * P - s->cpu;
+            }
+        } else {
+            s->win = s->prompt;
+        }
+        s->generated = 1;
+        sim_req_result *o = &R->res->req[s->res];
+        o->first_s = sim_now(&R->eng);
+        o->ttft = o->first_s - o->arrival_s;
+        R->res->tot.output_tokens++;
+        if (s->generated >= s->output)
+            finish(R, s);
+    }
+    return record_step(R, &so, R->n_run, 0, q, 0, sp > 0 ? c / sp : 0, sp, err);
+}
+
+/* One decode step of every running sequence. */
+static int decode_step(run *R, ws_err *err)
+{
+    const ws_cost_model *cm = &R->cm;
+    const sim_cfg *cfg = R->cfg;
+    const int W = cfg->window, P = cfg->par.page_tokens;
+    const double amax = (double)cm->st.attended_max;
+    double sp, c, w;
+    batch_sums(R, &sp, &c, &w, NULL);
+    const double rstar = R->spills ? policy_target(R, w, sp) : 0;
+    sim_step_in in = {.nospill = R->nospill};
+    if (cfg->policy == WS_POLICY_MIGRATE && sp > 0) {
+        double r_new;
+        in.migrate_bytes = ws_policy_migrate(&R->pol, R->r_cur, rstar, sp, cm->b_tok, &r_new);
+        if (r_new != R->r_cur) {
+            R->r_cur = r_new;
+            for (int i = 0; i < cfg->batch; i++) {
+                seq *s = &R->s[i];
+                if (s->live && s->generated > 0) {
+                    const double t = s->cpu + s->xfer;
+                    s->cpu = r_new * t;
+                    s->xfer = t - s->cpu;
+                }
+            }
+            batch_sums(R, &sp, &c, &w, NULL);
+        }
+    }
+    int n_dec = 0, n_flush = 0;
+    for (int i = 0; i < cfg->batch; i++) {
+        const seq *s = &R->s[i];
+        if (!s->live || s->generated == 0)
+            continue;
+        n_dec++;
+        const double res = s->win + 1, spill = s->cpu + s->xfer, ctx = s->ctx + 1;
+        double frac = 1, res_att = res;
+        if (amax > 0 && ctx > amax) {
+            res_att = fmin(res, amax);
+            frac = spill > 0 ? fmin(1.0, fmax(0.0, amax - res_att) / spill) : 0;
+        }
+        in.resident += res_att;
+        in.n_cpu += s->cpu * frac;
+        in.m_xfer += s->xfer * frac;
+        if (amax > 0)
+            in.indexer_s += ws_cost_gpu_indexer(cm, 1, ctx);
+        if (R->spills && res >= W)
+            n_flush++;
+    }
+    in.T = n_dec;
+    in.n_seqs = n_dec;
+    in.flush_bytes = n_flush * (double)W * cm->b_tok;
+    sim_step_out so;
+    int rc = sim_step_run(&R->st, &in, &so, err);
+    if (rc)
+        return rc;
+    /* Feedback: every layer's halves, as the live runtime reports them. */
+    if (R->spills) {
+        for (int l = 0; l < R->layers; l++) {
+            const sim_step_layer *y = &R->st.lay[l];
+            ws_cost_split s;
+            ws_cost_split_terms(cm, in.resident, l > 0 ? R->st.lay[l - 1].moe_s : 0, 0, 0, &s);
+            if (in.n_cpu > 0)
+                ws_policy_observe_cpu(&R->pol, in.n_cpu, y->cpu_s, s.C_cpu);
+            /* The fixed part as the model has it for this m: the prefetch credit never
+             * exceeds the streamed tokens' own transfer. */
+            if (in.m_xfer > 0)
+                ws_policy_observe_gpu(&R->pol, in.m_xfer, y->gpu_end - y->attn_start,
+                                      ws_cost_split_gpu(&s, in.m_xfer) - s.B * in.m_xfer);
+        }
+    }
+    R->last_moe = R->st.lay[R->layers - 1].moe_s;
+    const double rreal = sp > 0 ? c / sp : 0;
+    const int batch = R->n_run;
+    /* Flushes: the pages go where the realised share moves toward r*(L + flushed). */
+    if (n_flush) {
+        const int ppw = W / P;
+        const double tgt =
+            R->cfg->policy == WS_POLICY_MIGRATE ? R->r_cur : policy_target(R, w, sp + n_flush * W);
+        int cpu_pages = ws_policy_flush_cpu_pages(c, sp, n_flush * ppw, P, tgt);
+        for (int i = 0; i < cfg->batch; i++) {
+            seq *s = &R->s[i];
+            if (!s->live || s->generated == 0 || s->win + 1 < W)
+                continue;
+            for (int k = 0; k < ppw; k++) {
+                if (cpu_pages > 0) {
+                    s->cpu += P;
+                    cpu_pages--;
+                } else {
+                    s->xfer += P;
+                }
+            }
+            s->win -= W;
+            if (R->cfg->policy == WS_POLICY_MIGRATE) {
+                const double t = s->cpu + s->xfer;
+                s->cpu = R->r_cur * t;
+                s->xfer = t - s->cpu;
+            }
+        }
+    }
+    for (int i = 0; i < cfg->batch; i++) {
+        seq *s = &R->s[i];
+        if (!s->live || s->generated == 0)
+            continue;
+        s->ctx++;
+        s->win++;
+        s->generated++;
+        R->res->tot.output_tokens++;
+        if (s->generated >= s->output)
+            finish(R, s);
+    }
+    return record_step(R, &so, batch, n_dec, 0, rstar, rreal, sp, err);
+}
+
+static int cmp_dbl(const void *a, const void *b)
+{
+    const double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double pct(const double *v, size_t n, double p)
+{
+    if (!n)
+        return 0;
+    size_t k = (size_t)ceil(p * n);
+    return v[k ? k - 1 : 0];
+}
+
+static int summarise(run *R, ws_err *err)
+{
+    sim_results *res = R->res;
+    sim_totals *t = &res->tot;
+    double *a = malloc((res->n_req + 1) * sizeof *a), *b = malloc((res->n_req + 1) * sizeof *b);
+    if (!a || !b) {
+        free(a), free(b);
+        return ws_err_set(err, WS_ENOMEM, "sim: out of memory (totals)");
+    }
+    size_t n = 0, nt = 0, good = 0;
+    double first = INFINITY, last = 0;
+    for (size_t i = 0; i < res->n_req; i++) {
+        const sim_req_result *o = &res->req[i];
+        t->prompt_tokens += (uint64_t)o->prompt;
+        if (o->outcome != SIM_OUT_DONE)
+            continue;
+        first = fmin(first, o->arrival_s);
+        last = fmax(last, o->end_s);
+        a[n++] = o->ttft;
+        if (o->generated > 1)
+            b[nt++] = o->tpot;
+        good += (size_t)o->slo_ok;
+    }
+    t->requests = res->n_req;
+    t->served = n;
+    qsort(a, n, sizeof *a, cmp_dbl);
+    qsort(b, nt, sizeof *b, cmp_dbl);
+    t->ttft_p50 = pct(a, n, 0.5), t->ttft_p90 = pct(a, n, 0.9), t->ttft_p99 = pct(a, n, 0.99);
+    t->tpot_p50 = pct(b, nt, 0.5), t->tpot_p90 = pct(b, nt, 0.9), t->tpot_p99 = pct(b, nt, 0.99);
+    t->makespan_s = n ? last - first : 0;
+    t->tokens_per_s = t->makespan_s > 0 ? t->output_tokens / t->makespan_s : 0;
+    t->decode_tps = t->decode_time_s > 0 ? t->decode_tokens / t->decode_time_s : 0;
+    t->goodput_rps = t->makespan_s > 0 ? good / t->makespan_s : 0;
+    t->slo_frac = res->n_req ? (double)good / res->n_req : 0;
+    free(a), free(b);
+    return 0;
+}
+
+int sim_run(const ws_model *m, const ws_cost_hw *hw, const ws_cost_cfg *ccfg, const sim_cfg *cfg,
+            const sim_source *src, sim_results *res, ws_err *err)
+{
+    struct timespec w0, w1;
+    clock_gettime(CLOCK_MONOTONIC, &w0);
+    memset(res, 0, sizeof *res);
+    const int P = cfg->par.page_tokens;
+    if (cfg->batch < 1 || cfg->chunk < 1 || P < 1 || cfg->window < P || cfg->window % P ||
+        cfg->layers < 0 || cfg->cpu_workers < 1 || cfg->gpu_kv_budget < 0 ||
+        cfg->pinned_limit < 0 || cfg->host_limit < 0)
+        return ws_err_set(err, WS_EINVAL,
+                          "sim: bad settings (batch %d, chunk %d, window %d must be a multiple "
+                          "of the page %d)",
+                          cfg->batch, cfg->chunk, cfg->window, P);
+    const ws_policy_info *pi = ws_policy_info_of(cfg->policy);
+    run R = {.cfg = cfg, .res = res};
+    snprintf(res->model, sizeof res->model, "%s", m->name);
+    snprintf(res->gpu, sizeof res->gpu, "%s", hw->gpu);
+    snprintf(res->host, sizeof res->host, "%s", hw->host);
+    snprintf(res->policy, sizeof res->policy, "%s", pi->name);
+    ws_cost_cfg cc = *ccfg;
+    if (!pi->cpu_experts)
+        cc.gpu_experts = m->n_experts;
+    int rc = ws_cost_model_init(hw, m, &cc, &R.cm, err);
+    if (rc)
+        return rc;
+    R.layers = cfg->layers > 0 && cfg->layers < R.cm.layers ? cfg->layers : R.cm.layers;
+    R.spills = pi->spills;
+    R.nospill = !pi->spills;
+    R.b_tok = R.cm.b_tok;
+    R.b_all = R.cm.b_tok * R.cm.layers; /* memory is the whole model's, --layers or not */
+    const int mla = m->attn == WS_ATTN_MLA || m->attn == WS_ATTN_MLA_SPARSE;
+    R.budget = cfg->gpu_kv_budget > 0 ? cfg->gpu_kv_budget : (mla ? 0.3 : 2.0) * 1073741824.0;
+    R.pinned = cfg->pinned_limit > 0 ? cfg->pinned_limit : 256 * 1073741824.0;
+    R.host = cfg->host_limit > 0 ? cfg->host_limit : 512 * 1073741824.0;
+    R.r_cur = 0;
+    /* Weights on the GPU: everything but the routed experts left on the CPU. */
+    const double cpu_routed =
+        m->n_experts > 0 ? R.cm.st.routed_bytes * (1.0 - (double)cc.gpu_experts / m->n_experts) : 0;
+    res->tot.gpu_weight_bytes = R.cm.st.total_params * R.cm.w_elem - cpu_routed;
+    R.no_room = res->tot.gpu_weight_bytes + R.budget > hw->gpu_mem.v;
+    sim_req next;
+    int have = 0;
+    if ((rc = ws_policy_init(&R.pol, cfg->policy, &cfg->par, R.cm.A, R.cm.B, err)))
+        goto out_cm;
+    if ((rc = sim_engine_init(&R.eng, cfg->seed, err)))
+        goto out_cm;
+    if ((rc = sim_step_init(&R.st, &R.eng, K_OP, &R.cm, R.layers, cfg->cpu_workers,
+                            !cfg->detail_layer, err)))
+        goto out_eng;
+    R.s = calloc((size_t)cfg->batch, sizeof *R.s);
+    if (!R.s) {
+        rc = ws_err_set(err, WS_ENOMEM, "sim: out of memory");
+        goto out_st;
+    }
+    double last_arrival = 0;
+    if ((have = src->next(src->ctx, &next, err)) < 0) {
+        rc = -have;
+        goto out_s;
+    }
+    for (;;) {
+        /* Arrivals up to now join the queue (and the results, in arrival order). */
+        while (have > 0 && next.arrival_s <= sim_now(&R.eng)) {
+            if (next.prompt < 1 || next.output < 1 || !(next.arrival_s >= last_arrival)) {
+                rc = ws_err_set(err, WS_EINVAL,
+                                "sim: request %zu: %d prompt and %d output tokens at %.9g s "
+                                "(each >= 1, arrivals in order)",
+                                res->n_req, next.prompt, next.output, next.arrival_s);
+                goto out_s;
+            }
+            last_arrival = next.arrival_s;
+            if ((rc = push_result(&R, &next, err)) || (rc = q_push(&R, &next, err)))
+                goto out_s;
+            if ((have = src->next(src->ctx, &next, err)) < 0) {
+                rc = -have;
+                goto out_s;
+            }
+        }
+        admit(&R, err);
+        if (R.n_run == 0) {
+            if (R.q_len)
+                continue; /* the head was an OOM outcome; admit the rest */
+            if (!have)
+                break;
+            if ((rc = sim_engine_run(&R.eng, next.arrival_s, err)))
+                goto out_s;
+            continue;
+        }
+        seq *pf = NULL;
+        for (int i = 0; i < cfg->batch; i++) {
+            seq *s = &R.s[i];
+            if (s->live && s->prefilled < s->prompt && (!pf || s->order < pf->order))
+                pf = s;
+        }
+        rc = pf ? prefill_step(&R, pf, err) : decode_step(&R, err);
+        if (rc)
+            goto out_s;
+        if (cfg->progress && res->tot.steps % 512 == 0)
+            cfg->progress(cfg->progress_ctx, sim_now(&R.eng), res->tot.steps,
+                          R.n_ended, res->n_req);
+    }
+    res->tot.events = R.eng.n_processed;
+    rc = summarise(&R, err);
+    clock_gettime(CLOCK_MONOTONIC, &w1);
+    res->tot.wall_s = (w1.tv_sec - w0.tv_sec) + 1e-9 * (w1.tv_nsec - w0.tv_nsec);
+    if (cfg->progress)
+        cfg->progress(cfg->progress_ctx, sim_now(&R.eng), res->tot.steps, res->n_req,
+                      res->n_req);
+out_s:
+    free(R.s);
+    free(R.q);
+out_st:
+    sim_step_free(&R.st);
+out_eng:
+    sim_engine_free(&R.eng);
+out_cm:
+    ws_cost_model_free(&R.cm);
+    if (rc) {
+        sim_results_free(res);
+    }
+    return rc;
+}
+
+void sim_results_free(sim_results *res)
+{
+    free(res->req);
+    free(res->step);
+    res->req = NULL;
+    res->step = NULL;
+    res->n_req = res->cap_req = res->n_step = res->cap_step = 0;
+}

@@ -1,0 +1,159 @@
+/* serve: the simulator's serving loop: requests from a source (a closed batch, or any
+ * function that yields requests in arrival order: a trace reader, a generator), admitted
+ * first-come first-served up to `batch` sequences under the memory limits, run as steps
+ * (step.h) until every request has ended, under one placement policy (runtime/policy).
+ *
+ * Scheduling: prefill first. While an admitted request still has prompt tokens, the step
+ * is one chunk (<= chunk tokens) of the oldest such prompt; otherwise every running
+ * sequence decodes one token. The last prompt chunk yields the first output token.
+ *
+ * KV placement follows the policy: a prompt's full pages go to the CPU region in the share
+ * ws_policy_target gives for the batch's spilled tokens plus this request's (decided at its
+ * first chunk), the partial last page starts the D-window; every W decode tokens a
+ * sequence's window is flushed, its pages placed by ws_policy_flush_cpu_pages toward
+ * r*(L + flushed). migrate keeps one share for the whole cache and pays ws_cost_host_copy
+ * for ws_policy_migrate's bytes in every layer of a step where r moves. After each decode
+ * step the policy is fed every layer's CPU and GPU half (ws_policy_observe_*), as the live
+ * runtime feeds measured ones.
+ *
+ * Memory: no-spill policies (gpu-only, ktrans) reserve a request's whole KV (prompt +
+ * output, all layers) in the GPU KV budget; spilling ones reserve its D-window there, its
+ * KV in host memory and the XFER share of it in pinned memory. The weights the policy keeps
+ * on the GPU (all of them for gpu-only; all but the CPU's routed experts otherwise) plus
+ * the KV budget must fit the GPU's memory. A request that cannot fit even alone is an
+ * out-of-memory outcome; one that fits later waits (head of line).
+ *
+ * Results are plain arrays (per request, per step) and totals, for printers and writers. */
+#ifndef WS_SIM_SERVE_H
+#define WS_SIM_SERVE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cost.h"
+#include "model.h"
+#include "policy.h"
+#include "step.h"
+#include "ws_err.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- request sources ---------------------------------------------------------------- */
+
+typedef struct sim_req {
+    double arrival_s; /* seconds from the start */
+    int prompt;       /* prompt tokens, >= 1 */
+    int output;       /* output tokens, >= 1 */
+} sim_req;
+
+/* Yields the next request (arrivals non-decreasing): 1 = *req filled, 0 = no more, or a
+ * negative WS_E* code with err set. */
+typedef int (*sim_source_next)(void *ctx, sim_req *req, ws_err *err);
+
+typedef struct sim_source {
+    sim_source_next next;
+    void *ctx;
+} sim_source;
+
+/* The closed batch: n requests of `prompt` and `output` tokens at time 0. */
+typedef struct sim_closed {
+    int n, i, prompt, output;
+} sim_closed;
+void sim_closed_source(sim_closed *c, int n, int prompt, int output, sim_source *src);
+
+/* ---- configuration ------------------------------------------------------------------ */
+
+typedef struct sim_cfg {
+    ws_policy_kind policy;
+    ws_policy_params par; /* r_static, page_tokens, feedback settings */
+    int batch;            /* most sequences running at once (default 32) */
+    int chunk;            /* prefill chunk tokens (default 2048) */
+    int window;           /* D-window tokens W, a multiple of page_tokens (default 256) */
+    int layers;           /* layers played (0: the model's); memory stays the model's */
+    int detail_layer;     /* 1: every layer as ops; 0: fold identical layers */
+    int cpu_workers;      /* CPU pool units (the host's cores; default 1) */
+    uint64_t seed;
+    double gpu_kv_budget; /* B; 0: 2 GiB, 0.3 GiB for MLA models */
+    double pinned_limit;  /* B; 0: 256 GiB */
+    double host_limit;    /* B; 0: 512 GiB */
+    double slo_ttft, slo_tpot; /* s; 0: no SLO */
+    int keep_steps;       /* 1: keep the per-step records (default 1) */
+    /* Called every few hundred steps and at the end (NULL: none). */
+    void (*progress)(void *ctx, double sim_t, uint64_t steps, uint64_t ended, uint64_t seen);
+    void *progress_ctx;
+} sim_cfg;
+
+void sim_cfg_default(sim_cfg *c);
+
+/* ---- results ------------------------------------------------------------------------ */
+
+typedef enum sim_outcome {
+    SIM_OUT_DONE = 0, /* served */
+    SIM_OUT_OOM = 1,  /* could not fit the memory limits even alone */
+} sim_outcome;
+
+typedef struct sim_req_result {
+    uint64_t id;     /* order of arrival, from 0 */
+    double arrival_s, first_s, end_s;
+    double ttft, tpot, e2e; /* s (tpot 0 for a single output token); -1 for OOM */
+    int prompt, output, generated;
+    int outcome; /* sim_outcome */
+    int slo_ok;  /* 1: served within the SLOs given */
+} sim_req_result;
+
+typedef struct sim_step_rec {
+    uint64_t idx;
+    double t_start, dt;         /* s */
+    int batch;                  /* sequences running */
+    int decode_tokens;          /* tokens decoded */
+    int prefill_tokens;         /* prompt tokens of the chunk */
+    double rstar;               /* the policy's target share at the step */
+    double r_real;              /* CPU tokens / spilled tokens at the step */
+    double spilled;             /* spilled tokens per layer, summed over the batch */
+    double busy[SIM_RES_COUNT]; /* s */
+    uint64_t events;
+} sim_step_rec;
+
+typedef struct sim_totals {
+    uint64_t requests, served, oom;
+    uint64_t prompt_tokens, output_tokens, decode_tokens;
+    double makespan_s;     /* first arrival to last end */
+    double tokens_per_s;   /* output tokens / makespan */
+    double decode_time_s;  /* sum of decode steps */
+    double decode_tps;     /* decode tokens / decode time */
+    double ttft_p50, ttft_p90, ttft_p99, tpot_p50, tpot_p90, tpot_p99;
+    double goodput_rps;    /* served requests within the SLOs per second of makespan */
+    double slo_frac;       /* their share of all requests */
+    double busy[SIM_RES_COUNT];
+    double r_final;        /* realised share at the last step */
+    double rstar_last;     /* the policy's target at the last decode step */
+    double gpu_weight_bytes; /* weights resident on the GPU under this policy */
+    uint64_t steps, events, fold_inexact, folded_layers;
+    double wall_s;         /* host time the run took */
+} sim_totals;
+
+typedef struct sim_results {
+    char model[64], gpu[160], host[160], policy[32];
+    sim_req_result *req;
+    size_t n_req, cap_req;
+    sim_step_rec *step;
+    size_t n_step, cap_step;
+    sim_totals tot;
+} sim_results;
+
+/* Runs the workload from src under cfg on model m and hardware hw (cost settings ccfg;
+ * gpu-only puts every routed expert on the GPU). res is filled (free with
+ * sim_results_free). Bad cfg: WS_EINVAL; a source error is returned as it is. */
+int sim_run(const ws_model *m, const ws_cost_hw *hw, const ws_cost_cfg *ccfg, const sim_cfg *cfg,
+            const sim_source *src, sim_results *res, ws_err *err);
+void sim_results_free(sim_results *res);
+
+/* Name of an outcome: "done", "oom". */
+const char *sim_outcome_name(int outcome);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

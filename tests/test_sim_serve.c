@@ -1,0 +1,426 @@
+/* test_sim_serve: the serving loop (sim/serve.c) over the step graph, on the embedded
+ * datasheet profiles: a golden text of a small trace-like workload; conservation (every
+ * request ends exactly once, every token accounted for, no resource over 100% busy, time
+ * never goes backwards) under every policy; stream == static r = 0 and cpu-attn == static
+ * r = 1 step for step; same seed, same output; detail step == detail layer; OOM outcomes
+ * (weights that do not fit, KV beyond the budget) counted, never a crash; sparse attention
+ * streams the top-k, not the context. No timing assertions. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "grid.h"
+#include "serve.h"
+#include "store.h"
+#include "ws_util.h"
+
+static void load(const char *model, const char *gpu, ws_model *m, ws_cost_hw *hw)
+{
+    ws_err err = {0};
+    ws_store *s;
+    cr_assert_eq(ws_store_open_embedded(&s, &err), 0, "%s", err.msg);
+    cr_assert_eq(sim_load(s, model, gpu, "xeon-gold-5318y", WS_DT_BF16, m, hw, NULL, &err), 0,
+                 "%s", err.msg);
+    ws_store_close(s);
+}
+
+/* A fixed list of requests, through the source interface. */
+typedef struct list_src {
+    const sim_req *v;
+    int n, i;
+} list_src;
+
+static int list_next(void *ctx, sim_req *r, ws_err *err)
+{
+    (void)err;
+    list_src *l = ctx;
+    if (l->i >= l->n)
+        return 0;
+    *r = l->v[l->i++];
+    return 1;
+}
+
+static const sim_req k_mix[] = {
+    {0.0, 700, 300}, {0.0, 300, 40}, {0.5, 1200, 5}, {2.0, 90, 1}, {2.0, 513, 260}, {40.0, 64, 8},
+};
+#define N_MIX ((int)(sizeof k_mix / sizeof k_mix[0]))
+
+static void run_mix(const ws_model *m, const ws_cost_hw *hw, sim_cfg *cfg, sim_results *r)
+{
+    ws_err err = {0};
+    list_src l = {k_mix, N_MIX, 0};
+    sim_source src = {list_next, &l};
+    ws_cost_cfg cc;
+    ws_cost_cfg_default(&cc);
+    cr_assert_eq(sim_run(m, hw, &cc, cfg, &src, r, &err), 0, "%s", err.msg);
+}
+
+static void run_closed(const ws_model *m, const ws_cost_hw *hw, sim_cfg *cfg, int b, int p, int o,
+                       sim_results *r)
+{
+    ws_err err = {0};
+    sim_closed c;
+    sim_source src;
+    sim_closed_source(&c, b, p, o, &src);
+    ws_cost_cfg cc;
+    ws_cost_cfg_default(&cc);
+    cr_assert_eq(sim_run(m, hw, &cc, cfg, &src, r, &err), 0, "%s", err.msg);
+}
+
+/* The results as text: every request, every step, the totals that are not wall time. */
+static char *results_text(const sim_results *r)
+{
+    size_t cap = 1 << 20, n = 0;
+    char *b = malloc(cap);
+    n += (size_t)snprintf(b + n, cap - n, "policy %s model %s gpu %s host %s\n", r->policy,
+                          r->model, r->gpu, r->host);
+    for (size_t i = 0; i < r->n_req; i++) {
+        const sim_req_result *q = &r->req[i];
+        n += (size_t)snprintf(b + n, cap - n,
+                              "req %llu arr %.6f prompt %d out %d gen %d %s ttft %.9g tpot %.9g "
+                              "e2e %.9g\n",
+                              (unsigned long long)q->id, q->arrival_s, q->prompt, q->output,
+                              q->generated, sim_outcome_name(q->outcome), q->ttft, q->tpot, q->e2e);
+    }
+    for (size_t i = 0; i < r->n_step && n < cap - 512; i++) {
+        if (i >= 40 && i % 25 && i + 1 != r->n_step)
+            continue; /* the first steps, then a sample */
+        const sim_step_rec *s = &r->step[i];
+        n += (size_t)snprintf(b + n, cap - n,
+                              "step %llu t %.9g dt %.9g batch %d dec %d pf %d r* %.6f r %.6f "
+                              "busy %.9g %.9g %.9g %.9g ev %llu\n",
+                              (unsigned long long)s->idx, s->t_start, s->dt, s->batch,
+                              s->decode_tokens, s->prefill_tokens, s->rstar, s->r_real,
+                              s->busy[0], s->busy[1], s->busy[2], s->busy[3],
+                              (unsigned long long)s->events);
+    }
+    const sim_totals *t = &r->tot;
+    snprintf(b + n, cap - n,
+             "totals served %llu oom %llu out %llu tok/s %.9g dec tok/s %.9g ttft %.9g %.9g "
+             "%.9g tpot %.9g %.9g %.9g events %llu steps %llu\n",
+             (unsigned long long)t->served, (unsigned long long)t->oom,
+             (unsigned long long)t->output_tokens, t->tokens_per_s, t->decode_tps, t->ttft_p50,
+             t->ttft_p90, t->ttft_p99, t->tpot_p50, t->tpot_p90, t->tpot_p99,
+             (unsigned long long)t->events, (unsigned long long)t->steps);
+    return b;
+}
+
+/* The golden file: tests/golden/<name>; WS_UPDATE_GOLDEN=1 rewrites it. */
+static void golden(const char *name, const char *text)
+{
+    ws_err err = {0};
+    char root[4096], path[4300];
+    cr_assert_eq(ws_root_dir(root, sizeof root, &err), 0, "%s", err.msg);
+    snprintf(path, sizeof path, "%s/tests/golden/%s", root, name);
+    if (getenv("WS_UPDATE_GOLDEN")) {
+        FILE *f = fopen(path, "w");
+        cr_assert_not_null(f, "%s", path);
+        fputs(text, f);
+        fclose(f);
+    }
+    FILE *f = fopen(path, "r");
+    cr_assert_not_null(f, "%s missing (WS_UPDATE_GOLDEN=1 writes it)", path);
+    size_t cap = strlen(text) + 2;
+    char *want = calloc(cap + 1, 1);
+    size_t got = fread(want, 1, cap, f);
+    fclose(f);
+    want[got] = 0;
+    /* First differing line, for the message. */
+    const char *a = text, *b = want;
+    int line = 1;
+    while (*a && *a == *b) {
+        if (*a == '\n')
+            line++;
+        a++, b++;
+    }
+    cr_assert(*a == 0 && *b == 0, "%s differs at line %d:\n got:  %.160s\n want: %.160s", name,
+              line, a, b);
+    free(want);
+}
+
+Test(sim_serve, golden_small_workload)
+{
+    ws_model m;
+    ws_cost_hw hw;
+    load("qwen3-30b-a3b", "a100-40gb-pcie", &m, &hw);
+    const ws_policy_kind pols[] = {WS_POLICY_WRITESCOPE, WS_POLICY_STATIC, WS_POLICY_KTRANS};
+    size_t cap = 1 << 22, n = 0;
+    char *all = malloc(cap);
+    all[0] = 0;
+    for (size_t k = 0; k < 3; k++) {
+        sim_cfg cfg;
+        sim_cfg_default(&cfg);
+        cfg.policy = pols[k];
+        cfg.layers = 4;
+        cfg.batch = 3;
+        cfg.chunk = 512;
+        cfg.gpu_kv_budget = 2.0 * 1073741824.0;
+        cfg.slo_ttft = 5, cfg.slo_tpot = 0.05;
+        sim_results r;
+        run_mix(&m, &hw, &cfg, &r);
+        char *t = results_text(&r);
+        n += (size_t)snprintf(all + n, cap - n, "%s", t);
+        free(t);
+        sim_results_free(&r);
+    }
+    golden("sim_small.txt", all);
+    free(all);
+}
+
+/* Conservation on one run. */
+static void check_conserved(const sim_results *r, const sim_req *reqs, int n)
+{
+    cr_assert_eq(r->n_req, (size_t)n);
+    uint64_t served = 0, oom = 0, tokens = 0;
+    for (int i = 0; i < n; i++) {
+        const sim_req_result *q = &r->req[i];
+        cr_assert_eq(q->prompt, reqs[i].prompt);
+        if (q->outcome == SIM_OUT_OOM) {
+            oom++;
+            cr_assert_eq(q->generated, 0);
+            cr_assert(q->ttft < 0 && q->end_s < 0);
+            continue;
+        }
+        cr_assert_eq(q->outcome, SIM_OUT_DONE);
+        served++;
+        cr_assert_eq(q->generated, reqs[i].output, "req %d generated %d of %d", i, q->generated,
+                     reqs[i].output);
+        tokens += (uint64_t)q->generated;
+        cr_assert(q->first_s >= q->arrival_s && q->end_s >= q->first_s, "req %d times", i);
+        cr_assert(q->ttft > 0 && fabs(q->e2e - (q->end_s - q->arrival_s)) < 1e-9);
+    }
+    cr_assert_eq(served, r->tot.served);
+    cr_assert_eq(oom, r->tot.oom);
+    cr_assert_eq(served + oom, (uint64_t)n, "every request ends exactly once");
+    cr_assert_eq(tokens, r->tot.output_tokens, "all tokens accounted");
+    double t = 0;
+    uint64_t ev = 0;
+    for (size_t i = 0; i < r->n_step; i++) {
+        const sim_step_rec *s = &r->step[i];
+        cr_assert(s->t_start >= t - 1e-12, "step %zu starts at %.9g before %.9g", i, s->t_start, t);
+        cr_assert(s->dt > 0, "step %zu has no duration", i);
+        for (int k = 0; k < SIM_RES_COUNT; k++)
+            cr_assert(s->busy[k] >= 0 && s->busy[k] <= s->dt * (1 + 1e-9),
+                      "step %zu resource %d busy %.9g of %.9g", i, k, s->busy[k], s->dt);
+        cr_assert(s->r_real >= 0 && s->r_real <= 1 && s->rstar >= 0 && s->rstar <= 1);
+        t = s->t_start + s->dt;
+        ev += s->events;
+    }
+    cr_assert_eq(ev, r->tot.events);
+}
+
+Test(sim_serve, conservation_every_policy)
+{
+    const char *models[] = {"qwen3-30b-a3b", "deepseek-v2-lite", "deepseek-v4-flash"};
+    for (int mi = 0; mi < 3; mi++) {
+        ws_model m;
+        ws_cost_hw hw;
+        load(models[mi], "a100-40gb-pcie", &m, &hw);
+        for (int p = 0; p < WS_POLICY_COUNT; p++)
+            for (int d = 0; d < 2; d++) {
+                sim_cfg cfg;
+                sim_cfg_default(&cfg);
+                cfg.policy = (ws_policy_kind)p;
+                cfg.layers = 6;
+                cfg.batch = 2;
+                cfg.chunk = 256;
+                cfg.detail_layer = d;
+                cfg.gpu_kv_budget = 0.05 * 1073741824.0; /* forces waits and OOMs */
+                sim_results r;
+                run_mix(&m, &hw, &cfg, &r);
+                check_conserved(&r, k_mix, N_MIX);
+                sim_results_free(&r);
+            }
+    }
+}
+
+static void expect_same(const sim_results *a, const sim_results *b)
+{
+    cr_assert_eq(a->n_req, b->n_req);
+    cr_assert_eq(a->n_step, b->n_step);
+    for (size_t i = 0; i < a->n_req; i++) {
+        cr_assert_eq(a->req[i].outcome, b->req[i].outcome);
+        cr_assert(a->req[i].ttft == b->req[i].ttft && a->req[i].e2e == b->req[i].e2e,
+                  "req %zu: %.17g/%.17g vs %.17g/%.17g", i, a->req[i].ttft, a->req[i].e2e,
+                  b->req[i].ttft, b->req[i].e2e);
+    }
+    for (size_t i = 0; i < a->n_step; i++) {
+        cr_assert(a->step[i].dt == b->step[i].dt, "step %zu: %.17g vs %.17g", i, a->step[i].dt,
+                  b->step[i].dt);
+        cr_assert(a->step[i].r_real == b->step[i].r_real);
+    }
+}
+
+Test(sim_serve, stream_and_cpu_attn_are_static_at_0_and_1)
+{
+    ws_model m;
+    ws_cost_hw hw;
+    load("qwen3-30b-a3b", "a100-40gb-pcie", &m, &hw);
+    const struct {
+        ws_policy_kind k;
+        double r;
+    } pairs[] = {{WS_POLICY_STREAM, 0.0}, {WS_POLICY_CPU_ATTN, 1.0}};
+    for (int i = 0; i < 2; i++) {
+        sim_cfg a, b;
+        sim_cfg_default(&a);
+        a.layers = 8;
+        a.batch = 4;
+        b = a;
+        a.policy = pairs[i].k;
+        b.policy = WS_POLICY_STATIC;
+        b.par.r_static = pairs[i].r;
+        sim_results ra, rb;
+        run_closed(&m, &hw, &a, 4, 3000, 300, &ra);
+        run_closed(&m, &hw, &b, 4, 3000, 300, &rb);
+        expect_same(&ra, &rb);
+        cr_assert_eq(ra.tot.r_final, pairs[i].r);
+        sim_results_free(&ra);
+        sim_results_free(&rb);
+    }
+}
+
+Test(sim_serve, same_seed_same_output)
+{
+    ws_model m;
+    ws_cost_hw hw;
+    load("mixtral-8x7b", "v100-32gb-pcie", &m, &hw);
+    sim_cfg cfg;
+    sim_cfg_default(&cfg);
+    cfg.layers = 5;
+    cfg.batch = 3;
+    cfg.seed = 42;
+    sim_results a, b;
+    run_mix(&m, &hw, &cfg, &a);
+    run_mix(&m, &hw, &cfg, &b);
+    char *ta = results_text(&a), *tb = results_text(&b);
+    cr_assert_str_eq(ta, tb);
+    free(ta), free(tb);
+    sim_results_free(&a);
+    sim_results_free(&b);
+}
+
+/* detail step folds layers; where the pipeline is periodic it must give the layer run. */
+Test(sim_serve, detail_step_equals_detail_layer)
+{
+    const char *models[] = {"qwen3-30b-a3b", "deepseek-v2-lite", "mixtral-8x7b",
+                            "deepseek-v4-flash"};
+    for (int mi = 0; mi < 4; mi++) {
+        ws_model m;
+        ws_cost_hw hw;
+        load(models[mi], "a100-40gb-pcie", &m, &hw);
+        const ws_policy_kind pols[] = {WS_POLICY_WRITESCOPE, WS_POLICY_STREAM, WS_POLICY_STATIC,
+                                       WS_POLICY_KTRANS, WS_POLICY_MIGRATE};
+        for (int p = 0; p < 5; p++) {
+            sim_cfg a;
+            sim_cfg_default(&a);
+            a.policy = pols[p];
+            a.batch = 3;
+            a.chunk = 4096;
+            a.gpu_kv_budget = 16.0 * 1073741824.0;
+            sim_cfg b = a;
+            b.detail_layer = 0;
+            sim_results ra, rb;
+            run_closed(&m, &hw, &a, 3, 6000, 300, &ra);
+            run_closed(&m, &hw, &b, 3, 6000, 300, &rb);
+            cr_assert_gt(rb.tot.folded_layers, 0, "%s: nothing folded", models[mi]);
+            cr_assert_eq(rb.tot.fold_inexact, 0, "%s %s", models[mi], ra.policy);
+            cr_assert_eq(ra.n_step, rb.n_step);
+            cr_assert_lt(rb.tot.events, ra.tot.events);
+            for (size_t i = 0; i < ra.n_step; i++)
+                cr_assert(fabs(ra.step[i].dt - rb.step[i].dt) <= 1e-9 * ra.step[i].dt,
+                          "%s %s step %zu: layer %.12g, step %.12g", models[mi], ra.policy, i,
+                          ra.step[i].dt, rb.step[i].dt);
+            for (size_t i = 0; i < ra.n_req; i++)
+                cr_assert(fabs(ra.req[i].e2e - rb.req[i].e2e) <= 1e-9 * ra.req[i].e2e);
+            sim_results_free(&ra);
+            sim_results_free(&rb);
+        }
+    }
+}
+
+Test(sim_serve, oom_outcomes_not_crashes)
+{
+    ws_model m;
+    ws_cost_hw hw;
+    load("qwen3-30b-a3b", "a100-40gb-pcie", &m, &hw);
+    sim_cfg cfg;
+    sim_cfg_default(&cfg);
+    cfg.layers = 4;
+    cfg.policy = WS_POLICY_GPU_ONLY; /* 61 GB of weights on a 40 GB GPU */
+    sim_results r;
+    run_closed(&m, &hw, &cfg, 3, 128, 4, &r);
+    cr_assert_eq(r.tot.oom, 3);
+    cr_assert_eq(r.tot.served, 0);
+    cr_assert_eq(r.n_step, 0);
+    sim_results_free(&r);
+    /* ktrans keeps all KV in 2 GiB: 32K-token prompts never fit; writescope serves them. */
+    sim_cfg_default(&cfg);
+    cfg.policy = WS_POLICY_KTRANS;
+    cfg.detail_layer = 0;
+    run_closed(&m, &hw, &cfg, 2, 32768, 2, &r);
+    cr_assert_eq(r.tot.oom, 2);
+    sim_results_free(&r);
+    cfg.policy = WS_POLICY_WRITESCOPE;
+    run_closed(&m, &hw, &cfg, 2, 32768, 2, &r);
+    cr_assert_eq(r.tot.oom, 0);
+    cr_assert_eq(r.tot.served, 2);
+    sim_results_free(&r);
+}
+
+/* Decode H2D time per step for a prompt length (stream: every spilled token streamed). */
+static double h2d_per_decode_step(const char *model, int prompt)
+{
+    ws_model m;
+    ws_cost_hw hw;
+    load(model, "a100-40gb-pcie", &m, &hw);
+    sim_cfg cfg;
+    sim_cfg_default(&cfg);
+    cfg.policy = WS_POLICY_STREAM;
+    cfg.layers = 4;
+    cfg.chunk = 8192;
+    sim_results r;
+    run_closed(&m, &hw, &cfg, 1, prompt, 3, &r);
+    const sim_step_rec *s = &r.step[r.n_step - 1];
+    cr_assert_gt(s->decode_tokens, 0);
+    double v = s->busy[SIM_RES_H2D];
+    sim_results_free(&r);
+    return v;
+}
+
+Test(sim_serve, sparse_attention_streams_the_top_k)
+{
+    /* dense: twice the context, about twice the stream */
+    double d1 = h2d_per_decode_step("qwen3-30b-a3b", 16384),
+           d2 = h2d_per_decode_step("qwen3-30b-a3b", 32768);
+    cr_assert_gt(d2, 1.8 * d1, "dense %.6g -> %.6g", d1, d2);
+    /* sparse: past top-k + window the stream stays put */
+    double s1 = h2d_per_decode_step("deepseek-v4-flash", 16384),
+           s2 = h2d_per_decode_step("deepseek-v4-flash", 32768);
+    cr_assert(fabs(s2 - s1) <= 1e-9 * s1 && s1 > 0, "sparse %.9g -> %.9g", s1, s2);
+}
+
+Test(sim_serve, bad_settings_and_requests)
+{
+    ws_model m;
+    ws_cost_hw hw;
+    load("qwen3-30b-a3b", "a100-40gb-pcie", &m, &hw);
+    sim_cfg cfg;
+    sim_cfg_default(&cfg);
+    cfg.window = 300; /* not a multiple of the page */
+    ws_err err = {0};
+    sim_closed c;
+    sim_source src;
+    sim_closed_source(&c, 1, 10, 10, &src);
+    ws_cost_cfg cc;
+    ws_cost_cfg_default(&cc);
+    sim_results r;
+    cr_assert_eq(sim_run(&m, &hw, &cc, &cfg, &src, &r, &err), WS_EINVAL);
+    sim_cfg_default(&cfg);
+    const sim_req bad[] = {{1.0, 10, 10}, {0.5, 10, 10}}; /* out of order */
+    list_src l = {bad, 2, 0};
+    sim_source s2 = {list_next, &l};
+    cr_assert_eq(sim_run(&m, &hw, &cc, &cfg, &s2, &r, &err), WS_EINVAL);
+    cr_assert_neq(strstr(err.msg, "request 1"), NULL, "%s", err.msg);
+}

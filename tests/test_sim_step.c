@@ -1,0 +1,105 @@
+/* test_sim_step: one step's operation graph (sim/step.c) against the cost model it calls:
+ * a no-spill decode step is the serial chain of its ops' cost-model times (the GPU stream
+ * runs them in order, the CPU experts beside the shared experts), and the next layer's
+ * stream overlaps this layer's MoE phase (the prefetch), so a later layer's period is
+ * shorter than the first layer's, which has nothing prefetched. */
+#include <criterion/criterion.h>
+#include <math.h>
+
+#include "grid.h"
+#include "step.h"
+#include "store.h"
+
+typedef struct world {
+    ws_model m;
+    ws_cost_hw hw;
+    ws_cost_model cm;
+    sim_engine e;
+    sim_step st;
+} world;
+
+static void world_init(world *w, int layers, int fold)
+{
+    ws_err err = {0};
+    ws_store *s;
+    cr_assert_eq(ws_store_open_embedded(&s, &err), 0, "%s", err.msg);
+    cr_assert_eq(sim_load(s, "qwen3-30b-a3b", "a100-40gb-pcie", "xeon-gold-5318y", WS_DT_BF16,
+                          &w->m, &w->hw, NULL, &err),
+                 0, "%s", err.msg);
+    ws_store_close(s);
+    ws_cost_cfg cc;
+    ws_cost_cfg_default(&cc);
+    cr_assert_eq(ws_cost_model_init(&w->hw, &w->m, &cc, &w->cm, &err), 0, "%s", err.msg);
+    cr_assert_eq(sim_engine_init(&w->e, 1, &err), 0);
+    cr_assert_eq(sim_step_init(&w->st, &w->e, 0, &w->cm, layers, 24, fold, &err), 0, "%s",
+                 err.msg);
+}
+
+static void world_free(world *w)
+{
+    sim_step_free(&w->st);
+    sim_engine_free(&w->e);
+    ws_cost_model_free(&w->cm);
+}
+
+Test(sim_step, nospill_decode_is_the_chain_of_cost_model_times)
+{
+    world w;
+    world_init(&w, 6, 0);
+    const ws_cost_model *cm = &w.cm;
+    const double T = 8, ctx = 8 * 3000.0;
+    sim_step_in in = {.T = T, .nospill = 1, .resident = ctx, .n_seqs = T};
+    sim_step_out out;
+    ws_err err = {0};
+    cr_assert_eq(sim_step_run(&w.st, &in, &out, &err), 0, "%s", err.msg);
+    const double layer = ws_cost_qkv_proj(cm, T) + T * cm->b_tok / cm->hw.gpu_attn.W.v +
+                         ws_cost_gpu_attn(cm, ctx) + ws_cost_o_proj(cm, T) +
+                         ws_cost_router(cm, T) +
+                         fmax(ws_cost_cpu_experts(cm, T), ws_cost_shared_experts(cm, T));
+    cr_assert(fabs((out.t1 - out.t0) - 6 * layer) <= 1e-12 + 1e-9 * layer, "step %.12g, want %.12g",
+              out.t1 - out.t0, 6 * layer);
+    cr_assert(fabs(out.busy[SIM_RES_CPU] - 6 * ws_cost_cpu_experts(cm, T)) < 1e-12);
+    cr_assert_eq(out.busy[SIM_RES_H2D], 0);
+    world_free(&w);
+}
+
+Test(sim_step, next_layer_streams_during_the_moe_phase)
+{
+    world w;
+    world_init(&w, 4, 0);
+    /* a GPU half of 4 MB per layer: well inside one ping-pong half */
+    sim_step_in in = {.T = 4, .m_xfer = 2048, .resident = 4, .n_seqs = 4};
+    sim_step_out out;
+    ws_err err = {0};
+    cr_assert_eq(sim_step_run(&w.st, &in, &out, &err), 0, "%s", err.msg);
+    const sim_step_layer *L = w.st.lay;
+    const double p0 = L[0].t_end - L[0].t_start, p2 = L[2].t_end - L[1].t_end;
+    const double stream = ws_cost_h2d(&w.cm, 2048 * w.cm.b_tok, 1);
+    cr_assert_lt(p2, p0, "prefetched layer %.9g vs first %.9g", p2, p0);
+    cr_assert(p0 - p2 > 0.5 * stream, "the overlap hides most of the %.9g s stream", stream);
+    /* the first layer waits for its whole stream after qkv */
+    cr_assert_geq(L[0].gpu_end - L[0].qkv_end, stream * (1 - 1e-9));
+    world_free(&w);
+}
+
+Test(sim_step, fold_equals_layers_with_flushes)
+{
+    world a, b;
+    world_init(&a, 48, 0);
+    world_init(&b, 48, 1);
+    sim_step_in in = {.T = 16, .n_cpu = 16 * 9000.0, .m_xfer = 16 * 1000.0, .resident = 16 * 100.0,
+                      .n_seqs = 16, .flush_bytes = 4 * 256 * a.cm.b_tok};
+    sim_step_out oa, ob;
+    ws_err err = {0};
+    cr_assert_eq(sim_step_run(&a.st, &in, &oa, &err), 0, "%s", err.msg);
+    cr_assert_eq(sim_step_run(&b.st, &in, &ob, &err), 0, "%s", err.msg);
+    cr_assert_gt(ob.folded, 0);
+    cr_assert_eq(ob.fold_inexact, 0);
+    cr_assert(fabs((oa.t1 - oa.t0) - (ob.t1 - ob.t0)) <= 1e-9 * (oa.t1 - oa.t0), "%.12g vs %.12g",
+              oa.t1 - oa.t0, ob.t1 - ob.t0);
+    for (int k = 0; k < SIM_RES_COUNT; k++)
+        cr_assert(fabs(oa.busy[k] - ob.busy[k]) <= 1e-9 * (oa.t1 - oa.t0), "res %d", k);
+    cr_assert_lt(ob.events, oa.events);
+    world_free(&a);
+    world_free(&b);
+}
