@@ -1,7 +1,7 @@
 # WriteScope build.
 #   make            deps, then bin/writescope (+ bin/libwritescope_cuda.so when nvcc is on PATH)
 #   make test       build and run the test suite (Criterion); prints its Synthesis line
-#   make run        the main job on the default database
+#   make run        the paper's grid, Qwen3-30B-A3B on A100 (sim grid), on the default database
 #   make bench-sim  the simulator core's throughput (events/s, ops/s): tests/perf/sim_bench.c
 #   make sanitize   the same tests built with AddressSanitizer + UndefinedBehaviorSanitizer
 #   make deps       install missing Debian packages (apt-get); a no-op when all are present
@@ -162,12 +162,10 @@ test: all $(TESTBIN) $(GPU_BENCH) $(SIM_BENCH)
 	WRITESCOPE_BIN=$(abspath $(WS)) $(if $(CUDA_SO),WRITESCOPE_CUDA_LIB=$(abspath $(CUDA_SO))) \
 	    $(TESTBIN) --jobs 2 $(TEST_ARGS)
 
+# The paper's grid, Qwen3-30B-A3B on the A100 slice: every policy, modeled from the default
+# database (the embedded datasheet profiles when none exists; no calibration needed).
 run: all
-	$(WS) model show deepseek-v2-lite
-	$(WS) model show qwen3-30b-a3b
-	$(WS) model show mixtral-8x7b
-	$(WS) model show deepseek-v4-flash
-	$(WS) db show
+	$(WS) sim grid --model qwen3-30b-a3b --gpu a100-40gb-pcie
 
 sanitize: deps
 	$(MAKE) O=build/san BIN=build/san/bin SAN=1 test

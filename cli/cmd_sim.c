@@ -174,8 +174,8 @@ static void print_row(const sim_results *r, int slo)
            "%9llu %7.3fs",
            r->policy, (unsigned long long)t->served, (unsigned long long)t->oom, t->tokens_per_s,
            t->decode_tps, t->ttft_p50, t->ttft_p99, 1e3 * t->tpot_p50, 1e3 * t->tpot_p99,
-           t->rstar_last, t->r_final, (unsigned long long)t->steps,
-           (unsigned long long)t->events, t->wall_s);
+           t->rstar_last, t->r_final, (unsigned long long)t->steps, (unsigned long long)t->events,
+           t->wall_s);
     if (slo)
         printf("  goodput %.3f req/s (%.0f%% within SLO)", t->goodput_rps, 100 * t->slo_frac);
     printf("\n");
@@ -186,8 +186,8 @@ static int parse_pos_int(const char *cmd, const char *opt, const char *v, long l
 {
     long long x;
     if (ws_parse_int64(v, lo, hi, &x))
-        return cli_usage_error(cmd, "--%s needs an integer in [%lld, %lld], not '%s'", opt, lo,
-                               hi, v);
+        return cli_usage_error(cmd, "--%s needs an integer in [%lld, %lld], not '%s'", opt, lo, hi,
+                               v);
     *out = (int)x;
     return 0;
 }
@@ -216,7 +216,7 @@ static int find_gpu_index(const char *name)
     return -1;
 }
 
-static int cmd_grid(ws_store *s, const char *host, const char *model, const char *gpu,
+static int cmd_grid(ws_store *s, int embedded, const char *host, const char *model, const char *gpu,
                     int detail_layer, int json)
 {
     sim_grid_opts o;
@@ -225,8 +225,8 @@ static int cmd_grid(ws_store *s, const char *host, const char *model, const char
         o.host = host;
     o.detail_layer = detail_layer;
     if (model && (o.only_model = find_model_index(model)) < 0) {
-        fprintf(stderr, "writescope: sim grid: model '%s' is not in the grid (%s, %s, %s)\n",
-                model, sim_grid_models[0], sim_grid_models[1], sim_grid_models[2]);
+        fprintf(stderr, "writescope: sim grid: model '%s' is not in the grid (%s, %s, %s)\n", model,
+                sim_grid_models[0], sim_grid_models[1], sim_grid_models[2]);
         return CLI_EXIT_FAIL;
     }
     if (gpu && (o.only_gpu = find_gpu_index(gpu)) < 0) {
@@ -252,6 +252,7 @@ static int cmd_grid(ws_store *s, const char *host, const char *model, const char
         json_t *root = json_object(), *pts = json_array();
         json_object_set_new(root, "source", json_string("modeled"));
         json_object_set_new(root, "host", json_string(o.host));
+        json_object_set_new(root, "embedded_profiles", json_boolean(embedded));
         for (size_t i = 0; i < n; i++) {
             json_t *x = json_object();
             json_object_set_new(x, "model", json_string(sim_grid_models[p[i].model]));
@@ -278,8 +279,8 @@ static int cmd_grid(ws_store *s, const char *host, const char *model, const char
                         continue;
                     json_t *x = json_object();
                     json_object_set_new(x, "gpu", json_string(sim_grid_gpus[g]));
-                    json_object_set_new(x, "model",
-                                        m < 0 ? json_string("all") : json_string(sim_grid_models[m]));
+                    json_object_set_new(
+                        x, "model", m < 0 ? json_string("all") : json_string(sim_grid_models[m]));
                     json_object_set_new(x, "baseline", json_string(ws_policy_name(baselines[b])));
                     json_object_set_new(x, "geomean_speedup", json_real(v));
                     json_object_set_new(x, "points", json_integer(k));
@@ -289,10 +290,10 @@ static int cmd_grid(ws_store *s, const char *host, const char *model, const char
         free(p);
         return cli_print_json(root);
     }
-    printf("writescope sim grid: MODELED (discrete-event simulation) on host profile %s; decode\n"
-           "tokens/s per policy, 256 output tokens, closed batches; OOM = requests that could\n"
-           "not fit the memory limits.\n",
-           o.host);
+    printf("writescope sim grid: MODELED (discrete-event simulation) on host profile %s%s;\n"
+           "decode tokens/s per policy, 256 output tokens, closed batches; OOM: no request\n"
+           "fitted the memory limits (x/N: N requests did not).\n",
+           o.host, embedded ? " (embedded datasheet profiles)" : "");
     for (int m = 0; m < SIM_GRID_MODELS; m++)
         for (int g = 0; g < SIM_GRID_GPUS; g++) {
             int any = 0;
@@ -331,19 +332,26 @@ static int cmd_grid(ws_store *s, const char *host, const char *model, const char
             }
             printf("\n");
         }
-    printf("\nsummary (modeled; paper's figures beside ours)\n");
+    printf("\nsummary, modeled; geometric means over models, batches and prompts >= 8K where\n"
+           "both policies served every request (points in brackets); the paper's beside\n");
     for (int g = 0; g < SIM_GRID_GPUS; g++) {
-        double lo = INFINITY, hi = -INFINITY, slo = INFINITY, shi = -INFINITY, mlo = INFINITY,
-               mhi = -INFINITY;
         int any = 0;
-        for (int b = 0; b < 4; b++) { /* the four mechanisms the paper compares against */
+        for (size_t i = 0; i < n; i++)
+            any |= p[i].gpu == g;
+        if (!any)
+            continue;
+        const sim_paper_range *pr = g == 0 ? &sim_paper_a100 : &sim_paper_v100;
+        printf("%s: writescope speedup over", sim_grid_gpus[g]);
+        for (int b = 0; b < nb; b++) {
             int k;
             double v = sim_grid_speedup(p, n, -1, g, baselines[b], 8192, &k);
-            if (!k)
-                continue;
-            any = 1;
-            lo = fmin(lo, v), hi = fmax(hi, v);
+            if (k)
+                printf(" %s %.2fx [%d]", ws_policy_name(baselines[b]), v, k);
+            else
+                printf(" %s n/a", ws_policy_name(baselines[b]));
         }
+        printf("\n    paper: %.2f-%.2fx over its four baselines\n", pr->lo, pr->hi);
+        double slo = INFINITY, shi = -INFINITY, mlo = INFINITY, mhi = -INFINITY;
         for (int m = 0; m < SIM_GRID_MODELS; m++) {
             int k;
             double v = sim_grid_speedup(p, n, m, g, WS_POLICY_STATIC, 8192, &k);
@@ -353,26 +361,27 @@ static int cmd_grid(ws_store *s, const char *host, const char *model, const char
             if (k)
                 mlo = fmin(mlo, 1 / v), mhi = fmax(mhi, 1 / v);
         }
-        if (!any)
-            continue;
-        const sim_paper_range *pr = g == 0 ? &sim_paper_a100 : &sim_paper_v100;
-        printf("%-15s speedup over gpu-only/ktrans/stream/cpu-attn %.2f-%.2fx   paper %.2f-%.2fx\n",
-               sim_grid_gpus[g], lo, hi, pr->lo, pr->hi);
         if (slo <= shi)
-            printf("%-15s static r=0.5 / writescope             %.2f-%.2f    paper %.2f-%.2f\n",
-                   sim_grid_gpus[g], slo, shi, sim_paper_static.lo, sim_paper_static.hi);
+            printf("    static r=0.5 / writescope per model %.2f-%.2f (paper %.2f-%.2f)\n", slo,
+                   shi, sim_paper_static.lo, sim_paper_static.hi);
         if (mlo <= mhi)
-            printf("%-15s migrate (single-state) / writescope   %.2f-%.2f    paper %.2f-%.2f\n",
-                   sim_grid_gpus[g], mlo, mhi, sim_paper_single.lo, sim_paper_single.hi);
-        for (size_t i = 0; i < n; i++)
-            if (p[i].gpu == g && p[i].batch == 32 && p[i].prompt == 32768 &&
-                (p[i].policy == WS_POLICY_GPU_ONLY || p[i].policy == WS_POLICY_KTRANS ||
-                 p[i].policy == WS_POLICY_WRITESCOPE))
-                printf("%-15s 32 x 32K %-10s %s: %llu served, %llu OOM (paper: vLLM, SGLang, "
-                       "KTransformers OOM; WriteScope serves)\n",
-                       sim_grid_gpus[g], sim_grid_models[p[i].model], ws_policy_name(p[i].policy),
-                       (unsigned long long)p[i].served, (unsigned long long)p[i].oom);
+            printf("    migrate (single-state) / writescope per model %.2f-%.2f (paper "
+                   "%.2f-%.2f)\n",
+                   mlo, mhi, sim_paper_single.lo, sim_paper_single.hi);
+        for (int pol = 0; pol < WS_POLICY_COUNT; pol++) {
+            uint64_t served = 0, oom = 0;
+            int pts = 0;
+            for (size_t i = 0; i < n; i++)
+                if (p[i].gpu == g && p[i].batch == 32 && p[i].prompt == 32768 && p[i].policy == pol)
+                    served += p[i].served, oom += p[i].oom, pts++;
+            if (pts && (pol == WS_POLICY_WRITESCOPE || pol == WS_POLICY_GPU_ONLY ||
+                        pol == WS_POLICY_KTRANS))
+                printf("    32 x 32K (~1M tokens), %d model(s): %-10s served %llu, OOM %llu\n", pts,
+                       ws_policy_name(pol), (unsigned long long)served, (unsigned long long)oom);
+        }
     }
+    printf("    paper at 32 x 32K: vLLM, SGLang and KTransformers run out of memory; WriteScope "
+           "serves\n");
     free(p);
     return CLI_EXIT_OK;
 }
@@ -385,13 +394,13 @@ int cmd_sim(int argc, char **argv)
                *window_s = NULL, *kv_s = NULL, *gexp_s = NULL, *db = NULL;
     int json = 0, nargs = 0;
     const cli_opt opts[] = {
-        {"model", &model, NULL},       {"gpu", &gpu, NULL},           {"host", &host, NULL},
-        {"batch", &batch_s, NULL},     {"prompt", &prompt_s, NULL},   {"output", &output_s, NULL},
-        {"trace", &trace, NULL},       {"policy", &policy, NULL},     {"r", &r_s, NULL},
-        {"detail", &detail, NULL},     {"layers", &layers_s, NULL},   {"slo-ttft", &ttft_s, NULL},
-        {"slo-tpot", &tpot_s, NULL},   {"seed", &seed_s, NULL},       {"chunk", &chunk_s, NULL},
-        {"window", &window_s, NULL},   {"gpu-kv-gb", &kv_s, NULL},    {"gpu-experts", &gexp_s, NULL},
-        {"db", &db, NULL},             {"json", NULL, &json},         {0}};
+        {"model", &model, NULL},     {"gpu", &gpu, NULL},         {"host", &host, NULL},
+        {"batch", &batch_s, NULL},   {"prompt", &prompt_s, NULL}, {"output", &output_s, NULL},
+        {"trace", &trace, NULL},     {"policy", &policy, NULL},   {"r", &r_s, NULL},
+        {"detail", &detail, NULL},   {"layers", &layers_s, NULL}, {"slo-ttft", &ttft_s, NULL},
+        {"slo-tpot", &tpot_s, NULL}, {"seed", &seed_s, NULL},     {"chunk", &chunk_s, NULL},
+        {"window", &window_s, NULL}, {"gpu-kv-gb", &kv_s, NULL},  {"gpu-experts", &gexp_s, NULL},
+        {"db", &db, NULL},           {"json", NULL, &json},       {0}};
     char *args[2];
     int rc = cli_parse("sim", argc, argv, opts, args, 2, &nargs, help);
     if (rc)
@@ -414,7 +423,7 @@ int cmd_sim(int argc, char **argv)
     if (grid) {
         if (cli_open_store_ro(db, &s, &embedded, &err))
             return cli_fail(&err);
-        rc = cmd_grid(s, host, model, gpu, detail_layer, json);
+        rc = cmd_grid(s, embedded, host, model, gpu, detail_layer, json);
         ws_store_close(s);
         return rc;
     }

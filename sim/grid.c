@@ -39,8 +39,7 @@ int sim_load(ws_store *s, const char *model, const char *gpu, const char *host, 
     if (strcmp(g.kind, "gpu"))
         rc = ws_err_set(err, WS_EINVAL, "profile '%s' is a %s profile, not a GPU's", gpu, g.kind);
     else if (strcmp(h.kind, "host"))
-        rc = ws_err_set(err, WS_EINVAL, "profile '%s' is a %s profile, not a host's", host,
-                        h.kind);
+        rc = ws_err_set(err, WS_EINVAL, "profile '%s' is a %s profile, not a host's", host, h.kind);
     else
         rc = ws_cost_hw_load(&g, &h, m->attn, kv, m->weight_dtype, hw, err);
     const ws_profile_param *pc = ws_profile_get(&h, "cores");
@@ -60,8 +59,7 @@ void sim_grid_opts_default(sim_grid_opts *o)
     o->cpu_workers = 24;
 }
 
-int sim_grid_run(ws_store *s, const sim_grid_opts *o, sim_grid_point **pts, size_t *n,
-                 ws_err *err)
+int sim_grid_run(ws_store *s, const sim_grid_opts *o, sim_grid_point **pts, size_t *n, ws_err *err)
 {
     *pts = NULL;
     *n = 0;
@@ -73,18 +71,20 @@ int sim_grid_run(ws_store *s, const sim_grid_opts *o, sim_grid_point **pts, size
     int total = 0, done = 0;
     for (int mi = 0; mi < SIM_GRID_MODELS; mi++)
         for (int gi = 0; gi < SIM_GRID_GPUS; gi++)
-            if ((o->only_model < 0 || o->only_model == mi) && (o->only_gpu < 0 || o->only_gpu == gi))
+            if ((o->only_model < 0 || o->only_model == mi) &&
+                (o->only_gpu < 0 || o->only_gpu == gi))
                 total += SIM_GRID_BATCHES * SIM_GRID_PROMPTS * WS_POLICY_COUNT;
     size_t k = 0;
     int rc = 0;
     for (int mi = 0; mi < SIM_GRID_MODELS && !rc; mi++) {
         for (int gi = 0; gi < SIM_GRID_GPUS && !rc; gi++) {
-            if ((o->only_model >= 0 && o->only_model != mi) || (o->only_gpu >= 0 && o->only_gpu != gi))
+            if ((o->only_model >= 0 && o->only_model != mi) ||
+                (o->only_gpu >= 0 && o->only_gpu != gi))
                 continue;
             ws_model m;
             ws_cost_hw hw;
-            if ((rc = sim_load(s, sim_grid_models[mi], sim_grid_gpus[gi], o->host, WS_DT_BF16,
-                               &m, &hw, NULL, err)))
+            if ((rc = sim_load(s, sim_grid_models[mi], sim_grid_gpus[gi], o->host, WS_DT_BF16, &m,
+                               &hw, NULL, err)))
                 break;
             ws_cost_cfg cc;
             ws_cost_cfg_default(&cc);
@@ -105,11 +105,15 @@ int sim_grid_run(ws_store *s, const sim_grid_opts *o, sim_grid_point **pts, size
                         sim_results r;
                         if ((rc = sim_run(&m, &hw, &cc, &cfg, &src, &r, err)))
                             break;
-                        v[k++] = (sim_grid_point){.model = mi, .gpu = gi, .batch = cfg.batch,
-                                                  .prompt = sim_grid_prompts[pi], .policy = pol,
+                        v[k++] = (sim_grid_point){.model = mi,
+                                                  .gpu = gi,
+                                                  .batch = cfg.batch,
+                                                  .prompt = sim_grid_prompts[pi],
+                                                  .policy = pol,
                                                   .tps = r.tot.tokens_per_s,
                                                   .decode_tps = r.tot.decode_tps,
-                                                  .served = r.tot.served, .oom = r.tot.oom,
+                                                  .served = r.tot.served,
+                                                  .oom = r.tot.oom,
                                                   .events = r.tot.events,
                                                   .r_final = r.tot.r_final};
                         sim_results_free(&r);
@@ -131,9 +135,8 @@ static const sim_grid_point *find(const sim_grid_point *pts, size_t n, const sim
                                   int policy)
 {
     for (size_t i = 0; i < n; i++)
-        if (pts[i].model == like->model && pts[i].gpu == like->gpu &&
-            pts[i].batch == like->batch && pts[i].prompt == like->prompt &&
-            pts[i].policy == policy)
+        if (pts[i].model == like->model && pts[i].gpu == like->gpu && pts[i].batch == like->batch &&
+            pts[i].prompt == like->prompt && pts[i].policy == policy)
             return &pts[i];
     return NULL;
 }

@@ -48,11 +48,11 @@ typedef struct sim_grid_point {
 } sim_grid_point;
 
 typedef struct sim_grid_opts {
-    const char *host;  /* host profile (default xeon-gold-5318y) */
-    int only_model;    /* -1: all, else an index into sim_grid_models */
-    int only_gpu;      /* -1: all */
-    int detail_layer;  /* 0: fold (default) */
-    int cpu_workers;   /* default 24 */
+    const char *host; /* host profile (default xeon-gold-5318y) */
+    int only_model;   /* -1: all, else an index into sim_grid_models */
+    int only_gpu;     /* -1: all */
+    int detail_layer; /* 0: fold (default) */
+    int cpu_workers;  /* default 24 */
     void (*progress)(void *ctx, int done, int total);
     void *progress_ctx;
 } sim_grid_opts;
@@ -61,8 +61,7 @@ void sim_grid_opts_default(sim_grid_opts *o);
 
 /* Runs the grid; *pts (n = models x gpus x batches x prompts x WS_POLICY_COUNT, fewer with
  * only_*) allocated here (free()). */
-int sim_grid_run(ws_store *s, const sim_grid_opts *o, sim_grid_point **pts, size_t *n,
-                 ws_err *err);
+int sim_grid_run(ws_store *s, const sim_grid_opts *o, sim_grid_point **pts, size_t *n, ws_err *err);
 
 /* Geometric-mean speedup of writescope over `base` on the decode throughput, over points of
  * (model, gpu) (model -1: every model) with prompt >= min_prompt where both were served

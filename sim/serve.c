@@ -49,13 +49,13 @@ const char *sim_outcome_name(int outcome)
 /* A running sequence. */
 typedef struct seq {
     int live;
-    uint64_t order;        /* admission order */
-    size_t res;            /* index of its result */
+    uint64_t order; /* admission order */
+    size_t res;     /* index of its result */
     int prompt, output;
     int prefilled, generated;
-    int cpu_pages;         /* prompt pages placed in the CPU region */
-    double ctx;            /* tokens in its KV */
-    double cpu, xfer, win; /* tokens: CPU region, XFER region, D-window */
+    int cpu_pages;               /* prompt pages placed in the CPU region */
+    double ctx;                  /* tokens in its KV */
+    double cpu, xfer, win;       /* tokens: CPU region, XFER region, D-window */
     double gpu_b, host_b, pin_b; /* bytes reserved */
 } seq;
 
@@ -91,9 +91,15 @@ static int push_result(run *R, const sim_req *rq, ws_err *err)
         res->req = p;
         res->cap_req = cap;
     }
-    res->req[res->n_req] = (sim_req_result){.id = res->n_req, .arrival_s = rq->arrival_s,
-                                            .first_s = -1, .end_s = -1, .ttft = -1, .tpot = -1,
-                                            .e2e = -1, .prompt = rq->prompt, .output = rq->output};
+    res->req[res->n_req] = (sim_req_result){.id = res->n_req,
+                                            .arrival_s = rq->arrival_s,
+                                            .first_s = -1,
+                                            .end_s = -1,
+                                            .ttft = -1,
+                                            .tpot = -1,
+                                            .e2e = -1,
+                                            .prompt = rq->prompt,
+                                            .output = rq->output};
     res->n_req++;
     return 0;
 }
@@ -141,11 +147,11 @@ static double policy_target(const run *R, double resident, double L)
      * any, the cost model's for a decode step of the running batch. */
     const ws_cost_model *cm = &R->cm;
     const double B = R->n_run > 0 ? R->n_run : 1;
-    const double t_moe =
-        R->last_moe > 0 ? R->last_moe
-                        : ws_cost_router(cm, B) +
-                              fmax(ws_cost_cpu_experts(cm, B),
-                                   ws_cost_gpu_experts(cm, B) + ws_cost_shared_experts(cm, B));
+    const double t_moe = R->last_moe > 0
+                             ? R->last_moe
+                             : ws_cost_router(cm, B) +
+                                   fmax(ws_cost_cpu_experts(cm, B),
+                                        ws_cost_gpu_experts(cm, B) + ws_cost_shared_experts(cm, B));
     ws_cost_split sp;
     ws_cost_split_terms(cm, resident, t_moe, 0, 0, &sp);
     return ws_policy_target(&R->pol, &sp, L);
@@ -189,9 +195,15 @@ static int admit(run *R, ws_err *err)
             while (R->s[i].live)
                 i++;
             seq *s = &R->s[i];
-            *s = (seq){.live = 1, .order = R->n_admitted++, .res = R->res->n_req - R->q_len,
-                       .prompt = rq->prompt, .output = rq->output, .gpu_b = g, .host_b = h,
-                       .pin_b = p, .cpu_pages = -1};
+            *s = (seq){.live = 1,
+                       .order = R->n_admitted++,
+                       .res = R->res->n_req - R->q_len,
+                       .prompt = rq->prompt,
+                       .output = rq->output,
+                       .gpu_b = g,
+                       .host_b = h,
+                       .pin_b = p,
+                       .cpu_pages = -1};
             R->gpu_used += g, R->host_used += h, R->pin_used += p;
             R->n_run++;
         }
@@ -247,9 +259,16 @@ static int record_step(run *R, const sim_step_out *so, int batch, int dec, int p
         res->cap_step = cap;
     }
     sim_step_rec *r = &res->step[res->n_step++];
-    *r = (sim_step_rec){.idx = idx, .t_start = so->t0, .dt = so->t1 - so->t0, .batch = batch,
-                        .decode_tokens = dec, .prefill_tokens = pf, .rstar = rstar,
-                        .r_real = rreal, .spilled = spilled, .events = so->events};
+    *r = (sim_step_rec){.idx = idx,
+                        .t_start = so->t0,
+                        .dt = so->t1 - so->t0,
+                        .batch = batch,
+                        .decode_tokens = dec,
+                        .prefill_tokens = pf,
+                        .rstar = rstar,
+                        .r_real = rreal,
+                        .spilled = spilled,
+                        .events = so->events};
     memcpy(r->busy, so->busy, sizeof r->busy);
     return 0;
 }
@@ -266,9 +285,12 @@ static int prefill_step(run *R, seq *s, ws_err *err)
                                                              : 0;
         s->cpu_pages = ws_policy_prefill_cpu_pages(r, s->prompt / P);
     }
-    const int q = s->prompt - s->prefilled < R->cfg->chunk ? s->prompt - s->prefilled
-                                                            : R->cfg->chunk;
-    sim_step_in in = {.T = q, .nospill = R->nospill, .prefill_q = q, .prefill_ctx = s->prefilled,
+    const int q =
+        s->prompt - s->prefilled < R->cfg->chunk ? s->prompt - s->prefilled : R->cfg->chunk;
+    sim_step_in in = {.T = q,
+                      .nospill = R->nospill,
+                      .prefill_q = q,
+                      .prefill_ctx = s->prefilled,
                       .write_bytes = R->spills ? q * R->b_tok : 0};
     sim_step_out so;
     int rc = sim_step_run(&R->st, &in, &so, err);
@@ -564,16 +586,15 @@ int sim_run(const ws_model *m, const ws_cost_hw *hw, const ws_cost_cfg *ccfg, co
         if (rc)
             goto out_s;
         if (cfg->progress && res->tot.steps % 512 == 0)
-            cfg->progress(cfg->progress_ctx, sim_now(&R.eng), res->tot.steps,
-                          R.n_ended, res->n_req);
+            cfg->progress(cfg->progress_ctx, sim_now(&R.eng), res->tot.steps, R.n_ended,
+                          res->n_req);
     }
     res->tot.events = R.eng.n_processed;
     rc = summarise(&R, err);
     clock_gettime(CLOCK_MONOTONIC, &w1);
     res->tot.wall_s = (w1.tv_sec - w0.tv_sec) + 1e-9 * (w1.tv_nsec - w0.tv_nsec);
     if (cfg->progress)
-        cfg->progress(cfg->progress_ctx, sim_now(&R.eng), res->tot.steps, res->n_req,
-                      res->n_req);
+        cfg->progress(cfg->progress_ctx, sim_now(&R.eng), res->tot.steps, res->n_req, res->n_req);
 out_s:
     free(R.s);
     free(R.q);

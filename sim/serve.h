@@ -75,11 +75,11 @@ typedef struct sim_cfg {
     int detail_layer;     /* 1: every layer as ops; 0: fold identical layers */
     int cpu_workers;      /* CPU pool units (the host's cores; default 1) */
     uint64_t seed;
-    double gpu_kv_budget; /* B; 0: 2 GiB, 0.3 GiB for MLA models */
-    double pinned_limit;  /* B; 0: 256 GiB */
-    double host_limit;    /* B; 0: 512 GiB */
+    double gpu_kv_budget;      /* B; 0: 2 GiB, 0.3 GiB for MLA models */
+    double pinned_limit;       /* B; 0: 256 GiB */
+    double host_limit;         /* B; 0: 512 GiB */
     double slo_ttft, slo_tpot; /* s; 0: no SLO */
-    int keep_steps;       /* 1: keep the per-step records (default 1) */
+    int keep_steps;            /* 1: keep the per-step records (default 1) */
     /* Called every few hundred steps and at the end (NULL: none). */
     void (*progress)(void *ctx, double sim_t, uint64_t steps, uint64_t ended, uint64_t seen);
     void *progress_ctx;
@@ -95,7 +95,7 @@ typedef enum sim_outcome {
 } sim_outcome;
 
 typedef struct sim_req_result {
-    uint64_t id;     /* order of arrival, from 0 */
+    uint64_t id; /* order of arrival, from 0 */
     double arrival_s, first_s, end_s;
     double ttft, tpot, e2e; /* s (tpot 0 for a single output token); -1 for OOM */
     int prompt, output, generated;
@@ -119,19 +119,19 @@ typedef struct sim_step_rec {
 typedef struct sim_totals {
     uint64_t requests, served, oom;
     uint64_t prompt_tokens, output_tokens, decode_tokens;
-    double makespan_s;     /* first arrival to last end */
-    double tokens_per_s;   /* output tokens / makespan */
-    double decode_time_s;  /* sum of decode steps */
-    double decode_tps;     /* decode tokens / decode time */
+    double makespan_s;    /* first arrival to last end */
+    double tokens_per_s;  /* output tokens / makespan */
+    double decode_time_s; /* sum of decode steps */
+    double decode_tps;    /* decode tokens / decode time */
     double ttft_p50, ttft_p90, ttft_p99, tpot_p50, tpot_p90, tpot_p99;
-    double goodput_rps;    /* served requests within the SLOs per second of makespan */
-    double slo_frac;       /* their share of all requests */
+    double goodput_rps; /* served requests within the SLOs per second of makespan */
+    double slo_frac;    /* their share of all requests */
     double busy[SIM_RES_COUNT];
-    double r_final;        /* realised share at the last step */
-    double rstar_last;     /* the policy's target at the last decode step */
+    double r_final;          /* realised share at the last step */
+    double rstar_last;       /* the policy's target at the last decode step */
     double gpu_weight_bytes; /* weights resident on the GPU under this policy */
     uint64_t steps, events, fold_inexact, folded_layers;
-    double wall_s;         /* host time the run took */
+    double wall_s; /* host time the run took */
 } sim_totals;
 
 typedef struct sim_results {

@@ -10,9 +10,26 @@
 
 /* What an op is, kept in its `user` field; the layer is its tag. */
 enum {
-    OP_QKV, OP_APPEND, OP_INDEX, OP_MIGRATE, OP_CPU_ATTN, OP_H2D_PRE, OP_H2D_REST, OP_GPU_ATTN,
-    OP_GPU_END, OP_MERGE, OP_OPROJ, OP_ROUTER, OP_EXP_CPU, OP_EXP_GPU, OP_SHARED, OP_DENSE,
-    OP_END, OP_PF_ATTN, OP_WRITE, OP_FLUSH,
+    OP_QKV,
+    OP_APPEND,
+    OP_INDEX,
+    OP_MIGRATE,
+    OP_CPU_ATTN,
+    OP_H2D_PRE,
+    OP_H2D_REST,
+    OP_GPU_ATTN,
+    OP_GPU_END,
+    OP_MERGE,
+    OP_OPROJ,
+    OP_ROUTER,
+    OP_EXP_CPU,
+    OP_EXP_GPU,
+    OP_SHARED,
+    OP_DENSE,
+    OP_END,
+    OP_PF_ATTN,
+    OP_WRITE,
+    OP_FLUSH,
 };
 
 static int on_done(void *ctx, sim_dag *g, const sim_op *op, ws_err *err)
@@ -50,8 +67,8 @@ static int on_done(void *ctx, sim_dag *g, const sim_op *op, ws_err *err)
     return 0;
 }
 
-int sim_step_init(sim_step *st, sim_engine *e, unsigned kind, const ws_cost_model *cm,
-                  int layers, int cpu_workers, int fold, ws_err *err)
+int sim_step_init(sim_step *st, sim_engine *e, unsigned kind, const ws_cost_model *cm, int layers,
+                  int cpu_workers, int fold, ws_err *err)
 {
     memset(st, 0, sizeof *st);
     if (layers < 1 || layers > cm->layers || cpu_workers < 1)
@@ -113,12 +130,12 @@ static sim_op_id add(sim_step *st, int res, double seconds, int kind, int layer,
     return sim_dag_add(&st->g, &s, preds, n, err);
 }
 
-#define ADD(res, sec, kind, l, label, ...)                                                        \
-    do {                                                                                          \
-        const sim_op_id p_[] = {__VA_ARGS__};                                                     \
-        id = add(st, res, sec, kind, l, label, p_, sizeof p_ / sizeof p_[0], err);                \
-        if (id == SIM_OP_NONE)                                                                    \
-            return err->code ? err->code : WS_EINVAL;                                             \
+#define ADD(res, sec, kind, l, label, ...)                                                         \
+    do {                                                                                           \
+        const sim_op_id p_[] = {__VA_ARGS__};                                                      \
+        id = add(st, res, sec, kind, l, label, p_, sizeof p_ / sizeof p_[0], err);                 \
+        if (id == SIM_OP_NONE)                                                                     \
+            return err->code ? err->code : WS_EINVAL;                                              \
     } while (0)
 
 /* Adds layer l's ops. */
@@ -144,8 +161,7 @@ static int add_layer(sim_step *st, const sim_step_in *in, const ws_cost_split *s
             ADD(SIM_RES_D2H, ws_cost_d2h(cm, in->write_bytes), OP_WRITE, l, "kv_write", qkv);
     } else {
         /* The D-window append: the new tokens' KV written into HBM by the projection. */
-        ADD(SIM_RES_GPU, in->n_seqs * cm->b_tok / cm->hw.gpu_attn.W.v, OP_APPEND, l, "append",
-            qkv);
+        ADD(SIM_RES_GPU, in->n_seqs * cm->b_tok / cm->hw.gpu_attn.W.v, OP_APPEND, l, "append", qkv);
         sim_op_id a = id, mig = N, cpu = N, gend, R = l > 0 ? rest_id[l - 1] : N;
         if (in->indexer_s > 0) {
             ADD(SIM_RES_GPU, in->indexer_s, OP_INDEX, l, "indexer", a);

@@ -67,22 +67,22 @@ typedef struct sim_step_in {
 
 /* One layer as played (seconds, absolute times). */
 typedef struct sim_step_layer {
-    double t_start, t_end;      /* layer start (its qkv ready) and end */
-    double qkv_end;             /* qkv projection end */
-    double attn_start;          /* the attention halves may start (append, indexer done) */
-    double cpu_s;               /* CPU half duration (0: none) */
-    double gpu_end;             /* GPU half end (attention and last copy) */
-    double gpu_main_end;        /* GPU attention kernel end */
-    double moe_start;           /* router (dense: o_proj) end */
-    double moe_s;               /* MoE (or dense MLP) phase: moe_start -> layer end */
+    double t_start, t_end; /* layer start (its qkv ready) and end */
+    double qkv_end;        /* qkv projection end */
+    double attn_start;     /* the attention halves may start (append, indexer done) */
+    double cpu_s;          /* CPU half duration (0: none) */
+    double gpu_end;        /* GPU half end (attention and last copy) */
+    double gpu_main_end;   /* GPU attention kernel end */
+    double moe_start;      /* router (dense: o_proj) end */
+    double moe_s;          /* MoE (or dense MLP) phase: moe_start -> layer end */
 } sim_step_layer;
 
 typedef struct sim_step_out {
-    double t0, t1;                  /* step start and end */
-    double busy[SIM_RES_COUNT];     /* busy seconds per resource in this step */
-    uint64_t events;                /* engine events this step */
-    int folded;                     /* layers extrapolated, not played */
-    int fold_inexact;               /* 1: the last played periods differed */
+    double t0, t1;              /* step start and end */
+    double busy[SIM_RES_COUNT]; /* busy seconds per resource in this step */
+    uint64_t events;            /* engine events this step */
+    int folded;                 /* layers extrapolated, not played */
+    int fold_inexact;           /* 1: the last played periods differed */
 } sim_step_out;
 
 typedef struct sim_step {
@@ -91,9 +91,9 @@ typedef struct sim_step {
     int layers;
     sim_res res[SIM_RES_COUNT];
     sim_dag g;
-    int fold;                 /* 1: detail step */
-    sim_step_layer *lay;      /* [layers] */
-    sim_op_id *ids;           /* [3 layers] scratch: layer ends, GPU attention, last H2D */
+    int fold;                        /* 1: detail step */
+    sim_step_layer *lay;             /* [layers] */
+    sim_op_id *ids;                  /* [3 layers] scratch: layer ends, GPU attention, last H2D */
     double busy[SIM_RES_COUNT];      /* this step, per resource, seconds */
     double busy_last[SIM_RES_COUNT]; /* the same for the last played layer when folding */
     int busy_layer;                  /* that layer, or -1 */
@@ -101,8 +101,8 @@ typedef struct sim_step {
 
 /* Resources and graph on engine e (event kind `kind` for op ends); `layers` played per step
  * (<= the model's), `cpu_workers` units in the pool, fold = 1 for detail step. */
-int sim_step_init(sim_step *st, sim_engine *e, unsigned kind, const ws_cost_model *cm,
-                  int layers, int cpu_workers, int fold, ws_err *err);
+int sim_step_init(sim_step *st, sim_engine *e, unsigned kind, const ws_cost_model *cm, int layers,
+                  int cpu_workers, int fold, ws_err *err);
 void sim_step_free(sim_step *st);
 
 /* Plays one step from the engine's clock to its end (the clock is left there). Per-layer

@@ -30,7 +30,8 @@ static void expect_fail(const char *const *args, int status, const char *needle)
 
 TestSuite(cli_sim, .init = fresh_db);
 
-#define BASE "sim", "--model", "qwen3-30b-a3b", "--gpu", "a100-40gb-pcie", "--host", "xeon-gold-5318y"
+#define BASE                                                                                       \
+    "sim", "--model", "qwen3-30b-a3b", "--gpu", "a100-40gb-pcie", "--host", "xeon-gold-5318y"
 
 Test(cli_sim, small_run_every_policy)
 {
@@ -38,10 +39,10 @@ Test(cli_sim, small_run_every_policy)
                                               "8", "--layers", "3", NULL},
                              g_env);
     cr_assert_eq(r.status, 0, "%s", r.err);
-    cr_assert_neq(strstr(r.out, "MODELED on gpu a100-40gb-pcie + host xeon-gold-5318y"), NULL,
-                  "%s", r.out);
-    const char *pol[] = {"writescope", "static", "stream", "cpu-attn", "gpu-only", "ktrans",
-                         "migrate"};
+    cr_assert_neq(strstr(r.out, "MODELED on gpu a100-40gb-pcie + host xeon-gold-5318y"), NULL, "%s",
+                  r.out);
+    const char *pol[] = {"writescope", "static", "stream", "cpu-attn",
+                         "gpu-only",   "ktrans", "migrate"};
     for (int i = 0; i < 7; i++)
         cr_assert_neq(strstr(r.out, pol[i]), NULL, "%s missing: %s", pol[i], r.out);
     th_run_free(&r);

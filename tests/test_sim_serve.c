@@ -21,8 +21,8 @@ static void load(const char *model, const char *gpu, ws_model *m, ws_cost_hw *hw
     ws_err err = {0};
     ws_store *s;
     cr_assert_eq(ws_store_open_embedded(&s, &err), 0, "%s", err.msg);
-    cr_assert_eq(sim_load(s, model, gpu, "xeon-gold-5318y", WS_DT_BF16, m, hw, NULL, &err), 0,
-                 "%s", err.msg);
+    cr_assert_eq(sim_load(s, model, gpu, "xeon-gold-5318y", WS_DT_BF16, m, hw, NULL, &err), 0, "%s",
+                 err.msg);
     ws_store_close(s);
 }
 
@@ -92,9 +92,8 @@ static char *results_text(const sim_results *r)
                               "step %llu t %.9g dt %.9g batch %d dec %d pf %d r* %.6f r %.6f "
                               "busy %.9g %.9g %.9g %.9g ev %llu\n",
                               (unsigned long long)s->idx, s->t_start, s->dt, s->batch,
-                              s->decode_tokens, s->prefill_tokens, s->rstar, s->r_real,
-                              s->busy[0], s->busy[1], s->busy[2], s->busy[3],
-                              (unsigned long long)s->events);
+                              s->decode_tokens, s->prefill_tokens, s->rstar, s->r_real, s->busy[0],
+                              s->busy[1], s->busy[2], s->busy[3], (unsigned long long)s->events);
     }
     const sim_totals *t = &r->tot;
     snprintf(b + n, cap - n,

@@ -31,8 +31,7 @@ static void world_init(world *w, int layers, int fold)
     ws_cost_cfg_default(&cc);
     cr_assert_eq(ws_cost_model_init(&w->hw, &w->m, &cc, &w->cm, &err), 0, "%s", err.msg);
     cr_assert_eq(sim_engine_init(&w->e, 1, &err), 0);
-    cr_assert_eq(sim_step_init(&w->st, &w->e, 0, &w->cm, layers, 24, fold, &err), 0, "%s",
-                 err.msg);
+    cr_assert_eq(sim_step_init(&w->st, &w->e, 0, &w->cm, layers, 24, fold, &err), 0, "%s", err.msg);
 }
 
 static void world_free(world *w)
@@ -53,8 +52,7 @@ Test(sim_step, nospill_decode_is_the_chain_of_cost_model_times)
     ws_err err = {0};
     cr_assert_eq(sim_step_run(&w.st, &in, &out, &err), 0, "%s", err.msg);
     const double layer = ws_cost_qkv_proj(cm, T) + T * cm->b_tok / cm->hw.gpu_attn.W.v +
-                         ws_cost_gpu_attn(cm, ctx) + ws_cost_o_proj(cm, T) +
-                         ws_cost_router(cm, T) +
+                         ws_cost_gpu_attn(cm, ctx) + ws_cost_o_proj(cm, T) + ws_cost_router(cm, T) +
                          fmax(ws_cost_cpu_experts(cm, T), ws_cost_shared_experts(cm, T));
     cr_assert(fabs((out.t1 - out.t0) - 6 * layer) <= 1e-12 + 1e-9 * layer, "step %.12g, want %.12g",
               out.t1 - out.t0, 6 * layer);
@@ -87,8 +85,12 @@ Test(sim_step, fold_equals_layers_with_flushes)
     world a, b;
     world_init(&a, 48, 0);
     world_init(&b, 48, 1);
-    sim_step_in in = {.T = 16, .n_cpu = 16 * 9000.0, .m_xfer = 16 * 1000.0, .resident = 16 * 100.0,
-                      .n_seqs = 16, .flush_bytes = 4 * 256 * a.cm.b_tok};
+    sim_step_in in = {.T = 16,
+                      .n_cpu = 16 * 9000.0,
+                      .m_xfer = 16 * 1000.0,
+                      .resident = 16 * 100.0,
+                      .n_seqs = 16,
+                      .flush_bytes = 4 * 256 * a.cm.b_tok};
     sim_step_out oa, ob;
     ws_err err = {0};
     cr_assert_eq(sim_step_run(&a.st, &in, &oa, &err), 0, "%s", err.msg);
