@@ -53,6 +53,7 @@ static void help(FILE *out)
 
 typedef struct progress {
     struct timespec t0;
+    double last; /* when the line was last written, s after t0 */
     int shown;
 } progress;
 
@@ -66,8 +67,10 @@ static double since(const struct timespec *t0)
 static void on_progress(void *ctx, double sim_t, uint64_t steps, uint64_t ended, uint64_t seen)
 {
     progress *p = ctx;
-    if (since(&p->t0) < 1.0)
+    const double t = since(&p->t0);
+    if (t < 1.0 || t - p->last < 0.25)
         return;
+    p->last = t;
     fprintf(stderr, "\rsim: %.1f s simulated, %llu steps, %llu of %llu requests ended   ", sim_t,
             (unsigned long long)steps, (unsigned long long)ended, (unsigned long long)seen);
     p->shown = 1;
@@ -76,10 +79,10 @@ static void on_progress(void *ctx, double sim_t, uint64_t steps, uint64_t ended,
 static void on_grid_progress(void *ctx, int done, int total)
 {
     progress *p = ctx;
-    if (since(&p->t0) < 1.0 && done < total)
+    const double t = since(&p->t0);
+    if (done < total ? t < 1.0 || t - p->last < 0.25 : !p->shown)
         return;
-    if (!p->shown && done == total)
-        return;
+    p->last = t;
     fprintf(stderr, "\rsim grid: %d of %d runs   ", done, total);
     p->shown = 1;
 }

@@ -32,9 +32,30 @@ enum {
     OP_FLUSH,
 };
 
+static int add_layer(sim_step *st, int l, ws_err *err);
+
+/* 1 when layers a and b have the same record relative to their starts. */
+static int same_layer(const sim_step_layer *a, const sim_step_layer *b)
+{
+    const double d = a->t_end - a->t_start, tol = 1e-9 * (d > 0 ? d : 1e-12);
+#define SAME(f) (fabs((a->f - a->t_start) - (b->f - b->t_start)) <= tol)
+    return SAME(t_end) && SAME(qkv_end) && SAME(attn_start) && SAME(gpu_end) &&
+           SAME(gpu_main_end) && SAME(moe_start) && fabs(a->cpu_s - b->cpu_s) <= tol &&
+           fabs(a->moe_s - b->moe_s) <= tol;
+#undef SAME
+}
+
+/* Folding may stop after layer l: l-2 .. l are MoE layers past the first and identical. */
+static int periodic_at(const sim_step *st, int l)
+{
+    const int first = st->cm->n_dense_layers > 1 ? st->cm->n_dense_layers : 1;
+    return l - 2 >= first && same_layer(&st->lay[l - 2], &st->lay[l - 1]) &&
+           same_layer(&st->lay[l - 1], &st->lay[l]);
+}
+
 static int on_done(void *ctx, sim_dag *g, const sim_op *op, ws_err *err)
 {
-    (void)g, (void)err;
+    (void)g;
     sim_step *st = ctx;
     sim_step_layer *L = &st->lay[op->s.tag];
     if (op->s.hold) {
@@ -42,14 +63,19 @@ static int on_done(void *ctx, sim_dag *g, const sim_op *op, ws_err *err)
         const double w = (op->s.width ? op->s.width : 1) / (double)r->units;
         const double d = (op->t_end - op->t_start) * w;
         st->busy[r - st->res] += d;
-        if ((int)op->s.tag == st->busy_layer)
-            st->busy_last[r - st->res] += d;
+        st->busy_lay[op->s.tag][r - st->res] += d;
     }
     switch (op->s.user) {
     case OP_QKV:
         L->t_start = op->t_ready;
         L->qkv_end = L->attn_start = op->t_end;
         L->gpu_main_end = L->gpu_end = op->t_end;
+        /* Two layers ahead: none of layer l+2's ops can be ready before this. */
+        if (!st->stop && st->added < st->layers) {
+            int rc = add_layer(st, st->added, err);
+            if (rc)
+                return rc;
+        }
         break;
     case OP_APPEND:
     case OP_INDEX: L->attn_start = op->t_end; break;
@@ -61,6 +87,8 @@ static int on_done(void *ctx, sim_dag *g, const sim_op *op, ws_err *err)
     case OP_END:
         L->t_end = op->t_end;
         L->moe_s = op->t_end - L->moe_start;
+        if (st->fold && !st->stop && periodic_at(st, (int)op->s.tag))
+            st->stop = 1;
         break;
     default: break;
     }
@@ -94,7 +122,8 @@ int sim_step_init(sim_step *st, sim_engine *e, unsigned kind, const ws_cost_mode
     sim_dag_on_done(&st->g, on_done, st);
     st->lay = calloc((size_t)layers, sizeof *st->lay);
     st->ids = calloc((size_t)layers * 3, sizeof *st->ids);
-    if (!st->lay || !st->ids) {
+    st->busy_lay = calloc((size_t)layers, sizeof *st->busy_lay);
+    if (!st->lay || !st->ids || !st->busy_lay) {
         sim_step_free(st);
         return ws_err_set(err, WS_ENOMEM, "sim step: out of memory");
     }
@@ -110,8 +139,10 @@ void sim_step_free(sim_step *st)
             sim_res_free(&st->res[i]);
     free(st->lay);
     free(st->ids);
+    free(st->busy_lay);
     st->lay = NULL;
     st->ids = NULL;
+    st->busy_lay = NULL;
 }
 
 /* Adds an op; preds may hold SIM_OP_NONE. */
@@ -139,10 +170,12 @@ static sim_op_id add(sim_step *st, int res, double seconds, int kind, int layer,
     } while (0)
 
 /* Adds layer l's ops. */
-static int add_layer(sim_step *st, const sim_step_in *in, const ws_cost_split *split, int l,
-                     ws_err *err)
+static int add_layer(sim_step *st, int l, ws_err *err)
 {
     const ws_cost_model *cm = st->cm;
+    const sim_step_in *in = st->in;
+    const ws_cost_split *split = &st->split;
+    st->added = l + 1;
     sim_op_id *end_id = st->ids, *main_id = st->ids + st->layers, *rest_id = main_id + st->layers;
     const sim_op_id pe = l > 0 ? end_id[l - 1] : SIM_OP_NONE, N = SIM_OP_NONE;
     const double T = in->T;
@@ -241,33 +274,27 @@ int sim_step_run(sim_step *st, const sim_step_in *in, sim_step_out *out, ws_err 
 {
     memset(out, 0, sizeof *out);
     memset(st->busy, 0, sizeof st->busy);
-    memset(st->busy_last, 0, sizeof st->busy_last);
     const ws_cost_model *cm = st->cm;
     const int L = st->layers;
-    int K = L;
-    if (st->fold && cm->n_dense_layers + SIM_STEP_FOLD_MOE < L)
-        K = cm->n_dense_layers + SIM_STEP_FOLD_MOE;
-    st->busy_layer = K < L ? K - 1 : -1;
-    ws_cost_split split;
-    ws_cost_split_terms(cm, in->resident, 0, 0, 0, &split);
+    memset(st->busy_lay, 0, (size_t)L * sizeof *st->busy_lay);
+    st->in = in;
+    st->added = 0;
+    st->stop = 0;
+    ws_cost_split_terms(cm, in->resident, 0, 0, 0, &st->split);
     const uint64_t ev0 = st->eng->n_processed;
     out->t0 = sim_now(st->eng);
-    for (int l = 0; l < K; l++) {
-        int rc = add_layer(st, in, &split, l, err);
-        if (rc)
-            return rc;
-    }
-    int rc = sim_engine_run(st->eng, INFINITY, err);
-    if (rc)
+    int rc = 0;
+    for (int l = 0; l < 2 && l < L && !rc; l++)
+        rc = add_layer(st, l, err);
+    if (rc || (rc = sim_engine_run(st->eng, INFINITY, err)))
         return rc;
+    st->in = NULL;
     double t1 = sim_now(st->eng);
+    const int K = st->added;
     if (K < L) {
         /* Extrapolate the last played layer's period to the rest. */
-        const double p1 = st->lay[K - 1].t_end - st->lay[K - 2].t_end,
-                     p2 = st->lay[K - 2].t_end - st->lay[K - 3].t_end,
-                     p3 = st->lay[K - 3].t_end - st->lay[K - 4].t_end;
-        const double tol = 1e-9 * fmax(p1, 1e-12);
-        out->fold_inexact = fabs(p1 - p2) > tol || fabs(p2 - p3) > tol;
+        const double p1 = st->lay[K - 1].t_end - st->lay[K - 2].t_end;
+        out->fold_inexact = !periodic_at(st, K - 1);
         for (int l = K; l < L; l++) {
             sim_step_layer *d = &st->lay[l];
             const sim_step_layer *s = &st->lay[K - 1];
@@ -277,7 +304,7 @@ int sim_step_run(sim_step *st, const sim_step_in *in, sim_step_out *out, ws_err 
             d->gpu_main_end += sh, d->moe_start += sh, d->attn_start += sh;
         }
         for (int i = 0; i < SIM_RES_COUNT; i++)
-            st->busy[i] += (L - K) * st->busy_last[i];
+            st->busy[i] += (L - K) * st->busy_lay[K - 1][i];
         out->folded = L - K;
         t1 = st->lay[L - 1].t_end;
     }

@@ -20,11 +20,15 @@
  * since the CPU half or the CPU experts run through each layer. The fluid channel is not
  * used here, so the slowdown is not counted twice.
  *
- * Folding (detail step): layers past the first n_dense + SIM_STEP_FOLD_MOE are identical, so
- * only those are played; the last layer's period is extrapolated to the rest, and the D2H
- * chain (flushes, prefill writes, which feed no other op) is computed in closed form from
- * the attention ends. The result equals the layer-level run whenever the pipeline is
- * periodic by then; a step where the last periods differ is counted (fold_inexact). */
+ * Layers are added two ahead of the one running (layer l+2 when layer l's qkv ends), which
+ * is before any of their ops can be ready, so the graph plays as if built whole.
+ * Folding (detail step): once three consecutive MoE layers (past the first) show the same
+ * record relative to their start (duration, qkv, attention start, both halves, MoE phase),
+ * no further layer is added; the last played layer's period is extrapolated to the rest,
+ * and the D2H chain (flushes, prefill writes, which feed no other op) is computed in closed
+ * form from the attention ends. That equals the layer-level run; a step whose last played
+ * layers are not periodic after all is counted (fold_inexact).
+ */
 #ifndef WS_SIM_STEP_H
 #define WS_SIM_STEP_H
 
@@ -38,8 +42,6 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-#define SIM_STEP_FOLD_MOE 4 /* MoE layers played before the rest is extrapolated */
 
 typedef enum sim_step_res {
     SIM_RES_GPU = 0, /* compute stream */
@@ -91,12 +93,15 @@ typedef struct sim_step {
     int layers;
     sim_res res[SIM_RES_COUNT];
     sim_dag g;
-    int fold;                        /* 1: detail step */
-    sim_step_layer *lay;             /* [layers] */
-    sim_op_id *ids;                  /* [3 layers] scratch: layer ends, GPU attention, last H2D */
-    double busy[SIM_RES_COUNT];      /* this step, per resource, seconds */
-    double busy_last[SIM_RES_COUNT]; /* the same for the last played layer when folding */
-    int busy_layer;                  /* that layer, or -1 */
+    int fold;                          /* 1: detail step */
+    sim_step_layer *lay;               /* [layers] */
+    sim_op_id *ids;                    /* [3 layers] scratch: layer ends, GPU attention, last H2D */
+    double busy[SIM_RES_COUNT];        /* this step, per resource, seconds */
+    double (*busy_lay)[SIM_RES_COUNT]; /* [layers] the same per layer */
+    const sim_step_in *in;             /* the step being played */
+    ws_cost_split split;               /* its attention terms */
+    int added;                         /* layers added to the graph */
+    int stop;                          /* 1: periodic, add no more layers */
 } sim_step;
 
 /* Resources and graph on engine e (event kind `kind` for op ends); `layers` played per step

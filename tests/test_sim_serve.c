@@ -423,3 +423,33 @@ Test(sim_serve, bad_settings_and_requests)
     cr_assert_eq(sim_run(&m, &hw, &cc, &cfg, &s2, &r, &err), WS_EINVAL);
     cr_assert_neq(strstr(err.msg, "request 1"), NULL, "%s", err.msg);
 }
+
+/* A step whose layer ends settle before its GPU half does (the prefetch catching up over
+ * several layers while the CPU paces the layers): folding on the layer ends alone would
+ * feed the policy different halves and migrate would diverge. */
+Test(sim_serve, detail_step_equals_layer_when_the_gpu_half_settles_late)
+{
+    ws_model m;
+    ws_cost_hw hw;
+    load("qwen3-30b-a3b", "v100-32gb-pcie", &m, &hw);
+    sim_cfg a;
+    sim_cfg_default(&a);
+    a.policy = WS_POLICY_MIGRATE;
+    a.batch = 4;
+    a.chunk = 8192;
+    a.keep_steps = 1;
+    sim_cfg b = a;
+    b.detail_layer = 0;
+    sim_results ra, rb;
+    run_closed(&m, &hw, &a, 4, 32768, 256, &ra);
+    run_closed(&m, &hw, &b, 4, 32768, 256, &rb);
+    cr_assert_gt(rb.tot.folded_layers, 0);
+    cr_assert_eq(ra.n_step, rb.n_step);
+    for (size_t i = 0; i < ra.n_step; i++)
+        cr_assert(fabs(ra.step[i].dt - rb.step[i].dt) <= 1e-9 * ra.step[i].dt &&
+                      ra.step[i].r_real == rb.step[i].r_real,
+                  "step %zu: layer %.12g r %.6f, step %.12g r %.6f", i, ra.step[i].dt,
+                  ra.step[i].r_real, rb.step[i].dt, rb.step[i].r_real);
+    sim_results_free(&ra);
+    sim_results_free(&rb);
+}
