@@ -15,7 +15,8 @@ static void help(FILE *out)
     fprintf(out,
             "usage: writescope trace stats FILE [--format F] [--skip-bad] [--json]\n"
             "       writescope trace gen --arrivals poisson|gamma|closed ... --requests N\n"
-            "                            --prompt-dist SPEC --output-dist SPEC [--seed S] [--out FILE]\n"
+            "                            --prompt-dist SPEC --output-dist SPEC [--seed S] [--out "
+            "FILE]\n"
             "       writescope trace convert FILE --out FILE [--format F] [--skip-bad]\n"
             "\n"
             "Request traces: our CSV (arrival_s,prompt_tokens,output_tokens[,session_id]) and the\n"
@@ -25,17 +26,17 @@ static void help(FILE *out)
 
 static void help_stats(FILE *out)
 {
-    fprintf(out,
-            "usage: writescope trace stats FILE [--format F] [--skip-bad] [--json]\n"
-            "\n"
-            "Reads a trace and prints: requests, duration (first to last arrival), rate,\n"
-            "prompt and output tokens (mean, p50, p90, p99 by nearest rank, max), distinct\n"
-            "sessions, and what was skipped.\n"
-            "  --format F   ours|azure|mooncake|burstgpt|vidur (default: detected from the first line)\n"
-            "  --skip-bad   count and skip malformed rows instead of stopping at the first\n"
-            "               (the first one is shown); BurstGPT's failed requests (0 response\n"
-            "               tokens) are always skipped and counted\n"
-            "  --json       machine-readable output\n");
+    fprintf(out, "usage: writescope trace stats FILE [--format F] [--skip-bad] [--json]\n"
+                 "\n"
+                 "Reads a trace and prints: requests, duration (first to last arrival), rate,\n"
+                 "prompt and output tokens (mean, p50, p90, p99 by nearest rank, max), distinct\n"
+                 "sessions, and what was skipped.\n"
+                 "  --format F   ours|azure|mooncake|burstgpt|vidur (default: detected from the "
+                 "first line)\n"
+                 "  --skip-bad   count and skip malformed rows instead of stopping at the first\n"
+                 "               (the first one is shown); BurstGPT's failed requests (0 response\n"
+                 "               tokens) are always skipped and counted\n"
+                 "  --json       machine-readable output\n");
 }
 
 static void help_gen(FILE *out)
@@ -171,11 +172,16 @@ static int gen(int argc, char **argv)
                *requests = NULL, *pdist = NULL, *odist = NULL, *seed = NULL, *out = NULL;
     int npos = 0;
     char *pos[1];
-    const cli_opt opts[] = {{"arrivals", &arrivals, NULL}, {"rate", &rate, NULL},
-                            {"cv", &cv, NULL},             {"clients", &clients, NULL},
-                            {"think", &think, NULL},       {"requests", &requests, NULL},
-                            {"prompt-dist", &pdist, NULL}, {"output-dist", &odist, NULL},
-                            {"seed", &seed, NULL},         {"out", &out, NULL},
+    const cli_opt opts[] = {{"arrivals", &arrivals, NULL},
+                            {"rate", &rate, NULL},
+                            {"cv", &cv, NULL},
+                            {"clients", &clients, NULL},
+                            {"think", &think, NULL},
+                            {"requests", &requests, NULL},
+                            {"prompt-dist", &pdist, NULL},
+                            {"output-dist", &odist, NULL},
+                            {"seed", &seed, NULL},
+                            {"out", &out, NULL},
                             {NULL, NULL, NULL}};
     const char *cmd = "trace gen";
     int rc = cli_parse(cmd, argc, argv, opts, pos, 0, &npos, help_gen);

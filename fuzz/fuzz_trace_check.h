@@ -21,9 +21,8 @@ static int fuzz_trace_ok(const ws_trace_req *r, uint64_t i, double last)
 {
     return r->id == i && r->prompt_tokens >= 1 && r->prompt_tokens <= WS_TRACE_TOKENS_MAX &&
            r->output_tokens >= 1 && r->output_tokens <= WS_TRACE_TOKENS_MAX &&
-           isfinite(r->arrival_s) && r->arrival_s >= 0 &&
-           r->arrival_s <= WS_TRACE_ARRIVAL_MAX && r->arrival_s >= last &&
-           r->session_id >= -1 && r->session_id <= WS_TRACE_SESSION_MAX;
+           isfinite(r->arrival_s) && r->arrival_s >= 0 && r->arrival_s <= WS_TRACE_ARRIVAL_MAX &&
+           r->arrival_s >= last && r->session_id >= -1 && r->session_id <= WS_TRACE_SESSION_MAX;
 }
 
 /* Reads the whole source, checking each request; returns the count. */

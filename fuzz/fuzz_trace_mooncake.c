@@ -1,6 +1,6 @@
-/* fuzz_trace_mooncake: libFuzzer target for the mooncake trace importer (traces/trace_mooncake.c): each
- * input is read as that format strictly, with skip_bad and detected, and written back as
- * our CSV and re-read (fuzz_trace_check.h says what is checked). */
+/* fuzz_trace_mooncake: libFuzzer target for the mooncake trace importer (traces/trace_mooncake.c):
+ * each input is read as that format strictly, with skip_bad and detected, and written back as our
+ * CSV and re-read (fuzz_trace_check.h says what is checked). */
 #include <stddef.h>
 #include <stdint.h>
 

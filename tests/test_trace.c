@@ -107,8 +107,8 @@ Test(trace, azure_timestamps_relative_to_the_first_row)
     expect_req(&g, 2, 5 * 3600 + 42 * 60 + 56 + 0.0200399, 1, 1, -1);
     expect_req(&g, 3, 5 * 3600 + 42 * 60 + 56 + 0.02004, 2, 2, -1);
 
-    expect_bad("TIMESTAMP,ContextTokens,GeneratedTokens\n2023-02-29 00:00:00,1,1\n",
-               WS_TRACE_AUTO, 2, "TIMESTAMP");
+    expect_bad("TIMESTAMP,ContextTokens,GeneratedTokens\n2023-02-29 00:00:00,1,1\n", WS_TRACE_AUTO,
+               2, "TIMESTAMP");
     expect_bad("TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:17:03.9,x,1\n",
                WS_TRACE_AUTO, 2, "ContextTokens 'x'");
 }
@@ -132,10 +132,12 @@ Test(trace, mooncake_jsonl)
     expect_bad("{\"timestamp\": 0, \"input_length\": 1, \"output_length\": 1}\n"
                "{\"timestamp\": 1, \"input_length\": 1}\n",
                WS_TRACE_AUTO, 2, "no \"output_length\"");
-    expect_bad("{\"timestamp\": 0, \"input_length\": 1, \"output_length\": 1}\n{\"timestamp\": 1,\n",
-               WS_TRACE_AUTO, 2, "not JSON");
-    expect_bad("{\"timestamp\": 0, \"input_length\": 1, \"input_length\": 2, \"output_length\": 1}\n",
-               WS_TRACE_AUTO, 1, "not JSON");
+    expect_bad(
+        "{\"timestamp\": 0, \"input_length\": 1, \"output_length\": 1}\n{\"timestamp\": 1,\n",
+        WS_TRACE_AUTO, 2, "not JSON");
+    expect_bad(
+        "{\"timestamp\": 0, \"input_length\": 1, \"input_length\": 2, \"output_length\": 1}\n",
+        WS_TRACE_AUTO, 1, "not JSON");
     expect_bad("{\"timestamp\": 0, \"input_length\": 1.5, \"output_length\": 1}\n", WS_TRACE_AUTO,
                1, "not an integer");
 }
@@ -188,6 +190,19 @@ Test(trace, format_forced_and_unknown)
     g = read_all("arrival_s,output_tokens,prompt_tokens\n", WS_TRACE_AUTO, 0);
     cr_assert_eq(g.rc, -2);
     cr_expect_neq(strstr(g.err.msg, "header must be"), NULL, "%s", g.err.msg);
+
+    /* the same failures with no ws_err to fill: still failures */
+    static const char *const bad_heads[] = {"a,b,c\n", "arrival_s,\"x\n", "\"TIMESTAMP\n",
+                                            "Timestamp,Request tokens,Response tokens,\"\n"};
+    for (size_t i = 0; i < sizeof bad_heads / sizeof bad_heads[0]; i++) {
+        ws_trace *t = NULL;
+        cr_expect_neq(ws_trace_open_mem("x", bad_heads[i], strlen(bad_heads[i]), NULL, &t, NULL),
+                      0, "'%s' opened", bad_heads[i]);
+        cr_expect_null(t);
+    }
+    ws_trace_opts vid = {.format = WS_TRACE_VIDUR};
+    ws_trace *t = NULL;
+    cr_expect_neq(ws_trace_open_mem("x", "arrived_at,\"\n", 12, &vid, &t, NULL), 0);
 
     ws_trace_format f;
     ws_err err = {0};
@@ -253,8 +268,7 @@ Test(trace, skip_bad_counts_every_bad_row)
     cr_expect_eq(g.counts.bad, 3);
     cr_expect_eq(g.counts.requests, 3);
     cr_expect_eq(g.counts.lines, 7);
-    cr_expect_neq(strstr(g.counts.first_bad, "t.csv:3: 1 fields"), NULL, "%s",
-                  g.counts.first_bad);
+    cr_expect_neq(strstr(g.counts.first_bad, "t.csv:3: 1 fields"), NULL, "%s", g.counts.first_bad);
 }
 
 Test(trace, line_cap)

@@ -11,11 +11,17 @@
 
 static char g_dir[64];
 
-static void fresh_dir(void) { th_tmpdir(g_dir, sizeof g_dir); }
+static void fresh_dir(void)
+{
+    th_tmpdir(g_dir, sizeof g_dir);
+}
 
 TestSuite(trace_cli, .init = fresh_dir);
 
-static th_run run(const char *const *args) { return th_writescope(args, NULL); }
+static th_run run(const char *const *args)
+{
+    return th_writescope(args, NULL);
+}
 
 static void expect_exit(const char *const *args, int status, const char *needle)
 {
@@ -108,9 +114,23 @@ Test(trace_cli, malformed_rows_and_skip_bad)
 
 Test(trace_cli, gen_reproducible_and_convert)
 {
-    const char *gen[] = {"trace", "gen", "--arrivals", "gamma", "--rate", "4", "--cv", "2",
-                         "--requests", "200", "--prompt-dist", "lognormal:4000:1",
-                         "--output-dist", "uniform:16:256", "--seed", "9", NULL};
+    const char *gen[] = {"trace",
+                         "gen",
+                         "--arrivals",
+                         "gamma",
+                         "--rate",
+                         "4",
+                         "--cv",
+                         "2",
+                         "--requests",
+                         "200",
+                         "--prompt-dist",
+                         "lognormal:4000:1",
+                         "--output-dist",
+                         "uniform:16:256",
+                         "--seed",
+                         "9",
+                         NULL};
     th_run a = run(gen), b = run(gen);
     cr_assert_eq(a.status, 0, "%s", a.err);
     cr_expect_str_eq(a.out, b.out);

@@ -14,8 +14,13 @@
 static ws_trace_gen spec(ws_trace_arrivals a, const char *prompt, const char *output, int n,
                          uint64_t seed)
 {
-    ws_trace_gen g = {.arrivals = a, .rate = 10, .cv = 2, .clients = 8, .think_s = 0.5,
-                      .requests = (uint64_t)n, .seed = seed};
+    ws_trace_gen g = {.arrivals = a,
+                      .rate = 10,
+                      .cv = 2,
+                      .clients = 8,
+                      .think_s = 0.5,
+                      .requests = (uint64_t)n,
+                      .seed = seed};
     ws_err err = {0};
     cr_assert_eq(ws_trace_len_parse(prompt, &g.prompt, &err), 0, "%s", err.msg);
     cr_assert_eq(ws_trace_len_parse(output, &g.output, &err), 0, "%s", err.msg);
@@ -131,8 +136,7 @@ Test(trace_gen, length_distributions)
     g = spec(WS_ARRIVALS_POISSON, "zipf:1.2:1000", "zipf:2:50", n, 7);
     v = draw(&g);
     double m = ws_trace_len_mean(&g.prompt);
-    cr_expect(fabs(mean_of(v, n, 1) - m) < 0.06 * m, "zipf mean %g, exact %g", mean_of(v, n, 1),
-              m);
+    cr_expect(fabs(mean_of(v, n, 1) - m) < 0.06 * m, "zipf mean %g, exact %g", mean_of(v, n, 1), m);
     /* zipf:2:50: P(1) = 1 / sum_{k<=50} k^-2 = 0.6178 */
     int ones = 0, top = 0;
     for (int i = 0; i < n; i++) {
@@ -182,10 +186,10 @@ Test(trace_gen, closed_loop_is_labelled)
 
 Test(trace_gen, bad_specs_are_refused)
 {
-    static const char *bad[] = {"", "fixed", "fixed:0", "fixed:1.5", "fixed:16777217",
-                                "uniform:5", "uniform:9:3", "lognormal:0:1", "lognormal:10:-1",
-                                "zipf:0:10", "zipf:1:0", "gauss:1:2", "fixed:1:2",
-                                "uniform:1:2:3:4"};
+    static const char *bad[] = {
+        "",          "fixed",       "fixed:0",       "fixed:1.5",       "fixed:16777217",
+        "uniform:5", "uniform:9:3", "lognormal:0:1", "lognormal:10:-1", "zipf:0:10",
+        "zipf:1:0",  "gauss:1:2",   "fixed:1:2",     "uniform:1:2:3:4"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         ws_trace_len l;
         ws_err err = {0};
@@ -212,4 +216,12 @@ Test(trace_gen, bad_specs_are_refused)
     g = spec(WS_ARRIVALS_CLOSED, "fixed:1", "fixed:1", 10, 0);
     g.clients = 0;
     cr_expect_eq(ws_trace_gen_open(&g, &t, &err), WS_EINVAL);
+    /* a spec that was never parsed is checked too, with or without a ws_err */
+    g = spec(WS_ARRIVALS_POISSON, "fixed:1", "fixed:1", 10, 0);
+    g.output.kind = WS_LEN_UNIFORM;
+    g.output.a = 9;
+    g.output.b = 3;
+    cr_expect_eq(ws_trace_gen_open(&g, &t, NULL), WS_EINVAL);
+    cr_expect_eq(ws_trace_gen_open(&g, &t, &err), WS_EINVAL);
+    cr_expect_neq(strstr(err.msg, "output: length spec 'uniform:9:3'"), NULL, "%s", err.msg);
 }

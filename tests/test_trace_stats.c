@@ -152,6 +152,15 @@ static void check_real(const expected *e)
     cr_expect_lt(cpu, 1.0, "%s: %.3f s of CPU to read and summarize", e->file, cpu);
 }
 
-Test(trace_stats, real_azure_code) { check_real(&k_real[0]); }
-Test(trace_stats, real_azure_conv) { check_real(&k_real[1]); }
-Test(trace_stats, real_mooncake_conversation) { check_real(&k_real[2]); }
+Test(trace_stats, real_azure_code)
+{
+    check_real(&k_real[0]);
+}
+Test(trace_stats, real_azure_conv)
+{
+    check_real(&k_real[1]);
+}
+Test(trace_stats, real_mooncake_conversation)
+{
+    check_real(&k_real[2]);
+}

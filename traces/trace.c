@@ -17,13 +17,12 @@ static const trace_importer *const k_importers[] = {
 };
 #define N_IMPORTERS (sizeof k_importers / sizeof k_importers[0])
 
-static const char *const k_format_names[] = {"auto", "ours", "azure", "mooncake",
+static const char *const k_format_names[] = {"auto",     "ours",  "azure", "mooncake",
                                              "burstgpt", "vidur", "gen"};
 
 const char *ws_trace_format_name(ws_trace_format f)
 {
-    return (unsigned)f < sizeof k_format_names / sizeof k_format_names[0] ? k_format_names[f]
-                                                                          : "?";
+    return (unsigned)f < sizeof k_format_names / sizeof k_format_names[0] ? k_format_names[f] : "?";
 }
 
 int ws_trace_format_parse(const char *s, ws_trace_format *out, ws_err *err)
@@ -56,8 +55,8 @@ static int first_line(ws_trace *t, char **line, size_t *len, ws_err *err)
         if (rc == TRACE_LINE_EOF)
             return ws_err_set(err, WS_EPARSE, "%s: empty trace (no header)", t->name), -1;
         if (rc == TRACE_LINE_LONG)
-            return ws_err_set(err, WS_EPARSE, "%s:%llu: first line longer than %d bytes",
-                              t->name, (unsigned long long)t->lr.lineno, WS_TRACE_LINE_MAX),
+            return ws_err_set(err, WS_EPARSE, "%s:%llu: first line longer than %d bytes", t->name,
+                              (unsigned long long)t->lr.lineno, WS_TRACE_LINE_MAX),
                    -1;
         t->counts.lines++;
         /* A UTF-8 byte order mark is not part of the header. */
@@ -123,10 +122,12 @@ static int open_common(ws_trace *t, const ws_trace_opts *opts, ws_trace **out, w
         ws_trace_close(t);
         return ws_err_set(err, WS_ENOMEM, "out of memory for the trace reader");
     }
-    if (start(t, err)) {
-        int code = err ? err->code : WS_EPARSE;
+    ws_err e = {0};
+    if (start(t, &e)) {
         ws_trace_close(t);
-        return code ? code : WS_EPARSE;
+        if (err)
+            *err = e;
+        return e.code ? e.code : WS_EPARSE;
     }
     *out = t;
     return 0;
@@ -283,11 +284,26 @@ int ws_trace_next(ws_trace *t, ws_trace_req *req, ws_err *err)
     }
 }
 
-ws_trace_format ws_trace_format_of(const ws_trace *t) { return t->format; }
-const char *ws_trace_name(const ws_trace *t) { return t->name; }
-const ws_trace_counts *ws_trace_get_counts(const ws_trace *t) { return &t->counts; }
-int ws_trace_has_sessions(const ws_trace *t) { return t->has_sessions; }
-int ws_trace_closed_clients(const ws_trace *t) { return t->closed_clients; }
+ws_trace_format ws_trace_format_of(const ws_trace *t)
+{
+    return t->format;
+}
+const char *ws_trace_name(const ws_trace *t)
+{
+    return t->name;
+}
+const ws_trace_counts *ws_trace_get_counts(const ws_trace *t)
+{
+    return &t->counts;
+}
+int ws_trace_has_sessions(const ws_trace *t)
+{
+    return t->has_sessions;
+}
+int ws_trace_closed_clients(const ws_trace *t)
+{
+    return t->closed_clients;
+}
 
 /* The shortest of %.15g, %.16g, %.17g that reads back as v. */
 static void fmt_exact(char *buf, size_t cap, double v)

@@ -30,20 +30,20 @@
 extern "C" {
 #endif
 
-#define WS_TRACE_TOKENS_MAX (1 << 24)       /* most prompt or output tokens of one request */
-#define WS_TRACE_ARRIVAL_MAX 1e9            /* latest arrival, s (about 31 years) */
-#define WS_TRACE_LINE_MAX (1 << 20)         /* longest line, bytes (Mooncake hash_ids) */
-#define WS_TRACE_FILE_MAX (64LL << 30)      /* largest trace file, bytes */
-#define WS_TRACE_SESSION_MAX (1LL << 62)    /* largest session id */
+#define WS_TRACE_TOKENS_MAX (1 << 24)    /* most prompt or output tokens of one request */
+#define WS_TRACE_ARRIVAL_MAX 1e9         /* latest arrival, s (about 31 years) */
+#define WS_TRACE_LINE_MAX (1 << 20)      /* longest line, bytes (Mooncake hash_ids) */
+#define WS_TRACE_FILE_MAX (64LL << 30)   /* largest trace file, bytes */
+#define WS_TRACE_SESSION_MAX (1LL << 62) /* largest session id */
 
 typedef enum ws_trace_format {
-    WS_TRACE_AUTO = 0,  /* detect from the header / first line */
-    WS_TRACE_OURS,      /* arrival_s,prompt_tokens,output_tokens[,session_id] */
-    WS_TRACE_AZURE,     /* TIMESTAMP,ContextTokens,GeneratedTokens */
-    WS_TRACE_MOONCAKE,  /* JSONL: timestamp (ms), input_length, output_length, hash_ids */
-    WS_TRACE_BURSTGPT,  /* Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type */
-    WS_TRACE_VIDUR,     /* arrived_at,num_prefill_tokens,num_decode_tokens */
-    WS_TRACE_GEN,       /* a generator (trace_gen.h) */
+    WS_TRACE_AUTO = 0, /* detect from the header / first line */
+    WS_TRACE_OURS,     /* arrival_s,prompt_tokens,output_tokens[,session_id] */
+    WS_TRACE_AZURE,    /* TIMESTAMP,ContextTokens,GeneratedTokens */
+    WS_TRACE_MOONCAKE, /* JSONL: timestamp (ms), input_length, output_length, hash_ids */
+    WS_TRACE_BURSTGPT, /* Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type */
+    WS_TRACE_VIDUR,    /* arrived_at,num_prefill_tokens,num_decode_tokens */
+    WS_TRACE_GEN,      /* a generator (trace_gen.h) */
 } ws_trace_format;
 
 typedef struct ws_trace_req {
@@ -60,10 +60,10 @@ typedef struct ws_trace_opts {
 } ws_trace_opts;
 
 typedef struct ws_trace_counts {
-    uint64_t requests;             /* requests yielded so far */
-    uint64_t lines;                /* lines read, header and blank lines included */
-    uint64_t bad;                  /* malformed rows skipped (skip_bad) */
-    uint64_t failed;               /* failed requests skipped (BurstGPT: 0 response tokens) */
+    uint64_t requests;              /* requests yielded so far */
+    uint64_t lines;                 /* lines read, header and blank lines included */
+    uint64_t bad;                   /* malformed rows skipped (skip_bad) */
+    uint64_t failed;                /* failed requests skipped (BurstGPT: 0 response tokens) */
     char first_bad[WS_ERR_MSG_MAX]; /* "FILE:LINE: problem" of the first skipped row, or "" */
 } ws_trace_counts;
 
@@ -82,7 +82,7 @@ int ws_trace_next(ws_trace *t, ws_trace_req *req, ws_err *err);
 void ws_trace_close(ws_trace *t);
 
 ws_trace_format ws_trace_format_of(const ws_trace *t);
-const char *ws_trace_name(const ws_trace *t);          /* file name, or "generator" */
+const char *ws_trace_name(const ws_trace *t); /* file name, or "generator" */
 const ws_trace_counts *ws_trace_get_counts(const ws_trace *t);
 /* 1 when requests carry session ids (our CSV with a session_id column; closed loops). */
 int ws_trace_has_sessions(const ws_trace *t);

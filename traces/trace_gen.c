@@ -64,9 +64,7 @@ int ws_trace_len_parse(const char *spec, ws_trace_len *out, ws_err *err)
     const double tmax = WS_TRACE_TOKENS_MAX;
     int bad = 0;
     switch (kind) {
-    case WS_LEN_FIXED:
-        bad = ws_parse_double(parts[1], 1, tmax, &a) || a != floor(a);
-        break;
+    case WS_LEN_FIXED: bad = ws_parse_double(parts[1], 1, tmax, &a) || a != floor(a); break;
     case WS_LEN_UNIFORM:
         bad = ws_parse_double(parts[1], 1, tmax, &a) || a != floor(a) ||
               ws_parse_double(parts[2], a, tmax, &b) || b != floor(b);
@@ -104,12 +102,9 @@ void ws_trace_len_format(const ws_trace_len *l, char *buf, int cap)
 double ws_trace_len_mean(const ws_trace_len *l)
 {
     switch (l->kind) {
-    case WS_LEN_FIXED:
-        return l->a;
-    case WS_LEN_UNIFORM:
-        return 0.5 * (l->a + l->b);
-    case WS_LEN_LOGNORMAL:
-        return l->a;
+    case WS_LEN_FIXED: return l->a;
+    case WS_LEN_UNIFORM: return 0.5 * (l->a + l->b);
+    case WS_LEN_LOGNORMAL: return l->a;
     case WS_LEN_ZIPF: {
         double num = 0, den = 0;
         for (double k = l->b; k >= 1; k--) { /* smallest terms first */
@@ -139,7 +134,10 @@ static double helper2(double x) /* expm1(x)/x */
     return fabs(x) > 1e-8 ? expm1(x) / x : 1 + x * 0.5 * (1 + x / 3 * (1 + 0.25 * x));
 }
 
-static double zh(const zipf *z, double x) { return exp(-z->s * log(x)); }
+static double zh(const zipf *z, double x)
+{
+    return exp(-z->s * log(x));
+}
 
 static double zhi(const zipf *z, double x) /* integral of h */
 {
@@ -191,18 +189,12 @@ static int32_t draw_len(const ws_trace_len *l, const zipf *z, gsl_rng *r)
 {
     double v = 0;
     switch (l->kind) {
-    case WS_LEN_FIXED:
-        v = l->a;
-        break;
+    case WS_LEN_FIXED: v = l->a; break;
     case WS_LEN_UNIFORM:
         v = l->a + (double)gsl_rng_uniform_int(r, (unsigned long)(l->b - l->a) + 1);
         break;
-    case WS_LEN_LOGNORMAL:
-        v = gsl_ran_lognormal(r, log(l->a) - 0.5 * l->b * l->b, l->b);
-        break;
-    case WS_LEN_ZIPF:
-        v = zipf_draw(z, r);
-        break;
+    case WS_LEN_LOGNORMAL: v = gsl_ran_lognormal(r, log(l->a) - 0.5 * l->b * l->b, l->b); break;
+    case WS_LEN_ZIPF: v = zipf_draw(z, r); break;
     }
     v = floor(v + 0.5);
     if (!(v >= 1))
@@ -228,8 +220,7 @@ static int gen_next(ws_trace *t, ws_trace_req *req, ws_err *err)
         if (s->i > 0)
             s->t += g->arrivals == WS_ARRIVALS_POISSON
                         ? gsl_ran_exponential(s->r_arr, 1 / g->rate)
-                        : gsl_ran_gamma(s->r_arr, 1 / (g->cv * g->cv),
-                                        g->cv * g->cv / g->rate);
+                        : gsl_ran_gamma(s->r_arr, 1 / (g->cv * g->cv), g->cv * g->cv / g->rate);
         if (s->t > WS_TRACE_ARRIVAL_MAX)
             return ws_err_set(err, WS_EINVAL,
                               "generator: request %llu arrives after %g s (rate too low for "
@@ -273,8 +264,10 @@ static int check_len(const ws_trace_len *l, const char *what, ws_err *err)
     char spec[128];
     ws_trace_len_format(l, spec, sizeof spec);
     ws_trace_len tmp;
-    if (ws_trace_len_parse(spec, &tmp, err))
-        return ws_err_prefix(err, "%s", what);
+    if (ws_trace_len_parse(spec, &tmp, err)) {
+        ws_err_prefix(err, "%s", what);
+        return -1;
+    }
     return 0;
 }
 
@@ -301,7 +294,7 @@ int ws_trace_gen_open(const ws_trace_gen *g, ws_trace **out, ws_err *err)
         return ws_err_set(err, WS_EINVAL, "generator: requests %llu outside 1..2^40",
                           (unsigned long long)g->requests);
     if (check_len(&g->prompt, "prompt", err) || check_len(&g->output, "output", err))
-        return err ? err->code : WS_EINVAL;
+        return WS_EINVAL;
 
     ws_trace *t = calloc(1, sizeof *t);
     gen_state *s = calloc(1, sizeof *s);

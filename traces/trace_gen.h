@@ -49,11 +49,11 @@ typedef struct ws_trace_len {
 
 typedef struct ws_trace_gen {
     ws_trace_arrivals arrivals;
-    double rate;        /* requests/s (poisson, gamma); > 0 */
-    double cv;          /* gamma: coefficient of variation of the gaps; > 0 */
-    int clients;        /* closed: number of clients; >= 1 */
-    double think_s;     /* closed: mean think time, s; >= 0 */
-    uint64_t requests;  /* requests to generate; >= 1 */
+    double rate;       /* requests/s (poisson, gamma); > 0 */
+    double cv;         /* gamma: coefficient of variation of the gaps; > 0 */
+    int clients;       /* closed: number of clients; >= 1 */
+    double think_s;    /* closed: mean think time, s; >= 0 */
+    uint64_t requests; /* requests to generate; >= 1 */
     ws_trace_len prompt, output;
     uint64_t seed;
 } ws_trace_gen;

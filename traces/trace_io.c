@@ -43,8 +43,7 @@ int trace_lines_next(trace_lines *lr, const char *name, char **line, size_t *len
 {
     int discarding = 0;
     for (;;) {
-        char *nl = lr->scan < lr->end ? memchr(lr->buf + lr->scan, '\n', lr->end - lr->scan)
-                                      : NULL;
+        char *nl = lr->scan < lr->end ? memchr(lr->buf + lr->scan, '\n', lr->end - lr->scan) : NULL;
         if (nl || (lr->eof && lr->start < lr->end)) {
             size_t stop = nl ? (size_t)(nl - lr->buf) : lr->end;
             size_t l0 = lr->start, n = stop - l0;
@@ -124,15 +123,16 @@ int trace_csv_columns(ws_trace *t, char *line, const char *const *names, int n, 
 {
     char *f[TRACE_COLS_MAX];
     int nf = trace_csv_split(line, f, TRACE_COLS_MAX, err);
-    if (nf < 0)
-        return ws_err_prefix(err, "header");
+    if (nf < 0) {
+        ws_err_prefix(err, "header");
+        return -1;
+    }
     for (int k = 0; k < n; k++) {
         t->col[k] = -1;
         for (int i = 0; i < nf; i++)
             if (!strcmp(f[i], names[k])) {
                 if (t->col[k] >= 0)
-                    return ws_err_set(err, WS_EPARSE, "header: column '%s' given twice",
-                                      names[k]);
+                    return ws_err_set(err, WS_EPARSE, "header: column '%s' given twice", names[k]);
                 t->col[k] = i;
             }
         if (t->col[k] < 0)

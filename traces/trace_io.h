@@ -18,14 +18,14 @@
  * WS_TRACE_LINE_MAX + TRACE_CHUNK bytes. */
 #define TRACE_CHUNK (64 << 10)
 typedef struct trace_lines {
-    int fd;              /* -1: memory */
-    const char *mem;     /* memory source */
+    int fd;          /* -1: memory */
+    const char *mem; /* memory source */
     size_t mem_len, mem_pos;
     char *buf;
     size_t cap, start, end, scan;
     int eof;
-    uint64_t lineno;     /* number of the line last returned, 1-based */
-    long long bytes;     /* bytes read so far */
+    uint64_t lineno; /* number of the line last returned, 1-based */
+    long long bytes; /* bytes read so far */
 } trace_lines;
 
 enum { TRACE_LINE_EOF = 0, TRACE_LINE_OK = 1, TRACE_LINE_LONG = 2, TRACE_LINE_ERR = -1 };

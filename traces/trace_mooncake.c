@@ -53,7 +53,8 @@ static int row(ws_trace *t, char *line, size_t len, ws_trace_req *r, ws_err *err
     double ms;
     if (!json_is_object(o))
         ws_err_set(err, WS_EPARSE, "not a JSON object");
-    else if (!number(o, "timestamp", &ms, err) && !tokens(o, "input_length", &r->prompt_tokens, err) &&
+    else if (!number(o, "timestamp", &ms, err) &&
+             !tokens(o, "input_length", &r->prompt_tokens, err) &&
              !tokens(o, "output_length", &r->output_tokens, err)) {
         if (!(ms >= 0 && ms <= 1e15))
             ws_err_set(err, WS_EINVAL, "\"timestamp\" %g: outside 0..1e15 ms", ms);

@@ -17,8 +17,10 @@ static int header(ws_trace *t, char *line, ws_err *err)
 {
     char *f[TRACE_COLS_MAX];
     int nf = trace_csv_split(line, f, TRACE_COLS_MAX, err);
-    if (nf < 0)
-        return ws_err_prefix(err, "header");
+    if (nf < 0) {
+        ws_err_prefix(err, "header");
+        return -1;
+    }
     int ok = nf == 3 || nf == 4;
     for (int i = 0; ok && i < nf; i++)
         ok = !strcmp(f[i], k_cols[i]);

@@ -18,19 +18,19 @@ extern "C" {
 #endif
 
 typedef struct ws_trace_dist {
-    double sum, mean;          /* tokens */
+    double sum, mean; /* tokens */
     int32_t min, p50, p90, p99, max;
 } ws_trace_dist;
 
 typedef struct ws_trace_stats {
     ws_trace_format format;
     uint64_t requests;
-    double first_s, last_s;    /* first and last arrival */
-    double duration_s;         /* last - first */
-    double rate;               /* requests / duration_s; 0 when duration_s is 0 */
+    double first_s, last_s; /* first and last arrival */
+    double duration_s;      /* last - first */
+    double rate;            /* requests / duration_s; 0 when duration_s is 0 */
     ws_trace_dist prompt, output;
-    uint64_t sessions;         /* distinct session ids; 0 when the trace has none */
-    ws_trace_counts counts;    /* lines, bad rows skipped, failed requests skipped */
+    uint64_t sessions;      /* distinct session ids; 0 when the trace has none */
+    ws_trace_counts counts; /* lines, bad rows skipped, failed requests skipped */
 } ws_trace_stats;
 
 /* Reads every remaining request of t into *st. A closed-loop generator is refused
