@@ -26,6 +26,7 @@ static const cli_command k_commands[] = {
     {"calib", cmd_calib, "measure this machine, fit the cost model, store the profile"},
     {"plot", cmd_plot, "draw figures from the database with gnuplot"},
     {"bench", cmd_bench, "measure memory bandwidth and the CPU attention kernels"},
+    {"trace", cmd_trace, "summarize, generate and convert request traces"},
 };
 
 static void usage(FILE *out)
