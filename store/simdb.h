@@ -43,7 +43,7 @@ typedef struct ws_simdb_run {
     char started_at[32];       /* UTC ISO 8601; put fills it with now when empty */
     char tool_version[16];     /* put fills WS_VERSION when empty */
     char model[128];
-    char gpu_profile[96], host_profile[96];
+    char gpu_profile[160], host_profile[160];
     char policy[32];
     /* the workload */
     char workload[16];         /* closed | trace | generator */
