@@ -38,6 +38,7 @@ int cmd_calib(int argc, char **argv);
 int cmd_plot(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_sim(int argc, char **argv);
+int cmd_trace(int argc, char **argv);
 
 #endif
 

@@ -11,29 +11,49 @@
 #include <time.h>
 #include <unistd.h>
 
-char *ws_read_file(const char *path, size_t *len_out, ws_err *err)
+int ws_open_regular(const char *path, long long max_bytes, ws_err *err)
 {
     /* O_NONBLOCK: opening a FIFO without a writer would otherwise wait forever; fstat
      * then refuses it (and devices, folders) before anything is read. */
     int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) {
         ws_err_set(err, WS_EIO, "%s: cannot open: %s", path, strerror(errno));
-        return NULL;
+        return -1;
     }
     struct stat st;
     if (fstat(fd, &st) != 0) {
         ws_err_set(err, WS_EIO, "%s: cannot open: %s", path, strerror(errno));
         close(fd);
-        return NULL;
+        return -1;
     }
     if (!S_ISREG(st.st_mode)) {
         ws_err_set(err, WS_EIO, "%s: not a regular file", path);
         close(fd);
-        return NULL;
+        return -1;
     }
-    if (st.st_size > WS_READ_FILE_MAX) {
-        ws_err_set(err, WS_EINVAL, "%s: %lld bytes, more than the %d MiB this tool reads", path,
-                   (long long)st.st_size, WS_READ_FILE_MAX >> 20);
+    if ((long long)st.st_size > max_bytes) {
+        ws_err_set(err, WS_EINVAL, "%s: %lld bytes, more than the %lld MiB this tool reads", path,
+                   (long long)st.st_size, max_bytes >> 20);
+        close(fd);
+        return -1;
+    }
+    int fl = fcntl(fd, F_GETFL);
+    if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0) {
+        ws_err_set(err, WS_EIO, "%s: cannot open: %s", path, strerror(errno));
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+char *ws_read_file(const char *path, size_t *len_out, ws_err *err)
+{
+    int fd = ws_open_regular(path, WS_READ_FILE_MAX, err);
+    if (fd < 0)
+        return NULL;
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        ws_err_set(err, WS_EIO, "%s: cannot open: %s", path, strerror(errno));
         close(fd);
         return NULL;
     }

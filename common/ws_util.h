@@ -22,6 +22,11 @@ extern "C" {
 /* Reads a whole regular file, at most WS_READ_FILE_MAX bytes, into a NUL-terminated heap
  * buffer (caller frees). FIFOs, devices and folders are refused without blocking. */
 char *ws_read_file(const char *path, size_t *len_out, ws_err *err);
+/* Opens a regular file of at most max_bytes for reading, for callers that stream it (trace
+ * readers) rather than read it whole: the same refusals as ws_read_file (FIFOs, devices
+ * and folders, without blocking; a file over the cap). Returns a blocking descriptor
+ * (O_CLOEXEC; caller closes), or -1 with err set. */
+int ws_open_regular(const char *path, long long max_bytes, ws_err *err);
 /* Project root (see above) into buf; returns 0 or sets err. */
 int ws_root_dir(char *buf, size_t cap, ws_err *err);
 /* Folder of the running executable into buf. */

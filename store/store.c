@@ -21,8 +21,9 @@ struct ws_store {
     int timeout_ms;
 };
 
-const char *const ws_store_tables[] = {"hosts",   "calib_runs", "samples",        "fits",
-                                       "profiles", "profile_params", NULL};
+const char *const ws_store_tables[] = {"hosts",    "calib_runs",     "samples",      "fits",
+                                       "profiles", "profile_params", "sim_runs",     "sim_requests",
+                                       "sim_steps", NULL};
 
 static const char *const k_sources[] = {"datasheet", "measured", "fitted", "modeled", NULL};
 
@@ -591,11 +592,14 @@ static void csv_field(FILE *out, const char *v)
 
 int ws_store_export_csv(ws_store *s, const char *table, FILE *out, ws_err *err)
 {
-    if (!known_table(table))
-        return ws_err_set(err, WS_EINVAL,
-                          "unknown table '%s' (tables: hosts, calib_runs, samples, fits, profiles, "
-                          "profile_params)",
-                          table);
+    if (!known_table(table)) {
+        char names[256] = "";
+        for (int i = 0; ws_store_tables[i]; i++) {
+            size_t l = strlen(names);
+            snprintf(names + l, sizeof names - l, "%s%s", i ? ", " : "", ws_store_tables[i]);
+        }
+        return ws_err_set(err, WS_EINVAL, "unknown table '%s' (tables: %s)", table, names);
+    }
     char sql[128];
     snprintf(sql, sizeof sql, "SELECT * FROM %s ORDER BY rowid", table);
     sqlite3_stmt *st;

@@ -1,5 +1,5 @@
 /* store: the project's SQLite database (hardware profiles, hosts, calibration runs,
- * raw samples and fits).
+ * raw samples and fits, simulation results).
  *
  * Opening a store for writing creates the file on first use, applies the schema
  * migrations embedded from store/schema/NNN_*.sql up to WS_SCHEMA_VERSION (tracked in
@@ -11,8 +11,8 @@
  * write is one transaction (BEGIN IMMEDIATE), so an interrupted writer leaves the database
  * as it was; a database locked by another writer is waited for up to a bounded time
  * ($WRITESCOPE_DB_TIMEOUT_MS, default 5000) and then reported. The SQL lives in store/
- * only: typed access per domain is in calibdb.h (calibration runs) and profile.h
- * (hardware profiles). */
+ * only: typed access per domain is in calibdb.h (calibration runs), profile.h
+ * (hardware profiles) and simdb.h (simulation runs, requests and steps). */
 #ifndef WS_STORE_H
 #define WS_STORE_H
 
@@ -25,7 +25,7 @@
 extern "C" {
 #endif
 
-#define WS_SCHEMA_VERSION 3 /* newest migration this build knows */
+#define WS_SCHEMA_VERSION 4 /* newest migration this build knows */
 #define WS_STORE_EMBEDDED "(embedded datasheet profiles)" /* path of the in-memory store */
 
 typedef struct ws_store ws_store;

@@ -1,6 +1,6 @@
-/* store_priv: what the modules of the storage layer (store.c, calibdb.c, profile.c) share
- * and nothing outside store/ includes: the SQLite handle behind a ws_store and the
- * message format of an unexpected SQLite failure. Keeping the handle here is what keeps
+/* store_priv: what the modules of the storage layer (store.c, calibdb.c, profile.c,
+ * simdb.c) share and nothing outside store/ includes: the SQLite handle behind a ws_store
+ * and the message format of an unexpected SQLite failure. Keeping the handle here is what keeps
  * SQL inside store/. */
 #ifndef WS_STORE_PRIV_H
 #define WS_STORE_PRIV_H

@@ -171,6 +171,37 @@ Test(cli, db_init_export_roundtrip)
     cr_assert_not_null(v, "%s", je.text);
     cr_assert_eq(json_array_size(json_object_get(v, "profiles")), 6);
     cr_assert_eq(json_array_size(json_object_get(v, "profile_params")), 5 * 12 + 10);
+    const char *sim[] = {"sim_runs", "sim_requests", "sim_steps"};
+    for (int i = 0; i < 3; i++)
+        cr_assert(json_is_array(json_object_get(v, sim[i])), "%s", sim[i]);
+    json_decref(v);
+}
+
+/* A database of the previous schema (3): read-only commands refuse it untouched, `db init`
+ * migrates it (adding the simulation tables), then they read it. */
+Test(cli, db_init_migrates_schema_3)
+{
+    char dir[64], path[256];
+    th_tmpdir(dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/v3.db", dir);
+    const char *files[] = {"store/schema/001_initial.sql", "store/schema/002_fit_bounds.sql",
+                           "store/schema/003_profile_devices.sql"};
+    for (int i = 0; i < 3; i++) {
+        char *sql = th_slurp(files[i], NULL);
+        cr_assert_not_null(sql, "run the tests from the project folder");
+        th_exec_sql(path, sql);
+        free(sql);
+    }
+    th_exec_sql(path, "PRAGMA user_version = 3");
+    expect_fail((const char *[]){"db", "export", "--db", path, NULL}, "schema version 3 is older");
+    th_run r = run((const char *[]){"db", "init", "--db", path, NULL});
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cr_assert_neq(strstr(r.out, "(schema 4)"), NULL, "%s", r.out);
+    th_run_free(&r);
+    json_t *v = run_json((const char *[]){"db", "export", "--db", path, NULL});
+    cr_assert_eq(json_integer_value(json_object_get(v, "schema_version")), 4);
+    cr_assert_eq(json_array_size(json_object_get(v, "sim_runs")), 0);
+    cr_assert(json_is_array(json_object_get(v, "sim_steps")));
     json_decref(v);
 }
 

@@ -216,6 +216,8 @@ Test(store, export_json_and_csv)
     cr_assert_neq(strstr(text, "\"NVIDIA A100 40GB PCIe, host link"), NULL);
     free(text);
     cr_assert_eq(ws_store_export_csv(s, "sqlite_master", stdout, &err), WS_EINVAL);
+    cr_assert_neq(strstr(err.msg, "profile_params, sim_runs, sim_requests, sim_steps)"), NULL,
+                  "%s", err.msg);
     ws_store_close(s);
 }
 
@@ -246,6 +248,9 @@ Test(store, migrates_old_schema_keeping_data)
     cr_assert_eq(th_count_file(ws_store_path(s), "SELECT count(*) FROM pragma_table_info('fits') WHERE name = 'p_fixed'"), 1);
     /* Version 3: user profiles get no devices. */
     cr_assert_eq(th_count_file(ws_store_path(s), "SELECT count(*) FROM profiles WHERE name = 'mine' AND devices = '[]'"), 1);
+    /* Version 4: the simulation tables, empty. */
+    cr_assert_eq(th_count_file(ws_store_path(s), "SELECT count(*) FROM sim_runs"), 0);
+    cr_assert_eq(th_count_file(ws_store_path(s), "SELECT count(*) FROM sim_steps"), 0);
     ws_store_close(s);
 }
 

@@ -96,3 +96,34 @@ Test(util, read_file_refuses_fifo_folder_and_huge)
     unlink(path);
     rmdir(dir);
 }
+
+/* ws_open_regular, the streaming readers' open: the same refusals, and a blocking
+ * descriptor on a regular file within the cap. */
+Test(util, open_regular_refuses_fifo_folder_and_over_cap)
+{
+    char dir[64], path[256];
+    th_tmpdir(dir, sizeof dir);
+    ws_err err = {0};
+    snprintf(path, sizeof path, "%s/fifo", dir);
+    cr_assert_eq(mkfifo(path, 0600), 0);
+    alarm(20);
+    cr_assert_eq(ws_open_regular(path, 1 << 20, &err), -1);
+    alarm(0);
+    cr_assert_neq(strstr(err.msg, "not a regular file"), NULL, "%s", err.msg);
+    unlink(path);
+    ws_err_clear(&err);
+    cr_assert_eq(ws_open_regular(dir, 1 << 20, &err), -1);
+    cr_assert_neq(strstr(err.msg, "not a regular file"), NULL, "%s", err.msg);
+
+    th_write(dir, "t.csv", "0123456789", path, sizeof path);
+    ws_err_clear(&err);
+    cr_assert_eq(ws_open_regular(path, 9, &err), -1);
+    cr_assert_eq(err.code, WS_EINVAL);
+    int fd = ws_open_regular(path, 10, &err);
+    cr_assert_geq(fd, 0, "%s", err.msg);
+    char buf[16];
+    cr_assert_eq(read(fd, buf, sizeof buf), 10);
+    close(fd);
+    unlink(path);
+    rmdir(dir);
+}

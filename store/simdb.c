@@ -1,0 +1,490 @@
+/* simdb: simulation results as typed rows (see simdb.h). */
+#include "simdb.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "store_priv.h"
+#include "ws_util.h"
+
+long long ws_simdb_fault_after_rows = -1;
+
+static const char *const k_outcomes[] = {"done", "oom", "unfinished"};
+
+const char *ws_simdb_outcome_name(int outcome)
+{
+    return outcome >= 0 && outcome < 3 ? k_outcomes[outcome] : NULL;
+}
+
+int ws_simdb_outcome_parse(const char *name)
+{
+    for (int i = 0; i < 3; i++)
+        if (name && !strcmp(name, k_outcomes[i]))
+            return i;
+    return -1;
+}
+
+/* A count, or NULL where it does not apply (0). */
+static void bind_count_or_null(sqlite3_stmt *st, int i, long long v)
+{
+    if (v > 0)
+        sqlite3_bind_int64(st, i, v);
+    else
+        sqlite3_bind_null(st, i);
+}
+
+static int check_run(ws_store *s, const ws_simdb_run *run, ws_err *err)
+{
+    if (strcmp(run->workload, "closed") && strcmp(run->workload, "trace") &&
+        strcmp(run->workload, "generator"))
+        return ws_err_set(err, WS_EINVAL,
+                          "%s: simulation run: workload '%s' is not closed, trace or generator",
+                          ws_store_path(s), run->workload);
+    if (strcmp(run->detail, "step") && strcmp(run->detail, "layer"))
+        return ws_err_set(err, WS_EINVAL, "%s: simulation run: detail '%s' is not step or layer",
+                          ws_store_path(s), run->detail);
+    if (run->params[0]) {
+        json_error_t je;
+        json_t *p = json_loads(run->params, 0, &je);
+        int ok = json_is_object(p);
+        json_decref(p);
+        if (!ok)
+            return ws_err_set(err, WS_EINVAL,
+                              "%s: simulation run: params is not a JSON object: %s",
+                              ws_store_path(s), p ? "not an object" : je.text);
+    }
+    return 0;
+}
+
+int ws_simdb_put_run(ws_store *s, ws_simdb_run *run, ws_err *err)
+{
+    int rc = check_run(s, run, err);
+    if (rc)
+        return rc;
+    if (!run->started_at[0])
+        ws_utc_now(run->started_at, sizeof run->started_at);
+    if (!run->tool_version[0])
+        snprintf(run->tool_version, sizeof run->tool_version, "%s", WS_VERSION);
+    snprintf(run->label, sizeof run->label, "modeled");
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(ws_store_sqlite(s),
+                           "INSERT INTO sim_runs(started_at, tool_version, model, gpu_profile, "
+                           "host_profile, policy, workload, batch, prompt_tokens, output_tokens, "
+                           "trace_path, trace_format, generator, detail, seed, params, label) "
+                           "VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17)",
+                           -1, &st, NULL) != SQLITE_OK)
+        return WS_DB_FAIL(s, err, "cannot store simulation run");
+    sqlite3_bind_text(st, 1, run->started_at, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 2, run->tool_version, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 3, run->model, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 4, run->gpu_profile, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 5, run->host_profile, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 6, run->policy, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 7, run->workload, -1, SQLITE_STATIC);
+    sqlite3_bind_int(st, 8, run->batch);
+    bind_count_or_null(st, 9, run->prompt_tokens);
+    bind_count_or_null(st, 10, run->output_tokens);
+    sqlite3_bind_text(st, 11, run->trace_path, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 12, run->trace_format, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 13, run->generator, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 14, run->detail, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 15, (sqlite3_int64)run->seed);
+    sqlite3_bind_text(st, 16, run->params[0] ? run->params : "{}", -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 17, run->label, -1, SQLITE_STATIC);
+    rc = sqlite3_step(st);
+    sqlite3_finalize(st);
+    if (rc != SQLITE_DONE)
+        return WS_DB_FAIL(s, err, "cannot store simulation run");
+    run->id = sqlite3_last_insert_rowid(ws_store_sqlite(s));
+    return ws_simdb_finish_run(s, run, err);
+}
+
+int ws_simdb_finish_run(ws_store *s, const ws_simdb_run *run, ws_err *err)
+{
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(ws_store_sqlite(s),
+                           "UPDATE sim_runs SET wall_s = ?2, events = ?3, sim_s = ?4, requests = ?5, "
+                           "completed = ?6, oom = ?7, tokens_out = ?8, tokens_per_s = ?9, "
+                           "ttft_p50 = ?10, ttft_p90 = ?11, ttft_p99 = ?12, tpot_p50 = ?13, "
+                           "tpot_p90 = ?14, tpot_p99 = ?15, slo_ttft = ?16, slo_tpot = ?17, "
+                           "slo_met = ?18, goodput = ?19 WHERE id = ?1",
+                           -1, &st, NULL) != SQLITE_OK)
+        return WS_DB_FAIL(s, err, "cannot store simulation totals");
+    sqlite3_bind_int64(st, 1, run->id);
+    ws_store_bind_num(st, 2, run->wall_s);
+    sqlite3_bind_int64(st, 3, run->events);
+    ws_store_bind_num(st, 4, run->sim_s);
+    sqlite3_bind_int64(st, 5, run->requests);
+    sqlite3_bind_int64(st, 6, run->completed);
+    sqlite3_bind_int64(st, 7, run->oom);
+    sqlite3_bind_int64(st, 8, run->tokens_out);
+    const double num[] = {run->tokens_per_s, run->ttft_p50, run->ttft_p90, run->ttft_p99,
+                          run->tpot_p50,     run->tpot_p90, run->tpot_p99, run->slo_ttft,
+                          run->slo_tpot};
+    for (int i = 0; i < 9; i++)
+        ws_store_bind_num(st, 9 + i, num[i]);
+    sqlite3_bind_int64(st, 18, run->slo_met);
+    ws_store_bind_num(st, 19, run->goodput);
+    int rc = sqlite3_step(st);
+    sqlite3_finalize(st);
+    if (rc != SQLITE_DONE)
+        return WS_DB_FAIL(s, err, "cannot store simulation totals");
+    if (sqlite3_changes(ws_store_sqlite(s)) != 1)
+        return ws_err_set(err, WS_ENOTFOUND, "%s: no simulation run %lld to finish",
+                          ws_store_path(s), run->id);
+    return 0;
+}
+
+struct ws_simdb_writer {
+    ws_store *s;
+    long long run_id;
+    sqlite3_stmt *req, *step;
+    long long rows;
+};
+
+int ws_simdb_writer_open(ws_store *s, long long run_id, ws_simdb_writer **out, ws_err *err)
+{
+    *out = NULL;
+    ws_simdb_writer *w = calloc(1, sizeof *w);
+    if (!w)
+        return ws_err_set(err, WS_ENOMEM, "out of memory");
+    w->s = s;
+    w->run_id = run_id;
+    sqlite3 *db = ws_store_sqlite(s);
+    if (sqlite3_prepare_v2(db,
+                           "INSERT INTO sim_requests(run_id, idx, arrival_s, prompt, output, "
+                           "ttft_s, tpot_s, e2e_s, outcome) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9)",
+                           -1, &w->req, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v2(db,
+                           "INSERT INTO sim_steps(run_id, idx, t_start, t_end, batch, tokens, "
+                           "context, r_star, r_real, busy_gpu, busy_h2d, busy_d2h, busy_cpu, "
+                           "busy_other) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14)",
+                           -1, &w->step, NULL) != SQLITE_OK) {
+        WS_DB_FAIL(s, err, "cannot store simulation rows");
+        ws_simdb_writer_close(w);
+        return WS_EDB;
+    }
+    sqlite3_bind_int64(w->req, 1, run_id);
+    sqlite3_bind_int64(w->step, 1, run_id);
+    *out = w;
+    return 0;
+}
+
+/* Steps an insert whose parameters are bound; counts the row. */
+static int insert_row(ws_simdb_writer *w, sqlite3_stmt *st, const char *what, ws_err *err)
+{
+    if (ws_simdb_fault_after_rows >= 0 && w->rows >= ws_simdb_fault_after_rows)
+        return ws_err_set(err, WS_EDB, "%s: injected fault after %lld rows", ws_store_path(w->s),
+                          w->rows);
+    int rc = sqlite3_step(st);
+    sqlite3_reset(st);
+    if (rc != SQLITE_DONE)
+        return WS_DB_FAIL(w->s, err, what);
+    w->rows++;
+    return 0;
+}
+
+int ws_simdb_add_request(ws_simdb_writer *w, const ws_simdb_request *r, ws_err *err)
+{
+    const char *oc = ws_simdb_outcome_name(r->outcome);
+    if (!oc)
+        return ws_err_set(err, WS_EINVAL, "simulation request %lld: unknown outcome %d", r->idx,
+                          r->outcome);
+    sqlite3_stmt *st = w->req;
+    sqlite3_bind_int64(st, 2, r->idx);
+    sqlite3_bind_double(st, 3, r->arrival_s);
+    sqlite3_bind_int64(st, 4, r->prompt);
+    sqlite3_bind_int64(st, 5, r->output);
+    ws_store_bind_num(st, 6, r->ttft_s);
+    ws_store_bind_num(st, 7, r->tpot_s);
+    ws_store_bind_num(st, 8, r->e2e_s);
+    sqlite3_bind_text(st, 9, oc, -1, SQLITE_STATIC);
+    return insert_row(w, st, "cannot store simulation request", err);
+}
+
+int ws_simdb_add_step(ws_simdb_writer *w, const ws_simdb_step *x, ws_err *err)
+{
+    sqlite3_stmt *st = w->step;
+    sqlite3_bind_int64(st, 2, x->idx);
+    sqlite3_bind_double(st, 3, x->t_start);
+    sqlite3_bind_double(st, 4, x->t_end);
+    sqlite3_bind_int(st, 5, x->batch);
+    sqlite3_bind_int64(st, 6, x->tokens);
+    sqlite3_bind_int64(st, 7, x->context);
+    ws_store_bind_num(st, 8, x->r_star);
+    ws_store_bind_num(st, 9, x->r_real);
+    ws_store_bind_num(st, 10, x->busy_gpu);
+    ws_store_bind_num(st, 11, x->busy_h2d);
+    ws_store_bind_num(st, 12, x->busy_d2h);
+    ws_store_bind_num(st, 13, x->busy_cpu);
+    sqlite3_bind_text(st, 14, x->busy_other[0] ? x->busy_other : "{}", -1, SQLITE_STATIC);
+    return insert_row(w, st, "cannot store simulation step", err);
+}
+
+long long ws_simdb_writer_rows(const ws_simdb_writer *w) { return w->rows; }
+
+void ws_simdb_writer_close(ws_simdb_writer *w)
+{
+    if (!w)
+        return;
+    sqlite3_finalize(w->req);
+    sqlite3_finalize(w->step);
+    free(w);
+}
+
+static int store_in_tx(ws_store *s, ws_simdb_run *run, const ws_simdb_request *req, size_t n_req,
+                       const ws_simdb_step *steps, size_t n_steps, ws_err *err)
+{
+    int rc = ws_simdb_put_run(s, run, err);
+    if (rc)
+        return rc;
+    ws_simdb_writer *w;
+    if ((rc = ws_simdb_writer_open(s, run->id, &w, err)))
+        return rc;
+    for (size_t i = 0; !rc && i < n_req; i++)
+        rc = ws_simdb_add_request(w, &req[i], err);
+    for (size_t i = 0; !rc && i < n_steps; i++)
+        rc = ws_simdb_add_step(w, &steps[i], err);
+    ws_simdb_writer_close(w);
+    return rc;
+}
+
+int ws_simdb_store_run(ws_store *s, ws_simdb_run *run, const ws_simdb_request *req,
+                       size_t n_req, const ws_simdb_step *steps, size_t n_steps, ws_err *err)
+{
+    if (ws_store_in_transaction(s)) /* the caller's transaction covers it */
+        return store_in_tx(s, run, req, n_req, steps, n_steps, err);
+    /* Ctrl-C during the commit must not split it (SQLite's journal covers a kill -9). */
+    sigset_t block, old;
+    sigemptyset(&block);
+    sigaddset(&block, SIGINT);
+    sigaddset(&block, SIGTERM);
+    sigprocmask(SIG_BLOCK, &block, &old);
+    long long id = run->id;
+    int rc = ws_store_begin(s, err);
+    if (!rc) {
+        rc = store_in_tx(s, run, req, n_req, steps, n_steps, err);
+        if (!rc)
+            rc = ws_store_commit(s, err);
+        if (rc) {
+            ws_store_rollback(s);
+            run->id = id; /* the row it named is gone */
+        }
+    }
+    sigprocmask(SIG_SETMASK, &old, NULL);
+    return rc;
+}
+
+/* Reading. */
+
+#define RUN_COLS                                                                                \
+    "id, started_at, tool_version, model, gpu_profile, host_profile, policy, workload, batch, " \
+    "prompt_tokens, output_tokens, trace_path, trace_format, generator, detail, seed, %s, "     \
+    "wall_s, events, sim_s, requests, completed, oom, tokens_out, tokens_per_s, ttft_p50, "     \
+    "ttft_p90, ttft_p99, tpot_p50, tpot_p90, tpot_p99, slo_ttft, slo_tpot, slo_met, goodput, "  \
+    "label"
+
+static void col_run(sqlite3_stmt *st, ws_simdb_run *r)
+{
+    memset(r, 0, sizeof *r);
+    r->id = sqlite3_column_int64(st, 0);
+    ws_store_col_text(st, 1, r->started_at, sizeof r->started_at);
+    ws_store_col_text(st, 2, r->tool_version, sizeof r->tool_version);
+    ws_store_col_text(st, 3, r->model, sizeof r->model);
+    ws_store_col_text(st, 4, r->gpu_profile, sizeof r->gpu_profile);
+    ws_store_col_text(st, 5, r->host_profile, sizeof r->host_profile);
+    ws_store_col_text(st, 6, r->policy, sizeof r->policy);
+    ws_store_col_text(st, 7, r->workload, sizeof r->workload);
+    r->batch = sqlite3_column_int(st, 8);
+    r->prompt_tokens = sqlite3_column_int64(st, 9);
+    r->output_tokens = sqlite3_column_int64(st, 10);
+    ws_store_col_text(st, 11, r->trace_path, sizeof r->trace_path);
+    ws_store_col_text(st, 12, r->trace_format, sizeof r->trace_format);
+    ws_store_col_text(st, 13, r->generator, sizeof r->generator);
+    ws_store_col_text(st, 14, r->detail, sizeof r->detail);
+    r->seed = (unsigned long long)sqlite3_column_int64(st, 15);
+    ws_store_col_text(st, 16, r->params, sizeof r->params);
+    r->wall_s = ws_store_col_num(st, 17);
+    r->events = sqlite3_column_int64(st, 18);
+    r->sim_s = ws_store_col_num(st, 19);
+    r->requests = sqlite3_column_int64(st, 20);
+    r->completed = sqlite3_column_int64(st, 21);
+    r->oom = sqlite3_column_int64(st, 22);
+    r->tokens_out = sqlite3_column_int64(st, 23);
+    double *num[] = {&r->tokens_per_s, &r->ttft_p50, &r->ttft_p90, &r->ttft_p99, &r->tpot_p50,
+                     &r->tpot_p90,     &r->tpot_p99, &r->slo_ttft, &r->slo_tpot};
+    for (int i = 0; i < 9; i++)
+        *num[i] = ws_store_col_num(st, 24 + i);
+    r->slo_met = sqlite3_column_int64(st, 33);
+    r->goodput = ws_store_col_num(st, 34);
+    ws_store_col_text(st, 35, r->label, sizeof r->label);
+}
+
+/* Grows *arr (element size sz) to hold n + 1 elements. */
+static int grow(void **arr, size_t n, size_t *cap, size_t sz, ws_err *err)
+{
+    if (n < *cap)
+        return 0;
+    size_t c = *cap ? 2 * *cap : 64;
+    void *p = realloc(*arr, sz * c);
+    if (!p)
+        return ws_err_set(err, WS_ENOMEM, "out of memory");
+    *arr = p;
+    *cap = c;
+    return 0;
+}
+
+int ws_simdb_list_runs(ws_store *s, ws_simdb_run **out, size_t *n_out, ws_err *err)
+{
+    *out = NULL;
+    *n_out = 0;
+    char sql[1024];
+    snprintf(sql, sizeof sql, "SELECT " RUN_COLS " FROM sim_runs ORDER BY id", "''");
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(ws_store_sqlite(s), sql, -1, &st, NULL) != SQLITE_OK)
+        return WS_DB_FAIL(s, err, "cannot read simulation runs");
+    ws_simdb_run *a = NULL;
+    size_t n = 0, cap = 0;
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        if (grow((void **)&a, n, &cap, sizeof *a, err)) {
+            free(a);
+            sqlite3_finalize(st);
+            return WS_ENOMEM;
+        }
+        col_run(st, &a[n++]);
+    }
+    if (rc != SQLITE_DONE) {
+        WS_DB_FAIL(s, err, "cannot read simulation runs");
+        free(a);
+        sqlite3_finalize(st);
+        return WS_EDB;
+    }
+    sqlite3_finalize(st);
+    *out = a;
+    *n_out = n;
+    return 0;
+}
+
+int ws_simdb_get_run(ws_store *s, long long run_id, ws_simdb_run *run, ws_err *err)
+{
+    char sql[1024];
+    snprintf(sql, sizeof sql,
+             "SELECT " RUN_COLS " FROM sim_runs WHERE ?1 = 0 OR id = ?1 ORDER BY id DESC LIMIT 1",
+             "params");
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(ws_store_sqlite(s), sql, -1, &st, NULL) != SQLITE_OK)
+        return WS_DB_FAIL(s, err, "cannot read simulation runs");
+    sqlite3_bind_int64(st, 1, run_id);
+    int rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) {
+        col_run(st, run);
+        rc = 0;
+    } else if (rc != SQLITE_DONE) {
+        rc = WS_DB_FAIL(s, err, "cannot read simulation runs");
+    } else if (run_id) {
+        rc = ws_err_set(err, WS_ENOTFOUND, "%s: no simulation run %lld", ws_store_path(s), run_id);
+    } else {
+        rc = ws_err_set(err, WS_ENOTFOUND,
+                        "%s: no simulation run yet (run 'writescope sim ... --db PATH')",
+                        ws_store_path(s));
+    }
+    sqlite3_finalize(st);
+    return rc;
+}
+
+int ws_simdb_get_requests(ws_store *s, long long run_id, ws_simdb_request **out, size_t *n_out,
+                          ws_err *err)
+{
+    *out = NULL;
+    *n_out = 0;
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(ws_store_sqlite(s),
+                           "SELECT idx, arrival_s, prompt, output, ttft_s, tpot_s, e2e_s, outcome "
+                           "FROM sim_requests WHERE run_id = ?1 ORDER BY idx",
+                           -1, &st, NULL) != SQLITE_OK)
+        return WS_DB_FAIL(s, err, "cannot read simulation requests");
+    sqlite3_bind_int64(st, 1, run_id);
+    ws_simdb_request *a = NULL;
+    size_t n = 0, cap = 0;
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        if (grow((void **)&a, n, &cap, sizeof *a, err)) {
+            free(a);
+            sqlite3_finalize(st);
+            return WS_ENOMEM;
+        }
+        ws_simdb_request *r = &a[n++];
+        r->idx = sqlite3_column_int64(st, 0);
+        r->arrival_s = sqlite3_column_double(st, 1);
+        r->prompt = sqlite3_column_int64(st, 2);
+        r->output = sqlite3_column_int64(st, 3);
+        r->ttft_s = ws_store_col_num(st, 4);
+        r->tpot_s = ws_store_col_num(st, 5);
+        r->e2e_s = ws_store_col_num(st, 6);
+        r->outcome = ws_simdb_outcome_parse((const char *)sqlite3_column_text(st, 7));
+    }
+    if (rc != SQLITE_DONE) {
+        WS_DB_FAIL(s, err, "cannot read simulation requests");
+        free(a);
+        sqlite3_finalize(st);
+        return WS_EDB;
+    }
+    sqlite3_finalize(st);
+    *out = a;
+    *n_out = n;
+    return 0;
+}
+
+int ws_simdb_get_steps(ws_store *s, long long run_id, ws_simdb_step **out, size_t *n_out,
+                       ws_err *err)
+{
+    *out = NULL;
+    *n_out = 0;
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(ws_store_sqlite(s),
+                           "SELECT idx, t_start, t_end, batch, tokens, context, r_star, r_real, "
+                           "busy_gpu, busy_h2d, busy_d2h, busy_cpu, busy_other FROM sim_steps "
+                           "WHERE run_id = ?1 ORDER BY idx",
+                           -1, &st, NULL) != SQLITE_OK)
+        return WS_DB_FAIL(s, err, "cannot read simulation steps");
+    sqlite3_bind_int64(st, 1, run_id);
+    ws_simdb_step *a = NULL;
+    size_t n = 0, cap = 0;
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        if (grow((void **)&a, n, &cap, sizeof *a, err)) {
+            free(a);
+            sqlite3_finalize(st);
+            return WS_ENOMEM;
+        }
+        ws_simdb_step *x = &a[n++];
+        x->idx = sqlite3_column_int64(st, 0);
+        x->t_start = sqlite3_column_double(st, 1);
+        x->t_end = sqlite3_column_double(st, 2);
+        x->batch = sqlite3_column_int(st, 3);
+        x->tokens = sqlite3_column_int64(st, 4);
+        x->context = sqlite3_column_int64(st, 5);
+        x->r_star = ws_store_col_num(st, 6);
+        x->r_real = ws_store_col_num(st, 7);
+        x->busy_gpu = ws_store_col_num(st, 8);
+        x->busy_h2d = ws_store_col_num(st, 9);
+        x->busy_d2h = ws_store_col_num(st, 10);
+        x->busy_cpu = ws_store_col_num(st, 11);
+        ws_store_col_text(st, 12, x->busy_other, sizeof x->busy_other);
+    }
+    if (rc != SQLITE_DONE) {
+        WS_DB_FAIL(s, err, "cannot read simulation steps");
+        free(a);
+        sqlite3_finalize(st);
+        return WS_EDB;
+    }
+    sqlite3_finalize(st);
+    *out = a;
+    *n_out = n;
+    return 0;
+}
