@@ -12,13 +12,17 @@
 #include "grid.h"
 #include "serve.h"
 #include "store.h"
+#include "trace.h"
+#include "trace_gen.h"
 #include "ws_parse.h"
 
 static void help(FILE *out)
 {
     fprintf(out,
             "usage: writescope sim --model NAME --gpu PROFILE --host PROFILE\n"
-            "           [--batch B --prompt N --output M | --trace FILE] [--policy NAME|all]\n"
+            "           [--batch B] [--prompt N --output M | --trace FILE [--format F]\n"
+            "           [--skip-bad] | --arrivals poisson|gamma --rate R [--cv C] --requests K\n"
+            "           --prompt-dist SPEC --output-dist SPEC] [--policy NAME|all]\n"
             "           [--r R] [--detail step|layer] [--layers K] [--slo-ttft S --slo-tpot S]\n"
             "           [--seed S] [--chunk T] [--window W] [--gpu-kv-gb G] [--gpu-experts E]\n"
             "           [--db PATH] [--json]\n"
@@ -32,7 +36,9 @@ static void help(FILE *out)
             "0.5) and migrate, or all of them (--policy all, the default).\n"
             "\n"
             "Workload: a closed batch of B requests of N prompt and M output tokens at time 0\n"
-            "(defaults 4, 2048, 256). Continuous batching up to --batch sequences; GPU KV\n"
+            "(defaults 4, 2048, 256); or a trace FILE (ours, azure, mooncake, burstgpt, vidur;\n"
+            "detected, or --format); or a generator (as `writescope trace gen`, seeded by\n"
+            "--seed). Continuous batching up to --batch sequences (32 for traces); GPU KV\n"
             "budget --gpu-kv-gb (default 2 GiB, 0.3 GiB for MLA models); a request that can\n"
             "never fit is counted as an out-of-memory (OOM) outcome.\n"
             "--detail layer plays every layer as operations; step folds the identical layers\n"
@@ -163,25 +169,26 @@ static json_t *totals_json(const sim_results *r)
     return o;
 }
 
-static void print_header(void)
+static void print_header(FILE *o)
 {
-    printf("%-10s %6s %4s %10s %10s %9s %9s %9s %9s %6s %6s %7s %9s %8s\n", "policy", "served",
-           "oom", "out tok/s", "dec tok/s", "TTFT p50", "TTFT p99", "TPOT p50", "TPOT p99", "r*",
-           "r", "steps", "events", "wall");
+    fprintf(o, "%-10s %6s %4s %10s %10s %9s %9s %9s %9s %6s %6s %7s %9s %8s\n", "policy", "served",
+            "oom", "out tok/s", "dec tok/s", "TTFT p50", "TTFT p99", "TPOT p50", "TPOT p99", "r*",
+            "r", "steps", "events", "wall");
 }
 
-static void print_row(const sim_results *r, int slo)
+static void print_row(FILE *o, const sim_results *r, int slo)
 {
     const sim_totals *t = &r->tot;
-    printf("%-10s %6llu %4llu %10.1f %10.1f %8.3fs %8.3fs %7.1fms %7.1fms %6.3f %6.3f %7llu "
-           "%9llu %7.3fs",
-           r->policy, (unsigned long long)t->served, (unsigned long long)t->oom, t->tokens_per_s,
-           t->decode_tps, t->ttft_p50, t->ttft_p99, 1e3 * t->tpot_p50, 1e3 * t->tpot_p99,
-           t->rstar_last, t->r_final, (unsigned long long)t->steps, (unsigned long long)t->events,
-           t->wall_s);
+    fprintf(o,
+            "%-10s %6llu %4llu %10.1f %10.1f %8.3fs %8.3fs %7.1fms %7.1fms %6.3f %6.3f %7llu "
+            "%9llu %7.3fs",
+            r->policy, (unsigned long long)t->served, (unsigned long long)t->oom, t->tokens_per_s,
+            t->decode_tps, t->ttft_p50, t->ttft_p99, 1e3 * t->tpot_p50, 1e3 * t->tpot_p99,
+            t->rstar_last, t->r_final, (unsigned long long)t->steps, (unsigned long long)t->events,
+            t->wall_s);
     if (slo)
-        printf("  goodput %.3f req/s (%.0f%% within SLO)", t->goodput_rps, 100 * t->slo_frac);
-    printf("\n");
+        fprintf(o, "  goodput %.3f req/s (%.0f%% within SLO)", t->goodput_rps, 100 * t->slo_frac);
+    fprintf(o, "\n");
 }
 
 static int parse_pos_int(const char *cmd, const char *opt, const char *v, long long lo,
@@ -394,16 +401,39 @@ int cmd_sim(int argc, char **argv)
     const char *model = NULL, *gpu = NULL, *host = NULL, *batch_s = NULL, *prompt_s = NULL,
                *output_s = NULL, *trace = NULL, *policy = NULL, *r_s = NULL, *detail = NULL,
                *layers_s = NULL, *ttft_s = NULL, *tpot_s = NULL, *seed_s = NULL, *chunk_s = NULL,
-               *window_s = NULL, *kv_s = NULL, *gexp_s = NULL, *db = NULL;
-    int json = 0, nargs = 0;
-    const cli_opt opts[] = {
-        {"model", &model, NULL},     {"gpu", &gpu, NULL},         {"host", &host, NULL},
-        {"batch", &batch_s, NULL},   {"prompt", &prompt_s, NULL}, {"output", &output_s, NULL},
-        {"trace", &trace, NULL},     {"policy", &policy, NULL},   {"r", &r_s, NULL},
-        {"detail", &detail, NULL},   {"layers", &layers_s, NULL}, {"slo-ttft", &ttft_s, NULL},
-        {"slo-tpot", &tpot_s, NULL}, {"seed", &seed_s, NULL},     {"chunk", &chunk_s, NULL},
-        {"window", &window_s, NULL}, {"gpu-kv-gb", &kv_s, NULL},  {"gpu-experts", &gexp_s, NULL},
-        {"db", &db, NULL},           {"json", NULL, &json},       {0}};
+               *window_s = NULL, *kv_s = NULL, *gexp_s = NULL, *db = NULL, *format = NULL,
+               *arrivals = NULL, *rate_s = NULL, *cv_s = NULL, *requests_s = NULL, *pdist = NULL,
+               *odist = NULL;
+    int json = 0, nargs = 0, skip_bad = 0;
+    const cli_opt opts[] = {{"model", &model, NULL},
+                            {"gpu", &gpu, NULL},
+                            {"host", &host, NULL},
+                            {"batch", &batch_s, NULL},
+                            {"prompt", &prompt_s, NULL},
+                            {"output", &output_s, NULL},
+                            {"trace", &trace, NULL},
+                            {"policy", &policy, NULL},
+                            {"r", &r_s, NULL},
+                            {"detail", &detail, NULL},
+                            {"layers", &layers_s, NULL},
+                            {"slo-ttft", &ttft_s, NULL},
+                            {"slo-tpot", &tpot_s, NULL},
+                            {"seed", &seed_s, NULL},
+                            {"chunk", &chunk_s, NULL},
+                            {"window", &window_s, NULL},
+                            {"gpu-kv-gb", &kv_s, NULL},
+                            {"gpu-experts", &gexp_s, NULL},
+                            {"db", &db, NULL},
+                            {"json", NULL, &json},
+                            {"format", &format, NULL},
+                            {"skip-bad", NULL, &skip_bad},
+                            {"arrivals", &arrivals, NULL},
+                            {"rate", &rate_s, NULL},
+                            {"cv", &cv_s, NULL},
+                            {"requests", &requests_s, NULL},
+                            {"prompt-dist", &pdist, NULL},
+                            {"output-dist", &odist, NULL},
+                            {0}};
     char *args[2];
     int rc = cli_parse("sim", argc, argv, opts, args, 2, &nargs, help);
     if (rc)
@@ -432,12 +462,40 @@ int cmd_sim(int argc, char **argv)
     }
     if (!model || !gpu || !host)
         return cli_usage_error("sim", "--model, --gpu and --host are required");
-    if (trace)
-        return cli_usage_error("sim", "--trace is not available in this build yet; use --batch "
-                                      "--prompt --output");
+    if (trace && arrivals)
+        return cli_usage_error("sim", "--trace and --arrivals are two different workloads");
+    if ((trace || arrivals) && (prompt_s || output_s))
+        return cli_usage_error("sim", "--prompt and --output make a closed batch; a trace or a "
+                                      "generator gives its own lengths");
+    ws_trace_opts topts = {.format = WS_TRACE_AUTO, .skip_bad = skip_bad};
+    ws_trace_gen tg = {0};
+    ws_err perr = {0};
+    if (format && ws_trace_format_parse(format, &topts.format, &perr))
+        return cli_usage_error("sim", "%s", perr.msg);
+    if (arrivals) {
+        long long nreq;
+        if (ws_trace_arrivals_parse(arrivals, &tg.arrivals, &perr))
+            return cli_usage_error("sim", "%s", perr.msg);
+        if (tg.arrivals == WS_ARRIVALS_CLOSED)
+            return cli_usage_error("sim", "closed-loop arrivals are not supported by sim yet");
+        if (!rate_s || !requests_s || !pdist || !odist)
+            return cli_usage_error("sim", "--arrivals needs --rate, --requests, --prompt-dist "
+                                          "and --output-dist");
+        if (ws_parse_double(rate_s, 1e-9, 1e9, &tg.rate))
+            return cli_usage_error("sim", "--rate '%s': not a number in 1e-9..1e9", rate_s);
+        if (ws_parse_int64(requests_s, 1, 1LL << 40, &nreq))
+            return cli_usage_error("sim", "--requests '%s': not an integer in 1..2^40", requests_s);
+        tg.requests = (uint64_t)nreq;
+        tg.cv = 1;
+        if (cv_s && ws_parse_double(cv_s, 0.01, 100, &tg.cv))
+            return cli_usage_error("sim", "--cv '%s': not a number in 0.01..100", cv_s);
+        if (ws_trace_len_parse(pdist, &tg.prompt, &perr) ||
+            ws_trace_len_parse(odist, &tg.output, &perr))
+            return cli_usage_error("sim", "%s", perr.msg);
+    }
     sim_cfg cfg;
     sim_cfg_default(&cfg);
-    int batch = 4, prompt = 2048, output = 256, gexp = 0, all = 1;
+    int batch = trace || arrivals ? 32 : 4, prompt = 2048, output = 256, gexp = 0, all = 1;
     double kv_gb = 0;
     long long seed = 0;
     if ((batch_s && (rc = parse_pos_int("sim", "batch", batch_s, 1, 1 << 20, &batch))) ||
@@ -457,6 +515,7 @@ int cmd_sim(int argc, char **argv)
     cfg.batch = batch;
     cfg.detail_layer = detail_layer;
     cfg.seed = (uint64_t)seed;
+    tg.seed = (uint64_t)seed;
     cfg.gpu_kv_budget = kv_gb * 1073741824.0;
     if (cfg.window % cfg.par.page_tokens)
         return cli_usage_error("sim", "--window must be a multiple of the page (%d tokens)",
@@ -482,9 +541,13 @@ int cmd_sim(int argc, char **argv)
     cc.gpu_experts = gexp;
     progress pg = {0};
     clock_gettime(CLOCK_MONOTONIC, &pg.t0);
+    cfg.keep_steps = json; /* the table needs only the totals */
     cfg.progress = on_progress;
     cfg.progress_ctx = &pg;
     json_t *root = NULL, *runs = NULL;
+    FILE *o = NULL;
+    char *text = NULL;
+    size_t text_len = 0;
     if (json) {
         root = json_object();
         runs = json_array();
@@ -493,20 +556,46 @@ int cmd_sim(int argc, char **argv)
         json_object_set_new(root, "gpu", json_string(hw.gpu));
         json_object_set_new(root, "host", json_string(hw.host));
         json_object_set_new(root, "batch", json_integer(batch));
-        json_object_set_new(root, "prompt", json_integer(prompt));
-        json_object_set_new(root, "output", json_integer(output));
+        if (trace)
+            json_object_set_new(root, "trace", json_string(trace));
+        else if (arrivals)
+            json_object_set_new(root, "generator", json_string(arrivals));
+        else {
+            json_object_set_new(root, "prompt", json_integer(prompt));
+            json_object_set_new(root, "output", json_integer(output));
+        }
         json_object_set_new(root, "detail", json_string(detail_layer ? "layer" : "step"));
         json_object_set_new(root, "seed", json_integer(seed));
     } else {
-        printf("writescope sim: MODELED on gpu %s + host %s%s; model %s, %d of %d layers, "
-               "detail %s\n",
-               hw.gpu, hw.host, embedded ? " (embedded datasheet profiles)" : "", m.name,
-               cfg.layers > 0 && cfg.layers < m.layers ? cfg.layers : m.layers, m.layers,
-               detail_layer ? "layer" : "step");
-        printf("workload: closed batch of %d requests x (%d prompt + %d output) tokens, at most "
-               "%d running\n",
-               batch, prompt, output, cfg.batch);
-        print_header();
+        /* The table is written when every run has succeeded: a failure prints only its
+         * error. */
+        o = open_memstream(&text, &text_len);
+        if (!o) {
+            ws_err_set(&err, WS_ENOMEM, "out of memory");
+            return cli_fail(&err);
+        }
+        fprintf(o,
+                "writescope sim: MODELED on gpu %s + host %s%s; model %s, %d of %d layers, "
+                "detail %s\n",
+                hw.gpu, hw.host, embedded ? " (embedded datasheet profiles)" : "", m.name,
+                cfg.layers > 0 && cfg.layers < m.layers ? cfg.layers : m.layers, m.layers,
+                detail_layer ? "layer" : "step");
+        if (trace)
+            fprintf(o, "workload: trace %s, at most %d running\n", trace, cfg.batch);
+        else if (arrivals) {
+            char a[64], b[64];
+            ws_trace_len_format(&tg.prompt, a, sizeof a);
+            ws_trace_len_format(&tg.output, b, sizeof b);
+            fprintf(o,
+                    "workload: %llu %s arrivals at %g/s, prompts %s, outputs %s, seed %lld, at "
+                    "most %d running\n",
+                    (unsigned long long)tg.requests, arrivals, tg.rate, a, b, seed, cfg.batch);
+        } else
+            fprintf(o,
+                    "workload: closed batch of %d requests x (%d prompt + %d output) tokens, at "
+                    "most %d running\n",
+                    batch, prompt, output, cfg.batch);
+        print_header(o);
     }
     for (int k = 0; k < WS_POLICY_COUNT; k++) {
         if (!all && k != (int)one)
@@ -514,24 +603,48 @@ int cmd_sim(int argc, char **argv)
         cfg.policy = (ws_policy_kind)k;
         sim_closed c;
         sim_source src;
-        sim_closed_source(&c, batch, prompt, output, &src);
+        ws_trace *t = NULL;
         sim_results r;
-        rc = sim_run(&m, &hw, &cc, &cfg, &src, &r, &err);
+        rc = 0;
+        if (trace)
+            rc = ws_trace_open(trace, &topts, &t, &err);
+        else if (arrivals)
+            rc = ws_trace_gen_open(&tg, &t, &err);
+        else
+            sim_closed_source(&c, batch, prompt, output, &src);
+        if (!rc && t)
+            rc = sim_trace_source(t, &src, &err);
+        if (!rc)
+            rc = sim_run(&m, &hw, &cc, &cfg, &src, &r, &err);
+        if (t) {
+            const ws_trace_counts *tc = ws_trace_get_counts(t);
+            if (!rc && (tc->bad || tc->failed) && !json && k == (int)(all ? 0 : one))
+                fprintf(o, "trace: %llu malformed rows skipped, %llu failed requests skipped%s%s\n",
+                        (unsigned long long)tc->bad, (unsigned long long)tc->failed,
+                        tc->first_bad[0] ? "; first: " : "", tc->first_bad);
+            ws_trace_close(t);
+        }
         progress_end(&pg);
         if (rc) {
             json_decref(root);
             json_decref(runs);
+            if (o)
+                fclose(o);
+            free(text);
             return cli_fail(&err);
         }
         if (json)
             json_array_append_new(runs, totals_json(&r));
         else
-            print_row(&r, cfg.slo_ttft > 0 || cfg.slo_tpot > 0);
+            print_row(o, &r, cfg.slo_ttft > 0 || cfg.slo_tpot > 0);
         sim_results_free(&r);
     }
     if (json) {
         json_object_set_new(root, "runs", runs);
         return cli_print_json(root);
     }
+    fclose(o);
+    fwrite(text, 1, text_len, stdout);
+    free(text);
     return CLI_EXIT_OK;
 }

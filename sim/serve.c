@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "engine.h"
+#include "trace.h"
 
 enum { K_OP = 0 }; /* the only event kind: op ends */
 
@@ -26,6 +27,30 @@ void sim_closed_source(sim_closed *c, int n, int prompt, int output, sim_source 
     *c = (sim_closed){.n = n, .prompt = prompt, .output = output};
     src->next = closed_next;
     src->ctx = c;
+}
+
+static int trace_next(void *ctx, sim_req *req, ws_err *err)
+{
+    ws_trace_req r;
+    int rc = ws_trace_next(ctx, &r, err);
+    if (rc < 0)
+        return -(err && err->code ? err->code : WS_EIO);
+    if (rc == 0)
+        return 0;
+    *req =
+        (sim_req){.arrival_s = r.arrival_s, .prompt = r.prompt_tokens, .output = r.output_tokens};
+    return 1;
+}
+
+int sim_trace_source(struct ws_trace *t, sim_source *src, ws_err *err)
+{
+    if (ws_trace_closed_clients(t) > 0)
+        return ws_err_set(err, WS_EINVAL,
+                          "%s: closed-loop arrivals are not supported by the simulator yet",
+                          ws_trace_name(t));
+    src->next = trace_next;
+    src->ctx = t;
+    return 0;
 }
 
 void sim_cfg_default(sim_cfg *c)

@@ -63,6 +63,11 @@ typedef struct sim_closed {
 } sim_closed;
 void sim_closed_source(sim_closed *c, int n, int prompt, int output, sim_source *src);
 
+/* A trace source (traces/trace.h: a file or a generator) as a request source; t stays the
+ * caller's. A closed-loop generator (arrivals relative to completions) is WS_EINVAL. */
+struct ws_trace;
+int sim_trace_source(struct ws_trace *t, sim_source *src, ws_err *err);
+
 /* ---- configuration ------------------------------------------------------------------ */
 
 typedef struct sim_cfg {

@@ -4,6 +4,7 @@
 #include <criterion/criterion.h>
 #include <jansson.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "helpers.h"
@@ -96,4 +97,60 @@ Test(cli_sim, usage_errors)
     cr_assert_eq(r.status, 0);
     cr_assert_neq(strstr(r.out, "usage: writescope sim"), NULL);
     th_run_free(&r);
+}
+
+Test(cli_sim, trace_file_and_generator)
+{
+    char dir[64], path[256], bad[256];
+    th_tmpdir(dir, sizeof dir);
+    th_write(dir, "t.csv",
+             "arrival_s,prompt_tokens,output_tokens\n0,300,4\n0.5,900,2\n1.25,40,1\n7,2000,3\n",
+             path, sizeof path);
+    json_t *v = th_writescope_json((const char *[]){BASE, "--trace", path, "--layers", "2",
+                                                    "--policy", "writescope", "--json", NULL},
+                                   g_env);
+    json_t *r0 = json_array_get(json_object_get(v, "runs"), 0);
+    cr_assert_eq(json_integer_value(json_object_get(r0, "served")), 4);
+    cr_assert_eq(json_integer_value(json_object_get(r0, "output_tokens")), 10);
+    json_decref(v);
+    v = th_writescope_json((const char *[]){BASE, "--arrivals", "poisson", "--rate", "2",
+                                            "--requests", "9", "--prompt-dist", "uniform:100:900",
+                                            "--output-dist", "fixed:3", "--seed", "7", "--layers",
+                                            "2", "--policy", "stream", "--json", NULL},
+                           g_env);
+    r0 = json_array_get(json_object_get(v, "runs"), 0);
+    cr_assert_eq(json_integer_value(json_object_get(r0, "requests")), 9);
+    cr_assert_eq(json_integer_value(json_object_get(r0, "output_tokens")), 27);
+    json_decref(v);
+    th_write(dir, "bad.csv", "arrival_s,prompt_tokens,output_tokens\n0,300,4\n0.5,x,2\n", bad,
+             sizeof bad);
+    expect_fail((const char *[]){BASE, "--trace", bad, NULL}, 1, "bad.csv:3");
+    expect_fail((const char *[]){BASE, "--trace", "/nonexistent/t.csv", NULL}, 1,
+                "/nonexistent/t.csv");
+}
+
+Test(cli_sim, mooncake_trace_every_request_ends)
+{
+    const char *path = "../shared/traces/mooncake_conversation.jsonl";
+    char full[4096];
+    const char *root = getenv("WRITESCOPE_HOME");
+    snprintf(full, sizeof full, "%s/%s", root ? root : ".", path);
+    FILE *f = fopen(full, "r");
+    if (!f) {
+        snprintf(full, sizeof full, "/work/shared/traces/mooncake_conversation.jsonl");
+        f = fopen(full, "r");
+    }
+    if (!f)
+        cr_skip_test("no %s: the shared traces are absent", path);
+    fclose(f);
+    json_t *v =
+        th_writescope_json((const char *[]){BASE, "--trace", full, "--layers", "2", "--detail",
+                                            "step", "--policy", "stream", "--json", NULL},
+                           g_env);
+    json_t *r0 = json_array_get(json_object_get(v, "runs"), 0);
+    cr_assert_eq(json_integer_value(json_object_get(r0, "requests")), 12031);
+    cr_assert_eq(json_integer_value(json_object_get(r0, "served")) +
+                     json_integer_value(json_object_get(r0, "oom")),
+                 12031);
+    json_decref(v);
 }
