@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "engine.h"
+#include "timeline.h"
 #include "trace.h"
 
 enum { K_OP = 0 }; /* the only event kind: op ends */
@@ -272,6 +273,22 @@ static int record_step(run *R, const sim_step_out *so, int batch, int dec, int p
         t->decode_tokens += (uint64_t)dec;
     }
     const uint64_t idx = t->steps++;
+    sim_step_rec rec = {.idx = idx,
+                        .t_start = so->t0,
+                        .dt = so->t1 - so->t0,
+                        .batch = batch,
+                        .decode_tokens = dec,
+                        .prefill_tokens = pf,
+                        .rstar = rstar,
+                        .r_real = rreal,
+                        .spilled = spilled,
+                        .events = so->events};
+    memcpy(rec.busy, so->busy, sizeof rec.busy);
+    if (R->cfg->on_step) {
+        int rc = R->cfg->on_step(R->cfg->on_step_ctx, &rec, err);
+        if (rc)
+            return rc;
+    }
     if (!R->cfg->keep_steps)
         return 0;
     sim_results *res = R->res;
@@ -283,18 +300,7 @@ static int record_step(run *R, const sim_step_out *so, int batch, int dec, int p
         res->step = p;
         res->cap_step = cap;
     }
-    sim_step_rec *r = &res->step[res->n_step++];
-    *r = (sim_step_rec){.idx = idx,
-                        .t_start = so->t0,
-                        .dt = so->t1 - so->t0,
-                        .batch = batch,
-                        .decode_tokens = dec,
-                        .prefill_tokens = pf,
-                        .rstar = rstar,
-                        .r_real = rreal,
-                        .spilled = spilled,
-                        .events = so->events};
-    memcpy(r->busy, so->busy, sizeof r->busy);
+    res->step[res->n_step++] = rec;
     return 0;
 }
 
@@ -563,6 +569,8 @@ int sim_run(const ws_model *m, const ws_cost_hw *hw, const ws_cost_cfg *ccfg, co
     if ((rc = sim_step_init(&R.st, &R.eng, K_OP, &R.cm, R.layers, cfg->cpu_workers,
                             !cfg->detail_layer, err)))
         goto out_eng;
+    if (cfg->timeline)
+        sim_dag_record(&R.st.g, cfg->timeline);
     R.s = calloc((size_t)cfg->batch, sizeof *R.s);
     if (!R.s) {
         rc = ws_err_set(err, WS_ENOMEM, "sim: out of memory");

@@ -68,6 +68,9 @@ void sim_closed_source(sim_closed *c, int n, int prompt, int output, sim_source 
 struct ws_trace;
 int sim_trace_source(struct ws_trace *t, sim_source *src, ws_err *err);
 
+struct sim_step_rec;
+struct sim_timeline;
+
 /* ---- configuration ------------------------------------------------------------------ */
 
 typedef struct sim_cfg {
@@ -85,6 +88,13 @@ typedef struct sim_cfg {
     double host_limit;         /* B; 0: 512 GiB */
     double slo_ttft, slo_tpot; /* s; 0: no SLO */
     int keep_steps;            /* 1: keep the per-step records (default 1) */
+    /* Every op's span goes here when non-NULL (a Chrome-trace writer drains it from
+     * on_step, e.g. with sim_timeline_clear after writing). */
+    struct sim_timeline *timeline;
+    /* Called after every step with its record (NULL: none); a non-zero return stops the
+     * run with that code (err set by the callee). */
+    int (*on_step)(void *ctx, const struct sim_step_rec *rec, ws_err *err);
+    void *on_step_ctx;
     /* Called every few hundred steps and at the end (NULL: none). */
     void (*progress)(void *ctx, double sim_t, uint64_t steps, uint64_t ended, uint64_t seen);
     void *progress_ctx;

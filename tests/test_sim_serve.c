@@ -14,6 +14,7 @@
 #include "grid.h"
 #include "serve.h"
 #include "store.h"
+#include "timeline.h"
 #include "ws_util.h"
 
 static void load(const char *model, const char *gpu, ws_model *m, ws_cost_hw *hw)
@@ -452,4 +453,55 @@ Test(sim_serve, detail_step_equals_layer_when_the_gpu_half_settles_late)
                   ra.step[i].r_real, rb.step[i].dt, rb.step[i].r_real);
     sim_results_free(&ra);
     sim_results_free(&rb);
+}
+
+typedef struct step_seen {
+    sim_timeline *tl;
+    size_t steps, spans, stop_at;
+} step_seen;
+
+static int on_step(void *ctx, const sim_step_rec *rec, ws_err *err)
+{
+    step_seen *s = ctx;
+    cr_assert_eq(rec->idx, s->steps);
+    s->steps++;
+    for (size_t i = 0; i < s->tl->n; i++)
+        cr_assert(s->tl->v[i].t_end <= rec->t_start + rec->dt + 1e-12 && s->tl->v[i].label);
+    s->spans += s->tl->n;
+    sim_timeline_clear(s->tl); /* as a streaming writer does */
+    if (s->stop_at && s->steps == s->stop_at)
+        return ws_err_set(err, WS_EIO, "writer failed");
+    return 0;
+}
+
+Test(sim_serve, step_callback_and_timeline)
+{
+    ws_model m;
+    ws_cost_hw hw;
+    load("qwen3-30b-a3b", "a100-40gb-pcie", &m, &hw);
+    sim_timeline tl;
+    sim_timeline_init(&tl);
+    step_seen seen = {.tl = &tl};
+    sim_cfg cfg;
+    sim_cfg_default(&cfg);
+    cfg.layers = 3;
+    cfg.timeline = &tl;
+    cfg.on_step = on_step;
+    cfg.on_step_ctx = &seen;
+    sim_results r;
+    run_closed(&m, &hw, &cfg, 2, 600, 20, &r);
+    cr_assert_eq(seen.steps, r.tot.steps);
+    cr_assert_gt(seen.spans, 10 * seen.steps);
+    sim_results_free(&r);
+    /* a failing writer stops the run with its error */
+    seen = (step_seen){.tl = &tl, .stop_at = 5};
+    ws_err err = {0};
+    sim_closed c;
+    sim_source src;
+    sim_closed_source(&c, 2, 600, 20, &src);
+    ws_cost_cfg cc;
+    ws_cost_cfg_default(&cc);
+    cr_assert_eq(sim_run(&m, &hw, &cc, &cfg, &src, &r, &err), WS_EIO);
+    cr_assert_str_eq(err.msg, "writer failed");
+    sim_timeline_free(&tl);
 }
