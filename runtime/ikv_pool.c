@@ -114,6 +114,11 @@ void ws_ikv_pool_destroy(ws_ikv_pool *p)
 static int map_chunk(ws_ikv_pool *p, int k, ws_err *err)
 {
     size_t per = p->chunk_bytes / p->page_bytes;
+    /* on several nodes a chunk holds at most a node's share, so that one node's first
+     * chunk cannot take the capacity the others need */
+    const size_t share = ((size_t)p->cap + (size_t)p->n_nodes - 1) / (size_t)p->n_nodes;
+    if (per > share)
+        per = share;
     if (per < 1)
         per = 1;
     const size_t left = (size_t)(p->cap - p->mapped);

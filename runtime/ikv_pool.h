@@ -5,9 +5,10 @@
  * Memory comes in chunks (64 MiB by default, 2 MiB aligned), mapped when the pages before
  * them are all taken and kept until the pool is destroyed, so a page's address never
  * changes while it is held and freeing a page is a push on a free list. Each chunk is on
- * one NUMA node (mbind, preferred: a hint), given by the caller's node list; a page is
- * asked for on a node and comes from another node's free pages only when that node has
- * none left and the capacity allows no new chunk there. Pinned pools pin each chunk when it
+ * one NUMA node (mbind, preferred: a hint), given by the caller's node list, and holds at
+ * most a node's share of the capacity; a page is asked for on a node and comes from
+ * another node's free pages only when that node has none left and the capacity allows no
+ * new chunk there. Pinned pools pin each chunk when it
  * is mapped: through the backend's host_alloc when it has one (CUDA), else mlock. When
  * mlock is refused (RLIMIT_MEMLOCK), the chunk stays pageable and the pool says so
  * (ws_ikv_pool_pinned = 0, ws_ikv_pool_note): a reported fallback, not an error.

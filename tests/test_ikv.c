@@ -11,11 +11,15 @@
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <math.h>
+#include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "attn_cpu.h"
 #include "half.h"
+#include "helpers.h"
 #include "ikv.h"
 #include "policy.h"
 
@@ -759,4 +763,83 @@ Test(ikv, freeing_returns_every_page)
     cr_assert_eq(ws_ikv_prefill(h.c, s, 0, 33, g_kv, g_kv, 4, &err), 0, "%s", err.msg);
     h.n_seqs = 0; /* the harness's records describe freed sequences */
     h_free(&h);
+}
+
+/* A pool over two one-CPU nodes of a fake sysfs (skips where the machine cannot). */
+static ws_pool *two_node_pool(void)
+{
+    cpu_set_t set;
+    cr_assert_eq(sched_getaffinity(0, sizeof set, &set), 0);
+    int cpu[2], n = 0;
+    for (int c = 0; c < CPU_SETSIZE && n < 2; c++)
+        if (CPU_ISSET(c, &set))
+            cpu[n++] = c;
+    if (n < 2)
+        cr_skip_test("needs two CPUs for two NUMA nodes of one CPU each");
+    char dir[256], path[600];
+    th_tmpdir(dir, sizeof dir);
+    for (int i = 0; i < 2; i++) {
+        char sub[512], list[16];
+        snprintf(sub, sizeof sub, "%s/node%d", dir, i);
+        cr_assert_eq(mkdir(sub, 0755), 0, "mkdir %s", sub);
+        snprintf(list, sizeof list, "%d\n", cpu[i]);
+        th_write(sub, "cpulist", list, path, sizeof path);
+    }
+    ws_numa t;
+    ws_err err = {0};
+    cr_assert_eq(ws_numa_read(&t, dir, NULL, &err), 0, "%s", err.msg);
+    ws_pool *p = ws_pool_create_numa(2, &t, &err);
+    cr_assert_not_null(p, "%s", err.msg);
+    if (ws_pool_nodes(p) != 2) {
+        ws_pool_destroy(p);
+        cr_skip_test("pinning threads to CPUs was refused");
+    }
+    return p;
+}
+
+/* CPU pages follow the placement rule over the kernel pool's nodes (runs of
+ * WS_NUMA_RUN_TOKENS tokens from node seq mod n), the views name them, and the CPU kernel
+ * on that pool reads them to the reference's result. */
+Test(ikv, cpu_pages_are_placed_on_the_pools_nodes)
+{
+    ws_pool *pool = two_node_pool();
+    ws_kv_layout kv = {.page_tokens = 4096, .n_kv_heads = 1, .d_k = 16, .d_v = 16,
+                       .dtype = WS_DT_BF16};
+    ws_ikv_config cfg = {.kv = kv, .n_q_heads = 2, .n_layers = 1, .max_seqs = 2,
+                         .window = 4096, .gpu_budget = 64 << 20, .pinned_limit = 16 << 20,
+                         .host_limit = 64 << 20, .pool = pool};
+    ws_err err = {0};
+    ws_ikv *c = ws_ikv_create(&cfg, &err);
+    cr_assert_not_null(c, "%s", err.msg);
+    const int n = 5 * 4096;
+    uint16_t *k = malloc(sizeof(uint16_t) * 2 * 16 * n); /* K then V, [n][1][16] each */
+    for (int i = 0; i < 2 * 16 * n; i++)
+        k[i] = ws_f32_to_bf16(frand());
+    const int run = WS_NUMA_RUN_TOKENS / 4096;
+    for (int q = 0; q < 2; q++) {
+        int s;
+        cr_assert_eq(ws_ikv_seq_add(c, &s, &err), 0);
+        cr_assert_eq(ws_ikv_prefill(c, s, 0, n, k, k + 16 * n, 5, &err), 0, "%s", err.msg);
+        const void *pages[8];
+        int nodes[8];
+        ws_attn_seq v;
+        cr_assert_eq(ws_ikv_view_cpu(c, s, 0, pages, nodes, 8, &v, &err), 0, "%s", err.msg);
+        cr_assert_eq(v.n_tokens, n);
+        for (int i = 0; i < 5; i++)
+            cr_assert_eq(nodes[i], ws_pool_node_id(pool, (s + i / run) % 2), "seq %d page %d", s,
+                         i);
+        float qv[2 * 16], o[2 * 16], lse[2];
+        double o_ref[2 * 16], l_ref[2];
+        for (int i = 0; i < 32; i++)
+            qv[i] = frand();
+        ws_attn_problem p = {.kv = *ws_ikv_cpu_layout(c), .n_q_heads = 2, .scale = 0.25f,
+                             .n_seqs = 1, .seqs = &v, .q = qv, .o = o, .lse = lse};
+        cr_assert_eq(ws_attn_cpu(&p, pool, WS_ISA_AUTO, &err), 0, "%s", err.msg);
+        cr_assert_eq(ws_attn_ref(&p, o_ref, l_ref, &err), 0, "%s", err.msg);
+        for (int i = 0; i < 32; i++)
+            cr_assert_float_eq(o[i], o_ref[i], BOUND);
+    }
+    free(k);
+    ws_ikv_destroy(c);
+    ws_pool_destroy(pool);
 }

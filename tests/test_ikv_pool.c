@@ -67,3 +67,25 @@ Test(ikv_pool, a_zero_limit_holds_nothing)
     cr_assert_null(ws_ikv_pool_create(&cfg, &err));
     cr_assert_eq(err.code, WS_EINVAL);
 }
+
+Test(ikv_pool, each_node_gets_its_share_of_the_capacity)
+{
+    const int nodes[2] = {3, 5};
+    ws_ikv_pool_config cfg = {.name = "CPU region", .page_bytes = 4096, .limit_bytes = 4096 * 10,
+                              .n_nodes = 2, .node_ids = nodes};
+    ws_err err = {0};
+    ws_ikv_pool *p = ws_ikv_pool_create(&cfg, &err);
+    cr_assert_not_null(p, "%s", err.msg);
+    int id, on[2] = {0};
+    for (int i = 0; i < 5; i++) { /* node 0 first: its chunk must leave node 1 its half */
+        cr_assert_eq(ws_ikv_pool_take(p, 0, &id, &err), 0, "%s", err.msg);
+        cr_assert_eq(ws_ikv_pool_node_id(p, id), 3);
+    }
+    for (int i = 0; i < 5; i++) {
+        cr_assert_eq(ws_ikv_pool_take(p, 1, &id, &err), 0, "%s", err.msg);
+        on[ws_ikv_pool_node_id(p, id) == 5]++;
+    }
+    cr_assert_eq(on[1], 5, "node 1 got %d of its pages from node 0", on[0]);
+    cr_assert_eq(ws_ikv_pool_take(p, 1, &id, &err), WS_ENOMEM);
+    ws_ikv_pool_destroy(p);
+}
