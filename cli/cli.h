@@ -39,6 +39,7 @@ int cmd_plot(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_sim(int argc, char **argv);
 int cmd_trace(int argc, char **argv);
+int cmd_run(int argc, char **argv);
 
 #endif
 

@@ -27,6 +27,7 @@ static const cli_command k_commands[] = {
     {"plot", cmd_plot, "draw figures from the database with gnuplot"},
     {"sim", cmd_sim, "simulate serving a model on profiled hardware under each KV policy"},
     {"bench", cmd_bench, "measure memory bandwidth and the CPU attention kernels"},
+    {"run", cmd_run, "serve a batch through the KV format and the policy (GPU real or modeled)"},
     {"trace", cmd_trace, "summarize, generate and convert request traces"},
 };
 

@@ -199,7 +199,7 @@ Test(cli, db_init_migrates_schema_3)
     cr_assert_neq(strstr(r.out, "(schema 4)"), NULL, "%s", r.out);
     th_run_free(&r);
     json_t *v = run_json((const char *[]){"db", "export", "--db", path, NULL});
-    cr_assert_eq(json_integer_value(json_object_get(v, "schema_version")), 4);
+    cr_assert_eq(json_integer_value(json_object_get(v, "schema_version")), WS_SCHEMA_VERSION);
     cr_assert_eq(json_array_size(json_object_get(v, "sim_runs")), 0);
     cr_assert(json_is_array(json_object_get(v, "sim_steps")));
     json_decref(v);

@@ -354,7 +354,7 @@ Test(simdb, schema_3_database_migrates_on_write)
                  0);
     cr_assert_eq(ws_store_open(path, &s, &err), 0, "%s", err.msg);
     ws_store_close(s);
-    cr_assert_eq(th_count_file(path, "PRAGMA user_version"), 4);
+    cr_assert_eq(th_count_file(path, "PRAGMA user_version"), WS_SCHEMA_VERSION);
     cr_assert_eq(th_count_file(path, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND "
                                      "name IN ('sim_runs', 'sim_requests', 'sim_steps')"),
                  3);

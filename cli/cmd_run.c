@@ -1,0 +1,360 @@
+/* cmd_run: `writescope run`, the live decode engine (runtime/engine.h) on a closed batch:
+ * parses the options, loads the model and the profiles, runs, prints a summary line every
+ * N steps on stderr and the final summary (or --json), and with --db stores the run. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "run_engine.h"
+#include "fingerprint.h"
+#include "grid.h"
+#include "profile.h"
+#include "rundb.h"
+#include "store.h"
+#include "ws_parse.h"
+#include "ws_util.h"
+
+#define RUN_DEFAULT_GPU "a100-40gb-pcie"
+#define RUN_FALLBACK_HOST "xeon-gold-5318y"
+
+static void help(FILE *out)
+{
+    fprintf(out,
+            "usage: writescope run --model NAME [--batch B] [--prompt N] [--output M] [--layers K]\n"
+            "                      [--host PROFILE] [--gpu cuda|modeled:<profile>]\n"
+            "                      [--policy writescope|static|stream|cpu-attn] [--r R]\n"
+            "                      [--window W] [--threads T] [--seed S] [--every N]\n"
+            "                      [--mem-fraction F] [--verify] [--db PATH] [--json]\n"
+            "\n"
+            "Serves a closed batch of B sequences (prompt N, M decode steps) of the model's real\n"
+            "shapes, synthetic seeded bf16 KV and expert weights, through the InplaceKVCache and\n"
+            "the placement policy. The CPU half of the attention, the router and the routed\n"
+            "experts run for real on this machine; with --gpu modeled:<profile> (the default,\n"
+            "modeled:" RUN_DEFAULT_GPU ") the GPU's work and the transfers are timed by the cost\n"
+            "model on their own clocks and labelled modeled. --verify computes the GPU half\n"
+            "(CPU reference, outside the timed path) and checks each merged output against full\n"
+            "attention (max abs error <= 2e-3). --layers K runs K of the model's layers (default:\n"
+            "what fits in --mem-fraction, 0.5, of the RAM). --host defaults to this machine's\n"
+            "calibrated profile when one is stored, else " RUN_FALLBACK_HOST " (datasheet).\n"
+            "Defaults: batch 4, prompt 4096, output 32, window 256, policy writescope; --r is\n"
+            "static's share (0.5). A line every --every steps (default 8) on stderr; --db stores\n"
+            "the run, its steps and (step, layer) records in one transaction. Details: docs/run.md\n");
+}
+
+static int parse_int(const char *opt, const char *v, long long lo, long long hi, int *out)
+{
+    long long x;
+    if (ws_parse_int64(v, lo, hi, &x))
+        return cli_usage_error("run", "--%s needs an integer in [%lld, %lld], not '%s'", opt, lo,
+                               hi, v);
+    *out = (int)x;
+    return 0;
+}
+
+static void on_step(void *ctx, const ws_run_step *st, const ws_run_layer *lay, int n)
+{
+    const int every = *(const int *)ctx;
+    (void)lay;
+    (void)n;
+    if (every <= 0 || (st->idx + 1) % every)
+        return;
+    fprintf(stderr,
+            "run: step %d  %.2f ms (cpu attn %.2f, experts %.2f, engine %.2f ms measured)  "
+            "r*=%.3f r=%.3f%s\n",
+            st->idx + 1, 1e3 * (st->t_end - st->t_start), 1e3 * st->cpu_attn_s,
+            1e3 * st->experts_s, 1e3 * st->overhead_s, st->r_star, st->r_real,
+            isnan(st->verify_err) ? "" : "  verified");
+}
+
+/* The host profile: this machine's calibration when stored, else the fallback. */
+static const char *default_host(ws_store *s, char *buf, size_t cap, int *fallback)
+{
+    ws_host_fp fp;
+    ws_profile p = {0};
+    *fallback = 1;
+    if (!ws_host_fp_detect("", &fp, NULL)) {
+        snprintf(buf, cap, "host:%s", fp.id);
+        if (!ws_profile_load(s, buf, &p, NULL)) {
+            ws_profile_free(&p);
+            *fallback = 0;
+            return buf;
+        }
+    }
+    return RUN_FALLBACK_HOST;
+}
+
+static int store_run(const char *db, const ws_engine_cfg *c, const ws_run_result *r,
+                     const char *model, const char *policy, ws_err *err)
+{
+    ws_store *s = NULL;
+    int rc = cli_open_store(db, &s, err);
+    if (rc)
+        return rc;
+    ws_rundb_run run = {0};
+    snprintf(run.model, sizeof run.model, "%s", model);
+    snprintf(run.gpu, sizeof run.gpu, "%s", r->gpu_label);
+    snprintf(run.gpu_source, sizeof run.gpu_source, "modeled");
+    snprintf(run.gpu_profile, sizeof run.gpu_profile, "%s", c->hw->gpu);
+    snprintf(run.host_profile, sizeof run.host_profile, "%s", c->hw->host);
+    snprintf(run.policy, sizeof run.policy, "%s", policy);
+    run.batch = c->batch, run.prompt_tokens = c->prompt, run.output_tokens = c->output;
+    run.layers = r->layers, run.model_layers = r->model_layers;
+    run.seed = c->seed;
+    snprintf(run.params, sizeof run.params,
+             "{\"window\": %d, \"page_tokens\": %d, \"r_static\": %g, \"threads\": %d, "
+             "\"verify\": %d, \"expert_slots\": %d, \"expert_dtype\": \"fp32\", "
+             "\"layers_note\": \"%s\"}",
+             c->window, c->par.page_tokens, c->par.r_static, c->threads, c->verify,
+             r->expert_slots, r->layers_note);
+    run.wall_s = r->wall_s, run.decode_s = r->decode_s;
+    run.prefill_modeled_s = r->prefill_modeled_s;
+    run.tokens_out = (long long)c->batch * r->steps;
+    run.tokens_per_s = r->tokens_per_s, run.step_p50 = r->step_p50, run.step_p99 = r->step_p99;
+    run.share_cpu_attn = r->share_cpu_attn, run.share_experts = r->share_experts;
+    run.share_overhead = r->share_overhead, run.share_gpu_wait = r->share_gpu_wait;
+    run.verify_max_err = r->verify_max_err;
+    run.bytes_moved = (long long)r->bytes_moved;
+    ws_rundb_step *st = calloc((size_t)r->steps, sizeof *st);
+    ws_rundb_layer *ly = calloc((size_t)r->steps * r->layers, sizeof *ly);
+    if (!st || !ly) {
+        free(st);
+        free(ly);
+        ws_store_close(s);
+        return ws_err_set(err, WS_ENOMEM, "out of memory");
+    }
+    for (int i = 0; i < r->steps; i++) {
+        const ws_run_step *x = &r->step[i];
+        st[i] = (ws_rundb_step){.idx = x->idx, .t_start = x->t_start, .t_end = x->t_end,
+                                .batch = c->batch, .tokens = c->batch,
+                                .context = (long long)x->context, .r_star = x->r_star,
+                                .r_real = x->r_real, .busy_gpu = x->busy_gpu,
+                                .busy_h2d = x->busy_h2d, .busy_d2h = x->busy_d2h,
+                                .busy_cpu = x->busy_cpu, .wall_s = x->wall_s,
+                                .verify_err = x->verify_err};
+        snprintf(st[i].busy_other, sizeof st[i].busy_other,
+                 "{\"cpu_attn\": %.9g, \"experts\": %.9g, \"engine\": %.9g}", x->cpu_attn_s,
+                 x->experts_s, x->overhead_s);
+    }
+    for (int i = 0; i < r->steps * r->layers; i++) {
+        const ws_run_layer *x = &r->lay[i];
+        ly[i] = (ws_rundb_layer){.step = x->step, .layer = x->layer,
+                                 .n_cpu = (long long)x->n_cpu, .m_xfer = (long long)x->m_xfer,
+                                 .resident = (long long)x->resident, .cpu_attn_s = x->cpu_attn_s,
+                                 .router_s = x->router_s, .experts_s = x->experts_s,
+                                 .gpu_s = x->gpu_s, .overhead_s = x->overhead_s,
+                                 .r_real = x->r_real, .r_star = x->r_star, .a_est = x->A,
+                                 .b_est = x->B, .pred_cpu_s = x->pred_cpu_s,
+                                 .pred_gpu_s = x->pred_gpu_s, .pred_experts_s = x->pred_experts_s,
+                                 .flush_pages = x->flush_pages,
+                                 .flush_cpu_pages = x->flush_cpu_pages};
+    }
+    rc = ws_rundb_store_run(s, &run, st, (size_t)r->steps, ly, (size_t)r->steps * r->layers, err);
+    if (!rc)
+        fprintf(stderr, "run: stored as run %lld in %s\n", run.id, ws_store_path(s));
+    free(st);
+    free(ly);
+    ws_store_close(s);
+    return rc;
+}
+
+static json_t *result_json(const ws_engine_cfg *c, const ws_run_result *r, const char *model,
+                           const char *policy, int host_fallback)
+{
+    json_t *o = json_object();
+    json_object_set_new(o, "gpu", json_string(r->gpu_label));
+    json_object_set_new(o, "gpu_source", json_string("modeled"));
+    json_object_set_new(o, "host", json_string(r->host));
+    json_object_set_new(o, "host_is_this_machine", json_boolean(!host_fallback));
+    json_object_set_new(o, "model", json_string(model));
+    json_object_set_new(o, "policy", json_string(policy));
+    json_object_set_new(o, "batch", json_integer(c->batch));
+    json_object_set_new(o, "prompt", json_integer(c->prompt));
+    json_object_set_new(o, "output", json_integer(c->output));
+    json_object_set_new(o, "layers", json_integer(r->layers));
+    json_object_set_new(o, "model_layers", json_integer(r->model_layers));
+    json_object_set_new(o, "layers_note", json_string(r->layers_note));
+    json_object_set_new(o, "tokens_per_s", cli_num(r->tokens_per_s));
+    json_object_set_new(o, "tokens_per_s_source", json_string("mixed: CPU measured, GPU modeled"));
+    json_object_set_new(o, "step_p50_s", cli_num(r->step_p50));
+    json_object_set_new(o, "step_p99_s", cli_num(r->step_p99));
+    json_object_set_new(o, "decode_s", cli_num(r->decode_s));
+    json_object_set_new(o, "wall_s", cli_num(r->wall_s));
+    json_object_set_new(o, "prefill_modeled_s", cli_num(r->prefill_modeled_s));
+    json_object_set_new(o, "prefill_wall_s", cli_num(r->prefill_wall_s));
+    json_object_set_new(o, "r_prefill", cli_num(r->r_prefill));
+    json_t *sh = json_object();
+    json_object_set_new(sh, "cpu_attn", cli_num(r->share_cpu_attn));
+    json_object_set_new(sh, "experts", cli_num(r->share_experts));
+    json_object_set_new(sh, "engine", cli_num(r->share_overhead));
+    json_object_set_new(sh, "gpu_wait", cli_num(r->share_gpu_wait));
+    json_object_set_new(o, "share", sh);
+    json_object_set_new(o, "verify_max_err",
+                        isnan(r->verify_max_err) ? json_null() : cli_num(r->verify_max_err));
+    json_object_set_new(o, "bytes_moved", json_integer((json_int_t)r->bytes_moved));
+    json_object_set_new(o, "flushes", json_integer((json_int_t)r->flushes));
+    json_object_set_new(o, "cpu_pages", json_integer(r->cpu_pages));
+    json_object_set_new(o, "xfer_pages", json_integer(r->xfer_pages));
+    json_object_set_new(o, "A_model", cli_num(r->A_model));
+    json_object_set_new(o, "A_final", cli_num(r->A_final));
+    json_object_set_new(o, "B_model", cli_num(r->B_model));
+    json_object_set_new(o, "B_final", cli_num(r->B_final));
+    json_object_set_new(o, "expert_slots", json_integer(r->expert_slots));
+    json_object_set_new(o, "note", json_string(r->note));
+    json_t *steps = json_array();
+    for (int i = 0; i < r->steps; i++) {
+        const ws_run_step *x = &r->step[i];
+        json_t *s = json_object();
+        json_object_set_new(s, "step", json_integer(x->idx));
+        json_object_set_new(s, "time_s", cli_num(x->t_end - x->t_start));
+        json_object_set_new(s, "cpu_attn_s", cli_num(x->cpu_attn_s));
+        json_object_set_new(s, "experts_s", cli_num(x->experts_s));
+        json_object_set_new(s, "engine_s", cli_num(x->overhead_s));
+        json_object_set_new(s, "busy_gpu_s", cli_num(x->busy_gpu));
+        json_object_set_new(s, "r_star", cli_num(x->r_star));
+        json_object_set_new(s, "r_real", cli_num(x->r_real));
+        json_array_append_new(steps, s);
+    }
+    json_object_set_new(o, "steps", steps);
+    return o;
+}
+
+int cmd_run(int argc, char **argv)
+{
+    const char *model = NULL, *batch_s = NULL, *prompt_s = NULL, *output_s = NULL,
+               *layers_s = NULL, *host = NULL, *gpu = NULL, *policy = NULL, *r_s = NULL,
+               *window_s = NULL, *threads_s = NULL, *seed_s = NULL, *every_s = NULL,
+               *frac_s = NULL, *db = NULL;
+    int verify = 0, json = 0;
+    const cli_opt opts[] = {{"model", &model, NULL},       {"batch", &batch_s, NULL},
+                            {"prompt", &prompt_s, NULL},   {"output", &output_s, NULL},
+                            {"layers", &layers_s, NULL},   {"host", &host, NULL},
+                            {"gpu", &gpu, NULL},           {"policy", &policy, NULL},
+                            {"r", &r_s, NULL},             {"window", &window_s, NULL},
+                            {"threads", &threads_s, NULL}, {"seed", &seed_s, NULL},
+                            {"every", &every_s, NULL},     {"mem-fraction", &frac_s, NULL},
+                            {"db", &db, NULL},             {"verify", NULL, &verify},
+                            {"json", NULL, &json},         {NULL, NULL, NULL}};
+    char *pos[1];
+    int npos = 0;
+    int rc = cli_parse("run", argc, argv, opts, pos, 0, &npos, help);
+    if (rc)
+        return rc == CLI_PARSE_HELP ? CLI_EXIT_OK : rc;
+    if (!model)
+        return cli_usage_error("run", "--model is required");
+    ws_engine_cfg c;
+    ws_engine_cfg_default(&c);
+    int every = 8, seed = 1;
+    if ((batch_s && (rc = parse_int("batch", batch_s, 1, 4096, &c.batch))) ||
+        (prompt_s && (rc = parse_int("prompt", prompt_s, 1, 1 << 24, &c.prompt))) ||
+        (output_s && (rc = parse_int("output", output_s, 1, 1 << 20, &c.output))) ||
+        (layers_s && (rc = parse_int("layers", layers_s, 1, 100000, &c.layers))) ||
+        (window_s && (rc = parse_int("window", window_s, 1, 1 << 20, &c.window))) ||
+        (threads_s && (rc = parse_int("threads", threads_s, 1, 1024, &c.threads))) ||
+        (seed_s && (rc = parse_int("seed", seed_s, 0, 1 << 30, &seed))) ||
+        (every_s && (rc = parse_int("every", every_s, 0, 1 << 30, &every))))
+        return rc;
+    if (r_s && ws_parse_double(r_s, 0, 1, &c.par.r_static))
+        return cli_usage_error("run", "--r needs a number in [0, 1], not '%s'", r_s);
+    if (frac_s && ws_parse_double(frac_s, 0.01, 0.95, &c.mem_fraction))
+        return cli_usage_error("run", "--mem-fraction needs a number in [0.01, 0.95], not '%s'",
+                               frac_s);
+    if (c.window % c.par.page_tokens)
+        return cli_usage_error("run", "--window must be a multiple of the page (%d tokens)",
+                               c.par.page_tokens);
+    c.seed = (uint64_t)seed;
+    c.verify = verify;
+    ws_err err = {0};
+    if (policy) {
+        if (ws_policy_from_name(policy, &c.policy, &err))
+            return cli_fail(&err);
+        const ws_policy_info *pi = ws_policy_info_of(c.policy);
+        if (!pi->spills || pi->reformats)
+            return cli_usage_error("run", "--policy %s is a simulator baseline; run serves "
+                                          "writescope, static, stream and cpu-attn",
+                                   policy);
+    }
+    const char *gpu_prof = RUN_DEFAULT_GPU;
+    if (gpu) {
+        if (!strcmp(gpu, "cuda")) {
+            ws_err_set(&err, WS_EUNSUP,
+                       "run: --gpu cuda: the CUDA engine is not built yet; use --gpu "
+                       "modeled:<profile>");
+            return cli_fail(&err);
+        }
+        if (strncmp(gpu, "modeled:", 8) || !gpu[8])
+            return cli_usage_error("run", "--gpu is cuda or modeled:<profile>, not '%s'", gpu);
+        gpu_prof = gpu + 8;
+    }
+    ws_store *s = NULL;
+    int embedded = 0;
+    /* --db: the database the run goes to, created when missing, also gives the profiles */
+    if (db ? cli_open_store(db, &s, &err) : cli_open_store_ro(NULL, &s, &embedded, &err))
+        return cli_fail(&err);
+    char hbuf[64];
+    int host_fallback = 0;
+    if (!host)
+        host = default_host(s, hbuf, sizeof hbuf, &host_fallback);
+    ws_model m;
+    ws_cost_hw hw;
+    rc = sim_load(s, model, gpu_prof, host, WS_DT_BF16, &m, &hw, NULL, &err);
+    ws_store_close(s);
+    if (rc)
+        return cli_fail(&err);
+    c.model = &m;
+    c.hw = &hw;
+    c.on_step = on_step;
+    c.on_step_ctx = &every;
+    if (host_fallback)
+        fprintf(stderr,
+                "run: no calibration of this machine is stored; host profile %s (the cost "
+                "model's CPU predictions are not this machine's)\n",
+                host);
+    fprintf(stderr, "run: gpu=modeled:%s host=%s model %s, batch %d x (%d + %d), policy %s\n",
+            hw.gpu, hw.host, m.name, c.batch, c.prompt, c.output, ws_policy_name(c.policy));
+    ws_run_result r;
+    if (ws_engine_run(&c, &r, &err))
+        return cli_fail(&err);
+    rc = CLI_EXIT_OK;
+    if (db) {
+        if (store_run(db, &c, &r, m.name, ws_policy_name(c.policy), &err))
+            rc = cli_fail(&err);
+    }
+    if (json) {
+        cli_print_json(result_json(&c, &r, m.name, ws_policy_name(c.policy), host_fallback));
+    } else if (rc == CLI_EXIT_OK) {
+        printf("writescope run: gpu=%s host=%s%s; model %s, %s\n", r.gpu_label, r.host,
+               host_fallback ? " (not this machine)" : "", m.name, r.layers_note);
+        printf("workload: batch %d x (%d prompt + %d output) tokens, policy %s, prefill placed r = "
+               "%.3f\n",
+               c.batch, c.prompt, c.output, ws_policy_name(c.policy), r.r_prefill);
+        printf("decode: %.1f tokens/s (CPU measured, GPU modeled); step p50 %.2f ms, p99 %.2f ms\n",
+               r.tokens_per_s, 1e3 * r.step_p50, 1e3 * r.step_p99);
+        printf("share of step time: CPU attention %.1f%%, experts %.1f%%, engine %.1f%% "
+               "(measured); CPU waiting on the GPU path %.1f%% (modeled)\n",
+               100 * r.share_cpu_attn, 100 * r.share_experts, 100 * r.share_overhead,
+               100 * r.share_gpu_wait);
+        printf("policy: A %.3g s/token (model %.3g), B %.3g (model %.3g); final r = %.3f, r* = "
+               "%.3f\n",
+               r.A_final, r.A_model, r.B_final, r.B_model, r.steps ? r.step[r.steps - 1].r_real : 0,
+               r.steps ? r.step[r.steps - 1].r_star : 0);
+        printf("cache: %d CPU + %d XFER pages, %llu flushes, bytes moved after placement %llu\n",
+               r.cpu_pages, r.xfer_pages, (unsigned long long)r.flushes,
+               (unsigned long long)r.bytes_moved);
+        printf("prefill: %.3f s modeled (GPU), %.3f s measured writing the KV\n",
+               r.prefill_modeled_s, r.prefill_wall_s);
+        if (!isnan(r.verify_max_err))
+            printf("verify: max abs error of merged vs full attention %.2e (bound 2e-3): %s\n",
+                   r.verify_max_err, r.verify_max_err <= 2e-3 ? "ok" : "FAILED");
+        if (r.note[0])
+            printf("note: %s\n", r.note);
+    }
+    if (!isnan(r.verify_max_err) && !(r.verify_max_err <= 2e-3) && rc == CLI_EXIT_OK) {
+        fprintf(stderr, "writescope: run: verify failed: max abs error %.3g > 2e-3\n",
+                r.verify_max_err);
+        rc = CLI_EXIT_FAIL;
+    }
+    ws_run_result_free(&r);
+    return rc;
+}

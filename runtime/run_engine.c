@@ -1,0 +1,860 @@
+/* run_engine: the live decode engine (run_engine.h). */
+#include "run_engine.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "attn_split.h"
+#include "gemm_cpu.h"
+#include "half.h"
+#include "ikv.h"
+#include "pool.h"
+#include "ws_util.h"
+
+void ws_engine_cfg_default(ws_engine_cfg *c)
+{
+    memset(c, 0, sizeof *c);
+    c->gpu = WS_ENGINE_GPU_MODELED;
+    c->policy = WS_POLICY_WRITESCOPE;
+    ws_policy_params_default(&c->par);
+    c->batch = 4;
+    c->prompt = 4096;
+    c->output = 32;
+    c->mem_fraction = 0.5;
+    c->window = 256;
+    c->isa = WS_ISA_AUTO;
+    c->seed = 1;
+}
+
+/* ---- synthetic data: a counter-based generator, so any token's KV can be rebuilt ---- */
+
+static uint64_t mix64(uint64_t x)
+{
+    x += 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+/* n values in [-1, 1) from the stream named by (seed, a, b, c, d). */
+static void fill_uniform(float *out, size_t n, uint64_t seed, uint64_t a, uint64_t b, uint64_t c,
+                         uint64_t d)
+{
+    uint64_t s = mix64(seed ^ mix64(a ^ mix64(b ^ mix64(c ^ mix64(d)))));
+    if (!s)
+        s = 1;
+    for (size_t i = 0; i < n; i++) {
+        s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+        out[i] = (float)(s >> 40) * (1.0f / 8388608.0f) - 1.0f;
+    }
+}
+
+enum { GEN_K = 1, GEN_V = 2, GEN_Q = 3, GEN_X = 4, GEN_W = 5 }; /* generator streams */
+
+/* Token-major K and V of tokens [t0, t0 + n) of (seq, layer) in bf16: k [n][row_k], v
+ * [n][row_v] (v NULL when V shares K). */
+static void gen_kv(uint64_t seed, int layer, int seq, int t0, int n, int row_k, int row_v,
+                   uint16_t *k, uint16_t *v, float *tmp)
+{
+    for (int i = 0; i < n; i++) {
+        const uint64_t t = (uint64_t)(t0 + i);
+        fill_uniform(tmp, (size_t)row_k, seed, GEN_K, (uint64_t)layer, (uint64_t)seq, t);
+        for (int e = 0; e < row_k; e++)
+            k[(size_t)i * row_k + e] = ws_f32_to_bf16(tmp[e]);
+        if (v) {
+            fill_uniform(tmp, (size_t)row_v, seed, GEN_V, (uint64_t)layer, (uint64_t)seq, t);
+            for (int e = 0; e < row_v; e++)
+                v[(size_t)i * row_v + e] = ws_f32_to_bf16(tmp[e]);
+        }
+    }
+}
+
+/* ---- the engine's state ---- */
+
+typedef struct expert_slot {
+    ws_expert_f32 w; /* the GEMM's weights; ws_expert_ffn_bf16 takes ws_expert_bf16 */
+    float *mem;
+} expert_slot;
+
+typedef struct eng {
+    const ws_engine_cfg *cfg;
+    const ws_model *m;
+    ws_cost_model cm;
+    ws_policy pol;
+    ws_ikv *kv;
+    ws_pool *pool;
+    ws_kv_layout gl;
+    int nq, P, W, L, B, row_k, row_v, threads;
+    float scale;
+    int *seqs;
+    /* attention buffers */
+    float *q, *oc, *lc, *og, *lg, *om, *lm;
+    const void **pages;
+    int *nodes, page_cap;
+    ws_attn_seq *views;
+    uint16_t *knew, *vnew;
+    float *tmp;
+    /* MoE */
+    int H, I, E, K, slots;
+    expert_slot *ex;
+    float *w_router, *x, *logits, *xb, *yb, *y, *scratch;
+    int *pick, *cnt, *tok;
+    float *gate;
+    /* timeline */
+    double gpu_t, h2d_t, d2h_t, cpu_t;
+    double last_moe;
+    int verify_full_cap;
+    uint16_t *ref_pages;
+    double *o_ref, *lse_ref;
+} eng;
+
+/* One routed expert on m tokens: the one place that picks the GEMM. */
+static int run_expert(const expert_slot *e, const float *x, float *y, int m, float *scratch,
+                      int threads, ws_err *err)
+{
+    return ws_expert_ffn_cpu(&e->w, x, y, m, scratch, threads, err);
+}
+
+static double expert_slot_bytes(int H, int I) { return 3.0 * H * I * sizeof(float); }
+
+static int expert_slot_count(const ws_model *m, int batch)
+{
+    if (m->n_experts <= 0)
+        return 0;
+    const long need = (long)batch * (m->experts_per_tok > 0 ? m->experts_per_tok : 1);
+    return need < m->n_experts ? (int)need : m->n_experts;
+}
+
+/* Bytes of the buffers that do not grow with depth: expert slots, router, ping-pong. */
+static double fixed_bytes(const ws_engine_cfg *c, double page_bytes, int pingpong_pages)
+{
+    const ws_model *m = c->model;
+    return expert_slot_count(m, c->batch) * expert_slot_bytes(m->hidden, m->moe_intermediate) +
+           (double)m->hidden * m->n_experts * sizeof(float) + 2.0 * pingpong_pages * page_bytes;
+}
+
+static int pages_per_seq(const ws_engine_cfg *c, int P)
+{
+    return (c->prompt + c->output + P - 1) / P + 1;
+}
+
+static int pingpong_pages_for(const ws_engine_cfg *c, int P, double page_bytes,
+                              double pingpong_bytes)
+{
+    /* Streaming happens for the GPU half's values (verify, CUDA): a half then holds every
+     * XFER page of a layer. Modeled without verify nothing lands: the cost model's half. */
+    if (c->verify || c->gpu == WS_ENGINE_GPU_CUDA)
+        return c->batch * pages_per_seq(c, P);
+    int n = (int)ceil(pingpong_bytes / page_bytes);
+    return n < 1 ? 1 : n;
+}
+
+int ws_engine_layers_fit(const ws_engine_cfg *c, double bytes)
+{
+    ws_kv_layout kv;
+    int nq;
+    float sc;
+    const int P = c->par.page_tokens;
+    if (ws_model_attn_shape(c->model, WS_DT_BF16, P, &kv, &nq, &sc, NULL))
+        return 0;
+    const double pb = (double)ws_kv_page_bytes(&kv);
+    const double per_layer = (double)c->batch * pages_per_seq(c, P) * pb +
+                             (double)c->batch * c->window / P * pb;
+    const double left = bytes - fixed_bytes(c, pb, pingpong_pages_for(c, P, pb, 32 << 20));
+    if (left < per_layer)
+        return 0;
+    const double n = floor(left / per_layer);
+    return n > c->model->layers ? c->model->layers : (int)n;
+}
+
+static void *xcalloc(size_t n, size_t sz, int *bad)
+{
+    void *p = calloc(n ? n : 1, sz);
+    if (!p)
+        *bad = 1;
+    return p;
+}
+
+static void eng_free(eng *e)
+{
+    if (e->kv)
+        ws_ikv_destroy(e->kv);
+    if (e->pool)
+        ws_pool_destroy(e->pool);
+    ws_cost_model_free(&e->cm);
+    if (e->ex)
+        for (int i = 0; i < e->slots; i++)
+            free(e->ex[i].mem);
+    free(e->ex);
+    void *bufs[] = {e->seqs, e->q,  e->oc,       e->lc,      e->og,    e->lg,     e->om,
+                    e->lm,   (void *)e->pages, e->nodes, e->views, e->knew, e->vnew,
+                    e->tmp,  e->w_router, e->x, e->logits, e->xb,     e->yb,    e->y,
+                    e->scratch, e->pick, e->cnt, e->tok,   e->gate,    e->ref_pages,
+                    e->o_ref, e->lse_ref};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+        free(bufs[i]);
+}
+
+static int eng_init(eng *e, const ws_engine_cfg *c, ws_run_result *res, ws_err *err)
+{
+    const ws_model *m = c->model;
+    e->cfg = c;
+    e->m = m;
+    e->P = c->par.page_tokens;
+    e->W = c->window;
+    e->B = c->batch;
+    int rc = ws_model_attn_shape(m, WS_DT_BF16, e->P, &e->gl, &e->nq, &e->scale, err);
+    if (rc)
+        return rc;
+    e->row_k = e->gl.n_kv_heads * e->gl.d_k;
+    e->row_v = e->gl.v_shares_k ? 0 : e->gl.n_kv_heads * e->gl.d_v;
+    ws_cost_cfg cc;
+    ws_cost_cfg_default(&cc);
+    if (c->pingpong_bytes > 0)
+        cc.pingpong_bytes = c->pingpong_bytes;
+    if ((rc = ws_cost_model_init(c->hw, m, &cc, &e->cm, err)))
+        return rc;
+    if ((rc = ws_policy_init(&e->pol, c->policy, &c->par, e->cm.A, e->cm.B, err)))
+        return rc;
+
+    /* depth */
+    res->model_layers = m->layers;
+    if (c->layers > 0) {
+        e->L = c->layers < m->layers ? c->layers : m->layers;
+        snprintf(res->layers_note, sizeof res->layers_note, "%d of %d layers (--layers)", e->L,
+                 m->layers);
+    } else {
+        const double ram = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
+        e->L = ws_engine_layers_fit(c, c->mem_fraction * ram);
+        if (e->L < 1)
+            return ws_err_set(err, WS_ENOMEM,
+                              "run: not even one layer of batch %d x %d tokens fits in %.0f%% "
+                              "of %.1f GiB of RAM; lower --batch or --prompt",
+                              c->batch, c->prompt + c->output, 100 * c->mem_fraction,
+                              ram / 1073741824.0);
+        snprintf(res->layers_note, sizeof res->layers_note,
+                 "%d of %d layers (what fits in %.0f%% of %.1f GiB RAM)", e->L, m->layers,
+                 100 * c->mem_fraction, ram / 1073741824.0);
+    }
+    res->layers = e->L;
+
+    ws_err perr = {0};
+    e->pool = ws_pool_create(c->threads, &perr);
+    if (!e->pool)
+        return ws_err_set(err, WS_ENOMEM, "run: thread pool: %s", perr.msg);
+    e->threads = ws_pool_threads(e->pool);
+
+    const double pb = (double)ws_kv_page_bytes(&e->gl);
+    const int pps = pages_per_seq(c, e->P);
+    const int ppp = pingpong_pages_for(c, e->P, pb, e->cm.cfg.pingpong_bytes);
+    const size_t need = (size_t)((double)e->L * e->B * pps * pb);
+    ws_ikv_config kc = {.kv = e->gl,
+                        .n_q_heads = e->nq,
+                        .isa = c->isa,
+                        .n_layers = e->L,
+                        .max_seqs = e->B,
+                        .window = e->W,
+                        .pingpong_pages = ppp,
+                        .gpu_budget = (size_t)(c->hw->gpu_mem.v > 0 ? c->hw->gpu_mem.v : 1e12),
+                        .pinned_limit = c->pinned_limit ? c->pinned_limit : need,
+                        .host_limit = c->host_limit ? c->host_limit : need,
+                        .pool = e->pool};
+    if (!(e->kv = ws_ikv_create(&kc, err)))
+        return err ? err->code : WS_EINVAL;
+    snprintf(res->note, sizeof res->note, "%s", ws_ikv_note(e->kv));
+
+    int bad = 0;
+    const int nqd = e->nq * e->gl.d_k, nqv = e->nq * e->gl.d_v;
+    e->seqs = xcalloc((size_t)e->B, sizeof(int), &bad);
+    e->q = xcalloc((size_t)e->B * nqd, sizeof(float), &bad);
+    e->oc = xcalloc((size_t)e->B * nqv, sizeof(float), &bad);
+    e->og = xcalloc((size_t)e->B * nqv, sizeof(float), &bad);
+    e->om = xcalloc((size_t)e->B * nqv, sizeof(float), &bad);
+    e->lc = xcalloc((size_t)e->B * e->nq, sizeof(float), &bad);
+    e->lg = xcalloc((size_t)e->B * e->nq, sizeof(float), &bad);
+    e->lm = xcalloc((size_t)e->B * e->nq, sizeof(float), &bad);
+    e->page_cap = e->B * (pps + e->W / e->P + 1);
+    e->pages = xcalloc((size_t)e->page_cap, sizeof(void *), &bad);
+    e->nodes = xcalloc((size_t)e->page_cap, sizeof(int), &bad);
+    e->views = xcalloc((size_t)e->B, sizeof(ws_attn_seq), &bad);
+    e->knew = xcalloc((size_t)e->B * e->row_k, sizeof(uint16_t), &bad);
+    e->vnew = xcalloc((size_t)e->B * (e->row_v ? e->row_v : 1), sizeof(uint16_t), &bad);
+    const int wide = e->row_k > e->row_v ? e->row_k : e->row_v;
+    e->tmp = xcalloc((size_t)(wide > m->hidden ? wide : m->hidden), sizeof(float), &bad);
+    if (bad)
+        return ws_err_set(err, WS_ENOMEM, "run: out of memory (attention buffers)");
+    for (int i = 0; i < e->B; i++)
+        if ((rc = ws_ikv_seq_add(e->kv, &e->seqs[i], err)))
+            return rc;
+
+    /* MoE: router and expert slots */
+    e->H = m->hidden;
+    e->I = m->moe_intermediate;
+    e->E = m->n_experts;
+    e->K = m->experts_per_tok > 0 ? m->experts_per_tok : 1;
+    e->slots = expert_slot_count(m, e->B);
+    res->expert_slots = e->slots;
+    if (e->E > 0 && e->I > 0) {
+        e->ex = xcalloc((size_t)e->slots, sizeof *e->ex, &bad);
+        e->w_router = xcalloc((size_t)e->H * e->E, sizeof(float), &bad);
+        e->x = xcalloc((size_t)e->B * e->H, sizeof(float), &bad);
+        e->logits = xcalloc((size_t)e->B * e->E, sizeof(float), &bad);
+        e->xb = xcalloc((size_t)e->B * e->H, sizeof(float), &bad);
+        e->yb = xcalloc((size_t)e->B * e->H, sizeof(float), &bad);
+        e->y = xcalloc((size_t)e->B * e->H, sizeof(float), &bad);
+        e->scratch = xcalloc((size_t)e->B * 2 * e->I, sizeof(float), &bad);
+        e->pick = xcalloc((size_t)e->B * e->K, sizeof(int), &bad);
+        e->gate = xcalloc((size_t)e->B * e->K, sizeof(float), &bad);
+        e->cnt = xcalloc((size_t)e->E, sizeof(int), &bad);
+        e->tok = xcalloc((size_t)e->B * e->K, sizeof(int), &bad);
+        if (bad)
+            return ws_err_set(err, WS_ENOMEM, "run: out of memory (router)");
+        const float ws = 1.0f / sqrtf((float)e->H), wd = 1.0f / sqrtf((float)e->I);
+        fill_uniform(e->w_router, (size_t)e->H * e->E, c->seed, GEN_W, 0, 0, 0);
+        for (size_t i = 0; i < (size_t)e->H * e->E; i++)
+            e->w_router[i] *= ws;
+        for (int s = 0; s < e->slots; s++) {
+            const size_t gu = (size_t)e->H * 2 * e->I, dn = (size_t)e->I * e->H;
+            float *mem = malloc((gu + dn) * sizeof(float));
+            if (!mem)
+                return ws_err_set(err, WS_ENOMEM,
+                                  "run: out of memory for expert weights (%d slots of %.1f MB)",
+                                  e->slots, expert_slot_bytes(e->H, e->I) / 1e6);
+            e->ex[s].mem = mem;
+            fill_uniform(mem, gu, c->seed, GEN_W, 1, (uint64_t)s, 0);
+            fill_uniform(mem + gu, dn, c->seed, GEN_W, 2, (uint64_t)s, 0);
+            for (size_t i = 0; i < gu; i++)
+                mem[i] *= ws;
+            for (size_t i = 0; i < dn; i++)
+                mem[gu + i] *= wd;
+            e->ex[s].w = (ws_expert_f32){.hidden = e->H, .inter = e->I, .w_gate_up = mem,
+                                         .w_down = mem + gu};
+        }
+    }
+    if (c->verify) {
+        const size_t full = (size_t)pps * (size_t)pb;
+        e->ref_pages = malloc(full * (size_t)e->B);
+        e->o_ref = xcalloc((size_t)e->B * nqv, sizeof(double), &bad);
+        e->lse_ref = xcalloc((size_t)e->B * e->nq, sizeof(double), &bad);
+        if (bad || !e->ref_pages)
+            return ws_err_set(err, WS_ENOMEM, "run: out of memory (verify buffers)");
+    }
+    return 0;
+}
+
+/* ---- policy: the same calls as sim/serve.c ---- */
+
+static double moe_model(const eng *e)
+{
+    const double T = e->B;
+    return ws_cost_router(&e->cm, T) +
+           fmax(ws_cost_cpu_experts(&e->cm, T),
+                ws_cost_gpu_experts(&e->cm, T) + ws_cost_shared_experts(&e->cm, T));
+}
+
+static double policy_target(const eng *e, double resident, double L)
+{
+    ws_cost_split sp;
+    ws_cost_split_terms(&e->cm, resident, e->last_moe > 0 ? e->last_moe : moe_model(e), 0, 0,
+                        &sp);
+    return ws_policy_target(&e->pol, &sp, L);
+}
+
+/* ---- prefill ---- */
+
+static int prefill(eng *e, ws_run_result *res, ws_err *err)
+{
+    const ws_engine_cfg *c = e->cfg;
+    const int N = c->prompt;
+    /* r*(prompt + expected output), summed over the batch, as the simulator's admission */
+    const double r = policy_target(e, (double)e->B * (N % e->P), (double)e->B * (N + c->output));
+    const int cpu_pages = ws_policy_prefill_cpu_pages(r, N / e->P);
+    res->r_prefill = N / e->P > 0 ? (double)cpu_pages / (N / e->P) : 0;
+    uint16_t *k = malloc((size_t)N * e->row_k * sizeof(uint16_t));
+    uint16_t *v = e->row_v ? malloc((size_t)N * e->row_v * sizeof(uint16_t)) : NULL;
+    if (!k || (e->row_v && !v)) {
+        free(k);
+        free(v);
+        return ws_err_set(err, WS_ENOMEM, "run: out of memory (prompt of %d tokens)", N);
+    }
+    const double t0 = ws_now_s();
+    int rc = 0;
+    double model_s = 0;
+    for (int l = 0; l < e->L && !rc; l++) {
+        for (int i = 0; i < e->B && !rc; i++) {
+            gen_kv(c->seed, l, i, 0, N, e->row_k, e->row_v, k, v, e->tmp);
+            rc = ws_ikv_prefill(e->kv, e->seqs[i], l, N, k, v, cpu_pages, err);
+        }
+        /* modeled prefill compute of the layer (GPU), and its KV written D2H */
+        const double T = (double)e->B * N;
+        model_s += ws_cost_qkv_proj(&e->cm, T) + e->B * ws_cost_gpu_prefill_attn(&e->cm, N, 0) +
+                   ws_cost_o_proj(&e->cm, T) +
+                   (ws_cost_layer_is_moe(&e->cm, l)
+                        ? ws_cost_router(&e->cm, T) + ws_cost_gpu_experts(&e->cm, T) +
+                              ws_cost_shared_experts(&e->cm, T)
+                        : ws_cost_dense_mlp(&e->cm, T));
+    }
+    res->prefill_wall_s = ws_now_s() - t0;
+    res->prefill_modeled_s = model_s;
+    free(k);
+    free(v);
+    return rc;
+}
+
+/* ---- one layer's attention ---- */
+
+static int attn_views(eng *e, int layer, int gpu_half, double *tokens, ws_err *err)
+{
+    int used = 0;
+    *tokens = 0;
+    for (int i = 0; i < e->B; i++) {
+        int rc = gpu_half ? ws_ikv_view_gpu(e->kv, e->seqs[i], layer, e->pages + used,
+                                            e->page_cap - used, &e->views[i], err)
+                          : ws_ikv_view_cpu(e->kv, e->seqs[i], layer, e->pages + used,
+                                            e->nodes + used, e->page_cap - used, &e->views[i],
+                                            err);
+        if (rc)
+            return rc;
+        used += (e->views[i].n_tokens + e->P - 1) / e->P;
+        *tokens += e->views[i].n_tokens;
+    }
+    return 0;
+}
+
+static void problem(const eng *e, const ws_kv_layout *kv, float *o, float *lse,
+                    ws_attn_problem *p)
+{
+    *p = (ws_attn_problem){.kv = *kv, .n_q_heads = e->nq, .scale = e->scale, .n_seqs = e->B,
+                           .seqs = e->views, .q = e->q, .o = o, .lse = lse};
+}
+
+/* Verify (outside the timed path): the GPU half through the ping-pong halves and the
+ * split-K reference, merged with the CPU half, against full attention over the KV rebuilt
+ * from the generator. Returns the max abs error of o. */
+static int verify_layer(eng *e, int layer, double *max_err, ws_err *err)
+{
+    const ws_engine_cfg *c = e->cfg;
+    int half = -1;
+    int rc = ws_ikv_stream(e->kv, layer, e->seqs, e->B, e->pages, e->page_cap, e->views, &half,
+                           err);
+    if (rc)
+        return rc;
+    ws_attn_problem p;
+    problem(e, &e->gl, e->og, e->lg, &p);
+    rc = ws_attn_splitk_ref(&p, 4 * e->P, err);
+    int rc2 = ws_ikv_stream_release(e->kv, half, err);
+    if (rc || rc2)
+        return rc ? rc : rc2;
+    const int nqv = e->nq * e->gl.d_v;
+    ws_attn_merge(e->oc, e->lc, e->og, e->lg, e->om, e->lm, e->B * e->nq, e->gl.d_v);
+    /* full attention over the rebuilt KV, row layout */
+    const size_t pb = ws_kv_page_bytes(&e->gl);
+    const int pps = pages_per_seq(c, e->P);
+    const void **full = malloc((size_t)e->B * pps * sizeof(void *));
+    ws_attn_seq *fs = calloc((size_t)e->B, sizeof *fs);
+    uint16_t *k = malloc((size_t)e->P * e->row_k * sizeof(uint16_t));
+    uint16_t *v = e->row_v ? malloc((size_t)e->P * e->row_v * sizeof(uint16_t)) : NULL;
+    if (!full || !fs || !k || (e->row_v && !v)) {
+        free(full), free(fs), free(k), free(v);
+        return ws_err_set(err, WS_ENOMEM, "run: out of memory (verify)");
+    }
+    const ws_kv_layout *kv = &e->gl;
+    for (int i = 0; i < e->B; i++) {
+        const int n = ws_ikv_seq_tokens(e->kv, e->seqs[i], layer);
+        for (int pg = 0; pg * e->P < n; pg++) {
+            uint16_t *page = (uint16_t *)((char *)e->ref_pages + ((size_t)i * pps + pg) * pb);
+            full[(size_t)i * pps + pg] = page;
+            const int nt = n - pg * e->P < e->P ? n - pg * e->P : e->P;
+            gen_kv(c->seed, layer, i, pg * e->P, nt, e->row_k, e->row_v, k, v, e->tmp);
+            for (int t = 0; t < nt; t++)
+                for (int h = 0; h < kv->n_kv_heads; h++) {
+                    memcpy(page + ws_kv_k_off(kv, h, t), k + (size_t)t * e->row_k + h * kv->d_k,
+                           (size_t)kv->d_k * 2);
+                    if (v)
+                        memcpy(page + ws_kv_v_off(kv, h, t),
+                               v + (size_t)t * e->row_v + h * kv->d_v, (size_t)kv->d_v * 2);
+                }
+        }
+        fs[i] = (ws_attn_seq){.pages = full + (size_t)i * pps, .n_tokens = n};
+    }
+    ws_attn_problem fp = {.kv = *kv, .n_q_heads = e->nq, .scale = e->scale, .n_seqs = e->B,
+                          .seqs = fs, .q = e->q, .o = e->og, .lse = e->lg};
+    rc = ws_attn_ref(&fp, e->o_ref, e->lse_ref, err);
+    double mx = 0;
+    for (int j = 0; !rc && j < e->B * nqv; j++) {
+        const double d = fabs((double)e->om[j] - e->o_ref[j]);
+        if (!(d <= mx))
+            mx = isnan(d) ? INFINITY : d;
+    }
+    for (int j = 0; !rc && j < e->B * e->nq; j++) {
+        const double d = fabs((double)e->lm[j] - e->lse_ref[j]);
+        if (!(d <= mx))
+            mx = isnan(d) ? INFINITY : d;
+    }
+    free(full), free(fs), free(k), free(v);
+    *max_err = mx;
+    return rc;
+}
+
+/* ---- the MoE phase ---- */
+
+static int moe(eng *e, int step, int layer, double *router_s, double *experts_s, ws_err *err)
+{
+    const int T = e->B, H = e->H, E = e->E, K = e->K;
+    fill_uniform(e->x, (size_t)T * H, e->cfg->seed, GEN_X, (uint64_t)step, (uint64_t)layer, 0);
+    double t0 = ws_now_s();
+    int rc = ws_gemm_cpu_f32(T, E, H, e->x, e->w_router, e->logits, e->threads, err);
+    if (rc)
+        return rc;
+    memset(e->cnt, 0, (size_t)E * sizeof(int));
+    for (int t = 0; t < T; t++) {
+        const float *lg = e->logits + (size_t)t * E;
+        int *pk = e->pick + (size_t)t * K;
+        float *gt = e->gate + (size_t)t * K;
+        for (int j = 0; j < K; j++)
+            pk[j] = -1;
+        for (int x = 0; x < E; x++) {
+            int pos = K;
+            while (pos > 0 && (pk[pos - 1] < 0 || lg[x] > lg[pk[pos - 1]]))
+                pos--;
+            if (pos >= K)
+                continue;
+            for (int j = K - 1; j > pos; j--)
+                pk[j] = pk[j - 1];
+            pk[pos] = x;
+        }
+        double z = 0;
+        for (int j = 0; j < K; j++)
+            z += exp((double)lg[pk[j]] - lg[pk[0]]);
+        for (int j = 0; j < K; j++) {
+            gt[j] = (float)(exp((double)lg[pk[j]] - lg[pk[0]]) / z);
+            e->cnt[pk[j]]++;
+        }
+    }
+    double t1 = ws_now_s();
+    *router_s = t1 - t0;
+    memset(e->y, 0, (size_t)T * H * sizeof(float));
+    for (int x = 0; x < E && !rc; x++) {
+        if (!e->cnt[x])
+            continue;
+        int m = 0;
+        for (int t = 0; t < T; t++)
+            for (int j = 0; j < K; j++)
+                if (e->pick[(size_t)t * K + j] == x) {
+                    e->tok[m] = t * K + j;
+                    memcpy(e->xb + (size_t)m * H, e->x + (size_t)t * H, (size_t)H * sizeof(float));
+                    m++;
+                }
+        rc = run_expert(&e->ex[x % e->slots], e->xb, e->yb, m, e->scratch, e->threads, err);
+        for (int i = 0; i < m && !rc; i++) {
+            const int t = e->tok[i] / K;
+            const float g = e->gate[e->tok[i]];
+            float *y = e->y + (size_t)t * H;
+            const float *yb = e->yb + (size_t)i * H;
+            for (int h = 0; h < H; h++)
+                y[h] += g * yb[h];
+        }
+    }
+    *experts_s = ws_now_s() - t1;
+    return rc;
+}
+
+/* ---- one decode step ---- */
+
+static int decode_step(eng *e, int step, double t0_step, ws_run_step *st, ws_run_layer *lays,
+                       ws_err *err)
+{
+    const ws_engine_cfg *c = e->cfg;
+    const ws_cost_model *cm = &e->cm;
+    const double wall0 = ws_now_s();
+    double verify_s = 0;
+    double cpu_tok, spilled, resident = 0;
+    for (int i = 0; i < e->B; i++)
+        resident += ws_ikv_tokens(e->kv, e->seqs[i], 0, WS_IKV_DWIN) + 1;
+    ws_ikv_spilled(e->kv, 0, NULL, 0, &cpu_tok, &spilled);
+    const double rstar =
+        ws_policy_info_of(c->policy)->spills ? policy_target(e, resident, spilled) : 0;
+    const int drift = c->drift_factor > 0 && c->drift_factor != 1 && step >= c->drift_step;
+    *st = (ws_run_step){.idx = step, .t_start = t0_step, .r_star = rstar,
+                        .r_real = spilled > 0 ? cpu_tok / spilled : 0,
+                        .verify_err = c->verify ? 0 : NAN};
+    double layer_in = t0_step, prev_gpu_end = t0_step, t_moe_prev = 0;
+    e->cpu_t = fmax(e->cpu_t, t0_step);
+    e->gpu_t = fmax(e->gpu_t, t0_step);
+    const int nqd = e->nq * e->gl.d_k;
+    for (int l = 0; l < e->L; l++) {
+        ws_run_layer *y = &lays[l];
+        const double lw0 = ws_now_s();
+        double kern = 0;
+        memset(y, 0, sizeof *y);
+        y->step = step, y->layer = l, y->r_star = rstar;
+        /* the new token: its q and K/V (the GPU's QKV projection, modeled), into the window */
+        for (int i = 0; i < e->B; i++) {
+            const int pos = ws_ikv_seq_tokens(e->kv, e->seqs[i], l);
+            gen_kv(c->seed, l, i, pos, 1, e->row_k, e->row_v, e->knew + (size_t)i * e->row_k,
+                   e->row_v ? e->vnew + (size_t)i * e->row_v : NULL, e->tmp);
+            fill_uniform(e->q + (size_t)i * nqd, (size_t)nqd, c->seed, GEN_Q, (uint64_t)step,
+                         (uint64_t)l, (uint64_t)i);
+        }
+        int rc = ws_ikv_append(e->kv, l, e->seqs, e->B, e->knew, e->row_v ? e->vnew : NULL, err);
+        if (rc)
+            return rc;
+        double m_tok = 0, n_tok = 0, res_l = 0;
+        for (int i = 0; i < e->B; i++) {
+            m_tok += ws_ikv_tokens(e->kv, e->seqs[i], l, WS_IKV_XFER);
+            res_l += ws_ikv_tokens(e->kv, e->seqs[i], l, WS_IKV_DWIN);
+        }
+        /* the CPU half, for real */
+        if ((rc = attn_views(e, l, 0, &n_tok, err)))
+            return rc;
+        double tc = 0;
+        if (n_tok > 0) {
+            ws_attn_problem p;
+            problem(e, ws_ikv_cpu_layout(e->kv), e->oc, e->lc, &p);
+            const double a = ws_now_s();
+            if ((rc = ws_attn_cpu(&p, e->pool, c->isa, err)))
+                return rc;
+            tc = ws_now_s() - a;
+        } else {
+            for (int j = 0; j < e->B * e->nq; j++)
+                e->lc[j] = -INFINITY;
+            memset(e->oc, 0, (size_t)e->B * e->nq * e->gl.d_v * sizeof(float));
+        }
+        kern += tc;
+        ws_cost_split sp;
+        ws_cost_split_terms(cm, res_l, t_moe_prev, 0, 0, &sp);
+        y->n_cpu = n_tok, y->m_xfer = m_tok, y->resident = res_l;
+        y->pred_cpu_s = ws_cost_split_cpu(&sp, n_tok);
+        y->pred_gpu_s = ws_cost_split_gpu(&sp, m_tok);
+        if (c->cpu_time_modeled)
+            tc = y->pred_cpu_s;
+        if (drift)
+            tc *= c->drift_factor;
+        y->cpu_attn_s = tc;
+        if (c->verify) {
+            const double a = ws_now_s();
+            double mx = 0;
+            if ((rc = verify_layer(e, l, &mx, err)))
+                return rc;
+            if (!(mx <= st->verify_err))
+                st->verify_err = mx;
+            verify_s += ws_now_s() - a;
+        }
+        /* the MoE phase, for real */
+        const int is_moe = ws_cost_layer_is_moe(cm, l) && e->ex;
+        if (is_moe) {
+            const double a = ws_now_s();
+            if ((rc = moe(e, step, l, &y->router_s, &y->experts_s, err)))
+                return rc;
+            kern += ws_now_s() - a;
+            y->pred_experts_s = ws_cost_cpu_experts(cm, e->B);
+        }
+        /* flush: a full window goes, as one batch, where the policy places it */
+        ws_ikv_flush_req req[e->B > 0 ? e->B : 1];
+        int n_req = 0, n_pages = 0;
+        for (int i = 0; i < e->B; i++)
+            if (ws_ikv_tokens(e->kv, e->seqs[i], l, WS_IKV_DWIN) >= e->W) {
+                const int fp = ws_ikv_window_full_pages(e->kv, e->seqs[i], l);
+                req[n_req++] = (ws_ikv_flush_req){.seq = e->seqs[i], .layer = l, .n_pages = fp};
+                n_pages += fp;
+            }
+        if (n_req) {
+            double lc, lsp, lres = 0;
+            ws_ikv_spilled(e->kv, l, NULL, 0, &lc, &lsp);
+            for (int i = 0; i < e->B; i++)
+                lres += ws_ikv_tokens(e->kv, e->seqs[i], l, WS_IKV_DWIN);
+            const double tgt = policy_target(e, lres - (double)n_pages * e->P,
+                                             lsp + (double)n_pages * e->P);
+            int cpu_pages = ws_policy_flush_cpu_pages(lc, lsp, n_pages, e->P, tgt);
+            y->flush_pages = n_pages, y->flush_cpu_pages = cpu_pages;
+            for (int r = 0; r < n_req; r++) {
+                req[r].n_cpu = cpu_pages < req[r].n_pages ? cpu_pages : req[r].n_pages;
+                cpu_pages -= req[r].n_cpu;
+            }
+            if ((rc = ws_ikv_flush(e->kv, req, n_req, err)))
+                return rc;
+        }
+        double lc, lsp;
+        ws_ikv_spilled(e->kv, l, NULL, 0, &lc, &lsp);
+        y->r_real = lsp > 0 ? lc / lsp : 0;
+        const double lwall = ws_now_s() - lw0;
+        y->overhead_s = fmax(0.0, lwall - kern - (c->verify ? verify_s : 0));
+        if (c->verify)
+            verify_s = 0;
+
+        /* the timeline: GPU work by the model, CPU work by the clock */
+        const double qkv_end = fmax(e->gpu_t, layer_in) + ws_cost_qkv_proj(cm, e->B);
+        const double attn_start = qkv_end;
+        const double xfer_bytes = m_tok * cm->b_tok;
+        const double pf_bytes = fmin(xfer_bytes, cm->cfg.pingpong_bytes);
+        const double pf_start = l == 0 ? attn_start : fmax(e->h2d_t, prev_gpu_end);
+        const double pf_end = pf_start + (pf_bytes > 0 ? ws_cost_h2d(cm, pf_bytes, 1) : 0);
+        const double h2d_end =
+            xfer_bytes > pf_bytes
+                ? fmax(pf_end, attn_start) + ws_cost_h2d(cm, xfer_bytes - pf_bytes, 1)
+                : pf_end;
+        e->h2d_t = h2d_end;
+        const double gattn = ws_cost_gpu_attn(cm, m_tok + res_l);
+        const double gpu_end = fmax(attn_start + gattn, h2d_end);
+        y->gpu_s = gpu_end - attn_start;
+        y->gpu_measured = 0;
+        const double cpu_start = fmax(attn_start, e->cpu_t + y->overhead_s);
+        const double cpu_end = cpu_start + y->cpu_attn_s;
+        const double merged = fmax(cpu_end, gpu_end);
+        const double moe_start = merged + ws_cost_o_proj(cm, e->B);
+        double layer_end, gpu_after;
+        if (is_moe) {
+            e->cpu_t = moe_start + y->router_s + y->experts_s;
+            gpu_after = moe_start + ws_cost_shared_experts(cm, e->B);
+            layer_end = fmax(e->cpu_t, gpu_after);
+        } else {
+            e->cpu_t = fmax(cpu_end, e->cpu_t);
+            gpu_after = moe_start + ws_cost_dense_mlp(cm, e->B);
+            layer_end = gpu_after;
+        }
+        if (y->flush_pages) {
+            const double fs = fmax(e->d2h_t, gpu_end);
+            e->d2h_t = fs + ws_cost_d2h(cm, (double)y->flush_pages * ws_kv_page_bytes(&e->gl));
+            st->busy_d2h += e->d2h_t - fs;
+        }
+        st->busy_gpu += (qkv_end - fmax(e->gpu_t, layer_in)) + gattn +
+                        ws_cost_o_proj(cm, e->B) + (gpu_after - moe_start);
+        st->busy_h2d += xfer_bytes > 0 ? h2d_end - pf_start : 0;
+        st->busy_cpu += y->overhead_s + y->cpu_attn_s + y->router_s + y->experts_s;
+        st->cpu_attn_s += y->cpu_attn_s;
+        st->experts_s += y->router_s + y->experts_s;
+        st->overhead_s += y->overhead_s;
+        st->context += n_tok + m_tok + res_l;
+        e->gpu_t = gpu_after;
+        prev_gpu_end = gpu_end;
+        t_moe_prev = layer_end - moe_start;
+        layer_in = layer_end;
+
+        /* feedback: the same observations the simulator makes */
+        if (ws_policy_info_of(c->policy)->spills) {
+            if (n_tok > 0)
+                ws_policy_observe_cpu(&e->pol, n_tok, y->cpu_attn_s, sp.C_cpu);
+            if (m_tok > 0)
+                ws_policy_observe_gpu(&e->pol, m_tok, y->gpu_s,
+                                      ws_cost_split_gpu(&sp, m_tok) - sp.B * m_tok);
+        }
+        y->A = ws_policy_A(&e->pol);
+        y->B = ws_policy_B(&e->pol);
+    }
+    e->last_moe = t_moe_prev;
+    st->t_end = layer_in;
+    st->context /= e->L;
+    st->wall_s = ws_now_s() - wall0;
+    return 0;
+}
+
+static int cmp_dbl(const void *a, const void *b)
+{
+    const double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+int ws_engine_run(const ws_engine_cfg *c, ws_run_result *res, ws_err *err)
+{
+    memset(res, 0, sizeof *res);
+    res->verify_max_err = NAN;
+    if (!c || !c->model || !c->hw)
+        return ws_err_set(err, WS_EINVAL, "run: no model or hardware profiles");
+    if (c->gpu == WS_ENGINE_GPU_CUDA)
+        return ws_err_set(err, WS_EUNSUP,
+                          "run: the CUDA engine is not built yet; use --gpu modeled:<profile>");
+    const ws_policy_info *pi = ws_policy_info_of(c->policy);
+    if (!pi || !pi->spills || pi->reformats)
+        return ws_err_set(err, WS_EUNSUP,
+                          "run: policy '%s' is not a runtime policy (writescope, static, "
+                          "stream, cpu-attn)",
+                          pi ? pi->name : "?");
+    if (c->batch < 1 || c->prompt < 1 || c->output < 1)
+        return ws_err_set(err, WS_EINVAL, "run: batch, prompt and output must be >= 1");
+    const int P = c->par.page_tokens;
+    if (P < 1 || c->window < P || c->window % P)
+        return ws_err_set(err, WS_EINVAL, "run: the window (%d) must be a multiple of the page (%d)",
+                          c->window, P);
+    if (c->model->n_experts > 0 && c->model->moe_intermediate <= 0)
+        return ws_err_set(err, WS_EINVAL, "run: model %s has experts but no expert width",
+                          c->model->name);
+    eng e = {0};
+    int rc = eng_init(&e, c, res, err);
+    if (!rc)
+        rc = prefill(&e, res, err);
+    const int S = c->output;
+    if (!rc) {
+        res->step = calloc((size_t)S, sizeof *res->step);
+        res->lay = calloc((size_t)S * e.L, sizeof *res->lay);
+        if (!res->step || !res->lay)
+            rc = ws_err_set(err, WS_ENOMEM, "run: out of memory (records)");
+    }
+    double t = 0;
+    for (int s = 0; s < S && !rc; s++) {
+        rc = decode_step(&e, s, t, &res->step[s], res->lay + (size_t)s * e.L, err);
+        if (rc)
+            break;
+        t = res->step[s].t_end;
+        res->steps = s + 1;
+        if (c->on_step)
+            c->on_step(c->on_step_ctx, &res->step[s], res->lay + (size_t)s * e.L, e.L);
+    }
+    if (!rc) {
+        snprintf(res->gpu_label, sizeof res->gpu_label, "modeled:%s", c->hw->gpu);
+        snprintf(res->host, sizeof res->host, "%s", c->hw->host);
+        double *d = malloc((size_t)S * sizeof(double));
+        double sum = 0, ca = 0, ex = 0, ov = 0, busy = 0;
+        for (int s = 0; s < S; s++) {
+            const ws_run_step *st = &res->step[s];
+            const double dt = st->t_end - st->t_start;
+            if (d)
+                d[s] = dt;
+            sum += dt;
+            ca += st->cpu_attn_s, ex += st->experts_s, ov += st->overhead_s, busy += st->busy_cpu;
+            res->wall_s += st->wall_s;
+            if (c->verify && !(st->verify_err <= res->verify_max_err))
+                res->verify_max_err = isnan(res->verify_max_err) ? st->verify_err
+                                      : fmax(res->verify_max_err, st->verify_err);
+        }
+        if (d) {
+            qsort(d, (size_t)S, sizeof *d, cmp_dbl);
+            res->step_p50 = d[(S - 1) / 2];
+            res->step_p99 = d[(int)ceil(0.99 * S) - 1];
+            free(d);
+        }
+        res->decode_s = sum;
+        res->tokens_per_s = sum > 0 ? (double)c->batch * S / sum : 0;
+        if (sum > 0) {
+            res->share_cpu_attn = ca / sum;
+            res->share_experts = ex / sum;
+            res->share_overhead = ov / sum;
+            res->share_gpu_wait = fmax(0.0, 1 - busy / sum);
+        }
+        ws_ikv_stats ks;
+        ws_ikv_stats_get(e.kv, &ks);
+        res->bytes_moved = ks.bytes_moved;
+        res->bytes_written_cpu = ks.bytes_written[WS_IKV_CPU];
+        res->bytes_written_xfer = ks.bytes_written[WS_IKV_XFER];
+        res->flushes = ks.flushes;
+        res->cpu_pages = ks.pages_in_use[WS_IKV_CPU];
+        res->xfer_pages = ks.pages_in_use[WS_IKV_XFER];
+        res->A_final = ws_policy_A(&e.pol);
+        res->B_final = ws_policy_B(&e.pol);
+        res->A_model = e.cm.A;
+        res->B_model = e.cm.B;
+    }
+    eng_free(&e);
+    if (rc)
+        ws_run_result_free(res);
+    return rc;
+}
+
+void ws_run_result_free(ws_run_result *res)
+{
+    free(res->step);
+    free(res->lay);
+    res->step = NULL;
+    res->lay = NULL;
+}

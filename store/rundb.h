@@ -1,0 +1,70 @@
+/* rundb: results of the live runtime in the database -- a run with its totals, one row per
+ * decode step and one per (step, layer) (schema 005_run_results.sql) -- as typed rows, so
+ * the runtime's caller fills plain structs and never sees SQL. The step rows have the
+ * simulator's step columns (simdb.h), so a run and a simulation of the same workload
+ * compare column by column.
+ *
+ * ws_rundb_store_run writes a run whole or not at all (its own transaction, or the
+ * caller's when one is open). Numbers a row does not have are NAN here and NULL in the
+ * table. gpu_source is "modeled" or "measured" and says how every GPU time of the run was
+ * obtained; nothing else is accepted. */
+#ifndef WS_RUNDB_H
+#define WS_RUNDB_H
+
+#include <stddef.h>
+
+#include "store.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct ws_rundb_run {
+    long long id;              /* set by ws_rundb_store_run */
+    char started_at[32];       /* filled with now when empty */
+    char tool_version[16];     /* filled with WS_VERSION when empty */
+    char model[128];
+    char gpu[200];             /* "modeled:<profile>" or "cuda:<device>" */
+    char gpu_source[12];       /* "modeled" | "measured" */
+    char gpu_profile[160], host_profile[160];
+    char policy[32];
+    int batch, prompt_tokens, output_tokens, layers, model_layers;
+    unsigned long long seed;
+    char params[2048];         /* JSON object ("" stored as {}) */
+    double wall_s, decode_s, prefill_modeled_s;
+    long long tokens_out;
+    double tokens_per_s, step_p50, step_p99;
+    double share_cpu_attn, share_experts, share_overhead, share_gpu_wait;
+    double verify_max_err;     /* NAN: not verified */
+    long long bytes_moved;
+} ws_rundb_run;
+
+typedef struct ws_rundb_step {
+    long long idx;
+    double t_start, t_end;
+    int batch;
+    long long tokens, context;
+    double r_star, r_real;
+    double busy_gpu, busy_h2d, busy_d2h, busy_cpu;
+    char busy_other[160];      /* JSON object, "" stored as {} */
+    double wall_s, verify_err;
+} ws_rundb_step;
+
+typedef struct ws_rundb_layer {
+    int step, layer;
+    long long n_cpu, m_xfer, resident;
+    double cpu_attn_s, router_s, experts_s, gpu_s, overhead_s;
+    double r_real, r_star, a_est, b_est;
+    double pred_cpu_s, pred_gpu_s, pred_experts_s;
+    int flush_pages, flush_cpu_pages;
+} ws_rundb_layer;
+
+/* The run, its steps and layers in one transaction; sets run->id. WS_EINVAL for a
+ * gpu_source other than modeled/measured or params that are not a JSON object. */
+int ws_rundb_store_run(ws_store *s, ws_rundb_run *run, const ws_rundb_step *steps,
+                       size_t n_steps, const ws_rundb_layer *lay, size_t n_lay, ws_err *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
