@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "helpers.h"
+#include "store.h"
 #include "ws_util.h"
 
 static char g_env_db[320];

@@ -1,0 +1,103 @@
+/* test_cli_run: `writescope run` end to end on a tiny model file: the summary says
+ * gpu=modeled:<profile> and labels what is measured and what is modeled, --json parses,
+ * --verify checks the merged attention, --db stores the run, its steps and its (step,
+ * layer) records in one go, the progress line comes every N steps on stderr; bad model,
+ * profile, policy and --gpu values are one-line errors. */
+#include <criterion/criterion.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "helpers.h"
+
+static char g_dir[64], g_model[256], g_db[256], g_env_db[300];
+static const char *g_env[] = {g_env_db, NULL};
+
+static const char *k_tiny =
+    "{\"architectures\": [\"Qwen3MoeForCausalLM\"], \"model_type\": \"qwen3_moe\", "
+    "\"hidden_size\": 64, \"num_hidden_layers\": 3, \"num_attention_heads\": 8, "
+    "\"num_key_value_heads\": 2, \"head_dim\": 32, \"intermediate_size\": 128, "
+    "\"moe_intermediate_size\": 32, \"num_experts\": 8, \"num_experts_per_tok\": 2, "
+    "\"vocab_size\": 1000, \"torch_dtype\": \"bfloat16\"}";
+
+static void setup(void)
+{
+    th_tmpdir(g_dir, sizeof g_dir);
+    th_write(g_dir, "tiny.json", k_tiny, g_model, sizeof g_model);
+    snprintf(g_db, sizeof g_db, "%s/ws.db", g_dir);
+    snprintf(g_env_db, sizeof g_env_db, "WRITESCOPE_DB=%s/default.db", g_dir);
+}
+
+TestSuite(cli_run, .init = setup);
+
+#define TINY(...)                                                                                  \
+    (const char *[])                                                                               \
+    {                                                                                              \
+        "run", "--model", g_model, "--host", "xeon-gold-5318y", "--batch", "2", "--prompt",        \
+            "300", "--output", "40", "--window", "256", "--threads", "2", __VA_ARGS__, NULL        \
+    }
+
+Test(cli_run, summary_labels_what_is_modeled)
+{
+    th_run r = th_writescope(TINY("--every", "10"), g_env);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cr_assert_neq(strstr(r.out, "gpu=modeled:a100-40gb-pcie"), NULL, "%s", r.out);
+    cr_assert_neq(strstr(r.out, "3 of 3 layers (what fits in"), NULL, "%s", r.out);
+    cr_assert_neq(strstr(r.out, "CPU measured, GPU modeled"), NULL, "%s", r.out);
+    cr_assert_neq(strstr(r.out, "bytes moved after placement 0"), NULL, "%s", r.out);
+    int steps = 0;
+    for (const char *p = r.err; (p = strstr(p, "run: step ")); p++)
+        steps++;
+    cr_assert_eq(steps, 4, "a line every 10 of 40 steps: %s", r.err);
+    th_run_free(&r);
+}
+
+Test(cli_run, json_verify_and_db)
+{
+    json_t *v = th_writescope_json(TINY("--verify", "--layers", "2", "--policy", "static", "--r",
+                                        "0.25", "--db", g_db, "--json"),
+                                   g_env);
+    cr_assert_str_eq(json_string_value(json_object_get(v, "gpu")), "modeled:a100-40gb-pcie");
+    cr_assert_str_eq(json_string_value(json_object_get(v, "gpu_source")), "modeled");
+    cr_assert_str_eq(json_string_value(json_object_get(v, "policy")), "static");
+    cr_assert_eq(json_integer_value(json_object_get(v, "layers")), 2);
+    const double e = json_number_value(json_object_get(v, "verify_max_err"));
+    cr_assert(e <= 2e-3, "verify %g", e);
+    cr_assert_eq(json_integer_value(json_object_get(v, "bytes_moved")), 0);
+    cr_assert_eq(json_array_size(json_object_get(v, "steps")), 40);
+    json_decref(v);
+    cr_assert_eq(th_count_file(g_db, "SELECT count(*) FROM run_runs"), 1);
+    cr_assert_eq(th_count_file(g_db, "SELECT count(*) FROM run_steps"), 40);
+    cr_assert_eq(th_count_file(g_db, "SELECT count(*) FROM run_layers"), 80);
+    cr_assert_eq(th_count_file(g_db, "SELECT count(*) FROM run_layers WHERE gpu_source = "
+                                     "'modeled' AND cpu_attn_s >= 0 AND pred_cpu_s >= 0"),
+                 80);
+    cr_assert_eq(th_count_file(g_db, "SELECT count(*) FROM run_runs WHERE gpu = "
+                                     "'modeled:a100-40gb-pcie' AND verify_max_err <= 2e-3"),
+                 1);
+}
+
+static void expect_fail(const char *const *args, int status, const char *needle)
+{
+    th_run r = th_writescope(args, g_env);
+    cr_assert_eq(r.status, status, "exit %d, stderr: %s", r.status, r.err);
+    cr_assert_eq(th_lines(r.err), 1, "one line: %s", r.err);
+    cr_assert_neq(strstr(r.err, needle), NULL, "stderr '%s' lacks '%s'", r.err, needle);
+    cr_assert_str_eq(r.out, "");
+    th_run_free(&r);
+}
+
+Test(cli_run, bad_names_are_one_line_errors)
+{
+    expect_fail((const char *[]){"run", "--model", "no-such-model", NULL}, 1, "no-such-model");
+    expect_fail(TINY("--policy", "nope"), 1, "nope");
+    expect_fail(TINY("--policy", "gpu-only"), 2, "gpu-only");
+    expect_fail(TINY("--gpu", "modeled:no-such-gpu"), 1, "no-such-gpu");
+    expect_fail(TINY("--gpu", "h100"), 2, "modeled:<profile>");
+    expect_fail(TINY("--gpu", "cuda"), 1, "CUDA");
+    expect_fail((const char *[]){"run", "--model", g_model, "--host", "no-such-host", NULL}, 1,
+                "no-such-host");
+    expect_fail(TINY("--batch", "0"), 2, "--batch");
+    expect_fail((const char *[]){"run", NULL}, 2, "--model");
+}
