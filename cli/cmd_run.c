@@ -342,8 +342,9 @@ int cmd_run(int argc, char **argv)
         printf("cache: %d CPU + %d XFER pages, %llu flushes, bytes moved after placement %llu\n",
                r.cpu_pages, r.xfer_pages, (unsigned long long)r.flushes,
                (unsigned long long)r.bytes_moved);
-        printf("prefill: %.3f s modeled (GPU), %.3f s measured writing the KV\n",
-               r.prefill_modeled_s, r.prefill_wall_s);
+        printf("prefill: %.2f ms modeled (GPU compute), %.2f ms measured writing the KV into "
+               "its regions\n",
+               1e3 * r.prefill_modeled_s, 1e3 * r.prefill_wall_s);
         if (!isnan(r.verify_max_err))
             printf("verify: max abs error of merged vs full attention %.2e (bound 2e-3): %s\n",
                    r.verify_max_err, r.verify_max_err <= 2e-3 ? "ok" : "FAILED");
@@ -355,6 +356,8 @@ int cmd_run(int argc, char **argv)
                 r.verify_max_err);
         rc = CLI_EXIT_FAIL;
     }
+    if (embedded && rc == CLI_EXIT_OK)
+        cli_note_embedded();
     ws_run_result_free(&r);
     return rc;
 }
