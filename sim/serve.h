@@ -23,14 +23,10 @@
  * the KV budget must fit the GPU's memory. A request that cannot fit even alone is an
  * out-of-memory outcome; one that fits later waits (head of line).
  *
- * Results go to the caller as they are produced: each step's record to on_step, each
- * request's to on_request when it ends (served or out of memory), so a writer (database,
- * CSV) streams them and the loop keeps only what is in flight. The totals are running
- * sums, and the TTFT and TPOT percentiles come from a bounded summary (quantile.h: exact
- * up to SIM_QUANTILE_EXACT served requests, then within SIM_QUANTILE_REL_ERR relative):
- * memory grows with the requests waiting or running, not with the trace. The per-request
- * and per-step arrays of sim_results are kept only when asked (keep_requests,
- * keep_steps: tests, --json). */
+ * Results stream: each step's record goes to on_step, each request's to on_request when it
+ * ends; totals are running sums, percentiles a bounded summary (quantile.h), so memory
+ * follows the requests waiting or running, not the trace. The arrays of sim_results are
+ * kept only when asked (keep_requests, keep_steps). */
 #ifndef WS_SIM_SERVE_H
 #define WS_SIM_SERVE_H
 
