@@ -361,6 +361,7 @@ int sim_export_trace_full(const sim_export_trace *t)
     return t->o.max_spans && t->written >= t->o.max_spans;
 }
 size_t sim_export_trace_written(const sim_export_trace *t) { return t->written; }
+void sim_export_trace_skip(sim_export_trace *t, size_t n) { t->dropped += n; }
 size_t sim_export_trace_dropped(const sim_export_trace *t) { return t->dropped; }
 
 /* The track of a resource or channel name, created on first use. */

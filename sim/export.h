@@ -73,6 +73,9 @@ int sim_export_trace_open(const char *path, const sim_export_trace_opts *opts,
 int sim_export_trace_add(sim_export_trace *t, const sim_timeline *tl, ws_err *err);
 /* 1 once max_spans spans are written: the caller may stop recording. */
 int sim_export_trace_full(const sim_export_trace *t);
+/* Counts n spans as left out by the caps without looking at them (a caller that stops
+ * handing spans over once the trace is full). */
+void sim_export_trace_skip(sim_export_trace *t, size_t n);
 /* Spans written, and spans the caps left out, so far. */
 size_t sim_export_trace_written(const sim_export_trace *t);
 size_t sim_export_trace_dropped(const sim_export_trace *t);

@@ -98,6 +98,7 @@ int sim_grid_run(ws_store *s, const sim_grid_opts *o, sim_grid_point **pts, size
                         cfg.detail_layer = o->detail_layer;
                         cfg.cpu_workers = o->cpu_workers;
                         cfg.keep_steps = 0;
+                        cfg.keep_requests = 0;
                         sim_closed c;
                         sim_source src;
                         sim_closed_source(&c, cfg.batch, sim_grid_prompts[pi], SIM_GRID_OUTPUT,

@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "engine.h"
+#include "quantile.h"
 #include "timeline.h"
 #include "trace.h"
 
@@ -65,6 +66,7 @@ void sim_cfg_default(sim_cfg *c)
     c->detail_layer = 1;
     c->cpu_workers = 1;
     c->keep_steps = 1;
+    c->keep_requests = 1;
 }
 
 const char *sim_outcome_name(int outcome)
@@ -72,11 +74,18 @@ const char *sim_outcome_name(int outcome)
     return outcome == SIM_OUT_OOM ? "oom" : "done";
 }
 
+/* A request waiting for admission. */
+typedef struct qent {
+    sim_req rq;
+    uint64_t id;
+} qent;
+
 /* A running sequence. */
 typedef struct seq {
     int live;
     uint64_t order; /* admission order */
-    size_t res;     /* index of its result */
+    uint64_t id;    /* arrival order */
+    double arrival_s, first_s;
     int prompt, output;
     int prefilled, generated;
     int cpu_pages;               /* prompt pages placed in the CPU region */
@@ -101,14 +110,20 @@ typedef struct run {
     seq *s;
     int n_run;
     uint64_t n_admitted, n_ended;
-    sim_req *q; /* arrived, not admitted: a ring */
+    qent *q; /* arrived, not admitted: a ring */
     size_t q_head, q_len, q_cap;
+    uint64_t n_seen;       /* requests arrived */
+    double first_arr, last_end; /* of the served requests */
+    sim_quantile ttft, tpot;
     sim_results *res;
 } run;
 
-static int push_result(run *R, const sim_req *rq, ws_err *err)
+/* A request has arrived: its placeholder in res->req when requests are kept. */
+static int push_result(run *R, const sim_req *rq, uint64_t id, ws_err *err)
 {
     sim_results *res = R->res;
+    if (!R->cfg->keep_requests)
+        return 0;
     if (res->n_req == res->cap_req) {
         size_t cap = res->cap_req ? 2 * res->cap_req : 64;
         void *p = realloc(res->req, cap * sizeof *res->req);
@@ -117,24 +132,45 @@ static int push_result(run *R, const sim_req *rq, ws_err *err)
         res->req = p;
         res->cap_req = cap;
     }
-    res->req[res->n_req] = (sim_req_result){.id = res->n_req,
-                                            .arrival_s = rq->arrival_s,
-                                            .first_s = -1,
-                                            .end_s = -1,
-                                            .ttft = -1,
-                                            .tpot = -1,
-                                            .e2e = -1,
-                                            .prompt = rq->prompt,
-                                            .output = rq->output};
-    res->n_req++;
+    res->req[res->n_req++] = (sim_req_result){.id = id,
+                                              .arrival_s = rq->arrival_s,
+                                              .first_s = -1,
+                                              .end_s = -1,
+                                              .ttft = -1,
+                                              .tpot = -1,
+                                              .e2e = -1,
+                                              .prompt = rq->prompt,
+                                              .output = rq->output};
     return 0;
 }
 
-static int q_push(run *R, const sim_req *rq, ws_err *err)
+/* A request has ended: into the totals, to the caller, into res->req when kept. */
+static int end_request(run *R, const sim_req_result *o, ws_err *err)
+{
+    sim_totals *t = &R->res->tot;
+    t->prompt_tokens += (uint64_t)o->prompt;
+    if (o->outcome == SIM_OUT_DONE) {
+        t->served++;
+        R->first_arr = fmin(R->first_arr, o->arrival_s);
+        R->last_end = fmax(R->last_end, o->end_s);
+        sim_quantile_add(&R->ttft, o->ttft);
+        if (o->generated > 1)
+            sim_quantile_add(&R->tpot, o->tpot);
+        t->slo_met += (uint64_t)o->slo_ok;
+    } else {
+        t->oom++;
+    }
+    R->n_ended++;
+    if (R->cfg->keep_requests)
+        R->res->req[o->id] = *o;
+    return R->cfg->on_request ? R->cfg->on_request(R->cfg->on_request_ctx, o, err) : 0;
+}
+
+static int q_push(run *R, const sim_req *rq, uint64_t id, ws_err *err)
 {
     if (R->q_len == R->q_cap) {
         size_t cap = R->q_cap ? 2 * R->q_cap : 64;
-        sim_req *p = malloc(cap * sizeof *p);
+        qent *p = malloc(cap * sizeof *p);
         if (!p)
             return ws_err_set(err, WS_ENOMEM, "sim: out of memory (queue)");
         for (size_t i = 0; i < R->q_len; i++)
@@ -144,7 +180,7 @@ static int q_push(run *R, const sim_req *rq, ws_err *err)
         R->q_head = 0;
         R->q_cap = cap;
     }
-    R->q[(R->q_head + R->q_len) % R->q_cap] = *rq;
+    R->q[(R->q_head + R->q_len) % R->q_cap] = (qent){*rq, id};
     R->q_len++;
     return 0;
 }
@@ -201,18 +237,28 @@ static void need(const run *R, const sim_req *rq, double r, double *g, double *h
 static int admit(run *R, ws_err *err)
 {
     while (R->q_len && R->n_run < R->cfg->batch) {
-        const sim_req *rq = &R->q[R->q_head];
+        const qent *qe = &R->q[R->q_head];
+        const sim_req *rq = &qe->rq;
         double sp, c, w, l;
         batch_sums(R, &sp, &c, &w, &l);
         const double r = R->spills ? policy_target(R, w, sp + l + rq->prompt + rq->output) : 0;
         double g, h, p;
         int never;
         need(R, rq, R->cfg->policy == WS_POLICY_MIGRATE ? R->r_cur : r, &g, &h, &p, &never);
-        sim_req_result *out = &R->res->req[R->res->n_req - R->q_len];
         if (never) {
-            out->outcome = SIM_OUT_OOM;
-            R->res->tot.oom++;
-            R->n_ended++;
+            const sim_req_result o = {.id = qe->id,
+                                      .arrival_s = rq->arrival_s,
+                                      .first_s = -1,
+                                      .end_s = -1,
+                                      .ttft = -1,
+                                      .tpot = -1,
+                                      .e2e = -1,
+                                      .prompt = rq->prompt,
+                                      .output = rq->output,
+                                      .outcome = SIM_OUT_OOM};
+            int rc = end_request(R, &o, err);
+            if (rc)
+                return rc;
         } else {
             if (R->gpu_used + g > R->budget || R->host_used + h > R->host ||
                 R->pin_used + p > R->pinned)
@@ -223,7 +269,9 @@ static int admit(run *R, ws_err *err)
             seq *s = &R->s[i];
             *s = (seq){.live = 1,
                        .order = R->n_admitted++,
-                       .res = R->res->n_req - R->q_len,
+                       .id = qe->id,
+                       .arrival_s = rq->arrival_s,
+                       .first_s = -1,
                        .prompt = rq->prompt,
                        .output = rq->output,
                        .gpu_b = g,
@@ -236,30 +284,34 @@ static int admit(run *R, ws_err *err)
         R->q_head = (R->q_head + 1) % R->q_cap;
         R->q_len--;
     }
-    (void)err;
     return 0;
 }
 
-static void finish(run *R, seq *s)
+static int finish(run *R, seq *s, ws_err *err)
 {
-    sim_req_result *o = &R->res->req[s->res];
     const double now = sim_now(&R->eng);
-    o->end_s = now;
-    o->generated = s->generated;
-    o->e2e = now - o->arrival_s;
-    o->tpot = s->generated > 1 ? (now - o->first_s) / (s->generated - 1) : 0;
-    o->outcome = SIM_OUT_DONE;
-    o->slo_ok = (!(R->cfg->slo_ttft > 0) || o->ttft <= R->cfg->slo_ttft) &&
-                (!(R->cfg->slo_tpot > 0) || o->tpot <= R->cfg->slo_tpot);
+    sim_req_result o = {.id = s->id,
+                        .arrival_s = s->arrival_s,
+                        .first_s = s->first_s,
+                        .end_s = now,
+                        .ttft = s->first_s - s->arrival_s,
+                        .e2e = now - s->arrival_s,
+                        .tpot = s->generated > 1 ? (now - s->first_s) / (s->generated - 1) : 0,
+                        .prompt = s->prompt,
+                        .output = s->output,
+                        .generated = s->generated,
+                        .outcome = SIM_OUT_DONE};
+    o.slo_ok = (!(R->cfg->slo_ttft > 0) || o.ttft <= R->cfg->slo_ttft) &&
+               (!(R->cfg->slo_tpot > 0) || o.tpot <= R->cfg->slo_tpot);
     R->gpu_used -= s->gpu_b, R->host_used -= s->host_b, R->pin_used -= s->pin_b;
     s->live = 0;
-    R->n_ended++;
     if (--R->n_run == 0)
         R->gpu_used = R->host_used = R->pin_used = 0; /* no rounding residue */
+    return end_request(R, &o, err);
 }
 
 static int record_step(run *R, const sim_step_out *so, int batch, int dec, int pf, double rstar,
-                       double rreal, double spilled, ws_err *err)
+                       double rreal, double spilled, double context, ws_err *err)
 {
     sim_totals *t = &R->res->tot;
     for (int i = 0; i < SIM_RES_COUNT; i++)
@@ -282,6 +334,7 @@ static int record_step(run *R, const sim_step_out *so, int batch, int dec, int p
                         .rstar = rstar,
                         .r_real = rreal,
                         .spilled = spilled,
+                        .context = context,
                         .events = so->events};
     memcpy(rec.busy, so->busy, sizeof rec.busy);
     if (R->cfg->on_step) {
@@ -345,14 +398,13 @@ static int prefill_step(run *R, seq *s, ws_err *err)
             s->win = s->prompt;
         }
         s->generated = 1;
-        sim_req_result *o = &R->res->req[s->res];
-        o->first_s = sim_now(&R->eng);
-        o->ttft = o->first_s - o->arrival_s;
+        s->first_s = sim_now(&R->eng);
         R->res->tot.output_tokens++;
-        if (s->generated >= s->output)
-            finish(R, s);
+        if (s->generated >= s->output && (rc = finish(R, s, err)))
+            return rc;
     }
-    return record_step(R, &so, R->n_run, 0, q, 0, sp > 0 ? c / sp : 0, sp, err);
+    return record_step(R, &so, R->n_run, 0, q, 0, sp > 0 ? c / sp : 0, sp, in.prefill_ctx + q,
+                       err);
 }
 
 /* One decode step of every running sequence. */
@@ -461,62 +513,27 @@ static int decode_step(run *R, ws_err *err)
         s->win++;
         s->generated++;
         R->res->tot.output_tokens++;
-        if (s->generated >= s->output)
-            finish(R, s);
+        if (s->generated >= s->output && (rc = finish(R, s, err)))
+            return rc;
     }
-    return record_step(R, &so, batch, n_dec, 0, rstar, rreal, sp, err);
+    return record_step(R, &so, batch, n_dec, 0, rstar, rreal, sp,
+                       in.resident + in.n_cpu + in.m_xfer, err);
 }
 
-static int cmp_dbl(const void *a, const void *b)
+static void summarise(run *R)
 {
-    const double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double pct(const double *v, size_t n, double p)
-{
-    if (!n)
-        return 0;
-    size_t k = (size_t)ceil(p * n);
-    return v[k ? k - 1 : 0];
-}
-
-static int summarise(run *R, ws_err *err)
-{
-    sim_results *res = R->res;
-    sim_totals *t = &res->tot;
-    double *a = malloc((res->n_req + 1) * sizeof *a), *b = malloc((res->n_req + 1) * sizeof *b);
-    if (!a || !b) {
-        free(a), free(b);
-        return ws_err_set(err, WS_ENOMEM, "sim: out of memory (totals)");
-    }
-    size_t n = 0, nt = 0, good = 0;
-    double first = INFINITY, last = 0;
-    for (size_t i = 0; i < res->n_req; i++) {
-        const sim_req_result *o = &res->req[i];
-        t->prompt_tokens += (uint64_t)o->prompt;
-        if (o->outcome != SIM_OUT_DONE)
-            continue;
-        first = fmin(first, o->arrival_s);
-        last = fmax(last, o->end_s);
-        a[n++] = o->ttft;
-        if (o->generated > 1)
-            b[nt++] = o->tpot;
-        good += (size_t)o->slo_ok;
-    }
-    t->requests = res->n_req;
-    t->served = n;
-    qsort(a, n, sizeof *a, cmp_dbl);
-    qsort(b, nt, sizeof *b, cmp_dbl);
-    t->ttft_p50 = pct(a, n, 0.5), t->ttft_p90 = pct(a, n, 0.9), t->ttft_p99 = pct(a, n, 0.99);
-    t->tpot_p50 = pct(b, nt, 0.5), t->tpot_p90 = pct(b, nt, 0.9), t->tpot_p99 = pct(b, nt, 0.99);
-    t->makespan_s = n ? last - first : 0;
+    sim_totals *t = &R->res->tot;
+    t->requests = R->n_seen;
+    t->pct_exact = sim_quantile_exact(&R->ttft) && sim_quantile_exact(&R->tpot);
+    t->ttft_p50 = sim_quantile_get(&R->ttft, 0.5), t->ttft_p90 = sim_quantile_get(&R->ttft, 0.9);
+    t->ttft_p99 = sim_quantile_get(&R->ttft, 0.99);
+    t->tpot_p50 = sim_quantile_get(&R->tpot, 0.5), t->tpot_p90 = sim_quantile_get(&R->tpot, 0.9);
+    t->tpot_p99 = sim_quantile_get(&R->tpot, 0.99);
+    t->makespan_s = t->served ? R->last_end - R->first_arr : 0;
     t->tokens_per_s = t->makespan_s > 0 ? t->output_tokens / t->makespan_s : 0;
     t->decode_tps = t->decode_time_s > 0 ? t->decode_tokens / t->decode_time_s : 0;
-    t->goodput_rps = t->makespan_s > 0 ? good / t->makespan_s : 0;
-    t->slo_frac = res->n_req ? (double)good / res->n_req : 0;
-    free(a), free(b);
-    return 0;
+    t->goodput_rps = t->makespan_s > 0 ? t->slo_met / t->makespan_s : 0;
+    t->slo_frac = t->requests ? (double)t->slo_met / t->requests : 0;
 }
 
 int sim_run(const ws_model *m, const ws_cost_hw *hw, const ws_cost_cfg *ccfg, const sim_cfg *cfg,
@@ -534,7 +551,7 @@ int sim_run(const ws_model *m, const ws_cost_hw *hw, const ws_cost_cfg *ccfg, co
                           "of the page %d)",
                           cfg->batch, cfg->chunk, cfg->window, P);
     const ws_policy_info *pi = ws_policy_info_of(cfg->policy);
-    run R = {.cfg = cfg, .res = res};
+    run R = {.cfg = cfg, .res = res, .first_arr = INFINITY};
     snprintf(res->model, sizeof res->model, "%s", m->name);
     snprintf(res->gpu, sizeof res->gpu, "%s", hw->gpu);
     snprintf(res->host, sizeof res->host, "%s", hw->host);
@@ -564,8 +581,12 @@ int sim_run(const ws_model *m, const ws_cost_hw *hw, const ws_cost_cfg *ccfg, co
     int have = 0;
     if ((rc = ws_policy_init(&R.pol, cfg->policy, &cfg->par, R.cm.A, R.cm.B, err)))
         goto out_cm;
-    if ((rc = sim_engine_init(&R.eng, cfg->seed, err)))
+    if ((rc = sim_quantile_init(&R.ttft, err)))
         goto out_cm;
+    if ((rc = sim_quantile_init(&R.tpot, err)))
+        goto out_q;
+    if ((rc = sim_engine_init(&R.eng, cfg->seed, err)))
+        goto out_q;
     if ((rc = sim_step_init(&R.st, &R.eng, K_OP, &R.cm, R.layers, cfg->cpu_workers,
                             !cfg->detail_layer, err)))
         goto out_eng;
@@ -586,20 +607,24 @@ int sim_run(const ws_model *m, const ws_cost_hw *hw, const ws_cost_cfg *ccfg, co
         while (have > 0 && next.arrival_s <= sim_now(&R.eng)) {
             if (next.prompt < 1 || next.output < 1 || !(next.arrival_s >= last_arrival)) {
                 rc = ws_err_set(err, WS_EINVAL,
-                                "sim: request %zu: %d prompt and %d output tokens at %.9g s "
+                                "sim: request %llu: %d prompt and %d output tokens at %.9g s "
                                 "(each >= 1, arrivals in order)",
-                                res->n_req, next.prompt, next.output, next.arrival_s);
+                                (unsigned long long)R.n_seen, next.prompt, next.output,
+                                next.arrival_s);
                 goto out_s;
             }
             last_arrival = next.arrival_s;
-            if ((rc = push_result(&R, &next, err)) || (rc = q_push(&R, &next, err)))
+            if ((rc = push_result(&R, &next, R.n_seen, err)) ||
+                (rc = q_push(&R, &next, R.n_seen, err)))
                 goto out_s;
+            R.n_seen++;
             if ((have = src->next(src->ctx, &next, err)) < 0) {
                 rc = -have;
                 goto out_s;
             }
         }
-        admit(&R, err);
+        if ((rc = admit(&R, err)))
+            goto out_s;
         if (R.n_run == 0) {
             if (R.q_len)
                 continue; /* the head was an OOM outcome; admit the rest */
@@ -620,14 +645,14 @@ int sim_run(const ws_model *m, const ws_cost_hw *hw, const ws_cost_cfg *ccfg, co
             goto out_s;
         if (cfg->progress && res->tot.steps % 512 == 0)
             cfg->progress(cfg->progress_ctx, sim_now(&R.eng), res->tot.steps, R.n_ended,
-                          res->n_req);
+                          R.n_seen);
     }
     res->tot.events = R.eng.n_processed;
-    rc = summarise(&R, err);
+    summarise(&R);
     clock_gettime(CLOCK_MONOTONIC, &w1);
     res->tot.wall_s = (w1.tv_sec - w0.tv_sec) + 1e-9 * (w1.tv_nsec - w0.tv_nsec);
     if (cfg->progress)
-        cfg->progress(cfg->progress_ctx, sim_now(&R.eng), res->tot.steps, res->n_req, res->n_req);
+        cfg->progress(cfg->progress_ctx, sim_now(&R.eng), res->tot.steps, R.n_seen, R.n_seen);
 out_s:
     free(R.s);
     free(R.q);
@@ -635,6 +660,9 @@ out_st:
     sim_step_free(&R.st);
 out_eng:
     sim_engine_free(&R.eng);
+out_q:
+    sim_quantile_free(&R.ttft);
+    sim_quantile_free(&R.tpot);
 out_cm:
     ws_cost_model_free(&R.cm);
     if (rc) {

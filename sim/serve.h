@@ -23,7 +23,10 @@
  * the KV budget must fit the GPU's memory. A request that cannot fit even alone is an
  * out-of-memory outcome; one that fits later waits (head of line).
  *
- * Results are plain arrays (per request, per step) and totals, for printers and writers. */
+ * Results stream: each step's record goes to on_step, each request's to on_request when it
+ * ends; totals are running sums, percentiles a bounded summary (quantile.h), so memory
+ * follows the requests waiting or running, not the trace. The arrays of sim_results are
+ * kept only when asked (keep_requests, keep_steps). */
 #ifndef WS_SIM_SERVE_H
 #define WS_SIM_SERVE_H
 
@@ -69,6 +72,7 @@ struct ws_trace;
 int sim_trace_source(struct ws_trace *t, sim_source *src, ws_err *err);
 
 struct sim_step_rec;
+struct sim_req_result;
 struct sim_timeline;
 
 /* ---- configuration ------------------------------------------------------------------ */
@@ -87,7 +91,8 @@ typedef struct sim_cfg {
     double pinned_limit;       /* B; 0: 256 GiB */
     double host_limit;         /* B; 0: 512 GiB */
     double slo_ttft, slo_tpot; /* s; 0: no SLO */
-    int keep_steps;            /* 1: keep the per-step records (default 1) */
+    int keep_steps;            /* 1: keep the per-step records in res->step (default 1) */
+    int keep_requests;         /* 1: keep the per-request records in res->req (default 1) */
     /* Every op's span goes here when non-NULL (a Chrome-trace writer drains it from
      * on_step, e.g. with sim_timeline_clear after writing). */
     struct sim_timeline *timeline;
@@ -95,6 +100,10 @@ typedef struct sim_cfg {
      * run with that code (err set by the callee). */
     int (*on_step)(void *ctx, const struct sim_step_rec *rec, ws_err *err);
     void *on_step_ctx;
+    /* Called when a request ends (served, or out of memory at admission), in the order
+     * they end; the same contract as on_step. */
+    int (*on_request)(void *ctx, const struct sim_req_result *rec, ws_err *err);
+    void *on_request_ctx;
     /* Called every few hundred steps and at the end (NULL: none). */
     void (*progress)(void *ctx, double sim_t, uint64_t steps, uint64_t ended, uint64_t seen);
     void *progress_ctx;
@@ -127,6 +136,7 @@ typedef struct sim_step_rec {
     double rstar;               /* the policy's target share at the step */
     double r_real;              /* CPU tokens / spilled tokens at the step */
     double spilled;             /* spilled tokens per layer, summed over the batch */
+    double context;             /* KV tokens attended per layer, summed over the batch */
     double busy[SIM_RES_COUNT]; /* s */
     uint64_t events;
 } sim_step_rec;
@@ -139,6 +149,8 @@ typedef struct sim_totals {
     double decode_time_s; /* sum of decode steps */
     double decode_tps;    /* decode tokens / decode time */
     double ttft_p50, ttft_p90, ttft_p99, tpot_p50, tpot_p90, tpot_p99;
+    int pct_exact;      /* 1: the percentiles are exact (few enough served requests) */
+    uint64_t slo_met;   /* served requests within the SLOs */
     double goodput_rps; /* served requests within the SLOs per second of makespan */
     double slo_frac;    /* their share of all requests */
     double busy[SIM_RES_COUNT];
@@ -151,9 +163,9 @@ typedef struct sim_totals {
 
 typedef struct sim_results {
     char model[64], gpu[160], host[160], policy[32];
-    sim_req_result *req;
+    sim_req_result *req; /* by id, when cfg.keep_requests */
     size_t n_req, cap_req;
-    sim_step_rec *step;
+    sim_step_rec *step; /* when cfg.keep_steps */
     size_t n_step, cap_step;
     sim_totals tot;
 } sim_results;

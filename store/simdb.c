@@ -105,13 +105,16 @@ int ws_simdb_put_run(ws_store *s, ws_simdb_run *run, ws_err *err)
 
 int ws_simdb_finish_run(ws_store *s, const ws_simdb_run *run, ws_err *err)
 {
+    int rc = check_run(s, run, err);
+    if (rc)
+        return rc;
     sqlite3_stmt *st;
     if (sqlite3_prepare_v2(ws_store_sqlite(s),
                            "UPDATE sim_runs SET wall_s = ?2, events = ?3, sim_s = ?4, requests = ?5, "
                            "completed = ?6, oom = ?7, tokens_out = ?8, tokens_per_s = ?9, "
                            "ttft_p50 = ?10, ttft_p90 = ?11, ttft_p99 = ?12, tpot_p50 = ?13, "
                            "tpot_p90 = ?14, tpot_p99 = ?15, slo_ttft = ?16, slo_tpot = ?17, "
-                           "slo_met = ?18, goodput = ?19 WHERE id = ?1",
+                           "slo_met = ?18, goodput = ?19, params = ?20 WHERE id = ?1",
                            -1, &st, NULL) != SQLITE_OK)
         return WS_DB_FAIL(s, err, "cannot store simulation totals");
     sqlite3_bind_int64(st, 1, run->id);
@@ -129,7 +132,8 @@ int ws_simdb_finish_run(ws_store *s, const ws_simdb_run *run, ws_err *err)
         ws_store_bind_num(st, 9 + i, num[i]);
     sqlite3_bind_int64(st, 18, run->slo_met);
     ws_store_bind_num(st, 19, run->goodput);
-    int rc = sqlite3_step(st);
+    sqlite3_bind_text(st, 20, run->params[0] ? run->params : "{}", -1, SQLITE_STATIC);
+    rc = sqlite3_step(st);
     sqlite3_finalize(st);
     if (rc != SQLITE_DONE)
         return WS_DB_FAIL(s, err, "cannot store simulation totals");

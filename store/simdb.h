@@ -96,7 +96,8 @@ typedef struct ws_simdb_step {
 /* Inserts the run row (totals as they are) and sets run->id; fills started_at,
  * tool_version and label when empty. Refuses a bad workload, detail or params JSON. */
 int ws_simdb_put_run(ws_store *s, ws_simdb_run *run, ws_err *err);
-/* Rewrites the run's wall_s, events, sim_s and totals (the row run->id). */
+/* Rewrites the run's wall_s, events, sim_s, totals and params (the row run->id): totals
+ * known only at the end may go into params then. */
 int ws_simdb_finish_run(ws_store *s, const ws_simdb_run *run, ws_err *err);
 
 /* Prepared inserts of one run's requests and steps, held open while rows stream in. */

@@ -154,3 +154,114 @@ Test(cli_sim, mooncake_trace_every_request_ends)
                  12031);
     json_decref(v);
 }
+
+#define SMALL BASE, "--batch", "3", "--prompt", "600", "--output", "12", "--layers", "2"
+
+/* --db stores one run per policy with every request and step, labelled modeled, naming the
+ * profiles; the counts are the JSON totals'; `db export` reads them back. */
+Test(cli_sim, db_stores_every_run)
+{
+    char dir[64], db[256], q[256];
+    th_tmpdir(dir, sizeof dir);
+    snprintf(db, sizeof db, "%s/runs.db", dir);
+    json_t *v = th_writescope_json((const char *[]){SMALL, "--db", db, "--json", NULL}, g_env);
+    json_t *runs = json_object_get(v, "runs");
+    cr_assert_eq(json_array_size(runs), 7);
+    cr_assert_eq(th_count_file(db, "SELECT count(*) FROM sim_runs"), 7);
+    cr_assert_eq(th_count_file(db, "SELECT count(DISTINCT policy) FROM sim_runs WHERE label = "
+                                   "'modeled' AND gpu_profile = 'a100-40gb-pcie' AND "
+                                   "host_profile = 'xeon-gold-5318y' AND workload = 'closed'"),
+                 7);
+    for (size_t i = 0; i < 7; i++) {
+        json_t *r = json_array_get(runs, i);
+        const long long id = json_integer_value(json_object_get(r, "run_id"));
+        snprintf(q, sizeof q, "SELECT count(*) FROM sim_requests WHERE run_id = %lld", id);
+        cr_assert_eq(th_count_file(db, q), json_integer_value(json_object_get(r, "requests")));
+        snprintf(q, sizeof q, "SELECT count(*) FROM sim_steps WHERE run_id = %lld", id);
+        cr_assert_eq(th_count_file(db, q), json_integer_value(json_object_get(r, "steps")));
+        snprintf(q, sizeof q,
+                 "SELECT count(*) FROM sim_runs WHERE id = %lld AND policy = '%s' AND "
+                 "completed = %lld AND oom = %lld AND tokens_out = %lld",
+                 id, json_string_value(json_object_get(r, "policy")),
+                 json_integer_value(json_object_get(r, "served")),
+                 json_integer_value(json_object_get(r, "oom")),
+                 json_integer_value(json_object_get(r, "output_tokens")));
+        cr_assert_eq(th_count_file(db, q), 1, "%s", q);
+    }
+    json_decref(v);
+    v = th_writescope_json((const char *[]){"db", "export", "--db", db, NULL}, g_env);
+    cr_assert_eq(json_array_size(json_object_get(v, "sim_runs")), 7);
+    json_decref(v);
+    /* The table output says where the runs went. */
+    th_run r = th_writescope((const char *[]){SMALL, "--db", db, "--policy", "stream", NULL}, g_env);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cr_assert_neq(strstr(r.out, "stored: runs 8-8 in"), NULL, "%s", r.out);
+    th_run_free(&r);
+}
+
+Test(cli_sim, csv_files_and_rows)
+{
+    char dir[64], out[256], f[512];
+    th_tmpdir(dir, sizeof dir);
+    snprintf(out, sizeof out, "%s/csv", dir);
+    json_t *v = th_writescope_json(
+        (const char *[]){SMALL, "--policy", "static", "--csv", out, "--json", NULL}, g_env);
+    json_t *r0 = json_array_get(json_object_get(v, "runs"), 0);
+    size_t len;
+    snprintf(f, sizeof f, "%s/requests.csv", out);
+    char *t = th_slurp(f, &len);
+    cr_assert_eq(th_lines(t), 1 + 3);
+    free(t);
+    snprintf(f, sizeof f, "%s/steps.csv", out);
+    t = th_slurp(f, &len);
+    cr_assert_eq(th_lines(t), 1 + json_integer_value(json_object_get(r0, "steps")));
+    free(t);
+    snprintf(f, sizeof f, "%s/summary.csv", out);
+    t = th_slurp(f, &len);
+    cr_assert_eq(th_lines(t), 2);
+    cr_assert_neq(strstr(t, ",modeled,static,qwen3-30b-a3b,a100-40gb-pcie,xeon-gold-5318y,closed"),
+                  NULL, "%s", t);
+    free(t);
+    json_decref(v);
+}
+
+Test(cli_sim, chrome_trace_valid_and_capped)
+{
+    char dir[64], path[256];
+    th_tmpdir(dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/t.json", dir);
+    th_run r = th_writescope((const char *[]){SMALL, "--policy", "writescope", "--chrome-trace",
+                                              path, "--chrome-trace-limit", "100", NULL},
+                             g_env);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    th_run_free(&r);
+    json_error_t je;
+    json_t *v = json_load_file(path, 0, &je);
+    cr_assert_not_null(v, "%s: %s (line %d)", path, je.text, je.line);
+    json_t *ev = json_object_get(v, "traceEvents");
+    size_t spans = 0, i;
+    json_t *e;
+    json_array_foreach(ev, i, e) spans += !strcmp(json_string_value(json_object_get(e, "ph")), "X");
+    cr_assert_eq(spans, 100);
+    json_t *od = json_object_get(v, "otherData");
+    cr_assert_str_eq(json_string_value(json_object_get(od, "label")), "modeled");
+    cr_assert_neq(strstr(json_string_value(json_object_get(od, "title")), "xeon-gold-5318y"), NULL);
+    cr_assert_gt(json_integer_value(json_object_get(od, "spans_dropped")), 0);
+    json_decref(v);
+    /* the default cap lets a small run through whole */
+    r = th_writescope((const char *[]){SMALL, "--policy", "stream", "--chrome-trace", path, NULL},
+                      g_env);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    th_run_free(&r);
+    v = json_load_file(path, 0, &je);
+    cr_assert_not_null(v, "%s", je.text);
+    cr_assert_eq(json_integer_value(json_object_get(json_object_get(v, "otherData"),
+                                                    "spans_dropped")),
+                 0);
+    json_decref(v);
+    /* one run per trace */
+    r = th_writescope((const char *[]){SMALL, "--chrome-trace", path, NULL}, g_env);
+    cr_assert_eq(r.status, 2, "%s", r.err);
+    cr_assert_neq(strstr(r.err, "one --policy"), NULL, "%s", r.err);
+    th_run_free(&r);
+}

@@ -505,3 +505,99 @@ Test(sim_serve, step_callback_and_timeline)
     cr_assert_str_eq(err.msg, "writer failed");
     sim_timeline_free(&tl);
 }
+
+/* Streaming: with nothing kept, every request reaches on_request exactly once (in the
+ * order they end, each with its result as the kept run has it), every step reaches on_step,
+ * and the totals are those of the run that keeps everything. */
+typedef struct collect {
+    sim_req_result *req;
+    size_t n, cap;
+    uint64_t steps;
+} collect;
+
+static int collect_req(void *ctx, const sim_req_result *r, ws_err *err)
+{
+    (void)err;
+    collect *c = ctx;
+    cr_assert_lt(r->id, c->cap);
+    cr_assert_eq(c->req[r->id].id, UINT64_MAX, "request %llu ended twice",
+                 (unsigned long long)r->id);
+    c->req[r->id] = *r;
+    c->n++;
+    return 0;
+}
+
+static int count_step(void *ctx, const sim_step_rec *rec, ws_err *err)
+{
+    (void)err;
+    collect *c = ctx;
+    cr_assert_eq(rec->idx, c->steps);
+    c->steps++;
+    return 0;
+}
+
+Test(sim_serve, streamed_results_equal_kept_ones)
+{
+    ws_model m;
+    ws_cost_hw hw;
+    load("qwen3-30b-a3b", "a100-40gb-pcie", &m, &hw);
+    for (int pol = 0; pol < WS_POLICY_COUNT; pol++) {
+        sim_cfg cfg;
+        sim_cfg_default(&cfg);
+        cfg.policy = (ws_policy_kind)pol;
+        cfg.batch = 3;
+        cfg.layers = 3;
+        cfg.gpu_kv_budget = 0.05 * 1073741824.0; /* small: requests wait for room */
+        sim_results kept, streamed;
+        run_mix(&m, &hw, &cfg, &kept);
+        collect c = {.cap = N_MIX};
+        c.req = malloc(N_MIX * sizeof *c.req);
+        for (int i = 0; i < N_MIX; i++)
+            c.req[i].id = UINT64_MAX;
+        cfg.keep_requests = cfg.keep_steps = 0;
+        cfg.on_request = collect_req;
+        cfg.on_request_ctx = &c;
+        cfg.on_step = count_step;
+        cfg.on_step_ctx = &c;
+        run_mix(&m, &hw, &cfg, &streamed);
+        cr_assert_eq(streamed.n_req, 0);
+        cr_assert_null(streamed.req);
+        cr_assert_eq(streamed.n_step, 0);
+        cr_assert_eq(c.n, N_MIX);
+        cr_assert_eq(c.steps, kept.tot.steps);
+        for (int i = 0; i < N_MIX; i++)
+            cr_assert_eq(memcmp(&c.req[i], &kept.req[i], sizeof c.req[i]), 0, "%s request %d",
+                         kept.policy, i);
+        kept.tot.wall_s = streamed.tot.wall_s = 0;
+        cr_assert_eq(memcmp(&kept.tot, &streamed.tot, sizeof kept.tot), 0, "%s totals",
+                     kept.policy);
+        cr_assert(kept.tot.pct_exact);
+        cr_assert_eq(kept.tot.requests, N_MIX);
+        free(c.req);
+        sim_results_free(&kept);
+        sim_results_free(&streamed);
+    }
+}
+
+/* A step's context is the KV it attends: a prefill chunk its prompt so far, a decode step
+ * every sequence's context plus its new token. */
+Test(sim_serve, step_context)
+{
+    ws_model m;
+    ws_cost_hw hw;
+    load("qwen3-30b-a3b", "a100-40gb-pcie", &m, &hw);
+    sim_cfg cfg;
+    sim_cfg_default(&cfg);
+    cfg.layers = 2;
+    cfg.chunk = 1000;
+    sim_results r;
+    run_closed(&m, &hw, &cfg, 2, 1500, 4, &r);
+    /* chunks: 1000, 500 of the first prompt, then of the second, then decode steps */
+    cr_assert_eq(r.step[0].context, 1000);
+    cr_assert_eq(r.step[1].context, 1500);
+    cr_assert_eq(r.step[3].context, 1500);
+    cr_assert_eq(r.step[4].decode_tokens, 2);
+    cr_assert_eq(r.step[4].context, 2 * 1501);
+    cr_assert_eq(r.step[5].context, 2 * 1502);
+    sim_results_free(&r);
+}
