@@ -73,8 +73,10 @@ static const char *default_host(ws_store *s, char *buf, size_t cap, int *fallbac
 {
     ws_host_fp fp;
     ws_profile p = {0};
+    ws_isa isa;
     *fallback = 1;
-    if (!ws_host_fp_detect("", &fp, NULL)) {
+    /* the fingerprint calib stores the profile under (its ISA path is part of it) */
+    if (!ws_isa_resolve(WS_ISA_AUTO, &isa, NULL) && !ws_host_fp_detect(ws_isa_name(isa), &fp, NULL)) {
         snprintf(buf, cap, "host:%s", fp.id);
         if (!ws_profile_load(s, buf, &p, NULL)) {
             ws_profile_free(&p);

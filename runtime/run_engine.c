@@ -102,6 +102,9 @@ typedef struct eng {
     float *w_router, *x, *logits, *xb, *yb, *y, *scratch;
     int *pick, *cnt, *tok;
     float *gate;
+    int *hit, *hit_off, n_hit; /* the step's experts and their rows' offsets in xb / yb */
+    int moe_rc;
+    ws_err moe_err;
     /* timeline */
     double gpu_t, h2d_t, d2h_t, cpu_t;
     double last_moe;
@@ -188,6 +191,8 @@ static void eng_free(eng *e)
         for (int i = 0; i < e->slots; i++)
             free(e->ex[i].mem);
     free(e->ex);
+    free(e->hit);
+    free(e->hit_off);
     void *bufs[] = {e->seqs, e->q,  e->oc,       e->lc,      e->og,    e->lg,     e->om,
                     e->lm,   (void *)e->pages, e->nodes, e->views, e->knew, e->vnew,
                     e->tmp,  e->w_router, e->x, e->logits, e->xb,     e->yb,    e->y,
@@ -301,14 +306,18 @@ static int eng_init(eng *e, const ws_engine_cfg *c, ws_run_result *res, ws_err *
         e->w_router = xcalloc((size_t)e->H * e->E, sizeof(float), &bad);
         e->x = xcalloc((size_t)e->B * e->H, sizeof(float), &bad);
         e->logits = xcalloc((size_t)e->B * e->E, sizeof(float), &bad);
-        e->xb = xcalloc((size_t)e->B * e->H, sizeof(float), &bad);
-        e->yb = xcalloc((size_t)e->B * e->H, sizeof(float), &bad);
+        /* rows of every (token, expert) pair, grouped by expert; scratch per thread */
+        e->xb = xcalloc((size_t)e->B * e->K * e->H, sizeof(float), &bad);
+        e->yb = xcalloc((size_t)e->B * e->K * e->H, sizeof(float), &bad);
         e->y = xcalloc((size_t)e->B * e->H, sizeof(float), &bad);
-        e->scratch = xcalloc((size_t)e->B * 2 * e->I, sizeof(float), &bad);
+        e->scratch = xcalloc((size_t)e->threads * e->B * 2 * e->I, sizeof(float), &bad);
+        e->hit = xcalloc((size_t)e->E, sizeof(int), &bad);
+        e->hit_off = xcalloc((size_t)e->E + 1, sizeof(int), &bad);
         e->pick = xcalloc((size_t)e->B * e->K, sizeof(int), &bad);
         e->gate = xcalloc((size_t)e->B * e->K, sizeof(float), &bad);
         e->cnt = xcalloc((size_t)e->E, sizeof(int), &bad);
         e->tok = xcalloc((size_t)e->B * e->K, sizeof(int), &bad);
+        e->moe_rc = 0;
         if (bad)
             return ws_err_set(err, WS_ENOMEM, "run: out of memory (router)");
         const float ws = 1.0f / sqrtf((float)e->H), wd = 1.0f / sqrtf((float)e->I);
@@ -500,12 +509,27 @@ static int verify_layer(eng *e, int layer, double *max_err, ws_err *err)
 
 /* ---- the MoE phase ---- */
 
+/* One hit expert on its tokens, one pool thread each with a single-threaded GEMM: BLAS
+ * threads of their own would keep spinning after the GEMM and take a core from the next
+ * layer's CPU attention (docs/notes/runtime-engine.md). */
+static void expert_task(void *ctx, int task, int thread)
+{
+    eng *e = ctx;
+    const int off = e->hit_off[task], m = e->hit_off[task + 1] - off;
+    ws_err err = {0};
+    const int rc = run_expert(&e->ex[e->hit[task] % e->slots], e->xb + (size_t)off * e->H,
+                              e->yb + (size_t)off * e->H, m,
+                              e->scratch + (size_t)thread * e->B * 2 * e->I, 1, &err);
+    if (rc && !__atomic_exchange_n(&e->moe_rc, rc, __ATOMIC_ACQ_REL))
+        e->moe_err = err;
+}
+
 static int moe(eng *e, int step, int layer, double *router_s, double *experts_s, ws_err *err)
 {
     const int T = e->B, H = e->H, E = e->E, K = e->K;
     fill_uniform(e->x, (size_t)T * H, e->cfg->seed, GEN_X, (uint64_t)step, (uint64_t)layer, 0);
     double t0 = ws_now_s();
-    int rc = ws_gemm_cpu_f32(T, E, H, e->x, e->w_router, e->logits, e->threads, err);
+    int rc = ws_gemm_cpu_f32(T, E, H, e->x, e->w_router, e->logits, 1, err);
     if (rc)
         return rc;
     memset(e->cnt, 0, (size_t)E * sizeof(int));
@@ -535,27 +559,38 @@ static int moe(eng *e, int step, int layer, double *router_s, double *experts_s,
     }
     double t1 = ws_now_s();
     *router_s = t1 - t0;
-    memset(e->y, 0, (size_t)T * H * sizeof(float));
-    for (int x = 0; x < E && !rc; x++) {
+    /* group the (token, expert) rows by expert */
+    e->n_hit = 0;
+    int off = 0;
+    for (int x = 0; x < E; x++) {
         if (!e->cnt[x])
             continue;
-        int m = 0;
+        e->hit[e->n_hit] = x;
+        e->hit_off[e->n_hit++] = off;
         for (int t = 0; t < T; t++)
             for (int j = 0; j < K; j++)
                 if (e->pick[(size_t)t * K + j] == x) {
-                    e->tok[m] = t * K + j;
-                    memcpy(e->xb + (size_t)m * H, e->x + (size_t)t * H, (size_t)H * sizeof(float));
-                    m++;
+                    e->tok[off] = t * K + j;
+                    memcpy(e->xb + (size_t)off * H, e->x + (size_t)t * H, (size_t)H * sizeof(float));
+                    off++;
                 }
-        rc = run_expert(&e->ex[x % e->slots], e->xb, e->yb, m, e->scratch, e->threads, err);
-        for (int i = 0; i < m && !rc; i++) {
-            const int t = e->tok[i] / K;
-            const float g = e->gate[e->tok[i]];
-            float *y = e->y + (size_t)t * H;
-            const float *yb = e->yb + (size_t)i * H;
-            for (int h = 0; h < H; h++)
-                y[h] += g * yb[h];
-        }
+    }
+    e->hit_off[e->n_hit] = off;
+    e->moe_rc = 0;
+    ws_pool_run(e->pool, e->n_hit, expert_task, e);
+    if (e->moe_rc) {
+        if (err)
+            *err = e->moe_err;
+        return e->moe_rc;
+    }
+    memset(e->y, 0, (size_t)T * H * sizeof(float));
+    for (int i = 0; i < off; i++) {
+        const int t = e->tok[i] / K;
+        const float g = e->gate[e->tok[i]];
+        float *y = e->y + (size_t)t * H;
+        const float *yb = e->yb + (size_t)i * H;
+        for (int h = 0; h < H; h++)
+            y[h] += g * yb[h];
     }
     *experts_s = ws_now_s() - t1;
     return rc;
