@@ -7,10 +7,10 @@
 #include <string.h>
 
 #include "cli.h"
-#include "run_engine.h"
 #include "fingerprint.h"
 #include "grid.h"
 #include "profile.h"
+#include "run_engine.h"
 #include "rundb.h"
 #include "store.h"
 #include "ws_parse.h"
@@ -21,26 +21,27 @@
 
 static void help(FILE *out)
 {
-    fprintf(out,
-            "usage: writescope run --model NAME [--batch B] [--prompt N] [--output M] [--layers K]\n"
-            "                      [--host PROFILE] [--gpu cuda|modeled:<profile>]\n"
-            "                      [--policy writescope|static|stream|cpu-attn] [--r R]\n"
-            "                      [--window W] [--threads T] [--seed S] [--every N]\n"
-            "                      [--mem-fraction F] [--verify] [--db PATH] [--json]\n"
-            "\n"
-            "Serves a closed batch of B sequences (prompt N, M decode steps) of the model's real\n"
-            "shapes, synthetic seeded bf16 KV and expert weights, through the InplaceKVCache and\n"
-            "the placement policy. The CPU half of the attention, the router and the routed\n"
-            "experts run for real on this machine; with --gpu modeled:<profile> (the default,\n"
-            "modeled:" RUN_DEFAULT_GPU ") the GPU's work and the transfers are timed by the cost\n"
-            "model on their own clocks and labelled modeled. --verify computes the GPU half\n"
-            "(CPU reference, outside the timed path) and checks each merged output against full\n"
-            "attention (max abs error <= 2e-3). --layers K runs K of the model's layers (default:\n"
-            "what fits in --mem-fraction, 0.5, of the RAM). --host defaults to this machine's\n"
-            "calibrated profile when one is stored, else " RUN_FALLBACK_HOST " (datasheet).\n"
-            "Defaults: batch 4, prompt 4096, output 32, window 256, policy writescope; --r is\n"
-            "static's share (0.5). A line every --every steps (default 8) on stderr; --db stores\n"
-            "the run, its steps and (step, layer) records in one transaction. Details: docs/run.md\n");
+    fprintf(
+        out,
+        "usage: writescope run --model NAME [--batch B] [--prompt N] [--output M] [--layers K]\n"
+        "                      [--host PROFILE] [--gpu cuda|modeled:<profile>]\n"
+        "                      [--policy writescope|static|stream|cpu-attn] [--r R]\n"
+        "                      [--window W] [--threads T] [--seed S] [--every N]\n"
+        "                      [--mem-fraction F] [--verify] [--db PATH] [--json]\n"
+        "\n"
+        "Serves a closed batch of B sequences (prompt N, M decode steps) of the model's real\n"
+        "shapes, synthetic seeded bf16 KV and expert weights, through the InplaceKVCache and\n"
+        "the placement policy. The CPU half of the attention, the router and the routed\n"
+        "experts run for real on this machine; with --gpu modeled:<profile> (the default,\n"
+        "modeled:" RUN_DEFAULT_GPU ") the GPU's work and the transfers are timed by the cost\n"
+        "model on their own clocks and labelled modeled. --verify computes the GPU half\n"
+        "(CPU reference, outside the timed path) and checks each merged output against full\n"
+        "attention (max abs error <= 2e-3). --layers K runs K of the model's layers (default:\n"
+        "what fits in --mem-fraction, 0.5, of the RAM). --host defaults to this machine's\n"
+        "calibrated profile when one is stored, else " RUN_FALLBACK_HOST " (datasheet).\n"
+        "Defaults: batch 4, prompt 4096, output 32, window 256, policy writescope; --r is\n"
+        "static's share (0.5). A line every --every steps (default 8) on stderr; --db stores\n"
+        "the run, its steps and (step, layer) records in one transaction. Details: docs/run.md\n");
 }
 
 static int parse_int(const char *opt, const char *v, long long lo, long long hi, int *out)
@@ -63,8 +64,8 @@ static void on_step(void *ctx, const ws_run_step *st, const ws_run_layer *lay, i
     fprintf(stderr,
             "run: step %d  %.2f ms (cpu attn %.2f, experts %.2f, engine %.2f ms measured)  "
             "r*=%.3f r=%.3f%s\n",
-            st->idx + 1, 1e3 * (st->t_end - st->t_start), 1e3 * st->cpu_attn_s,
-            1e3 * st->experts_s, 1e3 * st->overhead_s, st->r_star, st->r_real,
+            st->idx + 1, 1e3 * (st->t_end - st->t_start), 1e3 * st->cpu_attn_s, 1e3 * st->experts_s,
+            1e3 * st->overhead_s, st->r_star, st->r_real,
             isnan(st->verify_err) ? "" : "  verified");
 }
 
@@ -76,7 +77,8 @@ static const char *default_host(ws_store *s, char *buf, size_t cap, int *fallbac
     ws_isa isa;
     *fallback = 1;
     /* the fingerprint calib stores the profile under (its ISA path is part of it) */
-    if (!ws_isa_resolve(WS_ISA_AUTO, &isa, NULL) && !ws_host_fp_detect(ws_isa_name(isa), &fp, NULL)) {
+    if (!ws_isa_resolve(WS_ISA_AUTO, &isa, NULL) &&
+        !ws_host_fp_detect(ws_isa_name(isa), &fp, NULL)) {
         snprintf(buf, cap, "host:%s", fp.id);
         if (!ws_profile_load(s, buf, &p, NULL)) {
             ws_profile_free(&p);
@@ -97,7 +99,8 @@ static int store_run(const char *db, const ws_engine_cfg *c, const ws_run_result
     ws_rundb_run run = {0};
     snprintf(run.model, sizeof run.model, "%s", model);
     snprintf(run.gpu, sizeof run.gpu, "%s", r->gpu_label);
-    snprintf(run.gpu_source, sizeof run.gpu_source, "modeled");
+    snprintf(run.gpu_source, sizeof run.gpu_source, "%s",
+             strncmp(r->gpu_label, "cuda:", 5) ? "modeled" : "measured");
     snprintf(run.gpu_profile, sizeof run.gpu_profile, "%s", c->hw->gpu);
     snprintf(run.host_profile, sizeof run.host_profile, "%s", c->hw->host);
     snprintf(run.policy, sizeof run.policy, "%s", policy);
@@ -108,8 +111,8 @@ static int store_run(const char *db, const ws_engine_cfg *c, const ws_run_result
              "{\"window\": %d, \"page_tokens\": %d, \"r_static\": %g, \"threads\": %d, "
              "\"verify\": %d, \"expert_slots\": %d, \"expert_dtype\": \"fp32\", "
              "\"layers_note\": \"%s\"}",
-             c->window, c->par.page_tokens, c->par.r_static, c->threads, c->verify,
-             r->expert_slots, r->layers_note);
+             c->window, c->par.page_tokens, c->par.r_static, c->threads, c->verify, r->expert_slots,
+             r->layers_note);
     run.wall_s = r->wall_s, run.decode_s = r->decode_s;
     run.prefill_modeled_s = r->prefill_modeled_s;
     run.tokens_out = (long long)c->batch * r->steps;
@@ -128,12 +131,19 @@ static int store_run(const char *db, const ws_engine_cfg *c, const ws_run_result
     }
     for (int i = 0; i < r->steps; i++) {
         const ws_run_step *x = &r->step[i];
-        st[i] = (ws_rundb_step){.idx = x->idx, .t_start = x->t_start, .t_end = x->t_end,
-                                .batch = c->batch, .tokens = c->batch,
-                                .context = (long long)x->context, .r_star = x->r_star,
-                                .r_real = x->r_real, .busy_gpu = x->busy_gpu,
-                                .busy_h2d = x->busy_h2d, .busy_d2h = x->busy_d2h,
-                                .busy_cpu = x->busy_cpu, .wall_s = x->wall_s,
+        st[i] = (ws_rundb_step){.idx = x->idx,
+                                .t_start = x->t_start,
+                                .t_end = x->t_end,
+                                .batch = c->batch,
+                                .tokens = c->batch,
+                                .context = (long long)x->context,
+                                .r_star = x->r_star,
+                                .r_real = x->r_real,
+                                .busy_gpu = x->busy_gpu,
+                                .busy_h2d = x->busy_h2d,
+                                .busy_d2h = x->busy_d2h,
+                                .busy_cpu = x->busy_cpu,
+                                .wall_s = x->wall_s,
                                 .verify_err = x->verify_err};
         snprintf(st[i].busy_other, sizeof st[i].busy_other,
                  "{\"cpu_attn\": %.9g, \"experts\": %.9g, \"engine\": %.9g}", x->cpu_attn_s,
@@ -141,14 +151,23 @@ static int store_run(const char *db, const ws_engine_cfg *c, const ws_run_result
     }
     for (int i = 0; i < r->steps * r->layers; i++) {
         const ws_run_layer *x = &r->lay[i];
-        ly[i] = (ws_rundb_layer){.step = x->step, .layer = x->layer,
-                                 .n_cpu = (long long)x->n_cpu, .m_xfer = (long long)x->m_xfer,
-                                 .resident = (long long)x->resident, .cpu_attn_s = x->cpu_attn_s,
-                                 .router_s = x->router_s, .experts_s = x->experts_s,
-                                 .gpu_s = x->gpu_s, .overhead_s = x->overhead_s,
-                                 .r_real = x->r_real, .r_star = x->r_star, .a_est = x->A,
-                                 .b_est = x->B, .pred_cpu_s = x->pred_cpu_s,
-                                 .pred_gpu_s = x->pred_gpu_s, .pred_experts_s = x->pred_experts_s,
+        ly[i] = (ws_rundb_layer){.step = x->step,
+                                 .layer = x->layer,
+                                 .n_cpu = (long long)x->n_cpu,
+                                 .m_xfer = (long long)x->m_xfer,
+                                 .resident = (long long)x->resident,
+                                 .cpu_attn_s = x->cpu_attn_s,
+                                 .router_s = x->router_s,
+                                 .experts_s = x->experts_s,
+                                 .gpu_s = x->gpu_s,
+                                 .overhead_s = x->overhead_s,
+                                 .r_real = x->r_real,
+                                 .r_star = x->r_star,
+                                 .a_est = x->A,
+                                 .b_est = x->B,
+                                 .pred_cpu_s = x->pred_cpu_s,
+                                 .pred_gpu_s = x->pred_gpu_s,
+                                 .pred_experts_s = x->pred_experts_s,
                                  .flush_pages = x->flush_pages,
                                  .flush_cpu_pages = x->flush_cpu_pages};
     }
@@ -166,7 +185,9 @@ static json_t *result_json(const ws_engine_cfg *c, const ws_run_result *r, const
 {
     json_t *o = json_object();
     json_object_set_new(o, "gpu", json_string(r->gpu_label));
-    json_object_set_new(o, "gpu_source", json_string("modeled"));
+    const int cuda = !strncmp(r->gpu_label, "cuda:", 5);
+    json_object_set_new(o, "gpu_source",
+                        json_string(cuda ? "measured (GPU half; projections modeled)" : "modeled"));
     json_object_set_new(o, "host", json_string(r->host));
     json_object_set_new(o, "host_is_this_machine", json_boolean(!host_fallback));
     json_object_set_new(o, "model", json_string(model));
@@ -178,7 +199,9 @@ static json_t *result_json(const ws_engine_cfg *c, const ws_run_result *r, const
     json_object_set_new(o, "model_layers", json_integer(r->model_layers));
     json_object_set_new(o, "layers_note", json_string(r->layers_note));
     json_object_set_new(o, "tokens_per_s", cli_num(r->tokens_per_s));
-    json_object_set_new(o, "tokens_per_s_source", json_string("mixed: CPU measured, GPU modeled"));
+    json_object_set_new(o, "tokens_per_s_source",
+                        json_string(cuda ? "mixed: CPU and GPU half measured, projections modeled"
+                                         : "mixed: CPU measured, GPU modeled"));
     json_object_set_new(o, "step_p50_s", cli_num(r->step_p50));
     json_object_set_new(o, "step_p99_s", cli_num(r->step_p99));
     json_object_set_new(o, "decode_s", cli_num(r->decode_s));
@@ -224,20 +247,17 @@ static json_t *result_json(const ws_engine_cfg *c, const ws_run_result *r, const
 
 int cmd_run(int argc, char **argv)
 {
-    const char *model = NULL, *batch_s = NULL, *prompt_s = NULL, *output_s = NULL,
-               *layers_s = NULL, *host = NULL, *gpu = NULL, *policy = NULL, *r_s = NULL,
-               *window_s = NULL, *threads_s = NULL, *seed_s = NULL, *every_s = NULL,
-               *frac_s = NULL, *db = NULL;
+    const char *model = NULL, *batch_s = NULL, *prompt_s = NULL, *output_s = NULL, *layers_s = NULL,
+               *host = NULL, *gpu = NULL, *policy = NULL, *r_s = NULL, *window_s = NULL,
+               *threads_s = NULL, *seed_s = NULL, *every_s = NULL, *frac_s = NULL, *db = NULL;
     int verify = 0, json = 0;
-    const cli_opt opts[] = {{"model", &model, NULL},       {"batch", &batch_s, NULL},
-                            {"prompt", &prompt_s, NULL},   {"output", &output_s, NULL},
-                            {"layers", &layers_s, NULL},   {"host", &host, NULL},
-                            {"gpu", &gpu, NULL},           {"policy", &policy, NULL},
-                            {"r", &r_s, NULL},             {"window", &window_s, NULL},
-                            {"threads", &threads_s, NULL}, {"seed", &seed_s, NULL},
-                            {"every", &every_s, NULL},     {"mem-fraction", &frac_s, NULL},
-                            {"db", &db, NULL},             {"verify", NULL, &verify},
-                            {"json", NULL, &json},         {NULL, NULL, NULL}};
+    const cli_opt opts[] = {
+        {"model", &model, NULL},     {"batch", &batch_s, NULL},       {"prompt", &prompt_s, NULL},
+        {"output", &output_s, NULL}, {"layers", &layers_s, NULL},     {"host", &host, NULL},
+        {"gpu", &gpu, NULL},         {"policy", &policy, NULL},       {"r", &r_s, NULL},
+        {"window", &window_s, NULL}, {"threads", &threads_s, NULL},   {"seed", &seed_s, NULL},
+        {"every", &every_s, NULL},   {"mem-fraction", &frac_s, NULL}, {"db", &db, NULL},
+        {"verify", NULL, &verify},   {"json", NULL, &json},           {NULL, NULL, NULL}};
     char *pos[1];
     int npos = 0;
     int rc = cli_parse("run", argc, argv, opts, pos, 0, &npos, help);
@@ -273,21 +293,23 @@ int cmd_run(int argc, char **argv)
             return cli_fail(&err);
         const ws_policy_info *pi = ws_policy_info_of(c.policy);
         if (!pi->spills || pi->reformats)
-            return cli_usage_error("run", "--policy %s is a simulator baseline; run serves "
-                                          "writescope, static, stream and cpu-attn",
+            return cli_usage_error("run",
+                                   "--policy %s is a simulator baseline; run serves "
+                                   "writescope, static, stream and cpu-attn",
                                    policy);
     }
     const char *gpu_prof = RUN_DEFAULT_GPU;
     if (gpu) {
-        if (!strcmp(gpu, "cuda")) {
-            ws_err_set(&err, WS_EUNSUP,
-                       "run: --gpu cuda: the CUDA engine is not built yet; use --gpu "
-                       "modeled:<profile>");
-            return cli_fail(&err);
+        if (!strcmp(gpu, "cuda") || !strncmp(gpu, "cuda:", 5)) {
+            c.gpu = WS_ENGINE_GPU_CUDA;
+            if (gpu[4] == ':' && gpu[5])
+                gpu_prof = gpu + 5;
+        } else if (strncmp(gpu, "modeled:", 8) || !gpu[8]) {
+            return cli_usage_error("run",
+                                   "--gpu is cuda[:<profile>] or modeled:<profile>, not '%s'", gpu);
+        } else {
+            gpu_prof = gpu + 8;
         }
-        if (strncmp(gpu, "modeled:", 8) || !gpu[8])
-            return cli_usage_error("run", "--gpu is cuda or modeled:<profile>, not '%s'", gpu);
-        gpu_prof = gpu + 8;
     }
     ws_store *s = NULL;
     int embedded = 0;
@@ -313,8 +335,13 @@ int cmd_run(int argc, char **argv)
                 "run: no calibration of this machine is stored; host profile %s (the cost "
                 "model's CPU predictions are not this machine's)\n",
                 host);
-    fprintf(stderr, "run: gpu=modeled:%s host=%s model %s, batch %d x (%d + %d), policy %s\n",
-            hw.gpu, hw.host, m.name, c.batch, c.prompt, c.output, ws_policy_name(c.policy));
+    if (c.gpu == WS_ENGINE_GPU_CUDA)
+        fprintf(stderr, "run: gpu=cuda (the cost model's predictions: profile %s) host=%s ", hw.gpu,
+                hw.host);
+    else
+        fprintf(stderr, "run: gpu=modeled:%s host=%s ", hw.gpu, hw.host);
+    fprintf(stderr, "model %s, batch %d x (%d + %d), policy %s\n", m.name, c.batch, c.prompt,
+            c.output, ws_policy_name(c.policy));
     ws_run_result r;
     if (ws_engine_run(&c, &r, &err))
         return cli_fail(&err);
@@ -331,10 +358,13 @@ int cmd_run(int argc, char **argv)
         printf("workload: batch %d x (%d prompt + %d output) tokens, policy %s, prefill placed r = "
                "%.3f\n",
                c.batch, c.prompt, c.output, ws_policy_name(c.policy), r.r_prefill);
-        printf("decode: %.1f tokens/s (CPU measured, GPU modeled); step p50 %.2f ms, p99 %.2f ms\n",
-               r.tokens_per_s, 1e3 * r.step_p50, 1e3 * r.step_p99);
+        const int cuda = !strncmp(r.gpu_label, "cuda:", 5);
+        printf("decode: %.1f tokens/s (%s); step p50 %.2f ms, p99 %.2f ms\n", r.tokens_per_s,
+               cuda ? "CPU and the GPU half measured, projections modeled"
+                    : "CPU measured, GPU modeled",
+               1e3 * r.step_p50, 1e3 * r.step_p99);
         printf("share of step time: CPU attention %.1f%%, experts %.1f%%, engine %.1f%% "
-               "(measured); CPU waiting on the GPU path %.1f%% (modeled)\n",
+               "(measured); CPU waiting on the GPU path %.1f%%\n",
                100 * r.share_cpu_attn, 100 * r.share_experts, 100 * r.share_overhead,
                100 * r.share_gpu_wait);
         printf("policy: A %.3g s/token (model %.3g), B %.3g (model %.3g); final r = %.3f, r* = "

@@ -2,11 +2,13 @@
 #include "run_engine.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "attn_split.h"
+#include "backend.h"
 #include "gemm_cpu.h"
 #include "half.h"
 #include "ikv.h"
@@ -105,6 +107,14 @@ typedef struct eng {
     int *hit, *hit_off, n_hit; /* the step's experts and their rows' offsets in xb / yb */
     int moe_rc;
     ws_err moe_err;
+    /* CUDA: the GPU half on the device (gpu == WS_ENGINE_GPU_CUDA) */
+    const ws_backend *be;
+    ws_gpu_stream *cs;
+    ws_gpu_event *ev0, *ev1;
+    ws_gpu_attn *gattn;
+    float *q_d, *o_d, *lse_d;
+    const void **gpages;
+    ws_attn_seq *gviews;
     /* timeline */
     double gpu_t, h2d_t, d2h_t, cpu_t;
     double last_moe;
@@ -120,7 +130,10 @@ static int run_expert(const expert_slot *e, const float *x, float *y, int m, flo
     return ws_expert_ffn_cpu(&e->w, x, y, m, scratch, threads, err);
 }
 
-static double expert_slot_bytes(int H, int I) { return 3.0 * H * I * sizeof(float); }
+static double expert_slot_bytes(int H, int I)
+{
+    return 3.0 * H * I * sizeof(float);
+}
 
 static int expert_slot_count(const ws_model *m, int batch)
 {
@@ -163,8 +176,8 @@ int ws_engine_layers_fit(const ws_engine_cfg *c, double bytes)
     if (ws_model_attn_shape(c->model, WS_DT_BF16, P, &kv, &nq, &sc, NULL))
         return 0;
     const double pb = (double)ws_kv_page_bytes(&kv);
-    const double per_layer = (double)c->batch * pages_per_seq(c, P) * pb +
-                             (double)c->batch * c->window / P * pb;
+    const double per_layer =
+        (double)c->batch * pages_per_seq(c, P) * pb + (double)c->batch * c->window / P * pb;
     const double left = bytes - fixed_bytes(c, pb, pingpong_pages_for(c, P, pb, 32 << 20));
     if (left < per_layer)
         return 0;
@@ -182,6 +195,22 @@ static void *xcalloc(size_t n, size_t sz, int *bad)
 
 static void eng_free(eng *e)
 {
+    if (e->be) {
+        if (e->gattn)
+            e->be->attn_destroy(e->gattn);
+        if (e->ev0)
+            e->be->event_destroy(e->ev0);
+        if (e->ev1)
+            e->be->event_destroy(e->ev1);
+        if (e->cs)
+            e->be->stream_destroy(e->cs);
+        void *d[] = {e->q_d, e->o_d, e->lse_d};
+        for (int i = 0; i < 3; i++)
+            if (d[i])
+                e->be->dev_free(d[i]);
+    }
+    free((void *)e->gpages);
+    free(e->gviews);
     if (e->kv)
         ws_ikv_destroy(e->kv);
     if (e->pool)
@@ -193,13 +222,125 @@ static void eng_free(eng *e)
     free(e->ex);
     free(e->hit);
     free(e->hit_off);
-    void *bufs[] = {e->seqs, e->q,  e->oc,       e->lc,      e->og,    e->lg,     e->om,
-                    e->lm,   (void *)e->pages, e->nodes, e->views, e->knew, e->vnew,
-                    e->tmp,  e->w_router, e->x, e->logits, e->xb,     e->yb,    e->y,
-                    e->scratch, e->pick, e->cnt, e->tok,   e->gate,    e->ref_pages,
-                    e->o_ref, e->lse_ref};
+    void *bufs[] = {e->seqs,   e->q,         e->oc,
+                    e->lc,     e->og,        e->lg,
+                    e->om,     e->lm,        (void *)e->pages,
+                    e->nodes,  e->views,     e->knew,
+                    e->vnew,   e->tmp,       e->w_router,
+                    e->x,      e->logits,    e->xb,
+                    e->yb,     e->y,         e->scratch,
+                    e->pick,   e->cnt,       e->tok,
+                    e->gate,   e->ref_pages, e->o_ref,
+                    e->lse_ref};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         free(bufs[i]);
+}
+
+/* The CUDA device through the backend table: the first device, its name in the label. */
+static int cuda_open(eng *e, ws_run_result *res, ws_err *err)
+{
+    const ws_backend *be = ws_backend_cuda(err);
+    if (!be)
+        return ws_err_prefix(err, "run: --gpu cuda");
+    ws_err cerr = {0};
+    if (be->device_count(&cerr) < 1)
+        return ws_err_set(err, WS_EDEVICE, "run: --gpu cuda: no CUDA device (%s)", cerr.msg);
+    ws_device_info di;
+    int rc = be->device_info(0, &di, err);
+    if (!rc)
+        rc = be->set_device(0, err);
+    if (rc)
+        return rc;
+    e->be = be;
+    snprintf(res->gpu_label, sizeof res->gpu_label, "cuda:%s", di.name);
+    return 0;
+}
+
+/* Device buffers, stream, events and the attention workspace, once the cache exists. */
+static int cuda_init(eng *e, int page_cap, ws_err *err)
+{
+    const ws_backend *be = e->be;
+    const size_t nq = (size_t)e->B * e->nq;
+    int rc = be->stream_create(&e->cs, err);
+    if (!rc)
+        rc = be->event_create(&e->ev0, err);
+    if (!rc)
+        rc = be->event_create(&e->ev1, err);
+    if (!rc)
+        rc = be->dev_alloc(nq * e->gl.d_k * sizeof(float), (void **)&e->q_d, err);
+    if (!rc)
+        rc = be->dev_alloc(nq * e->gl.d_v * sizeof(float), (void **)&e->o_d, err);
+    if (!rc)
+        rc = be->dev_alloc(nq * sizeof(float), (void **)&e->lse_d, err);
+    if (!rc) {
+        ws_gpu_attn_limits lim = {
+            .max_seqs = e->B, .max_pages = page_cap, .max_q_heads = e->nq, .max_d_v = e->gl.d_v};
+        rc = be->attn_create(&lim, &e->gattn, err);
+    }
+    if (!rc) {
+        e->gpages = calloc((size_t)page_cap, sizeof(void *));
+        e->gviews = calloc((size_t)e->B, sizeof(ws_attn_seq));
+        if (!e->gpages || !e->gviews)
+            rc = ws_err_set(err, WS_ENOMEM, "run: out of memory (GPU page tables)");
+    }
+    return rc;
+}
+
+/* The GPU half of one layer on the device, run on its own host thread while the calling
+ * thread runs the CPU half: the XFER pages streamed into a ping-pong half (the cache's
+ * copies), the attention kernel between two events, o and lse back to the host. The only
+ * call into the cache while the CPU half runs. */
+typedef struct gpu_half {
+    eng *e;
+    int layer, rc;
+    double stream_s, attn_s;
+    ws_err err;
+} gpu_half;
+
+static void *gpu_half_run(void *arg)
+{
+    gpu_half *g = arg;
+    eng *e = g->e;
+    const ws_backend *be = e->be;
+    ws_err *err = &g->err;
+    const size_t nq = (size_t)e->B * e->nq;
+    int half = -1;
+    const double t0 = ws_now_s();
+    int rc = ws_ikv_stream(e->kv, g->layer, e->seqs, e->B, e->gpages, e->page_cap, e->gviews, &half,
+                           err);
+    g->stream_s = ws_now_s() - t0;
+    if (rc) {
+        g->rc = rc;
+        return NULL;
+    }
+    ws_attn_problem p = {.kv = e->gl,
+                         .n_q_heads = e->nq,
+                         .scale = e->scale,
+                         .n_seqs = e->B,
+                         .seqs = e->gviews,
+                         .q = e->q_d,
+                         .o = e->o_d,
+                         .lse = e->lse_d};
+    double ms = 0;
+    rc = be->copy_async(e->q_d, e->q, nq * e->gl.d_k * sizeof(float), e->cs, err);
+    if (!rc)
+        rc = be->event_record(e->ev0, e->cs, err);
+    if (!rc)
+        rc = be->attn_run(e->gattn, &p, NULL, e->cs, NULL, err);
+    if (!rc)
+        rc = be->event_record(e->ev1, e->cs, err);
+    if (!rc)
+        rc = be->copy_async(e->og, e->o_d, nq * e->gl.d_v * sizeof(float), e->cs, err);
+    if (!rc)
+        rc = be->copy_async(e->lg, e->lse_d, nq * sizeof(float), e->cs, err);
+    if (!rc)
+        rc = be->stream_sync(e->cs, err);
+    if (!rc)
+        rc = be->event_elapsed_ms(e->ev0, e->ev1, &ms, err);
+    const int rc2 = ws_ikv_stream_release(e->kv, half, rc ? NULL : err);
+    g->attn_s = ms / 1e3;
+    g->rc = rc ? rc : rc2;
+    return NULL;
 }
 
 static int eng_init(eng *e, const ws_engine_cfg *c, ws_run_result *res, ws_err *err)
@@ -245,6 +386,8 @@ static int eng_init(eng *e, const ws_engine_cfg *c, ws_run_result *res, ws_err *
     }
     res->layers = e->L;
 
+    if (c->gpu == WS_ENGINE_GPU_CUDA && (rc = cuda_open(e, res, err)))
+        return rc;
     ws_err perr = {0};
     e->pool = ws_pool_create(c->threads, &perr);
     if (!e->pool)
@@ -265,6 +408,7 @@ static int eng_init(eng *e, const ws_engine_cfg *c, ws_run_result *res, ws_err *
                         .gpu_budget = (size_t)(c->hw->gpu_mem.v > 0 ? c->hw->gpu_mem.v : 1e12),
                         .pinned_limit = c->pinned_limit ? c->pinned_limit : need,
                         .host_limit = c->host_limit ? c->host_limit : need,
+                        .backend = e->be,
                         .pool = e->pool};
     if (!(e->kv = ws_ikv_create(&kc, err)))
         return err ? err->code : WS_EINVAL;
@@ -290,6 +434,8 @@ static int eng_init(eng *e, const ws_engine_cfg *c, ws_run_result *res, ws_err *
     e->tmp = xcalloc((size_t)(wide > m->hidden ? wide : m->hidden), sizeof(float), &bad);
     if (bad)
         return ws_err_set(err, WS_ENOMEM, "run: out of memory (attention buffers)");
+    if (e->be && (rc = cuda_init(e, e->page_cap, err)))
+        return rc;
     for (int i = 0; i < e->B; i++)
         if ((rc = ws_ikv_seq_add(e->kv, &e->seqs[i], err)))
             return rc;
@@ -338,8 +484,8 @@ static int eng_init(eng *e, const ws_engine_cfg *c, ws_run_result *res, ws_err *
                 mem[i] *= ws;
             for (size_t i = 0; i < dn; i++)
                 mem[gu + i] *= wd;
-            e->ex[s].w = (ws_expert_f32){.hidden = e->H, .inter = e->I, .w_gate_up = mem,
-                                         .w_down = mem + gu};
+            e->ex[s].w = (ws_expert_f32){
+                .hidden = e->H, .inter = e->I, .w_gate_up = mem, .w_down = mem + gu};
         }
     }
     if (c->verify) {
@@ -366,8 +512,7 @@ static double moe_model(const eng *e)
 static double policy_target(const eng *e, double resident, double L)
 {
     ws_cost_split sp;
-    ws_cost_split_terms(&e->cm, resident, e->last_moe > 0 ? e->last_moe : moe_model(e), 0, 0,
-                        &sp);
+    ws_cost_split_terms(&e->cm, resident, e->last_moe > 0 ? e->last_moe : moe_model(e), 0, 0, &sp);
     return ws_policy_target(&e->pol, &sp, L);
 }
 
@@ -422,8 +567,7 @@ static int attn_views(eng *e, int layer, int gpu_half, double *tokens, ws_err *e
         int rc = gpu_half ? ws_ikv_view_gpu(e->kv, e->seqs[i], layer, e->pages + used,
                                             e->page_cap - used, &e->views[i], err)
                           : ws_ikv_view_cpu(e->kv, e->seqs[i], layer, e->pages + used,
-                                            e->nodes + used, e->page_cap - used, &e->views[i],
-                                            err);
+                                            e->nodes + used, e->page_cap - used, &e->views[i], err);
         if (rc)
             return rc;
         used += (e->views[i].n_tokens + e->P - 1) / e->P;
@@ -432,11 +576,16 @@ static int attn_views(eng *e, int layer, int gpu_half, double *tokens, ws_err *e
     return 0;
 }
 
-static void problem(const eng *e, const ws_kv_layout *kv, float *o, float *lse,
-                    ws_attn_problem *p)
+static void problem(const eng *e, const ws_kv_layout *kv, float *o, float *lse, ws_attn_problem *p)
 {
-    *p = (ws_attn_problem){.kv = *kv, .n_q_heads = e->nq, .scale = e->scale, .n_seqs = e->B,
-                           .seqs = e->views, .q = e->q, .o = o, .lse = lse};
+    *p = (ws_attn_problem){.kv = *kv,
+                           .n_q_heads = e->nq,
+                           .scale = e->scale,
+                           .n_seqs = e->B,
+                           .seqs = e->views,
+                           .q = e->q,
+                           .o = o,
+                           .lse = lse};
 }
 
 /* Verify (outside the timed path): the GPU half through the ping-pong halves and the
@@ -445,17 +594,20 @@ static void problem(const eng *e, const ws_kv_layout *kv, float *o, float *lse,
 static int verify_layer(eng *e, int layer, double *max_err, ws_err *err)
 {
     const ws_engine_cfg *c = e->cfg;
-    int half = -1;
-    int rc = ws_ikv_stream(e->kv, layer, e->seqs, e->B, e->pages, e->page_cap, e->views, &half,
-                           err);
-    if (rc)
-        return rc;
-    ws_attn_problem p;
-    problem(e, &e->gl, e->og, e->lg, &p);
-    rc = ws_attn_splitk_ref(&p, 4 * e->P, err);
-    int rc2 = ws_ikv_stream_release(e->kv, half, err);
-    if (rc || rc2)
-        return rc ? rc : rc2;
+    int rc = 0;
+    if (!e->be) { /* modeled: the GPU half by the split-K reference, through ping-pong */
+        int half = -1;
+        rc =
+            ws_ikv_stream(e->kv, layer, e->seqs, e->B, e->pages, e->page_cap, e->views, &half, err);
+        if (rc)
+            return rc;
+        ws_attn_problem p;
+        problem(e, &e->gl, e->og, e->lg, &p);
+        rc = ws_attn_splitk_ref(&p, 4 * e->P, err);
+        int rc2 = ws_ikv_stream_release(e->kv, half, err);
+        if (rc || rc2)
+            return rc ? rc : rc2;
+    }
     const int nqv = e->nq * e->gl.d_v;
     ws_attn_merge(e->oc, e->lc, e->og, e->lg, e->om, e->lm, e->B * e->nq, e->gl.d_v);
     /* full attention over the rebuilt KV, row layout */
@@ -482,14 +634,20 @@ static int verify_layer(eng *e, int layer, double *max_err, ws_err *err)
                     memcpy(page + ws_kv_k_off(kv, h, t), k + (size_t)t * e->row_k + h * kv->d_k,
                            (size_t)kv->d_k * 2);
                     if (v)
-                        memcpy(page + ws_kv_v_off(kv, h, t),
-                               v + (size_t)t * e->row_v + h * kv->d_v, (size_t)kv->d_v * 2);
+                        memcpy(page + ws_kv_v_off(kv, h, t), v + (size_t)t * e->row_v + h * kv->d_v,
+                               (size_t)kv->d_v * 2);
                 }
         }
         fs[i] = (ws_attn_seq){.pages = full + (size_t)i * pps, .n_tokens = n};
     }
-    ws_attn_problem fp = {.kv = *kv, .n_q_heads = e->nq, .scale = e->scale, .n_seqs = e->B,
-                          .seqs = fs, .q = e->q, .o = e->og, .lse = e->lg};
+    ws_attn_problem fp = {.kv = *kv,
+                          .n_q_heads = e->nq,
+                          .scale = e->scale,
+                          .n_seqs = e->B,
+                          .seqs = fs,
+                          .q = e->q,
+                          .o = e->og,
+                          .lse = e->lg};
     rc = ws_attn_ref(&fp, e->o_ref, e->lse_ref, err);
     double mx = 0;
     for (int j = 0; !rc && j < e->B * nqv; j++) {
@@ -571,7 +729,8 @@ static int moe(eng *e, int step, int layer, double *router_s, double *experts_s,
             for (int j = 0; j < K; j++)
                 if (e->pick[(size_t)t * K + j] == x) {
                     e->tok[off] = t * K + j;
-                    memcpy(e->xb + (size_t)off * H, e->x + (size_t)t * H, (size_t)H * sizeof(float));
+                    memcpy(e->xb + (size_t)off * H, e->x + (size_t)t * H,
+                           (size_t)H * sizeof(float));
                     off++;
                 }
     }
@@ -612,7 +771,9 @@ static int decode_step(eng *e, int step, double t0_step, ws_run_step *st, ws_run
     const double rstar =
         ws_policy_info_of(c->policy)->spills ? policy_target(e, resident, spilled) : 0;
     const int drift = c->drift_factor > 0 && c->drift_factor != 1 && step >= c->drift_step;
-    *st = (ws_run_step){.idx = step, .t_start = t0_step, .r_star = rstar,
+    *st = (ws_run_step){.idx = step,
+                        .t_start = t0_step,
+                        .r_star = rstar,
                         .r_real = spilled > 0 ? cpu_tok / spilled : 0,
                         .verify_err = c->verify ? 0 : NAN};
     double layer_in = t0_step, prev_gpu_end = t0_step, t_moe_prev = 0;
@@ -641,22 +802,36 @@ static int decode_step(eng *e, int step, double t0_step, ws_run_step *st, ws_run
             m_tok += ws_ikv_tokens(e->kv, e->seqs[i], l, WS_IKV_XFER);
             res_l += ws_ikv_tokens(e->kv, e->seqs[i], l, WS_IKV_DWIN);
         }
-        /* the CPU half, for real */
+        /* the CPU half, for real; with CUDA the GPU half runs meanwhile on its own thread */
         if ((rc = attn_views(e, l, 0, &n_tok, err)))
             return rc;
+        gpu_half gh = {.e = e, .layer = l};
+        pthread_t gth;
+        const int on_gpu = e->be != NULL;
+        if (on_gpu && pthread_create(&gth, NULL, gpu_half_run, &gh))
+            return ws_err_set(err, WS_ENOMEM, "run: cannot start the GPU half's thread");
         double tc = 0;
         if (n_tok > 0) {
             ws_attn_problem p;
             problem(e, ws_ikv_cpu_layout(e->kv), e->oc, e->lc, &p);
             const double a = ws_now_s();
-            if ((rc = ws_attn_cpu(&p, e->pool, c->isa, err)))
-                return rc;
+            rc = ws_attn_cpu(&p, e->pool, c->isa, err);
             tc = ws_now_s() - a;
         } else {
             for (int j = 0; j < e->B * e->nq; j++)
                 e->lc[j] = -INFINITY;
             memset(e->oc, 0, (size_t)e->B * e->nq * e->gl.d_v * sizeof(float));
         }
+        if (on_gpu) {
+            pthread_join(gth, NULL);
+            if (!rc && gh.rc) {
+                rc = gh.rc;
+                if (err)
+                    *err = gh.err;
+            }
+        }
+        if (rc)
+            return rc;
         kern += tc;
         ws_cost_split sp;
         ws_cost_split_terms(cm, res_l, t_moe_prev, 0, 0, &sp);
@@ -700,8 +875,8 @@ static int decode_step(eng *e, int step, double t0_step, ws_run_step *st, ws_run
             ws_ikv_spilled(e->kv, l, NULL, 0, &lc, &lsp);
             for (int i = 0; i < e->B; i++)
                 lres += ws_ikv_tokens(e->kv, e->seqs[i], l, WS_IKV_DWIN);
-            const double tgt = policy_target(e, lres - (double)n_pages * e->P,
-                                             lsp + (double)n_pages * e->P);
+            const double tgt =
+                policy_target(e, lres - (double)n_pages * e->P, lsp + (double)n_pages * e->P);
             int cpu_pages = ws_policy_flush_cpu_pages(lc, lsp, n_pages, e->P, tgt);
             y->flush_pages = n_pages, y->flush_cpu_pages = cpu_pages;
             for (int r = 0; r < n_req; r++) {
@@ -726,15 +901,15 @@ static int decode_step(eng *e, int step, double t0_step, ws_run_step *st, ws_run
         const double pf_bytes = fmin(xfer_bytes, cm->cfg.pingpong_bytes);
         const double pf_start = l == 0 ? attn_start : fmax(e->h2d_t, prev_gpu_end);
         const double pf_end = pf_start + (pf_bytes > 0 ? ws_cost_h2d(cm, pf_bytes, 1) : 0);
-        const double h2d_end =
-            xfer_bytes > pf_bytes
-                ? fmax(pf_end, attn_start) + ws_cost_h2d(cm, xfer_bytes - pf_bytes, 1)
-                : pf_end;
+        const double h2d_end = xfer_bytes > pf_bytes ? fmax(pf_end, attn_start) +
+                                                           ws_cost_h2d(cm, xfer_bytes - pf_bytes, 1)
+                                                     : pf_end;
         e->h2d_t = h2d_end;
-        const double gattn = ws_cost_gpu_attn(cm, m_tok + res_l);
-        const double gpu_end = fmax(attn_start + gattn, h2d_end);
+        const double gattn = on_gpu ? gh.attn_s : ws_cost_gpu_attn(cm, m_tok + res_l);
+        const double gpu_end =
+            on_gpu ? attn_start + gh.stream_s + gh.attn_s : fmax(attn_start + gattn, h2d_end);
         y->gpu_s = gpu_end - attn_start;
-        y->gpu_measured = 0;
+        y->gpu_measured = on_gpu;
         const double cpu_start = fmax(attn_start, e->cpu_t + y->overhead_s);
         const double cpu_end = cpu_start + y->cpu_attn_s;
         const double merged = fmax(cpu_end, gpu_end);
@@ -754,9 +929,9 @@ static int decode_step(eng *e, int step, double t0_step, ws_run_step *st, ws_run
             e->d2h_t = fs + ws_cost_d2h(cm, (double)y->flush_pages * ws_kv_page_bytes(&e->gl));
             st->busy_d2h += e->d2h_t - fs;
         }
-        st->busy_gpu += (qkv_end - fmax(e->gpu_t, layer_in)) + gattn +
-                        ws_cost_o_proj(cm, e->B) + (gpu_after - moe_start);
-        st->busy_h2d += xfer_bytes > 0 ? h2d_end - pf_start : 0;
+        st->busy_gpu += (qkv_end - fmax(e->gpu_t, layer_in)) + gattn + ws_cost_o_proj(cm, e->B) +
+                        (gpu_after - moe_start);
+        st->busy_h2d += on_gpu ? gh.stream_s : xfer_bytes > 0 ? h2d_end - pf_start : 0;
         st->busy_cpu += y->overhead_s + y->cpu_attn_s + y->router_s + y->experts_s;
         st->cpu_attn_s += y->cpu_attn_s;
         st->experts_s += y->router_s + y->experts_s;
@@ -797,9 +972,6 @@ int ws_engine_run(const ws_engine_cfg *c, ws_run_result *res, ws_err *err)
     res->verify_max_err = NAN;
     if (!c || !c->model || !c->hw)
         return ws_err_set(err, WS_EINVAL, "run: no model or hardware profiles");
-    if (c->gpu == WS_ENGINE_GPU_CUDA)
-        return ws_err_set(err, WS_EUNSUP,
-                          "run: the CUDA engine is not built yet; use --gpu modeled:<profile>");
     const ws_policy_info *pi = ws_policy_info_of(c->policy);
     if (!pi || !pi->spills || pi->reformats)
         return ws_err_set(err, WS_EUNSUP,
@@ -810,8 +982,8 @@ int ws_engine_run(const ws_engine_cfg *c, ws_run_result *res, ws_err *err)
         return ws_err_set(err, WS_EINVAL, "run: batch, prompt and output must be >= 1");
     const int P = c->par.page_tokens;
     if (P < 1 || c->window < P || c->window % P)
-        return ws_err_set(err, WS_EINVAL, "run: the window (%d) must be a multiple of the page (%d)",
-                          c->window, P);
+        return ws_err_set(err, WS_EINVAL,
+                          "run: the window (%d) must be a multiple of the page (%d)", c->window, P);
     if (c->model->n_experts > 0 && c->model->moe_intermediate <= 0)
         return ws_err_set(err, WS_EINVAL, "run: model %s has experts but no expert width",
                           c->model->name);
@@ -837,7 +1009,8 @@ int ws_engine_run(const ws_engine_cfg *c, ws_run_result *res, ws_err *err)
             c->on_step(c->on_step_ctx, &res->step[s], res->lay + (size_t)s * e.L, e.L);
     }
     if (!rc) {
-        snprintf(res->gpu_label, sizeof res->gpu_label, "modeled:%s", c->hw->gpu);
+        if (!e.be)
+            snprintf(res->gpu_label, sizeof res->gpu_label, "modeled:%s", c->hw->gpu);
         snprintf(res->host, sizeof res->host, "%s", c->hw->host);
         double *d = malloc((size_t)S * sizeof(double));
         double sum = 0, ca = 0, ex = 0, ov = 0, busy = 0;
@@ -850,8 +1023,9 @@ int ws_engine_run(const ws_engine_cfg *c, ws_run_result *res, ws_err *err)
             ca += st->cpu_attn_s, ex += st->experts_s, ov += st->overhead_s, busy += st->busy_cpu;
             res->wall_s += st->wall_s;
             if (c->verify && !(st->verify_err <= res->verify_max_err))
-                res->verify_max_err = isnan(res->verify_max_err) ? st->verify_err
-                                      : fmax(res->verify_max_err, st->verify_err);
+                res->verify_max_err = isnan(res->verify_max_err)
+                                          ? st->verify_err
+                                          : fmax(res->verify_max_err, st->verify_err);
         }
         if (d) {
             qsort(d, (size_t)S, sizeof *d, cmp_dbl);

@@ -21,8 +21,15 @@
  * overlaps that layer's MoE phase, as in sim/step.h. The GPU half's values are computed
  * only under verify (ws_ikv_stream, then the split-K reference), outside the timed path,
  * and the merged output is compared with full attention over the regenerated KV. Records
- * carry the label of every time: measured (CPU) or modeled (GPU). The CUDA engine
- * (WS_ENGINE_GPU_CUDA) is not built yet: asking for it is WS_EUNSUP.
+ * carry the label of every time: measured (CPU) or modeled (GPU).
+ *
+ * CUDA (WS_ENGINE_GPU_CUDA; written against the backend table, NOT YET RUN on a device):
+ * the cache's GPU regions are device memory; per layer a second host thread streams the
+ * XFER pages into a ping-pong half (the cache's copies) and runs the backend's attention
+ * between two events while the calling thread runs the CPU half; the GPU half's time is
+ * measured (stream wall time + kernel events) and the merge is on the host. The
+ * projections and the prefetch during the previous MoE phase are not run on the device:
+ * they stay modeled on the timeline.
  *
  * Depth: `layers` of the model's (0: as many as fit in mem_fraction of the RAM; the note
  * says which). Expert weights: a pool of distinct expert slots (enough for every expert a
@@ -45,22 +52,22 @@ extern "C" {
 
 typedef enum ws_engine_gpu {
     WS_ENGINE_GPU_MODELED = 0, /* GPU work timed by the cost model, on its own clocks */
-    WS_ENGINE_GPU_CUDA = 1,    /* a CUDA device through the backend table (not built) */
+    WS_ENGINE_GPU_CUDA = 1,    /* the GPU half on a CUDA device (untested: no device yet) */
 } ws_engine_gpu;
 
 /* One (step, layer) as run. Times in seconds; *_pred from the cost model. */
 typedef struct ws_run_layer {
     int step, layer;
     double n_cpu, m_xfer, resident; /* tokens attended: CPU pages, XFER pages, D-windows */
-    double cpu_attn_s;   /* CPU half, measured */
-    double router_s;     /* router GEMM + top-k, measured (0: dense layer) */
-    double experts_s;    /* routed experts, measured (0: dense layer) */
-    double gpu_s;        /* GPU half (stream + attention), gpu_measured says how timed */
-    int gpu_measured;    /* 0: modeled by the cost model */
-    double overhead_s;   /* the engine's own CPU time in the layer, measured */
-    double r_real;       /* CPU tokens / spilled tokens after the layer's flush */
-    double r_star;       /* the policy's target for the step */
-    double A, B;         /* adopted estimates after observing this layer, s/token */
+    double cpu_attn_s;              /* CPU half, measured */
+    double router_s;                /* router GEMM + top-k, measured (0: dense layer) */
+    double experts_s;               /* routed experts, measured (0: dense layer) */
+    double gpu_s;                   /* GPU half (stream + attention), gpu_measured says how timed */
+    int gpu_measured;               /* 0: modeled by the cost model */
+    double overhead_s;              /* the engine's own CPU time in the layer, measured */
+    double r_real;                  /* CPU tokens / spilled tokens after the layer's flush */
+    double r_star;                  /* the policy's target for the step */
+    double A, B;                    /* adopted estimates after observing this layer, s/token */
     double pred_cpu_s, pred_gpu_s, pred_experts_s;
     int flush_pages, flush_cpu_pages; /* flushed in this layer, of which to the CPU */
 } ws_run_layer;
@@ -72,29 +79,29 @@ typedef struct ws_run_step {
     double wall_s;         /* real time the step took on this machine (verify excluded) */
     double context;        /* tokens attended, summed over the batch, per layer */
     double r_star, r_real; /* first layer's */
-    double busy_gpu, busy_h2d, busy_d2h; /* modeled (or measured with CUDA) */
-    double busy_cpu;                     /* measured */
+    double busy_gpu, busy_h2d, busy_d2h;      /* modeled (or measured with CUDA) */
+    double busy_cpu;                          /* measured */
     double cpu_attn_s, experts_s, overhead_s; /* measured, summed over layers */
-    double verify_err;     /* max |merged - full| of the step's outputs (NAN: no verify) */
+    double verify_err; /* max |merged - full| of the step's outputs (NAN: no verify) */
 } ws_run_step;
 
 typedef struct ws_engine_cfg {
     const ws_model *model;
-    const ws_cost_hw *hw;   /* the GPU and host profiles, loaded (ws_cost_hw_load) */
+    const ws_cost_hw *hw; /* the GPU and host profiles, loaded (ws_cost_hw_load) */
     ws_engine_gpu gpu;
-    ws_policy_kind policy;  /* writescope, static, stream, cpu-attn */
-    ws_policy_params par;   /* par.page_tokens is P; r_static for static */
+    ws_policy_kind policy; /* writescope, static, stream, cpu-attn */
+    ws_policy_params par;  /* par.page_tokens is P; r_static for static */
     int batch, prompt, output;
-    int layers;             /* 0: what fits in mem_fraction of the RAM */
-    double mem_fraction;    /* default 0.5 */
-    int window;             /* W, a multiple of P (default 256) */
-    int threads;            /* CPU pool threads (0: one per CPU) */
-    ws_isa isa;             /* CPU attention path (WS_ISA_AUTO) */
-    int verify;             /* 1: check each layer's merged output against full attention */
+    int layers;          /* 0: what fits in mem_fraction of the RAM */
+    double mem_fraction; /* default 0.5 */
+    int window;          /* W, a multiple of P (default 256) */
+    int threads;         /* CPU pool threads (0: one per CPU) */
+    ws_isa isa;          /* CPU attention path (WS_ISA_AUTO) */
+    int verify;          /* 1: check each layer's merged output against full attention */
     uint64_t seed;
     size_t host_limit, pinned_limit; /* region limits in bytes (0: what the run needs) */
-    double pingpong_bytes;  /* the cost model's ping-pong half, the prefetch cap (0: its
-                             * default) */
+    double pingpong_bytes;           /* the cost model's ping-pong half, the prefetch cap (0: its
+                                      * default) */
     /* Progress: called after each step with its record and the layer records of it. */
     void (*on_step)(void *ctx, const ws_run_step *st, const ws_run_layer *lay, int n_layers);
     void *on_step_ctx;
@@ -110,9 +117,9 @@ typedef struct ws_engine_cfg {
 void ws_engine_cfg_default(ws_engine_cfg *c);
 
 typedef struct ws_run_result {
-    char gpu_label[200];      /* "modeled:<profile>" or "cuda:<device>" */
+    char gpu_label[200]; /* "modeled:<profile>" or "cuda:<device>" */
     char host[160];
-    char layers_note[200];    /* how the depth was chosen */
+    char layers_note[200]; /* how the depth was chosen */
     int layers, model_layers;
     int steps;                /* decode steps run (output tokens per sequence) */
     ws_run_step *step;        /* [steps] (owned) */
@@ -122,17 +129,17 @@ typedef struct ws_run_result {
     double r_prefill;         /* the share prefill placed */
     double tokens_per_s;      /* batch x steps / decode timeline */
     double step_p50, step_p99;
-    double decode_s;          /* the decode timeline's span */
-    double wall_s;            /* real time of the decode steps */
+    double decode_s; /* the decode timeline's span */
+    double wall_s;   /* real time of the decode steps */
     /* share of the step time: CPU attention, experts (router included), the engine's own
      * work, CPU idle waiting on the GPU path */
     double share_cpu_attn, share_experts, share_overhead, share_gpu_wait;
-    double verify_max_err;    /* NAN without verify */
+    double verify_max_err; /* NAN without verify */
     uint64_t bytes_moved, bytes_written_cpu, bytes_written_xfer, flushes;
     int cpu_pages, xfer_pages;
     int expert_slots;
     double A_final, B_final, A_model, B_model;
-    char note[256];           /* region fallbacks (XFER not pinned), "" when none */
+    char note[256]; /* region fallbacks (XFER not pinned), "" when none */
 } ws_run_result;
 
 /* Runs the batch to the end. On failure nothing of *res is owned. */

@@ -12,7 +12,8 @@
 static int check_run(ws_store *s, const ws_rundb_run *run, ws_err *err)
 {
     if (strcmp(run->gpu_source, "modeled") && strcmp(run->gpu_source, "measured"))
-        return ws_err_set(err, WS_EINVAL, "%s: runtime run: gpu_source '%s' is not modeled or measured",
+        return ws_err_set(err, WS_EINVAL,
+                          "%s: runtime run: gpu_source '%s' is not modeled or measured",
                           ws_store_path(s), run->gpu_source);
     if (run->params[0]) {
         json_error_t je;
@@ -33,8 +34,8 @@ static int prep(ws_store *s, const char *sql, sqlite3_stmt **st, ws_err *err)
     return 0;
 }
 
-static int store_in_tx(ws_store *s, ws_rundb_run *run, const ws_rundb_step *steps,
-                       size_t n_steps, const ws_rundb_layer *lay, size_t n_lay, ws_err *err)
+static int store_in_tx(ws_store *s, ws_rundb_run *run, const ws_rundb_step *steps, size_t n_steps,
+                       const ws_rundb_layer *lay, size_t n_lay, ws_err *err)
 {
     if (!run->started_at[0])
         ws_utc_now(run->started_at, sizeof run->started_at);
@@ -52,7 +53,7 @@ static int store_in_tx(ws_store *s, ws_rundb_run *run, const ws_rundb_step *step
                   &st, err);
     if (rc)
         return rc;
-    const char *txt[] = {run->started_at, run->tool_version, run->model,      run->gpu,
+    const char *txt[] = {run->started_at, run->tool_version, run->model,        run->gpu,
                          run->gpu_source, run->gpu_profile,  run->host_profile, run->policy};
     for (int i = 0; i < 8; i++)
         sqlite3_bind_text(st, i + 1, txt[i], -1, SQLITE_STATIC);
@@ -96,8 +97,8 @@ static int store_in_tx(ws_store *s, ws_rundb_run *run, const ws_rundb_step *step
         sqlite3_bind_int(st, 5, x->batch);
         sqlite3_bind_int64(st, 6, x->tokens);
         sqlite3_bind_int64(st, 7, x->context);
-        const double v[] = {x->r_star,   x->r_real,   x->busy_gpu, x->busy_h2d,
-                            x->busy_d2h, x->busy_cpu};
+        const double v[] = {x->r_star,   x->r_real,   x->busy_gpu,
+                            x->busy_h2d, x->busy_d2h, x->busy_cpu};
         for (int k = 0; k < 6; k++)
             ws_store_bind_num(st, 8 + k, v[k]);
         sqlite3_bind_text(st, 14, x->busy_other[0] ? x->busy_other : "{}", -1, SQLITE_STATIC);
@@ -146,8 +147,8 @@ static int store_in_tx(ws_store *s, ws_rundb_run *run, const ws_rundb_step *step
     return 0;
 }
 
-int ws_rundb_store_run(ws_store *s, ws_rundb_run *run, const ws_rundb_step *steps,
-                       size_t n_steps, const ws_rundb_layer *lay, size_t n_lay, ws_err *err)
+int ws_rundb_store_run(ws_store *s, ws_rundb_run *run, const ws_rundb_step *steps, size_t n_steps,
+                       const ws_rundb_layer *lay, size_t n_lay, ws_err *err)
 {
     int rc = check_run(s, run, err);
     if (rc)

@@ -20,22 +20,22 @@ extern "C" {
 #endif
 
 typedef struct ws_rundb_run {
-    long long id;              /* set by ws_rundb_store_run */
-    char started_at[32];       /* filled with now when empty */
-    char tool_version[16];     /* filled with WS_VERSION when empty */
+    long long id;          /* set by ws_rundb_store_run */
+    char started_at[32];   /* filled with now when empty */
+    char tool_version[16]; /* filled with WS_VERSION when empty */
     char model[128];
-    char gpu[200];             /* "modeled:<profile>" or "cuda:<device>" */
-    char gpu_source[12];       /* "modeled" | "measured" */
+    char gpu[200];       /* "modeled:<profile>" or "cuda:<device>" */
+    char gpu_source[12]; /* "modeled" | "measured" */
     char gpu_profile[160], host_profile[160];
     char policy[32];
     int batch, prompt_tokens, output_tokens, layers, model_layers;
     unsigned long long seed;
-    char params[2048];         /* JSON object ("" stored as {}) */
+    char params[2048]; /* JSON object ("" stored as {}) */
     double wall_s, decode_s, prefill_modeled_s;
     long long tokens_out;
     double tokens_per_s, step_p50, step_p99;
     double share_cpu_attn, share_experts, share_overhead, share_gpu_wait;
-    double verify_max_err;     /* NAN: not verified */
+    double verify_max_err; /* NAN: not verified */
     long long bytes_moved;
 } ws_rundb_run;
 
@@ -46,7 +46,7 @@ typedef struct ws_rundb_step {
     long long tokens, context;
     double r_star, r_real;
     double busy_gpu, busy_h2d, busy_d2h, busy_cpu;
-    char busy_other[160];      /* JSON object, "" stored as {} */
+    char busy_other[160]; /* JSON object, "" stored as {} */
     double wall_s, verify_err;
 } ws_rundb_step;
 
@@ -61,8 +61,8 @@ typedef struct ws_rundb_layer {
 
 /* The run, its steps and layers in one transaction; sets run->id. WS_EINVAL for a
  * gpu_source other than modeled/measured or params that are not a JSON object. */
-int ws_rundb_store_run(ws_store *s, ws_rundb_run *run, const ws_rundb_step *steps,
-                       size_t n_steps, const ws_rundb_layer *lay, size_t n_lay, ws_err *err);
+int ws_rundb_store_run(ws_store *s, ws_rundb_run *run, const ws_rundb_step *steps, size_t n_steps,
+                       const ws_rundb_layer *lay, size_t n_lay, ws_err *err);
 
 #ifdef __cplusplus
 }

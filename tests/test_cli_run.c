@@ -34,8 +34,8 @@ TestSuite(cli_run, .init = setup);
 #define TINY(...)                                                                                  \
     (const char *[])                                                                               \
     {                                                                                              \
-        "run", "--model", g_model, "--host", "xeon-gold-5318y", "--batch", "2", "--prompt",        \
-            "300", "--output", "40", "--window", "256", "--threads", "2", __VA_ARGS__, NULL        \
+        "run", "--model", g_model, "--host", "xeon-gold-5318y", "--batch", "2", "--prompt", "300", \
+            "--output", "40", "--window", "256", "--threads", "2", __VA_ARGS__, NULL               \
     }
 
 Test(cli_run, summary_labels_what_is_modeled)
@@ -95,9 +95,15 @@ Test(cli_run, bad_names_are_one_line_errors)
     expect_fail(TINY("--policy", "gpu-only"), 2, "gpu-only");
     expect_fail(TINY("--gpu", "modeled:no-such-gpu"), 1, "no-such-gpu");
     expect_fail(TINY("--gpu", "h100"), 2, "modeled:<profile>");
-    expect_fail(TINY("--gpu", "cuda"), 1, "CUDA");
     expect_fail((const char *[]){"run", "--model", g_model, "--host", "no-such-host", NULL}, 1,
                 "no-such-host");
     expect_fail(TINY("--batch", "0"), 2, "--batch");
+    /* no CUDA device where the tests run: the run fails with the reason on its last line */
+    th_run r = th_writescope(TINY("--gpu", "cuda"), g_env);
+    cr_assert_eq(r.status, 1, "exit %d: %s", r.status, r.err);
+    const char *last = strstr(r.err, "writescope: ");
+    cr_assert(last && strcasestr(last, "cuda") && th_lines(last) == 1, "%s", r.err);
+    cr_assert_str_eq(r.out, "");
+    th_run_free(&r);
     expect_fail((const char *[]){"run", NULL}, 2, "--model");
 }

@@ -9,8 +9,8 @@
 #include <math.h>
 #include <string.h>
 
-#include "run_engine.h"
 #include "grid.h"
+#include "run_engine.h"
 #include "store.h"
 
 #define BOUND 2e-3 /* DESIGN section 7: bf16 KV against the fp64 reference */
@@ -86,9 +86,15 @@ static void check_verified_run(const char *json)
     ws_run_result_free(&r);
 }
 
-Test(engine, split_equals_full_gqa_over_steps_with_flushes) { check_verified_run(k_gqa); }
+Test(engine, split_equals_full_gqa_over_steps_with_flushes)
+{
+    check_verified_run(k_gqa);
+}
 
-Test(engine, split_equals_full_mla_over_steps_with_flushes) { check_verified_run(k_mla); }
+Test(engine, split_equals_full_mla_over_steps_with_flushes)
+{
+    check_verified_run(k_mla);
+}
 
 Test(engine, no_byte_moves_after_placement_over_a_long_run)
 {
@@ -124,7 +130,7 @@ Test(engine, capacities_are_a_clear_error)
     cr_assert(strcasestr(err.msg, "xfer region"), "%s", err.msg);
 }
 
-Test(engine, unknown_runtime_policies_and_cuda_are_refused)
+Test(engine, unknown_runtime_policies_and_a_missing_device_are_refused)
 {
     load(k_gqa);
     ws_engine_cfg c;
@@ -134,9 +140,10 @@ Test(engine, unknown_runtime_policies_and_cuda_are_refused)
     c.policy = WS_POLICY_MIGRATE;
     cr_assert_eq(ws_engine_run(&c, &r, &err), WS_EUNSUP);
     tiny_cfg(&c);
-    c.gpu = WS_ENGINE_GPU_CUDA;
-    cr_assert_eq(ws_engine_run(&c, &r, &err), WS_EUNSUP);
-    cr_assert(strstr(err.msg, "CUDA"), "%s", err.msg);
+    c.gpu = WS_ENGINE_GPU_CUDA; /* no device on the machines the tests run on */
+    cr_assert_neq(ws_engine_run(&c, &r, &err), 0);
+    cr_assert(strcasestr(err.msg, "cuda"), "%s", err.msg);
+    cr_assert_null(r.step);
 }
 
 /* r* from the policy module on the cost model's terms, as the engine should compute it. */

@@ -41,7 +41,8 @@ Test(rundb, a_run_is_written_whole)
     ws_store *s = open_tmp(path, sizeof path);
     ws_rundb_run run;
     a_run(&run);
-    ws_rundb_step st[3] = {{.idx = 0, .verify_err = NAN}, {.idx = 1, .verify_err = NAN},
+    ws_rundb_step st[3] = {{.idx = 0, .verify_err = NAN},
+                           {.idx = 1, .verify_err = NAN},
                            {.idx = 2, .verify_err = NAN}};
     ws_rundb_layer ly[6];
     for (int i = 0; i < 6; i++)
@@ -51,9 +52,10 @@ Test(rundb, a_run_is_written_whole)
     cr_assert(run.id > 0);
     ws_store_close(s);
     cr_assert_eq(th_count_file(path, "SELECT count(*) FROM run_steps WHERE verify_err IS NULL"), 3);
-    cr_assert_eq(th_count_file(path, "SELECT count(*) FROM run_layers WHERE gpu_source = 'modeled'"),
-                 6);
-    cr_assert_eq(th_count_file(path, "SELECT count(*) FROM run_runs WHERE verify_max_err IS NULL"), 1);
+    cr_assert_eq(
+        th_count_file(path, "SELECT count(*) FROM run_layers WHERE gpu_source = 'modeled'"), 6);
+    cr_assert_eq(th_count_file(path, "SELECT count(*) FROM run_runs WHERE verify_max_err IS NULL"),
+                 1);
 }
 
 Test(rundb, refused_or_failed_runs_write_nothing)
