@@ -4,7 +4,7 @@
  * with (c0, P, W) per (device, operation). ws_cost_hw_load reads them ONCE from a GPU and a
  * host profile (store/profile.h) into plain structs, each value with its source: the
  * calibrated key where the profile has it (cpu.attn.<kind>.<dtype>.{c0,peak_flops,bandwidth},
- * cpu.expert_gemm.fp32.*, cpu.membw_read.bandwidth, gpu.attn.*, gpu.gemm.<dtype>.*,
+ * cpu.expert_gemm.bf16.* (else .fp32.*), cpu.membw_read.bandwidth, gpu.attn.*, gpu.gemm.<dtype>.*,
  * link.h2d.*, link.d2h.*, link.h2d_gemm_contention_factor.factor), else datasheet x
  * efficiency (fp32_flops x flops_eff, dram_bw x dram_eff, <dtype>_flops x tensor_eff,
  * hbm_bw x hbm_eff, h2d_bw, d2h_bw, h2d_contention; such products are labelled modeled).
