@@ -24,10 +24,14 @@
 
 #include "ws_err.h"
 
+/* Weights as checkpoints store a linear layer, [out x in] (nn.Linear): each output's inputs
+ * contiguous, so a decode step's few tokens stream every weight row once, front to back
+ * (the [in x out] layout reads them across rows at ~0.4-0.6x the bandwidth here:
+ * docs/notes/expert-gemm.md). */
 typedef struct ws_expert_bf16 {
     int hidden, inter;         /* H, I */
-    const uint16_t *w_gate_up; /* [H x 2I] bf16: gate columns 0..I-1, up columns I..2I-1 */
-    const uint16_t *w_down;    /* [I x H] bf16 */
+    const uint16_t *w_gate_up; /* [2I x H] bf16: gate rows 0..I-1, up rows I..2I-1 */
+    const uint16_t *w_down;    /* [H x I] bf16 */
 } ws_expert_bf16;
 
 typedef enum ws_gemm_bf16_backend {

@@ -1,5 +1,5 @@
 /* test_gemm_bf16: the bf16-weight expert FFN (kernels/gemm_bf16.c), every present backend
- * against an fp64 reference of the FFN on the bf16-rounded weights and inputs.
+ * against an fp64 reference of the FFN on the bf16-rounded weights ([out x in]) and inputs.
  * Tolerance: the bf16-input backends round x and h to bf16 (relative 2^-9 each) and sum in
  * fp32, so |y - ref| <= 2^-7 * sum_j |h_j Wd_jc| (a few times the worst case of those two
  * roundings) plus 1e-6; a transposed or misread operand misses it by orders of magnitude. */
@@ -44,15 +44,15 @@ static void make(fixture *f, int H, int I, int M, unsigned seed)
             double g = 0, u = 0;
             for (int k = 0; k < H; k++) {
                 double xk = ws_bf16_to_f32(ws_bf16_from_f32(f->x[r * H + k]));
-                g += xk * ws_bf16_to_f32(wgu[(size_t)k * 2 * I + j]);
-                u += xk * ws_bf16_to_f32(wgu[(size_t)k * 2 * I + I + j]);
+                g += xk * ws_bf16_to_f32(wgu[(size_t)j * H + k]);
+                u += xk * ws_bf16_to_f32(wgu[(size_t)(I + j) * H + k]);
             }
             h[j] = g / (1 + exp(-g)) * u;
         }
         for (int c = 0; c < H; c++) {
             double acc = 0, mag = 0;
             for (int j = 0; j < I; j++) {
-                double t = h[j] * ws_bf16_to_f32(wd[(size_t)j * H + c]);
+                double t = h[j] * ws_bf16_to_f32(wd[(size_t)c * I + j]);
                 acc += t, mag += fabs(t);
             }
             f->ref[r * H + c] = acc;

@@ -8,6 +8,7 @@
  * Usage: ws_expert_bench [threads [repeats [max-tokens]]] (make bench-expert). */
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 
 #include "gemm_bf16.h"
 #include "membw.h"
@@ -42,7 +43,10 @@ int main(int argc, char **argv)
         }
         const int H = md.hidden, I = md.moe_intermediate;
         const size_t wn = (size_t)3 * H * I;
-        uint16_t *w = malloc(2 * wn);
+        const size_t huge = (size_t)2 << 20, wb = (2 * wn + huge - 1) / huge * huge;
+        uint16_t *w = aligned_alloc(huge, wb);
+        if (w)
+            madvise(w, wb, MADV_HUGEPAGE); /* as the runtime's weights; a hint */
         float *x = malloc(sizeof(float) * 512 * H), *y = malloc(sizeof(float) * 512 * H);
         if (!w || !x || !y)
             return 1;
