@@ -76,6 +76,8 @@ static int roof(const ws_profile *p, const char *pre, const char *p_key, const c
                    : (set_val(&r->P, 0, WS_SOURCE_MODELED, "-"), 0);
     if (!rc && (!pre || !calibrated(p, pre, "bandwidth", &r->W)))
         rc = product(p, w_key, w_eff, &r->W, err);
+    ws_cost_val serial;
+    r->serial = pre && calibrated(p, pre, "serial", &serial) && serial.v > 0;
     return rc;
 }
 

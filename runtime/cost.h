@@ -54,6 +54,8 @@ typedef struct ws_cost_val {
 /* A roofline: t = c0 + max(F / P, B / W); P or W of 0 drops that side. */
 typedef struct ws_cost_roof {
     ws_cost_val c0, P, W;
+    int serial; /* 1: c0 + F/P + B/W (the profile's <prefix>.serial), a kernel that streams and
+                 * computes in turn; 0: the roofline's max */
 } ws_cost_roof;
 
 /* The hardware as the cost model sees it. */
@@ -79,7 +81,7 @@ int ws_cost_hw_load(const ws_profile *gpu, const ws_profile *host, ws_attn_kind 
 static inline double ws_cost_roof_time(const ws_cost_roof *r, double flops, double bytes)
 {
     double tf = r->P.v > 0 ? flops / r->P.v : 0.0, tb = r->W.v > 0 ? bytes / r->W.v : 0.0;
-    return r->c0.v + (tf > tb ? tf : tb);
+    return r->c0.v + (r->serial ? tf + tb : tf > tb ? tf : tb);
 }
 
 /* Choices of a run that the profile does not hold. */
