@@ -411,12 +411,6 @@ static ws_gemm_bf16_backend chosen(int hd, int in, int m, int threads)
     return b;
 }
 
-static int cmp_d(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 /* Writes back and drops the expert's weights from the caches, so the probe times what a
  * decode step sees: each expert it hits streamed from DRAM. Over 256 MiB the weights
  * outgrow any cache and a run evicts its own start. */
@@ -435,44 +429,48 @@ static void evict(const ws_expert_bf16 *e)
     _mm_mfence();
 }
 
-/* Times every present backend on this call, weights evicted before each run (one warm-up,
- * then the fastest of up to three runs, one when a run takes over 50 ms: load from
- * elsewhere on the host only ever adds time) and records the fastest for the class. The
- * last run leaves a valid y. */
+/* Times every present backend on this call and records the fastest for the class: one
+ * untimed run each, then up to seven rounds over the backends in turn (one when a run took
+ * over 0.1 s), weights evicted before each run, each backend judged by its fastest run.
+ * Load from elsewhere on the host only adds time, and rounds in turn keep one burst of it
+ * from spoiling every run of one backend. The last run leaves a valid y. */
 static int probe(const ws_expert_bf16 *e, const float *x, float *y, int m, int threads,
                  ws_err *err)
 {
-    ws_gemm_bf16_backend best = WS_GEMM_BF16_AUTO;
-    double best_t = INFINITY;
-    int rc = 0;
+    double best_t[WS_GEMM_BF16_N], slowest = 0;
+    int present[WS_GEMM_BF16_N], rc = 0, last = -1;
     for (int b = 0; b < WS_GEMM_BF16_N && !rc; b++) {
-        if (!ws_gemm_bf16_present((ws_gemm_bf16_backend)b))
+        best_t[b] = INFINITY;
+        if (!(present[b] = ws_gemm_bf16_present((ws_gemm_bf16_backend)b)))
             continue;
-        double t[3];
-        int n = 0;
         double t0 = ws_now_s();
         rc = g_backends[b].ffn(e, x, y, m, threads, err);
-        const int reps = ws_now_s() - t0 > 0.05 ? 1 : 3;
-        for (; n < reps && !rc; n++) {
-            evict(e);
-            t0 = ws_now_s();
-            rc = g_backends[b].ffn(e, x, y, m, threads, err);
-            t[n] = ws_now_s() - t0;
-        }
-        if (rc)
-            break;
-        qsort(t, n, sizeof *t, cmp_d);
-        if (t[0] < best_t)
-            best_t = t[0], best = (ws_gemm_bf16_backend)b;
+        slowest = fmax(slowest, ws_now_s() - t0);
     }
+    const int rounds = slowest > 0.1 ? 1 : 7;
+    for (int r = 0; r < rounds && !rc; r++)
+        for (int b = 0; b < WS_GEMM_BF16_N && !rc; b++) {
+            if (!present[b])
+                continue;
+            evict(e);
+            double t0 = ws_now_s();
+            rc = g_backends[b].ffn(e, x, y, m, threads, err);
+            best_t[b] = fmin(best_t[b], ws_now_s() - t0);
+            last = b;
+        }
     if (rc)
         return rc;
+    int best = last;
+    for (int b = 0; b < WS_GEMM_BF16_N; b++)
+        if (best_t[b] < best_t[best])
+            best = b;
     pthread_mutex_lock(&g_lock);
     if (g_n_choice < MAX_CHOICES)
-        g_choice[g_n_choice++] = (choice){e->hidden, e->inter, threads, m_class(m), best};
+        g_choice[g_n_choice++] =
+            (choice){e->hidden, e->inter, threads, m_class(m), (ws_gemm_bf16_backend)best};
     pthread_mutex_unlock(&g_lock);
-    /* y must be the chosen backend's (they round differently); fp32 ran last. */
-    return best == WS_GEMM_BF16_FP32 ? 0 : g_backends[best].ffn(e, x, y, m, threads, err);
+    /* y must be the chosen backend's (they round differently). */
+    return best == last ? 0 : g_backends[best].ffn(e, x, y, m, threads, err);
 }
 
 int ws_expert_ffn_bf16(const ws_expert_bf16 *e, const float *x, float *y, int m, int threads,
