@@ -453,7 +453,7 @@ static int expert_sweep(ctx *c)
     static const char *const models[EXPERT_MODELS] = {"qwen3-30b-a3b", "deepseek-v2-lite",
                                                       "mixtral-8x7b"};
     static const int toks[EXPERT_TOKS] = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512};
-    const int rounds = c->o->quick ? 5 : 9, max_m = 512;
+    const int rounds = c->o->quick ? 9 : 15, max_m = 512;
     const int threads = ws_pool_threads(c->pool);
     int rc = 0, hd[EXPERT_MODELS], in[EXPERT_MODELS], max_h = 0;
     uint16_t *w[EXPERT_MODELS] = {0};
