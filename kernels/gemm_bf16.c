@@ -341,11 +341,63 @@ static sbgemm_fn sbgemm_get(void)
     return g_sbgemm;
 }
 
+/* The OpenBLAS backends run on the same OpenMP threads as oneDNN: each thread calls the
+ * BLAS single-threaded on its share of the output columns. Two libraries' worker threads
+ * on the same cores would each spin after their calls and stall the other's barriers for a
+ * time slice (several ms against a 0.3 ms call: the probe then picked a 20x slower
+ * backend). The BLAS's thread count is restored after the call. */
+typedef void (*panel_fn)(int m, int n0, int nr, int n, int k, const void *a,
+                         const uint16_t *bt, float *c, void *scratch);
+
+static int by_panels(panel_fn fn, int m, int n, int k, const void *a, const uint16_t *bt,
+                     float *c, int threads, int widen, ws_err *err)
+{
+    const int nt = threads > 0 ? threads : omp_get_max_threads();
+    int rows = widen ? (int)(262144 / k) : (n + nt - 1) / nt;
+    rows = rows < 8 ? 8 : rows > n ? n : rows;
+    const int panels = (n + rows - 1) / rows, saved = openblas_get_num_threads();
+    int failed = 0;
+    openblas_set_num_threads(1);
+#pragma omp parallel for num_threads(nt) schedule(dynamic)
+    for (int p = 0; p < panels; p++) {
+        float *w = widen ? grow(&t_w, sizeof(float) * (size_t)rows * k, NULL) : NULL;
+        if (widen && !w) {
+            failed = 1;
+            continue;
+        }
+        const int n0 = p * rows, nr = n - n0 < rows ? n - n0 : rows;
+        fn(m, n0, nr, n, k, a, bt, c, w);
+    }
+    openblas_set_num_threads(saved);
+    return failed ? ws_err_set(err, WS_ENOMEM, "expert ffn: cannot allocate a weight panel")
+                  : 0;
+}
+
+/* c[:, n0:n0+nr] = a[m x k] bt[n0:n0+nr, :]^T, bf16 x bf16 -> fp32 (sbgemm). */
+static void panel_sb(int m, int n0, int nr, int n, int k, const void *a, const uint16_t *bt,
+                     float *c, void *scratch)
+{
+    (void)scratch;
+    sbgemm_get()(CblasRowMajor, CblasNoTrans, CblasTrans, m, nr, k, 1.0f, a, k,
+                 bt + (size_t)n0 * k, k, 0.0f, c + n0, n);
+}
+
+/* The same with bt's rows widened to fp32 in scratch first (sgemm). */
+static void panel_widen(int m, int n0, int nr, int n, int k, const void *a, const uint16_t *bt,
+                        float *c, void *scratch)
+{
+    float *w = scratch;
+    const uint16_t *src = bt + (size_t)n0 * k;
+    for (long i = 0; i < (long)nr * k; i++)
+        w[i] = ws_bf16_to_f32(src[i]);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, nr, k, 1.0f, a, k, w, k, 0.0f,
+                c + n0, n);
+}
+
 static int ffn_sbgemm(const ws_expert_bf16 *e, const float *x, float *y, int m, int threads,
                       ws_err *err)
 {
-    sbgemm_fn f = sbgemm_get();
-    if (!f)
+    if (!sbgemm_get())
         return ws_err_set(err, WS_EUNSUP, "the linked OpenBLAS has no cblas_sbgemm");
     const int hd = e->hidden, in = e->inter;
     uint16_t *xb = grow(&t_xb, sizeof(uint16_t) * m * hd, err);
@@ -353,43 +405,15 @@ static int ffn_sbgemm(const ws_expert_bf16 *e, const float *x, float *y, int m, 
     uint16_t *hb = grow(&t_hb, sizeof(uint16_t) * m * in, err);
     if (!xb || !gu || !hb)
         return err ? err->code : WS_ENOMEM;
-    if (threads > 0)
-        openblas_set_num_threads(threads);
-    /* Conversions serial: OpenMP threads still spinning would compete with the BLAS's. */
-    to_bf16(x, xb, (long)m * hd, 1);
-    f(CblasRowMajor, CblasNoTrans, CblasTrans, m, 2 * in, hd, 1.0f, xb, hd, e->w_gate_up, hd,
-      0.0f, gu, 2 * in);
-    silu_mul(gu, m, in, NULL, hb, 1);
-    f(CblasRowMajor, CblasNoTrans, CblasTrans, m, hd, in, 1.0f, hb, in, e->w_down, in, 0.0f, y,
-      hd);
-    return 0;
+    to_bf16(x, xb, (long)m * hd, threads);
+    int rc = by_panels(panel_sb, m, 2 * in, hd, xb, e->w_gate_up, gu, threads, 0, err);
+    if (rc)
+        return rc;
+    silu_mul(gu, m, in, NULL, hb, threads);
+    return by_panels(panel_sb, m, hd, in, hb, e->w_down, y, threads, 0, err);
 }
 
-/* ---- fp32 sgemm on widened weight panels -------------------------------------------- */
-
-/* c[m x n] = a[m x k] bt[n x k]^T with bt bf16: bt widened a panel of rows (about 1 MiB of
- * fp32) at a time, each panel giving columns of c through sgemm. */
-static int gemm_widen(int m, int n, int k, const float *a, const uint16_t *bt, float *c,
-                      ws_err *err)
-{
-    int rows = (int)(262144 / k);
-    rows = rows < 8 ? 8 : rows > n ? n : rows;
-    float *w = grow(&t_w, sizeof(float) * (size_t)rows * k, err);
-    if (!w)
-        return err ? err->code : WS_ENOMEM;
-    for (int n0 = 0; n0 < n; n0 += rows) {
-        const int nr = n - n0 < rows ? n - n0 : rows;
-        const uint16_t *src = bt + (size_t)n0 * k;
-        const long cnt = (long)nr * k;
-        /* Serial: OpenMP threads still spinning would compete with the BLAS's own. */
-        for (long i = 0; i < cnt; i++)
-            w[i] = ws_bf16_to_f32(src[i]);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, nr, k, 1.0f, a, k, w, k, 0.0f,
-                    c + n0, n);
-    }
-    return 0;
-}
-
+/* Weights widened bf16 -> fp32 a panel of rows (about 1 MiB of fp32) at a time. */
 static int ffn_fp32(const ws_expert_bf16 *e, const float *x, float *y, int m, int threads,
                     ws_err *err)
 {
@@ -398,13 +422,11 @@ static int ffn_fp32(const ws_expert_bf16 *e, const float *x, float *y, int m, in
     float *h = grow(&t_h, sizeof(float) * m * in, err);
     if (!gu || !h)
         return err ? err->code : WS_ENOMEM;
-    if (threads > 0)
-        openblas_set_num_threads(threads);
-    int rc = gemm_widen(m, 2 * in, hd, x, e->w_gate_up, gu, err);
+    int rc = by_panels(panel_widen, m, 2 * in, hd, x, e->w_gate_up, gu, threads, 1, err);
     if (rc)
         return rc;
-    silu_mul(gu, m, in, h, NULL, 1);
-    return gemm_widen(m, hd, in, h, e->w_down, y, err);
+    silu_mul(gu, m, in, h, NULL, threads);
+    return by_panels(panel_widen, m, hd, in, h, e->w_down, y, threads, 1, err);
 }
 
 /* ---- the table, the probe, the API -------------------------------------------------- */
