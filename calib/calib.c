@@ -235,7 +235,8 @@ static void fit_row(const ws_calib_fit *f, ws_calibdb_fit *row)
                                         : "roofline");
     row->c0 = r->c0;
     row->c0_se = r->c0_se;
-    const int has_p = (r->form == WS_FIT_ROOFLINE || r->form == WS_FIT_SERIAL) && r->peak_flops > 0;
+    const int has_p =
+        (r->form == WS_FIT_ROOFLINE || r->form == WS_FIT_SERIAL) && r->peak_flops > 0;
     row->peak_flops = has_p ? r->peak_flops : NAN;
     row->peak_flops_se = has_p ? r->peak_flops_se : NAN;
     row->bandwidth = r->bandwidth;

@@ -90,7 +90,7 @@ static inline float exp_fast(float x)
 /* One row: h[j] = silu(g[j]) * u[j], fp32 or bf16 out; the AVX-512 loop where the CPU has
  * it (exp_fast in 16 lanes), else exp_fast one element at a time. */
 __attribute__((target("avx512f"))) static void silu_row_avx512(const float *g, const float *u,
-                                                                int in, float *hf, uint16_t *hb)
+                                                               int in, float *hf, uint16_t *hb)
 {
     const __m512 lo = _mm512_set1_ps(-87.0f), hi = _mm512_set1_ps(87.0f);
     const __m512 one = _mm512_set1_ps(1.0f), l2e = _mm512_set1_ps(1.44269504f);
@@ -109,17 +109,18 @@ __attribute__((target("avx512f"))) static void silu_row_avx512(const float *g, c
         p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(0.5f));
         p = _mm512_fmadd_ps(p, f, one);
         p = _mm512_fmadd_ps(p, f, one);
-        __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
+        __m512i e =
+            _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
         __m512 ex = _mm512_mul_ps(p, _mm512_castsi512_ps(e));
-        __m512 h = _mm512_mul_ps(_mm512_div_ps(gv, _mm512_add_ps(one, ex)),
-                                 _mm512_loadu_ps(u + j));
+        __m512 h = _mm512_mul_ps(_mm512_div_ps(gv, _mm512_add_ps(one, ex)), _mm512_loadu_ps(u + j));
         if (hf) {
             _mm512_storeu_ps(hf + j, h);
         } else { /* round to nearest even; NaN cannot arise from finite inputs here */
             __m512i b = _mm512_castps_si512(h);
             __m512i odd = _mm512_and_si512(_mm512_srli_epi32(b, 16), _mm512_set1_epi32(1));
             b = _mm512_add_epi32(b, _mm512_add_epi32(odd, _mm512_set1_epi32(0x7fff)));
-            _mm256_storeu_si256((__m256i *)(hb + j), _mm512_cvtepi32_epi16(_mm512_srli_epi32(b, 16)));
+            _mm256_storeu_si256((__m256i *)(hb + j),
+                                _mm512_cvtepi32_epi16(_mm512_srli_epi32(b, 16)));
         }
     }
     for (; j < in; j++) {
@@ -150,8 +151,8 @@ static void silu_row(const float *g, const float *u, int in, float *hf, uint16_t
 static void silu_mul(const float *gu, int m, int in, float *hf, uint16_t *hb, int threads)
 {
     const long n = (long)m * in;
-#pragma omp parallel for num_threads(threads > 0 ? threads : omp_get_max_threads()) \
-    if (n >= 32768) schedule(static)
+#pragma omp parallel for num_threads(                                                              \
+    threads > 0 ? threads : omp_get_max_threads()) if (n >= 32768) schedule(static)
     for (int r = 0; r < m; r++) {
         const float *row = gu + (size_t)r * 2 * in;
         silu_row(row, row + in, in, hf ? hf + (size_t)r * in : NULL,
@@ -161,8 +162,8 @@ static void silu_mul(const float *gu, int m, int in, float *hf, uint16_t *hb, in
 
 static void to_bf16(const float *src, uint16_t *dst, long n, int threads)
 {
-#pragma omp parallel for num_threads(threads > 0 ? threads : omp_get_max_threads()) \
-    if (n >= 65536) schedule(static)
+#pragma omp parallel for num_threads(                                                              \
+    threads > 0 ? threads : omp_get_max_threads()) if (n >= 65536) schedule(static)
     for (long i = 0; i < n; i++)
         dst[i] = bf16_round(src[i]);
 }
@@ -252,8 +253,7 @@ static int dnn_init(void)
     if (g_dnn_state == 0) {
         g_dnn_state = -1;
         if (dnnl_engine_create(&g_engine, dnnl_cpu, 0) == dnnl_success) {
-            if (dnnl_stream_create(&g_stream, g_engine, dnnl_stream_default_flags) ==
-                dnnl_success)
+            if (dnnl_stream_create(&g_stream, g_engine, dnnl_stream_default_flags) == dnnl_success)
                 g_dnn_state = 1;
             else
                 dnnl_engine_destroy(g_engine);
@@ -322,9 +322,9 @@ static int ffn_onednn(const ws_expert_bf16 *e, const float *x, float *y, int m, 
 
 /* ---- OpenBLAS sbgemm (looked up at run time) ---------------------------------------- */
 
-typedef void (*sbgemm_fn)(enum CBLAS_ORDER, enum CBLAS_TRANSPOSE, enum CBLAS_TRANSPOSE,
-                          blasint, blasint, blasint, float, const uint16_t *, blasint,
-                          const uint16_t *, blasint, float, float *, blasint);
+typedef void (*sbgemm_fn)(enum CBLAS_ORDER, enum CBLAS_TRANSPOSE, enum CBLAS_TRANSPOSE, blasint,
+                          blasint, blasint, float, const uint16_t *, blasint, const uint16_t *,
+                          blasint, float, float *, blasint);
 
 static sbgemm_fn g_sbgemm;
 static pthread_once_t g_sbgemm_once = PTHREAD_ONCE_INIT;
@@ -346,11 +346,11 @@ static sbgemm_fn sbgemm_get(void)
  * on the same cores would each spin after their calls and stall the other's barriers for a
  * time slice (several ms against a 0.3 ms call: the probe then picked a 20x slower
  * backend). The BLAS's thread count is restored after the call. */
-typedef void (*panel_fn)(int m, int n0, int nr, int n, int k, const void *a,
-                         const uint16_t *bt, float *c, void *scratch);
+typedef void (*panel_fn)(int m, int n0, int nr, int n, int k, const void *a, const uint16_t *bt,
+                         float *c, void *scratch);
 
-static int by_panels(panel_fn fn, int m, int n, int k, const void *a, const uint16_t *bt,
-                     float *c, int threads, int widen, ws_err *err)
+static int by_panels(panel_fn fn, int m, int n, int k, const void *a, const uint16_t *bt, float *c,
+                     int threads, int widen, ws_err *err)
 {
     const int nt = threads > 0 ? threads : omp_get_max_threads();
     int rows = widen ? (int)(262144 / k) : (n + nt - 1) / nt;
@@ -369,8 +369,7 @@ static int by_panels(panel_fn fn, int m, int n, int k, const void *a, const uint
         fn(m, n0, nr, n, k, a, bt, c, w);
     }
     openblas_set_num_threads(saved);
-    return failed ? ws_err_set(err, WS_ENOMEM, "expert ffn: cannot allocate a weight panel")
-                  : 0;
+    return failed ? ws_err_set(err, WS_ENOMEM, "expert ffn: cannot allocate a weight panel") : 0;
 }
 
 /* c[:, n0:n0+nr] = a[m x k] bt[n0:n0+nr, :]^T, bf16 x bf16 -> fp32 (sbgemm). */
@@ -378,8 +377,8 @@ static void panel_sb(int m, int n0, int nr, int n, int k, const void *a, const u
                      float *c, void *scratch)
 {
     (void)scratch;
-    sbgemm_get()(CblasRowMajor, CblasNoTrans, CblasTrans, m, nr, k, 1.0f, a, k,
-                 bt + (size_t)n0 * k, k, 0.0f, c + n0, n);
+    sbgemm_get()(CblasRowMajor, CblasNoTrans, CblasTrans, m, nr, k, 1.0f, a, k, bt + (size_t)n0 * k,
+                 k, 0.0f, c + n0, n);
 }
 
 /* The same with bt's rows widened to fp32 in scratch first (sgemm). */
@@ -390,8 +389,8 @@ static void panel_widen(int m, int n0, int nr, int n, int k, const void *a, cons
     const uint16_t *src = bt + (size_t)n0 * k;
     for (long i = 0; i < (long)nr * k; i++)
         w[i] = ws_bf16_to_f32(src[i]);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, nr, k, 1.0f, a, k, w, k, 0.0f,
-                c + n0, n);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, nr, k, 1.0f, a, k, w, k, 0.0f, c + n0,
+                n);
 }
 
 static int ffn_sbgemm(const ws_expert_bf16 *e, const float *x, float *y, int m, int threads,
@@ -451,12 +450,9 @@ int ws_gemm_bf16_present(ws_gemm_bf16_backend b)
         pthread_mutex_unlock(&g_lock);
         return ok;
     }
-    case WS_GEMM_BF16_SBGEMM:
-        return sbgemm_get() != NULL;
-    case WS_GEMM_BF16_FP32:
-        return 1;
-    default:
-        return 0;
+    case WS_GEMM_BF16_SBGEMM: return sbgemm_get() != NULL;
+    case WS_GEMM_BF16_FP32: return 1;
+    default: return 0;
     }
 }
 
@@ -468,10 +464,9 @@ const char *ws_gemm_bf16_label(ws_gemm_bf16_backend b)
 int ws_expert_ffn_bf16_with(ws_gemm_bf16_backend b, const ws_expert_bf16 *e, const float *x,
                             float *y, int m, int threads, ws_err *err)
 {
-    if (!e || !x || !y || !e->w_gate_up || !e->w_down || m <= 0 || e->hidden <= 0 ||
-        e->inter <= 0)
-        return ws_err_set(err, WS_EINVAL, "expert ffn: bad shape m %d H %d I %d or NULL operand",
-                          m, e ? e->hidden : 0, e ? e->inter : 0);
+    if (!e || !x || !y || !e->w_gate_up || !e->w_down || m <= 0 || e->hidden <= 0 || e->inter <= 0)
+        return ws_err_set(err, WS_EINVAL, "expert ffn: bad shape m %d H %d I %d or NULL operand", m,
+                          e ? e->hidden : 0, e ? e->inter : 0);
     if (b == WS_GEMM_BF16_AUTO)
         return ws_expert_ffn_bf16(e, x, y, m, threads, err);
     if (b < 0 || b >= WS_GEMM_BF16_N)
@@ -535,8 +530,7 @@ static void evict(const ws_expert_bf16 *e)
  * over 0.1 s), weights evicted before each run, each backend judged by its fastest run.
  * Load from elsewhere on the host only adds time, and rounds in turn keep one burst of it
  * from spoiling every run of one backend. The last run leaves a valid y. */
-static int probe(const ws_expert_bf16 *e, const float *x, float *y, int m, int threads,
-                 ws_err *err)
+static int probe(const ws_expert_bf16 *e, const float *x, float *y, int m, int threads, ws_err *err)
 {
     double best_t[WS_GEMM_BF16_N], slowest = 0;
     int present[WS_GEMM_BF16_N], rc = 0, last = -1;
@@ -585,10 +579,9 @@ static int probe(const ws_expert_bf16 *e, const float *x, float *y, int m, int t
 int ws_expert_ffn_bf16(const ws_expert_bf16 *e, const float *x, float *y, int m, int threads,
                        ws_err *err)
 {
-    if (!e || !x || !y || !e->w_gate_up || !e->w_down || m <= 0 || e->hidden <= 0 ||
-        e->inter <= 0)
-        return ws_err_set(err, WS_EINVAL, "expert ffn: bad shape m %d H %d I %d or NULL operand",
-                          m, e ? e->hidden : 0, e ? e->inter : 0);
+    if (!e || !x || !y || !e->w_gate_up || !e->w_down || m <= 0 || e->hidden <= 0 || e->inter <= 0)
+        return ws_err_set(err, WS_EINVAL, "expert ffn: bad shape m %d H %d I %d or NULL operand", m,
+                          e ? e->hidden : 0, e ? e->inter : 0);
     ws_gemm_bf16_backend b = chosen(e->hidden, e->inter, m, threads);
     if (b == WS_GEMM_BF16_AUTO)
         return probe(e, x, y, m, threads, err);
