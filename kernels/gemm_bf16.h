@@ -14,9 +14,11 @@
  * they are cached by (m, hidden, inter, threads). Scratch (bf16 copies of x and h, the
  * gate/up product) is per calling thread, grown on demand.
  *
- * Calls are thread-safe; calls served by oneDNN are serialised (its primitives share one
- * scratchpad), each one using `threads` OpenMP threads. ws_gemm_bf16_release() frees the
- * cache and the calling thread's scratch. */
+ * Every backend runs on `threads` OpenMP threads (the OpenBLAS ones call the BLAS
+ * single-threaded per panel of output columns): two libraries' worker pools on the same
+ * cores stall each other. Calls are thread-safe; calls served by oneDNN are serialised
+ * (its primitives share one scratchpad). ws_gemm_bf16_release() frees the cache, the
+ * probe's choices and the calling thread's scratch (OpenMP workers keep their panels). */
 #ifndef WS_GEMM_BF16_H
 #define WS_GEMM_BF16_H
 
