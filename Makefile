@@ -35,7 +35,9 @@ export DEPS_PREFIX
 endif
 CFLAGS  ?= -O2 -g
 CFLAGS  += -std=c11 -D_GNU_SOURCE -Wall -Wextra -fPIC -pthread -MMD -MP $(INCS)
-LDLIBS  := -lgsl -lopenblas -lsqlite3 -ljansson -ldl -lm -pthread
+# oneDNN (bf16 expert GEMMs, kernels/gemm_bf16.c) runs on OpenMP: that file is built with
+# -fopenmp and everything links libgomp.
+LDLIBS  := -lgsl -lopenblas -ldnnl -lgomp -lsqlite3 -ljansson -ldl -lm -pthread
 ifneq ($(SAN),)
 CFLAGS  += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
 LDFLAGS += -fsanitize=address,undefined
@@ -87,8 +89,9 @@ CU_LDLIBS  := -L$(CUDA_LIBDIR) -Xlinker -rpath=$(CUDA_LIBDIR) -lcublas
 endif
 GPU_BENCH  := $(O)/tests/ws_gpu_bench
 SIM_BENCH  := $(O)/tests/ws_sim_bench
+EXPERT_BENCH := $(O)/tests/ws_expert_bench
 
-.PHONY: all deps test run sanitize bench-sim clean cuda-info gpu-bundle fuzz fuzz-smoke fuzz-build fuzz-bins
+.PHONY: all deps test run sanitize bench-sim bench-expert clean cuda-info gpu-bundle fuzz fuzz-smoke fuzz-build fuzz-bins
 all: deps cuda-info $(WS) $(CUDA_SO)
 
 deps:
@@ -108,6 +111,8 @@ endif
 $(O)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
+
+$(O)/obj/kernels/gemm_bf16.o: CFLAGS += -fopenmp
 
 $(O)/gen/embedded.c: $(EMBED_IN) scripts/embed.sh
 	@mkdir -p $(dir $@)
@@ -147,6 +152,15 @@ $(SIM_BENCH): $(O)/obj/tests/perf/sim_bench.o $(LIBWS)
 bench-sim: $(SIM_BENCH)
 	$(SIM_BENCH)
 
+# The bf16 expert FFN per backend at the models' expert shapes (tests/perf/expert_bench.c):
+# built with the tests, run only by `make bench-expert` (BENCH_ARGS: threads repeats max-m).
+$(EXPERT_BENCH): $(O)/obj/tests/perf/expert_bench.o $(LIBWS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) $^ $(LDLIBS) -o $@
+
+bench-expert: $(EXPERT_BENCH)
+	$(EXPERT_BENCH) $(BENCH_ARGS)
+
 # The CPU emulation of the GPU attention kernels (C++, no CUDA needed), linked
 # into the tests so the kernels' logic is checked on machines without a GPU.
 EMU_OBJ := $(O)/obj/tests/gpu/attn_emu.o
@@ -158,7 +172,7 @@ $(TESTBIN): $(TEST_OBJ) $(EMU_OBJ) $(LIBWS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) $(TEST_OBJ) $(EMU_OBJ) $(LIBWS) -lcriterion $(LDLIBS) -lstdc++ -o $@
 
-test: all $(TESTBIN) $(GPU_BENCH) $(SIM_BENCH)
+test: all $(TESTBIN) $(GPU_BENCH) $(SIM_BENCH) $(EXPERT_BENCH)
 	WRITESCOPE_BIN=$(abspath $(WS)) $(if $(CUDA_SO),WRITESCOPE_CUDA_LIB=$(abspath $(CUDA_SO))) \
 	    $(TESTBIN) --jobs 2 $(TEST_ARGS)
 

@@ -207,6 +207,13 @@ int ws_calib_fit_all(ws_calib_run *run, ws_err *err)
                 return ws_err_set(err, ferr.code, "calib: %s: %s", k->op, ferr.msg);
             if (isinf(p_fix))
                 r.p_fixed = 0; /* P was left out, not held at a measurement */
+            /* The expert GEMM streams its weights and computes in turn (oneDNN at decode
+             * sizes): t = c0 + F/P + B/W, kept when it predicts held-out samples better. */
+            ws_fit_result rs;
+            if (!strcmp(k->op, "expert_gemm") && ai_max > 1.5 * ai_min &&
+                !ws_fit_serial(pts, n, &rs, &ferr) && rs.converged && rs.peak_flops > 0 &&
+                rs.bandwidth > 0 && !(rs.heldout_mape_pct >= r.heldout_mape_pct))
+                r = rs;
         }
         rc = add_fit(run, k, &r, err);
     }
@@ -222,10 +229,14 @@ static void fit_row(const ws_calib_fit *f, ws_calibdb_fit *row)
     memset(row, 0, sizeof *row);
     row->key = f->key;
     snprintf(row->form, sizeof row->form, "%s",
-             r->form == WS_FIT_TRANSFER ? "transfer" : r->form == WS_FIT_FACTOR ? "factor" : "roofline");
+             r->form == WS_FIT_TRANSFER  ? "transfer"
+             : r->form == WS_FIT_FACTOR ? "factor"
+             : r->form == WS_FIT_SERIAL ? "serial"
+                                        : "roofline");
     row->c0 = r->c0;
     row->c0_se = r->c0_se;
-    const int has_p = r->form == WS_FIT_ROOFLINE && r->peak_flops > 0;
+    const int has_p =
+        (r->form == WS_FIT_ROOFLINE || r->form == WS_FIT_SERIAL) && r->peak_flops > 0;
     row->peak_flops = has_p ? r->peak_flops : NAN;
     row->peak_flops_se = has_p ? r->peak_flops_se : NAN;
     row->bandwidth = r->bandwidth;
@@ -273,8 +284,10 @@ static int rebuild_profile(ws_store *st, long long host_id, const char *name, co
         } cols[] = {{"c0", "s", f->c0, 0},
                     {"peak_flops", "flop/s", f->peak_flops, f->p_fixed},
                     {"bandwidth", "B/s", f->bandwidth, f->w_fixed},
-                    {"factor", "1", f->factor, 0}};
-        for (int c = 0; c < 4; c++) {
+                    {"factor", "1", f->factor, 0},
+                    /* 1: t = c0 + F/P + B/W (runtime/cost.h), not the max */
+                    {"serial", "1", strcmp(f->form, "serial") ? NAN : 1.0, 0}};
+        for (int c = 0; c < 5; c++) {
             double v = cols[c].v;
             if (isnan(v) || (c > 0 && !(v > 0)) || (c == 0 && !isnan(f->factor)))
                 continue; /* a factor has no fixed cost */

@@ -223,6 +223,8 @@ double ws_fit_predict(const ws_fit_result *f, double flops, double bytes)
 {
     double tf = f->peak_flops > 0 ? flops / f->peak_flops : 0.0;
     double tb = f->bandwidth > 0 ? bytes / f->bandwidth : 0.0;
+    if (f->form == WS_FIT_SERIAL)
+        return f->c0 + tf + tb;
     return f->c0 + (f->form == WS_FIT_TRANSFER ? tb : (tf > tb ? tf : tb));
 }
 
@@ -280,7 +282,7 @@ static void judge(ws_fit_result *r)
               isfinite(r->heldout_mape_pct) && r->heldout_mape_pct <= WS_FIT_GOOD_MAPE_PCT;
     if (!r->converged)
         snprintf(r->note, sizeof r->note, "did not converge");
-    else if (!(r->bandwidth > 0) || (r->form == WS_FIT_ROOFLINE && !(r->peak_flops > 0)))
+    else if (!(r->bandwidth > 0) || (r->form != WS_FIT_TRANSFER && !(r->peak_flops > 0)))
         snprintf(r->note, sizeof r->note, "non-positive rate");
     else if (!(r->heldout_mape_pct <= WS_FIT_GOOD_MAPE_PCT))
         snprintf(r->note, sizeof r->note, "poor: held-out MAPE %.1f%% > %.0f%%",
@@ -459,6 +461,111 @@ int ws_fit_transfer(const ws_fit_point *pts, int n, ws_fit_result *out, ws_err *
         for (int i = fold; i < n; i += k) {
             const ws_fit_point *p = &pts[ord[i]];
             ape += fabs(fa + fb * p->bytes / RATE_UNIT - p->t) / p->t;
+            tested++;
+        }
+    }
+    out->heldout_mape_pct = tested ? 100.0 * ape / tested : NAN;
+    free(ord);
+    free(train);
+    free(all);
+    judge(out);
+    return 0;
+}
+
+/* Weighted linear fit t = c[0] + c[1] F + c[2] B on the points idx (rates in RATE_UNIT),
+ * least absolute relative deviation by reweighting as lin_subset; c0 < 0 refits through
+ * the origin. se[] are the standard errors of c[]. */
+static int serial_subset(const ws_fit_point *pts, const int *idx, int n, double c[3],
+                         double se[3])
+{
+    int rc = GSL_SUCCESS;
+    for (int p0 = 0; p0 < 2; p0++) { /* p0 1: c0 held at 0 */
+        const size_t np = p0 ? 2 : 3;
+        gsl_matrix *X = gsl_matrix_alloc((size_t)n, np), *C = gsl_matrix_alloc(np, np);
+        gsl_vector *y = gsl_vector_alloc((size_t)n), *w = gsl_vector_alloc((size_t)n),
+                   *v = gsl_vector_alloc(np);
+        for (int i = 0; i < n; i++) {
+            const ws_fit_point *p = &pts[idx[i]];
+            if (!p0)
+                gsl_matrix_set(X, (size_t)i, 0, 1.0);
+            gsl_matrix_set(X, (size_t)i, np - 2, p->flops / RATE_UNIT);
+            gsl_matrix_set(X, (size_t)i, np - 1, p->bytes / RATE_UNIT);
+            gsl_vector_set(y, (size_t)i, p->t);
+            gsl_vector_set(w, (size_t)i, 1.0 / (p->t * p->t));
+        }
+        gsl_multifit_linear_workspace *ws = gsl_multifit_linear_alloc((size_t)n, np);
+        double chisq = 0;
+        rc = gsl_multifit_wlinear(X, w, y, v, C, &chisq, ws);
+        for (int it = 0; rc == GSL_SUCCESS && it < IRLS_ROUNDS; it++) {
+            for (int i = 0; i < n; i++) {
+                double t = gsl_vector_get(y, (size_t)i), m = 0;
+                for (size_t j = 0; j < np; j++)
+                    m += gsl_matrix_get(X, (size_t)i, j) * gsl_vector_get(v, j);
+                double r = fabs(m - t) / t;
+                gsl_vector_set(w, (size_t)i, 1.0 / (t * t * (r > IRLS_FLOOR ? r : IRLS_FLOOR)));
+            }
+            rc = gsl_multifit_wlinear(X, w, y, v, C, &chisq, ws);
+        }
+        const double s = n > (int)np ? chisq / (n - (int)np) : 1.0;
+        c[0] = p0 ? 0 : gsl_vector_get(v, 0);
+        se[0] = p0 ? 0 : sqrt(gsl_matrix_get(C, 0, 0) * s);
+        for (int j = 1; j < 3; j++) {
+            c[j] = gsl_vector_get(v, np - 3 + j);
+            se[j] = sqrt(gsl_matrix_get(C, np - 3 + j, np - 3 + j) * s);
+        }
+        gsl_multifit_linear_free(ws);
+        gsl_matrix_free(X);
+        gsl_matrix_free(C);
+        gsl_vector_free(y);
+        gsl_vector_free(w);
+        gsl_vector_free(v);
+        if (rc != GSL_SUCCESS || c[0] >= 0)
+            break;
+    }
+    return rc;
+}
+
+int ws_fit_serial(const ws_fit_point *pts, int n, ws_fit_result *out, ws_err *err)
+{
+    memset(out, 0, sizeof *out);
+    out->form = WS_FIT_SERIAL;
+    out->n = n;
+    int rc = check_points(pts, n, err);
+    if (rc)
+        return rc;
+    gsl_set_error_handler_off();
+    int *all = malloc(sizeof(int) * (size_t)n), *train = malloc(sizeof(int) * (size_t)n);
+    for (int i = 0; i < n; i++)
+        all[i] = i;
+    double c[3], se[3];
+    out->converged = serial_subset(pts, all, n, c, se) == GSL_SUCCESS;
+    out->c0_at_bound = c[0] == 0;
+    out->c0 = c[0];
+    out->c0_se = se[0];
+    out->peak_flops = c[1] > 0 ? RATE_UNIT / c[1] : 0;
+    out->peak_flops_se = c[1] > 0 ? RATE_UNIT * se[1] / (c[1] * c[1]) : 0;
+    out->bandwidth = c[2] > 0 ? RATE_UNIT / c[2] : 0;
+    out->bandwidth_se = c[2] > 0 ? RATE_UNIT * se[2] / (c[2] * c[2]) : 0;
+    double tf = 0, tb = 0;
+    for (int i = 0; i < n; i++) {
+        tf += c[1] * pts[i].flops / RATE_UNIT;
+        tb += c[2] * pts[i].bytes / RATE_UNIT;
+    }
+    out->compute_bound = tf > tb;
+    stats(pts, n, out, &out->r2, &out->train_mape_pct);
+    int k = n < WS_FIT_KFOLD ? n : WS_FIT_KFOLD, *ord = fold_order(pts, n), tested = 0;
+    double ape = 0;
+    for (int fold = 0; fold < k; fold++) {
+        int m = 0;
+        for (int i = 0; i < n; i++)
+            if (i % k != fold)
+                train[m++] = ord[i];
+        double fc[3], fse[3];
+        serial_subset(pts, train, m, fc, fse);
+        for (int i = fold; i < n; i += k) {
+            const ws_fit_point *p = &pts[ord[i]];
+            double mt = fc[0] + (fc[1] * p->flops + fc[2] * p->bytes) / RATE_UNIT;
+            ape += fabs(mt - p->t) / p->t;
             tested++;
         }
     }

@@ -2,6 +2,8 @@
  *
  *   roofline   t = c0 + max(F / P, B / W)   (Levenberg-Marquardt, gsl_multifit_nlinear)
  *   transfer   t = c0 + B / W               (weighted linear least squares)
+ *   serial     t = c0 + F / P + B / W       (the same, two rates: a kernel that streams
+ *                                            its operands and computes in turn, not at once)
  *
  * Residuals are relative ((model - t) / t), because samples span orders of magnitude and
  * the cost model is judged by its relative error; the fits minimise the sum of |relative
@@ -33,6 +35,7 @@ typedef enum ws_fit_form {
     WS_FIT_ROOFLINE = 0, /* c0 + max(F/P, B/W) */
     WS_FIT_TRANSFER = 1, /* c0 + B/W */
     WS_FIT_FACTOR = 2,   /* a ratio of two measured times (contention, pinned memory) */
+    WS_FIT_SERIAL = 3,   /* c0 + F/P + B/W */
 } ws_fit_form;
 
 typedef struct ws_fit_result {
@@ -53,6 +56,8 @@ typedef struct ws_fit_result {
 /* Roofline fit. p_fix / w_fix > 0 hold P / W at that value (not both). Needs n >= 3. */
 int ws_fit_roofline(const ws_fit_point *pts, int n, double p_fix, double w_fix, ws_fit_result *out,
                     ws_err *err);
+/* Serial fit. Needs n >= 3 and samples over more than one intensity. */
+int ws_fit_serial(const ws_fit_point *pts, int n, ws_fit_result *out, ws_err *err);
 /* Transfer fit. Needs n >= 3. */
 int ws_fit_transfer(const ws_fit_point *pts, int n, ws_fit_result *out, ws_err *err);
 /* Factor = t_num / t_den from two samples given as (median, min, max) over n repeats

@@ -11,7 +11,7 @@
 
 #include "attn_cpu.h"
 #include "cpu_features.h"
-#include "gemm_cpu.h"
+#include "gemm_bf16.h"
 #include "kv_slab.h"
 #include "measure_gpu.h"
 #include "membw.h"
@@ -438,57 +438,84 @@ static int pinned_vs_pageable(ctx *c)
 
 /* ---- CPU expert GEMM ---------------------------------------------------------------- */
 
+/* The runtime's routed-expert FFN (gemm_bf16.h: bf16 weights, fp32 activations, the
+ * backend its probe picks for the shape) at the shipped models' expert shapes and the
+ * token counts per expert a decode step hits. A step that hits D experts streams each one
+ * from DRAM, so every timed call starts with its expert's weights evicted from every cache
+ * (ws_membw_evict); x stays warm, as it does in a step. The configurations are timed in
+ * round-robin rounds (drift is shared, not tilted into the fit), after one untimed call
+ * each (the probe, oneDNN's primitive creation). */
+#define EXPERT_MODELS 3
+#define EXPERT_TOKS 10
+
 static int expert_sweep(ctx *c)
 {
-    static const char *const models[] = {"qwen3-30b-a3b", "deepseek-v2-lite", "mixtral-8x7b"};
-    int toks_q[] = {1, 8, 64, 512}, toks_d[] = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512};
-    int *toks = c->o->quick ? toks_q : toks_d, n_tok = c->o->quick ? 4 : 10;
-    int reps = 3, rc = 0;
-    /* Keep one call under ~2 (quick: ~0.4) GFLOP so Mixtral's wide experts fit the budget. */
-    const double max_flops = c->o->quick ? 0.4e9 : 2e9;
-    for (int mi = 0; mi < 3 && !rc; mi++) {
+    static const char *const models[EXPERT_MODELS] = {"qwen3-30b-a3b", "deepseek-v2-lite",
+                                                      "mixtral-8x7b"};
+    static const int toks[EXPERT_TOKS] = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512};
+    const int rounds = c->o->quick ? 9 : 15, max_m = 512;
+    const int threads = ws_pool_threads(c->pool);
+    int rc = 0, hd[EXPERT_MODELS], in[EXPERT_MODELS], max_h = 0;
+    uint16_t *w[EXPERT_MODELS] = {0};
+    for (int mi = 0; mi < EXPERT_MODELS && !rc; mi++) {
         char path[WS_PATH_MAX];
         ws_model m;
         if ((rc = ws_model_resolve(models[mi], path, sizeof path, c->err)) ||
             (rc = ws_model_load(path, &m, c->err)))
-            return rc;
-        const int H = m.hidden, IN = m.moe_intermediate;
-        size_t wn = (size_t)H * IN * 3, max_m = 512;
-        float *w = malloc(sizeof(float) * wn), *x = malloc(sizeof(float) * max_m * H),
-              *y = malloc(sizeof(float) * max_m * H), *scr = malloc(sizeof(float) * max_m * 2 * IN);
-        if (!w || !x || !y || !scr) {
-            free(w), free(x), free(y), free(scr);
-            return ws_err_set(c->err, WS_ENOMEM, "calib: cannot allocate expert weights");
+            break;
+        hd[mi] = m.hidden, in[mi] = m.moe_intermediate;
+        max_h = hd[mi] > max_h ? hd[mi] : max_h;
+        const size_t wn = (size_t)3 * hd[mi] * in[mi];
+        /* Huge pages (a hint), as the runtime's weights: with 4 KiB pages a wide expert
+         * (Mixtral's 352 MB) streams at the TLB's pace, not DRAM's. */
+        const size_t huge = (size_t)2 << 20, wb = (sizeof(uint16_t) * wn + huge - 1) / huge * huge;
+        if ((w[mi] = aligned_alloc(huge, wb)))
+            madvise(w[mi], wb, MADV_HUGEPAGE);
+        if (!w[mi]) {
+            rc = ws_err_set(c->err, WS_ENOMEM, "calib: cannot allocate expert weights");
+            break;
         }
         for (size_t i = 0; i < wn; i++)
-            w[i] = (float)((i * 2654435761u) % 1000) * 1e-4f - 0.05f;
-        for (size_t i = 0; i < max_m * H; i++)
-            x[i] = (float)(i % 17) * 0.01f;
-        ws_expert_f32 e = {H, IN, w, w + (size_t)H * 2 * IN};
-        int threads = ws_pool_threads(c->pool);
-        for (int ti = 0; ti < n_tok && !rc; ti++) {
-            double t[MAX_REPEATS], flops, bytes;
-            ws_expert_cost(H, IN, toks[ti], &flops, &bytes);
-            if (ti > 0 && flops > max_flops)
-                break;
-            char label[96];
-            snprintf(label, sizeof label, "expert GEMM %s, %d tokens", models[mi], toks[ti]);
-            progress(c, (mi + (double)ti / n_tok) / 3.0, label);
-            for (int r = -1; r < reps && !rc; r++) {
-                double t0 = ws_now_s();
-                rc = ws_expert_ffn_cpu(&e, x, y, toks[ti], scr, threads, c->err);
-                if (r >= 0)
-                    t[r] = ws_now_s() - t0;
-            }
-            if (rc || (rc = stopped(c)))
-                break;
-            rc = add(c, "cpu", "expert_gemm", "fp32", "", flops, bytes, t, reps,
-                     "{\"model\": \"%s\", \"tokens\": %d, \"hidden\": %d, \"inter\": %d, "
-                     "\"threads\": %d, \"blas\": \"openblas sgemm\"}",
-                     models[mi], toks[ti], H, IN, threads);
-        }
-        free(w), free(x), free(y), free(scr);
+            w[mi][i] = ws_bf16_from_f32((float)((i * 2654435761u) % 1000) * 1e-4f - 0.05f);
     }
+    float *x = rc ? NULL : malloc(sizeof(float) * max_m * max_h);
+    float *y = rc ? NULL : malloc(sizeof(float) * max_m * max_h);
+    static double t[EXPERT_MODELS][EXPERT_TOKS][MAX_REPEATS];
+    if (!rc && (!x || !y))
+        rc = ws_err_set(c->err, WS_ENOMEM, "calib: cannot allocate expert activations");
+    for (size_t i = 0; !rc && i < (size_t)max_m * max_h; i++)
+        x[i] = (float)(i % 17) * 0.01f - 0.08f;
+    const int n_cfg = EXPERT_MODELS * EXPERT_TOKS;
+    for (int r = -1; r < rounds && !rc; r++)
+        for (int k = 0; k < n_cfg && !rc; k++) {
+            const int mi = k / EXPERT_TOKS, ti = k % EXPERT_TOKS, m = toks[ti];
+            const size_t wn = (size_t)3 * hd[mi] * in[mi];
+            ws_expert_bf16 e = {hd[mi], in[mi], w[mi], w[mi] + (size_t)hd[mi] * 2 * in[mi]};
+            char label[96];
+            snprintf(label, sizeof label, "expert GEMM %s, %d tokens", models[mi], m);
+            progress(c, ((r + 1) * n_cfg + k) / (double)((rounds + 1) * n_cfg), label);
+            ws_membw_evict(w[mi], sizeof(uint16_t) * wn);
+            double t0 = ws_now_s();
+            rc = ws_expert_ffn_bf16(&e, x, y, m, threads, c->err);
+            if (r >= 0)
+                t[mi][ti][r] = ws_now_s() - t0;
+            if (!rc)
+                rc = stopped(c);
+        }
+    for (int k = 0; k < n_cfg && !rc; k++) {
+        const int mi = k / EXPERT_TOKS, ti = k % EXPERT_TOKS, m = toks[ti];
+        double flops, bytes;
+        ws_expert_bf16_cost(hd[mi], in[mi], m, &flops, &bytes);
+        rc = add(c, "cpu", "expert_gemm", "bf16", "", flops, bytes, t[mi][ti], rounds,
+                 "{\"model\": \"%s\", \"tokens\": %d, \"hidden\": %d, \"inter\": %d, "
+                 "\"threads\": %d, \"weights\": \"bf16, evicted before each call\", "
+                 "\"backend\": \"%s\"}",
+                 models[mi], m, hd[mi], in[mi], threads,
+                 ws_gemm_bf16_backend_name(hd[mi], in[mi], m, threads));
+    }
+    for (int mi = 0; mi < EXPERT_MODELS; mi++)
+        free(w[mi]);
+    free(x), free(y);
     return rc;
 }
 

@@ -1,8 +1,7 @@
-/* gemm_cpu: dense matrix products on the CPU through the BLAS (OpenBLAS), and the routed
- * expert feed-forward block built on them, y = (silu(x Wg) * (x Wu)) Wd -- what the CPU
- * runs for MoE experts while the GPU streams KV. Used by the calibrator (expert GEMM cost)
- * and the runtime. fp32 weights: Debian's OpenBLAS has no bf16 GEMM (sbgemm), so the
- * calibrator records the dtype it actually ran. */
+/* gemm_cpu: dense fp32 matrix products on the CPU through the BLAS (OpenBLAS), and the
+ * routed expert feed-forward block built on them, y = (silu(x Wg) * (x Wu)) Wd, fp32
+ * weights. The calibrator's link-contention load runs it; the runtime's experts and the
+ * calibrator's expert sweep run the bf16-weight block of gemm_bf16.h. */
 #ifndef WS_GEMM_CPU_H
 #define WS_GEMM_CPU_H
 

@@ -76,7 +76,26 @@ static int roof(const ws_profile *p, const char *pre, const char *p_key, const c
                    : (set_val(&r->P, 0, WS_SOURCE_MODELED, "-"), 0);
     if (!rc && (!pre || !calibrated(p, pre, "bandwidth", &r->W)))
         rc = product(p, w_key, w_eff, &r->W, err);
+    ws_cost_val serial;
+    r->serial = pre && calibrated(p, pre, "serial", &serial) && serial.v > 0;
     return rc;
+}
+
+/* The CPU experts' calibrated prefix: the bf16-weight FFN the runtime runs
+ * (cpu.expert_gemm.bf16), else an older profile's fp32 sweep. */
+static const char *expert_prefix(const ws_profile *p)
+{
+    static const char *const pre[2] = {"cpu.expert_gemm.bf16", "cpu.expert_gemm.fp32"};
+    for (int i = 0; i < 2; i++) {
+        char key[64];
+        snprintf(key, sizeof key, "%s.bandwidth", pre[i]);
+        if (positive(p, key))
+            return pre[i];
+        snprintf(key, sizeof key, "%s.peak_flops", pre[i]);
+        if (positive(p, key))
+            return pre[i];
+    }
+    return pre[0];
 }
 
 /* The calibrated prefix "dev.op.kind.dtype" with a key the profile has, trying kind and
@@ -120,7 +139,7 @@ int ws_cost_hw_load(const ws_profile *gpu, const ws_profile *host, ws_attn_kind 
     attn_prefix(host, "cpu", kind, kv, pre, sizeof pre);
     if ((rc = roof(host, pre, "fp32_flops", "flops_eff", "dram_bw", "dram_eff", &hw->cpu_attn,
                    err)) ||
-        (rc = roof(host, "cpu.expert_gemm.fp32", "fp32_flops", "flops_eff", "dram_bw", "dram_eff",
+        (rc = roof(host, expert_prefix(host), "fp32_flops", "flops_eff", "dram_bw", "dram_eff",
                    &hw->cpu_expert, err)))
         return rc;
     if (!calibrated(host, "cpu.membw_read", "bandwidth", &hw->cpu_mem_bw) &&

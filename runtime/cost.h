@@ -4,7 +4,7 @@
  * with (c0, P, W) per (device, operation). ws_cost_hw_load reads them ONCE from a GPU and a
  * host profile (store/profile.h) into plain structs, each value with its source: the
  * calibrated key where the profile has it (cpu.attn.<kind>.<dtype>.{c0,peak_flops,bandwidth},
- * cpu.expert_gemm.fp32.*, cpu.membw_read.bandwidth, gpu.attn.*, gpu.gemm.<dtype>.*,
+ * cpu.expert_gemm.bf16.* (else .fp32.*), cpu.membw_read.bandwidth, gpu.attn.*, gpu.gemm.<dtype>.*,
  * link.h2d.*, link.d2h.*, link.h2d_gemm_contention_factor.factor), else datasheet x
  * efficiency (fp32_flops x flops_eff, dram_bw x dram_eff, <dtype>_flops x tensor_eff,
  * hbm_bw x hbm_eff, h2d_bw, d2h_bw, h2d_contention; such products are labelled modeled).
@@ -54,6 +54,8 @@ typedef struct ws_cost_val {
 /* A roofline: t = c0 + max(F / P, B / W); P or W of 0 drops that side. */
 typedef struct ws_cost_roof {
     ws_cost_val c0, P, W;
+    int serial; /* 1: c0 + F/P + B/W (the profile's <prefix>.serial), a kernel that streams and
+                 * computes in turn; 0: the roofline's max */
 } ws_cost_roof;
 
 /* The hardware as the cost model sees it. */
@@ -79,7 +81,7 @@ int ws_cost_hw_load(const ws_profile *gpu, const ws_profile *host, ws_attn_kind 
 static inline double ws_cost_roof_time(const ws_cost_roof *r, double flops, double bytes)
 {
     double tf = r->P.v > 0 ? flops / r->P.v : 0.0, tb = r->W.v > 0 ? bytes / r->W.v : 0.0;
-    return r->c0.v + (tf > tb ? tf : tb);
+    return r->c0.v + (r->serial ? tf + tb : tf > tb ? tf : tb);
 }
 
 /* Choices of a run that the profile does not hold. */

@@ -19,7 +19,7 @@ debs=$dir/debs
 root=$dir/prefix
 
 # The packages the build needs; their dependencies are added below.
-ROOTS="libgsl-dev libsqlite3-dev libjansson-dev libopenblas-dev libopenblas-pthread-dev libcriterion-dev"
+ROOTS="libgsl-dev libsqlite3-dev libjansson-dev libopenblas-dev libopenblas-pthread-dev libdnnl-dev libcriterion-dev"
 SKIP=" libc6 libc6-dev libc-dev-bin libcrypt1 libcrypt-dev linux-libc-dev libnsl-dev libtirpc-dev
  libgcc-s1 libstdc++6 gcc-12-base gcc-13-base gcc-14-base zlib1g zlib1g-dev
  pkg-config pkgconf pkgconf-bin libboxfort-dev libffi-dev libgit2-dev libnanomsg-dev "

@@ -548,3 +548,49 @@ Test(cost, every_model_on_every_profile)
     ws_profile_free(&h);
     ws_store_close(s);
 }
+
+/* The CPU experts read the bf16 expert fit (what the runtime runs) before an fp32 one. */
+Test(cost, expert_fit_prefers_bf16)
+{
+    ws_profile_param hp[] = {
+        {"dram_bw", 1e11, "B/s", WS_SOURCE_DATASHEET, ""},
+        {"dram_eff", 0.5, "1", WS_SOURCE_MODELED, ""},
+        {"fp32_flops", 1e12, "flop/s", WS_SOURCE_DATASHEET, ""},
+        {"flops_eff", 0.5, "1", WS_SOURCE_MODELED, ""},
+        {"cpu.expert_gemm.fp32.bandwidth", 3e10, "B/s", WS_SOURCE_FITTED, ""},
+        {"cpu.expert_gemm.fp32.c0", 1e-5, "s", WS_SOURCE_FITTED, ""},
+        {"cpu.expert_gemm.bf16.bandwidth", 4e10, "B/s", WS_SOURCE_FITTED, ""},
+        {"cpu.expert_gemm.bf16.peak_flops", 6e11, "flop/s", WS_SOURCE_FITTED, ""},
+        {"cpu.expert_gemm.bf16.c0", 2e-5, "s", WS_SOURCE_FITTED, ""},
+        {"cpu.expert_gemm.bf16.serial", 1, "1", WS_SOURCE_FITTED, ""},
+    };
+    ws_profile_param gp[] = {
+        {"mem_bytes", 4e10, "B", WS_SOURCE_DATASHEET, ""},
+        {"hbm_bw", 1e12, "B/s", WS_SOURCE_DATASHEET, ""},
+        {"bf16_flops", 1e14, "flop/s", WS_SOURCE_DATASHEET, ""},
+        {"h2d_bw", 2e10, "B/s", WS_SOURCE_MODELED, ""},
+        {"d2h_bw", 2e10, "B/s", WS_SOURCE_MODELED, ""},
+        {"h2d_contention", 0.6, "1", WS_SOURCE_MODELED, ""},
+    };
+    ws_profile host = {.name = "h", .kind = "host", .params = hp, .n_params = 10};
+    ws_profile gpu = {.name = "g", .kind = "gpu", .params = gp, .n_params = 6};
+    ws_cost_hw hw;
+    ws_err err = {0};
+    cr_assert_eq(ws_cost_hw_load(&gpu, &host, WS_ATTN_GQA, WS_DT_BF16, WS_DT_BF16, &hw, &err), 0,
+                 "%s", err.msg);
+    near(hw.cpu_expert.W.v, 4e10);
+    near(hw.cpu_expert.P.v, 6e11);
+    near(hw.cpu_expert.c0.v, 2e-5);
+    cr_assert_str_eq(hw.cpu_expert.W.from, "cpu.expert_gemm.bf16.bandwidth");
+    cr_assert_eq(hw.cpu_expert.serial, 1);
+    /* The serial form adds the terms: c0 + F/P + B/W. */
+    near(ws_cost_roof_time(&hw.cpu_expert, 6e9, 4e8), 2e-5 + 6e9 / 6e11 + 4e8 / 4e10);
+    /* An older profile with the fp32 sweep only. */
+    host.n_params = 6;
+    cr_assert_eq(ws_cost_hw_load(&gpu, &host, WS_ATTN_GQA, WS_DT_BF16, WS_DT_BF16, &hw, &err), 0,
+                 "%s", err.msg);
+    near(hw.cpu_expert.W.v, 3e10);
+    near(hw.cpu_expert.c0.v, 1e-5);
+    near(hw.cpu_expert.P.v, 0.5e12);
+    cr_assert_eq(hw.cpu_expert.serial, 0);
+}

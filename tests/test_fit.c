@@ -132,3 +132,27 @@ Test(fit, negative_c0_is_held_at_zero)
     cr_assert_eq(tr.c0, 0.0);
     cr_assert_gt(tr.bandwidth, 9e9);
 }
+
+/* An expert GEMM that streams its weights and computes in turn: t = c0 + F/P + B/W. The
+ * serial fit recovers it; the roofline's max misses the sum where the two terms are equal. */
+Test(fit, serial_recovers_sum_and_beats_roofline)
+{
+    ws_fit_point pts[30];
+    for (int i = 0; i < 30; i++) {
+        double B = 1e7 * (1 + i % 3 * 16), m = pow(2, i / 3), F = 2 * m * B / 2;
+        pts[i] = (ws_fit_point){F, B, (30e-6 + F / 900e9 + B / 35e9) * (1 + noise(0.01))};
+    }
+    ws_fit_result s, r;
+    cr_assert_eq(ws_fit_serial(pts, 30, &s, NULL), 0);
+    cr_assert(s.good, "%s", s.note);
+    cr_assert_eq(s.form, WS_FIT_SERIAL);
+    cr_assert_float_eq(s.peak_flops, 900e9, 0.03 * 900e9, "P %g", s.peak_flops);
+    cr_assert_float_eq(s.bandwidth, 35e9, 0.03 * 35e9, "W %g", s.bandwidth);
+    cr_assert_float_eq(s.c0, 30e-6, 10e-6, "c0 %g", s.c0);
+    cr_assert_lt(s.heldout_mape_pct, 2.0);
+    cr_assert_float_eq(ws_fit_predict(&s, 9e9, 1e8), s.c0 + 9e9 / s.peak_flops + 1e8 / s.bandwidth,
+                       1e-12);
+    cr_assert_eq(ws_fit_roofline(pts, 30, 0, 0, &r, NULL), 0);
+    cr_assert_gt(r.heldout_mape_pct, 2 * s.heldout_mape_pct, "roofline %.2f%%, serial %.2f%%",
+                 r.heldout_mape_pct, s.heldout_mape_pct);
+}
