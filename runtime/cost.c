@@ -75,10 +75,42 @@ static int roof(const ws_profile *p, const char *pre, const char *p_key, const c
         rc = p_key ? product(p, p_key, p_eff, &r->P, err)
                    : (set_val(&r->P, 0, WS_SOURCE_MODELED, "-"), 0);
     if (!rc && (!pre || !calibrated(p, pre, "bandwidth", &r->W)))
-        rc = product(p, w_key, w_eff, &r->W, err);
+        rc = w_key ? product(p, w_key, w_eff, &r->W, err)
+                   : (set_val(&r->W, 0, WS_SOURCE_MODELED, "-"), 0);
     ws_cost_val serial;
     r->serial = pre && calibrated(p, pre, "serial", &serial) && serial.v > 0;
     return rc;
+}
+
+/* *o = alt, labelled as standing in for the datasheet key `key`; 0 when alt has no value. */
+static int stand_in(const ws_cost_val *alt, const char *key, ws_cost_val *o)
+{
+    if (!alt || !(alt->v > 0))
+        return 0;
+    char from[192];
+    snprintf(from, sizeof from, "no datasheet %s: %.150s", key, alt->from);
+    set_val(o, alt->v, alt->src, from);
+    return 1;
+}
+
+/* A CPU roofline: the calibrated prefix, else the datasheet keys, else (a host with no
+ * datasheet profile) the calibrated figures p_alt and w_alt it does have. */
+static int cpu_roof(const ws_profile *h, const char *pre, const ws_cost_val *p_alt,
+                    const ws_cost_val *w_alt, ws_cost_roof *r, ws_err *err)
+{
+    const int ds_p = positive(h, "fp32_flops") != NULL, ds_w = positive(h, "dram_bw") != NULL;
+    int rc = roof(h, pre, ds_p ? "fp32_flops" : NULL, "flops_eff", ds_w ? "dram_bw" : NULL,
+                  "dram_eff", r, err);
+    if (rc)
+        return rc;
+    if (!ds_p && !(r->P.v > 0))
+        stand_in(p_alt, "fp32_flops", &r->P);
+    if (!ds_w && !(r->W.v > 0) && !stand_in(w_alt, "dram_bw", &r->W))
+        return ws_err_set(err, WS_ENOTFOUND,
+                          "profile %s has no positive parameter 'dram_bw' nor a calibrated "
+                          "bandwidth for %s",
+                          h->name, pre);
+    return 0;
 }
 
 /* The CPU experts' calibrated prefix: the bf16-weight FFN the runtime runs
@@ -136,14 +168,17 @@ int ws_cost_hw_load(const ws_profile *gpu, const ws_profile *host, ws_attn_kind 
     snprintf(hw->host, sizeof hw->host, "%s", host->name);
     char pre[160];
     int rc;
-    attn_prefix(host, "cpu", kind, kv, pre, sizeof pre);
-    if ((rc = roof(host, pre, "fp32_flops", "flops_eff", "dram_bw", "dram_eff", &hw->cpu_attn,
-                   err)) ||
-        (rc = roof(host, expert_prefix(host), "fp32_flops", "flops_eff", "dram_bw", "dram_eff",
-                   &hw->cpu_expert, err)))
-        return rc;
     if (!calibrated(host, "cpu.membw_read", "bandwidth", &hw->cpu_mem_bw) &&
         (rc = product(host, "dram_bw", "dram_eff", &hw->cpu_mem_bw, err)))
+        return rc;
+    /* Without datasheet keys: attention's P from the experts' calibrated peak, the experts'
+     * from attention's, W from the measured read bandwidth. */
+    const char *xpre = expert_prefix(host);
+    ws_cost_val xpeak = {0};
+    calibrated(host, xpre, "peak_flops", &xpeak);
+    attn_prefix(host, "cpu", kind, kv, pre, sizeof pre);
+    if ((rc = cpu_roof(host, pre, &xpeak, &hw->cpu_mem_bw, &hw->cpu_attn, err)) ||
+        (rc = cpu_roof(host, xpre, &hw->cpu_attn.P, &hw->cpu_mem_bw, &hw->cpu_expert, err)))
         return rc;
     attn_prefix(gpu, "gpu", kind, kv, pre, sizeof pre);
     if ((rc = roof(gpu, pre, gpu_flops_key(gpu, kv), "tensor_eff", "hbm_bw", "hbm_eff",

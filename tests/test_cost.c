@@ -183,6 +183,53 @@ Test(cost, calibrated_key_wins)
     cr_assert(strstr(hw.h2d_contention.from, "no h2d_contention"), "%s", hw.h2d_contention.from);
 }
 
+/* A calibrated host with no datasheet profile whose expert fit was rejected: the experts'
+ * roofline comes from the calibrated figures the host has, each saying where from. */
+Test(cost, calibrated_only_host_falls_back)
+{
+    ws_profile_param hp[] = {
+        {"cpu.attn.gqa.bf16.c0", 2e-5, "s", WS_SOURCE_FITTED, ""},
+        {"cpu.attn.gqa.bf16.peak_flops", 3e11, "flop/s", WS_SOURCE_FITTED, ""},
+        {"cpu.attn.gqa.bf16.bandwidth", 4e10, "B/s", WS_SOURCE_MEASURED, ""},
+        {"cpu.membw_read.bandwidth", 4.5e10, "B/s", WS_SOURCE_FITTED, ""},
+    };
+    ws_profile_param gp[] = {
+        {"mem_bytes", 4e10, "B", WS_SOURCE_DATASHEET, ""},
+        {"hbm_bw", 1e12, "B/s", WS_SOURCE_DATASHEET, ""},
+        {"bf16_flops", 1e14, "flop/s", WS_SOURCE_DATASHEET, ""},
+        {"h2d_bw", 2e10, "B/s", WS_SOURCE_MODELED, ""},
+        {"d2h_bw", 2e10, "B/s", WS_SOURCE_MODELED, ""},
+    };
+    ws_profile host = {.name = "host:x", .kind = "host", .params = hp, .n_params = 4};
+    ws_profile gpu = {.name = "g", .kind = "gpu", .params = gp, .n_params = 5};
+    ws_cost_hw hw;
+    ws_err err = {0};
+    cr_assert_eq(ws_cost_hw_load(&gpu, &host, WS_ATTN_GQA, WS_DT_BF16, WS_DT_BF16, &hw, &err), 0,
+                 "%s", err.msg);
+    near(hw.cpu_expert.P.v, 3e11);
+    cr_assert_eq(hw.cpu_expert.P.src, WS_SOURCE_FITTED);
+    cr_assert(strstr(hw.cpu_expert.P.from, "no datasheet fp32_flops") &&
+                  strstr(hw.cpu_expert.P.from, "cpu.attn.gqa.bf16.peak_flops"),
+              "%s", hw.cpu_expert.P.from);
+    near(hw.cpu_expert.W.v, 4.5e10);
+    cr_assert(strstr(hw.cpu_expert.W.from, "cpu.membw_read.bandwidth"), "%s",
+              hw.cpu_expert.W.from);
+    near(hw.cpu_expert.c0.v, 0);
+    /* Attention without its fit either: W from the read bandwidth, no flops side. */
+    host.params = hp + 3;
+    host.n_params = 1;
+    cr_assert_eq(ws_cost_hw_load(&gpu, &host, WS_ATTN_GQA, WS_DT_BF16, WS_DT_BF16, &hw, &err), 0,
+                 "%s", err.msg);
+    near(hw.cpu_attn.W.v, 4.5e10);
+    cr_assert(strstr(hw.cpu_attn.W.from, "no datasheet dram_bw"), "%s", hw.cpu_attn.W.from);
+    near(hw.cpu_attn.P.v, 0);
+    near(hw.cpu_expert.W.v, 4.5e10);
+    /* Nothing to stand in for the bandwidth: an error naming it. */
+    host.n_params = 0;
+    cr_assert_neq(ws_cost_hw_load(&gpu, &host, WS_ATTN_GQA, WS_DT_BF16, WS_DT_BF16, &hw, &err),
+                  0);
+}
+
 /* A stored calibration of the paper's GPU with the link measured alone and under CPU expert
  * GEMMs: loading the datasheet name gives the measured contention, source fitted. */
 Test(cost, stored_calibration_sets_contention)
