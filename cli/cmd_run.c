@@ -109,10 +109,10 @@ static int store_run(const char *db, const ws_engine_cfg *c, const ws_run_result
     run.seed = c->seed;
     snprintf(run.params, sizeof run.params,
              "{\"window\": %d, \"page_tokens\": %d, \"r_static\": %g, \"threads\": %d, "
-             "\"verify\": %d, \"expert_slots\": %d, \"expert_dtype\": \"fp32\", "
-             "\"layers_note\": \"%s\"}",
+             "\"verify\": %d, \"expert_slots\": %d, \"expert_dtype\": \"bf16\", "
+             "\"expert_backend\": \"%s\", \"layers_note\": \"%s\"}",
              c->window, c->par.page_tokens, c->par.r_static, c->threads, c->verify, r->expert_slots,
-             r->layers_note);
+             r->expert_backend, r->layers_note);
     run.wall_s = r->wall_s, run.decode_s = r->decode_s;
     run.prefill_modeled_s = r->prefill_modeled_s;
     run.tokens_out = (long long)c->batch * r->steps;
@@ -226,6 +226,8 @@ static json_t *result_json(const ws_engine_cfg *c, const ws_run_result *r, const
     json_object_set_new(o, "B_model", cli_num(r->B_model));
     json_object_set_new(o, "B_final", cli_num(r->B_final));
     json_object_set_new(o, "expert_slots", json_integer(r->expert_slots));
+    json_object_set_new(o, "expert_dtype", json_string("bf16"));
+    json_object_set_new(o, "expert_backend", json_string(r->expert_backend));
     json_object_set_new(o, "note", json_string(r->note));
     json_t *steps = json_array();
     for (int i = 0; i < r->steps; i++) {
@@ -363,6 +365,8 @@ int cmd_run(int argc, char **argv)
                cuda ? "CPU and the GPU half measured, projections modeled"
                     : "CPU measured, GPU modeled",
                1e3 * r.step_p50, 1e3 * r.step_p99);
+        printf("experts: bf16 weights, %d slots, GEMM backend %s\n", r.expert_slots,
+               r.expert_backend);
         printf("share of step time: CPU attention %.1f%%, experts %.1f%%, engine %.1f%% "
                "(measured); CPU waiting on the GPU path %.1f%%\n",
                100 * r.share_cpu_attn, 100 * r.share_experts, 100 * r.share_overhead,

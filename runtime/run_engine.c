@@ -5,12 +5,13 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "attn_split.h"
 #include "backend.h"
+#include "gemm_bf16.h"
 #include "gemm_cpu.h"
-#include "half.h"
 #include "ikv.h"
 #include "pool.h"
 #include "ws_util.h"
@@ -64,11 +65,11 @@ static void gen_kv(uint64_t seed, int layer, int seq, int t0, int n, int row_k, 
         const uint64_t t = (uint64_t)(t0 + i);
         fill_uniform(tmp, (size_t)row_k, seed, GEN_K, (uint64_t)layer, (uint64_t)seq, t);
         for (int e = 0; e < row_k; e++)
-            k[(size_t)i * row_k + e] = ws_f32_to_bf16(tmp[e]);
+            k[(size_t)i * row_k + e] = ws_bf16_from_f32(tmp[e]);
         if (v) {
             fill_uniform(tmp, (size_t)row_v, seed, GEN_V, (uint64_t)layer, (uint64_t)seq, t);
             for (int e = 0; e < row_v; e++)
-                v[(size_t)i * row_v + e] = ws_f32_to_bf16(tmp[e]);
+                v[(size_t)i * row_v + e] = ws_bf16_from_f32(tmp[e]);
         }
     }
 }
@@ -76,8 +77,8 @@ static void gen_kv(uint64_t seed, int layer, int seq, int t0, int n, int row_k, 
 /* ---- the engine's state ---- */
 
 typedef struct expert_slot {
-    ws_expert_f32 w; /* the GEMM's weights; ws_expert_ffn_bf16 takes ws_expert_bf16 */
-    float *mem;
+    ws_expert_bf16 w; /* [2I x H] gate|up then [H x I] down, in mem */
+    uint16_t *mem;    /* on 2 MiB pages where the kernel grants them */
 } expert_slot;
 
 typedef struct eng {
@@ -101,12 +102,11 @@ typedef struct eng {
     /* MoE */
     int H, I, E, K, slots;
     expert_slot *ex;
-    float *w_router, *x, *logits, *xb, *yb, *y, *scratch;
+    float *w_router, *x, *logits, *xb, *yb, *y;
     int *pick, *cnt, *tok;
     float *gate;
     int *hit, *hit_off, n_hit; /* the step's experts and their rows' offsets in xb / yb */
-    int moe_rc;
-    ws_err moe_err;
+    const ws_expert_bf16 **hit_ex; /* the hit experts' weights, in hit order */
     /* CUDA: the GPU half on the device (gpu == WS_ENGINE_GPU_CUDA) */
     const ws_backend *be;
     ws_gpu_stream *cs;
@@ -123,16 +123,17 @@ typedef struct eng {
     double *o_ref, *lse_ref;
 } eng;
 
-/* One routed expert on m tokens: the one place that picks the GEMM. */
-static int run_expert(const expert_slot *e, const float *x, float *y, int m, float *scratch,
-                      int threads, ws_err *err)
+/* An expert slot's allocation: bf16 [2I x H] + [H x I], in whole 2 MiB pages when it is
+ * at least one (so each can be a huge page), else in 64 B lines. */
+static size_t expert_slot_align(int H, int I)
 {
-    return ws_expert_ffn_cpu(&e->w, x, y, m, scratch, threads, err);
+    return 3.0 * H * I * sizeof(uint16_t) >= (double)(2 << 20) ? (size_t)2 << 20 : 64;
 }
 
 static double expert_slot_bytes(int H, int I)
 {
-    return 3.0 * H * I * sizeof(float);
+    const double a = (double)expert_slot_align(H, I);
+    return ceil(3.0 * H * I * sizeof(uint16_t) / a) * a;
 }
 
 static int expert_slot_count(const ws_model *m, int batch)
@@ -221,6 +222,7 @@ static void eng_free(eng *e)
             free(e->ex[i].mem);
     free(e->ex);
     free(e->hit);
+    free((void *)e->hit_ex);
     free(e->hit_off);
     void *bufs[] = {e->seqs,   e->q,         e->oc,
                     e->lc,     e->og,        e->lg,
@@ -228,7 +230,7 @@ static void eng_free(eng *e)
                     e->nodes,  e->views,     e->knew,
                     e->vnew,   e->tmp,       e->w_router,
                     e->x,      e->logits,    e->xb,
-                    e->yb,     e->y,         e->scratch,
+                    e->yb,     e->y,
                     e->pick,   e->cnt,       e->tok,
                     e->gate,   e->ref_pages, e->o_ref,
                     e->lse_ref};
@@ -452,41 +454,51 @@ static int eng_init(eng *e, const ws_engine_cfg *c, ws_run_result *res, ws_err *
         e->w_router = xcalloc((size_t)e->H * e->E, sizeof(float), &bad);
         e->x = xcalloc((size_t)e->B * e->H, sizeof(float), &bad);
         e->logits = xcalloc((size_t)e->B * e->E, sizeof(float), &bad);
-        /* rows of every (token, expert) pair, grouped by expert; scratch per thread */
+        /* rows of every (token, expert) pair, grouped by expert */
         e->xb = xcalloc((size_t)e->B * e->K * e->H, sizeof(float), &bad);
         e->yb = xcalloc((size_t)e->B * e->K * e->H, sizeof(float), &bad);
         e->y = xcalloc((size_t)e->B * e->H, sizeof(float), &bad);
-        e->scratch = xcalloc((size_t)e->threads * e->B * 2 * e->I, sizeof(float), &bad);
+        e->hit_ex = xcalloc((size_t)e->E, sizeof *e->hit_ex, &bad);
         e->hit = xcalloc((size_t)e->E, sizeof(int), &bad);
         e->hit_off = xcalloc((size_t)e->E + 1, sizeof(int), &bad);
         e->pick = xcalloc((size_t)e->B * e->K, sizeof(int), &bad);
         e->gate = xcalloc((size_t)e->B * e->K, sizeof(float), &bad);
         e->cnt = xcalloc((size_t)e->E, sizeof(int), &bad);
         e->tok = xcalloc((size_t)e->B * e->K, sizeof(int), &bad);
-        e->moe_rc = 0;
         if (bad)
             return ws_err_set(err, WS_ENOMEM, "run: out of memory (router)");
         const float ws = 1.0f / sqrtf((float)e->H), wd = 1.0f / sqrtf((float)e->I);
         fill_uniform(e->w_router, (size_t)e->H * e->E, c->seed, GEN_W, 0, 0, 0);
         for (size_t i = 0; i < (size_t)e->H * e->E; i++)
             e->w_router[i] *= ws;
+        const size_t gu = (size_t)e->H * 2 * e->I, dn = (size_t)e->I * e->H;
+        const size_t align = expert_slot_align(e->H, e->I);
+        const size_t bytes = (size_t)expert_slot_bytes(e->H, e->I);
+        float *tmp = malloc((gu > dn ? gu : dn) * sizeof(float));
+        if (!tmp)
+            return ws_err_set(err, WS_ENOMEM, "run: out of memory (expert weights)");
         for (int s = 0; s < e->slots; s++) {
-            const size_t gu = (size_t)e->H * 2 * e->I, dn = (size_t)e->I * e->H;
-            float *mem = malloc((gu + dn) * sizeof(float));
-            if (!mem)
+            uint16_t *mem = aligned_alloc(align, bytes);
+            if (!mem) {
+                free(tmp);
                 return ws_err_set(err, WS_ENOMEM,
                                   "run: out of memory for expert weights (%d slots of %.1f MB)",
                                   e->slots, expert_slot_bytes(e->H, e->I) / 1e6);
+            }
+            if (align > 64)
+                madvise(mem, bytes, MADV_HUGEPAGE); /* advice: 4 KiB pages still work */
             e->ex[s].mem = mem;
-            fill_uniform(mem, gu, c->seed, GEN_W, 1, (uint64_t)s, 0);
-            fill_uniform(mem + gu, dn, c->seed, GEN_W, 2, (uint64_t)s, 0);
+            /* the fp32 stream of the earlier weights, rounded: [2I x H] then [H x I] */
+            fill_uniform(tmp, gu, c->seed, GEN_W, 1, (uint64_t)s, 0);
             for (size_t i = 0; i < gu; i++)
-                mem[i] *= ws;
+                mem[i] = ws_bf16_from_f32(tmp[i] * ws);
+            fill_uniform(tmp, dn, c->seed, GEN_W, 2, (uint64_t)s, 0);
             for (size_t i = 0; i < dn; i++)
-                mem[gu + i] *= wd;
-            e->ex[s].w = (ws_expert_f32){
+                mem[gu + i] = ws_bf16_from_f32(tmp[i] * wd);
+            e->ex[s].w = (ws_expert_bf16){
                 .hidden = e->H, .inter = e->I, .w_gate_up = mem, .w_down = mem + gu};
         }
+        free(tmp);
     }
     if (c->verify) {
         const size_t full = (size_t)pps * (size_t)pb;
@@ -667,19 +679,88 @@ static int verify_layer(eng *e, int layer, double *max_err, ws_err *err)
 
 /* ---- the MoE phase ---- */
 
-/* One hit expert on its tokens, one pool thread each with a single-threaded GEMM: BLAS
- * threads of their own would keep spinning after the GEMM and take a core from the next
- * layer's CPU attention (docs/notes/runtime-engine.md). */
+typedef struct experts_job {
+    const ws_expert_bf16 *const *ex;
+    const float *xb;
+    float *yb;
+    const int *off;
+    unsigned char *done;
+    int rc;
+    ws_err err;
+} experts_job;
+
+/* One hit expert on its rows, one pool thread each with a single-threaded GEMM: BLAS or
+ * OpenMP threads of their own would keep spinning after the GEMM and take a core from the
+ * next layer's CPU attention (docs/notes/runtime-engine.md). */
 static void expert_task(void *ctx, int task, int thread)
 {
-    eng *e = ctx;
-    const int off = e->hit_off[task], m = e->hit_off[task + 1] - off;
+    (void)thread;
+    experts_job *j = ctx;
+    if (j->done[task])
+        return;
+    const int off = j->off[task], m = j->off[task + 1] - off;
+    const int H = j->ex[task]->hidden;
     ws_err err = {0};
-    const int rc = run_expert(&e->ex[e->hit[task] % e->slots], e->xb + (size_t)off * e->H,
-                              e->yb + (size_t)off * e->H, m,
-                              e->scratch + (size_t)thread * e->B * 2 * e->I, 1, &err);
-    if (rc && !__atomic_exchange_n(&e->moe_rc, rc, __ATOMIC_ACQ_REL))
-        e->moe_err = err;
+    const int rc = ws_expert_ffn_bf16(j->ex[task], j->xb + (size_t)off * H,
+                                      j->yb + (size_t)off * H, m, 1, &err);
+    if (rc && !__atomic_exchange_n(&j->rc, rc, __ATOMIC_ACQ_REL))
+        j->err = err;
+}
+
+int ws_engine_experts_run(ws_pool *pool, const ws_expert_bf16 *const *ex, int n, const int *off,
+                          const float *xb, float *yb, ws_err *err)
+{
+    if (n <= 0)
+        return 0;
+    unsigned char done_s[256], *done = n <= 256 ? done_s : calloc((size_t)n, 1);
+    if (!done)
+        return ws_err_set(err, WS_ENOMEM, "run: out of memory (experts)");
+    memset(done, 0, (size_t)n);
+    int rc = 0;
+    /* A shape class's first call probes every backend by timing it: on this thread, alone,
+     * so concurrent probes neither skew each other's timings nor race to record a choice. */
+    for (int i = 0; i < n && !rc; i++) {
+        const int m = off[i + 1] - off[i];
+        if (strcmp(ws_gemm_bf16_backend_name(ex[i]->hidden, ex[i]->inter, m, 1), "unprobed"))
+            continue;
+        rc = ws_expert_ffn_bf16(ex[i], xb + (size_t)off[i] * ex[i]->hidden,
+                                yb + (size_t)off[i] * ex[i]->hidden, m, 1, err);
+        done[i] = 1;
+    }
+    if (!rc) {
+        experts_job j = {.ex = ex, .xb = xb, .yb = yb, .off = off, .done = done};
+        ws_pool_run(pool, n, expert_task, &j);
+        if ((rc = j.rc) && err)
+            *err = j.err;
+    }
+    if (done != done_s)
+        free(done);
+    return rc;
+}
+
+void ws_engine_experts_backend(int hidden, int inter, int max_m, char *buf, size_t cap)
+{
+    char one[WS_GEMM_BF16_N][16];
+    int n = 0, len = 0;
+    buf[0] = 0;
+    for (int m = 1;; m *= 2) {
+        const char *b = ws_gemm_bf16_backend_name(hidden, inter, m, 1);
+        if (strcmp(b, "unprobed")) {
+            int seen = 0;
+            for (int i = 0; i < n; i++)
+                seen |= !strcmp(one[i], b);
+            if (!seen && n < WS_GEMM_BF16_N)
+                snprintf(one[n++], sizeof one[0], "%s", b);
+            if (len < (int)cap)
+                len += snprintf(buf + len, cap - (size_t)len, "%sm<=%d:%s", len ? " " : "", m, b);
+        }
+        if (m >= max_m)
+            break;
+    }
+    if (n == 1)
+        snprintf(buf, cap, "%s", one[0]);
+    else if (n == 0)
+        snprintf(buf, cap, "none");
 }
 
 static int moe(eng *e, int step, int layer, double *router_s, double *experts_s, ws_err *err)
@@ -735,13 +816,10 @@ static int moe(eng *e, int step, int layer, double *router_s, double *experts_s,
                 }
     }
     e->hit_off[e->n_hit] = off;
-    e->moe_rc = 0;
-    ws_pool_run(e->pool, e->n_hit, expert_task, e);
-    if (e->moe_rc) {
-        if (err)
-            *err = e->moe_err;
-        return e->moe_rc;
-    }
+    for (int i = 0; i < e->n_hit; i++)
+        e->hit_ex[i] = &e->ex[e->hit[i] % e->slots].w;
+    if ((rc = ws_engine_experts_run(e->pool, e->hit_ex, e->n_hit, e->hit_off, e->xb, e->yb, err)))
+        return rc;
     memset(e->y, 0, (size_t)T * H * sizeof(float));
     for (int i = 0; i < off; i++) {
         const int t = e->tok[i] / K;
@@ -1051,6 +1129,11 @@ int ws_engine_run(const ws_engine_cfg *c, ws_run_result *res, ws_err *err)
         res->xfer_pages = ks.pages_in_use[WS_IKV_XFER];
         res->A_final = ws_policy_A(&e.pol);
         res->B_final = ws_policy_B(&e.pol);
+        if (e.ex)
+            ws_engine_experts_backend(e.H, e.I, e.B, res->expert_backend,
+                                      sizeof res->expert_backend);
+        else
+            snprintf(res->expert_backend, sizeof res->expert_backend, "none");
         res->A_model = e.cm.A;
         res->B_model = e.cm.B;
     }

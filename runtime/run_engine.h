@@ -8,7 +8,8 @@
  * modeled on the GPU timeline. Each decode step, per layer: the new token's K/V into the
  * D-window; the CPU half (CPU pages, ws_attn_cpu on the pool) and the GPU half (D-window +
  * XFER pages through ping-pong); the merge; the MoE phase on the CPU (router GEMM, top-k,
- * the routed experts through a real GEMM at the model's expert shapes); a full window
+ * the routed experts through the bf16 expert GEMM (gemm_bf16.h) at the model's expert
+ * shapes, one pool task per expert); a full window
  * flushed as one batch after the layer's attention, its pages placed by
  * ws_policy_flush_cpu_pages. After every layer the policy observes the measured halves
  * (ws_policy_observe_cpu/_gpu, the same calls as the simulator's serving loop).
@@ -44,6 +45,7 @@
 #include "cost.h"
 #include "model.h"
 #include "policy.h"
+#include "pool.h"
 #include "ws_err.h"
 
 #ifdef __cplusplus
@@ -138,6 +140,8 @@ typedef struct ws_run_result {
     uint64_t bytes_moved, bytes_written_cpu, bytes_written_xfer, flushes;
     int cpu_pages, xfer_pages;
     int expert_slots;
+    char expert_backend[96]; /* the bf16 expert GEMM's backend ("fp32", "onednn"; per m class
+                              * "m<=1:fp32 m<=2:onednn" when they differ; "none": no MoE) */
     double A_final, B_final, A_model, B_model;
     char note[256]; /* region fallbacks (XFER not pinned), "" when none */
 } ws_run_result;
@@ -149,6 +153,16 @@ void ws_run_result_free(ws_run_result *res);
 /* The depth that fits: layers whose KV, with the fixed buffers (experts, ping-pong),
  * takes at most `bytes`; 0 when not even one does. */
 int ws_engine_layers_fit(const ws_engine_cfg *cfg, double bytes);
+
+/* The routed experts of one MoE phase as the engine runs them: expert i (weights ex[i]) on
+ * rows off[i] .. off[i+1]-1 of xb [rows x H], into the same rows of yb; one pool task per
+ * expert, each a single-threaded ws_expert_ffn_bf16. A shape class not yet probed is run
+ * first on the calling thread, alone, so the probe's timings are not skewed. */
+struct ws_expert_bf16; /* gemm_bf16.h */
+int ws_engine_experts_run(ws_pool *pool, const struct ws_expert_bf16 *const *ex, int n,
+                          const int *off, const float *xb, float *yb, ws_err *err);
+/* The backend the experts' GEMM chose (threads 1, m up to max_m) into buf. */
+void ws_engine_experts_backend(int hidden, int inter, int max_m, char *buf, size_t cap);
 
 #ifdef __cplusplus
 }

@@ -45,6 +45,7 @@ Test(cli_run, summary_labels_what_is_modeled)
     cr_assert_neq(strstr(r.out, "gpu=modeled:a100-40gb-pcie"), NULL, "%s", r.out);
     cr_assert_neq(strstr(r.out, "3 of 3 layers (what fits in"), NULL, "%s", r.out);
     cr_assert_neq(strstr(r.out, "CPU measured, GPU modeled"), NULL, "%s", r.out);
+    cr_assert_neq(strstr(r.out, "experts: bf16 weights"), NULL, "%s", r.out);
     cr_assert_neq(strstr(r.out, "bytes moved after placement 0"), NULL, "%s", r.out);
     int steps = 0;
     for (const char *p = r.err; (p = strstr(p, "run: step ")); p++)
@@ -62,6 +63,10 @@ Test(cli_run, json_verify_and_db)
     cr_assert_str_eq(json_string_value(json_object_get(v, "gpu_source")), "modeled");
     cr_assert_str_eq(json_string_value(json_object_get(v, "policy")), "static");
     cr_assert_eq(json_integer_value(json_object_get(v, "layers")), 2);
+    cr_assert_str_eq(json_string_value(json_object_get(v, "expert_dtype")), "bf16");
+    const char *eb = json_string_value(json_object_get(v, "expert_backend"));
+    cr_assert(eb && (strstr(eb, "onednn") || strstr(eb, "sbgemm") || strstr(eb, "fp32")), "%s",
+              eb ? eb : "(none)");
     const double e = json_number_value(json_object_get(v, "verify_max_err"));
     cr_assert(e <= 2e-3, "verify %g", e);
     cr_assert_eq(json_integer_value(json_object_get(v, "bytes_moved")), 0);

@@ -9,7 +9,9 @@
 #include <math.h>
 #include <string.h>
 
+#include "gemm_bf16.h"
 #include "grid.h"
+#include "pool.h"
 #include "run_engine.h"
 #include "store.h"
 
@@ -284,5 +286,80 @@ Test(engine, layers_fit_scales_with_memory)
     c.output = 4;
     cr_assert_eq(ws_engine_run(&c, &r, &err), 0, "%s", err.msg);
     cr_assert(strstr(r.layers_note, "fits in"), "%s", r.layers_note);
+    ws_run_result_free(&r);
+}
+
+/* The engine's experts, one pool task each, give what serial calls of the GEMM give on the
+ * same rows: every expert's output bit for bit, the probe's pre-pass included. */
+Test(engine, experts_on_the_pool_equal_serial_calls)
+{
+    enum { H = 96, I = 48, N = 6 };
+    static const int m[N] = {1, 3, 2, 1, 4, 2};
+    int off[N + 1] = {0};
+    for (int i = 0; i < N; i++)
+        off[i + 1] = off[i] + m[i];
+    const int rows = off[N];
+    uint16_t *w = malloc(sizeof(uint16_t) * 3 * H * I * N);
+    float *xb = malloc(sizeof(float) * rows * H), *yb = calloc((size_t)rows * H, sizeof(float));
+    float *ys = calloc((size_t)rows * H, sizeof(float));
+    cr_assert(w && xb && yb && ys);
+    uint32_t s = 12345;
+    for (int i = 0; i < 3 * H * I * N; i++) {
+        s = s * 1664525u + 1013904223u;
+        w[i] = ws_bf16_from_f32(((float)(s >> 8) / 16777216.0f - 0.5f) * 0.2f);
+    }
+    for (int i = 0; i < rows * H; i++) {
+        s = s * 1664525u + 1013904223u;
+        xb[i] = (float)(s >> 8) / 16777216.0f - 0.5f;
+    }
+    ws_expert_bf16 ex[N];
+    const ws_expert_bf16 *ep[N];
+    for (int i = 0; i < N; i++) {
+        ex[i] = (ws_expert_bf16){.hidden = H,
+                                 .inter = I,
+                                 .w_gate_up = w + (size_t)i * 3 * H * I,
+                                 .w_down = w + (size_t)i * 3 * H * I + 2 * H * I};
+        ep[i] = &ex[i];
+    }
+    ws_err err = {0};
+    ws_pool *pool = ws_pool_create(2, &err);
+    cr_assert(pool, "%s", err.msg);
+    cr_assert_eq(ws_engine_experts_run(pool, ep, N, off, xb, yb, &err), 0, "%s", err.msg);
+    for (int i = 0; i < N; i++)
+        cr_assert_eq(ws_expert_ffn_bf16(&ex[i], xb + (size_t)off[i] * H, ys + (size_t)off[i] * H,
+                                        m[i], 1, &err),
+                     0, "%s", err.msg);
+    for (int i = 0; i < rows * H; i++)
+        cr_assert_eq(memcmp(&yb[i], &ys[i], sizeof(float)), 0, "row %d col %d: %g vs %g", i / H,
+                     i % H, yb[i], ys[i]);
+    /* a second run (every class probed) on the pool alone */
+    memset(yb, 0, sizeof(float) * rows * H);
+    cr_assert_eq(ws_engine_experts_run(pool, ep, N, off, xb, yb, &err), 0, "%s", err.msg);
+    cr_assert_eq(memcmp(yb, ys, sizeof(float) * rows * H), 0);
+    char b[96];
+    ws_engine_experts_backend(H, I, 4, b, sizeof b);
+    cr_assert(!strstr(b, "unprobed") && strcmp(b, "none"), "%s", b);
+    ws_pool_destroy(pool);
+    free(w);
+    free(xb);
+    free(yb);
+    free(ys);
+}
+
+/* The expert weights are bf16: the fixed buffers (expert slots) of a wide model take half
+ * the bytes they did in fp32, and a run says which GEMM backend ran them. */
+Test(engine, run_reports_the_expert_backend)
+{
+    load(k_gqa);
+    ws_engine_cfg c;
+    tiny_cfg(&c);
+    c.output = 4;
+    c.layers = 1;
+    ws_run_result r;
+    ws_err err = {0};
+    cr_assert_eq(ws_engine_run(&c, &r, &err), 0, "%s", err.msg);
+    cr_assert(r.expert_backend[0] && !strstr(r.expert_backend, "unprobed") &&
+                  strcmp(r.expert_backend, "none"),
+              "%s", r.expert_backend);
     ws_run_result_free(&r);
 }
