@@ -105,7 +105,7 @@ typedef struct eng {
     float *w_router, *x, *logits, *xb, *yb, *y;
     int *pick, *cnt, *tok;
     float *gate;
-    int *hit, *hit_off, n_hit; /* the step's experts and their rows' offsets in xb / yb */
+    int *hit, *hit_off, n_hit;     /* the step's experts and their rows' offsets in xb / yb */
     const ws_expert_bf16 **hit_ex; /* the hit experts' weights, in hit order */
     /* CUDA: the GPU half on the device (gpu == WS_ENGINE_GPU_CUDA) */
     const ws_backend *be;
@@ -224,16 +224,11 @@ static void eng_free(eng *e)
     free(e->hit);
     free((void *)e->hit_ex);
     free(e->hit_off);
-    void *bufs[] = {e->seqs,   e->q,         e->oc,
-                    e->lc,     e->og,        e->lg,
-                    e->om,     e->lm,        (void *)e->pages,
-                    e->nodes,  e->views,     e->knew,
-                    e->vnew,   e->tmp,       e->w_router,
-                    e->x,      e->logits,    e->xb,
-                    e->yb,     e->y,
-                    e->pick,   e->cnt,       e->tok,
-                    e->gate,   e->ref_pages, e->o_ref,
-                    e->lse_ref};
+    void *bufs[] = {
+        e->seqs,          e->q,     e->oc,     e->lc,   e->og,   e->lg,  e->om,       e->lm,
+        (void *)e->pages, e->nodes, e->views,  e->knew, e->vnew, e->tmp, e->w_router, e->x,
+        e->logits,        e->xb,    e->yb,     e->y,    e->pick, e->cnt, e->tok,      e->gate,
+        e->ref_pages,     e->o_ref, e->lse_ref};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         free(bufs[i]);
 }
@@ -701,8 +696,8 @@ static void expert_task(void *ctx, int task, int thread)
     const int off = j->off[task], m = j->off[task + 1] - off;
     const int H = j->ex[task]->hidden;
     ws_err err = {0};
-    const int rc = ws_expert_ffn_bf16(j->ex[task], j->xb + (size_t)off * H,
-                                      j->yb + (size_t)off * H, m, 1, &err);
+    const int rc = ws_expert_ffn_bf16(j->ex[task], j->xb + (size_t)off * H, j->yb + (size_t)off * H,
+                                      m, 1, &err);
     if (rc && !__atomic_exchange_n(&j->rc, rc, __ATOMIC_ACQ_REL))
         j->err = err;
 }

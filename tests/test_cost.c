@@ -212,8 +212,7 @@ Test(cost, calibrated_only_host_falls_back)
                   strstr(hw.cpu_expert.P.from, "cpu.attn.gqa.bf16.peak_flops"),
               "%s", hw.cpu_expert.P.from);
     near(hw.cpu_expert.W.v, 4.5e10);
-    cr_assert(strstr(hw.cpu_expert.W.from, "cpu.membw_read.bandwidth"), "%s",
-              hw.cpu_expert.W.from);
+    cr_assert(strstr(hw.cpu_expert.W.from, "cpu.membw_read.bandwidth"), "%s", hw.cpu_expert.W.from);
     near(hw.cpu_expert.c0.v, 0);
     /* Attention without its fit either: W from the read bandwidth, no flops side. */
     host.params = hp + 3;
@@ -226,8 +225,7 @@ Test(cost, calibrated_only_host_falls_back)
     near(hw.cpu_expert.W.v, 4.5e10);
     /* Nothing to stand in for the bandwidth: an error naming it. */
     host.n_params = 0;
-    cr_assert_neq(ws_cost_hw_load(&gpu, &host, WS_ATTN_GQA, WS_DT_BF16, WS_DT_BF16, &hw, &err),
-                  0);
+    cr_assert_neq(ws_cost_hw_load(&gpu, &host, WS_ATTN_GQA, WS_DT_BF16, WS_DT_BF16, &hw, &err), 0);
 }
 
 /* A stored calibration of the paper's GPU with the link measured alone and under CPU expert
