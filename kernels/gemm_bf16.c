@@ -38,16 +38,48 @@ float ws_bf16_to_f32(uint16_t h)
 
 /* ---- per-thread scratch -------------------------------------------------------------- */
 
-/* A buffer grown on demand, one per calling thread; 64-byte aligned. */
+/* Buffers grown on demand, one set per calling thread, 64-byte aligned, freed when the
+ * thread exits (pthread key destructor: the engine's pool threads come and go). */
 typedef struct buf {
     void *p;
     size_t cap;
 } buf;
 
-static _Thread_local buf t_xb, t_gu, t_hb, t_h, t_w; /* x bf16, gate|up, h bf16/fp32, panel */
+enum { S_XB, S_GU, S_HB, S_H, S_W, S_N }; /* x bf16, gate|up, h bf16, h fp32, panel */
 
-static void *grow(buf *b, size_t bytes, ws_err *err)
+typedef struct scratch {
+    buf b[S_N];
+} scratch;
+
+static _Thread_local scratch *t_scr;
+static pthread_key_t g_scr_key;
+static pthread_once_t g_scr_once = PTHREAD_ONCE_INIT;
+
+static void scratch_free(void *p)
 {
+    scratch *s = p;
+    for (int i = 0; s && i < S_N; i++)
+        free(s->b[i].p);
+    free(s);
+}
+
+static void scratch_key(void)
+{
+    pthread_key_create(&g_scr_key, scratch_free);
+}
+
+static void *grow(int which, size_t bytes, ws_err *err)
+{
+    if (!t_scr) {
+        pthread_once(&g_scr_once, scratch_key);
+        if ((t_scr = calloc(1, sizeof *t_scr)))
+            pthread_setspecific(g_scr_key, t_scr);
+    }
+    if (!t_scr) {
+        ws_err_set(err, WS_ENOMEM, "expert ffn: cannot allocate scratch");
+        return NULL;
+    }
+    buf *b = &t_scr->b[which];
     if (b->cap >= bytes)
         return b->p;
     free(b->p);
@@ -297,9 +329,9 @@ static int ffn_onednn(const ws_expert_bf16 *e, const float *x, float *y, int m, 
                       ws_err *err)
 {
     const int hd = e->hidden, in = e->inter;
-    uint16_t *xb = grow(&t_xb, sizeof(uint16_t) * m * hd, err);
-    float *gu = grow(&t_gu, sizeof(float) * m * 2 * in, err);
-    uint16_t *hb = grow(&t_hb, sizeof(uint16_t) * m * in, err);
+    uint16_t *xb = grow(S_XB, sizeof(uint16_t) * m * hd, err);
+    float *gu = grow(S_GU, sizeof(float) * m * 2 * in, err);
+    uint16_t *hb = grow(S_HB, sizeof(uint16_t) * m * in, err);
     if (!xb || !gu || !hb)
         return err ? err->code : WS_ENOMEM;
     set_threads(threads);
@@ -360,7 +392,7 @@ static int by_panels(panel_fn fn, int m, int n, int k, const void *a, const uint
     openblas_set_num_threads(1);
 #pragma omp parallel for num_threads(nt) schedule(dynamic)
     for (int p = 0; p < panels; p++) {
-        float *w = widen ? grow(&t_w, sizeof(float) * (size_t)rows * k, NULL) : NULL;
+        float *w = widen ? grow(S_W, sizeof(float) * (size_t)rows * k, NULL) : NULL;
         if (widen && !w) {
             failed = 1;
             continue;
@@ -399,9 +431,9 @@ static int ffn_sbgemm(const ws_expert_bf16 *e, const float *x, float *y, int m, 
     if (!sbgemm_get())
         return ws_err_set(err, WS_EUNSUP, "the linked OpenBLAS has no cblas_sbgemm");
     const int hd = e->hidden, in = e->inter;
-    uint16_t *xb = grow(&t_xb, sizeof(uint16_t) * m * hd, err);
-    float *gu = grow(&t_gu, sizeof(float) * m * 2 * in, err);
-    uint16_t *hb = grow(&t_hb, sizeof(uint16_t) * m * in, err);
+    uint16_t *xb = grow(S_XB, sizeof(uint16_t) * m * hd, err);
+    float *gu = grow(S_GU, sizeof(float) * m * 2 * in, err);
+    uint16_t *hb = grow(S_HB, sizeof(uint16_t) * m * in, err);
     if (!xb || !gu || !hb)
         return err ? err->code : WS_ENOMEM;
     to_bf16(x, xb, (long)m * hd, threads);
@@ -417,8 +449,8 @@ static int ffn_fp32(const ws_expert_bf16 *e, const float *x, float *y, int m, in
                     ws_err *err)
 {
     const int hd = e->hidden, in = e->inter;
-    float *gu = grow(&t_gu, sizeof(float) * m * 2 * in, err);
-    float *h = grow(&t_h, sizeof(float) * m * in, err);
+    float *gu = grow(S_GU, sizeof(float) * m * 2 * in, err);
+    float *h = grow(S_H, sizeof(float) * m * in, err);
     if (!gu || !h)
         return err ? err->code : WS_ENOMEM;
     int rc = by_panels(panel_widen, m, 2 * in, hd, x, e->w_gate_up, gu, threads, 1, err);
@@ -604,11 +636,10 @@ void ws_gemm_bf16_release(void)
     g_n_dnn = 0;
     g_n_choice = 0;
     pthread_mutex_unlock(&g_lock);
-    buf *bs[] = {&t_xb, &t_gu, &t_hb, &t_h, &t_w};
-    for (int i = 0; i < 5; i++) {
-        free(bs[i]->p);
-        bs[i]->p = NULL;
-        bs[i]->cap = 0;
+    for (int i = 0; t_scr && i < S_N; i++) {
+        free(t_scr->b[i].p);
+        t_scr->b[i].p = NULL;
+        t_scr->b[i].cap = 0;
     }
 }
 
