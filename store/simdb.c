@@ -342,28 +342,32 @@ static int grow(void **arr, size_t n, size_t *cap, size_t sz, ws_err *err)
     return 0;
 }
 
-int ws_simdb_list_runs(ws_store *s, ws_simdb_run **out, size_t *n_out, ws_err *err)
+/* Every row of `sql` (bound to run_id when >= 0) into a grown array of `sz`-byte elements,
+ * each filled by row(); `what` is the failure message. */
+static int read_rows(ws_store *s, const char *sql, long long run_id, size_t sz,
+                     void (*row)(sqlite3_stmt *st, void *elem), const char *what, void **out,
+                     size_t *n_out, ws_err *err)
 {
     *out = NULL;
     *n_out = 0;
-    char sql[1024];
-    snprintf(sql, sizeof sql, "SELECT " RUN_COLS " FROM sim_runs ORDER BY id", "''");
     sqlite3_stmt *st;
     if (sqlite3_prepare_v2(ws_store_sqlite(s), sql, -1, &st, NULL) != SQLITE_OK)
-        return WS_DB_FAIL(s, err, "cannot read simulation runs");
-    ws_simdb_run *a = NULL;
+        return WS_DB_FAIL(s, err, what);
+    if (run_id >= 0)
+        sqlite3_bind_int64(st, 1, run_id);
+    void *a = NULL;
     size_t n = 0, cap = 0;
     int rc;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        if (grow((void **)&a, n, &cap, sizeof *a, err)) {
+        if (grow(&a, n, &cap, sz, err)) {
             free(a);
             sqlite3_finalize(st);
             return WS_ENOMEM;
         }
-        col_run(st, &a[n++]);
+        row(st, (char *)a + sz * n++);
     }
     if (rc != SQLITE_DONE) {
-        WS_DB_FAIL(s, err, "cannot read simulation runs");
+        WS_DB_FAIL(s, err, what);
         free(a);
         sqlite3_finalize(st);
         return WS_EDB;
@@ -372,6 +376,50 @@ int ws_simdb_list_runs(ws_store *s, ws_simdb_run **out, size_t *n_out, ws_err *e
     *out = a;
     *n_out = n;
     return 0;
+}
+
+static void row_run(sqlite3_stmt *st, void *elem)
+{
+    col_run(st, elem);
+}
+
+static void row_request(sqlite3_stmt *st, void *elem)
+{
+    ws_simdb_request *r = elem;
+    r->idx = sqlite3_column_int64(st, 0);
+    r->arrival_s = sqlite3_column_double(st, 1);
+    r->prompt = sqlite3_column_int64(st, 2);
+    r->output = sqlite3_column_int64(st, 3);
+    r->ttft_s = ws_store_col_num(st, 4);
+    r->tpot_s = ws_store_col_num(st, 5);
+    r->e2e_s = ws_store_col_num(st, 6);
+    r->outcome = ws_simdb_outcome_parse((const char *)sqlite3_column_text(st, 7));
+}
+
+static void row_step(sqlite3_stmt *st, void *elem)
+{
+    ws_simdb_step *x = elem;
+    x->idx = sqlite3_column_int64(st, 0);
+    x->t_start = sqlite3_column_double(st, 1);
+    x->t_end = sqlite3_column_double(st, 2);
+    x->batch = sqlite3_column_int(st, 3);
+    x->tokens = sqlite3_column_int64(st, 4);
+    x->context = sqlite3_column_int64(st, 5);
+    x->r_star = ws_store_col_num(st, 6);
+    x->r_real = ws_store_col_num(st, 7);
+    x->busy_gpu = ws_store_col_num(st, 8);
+    x->busy_h2d = ws_store_col_num(st, 9);
+    x->busy_d2h = ws_store_col_num(st, 10);
+    x->busy_cpu = ws_store_col_num(st, 11);
+    ws_store_col_text(st, 12, x->busy_other, sizeof x->busy_other);
+}
+
+int ws_simdb_list_runs(ws_store *s, ws_simdb_run **out, size_t *n_out, ws_err *err)
+{
+    char sql[1024];
+    snprintf(sql, sizeof sql, "SELECT " RUN_COLS " FROM sim_runs ORDER BY id", "''");
+    return read_rows(s, sql, -1, sizeof **out, row_run, "cannot read simulation runs", (void **)out, n_out,
+                     err);
 }
 
 int ws_simdb_get_run(ws_store *s, long long run_id, ws_simdb_run *run, ws_err *err)
@@ -404,91 +452,20 @@ int ws_simdb_get_run(ws_store *s, long long run_id, ws_simdb_run *run, ws_err *e
 int ws_simdb_get_requests(ws_store *s, long long run_id, ws_simdb_request **out, size_t *n_out,
                           ws_err *err)
 {
-    *out = NULL;
-    *n_out = 0;
-    sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(ws_store_sqlite(s),
-                           "SELECT idx, arrival_s, prompt, output, ttft_s, tpot_s, e2e_s, outcome "
-                           "FROM sim_requests WHERE run_id = ?1 ORDER BY idx",
-                           -1, &st, NULL) != SQLITE_OK)
-        return WS_DB_FAIL(s, err, "cannot read simulation requests");
-    sqlite3_bind_int64(st, 1, run_id);
-    ws_simdb_request *a = NULL;
-    size_t n = 0, cap = 0;
-    int rc;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        if (grow((void **)&a, n, &cap, sizeof *a, err)) {
-            free(a);
-            sqlite3_finalize(st);
-            return WS_ENOMEM;
-        }
-        ws_simdb_request *r = &a[n++];
-        r->idx = sqlite3_column_int64(st, 0);
-        r->arrival_s = sqlite3_column_double(st, 1);
-        r->prompt = sqlite3_column_int64(st, 2);
-        r->output = sqlite3_column_int64(st, 3);
-        r->ttft_s = ws_store_col_num(st, 4);
-        r->tpot_s = ws_store_col_num(st, 5);
-        r->e2e_s = ws_store_col_num(st, 6);
-        r->outcome = ws_simdb_outcome_parse((const char *)sqlite3_column_text(st, 7));
-    }
-    if (rc != SQLITE_DONE) {
-        WS_DB_FAIL(s, err, "cannot read simulation requests");
-        free(a);
-        sqlite3_finalize(st);
-        return WS_EDB;
-    }
-    sqlite3_finalize(st);
-    *out = a;
-    *n_out = n;
-    return 0;
+    return read_rows(s,
+                     "SELECT idx, arrival_s, prompt, output, ttft_s, tpot_s, e2e_s, outcome "
+                     "FROM sim_requests WHERE run_id = ?1 ORDER BY idx",
+                     run_id, sizeof **out, row_request, "cannot read simulation requests", (void **)out,
+                     n_out, err);
 }
 
 int ws_simdb_get_steps(ws_store *s, long long run_id, ws_simdb_step **out, size_t *n_out,
                        ws_err *err)
 {
-    *out = NULL;
-    *n_out = 0;
-    sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(ws_store_sqlite(s),
-                           "SELECT idx, t_start, t_end, batch, tokens, context, r_star, r_real, "
-                           "busy_gpu, busy_h2d, busy_d2h, busy_cpu, busy_other FROM sim_steps "
-                           "WHERE run_id = ?1 ORDER BY idx",
-                           -1, &st, NULL) != SQLITE_OK)
-        return WS_DB_FAIL(s, err, "cannot read simulation steps");
-    sqlite3_bind_int64(st, 1, run_id);
-    ws_simdb_step *a = NULL;
-    size_t n = 0, cap = 0;
-    int rc;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        if (grow((void **)&a, n, &cap, sizeof *a, err)) {
-            free(a);
-            sqlite3_finalize(st);
-            return WS_ENOMEM;
-        }
-        ws_simdb_step *x = &a[n++];
-        x->idx = sqlite3_column_int64(st, 0);
-        x->t_start = sqlite3_column_double(st, 1);
-        x->t_end = sqlite3_column_double(st, 2);
-        x->batch = sqlite3_column_int(st, 3);
-        x->tokens = sqlite3_column_int64(st, 4);
-        x->context = sqlite3_column_int64(st, 5);
-        x->r_star = ws_store_col_num(st, 6);
-        x->r_real = ws_store_col_num(st, 7);
-        x->busy_gpu = ws_store_col_num(st, 8);
-        x->busy_h2d = ws_store_col_num(st, 9);
-        x->busy_d2h = ws_store_col_num(st, 10);
-        x->busy_cpu = ws_store_col_num(st, 11);
-        ws_store_col_text(st, 12, x->busy_other, sizeof x->busy_other);
-    }
-    if (rc != SQLITE_DONE) {
-        WS_DB_FAIL(s, err, "cannot read simulation steps");
-        free(a);
-        sqlite3_finalize(st);
-        return WS_EDB;
-    }
-    sqlite3_finalize(st);
-    *out = a;
-    *n_out = n;
-    return 0;
+    return read_rows(s,
+                     "SELECT idx, t_start, t_end, batch, tokens, context, r_star, r_real, "
+                     "busy_gpu, busy_h2d, busy_d2h, busy_cpu, busy_other FROM sim_steps "
+                     "WHERE run_id = ?1 ORDER BY idx",
+                     run_id, sizeof **out, row_step, "cannot read simulation steps", (void **)out, n_out,
+                     err);
 }
