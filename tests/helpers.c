@@ -15,6 +15,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "ws_util.h"
+
 void th_tmpdir(char *buf, size_t cap)
 {
     snprintf(buf, cap, "/tmp/ws_test_XXXXXX");
@@ -244,4 +246,17 @@ json_t *th_writescope_json(const char *const *args, const char *const *env_kv)
     cr_assert_not_null(v, "not JSON (%s): %s", je.text, r.out);
     th_run_free(&r);
     return v;
+}
+
+int th_real_trace(const char *name, char *path, size_t cap)
+{
+    const char *env = getenv("WRITESCOPE_TRACES");
+    char root[WS_PATH_MAX];
+    if (env && *env)
+        snprintf(path, cap, "%s/%s", env, name);
+    else if (ws_root_dir(root, sizeof root, NULL) == 0)
+        snprintf(path, cap, "%s/../shared/traces/%s", root, name);
+    else
+        return 0;
+    return ws_file_exists(path);
 }

@@ -32,6 +32,9 @@ int th_lines(const char *s);
 /* Hex digest-free comparison: 1 if the two files have identical bytes. */
 int th_same_file_bytes(const char *path, const char *saved, size_t saved_len);
 char *th_slurp(const char *path, size_t *len);
+/* The real request trace `name` from $WRITESCOPE_TRACES, else ../shared/traces beside the
+ * project root, into path; 0 when it is absent (the caller skips). */
+int th_real_trace(const char *name, char *path, size_t cap);
 
 /* Starts $WRITESCOPE_BIN with args in the background, stdout/stderr to the given files;
  * returns the pid. th_wait returns its exit status (128+signal when killed). */

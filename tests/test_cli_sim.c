@@ -131,18 +131,10 @@ Test(cli_sim, trace_file_and_generator)
 
 Test(cli_sim, mooncake_trace_every_request_ends)
 {
-    const char *path = "../shared/traces/mooncake_conversation.jsonl";
     char full[4096];
-    const char *root = getenv("WRITESCOPE_HOME");
-    snprintf(full, sizeof full, "%s/%s", root ? root : ".", path);
-    FILE *f = fopen(full, "r");
-    if (!f) {
-        snprintf(full, sizeof full, "/work/shared/traces/mooncake_conversation.jsonl");
-        f = fopen(full, "r");
-    }
-    if (!f)
-        cr_skip_test("no %s: the shared traces are absent", path);
-    fclose(f);
+    if (!th_real_trace("mooncake_conversation.jsonl", full, sizeof full))
+        cr_skip_test("mooncake_conversation.jsonl absent (../shared/traces or "
+                     "$WRITESCOPE_TRACES): real-trace run skipped");
     json_t *v =
         th_writescope_json((const char *[]){BASE, "--trace", full, "--layers", "2", "--detail",
                                             "step", "--policy", "stream", "--json", NULL},

@@ -81,20 +81,6 @@ Test(trace_stats, percentile_nearest_rank)
     cr_expect_eq(ws_trace_percentile(v, 1, 0.5), 1);
 }
 
-/* ../shared/traces/<name> (or $WRITESCOPE_TRACES/<name>) into path; 0 when absent. */
-static int real_trace(const char *name, char *path, size_t cap)
-{
-    const char *env = getenv("WRITESCOPE_TRACES");
-    char root[WS_PATH_MAX];
-    if (env && *env)
-        snprintf(path, cap, "%s/%s", env, name);
-    else if (ws_root_dir(root, sizeof root, NULL) == 0)
-        snprintf(path, cap, "%s/../shared/traces/%s", root, name);
-    else
-        return 0;
-    return ws_file_exists(path);
-}
-
 typedef struct expected {
     const char *file;
     ws_trace_format format;
@@ -118,7 +104,7 @@ static const expected k_real[] = {
 static void check_real(const expected *e)
 {
     char path[WS_PATH_MAX * 2];
-    if (!real_trace(e->file, path, sizeof path))
+    if (!th_real_trace(e->file, path, sizeof path))
         cr_skip_test("%s absent (../shared/traces or $WRITESCOPE_TRACES): real-trace check "
                      "skipped",
                      e->file);
