@@ -9,20 +9,6 @@
 #include "store_priv.h"
 #include "ws_util.h"
 
-/* Grows *arr (element size sz) to hold n + 1 elements. */
-static int grow(void **arr, int n, int *cap, size_t sz, ws_err *err)
-{
-    if (n < *cap)
-        return 0;
-    int c = *cap ? 2 * *cap : 32;
-    void *p = realloc(*arr, sz * (size_t)c);
-    if (!p)
-        return ws_err_set(err, WS_ENOMEM, "out of memory");
-    *arr = p;
-    *cap = c;
-    return 0;
-}
-
 static void bind_key(sqlite3_stmt *st, int first, const ws_calibdb_key *k)
 {
     sqlite3_bind_text(st, first, k->device, -1, SQLITE_STATIC);
@@ -221,25 +207,32 @@ static void col_fit(sqlite3_stmt *st, ws_calibdb_fit *f)
     ws_store_col_text(st, 22, f->note, sizeof f->note);
 }
 
+static void row_fit(sqlite3_stmt *st, void *elem)
+{
+    col_fit(st, elem);
+}
+
 /* Steps a prepared query of FIT_COLS into a heap array. */
 static int read_fits(ws_store *s, sqlite3_stmt *st, ws_calibdb_fit **out, int *n_out, ws_err *err)
 {
-    ws_calibdb_fit *a = NULL;
-    int n = 0, cap = 0, rc;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        if (grow((void **)&a, n, &cap, sizeof *a, err)) {
-            free(a);
-            return WS_ENOMEM;
-        }
-        col_fit(st, &a[n++]);
-    }
-    if (rc != SQLITE_DONE) {
-        free(a);
-        return WS_DB_FAIL(s, err, "cannot read fits");
-    }
-    *out = a;
-    *n_out = n;
-    return 0;
+    size_t n = 0;
+    int rc = ws_store_read_rows(s, st, sizeof **out, row_fit, "cannot read fits", (void **)out,
+                                &n, err);
+    *n_out = (int)n;
+    return rc;
+}
+
+static void row_sample(sqlite3_stmt *st, void *elem)
+{
+    ws_calibdb_sample *x = elem;
+    col_key(st, 0, &x->key);
+    ws_store_col_text(st, 4, x->params, sizeof x->params);
+    x->flops = sqlite3_column_double(st, 5);
+    x->bytes = sqlite3_column_double(st, 6);
+    x->repeats = sqlite3_column_int(st, 7);
+    x->t_median = sqlite3_column_double(st, 8);
+    x->t_min = ws_store_col_num(st, 9);
+    x->t_max = ws_store_col_num(st, 10);
 }
 
 int ws_calibdb_newest_good_fits(ws_store *s, long long host_id, const char *const *devices,
@@ -359,33 +352,10 @@ int ws_calibdb_get_samples(ws_store *s, long long run_id, const ws_calibdb_key *
     sqlite3_bind_int64(st, 1, run_id);
     if (key)
         bind_key(st, 2, key);
-    ws_calibdb_sample *a = NULL;
-    int n = 0, cap = 0, rc;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        if (grow((void **)&a, n, &cap, sizeof *a, err)) {
-            free(a);
-            sqlite3_finalize(st);
-            return WS_ENOMEM;
-        }
-        ws_calibdb_sample *x = &a[n++];
-        memset(x, 0, sizeof *x);
-        col_key(st, 0, &x->key);
-        ws_store_col_text(st, 4, x->params, sizeof x->params);
-        x->flops = sqlite3_column_double(st, 5);
-        x->bytes = sqlite3_column_double(st, 6);
-        x->repeats = sqlite3_column_int(st, 7);
-        x->t_median = sqlite3_column_double(st, 8);
-        x->t_min = ws_store_col_num(st, 9);
-        x->t_max = ws_store_col_num(st, 10);
-    }
-    if (rc != SQLITE_DONE) {
-        WS_DB_FAIL(s, err, "cannot read samples");
-        sqlite3_finalize(st);
-        free(a);
-        return WS_EDB;
-    }
+    size_t n = 0;
+    int rc = ws_store_read_rows(s, st, sizeof **out, row_sample, "cannot read samples",
+                                (void **)out, &n, err);
     sqlite3_finalize(st);
-    *out = a;
-    *n_out = n;
-    return 0;
+    *n_out = (int)n;
+    return rc;
 }

@@ -329,19 +329,6 @@ static void col_run(sqlite3_stmt *st, ws_simdb_run *r)
 }
 
 /* Grows *arr (element size sz) to hold n + 1 elements. */
-static int grow(void **arr, size_t n, size_t *cap, size_t sz, ws_err *err)
-{
-    if (n < *cap)
-        return 0;
-    size_t c = *cap ? 2 * *cap : 64;
-    void *p = realloc(*arr, sz * c);
-    if (!p)
-        return ws_err_set(err, WS_ENOMEM, "out of memory");
-    *arr = p;
-    *cap = c;
-    return 0;
-}
-
 /* Every row of `sql` (bound to run_id when >= 0) into a grown array of `sz`-byte elements,
  * each filled by row(); `what` is the failure message. */
 static int read_rows(ws_store *s, const char *sql, long long run_id, size_t sz,
@@ -355,27 +342,9 @@ static int read_rows(ws_store *s, const char *sql, long long run_id, size_t sz,
         return WS_DB_FAIL(s, err, what);
     if (run_id >= 0)
         sqlite3_bind_int64(st, 1, run_id);
-    void *a = NULL;
-    size_t n = 0, cap = 0;
-    int rc;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        if (grow(&a, n, &cap, sz, err)) {
-            free(a);
-            sqlite3_finalize(st);
-            return WS_ENOMEM;
-        }
-        row(st, (char *)a + sz * n++);
-    }
-    if (rc != SQLITE_DONE) {
-        WS_DB_FAIL(s, err, what);
-        free(a);
-        sqlite3_finalize(st);
-        return WS_EDB;
-    }
+    int rc = ws_store_read_rows(s, st, sz, row, what, out, n_out, err);
     sqlite3_finalize(st);
-    *out = a;
-    *n_out = n;
-    return 0;
+    return rc;
 }
 
 static void row_run(sqlite3_stmt *st, void *elem)

@@ -18,6 +18,13 @@ sqlite3 *ws_store_sqlite(ws_store *s);
     ws_err_set(err, WS_EDB, "%s: %s: %s (%s:%d)", ws_store_path(s), what,                       \
                sqlite3_errmsg(ws_store_sqlite(s)), __FILE__, __LINE__)
 
+/* Steps a prepared, bound query to its end into a heap array of `sz`-byte elements, each
+ * filled by row() (the caller frees *out; the statement stays the caller's to finalize).
+ * `what` is the message of a failed step ("cannot read fits"). */
+int ws_store_read_rows(ws_store *s, sqlite3_stmt *st, size_t sz,
+                       void (*row)(sqlite3_stmt *st, void *elem), const char *what, void **out,
+                       size_t *n_out, ws_err *err);
+
 /* NULL for a non-finite value (SQLite has no NaN). */
 static inline void ws_store_bind_num(sqlite3_stmt *st, int i, double v)
 {
