@@ -116,6 +116,15 @@ static void progress_end(progress *p)
 
 static const char *res_name[SIM_RES_COUNT] = {"gpu", "h2d", "d2h", "cpu"};
 
+/* {"gpu": s, "h2d": s, ...}: busy seconds per resource. */
+static json_t *busy_json(const double *busy)
+{
+    json_t *b = json_object();
+    for (int i = 0; i < SIM_RES_COUNT; i++)
+        json_object_set_new(b, res_name[i], json_real(busy[i]));
+    return b;
+}
+
 static json_t *totals_json(const sim_results *r)
 {
     const sim_totals *t = &r->tot;
@@ -138,10 +147,7 @@ static json_t *totals_json(const sim_results *r)
     json_object_set_new(o, "slo_fraction", json_real(t->slo_frac));
     json_object_set_new(o, "rstar_last", json_real(t->rstar_last));
     json_object_set_new(o, "r_realised_last", json_real(t->r_final));
-    json_t *b = json_object();
-    for (int i = 0; i < SIM_RES_COUNT; i++)
-        json_object_set_new(b, res_name[i], json_real(t->busy[i]));
-    json_object_set_new(o, "busy_s", b);
+    json_object_set_new(o, "busy_s", busy_json(t->busy));
     json_object_set_new(o, "steps", json_integer((json_int_t)t->steps));
     json_object_set_new(o, "events", json_integer((json_int_t)t->events));
     json_object_set_new(o, "folded_layers", json_integer((json_int_t)t->folded_layers));
@@ -173,10 +179,7 @@ static json_t *totals_json(const sim_results *r)
         json_object_set_new(x, "prefill_tokens", json_integer(s->prefill_tokens));
         json_object_set_new(x, "rstar", json_real(s->rstar));
         json_object_set_new(x, "r_realised", json_real(s->r_real));
-        json_t *bb = json_object();
-        for (int k = 0; k < SIM_RES_COUNT; k++)
-            json_object_set_new(bb, res_name[k], json_real(s->busy[k]));
-        json_object_set_new(x, "busy_s", bb);
+        json_object_set_new(x, "busy_s", busy_json(s->busy));
         json_array_append_new(st, x);
     }
     json_object_set_new(o, "steps_detail", st);
