@@ -17,6 +17,13 @@
 int cli_fail(const ws_err *err);
 /* Prints "writescope: <formatted>" plus a --help hint and returns CLI_EXIT_USAGE. */
 int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Option --opt's value v as a whole integer (or number) in [lo, hi] into *out; else a usage
+ * error naming the option and the range, returning CLI_EXIT_USAGE. */
+int cli_opt_ll(const char *cmd, const char *opt, const char *v, long long lo, long long hi,
+               long long *out);
+int cli_opt_int(const char *cmd, const char *opt, const char *v, int lo, int hi, int *out);
+int cli_opt_double(const char *cmd, const char *opt, const char *v, double lo, double hi,
+                   double *out);
 /* Prints the JSON value indented to stdout (with a newline); steals the reference. A
  * failed write is left to cli_close_stdout (its cause is kept for the message). */
 int cli_print_json(json_t *v);

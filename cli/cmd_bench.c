@@ -14,7 +14,6 @@
 #include "model.h"
 #include "numa.h"
 #include "pool.h"
-#include "ws_parse.h"
 #include "ws_util.h"
 
 static void help(FILE *out)
@@ -76,14 +75,13 @@ static void help(FILE *out)
         "Every figure is measured on this machine (source: measured).\n");
 }
 
+/* cli_opt_ll into a long (the bench's fields). */
 static int parse_int(const char *cmd, const char *name, const char *s, long lo, long hi, long *out)
 {
     long long v = lo;
-    int bad = ws_parse_int64(s, lo, hi, &v);
+    int rc = cli_opt_ll(cmd, name, s, lo, hi, &v);
     *out = (long)v;
-    if (bad)
-        return cli_usage_error(cmd, "--%s must be an integer in %ld..%ld (got '%s')", name, lo, hi, s);
-    return 0;
+    return rc;
 }
 
 /* The read buffer by default: a fixed size (membw.h), at most a quarter of memory. */

@@ -44,16 +44,6 @@ static void help(FILE *out)
         "the run, its steps and (step, layer) records in one transaction. Details: docs/run.md\n");
 }
 
-static int parse_int(const char *opt, const char *v, long long lo, long long hi, int *out)
-{
-    long long x;
-    if (ws_parse_int64(v, lo, hi, &x))
-        return cli_usage_error("run", "--%s needs an integer in [%lld, %lld], not '%s'", opt, lo,
-                               hi, v);
-    *out = (int)x;
-    return 0;
-}
-
 static void on_step(void *ctx, const ws_run_step *st, const ws_run_layer *lay, int n)
 {
     const int every = *(const int *)ctx;
@@ -270,14 +260,14 @@ int cmd_run(int argc, char **argv)
     ws_engine_cfg c;
     ws_engine_cfg_default(&c);
     int every = 8, seed = 1;
-    if ((batch_s && (rc = parse_int("batch", batch_s, 1, 4096, &c.batch))) ||
-        (prompt_s && (rc = parse_int("prompt", prompt_s, 1, 1 << 24, &c.prompt))) ||
-        (output_s && (rc = parse_int("output", output_s, 1, 1 << 20, &c.output))) ||
-        (layers_s && (rc = parse_int("layers", layers_s, 1, 100000, &c.layers))) ||
-        (window_s && (rc = parse_int("window", window_s, 1, 1 << 20, &c.window))) ||
-        (threads_s && (rc = parse_int("threads", threads_s, 1, 1024, &c.threads))) ||
-        (seed_s && (rc = parse_int("seed", seed_s, 0, 1 << 30, &seed))) ||
-        (every_s && (rc = parse_int("every", every_s, 0, 1 << 30, &every))))
+    if ((batch_s && (rc = cli_opt_int("run", "batch", batch_s, 1, 4096, &c.batch))) ||
+        (prompt_s && (rc = cli_opt_int("run", "prompt", prompt_s, 1, 1 << 24, &c.prompt))) ||
+        (output_s && (rc = cli_opt_int("run", "output", output_s, 1, 1 << 20, &c.output))) ||
+        (layers_s && (rc = cli_opt_int("run", "layers", layers_s, 1, 100000, &c.layers))) ||
+        (window_s && (rc = cli_opt_int("run", "window", window_s, 1, 1 << 20, &c.window))) ||
+        (threads_s && (rc = cli_opt_int("run", "threads", threads_s, 1, 1024, &c.threads))) ||
+        (seed_s && (rc = cli_opt_int("run", "seed", seed_s, 0, 1 << 30, &seed))) ||
+        (every_s && (rc = cli_opt_int("run", "every", every_s, 0, 1 << 30, &every))))
         return rc;
     if (r_s && ws_parse_double(r_s, 0, 1, &c.par.r_static))
         return cli_usage_error("run", "--r needs a number in [0, 1], not '%s'", r_s);

@@ -208,25 +208,6 @@ static void print_row(FILE *o, const sim_results *r, int slo)
     fprintf(o, "\n");
 }
 
-static int parse_pos_int(const char *cmd, const char *opt, const char *v, long long lo,
-                         long long hi, int *out)
-{
-    long long x;
-    if (ws_parse_int64(v, lo, hi, &x))
-        return cli_usage_error(cmd, "--%s needs an integer in [%lld, %lld], not '%s'", opt, lo, hi,
-                               v);
-    *out = (int)x;
-    return 0;
-}
-
-static int parse_dbl(const char *cmd, const char *opt, const char *v, double lo, double hi,
-                     double *out)
-{
-    if (ws_parse_double(v, lo, hi, out))
-        return cli_usage_error(cmd, "--%s needs a number in [%g, %g], not '%s'", opt, lo, hi, v);
-    return 0;
-}
-
 static int find_model_index(const char *name)
 {
     for (int i = 0; i < SIM_GRID_MODELS; i++)
@@ -522,17 +503,17 @@ int cmd_sim(int argc, char **argv)
     int batch = trace || arrivals ? 32 : 4, prompt = 2048, output = 256, gexp = 0, all = 1;
     double kv_gb = 0;
     long long seed = 0;
-    if ((batch_s && (rc = parse_pos_int("sim", "batch", batch_s, 1, 1 << 20, &batch))) ||
-        (prompt_s && (rc = parse_pos_int("sim", "prompt", prompt_s, 1, 1 << 26, &prompt))) ||
-        (output_s && (rc = parse_pos_int("sim", "output", output_s, 1, 1 << 26, &output))) ||
-        (layers_s && (rc = parse_pos_int("sim", "layers", layers_s, 1, 100000, &cfg.layers))) ||
-        (chunk_s && (rc = parse_pos_int("sim", "chunk", chunk_s, 1, 1 << 24, &cfg.chunk))) ||
-        (window_s && (rc = parse_pos_int("sim", "window", window_s, 1, 1 << 24, &cfg.window))) ||
-        (gexp_s && (rc = parse_pos_int("sim", "gpu-experts", gexp_s, 0, 65536, &gexp))) ||
-        (r_s && (rc = parse_dbl("sim", "r", r_s, 0, 1, &cfg.par.r_static))) ||
-        (ttft_s && (rc = parse_dbl("sim", "slo-ttft", ttft_s, 0, 1e9, &cfg.slo_ttft))) ||
-        (tpot_s && (rc = parse_dbl("sim", "slo-tpot", tpot_s, 0, 1e9, &cfg.slo_tpot))) ||
-        (kv_s && (rc = parse_dbl("sim", "gpu-kv-gb", kv_s, 0, 1e6, &kv_gb))))
+    if ((batch_s && (rc = cli_opt_int("sim", "batch", batch_s, 1, 1 << 20, &batch))) ||
+        (prompt_s && (rc = cli_opt_int("sim", "prompt", prompt_s, 1, 1 << 26, &prompt))) ||
+        (output_s && (rc = cli_opt_int("sim", "output", output_s, 1, 1 << 26, &output))) ||
+        (layers_s && (rc = cli_opt_int("sim", "layers", layers_s, 1, 100000, &cfg.layers))) ||
+        (chunk_s && (rc = cli_opt_int("sim", "chunk", chunk_s, 1, 1 << 24, &cfg.chunk))) ||
+        (window_s && (rc = cli_opt_int("sim", "window", window_s, 1, 1 << 24, &cfg.window))) ||
+        (gexp_s && (rc = cli_opt_int("sim", "gpu-experts", gexp_s, 0, 65536, &gexp))) ||
+        (r_s && (rc = cli_opt_double("sim", "r", r_s, 0, 1, &cfg.par.r_static))) ||
+        (ttft_s && (rc = cli_opt_double("sim", "slo-ttft", ttft_s, 0, 1e9, &cfg.slo_ttft))) ||
+        (tpot_s && (rc = cli_opt_double("sim", "slo-tpot", tpot_s, 0, 1e9, &cfg.slo_tpot))) ||
+        (kv_s && (rc = cli_opt_double("sim", "gpu-kv-gb", kv_s, 0, 1e6, &kv_gb))))
         return rc;
     if (seed_s && ws_parse_int64(seed_s, 0, (long long)1 << 62, &seed))
         return cli_usage_error("sim", "--seed needs a non-negative integer, not '%s'", seed_s);
