@@ -122,17 +122,14 @@ Test(membw, every_timed_pass_evicted_first)
 
 Test(membw, triad_check_band)
 {
-    double r = 0;
-    cr_assert_eq(ws_membw_triad_check(40, 40, &r), 1);
-    cr_assert_float_eq(r, 1.0, 1e-12);
-    cr_assert_eq(ws_membw_triad_check(40, 30, &r), 1);
+    cr_assert_eq(ws_membw_triad_in_band(40.0 / 40), 1);
+    cr_assert_eq(ws_membw_triad_in_band(30.0 / 40), 1);
     /* a triad far above the read (served from a cache) or far below disagrees */
-    cr_assert_eq(ws_membw_triad_check(32, 64, &r), 0);
-    cr_assert_float_eq(r, 2.0, 1e-12);
-    cr_assert_eq(ws_membw_triad_check(60, 20, &r), 0);
-    cr_assert_eq(ws_membw_triad_check(0, 20, &r), 0);
-    cr_assert_eq(ws_membw_triad_check(40, WS_MEMBW_TRIAD_READ_LO * 40, NULL), 1);
-    cr_assert_eq(ws_membw_triad_check(40, WS_MEMBW_TRIAD_READ_HI * 40, NULL), 1);
+    cr_assert_eq(ws_membw_triad_in_band(64.0 / 32), 0);
+    cr_assert_eq(ws_membw_triad_in_band(20.0 / 60), 0);
+    cr_assert_eq(ws_membw_triad_in_band(NAN), 0); /* no read figure */
+    cr_assert_eq(ws_membw_triad_in_band(WS_MEMBW_TRIAD_READ_LO), 1);
+    cr_assert_eq(ws_membw_triad_in_band(WS_MEMBW_TRIAD_READ_HI), 1);
 }
 
 /* The host's bandwidth jumps from 50 to 80 GB/s during the run; within each round the

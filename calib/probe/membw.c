@@ -56,12 +56,9 @@ void ws_membw_evict(const void *p, size_t bytes)
     _mm_mfence(); /* the flushes are done before anything after them is timed */
 }
 
-int ws_membw_triad_check(double read_gbps, double triad_gbps, double *ratio)
+int ws_membw_triad_in_band(double ratio)
 {
-    const double r = read_gbps > 0 ? triad_gbps / read_gbps : NAN;
-    if (ratio)
-        *ratio = r;
-    return r >= WS_MEMBW_TRIAD_READ_LO && r <= WS_MEMBW_TRIAD_READ_HI;
+    return ratio >= WS_MEMBW_TRIAD_READ_LO && ratio <= WS_MEMBW_TRIAD_READ_HI;
 }
 
 int ws_membw_triad_check_rounds(const double *t_read, double read_bytes, const double *t_triad,
@@ -75,7 +72,7 @@ int ws_membw_triad_check_rounds(const double *t_read, double read_bytes, const d
     const double r = m ? ws_median_sort(q, m) : NAN;
     if (ratio)
         *ratio = r;
-    return r >= WS_MEMBW_TRIAD_READ_LO && r <= WS_MEMBW_TRIAD_READ_HI;
+    return ws_membw_triad_in_band(r);
 }
 
 /* ---- gather: seeded random segments, as a sparse list's rows are read ---- */

@@ -16,7 +16,7 @@
  * pass the pool's threads evict exactly what the pass reads (and writes) from every cache
  * level (ws_membw_evict), so the pass starts in DRAM at any buffer size, and the threads
  * are awake when the clock starts. Read and triad of one run are checked against each
- * other (ws_membw_triad_check). Why: docs/notes/membw.md.
+ * other (ws_membw_triad_check_rounds). Why: docs/notes/membw.md.
  * On a pool over several NUMA nodes (pool.h) the read buffer and the triad's arrays are one
  * region per node, placed there and read by that node's threads; the gather's random rows
  * span every node. Each returns the median over `repeats` timed runs (after one untimed
@@ -46,9 +46,9 @@ extern "C" {
 #define WS_MEMBW_TRIAD_READ_LO 0.5
 #define WS_MEMBW_TRIAD_READ_HI 1.2
 
-/* triad / read into *ratio; 1 when inside the expected band, 0 when they disagree. */
-int ws_membw_triad_check(double read_gbps, double triad_gbps, double *ratio);
-/* The same from interleaved rounds: the median over rounds k of the triad's rate over the
+/* 1 when a triad / read ratio is inside the expected band, 0 when they disagree (NaN too). */
+int ws_membw_triad_in_band(double ratio);
+/* The check of a run's interleaved rounds: the median over rounds k of the triad's rate over the
  * read's of round k (seconds t_read[k] for read_bytes, t_triad[k] for triad_bytes), so a
  * shift of the host's bandwidth between rounds does not pit a fast minute of one against
  * a slow minute of the other. */
