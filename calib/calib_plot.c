@@ -7,10 +7,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include "calib.h"
+#include "ws_gnuplot.h"
 #include "ws_util.h"
 
 /* Appends `t` to titles as one word: characters that gnuplot's word() or a terminal would
@@ -93,37 +92,18 @@ int ws_calib_plot_data(ws_store *store, long long run_id, const char *dir, int *
 int ws_calib_plot(ws_store *store, long long run_id, const char *script, const char *out,
                   int *n_out, ws_err *err)
 {
-    size_t ol = strlen(out);
-    const char *term = ol > 4 && !strcmp(out + ol - 4, ".svg") ? "svg" : "pngcairo";
-    char dir[] = "/tmp/writescope-plot-XXXXXX", nbuf[16], titles[16384];
+    char dir[64], nbuf[16], titles[16384];
     int n = 0;
     *n_out = 0;
-    if (!mkdtemp(dir))
-        return ws_err_set(err, WS_EIO, "cannot create a temporary folder: %s", strerror(errno));
+    if (ws_gnuplot_tmpdir(dir, sizeof dir, err))
+        return err->code;
     int rc = ws_calib_plot_data(store, run_id, dir, &n, titles, sizeof titles, err);
     if (!rc) {
         snprintf(nbuf, sizeof nbuf, "%d", n);
-        pid_t pid = fork();
-        if (pid == 0) {
-            execlp("gnuplot", "gnuplot", "-c", script, dir, nbuf, titles, out, term, (char *)NULL);
-            _exit(127);
-        }
-        int st = 0;
-        if (pid < 0 || waitpid(pid, &st, 0) < 0)
-            rc = ws_err_set(err, WS_EIO, "cannot run gnuplot: %s", strerror(errno));
-        else if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
-            rc = ws_err_set(err, WS_EIO, "gnuplot failed on %s (status %d)%s", script,
-                            WIFEXITED(st) ? WEXITSTATUS(st) : -1,
-                            WIFEXITED(st) && WEXITSTATUS(st) == 127
-                                ? ": gnuplot not found (make deps)"
-                                : "");
+        const char *args[] = {dir, nbuf, titles, out, ws_gnuplot_term(out)};
+        rc = ws_gnuplot_run(script, args, 5, err);
     }
-    for (int i = 1; i <= n; i++) {
-        char f[WS_PATH_MAX];
-        snprintf(f, sizeof f, "%s/%d.dat", dir, i);
-        unlink(f);
-    }
-    rmdir(dir);
+    ws_gnuplot_rmdir(dir);
     *n_out = n;
     return rc;
 }
