@@ -11,14 +11,15 @@
  * so the first call at a shape class (hidden, inter, threads, m rounded up to a power of
  * two) times every present backend on that call's data and keeps the fastest for the
  * class; ws_gemm_bf16_backend_name() says which. oneDNN primitives are costly to create:
- * they are cached by (m, hidden, inter, threads). Scratch (bf16 copies of x and h, the
+ * they are cached by (m, hidden, inter, threads) per calling thread. Scratch (bf16 copies of x and h, the
  * gate/up product) is per calling thread, grown on demand.
  *
  * Every backend runs on `threads` OpenMP threads (the OpenBLAS ones call the BLAS
  * single-threaded per panel of output columns): two libraries' worker pools on the same
- * cores stall each other. Calls are thread-safe; calls served by oneDNN are serialised
- * (its primitives share one scratchpad). ws_gemm_bf16_release() frees the cache, the
- * probe's choices and the calling thread's scratch (OpenMP workers keep their panels). */
+ * cores stall each other. Calls are thread-safe and run concurrently: each calling thread
+ * has its own oneDNN stream and primitives, with their own scratchpads (up to 32 threads;
+ * more share slots under a lock). ws_gemm_bf16_release() frees the primitives, the probe's
+ * choices and the calling thread's scratch (OpenMP workers keep their panels). */
 #ifndef WS_GEMM_BF16_H
 #define WS_GEMM_BF16_H
 

@@ -5,6 +5,7 @@
  * roundings) plus 1e-6; a transposed or misread operand misses it by orders of magnitude. */
 #include <criterion/criterion.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -151,4 +152,52 @@ Test(gemm_bf16, shape_classes_and_errors)
     ws_gemm_bf16_release();
     cr_assert_str_eq(ws_gemm_bf16_backend_name(32, 16, 9, 1), "unprobed");
     drop(&f);
+}
+
+/* Concurrent callers (the runtime runs one expert per pool thread): each thread's oneDNN
+ * primitives and scratchpads are its own, so results equal the reference while 4 threads
+ * call the same shapes at once, many times over. */
+typedef struct conc_arg {
+    fixture *f;
+    int rc, bad;
+} conc_arg;
+
+static void *conc_body(void *p)
+{
+    conc_arg *a = p;
+    fixture *f = a->f;
+    ws_expert_bf16 e = {f->H, f->I, f->w, f->w + (size_t)f->H * 2 * f->I};
+    float *y = malloc(sizeof(float) * f->M * f->H);
+    ws_err err = {0};
+    for (int it = 0; it < 40 && !a->rc && y; it++) {
+        const int m = 1 + it % f->M;
+        a->rc = ws_expert_ffn_bf16_with(WS_GEMM_BF16_ONEDNN, &e, f->x, y, m, 1, &err);
+        for (int i = 0; i < m * f->H && !a->rc; i++)
+            a->bad += !(fabs(y[i] - f->ref[i]) <= f->tol[i]);
+    }
+    free(y);
+    return NULL;
+}
+
+Test(gemm_bf16, concurrent_onednn_callers)
+{
+    cr_assert(ws_gemm_bf16_present(WS_GEMM_BF16_ONEDNN), "oneDNN is a build dependency");
+    enum { N = 4 };
+    fixture f[N];
+    conc_arg a[N];
+    pthread_t t[N];
+    for (int i = 0; i < N; i++) {
+        make(&f[i], 256, 192, 5, 40 + i);
+        a[i] = (conc_arg){.f = &f[i]};
+    }
+    for (int i = 0; i < N; i++)
+        cr_assert_eq(pthread_create(&t[i], NULL, conc_body, &a[i]), 0);
+    for (int i = 0; i < N; i++)
+        pthread_join(t[i], NULL);
+    for (int i = 0; i < N; i++) {
+        cr_assert_eq(a[i].rc, 0, "caller %d failed", i);
+        cr_assert_eq(a[i].bad, 0, "caller %d: %d outputs off the reference", i, a[i].bad);
+        drop(&f[i]);
+    }
+    ws_gemm_bf16_release();
 }
