@@ -37,32 +37,53 @@ static int by_work_bytes(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* One panel's title, y label and x label (a line of titles.tsv). */
-static void put_titles(FILE *t, const ws_calibdb_fit *f, const ws_fit_result *r, int by_flops)
+/* One panel's line of titles.tsv: the key, the fitted parameters, y label, x label, and
+ * how the model is drawn (a curve, or a point per sample when the samples mix shapes). */
+static void put_titles(FILE *t, const ws_calibdb_fit *f, const ws_fit_result *r, int by_flops,
+                       int curve)
 {
-    char key[160], rates[96] = "", line[400];
-    snprintf(key, sizeof key, "%s %s%s%s%s%s", f->key.device, f->key.op,
+    char key[160], rates[200] = "";
+    snprintf(key, sizeof key, "%s %s%s%s%s%s (%s fit)%s", f->key.device, f->key.op,
              *f->key.attn_kind ? " " : "", f->key.attn_kind, *f->key.dtype ? " " : "",
-             f->key.dtype);
+             f->key.dtype, f->form, f->good ? "" : " - POOR FIT");
+    ws_gnuplot_text(t, key);
     if (r->peak_flops > 0)
-        snprintf(rates, sizeof rates, "P = %.3g GFLOP/s%s", r->peak_flops / 1e9,
+        snprintf(rates, sizeof rates, "P = %.3g GFLOP/s%s, ", r->peak_flops / 1e9,
                  f->p_fixed ? " (held)" : "");
     if (r->bandwidth > 0) {
         size_t l = strlen(rates);
-        snprintf(rates + l, sizeof rates - l, "%sW = %.3g GB/s%s", l ? ", " : "",
-                 r->bandwidth / 1e9, f->w_fixed ? " (held)" : "");
+        snprintf(rates + l, sizeof rates - l, "W = %.3g GB/s%s, ", r->bandwidth / 1e9,
+                 f->w_fixed ? " (held)" : "");
     }
-    snprintf(line, sizeof line, "%s: %s, c0 = %.3g us; held-out error %.1f%%%s", key, rates,
-             r->c0 * 1e6, f->heldout_mape_pct, f->good ? "" : " - POOR FIT");
-    ws_gnuplot_text(t, line);
-    fprintf(t, "\t%s\t%s\n", by_flops ? "achieved GFLOP/s" : "achieved GB/s",
-            by_flops ? "work per call (FLOP)" : "bytes moved per call (B)");
+    size_t l = strlen(rates);
+    snprintf(rates + l, sizeof rates - l, "c0 = %.3g us; held-out error %.1f%%", r->c0 * 1e6,
+             f->heldout_mape_pct);
+    fputc('\t', t);
+    ws_gnuplot_text(t, rates);
+    fprintf(t, "\t%s\t%s\t%s\n", by_flops ? "achieved GFLOP/s" : "achieved GB/s",
+            by_flops ? "work per call (FLOP)" : "bytes moved per call (B)",
+            curve ? "curve" : "points");
+}
+
+/* 1 when every sample has the same arithmetic intensity (flops/bytes within 1%): the model is
+ * then one curve of size; samples of several shapes get the model at each sample instead. */
+static int one_shape(const ws_calibdb_sample *x, int nx)
+{
+    double lo = INFINITY, hi = 0;
+    for (int j = 0; j < nx; j++) {
+        if (!(x[j].bytes > 0))
+            return 0;
+        double i = x[j].flops / x[j].bytes;
+        lo = i < lo ? i : lo;
+        hi = i > hi ? i : hi;
+    }
+    return hi <= lo * 1.01 || hi == 0;
 }
 
 /* Writes n.dat (size, rate median, rate at t_max, rate at t_min, model error %) and n.fit
- * (size, model rate, a smooth curve between the measured sizes). */
+ * (size, model rate: a smooth curve between the measured sizes, or one row per sample). */
 static int put_panel(const char *dir, int n, ws_calibdb_sample *x, int nx, const ws_fit_result *r,
-                     int by_flops, ws_err *err)
+                     int by_flops, int curve, ws_err *err)
 {
     char name[32];
     qsort(x, (size_t)nx, sizeof *x, by_flops ? by_work_flops : by_work_bytes);
@@ -87,7 +108,12 @@ static int put_panel(const char *dir, int n, ws_calibdb_sample *x, int nx, const
     FILE *c = ws_gnuplot_open(dir, name, err);
     if (!c)
         return err->code;
-    for (int j = 0; j + 1 < nx; j++) {
+    for (int j = 0; !curve && j < nx; j++) {
+        double w = work(&x[j], by_flops), tm = ws_fit_predict(r, x[j].flops, x[j].bytes);
+        if (w > 0 && tm > 0)
+            fprintf(c, "%.6g\t%.6g\n", w, w / tm / 1e9);
+    }
+    for (int j = 0; curve && j + 1 < nx; j++) {
         const ws_calibdb_sample *a = &x[j], *b = &x[j + 1];
         for (int k = 0; k <= CURVE_POINTS; k++) {
             if (k == CURVE_POINTS && j + 2 < nx)
@@ -127,19 +153,22 @@ static int write_panels(void *vctx, const char *dir, int *n_out, ws_err *err)
         const ws_calibdb_fit *f = &fits[i];
         if (!strcmp(f->form, "factor") || f->n_samples < 3)
             continue;
-        ws_fit_result r = {.form = strcmp(f->form, "transfer") ? WS_FIT_ROOFLINE : WS_FIT_TRANSFER,
+        ws_fit_result r = {.form = !strcmp(f->form, "transfer") ? WS_FIT_TRANSFER
+                                   : !strcmp(f->form, "serial") ? WS_FIT_SERIAL
+                                                                : WS_FIT_ROOFLINE,
                            .c0 = isnan(f->c0) ? 0 : f->c0,
                            .peak_flops = isnan(f->peak_flops) ? 0 : f->peak_flops,
                            .bandwidth = isnan(f->bandwidth) ? 0 : f->bandwidth};
-        const int by_flops = r.form == WS_FIT_ROOFLINE && f->compute_bound && r.peak_flops > 0;
+        const int by_flops = r.form != WS_FIT_TRANSFER && f->compute_bound && r.peak_flops > 0;
         ws_calibdb_sample *x;
         int nx;
         if ((rc = ws_calibdb_get_samples(ctx->store, run.id, &f->key, &x, &nx, err)))
             break;
-        rc = put_panel(dir, n + 1, x, nx, &r, by_flops, err);
+        const int curve = one_shape(x, nx);
+        rc = put_panel(dir, n + 1, x, nx, &r, by_flops, curve, err);
         free(x);
         if (!rc) {
-            put_titles(t, f, &r, by_flops);
+            put_titles(t, f, &r, by_flops, curve);
             n++;
         }
     }

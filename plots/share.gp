@@ -1,9 +1,10 @@
 # share.gp: the policy's target CPU share r* and the realised share over one run, and below
-# it the mean context per sequence, against time. From a simulation run (all modeled) or a
+# it the mean context per sequence L, step by step over the steps where the policy sets r*
+# (those with a decode: prefill-only steps have no target). From a simulation run (all modeled) or a
 # live run (`--live`: the realised share counted from placed pages, r* computed from the
 # measured A and B); the labels say which. `writescope plot share` runs
 # `gnuplot -c share.gp DATADIR OUTFILE TERM N` (plots/README.md):
-#   DATADIR/steps.dat   t_start, t_end, context per sequence, r*, r, busy % x 4
+#   DATADIR/steps.dat   t_start, t_end, context per sequence, r*, r, busy % x 4, step
 #   DATADIR/labels.tsv  title, workload, r* label, r label, x label
 datadir = ARG1
 outfile = ARG2
@@ -26,20 +27,20 @@ set multiplot title title . "\n" . sub noenhanced
 set lmargin at screen 0.09
 set rmargin at screen 0.97
 set grid
-set tmargin at screen 0.90
+set tmargin at screen 0.86
 set bmargin at screen 0.42
 set format x ''
 set ylabel 'CPU share of the spilled KV'
 set yrange [0:1.05]
-set key bottom right box opaque noenhanced
-plot f using 1:4 with steps lw 2 lc rgb '#d62728' title l1, \
-     f using 1:5 with steps lw 2 lc rgb '#1f77b4' title l2
+set key at screen 0.53, 0.895 center center horizontal noenhanced
+plot f using 10:4 with steps lw 2 lc rgb '#d62728' title l1, \
+     f using 10:5 with steps lw 2 lc rgb '#1f77b4' title l2
 set tmargin at screen 0.38
 set bmargin at screen 0.09
-set format x '%g'
+set format x '%.0f'
 set xlabel xl noenhanced
 set ylabel "context per\nsequence (tokens)"
-set yrange [0:*]
+set yrange [*:*]
 unset key
-plot f using 1:3 with steps lw 2 lc rgb '#555555'
+plot f using 10:3 with steps lw 2 lc rgb '#555555'
 unset multiplot

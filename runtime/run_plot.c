@@ -9,23 +9,28 @@
 #include "rundb.h"
 
 static void put_row(FILE *f, double t0, double t1, double ctx, double rs, double rr,
-                    const double busy[4])
+                    const double busy[4], long long idx)
 {
     const double dur = t1 - t0;
     fprintf(f, "%.9g\t%.9g\t%.9g\t%.6g\t%.6g", t0, t1, ctx, rs, rr);
     for (int k = 0; k < 4; k++)
         fprintf(f, "\t%.6g", dur > 0 && isfinite(busy[k]) ? 100.0 * busy[k] / dur : NAN);
-    fputc('\n', f);
+    fprintf(f, "\t%lld\n", idx);
 }
 
-int ws_run_plot_steps(const char *dir, const ws_plot_step *st, size_t n, ws_err *err)
+int ws_run_plot_steps(const char *dir, const ws_plot_step *st, size_t n, size_t *n_share,
+                      ws_err *err)
 {
     FILE *f = ws_gnuplot_open(dir, "steps.dat", err);
     if (!f)
         return err->code;
+    *n_share = 0;
     for (size_t i = 0; i < n; i++)
-        put_row(f, st[i].t_start, st[i].t_end, st[i].context, st[i].r_star, st[i].r_real,
-                st[i].busy);
+        if (isfinite(st[i].r_star)) {
+            put_row(f, st[i].t_start, st[i].t_end, st[i].context, st[i].r_star, st[i].r_real,
+                    st[i].busy, st[i].idx);
+            ++*n_share;
+        }
     int rc = ws_gnuplot_close(f, "steps.dat", err);
     if (rc || !(f = ws_gnuplot_open(dir, "util.dat", err)))
         return rc ? rc : err->code;
@@ -48,7 +53,7 @@ int ws_run_plot_steps(const char *dir, const ws_plot_step *st, size_t n, ws_err 
                 busy[k] = NAN;
         /* the bin as one step of its summed duration, so busy % is time-weighted */
         put_row(f, st[i].t_start, st[i].t_start + dur, ctx / (double)(end - i),
-                st[end - 1].r_star, st[end - 1].r_real, busy);
+                st[end - 1].r_star, st[end - 1].r_real, busy, st[i].idx);
     }
     return ws_gnuplot_close(f, "util.dat", err);
 }
@@ -77,16 +82,20 @@ static int write_live(void *vctx, const char *dir, int *n_out, ws_err *err)
     }
     for (size_t i = 0; i < n; i++) {
         const ws_rundb_step *x = &rows[i];
-        st[i] = (ws_plot_step){x->t_start, x->t_end,
+        st[i] = (ws_plot_step){x->idx, x->t_start, x->t_end,
                                x->batch > 0 ? (double)x->context / x->batch : NAN,
                                x->r_star, x->r_real,
                                {x->busy_gpu, x->busy_h2d, x->busy_d2h, x->busy_cpu}};
     }
     free(rows);
-    rc = ws_run_plot_steps(dir, st, n, err);
+    size_t n_share;
+    rc = ws_run_plot_steps(dir, st, n, &n_share, err);
     free(st);
     if (rc)
         return rc;
+    if (!c->util && n_share == 0)
+        return ws_err_set(err, WS_ENOTFOUND, "runtime run %lld has no step with a target share",
+                          c->run.id);
     const ws_rundb_run *r = &c->run;
     const int gpu_meas = !strcmp(r->gpu_source, "measured");
     char title[640], wl[200], l1[160], l2[160], l3[160], l4[160], l5[160];
@@ -109,8 +118,7 @@ static int write_live(void *vctx, const char *dir, int *n_out, ws_err *err)
     }
     snprintf(l1, sizeof l1, "r* (policy target from measured A, B)");
     snprintf(l2, sizeof l2, "realised share (measured: pages placed)");
-    snprintf(l3, sizeof l3, "time on the step timeline (s): CPU measured, GPU %s",
-             gpu_meas ? "measured" : "modeled");
+    snprintf(l3, sizeof l3, "decode step");
     const char *lines[] = {title, wl, l1, l2, l3};
     *n_out = 2;
     return ws_gnuplot_lines(dir, "labels.tsv", lines, 5, err);

@@ -7,10 +7,11 @@
  * device or modeled by the cost model (gpu_source), and r* is the policy's target computed
  * from the measured estimates of A and B.
  *
- * Step files (TAB-separated, one row per step; util.dat merges consecutive steps into at
- * most WS_RUN_PLOT_BINS rows, time-weighted):
+ * Step files (TAB-separated): steps.dat has one row per step with a target share r* (the
+ * decode steps), util.dat every step, consecutive steps merged into at most
+ * WS_RUN_PLOT_BINS rows, time-weighted:
  *   t_start (s), t_end (s), mean context per sequence (tokens), r*, realised r,
- *   busy % of the GPU, of H2D, of D2H, of the CPU (busy seconds / step duration) */
+ *   busy % of the GPU, of H2D, of D2H, of the CPU (busy seconds / step duration), step */
 #ifndef WS_RUN_PLOT_H
 #define WS_RUN_PLOT_H
 
@@ -28,14 +29,16 @@ extern "C" {
 
 /* One step as the step files want it. NAN: none. */
 typedef struct ws_plot_step {
+    long long idx;           /* step number */
     double t_start, t_end;   /* seconds on the run's timeline */
     double context;          /* mean context tokens per sequence */
     double r_star, r_real;   /* CPU share: target and realised */
     double busy[4];          /* seconds busy: GPU, H2D, D2H, CPU */
 } ws_plot_step;
 
-/* Writes dir/steps.dat and dir/util.dat. */
-int ws_run_plot_steps(const char *dir, const ws_plot_step *st, size_t n, ws_err *err);
+/* Writes dir/steps.dat and dir/util.dat; *n_share: the rows of steps.dat. */
+int ws_run_plot_steps(const char *dir, const ws_plot_step *st, size_t n, size_t *n_share,
+                      ws_err *err);
 
 /* The figures of live run req->live (0: the newest). */
 int ws_run_plot_share(ws_store *s, const ws_plot_req *req, char *what, size_t cap, ws_err *err);

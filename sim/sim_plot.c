@@ -350,18 +350,23 @@ static int write_steps(void *vctx, const char *dir, int *n_out, ws_err *err)
     }
     for (size_t i = 0; i < n; i++) {
         const ws_simdb_step *x = &rows[i];
-        st[i] = (ws_plot_step){x->t_start, x->t_end,
+        st[i] = (ws_plot_step){x->idx, x->t_start, x->t_end,
                                x->batch > 0 ? (double)x->context / x->batch : NAN,
                                x->r_star, x->r_real,
                                {x->busy_gpu, x->busy_h2d, x->busy_d2h, x->busy_cpu}};
     }
     free(rows);
-    rc = ws_run_plot_steps(dir, st, n, err);
+    size_t n_share;
+    rc = ws_run_plot_steps(dir, st, n, &n_share, err);
     free(st);
     if (rc)
         return rc;
+    if (!c->util && n_share == 0)
+        return ws_err_set(err, WS_ENOTFOUND,
+                          "simulation run %lld has no step with a target share (policy %s)",
+                          c->run.id, c->run.policy);
     char title[768], wl[400];
-    const char *xl = "simulated time (s)";
+    const char *xl = c->util ? "simulated time (s)" : "step (steps with a decode, where the policy sets r*)";
     if (c->util) {
         run_title(&c->run, "Resource utilisation", 1, title, sizeof title, wl, sizeof wl);
         const char *lines[] = {title, wl, "GPU compute", "H2D copy", "D2H copy", "CPU workers", xl};
