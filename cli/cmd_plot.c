@@ -112,6 +112,9 @@ int cmd_plot(int argc, char **argv)
     ws_store_close(s);
     if (rc)
         return cli_fail(&err);
+    for (char *p = what; *p; p++) /* names from the database stay on one line */
+        if ((unsigned char)*p < ' ')
+            *p = ' ';
     printf("%s (%s)\n", out, what);
     return CLI_EXIT_OK;
 }

@@ -32,7 +32,7 @@ set ylabel 'busy (%)'
 unset key
 colors = '#4c78a8 #f58518 #54a24b #b279a2'
 top = 0.905
-h = 0.21
+h = 0.215
 do for [k = 1:4] {
     stats lab every ::(k + 1)::(k + 1) using (name = strcol(1), 0) nooutput
     stats f using (valid(5 + k) ? column(5 + k) * ($2 - $1) / 100 : 0) name 'b' nooutput
