@@ -39,7 +39,7 @@ int ws_gnuplot_run(const char *script, const char *const *args, int nargs, ws_er
 /* What a `writescope plot` figure is asked to draw. */
 typedef struct ws_plot_req {
     long long run;     /* the figure's run (calibration or simulation id); 0: the newest */
-    long long live;    /* a run of the live runtime (`writescope run`) instead; 0: none */
+    long long live;    /* figures of a live run (`writescope run`): its id; 0: the newest */
     const char *model; /* figures over many simulation runs: only this model; NULL: any */
     const char *gpu;   /* ... only this GPU profile; NULL: any */
     const char *out;   /* output file: .svg, else PNG */

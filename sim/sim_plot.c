@@ -208,9 +208,14 @@ static int write_throughput(void *vctx, const char *dir, int *n_out, ws_err *err
     /* the reference: the run asked for, else the newest point */
     size_t ref = 0;
     for (size_t i = 0; i < n; i++)
-        if (c->req->run ? pts[i].id == c->req->run : pts[i].id > pts[ref].id)
+        if (pts[i].id > pts[ref].id)
             ref = i;
     c->ref = pts[ref];
+    if (c->req->run) {
+        snprintf(c->ref.model, sizeof c->ref.model, "%s", run.model);
+        snprintf(c->ref.gpu_profile, sizeof c->ref.gpu_profile, "%s", run.gpu_profile);
+        snprintf(c->ref.host_profile, sizeof c->ref.host_profile, "%s", run.host_profile);
+    }
     /* every policy, each one colour in every panel; writescope last, drawn on top */
     const char **pol = NULL;
     int np = 0;
