@@ -17,6 +17,7 @@
 #include "fingerprint.h"
 #include "fit.h"
 #include "store.h"
+#include "ws_gnuplot.h"
 
 /* What a sample measures (device, op, dtype, attention kind) and one measured
  * configuration: the database's row types (store/calibdb.h). */
@@ -62,18 +63,12 @@ int ws_calib_store(ws_store *store, const ws_calib_run *run, long long *run_id, 
 /* Fits of one run (run_id 0 = newest) as JSON: {run: {...}, fits: [...]}. */
 json_t *ws_calib_show(ws_store *store, long long run_id, ws_err *err);
 
-/* Writes dir/1.dat .. dir/N.dat for plots/calib.gp (one per roofline/transfer fit of run
- * run_id, 0 = newest) and the panel titles, space-separated, into titles (a title is one
- * word: blanks, quotes, backslashes and backquotes in it become '_'). */
-int ws_calib_plot_data(ws_store *store, long long run_id, const char *dir, int *n_out,
-                       char *titles, size_t titles_cap, ws_err *err);
-/* Draws run run_id (0 = newest) with gnuplot and `script` (plots/calib.gp) into `out`
- * (SVG when it ends in .svg, else PNG), through a private temporary folder that is
- * removed after. Every value -- paths, titles read from the database -- reaches gnuplot
- * as a script argument (`gnuplot -c script ARG...`), which gnuplot never evaluates.
- * Returns the number of panels in *n_out. */
-int ws_calib_plot(ws_store *store, long long run_id, const char *script, const char *out,
-                  int *n_out, ws_err *err);
+/* `writescope plot calib`: every roofline or transfer fit of calibration run req->run (0 =
+ * newest), one panel each, drawn by plots/calib.gp into req->out: the achieved rate
+ * (GB/s, or GFLOP/s for a compute-bound fit) of the measured samples against their size
+ * with the fitted model's curve, and the model's error in percent below. what: a
+ * one-line note of what was drawn. */
+int ws_calib_plot(ws_store *store, const ws_plot_req *req, char *what, size_t cap, ws_err *err);
 
 /* Test hook (fault injection): when >= 0, ws_calib_store fails after writing this many
  * sample rows, inside its transaction. */

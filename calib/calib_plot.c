@@ -1,8 +1,7 @@
-/* calib_plot: writes the data files plots/calib.gp draws -- for every roofline or transfer
- * fit of a run, the run's samples of that key (bytes, median, min, max time) beside the
- * fitted model's time for the same operation (see calib.h). Titles are made of a safe
- * character set: they reach gnuplot as data and are split into words there. */
-#include <errno.h>
+/* calib_plot: the data of plots/calib.gp (see calib.h) -- for every roofline or transfer
+ * fit of a calibration run, the achieved rate of each measured size beside the fitted
+ * model's, and the model's error in percent. Rates rather than times: on log-log time
+ * axes every fit looks perfect, while a rate curve shows where the model bends away. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,98 +11,183 @@
 #include "ws_gnuplot.h"
 #include "ws_util.h"
 
-/* Appends `t` to titles as one word: characters that gnuplot's word() or a terminal would
- * treat specially (blanks, quotes, backslash, control and non-ASCII bytes) become '_'. */
-static void append_title(char *titles, size_t cap, const char *t)
+#define CURVE_POINTS 16 /* model points between two measured sizes */
+
+typedef struct panel_ctx {
+    ws_store *store;
+    long long run_id; /* in: 0 = newest; out: the run drawn */
+} panel_ctx;
+
+/* The size a sample is drawn at and the work its rate counts: flops for a compute-bound
+ * fit, bytes otherwise. */
+static double work(const ws_calibdb_sample *x, int by_flops)
 {
-    size_t l = strlen(titles);
-    if (l && l + 1 < cap)
-        titles[l++] = ' ';
-    for (; *t && l + 1 < cap; t++) {
-        unsigned char c = (unsigned char)*t;
-        titles[l++] = c > ' ' && c < 127 && c != '\'' && c != '"' && c != '\\' && c != '`' ? (char)c
-                                                                                          : '_';
-    }
-    titles[l] = '\0';
+    return by_flops ? x->flops : x->bytes;
 }
 
-int ws_calib_plot_data(ws_store *store, long long run_id, const char *dir, int *n_out,
-                       char *titles, size_t titles_cap, ws_err *err)
+static int by_work_flops(const void *a, const void *b)
 {
+    double x = ((const ws_calibdb_sample *)a)->flops, y = ((const ws_calibdb_sample *)b)->flops;
+    return (x > y) - (x < y);
+}
+
+static int by_work_bytes(const void *a, const void *b)
+{
+    double x = ((const ws_calibdb_sample *)a)->bytes, y = ((const ws_calibdb_sample *)b)->bytes;
+    return (x > y) - (x < y);
+}
+
+/* One panel's line of titles.tsv: the key, the fitted parameters, y label, x label, and
+ * how the model is drawn (a curve, or a point per sample when the samples mix shapes). */
+static void put_titles(FILE *t, const ws_calibdb_fit *f, const ws_fit_result *r, int by_flops,
+                       int curve)
+{
+    char key[160], rates[200] = "";
+    snprintf(key, sizeof key, "%s %s%s%s%s%s (%s fit)%s", f->key.device, f->key.op,
+             *f->key.attn_kind ? " " : "", f->key.attn_kind, *f->key.dtype ? " " : "",
+             f->key.dtype, f->form, f->good ? "" : " - POOR FIT");
+    ws_gnuplot_text(t, key);
+    if (r->peak_flops > 0)
+        snprintf(rates, sizeof rates, "P = %.3g GFLOP/s%s, ", r->peak_flops / 1e9,
+                 f->p_fixed ? " (held)" : "");
+    if (r->bandwidth > 0) {
+        size_t l = strlen(rates);
+        snprintf(rates + l, sizeof rates - l, "W = %.3g GB/s%s, ", r->bandwidth / 1e9,
+                 f->w_fixed ? " (held)" : "");
+    }
+    size_t l = strlen(rates);
+    snprintf(rates + l, sizeof rates - l, "c0 = %.3g us; held-out error %.1f%%", r->c0 * 1e6,
+             f->heldout_mape_pct);
+    fputc('\t', t);
+    ws_gnuplot_text(t, rates);
+    fprintf(t, "\t%s\t%s\t%s\n", by_flops ? "achieved GFLOP/s" : "achieved GB/s",
+            by_flops ? "work per call (FLOP)" : "bytes moved per call (B)",
+            curve ? "curve" : "points");
+}
+
+/* 1 when every sample has the same arithmetic intensity (flops/bytes within 1%): the model is
+ * then one curve of size; samples of several shapes get the model at each sample instead. */
+static int one_shape(const ws_calibdb_sample *x, int nx)
+{
+    double lo = INFINITY, hi = 0;
+    for (int j = 0; j < nx; j++) {
+        if (!(x[j].bytes > 0))
+            return 0;
+        double i = x[j].flops / x[j].bytes;
+        lo = i < lo ? i : lo;
+        hi = i > hi ? i : hi;
+    }
+    return hi <= lo * 1.01 || hi == 0;
+}
+
+/* Writes n.dat (size, rate median, rate at t_max, rate at t_min, model error %) and n.fit
+ * (size, model rate: a smooth curve between the measured sizes, or one row per sample). */
+static int put_panel(const char *dir, int n, ws_calibdb_sample *x, int nx, const ws_fit_result *r,
+                     int by_flops, int curve, ws_err *err)
+{
+    char name[32];
+    qsort(x, (size_t)nx, sizeof *x, by_flops ? by_work_flops : by_work_bytes);
+    snprintf(name, sizeof name, "%d.dat", n);
+    FILE *d = ws_gnuplot_open(dir, name, err);
+    if (!d)
+        return err->code;
+    for (int j = 0; j < nx; j++) {
+        double w = work(&x[j], by_flops), t = x[j].t_median;
+        double tmin = isnan(x[j].t_min) ? t : x[j].t_min, tmax = isnan(x[j].t_max) ? t : x[j].t_max;
+        double tm = ws_fit_predict(r, x[j].flops, x[j].bytes);
+        if (!(t > 0 && w > 0))
+            continue;
+        fprintf(d, "%.6g\t%.6g\t%.6g\t%.6g\t%.6g\n", w, w / t / 1e9,
+                tmax > 0 ? w / tmax / 1e9 : NAN, tmin > 0 ? w / tmin / 1e9 : NAN,
+                100.0 * (tm - t) / t);
+    }
+    int rc = ws_gnuplot_close(d, name, err);
+    if (rc)
+        return rc;
+    snprintf(name, sizeof name, "%d.fit", n);
+    FILE *c = ws_gnuplot_open(dir, name, err);
+    if (!c)
+        return err->code;
+    for (int j = 0; !curve && j < nx; j++) {
+        double w = work(&x[j], by_flops), tm = ws_fit_predict(r, x[j].flops, x[j].bytes);
+        if (w > 0 && tm > 0)
+            fprintf(c, "%.6g\t%.6g\n", w, w / tm / 1e9);
+    }
+    for (int j = 0; curve && j + 1 < nx; j++) {
+        const ws_calibdb_sample *a = &x[j], *b = &x[j + 1];
+        for (int k = 0; k <= CURVE_POINTS; k++) {
+            if (k == CURVE_POINTS && j + 2 < nx)
+                break;
+            double u = (double)k / CURVE_POINTS;
+            /* geometric steps, with flops and bytes moving together */
+            double fl = a->flops > 0 && b->flops > 0 ? a->flops * pow(b->flops / a->flops, u)
+                                                     : a->flops + u * (b->flops - a->flops);
+            double by = a->bytes > 0 && b->bytes > 0 ? a->bytes * pow(b->bytes / a->bytes, u)
+                                                     : a->bytes + u * (b->bytes - a->bytes);
+            double w = by_flops ? fl : by, tm = ws_fit_predict(r, fl, by);
+            if (w > 0 && tm > 0)
+                fprintf(c, "%.6g\t%.6g\n", w, w / tm / 1e9);
+        }
+    }
+    return ws_gnuplot_close(c, name, err);
+}
+
+static int write_panels(void *vctx, const char *dir, int *n_out, ws_err *err)
+{
+    panel_ctx *ctx = vctx;
     ws_calibdb_run run;
     ws_calibdb_host host;
     ws_calibdb_fit *fits;
     int n_fits, n = 0, rc;
     *n_out = 0;
-    if ((rc = ws_calibdb_get_run(store, run_id, &run, &host, err)) ||
-        (rc = ws_calibdb_get_fits(store, run.id, &fits, &n_fits, err)))
+    if ((rc = ws_calibdb_get_run(ctx->store, ctx->run_id, &run, &host, err)) ||
+        (rc = ws_calibdb_get_fits(ctx->store, run.id, &fits, &n_fits, err)))
         return rc;
-    titles[0] = '\0';
+    ctx->run_id = run.id;
+    FILE *t = ws_gnuplot_open(dir, "titles.tsv", err);
+    if (!t) {
+        free(fits);
+        return err->code;
+    }
     for (int i = 0; i < n_fits && !rc; i++) {
         const ws_calibdb_fit *f = &fits[i];
         if (!strcmp(f->form, "factor") || f->n_samples < 3)
             continue;
-        ws_fit_result r = {.form = strcmp(f->form, "transfer") ? WS_FIT_ROOFLINE : WS_FIT_TRANSFER,
+        ws_fit_result r = {.form = !strcmp(f->form, "transfer") ? WS_FIT_TRANSFER
+                                   : !strcmp(f->form, "serial") ? WS_FIT_SERIAL
+                                                                : WS_FIT_ROOFLINE,
                            .c0 = isnan(f->c0) ? 0 : f->c0,
                            .peak_flops = isnan(f->peak_flops) ? 0 : f->peak_flops,
                            .bandwidth = isnan(f->bandwidth) ? 0 : f->bandwidth};
+        const int by_flops = r.form != WS_FIT_TRANSFER && f->compute_bound && r.peak_flops > 0;
         ws_calibdb_sample *x;
         int nx;
-        if ((rc = ws_calibdb_get_samples(store, run.id, &f->key, &x, &nx, err)))
+        if ((rc = ws_calibdb_get_samples(ctx->store, run.id, &f->key, &x, &nx, err)))
             break;
-        char path[WS_PATH_MAX];
-        snprintf(path, sizeof path, "%s/%d.dat", dir, n + 1);
-        FILE *out = fopen(path, "w");
-        if (!out) {
-            free(x);
-            rc = ws_err_set(err, WS_EIO, "%s: cannot write", path);
-            break;
-        }
-        for (int j = 0; j < nx; j++)
-            fprintf(out, "%.6g %.6g %.6g %.6g %.6g %.6g\n", x[j].bytes, x[j].t_median, x[j].t_min,
-                    x[j].t_max, ws_fit_predict(&r, x[j].flops, x[j].bytes), x[j].flops);
+        const int curve = one_shape(x, nx);
+        rc = put_panel(dir, n + 1, x, nx, &r, by_flops, curve, err);
         free(x);
-        if (fclose(out) != 0) {
-            rc = ws_err_set(err, WS_EIO, "%s: cannot write", path);
-            break;
+        if (!rc) {
+            put_titles(t, f, &r, by_flops, curve);
+            n++;
         }
-        n++;
-        char key[128], rates[64] = "", t[260];
-        snprintf(key, sizeof key, "%s.%s%s%s%s%s", f->key.device, f->key.op,
-                 *f->key.attn_kind ? "." : "", f->key.attn_kind, *f->key.dtype ? "." : "",
-                 f->key.dtype);
-        if (r.peak_flops > 0 && !f->p_fixed)
-            snprintf(rates, sizeof rates, "_P=%.3gGflop/s", r.peak_flops / 1e9);
-        if (r.bandwidth > 0 && !f->w_fixed) {
-            size_t rl = strlen(rates);
-            snprintf(rates + rl, sizeof rates - rl, "_W=%.3gGB/s", r.bandwidth / 1e9);
-        }
-        snprintf(t, sizeof t, "%s%s_heldout_MAPE=%.1f%%%s", key, rates, f->heldout_mape_pct,
-                 f->good ? "" : "_(POOR)");
-        append_title(titles, titles_cap, t);
     }
     free(fits);
+    int crc = ws_gnuplot_close(t, "titles.tsv", err);
+    if (!rc)
+        rc = crc;
     if (!rc && n == 0)
-        rc = ws_err_set(err, WS_ENOTFOUND, "run %lld has no fits to plot", run.id);
+        rc = ws_err_set(err, WS_ENOTFOUND, "calibration run %lld has no fits to plot", run.id);
     *n_out = n;
     return rc;
 }
 
-int ws_calib_plot(ws_store *store, long long run_id, const char *script, const char *out,
-                  int *n_out, ws_err *err)
+int ws_calib_plot(ws_store *store, const ws_plot_req *req, char *what, size_t cap, ws_err *err)
 {
-    char dir[64], nbuf[16], titles[16384];
+    panel_ctx ctx = {store, req->run};
     int n = 0;
-    *n_out = 0;
-    if (ws_gnuplot_tmpdir(dir, sizeof dir, err))
-        return err->code;
-    int rc = ws_calib_plot_data(store, run_id, dir, &n, titles, sizeof titles, err);
-    if (!rc) {
-        snprintf(nbuf, sizeof nbuf, "%d", n);
-        const char *args[] = {dir, nbuf, titles, out, ws_gnuplot_term(out)};
-        rc = ws_gnuplot_run(script, args, 5, err);
-    }
-    ws_gnuplot_rmdir(dir);
-    *n_out = n;
+    int rc = ws_gnuplot_figure("calib", req->out, write_panels, &ctx, &n, err);
+    if (!rc)
+        snprintf(what, cap, "%d panels, calibration run %lld, measured vs fitted", n, ctx.run_id);
     return rc;
 }

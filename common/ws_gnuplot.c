@@ -84,3 +84,75 @@ int ws_gnuplot_run(const char *script, const char *const *args, int nargs, ws_er
                                                                   : "");
     return 0;
 }
+
+int ws_gnuplot_figure(const char *name, const char *out, ws_gnuplot_writer w, void *ctx,
+                      int *n_out, ws_err *err)
+{
+    char script[WS_PATH_MAX], dir[64], nbuf[16];
+    int n = 0;
+    if (n_out)
+        *n_out = 0;
+    if (ws_gnuplot_script(name, script, sizeof script, err) ||
+        ws_gnuplot_tmpdir(dir, sizeof dir, err))
+        return err->code;
+    int rc = w(ctx, dir, &n, err);
+    if (!rc) {
+        snprintf(nbuf, sizeof nbuf, "%d", n);
+        const char *args[] = {dir, out, ws_gnuplot_term(out), nbuf};
+        rc = ws_gnuplot_run(script, args, 4, err);
+    }
+    ws_gnuplot_rmdir(dir);
+    if (n_out)
+        *n_out = n;
+    return rc;
+}
+
+FILE *ws_gnuplot_open(const char *dir, const char *name, ws_err *err)
+{
+    char path[WS_PATH_MAX];
+    FILE *f = NULL;
+    if (snprintf(path, sizeof path, "%s/%s", dir, name) < (int)sizeof path)
+        f = fopen(path, "w");
+    if (!f)
+        ws_err_set(err, WS_EIO, "%s/%s: cannot write: %s", dir, name, strerror(errno));
+    return f;
+}
+
+int ws_gnuplot_close(FILE *f, const char *name, ws_err *err)
+{
+    int bad = ferror(f);
+    if (fclose(f) != 0 || bad)
+        return ws_err_set(err, WS_EIO, "%s: cannot write the plot data", name);
+    return 0;
+}
+
+void ws_gnuplot_text(FILE *f, const char *text)
+{
+    if (!text || !*text) {
+        fputc('-', f);
+        return;
+    }
+    for (const char *p = text; *p; p++) {
+        unsigned char c = (unsigned char)*p;
+        if (p == text && c == '#')
+            c = '_';
+        else if (c < ' ' || c == 127)
+            c = ' ';
+        else if (c == '"')
+            c = '\'';
+        fputc(c, f);
+    }
+}
+
+int ws_gnuplot_lines(const char *dir, const char *name, const char *const *lines, int n,
+                     ws_err *err)
+{
+    FILE *f = ws_gnuplot_open(dir, name, err);
+    if (!f)
+        return err->code;
+    for (int i = 0; i < n; i++) {
+        ws_gnuplot_text(f, lines[i]);
+        fputc('\n', f);
+    }
+    return ws_gnuplot_close(f, name, err);
+}

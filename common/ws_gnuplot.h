@@ -4,11 +4,19 @@
  * Values reach gnuplot only as `gnuplot -c SCRIPT ARG1 ARG2 ...` strings and data files,
  * never as code (no -e, no shell), so nothing read from a database or a path can become
  * gnuplot commands; scripts must use their ARGn as strings and data. The terminal follows the
- * output's extension (.svg: svg, anything else: pngcairo). */
+ * output's extension (.svg: svg, anything else: pngcairo).
+ *
+ * A figure (ws_gnuplot_figure) is a data writer and a script: the writer fills the folder,
+ * then `gnuplot -c plots/NAME.gp DIR OUT TERM N` draws it, N being the writer's count of
+ * panels or series. Data files are TAB-separated; text in them (titles, policy names, read
+ * from the database) goes through ws_gnuplot_text, so a script reads it back as one string
+ * with strcol() or columnheader() and prints it `noenhanced`. ws_plot_req is what every
+ * figure of `writescope plot` is asked for, so the command holds them in one table. */
 #ifndef WS_GNUPLOT_H
 #define WS_GNUPLOT_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 #include "ws_err.h"
 
@@ -27,6 +35,33 @@ int ws_gnuplot_script(const char *name, char *buf, size_t cap, ws_err *err);
 /* Runs `gnuplot -c script args[0..nargs-1]` and waits; WS_EIO with gnuplot's status (or
  * "gnuplot not found") when it fails. */
 int ws_gnuplot_run(const char *script, const char *const *args, int nargs, ws_err *err);
+
+/* What a `writescope plot` figure is asked to draw. */
+typedef struct ws_plot_req {
+    long long run;     /* the figure's run (calibration or simulation id); 0: the newest */
+    long long live;    /* figures of a live run (`writescope run`): its id; 0: the newest */
+    const char *model; /* figures over many simulation runs: only this model; NULL: any */
+    const char *gpu;   /* ... only this GPU profile; NULL: any */
+    const char *out;   /* output file: .svg, else PNG */
+} ws_plot_req;
+
+/* Fills dir with a figure's data files; *n: the script's N (panels or series). */
+typedef int (*ws_gnuplot_writer)(void *ctx, const char *dir, int *n, ws_err *err);
+
+/* Draws figure `name`: private folder, w(ctx, dir, &n), `gnuplot -c plots/<name>.gp DIR OUT
+ * TERM N`, folder removed; *n_out (may be NULL) gets N. */
+int ws_gnuplot_figure(const char *name, const char *out, ws_gnuplot_writer w, void *ctx,
+                      int *n_out, ws_err *err);
+/* Opens dir/name for writing (WS_EIO naming it on failure). */
+FILE *ws_gnuplot_open(const char *dir, const char *name, ws_err *err);
+/* Closes f; WS_EIO naming `name` when a write failed. */
+int ws_gnuplot_close(FILE *f, const char *name, ws_err *err);
+/* Writes dir/name with one text per line (through ws_gnuplot_text): a script's labels. */
+int ws_gnuplot_lines(const char *dir, const char *name, const char *const *lines, int n,
+                     ws_err *err);
+/* Writes text as one data field: TAB, newline and other control bytes become blanks, '"'
+ * becomes '\'', a leading '#' (a comment to gnuplot) becomes '_', and "" becomes "-". */
+void ws_gnuplot_text(FILE *f, const char *text);
 
 #ifdef __cplusplus
 }

@@ -174,3 +174,97 @@ int ws_rundb_store_run(ws_store *s, ws_rundb_run *run, const ws_rundb_step *step
     sigprocmask(SIG_SETMASK, &old, NULL);
     return rc;
 }
+
+int ws_rundb_get_run(ws_store *s, long long run_id, ws_rundb_run *run, ws_err *err)
+{
+    sqlite3_stmt *st;
+    int rc = prep(s,
+                  "SELECT id, started_at, tool_version, model, gpu, gpu_source, gpu_profile, "
+                  "host_profile, policy, batch, prompt_tokens, output_tokens, layers, "
+                  "model_layers, seed, params, wall_s, decode_s, prefill_modeled_s, tokens_out, "
+                  "tokens_per_s, step_p50, step_p99, share_cpu_attn, share_experts, "
+                  "share_overhead, share_gpu_wait, verify_max_err, bytes_moved FROM run_runs "
+                  "WHERE ?1 = 0 OR id = ?1 ORDER BY id DESC LIMIT 1",
+                  &st, err);
+    if (rc)
+        return rc;
+    sqlite3_bind_int64(st, 1, run_id);
+    rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) {
+        memset(run, 0, sizeof *run);
+        run->id = sqlite3_column_int64(st, 0);
+        char *txt[] = {run->started_at, run->tool_version, run->model,        run->gpu,
+                       run->gpu_source, run->gpu_profile,  run->host_profile, run->policy};
+        const size_t cap[] = {sizeof run->started_at, sizeof run->tool_version,
+                              sizeof run->model,      sizeof run->gpu,
+                              sizeof run->gpu_source, sizeof run->gpu_profile,
+                              sizeof run->host_profile, sizeof run->policy};
+        for (int i = 0; i < 8; i++)
+            ws_store_col_text(st, 1 + i, txt[i], cap[i]);
+        int *ints[] = {&run->batch, &run->prompt_tokens, &run->output_tokens, &run->layers,
+                       &run->model_layers};
+        for (int i = 0; i < 5; i++)
+            *ints[i] = sqlite3_column_int(st, 9 + i);
+        run->seed = (unsigned long long)sqlite3_column_int64(st, 14);
+        ws_store_col_text(st, 15, run->params, sizeof run->params);
+        run->wall_s = ws_store_col_num(st, 16);
+        run->decode_s = ws_store_col_num(st, 17);
+        run->prefill_modeled_s = ws_store_col_num(st, 18);
+        run->tokens_out = sqlite3_column_int64(st, 19);
+        double *num[] = {&run->tokens_per_s,   &run->step_p50,      &run->step_p99,
+                         &run->share_cpu_attn, &run->share_experts, &run->share_overhead,
+                         &run->share_gpu_wait, &run->verify_max_err};
+        for (int i = 0; i < 8; i++)
+            *num[i] = ws_store_col_num(st, 20 + i);
+        run->bytes_moved = sqlite3_column_int64(st, 28);
+        rc = 0;
+    } else if (rc != SQLITE_DONE) {
+        rc = WS_DB_FAIL(s, err, "cannot read runtime runs");
+    } else if (run_id) {
+        rc = ws_err_set(err, WS_ENOTFOUND, "%s: no runtime run %lld", ws_store_path(s), run_id);
+    } else {
+        rc = ws_err_set(err, WS_ENOTFOUND,
+                        "%s: no runtime run yet (run 'writescope run ... --db PATH')",
+                        ws_store_path(s));
+    }
+    sqlite3_finalize(st);
+    return rc;
+}
+
+static void row_step(sqlite3_stmt *st, void *elem)
+{
+    ws_rundb_step *x = elem;
+    x->idx = sqlite3_column_int64(st, 0);
+    x->t_start = sqlite3_column_double(st, 1);
+    x->t_end = sqlite3_column_double(st, 2);
+    x->batch = sqlite3_column_int(st, 3);
+    x->tokens = sqlite3_column_int64(st, 4);
+    x->context = sqlite3_column_int64(st, 5);
+    double *num[] = {&x->r_star,   &x->r_real,   &x->busy_gpu, &x->busy_h2d,
+                     &x->busy_d2h, &x->busy_cpu};
+    for (int i = 0; i < 6; i++)
+        *num[i] = ws_store_col_num(st, 6 + i);
+    ws_store_col_text(st, 12, x->busy_other, sizeof x->busy_other);
+    x->wall_s = ws_store_col_num(st, 13);
+    x->verify_err = ws_store_col_num(st, 14);
+}
+
+int ws_rundb_get_steps(ws_store *s, long long run_id, ws_rundb_step **out, size_t *n_out,
+                       ws_err *err)
+{
+    sqlite3_stmt *st;
+    *out = NULL;
+    *n_out = 0;
+    int rc = prep(s,
+                  "SELECT idx, t_start, t_end, batch, tokens, context, r_star, r_real, busy_gpu, "
+                  "busy_h2d, busy_d2h, busy_cpu, busy_other, wall_s, verify_err FROM run_steps "
+                  "WHERE run_id = ?1 ORDER BY idx",
+                  &st, err);
+    if (rc)
+        return rc;
+    sqlite3_bind_int64(st, 1, run_id);
+    rc = ws_store_read_rows(s, st, sizeof **out, row_step, "cannot read runtime steps",
+                            (void **)out, n_out, err);
+    sqlite3_finalize(st);
+    return rc;
+}

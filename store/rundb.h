@@ -64,6 +64,12 @@ typedef struct ws_rundb_layer {
 int ws_rundb_store_run(ws_store *s, ws_rundb_run *run, const ws_rundb_step *steps, size_t n_steps,
                        const ws_rundb_layer *lay, size_t n_lay, ws_err *err);
 
+/* Reading. Run run_id (0: the newest); WS_ENOTFOUND when there is none. */
+int ws_rundb_get_run(ws_store *s, long long run_id, ws_rundb_run *run, ws_err *err);
+/* A run's steps by idx; *out is NULL when there are none (the caller frees). */
+int ws_rundb_get_steps(ws_store *s, long long run_id, ws_rundb_step **out, size_t *n_out,
+                       ws_err *err);
+
 #ifdef __cplusplus
 }
 #endif

@@ -438,3 +438,71 @@ int ws_simdb_get_steps(ws_store *s, long long run_id, ws_simdb_step **out, size_
                      run_id, sizeof **out, row_step, "cannot read simulation steps", (void **)out, n_out,
                      err);
 }
+
+static void row_point(sqlite3_stmt *st, void *elem)
+{
+    ws_simdb_point *p = elem;
+    p->id = sqlite3_column_int64(st, 0);
+    ws_store_col_text(st, 1, p->model, sizeof p->model);
+    ws_store_col_text(st, 2, p->gpu_profile, sizeof p->gpu_profile);
+    ws_store_col_text(st, 3, p->host_profile, sizeof p->host_profile);
+    ws_store_col_text(st, 4, p->policy, sizeof p->policy);
+    p->batch = sqlite3_column_int(st, 5);
+    p->prompt_tokens = sqlite3_column_int64(st, 6);
+    p->output_tokens = sqlite3_column_int64(st, 7);
+    p->requests = sqlite3_column_int64(st, 8);
+    p->completed = sqlite3_column_int64(st, 9);
+    p->oom = sqlite3_column_int64(st, 10);
+    p->decode_tokens_per_s = ws_store_col_num(st, 11);
+}
+
+int ws_simdb_list_points(ws_store *s, const char *model, const char *gpu, ws_simdb_point **out,
+                         size_t *n_out, ws_err *err)
+{
+    const char *what = "cannot read simulation runs";
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(
+            ws_store_sqlite(s),
+            "SELECT id, model, gpu_profile, host_profile, policy, batch, prompt_tokens, "
+            "output_tokens, requests, completed, oom, "
+            "json_extract(params, '$.decode_tokens_per_s') FROM sim_runs r "
+            "WHERE workload = 'closed' AND (?1 IS NULL OR model = ?1) "
+            "AND (?2 IS NULL OR gpu_profile = ?2) AND id = (SELECT max(id) FROM sim_runs q "
+            "WHERE q.workload = 'closed' AND q.model = r.model AND q.gpu_profile = r.gpu_profile "
+            "AND q.host_profile = r.host_profile AND q.policy = r.policy AND q.batch = r.batch "
+            "AND q.prompt_tokens IS r.prompt_tokens AND q.output_tokens IS r.output_tokens) "
+            "ORDER BY model, gpu_profile, host_profile, batch, prompt_tokens, policy",
+            -1, &st, NULL) != SQLITE_OK)
+        return WS_DB_FAIL(s, err, what);
+    if (model)
+        sqlite3_bind_text(st, 1, model, -1, SQLITE_STATIC);
+    if (gpu)
+        sqlite3_bind_text(st, 2, gpu, -1, SQLITE_STATIC);
+    int rc = ws_store_read_rows(s, st, sizeof **out, row_point, what, (void **)out, n_out, err);
+    sqlite3_finalize(st);
+    return rc;
+}
+
+int ws_simdb_list_siblings(ws_store *s, long long run_id, ws_simdb_run **out, size_t *n_out,
+                           ws_err *err)
+{
+    ws_simdb_run run;
+    *out = NULL;
+    *n_out = 0;
+    int rc = ws_simdb_get_run(s, run_id, &run, err);
+    if (rc)
+        return rc;
+    static const char same[] =
+        "q.model = r.model AND q.gpu_profile = r.gpu_profile AND q.host_profile = r.host_profile "
+        "AND q.workload = r.workload AND q.batch = r.batch AND q.prompt_tokens IS r.prompt_tokens "
+        "AND q.output_tokens IS r.output_tokens AND q.trace_path = r.trace_path AND "
+        "q.generator = r.generator AND q.seed = r.seed AND q.detail = r.detail";
+    char sql[2048];
+    snprintf(sql, sizeof sql,
+             "SELECT " RUN_COLS " FROM sim_runs r WHERE EXISTS (SELECT 1 FROM sim_runs q WHERE "
+             "q.id = ?1 AND %s) AND id = (SELECT max(id) FROM sim_runs q WHERE q.policy = "
+             "r.policy AND %s) ORDER BY id",
+             "''", same, same);
+    return read_rows(s, sql, run.id, sizeof **out, row_run, "cannot read simulation runs",
+                     (void **)out, n_out, err);
+}

@@ -130,6 +130,27 @@ int ws_simdb_get_requests(ws_store *s, long long run_id, ws_simdb_request **out,
 int ws_simdb_get_steps(ws_store *s, long long run_id, ws_simdb_step **out, size_t *n_out,
                        ws_err *err);
 
+/* Reading for figures. */
+/* One closed-batch point: the newest run of each (model, gpu_profile, host_profile, policy,
+ * batch, prompt_tokens, output_tokens). */
+typedef struct ws_simdb_point {
+    long long id;
+    char model[128], gpu_profile[160], host_profile[160], policy[32];
+    int batch;
+    long long prompt_tokens, output_tokens;
+    long long requests, completed, oom;
+    double decode_tokens_per_s; /* decode tokens / decode time (params); NAN: none */
+} ws_simdb_point;
+/* Every closed-batch point, filtered by model and GPU profile (NULL: any), ordered by
+ * model, gpu_profile, host_profile, batch, prompt_tokens, policy. */
+int ws_simdb_list_points(ws_store *s, const char *model, const char *gpu, ws_simdb_point **out,
+                         size_t *n_out, ws_err *err);
+/* The runs of run_id's workload (same model, profiles, workload, batch, lengths, trace,
+ * generator, seed and detail): the newest of each policy, oldest first, run_id's own
+ * included (0: the newest run). The params column is left empty. */
+int ws_simdb_list_siblings(ws_store *s, long long run_id, ws_simdb_run **out, size_t *n_out,
+                           ws_err *err);
+
 #ifdef __cplusplus
 }
 #endif

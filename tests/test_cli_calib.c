@@ -130,7 +130,7 @@ Test(cli_calib, plot_out_path_with_an_apostrophe)
     plot_db(db, "h2d");
     th_run r = th_writescope((const char *[]){"plot", "calib", "--db", db, "--out", out, NULL}, NULL);
     cr_assert_eq(r.status, 0, "%s", r.err);
-    cr_assert_neq(strstr(r.out, "(1 panels, run 1)"), NULL, "%s", r.out);
+    cr_assert_neq(strstr(r.out, "(1 panels, calibration run 1"), NULL, "%s", r.out);
     th_run_free(&r);
     struct stat st;
     cr_assert(stat(out, &st) == 0 && st.st_size > 0, "no figure at %s", out);
