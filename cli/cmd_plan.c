@@ -287,7 +287,7 @@ static void print_table(const ws_plan_spec *s, const ws_plan_report *rep, int em
             const ws_plan_best *best = ws_plan_best_of(rep, s, g, p);
             for (size_t i = 0; i < rep->n_search; i++) {
                 const ws_plan_best *x = &rep->search[i];
-                if (x->gpu != g || x->policy != p)
+                if (x->gpu != g || x->policy != p || (s->tune && x != best))
                     continue;
                 char set[32], ld[32], cost[32] = "-";
                 ws_plan_setting_text(&x->set, set, sizeof set);
@@ -299,12 +299,21 @@ static void print_table(const ws_plan_spec *s, const ws_plan_report *rep, int em
                        ws_policy_name(p), set, fmt_load(s, x, ld, sizeof ld),
                        some ? ws_plan_goodput(s, x) : 0, some ? x->at.tokens_per_s : 0,
                        some ? fmt_secs(x->at.ttft_q, a, sizeof a) : "-",
-                       some ? fmt_secs(x->at.tpot_q, b, sizeof b) : "-", x->evals, cost,
-                       s->tune && x == best ? "  <- best" : "");
+                       some ? fmt_secs(x->at.tpot_q, b, sizeof b) : "-", x->evals, cost, "");
             }
         }
     printf("(TTFT p, TPOT p: the %g%% percentile at the highest load that met the SLOs%s)\n",
            s->slo_pct, users ? "; TPOT: decode steps with every user running" : "");
+    if (s->tune) {
+        printf("(--tune: the best setting of each policy among the default and, one at a time,");
+        for (int i = 0; i < s->n_kv; i++)
+            printf(" kv=%gG", s->kv_gb[i]);
+        for (int i = 0; i < s->n_page; i++)
+            printf(" P=%d", s->page[i]);
+        for (int i = 0; i < s->n_window; i++)
+            printf(" W=%d", s->window[i]);
+        printf("; P and W for spilling policies only; ties keep the default; --json has all)\n");
+    }
     /* what writescope buys over each baseline */
     for (int g = 0; g < s->n_gpus && (s->policies & 1u << WS_POLICY_WRITESCOPE); g++) {
         const ws_plan_best *w = ws_plan_best_of(rep, s, g, WS_POLICY_WRITESCOPE);
