@@ -279,9 +279,12 @@ static void print_table(const ws_plan_spec *s, const ws_plan_report *rep, int em
                "simulations, %.2f s\n",
                s->start > 0 ? s->start : rep->native_rate > 0 ? rep->native_rate : s->gen.rate,
                100 * s->tol, rep->rounds, rep->n_evals, rep->wall_s);
-    printf("\n%-16s %-10s %-9s %10s %11s %10s %10s %8s %6s %10s\n", "gpu", "policy", "setting",
+    char tq[24], pq[24];
+    snprintf(tq, sizeof tq, "TTFT p%g", s->slo_pct);
+    snprintf(pq, sizeof pq, "TPOT p%g", s->slo_pct);
+    printf("\n%-16s %-10s %-9s %10s %11s %10s %10s %9s %6s %10s\n", "gpu", "policy", "setting",
            users ? "max users" : "max req/s", users ? "dec tok/s" : "goodput/s",
-           users ? "tok/s" : "out tok/s", "TTFT p", "TPOT p", "evals", "$/Mtok");
+           users ? "tok/s" : "out tok/s", tq, pq, "evals", "$/Mtok");
     for (int g = 0; g < s->n_gpus; g++)
         for (int p = 0; p < WS_POLICY_COUNT; p++) {
             const ws_plan_best *best = ws_plan_best_of(rep, s, g, p);
@@ -295,15 +298,14 @@ static void print_table(const ws_plan_spec *s, const ws_plan_report *rep, int em
                 if (isfinite(cpm))
                     snprintf(cost, sizeof cost, "%.2f", cpm);
                 const int some = x->max_load > 0;
-                printf("%-16s %-10s %-9s %10s %11.4g %10.1f %10s %8s %6d %10s%s\n", s->gpus[g],
+                printf("%-16s %-10s %-9s %10s %11.4g %10.1f %10s %9s %6d %10s%s\n", s->gpus[g],
                        ws_policy_name(p), set, fmt_load(s, x, ld, sizeof ld),
                        some ? ws_plan_goodput(s, x) : 0, some ? x->at.tokens_per_s : 0,
                        some ? fmt_secs(x->at.ttft_q, a, sizeof a) : "-",
                        some ? fmt_secs(x->at.tpot_q, b, sizeof b) : "-", x->evals, cost, "");
             }
         }
-    printf("(TTFT p, TPOT p: the %g%% percentile at the highest load that met the SLOs%s)\n",
-           s->slo_pct, users ? "; TPOT: decode steps with every user running" : "");
+    printf("(%s, %s: at the highest load that met the SLOs%s)\n", tq, pq, users ? "; TPOT: decode steps with every user running" : "");
     if (s->tune) {
         printf("(--tune: the best setting of each policy among the default and, one at a time,");
         for (int i = 0; i < s->n_kv; i++)
