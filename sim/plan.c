@@ -701,9 +701,12 @@ void ws_plan_workload_text(const ws_plan_spec *s, char *buf, size_t cap)
     if (s->load == WS_PLAN_USERS)
         snprintf(buf, cap, "closed batch of concurrent users, %d prompt + %d output tokens each",
                  s->prompt, s->output);
+    else if (s->trace && s->requests)
+        snprintf(buf, cap, "trace %s (first %llu requests), arrivals scaled in time, at most %d "
+                 "running", s->trace, (unsigned long long)s->requests, s->batch);
     else if (s->trace)
-        snprintf(buf, cap, "trace %s (%s requests), arrivals scaled in time, at most %d running",
-                 s->trace, s->requests ? "first" : "all", s->batch);
+        snprintf(buf, cap, "trace %s (every request), arrivals scaled in time, at most %d running",
+                 s->trace, s->batch);
     else {
         char a[64], b[64];
         ws_trace_len_format(&s->gen.prompt, a, sizeof a);

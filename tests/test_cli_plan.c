@@ -106,3 +106,27 @@ Test(cli_plan, bad_slo_and_price_are_one_line_errors)
                 "no-such-gpu");
 #undef P
 }
+
+Test(cli_plan, trace_rate_is_scaled_from_its_own)
+{
+    /* 20 requests one second apart: 20 requests over 19 s */
+    char text[2048] = "arrival_s,prompt_tokens,output_tokens\n", path[256];
+    for (int i = 0; i < 20; i++)
+        snprintf(text + strlen(text), sizeof text - strlen(text), "%d,2048,16\n", i);
+    th_write(g_dir, "t.csv", text, path, sizeof path);
+    json_t *v = th_writescope_json((const char *[]){BASE, "--gpu", "a100-40gb-pcie", "--trace",
+                                                    path, "--slo-ttft", "30", "--slo-tpot", "1",
+                                                    "--policy", "writescope", "--tol", "0.2",
+                                                    "--fit-batches", "none", "--json", NULL},
+                                   g_env);
+    cr_assert_str_eq(json_string_value(json_object_get(v, "load")), "rate");
+    cr_assert_float_eq(json_real_value(json_object_get(v, "trace_rate")), 20.0 / 19, 1e-9);
+    json_t *x = json_array_get(json_object_get(v, "results"), 0);
+    const double load = json_real_value(json_object_get(x, "max_load"));
+    cr_assert_gt(load, 0);
+    cr_assert_geq(json_real_value(json_object_get(x, "attainment")), 0.99);
+    json_decref(v);
+    expect_fail((const char *[]){BASE, "--gpu", "a100-40gb-pcie", "--trace", path, "--rate", "2",
+                                 "--slo-tpot", "1", NULL},
+                2, "own arrivals");
+}
