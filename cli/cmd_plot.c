@@ -37,7 +37,9 @@ static const figure figures[] = {
      sim_plot_latency, NULL},
     {"util", "busy % of GPU, H2D, D2H and CPU over time (sim run, or --live)", sim_plot_util,
      ws_run_plot_util},
-    /* validate (ws_validate_plot) and plan (ws_plan_plot) go here, with this signature */
+    {"plan", "goodput and SLO attainment against load per policy (a `plan --save` run)",
+     sim_plot_plan, NULL},
+    /* validate (ws_validate_plot) goes here, with this signature */
 };
 #define N_FIGURES (sizeof figures / sizeof figures[0])
 

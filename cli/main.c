@@ -29,6 +29,7 @@ static const cli_command k_commands[] = {
     {"bench", cmd_bench, "measure memory bandwidth and the CPU attention kernels"},
     {"run", cmd_run, "serve a batch through the KV format and the policy (GPU real or modeled)"},
     {"trace", cmd_trace, "summarize, generate and convert request traces"},
+    {"plan", cmd_plan, "capacity planning: highest load within SLOs per GPU and policy (modeled)"},
 };
 
 static void usage(FILE *out)

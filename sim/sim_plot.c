@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "plan.h"
 #include "run_plot.h"
 #include "simdb.h"
 
@@ -517,5 +518,13 @@ int sim_plot_latency(ws_store *s, const ws_plot_req *req, char *what, size_t cap
     if (!rc)
         snprintf(what, cap, "%d policies of simulation run %lld's workload, modeled", c.series,
                  c.run.id);
+    return rc;
+}
+
+int sim_plot_plan(ws_store *s, const ws_plot_req *req, char *what, size_t cap, ws_err *err)
+{
+    const int rc = ws_plan_plot(s, req->run, req->out, err);
+    if (!rc)
+        snprintf(what, cap, req->run ? "plan %lld" : "the newest plan", req->run);
     return rc;
 }

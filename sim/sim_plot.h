@@ -37,6 +37,9 @@ int sim_plot_throughput(ws_store *s, const ws_plot_req *req, char *what, size_t 
 int sim_plot_share(ws_store *s, const ws_plot_req *req, char *what, size_t cap, ws_err *err);
 int sim_plot_latency(ws_store *s, const ws_plot_req *req, char *what, size_t cap, ws_err *err);
 int sim_plot_util(ws_store *s, const ws_plot_req *req, char *what, size_t cap, ws_err *err);
+/* A capacity plan (`writescope plan --save`; req->run: the plan's id, 0 the newest), through
+ * ws_plan_plot (sim/plan.h). */
+int sim_plot_plan(ws_store *s, const ws_plot_req *req, char *what, size_t cap, ws_err *err);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,743 @@
+/* cmd_plan: `writescope plan` -- what-if capacity planning with the simulator. Parsing and
+ * printing only: the search is ws_plan_run (sim/plan.h), storing ws_plan_save, the figure
+ * ws_plan_plot. Every figure is modeled from the named profiles and says so. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli.h"
+#include "plan.h"
+#include "policy.h"
+#include "store.h"
+#include "trace.h"
+#include "trace_gen.h"
+#include "ws_parse.h"
+#include "ws_util.h"
+
+static void help(FILE *out)
+{
+    fprintf(out,
+            "usage: writescope plan --model NAME --gpu PROFILE[,PROFILE...] [--gpu ...]\n"
+            "           --host PROFILE [--slo-ttft S] [--slo-tpot S] [--slo-pct P|pP]\n"
+            "           ( --prompt N --output M [--max-users U]\n"
+            "           | --trace FILE [--format F] [--skip-bad] [--requests K]\n"
+            "           | --arrivals poisson|gamma [--rate R] [--cv C] [--requests K]\n"
+            "             --prompt-dist SPEC --output-dist SPEC )\n"
+            "           [--batch B] [--policy NAME[,NAME...]|all] [--tol T] [--start X]\n"
+            "           [--max-rate R] [--price PROFILE=USD_PER_HOUR ...] [--tune]\n"
+            "           [--kv-gb-list G,..] [--page-list P,..] [--window-list W,..]\n"
+            "           [--fit-batches B,..|none] [--fit-max TOKENS] [--detail step|layer]\n"
+            "           [--seed S] [--chunk T] [--db PATH | --save] [--plot FILE.png|svg]\n"
+            "           [--json]\n"
+            "\n"
+            "Finds with the simulator, per GPU profile and KV policy, the highest load that\n"
+            "meets the SLOs: at least P%% (--slo-pct, default 99; '99' or 'p99') of requests\n"
+            "served within --slo-ttft and --slo-tpot (seconds, or with 'ms'; at least one).\n"
+            "Load is an arrival rate (requests/s) for a trace (its arrivals compressed or\n"
+            "stretched in time) or a generator (its rate replaced), or, for --prompt N\n"
+            "--output M, the number of concurrent users: a closed batch that must all run at\n"
+            "once, whose TPOT is the time of each decode step with no prefill in it.\n"
+            "Search: bracket (rate x4, users x2) from --start (default: the trace's rate, the\n"
+            "generator's --rate, 1 user), then bisection until the bracket is within --tol\n"
+            "(relative, default 0.05) for rates, exact for users; the answer met the SLOs and\n"
+            "lies within that tolerance below the threshold.\n"
+            "\n"
+            "Also: the OOM frontier, the longest prompt per sequence (in 1024-token steps, up\n"
+            "to --fit-max, default 4Mi) with B sequences resident at once, per --fit-batches\n"
+            "(default 1,8,32); with --tune, the best GPU KV budget (--kv-gb-list, default\n"
+            "1,2,4,8 GiB), page size P (--page-list, 128,256,512) and window W (--window-list,\n"
+            "256,512,1024), one at a time from the defaults, best by highest load. GPUs are\n"
+            "ranked by goodput (requests/s within the SLOs; users: decode tokens/s at the most\n"
+            "users) and, with --price PROFILE=USD_PER_HOUR (repeatable), by dollars per\n"
+            "million output tokens at the highest load.\n"
+            "\n"
+            "Simulation: --detail step (default; folds identical layers) or layer, --batch\n"
+            "(most running at once for rates, default 32), --requests per point (default 200;\n"
+            "a trace's first K, default 200), --chunk, --seed. Progress goes to stderr.\n"
+            "Results: a table, --json, --db PATH / --save (tables plan_runs, plan_points,\n"
+            "plan_results, plan_fits), --plot FILE.png|svg (goodput and SLO attainment\n"
+            "against load per policy, gnuplot). All figures are modeled (discrete-event\n"
+            "simulation on the profiles named).\n");
+}
+
+typedef struct progress {
+    struct timespec t0;
+    int shown;
+} progress;
+
+static double since(const struct timespec *t0)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (t.tv_sec - t0->tv_sec) + 1e-9 * (t.tv_nsec - t0->tv_nsec);
+}
+
+static void on_progress(void *ctx, int round, long long points, int open)
+{
+    progress *p = ctx;
+    if (since(&p->t0) < 0.5)
+        return;
+    fprintf(stderr, "\rplan: round %d, %lld simulations, %d searches open   ", round, points,
+            open);
+    p->shown = 1;
+}
+
+/* Every value of a repeatable option (--name V, --name=V), in order. */
+static int collect(int argc, char **argv, const char *name, const char **vals, int cap, int *n)
+{
+    const size_t len = strlen(name);
+    *n = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strncmp(a, "--", 2) || strncmp(a + 2, name, len))
+            continue;
+        const char *v = NULL;
+        if (a[2 + len] == '=')
+            v = a + 3 + len;
+        else if (!a[2 + len] && i + 1 < argc)
+            v = argv[++i];
+        else
+            continue;
+        if (*n >= cap)
+            return cli_usage_error("plan", "at most %d --%s", cap, name);
+        vals[(*n)++] = v;
+    }
+    return 0;
+}
+
+/* Seconds: "0.2", "0.2s" or "200ms"; > 0. */
+static int parse_secs(const char *opt, const char *v, double *out)
+{
+    char buf[64];
+    size_t l = strlen(v);
+    double scale = 1;
+    if (l >= sizeof buf)
+        return cli_usage_error("plan", "--%s '%s': not a time", opt, v);
+    memcpy(buf, v, l + 1);
+    if (l > 2 && !strcmp(buf + l - 2, "ms"))
+        buf[l - 2] = 0, scale = 1e-3;
+    else if (l > 1 && buf[l - 1] == 's')
+        buf[l - 1] = 0;
+    double x;
+    if (ws_parse_double(buf, 0, 1e9, &x) || !(x > 0))
+        return cli_usage_error("plan", "--%s '%s': not a time > 0 (seconds, or with ms)", opt, v);
+    *out = x * scale;
+    return 0;
+}
+
+/* A comma-separated list of numbers in [lo, hi]. */
+static int parse_list(const char *opt, const char *v, double lo, double hi, double *out, int cap,
+                      int *n)
+{
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", v);
+    *n = 0;
+    char *save = NULL;
+    for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        if (*n >= cap)
+            return cli_usage_error("plan", "--%s: at most %d values", opt, cap);
+        if (ws_parse_double(t, lo, hi, &out[*n]))
+            return cli_usage_error("plan", "--%s '%s': not a number in %g..%g", opt, t, lo, hi);
+        (*n)++;
+    }
+    if (!*n)
+        return cli_usage_error("plan", "--%s needs at least one value", opt);
+    return 0;
+}
+
+static int parse_int_list(const char *opt, const char *v, int lo, int hi, int *out, int cap,
+                          int *n)
+{
+    double d[WS_PLAN_MAX_CAND];
+    int rc = parse_list(opt, v, lo, hi, d, cap, n);
+    for (int i = 0; !rc && i < *n; i++) {
+        if (d[i] != floor(d[i]))
+            return cli_usage_error("plan", "--%s: '%g' is not a whole number", opt, d[i]);
+        out[i] = (int)d[i];
+    }
+    return rc;
+}
+
+static const char *fmt_secs(double v, char *buf, size_t cap)
+{
+    if (!isfinite(v))
+        snprintf(buf, cap, "-");
+    else if (v < 1)
+        snprintf(buf, cap, "%.1fms", 1e3 * v);
+    else
+        snprintf(buf, cap, "%.2fs", v);
+    return buf;
+}
+
+static const char *fmt_load(const ws_plan_spec *s, const ws_plan_best *b, char *buf, size_t cap)
+{
+    if (!(b->max_load > 0))
+        snprintf(buf, cap, "none");
+    else if (s->load == WS_PLAN_USERS)
+        snprintf(buf, cap, "%s%.0f", b->capped ? ">=" : "", b->max_load);
+    else
+        snprintf(buf, cap, "%s%.4g", b->capped ? ">=" : "", b->max_load);
+    return buf;
+}
+
+static const char *fmt_ctx(long long t, int capped, char *buf, size_t cap)
+{
+    if (t <= 0)
+        snprintf(buf, cap, "none");
+    else
+        snprintf(buf, cap, "%s%lldK", capped ? ">=" : "", t / 1024);
+    return buf;
+}
+
+static json_t *num_or_null(double v)
+{
+    return isfinite(v) ? json_real(v) : json_null();
+}
+
+static json_t *setting_json(const ws_plan_setting *set)
+{
+    json_t *o = json_object();
+    json_object_set_new(o, "gpu_kv_gb", set->gpu_kv_gb > 0 ? json_real(set->gpu_kv_gb)
+                                                           : json_string("default"));
+    json_object_set_new(o, "page", set->page > 0 ? json_integer(set->page)
+                                                 : json_string("default"));
+    json_object_set_new(o, "window", set->window > 0 ? json_integer(set->window)
+                                                     : json_string("default"));
+    return o;
+}
+
+/* Indices of (gpu) ranked by goodput of their best policy, or by cost (NAN last). */
+typedef struct rank_row {
+    int gpu, policy;
+    double key;
+} rank_row;
+
+static int cmp_rank_desc(const void *a, const void *b)
+{
+    const rank_row *x = a, *y = b;
+    return (x->key < y->key) - (x->key > y->key);
+}
+
+static int cmp_rank_asc(const void *a, const void *b)
+{
+    const rank_row *x = a, *y = b;
+    if (isnan(x->key) != isnan(y->key))
+        return isnan(x->key) - isnan(y->key);
+    return (x->key > y->key) - (x->key < y->key);
+}
+
+/* Per GPU: its best policy by the key (goodput: highest; cost: lowest). */
+static int ranking(const ws_plan_spec *s, const ws_plan_report *rep, int by_cost, rank_row *rows)
+{
+    int n = 0;
+    for (int g = 0; g < s->n_gpus; g++) {
+        rank_row best = {g, -1, by_cost ? NAN : 0};
+        for (int p = 0; p < WS_POLICY_COUNT; p++) {
+            const ws_plan_best *b = ws_plan_best_of(rep, s, g, p);
+            if (!b || !(b->max_load > 0))
+                continue;
+            const double k = by_cost ? ws_plan_cost_per_mtok(s, b) : ws_plan_goodput(s, b);
+            if (best.policy < 0 || (by_cost ? (!isnan(k) && (isnan(best.key) || k < best.key))
+                                            : k > best.key))
+                best = (rank_row){g, p, k};
+        }
+        rows[n++] = best;
+    }
+    qsort(rows, n, sizeof *rows, by_cost ? cmp_rank_asc : cmp_rank_desc);
+    return n;
+}
+
+static void print_table(const ws_plan_spec *s, const ws_plan_report *rep, int embedded,
+                        long long plan_id, const char *dbpath, const char *plot)
+{
+    const int users = s->load == WS_PLAN_USERS;
+    char wl[512], a[32], b[32], c[32];
+    ws_plan_workload_text(s, wl, sizeof wl);
+    char slo[128] = "";
+    if (s->slo_ttft > 0)
+        snprintf(slo, sizeof slo, "TTFT <= %s", fmt_secs(s->slo_ttft, a, sizeof a));
+    if (s->slo_tpot > 0)
+        snprintf(slo + strlen(slo), sizeof slo - strlen(slo), "%sTPOT <= %s", slo[0] ? ", " : "",
+                 fmt_secs(s->slo_tpot, a, sizeof a));
+    printf("writescope plan: MODELED (discrete-event simulation); model %s on host %s%s\n",
+           rep->model, rep->host, embedded ? " (embedded datasheet profiles)" : "");
+    printf("workload: %s\n", wl);
+    if (rep->native_rate > 0)
+        printf("trace rate: %.4g requests/s as recorded; rates below scale its arrival times\n",
+               rep->native_rate);
+    printf("SLO: %s for >= %g%% of %s (%s); detail %s\n", slo, s->slo_pct,
+           users ? "users' TTFT and decode steps" : "requests", "OOM counts as a miss",
+           s->detail_layer ? "layer" : "step");
+    if (users)
+        printf("search: users doubled from %g, then bisected to 1; %d rounds, %zu simulations, "
+               "%.2f s\n",
+               s->start > 0 ? s->start : 1, rep->rounds, rep->n_evals, rep->wall_s);
+    else
+        printf("search: rate x4 from %.4g req/s, then bisected to %g%% relative; %d rounds, %zu "
+               "simulations, %.2f s\n",
+               s->start > 0 ? s->start : rep->native_rate > 0 ? rep->native_rate : s->gen.rate,
+               100 * s->tol, rep->rounds, rep->n_evals, rep->wall_s);
+    char tq[24], pq[24];
+    snprintf(tq, sizeof tq, "TTFT p%g", s->slo_pct);
+    snprintf(pq, sizeof pq, "TPOT p%g", s->slo_pct);
+    printf("\n%-16s %-10s %-9s %10s %11s %10s %10s %9s %6s %10s\n", "gpu", "policy", "setting",
+           users ? "max users" : "max req/s", users ? "dec tok/s" : "goodput/s",
+           users ? "tok/s" : "out tok/s", tq, pq, "evals", "$/Mtok");
+    for (int g = 0; g < s->n_gpus; g++)
+        for (int p = 0; p < WS_POLICY_COUNT; p++) {
+            const ws_plan_best *best = ws_plan_best_of(rep, s, g, p);
+            for (size_t i = 0; i < rep->n_search; i++) {
+                const ws_plan_best *x = &rep->search[i];
+                if (x->gpu != g || x->policy != p || (s->tune && x != best))
+                    continue;
+                char set[32], ld[32], cost[32] = "-";
+                ws_plan_setting_text(&x->set, set, sizeof set);
+                const double cpm = ws_plan_cost_per_mtok(s, x);
+                if (isfinite(cpm))
+                    snprintf(cost, sizeof cost, "%.2f", cpm);
+                const int some = x->max_load > 0;
+                printf("%-16s %-10s %-9s %10s %11.4g %10.1f %10s %9s %6d %10s%s\n", s->gpus[g],
+                       ws_policy_name(p), set, fmt_load(s, x, ld, sizeof ld),
+                       some ? ws_plan_goodput(s, x) : 0, some ? x->at.tokens_per_s : 0,
+                       some ? fmt_secs(x->at.ttft_q, a, sizeof a) : "-",
+                       some ? fmt_secs(x->at.tpot_q, b, sizeof b) : "-", x->evals, cost, "");
+            }
+        }
+    printf("(%s, %s: at the highest load that met the SLOs%s)\n", tq, pq, users ? "; TPOT: decode steps with every user running" : "");
+    if (s->tune) {
+        printf("(--tune: the best setting of each policy among the default and, one at a time,");
+        for (int i = 0; i < s->n_kv; i++)
+            printf(" kv=%gG", s->kv_gb[i]);
+        for (int i = 0; i < s->n_page; i++)
+            printf(" P=%d", s->page[i]);
+        for (int i = 0; i < s->n_window; i++)
+            printf(" W=%d", s->window[i]);
+        printf("; P and W for spilling policies only; ties keep the default; --json has all)\n");
+    }
+    /* what writescope buys over each baseline */
+    for (int g = 0; g < s->n_gpus && (s->policies & 1u << WS_POLICY_WRITESCOPE); g++) {
+        const ws_plan_best *w = ws_plan_best_of(rep, s, g, WS_POLICY_WRITESCOPE);
+        printf("%s: writescope %s %s", s->gpus[g], fmt_load(s, w, a, sizeof a),
+               users ? "users" : "req/s");
+        for (int p = 0; p < WS_POLICY_COUNT; p++) {
+            const ws_plan_best *x = ws_plan_best_of(rep, s, g, p);
+            if (p == WS_POLICY_WRITESCOPE || !x)
+                continue;
+            if (x->max_load > 0 && w->max_load > 0)
+                printf("; vs %s %s (%.2fx)", ws_policy_name(p), fmt_load(s, x, b, sizeof b),
+                       w->max_load / x->max_load);
+            else
+                printf("; vs %s %s", ws_policy_name(p), fmt_load(s, x, b, sizeof b));
+        }
+        printf("\n");
+    }
+    if (rep->n_fit) {
+        printf("\nOOM frontier: longest prompt per sequence with B sequences resident at once\n");
+        printf("%-16s %-10s", "gpu", "policy");
+        for (int i = 0; i < s->n_fit; i++) {
+            char h[16];
+            snprintf(h, sizeof h, "B=%d", s->fit_batch[i]);
+            printf(" %9s", h);
+        }
+        printf("  most tokens resident\n");
+        for (size_t i = 0; i < rep->n_fit; i += s->n_fit) {
+            printf("%-16s %-10s", s->gpus[rep->fit[i].gpu], ws_policy_name(rep->fit[i].policy));
+            double most = 0;
+            for (int k = 0; k < s->n_fit; k++) {
+                const ws_plan_fit *f = &rep->fit[i + k];
+                printf(" %9s", fmt_ctx(f->max_context, f->capped, c, sizeof c));
+                most = fmax(most, (double)f->batch * f->max_context);
+            }
+            if (most > 0)
+                printf("  %.3gM\n", most / 1e6);
+            else
+                printf("  -\n");
+        }
+    }
+    rank_row rows[WS_PLAN_MAX_GPUS];
+    if (s->n_gpus > 1) {
+        const int n = ranking(s, rep, 0, rows);
+        printf("\nranking by goodput (%s, best policy each):", users ? "decode tokens/s at the "
+                                                                       "most users"
+                                                                     : "requests/s within SLO");
+        for (int i = 0; i < n; i++)
+            if (rows[i].policy >= 0)
+                printf(" %d. %s (%s, %.4g)", i + 1, s->gpus[rows[i].gpu],
+                       ws_policy_name(rows[i].policy), rows[i].key);
+            else
+                printf(" %d. %s (none meets)", i + 1, s->gpus[rows[i].gpu]);
+        printf("\n");
+    }
+    int priced = 0;
+    for (int g = 0; g < s->n_gpus; g++)
+        priced |= s->price[g] > 0;
+    if (priced) {
+        const int n = ranking(s, rep, 1, rows);
+        printf("ranking by cost ($ per million output tokens at the highest load):");
+        for (int i = 0; i < n; i++)
+            if (isfinite(rows[i].key))
+                printf(" %d. %s (%s, $%.2f)", i + 1, s->gpus[rows[i].gpu],
+                       ws_policy_name(rows[i].policy), rows[i].key);
+            else
+                printf(" %d. %s (no price or none meets)", i + 1, s->gpus[rows[i].gpu]);
+        printf("\n");
+    }
+    if (plan_id)
+        printf("stored: plan %lld in %s (modeled)\n", plan_id, dbpath);
+    if (plot)
+        printf("plot: %s\n", plot);
+}
+
+static json_t *report_json(const ws_plan_spec *s, const ws_plan_report *rep, int embedded,
+                           long long plan_id, const char *dbpath, const char *plot)
+{
+    json_t *root = json_object(), *res = json_array(), *fr = json_array();
+    char wl[512];
+    ws_plan_workload_text(s, wl, sizeof wl);
+    json_object_set_new(root, "source", json_string("modeled"));
+    json_object_set_new(root, "model", json_string(rep->model));
+    json_object_set_new(root, "host", json_string(rep->host));
+    json_object_set_new(root, "embedded_profiles", json_boolean(embedded));
+    json_object_set_new(root, "load", json_string(s->load == WS_PLAN_USERS ? "users" : "rate"));
+    json_object_set_new(root, "workload", json_string(wl));
+    if (rep->native_rate > 0)
+        json_object_set_new(root, "trace_rate", json_real(rep->native_rate));
+    json_object_set_new(root, "slo_ttft_s", s->slo_ttft > 0 ? json_real(s->slo_ttft) : json_null());
+    json_object_set_new(root, "slo_tpot_s", s->slo_tpot > 0 ? json_real(s->slo_tpot) : json_null());
+    json_object_set_new(root, "slo_pct", json_real(s->slo_pct));
+    json_object_set_new(root, "tolerance", json_real(s->tol));
+    json_object_set_new(root, "rounds", json_integer(rep->rounds));
+    json_object_set_new(root, "simulations", json_integer((json_int_t)rep->n_evals));
+    json_object_set_new(root, "wall_s", json_real(rep->wall_s));
+    for (size_t i = 0; i < rep->n_search; i++) {
+        const ws_plan_best *x = &rep->search[i];
+        const int some = x->max_load > 0;
+        json_t *o = json_object();
+        json_object_set_new(o, "gpu", json_string(s->gpus[x->gpu]));
+        json_object_set_new(o, "policy", json_string(ws_policy_name(x->policy)));
+        json_object_set_new(o, "setting", setting_json(&x->set));
+        json_object_set_new(o, "best", json_boolean(ws_plan_best_of(rep, s, x->gpu, x->policy) ==
+                                                    x));
+        json_object_set_new(o, "max_load", json_real(x->max_load));
+        json_object_set_new(o, "capped", json_boolean(x->capped));
+        json_object_set_new(o, "goodput", some ? json_real(ws_plan_goodput(s, x)) : json_null());
+        json_object_set_new(o, "tokens_per_s", some ? json_real(x->at.tokens_per_s) : json_null());
+        json_object_set_new(o, "ttft_q_s", some ? num_or_null(x->at.ttft_q) : json_null());
+        json_object_set_new(o, "tpot_q_s", some ? num_or_null(x->at.tpot_q) : json_null());
+        json_object_set_new(o, "attainment", some ? json_real(x->at.attain) : json_null());
+        json_object_set_new(o, "cost_per_mtok", num_or_null(ws_plan_cost_per_mtok(s, x)));
+        json_object_set_new(o, "simulations", json_integer(x->evals));
+        json_array_append_new(res, o);
+    }
+    json_object_set_new(root, "results", res);
+    for (size_t i = 0; i < rep->n_fit; i++) {
+        json_t *o = json_object();
+        json_object_set_new(o, "gpu", json_string(s->gpus[rep->fit[i].gpu]));
+        json_object_set_new(o, "policy", json_string(ws_policy_name(rep->fit[i].policy)));
+        json_object_set_new(o, "batch", json_integer(rep->fit[i].batch));
+        json_object_set_new(o, "max_context", json_integer(rep->fit[i].max_context));
+        json_object_set_new(o, "capped", json_boolean(rep->fit[i].capped));
+        json_array_append_new(fr, o);
+    }
+    json_object_set_new(root, "frontier", fr);
+    for (int by_cost = 0; by_cost < 2; by_cost++) {
+        rank_row rows[WS_PLAN_MAX_GPUS];
+        const int n = ranking(s, rep, by_cost, rows);
+        json_t *r = json_array();
+        for (int i = 0; i < n; i++) {
+            json_t *o = json_object();
+            json_object_set_new(o, "gpu", json_string(s->gpus[rows[i].gpu]));
+            json_object_set_new(o, "policy", rows[i].policy >= 0
+                                                 ? json_string(ws_policy_name(rows[i].policy))
+                                                 : json_null());
+            json_object_set_new(o, by_cost ? "cost_per_mtok" : "goodput", num_or_null(rows[i].key));
+            json_array_append_new(r, o);
+        }
+        json_object_set_new(root, by_cost ? "ranking_cost" : "ranking_goodput", r);
+    }
+    if (plan_id) {
+        json_object_set_new(root, "plan_id", json_integer(plan_id));
+        json_object_set_new(root, "database", json_string(dbpath));
+    }
+    if (plot)
+        json_object_set_new(root, "plot", json_string(plot));
+    return root;
+}
+
+int cmd_plan(int argc, char **argv)
+{
+    const char *model = NULL, *gpu_last = NULL, *host = NULL, *policy = NULL, *trace = NULL,
+               *format = NULL, *requests_s = NULL, *arrivals = NULL, *rate_s = NULL, *cv_s = NULL,
+               *pdist = NULL, *odist = NULL, *prompt_s = NULL, *output_s = NULL, *batch_s = NULL,
+               *ttft_s = NULL, *tpot_s = NULL, *pct_s = NULL, *tol_s = NULL, *start_s = NULL,
+               *max_rate_s = NULL, *max_users_s = NULL, *price_last = NULL, *kv_l = NULL,
+               *page_l = NULL, *win_l = NULL, *fit_l = NULL, *fit_max_s = NULL, *detail = NULL,
+               *seed_s = NULL, *chunk_s = NULL, *db = NULL, *plot = NULL;
+    int json = 0, save = 0, tune = 0, skip_bad = 0, nargs = 0;
+    const cli_opt opts[] = {{"model", &model, NULL},
+                            {"gpu", &gpu_last, NULL},
+                            {"host", &host, NULL},
+                            {"policy", &policy, NULL},
+                            {"trace", &trace, NULL},
+                            {"format", &format, NULL},
+                            {"skip-bad", NULL, &skip_bad},
+                            {"requests", &requests_s, NULL},
+                            {"arrivals", &arrivals, NULL},
+                            {"rate", &rate_s, NULL},
+                            {"cv", &cv_s, NULL},
+                            {"prompt-dist", &pdist, NULL},
+                            {"output-dist", &odist, NULL},
+                            {"prompt", &prompt_s, NULL},
+                            {"output", &output_s, NULL},
+                            {"batch", &batch_s, NULL},
+                            {"slo-ttft", &ttft_s, NULL},
+                            {"slo-tpot", &tpot_s, NULL},
+                            {"slo-pct", &pct_s, NULL},
+                            {"tol", &tol_s, NULL},
+                            {"start", &start_s, NULL},
+                            {"max-rate", &max_rate_s, NULL},
+                            {"max-users", &max_users_s, NULL},
+                            {"price", &price_last, NULL},
+                            {"tune", NULL, &tune},
+                            {"kv-gb-list", &kv_l, NULL},
+                            {"page-list", &page_l, NULL},
+                            {"window-list", &win_l, NULL},
+                            {"fit-batches", &fit_l, NULL},
+                            {"fit-max", &fit_max_s, NULL},
+                            {"detail", &detail, NULL},
+                            {"seed", &seed_s, NULL},
+                            {"chunk", &chunk_s, NULL},
+                            {"db", &db, NULL},
+                            {"save", NULL, &save},
+                            {"plot", &plot, NULL},
+                            {"json", NULL, &json},
+                            {0}};
+    char *args[1];
+    int rc = cli_parse("plan", argc, argv, opts, args, 0, &nargs, help);
+    if (rc)
+        return rc == CLI_PARSE_HELP ? CLI_EXIT_OK : rc;
+    ws_plan_spec s;
+    ws_plan_spec_default(&s);
+    /* GPUs: every --gpu, each a comma-separated list. */
+    const char *gv[WS_PLAN_MAX_GPUS], *pv[WS_PLAN_MAX_GPUS];
+    int ngv = 0, npv = 0;
+    static char gbuf[WS_PLAN_MAX_GPUS][160];
+    if ((rc = collect(argc, argv, "gpu", gv, WS_PLAN_MAX_GPUS, &ngv)) ||
+        (rc = collect(argc, argv, "price", pv, WS_PLAN_MAX_GPUS, &npv)))
+        return rc;
+    for (int i = 0; i < ngv; i++) {
+        const char *p = gv[i];
+        while (*p) {
+            const char *e = strchr(p, ',');
+            size_t l = e ? (size_t)(e - p) : strlen(p);
+            if (l) {
+                if (s.n_gpus >= WS_PLAN_MAX_GPUS || l >= sizeof gbuf[0])
+                    return cli_usage_error("plan", "at most %d GPU profiles of < 160 characters",
+                                           WS_PLAN_MAX_GPUS);
+                memcpy(gbuf[s.n_gpus], p, l);
+                gbuf[s.n_gpus][l] = 0;
+                for (int k = 0; k < s.n_gpus; k++)
+                    if (!strcmp(gbuf[k], gbuf[s.n_gpus]))
+                        return cli_usage_error("plan", "--gpu %s given twice", gbuf[k]);
+                s.gpus[s.n_gpus] = gbuf[s.n_gpus];
+                s.n_gpus++;
+            }
+            p += l + (e != NULL);
+        }
+    }
+    if (!model || !s.n_gpus || !host)
+        return cli_usage_error("plan", "--model, --gpu and --host are required");
+    s.model = model;
+    s.host = host;
+    for (int i = 0; i < npv; i++) {
+        const char *eq = strchr(pv[i], '=');
+        if (!eq)
+            return cli_usage_error("plan", "--price '%s': expected PROFILE=USD_PER_HOUR", pv[i]);
+        int g = -1;
+        for (int k = 0; k < s.n_gpus; k++)
+            if (strlen(s.gpus[k]) == (size_t)(eq - pv[i]) &&
+                !strncmp(s.gpus[k], pv[i], (size_t)(eq - pv[i])))
+                g = k;
+        if (g < 0)
+            return cli_usage_error("plan", "--price '%s': '%.*s' is not one of the --gpu profiles",
+                                   pv[i], (int)(eq - pv[i]), pv[i]);
+        double v;
+        if (ws_parse_double(eq + 1, 0, 1e9, &v) || !(v > 0))
+            return cli_usage_error("plan", "--price '%s': the price is dollars per hour > 0",
+                                   pv[i]);
+        s.price[g] = v;
+    }
+    /* SLOs */
+    if (ttft_s && (rc = parse_secs("slo-ttft", ttft_s, &s.slo_ttft)))
+        return rc;
+    if (tpot_s && (rc = parse_secs("slo-tpot", tpot_s, &s.slo_tpot)))
+        return rc;
+    if (!ttft_s && !tpot_s)
+        return cli_usage_error("plan", "give an SLO: --slo-ttft S and/or --slo-tpot S");
+    if (pct_s) {
+        const char *v = pct_s[0] == 'p' || pct_s[0] == 'P' ? pct_s + 1 : pct_s;
+        if (ws_parse_double(v, 0, 100, &s.slo_pct) || !(s.slo_pct > 0))
+            return cli_usage_error("plan", "--slo-pct '%s': a percentile in (0, 100], as 99 or "
+                                           "p99",
+                                   pct_s);
+    }
+    /* workload */
+    const int closed = prompt_s || output_s;
+    if ((trace != NULL) + (arrivals != NULL) + closed != 1)
+        return cli_usage_error("plan", "give one workload: --prompt N --output M (users), "
+                                       "--trace FILE, or --arrivals ...");
+    ws_err perr = {0};
+    long long ll;
+    if (closed) {
+        s.load = WS_PLAN_USERS;
+        if (!prompt_s || !output_s)
+            return cli_usage_error("plan", "users need both --prompt and --output");
+        if ((rc = cli_opt_int("plan", "prompt", prompt_s, 1, 1 << 24, &s.prompt)) ||
+            (rc = cli_opt_int("plan", "output", output_s, 1, 1 << 24, &s.output)) ||
+            (max_users_s &&
+             (rc = cli_opt_int("plan", "max-users", max_users_s, 1, 1 << 16, &s.max_users))))
+            return rc;
+        if (requests_s || rate_s || batch_s || max_rate_s)
+            return cli_usage_error("plan", "--requests, --rate, --batch and --max-rate are for "
+                                           "rates; users are searched with --max-users");
+    } else {
+        if (max_users_s)
+            return cli_usage_error("plan", "--max-users goes with --prompt/--output (users)");
+        if (requests_s) {
+            if ((rc = cli_opt_ll("plan", "requests", requests_s, 1, 1LL << 40, &ll)))
+                return rc;
+            s.requests = (uint64_t)ll;
+        }
+        if (batch_s && (rc = cli_opt_int("plan", "batch", batch_s, 1, 1 << 20, &s.batch)))
+            return rc;
+        if (max_rate_s && (rc = cli_opt_double("plan", "max-rate", max_rate_s, 1e-6, 1e9,
+                                               &s.max_rate)))
+            return rc;
+    }
+    if (trace) {
+        s.trace = trace;
+        s.topts.skip_bad = skip_bad;
+        if (format && ws_trace_format_parse(format, &s.topts.format, &perr))
+            return cli_usage_error("plan", "%s", perr.msg);
+        if (rate_s || cv_s || pdist || odist)
+            return cli_usage_error("plan", "a trace has its own arrivals and lengths");
+    } else if (format || skip_bad)
+        return cli_usage_error("plan", "--format and --skip-bad go with --trace");
+    if (arrivals) {
+        if (ws_trace_arrivals_parse(arrivals, &s.gen.arrivals, &perr))
+            return cli_usage_error("plan", "%s", perr.msg);
+        if (s.gen.arrivals == WS_ARRIVALS_CLOSED)
+            return cli_usage_error("plan", "closed-loop arrivals have no rate to search; use "
+                                           "--prompt/--output for users");
+        if (!pdist || !odist)
+            return cli_usage_error("plan", "--arrivals needs --prompt-dist and --output-dist");
+        if (ws_trace_len_parse(pdist, &s.gen.prompt, &perr) ||
+            ws_trace_len_parse(odist, &s.gen.output, &perr))
+            return cli_usage_error("plan", "%s", perr.msg);
+        if (rate_s && (rc = cli_opt_double("plan", "rate", rate_s, 1e-6, 1e9, &s.gen.rate)))
+            return rc;
+        if (cv_s && (rc = cli_opt_double("plan", "cv", cv_s, 0.01, 100, &s.gen.cv)))
+            return rc;
+    } else if (pdist || odist || cv_s || (rate_s && !trace && !closed))
+        return cli_usage_error("plan", "--prompt-dist, --output-dist, --rate and --cv go with "
+                                       "--arrivals");
+    /* search and simulation */
+    if ((tol_s && (rc = cli_opt_double("plan", "tol", tol_s, 1e-4, 0.5, &s.tol))) ||
+        (start_s && (rc = cli_opt_double("plan", "start", start_s, 1e-6, 1e9, &s.start))) ||
+        (chunk_s && (rc = cli_opt_int("plan", "chunk", chunk_s, 1, 1 << 24, &s.chunk))))
+        return rc;
+    if (policy && strcmp(policy, "all")) {
+        char buf[256];
+        snprintf(buf, sizeof buf, "%s", policy);
+        s.policies = 0;
+        char *save_p = NULL;
+        for (char *t = strtok_r(buf, ",", &save_p); t; t = strtok_r(NULL, ",", &save_p)) {
+            ws_policy_kind k;
+            if (ws_policy_from_name(t, &k, &perr))
+                return cli_usage_error("plan", "%s", perr.msg);
+            s.policies |= 1u << k;
+        }
+        if (!s.policies)
+            return cli_usage_error("plan", "--policy names no policy");
+    }
+    s.tune = tune;
+    if (!tune && (kv_l || page_l || win_l))
+        return cli_usage_error("plan", "--kv-gb-list, --page-list and --window-list go with "
+                                       "--tune");
+    if ((kv_l && (rc = parse_list("kv-gb-list", kv_l, 0.01, 1e5, s.kv_gb, WS_PLAN_MAX_CAND,
+                                  &s.n_kv))) ||
+        (page_l && (rc = parse_int_list("page-list", page_l, 16, 1 << 16, s.page,
+                                        WS_PLAN_MAX_CAND, &s.n_page))) ||
+        (win_l && (rc = parse_int_list("window-list", win_l, 16, 1 << 20, s.window,
+                                       WS_PLAN_MAX_CAND, &s.n_window))))
+        return rc;
+    if (fit_l && !strcmp(fit_l, "none"))
+        s.n_fit = 0;
+    else if (fit_l && (rc = parse_int_list("fit-batches", fit_l, 1, 65536, s.fit_batch,
+                                           WS_PLAN_MAX_CAND, &s.n_fit)))
+        return rc;
+    if (fit_max_s && (rc = cli_opt_ll("plan", "fit-max", fit_max_s, WS_PLAN_FIT_UNIT,
+                                      4LL * WS_TRACE_TOKENS_MAX, &s.fit_max)))
+        return rc;
+    if (detail) {
+        if (!strcmp(detail, "layer"))
+            s.detail_layer = 1;
+        else if (strcmp(detail, "step"))
+            return cli_usage_error("plan", "--detail is step or layer, not '%s'", detail);
+    }
+    if (seed_s) {
+        if (ws_parse_int64(seed_s, 0, (long long)1 << 62, &ll))
+            return cli_usage_error("plan", "--seed needs a non-negative integer, not '%s'",
+                                   seed_s);
+        s.seed = (uint64_t)ll;
+    }
+    ws_err err = {0};
+    if (ws_plan_spec_check(&s, &err))
+        return cli_usage_error("plan", "%s", err.msg);
+    const int store_it = db || save;
+    ws_store *st = NULL;
+    int embedded = 0;
+    if (store_it ? cli_open_store(db, &st, &err) : cli_open_store_ro(db, &st, &embedded, &err))
+        return cli_fail(&err);
+    progress pg = {0};
+    clock_gettime(CLOCK_MONOTONIC, &pg.t0);
+    s.progress = on_progress;
+    s.progress_ctx = &pg;
+    ws_plan_report rep;
+    rc = ws_plan_run(st, &s, &rep, &err);
+    if (pg.shown)
+        fprintf(stderr, "\n");
+    if (rc) {
+        ws_store_close(st);
+        return cli_fail(&err);
+    }
+    long long id = 0;
+    char dbpath[WS_PATH_MAX] = "";
+    if (store_it) {
+        snprintf(dbpath, sizeof dbpath, "%s", ws_store_path(st));
+        rc = ws_plan_save(st, &s, &rep, &id, &err);
+    }
+    if (!rc && plot) {
+        /* Not stored: the figure is drawn from a copy in an in-memory database. */
+        ws_store *mem = NULL;
+        long long mid = id;
+        if (!store_it && !(rc = ws_store_open(":memory:", &mem, &err)))
+            rc = ws_plan_save(mem, &s, &rep, &mid, &err);
+        if (!rc)
+            rc = ws_plan_plot(mem ? mem : st, mid, plot, &err);
+        ws_store_close(mem);
+    }
+    ws_store_close(st);
+    if (rc) {
+        ws_plan_report_free(&rep);
+        return cli_fail(&err);
+    }
+    if (json)
+        rc = cli_print_json(report_json(&s, &rep, embedded, id, dbpath, plot));
+    else
+        print_table(&s, &rep, embedded, id, dbpath, plot);
+    ws_plan_report_free(&rep);
+    return rc;
+}

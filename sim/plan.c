@@ -1,0 +1,935 @@
+/* plan: capacity planning by rounds of independent simulations (see plan.h). */
+#include "plan.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "grid.h"
+#include "plandb.h"
+#include "policy.h"
+#include "serve.h"
+#include "trace.h"
+#include "ws_gnuplot.h"
+
+void ws_plan_spec_default(ws_plan_spec *s)
+{
+    memset(s, 0, sizeof *s);
+    s->policies = (1u << WS_POLICY_COUNT) - 1;
+    s->load = WS_PLAN_RATE;
+    s->topts.format = WS_TRACE_AUTO;
+    s->gen.arrivals = WS_ARRIVALS_POISSON;
+    s->gen.cv = 1;
+    s->gen.rate = 1;
+    s->requests = 200;
+    s->batch = 32;
+    s->slo_pct = 99;
+    s->tol = 0.05;
+    s->max_rate = 1e4;
+    s->max_users = 1024;
+    const double kv[] = {1, 2, 4, 8};
+    const int page[] = {128, 256, 512}, win[] = {256, 512, 1024}, fit[] = {1, 8, 32};
+    s->n_kv = 4;
+    memcpy(s->kv_gb, kv, sizeof kv);
+    s->n_page = 3;
+    memcpy(s->page, page, sizeof page);
+    s->n_window = 3;
+    memcpy(s->window, win, sizeof win);
+    s->n_fit = 3;
+    memcpy(s->fit_batch, fit, sizeof fit);
+    s->fit_max = 4LL << 20;
+    s->chunk = 2048;
+}
+
+int ws_plan_spec_check(const ws_plan_spec *s, ws_err *err)
+{
+    if (s->n_gpus < 1 || s->n_gpus > WS_PLAN_MAX_GPUS)
+        return ws_err_set(err, WS_EINVAL, "plan: 1 to %d GPU profiles, not %d", WS_PLAN_MAX_GPUS,
+                          s->n_gpus);
+    if (!s->model || !s->host)
+        return ws_err_set(err, WS_EINVAL, "plan: a model and a host profile are needed");
+    if (!(s->policies & ((1u << WS_POLICY_COUNT) - 1)))
+        return ws_err_set(err, WS_EINVAL, "plan: no policy to plan for");
+    if (!(s->slo_ttft > 0) && !(s->slo_tpot > 0))
+        return ws_err_set(err, WS_EINVAL, "plan: give an SLO (TTFT or TPOT, seconds > 0)");
+    if (s->slo_ttft < 0 || s->slo_tpot < 0 || !isfinite(s->slo_ttft) || !isfinite(s->slo_tpot))
+        return ws_err_set(err, WS_EINVAL, "plan: SLOs are seconds >= 0");
+    if (!(s->slo_pct > 0 && s->slo_pct <= 100))
+        return ws_err_set(err, WS_EINVAL, "plan: the SLO percentile is in (0, 100], not %g",
+                          s->slo_pct);
+    if (!(s->tol > 0 && s->tol < 1))
+        return ws_err_set(err, WS_EINVAL, "plan: the rate tolerance is in (0, 1), not %g", s->tol);
+    if (s->load == WS_PLAN_USERS && (s->prompt < 1 || s->output < 1 || s->max_users < 1))
+        return ws_err_set(err, WS_EINVAL, "plan: users need prompt and output tokens >= 1");
+    if (s->load == WS_PLAN_RATE && (s->batch < 1 || !(s->max_rate > 0) || s->start < 0))
+        return ws_err_set(err, WS_EINVAL, "plan: bad batch, start or highest rate");
+    if (s->load == WS_PLAN_RATE && !s->trace && s->gen.arrivals == WS_ARRIVALS_CLOSED)
+        return ws_err_set(err, WS_EINVAL, "plan: closed-loop arrivals have no rate to search");
+    if (s->n_kv < 0 || s->n_kv > WS_PLAN_MAX_CAND || s->n_page < 0 ||
+        s->n_page > WS_PLAN_MAX_CAND || s->n_window < 0 || s->n_window > WS_PLAN_MAX_CAND ||
+        s->n_fit < 0 || s->n_fit > WS_PLAN_MAX_CAND)
+        return ws_err_set(err, WS_EINVAL, "plan: at most %d candidates per setting",
+                          WS_PLAN_MAX_CAND);
+    for (int i = 0; i < s->n_kv; i++)
+        if (!(s->kv_gb[i] > 0 && s->kv_gb[i] < 1e6))
+            return ws_err_set(err, WS_EINVAL, "plan: a GPU KV budget is GiB > 0, not %g",
+                              s->kv_gb[i]);
+    for (int i = 0; i < s->n_page; i++)
+        if (s->page[i] < 1 || s->page[i] > (1 << 20))
+            return ws_err_set(err, WS_EINVAL, "plan: a page is 1..2^20 tokens, not %d", s->page[i]);
+    for (int i = 0; i < s->n_window; i++)
+        if (s->window[i] < 1 || s->window[i] > (1 << 20))
+            return ws_err_set(err, WS_EINVAL, "plan: a window is 1..2^20 tokens, not %d",
+                              s->window[i]);
+    for (int i = 0; i < s->n_fit; i++)
+        if (s->fit_batch[i] < 1 || s->fit_batch[i] > 65536)
+            return ws_err_set(err, WS_EINVAL, "plan: a frontier batch is 1..65536, not %d",
+                              s->fit_batch[i]);
+    if (s->n_fit && s->fit_max < WS_PLAN_FIT_UNIT)
+        return ws_err_set(err, WS_EINVAL, "plan: the longest context is >= %d tokens",
+                          WS_PLAN_FIT_UNIT);
+    return 0;
+}
+
+/* ---- the search: bracket, then bisection ------------------------------------------------ */
+
+typedef struct search {
+    double lo, hi;   /* lo met (0: none yet), hi did not (0: none yet) */
+    double start, min, max, tol;
+    int integer;     /* users, context units: whole numbers, to 1 */
+    int done, capped;
+    ws_plan_result at_lo;
+    int evals;
+} search;
+
+static void search_init(search *s, double start, double min, double max, double tol, int integer)
+{
+    memset(s, 0, sizeof *s);
+    s->min = min;
+    s->max = max;
+    s->tol = tol;
+    s->integer = integer;
+    start = fmin(fmax(start, min), max);
+    s->start = integer ? floor(start) : start;
+}
+
+/* The next load to try, or 0 with s->done set. */
+static double search_next(search *s)
+{
+    if (s->done)
+        return 0;
+    double x;
+    if (s->lo > 0 && s->hi > 0) {
+        if (s->integer ? s->hi - s->lo <= 1 : s->hi / s->lo - 1 <= s->tol) {
+            s->done = 1;
+            return 0;
+        }
+        x = s->integer ? floor((s->lo + s->hi) / 2) : sqrt(s->lo * s->hi);
+    } else if (s->lo > 0) {
+        if (s->lo >= s->max) {
+            s->done = s->capped = 1;
+            return 0;
+        }
+        x = fmin(s->integer ? s->lo * 2 : s->lo * 4, s->max);
+    } else if (s->hi > 0) {
+        if (s->hi <= s->min) {
+            s->done = 1;
+            return 0;
+        }
+        x = fmax(s->integer ? floor(s->hi / 2) : s->hi / 4, s->min);
+    } else
+        x = s->start;
+    return x;
+}
+
+static void search_update(search *s, double x, const ws_plan_result *r)
+{
+    s->evals++;
+    if (r->meets) {
+        s->lo = x;
+        s->at_lo = *r;
+    } else {
+        s->hi = x;
+        /* Requests that ran alone missed: a lower rate only spaces them further apart. */
+        if (!s->integer && r->peak_batch <= 1)
+            s->done = 1;
+    }
+}
+
+static int spills(int policy)
+{
+    return policy != WS_POLICY_GPU_ONLY && policy != WS_POLICY_KTRANS;
+}
+
+/* The settings searched for a policy: the default, then one setting at a time. */
+static int settings_of(const ws_plan_spec *s, int policy, ws_plan_setting *out)
+{
+    int n = 0;
+    out[n++] = (ws_plan_setting){0};
+    if (!s->tune)
+        return n;
+    for (int i = 0; i < s->n_kv; i++)
+        out[n++] = (ws_plan_setting){.gpu_kv_gb = s->kv_gb[i]};
+    if (!spills(policy))
+        return n;
+    for (int i = 0; i < s->n_page; i++)
+        if (s->page[i] != 256)
+            out[n++] = (ws_plan_setting){.page = s->page[i]};
+    for (int i = 0; i < s->n_window; i++)
+        if (s->window[i] != 256 && s->window[i] % 256 == 0)
+            out[n++] = (ws_plan_setting){.window = s->window[i]};
+    return n;
+}
+
+void ws_plan_report_free(ws_plan_report *r)
+{
+    free(r->search);
+    free(r->best);
+    free(r->fit);
+    free(r->evals);
+    memset(r, 0, sizeof *r);
+}
+
+static int add_eval(ws_plan_report *r, const ws_plan_point *p, const ws_plan_result *res,
+                    int round, ws_err *err)
+{
+    if (r->n_evals == r->cap_evals) {
+        size_t cap = r->cap_evals ? 2 * r->cap_evals : 256;
+        ws_plan_eval_rec *e = realloc(r->evals, cap * sizeof *e);
+        if (!e)
+            return ws_err_set(err, WS_ENOMEM, "plan: out of memory");
+        r->evals = e;
+        r->cap_evals = cap;
+    }
+    r->evals[r->n_evals++] = (ws_plan_eval_rec){*p, *res, round};
+    return 0;
+}
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec + 1e-9 * t.tv_nsec;
+}
+
+/* The load search starts from: given, the trace's rate, the generator's, or 1 user. */
+static double load_start(const ws_plan_spec *s, double native_rate)
+{
+    if (s->start > 0)
+        return s->start;
+    if (s->load == WS_PLAN_USERS)
+        return 1;
+    if (s->trace)
+        return native_rate > 0 ? native_rate : 1;
+    return s->gen.rate > 0 ? s->gen.rate : 1;
+}
+
+static double workload_context(const ws_plan_spec *s)
+{
+    if (s->load == WS_PLAN_USERS)
+        return (double)s->prompt + s->output;
+    if (!s->trace)
+        return ws_trace_len_mean(&s->gen.prompt) + ws_trace_len_mean(&s->gen.output);
+    return 32768;
+}
+
+int ws_plan_search(const ws_plan_spec *s, ws_plan_eval_fn eval, void *ctx, double native_rate,
+                   ws_plan_report *rep, ws_err *err)
+{
+    memset(rep, 0, sizeof *rep);
+    int rc = ws_plan_spec_check(s, err);
+    if (rc)
+        return rc;
+    const double t0 = now_s();
+    rep->native_rate = native_rate;
+    snprintf(rep->model, sizeof rep->model, "%s", s->model);
+    snprintf(rep->host, sizeof rep->host, "%s", s->host);
+    const int np = WS_POLICY_COUNT, ng = s->n_gpus;
+    ws_plan_setting set[1 + 3 * WS_PLAN_MAX_CAND];
+    size_t n_load = 0;
+    for (int p = 0; p < np; p++)
+        if (s->policies >> p & 1)
+            n_load += (size_t)ng * settings_of(s, p, set);
+    size_t n_fit = 0;
+    for (int p = 0; p < np; p++)
+        if (s->policies >> p & 1)
+            n_fit += (size_t)ng * s->n_fit;
+    const size_t n_all = n_load + n_fit;
+    search *sr = calloc(n_all, sizeof *sr);
+    ws_plan_point *base = calloc(n_all, sizeof *base), *pts = calloc(n_all, sizeof *pts);
+    ws_plan_result *res = calloc(n_all, sizeof *res);
+    int *who = calloc(n_all, sizeof *who);
+    rep->search = calloc(n_load ? n_load : 1, sizeof *rep->search);
+    rep->best = malloc((size_t)ng * np * sizeof *rep->best);
+    rep->fit = calloc(n_fit ? n_fit : 1, sizeof *rep->fit);
+    if (!sr || !base || !pts || !res || !who || !rep->search || !rep->best || !rep->fit) {
+        rc = ws_err_set(err, WS_ENOMEM, "plan: out of memory");
+        goto out;
+    }
+    const int users = s->load == WS_PLAN_USERS;
+    const double start = load_start(s, native_rate);
+    size_t k = 0;
+    for (int g = 0; g < ng; g++)
+        for (int p = 0; p < np; p++) {
+            if (!(s->policies >> p & 1))
+                continue;
+            const int ns = settings_of(s, p, set);
+            for (int i = 0; i < ns; i++, k++) {
+                base[k] = (ws_plan_point){.kind = WS_PLAN_PT_LOAD, .gpu = g, .policy = p,
+                                          .set = set[i]};
+                if (users)
+                    search_init(&sr[k], start, 1, s->max_users, 0, 1);
+                else
+                    search_init(&sr[k], start, 1e-6, s->max_rate, s->tol, 0);
+            }
+        }
+    const double ctx_units = fmax(1, floor(workload_context(s) / WS_PLAN_FIT_UNIT));
+    for (int g = 0; g < ng; g++)
+        for (int p = 0; p < np; p++) {
+            if (!(s->policies >> p & 1))
+                continue;
+            for (int i = 0; i < s->n_fit; i++, k++) {
+                base[k] = (ws_plan_point){.kind = WS_PLAN_PT_FIT, .gpu = g, .policy = p,
+                                          .batch = s->fit_batch[i]};
+                search_init(&sr[k], ctx_units, 1, (double)(s->fit_max / WS_PLAN_FIT_UNIT), 0, 1);
+            }
+        }
+    for (int round = 1;; round++) {
+        int n = 0;
+        for (size_t i = 0; i < n_all; i++) {
+            const double x = search_next(&sr[i]);
+            if (sr[i].done)
+                continue;
+            pts[n] = base[i];
+            if (base[i].kind == WS_PLAN_PT_LOAD)
+                pts[n].load = x;
+            else
+                pts[n].context = (long long)x * WS_PLAN_FIT_UNIT;
+            who[n++] = (int)i;
+        }
+        if (!n)
+            break;
+        rep->rounds = round;
+        memset(res, 0, (size_t)n * sizeof *res);
+        if ((rc = eval(ctx, pts, n, res, err)))
+            goto out;
+        for (int j = 0; j < n; j++) {
+            const double x = pts[j].kind == WS_PLAN_PT_LOAD
+                                 ? pts[j].load
+                                 : (double)(pts[j].context / WS_PLAN_FIT_UNIT);
+            search_update(&sr[who[j]], x, &res[j]);
+            if ((rc = add_eval(rep, &pts[j], &res[j], round, err)))
+                goto out;
+        }
+        if (s->progress) {
+            int open = 0;
+            for (size_t i = 0; i < n_all; i++)
+                open += !sr[i].done;
+            s->progress(s->progress_ctx, round, (long long)rep->n_evals, open);
+        }
+    }
+    for (size_t i = 0; i < n_load; i++) {
+        ws_plan_best *b = &rep->search[i];
+        b->gpu = base[i].gpu;
+        b->policy = base[i].policy;
+        b->set = base[i].set;
+        b->max_load = sr[i].lo;
+        b->capped = sr[i].capped;
+        b->at = sr[i].at_lo;
+        b->evals = sr[i].evals;
+    }
+    rep->n_search = n_load;
+    for (int i = 0; i < ng * np; i++)
+        rep->best[i] = -1;
+    for (size_t i = 0; i < n_load; i++) {
+        int *b = &rep->best[rep->search[i].gpu * np + rep->search[i].policy];
+        if (*b < 0 || rep->search[i].max_load > rep->search[*b].max_load)
+            *b = (int)i;
+    }
+    for (size_t i = 0; i < n_fit; i++) {
+        const size_t j = n_load + i;
+        rep->fit[i] = (ws_plan_fit){.gpu = base[j].gpu, .policy = base[j].policy,
+                                    .batch = base[j].batch,
+                                    .max_context = (long long)sr[j].lo * WS_PLAN_FIT_UNIT,
+                                    .capped = sr[j].capped};
+    }
+    rep->n_fit = n_fit;
+    rep->wall_s = now_s() - t0;
+out:
+    free(sr);
+    free(base);
+    free(pts);
+    free(res);
+    free(who);
+    if (rc)
+        ws_plan_report_free(rep);
+    return rc;
+}
+
+const ws_plan_best *ws_plan_best_of(const ws_plan_report *r, const ws_plan_spec *s, int gpu,
+                                    int policy)
+{
+    if (gpu < 0 || gpu >= s->n_gpus || policy < 0 || policy >= WS_POLICY_COUNT || !r->best)
+        return NULL;
+    const int i = r->best[gpu * WS_POLICY_COUNT + policy];
+    return i < 0 ? NULL : &r->search[i];
+}
+
+double ws_plan_goodput(const ws_plan_spec *s, const ws_plan_best *b)
+{
+    if (!b || !(b->max_load > 0))
+        return 0;
+    return s->load == WS_PLAN_USERS ? b->at.tokens_per_s : b->at.goodput;
+}
+
+double ws_plan_cost_per_mtok(const ws_plan_spec *s, const ws_plan_best *b)
+{
+    if (!b || b->gpu < 0 || b->gpu >= s->n_gpus || !(s->price[b->gpu] > 0) ||
+        !(b->max_load > 0) || !(b->at.tokens_per_s > 0))
+        return NAN;
+    return s->price[b->gpu] / 3600.0 / b->at.tokens_per_s * 1e6;
+}
+
+/* ---- evaluating points with the simulator ---------------------------------------------- */
+
+struct ws_plan {
+    const ws_plan_spec *spec;
+    ws_model m[WS_PLAN_MAX_GPUS];
+    ws_cost_hw hw[WS_PLAN_MAX_GPUS];
+    int cores;
+    double native_rate, first_arrival;
+};
+
+/* A trace's first `requests` requests (0: all), arrivals from 0 divided by `speed`. */
+typedef struct scaled_src {
+    sim_source in;
+    double speed, first;
+    uint64_t left; /* UINT64_MAX: no cap */
+} scaled_src;
+
+static int scaled_next(void *ctx, sim_req *req, ws_err *err)
+{
+    scaled_src *c = ctx;
+    if (!c->left)
+        return 0;
+    int rc = c->in.next(c->in.ctx, req, err);
+    if (rc == 1) {
+        req->arrival_s = (req->arrival_s - c->first) / c->speed;
+        c->left--;
+    }
+    return rc;
+}
+
+int ws_plan_open(ws_store *store, const ws_plan_spec *s, ws_plan **out, ws_err *err)
+{
+    *out = NULL;
+    int rc = ws_plan_spec_check(s, err);
+    if (rc)
+        return rc;
+    ws_plan *p = calloc(1, sizeof *p);
+    if (!p)
+        return ws_err_set(err, WS_ENOMEM, "plan: out of memory");
+    p->spec = s;
+    for (int g = 0; g < s->n_gpus && !rc; g++)
+        rc = sim_load(store, s->model, s->gpus[g], s->host, WS_DT_BF16, &p->m[g], &p->hw[g],
+                      &p->cores, err);
+    if (!rc && s->load == WS_PLAN_RATE && s->trace) {
+        ws_trace *t;
+        ws_trace_req q;
+        uint64_t n = 0;
+        double first = 0, last = 0;
+        if (!(rc = ws_trace_open(s->trace, &s->topts, &t, err))) {
+            while ((!s->requests || n < s->requests) && (rc = ws_trace_next(t, &q, err)) == 1) {
+                if (!n)
+                    first = q.arrival_s;
+                last = q.arrival_s;
+                n++;
+            }
+            ws_trace_close(t);
+            rc = rc < 0 ? err->code : 0;
+        }
+        if (!rc && !(last > first))
+            rc = ws_err_set(err, WS_EINVAL,
+                            "%s: its requests arrive at one instant: no rate to scale", s->trace);
+        p->native_rate = n / (last - first);
+        p->first_arrival = first;
+    }
+    if (rc) {
+        free(p);
+        return rc;
+    }
+    *out = p;
+    return 0;
+}
+
+void ws_plan_close(ws_plan *p)
+{
+    free(p);
+}
+
+double ws_plan_native_rate(const ws_plan *p)
+{
+    return p->native_rate;
+}
+
+const char *ws_plan_gpu_name(const ws_plan *p, int gpu)
+{
+    return p->hw[gpu].gpu;
+}
+
+/* What one simulation's callbacks gather: TTFTs and TPOTs (users: steady decode steps). */
+typedef struct tally {
+    double *ttft, *tpot;
+    size_t n_ttft, n_tpot, cap_ttft, cap_tpot;
+    int peak, users;
+} tally;
+
+static int push(double **v, size_t *n, size_t *cap, double x, ws_err *err)
+{
+    if (*n == *cap) {
+        size_t c = *cap ? 2 * *cap : 256;
+        double *w = realloc(*v, c * sizeof *w);
+        if (!w)
+            return ws_err_set(err, WS_ENOMEM, "plan: out of memory");
+        *v = w;
+        *cap = c;
+    }
+    (*v)[(*n)++] = x;
+    return 0;
+}
+
+static int on_req(void *ctx, const sim_req_result *r, ws_err *err)
+{
+    tally *t = ctx;
+    const int oom = r->outcome == SIM_OUT_OOM;
+    if (push(&t->ttft, &t->n_ttft, &t->cap_ttft, oom ? INFINITY : r->ttft, err))
+        return err->code;
+    if (!t->users && push(&t->tpot, &t->n_tpot, &t->cap_tpot, oom ? INFINITY : r->tpot, err))
+        return err->code;
+    return 0;
+}
+
+static int on_step(void *ctx, const sim_step_rec *r, ws_err *err)
+{
+    tally *t = ctx;
+    if (r->batch > t->peak)
+        t->peak = r->batch;
+    if (t->users && r->prefill_tokens == 0 && r->decode_tokens > 0 &&
+        push(&t->tpot, &t->n_tpot, &t->cap_tpot, r->dt, err))
+        return err->code;
+    return 0;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    const double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Nearest-rank percentile pct of v[0..n) (sorted here); INFINITY when empty. */
+static double pct_of(double *v, size_t n, double pct)
+{
+    if (!n)
+        return INFINITY;
+    qsort(v, n, sizeof *v, cmp_double);
+    size_t k = (size_t)ceil(pct / 100 * (double)n);
+    return v[k < 1 ? 0 : k > n ? n - 1 : k - 1];
+}
+
+static double share_within(const double *v, size_t n, double limit)
+{
+    size_t ok = 0;
+    for (size_t i = 0; i < n; i++)
+        ok += v[i] <= limit;
+    return n ? (double)ok / n : 0;
+}
+
+static int eval_one(ws_plan *P, const ws_plan_point *pt, ws_plan_result *out, ws_err *err)
+{
+    const ws_plan_spec *s = P->spec;
+    if (pt->gpu < 0 || pt->gpu >= s->n_gpus || pt->policy < 0 || pt->policy >= WS_POLICY_COUNT)
+        return ws_err_set(err, WS_EINVAL, "plan: a point names no GPU or policy of the plan");
+    const double t0 = now_s();
+    const int fit = pt->kind == WS_PLAN_PT_FIT, users = !fit && s->load == WS_PLAN_USERS;
+    sim_cfg cfg;
+    sim_cfg_default(&cfg);
+    cfg.policy = (ws_policy_kind)pt->policy;
+    cfg.detail_layer = s->detail_layer;
+    cfg.seed = s->seed;
+    cfg.chunk = s->chunk;
+    cfg.cpu_workers = P->cores;
+    cfg.keep_steps = cfg.keep_requests = 0;
+    if (pt->set.page > 0)
+        cfg.par.page_tokens = pt->set.page;
+    const int Pg = cfg.par.page_tokens;
+    const int W = pt->set.window > 0 ? pt->set.window : cfg.window;
+    cfg.window = (W + Pg - 1) / Pg * Pg;
+    cfg.gpu_kv_budget = pt->set.gpu_kv_gb * 1073741824.0;
+    if (!fit) {
+        cfg.slo_ttft = s->slo_ttft;
+        cfg.slo_tpot = users ? 0 : s->slo_tpot;
+    }
+    tally t = {.users = users};
+    cfg.on_request = on_req;
+    cfg.on_request_ctx = &t;
+    cfg.on_step = on_step;
+    cfg.on_step_ctx = &t;
+    sim_closed c;
+    sim_source src;
+    ws_trace *tr = NULL;
+    scaled_src sc = {0};
+    int rc = 0, want = 0;
+    if (fit) {
+        if (pt->batch < 1 || pt->context < 1 || pt->context > WS_TRACE_TOKENS_MAX * 4LL)
+            return ws_err_set(err, WS_EINVAL, "plan: bad frontier point");
+        want = cfg.batch = pt->batch;
+        cfg.chunk = (int)pt->context; /* memory does not depend on the chunk */
+        sim_closed_source(&c, pt->batch, (int)pt->context, 2, &src);
+    } else if (users) {
+        if (!(pt->load >= 1 && pt->load <= 1 << 20))
+            return ws_err_set(err, WS_EINVAL, "plan: bad number of users %g", pt->load);
+        want = cfg.batch = (int)pt->load;
+        sim_closed_source(&c, cfg.batch, s->prompt, s->output, &src);
+    } else {
+        if (!(pt->load > 0) || !isfinite(pt->load))
+            return ws_err_set(err, WS_EINVAL, "plan: bad rate %g", pt->load);
+        cfg.batch = s->batch;
+        if (s->trace) {
+            rc = ws_trace_open(s->trace, &s->topts, &tr, err);
+            sc.speed = pt->load / P->native_rate;
+            sc.first = P->first_arrival;
+        } else {
+            ws_trace_gen g = s->gen;
+            g.rate = pt->load;
+            g.requests = s->requests;
+            g.seed = s->seed;
+            rc = ws_trace_gen_open(&g, &tr, err);
+            sc.speed = 1;
+        }
+        if (!rc)
+            rc = sim_trace_source(tr, &sc.in, err);
+        sc.left = s->trace && s->requests ? s->requests : UINT64_MAX;
+        src = (sim_source){scaled_next, &sc};
+    }
+    sim_results r;
+    ws_cost_cfg cc;
+    ws_cost_cfg_default(&cc);
+    if (!rc)
+        rc = sim_run(&P->m[pt->gpu], &P->hw[pt->gpu], &cc, &cfg, &src, &r, err);
+    ws_trace_close(tr);
+    if (rc) {
+        free(t.ttft);
+        free(t.tpot);
+        return rc;
+    }
+    const sim_totals *T = &r.tot;
+    ws_plan_result o = {.requests = T->requests, .served = T->served, .oom = T->oom,
+                        .peak_batch = t.peak, .goodput = T->goodput_rps};
+    o.ttft_q = pct_of(t.ttft, t.n_ttft, s->slo_pct);
+    o.tpot_q = pct_of(t.tpot, t.n_tpot, s->slo_pct);
+    if (fit) {
+        o.meets = T->oom == 0 && t.peak >= want;
+        o.attain = o.meets;
+        o.tokens_per_s = T->tokens_per_s;
+    } else if (users) {
+        double a = 1;
+        if (s->slo_tpot > 0)
+            a = fmin(a, share_within(t.tpot, t.n_tpot, s->slo_tpot));
+        if (s->slo_ttft > 0)
+            a = fmin(a, share_within(t.ttft, t.n_ttft, s->slo_ttft));
+        o.attain = T->oom ? 0 : a;
+        o.meets = T->oom == 0 && t.peak >= want && o.attain * 100 >= s->slo_pct - 1e-9;
+        o.tokens_per_s = T->decode_tps;
+    } else {
+        o.attain = T->slo_frac;
+        o.meets = o.attain * 100 >= s->slo_pct - 1e-9;
+        o.tokens_per_s = T->tokens_per_s;
+    }
+    o.wall_s = now_s() - t0;
+    *out = o;
+    sim_results_free(&r);
+    free(t.ttft);
+    free(t.tpot);
+    return 0;
+}
+
+int ws_plan_eval_points(void *plan, const ws_plan_point *pts, int n, ws_plan_result *out,
+                        ws_err *err)
+{
+    for (int i = 0; i < n; i++) {
+        int rc = eval_one(plan, &pts[i], &out[i], err);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+int ws_plan_run(ws_store *store, const ws_plan_spec *s, ws_plan_report *rep, ws_err *err)
+{
+    ws_plan *p;
+    memset(rep, 0, sizeof *rep);
+    int rc = ws_plan_open(store, s, &p, err);
+    if (rc)
+        return rc;
+    rc = ws_plan_search(s, ws_plan_eval_points, p, p->native_rate, rep, err);
+    if (!rc) {
+        snprintf(rep->model, sizeof rep->model, "%s", p->m[0].name);
+        snprintf(rep->host, sizeof rep->host, "%s", p->hw[0].host);
+    }
+    ws_plan_close(p);
+    return rc;
+}
+
+/* ---- text, storing and drawing ---------------------------------------------------------- */
+
+const char *ws_plan_setting_text(const ws_plan_setting *set, char *buf, size_t cap)
+{
+    if (set->gpu_kv_gb > 0)
+        snprintf(buf, cap, "kv=%gG", set->gpu_kv_gb);
+    else if (set->page > 0)
+        snprintf(buf, cap, "P=%d", set->page);
+    else if (set->window > 0)
+        snprintf(buf, cap, "W=%d", set->window);
+    else
+        snprintf(buf, cap, "default");
+    return buf;
+}
+
+void ws_plan_workload_text(const ws_plan_spec *s, char *buf, size_t cap)
+{
+    if (s->load == WS_PLAN_USERS)
+        snprintf(buf, cap, "closed batch of concurrent users, %d prompt + %d output tokens each",
+                 s->prompt, s->output);
+    else if (s->trace && s->requests)
+        snprintf(buf, cap, "trace %s (first %llu requests), arrivals scaled in time, at most %d "
+                 "running", s->trace, (unsigned long long)s->requests, s->batch);
+    else if (s->trace)
+        snprintf(buf, cap, "trace %s (every request), arrivals scaled in time, at most %d running",
+                 s->trace, s->batch);
+    else {
+        char a[64], b[64];
+        ws_trace_len_format(&s->gen.prompt, a, sizeof a);
+        ws_trace_len_format(&s->gen.output, b, sizeof b);
+        char cv[32] = "";
+        if (s->gen.arrivals == WS_ARRIVALS_GAMMA)
+            snprintf(cv, sizeof cv, " (cv %g)", s->gen.cv);
+        snprintf(buf, cap, "%llu %s arrivals%s, prompts %s, outputs %s, at most %d running",
+                 (unsigned long long)s->requests, ws_trace_arrivals_name(s->gen.arrivals), cv, a,
+                 b, s->batch);
+    }
+}
+
+static double nan_if_inf(double v)
+{
+    return isfinite(v) ? v : NAN;
+}
+
+int ws_plan_save(ws_store *store, const ws_plan_spec *s, const ws_plan_report *rep,
+                 long long *id, ws_err *err)
+{
+    ws_plandb_run run = {0};
+    snprintf(run.model, sizeof run.model, "%s", rep->model);
+    snprintf(run.host_profile, sizeof run.host_profile, "%s", rep->host);
+    snprintf(run.load_kind, sizeof run.load_kind, "%s",
+             s->load == WS_PLAN_USERS ? "users" : "rate");
+    ws_plan_workload_text(s, run.workload, sizeof run.workload);
+    run.slo_ttft = s->slo_ttft > 0 ? s->slo_ttft : NAN;
+    run.slo_tpot = s->slo_tpot > 0 ? s->slo_tpot : NAN;
+    run.slo_pct = s->slo_pct;
+    run.tol = s->tol;
+    run.rounds = rep->rounds;
+    run.evals = (long long)rep->n_evals;
+    run.wall_s = rep->wall_s;
+    snprintf(run.params, sizeof run.params,
+             "{\"detail\": \"%s\", \"chunk\": %d, \"seed\": %llu, \"tune\": %d, "
+             "\"native_rate\": %.17g, \"max_rate\": %.17g, \"max_users\": %d, "
+             "\"batch\": %d, \"requests\": %llu}",
+             s->detail_layer ? "layer" : "step", s->chunk, (unsigned long long)s->seed, s->tune,
+             rep->native_rate, s->max_rate, s->max_users, s->batch,
+             (unsigned long long)s->requests);
+    ws_plandb_point *pts = calloc(rep->n_evals ? rep->n_evals : 1, sizeof *pts);
+    ws_plandb_result *res = calloc(rep->n_search ? rep->n_search : 1, sizeof *res);
+    ws_plandb_fit *fits = calloc(rep->n_fit ? rep->n_fit : 1, sizeof *fits);
+    int rc = 0;
+    if (!pts || !res || !fits) {
+        rc = ws_err_set(err, WS_ENOMEM, "plan: out of memory");
+        goto out;
+    }
+    for (size_t i = 0; i < rep->n_evals; i++) {
+        const ws_plan_eval_rec *e = &rep->evals[i];
+        ws_plandb_point *p = &pts[i];
+        p->round = e->round;
+        p->fit = e->pt.kind == WS_PLAN_PT_FIT;
+        snprintf(p->gpu_profile, sizeof p->gpu_profile, "%s", s->gpus[e->pt.gpu]);
+        snprintf(p->policy, sizeof p->policy, "%s", ws_policy_name(e->pt.policy));
+        p->kv_gb = e->pt.set.gpu_kv_gb;
+        p->page = e->pt.set.page;
+        p->window = e->pt.set.window;
+        p->load = p->fit ? NAN : e->pt.load;
+        p->batch = e->pt.batch;
+        p->context = e->pt.context;
+        p->meets = e->res.meets;
+        p->attain = e->res.attain;
+        p->ttft_q = nan_if_inf(e->res.ttft_q);
+        p->tpot_q = nan_if_inf(e->res.tpot_q);
+        p->goodput = e->res.goodput;
+        p->tokens_per_s = e->res.tokens_per_s;
+        p->requests = (long long)e->res.requests;
+        p->served = (long long)e->res.served;
+        p->oom = (long long)e->res.oom;
+        p->peak_batch = e->res.peak_batch;
+        p->wall_s = e->res.wall_s;
+    }
+    for (size_t i = 0; i < rep->n_search; i++) {
+        const ws_plan_best *b = &rep->search[i];
+        ws_plandb_result *r = &res[i];
+        snprintf(r->gpu_profile, sizeof r->gpu_profile, "%s", s->gpus[b->gpu]);
+        snprintf(r->policy, sizeof r->policy, "%s", ws_policy_name(b->policy));
+        r->kv_gb = b->set.gpu_kv_gb;
+        r->page = b->set.page;
+        r->window = b->set.window;
+        r->best = ws_plan_best_of(rep, s, b->gpu, b->policy) == b;
+        r->capped = b->capped;
+        r->evals = b->evals;
+        r->max_load = b->max_load;
+        const int some = b->max_load > 0;
+        r->goodput = some ? ws_plan_goodput(s, b) : NAN;
+        r->tokens_per_s = some ? b->at.tokens_per_s : NAN;
+        r->ttft_q = some ? nan_if_inf(b->at.ttft_q) : NAN;
+        r->tpot_q = some ? nan_if_inf(b->at.tpot_q) : NAN;
+        r->attain = some ? b->at.attain : NAN;
+        r->price_per_h = s->price[b->gpu] > 0 ? s->price[b->gpu] : NAN;
+        r->cost_per_mtok = ws_plan_cost_per_mtok(s, b);
+    }
+    for (size_t i = 0; i < rep->n_fit; i++) {
+        const ws_plan_fit *f = &rep->fit[i];
+        snprintf(fits[i].gpu_profile, sizeof fits[i].gpu_profile, "%s", s->gpus[f->gpu]);
+        snprintf(fits[i].policy, sizeof fits[i].policy, "%s", ws_policy_name(f->policy));
+        fits[i].batch = f->batch;
+        fits[i].max_context = f->max_context;
+        fits[i].capped = f->capped;
+    }
+    rc = ws_plandb_store(store, &run, pts, rep->n_evals, res, rep->n_search, fits, rep->n_fit,
+                         err);
+    if (!rc)
+        *id = run.id;
+out:
+    free(pts);
+    free(res);
+    free(fits);
+    return rc;
+}
+
+static int cmp_load(const void *a, const void *b)
+{
+    const ws_plandb_point *x = a, *y = b;
+    return (x->load > y->load) - (x->load < y->load);
+}
+
+/* Appends name to words as one word (characters gnuplot's word() would split on become _). */
+static void add_word(char *words, size_t cap, const char *name)
+{
+    size_t l = strlen(words);
+    if (l && l + 1 < cap)
+        words[l++] = ' ';
+    for (; *name && l + 1 < cap; name++) {
+        const unsigned char c = (unsigned char)*name;
+        words[l++] = c > ' ' && c < 127 && c != '\'' && c != '"' && c != '\\' ? (char)c : '_';
+    }
+    words[l] = 0;
+}
+
+/* Writes DIR/g<i>_p<j>.dat (load, goodput or tokens/s, attainment %) for the default setting
+ * of every (GPU, policy) of the plan, sorted by load; the names as words. */
+static int plot_data(const ws_plandb_run *run, ws_plandb_point *pts, size_t n, const char *dir,
+                     char *gpus, char *pols, size_t cap, int *ng, int *np, ws_err *err)
+{
+    char gname[WS_PLAN_MAX_GPUS][160], pname[16][32];
+    *ng = *np = 0;
+    gpus[0] = pols[0] = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (pts[i].fit)
+            continue;
+        int g = 0, p = 0;
+        while (g < *ng && strcmp(gname[g], pts[i].gpu_profile))
+            g++;
+        if (g == *ng && *ng < WS_PLAN_MAX_GPUS) {
+            snprintf(gname[(*ng)++], sizeof gname[0], "%s", pts[i].gpu_profile);
+            add_word(gpus, cap, pts[i].gpu_profile);
+        }
+        while (p < *np && strcmp(pname[p], pts[i].policy))
+            p++;
+        if (p == *np && *np < 16) {
+            snprintf(pname[(*np)++], sizeof pname[0], "%s", pts[i].policy);
+            add_word(pols, cap, pts[i].policy);
+        }
+    }
+    if (!*ng)
+        return ws_err_set(err, WS_ENOTFOUND, "plan %lld has no load points to draw", run->id);
+    qsort(pts, n, sizeof *pts, cmp_load);
+    const int users = !strcmp(run->load_kind, "users");
+    for (int g = 0; g < *ng; g++)
+        for (int p = 0; p < *np; p++) {
+            char path[256];
+            snprintf(path, sizeof path, "%s/g%d_p%d.dat", dir, g + 1, p + 1);
+            FILE *f = fopen(path, "w");
+            if (!f)
+                return ws_err_set(err, WS_EIO, "%s: cannot write", path);
+            int rows = 0;
+            for (size_t i = 0; i < n; i++) {
+                const ws_plandb_point *q = &pts[i];
+                if (q->fit || q->kv_gb > 0 || q->page || q->window ||
+                    strcmp(q->gpu_profile, gname[g]) || strcmp(q->policy, pname[p]))
+                    continue;
+                fprintf(f, "%.9g %.9g %.9g %d\n", q->load,
+                        users ? (q->meets ? q->tokens_per_s : 0) : q->goodput, 100 * q->attain,
+                        q->meets);
+                rows++;
+            }
+            if (!rows) /* a series with nothing: one point off the axes keeps gnuplot quiet */
+                fprintf(f, "NaN NaN NaN 0\n");
+            if (fclose(f))
+                return ws_err_set(err, WS_EIO, "%s: cannot write", path);
+        }
+    return 0;
+}
+
+int ws_plan_plot(ws_store *store, long long id, const char *out, ws_err *err)
+{
+    char script[4096];
+    int rc = ws_gnuplot_script("plan", script, sizeof script, err);
+    if (rc)
+        return rc;
+    ws_plandb_run run;
+    if ((rc = ws_plandb_get_run(store, id, &run, err)))
+        return rc;
+    ws_plandb_point *pts;
+    size_t n;
+    if ((rc = ws_plandb_get_points(store, run.id, &pts, &n, err)))
+        return rc;
+    char dir[64], gpus[1024], pols[1024], pct[32], title[512];
+    if ((rc = ws_gnuplot_tmpdir(dir, sizeof dir, err))) {
+        free(pts);
+        return rc;
+    }
+    int ng, np;
+    rc = plot_data(&run, pts, n, dir, gpus, pols, sizeof pols, &ng, &np, err);
+    if (!rc) {
+        snprintf(pct, sizeof pct, "%g", run.slo_pct);
+        char slo[128] = "";
+        if (isfinite(run.slo_ttft))
+            snprintf(slo, sizeof slo, "TTFT <= %g s", run.slo_ttft);
+        if (isfinite(run.slo_tpot))
+            snprintf(slo + strlen(slo), sizeof slo - strlen(slo), "%sTPOT <= %g ms",
+                     slo[0] ? ", " : "", 1e3 * run.slo_tpot);
+        snprintf(title, sizeof title, "plan %lld: %s on host %s, %s at %g%% (MODELED)", run.id,
+                 run.model, run.host_profile, slo, run.slo_pct);
+        const char *args[] = {dir,   gpus, pols, pct, run.load_kind, title,
+                              out,   ws_gnuplot_term(out)};
+        rc = ws_gnuplot_run(script, args, 8, err);
+    }
+    ws_gnuplot_rmdir(dir);
+    free(pts);
+    return rc;
+}

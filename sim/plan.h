@@ -1,0 +1,218 @@
+/* plan: what-if capacity planning with the simulator (`writescope plan`). For one model, a
+ * host and one or more GPU profiles, a workload and SLOs, it finds per (GPU, policy, setting)
+ * the highest load that meets the SLOs, the largest context that fits per batch (the OOM
+ * frontier), the best GPU KV budget / page size P / window W among a few candidates, and
+ * ranks the GPUs by goodput and, with prices, by dollars per million output tokens.
+ *
+ * Load is a request rate (requests/s; a trace's arrivals compressed or stretched in time, a
+ * generator's rate replaced) or, for a closed batch (prompt N, output M), the number of
+ * concurrent users. A point meets the SLOs when at least slo_pct % of it is within them
+ * (DistServe's attainment): for a rate, of its requests within both TTFT and TPOT (an OOM
+ * request is a miss); for users, all of them run at once, their TTFT, and the time of each
+ * decode step with no prefill in it (the TPOT every user sees in steady state).
+ *
+ * The search over load is Vidur-Search's: bracket (x4 from the start, x2 for integers), then
+ * bisection at the geometric midpoint until hi/lo - 1 <= tol (users and contexts: to 1), so
+ * the answer lo meets and lies within a factor 1 + tol below the threshold; it assumes
+ * attainment falls as load rises. A rate that misses with every request running alone
+ * (peak_batch <= 1) ends its search with none: lower rates only space them further apart. The OOM frontier bisects the prompt length (in 1024-token
+ * units) of a closed batch of B sequences that must all be resident at once.
+ *
+ * Every search advances in ROUNDS: each round collects one point from every open search
+ * into one array and hands it to one evaluation function (ws_plan_eval_fn). The points of a
+ * round are independent, so that function may run them anywhere (ws_plan_eval_points runs
+ * them here, one after the other; an MPI map can spread them over ranks), and results never
+ * depend on how they were run. Settings search is coordinate-wise: the default, then each
+ * candidate of one setting with the others at their defaults. Everything is modeled. */
+#ifndef WS_SIM_PLAN_H
+#define WS_SIM_PLAN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "store.h"
+#include "trace.h"
+#include "trace_gen.h"
+#include "ws_err.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define WS_PLAN_MAX_GPUS 16  /* GPU profiles in one plan */
+#define WS_PLAN_MAX_CAND 8   /* candidates per setting, batches of the frontier */
+#define WS_PLAN_FIT_UNIT 1024 /* tokens: the frontier's context resolution */
+
+typedef enum ws_plan_load {
+    WS_PLAN_RATE = 0,  /* open arrivals: requests/s */
+    WS_PLAN_USERS = 1, /* a closed batch: concurrent users */
+} ws_plan_load;
+
+typedef enum ws_plan_kind {
+    WS_PLAN_PT_LOAD = 0, /* does the load meet the SLOs? */
+    WS_PLAN_PT_FIT = 1,  /* do `batch` sequences of `context` tokens fit at once? */
+} ws_plan_kind;
+
+/* Simulator settings a plan tunes; 0 everywhere: the simulator's defaults. */
+typedef struct ws_plan_setting {
+    double gpu_kv_gb; /* GPU KV budget, GiB (0: 2 GiB, 0.3 GiB for MLA models) */
+    int page;         /* P, tokens per page (0: 256) */
+    int window;       /* W, D-window tokens, a multiple of P (0: 256) */
+} ws_plan_setting;
+
+/* One independent evaluation. */
+typedef struct ws_plan_point {
+    int kind;    /* ws_plan_kind */
+    int gpu;     /* index into spec->gpus */
+    int policy;  /* ws_policy_kind */
+    ws_plan_setting set;
+    double load; /* LOAD: requests/s or users */
+    int batch;   /* FIT: sequences resident at once */
+    long long context; /* FIT: prompt tokens of each */
+} ws_plan_point;
+
+typedef struct ws_plan_result {
+    int meets;      /* LOAD: attainment >= slo_pct; FIT: all resident, no OOM */
+    double attain;  /* share within the SLOs (0..1) */
+    double ttft_q, tpot_q; /* the slo_pct percentile, s (INFINITY: an OOM inside it) */
+    double goodput; /* requests within the SLOs per second of makespan */
+    double tokens_per_s; /* rate: output tokens / makespan; users: decode tokens/s */
+    uint64_t requests, served, oom;
+    int peak_batch; /* most sequences running at once */
+    double wall_s;  /* host seconds the simulation took */
+} ws_plan_result;
+
+/* Evaluates pts[0..n) into out[0..n); 0 or an error code with err set. */
+typedef int (*ws_plan_eval_fn)(void *ctx, const ws_plan_point *pts, int n, ws_plan_result *out,
+                               ws_err *err);
+
+typedef struct ws_plan_spec {
+    const char *model, *host;
+    const char *gpus[WS_PLAN_MAX_GPUS];
+    int n_gpus;
+    double price[WS_PLAN_MAX_GPUS]; /* $/hour per GPU profile; 0: none */
+    unsigned policies;              /* bit per ws_policy_kind */
+    /* workload */
+    ws_plan_load load;
+    const char *trace;          /* RATE: a trace file (else the generator) */
+    ws_trace_opts topts;
+    ws_trace_gen gen;           /* RATE without a trace: rate is the search's start */
+    uint64_t requests;          /* requests per point (trace: its first; 0: all of it) */
+    int prompt, output;         /* USERS: each user's prompt and output tokens */
+    int batch;                  /* RATE: most sequences running at once (32) */
+    /* objectives */
+    double slo_ttft, slo_tpot;  /* s; 0: none (at least one) */
+    double slo_pct;             /* percent within them (99) */
+    double tol;                 /* relative tolerance of the rate (0.05) */
+    double start;               /* first load tried (0: the trace's rate, the generator's, 1) */
+    double max_rate;            /* highest rate tried (1e4 requests/s) */
+    int max_users;              /* most users tried (1024) */
+    /* settings: candidates of each, searched one at a time when tune */
+    int tune;
+    double kv_gb[WS_PLAN_MAX_CAND];
+    int n_kv;
+    int page[WS_PLAN_MAX_CAND], n_page;
+    int window[WS_PLAN_MAX_CAND], n_window;
+    /* the OOM frontier's batches (n_fit 0: none) */
+    int fit_batch[WS_PLAN_MAX_CAND], n_fit;
+    long long fit_max;          /* longest context tried, tokens (4 Mi) */
+    /* simulation */
+    int detail_layer;           /* 0: fold identical layers (default) */
+    int chunk;                  /* prefill chunk (2048) */
+    uint64_t seed;
+    /* after every round: points evaluated so far, open searches */
+    void (*progress)(void *ctx, int round, long long points, int open);
+    void *progress_ctx;
+} ws_plan_spec;
+
+/* Defaults: all policies, 99 %, tol 0.05, batch 32, 200 requests, candidates kv 1/2/4/8 GiB,
+ * page 128/256/512, window 256/512/1024, frontier batches 1/8/32, step detail. */
+void ws_plan_spec_default(ws_plan_spec *s);
+/* Checks the spec's numbers; WS_EINVAL naming the problem. */
+int ws_plan_spec_check(const ws_plan_spec *s, ws_err *err);
+
+/* One search's outcome: the highest load that met the SLOs (0: none did, even the lowest
+ * tried; capped: the highest tried met them), with the result there. */
+typedef struct ws_plan_best {
+    int gpu, policy;
+    ws_plan_setting set;
+    double max_load;
+    int capped;
+    ws_plan_result at; /* at max_load (zero when none) */
+    int evals;
+} ws_plan_best;
+
+typedef struct ws_plan_fit {
+    int gpu, policy, batch;
+    long long max_context; /* prompt tokens of each (0: not even one unit fits) */
+    int capped;            /* fit_max fitted */
+} ws_plan_fit;
+
+/* Every evaluated point, with its round. */
+typedef struct ws_plan_eval_rec {
+    ws_plan_point pt;
+    ws_plan_result res;
+    int round;
+} ws_plan_eval_rec;
+
+typedef struct ws_plan_report {
+    ws_plan_best *search; /* one per (gpu, policy, setting) */
+    size_t n_search;
+    int *best;            /* per (gpu, policy): index into search of the best setting, or -1 */
+    ws_plan_fit *fit;     /* per (gpu, policy, fit batch) */
+    size_t n_fit;
+    ws_plan_eval_rec *evals;
+    size_t n_evals, cap_evals;
+    int rounds;
+    double native_rate;   /* the trace's own rate (requests/s), else 0 */
+    double wall_s;
+    char model[64], host[160];
+} ws_plan_report;
+
+void ws_plan_report_free(ws_plan_report *r);
+
+/* The best setting's search of (gpu, policy), or NULL. */
+const ws_plan_best *ws_plan_best_of(const ws_plan_report *r, const ws_plan_spec *s, int gpu,
+                                    int policy);
+/* Ranking key of a best search: goodput (requests/s within the SLOs; users: decode tokens/s
+ * at the most users). Cost per million output tokens at the best load under price $/h, or
+ * NAN when there is no price or no throughput. */
+double ws_plan_goodput(const ws_plan_spec *s, const ws_plan_best *b);
+double ws_plan_cost_per_mtok(const ws_plan_spec *s, const ws_plan_best *b);
+
+/* Runs the rounds with `eval` (ctx passed through) until every search has ended. */
+int ws_plan_search(const ws_plan_spec *s, ws_plan_eval_fn eval, void *ctx, double native_rate,
+                   ws_plan_report *rep, ws_err *err);
+
+/* The simulator behind the points: the model and every GPU profile loaded once. */
+typedef struct ws_plan ws_plan;
+int ws_plan_open(ws_store *store, const ws_plan_spec *s, ws_plan **out, ws_err *err);
+void ws_plan_close(ws_plan *p);
+/* The trace's own rate (requests / duration of the requests used), 0 without a trace. */
+double ws_plan_native_rate(const ws_plan *p);
+/* The names the profiles loaded under (hw.gpu, hw.host) and the model's. */
+const char *ws_plan_gpu_name(const ws_plan *p, int gpu);
+/* ws_plan_eval_fn over a ws_plan (ctx): each point through sim_run, one after the other. */
+int ws_plan_eval_points(void *plan, const ws_plan_point *pts, int n, ws_plan_result *out,
+                        ws_err *err);
+
+/* open + search with ws_plan_eval_points + close. */
+int ws_plan_run(ws_store *store, const ws_plan_spec *s, ws_plan_report *rep, ws_err *err);
+
+/* Short text of a setting ("default", "kv=4G", "P=512", "W=1024") into buf. */
+const char *ws_plan_setting_text(const ws_plan_setting *set, char *buf, size_t cap);
+/* The workload in words ("poisson arrivals, prompts fixed:131072, ..."). */
+void ws_plan_workload_text(const ws_plan_spec *s, char *buf, size_t cap);
+
+/* Stores the plan whole (store/plandb.h, one transaction) and sets *id. */
+int ws_plan_save(ws_store *store, const ws_plan_spec *s, const ws_plan_report *rep,
+                 long long *id, ws_err *err);
+/* Draws plan `id` (0: the newest) with plots/plan.gp into out (.png or .svg): per GPU,
+ * goodput against load per policy (default settings) and the SLO attainment against load
+ * with the slo_pct threshold. */
+int ws_plan_plot(ws_store *store, long long id, const char *out, ws_err *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

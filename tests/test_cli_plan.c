@@ -1,0 +1,132 @@
+/* test_cli_plan: `writescope plan` end to end: a small users plan prints its table labelled
+ * modeled, --json has one result per GPU x policy and a ranking by cost, --db stores the plan
+ * and --plot draws it; bad SLO and price arguments (negative, non-numeric, no '=', a profile
+ * not among --gpu) are one-line usage errors with nothing on stdout. */
+#include <criterion/criterion.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "helpers.h"
+
+static char g_dir[64], g_env_db[128];
+static const char *g_env[] = {g_env_db, NULL};
+
+static void fresh_db(void)
+{
+    th_tmpdir(g_dir, sizeof g_dir);
+    snprintf(g_env_db, sizeof g_env_db, "WRITESCOPE_DB=%s/ws.db", g_dir);
+}
+
+static void expect_fail(const char *const *args, int status, const char *needle)
+{
+    th_run r = th_writescope(args, g_env);
+    cr_assert_eq(r.status, status, "exit %d, stderr: %s", r.status, r.err);
+    cr_assert_eq(th_lines(r.err), 1, "one line: %s", r.err);
+    cr_assert_neq(strstr(r.err, needle), NULL, "stderr '%s' lacks '%s'", r.err, needle);
+    cr_assert_str_eq(r.out, "");
+    th_run_free(&r);
+}
+
+TestSuite(cli_plan, .init = fresh_db);
+
+#define BASE "plan", "--model", "qwen3-30b-a3b", "--host", "xeon-gold-5318y"
+#define USERS "--prompt", "16384", "--output", "16"
+
+Test(cli_plan, users_table_json_db_and_plot)
+{
+    th_run r = th_writescope((const char *[]){BASE, "--gpu", "v100-32gb-pcie", USERS,
+                                              "--slo-tpot", "300ms", "--policy",
+                                              "writescope,stream", "--fit-batches", "1,4", NULL},
+                             g_env);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cr_assert_neq(strstr(r.out, "MODELED"), NULL, "%s", r.out);
+    cr_assert_neq(strstr(r.out, "max users"), NULL, "%s", r.out);
+    cr_assert_neq(strstr(r.out, "v100-32gb-pcie: writescope"), NULL, "%s", r.out);
+    cr_assert_neq(strstr(r.out, "OOM frontier"), NULL, "%s", r.out);
+    th_run_free(&r);
+
+    char db[128], png[128];
+    snprintf(db, sizeof db, "%s/plan.db", g_dir);
+    snprintf(png, sizeof png, "%s/plan.png", g_dir);
+    json_t *v = th_writescope_json(
+        (const char *[]){BASE, "--gpu", "v100-32gb-pcie", "--gpu", "a100-40gb-pcie", USERS,
+                         "--slo-tpot", "0.3", "--slo-pct", "p90", "--policy", "writescope,stream",
+                         "--fit-batches", "none", "--price", "v100-32gb-pcie=1.5", "--price",
+                         "a100-40gb-pcie=3", "--db", db, "--plot", png, "--json", NULL},
+        g_env);
+    cr_assert_str_eq(json_string_value(json_object_get(v, "source")), "modeled");
+    cr_assert_str_eq(json_string_value(json_object_get(v, "load")), "users");
+    cr_assert_eq(json_real_value(json_object_get(v, "slo_pct")), 90);
+    json_t *res = json_object_get(v, "results");
+    cr_assert_eq(json_array_size(res), 4);
+    size_t i;
+    json_t *x;
+    json_array_foreach(res, i, x)
+    {
+        const double load = json_real_value(json_object_get(x, "max_load"));
+        cr_assert_eq(load, floor(load), "users are whole: %g", load);
+        if (load > 0)
+            cr_assert(json_is_real(json_object_get(x, "cost_per_mtok")));
+    }
+    cr_assert_eq(json_array_size(json_object_get(v, "frontier")), 0);
+    cr_assert_eq(json_array_size(json_object_get(v, "ranking_cost")), 2);
+    cr_assert_gt(json_integer_value(json_object_get(v, "plan_id")), 0);
+    json_decref(v);
+    struct stat sb;
+    if (stat(png, &sb) == 0)
+        cr_assert_gt(sb.st_size, 1000);
+    json_t *e = th_writescope_json((const char *[]){"db", "export", "--db", db, NULL}, NULL);
+    cr_assert_eq(json_array_size(json_object_get(e, "plan_runs")), 1);
+    cr_assert_eq(json_array_size(json_object_get(e, "plan_results")), 4);
+    cr_assert_gt(json_array_size(json_object_get(e, "plan_points")), 4);
+    json_decref(e);
+}
+
+Test(cli_plan, bad_slo_and_price_are_one_line_errors)
+{
+    const char *gpu[] = {"--gpu", "v100-32gb-pcie"};
+#define P(...) (const char *[]){BASE, gpu[0], gpu[1], USERS, __VA_ARGS__, NULL}
+    expect_fail(P("--slo-tpot", "-0.2"), 2, "--slo-tpot '-0.2'");
+    expect_fail(P("--slo-tpot", "fast"), 2, "--slo-tpot 'fast'");
+    expect_fail(P("--slo-ttft", "0"), 2, "--slo-ttft '0'");
+    expect_fail(P("--slo-tpot", "0.2", "--slo-pct", "p101"), 2, "--slo-pct 'p101'");
+    expect_fail(P("--slo-tpot", "0.2", "--slo-pct", "q99"), 2, "--slo-pct 'q99'");
+    expect_fail(P("--output", "4"), 2, "give an SLO");
+    expect_fail(P("--slo-tpot", "0.2", "--price", "v100-32gb-pcie"), 2, "PROFILE=USD_PER_HOUR");
+    expect_fail(P("--slo-tpot", "0.2", "--price", "v100-32gb-pcie=-1"), 2, "dollars per hour");
+    expect_fail(P("--slo-tpot", "0.2", "--price", "v100-32gb-pcie=cheap"), 2, "dollars per hour");
+    expect_fail(P("--slo-tpot", "0.2", "--price", "h100-80gb-sxm=2"), 2,
+                "'h100-80gb-sxm' is not one of the --gpu profiles");
+    expect_fail(P("--slo-tpot", "0.2", "--policy", "bogus"), 2, "bogus");
+    expect_fail((const char *[]){BASE, "--gpu", "no-such-gpu", USERS, "--slo-tpot", "1", NULL}, 1,
+                "no-such-gpu");
+#undef P
+}
+
+Test(cli_plan, trace_rate_is_scaled_from_its_own)
+{
+    /* 20 requests one second apart: 20 requests over 19 s */
+    char text[2048] = "arrival_s,prompt_tokens,output_tokens\n", path[256];
+    for (int i = 0; i < 20; i++)
+        snprintf(text + strlen(text), sizeof text - strlen(text), "%d,2048,16\n", i);
+    th_write(g_dir, "t.csv", text, path, sizeof path);
+    json_t *v = th_writescope_json((const char *[]){BASE, "--gpu", "a100-40gb-pcie", "--trace",
+                                                    path, "--slo-ttft", "30", "--slo-tpot", "1",
+                                                    "--policy", "writescope", "--tol", "0.2",
+                                                    "--fit-batches", "none", "--json", NULL},
+                                   g_env);
+    cr_assert_str_eq(json_string_value(json_object_get(v, "load")), "rate");
+    cr_assert_float_eq(json_real_value(json_object_get(v, "trace_rate")), 20.0 / 19, 1e-9);
+    json_t *x = json_array_get(json_object_get(v, "results"), 0);
+    const double load = json_real_value(json_object_get(x, "max_load"));
+    cr_assert_gt(load, 0);
+    cr_assert_geq(json_real_value(json_object_get(x, "attainment")), 0.99);
+    json_decref(v);
+    expect_fail((const char *[]){BASE, "--gpu", "a100-40gb-pcie", "--trace", path, "--rate", "2",
+                                 "--slo-tpot", "1", NULL},
+                2, "own arrivals");
+}
