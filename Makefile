@@ -104,6 +104,7 @@ CU_LDLIBS  := -L$(CUDA_LIBDIR) -Xlinker -rpath=$(CUDA_LIBDIR) -lcublas
 endif
 GPU_BENCH  := $(O)/tests/ws_gpu_bench
 SIM_BENCH  := $(O)/tests/ws_sim_bench
+PAR_CHECK  := $(O)/tests/ws_par_check
 EXPERT_BENCH := $(O)/tests/ws_expert_bench
 
 .PHONY: all deps test run sanitize mpi-info bench-sim bench-expert clean cuda-info gpu-bundle fuzz fuzz-smoke fuzz-build fuzz-bins
@@ -171,6 +172,11 @@ $(SIM_BENCH): $(O)/obj/tests/perf/sim_bench.o $(LIBWS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) $^ $(LDLIBS) -o $@
 
+# ws_par's map under one process or mpirun, driven by tests/test_par.c.
+$(PAR_CHECK): $(O)/obj/tests/par/par_check.o $(LIBWS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) $^ $(LDLIBS) -o $@
+
 bench-sim: $(SIM_BENCH)
 	$(SIM_BENCH)
 
@@ -194,8 +200,9 @@ $(TESTBIN): $(TEST_OBJ) $(EMU_OBJ) $(LIBWS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) $(TEST_OBJ) $(EMU_OBJ) $(LIBWS) -lcriterion $(LDLIBS) -lstdc++ -o $@
 
-test: all $(TESTBIN) $(GPU_BENCH) $(SIM_BENCH) $(EXPERT_BENCH)
+test: all $(TESTBIN) $(GPU_BENCH) $(SIM_BENCH) $(EXPERT_BENCH) $(PAR_CHECK)
 	WRITESCOPE_BIN=$(abspath $(WS)) $(if $(CUDA_SO),WRITESCOPE_CUDA_LIB=$(abspath $(CUDA_SO))) \
+	    WRITESCOPE_PAR_CHECK=$(abspath $(PAR_CHECK)) $(if $(SAN),LSAN_OPTIONS=suppressions=$(abspath tests/lsan_mpi.supp)) \
 	    $(TESTBIN) --jobs 2 $(TEST_ARGS)
 
 # The paper's grid, Qwen3-30B-A3B on the A100 slice: every policy, modeled from the default
