@@ -21,9 +21,11 @@
 #include "ws_par.h"
 
 /* mpirun as root, on a machine with fewer cores than ranks, with no single-copy shared
- * memory (containers often forbid the ptrace it needs). */
+ * memory (containers often forbid the ptrace it needs); Open MPI's plugins stay loaded to
+ * the end, so a sanitizer's report can name them. */
 static const char *const mpi_env[] = {"OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1",
-                                      "OMPI_MCA_btl_vader_single_copy_mechanism=none", NULL};
+                                      "OMPI_MCA_btl_vader_single_copy_mechanism=none",
+                                      "OMPI_MCA_mca_base_component_disable_dlclose=1", NULL};
 
 static int have_mpirun(void)
 {
@@ -69,7 +71,21 @@ static th_run launch(int ranks, const char *prog, const char *const *args)
     for (; *args && k < 39; args++)
         argv[k++] = *args;
     argv[k] = NULL;
-    return th_command(argv, mpi_env);
+    /* Under `make sanitize` (LSAN_OPTIONS names tests/lsan_mpi.supp): Open MPI's libraries
+     * have no frame pointers, and only the slow unwinder reaches their frames, which the
+     * suppressions match. */
+    const char *lsan = getenv("LSAN_OPTIONS");
+    char lsan_kv[1024];
+    const char *env[8];
+    int e = 0;
+    for (const char *const *x = mpi_env; *x; x++)
+        env[e++] = *x;
+    if (lsan && *lsan) {
+        snprintf(lsan_kv, sizeof lsan_kv, "LSAN_OPTIONS=%s:fast_unwind_on_malloc=0", lsan);
+        env[e++] = lsan_kv;
+    }
+    env[e] = NULL;
+    return th_command(argv, env);
 }
 
 /* ---- in this process: the single backend ---- */
