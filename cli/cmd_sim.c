@@ -327,12 +327,13 @@ static int cmd_grid(ws_par *par, const char *db, int store_runs, const char *hos
     ws_simdb_grid gr = {0};
     long long first = 0, last = 0;
     char dbpath[WS_PATH_MAX] = "";
-    if (!rc && store_runs && !rank) {
-        snprintf(dbpath, sizeof dbpath, "%s", ws_store_path(s));
-        rc = grid_store(s, &o, ws_par_size(par), p, n, &gr, &first, &last, &err);
-    }
-    if (store_runs && !rc) /* every rank exits non-zero when rank 0 could not store */
+    if (!rc && store_runs) { /* every rank exits non-zero when rank 0 could not store */
+        if (!rank) {
+            snprintf(dbpath, sizeof dbpath, "%s", ws_store_path(s));
+            rc = grid_store(s, &o, ws_par_size(par), p, n, &gr, &first, &last, &err);
+        }
         rc = ws_par_agree(par, rc, &err);
+    }
     ws_store_close(s);
     if (rc) {
         free(p);

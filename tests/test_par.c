@@ -6,11 +6,12 @@
  * wins, as one process would have met it), and a failing step (ws_par_agree) too. The CLI:
  * `sim grid --db` stores one sim_grids row and every point's run and prints what a plain run
  * prints; under `mpirun -n 2` the --json output and the stored rows equal the one-process
- * run's (apart from ids, timestamps and wall time), and a bad database stops every rank
- * with one message. The MPI tests skip with one line when mpirun is absent. */
+ * run's (apart from ids, timestamps and wall time); a bad database, or one rank 0 cannot
+ * write at the end (held by another writer), stops every rank with one message. The MPI tests skip with one line when mpirun is absent. */
 #include <criterion/criterion.h>
 #include <jansson.h>
 #include <math.h>
+#include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -364,4 +365,43 @@ Test(par, grid_errors_stop_every_rank_with_one_message, .timeout = 120)
                    two.err);
     cr_assert_str_eq(two.out, "");
     th_run_free(&two);
+}
+
+/* Rank 0 alone writes, at the end: when another writer holds the database then, every rank
+ * exits non-zero, the message is printed once, and the grid left no row. */
+Test(par, grid_store_failure_on_rank_0_stops_every_rank, .timeout = 120)
+{
+    SKIP_WITHOUT_MPIRUN();
+    char db[256];
+    tmp_db(db, sizeof db, "held.db");
+    th_run init = th_writescope((const char *[]){"db", "init", "--db", db, NULL}, NULL);
+    cr_assert_eq(init.status, 0, "%s", init.err);
+    th_run_free(&init);
+    sqlite3 *h;
+    cr_assert_eq(sqlite3_open(db, &h), SQLITE_OK);
+    cr_assert_eq(sqlite3_exec(h, "BEGIN IMMEDIATE", NULL, NULL, NULL), SQLITE_OK);
+    const char *argv[] = {"mpirun", "-n", "2", "--oversubscribe", ws_bin(), "sim", "grid",
+                          "--model", "deepseek-v2-lite", "--gpu", "v100-32gb-pcie", "--db", db,
+                          NULL};
+    const char *env[8];
+    int e = 0;
+    for (const char *const *x = mpi_env; *x; x++)
+        env[e++] = *x;
+    env[e++] = "WRITESCOPE_DB_TIMEOUT_MS=50";
+    env[e] = NULL;
+    th_run r = th_command(argv, env);
+    sqlite3_exec(h, "ROLLBACK", NULL, NULL, NULL);
+    sqlite3_close(h);
+    if (strstr(r.err, "built without MPI")) {
+        th_run_free(&r);
+        cr_skip_test("MPI tests: this build has no MPI (mpicc was not found when it was made)");
+    }
+    cr_assert_neq(r.status, 0, "stdout: %s", r.out);
+    cr_assert_str_eq(r.out, "");
+    const char *hit = strstr(r.err, "writescope: ");
+    cr_assert_not_null(hit, "%s", r.err);
+    cr_assert_null(strstr(hit + 1, "writescope: "), "printed by more than rank 0: %s", r.err);
+    th_run_free(&r);
+    cr_assert_eq(th_count_file(db, "SELECT count(*) FROM sim_grids"), 0);
+    cr_assert_eq(th_count_file(db, "SELECT count(*) FROM sim_runs"), 0);
 }
