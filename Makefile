@@ -1,5 +1,6 @@
 # WriteScope build.
-#   make            deps, then bin/writescope (+ bin/libwritescope_cuda.so when nvcc is on PATH)
+#   make            deps, then bin/writescope (+ bin/libwritescope_cuda.so when nvcc is on PATH;
+#                   with MPI when mpicc is on PATH: mpirun -n N writescope sim grid, docs/scaleout.md)
 #   make test       build and run the test suite (Criterion); prints its Synthesis line
 #   make run        the paper's grid, Qwen3-30B-A3B on A100 (sim grid), on the default database
 #   make bench-sim  the simulator core's throughput (events/s, ops/s): tests/perf/sim_bench.c
@@ -18,6 +19,7 @@ O       ?= build
 BIN     ?= bin
 SAN     ?=
 NVCC    ?= $(shell command -v nvcc 2>/dev/null)
+MPICC   ?= $(shell command -v mpicc 2>/dev/null)
 CUDA_ARCHS ?= 70 80 90
 
 DIRS    := common platform store kernels calib calib/probe runtime sim traces
@@ -49,6 +51,19 @@ ifneq ($(FUZZ),)
 CFLAGS  += -fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer \
            -fno-sanitize-recover=all
 DIRS    := $(filter-out kernels platform calib calib/probe,$(DIRS))
+endif
+
+# MPI (platform/ws_par.c's "mpi" backend): Open MPI's compiler wrapper gives the flags; only
+# that file is compiled with them, and every program links libmpi. Without mpicc the same
+# commands run in one process. Fuzz builds leave platform/ out, and MPI with it.
+ifneq ($(FUZZ),)
+MPICC   :=
+endif
+ifneq ($(MPICC),)
+MPI_CFLAGS := $(shell $(MPICC) --showme:compile 2>/dev/null) -DWS_HAVE_MPI
+MPI_LIBS   := $(shell $(MPICC) --showme:link 2>/dev/null)
+LDLIBS     += $(MPI_LIBS)
+$(O)/obj/platform/ws_par.o: CFLAGS += $(MPI_CFLAGS)
 endif
 
 LIB_SRC := $(foreach d,$(DIRS),$(wildcard $(d)/*.c))
@@ -89,10 +104,11 @@ CU_LDLIBS  := -L$(CUDA_LIBDIR) -Xlinker -rpath=$(CUDA_LIBDIR) -lcublas
 endif
 GPU_BENCH  := $(O)/tests/ws_gpu_bench
 SIM_BENCH  := $(O)/tests/ws_sim_bench
+PAR_CHECK  := $(O)/tests/ws_par_check
 EXPERT_BENCH := $(O)/tests/ws_expert_bench
 
-.PHONY: all deps test run sanitize bench-sim bench-expert clean cuda-info gpu-bundle fuzz fuzz-smoke fuzz-build fuzz-bins
-all: deps cuda-info $(WS) $(CUDA_SO)
+.PHONY: all deps test run sanitize mpi-info bench-sim bench-expert clean cuda-info gpu-bundle fuzz fuzz-smoke fuzz-build fuzz-bins
+all: deps cuda-info mpi-info $(WS) $(CUDA_SO)
 
 deps:
 	@./scripts/deps.sh
@@ -106,6 +122,13 @@ ifeq ($(NVCC),)
 else
 	@echo "nvcc $(shell $(NVCC) --version | sed -n 's/.*release \([0-9.]*\).*/\1/p'): CUDA backend for $(foreach a,$(CU_ARCHS),sm_$(a))"
 	$(if $(CU_MISSING),@echo "warning: this nvcc cannot target $(foreach a,$(CU_MISSING),sm_$(a)) (CUDA 13 dropped Volta); build with CUDA <= 12.x for those")
+endif
+
+mpi-info:
+ifeq ($(MPICC),)
+	@echo "mpicc not found: building without MPI (sim grid runs in one process; make deps installs Open MPI)"
+else
+	@echo "mpicc $(MPICC): MPI backend built in (mpirun -n N bin/writescope sim grid ...)"
 endif
 
 $(O)/obj/%.o: %.c
@@ -149,6 +172,11 @@ $(SIM_BENCH): $(O)/obj/tests/perf/sim_bench.o $(LIBWS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) $^ $(LDLIBS) -o $@
 
+# ws_par's map under one process or mpirun, driven by tests/test_par.c.
+$(PAR_CHECK): $(O)/obj/tests/par/par_check.o $(LIBWS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) $^ $(LDLIBS) -o $@
+
 bench-sim: $(SIM_BENCH)
 	$(SIM_BENCH)
 
@@ -172,8 +200,9 @@ $(TESTBIN): $(TEST_OBJ) $(EMU_OBJ) $(LIBWS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) $(TEST_OBJ) $(EMU_OBJ) $(LIBWS) -lcriterion $(LDLIBS) -lstdc++ -o $@
 
-test: all $(TESTBIN) $(GPU_BENCH) $(SIM_BENCH) $(EXPERT_BENCH)
+test: all $(TESTBIN) $(GPU_BENCH) $(SIM_BENCH) $(EXPERT_BENCH) $(PAR_CHECK)
 	WRITESCOPE_BIN=$(abspath $(WS)) $(if $(CUDA_SO),WRITESCOPE_CUDA_LIB=$(abspath $(CUDA_SO))) \
+	    WRITESCOPE_PAR_CHECK=$(abspath $(PAR_CHECK)) $(if $(SAN),LSAN_OPTIONS=suppressions=$(abspath tests/lsan_mpi.supp)) \
 	    $(TESTBIN) --jobs 2 $(TEST_ARGS)
 
 # The paper's grid, Qwen3-30B-A3B on the A100 slice: every policy, modeled from the default

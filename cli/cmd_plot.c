@@ -46,7 +46,8 @@ static const figure figures[] = {
 static void help(FILE *out)
 {
     fprintf(out, "usage: writescope plot NAME [--run N] [--live N] [--model M] [--gpu G]\n"
-                 "                        [--db PATH] [--out FILE.png|FILE.svg]\n\nFigures:\n");
+                 "                        [--grid N] [--db PATH] [--out FILE.png|FILE.svg]\n\n"
+                 "Figures:\n");
     for (size_t i = 0; i < N_FIGURES; i++)
         fprintf(out, "  %-11s %s\n", figures[i].name, figures[i].help);
     fprintf(out,
@@ -56,6 +57,7 @@ static void help(FILE *out)
             "--live N     share, util: run N of `writescope run` (CPU measured, GPU as the\n"
             "             run says); 0: the newest\n"
             "--model M, --gpu G  speedup, throughput: only the runs of this model / GPU profile\n"
+            "--grid N     speedup, throughput: only the runs of `sim grid` N (--db/--save)\n"
             "Figures over many runs take the newest run of each point. Every figure labels\n"
             "what is measured and what is modeled. Default output: results/NAME.png (SVG\n"
             "for a .svg name). Needs gnuplot (make deps). Details: docs/plots.md\n");
@@ -65,11 +67,11 @@ int cmd_plot(int argc, char **argv)
 {
     int nargs = 0;
     const char *db = NULL, *run_arg = NULL, *live_arg = NULL, *out = NULL, *model = NULL,
-               *gpu = NULL;
+               *gpu = NULL, *grid_arg = NULL;
     const cli_opt opts[] = {{"db", &db, NULL},     {"run", &run_arg, NULL},
                             {"live", &live_arg, NULL}, {"out", &out, NULL},
                             {"model", &model, NULL}, {"gpu", &gpu, NULL},
-                            {0}};
+                            {"grid", &grid_arg, NULL}, {0}};
     char *args[1];
     int rc = cli_parse("plot", argc, argv, opts, args, 1, &nargs, help);
     if (rc)
@@ -84,6 +86,8 @@ int cmd_plot(int argc, char **argv)
         return cli_usage_error("plot", "no figure '%s' (see --help)", args[0]);
     ws_plot_req req = {.model = model, .gpu = gpu};
     if (run_arg && (rc = cli_opt_ll("plot", "--run", run_arg, 1, LLONG_MAX, &req.run)))
+        return rc;
+    if (grid_arg && (rc = cli_opt_ll("plot", "--grid", grid_arg, 1, LLONG_MAX, &req.grid)))
         return rc;
     if (live_arg) {
         if (!fig->live)

@@ -15,6 +15,7 @@
 #include "store.h"
 #include "trace.h"
 #include "trace_gen.h"
+#include "ws_par.h"
 #include "ws_parse.h"
 #include "ws_util.h"
 
@@ -30,7 +31,7 @@ static void help(FILE *out)
             "           [--db PATH | --save] [--csv DIR] [--chrome-trace FILE\n"
             "           [--chrome-trace-limit N]] [--json]\n"
             "       writescope sim grid [--host PROFILE] [--model NAME] [--gpu PROFILE]\n"
-            "           [--detail step|layer] [--db PATH] [--json]   (--db: profiles only)\n"
+            "           [--detail step|layer] [--db PATH | --save] [--json]\n"
             "\n"
             "Simulates decode and chunked prefill of an MoE model on a GPU and a host described\n"
             "by hardware profiles (datasheet names such as a100-40gb-pcie, v100-32gb-pcie,\n"
@@ -68,7 +69,12 @@ static void help(FILE *out)
             "grid: DeepSeek-V2-Lite, Qwen3-30B-A3B, Mixtral-8x7B on a100-40gb-pcie and\n"
             "v100-32gb-pcie, batch 4/16/32, prompts 2K/8K/32K, 256 output tokens, all policies;\n"
             "decode throughput per policy and the geometric-mean speedup of writescope over\n"
-            "each baseline at >= 8K, beside the paper's reported figures.\n");
+            "each baseline at >= 8K, beside the paper's reported figures. --model and --gpu\n"
+            "keep one model or GPU of the grid. --db PATH / --save store every point's run\n"
+            "(totals, table sim_runs) under one sim_grids row, in one transaction.\n"
+            "Under MPI (mpirun -n N writescope sim grid ..., or srun) the points are spread\n"
+            "over the ranks; rank 0 gathers them, prints and writes the database, with the\n"
+            "same results as one process (docs/scaleout.md).\n");
 }
 
 typedef struct progress {
@@ -224,35 +230,117 @@ static int find_gpu_index(const char *name)
     return -1;
 }
 
-static int cmd_grid(ws_store *s, int embedded, const char *host, const char *model, const char *gpu,
-                    int detail_layer, int json)
+/* Evaluates grid points for ws_par_map; rank 0 shows its own share's progress. */
+typedef struct grid_work {
+    sim_grid *g;
+    progress *pg;
+    int done, share, show;
+} grid_work;
+
+static int grid_point(void *ctx, size_t i, void *rec, ws_err *err)
 {
+    grid_work *w = ctx;
+    int rc = sim_grid_eval(w->g, i, rec, err);
+    if (!rc && w->show)
+        on_grid_progress(w->pg, ++w->done, w->share);
+    return rc;
+}
+
+/* The grid's failure: printed by rank 0 only (every rank holds the same message). */
+static int grid_fail(const ws_par *par, const ws_err *err)
+{
+    return ws_par_rank(par) ? CLI_EXIT_FAIL : cli_fail(err);
+}
+
+/* Stores the grid's runs (rank 0, s open for writing); *gr gets the grid row. */
+static int grid_store(ws_store *s, const sim_grid_opts *o, int ranks, const sim_grid_point *p,
+                      size_t n, ws_simdb_grid *gr, long long *first, long long *last, ws_err *err)
+{
+    memset(gr, 0, sizeof *gr);
+    gr->ranks = ranks;
+    int rc = sim_grid_params(o, gr->params, sizeof gr->params, err);
+    if (rc)
+        return rc;
+    ws_simdb_run *runs = calloc(n ? n : 1, sizeof *runs);
+    if (!runs)
+        return ws_err_set(err, WS_ENOMEM, "sim grid: out of memory");
+    for (size_t i = 0; i < n; i++)
+        runs[i] = p[i].run;
+    if (!(rc = ws_simdb_store_grid(s, gr, runs, n, err)) && n) {
+        *first = runs[0].id;
+        *last = runs[n - 1].id;
+    }
+    free(runs);
+    return rc;
+}
+
+static int cmd_grid(ws_par *par, const char *db, int store_runs, const char *host,
+                    const char *model, const char *gpu, int detail_layer, int json)
+{
+    const int rank = ws_par_rank(par);
     sim_grid_opts o;
     sim_grid_opts_default(&o);
     if (host)
         o.host = host;
     o.detail_layer = detail_layer;
     if (model && (o.only_model = find_model_index(model)) < 0) {
-        fprintf(stderr, "writescope: sim grid: model '%s' is not in the grid (%s, %s, %s)\n", model,
-                sim_grid_models[0], sim_grid_models[1], sim_grid_models[2]);
+        if (!rank)
+            fprintf(stderr, "writescope: sim grid: model '%s' is not in the grid (%s, %s, %s)\n",
+                    model, sim_grid_models[0], sim_grid_models[1], sim_grid_models[2]);
         return CLI_EXIT_FAIL;
     }
     if (gpu && (o.only_gpu = find_gpu_index(gpu)) < 0) {
-        fprintf(stderr, "writescope: sim grid: GPU '%s' is not in the grid (%s, %s)\n", gpu,
-                sim_grid_gpus[0], sim_grid_gpus[1]);
+        if (!rank)
+            fprintf(stderr, "writescope: sim grid: GPU '%s' is not in the grid (%s, %s)\n", gpu,
+                    sim_grid_gpus[0], sim_grid_gpus[1]);
         return CLI_EXIT_FAIL;
     }
+    /* Rank 0 creates or migrates the database before the others open it to read profiles. */
+    ws_err err = {0};
+    ws_store *s = NULL;
+    int embedded = 0, rc = 0;
+    if (store_runs) {
+        rc = rank ? 0 : cli_open_store(db, &s, &err);
+        rc = ws_par_agree(par, rc, &err);
+    }
+    sim_grid *g = NULL;
+    if (!rc) {
+        if (!s)
+            rc = cli_open_store_ro(db, &s, &embedded, &err);
+        if (!rc)
+            rc = sim_grid_open(s, &o, &g, &err);
+        rc = ws_par_agree(par, rc, &err);
+    }
+    if (rc) {
+        sim_grid_close(g);
+        ws_store_close(s);
+        return grid_fail(par, &err);
+    }
+    const size_t n = sim_grid_count(g);
+    sim_grid_point *p = rank ? NULL : calloc(n ? n : 1, sizeof *p);
     progress pg = {0};
     clock_gettime(CLOCK_MONOTONIC, &pg.t0);
-    o.progress = on_grid_progress;
-    o.progress_ctx = &pg;
-    sim_grid_point *p;
-    size_t n;
-    ws_err err = {0};
-    int rc = sim_grid_run(s, &o, &p, &n, &err);
+    grid_work w = {.g = g, .pg = &pg, .share = (int)ws_par_share(par, n), .show = !rank};
+    rc = ws_par_map(par, n, sizeof *p, grid_point, &w, p, WS_PAR_TO_ROOT, &err);
     progress_end(&pg);
-    if (rc)
-        return cli_fail(&err);
+    sim_grid_close(g);
+    ws_simdb_grid gr = {0};
+    long long first = 0, last = 0;
+    char dbpath[WS_PATH_MAX] = "";
+    if (!rc && store_runs) { /* every rank exits non-zero when rank 0 could not store */
+        if (!rank) {
+            snprintf(dbpath, sizeof dbpath, "%s", ws_store_path(s));
+            rc = grid_store(s, &o, ws_par_size(par), p, n, &gr, &first, &last, &err);
+        }
+        rc = ws_par_agree(par, rc, &err);
+    }
+    ws_store_close(s);
+    if (rc) {
+        free(p);
+        return grid_fail(par, &err);
+    }
+    if (rank)
+        return CLI_EXIT_OK;
     const int baselines[] = {WS_POLICY_GPU_ONLY, WS_POLICY_KTRANS, WS_POLICY_STREAM,
                              WS_POLICY_CPU_ATTN, WS_POLICY_STATIC, WS_POLICY_MIGRATE};
     const int nb = sizeof baselines / sizeof baselines[0];
@@ -295,6 +383,14 @@ static int cmd_grid(ws_store *s, int embedded, const char *host, const char *mod
                     json_array_append_new(sp, x);
                 }
         json_object_set_new(root, "speedups_ge_8k", sp);
+        if (store_runs) {
+            json_t *wr = json_object();
+            json_object_set_new(wr, "database", json_string(dbpath));
+            json_object_set_new(wr, "grid_id", json_integer(gr.id));
+            json_object_set_new(wr, "first_run_id", json_integer(first));
+            json_object_set_new(wr, "last_run_id", json_integer(last));
+            json_object_set_new(root, "written", wr);
+        }
         free(p);
         return cli_print_json(root);
     }
@@ -390,6 +486,8 @@ static int cmd_grid(ws_store *s, int embedded, const char *host, const char *mod
     }
     printf("    paper at 32 x 32K: vLLM, SGLang and KTransformers run out of memory; WriteScope "
            "serves\n");
+    if (store_runs)
+        printf("stored: grid %lld, runs %lld-%lld in %s (modeled)\n", gr.id, first, last, dbpath);
     free(p);
     return CLI_EXIT_OK;
 }
@@ -456,13 +554,17 @@ int cmd_sim(int argc, char **argv)
     ws_store *s = NULL;
     int embedded = 0;
     if (grid) {
-        if (save || csv || ctrace || ctrace_lim_s)
-            return cli_usage_error("sim", "sim grid prints its table; --save, --csv and "
-                                          "--chrome-trace are for one workload");
-        if (cli_open_store_ro(db, &s, &embedded, &err))
+        /* Under mpirun/srun every rank runs this; only rank 0 prints. */
+        ws_par *par;
+        if (ws_par_init(&par, &err))
             return cli_fail(&err);
-        rc = cmd_grid(s, embedded, host, model, gpu, detail_layer, json);
-        ws_store_close(s);
+        if (csv || ctrace || ctrace_lim_s)
+            rc = ws_par_rank(par) ? CLI_EXIT_USAGE
+                                  : cli_usage_error("sim", "--csv and --chrome-trace are for one "
+                                                           "workload, not sim grid");
+        else
+            rc = cmd_grid(par, db, db || save, host, model, gpu, detail_layer, json);
+        ws_par_finalize(par);
         return rc;
     }
     if (!model || !gpu || !host)

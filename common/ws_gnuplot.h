@@ -42,6 +42,7 @@ typedef struct ws_plot_req {
     long long live;    /* figures of a live run (`writescope run`): its id; 0: the newest */
     const char *model; /* figures over many simulation runs: only this model; NULL: any */
     const char *gpu;   /* ... only this GPU profile; NULL: any */
+    long long grid;    /* ... only the runs of this `sim grid` (sim_grids id); 0: any */
     const char *out;   /* output file: .svg, else PNG */
 } ws_plot_req;
 

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "profile.h"
+#include "record.h"
 
 const char *const sim_grid_models[SIM_GRID_MODELS] = {"deepseek-v2-lite", "qwen3-30b-a3b",
                                                       "mixtral-8x7b"};
@@ -59,76 +60,166 @@ void sim_grid_opts_default(sim_grid_opts *o)
     o->cpu_workers = 24;
 }
 
+struct sim_grid {
+    ws_store *s;
+    const sim_grid_opts *o;
+    int pairs[SIM_GRID_MODELS * SIM_GRID_GPUS][2]; /* selected (model, gpu), grid order */
+    int n_pairs;
+    int loaded[SIM_GRID_MODELS * SIM_GRID_GPUS];
+    ws_model m[SIM_GRID_MODELS * SIM_GRID_GPUS];
+    ws_cost_hw hw[SIM_GRID_MODELS * SIM_GRID_GPUS];
+};
+
+#define PER_PAIR ((size_t)SIM_GRID_BATCHES * SIM_GRID_PROMPTS * WS_POLICY_COUNT)
+
+int sim_grid_open(ws_store *s, const sim_grid_opts *o, sim_grid **out, ws_err *err)
+{
+    *out = NULL;
+    sim_grid *g = calloc(1, sizeof *g);
+    if (!g)
+        return ws_err_set(err, WS_ENOMEM, "sim grid: out of memory");
+    g->s = s;
+    g->o = o;
+    for (int mi = 0; mi < SIM_GRID_MODELS; mi++)
+        for (int gi = 0; gi < SIM_GRID_GPUS; gi++)
+            if ((o->only_model < 0 || o->only_model == mi) &&
+                (o->only_gpu < 0 || o->only_gpu == gi)) {
+                g->pairs[g->n_pairs][0] = mi;
+                g->pairs[g->n_pairs][1] = gi;
+                g->n_pairs++;
+            }
+    *out = g;
+    return 0;
+}
+
+size_t sim_grid_count(const sim_grid *g)
+{
+    return (size_t)g->n_pairs * PER_PAIR;
+}
+
+void sim_grid_close(sim_grid *g)
+{
+    free(g);
+}
+
+int sim_grid_eval(sim_grid *g, size_t i, sim_grid_point *out, ws_err *err)
+{
+    if (i >= sim_grid_count(g))
+        return ws_err_set(err, WS_EINVAL, "sim grid: point %zu of %zu", i, sim_grid_count(g));
+    const size_t pair = i / PER_PAIR, rest = i % PER_PAIR;
+    const int mi = g->pairs[pair][0], gi = g->pairs[pair][1];
+    const int bi = (int)(rest / (SIM_GRID_PROMPTS * WS_POLICY_COUNT));
+    const int pi = (int)(rest / WS_POLICY_COUNT % SIM_GRID_PROMPTS);
+    const int pol = (int)(rest % WS_POLICY_COUNT);
+    const sim_grid_opts *o = g->o;
+    int rc;
+    if (!g->loaded[pair]) {
+        if ((rc = sim_load(g->s, sim_grid_models[mi], sim_grid_gpus[gi], o->host, WS_DT_BF16,
+                           &g->m[pair], &g->hw[pair], NULL, err)))
+            return rc;
+        g->loaded[pair] = 1;
+    }
+    const ws_model *m = &g->m[pair];
+    const ws_cost_hw *hw = &g->hw[pair];
+    ws_cost_cfg cc;
+    ws_cost_cfg_default(&cc);
+    sim_cfg cfg;
+    sim_cfg_default(&cfg);
+    cfg.policy = (ws_policy_kind)pol;
+    cfg.batch = sim_grid_batches[bi];
+    cfg.detail_layer = o->detail_layer;
+    cfg.cpu_workers = o->cpu_workers;
+    cfg.keep_steps = 0;
+    cfg.keep_requests = 0;
+    sim_closed c;
+    sim_source src;
+    sim_closed_source(&c, cfg.batch, sim_grid_prompts[pi], SIM_GRID_OUTPUT, &src);
+    sim_results r;
+    if ((rc = sim_run(m, hw, &cc, &cfg, &src, &r, err)))
+        return rc;
+    memset(out, 0, sizeof *out);
+    *out = (sim_grid_point){.model = mi,
+                            .gpu = gi,
+                            .batch = cfg.batch,
+                            .prompt = sim_grid_prompts[pi],
+                            .policy = pol,
+                            .tps = r.tot.tokens_per_s,
+                            .decode_tps = r.tot.decode_tps,
+                            .served = r.tot.served,
+                            .oom = r.tot.oom,
+                            .events = r.tot.events,
+                            .r_final = r.tot.r_final};
+    const sim_record_meta meta = {.model = m->name,
+                                  .gpu = hw->gpu,
+                                  .host = hw->host,
+                                  .workload = "closed",
+                                  .prompt = sim_grid_prompts[pi],
+                                  .output = SIM_GRID_OUTPUT,
+                                  .gpu_experts = cc.gpu_experts};
+    rc = sim_record_run(&cfg, &meta, &r, &out->run, err);
+    sim_results_free(&r);
+    return rc;
+}
+
+int sim_grid_params(const sim_grid_opts *o, char *buf, size_t cap, ws_err *err)
+{
+    size_t len = 0;
+#define PUT(...)                                                                                \
+    do {                                                                                        \
+        int n_ = snprintf(buf + len, len < cap ? cap - len : 0, __VA_ARGS__);                   \
+        len += n_ > 0 ? (size_t)n_ : 0;                                                         \
+    } while (0)
+    PUT("{\"host\":\"%s\",\"models\":[", o->host);
+    for (int i = 0, k = 0; i < SIM_GRID_MODELS; i++)
+        if (o->only_model < 0 || o->only_model == i)
+            PUT("%s\"%s\"", k++ ? "," : "", sim_grid_models[i]);
+    PUT("],\"gpus\":[");
+    for (int i = 0, k = 0; i < SIM_GRID_GPUS; i++)
+        if (o->only_gpu < 0 || o->only_gpu == i)
+            PUT("%s\"%s\"", k++ ? "," : "", sim_grid_gpus[i]);
+    PUT("],\"batches\":[");
+    for (int i = 0; i < SIM_GRID_BATCHES; i++)
+        PUT("%s%d", i ? "," : "", sim_grid_batches[i]);
+    PUT("],\"prompts\":[");
+    for (int i = 0; i < SIM_GRID_PROMPTS; i++)
+        PUT("%s%d", i ? "," : "", sim_grid_prompts[i]);
+    PUT("],\"output\":%d,\"policies\":[", SIM_GRID_OUTPUT);
+    for (int i = 0; i < WS_POLICY_COUNT; i++)
+        PUT("%s\"%s\"", i ? "," : "", ws_policy_name(i));
+    PUT("],\"detail\":\"%s\",\"cpu_workers\":%d}", o->detail_layer ? "layer" : "step",
+        o->cpu_workers);
+#undef PUT
+    if (len >= cap)
+        return ws_err_set(err, WS_EINVAL, "sim grid: settings do not fit %zu bytes", cap);
+    return 0;
+}
+
 int sim_grid_run(ws_store *s, const sim_grid_opts *o, sim_grid_point **pts, size_t *n, ws_err *err)
 {
     *pts = NULL;
     *n = 0;
-    const size_t cap = (size_t)SIM_GRID_MODELS * SIM_GRID_GPUS * SIM_GRID_BATCHES *
-                       SIM_GRID_PROMPTS * WS_POLICY_COUNT;
-    sim_grid_point *v = calloc(cap, sizeof *v);
-    if (!v)
+    sim_grid *g;
+    int rc = sim_grid_open(s, o, &g, err);
+    if (rc)
+        return rc;
+    const size_t total = sim_grid_count(g);
+    sim_grid_point *v = calloc(total ? total : 1, sizeof *v);
+    if (!v) {
+        sim_grid_close(g);
         return ws_err_set(err, WS_ENOMEM, "sim grid: out of memory");
-    int total = 0, done = 0;
-    for (int mi = 0; mi < SIM_GRID_MODELS; mi++)
-        for (int gi = 0; gi < SIM_GRID_GPUS; gi++)
-            if ((o->only_model < 0 || o->only_model == mi) &&
-                (o->only_gpu < 0 || o->only_gpu == gi))
-                total += SIM_GRID_BATCHES * SIM_GRID_PROMPTS * WS_POLICY_COUNT;
-    size_t k = 0;
-    int rc = 0;
-    for (int mi = 0; mi < SIM_GRID_MODELS && !rc; mi++) {
-        for (int gi = 0; gi < SIM_GRID_GPUS && !rc; gi++) {
-            if ((o->only_model >= 0 && o->only_model != mi) ||
-                (o->only_gpu >= 0 && o->only_gpu != gi))
-                continue;
-            ws_model m;
-            ws_cost_hw hw;
-            if ((rc = sim_load(s, sim_grid_models[mi], sim_grid_gpus[gi], o->host, WS_DT_BF16, &m,
-                               &hw, NULL, err)))
-                break;
-            ws_cost_cfg cc;
-            ws_cost_cfg_default(&cc);
-            for (int bi = 0; bi < SIM_GRID_BATCHES && !rc; bi++)
-                for (int pi = 0; pi < SIM_GRID_PROMPTS && !rc; pi++)
-                    for (int pol = 0; pol < WS_POLICY_COUNT && !rc; pol++) {
-                        sim_cfg cfg;
-                        sim_cfg_default(&cfg);
-                        cfg.policy = (ws_policy_kind)pol;
-                        cfg.batch = sim_grid_batches[bi];
-                        cfg.detail_layer = o->detail_layer;
-                        cfg.cpu_workers = o->cpu_workers;
-                        cfg.keep_steps = 0;
-                        cfg.keep_requests = 0;
-                        sim_closed c;
-                        sim_source src;
-                        sim_closed_source(&c, cfg.batch, sim_grid_prompts[pi], SIM_GRID_OUTPUT,
-                                          &src);
-                        sim_results r;
-                        if ((rc = sim_run(&m, &hw, &cc, &cfg, &src, &r, err)))
-                            break;
-                        v[k++] = (sim_grid_point){.model = mi,
-                                                  .gpu = gi,
-                                                  .batch = cfg.batch,
-                                                  .prompt = sim_grid_prompts[pi],
-                                                  .policy = pol,
-                                                  .tps = r.tot.tokens_per_s,
-                                                  .decode_tps = r.tot.decode_tps,
-                                                  .served = r.tot.served,
-                                                  .oom = r.tot.oom,
-                                                  .events = r.tot.events,
-                                                  .r_final = r.tot.r_final};
-                        sim_results_free(&r);
-                        if (o->progress)
-                            o->progress(o->progress_ctx, ++done, total);
-                    }
-        }
     }
+    for (size_t i = 0; i < total && !rc; i++) {
+        rc = sim_grid_eval(g, i, &v[i], err);
+        if (!rc && o->progress)
+            o->progress(o->progress_ctx, (int)i + 1, (int)total);
+    }
+    sim_grid_close(g);
     if (rc) {
         free(v);
         return rc;
     }
     *pts = v;
-    *n = k;
+    *n = total;
     return 0;
 }
 

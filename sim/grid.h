@@ -6,13 +6,19 @@
  * policy; the summary is each policy's throughput and the geometric-mean speedup of
  * writescope over each baseline at prompts >= 8K, per (model, GPU) and over each GPU, over
  * the points where both were served without an out-of-memory outcome. The paper's figures
- * are kept here as constants only to be printed beside ours, labelled as the paper's. */
+ * are kept here as constants only to be printed beside ours, labelled as the paper's.
+ *
+ * The points are independent: sim_grid_open .. sim_grid_eval(i) .. sim_grid_close evaluates
+ * any one of them by its index (the order sim_grid_run produces), so a caller may spread
+ * them over processes (cli/ does, through platform/ws_par.h) and get the same rows as one
+ * process. A point is a fixed-size record holding its run row (store/simdb.h) too. */
 #ifndef WS_SIM_GRID_H
 #define WS_SIM_GRID_H
 
 #include "cost.h"
 #include "model.h"
 #include "serve.h"
+#include "simdb.h"
 #include "store.h"
 #include "ws_err.h"
 
@@ -45,6 +51,7 @@ typedef struct sim_grid_point {
     double decode_tps;             /* decode tokens / decode time */
     uint64_t served, oom, events;
     double r_final;
+    ws_simdb_run run;              /* the run row, totals included, ready to store */
 } sim_grid_point;
 
 typedef struct sim_grid_opts {
@@ -59,7 +66,21 @@ typedef struct sim_grid_opts {
 
 void sim_grid_opts_default(sim_grid_opts *o);
 
-/* Runs the grid; *pts (n = models x gpus x batches x prompts x WS_POLICY_COUNT, fewer with
+/* The grid's points one at a time: the model and profiles of a (model, GPU) pair are loaded
+ * from s the first time a point needs them. s and o must outlive the handle. */
+typedef struct sim_grid sim_grid;
+int sim_grid_open(ws_store *s, const sim_grid_opts *o, sim_grid **out, ws_err *err);
+/* Points in the grid (models x gpus x batches x prompts x WS_POLICY_COUNT, fewer with
+ * only_*); the policies of one (model, gpu, batch, prompt) are consecutive. */
+size_t sim_grid_count(const sim_grid *g);
+/* Simulates point i (< sim_grid_count) into *out. */
+int sim_grid_eval(sim_grid *g, size_t i, sim_grid_point *out, ws_err *err);
+void sim_grid_close(sim_grid *g);
+/* The grid's settings as a JSON object (host, models, GPUs, batches, prompts, output,
+ * policies, detail, CPU workers) into buf; returns 0, or WS_EINVAL when cap is too small. */
+int sim_grid_params(const sim_grid_opts *o, char *buf, size_t cap, ws_err *err);
+
+/* Runs the grid in this process; *pts (n = models x gpus x batches x prompts x WS_POLICY_COUNT, fewer with
  * only_*) allocated here (free()). */
 int sim_grid_run(ws_store *s, const sim_grid_opts *o, sim_grid_point **pts, size_t *n, ws_err *err);
 

@@ -73,7 +73,7 @@ static int write_speedup(void *vctx, const char *dir, int *n_out, ws_err *err)
     ws_simdb_point *pts;
     size_t n;
     const char **base = NULL;
-    int nb = 0, rc = ws_simdb_list_points(c->s, c->req->model, c->req->gpu, &pts, &n, err);
+    int nb = 0, rc = ws_simdb_list_points(c->s, c->req->model, c->req->gpu, c->req->grid, &pts, &n, err);
     if (rc || (rc = policies(pts, n, &base, &nb, err))) {
         free(pts);
         return rc;
@@ -198,7 +198,7 @@ static int write_throughput(void *vctx, const char *dir, int *n_out, ws_err *err
         model = run.model;
         gpu = run.gpu_profile;
     }
-    if ((rc = ws_simdb_list_points(c->s, model, gpu, &pts, &n, err)))
+    if ((rc = ws_simdb_list_points(c->s, model, gpu, c->req->grid, &pts, &n, err)))
         return rc;
     if (n == 0) {
         free(pts);

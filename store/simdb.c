@@ -74,8 +74,9 @@ int ws_simdb_put_run(ws_store *s, ws_simdb_run *run, ws_err *err)
     if (sqlite3_prepare_v2(ws_store_sqlite(s),
                            "INSERT INTO sim_runs(started_at, tool_version, model, gpu_profile, "
                            "host_profile, policy, workload, batch, prompt_tokens, output_tokens, "
-                           "trace_path, trace_format, generator, detail, seed, params, label) "
-                           "VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17)",
+                           "trace_path, trace_format, generator, detail, seed, params, label, grid_id) "
+                           "VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,"
+                           "?18)",
                            -1, &st, NULL) != SQLITE_OK)
         return WS_DB_FAIL(s, err, "cannot store simulation run");
     sqlite3_bind_text(st, 1, run->started_at, -1, SQLITE_STATIC);
@@ -95,6 +96,7 @@ int ws_simdb_put_run(ws_store *s, ws_simdb_run *run, ws_err *err)
     sqlite3_bind_int64(st, 15, (sqlite3_int64)run->seed);
     sqlite3_bind_text(st, 16, run->params[0] ? run->params : "{}", -1, SQLITE_STATIC);
     sqlite3_bind_text(st, 17, run->label, -1, SQLITE_STATIC);
+    bind_count_or_null(st, 18, run->grid_id);
     rc = sqlite3_step(st);
     sqlite3_finalize(st);
     if (rc != SQLITE_DONE)
@@ -257,29 +259,111 @@ static int store_in_tx(ws_store *s, ws_simdb_run *run, const ws_simdb_request *r
     return rc;
 }
 
-int ws_simdb_store_run(ws_store *s, ws_simdb_run *run, const ws_simdb_request *req,
-                       size_t n_req, const ws_simdb_step *steps, size_t n_steps, ws_err *err)
+/* body(s, ctx, err) in the caller's transaction when one is open, else in its own, with
+ * SIGINT/SIGTERM held so that Ctrl-C during the commit cannot split it (SQLite's journal
+ * covers a kill -9); rolled back on failure. */
+static int in_tx(ws_store *s, int (*body)(ws_store *s, void *ctx, ws_err *err), void *ctx,
+                 ws_err *err)
 {
-    if (ws_store_in_transaction(s)) /* the caller's transaction covers it */
-        return store_in_tx(s, run, req, n_req, steps, n_steps, err);
-    /* Ctrl-C during the commit must not split it (SQLite's journal covers a kill -9). */
+    if (ws_store_in_transaction(s))
+        return body(s, ctx, err);
     sigset_t block, old;
     sigemptyset(&block);
     sigaddset(&block, SIGINT);
     sigaddset(&block, SIGTERM);
     sigprocmask(SIG_BLOCK, &block, &old);
-    long long id = run->id;
     int rc = ws_store_begin(s, err);
     if (!rc) {
-        rc = store_in_tx(s, run, req, n_req, steps, n_steps, err);
+        rc = body(s, ctx, err);
         if (!rc)
             rc = ws_store_commit(s, err);
-        if (rc) {
+        if (rc)
             ws_store_rollback(s);
-            run->id = id; /* the row it named is gone */
-        }
     }
     sigprocmask(SIG_SETMASK, &old, NULL);
+    return rc;
+}
+
+typedef struct run_rows {
+    ws_simdb_run *run;
+    const ws_simdb_request *req;
+    size_t n_req;
+    const ws_simdb_step *steps;
+    size_t n_steps;
+} run_rows;
+
+static int run_body(ws_store *s, void *ctx, ws_err *err)
+{
+    run_rows *r = ctx;
+    return store_in_tx(s, r->run, r->req, r->n_req, r->steps, r->n_steps, err);
+}
+
+int ws_simdb_store_run(ws_store *s, ws_simdb_run *run, const ws_simdb_request *req,
+                       size_t n_req, const ws_simdb_step *steps, size_t n_steps, ws_err *err)
+{
+    const long long id = run->id;
+    run_rows r = {run, req, n_req, steps, n_steps};
+    int rc = in_tx(s, run_body, &r, err);
+    if (rc)
+        run->id = id; /* the row it named is gone */
+    return rc;
+}
+
+typedef struct grid_rows {
+    ws_simdb_grid *g;
+    ws_simdb_run *runs;
+    size_t n;
+} grid_rows;
+
+static int grid_body(ws_store *s, void *ctx, ws_err *err)
+{
+    grid_rows *x = ctx;
+    ws_simdb_grid *g = x->g;
+    if (g->params[0]) {
+        json_error_t je;
+        json_t *p = json_loads(g->params, 0, &je);
+        int ok = json_is_object(p);
+        json_decref(p);
+        if (!ok)
+            return ws_err_set(err, WS_EINVAL, "%s: simulation grid: params is not a JSON object: %s",
+                              ws_store_path(s), p ? "not an object" : je.text);
+    }
+    if (!g->started_at[0])
+        ws_utc_now(g->started_at, sizeof g->started_at);
+    if (!g->tool_version[0])
+        snprintf(g->tool_version, sizeof g->tool_version, "%s", WS_VERSION);
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(ws_store_sqlite(s),
+                           "INSERT INTO sim_grids(started_at, tool_version, params, ranks) "
+                           "VALUES (?1, ?2, ?3, ?4)",
+                           -1, &st, NULL) != SQLITE_OK)
+        return WS_DB_FAIL(s, err, "cannot store simulation grid");
+    sqlite3_bind_text(st, 1, g->started_at, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 2, g->tool_version, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 3, g->params[0] ? g->params : "{}", -1, SQLITE_STATIC);
+    sqlite3_bind_int(st, 4, g->ranks > 0 ? g->ranks : 1);
+    int rc = sqlite3_step(st);
+    sqlite3_finalize(st);
+    if (rc != SQLITE_DONE)
+        return WS_DB_FAIL(s, err, "cannot store simulation grid");
+    g->id = sqlite3_last_insert_rowid(ws_store_sqlite(s));
+    rc = 0;
+    for (size_t i = 0; !rc && i < x->n; i++) {
+        x->runs[i].grid_id = g->id;
+        rc = ws_simdb_put_run(s, &x->runs[i], err);
+    }
+    return rc;
+}
+
+int ws_simdb_store_grid(ws_store *s, ws_simdb_grid *g, ws_simdb_run *runs, size_t n, ws_err *err)
+{
+    grid_rows x = {g, runs, n};
+    int rc = in_tx(s, grid_body, &x, err);
+    if (rc) { /* the rows they named are gone */
+        g->id = 0;
+        for (size_t i = 0; i < n; i++)
+            runs[i].id = runs[i].grid_id = 0;
+    }
     return rc;
 }
 
@@ -290,7 +374,7 @@ int ws_simdb_store_run(ws_store *s, ws_simdb_run *run, const ws_simdb_request *r
     "prompt_tokens, output_tokens, trace_path, trace_format, generator, detail, seed, %s, "     \
     "wall_s, events, sim_s, requests, completed, oom, tokens_out, tokens_per_s, ttft_p50, "     \
     "ttft_p90, ttft_p99, tpot_p50, tpot_p90, tpot_p99, slo_ttft, slo_tpot, slo_met, goodput, "  \
-    "label"
+    "label, grid_id"
 
 static void col_run(sqlite3_stmt *st, ws_simdb_run *r)
 {
@@ -326,6 +410,7 @@ static void col_run(sqlite3_stmt *st, ws_simdb_run *r)
     r->slo_met = sqlite3_column_int64(st, 33);
     r->goodput = ws_store_col_num(st, 34);
     ws_store_col_text(st, 35, r->label, sizeof r->label);
+    r->grid_id = sqlite3_column_int64(st, 36);
 }
 
 /* Grows *arr (element size sz) to hold n + 1 elements. */
@@ -439,6 +524,48 @@ int ws_simdb_get_steps(ws_store *s, long long run_id, ws_simdb_step **out, size_
                      err);
 }
 
+int ws_simdb_get_grid(ws_store *s, long long grid_id, ws_simdb_grid *g, ws_err *err)
+{
+    memset(g, 0, sizeof *g);
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(ws_store_sqlite(s),
+                           "SELECT id, started_at, tool_version, params, ranks FROM sim_grids "
+                           "WHERE ?1 = 0 OR id = ?1 ORDER BY id DESC LIMIT 1",
+                           -1, &st, NULL) != SQLITE_OK)
+        return WS_DB_FAIL(s, err, "cannot read simulation grids");
+    sqlite3_bind_int64(st, 1, grid_id);
+    int rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) {
+        g->id = sqlite3_column_int64(st, 0);
+        ws_store_col_text(st, 1, g->started_at, sizeof g->started_at);
+        ws_store_col_text(st, 2, g->tool_version, sizeof g->tool_version);
+        ws_store_col_text(st, 3, g->params, sizeof g->params);
+        g->ranks = sqlite3_column_int(st, 4);
+        rc = 0;
+    } else if (rc != SQLITE_DONE) {
+        rc = WS_DB_FAIL(s, err, "cannot read simulation grids");
+    } else if (grid_id) {
+        rc = ws_err_set(err, WS_ENOTFOUND, "%s: no simulation grid %lld", ws_store_path(s),
+                        grid_id);
+    } else {
+        rc = ws_err_set(err, WS_ENOTFOUND,
+                        "%s: no simulation grid yet (run 'writescope sim grid --db PATH')",
+                        ws_store_path(s));
+    }
+    sqlite3_finalize(st);
+    return rc;
+}
+
+int ws_simdb_get_grid_runs(ws_store *s, long long grid_id, ws_simdb_run **out, size_t *n_out,
+                           ws_err *err)
+{
+    char sql[1024];
+    snprintf(sql, sizeof sql, "SELECT " RUN_COLS " FROM sim_runs WHERE grid_id = ?1 ORDER BY id",
+             "params");
+    return read_rows(s, sql, grid_id, sizeof **out, row_run, "cannot read simulation runs",
+                     (void **)out, n_out, err);
+}
+
 static void row_point(sqlite3_stmt *st, void *elem)
 {
     ws_simdb_point *p = elem;
@@ -456,8 +583,8 @@ static void row_point(sqlite3_stmt *st, void *elem)
     p->decode_tokens_per_s = ws_store_col_num(st, 11);
 }
 
-int ws_simdb_list_points(ws_store *s, const char *model, const char *gpu, ws_simdb_point **out,
-                         size_t *n_out, ws_err *err)
+int ws_simdb_list_points(ws_store *s, const char *model, const char *gpu, long long grid,
+                         ws_simdb_point **out, size_t *n_out, ws_err *err)
 {
     const char *what = "cannot read simulation runs";
     sqlite3_stmt *st;
@@ -467,8 +594,10 @@ int ws_simdb_list_points(ws_store *s, const char *model, const char *gpu, ws_sim
             "output_tokens, requests, completed, oom, "
             "json_extract(params, '$.decode_tokens_per_s') FROM sim_runs r "
             "WHERE workload = 'closed' AND (?1 IS NULL OR model = ?1) "
-            "AND (?2 IS NULL OR gpu_profile = ?2) AND id = (SELECT max(id) FROM sim_runs q "
-            "WHERE q.workload = 'closed' AND q.model = r.model AND q.gpu_profile = r.gpu_profile "
+            "AND (?2 IS NULL OR gpu_profile = ?2) AND (?3 = 0 OR grid_id = ?3) "
+            "AND id = (SELECT max(id) FROM sim_runs q "
+            "WHERE q.workload = 'closed' AND (?3 = 0 OR q.grid_id = ?3) "
+            "AND q.model = r.model AND q.gpu_profile = r.gpu_profile "
             "AND q.host_profile = r.host_profile AND q.policy = r.policy AND q.batch = r.batch "
             "AND q.prompt_tokens IS r.prompt_tokens AND q.output_tokens IS r.output_tokens) "
             "ORDER BY model, gpu_profile, host_profile, batch, prompt_tokens, policy",
@@ -478,6 +607,7 @@ int ws_simdb_list_points(ws_store *s, const char *model, const char *gpu, ws_sim
         sqlite3_bind_text(st, 1, model, -1, SQLITE_STATIC);
     if (gpu)
         sqlite3_bind_text(st, 2, gpu, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 3, grid);
     int rc = ws_store_read_rows(s, st, sizeof **out, row_point, what, (void **)out, n_out, err);
     sqlite3_finalize(st);
     return rc;

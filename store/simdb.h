@@ -14,7 +14,11 @@
  * Numbers a row does not have (the TTFT of a request that never ran, r* of a policy with
  * none, an objective not given) are NAN here and NULL in the table. Every run is labelled
  * 'modeled'. Readers return heap arrays the caller frees; text longer than a field (only a
- * hand-edited database has such) is cut to the field. */
+ * hand-edited database has such) is cut to the field.
+ *
+ * A grid (`writescope sim grid`, schema 006_sim_grids.sql) is one sim_grids row and its run
+ * rows (totals only, no request or step rows), stored together by ws_simdb_store_grid in one
+ * transaction; a run of a grid names it in grid_id (0 here, NULL in the table: none). */
 #ifndef WS_SIMDB_H
 #define WS_SIMDB_H
 
@@ -68,7 +72,16 @@ typedef struct ws_simdb_run {
     long long slo_met;         /* completed within both objectives */
     double goodput;            /* slo_met per simulated second */
     char label[12];            /* always "modeled" */
+    long long grid_id;         /* the sim_grids row it belongs to; 0: none */
 } ws_simdb_run;
+
+typedef struct ws_simdb_grid {
+    long long id;              /* set by ws_simdb_store_grid; read */
+    char started_at[32];       /* UTC ISO 8601; store fills it with now when empty */
+    char tool_version[16];     /* store fills WS_VERSION when empty */
+    char params[2048];         /* JSON object of the grid's settings ("" stored as {}) */
+    int ranks;                 /* processes the points were evaluated by (>= 1) */
+} ws_simdb_grid;
 
 typedef struct ws_simdb_request {
     long long idx;             /* position in the workload, from 0 */
@@ -115,6 +128,12 @@ void ws_simdb_writer_close(ws_simdb_writer *w);
 int ws_simdb_store_run(ws_store *s, ws_simdb_run *run, const ws_simdb_request *req,
                        size_t n_req, const ws_simdb_step *steps, size_t n_steps, ws_err *err);
 
+/* A grid and its n runs in one transaction (the caller's when one is open, else its own,
+ * with SIGINT/SIGTERM held until it ends): sets g->id and every runs[i].grid_id and .id;
+ * on failure the database holds none of them. */
+int ws_simdb_store_grid(ws_store *s, ws_simdb_grid *g, ws_simdb_run *runs, size_t n,
+                        ws_err *err);
+
 /* Test hook (fault injection): when >= 0, a writer fails with WS_EDB once it has written
  * this many rows (requests + steps), as a full disk would. */
 extern long long ws_simdb_fault_after_rows;
@@ -129,6 +148,11 @@ int ws_simdb_get_requests(ws_store *s, long long run_id, ws_simdb_request **out,
 /* A run's steps by idx. */
 int ws_simdb_get_steps(ws_store *s, long long run_id, ws_simdb_step **out, size_t *n_out,
                        ws_err *err);
+/* Grid grid_id (0 = the newest); WS_ENOTFOUND when there is none. */
+int ws_simdb_get_grid(ws_store *s, long long grid_id, ws_simdb_grid *g, ws_err *err);
+/* A grid's runs in the order they were stored (params included); *out NULL when none. */
+int ws_simdb_get_grid_runs(ws_store *s, long long grid_id, ws_simdb_run **out, size_t *n_out,
+                           ws_err *err);
 
 /* Reading for figures. */
 /* One closed-batch point: the newest run of each (model, gpu_profile, host_profile, policy,
@@ -143,8 +167,8 @@ typedef struct ws_simdb_point {
 } ws_simdb_point;
 /* Every closed-batch point, filtered by model and GPU profile (NULL: any), ordered by
  * model, gpu_profile, host_profile, batch, prompt_tokens, policy. */
-int ws_simdb_list_points(ws_store *s, const char *model, const char *gpu, ws_simdb_point **out,
-                         size_t *n_out, ws_err *err);
+int ws_simdb_list_points(ws_store *s, const char *model, const char *gpu, long long grid,
+                         ws_simdb_point **out, size_t *n_out, ws_err *err);
 /* The runs of run_id's workload (same model, profiles, workload, batch, lengths, trace,
  * generator, seed and detail): the newest of each policy, oldest first, run_id's own
  * included (0: the newest run). The params column is left empty. */

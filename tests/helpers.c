@@ -66,14 +66,20 @@ static void append(char **buf, size_t *len, const char *data, size_t n)
     (*buf)[*len] = '\0';
 }
 
-/* In a forked child: sets the extra environment and execs the binary with args. */
-static void exec_writescope(const char *const *args, const char *const *env_kv)
+/* In a forked child: sets the extra environment and execs the binary with args, or, when
+ * prog is set, the program args[0] found on PATH with args. */
+static void exec_writescope(const char *prog, const char *const *args, const char *const *env_kv)
 {
     const char *bin = getenv("WRITESCOPE_BIN");
     if (!bin || !*bin)
         bin = "bin/writescope";
     for (const char *const *e = env_kv; e && *e; e++)
         putenv((char *)*e);
+    if (prog) {
+        execvp(prog, (char *const *)args);
+        fprintf(stderr, "exec %s failed\n", prog);
+        _exit(127);
+    }
     const char *argv[64];
     int n = 0;
     argv[n++] = bin;
@@ -86,8 +92,8 @@ static void exec_writescope(const char *const *args, const char *const *env_kv)
 }
 
 /* Runs the binary with stdout on out_fd, or on a captured pipe when out_fd < 0. */
-static th_run run_captured(const char *const *args, const char *const *env_kv, int out_fd,
-                           int sigpipe_ignored)
+static th_run run_captured(const char *prog, const char *const *args,
+                           const char *const *env_kv, int out_fd, int sigpipe_ignored)
 {
     int po[2] = {-1, -1}, pe[2];
     cr_assert(pipe(pe) == 0);
@@ -102,7 +108,7 @@ static th_run run_captured(const char *const *args, const char *const *env_kv, i
         if (out_fd < 0)
             close(po[0]);
         close(pe[0]);
-        exec_writescope(args, env_kv);
+        exec_writescope(prog, args, env_kv);
     }
     if (out_fd < 0)
         close(po[1]);
@@ -140,13 +146,18 @@ static th_run run_captured(const char *const *args, const char *const *env_kv, i
 
 th_run th_writescope(const char *const *args, const char *const *env_kv)
 {
-    return run_captured(args, env_kv, -1, 0);
+    return run_captured(NULL, args, env_kv, -1, 0);
+}
+
+th_run th_command(const char *const *argv, const char *const *env_kv)
+{
+    return run_captured(argv[0], argv, env_kv, -1, 0);
 }
 
 th_run th_writescope_to(const char *const *args, const char *const *env_kv, int out_fd,
                         int sigpipe_ignored)
 {
-    return run_captured(args, env_kv, out_fd, sigpipe_ignored);
+    return run_captured(NULL, args, env_kv, out_fd, sigpipe_ignored);
 }
 
 void th_run_free(th_run *r)
@@ -183,7 +194,7 @@ int th_spawn(const char *const *args, const char *const *env_kv, const char *out
         int fe = open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
         dup2(fo, 1);
         dup2(fe, 2);
-        exec_writescope(args, env_kv);
+        exec_writescope(NULL, args, env_kv);
     }
     return (int)pid;
 }

@@ -19,6 +19,8 @@ void th_write(const char *dir, const char *name, const char *text, char *buf, si
  * NULL-terminated list of "NAME=VALUE" added to the environment (may be NULL). */
 th_run th_writescope(const char *const *args, const char *const *env_kv);
 void th_run_free(th_run *r);
+/* Runs the program argv[0] (searched on PATH) with argv, output captured the same way. */
+th_run th_command(const char *const *argv, const char *const *env_kv);
 /* The same with stdout on out_fd (r.out stays empty); SIGPIPE is ignored in the child when
  * sigpipe_ignored, as under a parent that ignores it, else it has its default action. */
 th_run th_writescope_to(const char *const *args, const char *const *env_kv, int out_fd,

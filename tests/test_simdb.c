@@ -378,8 +378,8 @@ Test(simdb, export_includes_the_tables)
     ws_simdb_request *req = sample_requests(5);
     ws_simdb_step *st = sample_steps(7);
     cr_assert_eq(ws_simdb_store_run(s, &run, req, 5, st, 7, &err), 0, "%s", err.msg);
-    const char *want[] = {"sim_runs", "sim_requests", "sim_steps"};
-    for (int i = 0; i < 3; i++) {
+    const char *want[] = {"sim_grids", "sim_runs", "sim_requests", "sim_steps"};
+    for (int i = 0; i < 4; i++) {
         int found = 0;
         for (int j = 0; ws_store_tables[j]; j++)
             found |= !strcmp(ws_store_tables[j], want[i]);
@@ -409,5 +409,66 @@ Test(simdb, export_includes_the_tables)
                   err.msg);
     free(req);
     free(st);
+    ws_store_close(s);
+}
+
+/* A grid and its runs round-trip (grid_id set on each run, NULL on a plain run); a grid whose
+ * settings are not JSON leaves no row, neither grid nor run; schema 005 gains the table. */
+Test(simdb, grid_round_trip_whole_or_not_at_all)
+{
+    char path[256];
+    ws_store *s = fresh_store(path, sizeof path);
+    ws_err err = {0};
+    ws_simdb_run plain;
+    sample_run(&plain, "stream");
+    cr_assert_eq(ws_simdb_store_run(s, &plain, NULL, 0, NULL, 0, &err), 0, "%s", err.msg);
+    ws_simdb_run runs[3];
+    const char *pol[] = {"writescope", "static", "gpu-only"};
+    for (int i = 0; i < 3; i++)
+        sample_run(&runs[i], pol[i]);
+    ws_simdb_grid g = {.ranks = 4};
+    snprintf(g.params, sizeof g.params, "{\"host\":\"xeon-gold-5318y\",\"models\":[\"a\"]}");
+    cr_assert_eq(ws_simdb_store_grid(s, &g, runs, 3, &err), 0, "%s", err.msg);
+    cr_assert_gt(g.id, 0);
+    cr_assert_neq(g.started_at[0], '\0');
+    ws_simdb_grid back;
+    cr_assert_eq(ws_simdb_get_grid(s, 0, &back, &err), 0, "%s", err.msg);
+    cr_assert_eq(back.id, g.id);
+    cr_assert_eq(back.ranks, 4);
+    cr_assert_str_eq(back.params, g.params);
+    cr_assert_str_eq(back.tool_version, WS_VERSION);
+    ws_simdb_run *got;
+    size_t n;
+    cr_assert_eq(ws_simdb_get_grid_runs(s, g.id, &got, &n, &err), 0, "%s", err.msg);
+    cr_assert_eq(n, 3);
+    for (size_t i = 0; i < n; i++) {
+        cr_assert_eq(got[i].grid_id, g.id);
+        cr_assert_eq(got[i].id, runs[i].id);
+        cr_assert_str_eq(got[i].policy, pol[i]);
+        cr_assert_str_eq(got[i].params, runs[i].params);
+        cr_assert_eq(got[i].events, 123456);
+    }
+    free(got);
+    ws_simdb_run one;
+    cr_assert_eq(ws_simdb_get_run(s, plain.id, &one, &err), 0, "%s", err.msg);
+    cr_assert_eq(one.grid_id, 0);
+    cr_assert_eq(th_count_file(path, "SELECT count(*) FROM sim_runs WHERE grid_id IS NULL"), 1);
+
+    ws_simdb_grid bad = {.ranks = 1};
+    snprintf(bad.params, sizeof bad.params, "[not json");
+    for (int i = 0; i < 3; i++)
+        sample_run(&runs[i], pol[i]);
+    cr_assert_eq(ws_simdb_store_grid(s, &bad, runs, 3, &err), WS_EINVAL);
+    cr_assert_eq(bad.id, 0);
+    /* a bad run part-way rolls back the grid row and the runs before it */
+    snprintf(bad.params, sizeof bad.params, "{}");
+    snprintf(runs[2].workload, sizeof runs[2].workload, "bogus");
+    cr_assert_eq(ws_simdb_store_grid(s, &bad, runs, 3, &err), WS_EINVAL);
+    cr_assert_eq(runs[0].id, 0);
+    ws_store_close(s);
+    cr_assert_eq(th_count_file(path, "SELECT count(*) FROM sim_grids"), 1);
+    cr_assert_eq(th_count_file(path, "SELECT count(*) FROM sim_runs"), 4);
+    cr_assert_eq(ws_store_open_readonly(path, &s, &err), 0, "%s", err.msg);
+    cr_assert_eq(ws_simdb_get_grid(s, 99, &back, &err), WS_ENOTFOUND);
     ws_store_close(s);
 }
