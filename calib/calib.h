@@ -75,6 +75,11 @@ int ws_calib_plot_data(ws_store *store, long long run_id, const char *dir, int *
 int ws_calib_plot(ws_store *store, long long run_id, const char *script, const char *out,
                   int *n_out, ws_err *err);
 
+/* This machine's calibrated profile name, "host:<fingerprint>" (the fingerprint calib
+ * stores it under), into buf; 1 when store s holds that profile, 0 when it does not (buf
+ * still names it) or the machine cannot be fingerprinted (buf empty). */
+int ws_calib_host_profile(ws_store *s, char *buf, size_t cap);
+
 /* Test hook (fault injection): when >= 0, ws_calib_store fails after writing this many
  * sample rows, inside its transaction. */
 extern int ws_calib_fault_after_samples;

@@ -47,6 +47,7 @@ int cmd_bench(int argc, char **argv);
 int cmd_sim(int argc, char **argv);
 int cmd_trace(int argc, char **argv);
 int cmd_run(int argc, char **argv);
+int cmd_validate(int argc, char **argv);
 
 #endif
 
