@@ -37,8 +37,8 @@ static void help(FILE *out)
         "--repeat N (N >= 2) also the runtime against itself (the noise floor). The cost\n"
         "model's terms are checked on the runtime's own token counts, and where a CPU-side\n"
         "quantity misses the goal (mean <= 3%%, p95 <= 10%%) the verdict names the term most\n"
-        "off. CPU times are measured; with --gpu modeled:<profile> (default modeled:" VAL_DEFAULT_GPU
-        ")\n"
+        "off. CPU times are measured; with --gpu modeled:<profile> (default "
+        "modeled:" VAL_DEFAULT_GPU ")\n"
         "every GPU time on both sides is modeled and labelled so.\n"
         "  --calibrate  run a quick calibration of this machine first (calib --quick) and use\n"
         "               its profile (stored in --db, else the default database)\n"
@@ -224,20 +224,20 @@ static void print_report(const ws_validate_report *r)
 
 int cmd_validate(int argc, char **argv)
 {
-    const char *model = NULL, *batch_s = NULL, *prompt_s = NULL, *output_s = NULL,
-               *layers_s = NULL, *host = NULL, *gpu = NULL, *policy = NULL, *r_s = NULL,
-               *repeat_s = NULL, *warmup_s = NULL, *threads_s = NULL, *seed_s = NULL, *db = NULL, *plot = NULL;
+    const char *model = NULL, *batch_s = NULL, *prompt_s = NULL, *output_s = NULL, *layers_s = NULL,
+               *host = NULL, *gpu = NULL, *policy = NULL, *r_s = NULL, *repeat_s = NULL,
+               *warmup_s = NULL, *threads_s = NULL, *seed_s = NULL, *db = NULL, *plot = NULL;
     int calibrate = 0, save = 0, json = 0;
     const cli_opt opts[] = {{"model", &model, NULL},     {"batch", &batch_s, NULL},
                             {"prompt", &prompt_s, NULL}, {"output", &output_s, NULL},
                             {"layers", &layers_s, NULL}, {"host", &host, NULL},
                             {"gpu", &gpu, NULL},         {"policy", &policy, NULL},
                             {"r", &r_s, NULL},           {"repeat", &repeat_s, NULL},
-                            {"warmup", &warmup_s, NULL},
-                            {"threads", &threads_s, NULL}, {"seed", &seed_s, NULL},
-                            {"db", &db, NULL},           {"plot", &plot, NULL},
-                            {"calibrate", NULL, &calibrate}, {"save", NULL, &save},
-                            {"json", NULL, &json},       {NULL, NULL, NULL}};
+                            {"warmup", &warmup_s, NULL}, {"threads", &threads_s, NULL},
+                            {"seed", &seed_s, NULL},     {"db", &db, NULL},
+                            {"plot", &plot, NULL},       {"calibrate", NULL, &calibrate},
+                            {"save", NULL, &save},       {"json", NULL, &json},
+                            {NULL, NULL, NULL}};
     char *pos[1];
     int npos = 0;
     int rc = cli_parse("validate", argc, argv, opts, pos, 0, &npos, help);
@@ -308,8 +308,8 @@ int cmd_validate(int argc, char **argv)
     int this_machine = 0, fallback = 0;
     if (calibrate) {
         fprintf(stderr, "validate: quick calibration of this machine (calib --quick)\n");
-        if (ws_validate_calibrate(s, e->threads, on_calib, &pg, hbuf, sizeof hbuf,
-                                  &c.calib_run_id, &err)) {
+        if (ws_validate_calibrate(s, e->threads, on_calib, &pg, hbuf, sizeof hbuf, &c.calib_run_id,
+                                  &err)) {
             ws_store_close(s);
             return cli_fail(&err);
         }
@@ -347,7 +347,8 @@ int cmd_validate(int argc, char **argv)
         snprintf(glabel, sizeof glabel, "cuda (predictions: %s)", hw.gpu);
     else
         snprintf(glabel, sizeof glabel, "modeled:%s", hw.gpu);
-    fprintf(stderr, "validate: model %s, batch %d x (%d + %d), policy %s, gpu=%s host=%s, %d run%s\n",
+    fprintf(stderr,
+            "validate: model %s, batch %d x (%d + %d), policy %s, gpu=%s host=%s, %d run%s\n",
             m.name, e->batch, e->prompt, e->output, ws_policy_name(e->policy), glabel, hw.host,
             c.repeat, c.repeat > 1 ? "s" : "");
     ws_validate_report r;
@@ -360,7 +361,8 @@ int cmd_validate(int argc, char **argv)
     r.host_is_this_machine = this_machine;
     rc = CLI_EXIT_OK;
     if (store_it)
-        fprintf(stderr, "validate: stored as validation %lld (runtime run %lld, simulation %lld) in %s\n",
+        fprintf(stderr,
+                "validate: stored as validation %lld (runtime run %lld, simulation %lld) in %s\n",
                 r.run.id, r.run.run_id, r.run.sim_run_id, ws_store_path(s));
     if (plot) {
         char script[4096];

@@ -84,8 +84,8 @@ int ws_run_store(ws_store *s, const ws_engine_cfg *c, const ws_run_result *r, lo
                                  .flush_pages = x->flush_pages,
                                  .flush_cpu_pages = x->flush_cpu_pages};
     }
-    int rc = ws_rundb_store_run(s, &run, st, (size_t)r->steps, ly, (size_t)r->steps * r->layers,
-                                err);
+    int rc =
+        ws_rundb_store_run(s, &run, st, (size_t)r->steps, ly, (size_t)r->steps * r->layers, err);
     if (!rc && id)
         *id = run.id;
     free(st);

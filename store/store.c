@@ -23,7 +23,9 @@ struct ws_store {
 
 const char *const ws_store_tables[] = {"hosts",    "calib_runs",     "samples",      "fits",
                                        "profiles", "profile_params", "sim_runs",     "sim_requests",
-                                       "sim_steps", "run_runs", "run_steps",  "run_layers", NULL};
+                                       "sim_steps", "run_runs", "run_steps",  "run_layers",
+                                       "validate_runs", "validate_stats", "validate_points",
+                                       "validate_terms", NULL};
 
 static const char *const k_sources[] = {"datasheet", "measured", "fitted", "modeled", NULL};
 

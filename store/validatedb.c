@@ -19,12 +19,14 @@ static int check(ws_store *s, const ws_validatedb_run *run, const ws_validatedb_
                  size_t n_st, ws_err *err)
 {
     if (!in_set(run->gpu_source, "modeled", "measured", NULL))
-        return ws_err_set(err, WS_EINVAL, "%s: validation: gpu_source '%s' is not modeled or measured",
+        return ws_err_set(err, WS_EINVAL,
+                          "%s: validation: gpu_source '%s' is not modeled or measured",
                           ws_store_path(s), run->gpu_source);
     for (size_t i = 0; i < n_st; i++)
         if (!in_set(st[i].scope, "step", "layer", NULL) ||
             !in_set(st[i].measured_source, "measured", "mixed", "modeled"))
-            return ws_err_set(err, WS_EINVAL, "%s: validation: quantity %s: scope '%s' or source '%s'",
+            return ws_err_set(err, WS_EINVAL,
+                              "%s: validation: quantity %s: scope '%s' or source '%s'",
                               ws_store_path(s), st[i].quantity, st[i].scope, st[i].measured_source);
     if (run->params[0]) {
         json_error_t je;
@@ -114,8 +116,8 @@ static int store_in_tx(ws_store *s, ws_validatedb_run *run, const ws_validatedb_
         sqlite3_bind_text(st, 4, x->measured_source, -1, SQLITE_STATIC);
         sqlite3_bind_text(st, 5, x->unit, -1, SQLITE_STATIC);
         sqlite3_bind_int64(st, 6, x->n);
-        const double v[] = {x->mean_ape,       x->p95_ape,       x->noise_mean_ape,
-                            x->noise_p95_ape,  x->mean_measured, x->mean_predicted};
+        const double v[] = {x->mean_ape,      x->p95_ape,       x->noise_mean_ape,
+                            x->noise_p95_ape, x->mean_measured, x->mean_predicted};
         for (int k = 0; k < 6; k++)
             ws_store_bind_num(st, 7 + k, v[k]);
         if ((rc = step_done(s, st, "insert validate_stats", err)))
@@ -250,18 +252,19 @@ static int read_rows(ws_store *s, const char *sql, long long id, size_t sz,
 }
 
 int ws_validatedb_get(ws_store *s, long long id, ws_validatedb_run *run, ws_validatedb_stat **stp,
-                      size_t *n_st, ws_validatedb_point **pt, size_t *n_pt,
-                      ws_validatedb_term **tm, size_t *n_tm, ws_err *err)
+                      size_t *n_st, ws_validatedb_point **pt, size_t *n_pt, ws_validatedb_term **tm,
+                      size_t *n_tm, ws_err *err)
 {
     sqlite3_stmt *st;
     const char *sql =
-        id > 0 ? "SELECT id, started_at, tool_version, model, gpu, gpu_source, host_profile, "
-                 "policy, batch, prompt_tokens, output_tokens, layers, repeats, run_id, "
-                 "sim_run_id, calib_run_id, verdict, params, warmup FROM validate_runs WHERE id = ?1"
-               : "SELECT id, started_at, tool_version, model, gpu, gpu_source, host_profile, "
-                 "policy, batch, prompt_tokens, output_tokens, layers, repeats, run_id, "
-                 "sim_run_id, calib_run_id, verdict, params, warmup FROM validate_runs ORDER BY "
-                 "id DESC LIMIT 1";
+        id > 0
+            ? "SELECT id, started_at, tool_version, model, gpu, gpu_source, host_profile, "
+              "policy, batch, prompt_tokens, output_tokens, layers, repeats, run_id, "
+              "sim_run_id, calib_run_id, verdict, params, warmup FROM validate_runs WHERE id = ?1"
+            : "SELECT id, started_at, tool_version, model, gpu, gpu_source, host_profile, "
+              "policy, batch, prompt_tokens, output_tokens, layers, repeats, run_id, "
+              "sim_run_id, calib_run_id, verdict, params, warmup FROM validate_runs ORDER BY "
+              "id DESC LIMIT 1";
     if (sqlite3_prepare_v2(ws_store_sqlite(s), sql, -1, &st, NULL) != SQLITE_OK)
         return WS_DB_FAIL(s, err, "cannot read validations");
     if (id > 0)
@@ -311,14 +314,14 @@ int ws_validatedb_get(ws_store *s, long long id, ws_validatedb_run *run, ws_vali
                        "SELECT quantity, scope, measured_source, unit, n, mean_ape, p95_ape, "
                        "noise_mean_ape, noise_p95_ape, mean_measured, mean_predicted FROM "
                        "validate_stats WHERE validate_id = ?1 ORDER BY rowid",
-                       run->id, sizeof **stp, row_stat, "cannot read validate_stats",
-                       (void **)stp, n_st, err);
+                       run->id, sizeof **stp, row_stat, "cannot read validate_stats", (void **)stp,
+                       n_st, err);
     if (!rc && pt)
         rc = read_rows(s,
                        "SELECT rep, quantity, step, layer, measured, predicted FROM "
                        "validate_points WHERE validate_id = ?1 ORDER BY rep, quantity, step, layer",
-                       run->id, sizeof **pt, row_point, "cannot read validate_points",
-                       (void **)pt, n_pt, err);
+                       run->id, sizeof **pt, row_point, "cannot read validate_points", (void **)pt,
+                       n_pt, err);
     if (!rc && tm)
         rc = read_rows(s,
                        "SELECT term, measured, predicted, unit, error_pct, step_share_pct, note "

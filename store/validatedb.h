@@ -70,8 +70,8 @@ int ws_validatedb_store(ws_store *s, ws_validatedb_run *run, const ws_validatedb
 /* Reads validation `id` (0: the newest) and its rows (heap arrays, the caller frees them;
  * any out pointer may be NULL to skip those rows). WS_ENOTFOUND when there is none. */
 int ws_validatedb_get(ws_store *s, long long id, ws_validatedb_run *run, ws_validatedb_stat **st,
-                      size_t *n_st, ws_validatedb_point **pt, size_t *n_pt,
-                      ws_validatedb_term **tm, size_t *n_tm, ws_err *err);
+                      size_t *n_st, ws_validatedb_point **pt, size_t *n_pt, ws_validatedb_term **tm,
+                      size_t *n_tm, ws_err *err);
 
 #ifdef __cplusplus
 }

@@ -42,8 +42,15 @@ Test(cli_validate, table_labels_what_is_modeled)
 {
     th_run r = th_writescope(TINY("--repeat", "2"), g_env);
     cr_assert_eq(r.status, 0, "%s", r.err);
-    const char *q[] = {"step_time", "cpu_attn", "experts", "cpu_share", "gpu_half", "verdict:",
-                       "gpu=modeled:a100-40gb-pcie", "CPU measured", "(NOT this machine)"};
+    const char *q[] = {"step_time",
+                       "cpu_attn",
+                       "experts",
+                       "cpu_share",
+                       "gpu_half",
+                       "verdict:",
+                       "gpu=modeled:a100-40gb-pcie",
+                       "CPU measured",
+                       "(NOT this machine)"};
     for (size_t i = 0; i < sizeof q / sizeof q[0]; i++)
         cr_assert_neq(strstr(r.out, q[i]), NULL, "'%s' missing: %s", q[i], r.out);
     cr_assert_neq(strstr(r.err, "runtime run 2/2"), NULL, "progress on stderr: %s", r.err);
@@ -69,9 +76,9 @@ Test(cli_validate, json_and_save)
         cr_assert(json_is_null(json_object_get(x, "noise_mean_ape_pct")), "one run: no noise");
         cr_assert_str_eq(json_string_value(json_object_get(x, "simulator_source")), "modeled");
     }
-    cr_assert_str_eq(json_string_value(json_object_get(json_object_get(qs, "gpu_half"),
-                                                       "runtime_source")),
-                     "modeled");
+    cr_assert_str_eq(
+        json_string_value(json_object_get(json_object_get(qs, "gpu_half"), "runtime_source")),
+        "modeled");
     cr_assert(json_array_size(json_object_get(v, "terms")) >= 5);
     cr_assert(json_string_length(json_object_get(v, "verdict")) > 0);
     const long long id = json_integer_value(json_object_get(v, "validation_id"));
@@ -87,14 +94,16 @@ Test(cli_validate, json_and_save)
 
 Test(cli_validate, shipped_mla_model)
 {
-    json_t *v = th_writescope_json(
-        (const char *[]){"validate", "--model", "deepseek-v2-lite", "--host", "xeon-gold-5318y",
-                         "--batch", "1", "--prompt", "600", "--output", "3", "--layers", "2",
-                         "--threads", "2", "--json", NULL},
-        g_env);
+    json_t *v = th_writescope_json((const char *[]){"validate", "--model", "deepseek-v2-lite",
+                                                    "--host", "xeon-gold-5318y", "--batch", "1",
+                                                    "--prompt", "600", "--output", "3", "--layers",
+                                                    "2", "--threads", "2", "--json", NULL},
+                                   g_env);
     json_t *ex = json_object_get(json_object_get(v, "quantities"), "experts");
-    /* layer 0 is dense (first_k_dense_replace): routed experts only in layer 1 */
-    cr_assert_eq(json_integer_value(json_object_get(ex, "n")), 3);
+    /* layer 0 is dense (first_k_dense_replace): routed experts only in layer 1, over the
+     * 3 - 1 steps past the warm-up */
+    cr_assert_eq(json_integer_value(json_object_get(ex, "n")), 2);
+    cr_assert_eq(json_integer_value(json_object_get(v, "warmup_steps")), 1);
     json_decref(v);
 }
 
@@ -118,7 +127,7 @@ Test(cli_validate, bad_arguments_are_one_line_errors)
     expect_fail(TINY("--plot", "out.txt"), 2, "--plot");
     expect_fail(TINY("--db", g_db, "--save"), 2, "--save");
     expect_fail(TINY("--calibrate"), 2, "--calibrate");
+    expect_fail(TINY("--warmup", "6"), 2, "warm-up");
     expect_fail(TINY("--gpu", "modeled:no-such-gpu"), 1, "no-such-gpu");
-    expect_fail((const char *[]){"validate", "--model", "no-such-model", NULL}, 1,
-                "no-such-model");
+    expect_fail((const char *[]){"validate", "--model", "no-such-model", NULL}, 1, "no-such-model");
 }

@@ -16,8 +16,8 @@
 #include "serve.h"
 #include "ws_util.h"
 
-static const char *const k_q_names[WS_VQ_COUNT] = {"step_time", "cpu_attn", "experts",
-                                                   "cpu_share", "gpu_half"};
+static const char *const k_q_names[WS_VQ_COUNT] = {"step_time", "cpu_attn", "experts", "cpu_share",
+                                                   "gpu_half"};
 
 const char *ws_validate_q_name(int q)
 {
@@ -61,8 +61,8 @@ void ws_validate_report_free(ws_validate_report *r)
 
 typedef struct sim_side {
     int steps, layers, got;
-    double *dt, *share, *context, *n_cpu; /* [steps] */
-    double *cpu, *exp, *gpu;              /* [steps * layers] */
+    double *dt, *share, *context, *n_cpu;                          /* [steps] */
+    double *cpu, *exp, *gpu;                                       /* [steps * layers] */
     int (*chain)(void *ctx, const sim_step_rec *rec, ws_err *err); /* the sink's */
     void *chain_ctx;
 } sim_side;
@@ -381,7 +381,8 @@ static int compute_terms(const ws_validate_cfg *c, const ws_run_result *runs, in
     /* CPU attention: C_cpu + A n per layer */
     const ws_cost_roof *ra = &e->hw->cpu_attn;
     const double A = cm.A, C = ra->c0.v;
-    const double t_bw = ra->W.v > 0 ? cm.b_tok / ra->W.v : 0, t_fl = ra->P.v > 0 ? cm.f_tok / ra->P.v : 0;
+    const double t_bw = ra->W.v > 0 ? cm.b_tok / ra->W.v : 0,
+                 t_fl = ra->P.v > 0 ? cm.f_tok / ra->P.v : 0;
     const int bw_bound = t_bw >= t_fl;
     double A_meas = NAN, C_meas = NAN;
     const double mean_n = cnt > 0 ? sn / cnt : 0;
@@ -395,15 +396,17 @@ static int compute_terms(const ws_validate_cfg *c, const ws_run_result *runs, in
     if (cnt > 0) {
         const double rate = bw_bound ? cm.b_tok / A_meas : cm.f_tok / A_meas;
         const double prof = bw_bound ? ra->W.v : ra->P.v;
-        add_term(r, TERM_CAP, "cpu_attn.per_token", A_meas, A, "s/token",
-                 (A_meas - A) * (sn / S), step,
+        add_term(r, TERM_CAP, "cpu_attn.per_token", A_meas, A, "s/token", (A_meas - A) * (sn / S),
+                 step,
                  "A = max(b_tok/W, f_tok/P): %s-bound; achieved %.3g %s vs the profile's %.3g (%s)",
                  bw_bound ? "bandwidth" : "flop", rate / 1e9, bw_bound ? "GB/s" : "GFLOP/s",
                  prof / 1e9, bw_bound ? ra->W.from : ra->P.from);
         if (isfinite(C_meas))
             add_term(r, TERM_CAP, "cpu_attn.fixed", C_meas, C, "s/layer", (C_meas - C) * (cnt / S),
-                     step, "C_cpu: intercept of a line over %.0f (step, layer) points, CPU tokens "
-                     "%.0f..%.0f", cnt, nmin, nmax);
+                     step,
+                     "C_cpu: intercept of a line over %.0f (step, layer) points, CPU tokens "
+                     "%.0f..%.0f",
+                     cnt, nmin, nmax);
         else
             add_term(r, TERM_CAP, "cpu_attn.fixed", NAN, C, "s/layer", NAN, step,
                      "C_cpu (%s): the CPU tokens vary too little (%.0f..%.0f) to separate it from "
@@ -418,18 +421,16 @@ static int compute_terms(const ws_validate_cfg *c, const ws_run_result *runs, in
         const double fixed = D * e->hw->cpu_expert.c0.v * moe_layers;
         const double pred = ex_pred / S, meas = ex / S;
         const double gemm = pred - fixed;
-        const double wbytes = 3.0 * cm.hidden * cm.moe_inter * (cc.cpu_expert_bytes > 0
-                                                                     ? cc.cpu_expert_bytes
-                                                                     : cm.w_elem) *
-                              D * moe_layers;
+        const double wbytes = 3.0 * cm.hidden * cm.moe_inter *
+                              (cc.cpu_expert_bytes > 0 ? cc.cpu_expert_bytes : cm.w_elem) * D *
+                              moe_layers;
         const int gemm_dom = gemm >= fixed;
         add_term(r, TERM_CAP, gemm_dom ? "experts.gemm" : "experts.fixed", meas, pred, "s/step",
                  meas - pred, step,
                  "model: %.0f%% GEMM, %.0f%% fixed (%.1f experts x c0 %.3g ms); weights streamed "
                  "at %.3g GB/s measured (GEMM part) vs the profile's %.3g GB/s",
                  pred > 0 ? 100 * gemm / pred : 0, pred > 0 ? 100 * fixed / pred : 0, D,
-                 1e3 * e->hw->cpu_expert.c0.v,
-                 meas > fixed ? wbytes / (meas - fixed) / 1e9 : NAN,
+                 1e3 * e->hw->cpu_expert.c0.v, meas > fixed ? wbytes / (meas - fixed) / 1e9 : NAN,
                  e->hw->cpu_expert.W.v / 1e9);
         const double rpred = ws_cost_router(&cm, e->batch) * moe_layers;
         add_term(r, TERM_CAP, "router", ro / S, rpred, "s/step", ro / S - rpred, step,
@@ -440,7 +441,8 @@ static int compute_terms(const ws_validate_cfg *c, const ws_run_result *runs, in
              "the engine's own CPU work (KV append, views, flush bookkeeping): not in the model");
     const double run_n = n_cpu_sum / (S * L);
     add_term(r, TERM_CAP, "placement", run_n, sim_n, "CPU tokens/layer", (run_n - sim_n) * A * L,
-             step, "CPU-region tokens per layer: runtime (policy fed measured times, final A %.3g "
+             step,
+             "CPU-region tokens per layer: runtime (policy fed measured times, final A %.3g "
              "s/token) vs simulator (fed modeled times, A %.3g)",
              runs[0].A_final, cm.A);
     ws_cost_model_free(&cm);
@@ -463,7 +465,8 @@ static void verdict(ws_validate_report *r)
             continue;
         missed = 1;
         const int noise = isfinite(s->noise_mean_ape) && s->noise_mean_ape >= s->mean_ape * 0.8;
-        len += (size_t)snprintf(v + len, len < cap ? cap - len : 0, "%s%s misses (mean %.1f%%, "
+        len += (size_t)snprintf(v + len, len < cap ? cap - len : 0,
+                                "%s%s misses (mean %.1f%%, "
                                 "p95 %.1f%%)%s",
                                 len ? "; " : "", s->quantity, s->mean_ape, s->p95_ape,
                                 noise ? " at the noise floor" : "");
@@ -478,7 +481,8 @@ static void verdict(ws_validate_report *r)
     const ws_validate_term *best = NULL;
     for (size_t i = 0; i < r->n_term; i++) {
         const ws_validate_term *t = &r->term[i];
-        if (!strcmp(t->term, "step") || !strcmp(t->term, "cpu_attn") || !isfinite(t->step_share_pct))
+        if (!strcmp(t->term, "step") || !strcmp(t->term, "cpu_attn") ||
+            !isfinite(t->step_share_pct))
             continue;
         if (!best || fabs(t->step_share_pct) > fabs(best->step_share_pct))
             best = t;
@@ -514,7 +518,8 @@ static int add_points(ws_validate_report *r, size_t *cap, int rep, const ws_run_
         PT(WS_VQ_STEP, s, -1, x->step[s].t_end - x->step[s].t_start, sim->dt[s]);
     for (int s = 0; s < S; s++)
         for (int l = 0; l < L; l++)
-            PT(WS_VQ_CPU_ATTN, s, l, x->lay[(size_t)s * L + l].cpu_attn_s, sim->cpu[(size_t)s * L + l]);
+            PT(WS_VQ_CPU_ATTN, s, l, x->lay[(size_t)s * L + l].cpu_attn_s,
+               sim->cpu[(size_t)s * L + l]);
     for (int s = 0; s < S; s++)
         for (int l = 0; l < L; l++) {
             const double m = x->lay[(size_t)s * L + l].experts_s, p = sim->exp[(size_t)s * L + l];
@@ -628,8 +633,8 @@ int ws_validate_load(ws_store *s, long long id, ws_validate_report *r, ws_err *e
     memset(r, 0, sizeof *r);
     ws_validatedb_stat *st = NULL;
     size_t n_st = 0;
-    int rc = ws_validatedb_get(s, id, &r->run, &st, &n_st, &r->pt, &r->n_pt, &r->term, &r->n_term,
-                               err);
+    int rc =
+        ws_validatedb_get(s, id, &r->run, &st, &n_st, &r->pt, &r->n_pt, &r->term, &r->n_term, err);
     if (rc)
         return rc;
     for (size_t i = 0; i < n_st; i++) {

@@ -13,8 +13,8 @@
  * repeats, the same statistics of each later repeat against the first (the noise floor: the
  * runtime against itself). The first `warmup` decode steps of every run (default 1) are
  * run, kept as points and stored, but left out of the statistics and the terms: they pay
- * one-time costs the model has no term for. A point whose measured value is 0 has no percentage error and is
- * left out (both 0 counts as exact).
+ * one-time costs the model has no term for. A point whose measured value is 0 has no percentage
+ * error and is left out (both 0 counts as exact).
  *
  * Terms: the simulator's error mixes two causes, a cost-model term off and a placement that
  * differs (the policy's feedback sees measured times in the runtime, modeled ones in the
@@ -67,26 +67,26 @@ typedef ws_validatedb_point ws_validate_point;
 typedef ws_validatedb_term ws_validate_term;
 
 typedef struct ws_validate_report {
-    ws_validate_run run;           /* workload, labels, links (ids 0 when not stored), verdict */
+    ws_validate_run run; /* workload, labels, links (ids 0 when not stored), verdict */
     ws_validate_stat stat[WS_VQ_COUNT]; /* by ws_validate_q */
-    ws_validate_point *pt;         /* every point of every repeat (owned) */
+    ws_validate_point *pt;              /* every point of every repeat (owned) */
     size_t n_pt;
     ws_validate_term *term; /* (owned) */
     size_t n_term;
-    long long *rep_run_id; /* [repeats] run_runs ids (0: not stored) (owned) */
+    long long *rep_run_id;         /* [repeats] run_runs ids (0: not stored) (owned) */
     double sim_wall_s, run_wall_s; /* real time of the simulation and of all runtime runs */
     char layers_note[200];
-    int host_is_this_machine;      /* set by the caller (the CLI knows how it chose --host) */
+    int host_is_this_machine; /* set by the caller (the CLI knows how it chose --host) */
 } ws_validate_report;
 
 typedef struct ws_validate_cfg {
-    ws_engine_cfg eng; /* model, hw, gpu, policy, batch, prompt, output, layers, ...; its
-                        * on_step is the validator's */
-    int repeat;        /* runtime runs, >= 1 */
-    int warmup;        /* first decode steps of each run left out of the statistics and the
-                        * terms (default 1: the first step pays one-time costs, e.g. the expert
-                        * GEMM's backend probe); their points are kept */
-    int cpu_workers;   /* the simulator's CPU pool units (the host profile's cores) */
+    ws_engine_cfg eng;      /* model, hw, gpu, policy, batch, prompt, output, layers, ...; its
+                             * on_step is the validator's */
+    int repeat;             /* runtime runs, >= 1 */
+    int warmup;             /* first decode steps of each run left out of the statistics and the
+                             * terms (default 1: the first step pays one-time costs, e.g. the expert
+                             * GEMM's backend probe); their points are kept */
+    int cpu_workers;        /* the simulator's CPU pool units (the host profile's cores) */
     long long calib_run_id; /* the calibration the host profile came from (0: none) */
     /* Progress (NULL: none): phase "run" (rep, step of steps), "sim", "store". */
     void (*progress)(void *ctx, const char *phase, int rep, int reps, int step, int steps);

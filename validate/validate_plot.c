@@ -25,7 +25,8 @@ static const char *q_measured(int q, const char *gpu_source)
     switch (q) {
     case WS_VQ_STEP: return "runtime, CPU measured + GPU modeled";
     case WS_VQ_SHARE: return "runtime, realised";
-    case WS_VQ_GPU: return strcmp(gpu_source, "measured") ? "runtime, MODELED" : "runtime, measured";
+    case WS_VQ_GPU:
+        return strcmp(gpu_source, "measured") ? "runtime, MODELED" : "runtime, measured";
     default: return "runtime, measured";
     }
 }
@@ -68,9 +69,10 @@ int ws_validate_plot_report(const ws_validate_report *r, const char *script, con
         if (isfinite(s->noise_mean_ape))
             snprintf(noise, sizeof noise, "; noise %.1f%% / %.1f%%", s->noise_mean_ape,
                      s->noise_p95_ape);
-        snprintf(spec[q], sizeof spec[q], "%s\nAPE mean %.1f%%, p95 %.1f%% (n %lld%s)|%s (%s)|%s (%s)",
-                 q_title(q), s->mean_ape, s->p95_ape, s->n, noise, q_measured(q, r->run.gpu_source),
-                 unit, q == WS_VQ_GPU || q == WS_VQ_STEP ? "simulator, modeled" : "simulator, predicted",
+        snprintf(spec[q], sizeof spec[q],
+                 "%s\nAPE mean %.1f%%, p95 %.1f%% (n %lld%s)|%s (%s)|%s (%s)", q_title(q),
+                 s->mean_ape, s->p95_ape, s->n, noise, q_measured(q, r->run.gpu_source), unit,
+                 q == WS_VQ_GPU || q == WS_VQ_STEP ? "simulator, modeled" : "simulator, predicted",
                  unit);
     }
     snprintf(header, sizeof header,
@@ -82,8 +84,8 @@ int ws_validate_plot_report(const ws_validate_report *r, const char *script, con
              r->run.repeats, r->run.repeats == 1 ? "" : "s", r->run.warmup,
              r->run.warmup == 1 ? "" : "s");
     if (!rc) {
-        const char *args[] = {dir,     out,     ws_gnuplot_term(out), header, spec[0],
-                              spec[1], spec[2], spec[3],              spec[4]};
+        const char *args[] = {
+            dir, out, ws_gnuplot_term(out), header, spec[0], spec[1], spec[2], spec[3], spec[4]};
         rc = ws_gnuplot_run(script, args, 9, err);
     }
     ws_gnuplot_rmdir(dir);
