@@ -330,6 +330,12 @@ int cmd_validate(int argc, char **argv)
     int cores = 1;
     if (sim_load(s, model, gpu_prof, host, WS_DT_BF16, &m, &hw, &cores, &err)) {
         ws_store_close(s);
+        if (calibrate) /* a poor fit is left out of the profile: say where to look */
+            ws_err_prefix(&err,
+                          "validate: the quick calibration (run %lld) left %s without a usable "
+                          "fit (writescope calib show --run %lld; a default `writescope calib` "
+                          "sweeps more)",
+                          c.calib_run_id, host, c.calib_run_id);
         return cli_fail(&err);
     }
     if (fallback)
