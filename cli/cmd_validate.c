@@ -305,7 +305,7 @@ int cmd_validate(int argc, char **argv)
         return cli_fail(&err);
     prog pg = {.tty = isatty(2), .t0 = ws_now_s()};
     char hbuf[64];
-    int this_machine = 0, fallback = 0;
+    int this_machine = 0, fallback = 0, auto_host = 0;
     if (calibrate) {
         fprintf(stderr, "validate: quick calibration of this machine (calib --quick)\n");
         if (ws_validate_calibrate(s, e->threads, on_calib, &pg, hbuf, sizeof hbuf, &c.calib_run_id,
@@ -321,6 +321,7 @@ int cmd_validate(int argc, char **argv)
         this_machine = ws_calib_host_profile(s, hbuf, sizeof hbuf);
         host = this_machine ? hbuf : VAL_FALLBACK_HOST;
         fallback = !this_machine;
+        auto_host = this_machine;
     } else {
         char mine[64];
         this_machine = ws_calib_host_profile(s, mine, sizeof mine) && !strcmp(mine, host);
@@ -330,7 +331,13 @@ int cmd_validate(int argc, char **argv)
     int cores = 1;
     if (sim_load(s, model, gpu_prof, host, WS_DT_BF16, &m, &hw, &cores, &err)) {
         ws_store_close(s);
-        if (calibrate) /* a poor fit is left out of the profile: say where to look */
+        if (auto_host)
+            ws_err_prefix(&err,
+                          "validate: this machine's calibrated profile %s cannot drive the cost "
+                          "model (poor fits are left out of it; writescope calib show); give "
+                          "--host or recalibrate",
+                          host);
+        else if (calibrate) /* a poor fit is left out of the profile: say where to look */
             ws_err_prefix(&err,
                           "validate: the quick calibration (run %lld) left %s without a usable "
                           "fit (writescope calib show --run %lld; a default `writescope calib` "
