@@ -19,9 +19,10 @@ if (term eq 'svg') {
     set terminal pngcairo size 1500, 950 font 'sans,10'
 }
 set output outfile
-set multiplot layout 2, 3 title header noenhanced font ',11'
+legend = 'dots: one point (step, or step x layer), colour = runtime repeat; solid line: y = x; dashed: +-10%'
+set multiplot layout 2, 3 title header . "\n" . legend noenhanced font ',11'
 set grid
-set key top left box font ',8' spacing 0.9
+unset key
 set size ratio -1
 part(s, k) = (k == 1) ? s[1:strstrt(s, '|') - 1] : \
              (k == 2) ? s[strstrt(s, '|') + 1:strstrt(s, '|') + strstrt(s[strstrt(s, '|') + 1:], '|') - 1] : \
@@ -42,9 +43,9 @@ do for [i = 1:5] {
     set title part(spec, 1) noenhanced
     set xlabel part(spec, 2) noenhanced
     set ylabel part(spec, 3) noenhanced
-    plot f using 1:2:(column(3) + 1) with points pt 7 ps 0.8 lc variable title 'points (colour: repeat)', \
-         x with lines lw 1.5 lc rgb '#222222' title 'y = x', \
-         1.1 * x with lines dt 2 lc rgb '#888888' title '+-10%', \
+    plot f using 1:2:(column(3) + 1) with points pt 7 ps 0.8 lc variable notitle, \
+         x with lines lw 1.5 lc rgb '#222222' notitle, \
+         1.1 * x with lines dt 2 lc rgb '#888888' notitle, \
          0.9 * x with lines dt 2 lc rgb '#888888' notitle
 }
 unset multiplot

@@ -425,13 +425,18 @@ static int compute_terms(const ws_validate_cfg *c, const ws_run_result *runs, in
                               (cc.cpu_expert_bytes > 0 ? cc.cpu_expert_bytes : cm.w_elem) * D *
                               moe_layers;
         const int gemm_dom = gemm >= fixed;
+        char rate[96];
+        if (meas > fixed)
+            snprintf(rate, sizeof rate, "weights streamed at %.3g GB/s measured (GEMM part)",
+                     wbytes / (meas - fixed) / 1e9);
+        else
+            snprintf(rate, sizeof rate, "the measured time is below the model's fixed part alone");
         add_term(r, TERM_CAP, gemm_dom ? "experts.gemm" : "experts.fixed", meas, pred, "s/step",
                  meas - pred, step,
-                 "model: %.0f%% GEMM, %.0f%% fixed (%.1f experts x c0 %.3g ms); weights streamed "
-                 "at %.3g GB/s measured (GEMM part) vs the profile's %.3g GB/s",
+                 "model: %.0f%% GEMM, %.0f%% fixed (%.1f experts x c0 %.3g ms); %s; the "
+                 "profile's W %.3g GB/s",
                  pred > 0 ? 100 * gemm / pred : 0, pred > 0 ? 100 * fixed / pred : 0, D,
-                 1e3 * e->hw->cpu_expert.c0.v, meas > fixed ? wbytes / (meas - fixed) / 1e9 : NAN,
-                 e->hw->cpu_expert.W.v / 1e9);
+                 1e3 * e->hw->cpu_expert.c0.v, rate, e->hw->cpu_expert.W.v / 1e9);
         const double rpred = ws_cost_router(&cm, e->batch) * moe_layers;
         add_term(r, TERM_CAP, "router", ro / S, rpred, "s/step", ro / S - rpred, step,
                  "the runtime runs the router GEMM and top-k on the CPU (measured); the model "
