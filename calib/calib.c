@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attn_cpu.h"
+#include "profile.h"
 #include "ws_util.h"
 
 int ws_calib_fault_after_samples = -1;
@@ -496,4 +498,20 @@ json_t *ws_calib_show(ws_store *store, long long run_id, ws_err *err)
     free(fits);
     free(samples);
     return out;
+}
+
+int ws_calib_host_profile(ws_store *s, char *buf, size_t cap)
+{
+    ws_host_fp fp;
+    ws_profile p = {0};
+    ws_isa isa;
+    if (cap)
+        buf[0] = 0;
+    if (ws_isa_resolve(WS_ISA_AUTO, &isa, NULL) || ws_host_fp_detect(ws_isa_name(isa), &fp, NULL))
+        return 0;
+    snprintf(buf, cap, "host:%s", fp.id);
+    if (ws_profile_load(s, buf, &p, NULL))
+        return 0;
+    ws_profile_free(&p);
+    return 1;
 }

@@ -70,6 +70,11 @@ json_t *ws_calib_show(ws_store *store, long long run_id, ws_err *err);
  * one-line note of what was drawn. */
 int ws_calib_plot(ws_store *store, const ws_plot_req *req, char *what, size_t cap, ws_err *err);
 
+/* This machine's calibrated profile name, "host:<fingerprint>" (the fingerprint calib
+ * stores it under), into buf; 1 when store s holds that profile, 0 when it does not (buf
+ * still names it) or the machine cannot be fingerprinted (buf empty). */
+int ws_calib_host_profile(ws_store *s, char *buf, size_t cap);
+
 /* Test hook (fault injection): when >= 0, ws_calib_store fails after writing this many
  * sample rows, inside its transaction. */
 extern int ws_calib_fault_after_samples;

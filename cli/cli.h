@@ -48,6 +48,7 @@ int cmd_sim(int argc, char **argv);
 int cmd_trace(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_plan(int argc, char **argv);
+int cmd_validate(int argc, char **argv);
 
 #endif
 

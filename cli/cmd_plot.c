@@ -10,6 +10,7 @@
 #include "cli.h"
 #include "run_plot.h"
 #include "sim_plot.h"
+#include "validate.h"
 #include "ws_gnuplot.h"
 #include "ws_util.h"
 
@@ -39,7 +40,9 @@ static const figure figures[] = {
      ws_run_plot_util},
     {"plan", "goodput and SLO attainment against load per policy (a `plan --save` run)",
      sim_plot_plan, NULL},
-    /* validate (ws_validate_plot) goes here, with this signature */
+    {"validate", "the cost model's predictions against the live runtime's measurements, per "
+                 "quantity (a `validate --save` run)",
+     ws_validate_plot_fig, NULL},
 };
 #define N_FIGURES (sizeof figures / sizeof figures[0])
 

@@ -6,12 +6,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "calib.h"
 #include "cli.h"
-#include "fingerprint.h"
 #include "grid.h"
 #include "profile.h"
 #include "run_engine.h"
-#include "rundb.h"
+#include "run_store.h"
 #include "store.h"
 #include "ws_parse.h"
 #include "ws_util.h"
@@ -62,110 +62,19 @@ static void on_step(void *ctx, const ws_run_step *st, const ws_run_layer *lay, i
 /* The host profile: this machine's calibration when stored, else the fallback. */
 static const char *default_host(ws_store *s, char *buf, size_t cap, int *fallback)
 {
-    ws_host_fp fp;
-    ws_profile p = {0};
-    ws_isa isa;
-    *fallback = 1;
-    /* the fingerprint calib stores the profile under (its ISA path is part of it) */
-    if (!ws_isa_resolve(WS_ISA_AUTO, &isa, NULL) &&
-        !ws_host_fp_detect(ws_isa_name(isa), &fp, NULL)) {
-        snprintf(buf, cap, "host:%s", fp.id);
-        if (!ws_profile_load(s, buf, &p, NULL)) {
-            ws_profile_free(&p);
-            *fallback = 0;
-            return buf;
-        }
-    }
-    return RUN_FALLBACK_HOST;
+    *fallback = !ws_calib_host_profile(s, buf, cap);
+    return *fallback ? RUN_FALLBACK_HOST : buf;
 }
 
-static int store_run(const char *db, const ws_engine_cfg *c, const ws_run_result *r,
-                     const char *model, const char *policy, ws_err *err)
+static int store_run(const char *db, const ws_engine_cfg *c, const ws_run_result *r, ws_err *err)
 {
     ws_store *s = NULL;
+    long long id = 0;
     int rc = cli_open_store(db, &s, err);
-    if (rc)
-        return rc;
-    ws_rundb_run run = {0};
-    snprintf(run.model, sizeof run.model, "%s", model);
-    snprintf(run.gpu, sizeof run.gpu, "%s", r->gpu_label);
-    snprintf(run.gpu_source, sizeof run.gpu_source, "%s",
-             strncmp(r->gpu_label, "cuda:", 5) ? "modeled" : "measured");
-    snprintf(run.gpu_profile, sizeof run.gpu_profile, "%s", c->hw->gpu);
-    snprintf(run.host_profile, sizeof run.host_profile, "%s", c->hw->host);
-    snprintf(run.policy, sizeof run.policy, "%s", policy);
-    run.batch = c->batch, run.prompt_tokens = c->prompt, run.output_tokens = c->output;
-    run.layers = r->layers, run.model_layers = r->model_layers;
-    run.seed = c->seed;
-    snprintf(run.params, sizeof run.params,
-             "{\"window\": %d, \"page_tokens\": %d, \"r_static\": %g, \"threads\": %d, "
-             "\"verify\": %d, \"expert_slots\": %d, \"expert_dtype\": \"bf16\", "
-             "\"expert_backend\": \"%s\", \"layers_note\": \"%s\"}",
-             c->window, c->par.page_tokens, c->par.r_static, c->threads, c->verify, r->expert_slots,
-             r->expert_backend, r->layers_note);
-    run.wall_s = r->wall_s, run.decode_s = r->decode_s;
-    run.prefill_modeled_s = r->prefill_modeled_s;
-    run.tokens_out = (long long)c->batch * r->steps;
-    run.tokens_per_s = r->tokens_per_s, run.step_p50 = r->step_p50, run.step_p99 = r->step_p99;
-    run.share_cpu_attn = r->share_cpu_attn, run.share_experts = r->share_experts;
-    run.share_overhead = r->share_overhead, run.share_gpu_wait = r->share_gpu_wait;
-    run.verify_max_err = r->verify_max_err;
-    run.bytes_moved = (long long)r->bytes_moved;
-    ws_rundb_step *st = calloc((size_t)r->steps, sizeof *st);
-    ws_rundb_layer *ly = calloc((size_t)r->steps * r->layers, sizeof *ly);
-    if (!st || !ly) {
-        free(st);
-        free(ly);
-        ws_store_close(s);
-        return ws_err_set(err, WS_ENOMEM, "out of memory");
-    }
-    for (int i = 0; i < r->steps; i++) {
-        const ws_run_step *x = &r->step[i];
-        st[i] = (ws_rundb_step){.idx = x->idx,
-                                .t_start = x->t_start,
-                                .t_end = x->t_end,
-                                .batch = c->batch,
-                                .tokens = c->batch,
-                                .context = (long long)x->context,
-                                .r_star = x->r_star,
-                                .r_real = x->r_real,
-                                .busy_gpu = x->busy_gpu,
-                                .busy_h2d = x->busy_h2d,
-                                .busy_d2h = x->busy_d2h,
-                                .busy_cpu = x->busy_cpu,
-                                .wall_s = x->wall_s,
-                                .verify_err = x->verify_err};
-        snprintf(st[i].busy_other, sizeof st[i].busy_other,
-                 "{\"cpu_attn\": %.9g, \"experts\": %.9g, \"engine\": %.9g}", x->cpu_attn_s,
-                 x->experts_s, x->overhead_s);
-    }
-    for (int i = 0; i < r->steps * r->layers; i++) {
-        const ws_run_layer *x = &r->lay[i];
-        ly[i] = (ws_rundb_layer){.step = x->step,
-                                 .layer = x->layer,
-                                 .n_cpu = (long long)x->n_cpu,
-                                 .m_xfer = (long long)x->m_xfer,
-                                 .resident = (long long)x->resident,
-                                 .cpu_attn_s = x->cpu_attn_s,
-                                 .router_s = x->router_s,
-                                 .experts_s = x->experts_s,
-                                 .gpu_s = x->gpu_s,
-                                 .overhead_s = x->overhead_s,
-                                 .r_real = x->r_real,
-                                 .r_star = x->r_star,
-                                 .a_est = x->A,
-                                 .b_est = x->B,
-                                 .pred_cpu_s = x->pred_cpu_s,
-                                 .pred_gpu_s = x->pred_gpu_s,
-                                 .pred_experts_s = x->pred_experts_s,
-                                 .flush_pages = x->flush_pages,
-                                 .flush_cpu_pages = x->flush_cpu_pages};
-    }
-    rc = ws_rundb_store_run(s, &run, st, (size_t)r->steps, ly, (size_t)r->steps * r->layers, err);
     if (!rc)
-        fprintf(stderr, "run: stored as run %lld in %s\n", run.id, ws_store_path(s));
-    free(st);
-    free(ly);
+        rc = ws_run_store(s, c, r, &id, err);
+    if (!rc)
+        fprintf(stderr, "run: stored as run %lld in %s\n", id, ws_store_path(s));
     ws_store_close(s);
     return rc;
 }
@@ -339,7 +248,7 @@ int cmd_run(int argc, char **argv)
         return cli_fail(&err);
     rc = CLI_EXIT_OK;
     if (db) {
-        if (store_run(db, &c, &r, m.name, ws_policy_name(c.policy), &err))
+        if (store_run(db, &c, &r, &err))
             rc = cli_fail(&err);
     }
     if (json) {

@@ -28,6 +28,7 @@ static const cli_command k_commands[] = {
     {"sim", cmd_sim, "simulate serving a model on profiled hardware under each KV policy"},
     {"bench", cmd_bench, "measure memory bandwidth and the CPU attention kernels"},
     {"run", cmd_run, "serve a batch through the KV format and the policy (GPU real or modeled)"},
+    {"validate", cmd_validate, "compare the live runtime with the simulator on one workload"},
     {"trace", cmd_trace, "summarize, generate and convert request traces"},
     {"plan", cmd_plan, "capacity planning: highest load within SLOs per GPU and policy (modeled)"},
 };
@@ -40,7 +41,7 @@ static void usage(FILE *out)
             "CPU-GPU load balancing of the KV cache for long-context MoE inference.\n"
             "\ncommands:\n");
     for (size_t i = 0; i < sizeof k_commands / sizeof k_commands[0]; i++)
-        fprintf(out, "  %-8s %s\n", k_commands[i].name, k_commands[i].summary);
+        fprintf(out, "  %-9s %s\n", k_commands[i].name, k_commands[i].summary);
     fprintf(out, "\nenvironment: WRITESCOPE_HOME (project folder), WRITESCOPE_DB (database path),\n"
                  "  WRITESCOPE_DB_TIMEOUT_MS (lock wait), WRITESCOPE_CUDA_LIB (CUDA backend .so),\n"
                  "  WRITESCOPE_ISA (force the CPU kernels' path: scalar|avx2|avx512|avx512bf16|amx)\n");

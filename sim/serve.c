@@ -310,8 +310,9 @@ static int finish(run *R, seq *s, ws_err *err)
     return end_request(R, &o, err);
 }
 
-static int record_step(run *R, const sim_step_out *so, int batch, int dec, int pf, double rstar,
-                       double rreal, double spilled, double context, ws_err *err)
+static int record_step(run *R, const sim_step_out *so, const sim_step_in *in, int batch, int dec,
+                       int pf, double rstar, double rreal, double spilled, double context,
+                       ws_err *err)
 {
     sim_totals *t = &R->res->tot;
     for (int i = 0; i < SIM_RES_COUNT; i++)
@@ -335,13 +336,19 @@ static int record_step(run *R, const sim_step_out *so, int batch, int dec, int p
                         .r_real = rreal,
                         .spilled = spilled,
                         .context = context,
-                        .events = so->events};
+                        .events = so->events,
+                        .lay = R->st.lay,
+                        .n_lay = R->layers};
+    if (dec)
+        rec.n_cpu = in->n_cpu, rec.m_xfer = in->m_xfer, rec.resident = in->resident;
     memcpy(rec.busy, so->busy, sizeof rec.busy);
     if (R->cfg->on_step) {
         int rc = R->cfg->on_step(R->cfg->on_step_ctx, &rec, err);
         if (rc)
             return rc;
     }
+    rec.lay = NULL;
+    rec.n_lay = 0;
     if (!R->cfg->keep_steps)
         return 0;
     sim_results *res = R->res;
@@ -403,7 +410,7 @@ static int prefill_step(run *R, seq *s, ws_err *err)
         if (s->generated >= s->output && (rc = finish(R, s, err)))
             return rc;
     }
-    return record_step(R, &so, R->n_run, 0, q, 0, sp > 0 ? c / sp : 0, sp, in.prefill_ctx + q,
+    return record_step(R, &so, &in, R->n_run, 0, q, 0, sp > 0 ? c / sp : 0, sp, in.prefill_ctx + q,
                        err);
 }
 
@@ -516,7 +523,7 @@ static int decode_step(run *R, ws_err *err)
         if (s->generated >= s->output && (rc = finish(R, s, err)))
             return rc;
     }
-    return record_step(R, &so, batch, n_dec, 0, rstar, rreal, sp,
+    return record_step(R, &so, &in, batch, n_dec, 0, rstar, rreal, sp,
                        in.resident + in.n_cpu + in.m_xfer, err);
 }
 

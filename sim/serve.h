@@ -139,6 +139,13 @@ typedef struct sim_step_rec {
     double context;             /* KV tokens attended per layer, summed over the batch */
     double busy[SIM_RES_COUNT]; /* s */
     uint64_t events;
+    /* Per layer, summed over the batch (0 at a prefill step): attended tokens in the CPU
+     * region, streamed from XFER, resident in HBM. */
+    double n_cpu, m_xfer, resident;
+    /* The step's layers as played (n_lay of them; folded ones extrapolated): valid only
+     * inside on_step, NULL in the kept records. */
+    const sim_step_layer *lay;
+    int n_lay;
 } sim_step_rec;
 
 typedef struct sim_totals {

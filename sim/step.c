@@ -68,6 +68,7 @@ static int on_done(void *ctx, sim_dag *g, const sim_op *op, ws_err *err)
     switch (op->s.user) {
     case OP_QKV:
         L->t_start = op->t_ready;
+        L->cpu_s = L->exp_cpu_s = 0;
         L->qkv_end = L->attn_start = op->t_end;
         L->gpu_main_end = L->gpu_end = op->t_end;
         /* Two layers ahead: none of layer l+2's ops can be ready before this. */
@@ -82,6 +83,7 @@ static int on_done(void *ctx, sim_dag *g, const sim_op *op, ws_err *err)
     case OP_CPU_ATTN: L->cpu_s = op->t_end - op->t_start; break;
     case OP_GPU_ATTN: L->gpu_main_end = op->t_end; break;
     case OP_GPU_END: L->gpu_end = op->t_end; break;
+    case OP_EXP_CPU: L->exp_cpu_s = op->t_end - op->t_start; break;
     case OP_ROUTER: L->moe_start = op->t_end; break;
     case OP_OPROJ: L->moe_start = op->t_end; break;
     case OP_END:

@@ -77,6 +77,7 @@ typedef struct sim_step_layer {
     double gpu_main_end;   /* GPU attention kernel end */
     double moe_start;      /* router (dense: o_proj) end */
     double moe_s;          /* MoE (or dense MLP) phase: moe_start -> layer end */
+    double exp_cpu_s;      /* the routed experts on the CPU (0: none) */
 } sim_step_layer;
 
 typedef struct sim_step_out {

@@ -2,9 +2,9 @@
  * Every source file's `#include "x.h"` is resolved to the folder that holds x.h, and that
  * folder must be one its own folder may use: folders only include folders below them
  * (common < platform < kernels; common < store; calib and runtime above kernels and store;
- * sim above runtime and traces; cli above everything), and <sqlite3.h> appears only in
- * store/. A header included from a folder the rules do not allow fails the test with the
- * file and the header named. */
+ * sim above runtime and traces; validate above sim and calib; cli above everything), and
+ * <sqlite3.h> appears only in store/. A header included from a folder the rules do not
+ * allow fails the test with the file and the header named. */
 #include <criterion/criterion.h>
 #include <dirent.h>
 #include <stdio.h>
@@ -33,7 +33,10 @@ static const layer layers[] = {
     {"runtime", "common platform store kernels kernels/cuda"},
     {"traces", "common"},
     {"sim", "common store traces runtime"},
-    {"cli", "common platform store kernels kernels/cuda calib calib/probe runtime sim traces"},
+    /* validate runs the live engine, the simulator and (--calibrate) the calibrator */
+    {"validate", "common platform store kernels calib runtime sim traces"},
+    {"cli", "common platform store kernels kernels/cuda calib calib/probe runtime sim traces "
+            "validate"},
     {"fuzz", "common store runtime traces"},
 };
 #define N_LAYERS (sizeof layers / sizeof layers[0])

@@ -216,8 +216,8 @@ Test(store, export_json_and_csv)
     cr_assert_neq(strstr(text, "\"NVIDIA A100 40GB PCIe, host link"), NULL);
     free(text);
     cr_assert_eq(ws_store_export_csv(s, "sqlite_master", stdout, &err), WS_EINVAL);
-    cr_assert_neq(strstr(err.msg, "sim_runs, sim_requests, sim_steps, run_runs, run_steps, run_layers"), NULL,
-                  "%s", err.msg);
+    cr_assert_neq(strstr(err.msg, "sim_runs, sim_requests, sim_steps, run_runs, run_steps, run_layers"),
+                  NULL, "%s", err.msg);
     ws_store_close(s);
 }
 

@@ -1,0 +1,397 @@
+/* cmd_validate: `writescope validate` -- the live runtime against the simulator on one
+ * workload (validate/validate.h): parses the options, loads the model and the profiles (after
+ * a quick calibration with --calibrate), runs the comparison with progress on stderr, prints
+ * the table (or --json), and with --db/--save stores it; --plot draws it. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "calib.h"
+#include "cli.h"
+#include "grid.h"
+#include "validate.h"
+#include "ws_gnuplot.h"
+#include "ws_util.h"
+
+#define VAL_DEFAULT_GPU "a100-40gb-pcie"
+#define VAL_FALLBACK_HOST "xeon-gold-5318y"
+
+static void help(FILE *out)
+{
+    fprintf(
+        out,
+        "usage: writescope validate --model NAME [--batch B] [--prompt N] [--output M]\n"
+        "                           [--layers K] [--policy writescope|static|stream|cpu-attn]\n"
+        "                           [--r R] [--host PROFILE] [--gpu modeled:<profile>|cuda]\n"
+        "                           [--calibrate] [--repeat N] [--warmup W] [--threads T]\n"
+        "                           [--seed S]\n"
+        "                           [--db PATH | --save] [--json] [--plot FILE.png|svg]\n"
+        "\n"
+        "Serves one closed batch with the live runtime (`writescope run`) and plays the same\n"
+        "workload in the simulator (`writescope sim --detail layer`) on the same cost model\n"
+        "and profiles, then compares them decode step by step and layer by layer: step time,\n"
+        "CPU attention, routed experts, realised CPU share and the GPU half. Per quantity the\n"
+        "mean and p95 absolute percentage error of the simulator against the runtime; with\n"
+        "--repeat N (N >= 2) also the runtime against itself (the noise floor). The cost\n"
+        "model's terms are checked on the runtime's own token counts, and where a CPU-side\n"
+        "quantity misses the goal (mean <= 3%%, p95 <= 10%%) the verdict names the term most\n"
+        "off. CPU times are measured; with --gpu modeled:<profile> (default "
+        "modeled:" VAL_DEFAULT_GPU ")\n"
+        "every GPU time on both sides is modeled and labelled so.\n"
+        "  --calibrate  run a quick calibration of this machine first (calib --quick) and use\n"
+        "               its profile (stored in --db, else the default database)\n"
+        "  --warmup W   the first W decode steps of each run (default 1: one-time costs such as\n"
+        "               the expert GEMM's backend probe) are kept but left out of the statistics\n"
+        "  --host       the host profile (default: this machine's calibration, else\n"
+        "               " VAL_FALLBACK_HOST ", and the output says it is not this machine)\n"
+        "  --db/--save  store the runtime runs, the simulation and the comparison (tables\n"
+        "               validate_*, linked to run_runs and sim_runs)\n"
+        "  --plot       predicted against measured per quantity (gnuplot; SVG for .svg)\n"
+        "Defaults: batch 4, prompt 4096, output 16, layers: what fits, policy writescope,\n"
+        "repeat 1. Details: docs/validate.md\n");
+}
+
+typedef struct prog {
+    int tty;
+    double t0;
+} prog;
+
+static void on_progress(void *ctx, const char *phase, int rep, int reps, int step, int steps)
+{
+    const prog *p = ctx;
+    if (!strcmp(phase, "run")) {
+        if (step != steps && (step % 8) && !p->tty)
+            return;
+        fprintf(stderr, "%svalidate: runtime run %d/%d, step %d/%d (%.0f s)%s", p->tty ? "\r" : "",
+                rep + 1, reps, step, steps, ws_now_s() - p->t0,
+                p->tty && step != steps ? "" : "\n");
+    } else if (!strcmp(phase, "sim")) {
+        fprintf(stderr, "validate: simulating the same workload (%.0f s)\n", ws_now_s() - p->t0);
+    } else {
+        fprintf(stderr, "validate: storing (%.0f s)\n", ws_now_s() - p->t0);
+    }
+    fflush(stderr);
+}
+
+static void on_calib(void *ctx, double frac, const char *what)
+{
+    prog *p = ctx;
+    static char last[64];
+    char phase[64];
+    snprintf(phase, sizeof phase, "%.*s", (int)strcspn(what, "0123456789"), what);
+    if (strcmp(phase, last) || frac >= 1.0) {
+        fprintf(stderr, "validate: calibrating %3.0f%% %5.0f s %s\n", 100 * frac,
+                ws_now_s() - p->t0, what);
+        snprintf(last, sizeof last, "%s", phase);
+    }
+}
+
+static json_t *num_or_null(double v)
+{
+    return isfinite(v) ? cli_num(v) : json_null();
+}
+
+static json_t *report_json(const ws_validate_report *r)
+{
+    const ws_validate_run *v = &r->run;
+    json_t *o = json_object();
+    json_object_set_new(o, "validation_id", v->id ? json_integer(v->id) : json_null());
+    json_object_set_new(o, "model", json_string(v->model));
+    json_object_set_new(o, "gpu", json_string(v->gpu));
+    json_object_set_new(o, "gpu_source", json_string(v->gpu_source));
+    json_object_set_new(o, "host", json_string(v->host_profile));
+    json_object_set_new(o, "host_is_this_machine", json_boolean(r->host_is_this_machine));
+    json_object_set_new(o, "policy", json_string(v->policy));
+    json_object_set_new(o, "batch", json_integer(v->batch));
+    json_object_set_new(o, "prompt", json_integer(v->prompt_tokens));
+    json_object_set_new(o, "output", json_integer(v->output_tokens));
+    json_object_set_new(o, "layers", json_integer(v->layers));
+    json_object_set_new(o, "layers_note", json_string(r->layers_note));
+    json_object_set_new(o, "repeats", json_integer(v->repeats));
+    json_object_set_new(o, "warmup_steps", json_integer(v->warmup));
+    json_t *ids = json_array();
+    for (int k = 0; r->rep_run_id && k < v->repeats; k++)
+        json_array_append_new(ids, r->rep_run_id[k] ? json_integer(r->rep_run_id[k]) : json_null());
+    json_object_set_new(o, "run_ids", ids);
+    json_object_set_new(o, "sim_run_id", v->sim_run_id ? json_integer(v->sim_run_id) : json_null());
+    json_object_set_new(o, "calib_run_id",
+                        v->calib_run_id ? json_integer(v->calib_run_id) : json_null());
+    json_t *goal = json_object();
+    json_object_set_new(goal, "mean_ape_pct", cli_num(WS_VALIDATE_GOAL_MEAN));
+    json_object_set_new(goal, "p95_ape_pct", cli_num(WS_VALIDATE_GOAL_P95));
+    json_object_set_new(o, "goal_cpu_side", goal);
+    json_t *qs = json_object();
+    for (int q = 0; q < WS_VQ_COUNT; q++) {
+        const ws_validate_stat *s = &r->stat[q];
+        json_t *x = json_object();
+        json_object_set_new(x, "scope", json_string(s->scope));
+        json_object_set_new(x, "runtime_source", json_string(s->measured_source));
+        json_object_set_new(x, "simulator_source", json_string("modeled"));
+        json_object_set_new(x, "cpu_side", json_boolean(ws_validate_q_cpu_side(q)));
+        json_object_set_new(x, "unit", json_string(s->unit));
+        json_object_set_new(x, "n", json_integer(s->n));
+        json_object_set_new(x, "mean_ape_pct", num_or_null(s->mean_ape));
+        json_object_set_new(x, "p95_ape_pct", num_or_null(s->p95_ape));
+        json_object_set_new(x, "noise_mean_ape_pct", num_or_null(s->noise_mean_ape));
+        json_object_set_new(x, "noise_p95_ape_pct", num_or_null(s->noise_p95_ape));
+        json_object_set_new(x, "mean_runtime", num_or_null(s->mean_measured));
+        json_object_set_new(x, "mean_simulator", num_or_null(s->mean_predicted));
+        json_object_set_new(qs, s->quantity, x);
+    }
+    json_object_set_new(o, "quantities", qs);
+    json_t *ts = json_array();
+    for (size_t i = 0; i < r->n_term; i++) {
+        const ws_validate_term *t = &r->term[i];
+        json_t *x = json_object();
+        json_object_set_new(x, "term", json_string(t->term));
+        json_object_set_new(x, "measured", num_or_null(t->measured));
+        json_object_set_new(x, "predicted", num_or_null(t->predicted));
+        json_object_set_new(x, "unit", json_string(t->unit));
+        json_object_set_new(x, "error_pct", num_or_null(t->error_pct));
+        json_object_set_new(x, "step_share_pct", num_or_null(t->step_share_pct));
+        json_object_set_new(x, "note", json_string(t->note));
+        json_array_append_new(ts, x);
+    }
+    json_object_set_new(o, "terms", ts);
+    json_object_set_new(o, "verdict", json_string(v->verdict));
+    json_object_set_new(o, "sim_wall_s", cli_num(r->sim_wall_s));
+    json_object_set_new(o, "run_wall_s", cli_num(r->run_wall_s));
+    return o;
+}
+
+static const char *pct(double v, char *buf)
+{
+    if (!isfinite(v))
+        return "-";
+    snprintf(buf, 16, "%.1f%%", v);
+    return buf;
+}
+
+static const char *val(double v, const char *unit, char *buf)
+{
+    if (!isfinite(v))
+        return "-";
+    if (!strcmp(unit, "s") || !strncmp(unit, "s/", 2))
+        snprintf(buf, 32, "%.4g ms", 1e3 * v);
+    else if (!strcmp(unit, "1"))
+        snprintf(buf, 32, "%.4f", v);
+    else
+        snprintf(buf, 32, "%.4g", v);
+    return buf;
+}
+
+static void print_report(const ws_validate_report *r)
+{
+    const ws_validate_run *v = &r->run;
+    printf("writescope validate: model %s, batch %d x (%d prompt + %d output), %s, policy %s\n",
+           v->model, v->batch, v->prompt_tokens, v->output_tokens, r->layers_note, v->policy);
+    printf("runtime: %d run%s, CPU measured, gpu=%s; simulator: modeled; host profile %s%s; "
+           "first %d step%s of each run left out as warm-up\n",
+           v->repeats, v->repeats > 1 ? "s" : "", v->gpu, v->host_profile,
+           r->host_is_this_machine ? " (this machine)" : " (NOT this machine)", v->warmup,
+           v->warmup == 1 ? "" : "s");
+    printf("%-10s %-5s %-30s %6s %9s %9s %11s %11s %12s %12s\n", "quantity", "scope",
+           "runtime side", "n", "mean APE", "p95 APE", "noise mean", "noise p95", "runtime",
+           "simulator");
+    for (int q = 0; q < WS_VQ_COUNT; q++) {
+        const ws_validate_stat *s = &r->stat[q];
+        char a[16], b[16], c[16], d[16], e[32], f[32], side[256];
+        if (q == WS_VQ_GPU)
+            snprintf(side, sizeof side, "%s (gpu=%s)", s->measured_source, v->gpu);
+        else if (q == WS_VQ_STEP)
+            snprintf(side, sizeof side, "CPU measured + GPU %s", v->gpu_source);
+        else
+            snprintf(side, sizeof side, "%s", q == WS_VQ_SHARE ? "realised" : s->measured_source);
+        printf("%-10s %-5s %-30.30s %6lld %9s %9s %11s %11s %12s %12s\n", s->quantity, s->scope,
+               side, s->n, pct(s->mean_ape, a), pct(s->p95_ape, b), pct(s->noise_mean_ape, c),
+               pct(s->noise_p95_ape, d), val(s->mean_measured, s->unit, e),
+               val(s->mean_predicted, s->unit, f));
+    }
+    printf("cost-model terms on the runtime's own tokens (runtime measured vs model predicted):\n");
+    printf("  %-20s %14s %14s %9s %9s  %s\n", "term", "runtime", "model", "error", "of step",
+           "note");
+    for (size_t i = 0; i < r->n_term; i++) {
+        const ws_validate_term *t = &r->term[i];
+        char a[32], b[32], c[16], d[16];
+        printf("  %-20s %14s %14s %9s %9s  %s\n", t->term, val(t->measured, t->unit, a),
+               val(t->predicted, t->unit, b), pct(t->error_pct, c), pct(t->step_share_pct, d),
+               t->note);
+    }
+    printf("verdict: %s\n", v->verdict);
+}
+
+int cmd_validate(int argc, char **argv)
+{
+    const char *model = NULL, *batch_s = NULL, *prompt_s = NULL, *output_s = NULL, *layers_s = NULL,
+               *host = NULL, *gpu = NULL, *policy = NULL, *r_s = NULL, *repeat_s = NULL,
+               *warmup_s = NULL, *threads_s = NULL, *seed_s = NULL, *db = NULL, *plot = NULL;
+    int calibrate = 0, save = 0, json = 0;
+    const cli_opt opts[] = {{"model", &model, NULL},     {"batch", &batch_s, NULL},
+                            {"prompt", &prompt_s, NULL}, {"output", &output_s, NULL},
+                            {"layers", &layers_s, NULL}, {"host", &host, NULL},
+                            {"gpu", &gpu, NULL},         {"policy", &policy, NULL},
+                            {"r", &r_s, NULL},           {"repeat", &repeat_s, NULL},
+                            {"warmup", &warmup_s, NULL}, {"threads", &threads_s, NULL},
+                            {"seed", &seed_s, NULL},     {"db", &db, NULL},
+                            {"plot", &plot, NULL},       {"calibrate", NULL, &calibrate},
+                            {"save", NULL, &save},       {"json", NULL, &json},
+                            {NULL, NULL, NULL}};
+    char *pos[1];
+    int npos = 0;
+    int rc = cli_parse("validate", argc, argv, opts, pos, 0, &npos, help);
+    if (rc)
+        return rc == CLI_PARSE_HELP ? CLI_EXIT_OK : rc;
+    if (!model)
+        return cli_usage_error("validate", "--model is required");
+    if (db && save)
+        return cli_usage_error("validate", "--db and --save both name the database: give one");
+    if (host && calibrate)
+        return cli_usage_error("validate", "--calibrate makes this machine's profile: drop --host");
+    ws_validate_cfg c;
+    ws_validate_cfg_default(&c);
+    ws_engine_cfg *e = &c.eng;
+    e->output = 16;
+    int seed = 1;
+    if ((batch_s && (rc = cli_opt_int("validate", "batch", batch_s, 1, 4096, &e->batch))) ||
+        (prompt_s && (rc = cli_opt_int("validate", "prompt", prompt_s, 1, 1 << 24, &e->prompt))) ||
+        (output_s && (rc = cli_opt_int("validate", "output", output_s, 1, 1 << 20, &e->output))) ||
+        (layers_s && (rc = cli_opt_int("validate", "layers", layers_s, 1, 100000, &e->layers))) ||
+        (repeat_s && (rc = cli_opt_int("validate", "repeat", repeat_s, 1, 100, &c.repeat))) ||
+        (warmup_s && (rc = cli_opt_int("validate", "warmup", warmup_s, 0, 1 << 20, &c.warmup))) ||
+        (threads_s && (rc = cli_opt_int("validate", "threads", threads_s, 1, 1024, &e->threads))) ||
+        (seed_s && (rc = cli_opt_int("validate", "seed", seed_s, 0, 1 << 30, &seed))) ||
+        (r_s && (rc = cli_opt_double("validate", "r", r_s, 0, 1, &e->par.r_static))))
+        return rc;
+    e->seed = (uint64_t)seed;
+    if (c.warmup >= e->output)
+        return cli_usage_error("validate", "--output %d leaves no step past the %d warm-up step%s",
+                               e->output, c.warmup, c.warmup == 1 ? "" : "s");
+    if (plot) {
+        const size_t n = strlen(plot);
+        if (n < 5 || (strcmp(plot + n - 4, ".png") && strcmp(plot + n - 4, ".svg")))
+            return cli_usage_error("validate", "--plot needs a .png or .svg file, not '%s'", plot);
+    }
+    ws_err err = {0};
+    if (policy) {
+        if (ws_policy_from_name(policy, &e->policy, &err))
+            return cli_fail(&err);
+        const ws_policy_info *pi = ws_policy_info_of(e->policy);
+        if (!pi->spills || pi->reformats)
+            return cli_usage_error("validate",
+                                   "--policy %s is a simulator baseline; the runtime serves "
+                                   "writescope, static, stream and cpu-attn",
+                                   policy);
+    }
+    const char *gpu_prof = VAL_DEFAULT_GPU;
+    if (gpu) {
+        if (!strcmp(gpu, "cuda") || !strncmp(gpu, "cuda:", 5)) {
+            e->gpu = WS_ENGINE_GPU_CUDA;
+            if (gpu[4] == ':' && gpu[5])
+                gpu_prof = gpu + 5;
+        } else if (strncmp(gpu, "modeled:", 8) || !gpu[8]) {
+            return cli_usage_error("validate",
+                                   "--gpu is modeled:<profile> or cuda[:<profile>], not '%s'", gpu);
+        } else {
+            gpu_prof = gpu + 8;
+        }
+    }
+    /* The database: written with --db/--save (and by --calibrate), else read for profiles. */
+    const int writes = db || save || calibrate;
+    ws_store *s = NULL;
+    int embedded = 0;
+    if (writes ? cli_open_store(db, &s, &err) : cli_open_store_ro(NULL, &s, &embedded, &err))
+        return cli_fail(&err);
+    prog pg = {.tty = isatty(2), .t0 = ws_now_s()};
+    char hbuf[64];
+    int this_machine = 0, fallback = 0, auto_host = 0;
+    if (calibrate) {
+        fprintf(stderr, "validate: quick calibration of this machine (calib --quick)\n");
+        if (ws_validate_calibrate(s, e->threads, on_calib, &pg, hbuf, sizeof hbuf, &c.calib_run_id,
+                                  &err)) {
+            ws_store_close(s);
+            return cli_fail(&err);
+        }
+        fprintf(stderr, "validate: calibration run %lld stored; host profile %s\n", c.calib_run_id,
+                hbuf);
+        host = hbuf;
+        this_machine = 1;
+    } else if (!host) {
+        this_machine = ws_calib_host_profile(s, hbuf, sizeof hbuf);
+        host = this_machine ? hbuf : VAL_FALLBACK_HOST;
+        fallback = !this_machine;
+        auto_host = this_machine;
+    } else {
+        char mine[64];
+        this_machine = ws_calib_host_profile(s, mine, sizeof mine) && !strcmp(mine, host);
+    }
+    ws_model m;
+    ws_cost_hw hw;
+    int cores = 1;
+    if (sim_load(s, model, gpu_prof, host, WS_DT_BF16, &m, &hw, &cores, &err)) {
+        ws_store_close(s);
+        if (auto_host)
+            ws_err_prefix(&err,
+                          "validate: this machine's calibrated profile %s cannot drive the cost "
+                          "model (poor fits are left out of it; writescope calib show); give "
+                          "--host or recalibrate",
+                          host);
+        else if (calibrate) /* a poor fit is left out of the profile: say where to look */
+            ws_err_prefix(&err,
+                          "validate: the quick calibration (run %lld) left %s without a usable "
+                          "fit (writescope calib show --run %lld; a default `writescope calib` "
+                          "sweeps more)",
+                          c.calib_run_id, host, c.calib_run_id);
+        return cli_fail(&err);
+    }
+    if (fallback)
+        fprintf(stderr,
+                "validate: no calibration of this machine is stored; host profile %s (the "
+                "comparison is not this machine's: try --calibrate)\n",
+                host);
+    e->model = &m;
+    e->hw = &hw;
+    c.cpu_workers = cores;
+    c.progress = on_progress;
+    c.progress_ctx = &pg;
+    char glabel[200];
+    if (e->gpu == WS_ENGINE_GPU_CUDA)
+        snprintf(glabel, sizeof glabel, "cuda (predictions: %s)", hw.gpu);
+    else
+        snprintf(glabel, sizeof glabel, "modeled:%s", hw.gpu);
+    fprintf(stderr,
+            "validate: model %s, batch %d x (%d + %d), policy %s, gpu=%s host=%s, %d run%s\n",
+            m.name, e->batch, e->prompt, e->output, ws_policy_name(e->policy), glabel, hw.host,
+            c.repeat, c.repeat > 1 ? "s" : "");
+    ws_validate_report r;
+    const int store_it = db || save;
+    rc = ws_validate_run_all(&c, store_it ? s : NULL, &r, &err);
+    if (rc) {
+        ws_store_close(s);
+        return cli_fail(&err);
+    }
+    r.host_is_this_machine = this_machine;
+    rc = CLI_EXIT_OK;
+    if (store_it)
+        fprintf(stderr,
+                "validate: stored as validation %lld (runtime run %lld, simulation %lld) in %s\n",
+                r.run.id, r.run.run_id, r.run.sim_run_id, ws_store_path(s));
+    if (plot) {
+        char script[4096];
+        if (ws_gnuplot_script("validate", script, sizeof script, &err) ||
+            ws_validate_plot_report(&r, script, plot, &err))
+            rc = cli_fail(&err);
+        else
+            fprintf(stderr, "validate: figure %s\n", plot);
+    }
+    if (json)
+        cli_print_json(report_json(&r));
+    else
+        print_report(&r);
+    if (embedded && rc == CLI_EXIT_OK)
+        cli_note_embedded();
+    ws_validate_report_free(&r);
+    ws_store_close(s);
+    return rc;
+}

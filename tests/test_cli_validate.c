@@ -1,0 +1,133 @@
+/* test_cli_validate: `writescope validate` end to end: on a tiny model file the table names
+ * every quantity and labels the GPU as modeled; --json has the quantities with finite errors,
+ * the terms and the verdict; --save stores the comparison linked to the runtime runs and the
+ * simulation; a shipped MLA model (DeepSeek-V2-Lite, two layers) runs too; bad arguments are
+ * one-line errors with nothing on stdout. */
+#include <criterion/criterion.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "helpers.h"
+
+static char g_dir[64], g_model[256], g_db[256], g_env_db[300];
+static const char *g_env[] = {g_env_db, NULL};
+
+static const char *k_tiny =
+    "{\"architectures\": [\"Qwen3MoeForCausalLM\"], \"model_type\": \"qwen3_moe\", "
+    "\"hidden_size\": 64, \"num_hidden_layers\": 3, \"num_attention_heads\": 8, "
+    "\"num_key_value_heads\": 2, \"head_dim\": 32, \"intermediate_size\": 128, "
+    "\"moe_intermediate_size\": 32, \"num_experts\": 8, \"num_experts_per_tok\": 2, "
+    "\"vocab_size\": 1000, \"torch_dtype\": \"bfloat16\"}";
+
+static void setup(void)
+{
+    th_tmpdir(g_dir, sizeof g_dir);
+    th_write(g_dir, "tiny.json", k_tiny, g_model, sizeof g_model);
+    snprintf(g_db, sizeof g_db, "%s/ws.db", g_dir);
+    snprintf(g_env_db, sizeof g_env_db, "WRITESCOPE_DB=%s/default.db", g_dir);
+}
+
+TestSuite(cli_validate, .init = setup);
+
+#define TINY(...)                                                                                  \
+    (const char *[])                                                                               \
+    {                                                                                              \
+        "validate", "--model", g_model, "--host", "xeon-gold-5318y", "--batch", "2", "--prompt",   \
+            "300", "--output", "6", "--layers", "2", "--threads", "2", __VA_ARGS__, NULL           \
+    }
+
+Test(cli_validate, table_labels_what_is_modeled)
+{
+    th_run r = th_writescope(TINY("--repeat", "2"), g_env);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    const char *q[] = {"step_time",
+                       "cpu_attn",
+                       "experts",
+                       "cpu_share",
+                       "gpu_half",
+                       "verdict:",
+                       "gpu=modeled:a100-40gb-pcie",
+                       "CPU measured",
+                       "(NOT this machine)"};
+    for (size_t i = 0; i < sizeof q / sizeof q[0]; i++)
+        cr_assert_neq(strstr(r.out, q[i]), NULL, "'%s' missing: %s", q[i], r.out);
+    cr_assert_neq(strstr(r.err, "runtime run 2/2"), NULL, "progress on stderr: %s", r.err);
+    cr_assert_neq(strstr(r.err, "simulating"), NULL, "%s", r.err);
+    th_run_free(&r);
+}
+
+Test(cli_validate, json_and_save)
+{
+    const char *env[] = {g_env_db, NULL};
+    json_t *v = th_writescope_json(TINY("--json", "--db", g_db), env);
+    cr_assert_str_eq(json_string_value(json_object_get(v, "gpu")), "modeled:a100-40gb-pcie");
+    cr_assert_str_eq(json_string_value(json_object_get(v, "gpu_source")), "modeled");
+    cr_assert_eq(json_integer_value(json_object_get(v, "layers")), 2);
+    json_t *qs = json_object_get(v, "quantities");
+    const char *names[] = {"step_time", "cpu_attn", "experts", "cpu_share", "gpu_half"};
+    for (int i = 0; i < 5; i++) {
+        json_t *x = json_object_get(qs, names[i]);
+        cr_assert_not_null(x, "%s", names[i]);
+        cr_assert(json_is_number(json_object_get(x, "mean_ape_pct")), "%s", names[i]);
+        cr_assert(json_is_number(json_object_get(x, "p95_ape_pct")), "%s", names[i]);
+        cr_assert(isfinite(json_number_value(json_object_get(x, "mean_ape_pct"))));
+        cr_assert(json_is_null(json_object_get(x, "noise_mean_ape_pct")), "one run: no noise");
+        cr_assert_str_eq(json_string_value(json_object_get(x, "simulator_source")), "modeled");
+    }
+    cr_assert_str_eq(
+        json_string_value(json_object_get(json_object_get(qs, "gpu_half"), "runtime_source")),
+        "modeled");
+    cr_assert(json_array_size(json_object_get(v, "terms")) >= 5);
+    cr_assert(json_string_length(json_object_get(v, "verdict")) > 0);
+    const long long id = json_integer_value(json_object_get(v, "validation_id"));
+    cr_assert(id > 0);
+    json_decref(v);
+    cr_assert_eq(th_count_file(g_db, "SELECT count(*) FROM validate_runs v JOIN run_runs r ON "
+                                     "r.id = v.run_id JOIN sim_runs s ON s.id = v.sim_run_id"),
+                 1);
+    cr_assert_eq(th_count_file(g_db, "SELECT count(*) FROM validate_points WHERE quantity = "
+                                     "'cpu_attn'"),
+                 12);
+}
+
+Test(cli_validate, shipped_mla_model)
+{
+    json_t *v = th_writescope_json((const char *[]){"validate", "--model", "deepseek-v2-lite",
+                                                    "--host", "xeon-gold-5318y", "--batch", "1",
+                                                    "--prompt", "600", "--output", "3", "--layers",
+                                                    "2", "--threads", "2", "--json", NULL},
+                                   g_env);
+    json_t *ex = json_object_get(json_object_get(v, "quantities"), "experts");
+    /* layer 0 is dense (first_k_dense_replace): routed experts only in layer 1, over the
+     * 3 - 1 steps past the warm-up */
+    cr_assert_eq(json_integer_value(json_object_get(ex, "n")), 2);
+    cr_assert_eq(json_integer_value(json_object_get(v, "warmup_steps")), 1);
+    json_decref(v);
+}
+
+static void expect_fail(const char *const *args, int status, const char *needle)
+{
+    th_run r = th_writescope(args, g_env);
+    cr_assert_eq(r.status, status, "exit %d, stderr: %s", r.status, r.err);
+    cr_assert_eq(th_lines(r.err), 1, "one line: %s", r.err);
+    cr_assert_neq(strstr(r.err, needle), NULL, "stderr '%s' lacks '%s'", r.err, needle);
+    cr_assert_str_eq(r.out, "");
+    th_run_free(&r);
+}
+
+Test(cli_validate, bad_arguments_are_one_line_errors)
+{
+    expect_fail((const char *[]){"validate", NULL}, 2, "--model");
+    expect_fail(TINY("--repeat", "0"), 2, "--repeat");
+    expect_fail(TINY("--gpu", "h100"), 2, "modeled:<profile>");
+    expect_fail(TINY("--policy", "gpu-only"), 2, "gpu-only");
+    expect_fail(TINY("--policy", "nope"), 1, "nope");
+    expect_fail(TINY("--plot", "out.txt"), 2, "--plot");
+    expect_fail(TINY("--db", g_db, "--save"), 2, "--save");
+    expect_fail(TINY("--calibrate"), 2, "--calibrate");
+    expect_fail(TINY("--warmup", "6"), 2, "warm-up");
+    expect_fail(TINY("--gpu", "modeled:no-such-gpu"), 1, "no-such-gpu");
+    expect_fail((const char *[]){"validate", "--model", "no-such-model", NULL}, 1, "no-such-model");
+}

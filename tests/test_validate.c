@@ -1,0 +1,199 @@
+/* test_validate: the runtime-vs-simulator comparison (validate/validate.c) on a tiny model,
+ * GPU modeled. The report has every quantity with finite errors and the points of every
+ * repeat; the simulator's decode step k attends the same context as the runtime's (the
+ * prefill-token offset is right); with the runtime's CPU half timed by the cost model the
+ * two agree on CPU attention and share (so a difference seen on real runs is the machine,
+ * not the bookkeeping); the noise floor exists only with repeats; the comparison is stored
+ * linked to its runtime runs and simulation and reads back the same; the figure renders. */
+#include <criterion/criterion.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "grid.h"
+#include "helpers.h"
+#include "store.h"
+#include "validate.h"
+
+static const char *k_gqa =
+    "{\"architectures\": [\"Qwen3MoeForCausalLM\"], \"model_type\": \"qwen3_moe\", "
+    "\"hidden_size\": 64, \"num_hidden_layers\": 3, \"num_attention_heads\": 8, "
+    "\"num_key_value_heads\": 2, \"head_dim\": 32, \"intermediate_size\": 128, "
+    "\"moe_intermediate_size\": 32, \"num_experts\": 8, \"num_experts_per_tok\": 2, "
+    "\"vocab_size\": 1000, \"torch_dtype\": \"bfloat16\"}";
+
+static ws_model g_m;
+static ws_cost_hw g_hw;
+
+static void tiny(ws_validate_cfg *c)
+{
+    ws_err err = {0};
+    cr_assert_eq(ws_model_parse(k_gqa, "tiny.json", &g_m, &err), 0, "%s", err.msg);
+    ws_store *s = NULL;
+    cr_assert_eq(ws_store_open_embedded(&s, &err), 0, "%s", err.msg);
+    ws_profile g = {0}, h = {0};
+    cr_assert_eq(ws_profile_load(s, "a100-40gb-pcie", &g, &err), 0, "%s", err.msg);
+    cr_assert_eq(ws_profile_load(s, "xeon-gold-5318y", &h, &err), 0, "%s", err.msg);
+    cr_assert_eq(ws_cost_hw_load(&g, &h, g_m.attn, WS_DT_BF16, g_m.weight_dtype, &g_hw, &err), 0,
+                 "%s", err.msg);
+    ws_profile_free(&g);
+    ws_profile_free(&h);
+    ws_store_close(s);
+    ws_validate_cfg_default(c);
+    ws_engine_cfg *e = &c->eng;
+    e->model = &g_m;
+    e->hw = &g_hw;
+    e->batch = 2;
+    e->prompt = 700; /* 2 full pages and a partial one in the window */
+    e->output = 70;  /* the windows fill and flush once */
+    e->layers = 2;
+    e->threads = 2;
+}
+
+static const ws_validate_point *find(const ws_validate_report *r, int rep, const char *q, int s,
+                                     int l)
+{
+    for (size_t i = 0; i < r->n_pt; i++)
+        if (r->pt[i].rep == rep && !strcmp(r->pt[i].quantity, q) && r->pt[i].step == s &&
+            r->pt[i].layer == l)
+            return &r->pt[i];
+    return NULL;
+}
+
+Test(validate, report_shape_and_alignment)
+{
+    ws_validate_cfg c;
+    tiny(&c);
+    c.repeat = 2;
+    ws_validate_report r;
+    ws_err err = {0};
+    cr_assert_eq(ws_validate_run_all(&c, NULL, &r, &err), 0, "%s", err.msg);
+    cr_assert_eq(r.run.repeats, 2);
+    cr_assert_eq(r.run.layers, 2);
+    cr_assert_str_eq(r.run.gpu, "modeled:a100-40gb-pcie");
+    cr_assert_str_eq(r.run.gpu_source, "modeled");
+    cr_assert_eq(r.run.id, 0, "nothing stored without a store");
+    /* every quantity, its label, finite errors; the noise floor with two repeats */
+    /* the first step of each run is warm-up: points kept, left out of the statistics */
+    const long long want[WS_VQ_COUNT] = {2 * 69, -1, 2 * 69 * 2, 2 * 69, 2 * 69 * 2};
+    for (int q = 0; q < WS_VQ_COUNT; q++) {
+        const ws_validate_stat *s = &r.stat[q];
+        cr_assert_str_eq(s->quantity, ws_validate_q_name(q));
+        cr_assert(s->n > 0, "%s: no points", s->quantity);
+        if (want[q] > 0)
+            cr_assert_eq(s->n, want[q], "%s: %lld points", s->quantity, s->n);
+        cr_assert(isfinite(s->mean_ape) && isfinite(s->p95_ape) && s->p95_ape >= 0, "%s: %g %g",
+                  s->quantity, s->mean_ape, s->p95_ape);
+        cr_assert(isfinite(s->noise_mean_ape), "%s: noise floor", s->quantity);
+        cr_assert(isfinite(s->mean_measured) && isfinite(s->mean_predicted));
+    }
+    cr_assert_str_eq(r.stat[WS_VQ_GPU].measured_source, "modeled");
+    cr_assert_str_eq(r.stat[WS_VQ_STEP].measured_source, "mixed");
+    cr_assert_str_eq(r.stat[WS_VQ_CPU_ATTN].measured_source, "measured");
+    /* decode step k attends the same context in both */
+    json_error_t je;
+    json_t *p = json_loads(r.run.params, 0, &je);
+    cr_assert_not_null(p, "%s", r.run.params);
+    cr_assert_eq(json_number_value(json_object_get(p, "context_mismatch_max")), 0, "%s",
+                 r.run.params);
+    cr_assert_eq(json_array_size(json_object_get(p, "run_ids")), 2);
+    json_decref(p);
+    cr_assert_not_null(find(&r, 1, "cpu_attn", 69, 1));
+    cr_assert_null(find(&r, 2, "cpu_attn", 0, 0));
+    /* terms: the CPU attention's, the experts', the engine's, the placement */
+    int seen = 0;
+    for (size_t i = 0; i < r.n_term; i++) {
+        const char *t = r.term[i].term;
+        seen |= !strcmp(t, "cpu_attn.per_token") << 0 | !strcmp(t, "engine") << 1 |
+                (!strncmp(t, "experts.", 8)) << 2 | !strcmp(t, "placement") << 3 |
+                !strcmp(t, "router") << 4;
+        cr_assert(t[0] && r.term[i].note[0]);
+    }
+    cr_assert_eq(seen, 31, "terms present (mask %d)", seen);
+    cr_assert(r.run.verdict[0]);
+    ws_validate_report_free(&r);
+}
+
+Test(validate, modeled_cpu_agrees_and_one_run_has_no_noise_floor)
+{
+    ws_validate_cfg c;
+    tiny(&c);
+    c.eng.cpu_time_modeled = 1; /* the runtime's CPU half takes the cost model's time */
+    c.eng.pingpong_bytes = 1;   /* no prefetch credit: r* does not follow the measured MoE */
+    ws_validate_report r;
+    ws_err err = {0};
+    cr_assert_eq(ws_validate_run_all(&c, NULL, &r, &err), 0, "%s", err.msg);
+    cr_assert(r.stat[WS_VQ_SHARE].p95_ape < 1e-9, "share %g%%", r.stat[WS_VQ_SHARE].p95_ape);
+    cr_assert(r.stat[WS_VQ_CPU_ATTN].p95_ape < 1e-6, "cpu attention %g%%",
+              r.stat[WS_VQ_CPU_ATTN].p95_ape);
+    for (int q = 0; q < WS_VQ_COUNT; q++)
+        cr_assert(isnan(r.stat[q].noise_mean_ape), "%s: one run has no noise floor",
+                  r.stat[q].quantity);
+    ws_validate_report_free(&r);
+}
+
+Test(validate, stored_linked_and_read_back)
+{
+    char dir[64], db[128], png[128];
+    th_tmpdir(dir, sizeof dir);
+    snprintf(db, sizeof db, "%s/v.db", dir);
+    snprintf(png, sizeof png, "%s/v.png", dir);
+    ws_validate_cfg c;
+    tiny(&c);
+    c.eng.output = 5;
+    ws_store *s = NULL;
+    ws_err err = {0};
+    cr_assert_eq(ws_store_open(db, &s, &err), 0, "%s", err.msg);
+    ws_validate_report r, b;
+    cr_assert_eq(ws_validate_run_all(&c, s, &r, &err), 0, "%s", err.msg);
+    cr_assert(r.run.id > 0 && r.run.run_id > 0 && r.run.sim_run_id > 0);
+    cr_assert_eq(ws_validate_load(s, 0, &b, &err), 0, "%s", err.msg);
+    cr_assert_eq(b.run.id, r.run.id);
+    cr_assert_eq(b.n_pt, r.n_pt);
+    cr_assert_eq(b.n_term, r.n_term);
+    cr_assert_str_eq(b.run.verdict, r.run.verdict);
+    for (int q = 0; q < WS_VQ_COUNT; q++) {
+        cr_assert_eq(b.stat[q].n, r.stat[q].n);
+        cr_assert_float_eq(b.stat[q].mean_ape, r.stat[q].mean_ape, 1e-9 * (1 + r.stat[q].mean_ape));
+    }
+    ws_validate_report_free(&b);
+    cr_assert_eq(ws_validate_load(s, r.run.id + 1, &b, &err), WS_ENOTFOUND);
+    ws_validate_report_free(&r);
+    ws_store_close(s);
+    cr_assert_eq(th_count_file(db, "SELECT count(*) FROM validate_runs v JOIN run_runs r ON "
+                                   "r.id = v.run_id JOIN sim_runs m ON m.id = v.sim_run_id"),
+                 1);
+    cr_assert_eq(th_count_file(db, "SELECT count(*) FROM validate_stats"), WS_VQ_COUNT);
+    cr_assert_eq(th_count_file(db, "SELECT count(*) FROM validate_points WHERE quantity = "
+                                   "'step_time' AND layer = -1"),
+                 5);
+    cr_assert_eq(th_count_file(db, "SELECT count(*) FROM validate_stats WHERE quantity = "
+                                   "'gpu_half' AND measured_source = 'modeled'"),
+                 1);
+    cr_assert_eq(th_count_file(db, "SELECT count(*) FROM sim_runs WHERE output_tokens = 6"), 1);
+    /* the figure from the database */
+    cr_assert_eq(ws_store_open(db, &s, &err), 0, "%s", err.msg);
+    const int rc = ws_validate_plot(s, 0, png, &err);
+    ws_store_close(s);
+    if (rc && strstr(err.msg, "gnuplot not found"))
+        cr_skip_test("gnuplot is not installed: %s", err.msg);
+    cr_assert_eq(rc, 0, "%s", err.msg);
+    struct stat st;
+    cr_assert(stat(png, &st) == 0 && st.st_size > 1000, "a PNG was drawn");
+}
+
+Test(validate, bad_settings_are_errors)
+{
+    ws_validate_cfg c;
+    tiny(&c);
+    ws_validate_report r;
+    ws_err err = {0};
+    c.repeat = 0;
+    cr_assert_eq(ws_validate_run_all(&c, NULL, &r, &err), WS_EINVAL);
+    cr_assert(strstr(err.msg, "repeat"), "%s", err.msg);
+    c.repeat = 1;
+    c.eng.model = NULL;
+    cr_assert_eq(ws_validate_run_all(&c, NULL, &r, &err), WS_EINVAL);
+}

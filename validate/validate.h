@@ -1,0 +1,130 @@
+/* validate: the live runtime against the simulator on one workload (`writescope validate`).
+ *
+ * One closed batch (model, batch, prompt, output, layers, policy, host and GPU profiles) is
+ * served by the live engine (runtime/run_engine.h) `repeat` times and played once by the
+ * simulator (sim/serve.h, every layer as ops) on the same cost model, and the two are
+ * compared decode step by decode step and layer by layer. The simulator's prefill yields
+ * the first token, so it plays output + 1 tokens to have the runtime's `output` decode steps,
+ * step k attending the same context in both. Quantities (ws_validate_q): the step time (the
+ * runtime's timeline: CPU measured, GPU as its label says), CPU attention and routed
+ * experts per layer (measured), the realised CPU share per step, and the GPU half per layer
+ * (modeled on both sides under gpu = modeled:<profile>; measured with cuda). For each:
+ * the mean and p95 absolute percentage error over every point of every repeat; with
+ * repeats, the same statistics of each later repeat against the first (the noise floor: the
+ * runtime against itself). The first `warmup` decode steps of every run (default 1) are
+ * run, kept as points and stored, but left out of the statistics and the terms: they pay
+ * one-time costs the model has no term for. A point whose measured value is 0 has no percentage
+ * error and is left out (both 0 counts as exact).
+ *
+ * Terms: the simulator's error mixes two causes, a cost-model term off and a placement that
+ * differs (the policy's feedback sees measured times in the runtime, modeled ones in the
+ * simulator). So every term is also checked on the runtime's own token counts: CPU
+ * attention's fixed cost C_cpu and per-token A (a line fitted over the (step, layer) points
+ * when the CPU tokens vary enough, else the per-token rate implied by the model's C_cpu, with
+ * the bandwidth or flop rate it means), the experts' GEMM and fixed parts, the router (run
+ * on the CPU by the runtime, on the GPU in the model), the engine's own work (not in the
+ * model), and the placement. Each term carries its error and its share of the step; the
+ * verdict names the term with the largest share when a CPU-side quantity misses the goal
+ * (mean <= 3%, p95 <= 10%).
+ *
+ * Storage: with a store the runtime runs (rundb), the simulation (simdb) and the comparison
+ * (validatedb, linked to both) are written, each in its own transaction. The report's rows
+ * are the database's row types, so a stored validation reads back as the same report. */
+#ifndef WS_VALIDATE_H
+#define WS_VALIDATE_H
+
+#include <stddef.h>
+
+#include "run_engine.h"
+#include "store.h"
+#include "validatedb.h"
+#include "ws_gnuplot.h"
+#include "ws_err.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum ws_validate_q {
+    WS_VQ_STEP = 0,     /* decode step time, per step (mixed: CPU measured, GPU modeled) */
+    WS_VQ_CPU_ATTN = 1, /* CPU half of the attention, per layer, measured */
+    WS_VQ_EXPERTS = 2,  /* routed experts on the CPU, per layer, measured */
+    WS_VQ_SHARE = 3,    /* realised CPU share of the spilled KV at the step's start */
+    WS_VQ_GPU = 4,      /* GPU half (stream + attention), per layer: modeled or measured */
+    WS_VQ_COUNT
+} ws_validate_q;
+
+/* "step_time", "cpu_attn", "experts", "cpu_share", "gpu_half". */
+const char *ws_validate_q_name(int q);
+/* 1 for the CPU-side quantities the goal is about (step time, CPU attention, experts, share). */
+int ws_validate_q_cpu_side(int q);
+
+#define WS_VALIDATE_GOAL_MEAN 3.0 /* percent */
+#define WS_VALIDATE_GOAL_P95 10.0 /* percent */
+
+typedef ws_validatedb_run ws_validate_run;
+typedef ws_validatedb_stat ws_validate_stat;
+typedef ws_validatedb_point ws_validate_point;
+typedef ws_validatedb_term ws_validate_term;
+
+typedef struct ws_validate_report {
+    ws_validate_run run; /* workload, labels, links (ids 0 when not stored), verdict */
+    ws_validate_stat stat[WS_VQ_COUNT]; /* by ws_validate_q */
+    ws_validate_point *pt;              /* every point of every repeat (owned) */
+    size_t n_pt;
+    ws_validate_term *term; /* (owned) */
+    size_t n_term;
+    long long *rep_run_id;         /* [repeats] run_runs ids (0: not stored) (owned) */
+    double sim_wall_s, run_wall_s; /* real time of the simulation and of all runtime runs */
+    char layers_note[200];
+    int host_is_this_machine; /* set by the caller (the CLI knows how it chose --host) */
+} ws_validate_report;
+
+typedef struct ws_validate_cfg {
+    ws_engine_cfg eng;      /* model, hw, gpu, policy, batch, prompt, output, layers, ...; its
+                             * on_step is the validator's */
+    int repeat;             /* runtime runs, >= 1 */
+    int warmup;             /* first decode steps of each run left out of the statistics and the
+                             * terms (default 1: the first step pays one-time costs, e.g. the expert
+                             * GEMM's backend probe); their points are kept */
+    int cpu_workers;        /* the simulator's CPU pool units (the host profile's cores) */
+    long long calib_run_id; /* the calibration the host profile came from (0: none) */
+    /* Progress (NULL: none): phase "run" (rep, step of steps), "sim", "store". */
+    void (*progress)(void *ctx, const char *phase, int rep, int reps, int step, int steps);
+    void *progress_ctx;
+} ws_validate_cfg;
+
+void ws_validate_cfg_default(ws_validate_cfg *c);
+
+/* A quick calibration of this machine (what `calib --quick` runs: the CPU, plus the GPU and
+ * the link when a CUDA device is present), stored in s; host gets the profile it rebuilt
+ * (host:<fingerprint>), *calib_id the calibration run. progress as calib's (frac, what). */
+int ws_validate_calibrate(ws_store *s, int threads,
+                          void (*progress)(void *ctx, double frac, const char *what), void *ctx,
+                          char *host, size_t cap, long long *calib_id, ws_err *err);
+
+/* Runs the comparison; with s non-NULL stores the runs, the simulation and the comparison
+ * (report->run.id and the links set). Free the report with ws_validate_report_free. */
+int ws_validate_run_all(const ws_validate_cfg *c, ws_store *s, ws_validate_report *out,
+                        ws_err *err);
+void ws_validate_report_free(ws_validate_report *r);
+
+/* Reads validation `id` (0: the newest) back as a report. */
+int ws_validate_load(ws_store *s, long long id, ws_validate_report *out, ws_err *err);
+
+/* Draws the report with gnuplot and `script` (plots/validate.gp) into out (SVG when it ends
+ * in .svg, else PNG): one panel per quantity, predicted against measured with the y = x
+ * line, through a private temporary folder removed after. Values reach gnuplot only as
+ * script arguments and data files. */
+int ws_validate_plot_report(const ws_validate_report *r, const char *script, const char *out,
+                            ws_err *err);
+/* The same for stored validation `id` (0: the newest), with plots/validate.gp. */
+int ws_validate_plot(ws_store *s, long long id, const char *out, ws_err *err);
+/* `writescope plot validate`: ws_validate_plot of req->run (0: the newest) into req->out. */
+int ws_validate_plot_fig(ws_store *s, const ws_plot_req *req, char *what, size_t cap,
+                         ws_err *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
