@@ -13,6 +13,7 @@
 #include "store.h"
 #include "trace.h"
 #include "trace_gen.h"
+#include "ws_par.h"
 #include "ws_parse.h"
 #include "ws_util.h"
 
@@ -466,6 +467,84 @@ static json_t *report_json(const ws_plan_spec *s, const ws_plan_report *rep, int
     return root;
 }
 
+/* One point of a round, for ws_par_map. */
+typedef struct round_work {
+    ws_plan *plan;
+    const ws_plan_point *pts;
+} round_work;
+
+static int round_point(void *ctx, size_t i, void *rec, ws_err *err)
+{
+    round_work *w = ctx;
+    return ws_plan_eval_points(w->plan, &w->pts[i], 1, rec, err);
+}
+
+/* A round's points spread over the ranks (one process: all here); every rank gets every
+ * result, so each runs the same search and reaches the same next round. */
+static int round_par(void *ctx, ws_plan *plan, const ws_plan_point *pts, int n,
+                     ws_plan_result *out, ws_err *err)
+{
+    round_work w = {plan, pts};
+    return ws_par_map(ctx, (size_t)n, sizeof *out, round_point, &w, out, WS_PAR_TO_ALL, err);
+}
+
+/* The plan on every rank of par (under mpirun/srun; else one): rank 0 creates the database
+ * when storing, every rank searches, rank 0 stores, draws and prints. */
+static int plan_ranks(ws_par *par, ws_plan_spec *s, const char *db, int store_it, int json,
+                      const char *plot)
+{
+    const int rank = ws_par_rank(par);
+    ws_err err = {0};
+    ws_store *st = NULL;
+    int embedded = 0, rc = 0;
+    if (store_it) {
+        rc = rank ? 0 : cli_open_store(db, &st, &err);
+        rc = ws_par_agree(par, rc, &err);
+    }
+    if (!rc && !st)
+        rc = cli_open_store_ro(db, &st, &embedded, &err);
+    progress pg = {0};
+    clock_gettime(CLOCK_MONOTONIC, &pg.t0);
+    if (!rank) {
+        s->progress = on_progress;
+        s->progress_ctx = &pg;
+    }
+    ws_plan_report rep = {0};
+    if ((rc = ws_par_agree(par, rc, &err)) == 0)
+        rc = ws_plan_run_rounds(st, s, round_par, par, &rep, &err);
+    if (pg.shown)
+        fprintf(stderr, "\n");
+    rc = ws_par_agree(par, rc, &err);
+    long long id = 0;
+    char dbpath[WS_PATH_MAX] = "";
+    if (!rc && !rank && store_it) {
+        snprintf(dbpath, sizeof dbpath, "%s", ws_store_path(st));
+        rc = ws_plan_save(st, s, &rep, &id, &err);
+    }
+    if (!rc && !rank && plot) {
+        /* Not stored: the figure is drawn from a copy in an in-memory database. */
+        ws_store *mem = NULL;
+        long long mid = id;
+        if (!store_it && !(rc = ws_store_open(":memory:", &mem, &err)))
+            rc = ws_plan_save(mem, s, &rep, &mid, &err);
+        if (!rc)
+            rc = ws_plan_plot(mem ? mem : st, mid, plot, &err);
+        ws_store_close(mem);
+    }
+    ws_store_close(st);
+    rc = ws_par_agree(par, rc, &err);
+    if (rc || rank) {
+        ws_plan_report_free(&rep);
+        return rc ? (rank ? CLI_EXIT_FAIL : cli_fail(&err)) : CLI_EXIT_OK;
+    }
+    if (json)
+        rc = cli_print_json(report_json(s, &rep, embedded, id, dbpath, plot));
+    else
+        print_table(s, &rep, embedded, id, dbpath, plot);
+    ws_plan_report_free(&rep);
+    return rc;
+}
+
 int cmd_plan(int argc, char **argv)
 {
     const char *model = NULL, *gpu_last = NULL, *host = NULL, *policy = NULL, *trace = NULL,
@@ -696,48 +775,10 @@ int cmd_plan(int argc, char **argv)
     ws_err err = {0};
     if (ws_plan_spec_check(&s, &err))
         return cli_usage_error("plan", "%s", err.msg);
-    const int store_it = db || save;
-    ws_store *st = NULL;
-    int embedded = 0;
-    if (store_it ? cli_open_store(db, &st, &err) : cli_open_store_ro(db, &st, &embedded, &err))
+    ws_par *par;
+    if (ws_par_init(&par, &err))
         return cli_fail(&err);
-    progress pg = {0};
-    clock_gettime(CLOCK_MONOTONIC, &pg.t0);
-    s.progress = on_progress;
-    s.progress_ctx = &pg;
-    ws_plan_report rep;
-    rc = ws_plan_run(st, &s, &rep, &err);
-    if (pg.shown)
-        fprintf(stderr, "\n");
-    if (rc) {
-        ws_store_close(st);
-        return cli_fail(&err);
-    }
-    long long id = 0;
-    char dbpath[WS_PATH_MAX] = "";
-    if (store_it) {
-        snprintf(dbpath, sizeof dbpath, "%s", ws_store_path(st));
-        rc = ws_plan_save(st, &s, &rep, &id, &err);
-    }
-    if (!rc && plot) {
-        /* Not stored: the figure is drawn from a copy in an in-memory database. */
-        ws_store *mem = NULL;
-        long long mid = id;
-        if (!store_it && !(rc = ws_store_open(":memory:", &mem, &err)))
-            rc = ws_plan_save(mem, &s, &rep, &mid, &err);
-        if (!rc)
-            rc = ws_plan_plot(mem ? mem : st, mid, plot, &err);
-        ws_store_close(mem);
-    }
-    ws_store_close(st);
-    if (rc) {
-        ws_plan_report_free(&rep);
-        return cli_fail(&err);
-    }
-    if (json)
-        rc = cli_print_json(report_json(&s, &rep, embedded, id, dbpath, plot));
-    else
-        print_table(&s, &rep, embedded, id, dbpath, plot);
-    ws_plan_report_free(&rep);
+    rc = plan_ranks(par, &s, db, db || save, json, plot);
+    ws_par_finalize(par);
     return rc;
 }

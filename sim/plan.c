@@ -665,20 +665,41 @@ int ws_plan_eval_points(void *plan, const ws_plan_point *pts, int n, ws_plan_res
     return 0;
 }
 
-int ws_plan_run(ws_store *store, const ws_plan_spec *s, ws_plan_report *rep, ws_err *err)
+typedef struct round_ctx {
+    ws_plan_round_fn round;
+    void *ctx;
+    ws_plan *plan;
+} round_ctx;
+
+static int round_eval(void *ctx, const ws_plan_point *pts, int n, ws_plan_result *out,
+                      ws_err *err)
+{
+    round_ctx *r = ctx;
+    return r->round(r->ctx, r->plan, pts, n, out, err);
+}
+
+int ws_plan_run_rounds(ws_store *store, const ws_plan_spec *s, ws_plan_round_fn round, void *ctx,
+                       ws_plan_report *rep, ws_err *err)
 {
     ws_plan *p;
     memset(rep, 0, sizeof *rep);
     int rc = ws_plan_open(store, s, &p, err);
     if (rc)
         return rc;
-    rc = ws_plan_search(s, ws_plan_eval_points, p, p->native_rate, rep, err);
+    round_ctx rx = {round, ctx, p};
+    rc = round ? ws_plan_search(s, round_eval, &rx, p->native_rate, rep, err)
+               : ws_plan_search(s, ws_plan_eval_points, p, p->native_rate, rep, err);
     if (!rc) {
         snprintf(rep->model, sizeof rep->model, "%s", p->m[0].name);
         snprintf(rep->host, sizeof rep->host, "%s", p->hw[0].host);
     }
     ws_plan_close(p);
     return rc;
+}
+
+int ws_plan_run(ws_store *store, const ws_plan_spec *s, ws_plan_report *rep, ws_err *err)
+{
+    return ws_plan_run_rounds(store, s, NULL, NULL, rep, err);
 }
 
 /* ---- text, storing and drawing ---------------------------------------------------------- */

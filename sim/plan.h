@@ -198,6 +198,13 @@ int ws_plan_eval_points(void *plan, const ws_plan_point *pts, int n, ws_plan_res
 
 /* open + search with ws_plan_eval_points + close. */
 int ws_plan_run(ws_store *store, const ws_plan_spec *s, ws_plan_report *rep, ws_err *err);
+/* The same with each round handed to round(ctx, plan, pts, n, out, err), which evaluates the
+ * points (through ws_plan_eval_points, wherever it likes: cli spreads them over MPI ranks)
+ * and must fill out[] exactly as ws_plan_eval_points would. round NULL: ws_plan_run. */
+typedef int (*ws_plan_round_fn)(void *ctx, ws_plan *plan, const ws_plan_point *pts, int n,
+                                ws_plan_result *out, ws_err *err);
+int ws_plan_run_rounds(ws_store *store, const ws_plan_spec *s, ws_plan_round_fn round, void *ctx,
+                       ws_plan_report *rep, ws_err *err);
 
 /* Short text of a setting ("default", "kv=4G", "P=512", "W=1024") into buf. */
 const char *ws_plan_setting_text(const ws_plan_setting *set, char *buf, size_t cap);

@@ -7,7 +7,9 @@
  * `sim grid --db` stores one sim_grids row and every point's run and prints what a plain run
  * prints; under `mpirun -n 2` the --json output and the stored rows equal the one-process
  * run's (apart from ids, timestamps and wall time); a bad database, or one rank 0 cannot
- * write at the end (held by another writer), stops every rank with one message. The MPI tests skip with one line when mpirun is absent. */
+ * write at the end (held by another writer), stops every rank with one message. `plan` under
+ * `mpirun -n 2` prints the one-process JSON (wall times aside). The MPI tests skip with one
+ * line when mpirun is absent. */
 #include <criterion/criterion.h>
 #include <jansson.h>
 #include <math.h>
@@ -404,4 +406,55 @@ Test(par, grid_store_failure_on_rank_0_stops_every_rank, .timeout = 120)
     th_run_free(&r);
     cr_assert_eq(th_count_file(db, "SELECT count(*) FROM sim_grids"), 0);
     cr_assert_eq(th_count_file(db, "SELECT count(*) FROM sim_runs"), 0);
+}
+
+/* Drops every "wall*" key (wall-clock seconds differ between runs) from a JSON tree. */
+static void drop_wall(json_t *j)
+{
+    if (json_is_object(j)) {
+        const char *k;
+        json_t *v;
+        void *tmp;
+        json_object_foreach_safe(j, tmp, k, v)
+        {
+            if (!strncmp(k, "wall", 4))
+                json_object_del(j, k);
+            else
+                drop_wall(v);
+        }
+    } else if (json_is_array(j)) {
+        for (size_t i = 0; i < json_array_size(j); i++)
+            drop_wall(json_array_get(j, i));
+    }
+}
+
+Test(par, plan_under_mpirun_equals_one_process, .timeout = 180)
+{
+    SKIP_WITHOUT_MPIRUN();
+    const char *args[] = {"plan", "--model", "qwen3-30b-a3b", "--gpu",
+                          "v100-32gb-pcie,a100-40gb-pcie", "--host", "xeon-gold-5318y",
+                          "--arrivals", "poisson", "--requests", "24", "--prompt-dist",
+                          "fixed:8192", "--output-dist", "fixed:64", "--slo-tpot", "300ms",
+                          "--policy", "writescope,stream", "--json", NULL};
+    th_run one = launch(0, ws_bin(), args);
+    cr_assert_eq(one.status, 0, "%s", one.err);
+    th_run two = launch(2, ws_bin(), args);
+    if (strstr(two.err, "built without MPI")) {
+        th_run_free(&one);
+        th_run_free(&two);
+        cr_skip_test("MPI tests: this build has no MPI (mpicc was not found when it was made)");
+    }
+    cr_assert_eq(two.status, 0, "exit %d\nstderr: %s", two.status, two.err);
+    json_error_t je;
+    json_t *j1 = json_loads(one.out, 0, &je), *j2 = json_loads(two.out, 0, &je);
+    cr_assert_not_null(j1, "%s", one.out);
+    cr_assert_not_null(j2, "only rank 0 prints one JSON document: %s", two.out);
+    cr_assert_gt(json_array_size(json_object_get(j1, "results")), 0);
+    drop_wall(j1);
+    drop_wall(j2);
+    cr_assert(json_equal(j1, j2), "the two plans' JSON differ");
+    json_decref(j1);
+    json_decref(j2);
+    th_run_free(&one);
+    th_run_free(&two);
 }
