@@ -30,6 +30,8 @@
 #include <string.h>
 
 #include "attn_cpu_isa.h"
+#include "half.h"
+#include "ws_util.h"
 
 #define SUB 16 /* tokens per sub-block: one K tile, one score vector per head */
 #define NS 4   /* sub-blocks per super-block (one softmax step) */
@@ -70,7 +72,7 @@ static size_t a64(size_t n)
 
 /* Scratch pieces, in order (each 64-byte aligned). */
 typedef struct fma_scratch {
-    size_t qs, o, sp, kg, vg, total;
+    size_t qs, o, sp, pp, kg, vg, total;
 } fma_scratch;
 
 static fma_scratch scratch_plan(const ws_kv_layout *kv)
@@ -80,6 +82,7 @@ static fma_scratch scratch_plan(const ws_kv_layout *kv)
     s.qs = at, at += a64((size_t)HM * kv->d_k * 4); /* scaled queries, fp32 */
     s.o = at, at += a64((size_t)HM * kv->d_v * 4);  /* O, fp32 */
     s.sp = at, at += (size_t)HM * NS * SUB * 4;     /* scores, then probabilities */
+    s.pp = at, at += (size_t)HM * NS * SUB * 4;     /* VDPBF16PS loop: bf16 p pairs, hi + lo */
     s.kg = at, at += a64((size_t)NS * SUB * kv->d_k * 2); /* gathered K tiles */
     s.vg = at, at += a64((size_t)NS * SUB * kv->d_v * 2); /* gathered V pair rows */
     s.total = at;
@@ -91,7 +94,7 @@ static fma_scratch scratch_plan(const ws_kv_layout *kv)
  * O [Gp][d_v], scores and probabilities [MLA_NT][Gp], m, l and alpha [Gp], the
  * super-block's row pointers. */
 typedef struct mla_scratch {
-    size_t qs, o, s, m, l, alpha, rows, total;
+    size_t qs, o, s, pp, m, l, alpha, rows, total;
     int Gp;
 } mla_scratch;
 
@@ -103,6 +106,7 @@ static mla_scratch mla_plan(const ws_kv_layout *kv, int G)
     s.qs = at, at += a64((size_t)s.Gp * kv->d_k * 4);
     s.o = at, at += a64((size_t)s.Gp * kv->d_v * 4);
     s.s = at, at += a64((size_t)MLA_NT * s.Gp * 4);
+    s.pp = at, at += a64((size_t)MLA_NT * s.Gp * 4); /* VDPBF16PS loop: p pairs, hi + lo */
     s.m = at, at += a64((size_t)s.Gp * 4);
     s.l = at, at += a64((size_t)s.Gp * 4);
     s.alpha = at, at += a64((size_t)s.Gp * 4);
@@ -552,6 +556,415 @@ INL void store_halves_256(float *a, float *b, __m256 v)
 #define f_rows (&g_rows_256)
 #include "attn_cpu_fma_body.h" /* consumes the definitions above */
 #pragma GCC pop_options
+
+/* ---- AVX-512 BF16: VDPBF16PS on bf16 KV, the layouts above ---- */
+/* The same loops with every product a VDPBF16PS (two bf16 products summed into an fp32 lane):
+ * a K tile row times a broadcast bf16 pair of q (dims 2r, 2r + 1) gives 16 tokens' partial
+ * scores with no split; a V pair row times a broadcast pair of probabilities (tokens 2u,
+ * 2u + 1) 16 columns of O. MLA's scores take 32 dims of a K row against 32 of q per lane
+ * pair, reduced as above, and its V (rows) is interleaved into token pairs in registers,
+ * two tokens' 32 columns by two VPERMT2W, once per 8 heads. q is always taken as bf16 hi + lo
+ * halves (two products: a bf16 q puts its rounding, 2^-9 relative, into every score, which
+ * at scores of ~20 cost 1.8e-2 in lse, beyond the 2e-3 bound); p as hi + lo with exact = 1
+ * (as accurate as fp32), as bf16 with exact = 0 (one product: a rounding of p moves o by
+ * at most 2^-9 max |v|). */
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,fma,f16c")
+
+/* 16 floats rounded to bf16 (nearest even), as 16-bit lanes; *lo the bf16 of what the
+ * rounding left (with exact). */
+INL __m256i bf16_hi_lo(__m512 x, __m256i *lo, const int exact)
+{
+    const __m256i h = (__m256i)_mm512_cvtneps_pbh(x);
+    if (exact) {
+        const __m512 hf = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+        *lo = (__m256i)_mm512_cvtneps_pbh(_mm512_sub_ps(x, hf));
+    }
+    return h;
+}
+
+/* 32-bit pairs (a_i, b_i) of the bf16 of a and b (and of their remainders, with exact). */
+INL void bf16_pairs(__m512 a, __m512 b, uint32_t *hi, uint32_t *lo, const int exact)
+{
+    __m256i al = _mm256_setzero_si256(), bl = al;
+    const __m256i ah = bf16_hi_lo(a, &al, exact), bh = bf16_hi_lo(b, &bl, exact);
+    _mm512_storeu_si512(hi, _mm512_or_si512(_mm512_cvtepu16_epi32(ah),
+                                            _mm512_slli_epi32(_mm512_cvtepu16_epi32(bh), 16)));
+    if (exact)
+        _mm512_storeu_si512(lo, _mm512_or_si512(_mm512_cvtepu16_epi32(al),
+                                                _mm512_slli_epi32(_mm512_cvtepu16_epi32(bl), 16)));
+}
+
+INL __m512 dp(__m512 acc, __m512i a, __m512i b)
+{
+    return _mm512_dpbf16_ps(acc, (__m512bh)a, (__m512bh)b);
+}
+
+/* GQA scores of one sub-block for heads h < H (8 per pass): qb, ql [d_k / 2][H] bf16 pairs
+ * of the scaled queries (hi, lo), one accumulator each. Prefetches f's K lines as
+ * scores_512 does. */
+INL void dp_scores(const sub_kv *b, const uint32_t *qb, const uint32_t *ql, int dk, float *s,
+                   const pf_sub *f, const int H)
+{
+    const int rows = dk / 2, HH = H < 8 ? H : 8;
+    const int kl = f->klines < rows ? f->klines : rows;
+    for (int h0 = 0; h0 < H; h0 += HH) {
+        __m512 a[8], c[8];
+#pragma GCC unroll 8
+        for (int h = 0; h < HH; h++)
+            a[h] = c[h] = _mm512_setzero_ps();
+        const int np = h0 ? 0 : kl;
+        for (int r = 0; r < rows; r++) {
+            const __m512i kv = _mm512_loadu_si512(b->k + (size_t)r * 32);
+            const uint32_t *qr = qb + (size_t)r * H + h0, *lr = ql + (size_t)r * H + h0;
+#pragma GCC unroll 8
+            for (int h = 0; h < HH; h++) {
+                a[h] = dp(a[h], kv, _mm512_set1_epi32((int)qr[h]));
+                c[h] = dp(c[h], kv, _mm512_set1_epi32((int)lr[h]));
+            }
+            if (r < np)
+                _mm_prefetch(f->k + 64 * (size_t)r, _MM_HINT_T1);
+        }
+#pragma GCC unroll 8
+        for (int h = 0; h < HH; h++)
+            _mm512_store_ps(s + (size_t)(h0 + h) * NS * SUB, _mm512_add_ps(a[h], c[h]));
+    }
+    for (int x = kl; x < f->klines; x++)
+        _mm_prefetch(f->k + 64 * (size_t)x, _MM_HINT_T1);
+}
+
+/* pv_cols_512 with p as bf16 pairs: pb, pl [h][NS][SUB / 2] (hi, lo). */
+INL void dp_pv_cols(float *o, int dv, int c0, const sub_kv *b, int ns, const uint32_t *pb,
+                    const uint32_t *pl, const float *alpha, const pf_sub *f, const int H,
+                    const int CW, const int exact)
+{
+    __m512 acc[8][4];
+#pragma GCC unroll 8
+    for (int h = 0; h < H; h++)
+#pragma GCC unroll 4
+        for (int w = 0; w < CW; w++)
+            acc[h][w] = _mm512_mul_ps(_mm512_load_ps(o + (size_t)h * dv + c0 + 16 * w),
+                                      _mm512_set1_ps(alpha[h]));
+    for (int j = 0; j < ns; j++) {
+        const uint16_t *v = b[j].v + 2 * (size_t)c0;
+        const int vl = f ? f[j].vlines : 0;
+        const int l0 = vl * c0 / dv, l1 = vl * (c0 + 16 * CW) / dv;
+        const int per = (l1 - l0 + 7) / 8;
+        for (int u = 0; u < SUB / 2; u++) {
+            for (int x = l0 + u * per; x < l0 + (u + 1) * per && x < l1; x++)
+                _mm_prefetch(f[j].v + 64 * (size_t)x, _MM_HINT_T1);
+            __m512i vv[4];
+#pragma GCC unroll 4
+            for (int w = 0; w < CW; w++)
+                vv[w] = _mm512_loadu_si512(v + (size_t)u * 2 * dv + 32 * w);
+#pragma GCC unroll 8
+            for (int h = 0; h < H; h++) {
+                const size_t at = ((size_t)h * NS + j) * (SUB / 2) + u;
+                const __m512i ph = _mm512_set1_epi32((int)pb[at]);
+                const __m512i plo = exact ? _mm512_set1_epi32((int)pl[at]) : ph;
+#pragma GCC unroll 4
+                for (int w = 0; w < CW; w++) {
+                    acc[h][w] = dp(acc[h][w], vv[w], ph);
+                    if (exact)
+                        acc[h][w] = dp(acc[h][w], vv[w], plo);
+                }
+            }
+        }
+    }
+#pragma GCC unroll 8
+    for (int h = 0; h < H; h++)
+#pragma GCC unroll 4
+        for (int w = 0; w < CW; w++)
+            _mm512_store_ps(o + (size_t)h * dv + c0 + 16 * w, acc[h][w]);
+}
+
+INL void dp_attend(const ws_attn_problem *p, int s, int kvh, int qhead, int i0, int i1, int G,
+                   float *out, float *lse, char *w, const int H, const int exact)
+{
+    const ws_kv_layout *kv = &p->kv;
+    const ws_attn_seq *sq = &p->seqs[s];
+    const int dk = kv->d_k, dv = kv->d_v;
+    const fma_scratch sp = scratch_plan(kv);
+    uint32_t *qb = (uint32_t *)(w + sp.qs), *ql = qb + (size_t)HM * dk / 2;
+    float *o = (float *)(w + sp.o), *sc = (float *)(w + sp.sp);
+    uint32_t *pb = (uint32_t *)(w + sp.pp), *pl = pb + (size_t)HM * NS * SUB / 2;
+    uint16_t *kg = (uint16_t *)(w + sp.kg), *vg = (uint16_t *)(w + sp.vg);
+    const float *q = p->q + ((size_t)s * p->n_q_heads + (size_t)qhead) * dk;
+    for (int h = 0; h < H; h++) /* [d_k / 2 rows][H heads] pairs, as dp_scores reads them */
+        for (int r = 0; r < dk / 2; r++) {
+            float x[2], rem[2];
+            uint16_t hi[2], lo[2];
+            for (int e = 0; e < 2; e++) {
+                x[e] = h < G ? q[(size_t)h * dk + 2 * r + e] * p->scale : 0.0f;
+                hi[e] = ws_f32_to_bf16(x[e]);
+                rem[e] = x[e] - ws_bf16_to_f32(hi[e]);
+                lo[e] = ws_f32_to_bf16(rem[e]);
+            }
+            qb[(size_t)r * H + h] = hi[0] | (uint32_t)hi[1] << 16;
+            ql[(size_t)r * H + h] = lo[0] | (uint32_t)lo[1] << 16;
+        }
+    memset(o, 0, sizeof(float) * (size_t)H * dv);
+    float m[HM], l[HM], alpha[HM];
+    for (int h = 0; h < H; h++)
+        m[h] = -INFINITY, l[h] = 0;
+    const int HH = H < 8 ? H : 8, CW = HH <= 4 ? 4 : 2;
+    sub_kv b[NS];
+    pf_sub f[NS];
+    for (int i = i0; i < i1; i += NS * SUB) {
+        const int ns = (i1 - i + SUB - 1) / SUB < NS ? (i1 - i + SUB - 1) / SUB : NS;
+        for (int j = 0; j < ns; j++) {
+            const int it = i + j * SUB, n = i1 - it < SUB ? i1 - it : SUB;
+            resolve(sq, kv, kvh, it, n, kg + (size_t)j * SUB * dk, vg + (size_t)j * SUB * dv, &b[j],
+                    &g_rows_512);
+            pf_plan(sq, kv, kvh, it + AHEAD * NS * SUB, i1, &f[j]);
+            dp_scores(&b[j], qb, ql, dk, sc + j * SUB, &f[j], H);
+        }
+        softmax_512(sc, b, ns, m, l, alpha, H);
+        for (int h = 0; h < H; h++) /* probabilities (zero past n) to bf16 pairs */
+            for (int j = 0; j < ns; j++) {
+                const size_t at = ((size_t)h * NS + j) * (SUB / 2);
+                const __m512 x = _mm512_load_ps(sc + (size_t)h * NS * SUB + j * SUB);
+                __m256i xl = _mm256_setzero_si256();
+                const __m256i xh = bf16_hi_lo(x, &xl, exact);
+                _mm256_storeu_si256((__m256i *)(pb + at), xh);
+                if (exact)
+                    _mm256_storeu_si256((__m256i *)(pl + at), xl);
+            }
+        for (int h0 = 0; h0 < H; h0 += HH) {
+            float *oh = o + (size_t)h0 * dv;
+            const size_t po = (size_t)h0 * NS * (SUB / 2);
+            const pf_sub *fp = h0 ? NULL : f;
+            int c0 = 0;
+            for (; c0 + 16 * CW <= dv; c0 += 16 * CW)
+                dp_pv_cols(oh, dv, c0, b, ns, pb + po, pl + po, alpha + h0, fp, HH, CW, exact);
+            for (; c0 < dv; c0 += 16) /* d_v is a multiple of 16 */
+                dp_pv_cols(oh, dv, c0, b, ns, pb + po, pl + po, alpha + h0, fp, HH, 1, exact);
+        }
+    }
+    finish(out, lse, o, m, l, G, dv, 0);
+}
+
+#define DP_ATTEND(H, EX)                                                                           \
+    static __attribute__((noinline)) void dp_attend_##H##_##EX(                                    \
+        const ws_attn_problem *p, int s, int kvh, int qhead, int i0, int i1, int G, float *o,      \
+        float *lse, char *w)                                                                       \
+    {                                                                                              \
+        dp_attend(p, s, kvh, qhead, i0, i1, G, o, lse, w, H, EX);                                  \
+    }
+DP_ATTEND(1, 0)
+DP_ATTEND(1, 1)
+DP_ATTEND(2, 0)
+DP_ATTEND(2, 1)
+DP_ATTEND(4, 0)
+DP_ATTEND(4, 1)
+DP_ATTEND(8, 0)
+DP_ATTEND(8, 1)
+DP_ATTEND(16, 0)
+DP_ATTEND(16, 1)
+#undef DP_ATTEND
+
+static attend_fn *const dp_attend_fns[5][2] = {
+    {dp_attend_1_0, dp_attend_1_1},   {dp_attend_2_0, dp_attend_2_1},
+    {dp_attend_4_0, dp_attend_4_1},   {dp_attend_8_0, dp_attend_8_1},
+    {dp_attend_16_0, dp_attend_16_1},
+};
+
+/* MLA scores of the tokens at rows k0 and k1 for 8 heads: lane hh token 0 with head hh,
+ * lane 8 + hh token 1. qh, ql: the group's q, [step][hh][32 dims] bf16 (hi, lo). */
+INL __m512 dp_mla_qk2(const uint16_t *k0, const uint16_t *k1, const uint16_t *qh,
+                      const uint16_t *ql, int steps)
+{
+    __m512 acc[16];
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; i++)
+        acc[i] = _mm512_setzero_ps();
+    for (int st = 0; st < steps; st++) {
+        const __m512i a = _mm512_loadu_si512(k0 + (size_t)st * 32);
+        const __m512i b = _mm512_loadu_si512(k1 + (size_t)st * 32);
+        const uint16_t *qs = qh + (size_t)st * 8 * 32, *ls = ql + (size_t)st * 8 * 32;
+#pragma GCC unroll 8
+        for (int hh = 0; hh < 8; hh++) {
+            const __m512i qv = _mm512_load_si512(qs + hh * 32);
+            const __m512i lv = _mm512_load_si512(ls + hh * 32);
+            acc[hh] = dp(dp(acc[hh], a, qv), a, lv);
+            acc[8 + hh] = dp(dp(acc[8 + hh], b, qv), b, lv);
+        }
+    }
+    return reduce16_512(acc);
+}
+
+/* O[h] = alpha[h] O[h] + sum_t p[t][h] v_t for n tokens at rows[t], heads h < Gp; pb, pl:
+ * the probabilities of tokens 2u, 2u + 1 as bf16 pairs [u][Gp] (hi, lo). O in column
+ * order. */
+INL void dp_mla_pv(float *o, int dv, const uint16_t *const *rows, int n, const uint32_t *pb,
+                   const uint32_t *pl, int Gp, const float *alpha, const int exact)
+{
+    const __m512i il = _mm512_load_si512(g_il), ih = _mm512_load_si512(g_ih);
+    for (int hg = 0; hg < Gp; hg += 8)
+        for (int c = 0; c < dv; c += 32) {
+            __m512 ae[8], ao[8];
+#pragma GCC unroll 8
+            for (int hh = 0; hh < 8; hh++) {
+                const __m512 al = _mm512_set1_ps(alpha[hg + hh]);
+                ae[hh] = _mm512_mul_ps(_mm512_load_ps(o + (size_t)(hg + hh) * dv + c), al);
+                ao[hh] = _mm512_mul_ps(_mm512_load_ps(o + (size_t)(hg + hh) * dv + c + 16), al);
+            }
+            for (int t = 0; t < n; t += 2) {
+                const __m512i va = _mm512_loadu_si512(rows[t] + c);
+                /* an odd tail pairs the last token with itself, at probability 0 */
+                const __m512i vb = t + 1 < n ? _mm512_loadu_si512(rows[t + 1] + c) : va;
+                const __m512i lo = _mm512_permutex2var_epi16(va, il, vb);
+                const __m512i hi = _mm512_permutex2var_epi16(va, ih, vb);
+                const uint32_t *pt = pb + (size_t)(t / 2) * Gp + hg;
+                const uint32_t *lt = pl + (size_t)(t / 2) * Gp + hg;
+#pragma GCC unroll 8
+                for (int hh = 0; hh < 8; hh++) {
+                    const __m512i x = _mm512_set1_epi32((int)pt[hh]);
+                    ae[hh] = dp(ae[hh], lo, x);
+                    ao[hh] = dp(ao[hh], hi, x);
+                    if (exact) {
+                        const __m512i y = _mm512_set1_epi32((int)lt[hh]);
+                        ae[hh] = dp(ae[hh], lo, y);
+                        ao[hh] = dp(ao[hh], hi, y);
+                    }
+                }
+            }
+#pragma GCC unroll 8
+            for (int hh = 0; hh < 8; hh++) {
+                _mm512_store_ps(o + (size_t)(hg + hh) * dv + c, ae[hh]);
+                _mm512_store_ps(o + (size_t)(hg + hh) * dv + c + 16, ao[hh]);
+            }
+        }
+}
+
+INL void dp_mla_attend(const ws_attn_problem *p, int s, int kvh, int qhead, int i0, int i1, int G,
+                       float *out, float *lse, char *w, const int exact)
+{
+    const ws_kv_layout *kv = &p->kv;
+    const ws_attn_seq *sq = &p->seqs[s];
+    const int dk = kv->d_k, dv = kv->d_v, P = kv->page_tokens, steps = dk / 32;
+    const mla_scratch sp = mla_plan(kv, G);
+    const int Gp = sp.Gp;
+    uint16_t *qh = (uint16_t *)(w + sp.qs), *ql = qh + (size_t)Gp * dk;
+    float *o = (float *)(w + sp.o), *sc = (float *)(w + sp.s);
+    uint32_t *pb = (uint32_t *)(w + sp.pp), *pl = pb + (size_t)MLA_NT / 2 * Gp;
+    float *m = (float *)(w + sp.m), *l = (float *)(w + sp.l), *alpha = (float *)(w + sp.alpha);
+    const uint16_t **rows = (const uint16_t **)(w + sp.rows);
+    const float *q = p->q + ((size_t)s * p->n_q_heads + (size_t)qhead) * dk;
+    /* q [head group][step][hh][32 dims], bf16 hi and lo */
+    for (int h = 0; h < Gp; h++)
+        for (int d = 0; d < dk; d++) {
+            const size_t at = (((size_t)(h / 8) * steps + d / 32) * 8 + h % 8) * 32 + d % 32;
+            const float x = h < G ? q[(size_t)h * dk + d] * p->scale : 0.0f;
+            qh[at] = ws_f32_to_bf16(x);
+            ql[at] = ws_f32_to_bf16(x - ws_bf16_to_f32(qh[at]));
+        }
+    memset(o, 0, sizeof(float) * (size_t)Gp * dv);
+    for (int h = 0; h < Gp; h++)
+        m[h] = -INFINITY, l[h] = 0;
+    for (int i = i0; i < i1; i += MLA_NT) {
+        const int n = i1 - i < MLA_NT ? i1 - i : MLA_NT;
+        for (int t = 0; t < n; t++) {
+            const int tok = sq->sel ? sq->sel[i + t] : i + t;
+            rows[t] = (const uint16_t *)sq->pages[tok / P] + ws_kv_k_off(kv, kvh, tok % P);
+        }
+        for (int hg = 0; hg < Gp / 8; hg++) { /* head groups outside: see mla_attend_512 */
+            const size_t qo = (size_t)hg * steps * 8 * 32;
+            for (int t = 0; t < n; t += 2) {
+                for (int x = t; x < t + 2 && hg == 0; x++) {
+                    const int it = i + AHEAD * MLA_NT + x;
+                    if (it < i1)
+                        ws_attn_prefetch_row(sq, kv, kvh, sq->sel ? sq->sel[it] : it);
+                }
+                const uint16_t *k1 = t + 1 < n ? rows[t + 1] : rows[t];
+                store_halves_512(sc + (size_t)t * Gp + hg * 8, sc + (size_t)(t + 1) * Gp + hg * 8,
+                                 dp_mla_qk2(rows[t], k1, qh + qo, ql + qo, steps));
+            }
+        }
+        mla_softmax_512(sc, n, Gp, m, l, alpha);
+        for (int t = 0; t < n; t += 2) /* tokens 2u, 2u + 1 (zero past n) as bf16 pairs */
+            for (int c = 0; c < Gp; c += 16) {
+                const __m512 a = _mm512_load_ps(sc + (size_t)t * Gp + c);
+                const __m512 b =
+                    t + 1 < n ? _mm512_load_ps(sc + (size_t)(t + 1) * Gp + c) : _mm512_setzero_ps();
+                bf16_pairs(a, b, pb + (size_t)(t / 2) * Gp + c, pl + (size_t)(t / 2) * Gp + c,
+                           exact);
+            }
+        dp_mla_pv(o, dv, rows, n, pb, pl, Gp, alpha, exact);
+    }
+    finish(out, lse, o, m, l, G, dv, 0);
+}
+
+static __attribute__((noinline)) void dp_mla_0(const ws_attn_problem *p, int s, int kvh, int qhead,
+                                               int i0, int i1, int G, float *o, float *lse, char *w)
+{
+    dp_mla_attend(p, s, kvh, qhead, i0, i1, G, o, lse, w, 0);
+}
+
+static __attribute__((noinline)) void dp_mla_1(const ws_attn_problem *p, int s, int kvh, int qhead,
+                                               int i0, int i1, int G, float *o, float *lse, char *w)
+{
+    dp_mla_attend(p, s, kvh, qhead, i0, i1, G, o, lse, w, 1);
+}
+
+/* Seconds of `iters` x 12 independent VDPBF16PS (dp = 1) or VFMADD231PS (zmm). */
+static __attribute__((noinline)) double probe_zmm(int iters, int use_dp)
+{
+    __m512 acc[12];
+    __m512i x = _mm512_set1_epi16(0x3f7f), y = _mm512_set1_epi16(0x3380);
+    for (int k = 0; k < 12; k++)
+        acc[k] = _mm512_set1_ps((float)k);
+    const double t0 = ws_now_s();
+    for (int i = 0; i < iters; i++) {
+#pragma GCC unroll 12
+        for (int k = 0; k < 12; k++)
+            acc[k] = use_dp ? dp(acc[k], x, y)
+                            : _mm512_fmadd_ps(acc[k], _mm512_castsi512_ps(x),
+                                              _mm512_castsi512_ps(y));
+        __asm__ volatile("" : "+v"(x));
+    }
+    const double t = ws_now_s() - t0;
+    __m512 sum = acc[0];
+    for (int k = 1; k < 12; k++)
+        sum = _mm512_add_ps(sum, acc[k]);
+    volatile float sink = _mm512_reduce_add_ps(sum);
+    (void)sink;
+    return t;
+}
+#pragma GCC pop_options
+
+int ws_attn_cpu_dp_fits(const ws_kv_layout *kv, int G)
+{
+    return kv->dtype == WS_DT_BF16 && (fits_gqa(kv, G) || fits_mla(kv, G));
+}
+
+void ws_attn_cpu_dp_attend(const ws_attn_problem *p, int exact, int s, int kvh, int qhead, int i0,
+                           int i1, int G, float *o, float *lse, void *scratch)
+{
+    const int ex = exact != 0;
+    if (p->kv.v_shares_k) {
+        (ex ? dp_mla_1 : dp_mla_0)(p, s, kvh, qhead, i0, i1, G, o, lse, scratch);
+        return;
+    }
+    const int hi = G <= 1 ? 0 : G <= 2 ? 1 : G <= 4 ? 2 : G <= 8 ? 3 : 4;
+    dp_attend_fns[hi][ex](p, s, kvh, qhead, i0, i1, G, o, lse, scratch);
+}
+
+double ws_attn_cpu_dp_gain(void)
+{
+    static double gain = -1; /* racy first calls measure twice and agree */
+    if (gain >= 0)
+        return gain;
+    double best[2] = {1e30, 1e30};
+    for (int r = 0; r < 5; r++) /* best of 5: a preempted try only loses */
+        for (int k = 0; k < 2; k++) {
+            const double t = probe_zmm(20000, k);
+            best[k] = t < best[k] ? t : best[k];
+        }
+    /* products per second: 32 per VDPBF16PS, 16 per FMA */
+    gain = best[1] > 0 ? (32.0 / best[1]) / (16.0 / best[0]) : 0;
+    return gain;
+}
 
 void ws_attn_cpu_fma_attend(const ws_attn_problem *p, int wide, int s, int kvh, int qhead, int i0,
                             int i1, int G, float *o, float *lse, void *scratch)
