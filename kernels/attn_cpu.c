@@ -135,8 +135,10 @@ ws_isa ws_attn_cpu_path(const ws_kv_layout *kv, int n_q_heads, ws_isa isa)
     const int G = kv->n_kv_heads > 0 ? n_q_heads / kv->n_kv_heads : 0;
     if (isa == WS_ISA_AMX && !ws_attn_cpu_amx_fits(kv, G))
         return WS_ISA_AVX512;
-    /* fp16 KV has no VDPBF16PS: the avx512 loops */
-    if (isa == WS_ISA_AVX512_BF16 && kv->dtype != WS_DT_BF16)
+    /* fp16 KV has no VDPBF16PS, and the fused loop serves GQA with FMAs (faster there than
+     * its VDPBF16PS form): the avx512 loops */
+    if (isa == WS_ISA_AVX512_BF16 &&
+        (kv->dtype != WS_DT_BF16 || (ws_attn_cpu_fma_fits(kv, G) && !ws_attn_cpu_dp_fits(kv, G))))
         return WS_ISA_AVX512;
     return isa;
 }

@@ -14,13 +14,14 @@
  *
  * Instruction paths (one binary, chosen at run time from cpu_features): scalar (portable
  * C); avx2 (AVX2 + FMA + F16C) and avx512 (F/BW/VL), fp32 FMA on KV converted in
- * registers; avx512bf16, VDPBF16PS for q.k and p.V on bf16 KV (the fused loop's VDPBF16PS
- * form, attn_cpu_fma.h; the generic loop takes q.k only); amx, AMX-BF16 tiles for q.k and
+ * registers; avx512bf16, VDPBF16PS for q.k and p.V on bf16 MLA (the fused MLA loop's
+ * VDPBF16PS form, attn_cpu_fma.h), for q.k in the generic loop, and the FMA loop on GQA
+ * (faster there); amx, AMX-BF16 tiles for q.k and
  * p.V on bf16 KV (attn_cpu_amx.c; fp16 KV and shapes the tiles do not serve run the avx512
- * loops). Precision (ws_attn_prec): where the VDPBF16PS loop multiplies, exact splits q and
- * p into bf16 hi + lo halves (as accurate as fp32 FMA), bf16 rounds them to bf16 as GPU
- * kernels do (half the products, within the project's 2e-3 bound); the other loops are
- * always exact. ws_isa_best() prefers amx, then avx512bf16 where a run-time probe finds
+ * loops). Precision (ws_attn_prec): on the VDPBF16PS MLA loop, exact splits q and p into
+ * bf16 hi + lo halves (as accurate as fp32 FMA), bf16 rounds p to bf16 (one product in
+ * P.V instead of two; q keeps its halves: a bf16 q breaks the 2e-3 bound at large scores);
+ * the other loops are always exact. ws_isa_best() prefers amx, then avx512bf16 where a run-time probe finds
  * VDPBF16PS's products faster than FMA's (ws_attn_cpu_dp_gain >= DP_GAIN_MIN), then
  * avx512, avx512bf16, avx2, scalar; WS_ISA_AUTO takes it, WRITESCOPE_ISA (scalar|avx2|
  * avx512|avx512bf16|amx) overrides it, and a path this CPU lacks is an error. Why:
@@ -53,20 +54,20 @@ typedef enum {
     WS_ISA_COUNT
 } ws_isa;
 
-/* Precision of q and p where the products are bf16 (the avx512bf16 path's VDPBF16PS loop;
- * the amx loop is exact only, see docs/notes/cpu-attention.md). */
+/* Precision of the bf16 products (the avx512bf16 path's VDPBF16PS MLA loop; the amx loop
+ * is exact only, see docs/notes/cpu-attention.md). */
 typedef enum {
     WS_PREC_AUTO = 0,  /* $WRITESCOPE_PRECISION if set, else WS_PREC_DEFAULT */
-    WS_PREC_EXACT = 1, /* bf16 hi + lo halves: ~16 mantissa bits, as fp32 FMA */
-    WS_PREC_BF16 = 2,  /* bf16, as GPU kernels feed tensor cores: half the products */
+    WS_PREC_EXACT = 1, /* q and p as bf16 hi + lo halves: ~16 mantissa bits, as fp32 FMA */
+    WS_PREC_BF16 = 2,  /* p rounded to bf16 (o within 2^-9 max |v|), q in halves */
     WS_PREC_COUNT
 } ws_attn_prec;
-/* The default: bf16, what the GPU half of split attention computes, within the 2e-3 bound,
- * and the faster (why: docs/notes/cpu-attention.md). */
+/* The default: bf16, within the 2e-3 bound on every shape tested (large scores too) and
+ * the faster (why: docs/notes/cpu-attention.md). */
 #define WS_PREC_DEFAULT WS_PREC_BF16
 /* Least ws_attn_cpu_dp_gain (VDPBF16PS products per second over FMA's) at which
- * ws_isa_best prefers avx512bf16 to avx512: at 2, the bf16 mode's products take half the
- * FMA loop's time and the exact mode's as long. */
+ * ws_isa_best prefers avx512bf16 to avx512: at 2, the exact mode's products take as long
+ * as the FMA loop's (less its splits) and the bf16 mode's 3/4 of that for MLA. */
 #define DP_GAIN_MIN 1.5
 
 /* "auto", "exact", "bf16". */
@@ -90,7 +91,8 @@ int ws_isa_resolve(ws_isa want, ws_isa *out, ws_err *err);
 
 /* The path that actually serves a problem of this shape when `isa` (resolved, not AUTO) is
  * asked for: amx falls back to avx512 for fp16 KV and shapes the tiles do not serve,
- * avx512bf16 to avx512 for fp16 KV; others serve as asked. For reports. */
+ * avx512bf16 to avx512 for fp16 KV and for GQA on the fused FMA loop (attn_cpu_fma.h);
+ * others serve as asked. For reports. */
 ws_isa ws_attn_cpu_path(const ws_kv_layout *kv, int n_q_heads, ws_isa isa);
 
 /* Which block loop serves a problem of this shape and layout on path `isa` (resolved, not

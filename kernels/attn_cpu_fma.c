@@ -72,7 +72,7 @@ static size_t a64(size_t n)
 
 /* Scratch pieces, in order (each 64-byte aligned). */
 typedef struct fma_scratch {
-    size_t qs, o, sp, pp, kg, vg, total;
+    size_t qs, o, sp, kg, vg, total;
 } fma_scratch;
 
 static fma_scratch scratch_plan(const ws_kv_layout *kv)
@@ -82,7 +82,6 @@ static fma_scratch scratch_plan(const ws_kv_layout *kv)
     s.qs = at, at += a64((size_t)HM * kv->d_k * 4); /* scaled queries, fp32 */
     s.o = at, at += a64((size_t)HM * kv->d_v * 4);  /* O, fp32 */
     s.sp = at, at += (size_t)HM * NS * SUB * 4;     /* scores, then probabilities */
-    s.pp = at, at += (size_t)HM * NS * SUB * 4;     /* VDPBF16PS loop: bf16 p pairs, hi + lo */
     s.kg = at, at += a64((size_t)NS * SUB * kv->d_k * 2); /* gathered K tiles */
     s.vg = at, at += a64((size_t)NS * SUB * kv->d_v * 2); /* gathered V pair rows */
     s.total = at;
@@ -557,13 +556,14 @@ INL void store_halves_256(float *a, float *b, __m256 v)
 #include "attn_cpu_fma_body.h" /* consumes the definitions above */
 #pragma GCC pop_options
 
-/* ---- AVX-512 BF16: VDPBF16PS on bf16 KV, the layouts above ---- */
-/* The same loops with every product a VDPBF16PS (two bf16 products summed into an fp32 lane):
- * a K tile row times a broadcast bf16 pair of q (dims 2r, 2r + 1) gives 16 tokens' partial
- * scores with no split; a V pair row times a broadcast pair of probabilities (tokens 2u,
- * 2u + 1) 16 columns of O. MLA's scores take 32 dims of a K row against 32 of q per lane
- * pair, reduced as above, and its V (rows) is interleaved into token pairs in registers,
- * two tokens' 32 columns by two VPERMT2W, once per 8 heads. q is always taken as bf16 hi + lo
+/* ---- AVX-512 BF16: VDPBF16PS on bf16 MLA rows ---- */
+/* The MLA loop with every product a VDPBF16PS (two bf16 products summed into an fp32 lane):
+ * the scores take 32 dims of a K row against 32 of q per lane pair, reduced as above, and V
+ * (rows) is interleaved into token pairs in registers, two tokens' 32 columns by two
+ * VPERMT2W, once per 8 heads, which a broadcast pair of probabilities (tokens 2u, 2u + 1)
+ * multiplies into 16 columns of O. GQA stays on the FMA loop: its VDPBF16PS form (K tile
+ * rows and V pair rows times broadcast bf16 pairs of q and p) took 1.1-2x the FMA loop's
+ * time on the Zen 5 host (docs/notes/fma-loop.md). q is always taken as bf16 hi + lo
  * halves (two products: a bf16 q puts its rounding, 2^-9 relative, into every score, which
  * at scores of ~20 cost 1.8e-2 in lse, beyond the 2e-3 bound); p as hi + lo with exact = 1
  * (as accurate as fp32), as bf16 with exact = 0 (one product: a rounding of p moves o by
@@ -599,175 +599,6 @@ INL __m512 dp(__m512 acc, __m512i a, __m512i b)
 {
     return _mm512_dpbf16_ps(acc, (__m512bh)a, (__m512bh)b);
 }
-
-/* GQA scores of one sub-block for heads h < H (8 per pass): qb, ql [d_k / 2][H] bf16 pairs
- * of the scaled queries (hi, lo), one accumulator each. Prefetches f's K lines as
- * scores_512 does. */
-INL void dp_scores(const sub_kv *b, const uint32_t *qb, const uint32_t *ql, int dk, float *s,
-                   const pf_sub *f, const int H)
-{
-    const int rows = dk / 2, HH = H < 8 ? H : 8;
-    const int kl = f->klines < rows ? f->klines : rows;
-    for (int h0 = 0; h0 < H; h0 += HH) {
-        __m512 a[8], c[8];
-#pragma GCC unroll 8
-        for (int h = 0; h < HH; h++)
-            a[h] = c[h] = _mm512_setzero_ps();
-        const int np = h0 ? 0 : kl;
-        for (int r = 0; r < rows; r++) {
-            const __m512i kv = _mm512_loadu_si512(b->k + (size_t)r * 32);
-            const uint32_t *qr = qb + (size_t)r * H + h0, *lr = ql + (size_t)r * H + h0;
-#pragma GCC unroll 8
-            for (int h = 0; h < HH; h++) {
-                a[h] = dp(a[h], kv, _mm512_set1_epi32((int)qr[h]));
-                c[h] = dp(c[h], kv, _mm512_set1_epi32((int)lr[h]));
-            }
-            if (r < np)
-                _mm_prefetch(f->k + 64 * (size_t)r, _MM_HINT_T1);
-        }
-#pragma GCC unroll 8
-        for (int h = 0; h < HH; h++)
-            _mm512_store_ps(s + (size_t)(h0 + h) * NS * SUB, _mm512_add_ps(a[h], c[h]));
-    }
-    for (int x = kl; x < f->klines; x++)
-        _mm_prefetch(f->k + 64 * (size_t)x, _MM_HINT_T1);
-}
-
-/* pv_cols_512 with p as bf16 pairs: pb, pl [h][NS][SUB / 2] (hi, lo). */
-INL void dp_pv_cols(float *o, int dv, int c0, const sub_kv *b, int ns, const uint32_t *pb,
-                    const uint32_t *pl, const float *alpha, const pf_sub *f, const int H,
-                    const int CW, const int exact)
-{
-    __m512 acc[8][4];
-#pragma GCC unroll 8
-    for (int h = 0; h < H; h++)
-#pragma GCC unroll 4
-        for (int w = 0; w < CW; w++)
-            acc[h][w] = _mm512_mul_ps(_mm512_load_ps(o + (size_t)h * dv + c0 + 16 * w),
-                                      _mm512_set1_ps(alpha[h]));
-    for (int j = 0; j < ns; j++) {
-        const uint16_t *v = b[j].v + 2 * (size_t)c0;
-        const int vl = f ? f[j].vlines : 0;
-        const int l0 = vl * c0 / dv, l1 = vl * (c0 + 16 * CW) / dv;
-        const int per = (l1 - l0 + 7) / 8;
-        for (int u = 0; u < SUB / 2; u++) {
-            for (int x = l0 + u * per; x < l0 + (u + 1) * per && x < l1; x++)
-                _mm_prefetch(f[j].v + 64 * (size_t)x, _MM_HINT_T1);
-            __m512i vv[4];
-#pragma GCC unroll 4
-            for (int w = 0; w < CW; w++)
-                vv[w] = _mm512_loadu_si512(v + (size_t)u * 2 * dv + 32 * w);
-#pragma GCC unroll 8
-            for (int h = 0; h < H; h++) {
-                const size_t at = ((size_t)h * NS + j) * (SUB / 2) + u;
-                const __m512i ph = _mm512_set1_epi32((int)pb[at]);
-                const __m512i plo = exact ? _mm512_set1_epi32((int)pl[at]) : ph;
-#pragma GCC unroll 4
-                for (int w = 0; w < CW; w++) {
-                    acc[h][w] = dp(acc[h][w], vv[w], ph);
-                    if (exact)
-                        acc[h][w] = dp(acc[h][w], vv[w], plo);
-                }
-            }
-        }
-    }
-#pragma GCC unroll 8
-    for (int h = 0; h < H; h++)
-#pragma GCC unroll 4
-        for (int w = 0; w < CW; w++)
-            _mm512_store_ps(o + (size_t)h * dv + c0 + 16 * w, acc[h][w]);
-}
-
-INL void dp_attend(const ws_attn_problem *p, int s, int kvh, int qhead, int i0, int i1, int G,
-                   float *out, float *lse, char *w, const int H, const int exact)
-{
-    const ws_kv_layout *kv = &p->kv;
-    const ws_attn_seq *sq = &p->seqs[s];
-    const int dk = kv->d_k, dv = kv->d_v;
-    const fma_scratch sp = scratch_plan(kv);
-    uint32_t *qb = (uint32_t *)(w + sp.qs), *ql = qb + (size_t)HM * dk / 2;
-    float *o = (float *)(w + sp.o), *sc = (float *)(w + sp.sp);
-    uint32_t *pb = (uint32_t *)(w + sp.pp), *pl = pb + (size_t)HM * NS * SUB / 2;
-    uint16_t *kg = (uint16_t *)(w + sp.kg), *vg = (uint16_t *)(w + sp.vg);
-    const float *q = p->q + ((size_t)s * p->n_q_heads + (size_t)qhead) * dk;
-    for (int h = 0; h < H; h++) /* [d_k / 2 rows][H heads] pairs, as dp_scores reads them */
-        for (int r = 0; r < dk / 2; r++) {
-            float x[2], rem[2];
-            uint16_t hi[2], lo[2];
-            for (int e = 0; e < 2; e++) {
-                x[e] = h < G ? q[(size_t)h * dk + 2 * r + e] * p->scale : 0.0f;
-                hi[e] = ws_f32_to_bf16(x[e]);
-                rem[e] = x[e] - ws_bf16_to_f32(hi[e]);
-                lo[e] = ws_f32_to_bf16(rem[e]);
-            }
-            qb[(size_t)r * H + h] = hi[0] | (uint32_t)hi[1] << 16;
-            ql[(size_t)r * H + h] = lo[0] | (uint32_t)lo[1] << 16;
-        }
-    memset(o, 0, sizeof(float) * (size_t)H * dv);
-    float m[HM], l[HM], alpha[HM];
-    for (int h = 0; h < H; h++)
-        m[h] = -INFINITY, l[h] = 0;
-    const int HH = H < 8 ? H : 8, CW = HH <= 4 ? 4 : 2;
-    sub_kv b[NS];
-    pf_sub f[NS];
-    for (int i = i0; i < i1; i += NS * SUB) {
-        const int ns = (i1 - i + SUB - 1) / SUB < NS ? (i1 - i + SUB - 1) / SUB : NS;
-        for (int j = 0; j < ns; j++) {
-            const int it = i + j * SUB, n = i1 - it < SUB ? i1 - it : SUB;
-            resolve(sq, kv, kvh, it, n, kg + (size_t)j * SUB * dk, vg + (size_t)j * SUB * dv, &b[j],
-                    &g_rows_512);
-            pf_plan(sq, kv, kvh, it + AHEAD * NS * SUB, i1, &f[j]);
-            dp_scores(&b[j], qb, ql, dk, sc + j * SUB, &f[j], H);
-        }
-        softmax_512(sc, b, ns, m, l, alpha, H);
-        for (int h = 0; h < H; h++) /* probabilities (zero past n) to bf16 pairs */
-            for (int j = 0; j < ns; j++) {
-                const size_t at = ((size_t)h * NS + j) * (SUB / 2);
-                const __m512 x = _mm512_load_ps(sc + (size_t)h * NS * SUB + j * SUB);
-                __m256i xl = _mm256_setzero_si256();
-                const __m256i xh = bf16_hi_lo(x, &xl, exact);
-                _mm256_storeu_si256((__m256i *)(pb + at), xh);
-                if (exact)
-                    _mm256_storeu_si256((__m256i *)(pl + at), xl);
-            }
-        for (int h0 = 0; h0 < H; h0 += HH) {
-            float *oh = o + (size_t)h0 * dv;
-            const size_t po = (size_t)h0 * NS * (SUB / 2);
-            const pf_sub *fp = h0 ? NULL : f;
-            int c0 = 0;
-            for (; c0 + 16 * CW <= dv; c0 += 16 * CW)
-                dp_pv_cols(oh, dv, c0, b, ns, pb + po, pl + po, alpha + h0, fp, HH, CW, exact);
-            for (; c0 < dv; c0 += 16) /* d_v is a multiple of 16 */
-                dp_pv_cols(oh, dv, c0, b, ns, pb + po, pl + po, alpha + h0, fp, HH, 1, exact);
-        }
-    }
-    finish(out, lse, o, m, l, G, dv, 0);
-}
-
-#define DP_ATTEND(H, EX)                                                                           \
-    static __attribute__((noinline)) void dp_attend_##H##_##EX(                                    \
-        const ws_attn_problem *p, int s, int kvh, int qhead, int i0, int i1, int G, float *o,      \
-        float *lse, char *w)                                                                       \
-    {                                                                                              \
-        dp_attend(p, s, kvh, qhead, i0, i1, G, o, lse, w, H, EX);                                  \
-    }
-DP_ATTEND(1, 0)
-DP_ATTEND(1, 1)
-DP_ATTEND(2, 0)
-DP_ATTEND(2, 1)
-DP_ATTEND(4, 0)
-DP_ATTEND(4, 1)
-DP_ATTEND(8, 0)
-DP_ATTEND(8, 1)
-DP_ATTEND(16, 0)
-DP_ATTEND(16, 1)
-#undef DP_ATTEND
-
-static attend_fn *const dp_attend_fns[5][2] = {
-    {dp_attend_1_0, dp_attend_1_1},   {dp_attend_2_0, dp_attend_2_1},
-    {dp_attend_4_0, dp_attend_4_1},   {dp_attend_8_0, dp_attend_8_1},
-    {dp_attend_16_0, dp_attend_16_1},
-};
 
 /* MLA scores of the tokens at rows k0 and k1 for 8 heads: lane hh token 0 with head hh,
  * lane 8 + hh token 1. qh, ql: the group's q, [step][hh][32 dims] bf16 (hi, lo). */
@@ -935,19 +766,13 @@ static __attribute__((noinline)) double probe_zmm(int iters, int use_dp)
 
 int ws_attn_cpu_dp_fits(const ws_kv_layout *kv, int G)
 {
-    return kv->dtype == WS_DT_BF16 && (fits_gqa(kv, G) || fits_mla(kv, G));
+    return kv->dtype == WS_DT_BF16 && fits_mla(kv, G);
 }
 
 void ws_attn_cpu_dp_attend(const ws_attn_problem *p, int exact, int s, int kvh, int qhead, int i0,
                            int i1, int G, float *o, float *lse, void *scratch)
 {
-    const int ex = exact != 0;
-    if (p->kv.v_shares_k) {
-        (ex ? dp_mla_1 : dp_mla_0)(p, s, kvh, qhead, i0, i1, G, o, lse, scratch);
-        return;
-    }
-    const int hi = G <= 1 ? 0 : G <= 2 ? 1 : G <= 4 ? 2 : G <= 8 ? 3 : 4;
-    dp_attend_fns[hi][ex](p, s, kvh, qhead, i0, i1, G, o, lse, scratch);
+    (exact ? dp_mla_1 : dp_mla_0)(p, s, kvh, qhead, i0, i1, G, o, lse, scratch);
 }
 
 double ws_attn_cpu_dp_gain(void)

@@ -429,21 +429,20 @@ Test(attn_cpu, k_tiles_choice)
 }
 
 /* The path and loop reported: amx hands fp16 and what the tiles do not serve to avx512;
- * avx512bf16 hands fp16 to avx512 and runs bf16 KV on the fused loop's VDPBF16PS form
- * (dpbf16: GQA with up to 16 query heads per KV head in any layout, MLA rows) or, for other
- * shapes, the generic loop with VDPBF16PS for q.k. Only dpbf16 has the bf16 precision. */
+ * avx512bf16 hands fp16 and what the fused FMA loop serves of GQA (up to 16 query heads per
+ * KV head, any layout) to avx512, runs bf16 MLA rows on the MLA loop's VDPBF16PS form
+ * (dpbf16) and other shapes on the generic loop with VDPBF16PS for q.k. Only dpbf16 has
+ * the bf16 precision. */
 Test(attn_cpu, path_served)
 {
     ws_kv_layout gqa = {.page_tokens = 256, .n_kv_heads = 4, .d_k = 128, .d_v = 128,
                         .dtype = WS_DT_BF16};
     cr_assert_eq(ws_attn_cpu_path(&gqa, 32, WS_ISA_AMX), WS_ISA_AMX);
-    cr_assert_eq(ws_attn_cpu_path(&gqa, 32, WS_ISA_AVX512_BF16), WS_ISA_AVX512_BF16); /* rows */
-    cr_assert_str_eq(ws_attn_cpu_loop_name(&gqa, 32, WS_ISA_AVX512_BF16), "dpbf16");
+    cr_assert_eq(ws_attn_cpu_path(&gqa, 32, WS_ISA_AVX512_BF16), WS_ISA_AVX512); /* rows */
+    cr_assert_str_eq(ws_attn_cpu_loop_name(&gqa, 32, WS_ISA_AVX512_BF16), "fma");
     cr_assert_str_eq(ws_attn_cpu_loop_name(&gqa, 32, WS_ISA_AVX512), "fma");
-    cr_assert_eq(ws_attn_cpu_prec_used(&gqa, 32, WS_ISA_AVX512_BF16, WS_PREC_BF16), WS_PREC_BF16);
-    cr_assert_eq(ws_attn_cpu_prec_used(&gqa, 32, WS_ISA_AVX512_BF16, WS_PREC_EXACT),
+    cr_assert_eq(ws_attn_cpu_prec_used(&gqa, 32, WS_ISA_AVX512_BF16, WS_PREC_BF16),
                  WS_PREC_EXACT);
-    cr_assert_eq(ws_attn_cpu_prec_used(&gqa, 32, WS_ISA_AVX512, WS_PREC_BF16), WS_PREC_EXACT);
     /* 32 query heads per KV head: the generic loop, VDPBF16PS for q.k, exact */
     cr_assert_eq(ws_attn_cpu_path(&gqa, 128, WS_ISA_AVX512_BF16), WS_ISA_AVX512_BF16);
     cr_assert_str_eq(ws_attn_cpu_loop_name(&gqa, 128, WS_ISA_AVX512_BF16), "generic");
@@ -452,7 +451,7 @@ Test(attn_cpu, path_served)
     cr_assert_str_eq(ws_attn_cpu_loop_name(&gqa, 128, WS_ISA_AVX512), "generic");
     ws_kv_layout x = gqa;
     x.k_tiles = x.v_pairs = 1;
-    cr_assert_str_eq(ws_attn_cpu_loop_name(&x, 32, WS_ISA_AVX512_BF16), "dpbf16");
+    cr_assert_eq(ws_attn_cpu_path(&x, 32, WS_ISA_AVX512_BF16), WS_ISA_AVX512);
     cr_assert_eq(ws_attn_cpu_path(&x, 32, WS_ISA_AVX2), WS_ISA_AVX2);
     x = gqa;
     x.dtype = WS_DT_FP16;
@@ -464,6 +463,11 @@ Test(attn_cpu, path_served)
     cr_assert_eq(ws_attn_cpu_path(&mla, 16, WS_ISA_AMX), WS_ISA_AMX);
     cr_assert_eq(ws_attn_cpu_path(&mla, 16, WS_ISA_AVX512_BF16), WS_ISA_AVX512_BF16);
     cr_assert_str_eq(ws_attn_cpu_loop_name(&mla, 16, WS_ISA_AVX512_BF16), "dpbf16");
+    cr_assert_eq(ws_attn_cpu_prec_used(&mla, 16, WS_ISA_AVX512_BF16, WS_PREC_BF16), WS_PREC_BF16);
+    cr_assert_eq(ws_attn_cpu_prec_used(&mla, 16, WS_ISA_AVX512_BF16, WS_PREC_EXACT),
+                 WS_PREC_EXACT);
+    cr_assert_eq(ws_attn_cpu_prec_used(&mla, 16, WS_ISA_AVX512, WS_PREC_BF16), WS_PREC_EXACT);
+    cr_assert_eq(ws_attn_cpu_prec_used(&mla, 16, WS_ISA_AMX, WS_PREC_BF16), WS_PREC_EXACT);
     mla.d_k = 80, mla.d_v = 48; /* not multiples of 32: the generic loop, VDPBF16PS */
     cr_assert_eq(ws_attn_cpu_path(&mla, 16, WS_ISA_AVX512_BF16), WS_ISA_AVX512_BF16);
     cr_assert_str_eq(ws_attn_cpu_loop_name(&mla, 16, WS_ISA_AVX512_BF16), "generic");

@@ -58,10 +58,7 @@ Test(bench, attn_cpu_gqa_json_keys_and_accounting)
                      best == WS_ISA_SCALAR ? "rows" : "pairs");
     cr_assert_str_eq(json_string_value(json_object_get(o, "k_layout")),
                      best == WS_ISA_SCALAR ? "rows" : "tiles");
-    const char *loop = best == WS_ISA_AMX           ? "amx"
-                       : best == WS_ISA_SCALAR      ? "generic"
-                       : best == WS_ISA_AVX512_BF16 ? "dpbf16"
-                                                    : "fma";
+    const char *loop = best == WS_ISA_AMX ? "amx" : best == WS_ISA_SCALAR ? "generic" : "fma";
     cr_assert_str_eq(json_string_value(json_object_get(o, "loop")), loop);
     /* the precision the loop ran (bf16 only on dpbf16, by default) and the roofline's
      * instruction: the fastest this CPU has for bf16 KV, whatever the loop */
@@ -168,7 +165,7 @@ Test(bench, attn_cpu_each_path_reports_what_serves)
         {"scalar", "scalar", "generic", "rows", "rows", WS_ISA_SCALAR},
         {"avx2", "avx2", "fma", "tiles", "pairs", WS_ISA_AVX2},
         {"avx512", "avx512", "fma", "tiles", "pairs", WS_ISA_AVX512},
-        {"avx512bf16", "avx512bf16", "dpbf16", "tiles", "pairs", WS_ISA_AVX512_BF16},
+        {"avx512bf16", "avx512", "fma", "tiles", "pairs", WS_ISA_AVX512_BF16},
         {"amx", "amx", "amx", "tiles", "pairs", WS_ISA_AMX},
     };
     for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++) {
@@ -201,34 +198,34 @@ Test(bench, attn_cpu_each_path_reports_what_serves)
     }
 }
 
-/* --precision: bf16 where the loop multiplies bf16 (dpbf16), exact everywhere else, as
- * asked or from WRITESCOPE_PRECISION; anything else is a usage error. */
+/* --precision: bf16 where the loop has it (dpbf16, MLA on avx512bf16), exact everywhere
+ * else, as asked or from WRITESCOPE_PRECISION; anything else is a usage error. */
 Test(bench, attn_cpu_precision)
 {
-    const ws_kv_layout kv = {.page_tokens = 64, .n_kv_heads = 4, .d_k = 128, .d_v = 128,
-                             .dtype = WS_DT_BF16, .v_pairs = 1, .k_tiles = 1};
+    const ws_kv_layout kv = {.page_tokens = 64, .n_kv_heads = 1, .d_k = 576, .d_v = 512,
+                             .v_shares_k = 1, .dtype = WS_DT_BF16}; /* DeepSeek-V2-Lite */
     ws_isa best;
     cr_assert_eq(ws_isa_resolve(WS_ISA_AUTO, &best, NULL), 0);
     const char *want[2] = {"exact", "bf16"};
     for (int i = 0; i < 2; i++) {
-        const char *args[] = {"bench", "attn-cpu", "--model", "qwen3-30b-a3b", "--ctx", "128",
+        const char *args[] = {"bench", "attn-cpu", "--model", "deepseek-v2-lite", "--ctx", "128",
                               "--batch", "1", "--read-mib", "16", "--page", "64", "--repeats",
                               "1", "--precision", want[i], "--json", NULL};
         json_t *o = th_writescope_json(args, NULL);
         cr_assert_str_eq(json_string_value(json_object_get(o, "precision")),
-                         ws_attn_prec_name(ws_attn_cpu_prec_used(&kv, 32, best,
+                         ws_attn_prec_name(ws_attn_cpu_prec_used(&kv, 16, best,
                                                                  i ? WS_PREC_BF16
                                                                    : WS_PREC_EXACT)));
         json_decref(o);
     }
     const char *env[] = {"WRITESCOPE_PRECISION=exact", NULL};
-    const char *dflt[] = {"bench", "attn-cpu", "--model", "qwen3-30b-a3b", "--ctx", "128",
+    const char *dflt[] = {"bench", "attn-cpu", "--model", "deepseek-v2-lite", "--ctx", "128",
                           "--batch", "1", "--read-mib", "16", "--page", "64", "--repeats", "1",
                           "--json", NULL};
     json_t *o = th_writescope_json(dflt, env);
     cr_assert_str_eq(json_string_value(json_object_get(o, "precision")), "exact");
     json_decref(o);
-    const char *bad[] = {"bench", "attn-cpu", "--model", "qwen3-30b-a3b", "--ctx", "128",
+    const char *bad[] = {"bench", "attn-cpu", "--model", "deepseek-v2-lite", "--ctx", "128",
                          "--batch", "1", "--precision", "fp8", NULL};
     th_run r = th_writescope(bad, NULL);
     cr_assert_eq(r.status, 2, "exit %d", r.status);
