@@ -14,18 +14,16 @@
  *
  * Instruction paths (one binary, chosen at run time from cpu_features): scalar (portable
  * C); avx2 (AVX2 + FMA + F16C) and avx512 (F/BW/VL), fp32 FMA on KV converted in
- * registers; avx512bf16, VDPBF16PS for q.k and p.V on bf16 MLA (the fused MLA loop's
- * VDPBF16PS form, attn_cpu_fma.h), for q.k in the generic loop, and the FMA loop on GQA
- * (faster there); amx, AMX-BF16 tiles for q.k and
- * p.V on bf16 KV (attn_cpu_amx.c; fp16 KV and shapes the tiles do not serve run the avx512
- * loops). Precision (ws_attn_prec): on the VDPBF16PS MLA loop, exact splits q and p into
- * bf16 hi + lo halves (as accurate as fp32 FMA), bf16 rounds p to bf16 (one product in
- * P.V instead of two; q keeps its halves: a bf16 q breaks the 2e-3 bound at large scores);
- * the other loops are always exact. ws_isa_best() prefers amx, then avx512bf16 where a run-time probe finds
+ * registers; avx512bf16, VDPBF16PS for q.k and p.V on bf16 MLA (the MLA loop's VDPBF16PS
+ * form, attn_cpu_fma.h) and for q.k in the generic loop, FMAs for GQA (faster there); amx,
+ * AMX-BF16 tiles for q.k and p.V on bf16 KV (attn_cpu_amx.c; fp16 KV and shapes the tiles
+ * do not serve run the avx512 loops). Precision (ws_attn_prec) on the VDPBF16PS MLA loop:
+ * exact takes q and p as bf16 hi + lo halves (as accurate as fp32 FMA), bf16 rounds p (q
+ * keeps its halves: a bf16 q breaks the 2e-3 bound at large scores); other loops are
+ * exact. ws_isa_best() prefers amx, then avx512bf16 where a run-time probe finds
  * VDPBF16PS's products faster than FMA's (ws_attn_cpu_dp_gain >= DP_GAIN_MIN), then
- * avx512, avx512bf16, avx2, scalar; WS_ISA_AUTO takes it, WRITESCOPE_ISA (scalar|avx2|
- * avx512|avx512bf16|amx) overrides it, and a path this CPU lacks is an error. Why:
- * docs/notes/cpu-attention.md.
+ * avx512, avx512bf16, avx2, scalar; WS_ISA_AUTO takes it, WRITESCOPE_ISA overrides it, and
+ * a path this CPU lacks is an error. Why: docs/notes/cpu-attention.md.
  *
  * Shapes served: d_k and d_v multiples of 16 up to WS_ATTN_MAX_HEAD_DIM, group sizes
  * (query heads per KV head) 1..WS_ATTN_CPU_MAX_GROUP. Anything else is WS_EUNSUP.
