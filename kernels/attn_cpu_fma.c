@@ -777,9 +777,11 @@ void ws_attn_cpu_dp_attend(const ws_attn_problem *p, int exact, int s, int kvh, 
 
 double ws_attn_cpu_dp_gain(void)
 {
-    static double gain = -1; /* racy first calls measure twice and agree */
-    if (gain >= 0)
-        return gain;
+    static double gain = -1; /* concurrent first calls each measure; either result serves */
+    double g;
+    __atomic_load(&gain, &g, __ATOMIC_RELAXED);
+    if (g >= 0)
+        return g;
     double best[2] = {1e30, 1e30};
     for (int r = 0; r < 5; r++) /* best of 5: a preempted try only loses */
         for (int k = 0; k < 2; k++) {
@@ -787,8 +789,9 @@ double ws_attn_cpu_dp_gain(void)
             best[k] = t < best[k] ? t : best[k];
         }
     /* products per second: 32 per VDPBF16PS, 16 per FMA */
-    gain = best[1] > 0 ? (32.0 / best[1]) / (16.0 / best[0]) : 0;
-    return gain;
+    g = best[1] > 0 ? (32.0 / best[1]) / (16.0 / best[0]) : 0;
+    __atomic_store(&gain, &g, __ATOMIC_RELAXED);
+    return g;
 }
 
 void ws_attn_cpu_fma_attend(const ws_attn_problem *p, int wide, int s, int kvh, int qhead, int i0,
