@@ -46,10 +46,13 @@ static void help(FILE *out)
         "          --sparse-topk K attends K tokens per sequence: whole pages (default) or\n"
         "          single tokens, a fresh random set each repeat; sparse models (index_topk)\n"
         "          default to their top-k. Reports kv_bytes, seconds, kv_gbps, gflops, isa,\n"
-        "          loop (amx, fma or generic: the block loop that ran), threads,\n"
+        "          loop (amx, dpbf16, fma or generic: the block loop that ran), precision,\n"
+        "          threads,\n"
         "          read_bw_gbps, fraction_of_read_bw (of the medians; and per round, the\n"
         "          kernel over the read pass before it: fraction_of_read_bw_rounds, median\n"
-        "          and quartiles), peak_gflops, roofline_gflops, roofline_fraction and which\n"
+        "          and quartiles), peak_gflops (the fastest dot-product instruction this CPU\n"
+        "          has for the KV dtype, measured in the same run, whatever the loop uses:\n"
+        "          peak_instr), roofline_gflops, roofline_fraction and which\n"
         "          bound applies. With --sparse-mode tokens, also a gather pass after each\n"
         "          read pass (random rows of a K row's size, as many bytes as the kernel\n"
         "          reads, prefetched ahead): gather_bw_gbps and fraction_of_gather_bw, what\n"
@@ -72,6 +75,10 @@ static void help(FILE *out)
         "           nodes in turn; on several nodes the KV is spread over them in runs of\n"
         "           8192 tokens (JSON key numa_nodes) and each chunk runs on its pages' node\n"
         "--isa      scalar|avx2|avx512|avx512bf16|amx (default: best, or $WRITESCOPE_ISA)\n"
+        "--precision exact|bf16: q and p as bf16 hi + lo halves (as accurate as fp32) or\n"
+        "           rounded to bf16 (half the products, as GPU kernels) where the loop\n"
+        "           multiplies bf16 (dpbf16); other loops are exact. Default: bf16, or\n"
+        "           $WRITESCOPE_PRECISION\n"
         "Every figure is measured on this machine (source: measured).\n");
 }
 
@@ -174,6 +181,7 @@ typedef struct attn_args {
     ws_dtype dtype;
     ws_sparse_mode mode;
     int v_layout; /* -1 auto (the CPU region's layout for the path), 0 rows, 1 pairs */
+    ws_attn_prec prec; /* WS_PREC_AUTO: $WRITESCOPE_PRECISION, else the default */
     int k_layout; /* -1 auto, 0 rows, 1 tiles */
     double read_bytes;
     int json, scaling;
@@ -207,8 +215,8 @@ static void attn_fig_json(json_t *o, const ws_bench_attn_fig *g)
     json_object_set_new(o, "roofline_fraction", json_real(g->gflops / g->roof));
 }
 
-static void attn_fig_print(const ws_bench_attn_fig *g, ws_isa used, const char *loop, int R,
-                           size_t gseg)
+static void attn_fig_print(const ws_bench_attn_fig *g, ws_isa used, const char *loop,
+                           const char *peak_instr, int R, size_t gseg)
 {
     printf("kernel       %s (%s loop), %d thread%s: %.4f s median of %d (min %.4f, max %.4f) "
            "(measured)\n",
@@ -227,7 +235,7 @@ static void attn_fig_print(const ws_bench_attn_fig *g, ws_isa used, const char *
                g->gb, gseg, 100.0 * g->kv_gbps / g->gb);
     printf("roofline     peak %.1f GFLOP/s (%s, measured); %s-bound: %.1f%% of min(peak, AI x "
            "read bw) = %.1f GFLOP/s\n",
-           g->pk, ws_isa_name(used), g->compute_bound ? "compute" : "memory",
+           g->pk, peak_instr, g->compute_bound ? "compute" : "memory",
            100.0 * g->gflops / g->roof, g->roof);
 }
 
@@ -255,6 +263,7 @@ static int bench_attn(ws_pool *pool, ws_isa isa, const attn_args *a)
                                  .v_layout = a->v_layout,
                                  .k_layout = a->k_layout,
                                  .isa = isa,
+                                 .prec = a->prec,
                                  .repeats = (int)a->repeats,
                                  .read_bytes = (size_t)a->read_bytes,
                                  .scaling = a->scaling,
@@ -300,6 +309,8 @@ static int bench_attn(ws_pool *pool, ws_isa isa, const attn_args *a)
         json_object_set_new(o, "isa", json_string(ws_isa_name(used)));
         json_object_set_new(o, "isa_requested", json_string(ws_isa_name(isa)));
         json_object_set_new(o, "loop", json_string(loop));
+        json_object_set_new(o, "precision", json_string(ws_attn_prec_name(res.precision)));
+        json_object_set_new(o, "peak_instr", json_string(res.peak_instr));
         json_object_set_new(o, "pinned_threads", json_integer(ws_pool_pinned(pool)));
         json_object_set_new(o, "numa_nodes", json_integer(nodes));
         json_object_set_new(o, "read_bw_bytes", cli_num(a->read_bytes));
@@ -331,9 +342,11 @@ static int bench_attn(ws_pool *pool, ws_isa isa, const attn_args *a)
                "its pages' node\n",
                nodes, WS_NUMA_RUN_TOKENS);
     printf("arithmetic   %.1f flop/byte\n", ai);
-    attn_fig_print(&g, used, loop, R, gseg);
+    printf("precision    %s (q and p %s)\n", ws_attn_prec_name(res.precision),
+           res.precision == WS_PREC_BF16 ? "rounded to bf16" : "as fp32, or bf16 hi + lo");
+    attn_fig_print(&g, used, loop, res.peak_instr, R, gseg);
     if (a->scaling) {
-        attn_fig_print(&g1, used, loop, R, gseg);
+        attn_fig_print(&g1, used, loop, res.peak_instr, R, gseg);
         printf("scaling      %d threads %.2fx faster than 1 (read bandwidth %.2fx), same rounds "
                "(measured)\n",
                T, g1.sec / g.sec, g.rd / g1.rd);
@@ -347,7 +360,7 @@ int cmd_bench(int argc, char **argv)
     const char *threads_s = NULL, *mib_s = NULL, *repeats_s = NULL, *isa_s = NULL, *model = NULL,
                *ctx_s = NULL, *batch_s = NULL, *dtype_s = "bf16", *topk_s = NULL, *mode_s = "pages",
                *page_s = "256", *seed_s = "1", *read_mib_s = NULL, *vlay_s = "auto",
-               *klay_s = "auto";
+               *klay_s = "auto", *prec_s = NULL;
     const cli_opt opts[] = {{"json", NULL, &json},          {"threads", &threads_s, NULL},
                             {"mib", &mib_s, NULL},          {"repeats", &repeats_s, NULL},
                             {"isa", &isa_s, NULL},          {"model", &model, NULL},
@@ -356,7 +369,8 @@ int cmd_bench(int argc, char **argv)
                             {"sparse-mode", &mode_s, NULL}, {"page", &page_s, NULL},
                             {"seed", &seed_s, NULL},        {"read-mib", &read_mib_s, NULL},
                             {"v-layout", &vlay_s, NULL},    {"k-layout", &klay_s, NULL},
-                            {"scaling", NULL, &scaling},    {0}};
+                            {"scaling", NULL, &scaling},    {"precision", &prec_s, NULL},
+                            {0}};
     char *args[1];
     int rc = cli_parse("bench", argc, argv, opts, args, 1, &nargs, help);
     if (rc)
@@ -407,9 +421,14 @@ int cmd_bench(int argc, char **argv)
         else
             return cli_usage_error("bench", "--k-layout must be auto, rows or tiles");
         a.repeats = repeats; /* 0: chosen by time (bench_attn) */
-    } else if (model || ctx_s || batch_s || topk_s || scaling) {
+        ws_err perr = {0};
+        if (prec_s && (ws_attn_prec_parse(prec_s, &a.prec) || a.prec == WS_PREC_AUTO))
+            return cli_usage_error("bench", "--precision must be exact or bf16 (got '%s')", prec_s);
+        if (ws_attn_prec_resolve(a.prec, &a.prec, &perr))
+            return cli_fail(&perr);
+    } else if (model || ctx_s || batch_s || topk_s || scaling || prec_s) {
         return cli_usage_error("bench", "membw takes no attn-cpu options (--model, --ctx, "
-                                        "--batch, --sparse-topk, --scaling)");
+                                        "--batch, --sparse-topk, --scaling, --precision)");
     }
     ws_isa isa;
     if ((rc = resolve_isa("bench", isa_s, &isa)))

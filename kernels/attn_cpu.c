@@ -21,8 +21,10 @@
 
 static const char *const k_isa_names[WS_ISA_COUNT] = {"auto",   "scalar",     "avx2",
                                                       "avx512", "avx512bf16", "amx"};
-/* ws_isa_best's order of preference (see attn_cpu.h for why avx512 precedes avx512bf16). */
+/* ws_isa_best's order of preference after amx, unless the probe moves avx512bf16 first
+ * (DP_GAIN_MIN, attn_cpu.h). */
 static const ws_isa k_preference[] = {WS_ISA_AMX, WS_ISA_AVX512, WS_ISA_AVX512_BF16, WS_ISA_AVX2};
+static const char *const k_prec_names[WS_PREC_COUNT] = {"auto", "exact", "bf16"};
 
 const char *ws_isa_name(ws_isa isa)
 {
@@ -60,8 +62,45 @@ int ws_isa_supported(ws_isa isa)
     }
 }
 
+const char *ws_attn_prec_name(ws_attn_prec prec)
+{
+    return (unsigned)prec < WS_PREC_COUNT ? k_prec_names[prec] : "unknown";
+}
+
+int ws_attn_prec_parse(const char *name, ws_attn_prec *out)
+{
+    for (int i = 0; i < WS_PREC_COUNT; i++)
+        if (name && !strcmp(name, k_prec_names[i])) {
+            *out = (ws_attn_prec)i;
+            return 0;
+        }
+    return -1;
+}
+
+int ws_attn_prec_resolve(ws_attn_prec want, ws_attn_prec *out, ws_err *err)
+{
+    if (want == WS_PREC_AUTO) {
+        const char *env = getenv("WRITESCOPE_PRECISION");
+        if (env && *env && ws_attn_prec_parse(env, &want))
+            return ws_err_set(err, WS_EUNSUP,
+                              "WRITESCOPE_PRECISION=%s: unknown precision (auto, exact, bf16)",
+                              env);
+        if (want == WS_PREC_AUTO)
+            want = WS_PREC_DEFAULT;
+    }
+    if ((unsigned)want >= WS_PREC_COUNT)
+        return ws_err_set(err, WS_EINVAL, "precision %d is not valid", (int)want);
+    *out = want;
+    return 0;
+}
+
 ws_isa ws_isa_best(void)
 {
+    if (ws_isa_supported(WS_ISA_AMX))
+        return WS_ISA_AMX;
+    /* VDPBF16PS first where the probe finds its products faster than FMA's */
+    if (ws_isa_supported(WS_ISA_AVX512_BF16) && ws_attn_cpu_dp_gain() >= DP_GAIN_MIN)
+        return WS_ISA_AVX512_BF16;
     for (size_t i = 0; i < sizeof k_preference / sizeof k_preference[0]; i++)
         if (ws_isa_supported(k_preference[i]))
             return k_preference[i];
@@ -96,8 +135,10 @@ ws_isa ws_attn_cpu_path(const ws_kv_layout *kv, int n_q_heads, ws_isa isa)
     const int G = kv->n_kv_heads > 0 ? n_q_heads / kv->n_kv_heads : 0;
     if (isa == WS_ISA_AMX && !ws_attn_cpu_amx_fits(kv, G))
         return WS_ISA_AVX512;
-    /* the fused FMA loop runs the same FMA code on avx512bf16 as on avx512 */
-    if (isa == WS_ISA_AVX512_BF16 && (kv->dtype != WS_DT_BF16 || ws_attn_cpu_fma_fits(kv, G)))
+    /* fp16 KV has no VDPBF16PS, and the fused loop serves GQA with FMAs (faster there than
+     * its VDPBF16PS form): the avx512 loops */
+    if (isa == WS_ISA_AVX512_BF16 &&
+        (kv->dtype != WS_DT_BF16 || (ws_attn_cpu_fma_fits(kv, G) && !ws_attn_cpu_dp_fits(kv, G))))
         return WS_ISA_AVX512;
     return isa;
 }
@@ -145,19 +186,29 @@ int ws_attn_cpu_v_pairs(const ws_kv_layout *kv, int n_q_heads, ws_isa isa, int t
  * the AMX loop where it fits, else the fused FMA loop on any vector path (amx hands it what
  * the tiles do not serve) for a layout it reads, else the generic loop. The one place that
  * decides: ws_attn_cpu runs what this says and ws_attn_cpu_loop_name reports it. */
-typedef enum { LOOP_GENERIC, LOOP_FMA, LOOP_AMX } cpu_loop;
+typedef enum { LOOP_GENERIC, LOOP_FMA, LOOP_AMX, LOOP_DP } cpu_loop;
 static cpu_loop loop_for(const ws_kv_layout *kv, int n_q_heads, ws_isa isa)
 {
     const int G = kv->n_kv_heads > 0 ? n_q_heads / kv->n_kv_heads : 0;
-    if (ws_attn_cpu_path(kv, n_q_heads, isa) == WS_ISA_AMX)
+    const ws_isa path = ws_attn_cpu_path(kv, n_q_heads, isa);
+    if (path == WS_ISA_AMX)
         return LOOP_AMX;
+    if (path == WS_ISA_AVX512_BF16 && ws_attn_cpu_dp_fits(kv, G))
+        return LOOP_DP;
     return isa != WS_ISA_SCALAR && ws_attn_cpu_fma_fits(kv, G) ? LOOP_FMA : LOOP_GENERIC;
 }
 
 const char *ws_attn_cpu_loop_name(const ws_kv_layout *kv, int n_q_heads, ws_isa isa)
 {
-    static const char *const names[] = {"generic", "fma", "amx"};
+    static const char *const names[] = {"generic", "fma", "amx", "dpbf16"};
     return names[loop_for(kv, n_q_heads, isa)];
+}
+
+ws_attn_prec ws_attn_cpu_prec_used(const ws_kv_layout *kv, int n_q_heads, ws_isa isa,
+                                   ws_attn_prec prec)
+{
+    const cpu_loop loop = loop_for(kv, n_q_heads, isa);
+    return loop == LOOP_DP && prec == WS_PREC_BF16 ? WS_PREC_BF16 : WS_PREC_EXACT;
 }
 
 static const ws_attn_cpu_ops *ops_for(ws_isa isa)
@@ -226,6 +277,8 @@ typedef struct job {
     int pf_dist;               /* software prefetch distance, items */
     int amx;                   /* 1: the AMX block loop serves this problem */
     int fma;                   /* 1: the fused FMA loop serves it (attn_cpu_fma.h) */
+    int dp;                    /* 1: its VDPBF16PS form serves it */
+    int exact;                 /* dp: q and p as bf16 hi + lo (else bf16) */
     task *tasks;
     unit *units;
     float *part_o, *part_lse;
@@ -392,6 +445,9 @@ static void run_task(void *ctx, int ti, int thread)
     const int qhead = t->kvh * jb->G + t->h0;
     if (jb->amx)
         ws_attn_cpu_amx_attend(p, t->seq, t->kvh, qhead, t->i0, t->i1, t->nh, o, lse, scr);
+    else if (jb->dp)
+        ws_attn_cpu_dp_attend(p, jb->exact, t->seq, t->kvh, qhead, t->i0, t->i1, t->nh, o, lse,
+                              scr);
     else if (jb->fma)
         ws_attn_cpu_fma_attend(p, jb->ops->isa != WS_ISA_AVX2, t->seq, t->kvh, qhead, t->i0, t->i1,
                                t->nh, o, lse, scr);
@@ -456,6 +512,12 @@ static int item_node(const ws_attn_seq *sq, int P, long i, const ws_pool *pool)
 
 int ws_attn_cpu(const ws_attn_problem *p, ws_pool *pool, ws_isa isa, ws_err *err)
 {
+    return ws_attn_cpu_prec(p, pool, isa, WS_PREC_AUTO, err);
+}
+
+int ws_attn_cpu_prec(const ws_attn_problem *p, ws_pool *pool, ws_isa isa, ws_attn_prec prec,
+                     ws_err *err)
+{
     int rc = ws_attn_validate(p, err);
     if (rc)
         return rc;
@@ -469,7 +531,7 @@ int ws_attn_cpu(const ws_attn_problem *p, ws_pool *pool, ws_isa isa, ws_err *err
         return ws_err_set(err, WS_EUNSUP, "CPU attention: group of %d query heads per KV head "
                           "is more than %d", G, WS_ATTN_CPU_MAX_GROUP);
     ws_isa path;
-    if ((rc = ws_isa_resolve(isa, &path, err)))
+    if ((rc = ws_isa_resolve(isa, &path, err)) || (rc = ws_attn_prec_resolve(prec, &prec, err)))
         return rc;
     if (p->n_seqs == 0)
         return 0;
@@ -532,10 +594,12 @@ int ws_attn_cpu(const ws_attn_problem *p, ws_pool *pool, ws_isa isa, ws_err *err
     if (jb.amx && ws_attn_cpu_amx_scratch(kv, G) > jb.scratch_bytes)
         jb.scratch_bytes = align64(ws_attn_cpu_amx_scratch(kv, G));
     jb.fma = loop == LOOP_FMA;
-    if (jb.fma && ws_attn_cpu_fma_scratch(kv, G) > jb.scratch_bytes)
+    jb.dp = loop == LOOP_DP;
+    jb.exact = prec != WS_PREC_BF16;
+    if ((jb.fma || jb.dp) && ws_attn_cpu_fma_scratch(kv, G) > jb.scratch_bytes)
         jb.scratch_bytes = align64(ws_attn_cpu_fma_scratch(kv, G));
     const int use_bf16 =
-        !jb.amx && !jb.fma && jb.ops->qk_bf16 && kv->dtype == WS_DT_BF16 && !kv->k_tiles;
+        !jb.amx && !jb.fma && !jb.dp && jb.ops->qk_bf16 && kv->dtype == WS_DT_BF16 && !kv->k_tiles;
     const size_t nq_elems = (size_t)p->n_seqs * p->n_q_heads * kv->d_k;
     size_t off_nodes = align64(sizeof(task) * (size_t)n_tasks);
     size_t off_units = off_nodes + (numa ? align64(sizeof(int) * (size_t)n_tasks) : 0);

@@ -14,15 +14,16 @@
  *
  * Instruction paths (one binary, chosen at run time from cpu_features): scalar (portable
  * C); avx2 (AVX2 + FMA + F16C) and avx512 (F/BW/VL), fp32 FMA on KV converted in
- * registers; avx512bf16, avx512 plus VDPBF16PS for q.k on bf16 KV in the generic loop;
- * amx, AMX-BF16 tiles for q.k and p.V on bf16 KV (attn_cpu_amx.c; fp16 KV and shapes the
- * tiles do not serve run the avx512 loops). The bf16 products split q and p into bf16
- * hi + lo halves, so they are as accurate as fp32 FMA. The vector paths run the fused FMA
- * loop (attn_cpu_fma.h) on GQA with K in tiles and V in pairs (ws_attn_cpu_k_tiles /
- * _v_pairs) and on bf16 MLA rows, else the generic block loop (fp32 blocks, q.k summed
- * horizontally). ws_isa_best() prefers amx, avx512, avx512bf16, avx2, scalar; WS_ISA_AUTO
- * takes it, WRITESCOPE_ISA (scalar|avx2|avx512|avx512bf16|amx) overrides it, and a path
- * this CPU lacks is an error. Why: docs/notes/cpu-attention.md.
+ * registers; avx512bf16, VDPBF16PS for q.k and p.V on bf16 MLA (the MLA loop's VDPBF16PS
+ * form, attn_cpu_fma.h) and for q.k in the generic loop, FMAs for GQA (faster there); amx,
+ * AMX-BF16 tiles for q.k and p.V on bf16 KV (attn_cpu_amx.c; fp16 KV and shapes the tiles
+ * do not serve run the avx512 loops). Precision (ws_attn_prec) on the VDPBF16PS MLA loop:
+ * exact takes q and p as bf16 hi + lo halves (as accurate as fp32 FMA), bf16 rounds p (q
+ * keeps its halves: a bf16 q breaks the 2e-3 bound at large scores); other loops are
+ * exact. ws_isa_best() prefers amx, then avx512bf16 where a run-time probe finds
+ * VDPBF16PS's products faster than FMA's (ws_attn_cpu_dp_gain >= DP_GAIN_MIN), then
+ * avx512, avx512bf16, avx2, scalar; WS_ISA_AUTO takes it, WRITESCOPE_ISA overrides it, and
+ * a path this CPU lacks is an error. Why: docs/notes/cpu-attention.md.
  *
  * Shapes served: d_k and d_v multiples of 16 up to WS_ATTN_MAX_HEAD_DIM, group sizes
  * (query heads per KV head) 1..WS_ATTN_CPU_MAX_GROUP. Anything else is WS_EUNSUP.
@@ -51,6 +52,29 @@ typedef enum {
     WS_ISA_COUNT
 } ws_isa;
 
+/* Precision of the bf16 products (the avx512bf16 path's VDPBF16PS MLA loop; the amx loop
+ * is exact only, see docs/notes/cpu-attention.md). */
+typedef enum {
+    WS_PREC_AUTO = 0,  /* $WRITESCOPE_PRECISION if set, else WS_PREC_DEFAULT */
+    WS_PREC_EXACT = 1, /* q and p as bf16 hi + lo halves: ~16 mantissa bits, as fp32 FMA */
+    WS_PREC_BF16 = 2,  /* p rounded to bf16 (o within 2^-9 max |v|), q in halves */
+    WS_PREC_COUNT
+} ws_attn_prec;
+/* The default: bf16, within the 2e-3 bound on every shape tested (large scores too) and
+ * the faster (why: docs/notes/cpu-attention.md). */
+#define WS_PREC_DEFAULT WS_PREC_BF16
+/* Least ws_attn_cpu_dp_gain (VDPBF16PS products per second over FMA's) at which
+ * ws_isa_best prefers avx512bf16 to avx512: at 2, the exact mode's products take as long
+ * as the FMA loop's (less its splits) and the bf16 mode's 3/4 of that for MLA. */
+#define DP_GAIN_MIN 1.5
+
+/* "auto", "exact", "bf16". */
+const char *ws_attn_prec_name(ws_attn_prec prec);
+/* 0 and *out, or -1 if unknown. */
+int ws_attn_prec_parse(const char *name, ws_attn_prec *out);
+/* WS_PREC_AUTO -> $WRITESCOPE_PRECISION if set, else WS_PREC_DEFAULT; unknown is WS_EUNSUP. */
+int ws_attn_prec_resolve(ws_attn_prec want, ws_attn_prec *out, ws_err *err);
+
 /* "auto", "scalar", "avx2", "avx512", "avx512bf16", "amx". */
 const char *ws_isa_name(ws_isa isa);
 /* Parses a name as above; 0 and *out, or -1 if unknown. */
@@ -65,14 +89,18 @@ int ws_isa_resolve(ws_isa want, ws_isa *out, ws_err *err);
 
 /* The path that actually serves a problem of this shape when `isa` (resolved, not AUTO) is
  * asked for: amx falls back to avx512 for fp16 KV and shapes the tiles do not serve,
- * avx512bf16 to avx512 for fp16 KV and for what the fused FMA loop serves (attn_cpu_fma.h:
- * it runs FMAs, not VDPBF16PS); others serve as asked. For reporting and peaks. */
+ * avx512bf16 to avx512 for fp16 KV and for GQA on the fused FMA loop (attn_cpu_fma.h);
+ * others serve as asked. For reports. */
 ws_isa ws_attn_cpu_path(const ws_kv_layout *kv, int n_q_heads, ws_isa isa);
 
 /* Which block loop serves a problem of this shape and layout on path `isa` (resolved, not
- * AUTO): "amx" (attn_cpu_amx.h), "fma" (the fused FMA loop, attn_cpu_fma.h) or "generic"
- * (fp32 blocks; the scalar path always). For reports. */
+ * AUTO): "amx" (attn_cpu_amx.h), "dpbf16" (the fused loop's VDPBF16PS form), "fma" (the
+ * fused FMA loop, attn_cpu_fma.h) or "generic" (fp32 blocks; the scalar path always). */
 const char *ws_attn_cpu_loop_name(const ws_kv_layout *kv, int n_q_heads, ws_isa isa);
+/* The precision that loop runs when `prec` (resolved) is asked for: bf16 only on the
+ * dpbf16 loop, exact everywhere else. For reports and tests. */
+ws_attn_prec ws_attn_cpu_prec_used(const ws_kv_layout *kv, int n_q_heads, ws_isa isa,
+                                   ws_attn_prec prec);
 
 /* The V layout the CPU region should be written in for this shape and path (resolved):
  * 1 (token pairs, kv.v_pairs) when the amx path serves it with a separate V block and an
@@ -100,6 +128,10 @@ int ws_attn_cpu_k_tiles(const ws_kv_layout *kv, int n_q_heads, ws_isa isa, int t
 /* Decode attention: validates p (ws_attn_validate plus the shapes above), then fills
  * p->o and p->lse. pool may be NULL (runs on the calling thread). */
 int ws_attn_cpu(const ws_attn_problem *p, ws_pool *pool, ws_isa isa, ws_err *err);
+/* The same with a precision (WS_PREC_AUTO resolves as ws_attn_prec_resolve); ws_attn_cpu
+ * is this with WS_PREC_AUTO. */
+int ws_attn_cpu_prec(const ws_attn_problem *p, ws_pool *pool, ws_isa isa, ws_attn_prec prec,
+                     ws_err *err);
 
 /* Batched merge of n_parts partial states over disjoint token sets, per row r < n_rows:
  * parts are o_parts[k][n_rows][d_v], lse_parts[k][n_rows]; empty parts (lse = -inf)

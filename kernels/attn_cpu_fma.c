@@ -30,6 +30,8 @@
 #include <string.h>
 
 #include "attn_cpu_isa.h"
+#include "half.h"
+#include "ws_util.h"
 
 #define SUB 16 /* tokens per sub-block: one K tile, one score vector per head */
 #define NS 4   /* sub-blocks per super-block (one softmax step) */
@@ -91,7 +93,7 @@ static fma_scratch scratch_plan(const ws_kv_layout *kv)
  * O [Gp][d_v], scores and probabilities [MLA_NT][Gp], m, l and alpha [Gp], the
  * super-block's row pointers. */
 typedef struct mla_scratch {
-    size_t qs, o, s, m, l, alpha, rows, total;
+    size_t qs, o, s, pp, m, l, alpha, rows, total;
     int Gp;
 } mla_scratch;
 
@@ -103,6 +105,7 @@ static mla_scratch mla_plan(const ws_kv_layout *kv, int G)
     s.qs = at, at += a64((size_t)s.Gp * kv->d_k * 4);
     s.o = at, at += a64((size_t)s.Gp * kv->d_v * 4);
     s.s = at, at += a64((size_t)MLA_NT * s.Gp * 4);
+    s.pp = at, at += a64((size_t)MLA_NT * s.Gp * 4); /* VDPBF16PS loop: p pairs, hi + lo */
     s.m = at, at += a64((size_t)s.Gp * 4);
     s.l = at, at += a64((size_t)s.Gp * 4);
     s.alpha = at, at += a64((size_t)s.Gp * 4);
@@ -552,6 +555,244 @@ INL void store_halves_256(float *a, float *b, __m256 v)
 #define f_rows (&g_rows_256)
 #include "attn_cpu_fma_body.h" /* consumes the definitions above */
 #pragma GCC pop_options
+
+/* ---- AVX-512 BF16: VDPBF16PS on bf16 MLA rows ---- */
+/* The MLA loop with every product a VDPBF16PS (two bf16 products summed into an fp32 lane):
+ * the scores take 32 dims of a K row against 32 of q per lane pair, reduced as above, and V
+ * (rows) is interleaved into token pairs in registers, two tokens' 32 columns by two
+ * VPERMT2W, once per 8 heads, which a broadcast pair of probabilities (tokens 2u, 2u + 1)
+ * multiplies into 16 columns of O. GQA stays on the FMA loop: its VDPBF16PS form (K tile
+ * rows and V pair rows times broadcast bf16 pairs of q and p) took 1.1-2x the FMA loop's
+ * time on the Zen 5 host (docs/notes/fma-loop.md). q is always taken as bf16 hi + lo
+ * halves (two products: a bf16 q puts its rounding, 2^-9 relative, into every score, which
+ * at scores of ~20 cost 1.8e-2 in lse, beyond the 2e-3 bound); p as hi + lo with exact = 1
+ * (as accurate as fp32), as bf16 with exact = 0 (one product: a rounding of p moves o by
+ * at most 2^-9 max |v|). */
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,fma,f16c")
+
+/* 16 floats rounded to bf16 (nearest even), as 16-bit lanes; *lo the bf16 of what the
+ * rounding left (with exact). */
+INL __m256i bf16_hi_lo(__m512 x, __m256i *lo, const int exact)
+{
+    const __m256i h = (__m256i)_mm512_cvtneps_pbh(x);
+    if (exact) {
+        const __m512 hf = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+        *lo = (__m256i)_mm512_cvtneps_pbh(_mm512_sub_ps(x, hf));
+    }
+    return h;
+}
+
+/* 32-bit pairs (a_i, b_i) of the bf16 of a and b (and of their remainders, with exact). */
+INL void bf16_pairs(__m512 a, __m512 b, uint32_t *hi, uint32_t *lo, const int exact)
+{
+    __m256i al = _mm256_setzero_si256(), bl = al;
+    const __m256i ah = bf16_hi_lo(a, &al, exact), bh = bf16_hi_lo(b, &bl, exact);
+    _mm512_storeu_si512(hi, _mm512_or_si512(_mm512_cvtepu16_epi32(ah),
+                                            _mm512_slli_epi32(_mm512_cvtepu16_epi32(bh), 16)));
+    if (exact)
+        _mm512_storeu_si512(lo, _mm512_or_si512(_mm512_cvtepu16_epi32(al),
+                                                _mm512_slli_epi32(_mm512_cvtepu16_epi32(bl), 16)));
+}
+
+INL __m512 dp(__m512 acc, __m512i a, __m512i b)
+{
+    return _mm512_dpbf16_ps(acc, (__m512bh)a, (__m512bh)b);
+}
+
+/* MLA scores of the tokens at rows k0 and k1 for 8 heads: lane hh token 0 with head hh,
+ * lane 8 + hh token 1. qh, ql: the group's q, [step][hh][32 dims] bf16 (hi, lo). */
+INL __m512 dp_mla_qk2(const uint16_t *k0, const uint16_t *k1, const uint16_t *qh,
+                      const uint16_t *ql, int steps)
+{
+    __m512 acc[16];
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; i++)
+        acc[i] = _mm512_setzero_ps();
+    for (int st = 0; st < steps; st++) {
+        const __m512i a = _mm512_loadu_si512(k0 + (size_t)st * 32);
+        const __m512i b = _mm512_loadu_si512(k1 + (size_t)st * 32);
+        const uint16_t *qs = qh + (size_t)st * 8 * 32, *ls = ql + (size_t)st * 8 * 32;
+#pragma GCC unroll 8
+        for (int hh = 0; hh < 8; hh++) {
+            const __m512i qv = _mm512_load_si512(qs + hh * 32);
+            const __m512i lv = _mm512_load_si512(ls + hh * 32);
+            acc[hh] = dp(dp(acc[hh], a, qv), a, lv);
+            acc[8 + hh] = dp(dp(acc[8 + hh], b, qv), b, lv);
+        }
+    }
+    return reduce16_512(acc);
+}
+
+/* O[h] = alpha[h] O[h] + sum_t p[t][h] v_t for n tokens at rows[t], heads h < Gp; pb, pl:
+ * the probabilities of tokens 2u, 2u + 1 as bf16 pairs [u][Gp] (hi, lo). O in column
+ * order. */
+INL void dp_mla_pv(float *o, int dv, const uint16_t *const *rows, int n, const uint32_t *pb,
+                   const uint32_t *pl, int Gp, const float *alpha, const int exact)
+{
+    const __m512i il = _mm512_load_si512(g_il), ih = _mm512_load_si512(g_ih);
+    for (int hg = 0; hg < Gp; hg += 8)
+        for (int c = 0; c < dv; c += 32) {
+            __m512 ae[8], ao[8];
+#pragma GCC unroll 8
+            for (int hh = 0; hh < 8; hh++) {
+                const __m512 al = _mm512_set1_ps(alpha[hg + hh]);
+                ae[hh] = _mm512_mul_ps(_mm512_load_ps(o + (size_t)(hg + hh) * dv + c), al);
+                ao[hh] = _mm512_mul_ps(_mm512_load_ps(o + (size_t)(hg + hh) * dv + c + 16), al);
+            }
+            for (int t = 0; t < n; t += 2) {
+                const __m512i va = _mm512_loadu_si512(rows[t] + c);
+                /* an odd tail pairs the last token with itself, at probability 0 */
+                const __m512i vb = t + 1 < n ? _mm512_loadu_si512(rows[t + 1] + c) : va;
+                const __m512i lo = _mm512_permutex2var_epi16(va, il, vb);
+                const __m512i hi = _mm512_permutex2var_epi16(va, ih, vb);
+                const uint32_t *pt = pb + (size_t)(t / 2) * Gp + hg;
+                const uint32_t *lt = pl + (size_t)(t / 2) * Gp + hg;
+#pragma GCC unroll 8
+                for (int hh = 0; hh < 8; hh++) {
+                    const __m512i x = _mm512_set1_epi32((int)pt[hh]);
+                    ae[hh] = dp(ae[hh], lo, x);
+                    ao[hh] = dp(ao[hh], hi, x);
+                    if (exact) {
+                        const __m512i y = _mm512_set1_epi32((int)lt[hh]);
+                        ae[hh] = dp(ae[hh], lo, y);
+                        ao[hh] = dp(ao[hh], hi, y);
+                    }
+                }
+            }
+#pragma GCC unroll 8
+            for (int hh = 0; hh < 8; hh++) {
+                _mm512_store_ps(o + (size_t)(hg + hh) * dv + c, ae[hh]);
+                _mm512_store_ps(o + (size_t)(hg + hh) * dv + c + 16, ao[hh]);
+            }
+        }
+}
+
+INL void dp_mla_attend(const ws_attn_problem *p, int s, int kvh, int qhead, int i0, int i1, int G,
+                       float *out, float *lse, char *w, const int exact)
+{
+    const ws_kv_layout *kv = &p->kv;
+    const ws_attn_seq *sq = &p->seqs[s];
+    const int dk = kv->d_k, dv = kv->d_v, P = kv->page_tokens, steps = dk / 32;
+    const mla_scratch sp = mla_plan(kv, G);
+    const int Gp = sp.Gp;
+    uint16_t *qh = (uint16_t *)(w + sp.qs), *ql = qh + (size_t)Gp * dk;
+    float *o = (float *)(w + sp.o), *sc = (float *)(w + sp.s);
+    uint32_t *pb = (uint32_t *)(w + sp.pp), *pl = pb + (size_t)MLA_NT / 2 * Gp;
+    float *m = (float *)(w + sp.m), *l = (float *)(w + sp.l), *alpha = (float *)(w + sp.alpha);
+    const uint16_t **rows = (const uint16_t **)(w + sp.rows);
+    const float *q = p->q + ((size_t)s * p->n_q_heads + (size_t)qhead) * dk;
+    /* q [head group][step][hh][32 dims], bf16 hi and lo */
+    for (int h = 0; h < Gp; h++)
+        for (int d = 0; d < dk; d++) {
+            const size_t at = (((size_t)(h / 8) * steps + d / 32) * 8 + h % 8) * 32 + d % 32;
+            const float x = h < G ? q[(size_t)h * dk + d] * p->scale : 0.0f;
+            qh[at] = ws_f32_to_bf16(x);
+            ql[at] = ws_f32_to_bf16(x - ws_bf16_to_f32(qh[at]));
+        }
+    memset(o, 0, sizeof(float) * (size_t)Gp * dv);
+    for (int h = 0; h < Gp; h++)
+        m[h] = -INFINITY, l[h] = 0;
+    for (int i = i0; i < i1; i += MLA_NT) {
+        const int n = i1 - i < MLA_NT ? i1 - i : MLA_NT;
+        for (int t = 0; t < n; t++) {
+            const int tok = sq->sel ? sq->sel[i + t] : i + t;
+            rows[t] = (const uint16_t *)sq->pages[tok / P] + ws_kv_k_off(kv, kvh, tok % P);
+        }
+        for (int hg = 0; hg < Gp / 8; hg++) { /* head groups outside: see mla_attend_512 */
+            const size_t qo = (size_t)hg * steps * 8 * 32;
+            for (int t = 0; t < n; t += 2) {
+                for (int x = t; x < t + 2 && hg == 0; x++) {
+                    const int it = i + AHEAD * MLA_NT + x;
+                    if (it < i1)
+                        ws_attn_prefetch_row(sq, kv, kvh, sq->sel ? sq->sel[it] : it);
+                }
+                const uint16_t *k1 = t + 1 < n ? rows[t + 1] : rows[t];
+                store_halves_512(sc + (size_t)t * Gp + hg * 8, sc + (size_t)(t + 1) * Gp + hg * 8,
+                                 dp_mla_qk2(rows[t], k1, qh + qo, ql + qo, steps));
+            }
+        }
+        mla_softmax_512(sc, n, Gp, m, l, alpha);
+        for (int t = 0; t < n; t += 2) /* tokens 2u, 2u + 1 (zero past n) as bf16 pairs */
+            for (int c = 0; c < Gp; c += 16) {
+                const __m512 a = _mm512_load_ps(sc + (size_t)t * Gp + c);
+                const __m512 b =
+                    t + 1 < n ? _mm512_load_ps(sc + (size_t)(t + 1) * Gp + c) : _mm512_setzero_ps();
+                bf16_pairs(a, b, pb + (size_t)(t / 2) * Gp + c, pl + (size_t)(t / 2) * Gp + c,
+                           exact);
+            }
+        dp_mla_pv(o, dv, rows, n, pb, pl, Gp, alpha, exact);
+    }
+    finish(out, lse, o, m, l, G, dv, 0);
+}
+
+static __attribute__((noinline)) void dp_mla_0(const ws_attn_problem *p, int s, int kvh, int qhead,
+                                               int i0, int i1, int G, float *o, float *lse, char *w)
+{
+    dp_mla_attend(p, s, kvh, qhead, i0, i1, G, o, lse, w, 0);
+}
+
+static __attribute__((noinline)) void dp_mla_1(const ws_attn_problem *p, int s, int kvh, int qhead,
+                                               int i0, int i1, int G, float *o, float *lse, char *w)
+{
+    dp_mla_attend(p, s, kvh, qhead, i0, i1, G, o, lse, w, 1);
+}
+
+/* Seconds of `iters` x 12 independent VDPBF16PS (dp = 1) or VFMADD231PS (zmm). */
+static __attribute__((noinline)) double probe_zmm(int iters, int use_dp)
+{
+    __m512 acc[12];
+    __m512i x = _mm512_set1_epi16(0x3f7f), y = _mm512_set1_epi16(0x3380);
+    for (int k = 0; k < 12; k++)
+        acc[k] = _mm512_set1_ps((float)k);
+    const double t0 = ws_now_s();
+    for (int i = 0; i < iters; i++) {
+#pragma GCC unroll 12
+        for (int k = 0; k < 12; k++)
+            acc[k] = use_dp ? dp(acc[k], x, y)
+                            : _mm512_fmadd_ps(acc[k], _mm512_castsi512_ps(x),
+                                              _mm512_castsi512_ps(y));
+        __asm__ volatile("" : "+v"(x));
+    }
+    const double t = ws_now_s() - t0;
+    __m512 sum = acc[0];
+    for (int k = 1; k < 12; k++)
+        sum = _mm512_add_ps(sum, acc[k]);
+    volatile float sink = _mm512_reduce_add_ps(sum);
+    (void)sink;
+    return t;
+}
+#pragma GCC pop_options
+
+int ws_attn_cpu_dp_fits(const ws_kv_layout *kv, int G)
+{
+    return kv->dtype == WS_DT_BF16 && fits_mla(kv, G);
+}
+
+void ws_attn_cpu_dp_attend(const ws_attn_problem *p, int exact, int s, int kvh, int qhead, int i0,
+                           int i1, int G, float *o, float *lse, void *scratch)
+{
+    (exact ? dp_mla_1 : dp_mla_0)(p, s, kvh, qhead, i0, i1, G, o, lse, scratch);
+}
+
+double ws_attn_cpu_dp_gain(void)
+{
+    static double gain = -1; /* concurrent first calls each measure; either result serves */
+    double g;
+    __atomic_load(&gain, &g, __ATOMIC_RELAXED);
+    if (g >= 0)
+        return g;
+    double best[2] = {1e30, 1e30};
+    for (int r = 0; r < 5; r++) /* best of 5: a preempted try only loses */
+        for (int k = 0; k < 2; k++) {
+            const double t = probe_zmm(20000, k);
+            best[k] = t < best[k] ? t : best[k];
+        }
+    /* products per second: 32 per VDPBF16PS, 16 per FMA */
+    g = best[1] > 0 ? (32.0 / best[1]) / (16.0 / best[0]) : 0;
+    __atomic_store(&gain, &g, __ATOMIC_RELAXED);
+    return g;
+}
 
 void ws_attn_cpu_fma_attend(const ws_attn_problem *p, int wide, int s, int kvh, int qhead, int i0,
                             int i1, int G, float *o, float *lse, void *scratch)

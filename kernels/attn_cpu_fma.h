@@ -31,4 +31,17 @@ size_t ws_attn_cpu_fma_scratch(const ws_kv_layout *kv, int G);
 void ws_attn_cpu_fma_attend(const ws_attn_problem *p, int wide, int s, int kvh, int qhead, int i0,
                             int i1, int G, float *o, float *lse, void *scratch);
 
+/* The MLA loop with every product a VDPBF16PS (the avx512bf16 path; bf16 MLA rows, the
+ * shapes ws_attn_cpu_fma_fits serves; GQA stays on FMAs, faster there): q as bf16 hi + lo
+ * halves, p too with
+ * exact = 1 (two products each, as accurate as the FMA loop), p as bf16 with exact = 0
+ * (one product in P.V; o moves by at most 2^-9 max |v|). The CPU must have AVX512_BF16. */
+int ws_attn_cpu_dp_fits(const ws_kv_layout *kv, int G);
+void ws_attn_cpu_dp_attend(const ws_attn_problem *p, int exact, int s, int kvh, int qhead, int i0,
+                           int i1, int G, float *o, float *lse, void *scratch);
+/* The run-time probe: products per second of VDPBF16PS (zmm, two per lane) over those of
+ * fp32 FMA (zmm) on the calling thread, best of 5 short tries, measured once per process.
+ * The CPU must have AVX512_BF16. */
+double ws_attn_cpu_dp_gain(void);
+
 #endif

@@ -45,8 +45,7 @@ Test(bench, attn_cpu_gqa_json_keys_and_accounting)
     cr_assert_eq(num(o, "threads"), 2);
     cr_assert_str_eq(json_string_value(json_object_get(o, "source")), "measured");
     /* the path asked for (the best, or WRITESCOPE_ISA: `WRITESCOPE_ISA=avx2 make test` runs
-     * this too) and the one that serves Qwen3's shape (avx512bf16 runs the fused FMA loop,
-     * reported as avx512) */
+     * this too) and the one that serves Qwen3's shape */
     ws_isa best;
     cr_assert_eq(ws_isa_resolve(WS_ISA_AUTO, &best, NULL), 0);
     const ws_kv_layout kv = {.page_tokens = 64, .n_kv_heads = 4, .d_k = 128, .d_v = 128,
@@ -61,6 +60,18 @@ Test(bench, attn_cpu_gqa_json_keys_and_accounting)
                      best == WS_ISA_SCALAR ? "rows" : "tiles");
     const char *loop = best == WS_ISA_AMX ? "amx" : best == WS_ISA_SCALAR ? "generic" : "fma";
     cr_assert_str_eq(json_string_value(json_object_get(o, "loop")), loop);
+    /* the precision the loop ran (bf16 only on dpbf16, by default) and the roofline's
+     * instruction: the fastest this CPU has for bf16 KV, whatever the loop */
+    cr_assert_str_eq(json_string_value(json_object_get(o, "precision")),
+                     ws_attn_prec_name(ws_attn_cpu_prec_used(&kv, 32, best, WS_PREC_DEFAULT)));
+    const char *instr = json_string_value(json_object_get(o, "peak_instr"));
+    cr_assert(instr, "peak_instr missing");
+    if (ws_isa_supported(WS_ISA_AMX))
+        cr_assert_str_eq(instr, "tdpbf16ps");
+    else if (!ws_isa_supported(WS_ISA_AVX512_BF16))
+        cr_assert(strstr(instr, "vfmadd") || !strcmp(instr, "scalar"), "%s", instr);
+    else
+        cr_assert(!strcmp(instr, "vdpbf16ps") || strstr(instr, "vfmadd"), "%s", instr);
     json_decref(o);
     const char *rows[] = {"bench", "attn-cpu", "--model", "qwen3-30b-a3b", "--ctx", "64",
                           "--batch", "1", "--read-mib", "16", "--repeats", "1", "--page", "32",
@@ -185,6 +196,41 @@ Test(bench, attn_cpu_each_path_reports_what_serves)
         }
         json_decref(o);
     }
+}
+
+/* --precision: bf16 where the loop has it (dpbf16, MLA on avx512bf16), exact everywhere
+ * else, as asked or from WRITESCOPE_PRECISION; anything else is a usage error. */
+Test(bench, attn_cpu_precision)
+{
+    const ws_kv_layout kv = {.page_tokens = 64, .n_kv_heads = 1, .d_k = 576, .d_v = 512,
+                             .v_shares_k = 1, .dtype = WS_DT_BF16}; /* DeepSeek-V2-Lite */
+    ws_isa best;
+    cr_assert_eq(ws_isa_resolve(WS_ISA_AUTO, &best, NULL), 0);
+    const char *want[2] = {"exact", "bf16"};
+    for (int i = 0; i < 2; i++) {
+        const char *args[] = {"bench", "attn-cpu", "--model", "deepseek-v2-lite", "--ctx", "128",
+                              "--batch", "1", "--read-mib", "16", "--page", "64", "--repeats",
+                              "1", "--precision", want[i], "--json", NULL};
+        json_t *o = th_writescope_json(args, NULL);
+        cr_assert_str_eq(json_string_value(json_object_get(o, "precision")),
+                         ws_attn_prec_name(ws_attn_cpu_prec_used(&kv, 16, best,
+                                                                 i ? WS_PREC_BF16
+                                                                   : WS_PREC_EXACT)));
+        json_decref(o);
+    }
+    const char *env[] = {"WRITESCOPE_PRECISION=exact", NULL};
+    const char *dflt[] = {"bench", "attn-cpu", "--model", "deepseek-v2-lite", "--ctx", "128",
+                          "--batch", "1", "--read-mib", "16", "--page", "64", "--repeats", "1",
+                          "--json", NULL};
+    json_t *o = th_writescope_json(dflt, env);
+    cr_assert_str_eq(json_string_value(json_object_get(o, "precision")), "exact");
+    json_decref(o);
+    const char *bad[] = {"bench", "attn-cpu", "--model", "deepseek-v2-lite", "--ctx", "128",
+                         "--batch", "1", "--precision", "fp8", NULL};
+    th_run r = th_writescope(bad, NULL);
+    cr_assert_eq(r.status, 2, "exit %d", r.status);
+    cr_assert(strstr(r.err, "--precision"), "%s", r.err);
+    th_run_free(&r);
 }
 
 Test(bench, attn_cpu_scaling_same_run)

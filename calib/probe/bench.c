@@ -176,11 +176,12 @@ ws_bench_attn_fig ws_bench_attn_figures(int threads, double *secs, double *rsecs
 }
 
 /* Evicts the KV pages (cold, as in a decode step) and times the kernel once. */
-static int attn_time(ws_attn_bench *b, ws_pool *pool, ws_isa isa, double *s_out, ws_err *err)
+static int attn_time(ws_attn_bench *b, ws_pool *pool, ws_isa isa, ws_attn_prec prec, double *s_out,
+                     ws_err *err)
 {
     ws_attn_bench_evict(b, pool);
     const double s0 = ws_now_s();
-    const int rc = ws_attn_cpu(ws_attn_bench_problem(b), pool, isa, err);
+    const int rc = ws_attn_cpu_prec(ws_attn_bench_problem(b), pool, isa, prec, err);
     *s_out = ws_now_s() - s0;
     return rc;
 }
@@ -205,7 +206,7 @@ static int attn_rounds(ws_pool *pool, ws_pool *pool1, const ws_bench_attn_cfg *a
             rc = ws_membw_reader_gather(rdr, NULL, gseg, (size_t)kv_bytes, a->seed + (uint64_t)k,
                                         &gsecs[k], gather_covered, err);
         if (!rc)
-            rc = attn_time(b, pool, a->isa, &secs[k], err);
+            rc = attn_time(b, pool, a->isa, a->prec, &secs[k], err);
         s = secs[k];
         if (pool1 && !rc) { /* the same round on one thread, after its own read pass */
             rsecs1[k] = ws_membw_reader_pass_on(rdr, pool1, a->read_bytes, NULL);
@@ -213,7 +214,7 @@ static int attn_rounds(ws_pool *pool, ws_pool *pool1, const ws_bench_attn_cfg *a
                 rc = ws_membw_reader_gather(rdr, pool1, gseg, (size_t)kv_bytes,
                                             a->seed + (uint64_t)k, &gsecs1[k], NULL, err);
             if (!rc)
-                rc = attn_time(b, pool1, a->isa, &secs1[k], err);
+                rc = attn_time(b, pool1, a->isa, a->prec, &secs1[k], err);
             s1 = secs1[k];
         }
         if (r < 0 && !a->repeats) {
@@ -235,12 +236,15 @@ static int attn_rounds(ws_pool *pool, ws_pool *pool1, const ws_bench_attn_cfg *a
     return rc;
 }
 
-int ws_bench_attn_run(ws_pool *pool, const ws_bench_attn_cfg *a, ws_bench_attn *out, ws_err *err)
+int ws_bench_attn_run(ws_pool *pool, const ws_bench_attn_cfg *a_in, ws_bench_attn *out,
+                      ws_err *err)
 {
     *out = (ws_bench_attn){0};
+    ws_bench_attn_cfg ac = *a_in; /* the precision resolved (WS_PREC_AUTO) */
+    const ws_bench_attn_cfg *a = &ac;
     ws_attn_bench_cfg cfg;
-    int rc = ws_bench_attn_resolve(a, ws_pool_threads(pool), &cfg, err);
-    if (rc)
+    int rc = ws_attn_prec_resolve(a_in->prec, &ac.prec, err);
+    if (rc || (rc = ws_bench_attn_resolve(a, ws_pool_threads(pool), &cfg, err)))
         return rc;
     out->problem = cfg;
     note(a, "%s (%s): %d q heads / %d kv heads, d_k %d, d_v %d, %s, page %d, K %s, V %s",
@@ -259,10 +263,9 @@ int ws_bench_attn_run(ws_pool *pool, const ws_bench_attn_cfg *a, ws_bench_attn *
         return err->code;
     note(a, "filled in %.1f s; read bandwidth over %.0f MiB...", ws_now_s() - t0,
          a->read_bytes / 1048576.0);
-    /* The peak that matters is that of the path serving this shape (amx and avx512bf16
-     * hand fp16 KV and some shapes to avx512). */
     out->used = ws_attn_cpu_path(&cfg.kv, cfg.n_q_heads, a->isa);
     out->loop = ws_attn_cpu_loop_name(&cfg.kv, cfg.n_q_heads, a->isa);
+    out->precision = ws_attn_cpu_prec_used(&cfg.kv, cfg.n_q_heads, a->isa, a->prec);
     if (out->used != a->isa)
         note(a, "this shape runs on the %s path (%s does not serve it)", ws_isa_name(out->used),
              ws_isa_name(a->isa));
@@ -282,8 +285,9 @@ int ws_bench_attn_run(ws_pool *pool, const ws_bench_attn_cfg *a, ws_bench_attn *
     size_t read_covered = 0, gather_covered = 0;
     if ((a->scaling && !(pool1 = ws_pool_create(1, err))) ||
         !(rdr = ws_membw_reader_create(pool, a->read_bytes, err)) ||
-        ws_cpu_peak_gflops(pool, out->used, &pk, err) ||
-        (pool1 && ws_cpu_peak_gflops(pool1, out->used, &pk1, err))) {
+        /* the roofline's peak: the fastest instruction for this KV, whatever the loop uses */
+        ws_cpu_roof_peak(pool, cfg.kv.dtype, &pk, &out->peak_instr, err) ||
+        (pool1 && ws_cpu_roof_peak(pool1, cfg.kv.dtype, &pk1, NULL, err))) {
         rc = err->code ? err->code : WS_ENOMEM;
         goto out;
     }

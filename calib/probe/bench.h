@@ -72,6 +72,7 @@ typedef struct ws_bench_attn_cfg {
     int v_layout;         /* -1 auto (the CPU region's for the path), 0 rows, 1 pairs */
     int k_layout;         /* -1 auto, 0 rows, 1 tiles */
     ws_isa isa;           /* requested path (resolved) */
+    ws_attn_prec prec;    /* requested precision (resolved; see attn_cpu.h) */
     int repeats;          /* 0: chosen by time (WS_BENCH_AUTO_*) */
     size_t read_bytes;    /* read buffer of the interleaved read passes */
     int scaling;          /* also one thread, same rounds */
@@ -96,7 +97,9 @@ typedef struct ws_bench_attn_fig {
 typedef struct ws_bench_attn {
     ws_attn_bench_cfg problem; /* the shape run: layouts and sparsity resolved */
     ws_isa used;               /* path serving the shape */
-    const char *loop;          /* amx | fma | generic */
+    const char *loop;          /* amx | dpbf16 | fma | generic */
+    ws_attn_prec precision;    /* the precision the loop ran (exact where it has no bf16 one) */
+    const char *peak_instr;    /* the roofline's instruction (ws_cpu_roof_peak) */
     int repeats, nodes;
     double kv_bytes, flops, alloc_bytes;
     size_t gather_seg;         /* bytes of a gather row (token lists), else 0 */

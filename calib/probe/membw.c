@@ -717,20 +717,13 @@ static void peak_task(void *ctx, int task, int thread)
     j->flops[thread] += j->fn(&j->sink[thread]);
 }
 
-int ws_cpu_peak_gflops(ws_pool *pool, ws_isa isa, double *gflops_out, ws_err *err)
+/* The peak of one instruction's probe on every thread of the pool, GFLOP/s. */
+static int peak_run(ws_pool *pool, double (*fn)(float *), double *gflops_out, ws_err *err)
 {
-    ws_isa path;
-    int rc = ws_isa_resolve(isa, &path, err);
-    if (rc)
-        return rc;
     peak_job *j = calloc(1, sizeof *j);
     if (!j)
         return ws_err_set(err, WS_ENOMEM, "peak flops: out of memory");
-    j->fn = path == WS_ISA_AMX           ? peak_amx
-            : path == WS_ISA_AVX512_BF16 ? peak_avx512bf16
-            : path == WS_ISA_AVX512      ? peak_avx512
-            : path == WS_ISA_AVX2        ? peak_avx2
-                                         : peak_scalar;
+    j->fn = fn;
     const int T = ws_pool_threads(pool), tasks = 8 * T, repeats = 5;
     double t[5], flops = 0;
     ws_pool_run(pool, tasks, peak_task, j); /* warm-up (clocks, licence levels) */
@@ -746,5 +739,60 @@ int ws_cpu_peak_gflops(ws_pool *pool, ws_isa isa, double *gflops_out, ws_err *er
     *gflops_out = flops / ws_median_sort(t, repeats) / 1e9;
     g_sink += j->sink[0] * 0.0f;
     free(j);
+    return 0;
+}
+
+int ws_cpu_peak_gflops(ws_pool *pool, ws_isa isa, double *gflops_out, ws_err *err)
+{
+    ws_isa path;
+    int rc = ws_isa_resolve(isa, &path, err);
+    if (rc)
+        return rc;
+    return peak_run(pool,
+                    path == WS_ISA_AMX           ? peak_amx
+                    : path == WS_ISA_AVX512_BF16 ? peak_avx512bf16
+                    : path == WS_ISA_AVX512      ? peak_avx512
+                    : path == WS_ISA_AVX2        ? peak_avx2
+                                                 : peak_scalar,
+                    gflops_out, err);
+}
+
+int ws_cpu_roof_peak(ws_pool *pool, ws_dtype kv_dtype, double *gflops_out, const char **instr_out,
+                     ws_err *err)
+{
+    /* Candidates the CPU has, with what their probe's count is of all the instruction's
+     * products: the bf16 probes count the useful products of a hi + lo pair (half). */
+    static const struct {
+        ws_isa isa;
+        int bf16_only;
+        double (*fn)(float *);
+        double all_over_counted;
+        const char *name;
+    } cand[] = {
+        {WS_ISA_AMX, 1, peak_amx, 2.0, "tdpbf16ps"},
+        {WS_ISA_AVX512_BF16, 1, peak_avx512bf16, 2.0, "vdpbf16ps"},
+        {WS_ISA_AVX512, 0, peak_avx512, 1.0, "vfmadd231ps zmm"},
+        {WS_ISA_AVX2, 0, peak_avx2, 1.0, "vfmadd231ps ymm"},
+        {WS_ISA_SCALAR, 0, peak_scalar, 1.0, "scalar"},
+    };
+    double best = 0;
+    const char *name = "scalar";
+    int fma_done = 0; /* the widest FMA only */
+    for (size_t i = 0; i < sizeof cand / sizeof cand[0]; i++) {
+        if (!ws_isa_supported(cand[i].isa) || (cand[i].bf16_only && kv_dtype != WS_DT_BF16) ||
+            (!cand[i].bf16_only && fma_done))
+            continue;
+        double g = 0;
+        int rc = peak_run(pool, cand[i].fn, &g, err);
+        if (rc)
+            return rc;
+        g *= cand[i].all_over_counted;
+        fma_done |= !cand[i].bf16_only;
+        if (g > best)
+            best = g, name = cand[i].name;
+    }
+    *gflops_out = best;
+    if (instr_out)
+        *instr_out = name;
     return 0;
 }

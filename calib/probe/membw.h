@@ -103,6 +103,14 @@ void ws_membw_triader_destroy(ws_membw_triader *t);
  * avx512bf16, one VDPBF16PS pair (q hi and lo) counts as 32 multiply-adds, and for amx one
  * TDPBF16PS as half its 16x16x32, as the kernels spend them. */
 int ws_cpu_peak_gflops(ws_pool *pool, ws_isa isa, double *gflops_out, ws_err *err);
+/* The roofline's peak for KV of dtype kv_dtype: the fastest dot-product instruction this
+ * CPU offers for it, whatever a kernel's loop uses, each candidate measured as above on
+ * every thread of the pool and counted as all the products it does: TDPBF16PS (amx) and
+ * VDPBF16PS (AVX512_BF16) for bf16 KV, and the widest fp32 FMA (zmm, ymm, else scalar C).
+ * *instr_out (may be NULL) gets its name ("tdpbf16ps", "vdpbf16ps", "vfmadd231ps zmm",
+ * "vfmadd231ps ymm", "scalar"). The peak of `bench attn-cpu` and of the calibrator's fits. */
+int ws_cpu_roof_peak(ws_pool *pool, ws_dtype kv_dtype, double *gflops_out, const char **instr_out,
+                     ws_err *err);
 
 #ifdef __cplusplus
 }
