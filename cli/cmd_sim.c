@@ -23,8 +23,9 @@ static void help(FILE *out)
     fprintf(out,
             "usage: writescope sim --model NAME --gpu PROFILE --host PROFILE\n"
             "           [--batch B] [--prompt N --output M | --trace FILE [--format F]\n"
-            "           [--skip-bad] | --arrivals poisson|gamma --rate R [--cv C] --requests K\n"
-            "           --prompt-dist SPEC --output-dist SPEC] [--policy NAME|all]\n"
+            "           [--skip-bad] | --arrivals poisson|gamma|closed [--rate R] [--cv C]\n"
+            "           [--clients C] [--think T] --requests K --prompt-dist SPEC\n"
+            "           --output-dist SPEC] [--policy NAME|all]\n"
             "           [--r R] [--detail step|layer] [--layers K] [--slo-ttft S --slo-tpot S]\n"
             "           [--seed S] [--chunk T] [--window W] [--gpu-kv-gb G] [--gpu-experts E]\n"
             "           [--db PATH | --save] [--csv DIR] [--chrome-trace FILE\n"
@@ -41,7 +42,10 @@ static void help(FILE *out)
             "Workload: a closed batch of B requests of N prompt and M output tokens at time 0\n"
             "(defaults 4, 2048, 256); or a trace FILE (ours, azure, mooncake, burstgpt, vidur;\n"
             "detected, or --format); or a generator (as `writescope trace gen`, seeded by\n"
-            "--seed). Continuous batching up to --batch sequences (32 for traces); GPU KV\n"
+            "--seed): open arrivals (poisson, gamma) at --rate R, or a closed loop of\n"
+            "--clients C, each sending its next request --think T (S or exp:S: exponential of\n"
+            "mean S seconds; fixed:S; default 0) after its previous one ends, K requests in\n"
+            "all. Continuous batching up to --batch sequences (32 for traces); GPU KV\n"
             "budget --gpu-kv-gb (default 2 GiB, 0.3 GiB for MLA models); a request that can\n"
             "never fit is counted as an out-of-memory (OOM) outcome.\n"
             "--detail layer plays every layer as operations; step folds the identical layers\n"
@@ -401,7 +405,8 @@ int cmd_sim(int argc, char **argv)
                *layers_s = NULL, *ttft_s = NULL, *tpot_s = NULL, *seed_s = NULL, *chunk_s = NULL,
                *window_s = NULL, *kv_s = NULL, *gexp_s = NULL, *db = NULL, *format = NULL,
                *arrivals = NULL, *rate_s = NULL, *cv_s = NULL, *requests_s = NULL, *pdist = NULL,
-               *odist = NULL, *csv = NULL, *ctrace = NULL, *ctrace_lim_s = NULL;
+               *odist = NULL, *csv = NULL, *ctrace = NULL, *ctrace_lim_s = NULL, *clients_s = NULL,
+               *think_s = NULL;
     int json = 0, nargs = 0, skip_bad = 0, save = 0;
     const cli_opt opts[] = {{"model", &model, NULL},
                             {"gpu", &gpu, NULL},
@@ -429,6 +434,8 @@ int cmd_sim(int argc, char **argv)
                             {"rate", &rate_s, NULL},
                             {"cv", &cv_s, NULL},
                             {"requests", &requests_s, NULL},
+                            {"clients", &clients_s, NULL},
+                            {"think", &think_s, NULL},
                             {"prompt-dist", &pdist, NULL},
                             {"output-dist", &odist, NULL},
                             {"save", NULL, &save},
@@ -478,25 +485,13 @@ int cmd_sim(int argc, char **argv)
     if (format && ws_trace_format_parse(format, &topts.format, &perr))
         return cli_usage_error("sim", "%s", perr.msg);
     if (arrivals) {
-        long long nreq;
-        if (ws_trace_arrivals_parse(arrivals, &tg.arrivals, &perr))
-            return cli_usage_error("sim", "%s", perr.msg);
-        if (tg.arrivals == WS_ARRIVALS_CLOSED)
-            return cli_usage_error("sim", "closed-loop arrivals are not supported by sim yet");
-        if (!rate_s || !requests_s || !pdist || !odist)
-            return cli_usage_error("sim", "--arrivals needs --rate, --requests, --prompt-dist "
-                                          "and --output-dist");
-        if (ws_parse_double(rate_s, 1e-9, 1e9, &tg.rate))
-            return cli_usage_error("sim", "--rate '%s': not a number in 1e-9..1e9", rate_s);
-        if (ws_parse_int64(requests_s, 1, 1LL << 40, &nreq))
-            return cli_usage_error("sim", "--requests '%s': not an integer in 1..2^40", requests_s);
-        tg.requests = (uint64_t)nreq;
-        tg.cv = 1;
-        if (cv_s && ws_parse_double(cv_s, 0.01, 100, &tg.cv))
-            return cli_usage_error("sim", "--cv '%s': not a number in 0.01..100", cv_s);
-        if (ws_trace_len_parse(pdist, &tg.prompt, &perr) ||
-            ws_trace_len_parse(odist, &tg.output, &perr))
-            return cli_usage_error("sim", "%s", perr.msg);
+        const cli_gen_args ga = {arrivals, rate_s,     cv_s,  clients_s,
+                                 think_s,  requests_s, pdist, odist};
+        if ((rc = cli_gen_parse("sim", &ga, &tg)))
+            return rc;
+    } else if (rate_s || cv_s || clients_s || think_s || requests_s || pdist || odist) {
+        return cli_usage_error("sim", "--rate, --cv, --clients, --think, --requests and the "
+                                      "length specs go with --arrivals");
     }
     sim_cfg cfg;
     sim_cfg_default(&cfg);
@@ -565,14 +560,26 @@ int cmd_sim(int argc, char **argv)
         ws_store_close(s);
         return cli_fail(&err);
     }
-    char gen_desc[256] = "";
+    char gen_desc[256] = "", gen_line[256] = "";
     if (arrivals) {
-        char a[64], b[64];
-        ws_trace_len_format(&tg.prompt, a, sizeof a);
-        ws_trace_len_format(&tg.output, b, sizeof b);
-        snprintf(gen_desc, sizeof gen_desc,
-                 "arrivals=%s rate=%g cv=%g requests=%llu prompt=%s output=%s", arrivals, tg.rate,
-                 tg.cv, (unsigned long long)tg.requests, a, b);
+        char pd[64], od[64], th[64];
+        ws_trace_len_format(&tg.prompt, pd, sizeof pd);
+        ws_trace_len_format(&tg.output, od, sizeof od);
+        ws_trace_think_format(&tg, th, sizeof th);
+        if (tg.arrivals == WS_ARRIVALS_CLOSED) {
+            snprintf(gen_desc, sizeof gen_desc,
+                     "arrivals=closed clients=%d think=%s requests=%llu prompt=%s output=%s",
+                     tg.clients, th, (unsigned long long)tg.requests, pd, od);
+            snprintf(gen_line, sizeof gen_line,
+                     "%llu requests from a closed loop of %d clients, think %s s",
+                     (unsigned long long)tg.requests, tg.clients, th);
+        } else {
+            snprintf(gen_desc, sizeof gen_desc,
+                     "arrivals=%s rate=%g cv=%g requests=%llu prompt=%s output=%s", arrivals,
+                     tg.rate, tg.cv, (unsigned long long)tg.requests, pd, od);
+            snprintf(gen_line, sizeof gen_line, "%llu %s arrivals at %g/s",
+                     (unsigned long long)tg.requests, arrivals, tg.rate);
+        }
     }
     long long first_id = 0, last_id = 0;
     cfg.cpu_workers = cores;
@@ -600,7 +607,7 @@ int cmd_sim(int argc, char **argv)
         if (trace)
             json_object_set_new(root, "trace", json_string(trace));
         else if (arrivals)
-            json_object_set_new(root, "generator", json_string(arrivals));
+            json_object_set_new(root, "generator", json_string(gen_desc));
         else {
             json_object_set_new(root, "prompt", json_integer(prompt));
             json_object_set_new(root, "output", json_integer(output));
@@ -627,10 +634,8 @@ int cmd_sim(int argc, char **argv)
             char a[64], b[64];
             ws_trace_len_format(&tg.prompt, a, sizeof a);
             ws_trace_len_format(&tg.output, b, sizeof b);
-            fprintf(o,
-                    "workload: %llu %s arrivals at %g/s, prompts %s, outputs %s, seed %lld, at "
-                    "most %d running\n",
-                    (unsigned long long)tg.requests, arrivals, tg.rate, a, b, seed, cfg.batch);
+            fprintf(o, "workload: %s, prompts %s, outputs %s, seed %lld, at most %d running\n",
+                    gen_line, a, b, seed, cfg.batch);
         } else
             fprintf(o,
                     "workload: closed batch of %d requests x (%d prompt + %d output) tokens, at "
