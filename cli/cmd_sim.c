@@ -25,8 +25,8 @@ static void help(FILE *out)
             "           [--batch B] [--prompt N --output M | --trace FILE [--format F]\n"
             "           [--skip-bad] | --arrivals poisson|gamma|closed [--rate R] [--cv C]\n"
             "           [--clients C] [--think T] --requests K --prompt-dist SPEC\n"
-            "           --output-dist SPEC] [--policy NAME|all]\n"
-            "           [--r R] [--detail step|layer] [--layers K] [--slo-ttft S --slo-tpot S]\n"
+            "           --output-dist SPEC] [--policy NAME|all] [--r R] [--r-max R]\n"
+            "           [--detail step|layer] [--layers K] [--slo-ttft S --slo-tpot S]\n"
             "           [--seed S] [--chunk T] [--window W] [--gpu-kv-gb G] [--gpu-experts E]\n"
             "           [--db PATH | --save] [--csv DIR] [--chrome-trace FILE\n"
             "           [--chrome-trace-limit N]] [--json]\n"
@@ -37,7 +37,8 @@ static void help(FILE *out)
             "by hardware profiles (datasheet names such as a100-40gb-pcie, v100-32gb-pcie,\n"
             "xeon-gold-5318y, or calibrated ones; see `writescope db show`), under the KV\n"
             "policies writescope, gpu-only, ktrans, stream, cpu-attn, static (--r, default\n"
-            "0.5) and migrate, or all of them (--policy all, the default).\n"
+            "0.5) and migrate, or all of them (--policy all, the default). --r-max clips the\n"
+            "share r* that writescope and migrate aim for (default 1: no clip).\n"
             "\n"
             "Workload: a closed batch of B requests of N prompt and M output tokens at time 0\n"
             "(defaults 4, 2048, 256); or a trace FILE (ours, azure, mooncake, burstgpt, vidur;\n"
@@ -406,7 +407,7 @@ int cmd_sim(int argc, char **argv)
                *window_s = NULL, *kv_s = NULL, *gexp_s = NULL, *db = NULL, *format = NULL,
                *arrivals = NULL, *rate_s = NULL, *cv_s = NULL, *requests_s = NULL, *pdist = NULL,
                *odist = NULL, *csv = NULL, *ctrace = NULL, *ctrace_lim_s = NULL, *clients_s = NULL,
-               *think_s = NULL;
+               *think_s = NULL, *rmax_s = NULL;
     int json = 0, nargs = 0, skip_bad = 0, save = 0;
     const cli_opt opts[] = {{"model", &model, NULL},
                             {"gpu", &gpu, NULL},
@@ -417,6 +418,7 @@ int cmd_sim(int argc, char **argv)
                             {"trace", &trace, NULL},
                             {"policy", &policy, NULL},
                             {"r", &r_s, NULL},
+                            {"r-max", &rmax_s, NULL},
                             {"detail", &detail, NULL},
                             {"layers", &layers_s, NULL},
                             {"slo-ttft", &ttft_s, NULL},
@@ -506,6 +508,7 @@ int cmd_sim(int argc, char **argv)
         (window_s && (rc = cli_opt_int("sim", "window", window_s, 1, 1 << 24, &cfg.window))) ||
         (gexp_s && (rc = cli_opt_int("sim", "gpu-experts", gexp_s, 0, 65536, &gexp))) ||
         (r_s && (rc = cli_opt_double("sim", "r", r_s, 0, 1, &cfg.par.r_static))) ||
+        (rmax_s && (rc = cli_opt_double("sim", "r-max", rmax_s, 0, 1, &cfg.par.r_max))) ||
         (ttft_s && (rc = cli_opt_double("sim", "slo-ttft", ttft_s, 0, 1e9, &cfg.slo_ttft))) ||
         (tpot_s && (rc = cli_opt_double("sim", "slo-tpot", tpot_s, 0, 1e9, &cfg.slo_tpot))) ||
         (kv_s && (rc = cli_opt_double("sim", "gpu-kv-gb", kv_s, 0, 1e6, &kv_gb))))

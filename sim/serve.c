@@ -666,7 +666,13 @@ int sim_run(const ws_model *m, const ws_cost_hw *hw, const ws_cost_cfg *ccfg, co
         m->n_experts > 0 ? R.cm.st.routed_bytes * (1.0 - (double)cc.gpu_experts / m->n_experts) : 0;
     res->tot.gpu_weight_bytes = R.cm.st.total_params * R.cm.w_elem - cpu_routed;
     R.no_room = res->tot.gpu_weight_bytes + R.budget > hw->gpu_mem.v;
-    if ((rc = ws_policy_init(&R.pol, cfg->policy, &cfg->par, R.cm.A, R.cm.B, err)))
+    /* migrate's moves perturb the next step's samples (a reformat holds the CPU at each
+     * layer's start, lengthening the prefetch window): its estimates must stay away for two
+     * steps' samples before r* follows, or r flaps every other step. */
+    ws_policy_params par = cfg->par;
+    if (cfg->policy == WS_POLICY_MIGRATE && par.confirm < 2 * R.layers)
+        par.confirm = 2 * R.layers;
+    if ((rc = ws_policy_init(&R.pol, cfg->policy, &par, R.cm.A, R.cm.B, err)))
         goto out_cm;
     if ((rc = sim_quantile_init(&R.ttft, err)))
         goto out_cm;

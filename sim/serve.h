@@ -11,7 +11,7 @@
  * ws_policy_target gives for the batch's spilled tokens plus this request's (decided at its
  * first chunk), the partial last page starts the D-window; every W decode tokens a
  * sequence's window is flushed, its pages placed by ws_policy_flush_cpu_pages toward
- * r*(L + flushed). migrate keeps one share for the whole cache and pays ws_cost_host_copy
+ * r*(L + flushed). migrate keeps one share for the whole cache and pays ws_cost_reformat
  * for ws_policy_migrate's bytes in every layer of a step where r moves. After each decode
  * step the policy is fed every layer's CPU and GPU half (ws_policy_observe_*), as the live
  * runtime feeds measured ones.

@@ -720,3 +720,42 @@ Test(sim_serve, closed_loop_deterministic_for_a_seed)
     free(ta), free(tb), free(tc);
     sim_results_free(&a), sim_results_free(&b), sim_results_free(&c);
 }
+
+/* migrate on Qwen3-30B-A3B / V100, 4 x 32K (where its own moves used to perturb the next
+ * step's samples): r moves at most once after the first decode step and never reverses,
+ * and a step that moves r keeps the CPU busy at least the moved bytes at kv_reformat_bw. */
+Test(sim_serve, migrate_pays_the_reformat_and_does_not_flap)
+{
+    ws_model m;
+    ws_cost_hw hw;
+    load("qwen3-30b-a3b", "v100-32gb-pcie", &m, &hw);
+    cr_assert_gt(hw.kv_reformat.v, 0);
+    sim_cfg cfg;
+    sim_cfg_default(&cfg);
+    cfg.policy = WS_POLICY_MIGRATE;
+    cfg.detail_layer = 0;
+    sim_results r;
+    run_closed(&m, &hw, &cfg, 4, 32768, 256, &r);
+    cr_assert_eq(r.tot.served, 4);
+    double prev = -1, moved_cpu = 0;
+    int changes = 0, first = 1;
+    for (size_t i = 0; i < r.n_step; i++) {
+        const sim_step_rec *s = &r.step[i];
+        if (!s->decode_tokens)
+            continue;
+        if (first) {
+            /* The first decode step moves the prompts' KV from r = 0 to r*: the CPU is busy
+             * at least that reformat in every layer. */
+            const double bytes = s->r_real * s->spilled * 2048.0;
+            cr_assert_gt(bytes, 0);
+            moved_cpu = s->busy[SIM_RES_CPU];
+            cr_assert_geq(moved_cpu, 48 * bytes / hw.kv_reformat.v, "CPU busy %g s", moved_cpu);
+            first = 0;
+        } else if (fabs(s->r_real - prev) > 1e-9) {
+            changes++;
+        }
+        prev = s->r_real;
+    }
+    cr_assert_leq(changes, 1, "r moved %d times after the first decode step", changes);
+    sim_results_free(&r);
+}
