@@ -574,12 +574,15 @@ int cmd_sim(int argc, char **argv)
                      "arrivals=closed clients=%d think=%s requests=%llu prompt=%s output=%s",
                      tg.clients, th, (unsigned long long)tg.requests, pd, od);
             snprintf(gen_line, sizeof gen_line,
-                     "%llu requests from a closed loop of %d clients, think %s s",
+                     "%llu requests from a closed loop of %d clients, think time %s (s)",
                      (unsigned long long)tg.requests, tg.clients, th);
         } else {
+            char cv[32] = "";
+            if (tg.arrivals == WS_ARRIVALS_GAMMA)
+                snprintf(cv, sizeof cv, " cv=%g", tg.cv);
             snprintf(gen_desc, sizeof gen_desc,
-                     "arrivals=%s rate=%g cv=%g requests=%llu prompt=%s output=%s", arrivals,
-                     tg.rate, tg.cv, (unsigned long long)tg.requests, pd, od);
+                     "arrivals=%s rate=%g%s requests=%llu prompt=%s output=%s", arrivals, tg.rate,
+                     cv, (unsigned long long)tg.requests, pd, od);
             snprintf(gen_line, sizeof gen_line, "%llu %s arrivals at %g/s",
                      (unsigned long long)tg.requests, arrivals, tg.rate);
         }
