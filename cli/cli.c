@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "store.h"
+#include "trace_gen.h"
 #include "ws_parse.h"
 #include "ws_util.h"
 
@@ -205,4 +206,48 @@ void cli_note_embedded(void)
     fflush(stdout); /* after what was shown, also when both go to one pipe */
     fprintf(stderr, "writescope: no database yet (run 'writescope db init' or 'writescope "
                     "calib'): showed the embedded datasheet profiles\n");
+}
+
+int cli_gen_parse(const char *cmd, const cli_gen_args *a, ws_trace_gen *g)
+{
+    if (!a->arrivals || !a->requests || !a->pdist || !a->odist)
+        return cli_usage_error(cmd, "--arrivals, --requests, --prompt-dist and --output-dist "
+                                    "are required");
+    ws_err err = {0};
+    if (ws_trace_arrivals_parse(a->arrivals, &g->arrivals, &err) ||
+        ws_trace_len_parse(a->pdist, &g->prompt, &err) ||
+        ws_trace_len_parse(a->odist, &g->output, &err))
+        return cli_usage_error(cmd, "%s", err.msg);
+    long long n, c;
+    if (ws_parse_int64(a->requests, 1, 1LL << 40, &n))
+        return cli_usage_error(cmd, "--requests '%s': not an integer in 1..2^40", a->requests);
+    g->requests = (uint64_t)n;
+    if (g->arrivals == WS_ARRIVALS_CLOSED) {
+        if (!a->clients)
+            return cli_usage_error(cmd, "--arrivals closed needs --clients C");
+        if (a->rate || a->cv)
+            return cli_usage_error(cmd, "--rate and --cv are for poisson and gamma arrivals");
+        if (ws_parse_int64(a->clients, 1, 1000000, &c))
+            return cli_usage_error(cmd, "--clients '%s': not an integer in 1..1000000",
+                                   a->clients);
+        g->clients = (int)c;
+        if (a->think && ws_trace_think_parse(a->think, g, &err))
+            return cli_usage_error(cmd, "--think: %s", err.msg);
+        return 0;
+    }
+    if (!a->rate)
+        return cli_usage_error(cmd, "--arrivals %s needs --rate R (requests/s)", a->arrivals);
+    if (a->clients || a->think)
+        return cli_usage_error(cmd, "--clients and --think are for closed arrivals");
+    if (ws_parse_double(a->rate, 1e-9, 1e9, &g->rate))
+        return cli_usage_error(cmd, "--rate '%s': not a number in 1e-9..1e9", a->rate);
+    if (g->arrivals == WS_ARRIVALS_GAMMA) {
+        if (!a->cv)
+            return cli_usage_error(cmd, "--arrivals gamma needs --cv C (1 = Poisson)");
+        if (ws_parse_double(a->cv, 0.01, 100, &g->cv))
+            return cli_usage_error(cmd, "--cv '%s': not a number in 0.01..100", a->cv);
+    } else if (a->cv) {
+        return cli_usage_error(cmd, "--cv is for gamma arrivals");
+    }
+    return 0;
 }

@@ -79,3 +79,13 @@ int cli_open_store(const char *db, struct ws_store **out, ws_err *err);
 int cli_open_store_ro(const char *db, struct ws_store **out, int *embedded, ws_err *err);
 /* The note on stderr that the embedded datasheet profiles were shown. */
 void cli_note_embedded(void);
+
+/* A generator's options as given (NULL: not given), for `trace gen` and `sim`. */
+typedef struct cli_gen_args {
+    const char *arrivals, *rate, *cv, *clients, *think, *requests, *pdist, *odist;
+} cli_gen_args;
+/* Checks and parses them into *g (its seed left as it is): poisson and gamma need --rate
+ * (gamma also --cv), closed needs --clients (--think optional); all need --requests,
+ * --prompt-dist and --output-dist. Returns 0, or a usage error naming `cmd`. */
+struct ws_trace_gen;
+int cli_gen_parse(const char *cmd, const cli_gen_args *a, struct ws_trace_gen *g);

@@ -24,9 +24,10 @@ static void help(FILE *out)
     fprintf(out,
             "usage: writescope sim --model NAME --gpu PROFILE --host PROFILE\n"
             "           [--batch B] [--prompt N --output M | --trace FILE [--format F]\n"
-            "           [--skip-bad] | --arrivals poisson|gamma --rate R [--cv C] --requests K\n"
-            "           --prompt-dist SPEC --output-dist SPEC] [--policy NAME|all]\n"
-            "           [--r R] [--detail step|layer] [--layers K] [--slo-ttft S --slo-tpot S]\n"
+            "           [--skip-bad] | --arrivals poisson|gamma|closed [--rate R] [--cv C]\n"
+            "           [--clients C] [--think T] --requests K --prompt-dist SPEC\n"
+            "           --output-dist SPEC] [--policy NAME|all] [--r R] [--r-max R]\n"
+            "           [--detail step|layer] [--layers K] [--slo-ttft S --slo-tpot S]\n"
             "           [--seed S] [--chunk T] [--window W] [--gpu-kv-gb G] [--gpu-experts E]\n"
             "           [--db PATH | --save] [--csv DIR] [--chrome-trace FILE\n"
             "           [--chrome-trace-limit N]] [--json]\n"
@@ -37,12 +38,16 @@ static void help(FILE *out)
             "by hardware profiles (datasheet names such as a100-40gb-pcie, v100-32gb-pcie,\n"
             "xeon-gold-5318y, or calibrated ones; see `writescope db show`), under the KV\n"
             "policies writescope, gpu-only, ktrans, stream, cpu-attn, static (--r, default\n"
-            "0.5) and migrate, or all of them (--policy all, the default).\n"
+            "0.5) and migrate, or all of them (--policy all, the default). --r-max clips the\n"
+            "share r* that writescope and migrate aim for (default 1: no clip).\n"
             "\n"
             "Workload: a closed batch of B requests of N prompt and M output tokens at time 0\n"
             "(defaults 4, 2048, 256); or a trace FILE (ours, azure, mooncake, burstgpt, vidur;\n"
             "detected, or --format); or a generator (as `writescope trace gen`, seeded by\n"
-            "--seed). Continuous batching up to --batch sequences (32 for traces); GPU KV\n"
+            "--seed): open arrivals (poisson, gamma) at --rate R, or a closed loop of\n"
+            "--clients C, each sending its next request --think T (S or exp:S: exponential of\n"
+            "mean S seconds; fixed:S; default 0) after its previous one ends, K requests in\n"
+            "all. Continuous batching up to --batch sequences (32 for traces); GPU KV\n"
             "budget --gpu-kv-gb (default 2 GiB, 0.3 GiB for MLA models); a request that can\n"
             "never fit is counted as an out-of-memory (OOM) outcome.\n"
             "--detail layer plays every layer as operations; step folds the identical layers\n"
@@ -499,7 +504,8 @@ int cmd_sim(int argc, char **argv)
                *layers_s = NULL, *ttft_s = NULL, *tpot_s = NULL, *seed_s = NULL, *chunk_s = NULL,
                *window_s = NULL, *kv_s = NULL, *gexp_s = NULL, *db = NULL, *format = NULL,
                *arrivals = NULL, *rate_s = NULL, *cv_s = NULL, *requests_s = NULL, *pdist = NULL,
-               *odist = NULL, *csv = NULL, *ctrace = NULL, *ctrace_lim_s = NULL;
+               *odist = NULL, *csv = NULL, *ctrace = NULL, *ctrace_lim_s = NULL, *clients_s = NULL,
+               *think_s = NULL, *rmax_s = NULL;
     int json = 0, nargs = 0, skip_bad = 0, save = 0;
     const cli_opt opts[] = {{"model", &model, NULL},
                             {"gpu", &gpu, NULL},
@@ -510,6 +516,7 @@ int cmd_sim(int argc, char **argv)
                             {"trace", &trace, NULL},
                             {"policy", &policy, NULL},
                             {"r", &r_s, NULL},
+                            {"r-max", &rmax_s, NULL},
                             {"detail", &detail, NULL},
                             {"layers", &layers_s, NULL},
                             {"slo-ttft", &ttft_s, NULL},
@@ -527,6 +534,8 @@ int cmd_sim(int argc, char **argv)
                             {"rate", &rate_s, NULL},
                             {"cv", &cv_s, NULL},
                             {"requests", &requests_s, NULL},
+                            {"clients", &clients_s, NULL},
+                            {"think", &think_s, NULL},
                             {"prompt-dist", &pdist, NULL},
                             {"output-dist", &odist, NULL},
                             {"save", NULL, &save},
@@ -580,25 +589,13 @@ int cmd_sim(int argc, char **argv)
     if (format && ws_trace_format_parse(format, &topts.format, &perr))
         return cli_usage_error("sim", "%s", perr.msg);
     if (arrivals) {
-        long long nreq;
-        if (ws_trace_arrivals_parse(arrivals, &tg.arrivals, &perr))
-            return cli_usage_error("sim", "%s", perr.msg);
-        if (tg.arrivals == WS_ARRIVALS_CLOSED)
-            return cli_usage_error("sim", "closed-loop arrivals are not supported by sim yet");
-        if (!rate_s || !requests_s || !pdist || !odist)
-            return cli_usage_error("sim", "--arrivals needs --rate, --requests, --prompt-dist "
-                                          "and --output-dist");
-        if (ws_parse_double(rate_s, 1e-9, 1e9, &tg.rate))
-            return cli_usage_error("sim", "--rate '%s': not a number in 1e-9..1e9", rate_s);
-        if (ws_parse_int64(requests_s, 1, 1LL << 40, &nreq))
-            return cli_usage_error("sim", "--requests '%s': not an integer in 1..2^40", requests_s);
-        tg.requests = (uint64_t)nreq;
-        tg.cv = 1;
-        if (cv_s && ws_parse_double(cv_s, 0.01, 100, &tg.cv))
-            return cli_usage_error("sim", "--cv '%s': not a number in 0.01..100", cv_s);
-        if (ws_trace_len_parse(pdist, &tg.prompt, &perr) ||
-            ws_trace_len_parse(odist, &tg.output, &perr))
-            return cli_usage_error("sim", "%s", perr.msg);
+        const cli_gen_args ga = {arrivals, rate_s,     cv_s,  clients_s,
+                                 think_s,  requests_s, pdist, odist};
+        if ((rc = cli_gen_parse("sim", &ga, &tg)))
+            return rc;
+    } else if (rate_s || cv_s || clients_s || think_s || requests_s || pdist || odist) {
+        return cli_usage_error("sim", "--rate, --cv, --clients, --think, --requests and the "
+                                      "length specs go with --arrivals");
     }
     sim_cfg cfg;
     sim_cfg_default(&cfg);
@@ -613,6 +610,7 @@ int cmd_sim(int argc, char **argv)
         (window_s && (rc = cli_opt_int("sim", "window", window_s, 1, 1 << 24, &cfg.window))) ||
         (gexp_s && (rc = cli_opt_int("sim", "gpu-experts", gexp_s, 0, 65536, &gexp))) ||
         (r_s && (rc = cli_opt_double("sim", "r", r_s, 0, 1, &cfg.par.r_static))) ||
+        (rmax_s && (rc = cli_opt_double("sim", "r-max", rmax_s, 0, 1, &cfg.par.r_max))) ||
         (ttft_s && (rc = cli_opt_double("sim", "slo-ttft", ttft_s, 0, 1e9, &cfg.slo_ttft))) ||
         (tpot_s && (rc = cli_opt_double("sim", "slo-tpot", tpot_s, 0, 1e9, &cfg.slo_tpot))) ||
         (kv_s && (rc = cli_opt_double("sim", "gpu-kv-gb", kv_s, 0, 1e6, &kv_gb))))
@@ -667,14 +665,29 @@ int cmd_sim(int argc, char **argv)
         ws_store_close(s);
         return cli_fail(&err);
     }
-    char gen_desc[256] = "";
+    char gen_desc[256] = "", gen_line[256] = "";
     if (arrivals) {
-        char a[64], b[64];
-        ws_trace_len_format(&tg.prompt, a, sizeof a);
-        ws_trace_len_format(&tg.output, b, sizeof b);
-        snprintf(gen_desc, sizeof gen_desc,
-                 "arrivals=%s rate=%g cv=%g requests=%llu prompt=%s output=%s", arrivals, tg.rate,
-                 tg.cv, (unsigned long long)tg.requests, a, b);
+        char pd[64], od[64], th[64];
+        ws_trace_len_format(&tg.prompt, pd, sizeof pd);
+        ws_trace_len_format(&tg.output, od, sizeof od);
+        ws_trace_think_format(&tg, th, sizeof th);
+        if (tg.arrivals == WS_ARRIVALS_CLOSED) {
+            snprintf(gen_desc, sizeof gen_desc,
+                     "arrivals=closed clients=%d think=%s requests=%llu prompt=%s output=%s",
+                     tg.clients, th, (unsigned long long)tg.requests, pd, od);
+            snprintf(gen_line, sizeof gen_line,
+                     "%llu requests from a closed loop of %d clients, think time %s (s)",
+                     (unsigned long long)tg.requests, tg.clients, th);
+        } else {
+            char cv[32] = "";
+            if (tg.arrivals == WS_ARRIVALS_GAMMA)
+                snprintf(cv, sizeof cv, " cv=%g", tg.cv);
+            snprintf(gen_desc, sizeof gen_desc,
+                     "arrivals=%s rate=%g%s requests=%llu prompt=%s output=%s", arrivals, tg.rate,
+                     cv, (unsigned long long)tg.requests, pd, od);
+            snprintf(gen_line, sizeof gen_line, "%llu %s arrivals at %g/s",
+                     (unsigned long long)tg.requests, arrivals, tg.rate);
+        }
     }
     long long first_id = 0, last_id = 0;
     cfg.cpu_workers = cores;
@@ -702,7 +715,7 @@ int cmd_sim(int argc, char **argv)
         if (trace)
             json_object_set_new(root, "trace", json_string(trace));
         else if (arrivals)
-            json_object_set_new(root, "generator", json_string(arrivals));
+            json_object_set_new(root, "generator", json_string(gen_desc));
         else {
             json_object_set_new(root, "prompt", json_integer(prompt));
             json_object_set_new(root, "output", json_integer(output));
@@ -729,10 +742,8 @@ int cmd_sim(int argc, char **argv)
             char a[64], b[64];
             ws_trace_len_format(&tg.prompt, a, sizeof a);
             ws_trace_len_format(&tg.output, b, sizeof b);
-            fprintf(o,
-                    "workload: %llu %s arrivals at %g/s, prompts %s, outputs %s, seed %lld, at "
-                    "most %d running\n",
-                    (unsigned long long)tg.requests, arrivals, tg.rate, a, b, seed, cfg.batch);
+            fprintf(o, "workload: %s, prompts %s, outputs %s, seed %lld, at most %d running\n",
+                    gen_line, a, b, seed, cfg.batch);
         } else
             fprintf(o,
                     "workload: closed batch of %d requests x (%d prompt + %d output) tokens, at "

@@ -51,9 +51,10 @@ static void help_gen(FILE *out)
             "  --arrivals poisson  exponential gaps of mean 1/R (--rate R requests/s)\n"
             "             gamma    gamma gaps of mean 1/R and coefficient of variation --cv C\n"
             "                      (C = 1 is Poisson, C > 1 burstier)\n"
-            "             closed   --clients C, each sending its next request --think S seconds\n"
-            "                      (mean, exponential; default 0) after the previous completes;\n"
-            "                      the simulator runs it: it cannot be written as a file\n"
+            "             closed   --clients C, each sending its next request --think T after\n"
+            "                      the previous completes; T is S or exp:S (exponential, mean S\n"
+            "                      seconds) or fixed:S (default 0); `writescope sim` plays it:\n"
+            "                      it cannot be written as a file\n"
             "  --requests N        number of requests\n"
             "  SPEC                fixed:N | uniform:LO:HI | lognormal:MEAN:SIGMA | zipf:S:MAX\n"
             "                      (tokens; drawn values rounded and clipped to 1..16777216)\n"
@@ -187,47 +188,15 @@ static int gen(int argc, char **argv)
     int rc = cli_parse(cmd, argc, argv, opts, pos, 0, &npos, help_gen);
     if (rc)
         return rc == CLI_PARSE_HELP ? CLI_EXIT_OK : rc;
-    if (!arrivals || !requests || !pdist || !odist)
-        return cli_usage_error(cmd, "--arrivals, --requests, --prompt-dist and --output-dist "
-                                    "are required");
     ws_err err = {0};
     ws_trace_gen g = {0};
-    if (ws_trace_arrivals_parse(arrivals, &g.arrivals, &err) ||
-        ws_trace_len_parse(pdist, &g.prompt, &err) || ws_trace_len_parse(odist, &g.output, &err))
-        return cli_usage_error(cmd, "%s", err.msg);
-    long long n, s = 0, c = 0;
-    if (ws_parse_int64(requests, 1, 1LL << 40, &n))
-        return cli_usage_error(cmd, "--requests '%s': not an integer in 1..2^40", requests);
-    g.requests = (uint64_t)n;
+    const cli_gen_args ga = {arrivals, rate, cv, clients, think, requests, pdist, odist};
+    if ((rc = cli_gen_parse(cmd, &ga, &g)))
+        return rc;
+    long long s = 0;
     if (seed && ws_parse_int64(seed, 0, (1LL << 62), &s))
         return cli_usage_error(cmd, "--seed '%s': not an integer in 0..2^62", seed);
     g.seed = (uint64_t)s;
-    if (g.arrivals == WS_ARRIVALS_CLOSED) {
-        if (!clients)
-            return cli_usage_error(cmd, "--arrivals closed needs --clients C");
-        if (rate || cv)
-            return cli_usage_error(cmd, "--rate and --cv are for poisson and gamma arrivals");
-        if (ws_parse_int64(clients, 1, 1000000, &c))
-            return cli_usage_error(cmd, "--clients '%s': not an integer in 1..1000000", clients);
-        g.clients = (int)c;
-        if (think && ws_parse_double(think, 0, 1e6, &g.think_s))
-            return cli_usage_error(cmd, "--think '%s': not a number of seconds in 0..1e6", think);
-    } else {
-        if (!rate)
-            return cli_usage_error(cmd, "--arrivals %s needs --rate R (requests/s)", arrivals);
-        if (clients || think)
-            return cli_usage_error(cmd, "--clients and --think are for closed arrivals");
-        if (ws_parse_double(rate, 1e-9, 1e9, &g.rate))
-            return cli_usage_error(cmd, "--rate '%s': not a number in 1e-9..1e9", rate);
-        if (g.arrivals == WS_ARRIVALS_GAMMA) {
-            if (!cv)
-                return cli_usage_error(cmd, "--arrivals gamma needs --cv C (1 = Poisson)");
-            if (ws_parse_double(cv, 0.01, 100, &g.cv))
-                return cli_usage_error(cmd, "--cv '%s': not a number in 0.01..100", cv);
-        } else if (cv) {
-            return cli_usage_error(cmd, "--cv is for gamma arrivals");
-        }
-    }
     ws_trace *t;
     if (ws_trace_gen_open(&g, &t, &err))
         return cli_fail(&err);

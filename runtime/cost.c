@@ -171,6 +171,12 @@ int ws_cost_hw_load(const ws_profile *gpu, const ws_profile *host, ws_attn_kind 
     if (!calibrated(host, "cpu.membw_read", "bandwidth", &hw->cpu_mem_bw) &&
         (rc = product(host, "dram_bw", "dram_eff", &hw->cpu_mem_bw, err)))
         return rc;
+    /* The reformat rate: the host's kv_reformat_bw; a database seeded before it existed
+     * has none: a DRAM copy (read + write), said so. */
+    if (product(host, "kv_reformat_bw", NULL, &hw->kv_reformat, NULL))
+        set_val(&hw->kv_reformat, hw->cpu_mem_bw.v / 2, WS_SOURCE_MODELED,
+                "no kv_reformat_bw in the profile (writescope db init adds it): a DRAM copy, "
+                "cpu_mem_bw / 2");
     /* Without datasheet keys: attention's P from the experts' calibrated peak, the experts'
      * from attention's, W from the measured read bandwidth. */
     const char *xpre = expert_prefix(host);
@@ -392,6 +398,11 @@ double ws_cost_flush(const ws_cost_model *cm, int n_seqs, int window_tokens)
 double ws_cost_host_copy(const ws_cost_model *cm, double bytes)
 {
     return bytes > 0 ? 2.0 * bytes / cm->hw.cpu_mem_bw.v : 0;
+}
+
+double ws_cost_reformat(const ws_cost_model *cm, double bytes)
+{
+    return bytes > 0 ? bytes / cm->hw.kv_reformat.v : 0;
 }
 
 /* A GEMM of T tokens through `params` weights (elements) on the GPU. */

@@ -7,7 +7,8 @@
  * cpu.expert_gemm.bf16.* (else .fp32.*), cpu.membw_read.bandwidth, gpu.attn.*, gpu.gemm.<dtype>.*,
  * link.h2d.*, link.d2h.*, link.h2d_gemm_contention_factor.factor), else datasheet x
  * efficiency (fp32_flops x flops_eff, dram_bw x dram_eff, <dtype>_flops x tensor_eff,
- * hbm_bw x hbm_eff, h2d_bw, d2h_bw, h2d_contention; such products are labelled modeled).
+ * hbm_bw x hbm_eff, h2d_bw, d2h_bw, h2d_contention; such products are labelled modeled),
+ * and the host's kv_reformat_bw (the single-state cache's reformat rate, migrate's cost).
  * Uncalibrated fixed costs c0 are 0 (modeled). After that every function here is pure
  * arithmetic on structs (no I/O, no allocation past ws_cost_model_init), cheap enough for
  * the simulator's inner loop.
@@ -63,7 +64,8 @@ typedef struct ws_cost_hw {
     char gpu[160], host[160];   /* profile names */
     ws_cost_roof cpu_attn;      /* CPU decode attention for the model's kind and KV dtype */
     ws_cost_roof cpu_expert;    /* one routed-expert FFN call on all CPU cores */
-    ws_cost_val cpu_mem_bw;     /* B/s, DRAM read on all cores (host copies, reformatting) */
+    ws_cost_val cpu_mem_bw;     /* B/s, DRAM read on all cores (host copies) */
+    ws_cost_val kv_reformat;    /* B/s, re-laying a single-state KV cache (host kv_reformat_bw) */
     ws_cost_roof gpu_attn;      /* GPU decode attention over HBM-resident pages */
     ws_cost_roof gpu_gemm;      /* GPU GEMM at the weight dtype (projections, experts, MLPs) */
     ws_cost_roof h2d, d2h;      /* pinned copies: c0 + bytes / W (P unused) */
@@ -156,8 +158,11 @@ double ws_cost_h2d(const ws_cost_model *cm, double bytes, int contended);
 double ws_cost_d2h(const ws_cost_model *cm, double bytes);
 /* D2H of one D-window flush: window tokens of each of n_seqs sequences, one layer. */
 double ws_cost_flush(const ws_cost_model *cm, int n_seqs, int window_tokens);
-/* Host-side move of bytes (read + write at the DRAM rate): what a reformat costs. */
+/* Host-side move of bytes (read + write at the DRAM rate). */
 double ws_cost_host_copy(const ws_cost_model *cm, double bytes);
+/* Reformatting `bytes` of a single-state KV cache into the other state (pinned GPU pages <->
+ * pageable per-head runs) at kv_reformat: what migrate pays per byte it moves. */
+double ws_cost_reformat(const ws_cost_model *cm, double bytes);
 /* GPU GEMMs for T tokens: QKV projection, output projection, router, shared experts (0
  * when none), the dense MLP of a dense layer. */
 double ws_cost_qkv_proj(const ws_cost_model *cm, double T);

@@ -120,7 +120,7 @@ int ws_policy_flush_cpu_pages(double cpu_tokens, double spilled_tokens, int n_pa
                               int page_tokens, double r);
 /* migrate: given the cache's current share r_cur and the target, the share after this step
  * (*r_new: the target when it is min_delta or more away, else r_cur) and the bytes moved,
- * |r_new - r_cur| x spilled_tokens x bytes_per_token; time them with ws_cost_host_copy. */
+ * |r_new - r_cur| x spilled_tokens x bytes_per_token; time them with ws_cost_reformat. */
 double ws_policy_migrate(const ws_policy *p, double r_cur, double r_target, double spilled_tokens,
                          double bytes_per_token, double *r_new);
 

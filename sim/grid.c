@@ -41,7 +41,7 @@ int sim_load(ws_store *s, const char *model, const char *gpu, const char *host, 
         rc = ws_err_set(err, WS_EINVAL, "profile '%s' is a %s profile, not a GPU's", gpu, g.kind);
     else if (strcmp(h.kind, "host"))
         rc = ws_err_set(err, WS_EINVAL, "profile '%s' is a %s profile, not a host's", host, h.kind);
-    else
+    else if (!(rc = ws_profile_fill(s, &h, "kv_reformat_bw", err)))
         rc = ws_cost_hw_load(&g, &h, m->attn, kv, m->weight_dtype, hw, err);
     const ws_profile_param *pc = ws_profile_get(&h, "cores");
     if (cores)

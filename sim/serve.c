@@ -27,8 +27,7 @@ static int closed_next(void *ctx, sim_req *req, ws_err *err)
 void sim_closed_source(sim_closed *c, int n, int prompt, int output, sim_source *src)
 {
     *c = (sim_closed){.n = n, .prompt = prompt, .output = output};
-    src->next = closed_next;
-    src->ctx = c;
+    *src = (sim_source){.next = closed_next, .ctx = c};
 }
 
 static int trace_next(void *ctx, sim_req *req, ws_err *err)
@@ -46,12 +45,8 @@ static int trace_next(void *ctx, sim_req *req, ws_err *err)
 
 int sim_trace_source(struct ws_trace *t, sim_source *src, ws_err *err)
 {
-    if (ws_trace_closed_clients(t) > 0)
-        return ws_err_set(err, WS_EINVAL,
-                          "%s: closed-loop arrivals are not supported by the simulator yet",
-                          ws_trace_name(t));
-    src->next = trace_next;
-    src->ctx = t;
+    (void)err;
+    *src = (sim_source){.next = trace_next, .ctx = t, .clients = ws_trace_closed_clients(t)};
     return 0;
 }
 
@@ -79,6 +74,12 @@ typedef struct qent {
     sim_req rq;
     uint64_t id;
 } qent;
+
+/* A closed loop's request waiting for its arrival time (a min-heap on t, then seq). */
+typedef struct pent {
+    sim_req rq; /* arrival_s: when it arrives */
+    uint64_t seq;
+} pent;
 
 /* A running sequence. */
 typedef struct seq {
@@ -112,11 +113,94 @@ typedef struct run {
     uint64_t n_admitted, n_ended;
     qent *q; /* arrived, not admitted: a ring */
     size_t q_head, q_len, q_cap;
+    const sim_source *src;
+    int src_done; /* the source has no more */
+    sim_req nxt;  /* open source: the next arrival (when !src_done) */
+    pent *pend;   /* closed loop: drawn, not yet arrived */
+    size_t n_pend, cap_pend;
+    uint64_t pend_seq;
     uint64_t n_seen;       /* requests arrived */
     double first_arr, last_end; /* of the served requests */
     sim_quantile ttft, tpot;
     sim_results *res;
 } run;
+
+static int pent_less(const pent *a, const pent *b)
+{
+    return a->rq.arrival_s < b->rq.arrival_s ||
+           (a->rq.arrival_s == b->rq.arrival_s && a->seq < b->seq);
+}
+
+/* Closed loop: a client is free at t_free; its next request (if any) arrives its think
+ * time later. */
+static int closed_draw(run *R, double t_free, ws_err *err)
+{
+    if (R->src_done)
+        return 0;
+    sim_req rq;
+    int rc = R->src->next(R->src->ctx, &rq, err);
+    if (rc < 0)
+        return -rc;
+    if (rc == 0) {
+        R->src_done = 1;
+        return 0;
+    }
+    if (R->n_pend == R->cap_pend) {
+        size_t cap = R->cap_pend ? 2 * R->cap_pend : 16;
+        void *p = realloc(R->pend, cap * sizeof *R->pend);
+        if (!p)
+            return ws_err_set(err, WS_ENOMEM, "sim: out of memory (closed loop)");
+        R->pend = p;
+        R->cap_pend = cap;
+    }
+    rq.arrival_s = t_free + rq.arrival_s;
+    size_t i = R->n_pend++;
+    R->pend[i] = (pent){rq, R->pend_seq++};
+    while (i > 0 && pent_less(&R->pend[i], &R->pend[(i - 1) / 2])) {
+        const pent tmp = R->pend[i];
+        R->pend[i] = R->pend[(i - 1) / 2];
+        R->pend[(i - 1) / 2] = tmp;
+        i = (i - 1) / 2;
+    }
+    return 0;
+}
+
+/* The next request to arrive, or NULL when there is none (for now, in a closed loop). */
+static const sim_req *arr_peek(const run *R)
+{
+    if (R->src->clients > 0)
+        return R->n_pend ? &R->pend[0].rq : NULL;
+    return R->src_done ? NULL : &R->nxt;
+}
+
+/* Moves past the request arr_peek gave. */
+static int arr_pop(run *R, ws_err *err)
+{
+    if (R->src->clients == 0) {
+        int rc = R->src->next(R->src->ctx, &R->nxt, err);
+        if (rc < 0)
+            return -rc;
+        R->src_done = rc == 0;
+        return 0;
+    }
+    pent *h = R->pend;
+    const size_t n = --R->n_pend;
+    h[0] = h[n];
+    for (size_t i = 0;;) {
+        size_t l = 2 * i + 1, m = i;
+        if (l < n && pent_less(&h[l], &h[m]))
+            m = l;
+        if (l + 1 < n && pent_less(&h[l + 1], &h[m]))
+            m = l + 1;
+        if (m == i)
+            break;
+        const pent tmp = h[i];
+        h[i] = h[m];
+        h[m] = tmp;
+        i = m;
+    }
+    return 0;
+}
 
 /* A request has arrived: its placeholder in res->req when requests are kept. */
 static int push_result(run *R, const sim_req *rq, uint64_t id, ws_err *err)
@@ -163,6 +247,9 @@ static int end_request(run *R, const sim_req_result *o, ws_err *err)
     R->n_ended++;
     if (R->cfg->keep_requests)
         R->res->req[o->id] = *o;
+    int rc = R->src->clients > 0 ? closed_draw(R, sim_now(&R->eng), err) : 0;
+    if (rc)
+        return rc;
     return R->cfg->on_request ? R->cfg->on_request(R->cfg->on_request_ctx, o, err) : 0;
 }
 
@@ -558,7 +645,9 @@ int sim_run(const ws_model *m, const ws_cost_hw *hw, const ws_cost_cfg *ccfg, co
                           "of the page %d)",
                           cfg->batch, cfg->chunk, cfg->window, P);
     const ws_policy_info *pi = ws_policy_info_of(cfg->policy);
-    run R = {.cfg = cfg, .res = res, .first_arr = INFINITY};
+    if (src->clients < 0)
+        return ws_err_set(err, WS_EINVAL, "sim: a source of %d clients", src->clients);
+    run R = {.cfg = cfg, .res = res, .first_arr = INFINITY, .src = src};
     snprintf(res->model, sizeof res->model, "%s", m->name);
     snprintf(res->gpu, sizeof res->gpu, "%s", hw->gpu);
     snprintf(res->host, sizeof res->host, "%s", hw->host);
@@ -584,9 +673,13 @@ int sim_run(const ws_model *m, const ws_cost_hw *hw, const ws_cost_cfg *ccfg, co
         m->n_experts > 0 ? R.cm.st.routed_bytes * (1.0 - (double)cc.gpu_experts / m->n_experts) : 0;
     res->tot.gpu_weight_bytes = R.cm.st.total_params * R.cm.w_elem - cpu_routed;
     R.no_room = res->tot.gpu_weight_bytes + R.budget > hw->gpu_mem.v;
-    sim_req next;
-    int have = 0;
-    if ((rc = ws_policy_init(&R.pol, cfg->policy, &cfg->par, R.cm.A, R.cm.B, err)))
+    /* migrate's moves perturb the next step's samples (a reformat holds the CPU at each
+     * layer's start, lengthening the prefetch window): its estimates must stay away for two
+     * steps' samples before r* follows, or r flaps every other step. */
+    ws_policy_params par = cfg->par;
+    if (cfg->policy == WS_POLICY_MIGRATE && par.confirm < 2 * R.layers)
+        par.confirm = 2 * R.layers;
+    if ((rc = ws_policy_init(&R.pol, cfg->policy, &par, R.cm.A, R.cm.B, err)))
         goto out_cm;
     if ((rc = sim_quantile_init(&R.ttft, err)))
         goto out_cm;
@@ -605,13 +698,18 @@ int sim_run(const ws_model *m, const ws_cost_hw *hw, const ws_cost_cfg *ccfg, co
         goto out_st;
     }
     double last_arrival = 0;
-    if ((have = src->next(src->ctx, &next, err)) < 0) {
-        rc = -have;
+    if (src->clients > 0) {
+        for (int i = 0; i < src->clients && !R.src_done; i++)
+            if ((rc = closed_draw(&R, 0, err)))
+                goto out_s;
+    } else if ((rc = arr_pop(&R, err))) {
         goto out_s;
     }
     for (;;) {
         /* Arrivals up to now join the queue (and the results, in arrival order). */
-        while (have > 0 && next.arrival_s <= sim_now(&R.eng)) {
+        const sim_req *nx;
+        while ((nx = arr_peek(&R)) && nx->arrival_s <= sim_now(&R.eng)) {
+            const sim_req next = *nx;
             if (next.prompt < 1 || next.output < 1 || !(next.arrival_s >= last_arrival)) {
                 rc = ws_err_set(err, WS_EINVAL,
                                 "sim: request %llu: %d prompt and %d output tokens at %.9g s "
@@ -625,19 +723,17 @@ int sim_run(const ws_model *m, const ws_cost_hw *hw, const ws_cost_cfg *ccfg, co
                 (rc = q_push(&R, &next, R.n_seen, err)))
                 goto out_s;
             R.n_seen++;
-            if ((have = src->next(src->ctx, &next, err)) < 0) {
-                rc = -have;
+            if ((rc = arr_pop(&R, err)))
                 goto out_s;
-            }
         }
         if ((rc = admit(&R, err)))
             goto out_s;
         if (R.n_run == 0) {
             if (R.q_len)
                 continue; /* the head was an OOM outcome; admit the rest */
-            if (!have)
+            if (!(nx = arr_peek(&R)))
                 break;
-            if ((rc = sim_engine_run(&R.eng, next.arrival_s, err)))
+            if ((rc = sim_engine_run(&R.eng, nx->arrival_s, err)))
                 goto out_s;
             continue;
         }
@@ -663,6 +759,7 @@ int sim_run(const ws_model *m, const ws_cost_hw *hw, const ws_cost_cfg *ccfg, co
 out_s:
     free(R.s);
     free(R.q);
+    free(R.pend);
 out_st:
     sim_step_free(&R.st);
 out_eng:

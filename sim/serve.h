@@ -11,7 +11,7 @@
  * ws_policy_target gives for the batch's spilled tokens plus this request's (decided at its
  * first chunk), the partial last page starts the D-window; every W decode tokens a
  * sequence's window is flushed, its pages placed by ws_policy_flush_cpu_pages toward
- * r*(L + flushed). migrate keeps one share for the whole cache and pays ws_cost_host_copy
+ * r*(L + flushed). migrate keeps one share for the whole cache and pays ws_cost_reformat
  * for ws_policy_migrate's bytes in every layer of a step where r moves. After each decode
  * step the policy is fed every layer's CPU and GPU half (ws_policy_observe_*), as the live
  * runtime feeds measured ones.
@@ -55,9 +55,15 @@ typedef struct sim_req {
  * negative WS_E* code with err set. */
 typedef int (*sim_source_next)(void *ctx, sim_req *req, ws_err *err);
 
+/* clients = 0: an open source, arrival_s is the time the request arrives. clients = N > 0:
+ * a closed loop of N clients. The run draws N requests at the start (each arrives at its
+ * arrival_s), then one more each time a request ends (served or out of memory): it comes
+ * from the client that request freed and arrives its arrival_s (the think time) after that
+ * end; so at most N requests are waiting or running at any time. */
 typedef struct sim_source {
     sim_source_next next;
     void *ctx;
+    int clients;
 } sim_source;
 
 /* The closed batch: n requests of `prompt` and `output` tokens at time 0. */
@@ -67,7 +73,7 @@ typedef struct sim_closed {
 void sim_closed_source(sim_closed *c, int n, int prompt, int output, sim_source *src);
 
 /* A trace source (traces/trace.h: a file or a generator) as a request source; t stays the
- * caller's. A closed-loop generator (arrivals relative to completions) is WS_EINVAL. */
+ * caller's. A closed-loop generator (trace_gen.h) gives a closed source of its clients. */
 struct ws_trace;
 int sim_trace_source(struct ws_trace *t, sim_source *src, ws_err *err);
 

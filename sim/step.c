@@ -203,7 +203,7 @@ static int add_layer(sim_step *st, int l, ws_err *err)
             a = id;
         }
         if (in->migrate_bytes > 0) {
-            ADD(SIM_RES_CPU, ws_cost_host_copy(cm, in->migrate_bytes), OP_MIGRATE, l, "migrate",
+            ADD(SIM_RES_CPU, ws_cost_reformat(cm, in->migrate_bytes), OP_MIGRATE, l, "migrate",
                 pe);
             mig = id;
         }

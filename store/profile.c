@@ -236,6 +236,46 @@ int ws_profile_load(ws_store *s, const char *name, ws_profile *out, ws_err *err)
     return 0;
 }
 
+int ws_profile_fill(ws_store *s, ws_profile *p, const char *key, ws_err *err)
+{
+    if (ws_profile_get(p, key))
+        return 0;
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(ws_store_sqlite(s),
+                           "SELECT d.name, q.value, q.unit, q.reference FROM profiles d JOIN "
+                           "profile_params q ON q.profile_id = d.id WHERE d.host_id IS NULL AND "
+                           "d.kind = ?1 AND q.key = ?2 ORDER BY d.id LIMIT 1",
+                           -1, &st, NULL) != SQLITE_OK)
+        return WS_DB_FAIL(s, err, "cannot read profile parameters");
+    sqlite3_bind_text(st, 1, p->kind, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 2, key, -1, SQLITE_STATIC);
+    int rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) {
+        ws_profile_param *v = realloc(p->params, sizeof *v * (size_t)(p->n_params + 1));
+        if (!v) {
+            sqlite3_finalize(st);
+            return ws_err_set(err, WS_ENOMEM, "out of memory");
+        }
+        p->params = v;
+        ws_profile_param *q = &v[p->n_params++];
+        memset(q, 0, sizeof *q);
+        char sheet[160], ref[320];
+        snprintf(q->key, sizeof q->key, "%s", key);
+        ws_store_col_text(st, 0, sheet, sizeof sheet);
+        q->value = sqlite3_column_double(st, 1);
+        ws_store_col_text(st, 2, q->unit, sizeof q->unit);
+        ws_store_col_text(st, 3, ref, sizeof ref);
+        q->source = WS_SOURCE_MODELED;
+        if (snprintf(q->reference, sizeof q->reference, "not in %s: datasheet %s's value: %s",
+                     p->name, sheet, ref) >= (int)sizeof q->reference)
+            q->reference[sizeof q->reference - 1] = '\0'; /* cut to the field */
+    }
+    rc = rc == SQLITE_ROW || rc == SQLITE_DONE ? 0
+                                               : WS_DB_FAIL(s, err, "cannot read profile parameters");
+    sqlite3_finalize(st);
+    return rc;
+}
+
 void ws_profile_free(ws_profile *p)
 {
     free(p->params);

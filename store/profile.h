@@ -55,6 +55,11 @@ typedef struct ws_profile {
 /* Loads `name` as described above into *p (free with ws_profile_free). */
 int ws_profile_load(ws_store *s, const char *name, ws_profile *p, ws_err *err);
 void ws_profile_free(ws_profile *p);
+/* When p has no parameter `key`: the value of the first datasheet profile of p's kind that
+ * has it, added as a modeled parameter whose reference says whose value it is (a calibrated
+ * host with no datasheet profile of its own borrows what no calibration measures, e.g.
+ * kv_reformat_bw). No datasheet has it: p is left as it was. Returns 0 or an error. */
+int ws_profile_fill(ws_store *s, ws_profile *p, const char *key, ws_err *err);
 /* The parameter `key`, or NULL. */
 const ws_profile_param *ws_profile_get(const ws_profile *p, const char *key);
 /* Its value; WS_ENOTFOUND "profile <name> has no parameter '<key>'" when missing. */

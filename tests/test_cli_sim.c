@@ -147,6 +147,45 @@ Test(cli_sim, mooncake_trace_every_request_ends)
     json_decref(v);
 }
 
+/* A closed loop of clients runs (each client's next request after its previous one ends),
+ * is stored as a generator saying so, and its options are checked. */
+Test(cli_sim, closed_loop_generator)
+{
+    char dir[64], db[256];
+    th_tmpdir(dir, sizeof dir);
+    snprintf(db, sizeof db, "%s/runs.db", dir);
+    json_t *v = th_writescope_json(
+        (const char *[]){BASE, "--arrivals", "closed", "--clients", "3", "--think", "fixed:0.5",
+                         "--requests", "7", "--prompt-dist", "uniform:100:900", "--output-dist",
+                         "fixed:3", "--layers", "2", "--policy", "writescope", "--db", db,
+                         "--json", NULL},
+        g_env);
+    json_t *r0 = json_array_get(json_object_get(v, "runs"), 0);
+    cr_assert_eq(json_integer_value(json_object_get(r0, "requests")), 7);
+    cr_assert_eq(json_integer_value(json_object_get(r0, "served")), 7);
+    cr_assert_eq(json_integer_value(json_object_get(r0, "output_tokens")), 21);
+    json_decref(v);
+    cr_assert_eq(th_count_file(db, "SELECT count(*) FROM sim_runs WHERE workload = 'generator' "
+                                   "AND generator LIKE 'arrivals=closed clients=3 "
+                                   "think=fixed:0.5 requests=7 %'"),
+                 1);
+    expect_fail((const char *[]){BASE, "--arrivals", "closed", "--requests", "4", "--prompt-dist",
+                                 "fixed:10", "--output-dist", "fixed:2", NULL},
+                2, "--clients");
+    expect_fail((const char *[]){BASE, "--arrivals", "closed", "--clients", "2", "--rate", "3",
+                                 "--requests", "4", "--prompt-dist", "fixed:10", "--output-dist",
+                                 "fixed:2", NULL},
+                2, "--rate");
+    expect_fail((const char *[]){BASE, "--arrivals", "closed", "--clients", "2", "--think",
+                                 "gauss:1", "--requests", "4", "--prompt-dist", "fixed:10",
+                                 "--output-dist", "fixed:2", NULL},
+                2, "think");
+    expect_fail((const char *[]){BASE, "--clients", "2", NULL}, 2, "--arrivals");
+    th_run r = th_writescope((const char *[]){"sim", "--help", NULL}, g_env);
+    cr_assert_neq(strstr(r.out, "closed loop"), NULL, "%s", r.out);
+    th_run_free(&r);
+}
+
 #define SMALL BASE, "--batch", "3", "--prompt", "600", "--output", "12", "--layers", "2"
 
 /* --db stores one run per policy with every request and step, labelled modeled, naming the

@@ -159,6 +159,10 @@ Test(cost, calibrated_key_wins)
     near(hw.cpu_expert.P.v, 0.5e12);
     cr_assert_eq(hw.cpu_expert.P.src, WS_SOURCE_MODELED);
     near(hw.cpu_mem_bw.v, 4.5e10);
+    /* No kv_reformat_bw (a database seeded before it): a DRAM copy, said so. */
+    near(hw.kv_reformat.v, 4.5e10 / 2);
+    cr_assert_eq(hw.kv_reformat.src, WS_SOURCE_MODELED);
+    cr_assert_neq(strstr(hw.kv_reformat.from, "no kv_reformat_bw"), NULL, "%s", hw.kv_reformat.from);
     near(hw.h2d.W.v, 2.2e10);
     near(hw.h2d.c0.v, 1e-5);
     near(hw.d2h.W.v, 2e10);
@@ -521,6 +525,13 @@ Test(cost, gpu_ops)
                  3.5 * ws_cost_gpu_prefill_attn(&cm, 4096, 0));
     near(ws_cost_gpu_attn(&cm, 2e6), 2 * ws_cost_gpu_attn(&cm, 1e6));
     near(ws_cost_host_copy(&cm, 1e9), 2e9 / (1.877e11 * 0.75));
+    /* The reformat: the paper's host's kv_reformat_bw, 186 ms for 64K Mixtral tokens of one
+     * layer (profiles/README.md#kv_reformat_bw). */
+    near(cm.hw.kv_reformat.v, 1.443e9);
+    cr_assert_str_eq(cm.hw.kv_reformat.from, "kv_reformat_bw");
+    near(ws_cost_reformat(&cm, 1.443e9), 1.0);
+    cr_assert(fabs(ws_cost_reformat(&cm, 65536.0 * 4096) - 0.186) < 5e-4);
+    cr_assert_eq(ws_cost_reformat(&cm, 0), 0);
     ws_cost_model_free(&cm);
     /* DeepSeek-V2-Lite: a dense first layer, shared experts. */
     ws_model m;

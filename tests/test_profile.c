@@ -153,6 +153,41 @@ Test(profile, calibrated_host_without_datasheet)
     ws_store_close(s);
 }
 
+/* A profile without a parameter borrows the first datasheet profile's of its kind, labelled
+ * modeled and naming whose it is; one that has it, or a kind no datasheet gives it, keeps
+ * what it had. */
+Test(profile, fill_from_the_datasheet)
+{
+    ws_store *s = fresh_store();
+    ws_err err = {0};
+    ws_profile h = {.name = "host:abc", .kind = "host"};
+    cr_assert_eq(ws_profile_fill(s, &h, "kv_reformat_bw", &err), 0, "%s", err.msg);
+    cr_assert_eq(h.n_params, 1);
+    const ws_profile_param *q = ws_profile_get(&h, "kv_reformat_bw");
+    cr_assert_not_null(q);
+    cr_assert_float_eq(q->value, 1.443e9, 1);
+    cr_assert_str_eq(q->unit, "B/s");
+    cr_assert_eq(q->source, WS_SOURCE_MODELED);
+    cr_assert_neq(strstr(q->reference, "not in host:abc: datasheet xeon-gold-5318y's value"), NULL,
+                  "%s", q->reference);
+    cr_assert_eq(ws_profile_fill(s, &h, "kv_reformat_bw", &err), 0);
+    cr_assert_eq(h.n_params, 1);
+    ws_profile_free(&h);
+    ws_profile x;
+    cr_assert_eq(ws_profile_load(s, "xeon-gold-5318y", &x, &err), 0, "%s", err.msg);
+    const int n = x.n_params;
+    cr_assert_eq(ws_profile_fill(s, &x, "kv_reformat_bw", &err), 0);
+    cr_assert_eq(x.n_params, n);
+    ws_profile_free(&x);
+    ws_profile g;
+    cr_assert_eq(ws_profile_load(s, "a100-40gb-pcie", &g, &err), 0, "%s", err.msg);
+    const int ng = g.n_params;
+    cr_assert_eq(ws_profile_fill(s, &g, "kv_reformat_bw", &err), 0);
+    cr_assert_eq(g.n_params, ng, "no GPU datasheet has a reformat rate");
+    ws_profile_free(&g);
+    ws_store_close(s);
+}
+
 Test(profile, unknown_name)
 {
     ws_store *s = fresh_store();

@@ -15,6 +15,8 @@
 #include "serve.h"
 #include "store.h"
 #include "timeline.h"
+#include "trace.h"
+#include "trace_gen.h"
 #include "ws_util.h"
 
 static void load(const char *model, const char *gpu, ws_model *m, ws_cost_hw *hw)
@@ -52,7 +54,7 @@ static void run_mix(const ws_model *m, const ws_cost_hw *hw, sim_cfg *cfg, sim_r
 {
     ws_err err = {0};
     list_src l = {k_mix, N_MIX, 0};
-    sim_source src = {list_next, &l};
+    sim_source src = {list_next, &l, 0};
     ws_cost_cfg cc;
     ws_cost_cfg_default(&cc);
     cr_assert_eq(sim_run(m, hw, &cc, cfg, &src, r, &err), 0, "%s", err.msg);
@@ -420,7 +422,7 @@ Test(sim_serve, bad_settings_and_requests)
     sim_cfg_default(&cfg);
     const sim_req bad[] = {{1.0, 10, 10}, {0.5, 10, 10}}; /* out of order */
     list_src l = {bad, 2, 0};
-    sim_source s2 = {list_next, &l};
+    sim_source s2 = {list_next, &l, 0};
     cr_assert_eq(sim_run(&m, &hw, &cc, &cfg, &s2, &r, &err), WS_EINVAL);
     cr_assert_neq(strstr(err.msg, "request 1"), NULL, "%s", err.msg);
 }
@@ -599,5 +601,161 @@ Test(sim_serve, step_context)
     cr_assert_eq(r.step[4].decode_tokens, 2);
     cr_assert_eq(r.step[4].context, 2 * 1501);
     cr_assert_eq(r.step[5].context, 2 * 1502);
+    sim_results_free(&r);
+}
+
+/* A closed-loop generator (traces/trace_gen.h) of `clients`, think spec `think`. */
+static void run_closed_loop(const ws_model *m, const ws_cost_hw *hw, sim_cfg *cfg, int clients,
+                            const char *think, uint64_t requests, uint64_t seed, sim_results *r)
+{
+    ws_err err = {0};
+    ws_trace_gen g = {.arrivals = WS_ARRIVALS_CLOSED, .clients = clients, .requests = requests,
+                      .seed = seed};
+    cr_assert_eq(ws_trace_think_parse(think, &g, &err), 0, "%s", err.msg);
+    cr_assert_eq(ws_trace_len_parse("uniform:200:1500", &g.prompt, &err), 0);
+    cr_assert_eq(ws_trace_len_parse("uniform:1:40", &g.output, &err), 0);
+    ws_trace *t;
+    cr_assert_eq(ws_trace_gen_open(&g, &t, &err), 0, "%s", err.msg);
+    sim_source src;
+    cr_assert_eq(sim_trace_source(t, &src, &err), 0, "%s", err.msg);
+    cr_assert_eq(src.clients, clients);
+    ws_cost_cfg cc;
+    ws_cost_cfg_default(&cc);
+    cr_assert_eq(sim_run(m, hw, &cc, cfg, &src, r, &err), 0, "%s", err.msg);
+    ws_trace_close(t);
+}
+
+/* One client: request i arrives exactly the generator's i-th think time after request i-1
+ * ended (fixed and exponential think times), so requests never overlap. */
+Test(sim_serve, closed_loop_one_client_serialises)
+{
+    ws_model m;
+    ws_cost_hw hw;
+    load("qwen3-30b-a3b", "a100-40gb-pcie", &m, &hw);
+    const char *thinks[] = {"fixed:0.25", "exp:0.5", "0"};
+    for (int k = 0; k < 3; k++) {
+        sim_cfg cfg;
+        sim_cfg_default(&cfg);
+        cfg.layers = 2;
+        sim_results r;
+        run_closed_loop(&m, &hw, &cfg, 1, thinks[k], 12, 5, &r);
+        /* The think times the generator draws, read from the same generator. */
+        ws_err err = {0};
+        ws_trace_gen g = {.arrivals = WS_ARRIVALS_CLOSED, .clients = 1, .requests = 12, .seed = 5};
+        ws_trace_think_parse(thinks[k], &g, &err);
+        ws_trace_len_parse("uniform:200:1500", &g.prompt, &err);
+        ws_trace_len_parse("uniform:1:40", &g.output, &err);
+        ws_trace *t;
+        cr_assert_eq(ws_trace_gen_open(&g, &t, &err), 0);
+        cr_assert_eq(r.n_req, 12);
+        cr_assert_eq(r.tot.served, 12);
+        for (size_t i = 0; i < r.n_req; i++) {
+            ws_trace_req q;
+            cr_assert_eq(ws_trace_next(t, &q, &err), 1);
+            const sim_req_result *a = &r.req[i];
+            cr_assert_eq(a->prompt, q.prompt_tokens);
+            cr_assert_eq(a->output, q.output_tokens);
+            const double want = i == 0 ? 0 : r.req[i - 1].end_s + q.arrival_s;
+            cr_assert_eq(a->arrival_s, want, "%s: request %zu at %.17g, want %.17g", thinks[k], i,
+                         a->arrival_s, want);
+            if (k == 0 && i > 0)
+                cr_assert_eq(q.arrival_s, 0.25);
+            cr_assert_gt(a->end_s, a->arrival_s);
+        }
+        ws_trace_close(t);
+        sim_results_free(&r);
+    }
+}
+
+/* N clients: at every arrival at most N requests are waiting or running, and N are at
+ * some point (the loop keeps every client busy); a batch smaller than N queues the rest. */
+Test(sim_serve, closed_loop_at_most_n_in_flight)
+{
+    ws_model m;
+    ws_cost_hw hw;
+    load("qwen3-30b-a3b", "a100-40gb-pcie", &m, &hw);
+    const int batches[] = {32, 2};
+    for (int b = 0; b < 2; b++) {
+        sim_cfg cfg;
+        sim_cfg_default(&cfg);
+        cfg.layers = 2;
+        cfg.batch = batches[b];
+        sim_results r;
+        const int N = 5;
+        run_closed_loop(&m, &hw, &cfg, N, "exp:0.2", 60, 9, &r);
+        cr_assert_eq(r.n_req, 60);
+        cr_assert_eq(r.tot.served + r.tot.oom, 60);
+        int most = 0;
+        for (size_t i = 0; i < r.n_req; i++) {
+            const double t = r.req[i].arrival_s;
+            int in = 0;
+            for (size_t j = 0; j < r.n_req; j++)
+                in += r.req[j].arrival_s <= t && r.req[j].end_s > t;
+            cr_assert_leq(in, N, "batch %d: %d in flight at %g s", cfg.batch, in, t);
+            most = in > most ? in : most;
+            if (i > 0)
+                cr_assert_geq(t, r.req[i - 1].arrival_s, "arrivals in order");
+        }
+        cr_assert_eq(most, N, "batch %d: the clients were never all busy", cfg.batch);
+        sim_results_free(&r);
+    }
+}
+
+/* The same seed gives the same run; another seed another one. */
+Test(sim_serve, closed_loop_deterministic_for_a_seed)
+{
+    ws_model m;
+    ws_cost_hw hw;
+    load("qwen3-30b-a3b", "a100-40gb-pcie", &m, &hw);
+    sim_cfg cfg;
+    sim_cfg_default(&cfg);
+    cfg.layers = 2;
+    sim_results a, b, c;
+    run_closed_loop(&m, &hw, &cfg, 3, "exp:0.3", 30, 11, &a);
+    run_closed_loop(&m, &hw, &cfg, 3, "exp:0.3", 30, 11, &b);
+    run_closed_loop(&m, &hw, &cfg, 3, "exp:0.3", 30, 12, &c);
+    char *ta = results_text(&a), *tb = results_text(&b), *tc = results_text(&c);
+    cr_assert_str_eq(ta, tb);
+    cr_assert_str_neq(ta, tc);
+    free(ta), free(tb), free(tc);
+    sim_results_free(&a), sim_results_free(&b), sim_results_free(&c);
+}
+
+/* migrate on Qwen3-30B-A3B / V100, 4 x 32K (where its own moves used to perturb the next
+ * step's samples): r moves at most once after the first decode step and never reverses,
+ * and a step that moves r keeps the CPU busy at least the moved bytes at kv_reformat_bw. */
+Test(sim_serve, migrate_pays_the_reformat_and_does_not_flap)
+{
+    ws_model m;
+    ws_cost_hw hw;
+    load("qwen3-30b-a3b", "v100-32gb-pcie", &m, &hw);
+    cr_assert_gt(hw.kv_reformat.v, 0);
+    sim_cfg cfg;
+    sim_cfg_default(&cfg);
+    cfg.policy = WS_POLICY_MIGRATE;
+    cfg.detail_layer = 0;
+    sim_results r;
+    run_closed(&m, &hw, &cfg, 4, 32768, 256, &r);
+    cr_assert_eq(r.tot.served, 4);
+    double prev = -1, moved_cpu = 0;
+    int changes = 0, first = 1;
+    for (size_t i = 0; i < r.n_step; i++) {
+        const sim_step_rec *s = &r.step[i];
+        if (!s->decode_tokens)
+            continue;
+        if (first) {
+            /* The first decode step moves the prompts' KV from r = 0 to r*: the CPU is busy
+             * at least that reformat in every layer. */
+            const double bytes = s->r_real * s->spilled * 2048.0;
+            cr_assert_gt(bytes, 0);
+            moved_cpu = s->busy[SIM_RES_CPU];
+            cr_assert_geq(moved_cpu, 48 * bytes / hw.kv_reformat.v, "CPU busy %g s", moved_cpu);
+            first = 0;
+        } else if (fabs(s->r_real - prev) > 1e-9) {
+            changes++;
+        }
+        prev = s->r_real;
+    }
+    cr_assert_leq(changes, 1, "r moved %d times after the first decode step", changes);
     sim_results_free(&r);
 }

@@ -29,6 +29,28 @@ const char *ws_trace_arrivals_name(ws_trace_arrivals a)
     return (unsigned)a < 3 ? k_arrivals[a] : "?";
 }
 
+int ws_trace_think_parse(const char *spec, ws_trace_gen *g, ws_err *err)
+{
+    const char *v = spec;
+    int fixed = 0;
+    if (!strncmp(spec, "fixed:", 6))
+        v = spec + 6, fixed = 1;
+    else if (!strncmp(spec, "exp:", 4))
+        v = spec + 4;
+    double s;
+    if (ws_parse_double(v, 0, 1e6, &s))
+        return ws_err_set(err, WS_EINVAL,
+                          "think time '%s': expected S, exp:S or fixed:S seconds in 0..1e6", spec);
+    g->think_s = s;
+    g->think_fixed = fixed;
+    return 0;
+}
+
+void ws_trace_think_format(const ws_trace_gen *g, char *buf, int cap)
+{
+    snprintf(buf, (size_t)cap, "%s:%.17g", g->think_fixed ? "fixed" : "exp", g->think_s);
+}
+
 int ws_trace_len_parse(const char *spec, ws_trace_len *out, ws_err *err)
 {
     char buf[128];
@@ -213,9 +235,9 @@ static int gen_next(ws_trace *t, ws_trace_req *req, ws_err *err)
     const ws_trace_gen *g = &s->g;
     if (g->arrivals == WS_ARRIVALS_CLOSED) {
         r.session_id = (int64_t)(s->i % (uint64_t)g->clients);
-        r.arrival_s = s->i < (uint64_t)g->clients || g->think_s == 0
-                          ? 0
-                          : gsl_ran_exponential(s->r_arr, g->think_s);
+        r.arrival_s = s->i < (uint64_t)g->clients || g->think_s == 0 ? 0
+                       : g->think_fixed                           ? g->think_s
+                                        : gsl_ran_exponential(s->r_arr, g->think_s);
     } else {
         if (s->i > 0)
             s->t += g->arrivals == WS_ARRIVALS_POISSON

@@ -10,8 +10,9 @@
  * arrivals depend on completions, which only the consumer knows: such a source says so
  * (ws_trace_closed_clients > 0), its requests carry session_id = client (i mod clients)
  * and arrival_s = the think time to wait after that client's previous request completes
- * (0 for each client's first; exponential of mean think_s, or 0 when think_s = 0). Those
- * arrivals are therefore not non-decreasing, and a closed loop cannot be written to a file.
+ * (0 for each client's first; exponential of mean think_s, or exactly think_s when
+ * think_fixed). Those arrivals are therefore not non-decreasing, and a closed loop cannot be
+ * written to a file; the simulator plays it (sim/serve.h).
  *
  * Lengths (prompt and output each): `fixed:N`; `uniform:LO:HI` (integers, both ends
  * included); `lognormal:MEAN:SIGMA` (the distribution's mean, and sigma of its log);
@@ -53,6 +54,7 @@ typedef struct ws_trace_gen {
     double cv;         /* gamma: coefficient of variation of the gaps; > 0 */
     int clients;       /* closed: number of clients; >= 1 */
     double think_s;    /* closed: mean think time, s; >= 0 */
+    int think_fixed;   /* closed: 1 = every think time is think_s; 0 = exponential */
     uint64_t requests; /* requests to generate; >= 1 */
     ws_trace_len prompt, output;
     uint64_t seed;
@@ -61,6 +63,11 @@ typedef struct ws_trace_gen {
 /* "poisson" | "gamma" | "closed"; returns 0 or WS_EINVAL naming the choices. */
 int ws_trace_arrivals_parse(const char *s, ws_trace_arrivals *out, ws_err *err);
 const char *ws_trace_arrivals_name(ws_trace_arrivals a);
+/* A think-time spec into g->think_s and g->think_fixed: "S" or "exp:S" (exponential of
+ * mean S seconds), "fixed:S" (exactly S); S in 0..1e6. Returns 0 or WS_EINVAL. */
+int ws_trace_think_parse(const char *spec, ws_trace_gen *g, ws_err *err);
+/* Writes g's think time back as a spec ("exp:0.5", "fixed:2"). */
+void ws_trace_think_format(const ws_trace_gen *g, char *buf, int cap);
 /* A length spec (above) into *out; returns 0 or WS_EINVAL with the problem. */
 int ws_trace_len_parse(const char *spec, ws_trace_len *out, ws_err *err);
 /* Writes the spec back as text ("lognormal:2000:1"). */
