@@ -610,7 +610,7 @@ static int eval_one(ws_plan *P, const ws_plan_point *pt, ws_plan_result *out, ws
         if (!rc)
             rc = sim_trace_source(tr, &sc.in, err);
         sc.left = s->trace && s->requests ? s->requests : UINT64_MAX;
-        src = (sim_source){scaled_next, &sc};
+        src = (sim_source){.next = scaled_next, .ctx = &sc, .clients = sc.in.clients};
     }
     sim_results r;
     ws_cost_cfg cc;
