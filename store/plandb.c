@@ -13,17 +13,12 @@
 
 static int put_run(ws_store *s, ws_plandb_run *run, ws_err *err)
 {
-    if (!run->started_at[0])
-        ws_utc_now(run->started_at, sizeof run->started_at);
-    if (!run->tool_version[0])
-        snprintf(run->tool_version, sizeof run->tool_version, "%s", WS_VERSION);
+    ws_store_stamp(run->started_at, sizeof run->started_at, run->tool_version,
+                   sizeof run->tool_version);
     const char *params = run->params[0] ? run->params : "{}";
-    json_error_t je;
-    json_t *pj = json_loads(params, 0, &je);
-    const int obj = json_is_object(pj);
-    json_decref(pj);
-    if (!obj)
-        return ws_err_set(err, WS_EINVAL, "plan params are not a JSON object");
+    int rc = ws_store_check_params(s, "plan", params, err);
+    if (rc)
+        return rc;
     sqlite3_stmt *st;
     if (sqlite3_prepare_v2(ws_store_sqlite(s),
                            "INSERT INTO plan_runs(started_at, tool_version, model, host_profile, "
@@ -45,7 +40,7 @@ static int put_run(ws_store *s, ws_plandb_run *run, ws_err *err)
     sqlite3_bind_int64(st, 12, run->evals);
     ws_store_bind_num(st, 13, run->wall_s);
     sqlite3_bind_text(st, 14, params, -1, SQLITE_STATIC);
-    int rc = sqlite3_step(st) == SQLITE_DONE ? 0 : WS_DB_FAIL(s, err, "cannot store the plan");
+    rc = sqlite3_step(st) == SQLITE_DONE ? 0 : WS_DB_FAIL(s, err, "cannot store the plan");
     sqlite3_finalize(st);
     if (!rc)
         run->id = sqlite3_last_insert_rowid(ws_store_sqlite(s));

@@ -15,34 +15,16 @@ static int check_run(ws_store *s, const ws_rundb_run *run, ws_err *err)
         return ws_err_set(err, WS_EINVAL,
                           "%s: runtime run: gpu_source '%s' is not modeled or measured",
                           ws_store_path(s), run->gpu_source);
-    if (run->params[0]) {
-        json_error_t je;
-        json_t *p = json_loads(run->params, 0, &je);
-        const int ok = json_is_object(p);
-        json_decref(p);
-        if (!ok)
-            return ws_err_set(err, WS_EINVAL, "%s: runtime run: params is not a JSON object",
-                              ws_store_path(s));
-    }
-    return 0;
-}
-
-static int prep(ws_store *s, const char *sql, sqlite3_stmt **st, ws_err *err)
-{
-    if (sqlite3_prepare_v2(ws_store_sqlite(s), sql, -1, st, NULL) != SQLITE_OK)
-        return WS_DB_FAIL(s, err, "prepare");
-    return 0;
+    return ws_store_check_params(s, "runtime run", run->params, err);
 }
 
 static int store_in_tx(ws_store *s, ws_rundb_run *run, const ws_rundb_step *steps, size_t n_steps,
                        const ws_rundb_layer *lay, size_t n_lay, ws_err *err)
 {
-    if (!run->started_at[0])
-        ws_utc_now(run->started_at, sizeof run->started_at);
-    if (!run->tool_version[0])
-        snprintf(run->tool_version, sizeof run->tool_version, "%s", WS_VERSION);
+    ws_store_stamp(run->started_at, sizeof run->started_at, run->tool_version,
+                   sizeof run->tool_version);
     sqlite3_stmt *st = NULL;
-    int rc = prep(s,
+    int rc = ws_store_prep(s,
                   "INSERT INTO run_runs(started_at, tool_version, model, gpu, gpu_source, "
                   "gpu_profile, host_profile, policy, batch, prompt_tokens, output_tokens, "
                   "layers, model_layers, seed, params, wall_s, decode_s, prefill_modeled_s, "
@@ -80,7 +62,7 @@ static int store_in_tx(ws_store *s, ws_rundb_run *run, const ws_rundb_step *step
     sqlite3_finalize(st);
     run->id = sqlite3_last_insert_rowid(ws_store_sqlite(s));
 
-    if ((rc = prep(s,
+    if ((rc = ws_store_prep(s,
                    "INSERT INTO run_steps(run_id, idx, t_start, t_end, batch, tokens, context, "
                    "r_star, r_real, busy_gpu, busy_h2d, busy_d2h, busy_cpu, busy_other, wall_s, "
                    "verify_err) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, "
@@ -111,7 +93,7 @@ static int store_in_tx(ws_store *s, ws_rundb_run *run, const ws_rundb_step *step
     }
     sqlite3_finalize(st);
 
-    if ((rc = prep(s,
+    if ((rc = ws_store_prep(s,
                    "INSERT INTO run_layers(run_id, step, layer, n_cpu, m_xfer, resident, "
                    "cpu_attn_s, router_s, experts_s, gpu_s, gpu_source, overhead_s, r_real, "
                    "r_star, a_est, b_est, pred_cpu_s, pred_gpu_s, pred_experts_s, flush_pages, "
@@ -178,7 +160,7 @@ int ws_rundb_store_run(ws_store *s, ws_rundb_run *run, const ws_rundb_step *step
 int ws_rundb_get_run(ws_store *s, long long run_id, ws_rundb_run *run, ws_err *err)
 {
     sqlite3_stmt *st;
-    int rc = prep(s,
+    int rc = ws_store_prep(s,
                   "SELECT id, started_at, tool_version, model, gpu, gpu_source, gpu_profile, "
                   "host_profile, policy, batch, prompt_tokens, output_tokens, layers, "
                   "model_layers, seed, params, wall_s, decode_s, prefill_modeled_s, tokens_out, "
@@ -255,7 +237,7 @@ int ws_rundb_get_steps(ws_store *s, long long run_id, ws_rundb_step **out, size_
     sqlite3_stmt *st;
     *out = NULL;
     *n_out = 0;
-    int rc = prep(s,
+    int rc = ws_store_prep(s,
                   "SELECT idx, t_start, t_end, batch, tokens, context, r_star, r_real, busy_gpu, "
                   "busy_h2d, busy_d2h, busy_cpu, busy_other, wall_s, verify_err FROM run_steps "
                   "WHERE run_id = ?1 ORDER BY idx",

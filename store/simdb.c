@@ -47,17 +47,7 @@ static int check_run(ws_store *s, const ws_simdb_run *run, ws_err *err)
     if (strcmp(run->detail, "step") && strcmp(run->detail, "layer"))
         return ws_err_set(err, WS_EINVAL, "%s: simulation run: detail '%s' is not step or layer",
                           ws_store_path(s), run->detail);
-    if (run->params[0]) {
-        json_error_t je;
-        json_t *p = json_loads(run->params, 0, &je);
-        int ok = json_is_object(p);
-        json_decref(p);
-        if (!ok)
-            return ws_err_set(err, WS_EINVAL,
-                              "%s: simulation run: params is not a JSON object: %s",
-                              ws_store_path(s), p ? "not an object" : je.text);
-    }
-    return 0;
+    return ws_store_check_params(s, "simulation run", run->params, err);
 }
 
 int ws_simdb_put_run(ws_store *s, ws_simdb_run *run, ws_err *err)
@@ -65,10 +55,8 @@ int ws_simdb_put_run(ws_store *s, ws_simdb_run *run, ws_err *err)
     int rc = check_run(s, run, err);
     if (rc)
         return rc;
-    if (!run->started_at[0])
-        ws_utc_now(run->started_at, sizeof run->started_at);
-    if (!run->tool_version[0])
-        snprintf(run->tool_version, sizeof run->tool_version, "%s", WS_VERSION);
+    ws_store_stamp(run->started_at, sizeof run->started_at, run->tool_version,
+                   sizeof run->tool_version);
     snprintf(run->label, sizeof run->label, "modeled");
     sqlite3_stmt *st;
     if (sqlite3_prepare_v2(ws_store_sqlite(s),
@@ -319,19 +307,11 @@ static int grid_body(ws_store *s, void *ctx, ws_err *err)
 {
     grid_rows *x = ctx;
     ws_simdb_grid *g = x->g;
-    if (g->params[0]) {
-        json_error_t je;
-        json_t *p = json_loads(g->params, 0, &je);
-        int ok = json_is_object(p);
-        json_decref(p);
-        if (!ok)
-            return ws_err_set(err, WS_EINVAL, "%s: simulation grid: params is not a JSON object: %s",
-                              ws_store_path(s), p ? "not an object" : je.text);
-    }
-    if (!g->started_at[0])
-        ws_utc_now(g->started_at, sizeof g->started_at);
-    if (!g->tool_version[0])
-        snprintf(g->tool_version, sizeof g->tool_version, "%s", WS_VERSION);
+    int rc = ws_store_check_params(s, "simulation grid", g->params, err);
+    if (rc)
+        return rc;
+    ws_store_stamp(g->started_at, sizeof g->started_at, g->tool_version,
+                   sizeof g->tool_version);
     sqlite3_stmt *st;
     if (sqlite3_prepare_v2(ws_store_sqlite(s),
                            "INSERT INTO sim_grids(started_at, tool_version, params, ranks) "
@@ -342,7 +322,7 @@ static int grid_body(ws_store *s, void *ctx, ws_err *err)
     sqlite3_bind_text(st, 2, g->tool_version, -1, SQLITE_STATIC);
     sqlite3_bind_text(st, 3, g->params[0] ? g->params : "{}", -1, SQLITE_STATIC);
     sqlite3_bind_int(st, 4, g->ranks > 0 ? g->ranks : 1);
-    int rc = sqlite3_step(st);
+    rc = sqlite3_step(st);
     sqlite3_finalize(st);
     if (rc != SQLITE_DONE)
         return WS_DB_FAIL(s, err, "cannot store simulation grid");

@@ -665,3 +665,32 @@ int ws_store_export_csv(ws_store *s, const char *table, FILE *out, ws_err *err)
         return DB_FAIL(s, err, "cannot export");
     return 0;
 }
+
+int ws_store_prep(ws_store *s, const char *sql, sqlite3_stmt **st, ws_err *err)
+{
+    if (sqlite3_prepare_v2(ws_store_sqlite(s), sql, -1, st, NULL) != SQLITE_OK)
+        return WS_DB_FAIL(s, err, "prepare");
+    return 0;
+}
+
+int ws_store_check_params(ws_store *s, const char *what, const char *params, ws_err *err)
+{
+    if (!params || !params[0])
+        return 0;
+    json_error_t je;
+    json_t *p = json_loads(params, 0, &je);
+    const int ok = json_is_object(p);
+    json_decref(p);
+    if (!ok)
+        return ws_err_set(err, WS_EINVAL, "%s: %s: params is not a JSON object: %s",
+                          ws_store_path(s), what, p ? "not an object" : je.text);
+    return 0;
+}
+
+void ws_store_stamp(char *started_at, size_t started_cap, char *tool_version, size_t tool_cap)
+{
+    if (!started_at[0])
+        ws_utc_now(started_at, started_cap);
+    if (!tool_version[0])
+        snprintf(tool_version, tool_cap, "%s", WS_VERSION);
+}

@@ -1,7 +1,7 @@
 /* store_priv: what the modules of the storage layer (store.c, calibdb.c, profile.c,
- * simdb.c) share and nothing outside store/ includes: the SQLite handle behind a ws_store
- * and the message format of an unexpected SQLite failure. Keeping the handle here is what keeps
- * SQL inside store/. */
+ * simdb.c, rundb.c, validatedb.c, plandb.c) share and nothing outside store/ includes: the
+ * SQLite handle behind a ws_store, the message format of an unexpected SQLite failure and
+ * the small statement helpers. Keeping the handle here is what keeps SQL inside store/. */
 #ifndef WS_STORE_PRIV_H
 #define WS_STORE_PRIV_H
 
@@ -24,6 +24,16 @@ sqlite3 *ws_store_sqlite(ws_store *s);
 int ws_store_read_rows(ws_store *s, sqlite3_stmt *st, size_t sz,
                        void (*row)(sqlite3_stmt *st, void *elem), const char *what, void **out,
                        size_t *n_out, ws_err *err);
+
+/* Prepares sql on the store's connection; WS_EDB ("prepare") on failure. */
+int ws_store_prep(ws_store *s, const char *sql, sqlite3_stmt **st, ws_err *err);
+
+/* A row's `params` text: empty, or a JSON object; else WS_EINVAL naming `what` ("runtime
+ * run") and the parser's complaint. */
+int ws_store_check_params(ws_store *s, const char *what, const char *params, ws_err *err);
+
+/* A result row's stamp: started_at (UTC now) and tool_version (WS_VERSION) where empty. */
+void ws_store_stamp(char *started_at, size_t started_cap, char *tool_version, size_t tool_cap);
 
 /* NULL for a non-finite value (SQLite has no NaN). */
 static inline void ws_store_bind_num(sqlite3_stmt *st, int i, double v)

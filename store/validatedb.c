@@ -28,23 +28,7 @@ static int check(ws_store *s, const ws_validatedb_run *run, const ws_validatedb_
             return ws_err_set(err, WS_EINVAL,
                               "%s: validation: quantity %s: scope '%s' or source '%s'",
                               ws_store_path(s), st[i].quantity, st[i].scope, st[i].measured_source);
-    if (run->params[0]) {
-        json_error_t je;
-        json_t *p = json_loads(run->params, 0, &je);
-        const int ok = json_is_object(p);
-        json_decref(p);
-        if (!ok)
-            return ws_err_set(err, WS_EINVAL, "%s: validation: params is not a JSON object",
-                              ws_store_path(s));
-    }
-    return 0;
-}
-
-static int prep(ws_store *s, const char *sql, sqlite3_stmt **st, ws_err *err)
-{
-    if (sqlite3_prepare_v2(ws_store_sqlite(s), sql, -1, st, NULL) != SQLITE_OK)
-        return WS_DB_FAIL(s, err, "prepare");
-    return 0;
+    return ws_store_check_params(s, "validation", run->params, err);
 }
 
 static void bind_id(sqlite3_stmt *st, int i, long long id)
@@ -69,12 +53,10 @@ static int store_in_tx(ws_store *s, ws_validatedb_run *run, const ws_validatedb_
                        size_t n_st, const ws_validatedb_point *pt, size_t n_pt,
                        const ws_validatedb_term *tm, size_t n_tm, ws_err *err)
 {
-    if (!run->started_at[0])
-        ws_utc_now(run->started_at, sizeof run->started_at);
-    if (!run->tool_version[0])
-        snprintf(run->tool_version, sizeof run->tool_version, "%s", WS_VERSION);
+    ws_store_stamp(run->started_at, sizeof run->started_at, run->tool_version,
+                   sizeof run->tool_version);
     sqlite3_stmt *st = NULL;
-    int rc = prep(s,
+    int rc = ws_store_prep(s,
                   "INSERT INTO validate_runs(started_at, tool_version, model, gpu, gpu_source, "
                   "host_profile, policy, batch, prompt_tokens, output_tokens, layers, repeats, "
                   "run_id, sim_run_id, calib_run_id, verdict, params, warmup) VALUES (?1, ?2, ?3, "
@@ -101,7 +83,7 @@ static int store_in_tx(ws_store *s, ws_validatedb_run *run, const ws_validatedb_
     sqlite3_finalize(st);
     run->id = sqlite3_last_insert_rowid(ws_store_sqlite(s));
 
-    if ((rc = prep(s,
+    if ((rc = ws_store_prep(s,
                    "INSERT INTO validate_stats(validate_id, quantity, scope, measured_source, "
                    "unit, n, mean_ape, p95_ape, noise_mean_ape, noise_p95_ape, mean_measured, "
                    "mean_predicted) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
@@ -125,7 +107,7 @@ static int store_in_tx(ws_store *s, ws_validatedb_run *run, const ws_validatedb_
     }
     sqlite3_finalize(st);
 
-    if ((rc = prep(s,
+    if ((rc = ws_store_prep(s,
                    "INSERT INTO validate_points(validate_id, rep, quantity, step, layer, measured, "
                    "predicted) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
                    &st, err)))
@@ -145,7 +127,7 @@ static int store_in_tx(ws_store *s, ws_validatedb_run *run, const ws_validatedb_
     }
     sqlite3_finalize(st);
 
-    if ((rc = prep(s,
+    if ((rc = ws_store_prep(s,
                    "INSERT INTO validate_terms(validate_id, term, measured, predicted, unit, "
                    "error_pct, step_share_pct, note) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
                    &st, err)))
