@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "calib.h"
 #include "store.h"
 #include "trace_gen.h"
 #include "ws_parse.h"
@@ -249,5 +250,18 @@ int cli_gen_parse(const char *cmd, const cli_gen_args *a, ws_trace_gen *g)
     } else if (a->cv) {
         return cli_usage_error(cmd, "--cv is for gamma arrivals");
     }
+    return 0;
+}
+
+int cli_host_this(ws_store *s, const char **host, char *buf, size_t cap, ws_err *err)
+{
+    if (!*host || strcmp(*host, "this"))
+        return 0;
+    if (!ws_calib_host_profile(s, buf, cap))
+        return ws_err_set(err, WS_ENOTFOUND,
+                          "%s: --host this: no calibration of this machine%s%s is stored there "
+                          "(run 'writescope calib', with the same --db)",
+                          ws_store_path(s), buf[0] ? " " : "", buf);
+    *host = buf;
     return 0;
 }

@@ -21,7 +21,7 @@ static void help(FILE *out)
 {
     fprintf(out,
             "usage: writescope plan --model NAME --gpu PROFILE[,PROFILE...] [--gpu ...]\n"
-            "           --host PROFILE [--slo-ttft S] [--slo-tpot S] [--slo-pct P|pP]\n"
+            "           --host PROFILE|this [--slo-ttft S] [--slo-tpot S] [--slo-pct P|pP]\n"
             "           ( --prompt N --output M [--max-users U]\n"
             "           | --trace FILE [--format F] [--skip-bad] [--requests K]\n"
             "           | --arrivals poisson|gamma [--rate R] [--cv C] [--requests K]\n"
@@ -503,6 +503,9 @@ static int plan_ranks(ws_par *par, ws_plan_spec *s, const char *db, int store_it
     }
     if (!rc && !st)
         rc = cli_open_store_ro(db, &st, &embedded, &err);
+    char this_host[64];
+    if (!rc)
+        rc = cli_host_this(st, &s->host, this_host, sizeof this_host, &err);
     progress pg = {0};
     clock_gettime(CLOCK_MONOTONIC, &pg.t0);
     if (!rank) {

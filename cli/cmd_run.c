@@ -38,7 +38,8 @@ static void help(FILE *out)
         "(CPU reference, outside the timed path) and checks each merged output against full\n"
         "attention (max abs error <= 2e-3). --layers K runs K of the model's layers (default:\n"
         "what fits in --mem-fraction, 0.5, of the RAM). --host defaults to this machine's\n"
-        "calibrated profile when one is stored, else " RUN_FALLBACK_HOST " (datasheet).\n"
+        "calibrated profile when one is stored, else " RUN_FALLBACK_HOST " (datasheet);\n"
+        "--host this insists on this machine's (an error when none is stored).\n"
         "Defaults: batch 4, prompt 4096, output 32, window 256, policy writescope; --r is\n"
         "static's share (0.5). A line every --every steps (default 8) on stderr; --db stores\n"
         "the run, its steps and (step, layer) records in one transaction. Details: docs/run.md\n");
@@ -223,7 +224,9 @@ int cmd_run(int argc, char **argv)
         host = default_host(s, hbuf, sizeof hbuf, &host_fallback);
     ws_model m;
     ws_cost_hw hw;
-    rc = sim_load(s, model, gpu_prof, host, WS_DT_BF16, &m, &hw, NULL, &err);
+    rc = cli_host_this(s, &host, hbuf, sizeof hbuf, &err);
+    if (!rc)
+        rc = sim_load(s, model, gpu_prof, host, WS_DT_BF16, &m, &hw, NULL, &err);
     ws_store_close(s);
     if (rc)
         return cli_fail(&err);

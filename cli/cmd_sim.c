@@ -36,7 +36,8 @@ static void help(FILE *out)
             "\n"
             "Simulates decode and chunked prefill of an MoE model on a GPU and a host described\n"
             "by hardware profiles (datasheet names such as a100-40gb-pcie, v100-32gb-pcie,\n"
-            "xeon-gold-5318y, or calibrated ones; see `writescope db show`), under the KV\n"
+            "xeon-gold-5318y, or calibrated ones; see `writescope db show`; --host this: this\n"
+            "machine's newest calibration), under the KV\n"
             "policies writescope, gpu-only, ktrans, stream, cpu-attn, static (--r, default\n"
             "0.5) and migrate, or all of them (--policy all, the default). --r-max clips the\n"
             "share r* that writescope and migrate aim for (default 1: no clip).\n"
@@ -302,6 +303,7 @@ static int cmd_grid(ws_par *par, const char *db, int store_runs, const char *hos
     }
     /* Rank 0 creates or migrates the database before the others open it to read profiles. */
     ws_err err = {0};
+    char this_host[64];
     ws_store *s = NULL;
     int embedded = 0, rc = 0;
     if (store_runs) {
@@ -312,6 +314,8 @@ static int cmd_grid(ws_par *par, const char *db, int store_runs, const char *hos
     if (!rc) {
         if (!s)
             rc = cli_open_store_ro(db, &s, &embedded, &err);
+        if (!rc)
+            rc = cli_host_this(s, &o.host, this_host, sizeof this_host, &err);
         if (!rc)
             rc = sim_grid_open(s, &o, &g, &err);
         rc = ws_par_agree(par, rc, &err);
@@ -650,7 +654,10 @@ int cmd_sim(int argc, char **argv)
     ws_model m;
     ws_cost_hw hw;
     int cores = 1;
-    rc = sim_load(s, model, gpu, host, WS_DT_BF16, &m, &hw, &cores, &err);
+    char this_host[64];
+    rc = cli_host_this(s, &host, this_host, sizeof this_host, &err);
+    if (!rc)
+        rc = sim_load(s, model, gpu, host, WS_DT_BF16, &m, &hw, &cores, &err);
     if (!store_runs) {
         ws_store_close(s);
         s = NULL;

@@ -45,7 +45,8 @@ static void help(FILE *out)
         "  --warmup W   the first W decode steps of each run (default 1: one-time costs such as\n"
         "               the expert GEMM's backend probe) are kept but left out of the statistics\n"
         "  --host       the host profile (default: this machine's calibration, else\n"
-        "               " VAL_FALLBACK_HOST ", and the output says it is not this machine)\n"
+        "               " VAL_FALLBACK_HOST ", and the output says it is not this machine;\n"
+        "               this: this machine's, an error when none is stored)\n"
         "  --db/--save  store the runtime runs, the simulation and the comparison (tables\n"
         "               validate_*, linked to run_runs and sim_runs)\n"
         "  --plot       predicted against measured per quantity (gnuplot; SVG for .svg)\n"
@@ -324,6 +325,10 @@ int cmd_validate(int argc, char **argv)
         auto_host = this_machine;
     } else {
         char mine[64];
+        if (cli_host_this(s, &host, hbuf, sizeof hbuf, &err)) {
+            ws_store_close(s);
+            return cli_fail(&err);
+        }
         this_machine = ws_calib_host_profile(s, mine, sizeof mine) && !strcmp(mine, host);
     }
     ws_model m;

@@ -3,11 +3,14 @@
  * profile and policy names are one-line errors (exit 1), bad options usage errors (exit 2). */
 #include <criterion/criterion.h>
 #include <jansson.h>
+#include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "calib.h"
 #include "helpers.h"
+#include "store.h"
 
 static char g_env_db[128];
 static const char *g_env[] = {g_env_db, NULL};
@@ -294,5 +297,56 @@ Test(cli_sim, chrome_trace_valid_and_capped)
     r = th_writescope((const char *[]){SMALL, "--chrome-trace", path, NULL}, g_env);
     cr_assert_eq(r.status, 2, "%s", r.err);
     cr_assert_neq(strstr(r.err, "one --policy"), NULL, "%s", r.err);
+    th_run_free(&r);
+}
+
+/* --host this: this machine's newest calibration by its fingerprint's name, in sim, sim grid
+ * and plan; without one, one line saying so. The profile is stored by hand (a copy of the
+ * datasheet host's parameters under this machine's name), so no calibration is timed. */
+Test(cli_sim, host_this_is_this_machines_calibration)
+{
+    const char *db = g_env_db + strlen("WRITESCOPE_DB=");
+    th_run r = th_writescope((const char *[]){"db", "init", "--db", db, NULL}, NULL);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    th_run_free(&r);
+    const char *sim[] = {"sim", "--model", "qwen3-30b-a3b", "--gpu", "a100-40gb-pcie", "--host",
+                         "this", "--batch", "1", "--prompt", "2048", "--output", "4", "--policy",
+                         "writescope", "--db", db, NULL};
+    expect_fail(sim, 1, "--host this: no calibration of this machine");
+    char name[64];
+    ws_store *st;
+    ws_err err = {0};
+    cr_assert_eq(ws_store_open(db, &st, &err), 0, "%s", err.msg);
+    cr_assert_eq(ws_calib_host_profile(st, name, sizeof name), 0, "not stored yet");
+    ws_store_close(st);
+    cr_assert(!strncmp(name, "host:", 5), "%s", name);
+    char *sql = sqlite3_mprintf(
+        "INSERT INTO profiles(name, kind, description, source, created_at, devices) "
+        "SELECT %Q, kind, 'test copy', source, created_at, devices FROM profiles "
+        "WHERE name = 'xeon-gold-5318y';"
+        "INSERT INTO profile_params(profile_id, key, value, unit, source, reference) "
+        "SELECT (SELECT id FROM profiles WHERE name = %Q), key, value, unit, source, reference "
+        "FROM profile_params WHERE profile_id = (SELECT id FROM profiles WHERE name = "
+        "'xeon-gold-5318y');",
+        name, name);
+    th_exec_sql(db, sql);
+    sqlite3_free(sql);
+    r = th_writescope(sim, NULL);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cr_assert_neq(strstr(r.out, name), NULL, "the run names %s: %s", name, r.out);
+    th_run_free(&r);
+    r = th_writescope((const char *[]){"sim", "grid", "--model", "qwen3-30b-a3b", "--gpu",
+                                       "a100-40gb-pcie", "--host", "this", "--db", db, NULL},
+                      NULL);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cr_assert_neq(strstr(r.out, name), NULL, "the grid names %s: %s", name, r.out);
+    th_run_free(&r);
+    r = th_writescope((const char *[]){"plan", "--model", "qwen3-30b-a3b", "--gpu",
+                                       "a100-40gb-pcie", "--host", "this", "--prompt", "4096",
+                                       "--output", "16", "--slo-tpot", "1", "--policy",
+                                       "writescope", "--fit-batches", "1", "--db", db, NULL},
+                      NULL);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cr_assert_neq(strstr(r.out, name), NULL, "the plan names %s: %s", name, r.out);
     th_run_free(&r);
 }
