@@ -83,18 +83,43 @@ static int is_transfer_op(const char *op)
 static int is_unfitted_op(const char *op)
 {
     return !strcmp(op, "peak_flops") || !strcmp(op, "peak_flops_1t") || !strcmp(op, "pinned_cmp") ||
+           !strcmp(op, "moe_cmp") ||
            !strcmp(op, "membw_read_1t") || !strcmp(op, "membw_triad");
 }
 
 static int add_fit(ws_calib_run *run, const ws_calib_key *k, const ws_fit_result *r, ws_err *err);
 
+/* The factor t(num) / t(den) of a pair of samples as key op `name` (nothing without both). */
+static int pair_factor(ws_calib_run *run, const ws_calib_sample *num, const ws_calib_sample *den,
+                       const char *name, ws_err *err)
+{
+    if (!num || !den)
+        return 0;
+    ws_fit_result r;
+    double a[3] = {num->t_median, num->t_min, num->t_max}, b[3] = {den->t_median, den->t_min, den->t_max};
+    int rc = ws_fit_factor(a, b, num->repeats < den->repeats ? num->repeats : den->repeats, &r, err);
+    if (rc)
+        return rc;
+    ws_calib_key k = num->key;
+    snprintf(k.op, sizeof k.op, "%s", name);
+    return add_fit(run, &k, &r, err);
+}
+
 /* Factor fits from paired samples: op "pinned_cmp" with params "memory": pinned/pageable
- * gives key op "pinned_read_factor" = t(pinned) / t(pageable). */
+ * gives key op "pinned_read_factor" = t(pinned) / t(pageable); op "moe_cmp" with "phase":
+ * after_moe/alone gives "attn_after_moe_factor". */
 static int fit_factors(ws_calib_run *run, ws_err *err)
 {
+    const ws_calib_sample *after_moe = NULL, *attn_alone = NULL;
     const ws_calib_sample *num = NULL, *den = NULL;
     for (int i = 0; i < run->n_samples; i++) {
         const ws_calib_sample *s = &run->samples[i];
+        if (!strcmp(s->key.op, "moe_cmp")) {
+            if (strstr(s->params, "\"phase\": \"after_moe\""))
+                after_moe = s;
+            else if (strstr(s->params, "\"phase\": \"alone\""))
+                attn_alone = s;
+        }
         if (strcmp(s->key.op, "pinned_cmp"))
             continue;
         if (strstr(s->params, "\"memory\": \"pinned\""))
@@ -126,16 +151,11 @@ static int fit_factors(ws_calib_run *run, ws_err *err)
         snprintf(k.op, sizeof k.op, "%s", name);
         rc = add_fit(run, &k, &r, err);
     }
-    if (rc || !num || !den)
-        return rc;
-    ws_fit_result r;
-    double a[3] = {num->t_median, num->t_min, num->t_max}, b[3] = {den->t_median, den->t_min, den->t_max};
-    rc = ws_fit_factor(a, b, num->repeats < den->repeats ? num->repeats : den->repeats, &r, err);
-    if (rc)
-        return rc;
-    ws_calib_key k = num->key;
-    snprintf(k.op, sizeof k.op, "pinned_read_factor");
-    return add_fit(run, &k, &r, err);
+    if (!rc)
+        rc = pair_factor(run, num, den, "pinned_read_factor", err);
+    if (!rc)
+        rc = pair_factor(run, after_moe, attn_alone, "attn_after_moe_factor", err);
+    return rc;
 }
 
 static int add_fit(ws_calib_run *run, const ws_calib_key *k, const ws_fit_result *r, ws_err *err)

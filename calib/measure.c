@@ -249,8 +249,15 @@ static void evict_task(void *ctx, int task, int thread)
  * `topk` selected tokens each when topk > 0), `reps` repeats each dealt the next pages of
  * the pool c->kv (cut for this shape; a page on the node the placement rule gives, and
  * the page tables say so), after one untimed warm-up call when `warm`; times into t[]. */
+/* Work run untimed between a repeat's eviction and its timed call (NULL: none). */
+typedef struct pre_step {
+    void (*run)(void *ctx, ws_pool *pool);
+    void *ctx;
+} pre_step;
+
 static int time_attn(ctx *c, const attn_shape *sh, ws_pool *pool, int ctx_tok, int batch, int topk,
-                     int warm, int reps, double *t, double *bytes, double *flops)
+                     int warm, int reps, const pre_step *pre, double *t, double *bytes,
+                     double *flops)
 {
     const int np = (ctx_tok + PAGE_TOKENS - 1) / PAGE_TOKENS, need = np * batch;
     const int multi = ws_kv_slab_nodes(c->kv) > 1;
@@ -307,6 +314,8 @@ static int time_attn(ctx *c, const attn_shape *sh, ws_pool *pool, int ctx_tok, i
          * fit. */
         evict_job ej = {.pages = tables, .bytes = ws_kv_page_bytes(&sh->kv)};
         ws_pool_run(pool, need, evict_task, &ej);
+        if (pre)
+            pre->run(pre->ctx, pool);
         double t0 = ws_now_s();
         rc = ws_attn_cpu(&p, pool, c->isa, c->err);
         if (r >= 0)
@@ -383,7 +392,7 @@ static int attn_sweep(ctx *c, const char *model, ws_dtype dt, int full)
             progress(c, (r * n + k) / (double)(reps * n), label);
             if (!(rc = stopped(c)))
                 rc = time_attn(c, &sh, strcmp(f->op, "attn") ? c->pool1 : c->pool, f->ctx, f->batch,
-                               f->topk, r == 0, 1, &f->t[r], &f->bytes, &f->flops);
+                               f->topk, r == 0, 1, NULL, &f->t[r], &f->bytes, &f->flops);
         }
     /* The path that served the shape (amx hands fp16 to avx512) and how K and V were stored. */
     const char *path = ws_isa_name(ws_attn_cpu_path(&sh.kv, sh.n_q, c->isa));
@@ -427,7 +436,7 @@ static int pinned_vs_pageable(ctx *c)
             return c->err->code;
         double t[MAX_REPEATS], bytes, flops;
         if (!(rc = kv_cut(c, &sh.kv)))
-            rc = time_attn(c, &sh, c->pool, ctx_tok, 1, 0, 1, reps, t, &bytes, &flops);
+            rc = time_attn(c, &sh, c->pool, ctx_tok, 1, 0, 1, reps, NULL, t, &bytes, &flops);
         if (!rc)
             rc = add(c, "cpu", "pinned_cmp", "bf16", "gqa", flops, bytes, t, reps,
                      "{\"model\": \"qwen3-30b-a3b\", \"ctx\": %d, \"memory\": \"%s\", "
@@ -436,6 +445,100 @@ static int pinned_vs_pageable(ctx *c)
         ws_kv_slab_destroy(c->kv); /* unmapping unlocks */
         c->kv = NULL;
     }
+    return rc;
+}
+
+/* Attention right after a MoE phase vs alone. A decode step runs each layer's CPU
+ * attention right after the previous layer's routed experts, which stream a few hundred MB
+ * of weights through the same cores and caches; on the development VM that made the next
+ * attention call 25-30% slower than the same call after a plain eviction
+ * (docs/notes/runtime-engine.md). This times Qwen3-30B-A3B's GQA shape over 4 x 16K tokens
+ * (the CPU share of a 4 x 32K batch) both ways in alternation, the MoE phase being the
+ * runtime's: one expert per pool task, 28 distinct experts (one decode step of batch 4 at
+ * top-8, 264 MB of bf16 weights), one token each. The factor t(after) / t(alone) is the
+ * cost model's (cpu.attn_after_moe_factor.gqa.bf16). */
+#define MOE_CMP_EXPERTS 28
+
+typedef struct moe_phase {
+    ws_expert_bf16 ex[MOE_CMP_EXPERTS];
+    const float *x;
+    float *y; /* one row of H per pool thread */
+    int threads;
+} moe_phase;
+
+static void moe_task(void *ctx, int task, int thread)
+{
+    moe_phase *m = ctx;
+    ws_err err = {0};
+    const int h = m->ex[task].hidden;
+    /* a failure shows in the timing only; the expert sweep checks the GEMM itself */
+    (void)ws_expert_ffn_bf16(&m->ex[task], m->x, m->y + (size_t)(thread % m->threads) * h, 1, 1,
+                             &err);
+}
+
+static void moe_run(void *ctx, ws_pool *pool)
+{
+    ws_pool_run(pool, MOE_CMP_EXPERTS, moe_task, ctx);
+}
+
+static int moe_vs_alone(ctx *c)
+{
+    attn_shape sh;
+    char path[WS_PATH_MAX];
+    ws_model m;
+    int rc = shape_from_model("qwen3-30b-a3b", WS_DT_BF16, c->isa, &sh, c->err);
+    if (!rc && !(rc = ws_model_resolve("qwen3-30b-a3b", path, sizeof path, c->err)))
+        rc = ws_model_load(path, &m, c->err);
+    if (rc)
+        return rc;
+    const int ctx_tok = 16384, batch = 4, reps = c->o->quick ? 5 : 9;
+    const int H = m.hidden, I = m.moe_intermediate, threads = ws_pool_threads(c->pool);
+    const size_t wn = (size_t)3 * H * I, huge = (size_t)2 << 20;
+    const size_t wb = (sizeof(uint16_t) * wn * MOE_CMP_EXPERTS + huge - 1) / huge * huge;
+    uint16_t *w = aligned_alloc(huge, wb);
+    float *x = malloc(sizeof(float) * (size_t)H), *y = malloc(sizeof(float) * (size_t)H * threads);
+    moe_phase mp = {.x = x, .y = y, .threads = threads};
+    if (!w || !x || !y) {
+        rc = ws_err_set(c->err, WS_ENOMEM, "calib: cannot allocate the MoE phase's experts");
+        goto out;
+    }
+    madvise(w, wb, MADV_HUGEPAGE);
+    for (size_t i = 0; i < wn * MOE_CMP_EXPERTS; i++)
+        w[i] = ws_bf16_from_f32((float)((i * 2654435761u) % 1000) * 1e-4f - 0.05f);
+    for (int i = 0; i < H; i++)
+        x[i] = (float)(i % 17) * 0.01f - 0.08f;
+    for (int e = 0; e < MOE_CMP_EXPERTS; e++) {
+        const uint16_t *we = w + wn * (size_t)e;
+        mp.ex[e] = (ws_expert_bf16){H, I, we, we + (size_t)H * 2 * I};
+    }
+    const size_t bytes_pool = KV_SPARE_BYTES + (size_t)ctx_tok * batch * 2048;
+    if (!(c->kv = alloc_kv(c, bytes_pool, 0))) {
+        rc = c->err->code;
+        goto out;
+    }
+    const pre_step pre = {moe_run, &mp};
+    rc = kv_cut(c, &sh.kv);
+    double t[2][MAX_REPEATS], bytes = 0, flops = 0;
+    for (int r = 0; r < reps && !rc; r++)
+        for (int k = 0; k < 2 && !rc; k++) {
+            progress(c, (2 * r + k) / (double)(2 * reps),
+                     k ? "attention right after a MoE phase" : "attention alone");
+            if (!(rc = stopped(c)))
+                rc = time_attn(c, &sh, c->pool, ctx_tok, batch, 0, r == 0, 1, k ? &pre : NULL,
+                               &t[k][r], &bytes, &flops);
+        }
+    for (int k = 0; k < 2 && !rc; k++)
+        rc = add(c, "cpu", "moe_cmp", "bf16", "gqa", flops, bytes, t[k], reps,
+                 "{\"model\": \"qwen3-30b-a3b\", \"ctx\": %d, \"batch\": %d, \"phase\": \"%s\", "
+                 "\"experts\": %d, \"expert_mb\": %.0f}",
+                 ctx_tok, batch, k ? "after_moe" : "alone", MOE_CMP_EXPERTS,
+                 sizeof(uint16_t) * (double)wn * MOE_CMP_EXPERTS / 1e6);
+    ws_kv_slab_destroy(c->kv);
+    c->kv = NULL;
+out:
+    free(w);
+    free(x);
+    free(y);
     return rc;
 }
 
@@ -535,8 +638,8 @@ int ws_calib_measure(const ws_calib_opts *o, ws_calib_run *run, ws_err *err)
         return err->code;
     }
     static const char *const models[] = {"qwen3-30b-a3b", "deepseek-v2-lite", "deepseek-v4-flash"};
-    /* Phases: bandwidth, 3 kinds x bf16, 2 (quick) or 3 kinds x fp16, pinned, GEMM. */
-    c.n_phases = (o->do_cpu ? (o->quick ? 8 : 9) : 0) + (o->do_gpu || o->do_link ? 2 : 0);
+    /* Phases: bandwidth, 3 kinds x bf16, 2 (quick) or 3 kinds x fp16, pinned, MoE, GEMM. */
+    c.n_phases = (o->do_cpu ? (o->quick ? 9 : 10) : 0) + (o->do_gpu || o->do_link ? 2 : 0);
     if (o->do_cpu) {
         rc = measure_membw(&c);
         c.phase++;
@@ -558,6 +661,9 @@ int ws_calib_measure(const ws_calib_opts *o, ws_calib_run *run, ws_err *err)
         c.kv = NULL;
         if (!rc)
             rc = pinned_vs_pageable(&c);
+        c.phase++;
+        if (!rc)
+            rc = moe_vs_alone(&c);
         c.phase++;
         if (!rc)
             rc = expert_sweep(&c);

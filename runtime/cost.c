@@ -186,6 +186,15 @@ int ws_cost_hw_load(const ws_profile *gpu, const ws_profile *host, ws_attn_kind 
     if ((rc = cpu_roof(host, pre, &xpeak, &hw->cpu_mem_bw, &hw->cpu_attn, err)) ||
         (rc = cpu_roof(host, xpre, &hw->cpu_attn.P, &hw->cpu_mem_bw, &hw->cpu_expert, err)))
         return rc;
+    /* The calibrator's slow-down of attention right after a MoE phase (model-level: applied
+     * to the memory side of MoE models in ws_cost_model_init); none measured: 1. */
+    char moe_key[96];
+    snprintf(moe_key, sizeof moe_key, "cpu.attn_after_moe_factor.%s.%s", ws_attn_kind_name(kind),
+             ws_dtype_name(kv));
+    if (!calibrated(host, moe_key, "factor", &hw->cpu_attn_after_moe) ||
+        !(hw->cpu_attn_after_moe.v >= 1.0))
+        set_val(&hw->cpu_attn_after_moe, 1.0, WS_SOURCE_MODELED,
+                "no cpu.attn_after_moe_factor measured for the kind (or below 1): none");
     attn_prefix(gpu, "gpu", kind, kv, pre, sizeof pre);
     if ((rc = roof(gpu, pre, gpu_flops_key(gpu, kv), "tensor_eff", "hbm_bw", "hbm_eff",
                    &hw->gpu_attn, err)))
@@ -259,6 +268,13 @@ int ws_cost_model_init(const ws_cost_hw *hw, const ws_model *m, const ws_cost_cf
                           cfg->gpu_experts, m->n_experts);
     cm->hw = *hw;
     cm->cfg = *cfg;
+    /* MoE models: every CPU attention call follows a MoE phase (the previous layer's, or the
+     * previous step's last), so the attention's memory side runs at W / factor. */
+    if (m->n_experts > 0 && hw->cpu_attn_after_moe.v > 1.0 && hw->cpu_attn.W.v > 0) {
+        cm->hw.cpu_attn.W.v = hw->cpu_attn.W.v / hw->cpu_attn_after_moe.v;
+        snprintf(cm->hw.cpu_attn.W.from, sizeof cm->hw.cpu_attn.W.from, "%.90s / %.90s",
+                 hw->cpu_attn.W.from, hw->cpu_attn_after_moe.from);
+    }
     ws_model_derive(m, cfg->kv_dtype, &cm->st);
     if (!(cm->st.kv_bytes_tok_layer > 0) || !(cm->st.attn_flops_tok_layer > 0))
         return ws_err_set(err, WS_EINVAL, "%s: model has no attention", m->name);
@@ -273,7 +289,7 @@ int ws_cost_model_init(const ws_cost_hw *hw, const ws_model *m, const ws_cost_cf
     cm->f_tok = cm->st.attn_flops_tok_layer;
     cm->w_h2d_eff = hw->h2d.W.v * hw->h2d_contention.v;
     const double b = cm->b_tok, f = cm->f_tok;
-    cm->A = fmax(hw->cpu_attn.P.v > 0 ? f / hw->cpu_attn.P.v : 0, b / hw->cpu_attn.W.v);
+    cm->A = fmax(cm->hw.cpu_attn.P.v > 0 ? f / cm->hw.cpu_attn.P.v : 0, b / cm->hw.cpu_attn.W.v);
     cm->t_res = fmax(hw->gpu_attn.P.v > 0 ? f / hw->gpu_attn.P.v : 0, b / hw->gpu_attn.W.v);
     cm->B = fmax(b / cm->w_h2d_eff, cm->t_res);
 

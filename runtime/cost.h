@@ -63,6 +63,8 @@ typedef struct ws_cost_roof {
 typedef struct ws_cost_hw {
     char gpu[160], host[160];   /* profile names */
     ws_cost_roof cpu_attn;      /* CPU decode attention for the model's kind and KV dtype */
+    ws_cost_val cpu_attn_after_moe; /* t(attention right after a MoE phase) / t(alone), the
+                                     * calibrator's cpu.attn_after_moe_factor; 1 without one */
     ws_cost_roof cpu_expert;    /* one routed-expert FFN call on all CPU cores */
     ws_cost_val cpu_mem_bw;     /* B/s, DRAM read on all cores (host copies) */
     ws_cost_val kv_reformat;    /* B/s, re-laying a single-state KV cache (host kv_reformat_bw) */

@@ -52,6 +52,14 @@ static void synth_run(ws_calib_run *run, double W)
     pin.t_median = 1.0e-2;
     snprintf(pin.params, sizeof pin.params, "{\"memory\": \"pageable\"}");
     cr_assert_eq(ws_calib_add_sample(run, &pin, &err), 0);
+    /* Attention right after a MoE phase vs alone: a factor too. */
+    ws_calib_sample moe = {.key = {"cpu", "moe_cmp", "bf16", "gqa"}, .flops = 1, .bytes = 1,
+                           .repeats = 3, .t_median = 1.25e-2, .t_min = 1.2e-2, .t_max = 1.3e-2};
+    snprintf(moe.params, sizeof moe.params, "{\"phase\": \"after_moe\"}");
+    cr_assert_eq(ws_calib_add_sample(run, &moe, &err), 0);
+    moe.t_median = 1.0e-2;
+    snprintf(moe.params, sizeof moe.params, "{\"phase\": \"alone\"}");
+    cr_assert_eq(ws_calib_add_sample(run, &moe, &err), 0);
     /* Two samples only: reported as too few, never good. */
     for (int i = 0; i < 2; i++) {
         ws_calib_sample s = {.key = {"cpu", "attn", "fp16", "mla"}, .flops = 30e6, .bytes = 1e6,
@@ -77,7 +85,7 @@ Test(calib, fit_store_show_roundtrip)
     synth_run(&run, 12e9);
     ws_err err = {0};
     cr_assert_eq(ws_calib_fit_all(&run, &err), 0, "%s", err.msg);
-    cr_assert_eq(run.n_fits, 4);
+    cr_assert_eq(run.n_fits, 5);
     snprintf(run.note, sizeof run.note, "triad/read 2.00: DISAGREE");
     ws_store *s = fresh_store();
     long long id = 0;
@@ -112,8 +120,8 @@ Test(calib, fit_store_show_roundtrip)
     cr_assert_str_eq(json_string_value(json_object_get(json_object_get(show, "run"), "note")),
                      "triad/read 2.00: DISAGREE");
     json_t *fits = json_object_get(show, "fits");
-    cr_assert_eq(json_array_size(fits), 4);
-    int seen_gqa = 0, seen_bad = 0, seen_factor = 0;
+    cr_assert_eq(json_array_size(fits), 5);
+    int seen_gqa = 0, seen_bad = 0, seen_factor = 0, seen_moe = 0;
     size_t i;
     json_t *f;
     json_array_foreach(fits, i, f)
@@ -135,12 +143,17 @@ Test(calib, fit_store_show_roundtrip)
             cr_assert_float_eq(json_number_value(json_object_get(f, "factor")), 1.1, 1e-9);
             cr_assert_gt(json_number_value(json_object_get(f, "factor_se")), 0);
         }
+        if (!strcmp(key, "cpu.attn_after_moe_factor.gqa.bf16")) {
+            seen_moe = 1;
+            cr_assert_str_eq(json_string_value(json_object_get(f, "form")), "factor");
+            cr_assert_float_eq(json_number_value(json_object_get(f, "factor")), 1.25, 1e-9);
+        }
         if (!strcmp(key, "cpu.attn.mla.fp16")) {
             seen_bad = 1;
             cr_assert(json_is_false(json_object_get(f, "good")));
         }
     }
-    cr_assert(seen_gqa && seen_bad && seen_factor);
+    cr_assert(seen_gqa && seen_bad && seen_factor && seen_moe);
     json_decref(show);
 
     /* The fitted profile holds the good fits only. */

@@ -650,3 +650,61 @@ Test(cost, expert_fit_prefers_bf16)
     near(hw.cpu_expert.P.v, 0.5e12);
     cr_assert_eq(hw.cpu_expert.serial, 0);
 }
+
+/* The calibrator's slow-down of attention right after a MoE phase: the memory side of a MoE
+ * model's CPU attention runs at W / factor (its A and its per-call time follow); a dense
+ * model, a host without the factor, or a factor below 1 leave W as fitted. */
+Test(cost, attention_after_moe_factor)
+{
+    ws_profile_param hp[] = {
+        {"cpu.attn.gqa.bf16.c0", 2e-5, "s", WS_SOURCE_FITTED, ""},
+        {"cpu.attn.gqa.bf16.peak_flops", 1e12, "flop/s", WS_SOURCE_MEASURED, ""},
+        {"cpu.attn.gqa.bf16.bandwidth", 4e10, "B/s", WS_SOURCE_FITTED, ""},
+        {"cpu.expert_gemm.bf16.bandwidth", 3e10, "B/s", WS_SOURCE_FITTED, ""},
+        {"cpu.expert_gemm.bf16.peak_flops", 1e12, "flop/s", WS_SOURCE_FITTED, ""},
+        {"cpu.membw_read.bandwidth", 4.5e10, "B/s", WS_SOURCE_FITTED, ""},
+        {"cpu.attn_after_moe_factor.gqa.bf16.factor", 1.25, "1", WS_SOURCE_FITTED, ""},
+    };
+    ws_profile host = {.name = "h", .kind = "host", .params = hp, .n_params = 7};
+    ws_store *s = NULL;
+    ws_err err = {0};
+    ws_profile g;
+    cr_assert_eq(ws_store_open(":memory:", &s, &err), 0, "%s", err.msg);
+    cr_assert_eq(ws_profile_load(s, "a100-40gb-pcie", &g, &err), 0, "%s", err.msg);
+    ws_model moe, dense;
+    load_model("qwen3-30b-a3b", &moe);
+    dense = moe;
+    dense.n_experts = 0;
+    dense.experts_per_tok = 0;
+    ws_cost_cfg cfg;
+    ws_cost_cfg_default(&cfg);
+    double A[3], t[3];
+    for (int k = 0; k < 3; k++) {
+        host.n_params = k == 2 ? 6 : 7; /* k 2: no factor measured */
+        ws_cost_hw hw;
+        cr_assert_eq(ws_cost_hw_load(&g, &host, WS_ATTN_GQA, WS_DT_BF16, WS_DT_BF16, &hw, &err), 0,
+                     "%s", err.msg);
+        near(hw.cpu_attn.W.v, 4e10); /* the hardware as fitted; the model applies the factor */
+        near(hw.cpu_attn_after_moe.v, k == 2 ? 1.0 : 1.25);
+        ws_cost_model cm;
+        cr_assert_eq(ws_cost_model_init(&hw, k == 1 ? &dense : &moe, &cfg, &cm, &err), 0, "%s",
+                     err.msg);
+        A[k] = cm.A;
+        t[k] = ws_cost_cpu_attn(&cm, 65536);
+        if (k == 0)
+            cr_assert_neq(strstr(cm.hw.cpu_attn.W.from, "attn_after_moe_factor"), NULL, "%s",
+                          cm.hw.cpu_attn.W.from);
+        ws_cost_model_free(&cm);
+    }
+    near(A[0], 1.25 * A[2]); /* memory-bound GQA: A = b_tok / W */
+    near(A[1], A[2]);
+    near(t[0] - 2e-5, 1.25 * (t[2] - 2e-5));
+    /* A factor below 1 is not a slow-down: ignored, said so. */
+    hp[6].value = 0.9;
+    ws_cost_hw hw;
+    cr_assert_eq(ws_cost_hw_load(&g, &host, WS_ATTN_GQA, WS_DT_BF16, WS_DT_BF16, &hw, &err), 0,
+                 "%s", err.msg);
+    near(hw.cpu_attn_after_moe.v, 1.0);
+    ws_profile_free(&g);
+    ws_store_close(s);
+}
