@@ -11,6 +11,7 @@
 #include "calib.h"
 #include "store.h"
 #include "trace_gen.h"
+#include "ws_par.h"
 #include "ws_parse.h"
 #include "ws_util.h"
 
@@ -264,4 +265,18 @@ int cli_host_this(ws_store *s, const char **host, char *buf, size_t cap, ws_err 
                           ws_store_path(s), buf[0] ? " " : "", buf);
     *host = buf;
     return 0;
+}
+
+int cli_open_store_ranks(ws_par *par, const char *db, int writes, ws_store **out, int *embedded,
+                         ws_err *err)
+{
+    int rc = 0;
+    *out = NULL;
+    if (writes) {
+        rc = ws_par_rank(par) ? 0 : cli_open_store(db, out, err);
+        rc = ws_par_agree(par, rc, err);
+    }
+    if (!rc && !*out)
+        rc = cli_open_store_ro(db, out, embedded, err);
+    return rc;
 }

@@ -77,6 +77,13 @@ int cli_open_store(const char *db, struct ws_store **out, ws_err *err);
  * cli_note_embedded when it succeeds) -- or, for a command that reads calibration runs
  * (embedded == NULL), the error that there is no run yet. */
 int cli_open_store_ro(const char *db, struct ws_store **out, int *embedded, ws_err *err);
+/* The database of a command run on every rank of par (mpirun/srun; one rank otherwise):
+ * with `writes`, rank 0 creates or migrates it (cli_open_store) and every rank learns its
+ * outcome before the others open it read-only (cli_open_store_ro), as every rank without
+ * `writes` does. Collective; the read-only opens are each rank's own outcome. */
+struct ws_par;
+int cli_open_store_ranks(struct ws_par *par, const char *db, int writes, struct ws_store **out,
+                         int *embedded, ws_err *err);
 /* --host this: *host becomes this machine's newest calibration in s ("host:<fingerprint>",
  * written into buf); WS_ENOTFOUND when s holds none. Any other name is left as it is. */
 int cli_host_this(struct ws_store *s, const char **host, char *buf, size_t cap, ws_err *err);

@@ -496,13 +496,8 @@ static int plan_ranks(ws_par *par, ws_plan_spec *s, const char *db, int store_it
     const int rank = ws_par_rank(par);
     ws_err err = {0};
     ws_store *st = NULL;
-    int embedded = 0, rc = 0;
-    if (store_it) {
-        rc = rank ? 0 : cli_open_store(db, &st, &err);
-        rc = ws_par_agree(par, rc, &err);
-    }
-    if (!rc && !st)
-        rc = cli_open_store_ro(db, &st, &embedded, &err);
+    int embedded = 0;
+    int rc = cli_open_store_ranks(par, db, store_it, &st, &embedded, &err);
     char this_host[64];
     if (!rc)
         rc = cli_host_this(st, &s->host, this_host, sizeof this_host, &err);

@@ -305,21 +305,14 @@ static int cmd_grid(ws_par *par, const char *db, int store_runs, const char *hos
     ws_err err = {0};
     char this_host[64];
     ws_store *s = NULL;
-    int embedded = 0, rc = 0;
-    if (store_runs) {
-        rc = rank ? 0 : cli_open_store(db, &s, &err);
-        rc = ws_par_agree(par, rc, &err);
-    }
+    int embedded = 0;
+    int rc = cli_open_store_ranks(par, db, store_runs, &s, &embedded, &err);
     sim_grid *g = NULL;
-    if (!rc) {
-        if (!s)
-            rc = cli_open_store_ro(db, &s, &embedded, &err);
-        if (!rc)
-            rc = cli_host_this(s, &o.host, this_host, sizeof this_host, &err);
-        if (!rc)
-            rc = sim_grid_open(s, &o, &g, &err);
-        rc = ws_par_agree(par, rc, &err);
-    }
+    if (!rc)
+        rc = cli_host_this(s, &o.host, this_host, sizeof this_host, &err);
+    if (!rc)
+        rc = sim_grid_open(s, &o, &g, &err);
+    rc = ws_par_agree(par, rc, &err);
     if (rc) {
         sim_grid_close(g);
         ws_store_close(s);

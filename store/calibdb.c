@@ -113,11 +113,9 @@ int ws_calibdb_put_samples(ws_store *s, long long run_id, const ws_calibdb_sampl
         sqlite3_bind_double(st, 10, x[i].t_median);
         sqlite3_bind_double(st, 11, x[i].t_min);
         sqlite3_bind_double(st, 12, x[i].t_max);
-        if (sqlite3_step(st) != SQLITE_DONE) {
-            WS_DB_FAIL(s, err, "cannot store sample");
-            sqlite3_finalize(st);
-            return WS_EDB;
-        }
+        const int rc = ws_store_step_done(s, st, "cannot store sample", err);
+        if (rc)
+            return rc;
     }
     sqlite3_finalize(st);
     return 0;
@@ -156,11 +154,9 @@ int ws_calibdb_put_fits(ws_store *s, long long run_id, const ws_calibdb_fit *f, 
         sqlite3_bind_int(st, 20, f[i].compute_bound);
         ws_store_bind_num(st, 21, f[i].factor);
         ws_store_bind_num(st, 22, f[i].factor_se);
-        if (sqlite3_step(st) != SQLITE_DONE) {
-            WS_DB_FAIL(s, err, "cannot store fit");
-            sqlite3_finalize(st);
-            return WS_EDB;
-        }
+        const int rc = ws_store_step_done(s, st, "cannot store fit", err);
+        if (rc)
+            return rc;
     }
     sqlite3_finalize(st);
     return 0;

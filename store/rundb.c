@@ -55,10 +55,8 @@ static int store_in_tx(ws_store *s, ws_rundb_run *run, const ws_rundb_step *step
     for (int i = 0; i < 8; i++)
         ws_store_bind_num(st, 20 + i, nums[i]);
     sqlite3_bind_int64(st, 28, run->bytes_moved);
-    if (sqlite3_step(st) != SQLITE_DONE) {
-        sqlite3_finalize(st);
-        return WS_DB_FAIL(s, err, "insert run_runs");
-    }
+    if ((rc = ws_store_step_done(s, st, "insert run_runs", err)))
+        return rc;
     sqlite3_finalize(st);
     run->id = sqlite3_last_insert_rowid(ws_store_sqlite(s));
 
@@ -86,10 +84,8 @@ static int store_in_tx(ws_store *s, ws_rundb_run *run, const ws_rundb_step *step
         sqlite3_bind_text(st, 14, x->busy_other[0] ? x->busy_other : "{}", -1, SQLITE_STATIC);
         ws_store_bind_num(st, 15, x->wall_s);
         ws_store_bind_num(st, 16, x->verify_err);
-        if (sqlite3_step(st) != SQLITE_DONE) {
-            sqlite3_finalize(st);
-            return WS_DB_FAIL(s, err, "insert run_steps");
-        }
+        if ((rc = ws_store_step_done(s, st, "insert run_steps", err)))
+            return rc;
     }
     sqlite3_finalize(st);
 
@@ -120,10 +116,8 @@ static int store_in_tx(ws_store *s, ws_rundb_run *run, const ws_rundb_step *step
             ws_store_bind_num(st, 12 + k, b[k]);
         sqlite3_bind_int(st, 20, x->flush_pages);
         sqlite3_bind_int(st, 21, x->flush_cpu_pages);
-        if (sqlite3_step(st) != SQLITE_DONE) {
-            sqlite3_finalize(st);
-            return WS_DB_FAIL(s, err, "insert run_layers");
-        }
+        if ((rc = ws_store_step_done(s, st, "insert run_layers", err)))
+            return rc;
     }
     sqlite3_finalize(st);
     return 0;

@@ -426,11 +426,8 @@ static int insert_profile(ws_store *s, json_t *p, const char *origin, int index,
                           SQLITE_STATIC);
         const char *by = json_string_value(json_object_get(v, "calibrated_by"));
         sqlite3_bind_text(st, 7, by ? by : "", -1, SQLITE_STATIC);
-        if (sqlite3_step(st) != SQLITE_DONE) {
-            DB_FAIL(s, err, "cannot insert profile parameter");
-            sqlite3_finalize(st);
-            return WS_EDB;
-        }
+        if ((rc = ws_store_step_done(s, st, "cannot insert profile parameter", err)))
+            return rc;
     }
     sqlite3_finalize(st);
     return 0;
@@ -671,6 +668,15 @@ int ws_store_prep(ws_store *s, const char *sql, sqlite3_stmt **st, ws_err *err)
     if (sqlite3_prepare_v2(ws_store_sqlite(s), sql, -1, st, NULL) != SQLITE_OK)
         return WS_DB_FAIL(s, err, "prepare");
     return 0;
+}
+
+int ws_store_step_done(ws_store *s, sqlite3_stmt *st, const char *what, ws_err *err)
+{
+    if (sqlite3_step(st) == SQLITE_DONE)
+        return 0;
+    const int rc = WS_DB_FAIL(s, err, what);
+    sqlite3_finalize(st);
+    return rc;
 }
 
 int ws_store_check_params(ws_store *s, const char *what, const char *params, ws_err *err)

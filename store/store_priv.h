@@ -28,6 +28,10 @@ int ws_store_read_rows(ws_store *s, sqlite3_stmt *st, size_t sz,
 /* Prepares sql on the store's connection; WS_EDB ("prepare") on failure. */
 int ws_store_prep(ws_store *s, const char *sql, sqlite3_stmt **st, ws_err *err);
 
+/* Steps an INSERT/UPDATE to its end; on failure finalizes st and returns WS_EDB with the
+ * SQLite message under `what` (st stays the caller's on success). */
+int ws_store_step_done(ws_store *s, sqlite3_stmt *st, const char *what, ws_err *err);
+
 /* A row's `params` text: empty, or a JSON object; else WS_EINVAL naming `what` ("runtime
  * run") and the parser's complaint. */
 int ws_store_check_params(ws_store *s, const char *what, const char *params, ws_err *err);

@@ -39,16 +39,6 @@ static void bind_id(sqlite3_stmt *st, int i, long long id)
         sqlite3_bind_null(st, i);
 }
 
-static int step_done(ws_store *s, sqlite3_stmt *st, const char *what, ws_err *err)
-{
-    if (sqlite3_step(st) != SQLITE_DONE) {
-        int rc = WS_DB_FAIL(s, err, what);
-        sqlite3_finalize(st);
-        return rc;
-    }
-    return 0;
-}
-
 static int store_in_tx(ws_store *s, ws_validatedb_run *run, const ws_validatedb_stat *stat,
                        size_t n_st, const ws_validatedb_point *pt, size_t n_pt,
                        const ws_validatedb_term *tm, size_t n_tm, ws_err *err)
@@ -78,7 +68,7 @@ static int store_in_tx(ws_store *s, ws_validatedb_run *run, const ws_validatedb_
     sqlite3_bind_text(st, 16, run->verdict, -1, SQLITE_STATIC);
     sqlite3_bind_text(st, 17, run->params[0] ? run->params : "{}", -1, SQLITE_STATIC);
     sqlite3_bind_int(st, 18, run->warmup);
-    if ((rc = step_done(s, st, "insert validate_runs", err)))
+    if ((rc = ws_store_step_done(s, st, "insert validate_runs", err)))
         return rc;
     sqlite3_finalize(st);
     run->id = sqlite3_last_insert_rowid(ws_store_sqlite(s));
@@ -102,7 +92,7 @@ static int store_in_tx(ws_store *s, ws_validatedb_run *run, const ws_validatedb_
                             x->noise_p95_ape, x->mean_measured, x->mean_predicted};
         for (int k = 0; k < 6; k++)
             ws_store_bind_num(st, 7 + k, v[k]);
-        if ((rc = step_done(s, st, "insert validate_stats", err)))
+        if ((rc = ws_store_step_done(s, st, "insert validate_stats", err)))
             return rc;
     }
     sqlite3_finalize(st);
@@ -122,7 +112,7 @@ static int store_in_tx(ws_store *s, ws_validatedb_run *run, const ws_validatedb_
         sqlite3_bind_int(st, 5, x->layer);
         ws_store_bind_num(st, 6, x->measured);
         ws_store_bind_num(st, 7, x->predicted);
-        if ((rc = step_done(s, st, "insert validate_points", err)))
+        if ((rc = ws_store_step_done(s, st, "insert validate_points", err)))
             return rc;
     }
     sqlite3_finalize(st);
@@ -143,7 +133,7 @@ static int store_in_tx(ws_store *s, ws_validatedb_run *run, const ws_validatedb_
         ws_store_bind_num(st, 6, x->error_pct);
         ws_store_bind_num(st, 7, x->step_share_pct);
         sqlite3_bind_text(st, 8, x->note, -1, SQLITE_STATIC);
-        if ((rc = step_done(s, st, "insert validate_terms", err)))
+        if ((rc = ws_store_step_done(s, st, "insert validate_terms", err)))
             return rc;
     }
     sqlite3_finalize(st);
