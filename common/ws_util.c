@@ -215,3 +215,18 @@ double ws_median_sort(double *v, int n)
     qsort(v, (size_t)n, sizeof *v, cmp_double);
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
+
+int ws_grow(void **p, size_t *cap, size_t n, size_t elem, size_t first)
+{
+    if (n < *cap)
+        return 0;
+    size_t nc = *cap ? *cap : (first ? first : 1);
+    while (nc <= n)
+        nc *= 2;
+    void *q = realloc(*p, nc * elem);
+    if (!q)
+        return -1;
+    *p = q;
+    *cap = nc;
+    return 0;
+}

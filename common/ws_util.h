@@ -27,6 +27,10 @@ char *ws_read_file(const char *path, size_t *len_out, ws_err *err);
  * and folders, without blocking; a file over the cap). Returns a blocking descriptor
  * (O_CLOEXEC; caller closes), or -1 with err set. */
 int ws_open_regular(const char *path, long long max_bytes, ws_err *err);
+/* Makes room for element n of the array *p (element size `elem`, room for *cap): when n >=
+ * *cap the capacity doubles (from `first`) until it holds n + 1. Returns 0, or -1 when out of
+ * memory with *p and *cap unchanged (the caller says what it was growing). */
+int ws_grow(void **p, size_t *cap, size_t n, size_t elem, size_t first);
 /* Project root (see above) into buf; returns 0 or sets err. */
 int ws_root_dir(char *buf, size_t cap, ws_err *err);
 /* Folder of the running executable into buf. */

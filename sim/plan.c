@@ -12,6 +12,7 @@
 #include "serve.h"
 #include "trace.h"
 #include "ws_gnuplot.h"
+#include "ws_util.h"
 
 void ws_plan_spec_default(ws_plan_spec *s)
 {
@@ -194,14 +195,8 @@ void ws_plan_report_free(ws_plan_report *r)
 static int add_eval(ws_plan_report *r, const ws_plan_point *p, const ws_plan_result *res,
                     int round, ws_err *err)
 {
-    if (r->n_evals == r->cap_evals) {
-        size_t cap = r->cap_evals ? 2 * r->cap_evals : 256;
-        ws_plan_eval_rec *e = realloc(r->evals, cap * sizeof *e);
-        if (!e)
-            return ws_err_set(err, WS_ENOMEM, "plan: out of memory");
-        r->evals = e;
-        r->cap_evals = cap;
-    }
+    if (ws_grow((void **)&r->evals, &r->cap_evals, r->n_evals, sizeof *r->evals, 256))
+        return ws_err_set(err, WS_ENOMEM, "plan: out of memory");
     r->evals[r->n_evals++] = (ws_plan_eval_rec){*p, *res, round};
     return 0;
 }

@@ -10,6 +10,7 @@
 #include "quantile.h"
 #include "timeline.h"
 #include "trace.h"
+#include "ws_util.h"
 
 enum { K_OP = 0 }; /* the only event kind: op ends */
 
@@ -145,14 +146,8 @@ static int closed_draw(run *R, double t_free, ws_err *err)
         R->src_done = 1;
         return 0;
     }
-    if (R->n_pend == R->cap_pend) {
-        size_t cap = R->cap_pend ? 2 * R->cap_pend : 16;
-        void *p = realloc(R->pend, cap * sizeof *R->pend);
-        if (!p)
-            return ws_err_set(err, WS_ENOMEM, "sim: out of memory (closed loop)");
-        R->pend = p;
-        R->cap_pend = cap;
-    }
+    if (ws_grow((void **)&R->pend, &R->cap_pend, R->n_pend, sizeof *R->pend, 16))
+        return ws_err_set(err, WS_ENOMEM, "sim: out of memory (closed loop)");
     rq.arrival_s = t_free + rq.arrival_s;
     size_t i = R->n_pend++;
     R->pend[i] = (pent){rq, R->pend_seq++};
@@ -208,14 +203,8 @@ static int push_result(run *R, const sim_req *rq, uint64_t id, ws_err *err)
     sim_results *res = R->res;
     if (!R->cfg->keep_requests)
         return 0;
-    if (res->n_req == res->cap_req) {
-        size_t cap = res->cap_req ? 2 * res->cap_req : 64;
-        void *p = realloc(res->req, cap * sizeof *res->req);
-        if (!p)
-            return ws_err_set(err, WS_ENOMEM, "sim: out of memory (requests)");
-        res->req = p;
-        res->cap_req = cap;
-    }
+    if (ws_grow((void **)&res->req, &res->cap_req, res->n_req, sizeof *res->req, 64))
+        return ws_err_set(err, WS_ENOMEM, "sim: out of memory (requests)");
     res->req[res->n_req++] = (sim_req_result){.id = id,
                                               .arrival_s = rq->arrival_s,
                                               .first_s = -1,
@@ -439,14 +428,8 @@ static int record_step(run *R, const sim_step_out *so, const sim_step_in *in, in
     if (!R->cfg->keep_steps)
         return 0;
     sim_results *res = R->res;
-    if (res->n_step == res->cap_step) {
-        size_t cap = res->cap_step ? 2 * res->cap_step : 256;
-        void *p = realloc(res->step, cap * sizeof *res->step);
-        if (!p)
-            return ws_err_set(err, WS_ENOMEM, "sim: out of memory (steps)");
-        res->step = p;
-        res->cap_step = cap;
-    }
+    if (ws_grow((void **)&res->step, &res->cap_step, res->n_step, sizeof *res->step, 256))
+        return ws_err_set(err, WS_ENOMEM, "sim: out of memory (steps)");
     res->step[res->n_step++] = rec;
     return 0;
 }

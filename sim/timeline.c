@@ -3,6 +3,8 @@
 
 #include <stdlib.h>
 
+#include "ws_util.h"
+
 void sim_timeline_free(sim_timeline *tl)
 {
     free(tl->v);
@@ -11,14 +13,8 @@ void sim_timeline_free(sim_timeline *tl)
 
 int sim_timeline_add(sim_timeline *tl, const sim_span *s, ws_err *err)
 {
-    if (tl->n == tl->cap) {
-        size_t cap = tl->cap ? 2 * tl->cap : 1024;
-        sim_span *v = realloc(tl->v, cap * sizeof *v);
-        if (!v)
-            return ws_err_set(err, WS_ENOMEM, "sim: out of memory for %zu timeline spans", cap);
-        tl->v = v;
-        tl->cap = cap;
-    }
+    if (ws_grow((void **)&tl->v, &tl->cap, tl->n, sizeof *tl->v, 1024))
+        return ws_err_set(err, WS_ENOMEM, "sim: out of memory for %zu timeline spans", tl->n + 1);
     tl->v[tl->n++] = *s;
     return 0;
 }

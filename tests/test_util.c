@@ -127,3 +127,24 @@ Test(util, open_regular_refuses_fifo_folder_and_over_cap)
     unlink(path);
     rmdir(dir);
 }
+
+/* ws_grow: room for element n, doubling from `first`, contents kept, nothing changed below cap. */
+Test(util, grow_doubles_and_keeps)
+{
+    int *v = NULL;
+    size_t cap = 0;
+    for (size_t n = 0; n < 1000; n++) {
+        cr_assert_eq(ws_grow((void **)&v, &cap, n, sizeof *v, 16), 0);
+        cr_assert_gt(cap, n);
+        v[n] = (int)n;
+    }
+    cr_assert_eq(cap, 1024, "16 doubled six times");
+    for (size_t n = 0; n < 1000; n++)
+        cr_assert_eq(v[n], (int)n);
+    int *same = v;
+    cr_assert_eq(ws_grow((void **)&v, &cap, 500, sizeof *v, 16), 0);
+    cr_assert_eq(v, same, "room already there: no realloc");
+    cr_assert_eq(ws_grow((void **)&v, &cap, 5000, sizeof *v, 16), 0);
+    cr_assert_eq(cap, 8192, "a jump past double grows until it fits");
+    free(v);
+}

@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ws_util.h"
+
 static int cmp_i32(const void *a, const void *b)
 {
     int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
@@ -40,20 +42,6 @@ static void summarize(int32_t *v, uint64_t n, ws_trace_dist *d)
     d->p99 = ws_trace_percentile(v, n, 0.99);
 }
 
-/* Grows *p (elements of size sz) to hold at least n + 1. */
-static int grow(void **p, uint64_t *cap, uint64_t n, size_t sz)
-{
-    if (n < *cap)
-        return 0;
-    uint64_t nc = *cap ? *cap * 2 : 4096;
-    void *q = realloc(*p, nc * sz);
-    if (!q)
-        return -1;
-    *p = q;
-    *cap = nc;
-    return 0;
-}
-
 int ws_trace_stats_compute(ws_trace *t, ws_trace_stats *st, ws_err *err)
 {
     memset(st, 0, sizeof *st);
@@ -65,13 +53,14 @@ int ws_trace_stats_compute(ws_trace *t, ws_trace_stats *st, ws_err *err)
     int sessions = ws_trace_has_sessions(t);
     int32_t *pr = NULL, *ou = NULL;
     int64_t *se = NULL;
-    uint64_t cap_p = 0, cap_o = 0, cap_s = 0, n = 0, ns = 0;
+    size_t cap_p = 0, cap_o = 0, cap_s = 0;
+    uint64_t n = 0, ns = 0;
     ws_trace_req r;
     int rc;
     while ((rc = ws_trace_next(t, &r, err)) == 1) {
-        if (grow((void **)&pr, &cap_p, n, sizeof *pr) ||
-            grow((void **)&ou, &cap_o, n, sizeof *ou) ||
-            (sessions && grow((void **)&se, &cap_s, ns, sizeof *se))) {
+        if (ws_grow((void **)&pr, &cap_p, n, sizeof *pr, 4096) ||
+            ws_grow((void **)&ou, &cap_o, n, sizeof *ou, 4096) ||
+            (sessions && ws_grow((void **)&se, &cap_s, ns, sizeof *se, 4096))) {
             rc = -1;
             ws_err_set(err, WS_ENOMEM, "%s: out of memory for the statistics of %llu requests",
                        ws_trace_name(t), (unsigned long long)n);
