@@ -395,7 +395,7 @@ static int attn_sweep(ctx *c, const char *model, ws_dtype dt, int full)
                                f->topk, r == 0, 1, NULL, &f->t[r], &f->bytes, &f->flops);
         }
     /* The path that served the shape (amx hands fp16 to avx512) and how K and V were stored. */
-    const char *path = ws_isa_name(ws_attn_cpu_path(&sh.kv, sh.n_q, c->isa));
+    const char *path = ws_isa_name(ws_attn_cpu_path(&sh.kv, sh.n_q, c->isa, WS_PREC_AUTO));
     const char *v_layout = ws_kv_v_layout_name(&sh.kv), *k_layout = ws_kv_k_layout_name(&sh.kv);
     for (int k = 0; k < n && !rc; k++) {
         attn_cfg *f = &cfg[k];

@@ -47,6 +47,7 @@ static void help(FILE *out)
         "          single tokens, a fresh random set each repeat; sparse models (index_topk)\n"
         "          default to their top-k. Reports kv_bytes, seconds, kv_gbps, gflops, isa,\n"
         "          loop (amx, dpbf16, fma or generic: the block loop that ran), precision,\n"
+        "          p_bf16 (the loop rounded p to bf16 too),\n"
         "          threads,\n"
         "          read_bw_gbps, fraction_of_read_bw (of the medians; and per round, the\n"
         "          kernel over the read pass before it: fraction_of_read_bw_rounds, median\n"
@@ -75,10 +76,11 @@ static void help(FILE *out)
         "           nodes in turn; on several nodes the KV is spread over them in runs of\n"
         "           8192 tokens (JSON key numa_nodes) and each chunk runs on its pages' node\n"
         "--isa      scalar|avx2|avx512|avx512bf16|amx (default: best, or $WRITESCOPE_ISA)\n"
-        "--precision exact|bf16: q and p as bf16 hi + lo halves (as accurate as fp32) or\n"
-        "           rounded to bf16 (half the products, as GPU kernels) where the loop\n"
-        "           multiplies bf16 (dpbf16); other loops are exact. Default: bf16, or\n"
-        "           $WRITESCOPE_PRECISION\n"
+        "--precision exact|bf16: exact attends q as given (fp32; bf16 products take q\n"
+        "           and p as hi + lo halves, as accurate as fp32); bf16 takes q as bf16\n"
+        "           (the model's activation, as GPU kernels do) on every loop, and the\n"
+        "           dpbf16 loops round p to bf16 too (half the products). Default: bf16,\n"
+        "           or $WRITESCOPE_PRECISION\n"
         "Every figure is measured on this machine (source: measured).\n");
 }
 
@@ -310,6 +312,7 @@ static int bench_attn(ws_pool *pool, ws_isa isa, const attn_args *a)
         json_object_set_new(o, "isa_requested", json_string(ws_isa_name(isa)));
         json_object_set_new(o, "loop", json_string(loop));
         json_object_set_new(o, "precision", json_string(ws_attn_prec_name(res.precision)));
+        json_object_set_new(o, "p_bf16", json_boolean(res.p_bf16));
         json_object_set_new(o, "peak_instr", json_string(res.peak_instr));
         json_object_set_new(o, "pinned_threads", json_integer(ws_pool_pinned(pool)));
         json_object_set_new(o, "numa_nodes", json_integer(nodes));
@@ -342,8 +345,10 @@ static int bench_attn(ws_pool *pool, ws_isa isa, const attn_args *a)
                "its pages' node\n",
                nodes, WS_NUMA_RUN_TOKENS);
     printf("arithmetic   %.1f flop/byte\n", ai);
-    printf("precision    %s (q and p %s)\n", ws_attn_prec_name(res.precision),
-           res.precision == WS_PREC_BF16 ? "rounded to bf16" : "as fp32, or bf16 hi + lo");
+    printf("precision    %s (%s)\n", ws_attn_prec_name(res.precision),
+           res.precision != WS_PREC_BF16 ? "q as fp32; bf16 products on hi + lo halves"
+           : res.p_bf16                  ? "q and p rounded to bf16"
+                                         : "q rounded to bf16, p as fp32");
     attn_fig_print(&g, used, loop, res.peak_instr, R, gseg);
     if (a->scaling) {
         attn_fig_print(&g1, used, loop, res.peak_instr, R, gseg);

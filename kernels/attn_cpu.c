@@ -130,15 +130,25 @@ int ws_isa_resolve(ws_isa want, ws_isa *out, ws_err *err)
     return 0;
 }
 
-ws_isa ws_attn_cpu_path(const ws_kv_layout *kv, int n_q_heads, ws_isa isa)
+/* prec resolved: WS_PREC_AUTO as ws_attn_prec_resolve, falling back to the default on a bad
+ * $WRITESCOPE_PRECISION (the kernel call itself reports that). */
+static ws_attn_prec prec_of(ws_attn_prec prec)
+{
+    ws_attn_prec out;
+    return ws_attn_prec_resolve(prec, &out, NULL) ? WS_PREC_DEFAULT : out;
+}
+
+ws_isa ws_attn_cpu_path(const ws_kv_layout *kv, int n_q_heads, ws_isa isa, ws_attn_prec prec)
 {
     const int G = kv->n_kv_heads > 0 ? n_q_heads / kv->n_kv_heads : 0;
     if (isa == WS_ISA_AMX && !ws_attn_cpu_amx_fits(kv, G))
         return WS_ISA_AVX512;
-    /* fp16 KV has no VDPBF16PS, and the fused loop serves GQA with FMAs (faster there than
-     * its VDPBF16PS form): the avx512 loops */
+    /* fp16 KV has no VDPBF16PS, and the fused loop serves GQA in the exact precision with
+     * FMAs (faster there than VDPBF16PS on hi + lo halves): the avx512 loops */
+    const int exact = prec_of(prec) == WS_PREC_EXACT;
     if (isa == WS_ISA_AVX512_BF16 &&
-        (kv->dtype != WS_DT_BF16 || (ws_attn_cpu_fma_fits(kv, G) && !ws_attn_cpu_dp_fits(kv, G))))
+        (kv->dtype != WS_DT_BF16 ||
+         (ws_attn_cpu_fma_fits(kv, G) && !ws_attn_cpu_dp_fits(kv, G, exact))))
         return WS_ISA_AVX512;
     return isa;
 }
@@ -147,7 +157,7 @@ ws_isa ws_attn_cpu_path(const ws_kv_layout *kv, int n_q_heads, ws_isa isa)
  * fused FMA loop reads GQA's K in tiles and V in pairs (attn_cpu_fma.h). */
 static int vector_path(const ws_kv_layout *kv, int n_q_heads, ws_isa isa)
 {
-    const ws_isa path = ws_attn_cpu_path(kv, n_q_heads, isa);
+    const ws_isa path = ws_attn_cpu_path(kv, n_q_heads, isa, WS_PREC_EXACT);
     return path == WS_ISA_AVX2 || path == WS_ISA_AVX512 || path == WS_ISA_AVX512_BF16;
 }
 
@@ -165,7 +175,7 @@ int ws_attn_cpu_k_tiles(const ws_kv_layout *kv, int n_q_heads, ws_isa isa, int t
         return 0;
     const ws_kv_layout s = shape_only(kv);
     const int G = n_q_heads / kv->n_kv_heads;
-    if (ws_attn_cpu_path(&s, n_q_heads, isa) == WS_ISA_AMX) /* its K tiles: one head group */
+    if (ws_attn_cpu_path(&s, n_q_heads, isa, WS_PREC_EXACT) == WS_ISA_AMX) /* one head group */
         return G <= WS_ATTN_CPU_AMX_TILE_GROUP;
     return G <= WS_ATTN_CPU_FMA_GROUP && vector_path(&s, n_q_heads, isa);
 }
@@ -176,7 +186,7 @@ int ws_attn_cpu_v_pairs(const ws_kv_layout *kv, int n_q_heads, ws_isa isa, int t
      * neighbour's values (rows measured 1.2x faster: 0.190 of the read bandwidth against
      * 0.157, medians of 6 runs alternated, Qwen3's shape, top-2048 tokens of 131072) */
     const ws_kv_layout s = shape_only(kv);
-    if (ws_attn_cpu_path(&s, n_q_heads, isa) == WS_ISA_AMX)
+    if (ws_attn_cpu_path(&s, n_q_heads, isa, WS_PREC_EXACT) == WS_ISA_AMX)
         return !kv->v_shares_k && kv->page_tokens % 2 == 0 && !token_lists;
     /* the fused loop reads pairs only beside K tiles (the generic loop converts them in C) */
     return vector_path(&s, n_q_heads, isa) && ws_attn_cpu_k_tiles(kv, n_q_heads, isa, token_lists);
@@ -187,28 +197,27 @@ int ws_attn_cpu_v_pairs(const ws_kv_layout *kv, int n_q_heads, ws_isa isa, int t
  * the tiles do not serve) for a layout it reads, else the generic loop. The one place that
  * decides: ws_attn_cpu runs what this says and ws_attn_cpu_loop_name reports it. */
 typedef enum { LOOP_GENERIC, LOOP_FMA, LOOP_AMX, LOOP_DP } cpu_loop;
-static cpu_loop loop_for(const ws_kv_layout *kv, int n_q_heads, ws_isa isa)
+static cpu_loop loop_for(const ws_kv_layout *kv, int n_q_heads, ws_isa isa, ws_attn_prec prec)
 {
     const int G = kv->n_kv_heads > 0 ? n_q_heads / kv->n_kv_heads : 0;
-    const ws_isa path = ws_attn_cpu_path(kv, n_q_heads, isa);
+    const ws_isa path = ws_attn_cpu_path(kv, n_q_heads, isa, prec);
     if (path == WS_ISA_AMX)
         return LOOP_AMX;
-    if (path == WS_ISA_AVX512_BF16 && ws_attn_cpu_dp_fits(kv, G))
+    if (path == WS_ISA_AVX512_BF16 && ws_attn_cpu_dp_fits(kv, G, prec_of(prec) == WS_PREC_EXACT))
         return LOOP_DP;
     return isa != WS_ISA_SCALAR && ws_attn_cpu_fma_fits(kv, G) ? LOOP_FMA : LOOP_GENERIC;
 }
 
-const char *ws_attn_cpu_loop_name(const ws_kv_layout *kv, int n_q_heads, ws_isa isa)
+const char *ws_attn_cpu_loop_name(const ws_kv_layout *kv, int n_q_heads, ws_isa isa,
+                                  ws_attn_prec prec)
 {
     static const char *const names[] = {"generic", "fma", "amx", "dpbf16"};
-    return names[loop_for(kv, n_q_heads, isa)];
+    return names[loop_for(kv, n_q_heads, isa, prec)];
 }
 
-ws_attn_prec ws_attn_cpu_prec_used(const ws_kv_layout *kv, int n_q_heads, ws_isa isa,
-                                   ws_attn_prec prec)
+int ws_attn_cpu_p_bf16(const ws_kv_layout *kv, int n_q_heads, ws_isa isa, ws_attn_prec prec)
 {
-    const cpu_loop loop = loop_for(kv, n_q_heads, isa);
-    return loop == LOOP_DP && prec == WS_PREC_BF16 ? WS_PREC_BF16 : WS_PREC_EXACT;
+    return prec_of(prec) == WS_PREC_BF16 && loop_for(kv, n_q_heads, isa, prec) == LOOP_DP;
 }
 
 static const ws_attn_cpu_ops *ops_for(ws_isa isa)
@@ -589,7 +598,7 @@ int ws_attn_cpu_prec(const ws_attn_problem *p, ws_pool *pool, ws_isa isa, ws_att
     jb.scratch_bytes = align64(sizeof(void *) * 2 * B) +
                        align64(sizeof(float) * ((size_t)B * (kv->d_k + kv->d_v) +
                                                 (size_t)G * B + 3 * (size_t)G));
-    const cpu_loop loop = loop_for(kv, p->n_q_heads, path);
+    const cpu_loop loop = loop_for(kv, p->n_q_heads, path, prec);
     jb.amx = loop == LOOP_AMX;
     if (jb.amx && ws_attn_cpu_amx_scratch(kv, G) > jb.scratch_bytes)
         jb.scratch_bytes = align64(ws_attn_cpu_amx_scratch(kv, G));
@@ -606,7 +615,9 @@ int ws_attn_cpu_prec(const ws_attn_problem *p, ws_pool *pool, ws_isa isa, ws_att
     size_t off_po = off_units + align64(sizeof(unit) * (size_t)n_units);
     size_t off_pl = off_po + align64(sizeof(float) * (size_t)n_parts * G * kv->d_v);
     size_t off_q = off_pl + align64(sizeof(float) * (size_t)n_parts * G);
-    size_t off_scr = off_q + (use_bf16 ? 2 * align64(sizeof(uint16_t) * nq_elems) : 0);
+    size_t off_qr = off_q + (use_bf16 ? 2 * align64(sizeof(uint16_t) * nq_elems) : 0);
+    const int round_q = prec == WS_PREC_BF16;
+    size_t off_scr = off_qr + (round_q ? align64(sizeof(float) * nq_elems) : 0);
     size_t total_bytes = off_scr + jb.scratch_bytes * (size_t)threads;
     char *mem = aligned_alloc(64, align64(total_bytes));
     if (!mem)
@@ -618,6 +629,17 @@ int ws_attn_cpu_prec(const ws_attn_problem *p, ws_pool *pool, ws_isa isa, ws_att
     jb.part_o = (float *)(mem + off_po);
     jb.part_lse = (float *)(mem + off_pl);
     jb.scratch = mem + off_scr;
+    /* The bf16 precision takes q as bf16 (the model's activations; GPU kernels take q so):
+     * every loop attends the rounded q. */
+    ws_attn_problem pq;
+    if (round_q) {
+        float *qr = (float *)(mem + off_qr);
+        for (size_t i = 0; i < nq_elems; i++)
+            qr[i] = ws_bf16_to_f32(ws_f32_to_bf16(p->q[i]));
+        pq = *p;
+        pq.q = qr;
+        jb.p = p = &pq;
+    }
     for (int t = 0; jb.amx && t < threads; t++) /* no packed queries yet (attn_cpu_amx.h) */
         memset(jb.scratch + (size_t)t * jb.scratch_bytes, 0, 64);
     if (use_bf16) {

@@ -17,10 +17,12 @@
  * registers; avx512bf16, VDPBF16PS for q.k and p.V on bf16 MLA (the MLA loop's VDPBF16PS
  * form, attn_cpu_fma.h) and for q.k in the generic loop, FMAs for GQA (faster there); amx,
  * AMX-BF16 tiles for q.k and p.V on bf16 KV (attn_cpu_amx.c; fp16 KV and shapes the tiles
- * do not serve run the avx512 loops). Precision (ws_attn_prec) on the VDPBF16PS MLA loop:
- * exact takes q and p as bf16 hi + lo halves (as accurate as fp32 FMA), bf16 rounds p (q
- * keeps its halves: a bf16 q breaks the 2e-3 bound at large scores); other loops are
- * exact. ws_isa_best() prefers amx, then avx512bf16 where a run-time probe finds
+ * do not serve run the avx512 loops). Precision (ws_attn_prec): exact attends q as given
+ * (fp32; VDPBF16PS and AMX take q and p as bf16 hi + lo halves, as accurate as fp32 FMA);
+ * bf16 takes q as bf16, as GPU kernels do (q is the model's bf16 activation), on every
+ * path, and the VDPBF16PS loops round p to bf16 too, one product each: GQA then runs on
+ * VDPBF16PS (K tiles and V pairs as stored), MLA with half its products. The error bound
+ * holds against the reference of the rounded q. ws_isa_best() prefers amx, then avx512bf16 where a run-time probe finds
  * VDPBF16PS's products faster than FMA's (ws_attn_cpu_dp_gain >= DP_GAIN_MIN), then
  * avx512, avx512bf16, avx2, scalar; WS_ISA_AUTO takes it, WRITESCOPE_ISA overrides it, and
  * a path this CPU lacks is an error. Why: docs/notes/cpu-attention.md.
@@ -52,16 +54,17 @@ typedef enum {
     WS_ISA_COUNT
 } ws_isa;
 
-/* Precision of the bf16 products (the avx512bf16 path's VDPBF16PS MLA loop; the amx loop
- * is exact only, see docs/notes/cpu-attention.md). */
+/* Precision of the attention's inputs and products. */
 typedef enum {
     WS_PREC_AUTO = 0,  /* $WRITESCOPE_PRECISION if set, else WS_PREC_DEFAULT */
-    WS_PREC_EXACT = 1, /* q and p as bf16 hi + lo halves: ~16 mantissa bits, as fp32 FMA */
-    WS_PREC_BF16 = 2,  /* p rounded to bf16 (o within 2^-9 max |v|), q in halves */
+    WS_PREC_EXACT = 1, /* q as given (fp32); bf16 products on hi + lo halves of q and p */
+    WS_PREC_BF16 = 2,  /* q rounded to bf16 on every path; p to bf16 on the VDPBF16PS loops
+                        * (o within 2^-9 max |v| of the rounded q's attention) */
     WS_PREC_COUNT
 } ws_attn_prec;
-/* The default: bf16, within the 2e-3 bound on every shape tested (large scores too) and
- * the faster (why: docs/notes/cpu-attention.md). */
+/* The default: bf16, what a runtime whose GPU half takes bf16 q wants (both halves attend
+ * the same q), within the 2e-3 bound on every shape tested and the faster (why:
+ * docs/notes/cpu-attention.md). */
 #define WS_PREC_DEFAULT WS_PREC_BF16
 /* Least ws_attn_cpu_dp_gain (VDPBF16PS products per second over FMA's) at which
  * ws_isa_best prefers avx512bf16 to avx512: at 2, the exact mode's products take as long
@@ -88,19 +91,20 @@ ws_isa ws_isa_best(void);
 int ws_isa_resolve(ws_isa want, ws_isa *out, ws_err *err);
 
 /* The path that actually serves a problem of this shape when `isa` (resolved, not AUTO) is
- * asked for: amx falls back to avx512 for fp16 KV and shapes the tiles do not serve,
- * avx512bf16 to avx512 for fp16 KV and for GQA on the fused FMA loop (attn_cpu_fma.h);
- * others serve as asked. For reports. */
-ws_isa ws_attn_cpu_path(const ws_kv_layout *kv, int n_q_heads, ws_isa isa);
+ * asked for in precision `prec` (AUTO: as ws_attn_prec_resolve): amx falls back to avx512
+ * for fp16 KV and shapes the tiles do not serve, avx512bf16 to avx512 for fp16 KV and for
+ * GQA in the exact precision (the fused FMA loop, attn_cpu_fma.h); others serve as asked.
+ * For reports. */
+ws_isa ws_attn_cpu_path(const ws_kv_layout *kv, int n_q_heads, ws_isa isa, ws_attn_prec prec);
 
 /* Which block loop serves a problem of this shape and layout on path `isa` (resolved, not
- * AUTO): "amx" (attn_cpu_amx.h), "dpbf16" (the fused loop's VDPBF16PS form), "fma" (the
- * fused FMA loop, attn_cpu_fma.h) or "generic" (fp32 blocks; the scalar path always). */
-const char *ws_attn_cpu_loop_name(const ws_kv_layout *kv, int n_q_heads, ws_isa isa);
-/* The precision that loop runs when `prec` (resolved) is asked for: bf16 only on the
- * dpbf16 loop, exact everywhere else. For reports and tests. */
-ws_attn_prec ws_attn_cpu_prec_used(const ws_kv_layout *kv, int n_q_heads, ws_isa isa,
-                                   ws_attn_prec prec);
+ * AUTO) in precision `prec`: "amx" (attn_cpu_amx.h), "dpbf16" (the VDPBF16PS loops), "fma"
+ * (the fused FMA loop, attn_cpu_fma.h) or "generic" (fp32 blocks; the scalar path always). */
+const char *ws_attn_cpu_loop_name(const ws_kv_layout *kv, int n_q_heads, ws_isa isa,
+                                  ws_attn_prec prec);
+/* 1 if that loop also rounds p to bf16 (the VDPBF16PS loops in the bf16 precision); every
+ * loop rounds q in the bf16 precision. For reports and tests. */
+int ws_attn_cpu_p_bf16(const ws_kv_layout *kv, int n_q_heads, ws_isa isa, ws_attn_prec prec);
 
 /* The V layout the CPU region should be written in for this shape and path (resolved):
  * 1 (token pairs, kv.v_pairs) when the amx path serves it with a separate V block and an

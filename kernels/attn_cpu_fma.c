@@ -72,7 +72,7 @@ static size_t a64(size_t n)
 
 /* Scratch pieces, in order (each 64-byte aligned). */
 typedef struct fma_scratch {
-    size_t qs, o, sp, kg, vg, total;
+    size_t qs, o, sp, pp, kg, vg, total;
 } fma_scratch;
 
 static fma_scratch scratch_plan(const ws_kv_layout *kv)
@@ -82,6 +82,7 @@ static fma_scratch scratch_plan(const ws_kv_layout *kv)
     s.qs = at, at += a64((size_t)HM * kv->d_k * 4); /* scaled queries, fp32 */
     s.o = at, at += a64((size_t)HM * kv->d_v * 4);  /* O, fp32 */
     s.sp = at, at += (size_t)HM * NS * SUB * 4;     /* scores, then probabilities */
+    s.pp = at, at += (size_t)HM * NS * SUB * 2;     /* VDPBF16PS loop: bf16 token pairs of p */
     s.kg = at, at += a64((size_t)NS * SUB * kv->d_k * 2); /* gathered K tiles */
     s.vg = at, at += a64((size_t)NS * SUB * kv->d_v * 2); /* gathered V pair rows */
     s.total = at;
@@ -556,18 +557,19 @@ INL void store_halves_256(float *a, float *b, __m256 v)
 #include "attn_cpu_fma_body.h" /* consumes the definitions above */
 #pragma GCC pop_options
 
-/* ---- AVX-512 BF16: VDPBF16PS on bf16 MLA rows ---- */
-/* The MLA loop with every product a VDPBF16PS (two bf16 products summed into an fp32 lane):
- * the scores take 32 dims of a K row against 32 of q per lane pair, reduced as above, and V
- * (rows) is interleaved into token pairs in registers, two tokens' 32 columns by two
- * VPERMT2W, once per 8 heads, which a broadcast pair of probabilities (tokens 2u, 2u + 1)
- * multiplies into 16 columns of O. GQA stays on the FMA loop: its VDPBF16PS form (K tile
- * rows and V pair rows times broadcast bf16 pairs of q and p) took 1.1-2x the FMA loop's
- * time on the Zen 5 host (docs/notes/fma-loop.md). q is always taken as bf16 hi + lo
- * halves (two products: a bf16 q puts its rounding, 2^-9 relative, into every score, which
- * at scores of ~20 cost 1.8e-2 in lse, beyond the 2e-3 bound); p as hi + lo with exact = 1
- * (as accurate as fp32), as bf16 with exact = 0 (one product: a rounding of p moves o by
- * at most 2^-9 max |v|). */
+/* ---- AVX-512 BF16: VDPBF16PS (two bf16 products summed into an fp32 lane) ---- */
+/* MLA rows, both precisions: the scores broadcast a K row's bf16 pair (dims 2i, 2i + 1)
+ * against the 16 heads' q pairs of those dims, so each token's scores come out as one
+ * vector of heads, with no horizontal sums; V (rows) is interleaved into token pairs in
+ * registers, two tokens' 32 columns by two VPERMT2W, once per 8 heads, which a broadcast
+ * pair of probabilities (tokens 2u, 2u + 1) multiplies into 16 columns of O. exact = 1
+ * takes q scale and p as bf16 hi + lo halves (two products each, as accurate as fp32);
+ * exact = 0 (the bf16 precision) q as bf16 (the driver rounded it) and p rounded to bf16
+ * (one product each; o moves by at most 2^-9 max |v|).
+ * GQA in the bf16 precision: K tile rows and V pair rows, as stored, times broadcast bf16
+ * pairs of q and p, the scores per head a vector of 16 tokens as in the FMA loop, with the
+ * softmax's per-head scalars kept as vectors of heads. Exact GQA stays on the FMA loop
+ * (hi + lo halves took 1.1-2.3x its time on the Zen 5 host: docs/notes/fma-loop.md). */
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,fma,f16c")
 
@@ -600,28 +602,50 @@ INL __m512 dp(__m512 acc, __m512i a, __m512i b)
     return _mm512_dpbf16_ps(acc, (__m512bh)a, (__m512bh)b);
 }
 
-/* MLA scores of the tokens at rows k0 and k1 for 8 heads: lane hh token 0 with head hh,
- * lane 8 + hh token 1. qh, ql: the group's q, [step][hh][32 dims] bf16 (hi, lo). */
-INL __m512 dp_mla_qk2(const uint16_t *k0, const uint16_t *k1, const uint16_t *qh,
-                      const uint16_t *ql, int steps)
+
+/* MLA scores of 8 tokens (rows r[0..7]) for 16 heads, with no horizontal sums: a K row's
+ * pair (dims 2i, 2i + 1) broadcast times the 16 heads' q pairs of dims 2i, 2i + 1 (qt,
+ * [dk / 2][ldq] bf16 pairs; qlt the lo halves with exact) is one VDPBF16PS into the
+ * token's vector of heads. Two sums per token (even and odd i): 16 independent chains.
+ * out[t ldo + 0..15] = scale x the scores of token t < nt. While at it, prefetches the 8
+ * rows at pf[] (NULL: none), one 64-byte line per step: a row is dk / 32 lines and there
+ * are 8 x dk / 32 steps. */
+INL void dp_mla_qk8(const uint16_t *const *r, int nt, const uint32_t *qt, const uint32_t *qlt,
+                    int ldq, int dk, float scale, float *out, int ldo, const char *const *pf,
+                    const int exact)
 {
-    __m512 acc[16];
-#pragma GCC unroll 16
-    for (int i = 0; i < 16; i++)
-        acc[i] = _mm512_setzero_ps();
-    for (int st = 0; st < steps; st++) {
-        const __m512i a = _mm512_loadu_si512(k0 + (size_t)st * 32);
-        const __m512i b = _mm512_loadu_si512(k1 + (size_t)st * 32);
-        const uint16_t *qs = qh + (size_t)st * 8 * 32, *ls = ql + (size_t)st * 8 * 32;
+    __m512 a[8], b[8];
+    const uint32_t *k[8];
 #pragma GCC unroll 8
-        for (int hh = 0; hh < 8; hh++) {
-            const __m512i qv = _mm512_load_si512(qs + hh * 32);
-            const __m512i lv = _mm512_load_si512(ls + hh * 32);
-            acc[hh] = dp(dp(acc[hh], a, qv), a, lv);
-            acc[8 + hh] = dp(dp(acc[8 + hh], b, qv), b, lv);
-        }
+    for (int t = 0; t < 8; t++) {
+        a[t] = b[t] = _mm512_setzero_ps();
+        k[t] = (const uint32_t *)r[t < nt ? t : nt - 1];
     }
-    return reduce16_512(acc);
+    const int lines = dk / 32;
+    int i = 0;
+    for (int pt = 0; pt < 8; pt++)
+        for (int x = 0; x < lines; x++, i += 2) {
+            if (pf[pt])
+                _mm_prefetch(pf[pt] + 64 * x, _MM_HINT_T0);
+            const __m512i q0 = _mm512_load_si512(qt + (size_t)i * ldq);
+            const __m512i q1 = _mm512_load_si512(qt + (size_t)(i + 1) * ldq);
+#pragma GCC unroll 8
+            for (int t = 0; t < 8; t++) {
+                const __m512i k0 = _mm512_set1_epi32((int)k[t][i]);
+                const __m512i k1 = _mm512_set1_epi32((int)k[t][i + 1]);
+                a[t] = dp(a[t], q0, k0);
+                b[t] = dp(b[t], q1, k1);
+                if (exact) {
+                    a[t] = dp(a[t], _mm512_load_si512(qlt + (size_t)i * ldq), k0);
+                    b[t] = dp(b[t], _mm512_load_si512(qlt + (size_t)(i + 1) * ldq), k1);
+                }
+            }
+        }
+    const __m512 sc = _mm512_set1_ps(scale);
+#pragma GCC unroll 8
+    for (int t = 0; t < 8; t++)
+        if (t < nt)
+            _mm512_store_ps(out + (size_t)t * ldo, _mm512_mul_ps(_mm512_add_ps(a[t], b[t]), sc));
 }
 
 /* O[h] = alpha[h] O[h] + sum_t p[t][h] v_t for n tokens at rows[t], heads h < Gp; pb, pl:
@@ -673,23 +697,31 @@ INL void dp_mla_attend(const ws_attn_problem *p, int s, int kvh, int qhead, int 
 {
     const ws_kv_layout *kv = &p->kv;
     const ws_attn_seq *sq = &p->seqs[s];
-    const int dk = kv->d_k, dv = kv->d_v, P = kv->page_tokens, steps = dk / 32;
+    const int dk = kv->d_k, dv = kv->d_v, P = kv->page_tokens;
     const mla_scratch sp = mla_plan(kv, G);
     const int Gp = sp.Gp;
-    uint16_t *qh = (uint16_t *)(w + sp.qs), *ql = qh + (size_t)Gp * dk;
+    /* q pairs [dk / 2][Gp]: exact, q scale as bf16 hi (qt) and lo (qlt); bf16, q as bf16
+     * (the scale then multiplies the scores) */
+    uint32_t *qt = (uint32_t *)(w + sp.qs), *qlt = qt + (size_t)Gp * dk / 2;
     float *o = (float *)(w + sp.o), *sc = (float *)(w + sp.s);
     uint32_t *pb = (uint32_t *)(w + sp.pp), *pl = pb + (size_t)MLA_NT / 2 * Gp;
     float *m = (float *)(w + sp.m), *l = (float *)(w + sp.l), *alpha = (float *)(w + sp.alpha);
     const uint16_t **rows = (const uint16_t **)(w + sp.rows);
     const float *q = p->q + ((size_t)s * p->n_q_heads + (size_t)qhead) * dk;
-    /* q [head group][step][hh][32 dims], bf16 hi and lo */
     for (int h = 0; h < Gp; h++)
-        for (int d = 0; d < dk; d++) {
-            const size_t at = (((size_t)(h / 8) * steps + d / 32) * 8 + h % 8) * 32 + d % 32;
-            const float x = h < G ? q[(size_t)h * dk + d] * p->scale : 0.0f;
-            qh[at] = ws_f32_to_bf16(x);
-            ql[at] = ws_f32_to_bf16(x - ws_bf16_to_f32(qh[at]));
+        for (int d = 0; d < dk; d += 2) {
+            uint32_t hi = 0, lo = 0;
+            for (int e = 0; e < 2 && h < G; e++) {
+                const float x = q[(size_t)h * dk + d + e] * (exact ? p->scale : 1.0f);
+                const uint16_t xh = ws_f32_to_bf16(x);
+                hi |= (uint32_t)xh << 16 * e;
+                lo |= (uint32_t)ws_f32_to_bf16(x - ws_bf16_to_f32(xh)) << 16 * e;
+            }
+            qt[(size_t)d / 2 * Gp + h] = hi;
+            if (exact)
+                qlt[(size_t)d / 2 * Gp + h] = lo;
         }
+    const float qscale = exact ? 1.0f : p->scale;
     memset(o, 0, sizeof(float) * (size_t)Gp * dv);
     for (int h = 0; h < Gp; h++)
         m[h] = -INFINITY, l[h] = 0;
@@ -699,19 +731,24 @@ INL void dp_mla_attend(const ws_attn_problem *p, int s, int kvh, int qhead, int 
             const int tok = sq->sel ? sq->sel[i + t] : i + t;
             rows[t] = (const uint16_t *)sq->pages[tok / P] + ws_kv_k_off(kv, kvh, tok % P);
         }
-        for (int hg = 0; hg < Gp / 8; hg++) { /* head groups outside: see mla_attend_512 */
-            const size_t qo = (size_t)hg * steps * 8 * 32;
-            for (int t = 0; t < n; t += 2) {
-                for (int x = t; x < t + 2 && hg == 0; x++) {
-                    const int it = i + AHEAD * MLA_NT + x;
-                    if (it < i1)
-                        ws_attn_prefetch_row(sq, kv, kvh, sq->sel ? sq->sel[it] : it);
+        /* head groups outside, so that one group's q (dk x 32 bytes) stays in L1 while the
+         * super-block's rows pass; the rows AHEAD super-blocks on are prefetched to L1 during
+         * the first group */
+        for (int hg = 0; hg < Gp / 16; hg++)
+            for (int t = 0; t < n; t += 8) {
+                const char *pf[8];
+                for (int x = 0; x < 8; x++) {
+                    const int it = i + AHEAD * MLA_NT + t + x;
+                    pf[x] = NULL;
+                    if (hg == 0 && it < i1) {
+                        const int tok = sq->sel ? sq->sel[it] : it;
+                        pf[x] = (const char *)((const uint16_t *)sq->pages[tok / P] +
+                                               ws_kv_k_off(kv, kvh, tok % P));
+                    }
                 }
-                const uint16_t *k1 = t + 1 < n ? rows[t + 1] : rows[t];
-                store_halves_512(sc + (size_t)t * Gp + hg * 8, sc + (size_t)(t + 1) * Gp + hg * 8,
-                                 dp_mla_qk2(rows[t], k1, qh + qo, ql + qo, steps));
+                dp_mla_qk8(rows + t, n - t < 8 ? n - t : 8, qt + hg * 16, qlt + hg * 16, Gp, dk,
+                           qscale, sc + (size_t)t * Gp + hg * 16, Gp, pf, exact);
             }
-        }
         mla_softmax_512(sc, n, Gp, m, l, alpha);
         for (int t = 0; t < n; t += 2) /* tokens 2u, 2u + 1 (zero past n) as bf16 pairs */
             for (int c = 0; c < Gp; c += 16) {
@@ -737,6 +774,203 @@ static __attribute__((noinline)) void dp_mla_1(const ws_attn_problem *p, int s, 
 {
     dp_mla_attend(p, s, kvh, qhead, i0, i1, G, o, lse, w, 1);
 }
+
+/* ---- GQA in the bf16 mode: q and p as bf16, one VDPBF16PS per pair of products ---- */
+/* Scores of one sub-block for heads h < H: s[h * NS * SUB + 0..15] = scale q_h . k_t. A K
+ * tile row (16 tokens' dims 2r, 2r + 1 as bf16 pairs) times head h's pair (q[2r], q[2r + 1])
+ * broadcast from qp [dk / 2][H] is one VDPBF16PS; U rows in flight per head keep 8 x U
+ * independent sums. Prefetches f's K lines as FN(scores) does. */
+INL void dpg_scores(const sub_kv *b, const uint32_t *qp, int dk, float scale, float *s,
+                    const pf_sub *f, const int H)
+{
+    const int rows = dk / 2, HH = H < 8 ? H : 8, U = HH >= 8 ? 2 : HH >= 4 ? 4 : 8;
+    const int kl = f->klines < rows ? f->klines : rows;
+    for (int h0 = 0; h0 < H; h0 += HH) {
+        __m512 a[8][8];
+#pragma GCC unroll 8
+        for (int h = 0; h < HH; h++)
+#pragma GCC unroll 8
+            for (int u = 0; u < U; u++)
+                a[h][u] = _mm512_setzero_ps();
+        for (int r = 0; r < rows; r += U) {
+#pragma GCC unroll 8
+            for (int u = 0; u < U; u++) {
+                const __m512i k = _mm512_loadu_si512(b->k + (size_t)(r + u) * 32);
+                const uint32_t *qr = qp + (size_t)(r + u) * H + h0;
+#pragma GCC unroll 8
+                for (int h = 0; h < HH; h++)
+                    a[h][u] = dp(a[h][u], k, _mm512_set1_epi32((int)qr[h]));
+                if (!h0 && r + u < kl)
+                    _mm_prefetch(f->k + 64 * (size_t)(r + u), _MM_HINT_T1);
+            }
+        }
+        const __m512 sc = _mm512_set1_ps(scale);
+#pragma GCC unroll 8
+        for (int h = 0; h < HH; h++) {
+            __m512 t = a[h][0];
+#pragma GCC unroll 8
+            for (int u = 1; u < U; u++)
+                t = _mm512_add_ps(t, a[h][u]);
+            _mm512_store_ps(s + (size_t)(h0 + h) * NS * SUB, _mm512_mul_ps(t, sc));
+        }
+    }
+    for (int x = kl; x < f->klines; x++) /* two tiles (a run not starting a tile) */
+        _mm_prefetch(f->k + 64 * (size_t)x, _MM_HINT_T1);
+}
+
+/* O[h][c0 .. c0 + 16 CW) = alpha[h] O[h][..] + sum over the super-block's tokens of
+ * p[h][t] v_t[..], heads h < H: a V pair row's 16 columns of tokens 2u, 2u + 1 times the
+ * bf16 pair (p[2u], p[2u + 1]) broadcast from pp [h][NS SUB / 2] is one VDPBF16PS.
+ * Prefetches this column step's share of f's V lines unless f is NULL. */
+INL void dpg_pv_cols(float *o, int dv, int c0, const sub_kv *b, int ns, const uint32_t *pp,
+                     const float *alpha, const pf_sub *f, const int H, const int CW)
+{
+    __m512 acc[8][4];
+#pragma GCC unroll 8
+    for (int h = 0; h < H; h++)
+#pragma GCC unroll 4
+        for (int w = 0; w < CW; w++)
+            acc[h][w] = _mm512_mul_ps(_mm512_load_ps(o + (size_t)h * dv + c0 + 16 * w),
+                                      _mm512_set1_ps(alpha[h]));
+    for (int j = 0; j < ns; j++) {
+        const uint16_t *v = b[j].v + 2 * (size_t)c0;
+        const uint32_t *pj = pp + j * SUB / 2;
+        const int vl = f ? f[j].vlines : 0;
+        const int l0 = vl * c0 / dv, l1 = vl * (c0 + 16 * CW) / dv;
+        const int per = (l1 - l0 + 7) / 8;
+        for (int u = 0; u < SUB / 2; u++) {
+            for (int x = l0 + u * per; x < l0 + (u + 1) * per && x < l1; x++)
+                _mm_prefetch(f[j].v + 64 * (size_t)x, _MM_HINT_T1);
+            __m512i vv[4];
+#pragma GCC unroll 4
+            for (int w = 0; w < CW; w++)
+                vv[w] = _mm512_loadu_si512(v + (size_t)u * 2 * dv + 32 * w);
+#pragma GCC unroll 8
+            for (int h = 0; h < H; h++) {
+                const __m512i x = _mm512_set1_epi32((int)pj[(size_t)h * NS * SUB / 2 + u]);
+#pragma GCC unroll 4
+                for (int w = 0; w < CW; w++)
+                    acc[h][w] = dp(acc[h][w], vv[w], x);
+            }
+        }
+    }
+#pragma GCC unroll 8
+    for (int h = 0; h < H; h++)
+#pragma GCC unroll 4
+        for (int w = 0; w < CW; w++)
+            _mm512_store_ps(o + (size_t)h * dv + c0 + 16 * w, acc[h][w]);
+}
+
+/* The online softmax over a super-block of ns sub-blocks for heads h < H (<= 16), with
+ * the per-head scalars as vectors of heads: the block maxima, then new max m, rescale
+ * alpha = exp(m_old - m) (one vector exp for all heads, no scalar expf) and the running
+ * sums l kept as 16-lane partial sums lv[h] (summed once, at the end). Probabilities (zero
+ * for absent tokens) replace the scores. m and alpha have 16 entries, those past H zero. */
+INL void dpg_softmax(float *sp, const sub_kv *b, int ns, float *m, float *lv, float *alpha,
+                     const int H)
+{
+    const __m512 ninf = _mm512_set1_ps(-INFINITY), zero = _mm512_setzero_ps();
+    float bm[16] __attribute__((aligned(64)));
+    _mm512_store_ps(bm, zero);
+    for (int h = 0; h < H; h++) {
+        const float *sh = sp + (size_t)h * NS * SUB;
+        __m512 mx = ninf;
+        for (int j = 0; j < ns; j++)
+            mx = _mm512_max_ps(mx, keep_512(_mm512_load_ps(sh + j * SUB), b[j].n, ninf));
+        bm[h] = _mm512_reduce_max_ps(mx);
+    }
+    /* before the first super-block m is -inf: alpha = exp(-87) ~ 1e-38 times l = 0, O = 0 */
+    const __m512 mo = _mm512_load_ps(m), mn = _mm512_max_ps(mo, _mm512_load_ps(bm));
+    _mm512_store_ps(alpha, ws_exp16_ps(_mm512_sub_ps(mo, mn)));
+    _mm512_store_ps(m, mn);
+    for (int h = 0; h < H; h++) {
+        float *sh = sp + (size_t)h * NS * SUB;
+        const __m512 vm = _mm512_set1_ps(m[h]);
+        __m512 sum = zero;
+        for (int j = 0; j < ns; j++) {
+            const __m512 e = keep_512(
+                ws_exp16_ps(_mm512_sub_ps(_mm512_load_ps(sh + j * SUB), vm)), b[j].n, zero);
+            _mm512_store_ps(sh + j * SUB, e);
+            sum = _mm512_add_ps(sum, e);
+        }
+        float *lh = lv + (size_t)h * 16;
+        _mm512_store_ps(lh, _mm512_fmadd_ps(_mm512_set1_ps(alpha[h]), _mm512_load_ps(lh), sum));
+    }
+}
+
+INL void dpg_attend(const ws_attn_problem *p, int s, int kvh, int qhead, int i0, int i1, int G,
+                    float *out, float *lse, char *w, const int H)
+{
+    const ws_kv_layout *kv = &p->kv;
+    const ws_attn_seq *sq = &p->seqs[s];
+    const int dk = kv->d_k, dv = kv->d_v;
+    const fma_scratch sp = scratch_plan(kv);
+    uint32_t *qp = (uint32_t *)(w + sp.qs), *pp = (uint32_t *)(w + sp.pp);
+    float *o = (float *)(w + sp.o), *sc = (float *)(w + sp.sp);
+    uint16_t *kg = (uint16_t *)(w + sp.kg), *vg = (uint16_t *)(w + sp.vg);
+    const float *q = p->q + ((size_t)s * p->n_q_heads + (size_t)qhead) * dk;
+    for (int h = 0; h < H; h++) /* [dk / 2 rows][H heads] bf16 pairs, unscaled */
+        for (int r = 0; r < dk / 2; r++)
+            qp[(size_t)r * H + h] =
+                h < G ? (uint32_t)ws_f32_to_bf16(q[(size_t)h * dk + 2 * r]) |
+                            (uint32_t)ws_f32_to_bf16(q[(size_t)h * dk + 2 * r + 1]) << 16
+                      : 0;
+    memset(o, 0, sizeof(float) * (size_t)H * dv);
+    _Static_assert(HM <= 16, "one vector of heads");
+    float m[16] __attribute__((aligned(64))), alpha[16] __attribute__((aligned(64))), l[HM];
+    float lv[HM * 16] __attribute__((aligned(64)));
+    for (int h = 0; h < 16; h++)
+        m[h] = h < H ? -INFINITY : 0.0f;
+    memset(lv, 0, sizeof(float) * 16 * (size_t)H);
+    /* 16 accumulators for 8 heads (two column vectors), 16 for 4 heads or fewer (four) */
+    const int HH = H < 8 ? H : 8, CW = HH <= 4 ? 4 : 2;
+    sub_kv b[NS];
+    pf_sub f[NS];
+    for (int i = i0; i < i1; i += NS * SUB) {
+        const int ns = (i1 - i + SUB - 1) / SUB < NS ? (i1 - i + SUB - 1) / SUB : NS;
+        for (int j = 0; j < ns; j++) {
+            const int it = i + j * SUB, n = i1 - it < SUB ? i1 - it : SUB;
+            resolve(sq, kv, kvh, it, n, kg + (size_t)j * SUB * dk, vg + (size_t)j * SUB * dv, &b[j],
+                    &g_rows_512);
+            pf_plan(sq, kv, kvh, it + AHEAD * NS * SUB, i1, &f[j]);
+            dpg_scores(&b[j], qp, dk, p->scale, sc + j * SUB, &f[j], H);
+        }
+        dpg_softmax(sc, b, ns, m, lv, alpha, H);
+        for (int h = 0; h < H; h++) /* probabilities (zero past n) to bf16 pairs */
+            for (int j = 0; j < ns; j++)
+                _mm256_storeu_si256(
+                    (__m256i *)(pp + (size_t)h * NS * SUB / 2 + j * SUB / 2),
+                    (__m256i)_mm512_cvtneps_pbh(_mm512_load_ps(sc + (size_t)h * NS * SUB + j * SUB)));
+        for (int h0 = 0; h0 < H; h0 += HH) {
+            const pf_sub *fp = h0 ? NULL : f;
+            float *oh = o + (size_t)h0 * dv;
+            const uint32_t *ph = pp + (size_t)h0 * NS * SUB / 2;
+            int c0 = 0;
+            for (; c0 + 16 * CW <= dv; c0 += 16 * CW)
+                dpg_pv_cols(oh, dv, c0, b, ns, ph, alpha + h0, fp, HH, CW);
+            for (; c0 < dv; c0 += 16) /* d_v is a multiple of 16 */
+                dpg_pv_cols(oh, dv, c0, b, ns, ph, alpha + h0, fp, HH, 1);
+        }
+    }
+    for (int h = 0; h < H; h++)
+        l[h] = _mm512_reduce_add_ps(_mm512_load_ps(lv + (size_t)h * 16));
+    finish(out, lse, o, m, l, G, dv, 0);
+}
+
+#define DPG(H)                                                                                     \
+    static __attribute__((noinline)) void dpg_##H(const ws_attn_problem *p, int s, int kvh,      \
+                                                  int qhead, int i0, int i1, int G, float *o,      \
+                                                  float *lse, char *w)                             \
+    {                                                                                              \
+        dpg_attend(p, s, kvh, qhead, i0, i1, G, o, lse, w, H);                                     \
+    }
+DPG(1)
+DPG(2)
+DPG(4)
+DPG(8)
+DPG(16)
+#undef DPG
+static attend_fn *const g_dpg_fns[5] = {dpg_1, dpg_2, dpg_4, dpg_8, dpg_16};
 
 /* Seconds of `iters` x 12 independent VDPBF16PS (dp = 1) or VFMADD231PS (zmm). */
 static __attribute__((noinline)) double probe_zmm(int iters, int use_dp)
@@ -764,14 +998,19 @@ static __attribute__((noinline)) double probe_zmm(int iters, int use_dp)
 }
 #pragma GCC pop_options
 
-int ws_attn_cpu_dp_fits(const ws_kv_layout *kv, int G)
+int ws_attn_cpu_dp_fits(const ws_kv_layout *kv, int G, int exact)
 {
-    return kv->dtype == WS_DT_BF16 && fits_mla(kv, G);
+    return kv->dtype == WS_DT_BF16 && (fits_mla(kv, G) || (!exact && fits_gqa(kv, G)));
 }
 
 void ws_attn_cpu_dp_attend(const ws_attn_problem *p, int exact, int s, int kvh, int qhead, int i0,
                            int i1, int G, float *o, float *lse, void *scratch)
 {
+    if (!p->kv.v_shares_k) {
+        const int hi = G <= 1 ? 0 : G <= 2 ? 1 : G <= 4 ? 2 : G <= 8 ? 3 : 4; /* 1 .. 16 */
+        g_dpg_fns[hi](p, s, kvh, qhead, i0, i1, G, o, lse, scratch);
+        return;
+    }
     (exact ? dp_mla_1 : dp_mla_0)(p, s, kvh, qhead, i0, i1, G, o, lse, scratch);
 }
 

@@ -31,12 +31,14 @@ size_t ws_attn_cpu_fma_scratch(const ws_kv_layout *kv, int G);
 void ws_attn_cpu_fma_attend(const ws_attn_problem *p, int wide, int s, int kvh, int qhead, int i0,
                             int i1, int G, float *o, float *lse, void *scratch);
 
-/* The MLA loop with every product a VDPBF16PS (the avx512bf16 path; bf16 MLA rows, the
- * shapes ws_attn_cpu_fma_fits serves; GQA stays on FMAs, faster there): q as bf16 hi + lo
- * halves, p too with
- * exact = 1 (two products each, as accurate as the FMA loop), p as bf16 with exact = 0
- * (one product in P.V; o moves by at most 2^-9 max |v|). The CPU must have AVX512_BF16. */
-int ws_attn_cpu_dp_fits(const ws_kv_layout *kv, int G);
+/* The VDPBF16PS loops (the avx512bf16 path, bf16 KV; the CPU must have AVX512_BF16): MLA
+ * rows (the shapes ws_attn_cpu_fma_fits serves) with exact = 1, q scale and p as bf16 hi +
+ * lo halves (two products each, as accurate as the FMA loop), with exact = 0 q and p as
+ * bf16 (one product each; the caller passes q already rounded, and a rounding of p moves o
+ * by at most 2^-9 max |v|); GQA (the layouts ws_attn_cpu_fma_fits serves) with exact = 0
+ * only, K tiles and V pair rows times broadcast bf16 pairs of q and p (exact GQA stays on
+ * the FMA loop, faster than hi + lo halves). */
+int ws_attn_cpu_dp_fits(const ws_kv_layout *kv, int G, int exact);
 void ws_attn_cpu_dp_attend(const ws_attn_problem *p, int exact, int s, int kvh, int qhead, int i0,
                            int i1, int G, float *o, float *lse, void *scratch);
 /* The run-time probe: products per second of VDPBF16PS (zmm, two per lane) over those of

@@ -51,19 +51,25 @@ Test(bench, attn_cpu_gqa_json_keys_and_accounting)
     const ws_kv_layout kv = {.page_tokens = 64, .n_kv_heads = 4, .d_k = 128, .d_v = 128,
                              .dtype = WS_DT_BF16, .v_pairs = 1, .k_tiles = 1};
     cr_assert_str_eq(json_string_value(json_object_get(o, "isa")),
-                     ws_isa_name(ws_attn_cpu_path(&kv, 32, best)));
+                     ws_isa_name(ws_attn_cpu_path(&kv, 32, best, WS_PREC_DEFAULT)));
     /* V and K as the CPU region stores them for that path: token pairs and tiles on amx and
      * the vector paths (the fused loop reads them as stored), rows on scalar. */
     cr_assert_str_eq(json_string_value(json_object_get(o, "v_layout")),
                      best == WS_ISA_SCALAR ? "rows" : "pairs");
     cr_assert_str_eq(json_string_value(json_object_get(o, "k_layout")),
                      best == WS_ISA_SCALAR ? "rows" : "tiles");
-    const char *loop = best == WS_ISA_AMX ? "amx" : best == WS_ISA_SCALAR ? "generic" : "fma";
+    /* in the default (bf16) precision avx512bf16 runs GQA on VDPBF16PS, rounding p */
+    const int dp = best == WS_ISA_AVX512_BF16 && WS_PREC_DEFAULT == WS_PREC_BF16;
+    const char *loop = best == WS_ISA_AMX      ? "amx"
+                       : best == WS_ISA_SCALAR ? "generic"
+                       : dp                    ? "dpbf16"
+                                               : "fma";
     cr_assert_str_eq(json_string_value(json_object_get(o, "loop")), loop);
-    /* the precision the loop ran (bf16 only on dpbf16, by default) and the roofline's
-     * instruction: the fastest this CPU has for bf16 KV, whatever the loop */
+    /* the precision run (the default) and the roofline's instruction: the fastest this CPU
+     * has for bf16 KV, whatever the loop */
     cr_assert_str_eq(json_string_value(json_object_get(o, "precision")),
-                     ws_attn_prec_name(ws_attn_cpu_prec_used(&kv, 32, best, WS_PREC_DEFAULT)));
+                     ws_attn_prec_name(WS_PREC_DEFAULT));
+    cr_assert_eq(json_is_true(json_object_get(o, "p_bf16")), dp);
     const char *instr = json_string_value(json_object_get(o, "peak_instr"));
     cr_assert(instr, "peak_instr missing");
     if (ws_isa_supported(WS_ISA_AMX))
@@ -152,28 +158,30 @@ Test(bench, attn_cpu_mla_sparse_and_forced_paths)
     json_decref(o);
 }
 
-/* Every path --isa can ask for, as a CPU whose best it is would run Qwen3's shape by
- * default: the path that serves it, its block loop and the layouts the CPU region is
- * written in (avx512bf16 runs the fused FMA loop, so it reports avx512). A path this CPU
- * lacks is refused in one line, as on a host without it. */
+/* Every path --isa can ask for, in each precision, as a CPU whose best it is would run
+ * Qwen3's shape: the path that serves it, its block loop and the layouts the CPU region is
+ * written in (avx512bf16 runs GQA on VDPBF16PS in the bf16 precision and on the fused FMA
+ * loop in the exact one, where it reports avx512). A path this CPU lacks is refused in one
+ * line, as on a host without it. */
 Test(bench, attn_cpu_each_path_reports_what_serves)
 {
     static const struct {
-        const char *ask, *isa, *loop, *k_layout, *v_layout;
+        const char *ask, *prec, *isa, *loop, *k_layout, *v_layout;
         ws_isa id;
     } paths[] = {
-        {"scalar", "scalar", "generic", "rows", "rows", WS_ISA_SCALAR},
-        {"avx2", "avx2", "fma", "tiles", "pairs", WS_ISA_AVX2},
-        {"avx512", "avx512", "fma", "tiles", "pairs", WS_ISA_AVX512},
-        {"avx512bf16", "avx512", "fma", "tiles", "pairs", WS_ISA_AVX512_BF16},
-        {"amx", "amx", "amx", "tiles", "pairs", WS_ISA_AMX},
+        {"scalar", "bf16", "scalar", "generic", "rows", "rows", WS_ISA_SCALAR},
+        {"avx2", "bf16", "avx2", "fma", "tiles", "pairs", WS_ISA_AVX2},
+        {"avx512", "exact", "avx512", "fma", "tiles", "pairs", WS_ISA_AVX512},
+        {"avx512bf16", "exact", "avx512", "fma", "tiles", "pairs", WS_ISA_AVX512_BF16},
+        {"avx512bf16", "bf16", "avx512bf16", "dpbf16", "tiles", "pairs", WS_ISA_AVX512_BF16},
+        {"amx", "bf16", "amx", "amx", "tiles", "pairs", WS_ISA_AMX},
     };
     for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++) {
-        const char *args[] = {"bench",      "attn-cpu", "--model", "qwen3-30b-a3b",
-                              "--ctx",      "128",      "--batch", "1",
-                              "--read-mib", "16",       "--page",  "64",
-                              "--repeats",  "1",        "--isa",   paths[i].ask,
-                              "--json",     NULL};
+        const char *args[] = {"bench",      "attn-cpu",    "--model",     "qwen3-30b-a3b",
+                              "--ctx",      "128",         "--batch",     "1",
+                              "--read-mib", "16",          "--page",      "64",
+                              "--repeats",  "1",           "--isa",       paths[i].ask,
+                              "--json",     "--precision", paths[i].prec, NULL};
         if (!ws_isa_supported(paths[i].id)) {
             th_run r = th_writescope(args, NULL);
             cr_assert_eq(r.status, 1, "%s: exit %d", paths[i].ask, r.status);
@@ -185,21 +193,23 @@ Test(bench, attn_cpu_each_path_reports_what_serves)
         const struct {
             const char *key, *want;
         } keys[] = {{"isa_requested", paths[i].ask},
+                    {"precision", paths[i].prec},
                     {"isa", paths[i].isa},
                     {"loop", paths[i].loop},
                     {"k_layout", paths[i].k_layout},
                     {"v_layout", paths[i].v_layout}};
         for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++) {
             const char *got = json_string_value(json_object_get(o, keys[k].key));
-            cr_assert(got && !strcmp(got, keys[k].want), "--isa %s: %s is %s, not %s", paths[i].ask,
-                      keys[k].key, got ? got : "(missing)", keys[k].want);
+            cr_assert(got && !strcmp(got, keys[k].want), "--isa %s --precision %s: %s is %s, not %s",
+                      paths[i].ask, paths[i].prec, keys[k].key, got ? got : "(missing)",
+                      keys[k].want);
         }
         json_decref(o);
     }
 }
 
-/* --precision: bf16 where the loop has it (dpbf16, MLA on avx512bf16), exact everywhere
- * else, as asked or from WRITESCOPE_PRECISION; anything else is a usage error. */
+/* --precision: as asked or from WRITESCOPE_PRECISION, with p rounded where the loop does
+ * (dpbf16: MLA on avx512bf16, bf16 only); anything else is a usage error. */
 Test(bench, attn_cpu_precision)
 {
     const ws_kv_layout kv = {.page_tokens = 64, .n_kv_heads = 1, .d_k = 576, .d_v = 512,
@@ -212,10 +222,9 @@ Test(bench, attn_cpu_precision)
                               "--batch", "1", "--read-mib", "16", "--page", "64", "--repeats",
                               "1", "--precision", want[i], "--json", NULL};
         json_t *o = th_writescope_json(args, NULL);
-        cr_assert_str_eq(json_string_value(json_object_get(o, "precision")),
-                         ws_attn_prec_name(ws_attn_cpu_prec_used(&kv, 16, best,
-                                                                 i ? WS_PREC_BF16
-                                                                   : WS_PREC_EXACT)));
+        cr_assert_str_eq(json_string_value(json_object_get(o, "precision")), want[i]);
+        cr_assert_eq(json_is_true(json_object_get(o, "p_bf16")),
+                     ws_attn_cpu_p_bf16(&kv, 16, best, i ? WS_PREC_BF16 : WS_PREC_EXACT));
         json_decref(o);
     }
     const char *env[] = {"WRITESCOPE_PRECISION=exact", NULL};

@@ -263,9 +263,10 @@ int ws_bench_attn_run(ws_pool *pool, const ws_bench_attn_cfg *a_in, ws_bench_att
         return err->code;
     note(a, "filled in %.1f s; read bandwidth over %.0f MiB...", ws_now_s() - t0,
          a->read_bytes / 1048576.0);
-    out->used = ws_attn_cpu_path(&cfg.kv, cfg.n_q_heads, a->isa);
-    out->loop = ws_attn_cpu_loop_name(&cfg.kv, cfg.n_q_heads, a->isa);
-    out->precision = ws_attn_cpu_prec_used(&cfg.kv, cfg.n_q_heads, a->isa, a->prec);
+    out->used = ws_attn_cpu_path(&cfg.kv, cfg.n_q_heads, a->isa, a->prec);
+    out->loop = ws_attn_cpu_loop_name(&cfg.kv, cfg.n_q_heads, a->isa, a->prec);
+    out->precision = a->prec;
+    out->p_bf16 = ws_attn_cpu_p_bf16(&cfg.kv, cfg.n_q_heads, a->isa, a->prec);
     if (out->used != a->isa)
         note(a, "this shape runs on the %s path (%s does not serve it)", ws_isa_name(out->used),
              ws_isa_name(a->isa));

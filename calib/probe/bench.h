@@ -98,7 +98,8 @@ typedef struct ws_bench_attn {
     ws_attn_bench_cfg problem; /* the shape run: layouts and sparsity resolved */
     ws_isa used;               /* path serving the shape */
     const char *loop;          /* amx | dpbf16 | fma | generic */
-    ws_attn_prec precision;    /* the precision the loop ran (exact where it has no bf16 one) */
+    ws_attn_prec precision;    /* the precision run (resolved) */
+    int p_bf16;                /* 1: the loop rounded p to bf16 too (ws_attn_cpu_p_bf16) */
     const char *peak_instr;    /* the roofline's instruction (ws_cpu_roof_peak) */
     int repeats, nodes;
     double kv_bytes, flops, alloc_bytes;
