@@ -818,40 +818,39 @@ INL void dpg_scores(const sub_kv *b, const uint32_t *qp, int dk, float scale, fl
         _mm_prefetch(f->k + 64 * (size_t)x, _MM_HINT_T1);
 }
 
-/* O[h][c0 .. c0 + 16 CW) = alpha[h] O[h][..] + sum over the super-block's tokens of
- * p[h][t] v_t[..], heads h < H: a V pair row's 16 columns of tokens 2u, 2u + 1 times the
- * bf16 pair (p[2u], p[2u + 1]) broadcast from pp [h][NS SUB / 2] is one VDPBF16PS.
- * Prefetches this column step's share of f's V lines unless f is NULL. */
-INL void dpg_pv_cols(float *o, int dv, int c0, const sub_kv *b, int ns, const uint32_t *pp,
+/* O[h][c0 .. c0 + 16 CW) = alpha[h] O[h][..] (alpha NULL: 1) + sum over the sub-block's
+ * tokens of p[h][t] v_t[..], heads h < H: a V pair row's 16 columns of tokens 2u, 2u + 1
+ * times the bf16 pair (p[2u], p[2u + 1]) broadcast from pj (head h's at h NS SUB / 2 + u)
+ * is one VDPBF16PS. Prefetches this column step's share of f's V lines unless f is NULL. */
+INL void dpg_pv_cols(float *o, int dv, int c0, const sub_kv *b, const uint32_t *pj,
                      const float *alpha, const pf_sub *f, const int H, const int CW)
 {
     __m512 acc[8][4];
 #pragma GCC unroll 8
     for (int h = 0; h < H; h++)
 #pragma GCC unroll 4
+        for (int w = 0; w < CW; w++) {
+            acc[h][w] = _mm512_load_ps(o + (size_t)h * dv + c0 + 16 * w);
+            if (alpha)
+                acc[h][w] = _mm512_mul_ps(acc[h][w], _mm512_set1_ps(alpha[h]));
+        }
+    const uint16_t *v = b->v + 2 * (size_t)c0;
+    const int vl = f ? f->vlines : 0;
+    const int l0 = vl * c0 / dv, l1 = vl * (c0 + 16 * CW) / dv;
+    const int per = (l1 - l0 + 7) / 8;
+    for (int u = 0; u < SUB / 2; u++) {
+        for (int x = l0 + u * per; x < l0 + (u + 1) * per && x < l1; x++)
+            _mm_prefetch(f->v + 64 * (size_t)x, _MM_HINT_T1);
+        __m512i vv[4];
+#pragma GCC unroll 4
         for (int w = 0; w < CW; w++)
-            acc[h][w] = _mm512_mul_ps(_mm512_load_ps(o + (size_t)h * dv + c0 + 16 * w),
-                                      _mm512_set1_ps(alpha[h]));
-    for (int j = 0; j < ns; j++) {
-        const uint16_t *v = b[j].v + 2 * (size_t)c0;
-        const uint32_t *pj = pp + j * SUB / 2;
-        const int vl = f ? f[j].vlines : 0;
-        const int l0 = vl * c0 / dv, l1 = vl * (c0 + 16 * CW) / dv;
-        const int per = (l1 - l0 + 7) / 8;
-        for (int u = 0; u < SUB / 2; u++) {
-            for (int x = l0 + u * per; x < l0 + (u + 1) * per && x < l1; x++)
-                _mm_prefetch(f[j].v + 64 * (size_t)x, _MM_HINT_T1);
-            __m512i vv[4];
+            vv[w] = _mm512_loadu_si512(v + (size_t)u * 2 * dv + 32 * w);
+#pragma GCC unroll 8
+        for (int h = 0; h < H; h++) {
+            const __m512i x = _mm512_set1_epi32((int)pj[(size_t)h * NS * SUB / 2 + u]);
 #pragma GCC unroll 4
             for (int w = 0; w < CW; w++)
-                vv[w] = _mm512_loadu_si512(v + (size_t)u * 2 * dv + 32 * w);
-#pragma GCC unroll 8
-            for (int h = 0; h < H; h++) {
-                const __m512i x = _mm512_set1_epi32((int)pj[(size_t)h * NS * SUB / 2 + u]);
-#pragma GCC unroll 4
-                for (int w = 0; w < CW; w++)
-                    acc[h][w] = dp(acc[h][w], vv[w], x);
-            }
+                acc[h][w] = dp(acc[h][w], vv[w], x);
         }
     }
 #pragma GCC unroll 8
@@ -941,16 +940,21 @@ INL void dpg_attend(const ws_attn_problem *p, int s, int kvh, int qhead, int i0,
                 _mm256_storeu_si256(
                     (__m256i *)(pp + (size_t)h * NS * SUB / 2 + j * SUB / 2),
                     (__m256i)_mm512_cvtneps_pbh(_mm512_load_ps(sc + (size_t)h * NS * SUB + j * SUB)));
-        for (int h0 = 0; h0 < H; h0 += HH) {
-            const pf_sub *fp = h0 ? NULL : f;
-            float *oh = o + (size_t)h0 * dv;
-            const uint32_t *ph = pp + (size_t)h0 * NS * SUB / 2;
-            int c0 = 0;
-            for (; c0 + 16 * CW <= dv; c0 += 16 * CW)
-                dpg_pv_cols(oh, dv, c0, b, ns, ph, alpha + h0, fp, HH, CW);
-            for (; c0 < dv; c0 += 16) /* d_v is a multiple of 16 */
-                dpg_pv_cols(oh, dv, c0, b, ns, ph, alpha + h0, fp, HH, 1);
-        }
+        /* a sub-block's V pair rows at a time, all column steps (4 KB for Qwen3's shape, in
+         * L1 while its steps pass): 0.95-0.96 of the time of each step over the whole
+         * super-block's (docs/notes/fma-loop.md) */
+        for (int j = 0; j < ns; j++)
+            for (int h0 = 0; h0 < H; h0 += HH) {
+                const pf_sub *fp = h0 ? NULL : f + j;
+                float *oh = o + (size_t)h0 * dv;
+                const uint32_t *ph = pp + (size_t)h0 * NS * SUB / 2 + j * SUB / 2;
+                const float *al = j ? NULL : alpha + h0; /* rescaled once */
+                int c0 = 0;
+                for (; c0 + 16 * CW <= dv; c0 += 16 * CW)
+                    dpg_pv_cols(oh, dv, c0, b + j, ph, al, fp, HH, CW);
+                for (; c0 < dv; c0 += 16) /* d_v is a multiple of 16 */
+                    dpg_pv_cols(oh, dv, c0, b + j, ph, al, fp, HH, 1);
+            }
     }
     for (int h = 0; h < H; h++)
         l[h] = _mm512_reduce_add_ps(_mm512_load_ps(lv + (size_t)h * 16));
