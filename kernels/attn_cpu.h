@@ -14,17 +14,18 @@
  *
  * Instruction paths (one binary, chosen at run time from cpu_features): scalar (portable
  * C); avx2 (AVX2 + FMA + F16C) and avx512 (F/BW/VL), fp32 FMA on KV converted in
- * registers; avx512bf16, VDPBF16PS for q.k and p.V on bf16 MLA (the MLA loop's VDPBF16PS
- * form, attn_cpu_fma.h) and for q.k in the generic loop, FMAs for GQA (faster there); amx,
+ * registers; avx512bf16, VDPBF16PS for q.k and p.V on bf16 MLA and bf16 GQA in the bf16
+ * precision (attn_cpu_fma.h) and for q.k in the generic loop, FMAs for exact GQA; amx,
  * AMX-BF16 tiles for q.k and p.V on bf16 KV (attn_cpu_amx.c; fp16 KV and shapes the tiles
  * do not serve run the avx512 loops). Precision (ws_attn_prec): exact attends q as given
  * (fp32; VDPBF16PS and AMX take q and p as bf16 hi + lo halves, as accurate as fp32 FMA);
  * bf16 takes q as bf16, as GPU kernels do (q is the model's bf16 activation), on every
  * path, and the VDPBF16PS loops round p to bf16 too, one product each: GQA then runs on
  * VDPBF16PS (K tiles and V pairs as stored), MLA with half its products. The error bound
- * holds against the reference of the rounded q. ws_isa_best() prefers amx, then avx512bf16 where a run-time probe finds
- * VDPBF16PS's products faster than FMA's (ws_attn_cpu_dp_gain >= DP_GAIN_MIN), then
- * avx512, avx512bf16, avx2, scalar; WS_ISA_AUTO takes it, WRITESCOPE_ISA overrides it, and
+ * holds against the reference of the rounded q. ws_isa_best() prefers amx, then
+ * avx512bf16 where a run-time probe finds VDPBF16PS's products faster than FMA's
+ * (ws_attn_cpu_dp_gain >= DP_GAIN_MIN), then avx512, avx512bf16, avx2, scalar;
+ * WS_ISA_AUTO takes it, WRITESCOPE_ISA overrides it, and
  * a path this CPU lacks is an error. Why: docs/notes/cpu-attention.md.
  *
  * Shapes served: d_k and d_v multiples of 16 up to WS_ATTN_MAX_HEAD_DIM, group sizes
@@ -68,7 +69,7 @@ typedef enum {
 #define WS_PREC_DEFAULT WS_PREC_BF16
 /* Least ws_attn_cpu_dp_gain (VDPBF16PS products per second over FMA's) at which
  * ws_isa_best prefers avx512bf16 to avx512: at 2, the exact mode's products take as long
- * as the FMA loop's (less its splits) and the bf16 mode's 3/4 of that for MLA. */
+ * as the FMA loop's (less its splits) and the bf16 mode's half of that. */
 #define DP_GAIN_MIN 1.5
 
 /* "auto", "exact", "bf16". */

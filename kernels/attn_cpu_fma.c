@@ -262,6 +262,26 @@ static void pf_plan(const ws_attn_seq *sq, const ws_kv_layout *kv, int kvh, int 
     f->vlines = kv->v_pairs ? (last / 2 - tp / 2 + 1) * kv->d_v / 16 : n * kv->d_v / 32;
 }
 
+/* Sub-blocks in the super-block at item i (of i1): NS, or fewer at the end. */
+static inline int super_subs(int i, int i1)
+{
+    const int n = (i1 - i + SUB - 1) / SUB;
+    return n < NS ? n : NS;
+}
+
+/* Sub-block j of the super-block at item i: resolved into b[j] (gathered into its slots of
+ * kg and vg where it must be), and f[j] planned, the prefetch of the sub-block AHEAD
+ * super-blocks on. */
+static inline void sub_prepare(const ws_attn_seq *sq, const ws_kv_layout *kv, int kvh, int i,
+                               int j, int i1, uint16_t *kg, uint16_t *vg, sub_kv *b, pf_sub *f,
+                               const row_gather *rg)
+{
+    const int it = i + j * SUB, n = i1 - it < SUB ? i1 - it : SUB;
+    resolve(sq, kv, kvh, it, n, kg + (size_t)j * SUB * kv->d_k, vg + (size_t)j * SUB * kv->d_v,
+            &b[j], rg);
+    pf_plan(sq, kv, kvh, it + AHEAD * NS * SUB, i1, &f[j]);
+}
+
 typedef void attend_fn(const ws_attn_problem *, int, int, int, int, int, int, float *, float *,
                        char *);
 #define INL static inline __attribute__((always_inline))
@@ -926,12 +946,9 @@ INL void dpg_attend(const ws_attn_problem *p, int s, int kvh, int qhead, int i0,
     sub_kv b[NS];
     pf_sub f[NS];
     for (int i = i0; i < i1; i += NS * SUB) {
-        const int ns = (i1 - i + SUB - 1) / SUB < NS ? (i1 - i + SUB - 1) / SUB : NS;
+        const int ns = super_subs(i, i1);
         for (int j = 0; j < ns; j++) {
-            const int it = i + j * SUB, n = i1 - it < SUB ? i1 - it : SUB;
-            resolve(sq, kv, kvh, it, n, kg + (size_t)j * SUB * dk, vg + (size_t)j * SUB * dv, &b[j],
-                    &g_rows_512);
-            pf_plan(sq, kv, kvh, it + AHEAD * NS * SUB, i1, &f[j]);
+            sub_prepare(sq, kv, kvh, i, j, i1, kg, vg, b, f, &g_rows_512);
             dpg_scores(&b[j], qp, dk, p->scale, sc + j * SUB, &f[j], H);
         }
         dpg_softmax(sc, b, ns, m, lv, alpha, H);

@@ -158,12 +158,9 @@ INL void FN(attend)(const ws_attn_problem *p, int s, int kvh, int qhead, int i0,
     sub_kv b[NS];
     pf_sub f[NS];
     for (int i = i0; i < i1; i += NS * SUB) {
-        const int ns = (i1 - i + SUB - 1) / SUB < NS ? (i1 - i + SUB - 1) / SUB : NS;
+        const int ns = super_subs(i, i1);
         for (int j = 0; j < ns; j++) {
-            const int it = i + j * SUB, n = i1 - it < SUB ? i1 - it : SUB;
-            resolve(sq, kv, kvh, it, n, kg + (size_t)j * SUB * dk, vg + (size_t)j * SUB * dv, &b[j],
-                    f_rows);
-            pf_plan(sq, kv, kvh, it + AHEAD * NS * SUB, i1, &f[j]);
+            sub_prepare(sq, kv, kvh, i, j, i1, kg, vg, b, f, f_rows);
             FN(scores)(&b[j], qs, dk, sc + j * SUB, &f[j], H, f16);
         }
         FN(softmax)(sc, b, ns, m, l, alpha, H);
