@@ -270,7 +270,7 @@ void ws_attn_merge_parts(const float *o_parts, const float *lse_parts, int n_par
 /* One task: token indices [i0, i1) of one (sequence, KV head), for query heads [h0, h0 +
  * nh) of its group; part < 0 writes the final output directly. */
 typedef struct task {
-    int seq, kvh, h0, nh, i0, i1, part;
+    int seq, kvh, nkv, h0, nh, i0, i1, part; /* nkv: KV heads kvh .. kvh + nkv - 1 */
 } task;
 
 /* One (sequence, KV head) whose chunks must be merged. */
@@ -455,8 +455,8 @@ static void run_task(void *ctx, int ti, int thread)
     if (jb->amx)
         ws_attn_cpu_amx_attend(p, t->seq, t->kvh, qhead, t->i0, t->i1, t->nh, o, lse, scr);
     else if (jb->dp)
-        ws_attn_cpu_dp_attend(p, jb->exact, t->seq, t->kvh, qhead, t->i0, t->i1, t->nh, o, lse,
-                              scr);
+        ws_attn_cpu_dp_attend(p, jb->exact, t->seq, t->kvh, t->nkv, qhead, t->i0, t->i1, t->nh, o,
+                              lse, scr);
     else if (jb->fma)
         ws_attn_cpu_fma_attend(p, jb->ops->isa != WS_ISA_AVX2, t->seq, t->kvh, qhead, t->i0, t->i1,
                                t->nh, o, lse, scr);
@@ -590,6 +590,16 @@ int ws_attn_cpu_prec(const ws_attn_problem *p, ws_pool *pool, ws_isa isa, ws_att
             hs++;
     }
     n_tasks *= hs;
+    /* GQA on the VDPBF16PS loop, every (sequence, KV head) one dense chunk and at least two
+     * sequences per thread: a task per sequence walks its pages once, each page's KV heads
+     * in turn (ws_attn_cpu_dp_attend), instead of once per KV head. */
+    const cpu_loop loop = loop_for(kv, p->n_q_heads, path, prec);
+    int group_kv = loop == LOOP_DP && !kv->v_shares_k && nkv > 1 && hs == 1 && n_units == 0 &&
+                   p->n_seqs >= 2 * threads;
+    for (int s = 0; s < p->n_seqs && group_kv; s++)
+        group_kv = !p->seqs[s].sel;
+    if (group_kv)
+        n_tasks = p->n_seqs;
     if (n_tasks > (1L << 30))
         return ws_err_set(err, WS_EINVAL, "CPU attention: problem too large (%ld tasks)", n_tasks);
 
@@ -598,15 +608,16 @@ int ws_attn_cpu_prec(const ws_attn_problem *p, ws_pool *pool, ws_isa isa, ws_att
     jb.scratch_bytes = align64(sizeof(void *) * 2 * B) +
                        align64(sizeof(float) * ((size_t)B * (kv->d_k + kv->d_v) +
                                                 (size_t)G * B + 3 * (size_t)G));
-    const cpu_loop loop = loop_for(kv, p->n_q_heads, path, prec);
     jb.amx = loop == LOOP_AMX;
     if (jb.amx && ws_attn_cpu_amx_scratch(kv, G) > jb.scratch_bytes)
         jb.scratch_bytes = align64(ws_attn_cpu_amx_scratch(kv, G));
     jb.fma = loop == LOOP_FMA;
     jb.dp = loop == LOOP_DP;
     jb.exact = prec != WS_PREC_BF16;
-    if ((jb.fma || jb.dp) && ws_attn_cpu_fma_scratch(kv, G) > jb.scratch_bytes)
+    if (jb.fma && ws_attn_cpu_fma_scratch(kv, G) > jb.scratch_bytes)
         jb.scratch_bytes = align64(ws_attn_cpu_fma_scratch(kv, G));
+    if (jb.dp && ws_attn_cpu_dp_scratch(kv, G, group_kv ? nkv : 1) > jb.scratch_bytes)
+        jb.scratch_bytes = align64(ws_attn_cpu_dp_scratch(kv, G, group_kv ? nkv : 1));
     const int use_bf16 =
         !jb.amx && !jb.fma && !jb.dp && jb.ops->qk_bf16 && kv->dtype == WS_DT_BF16 && !kv->k_tiles;
     const size_t nq_elems = (size_t)p->n_seqs * p->n_q_heads * kv->d_k;
@@ -654,7 +665,13 @@ int ws_attn_cpu_prec(const ws_attn_problem *p, ws_pool *pool, ws_isa isa, ws_att
     }
 
     long ti = 0, ui = 0, part = 0;
-    for (int s = 0; s < p->n_seqs; s++) {
+    for (int s = 0; s < p->n_seqs && group_kv; s++) {
+        if (numa)
+            task_node[ti] = item_node(&p->seqs[s], P, 0, pool);
+        jb.tasks[ti++] = (task){.seq = s, .kvh = 0, .nkv = nkv, .nh = G, .i1 = items(&p->seqs[s]),
+                                .part = -1};
+    }
+    for (int s = 0; s < p->n_seqs && !group_kv; s++) {
         const ws_attn_seq *sq = &p->seqs[s];
         const long c = count_chunks(sq, P, chunk, numa);
         for (int h = 0; h < nkv; h++) {
@@ -669,6 +686,7 @@ int ws_attn_cpu_prec(const ws_attn_problem *p, ws_pool *pool, ws_isa isa, ws_att
                         task_node[ti] = node;
                     jb.tasks[ti++] = (task){.seq = s,
                                             .kvh = h,
+                                            .nkv = 1,
                                             .h0 = x * (G / hs),
                                             .nh = G / hs,
                                             .i0 = (int)i0,

@@ -917,41 +917,93 @@ INL void dpg_softmax(float *sp, const sub_kv *b, int ns, float *m, float *lv, fl
     }
 }
 
-INL void dpg_attend(const ws_attn_problem *p, int s, int kvh, int qhead, int i0, int i1, int G,
-                    float *out, float *lse, char *w, const int H)
+/* The items and KV heads a task of the GQA VDPBF16PS loop walks: items [i0, i1) of KV
+ * heads kvh0 .. kvh0 + nk - 1, in segments: with nk > 1 page by page, each page's heads in
+ * turn, so that a thread reads a page's K blocks one after another, and its V blocks
+ * (scattered 64 KB runs, one head's, read 0.88-0.92 of the rate of the whole 256 KB in an
+ * access-only probe, docs/notes/fma-loop.md); with nk = 1 the whole range. */
+typedef struct dpg_walk {
+    int i0, i1, kvh0, nk, P;
+} dpg_walk;
+
+static int seg_end(const dpg_walk *w, int a)
+{
+    if (w->nk == 1)
+        return w->i1;
+    const int e = (a / w->P + 1) * w->P;
+    return e < w->i1 ? e : w->i1;
+}
+
+/* Where item `it` of head kvh's segment [a, e) falls in walk order when it is past e (one
+ * segment on at most): *kvh_at, *end_at (its segment's end) and the item, or -1. */
+static int walk_at(const dpg_walk *w, int kvh, int a, int e, int it, int *kvh_at, int *end_at)
+{
+    *kvh_at = kvh, *end_at = e;
+    if (it < e)
+        return it;
+    int nk = kvh + 1, na = a;
+    if (nk >= w->kvh0 + w->nk)
+        nk = w->kvh0, na = e;
+    if (na >= w->i1)
+        return -1;
+    const int ne = seg_end(w, na), x = na + (it - e);
+    *kvh_at = nk, *end_at = ne;
+    return x < ne ? x : -1;
+}
+
+/* One KV head's state, kept in the scratch across the walk's segments. */
+typedef struct dpg_head {
+    uint32_t *qp;               /* q as bf16 pairs, [dk / 2][H], unscaled */
+    float *o, *m, *alpha, *lv;  /* O [H][dv]; m, alpha [16]; running sums [H][16] */
+} dpg_head;
+
+/* Scratch of the loop for nk KV heads: the FMA loop's (scores, p pairs, gathers) and
+ * nk dpg_heads' arrays after it. */
+static size_t dpg_head_bytes(const ws_kv_layout *kv)
+{
+    return a64((size_t)kv->d_k / 2 * HM * 4) + a64((size_t)HM * kv->d_v * 4) + 2 * 64 +
+           (size_t)HM * 16 * 4;
+}
+
+static dpg_head dpg_head_at(const ws_kv_layout *kv, char *w, int k)
+{
+    char *at = w + scratch_plan(kv).total + (size_t)k * dpg_head_bytes(kv);
+    dpg_head h;
+    h.qp = (uint32_t *)at, at += a64((size_t)kv->d_k / 2 * HM * 4);
+    h.o = (float *)at, at += a64((size_t)HM * kv->d_v * 4);
+    h.m = (float *)at, at += 64;
+    h.alpha = (float *)at, at += 64;
+    h.lv = (float *)at;
+    return h;
+}
+
+/* Attends segment [a, e) of KV head kvh into its state st, prefetching along the walk. */
+INL void dpg_run(const ws_attn_problem *p, int s, int kvh, int a, int e, const dpg_walk *wk,
+                 const dpg_head *st, char *w, const int H)
 {
     const ws_kv_layout *kv = &p->kv;
     const ws_attn_seq *sq = &p->seqs[s];
     const int dk = kv->d_k, dv = kv->d_v;
     const fma_scratch sp = scratch_plan(kv);
-    uint32_t *qp = (uint32_t *)(w + sp.qs), *pp = (uint32_t *)(w + sp.pp);
-    float *o = (float *)(w + sp.o), *sc = (float *)(w + sp.sp);
+    uint32_t *pp = (uint32_t *)(w + sp.pp);
+    float *sc = (float *)(w + sp.sp);
     uint16_t *kg = (uint16_t *)(w + sp.kg), *vg = (uint16_t *)(w + sp.vg);
-    const float *q = p->q + ((size_t)s * p->n_q_heads + (size_t)qhead) * dk;
-    for (int h = 0; h < H; h++) /* [dk / 2 rows][H heads] bf16 pairs, unscaled */
-        for (int r = 0; r < dk / 2; r++)
-            qp[(size_t)r * H + h] =
-                h < G ? (uint32_t)ws_f32_to_bf16(q[(size_t)h * dk + 2 * r]) |
-                            (uint32_t)ws_f32_to_bf16(q[(size_t)h * dk + 2 * r + 1]) << 16
-                      : 0;
-    memset(o, 0, sizeof(float) * (size_t)H * dv);
-    _Static_assert(HM <= 16, "one vector of heads");
-    float m[16] __attribute__((aligned(64))), alpha[16] __attribute__((aligned(64))), l[HM];
-    float lv[HM * 16] __attribute__((aligned(64)));
-    for (int h = 0; h < 16; h++)
-        m[h] = h < H ? -INFINITY : 0.0f;
-    memset(lv, 0, sizeof(float) * 16 * (size_t)H);
     /* 16 accumulators for 8 heads (two column vectors), 16 for 4 heads or fewer (four) */
     const int HH = H < 8 ? H : 8, CW = HH <= 4 ? 4 : 2;
     sub_kv b[NS];
     pf_sub f[NS];
-    for (int i = i0; i < i1; i += NS * SUB) {
-        const int ns = super_subs(i, i1);
+    for (int i = a; i < e; i += NS * SUB) {
+        const int ns = super_subs(i, e);
         for (int j = 0; j < ns; j++) {
-            sub_prepare(sq, kv, kvh, i, j, i1, kg, vg, b, f, &g_rows_512);
-            dpg_scores(&b[j], qp, dk, p->scale, sc + j * SUB, &f[j], H);
+            const int it = i + j * SUB;
+            resolve(sq, kv, kvh, it, e - it < SUB ? e - it : SUB, kg + (size_t)j * SUB * dk,
+                    vg + (size_t)j * SUB * dv, &b[j], &g_rows_512);
+            int pk, pe;
+            const int at = walk_at(wk, kvh, a, e, it + AHEAD * NS * SUB, &pk, &pe);
+            pf_plan(sq, kv, pk, at < 0 ? pe : at, pe, &f[j]); /* at < 0: nothing */
+            dpg_scores(&b[j], st->qp, dk, p->scale, sc + j * SUB, &f[j], H);
         }
-        dpg_softmax(sc, b, ns, m, lv, alpha, H);
+        dpg_softmax(sc, b, ns, st->m, st->lv, st->alpha, H);
         for (int h = 0; h < H; h++) /* probabilities (zero past n) to bf16 pairs */
             for (int j = 0; j < ns; j++)
                 _mm256_storeu_si256(
@@ -963,9 +1015,9 @@ INL void dpg_attend(const ws_attn_problem *p, int s, int kvh, int qhead, int i0,
         for (int j = 0; j < ns; j++)
             for (int h0 = 0; h0 < H; h0 += HH) {
                 const pf_sub *fp = h0 ? NULL : f + j;
-                float *oh = o + (size_t)h0 * dv;
+                float *oh = st->o + (size_t)h0 * dv;
                 const uint32_t *ph = pp + (size_t)h0 * NS * SUB / 2 + j * SUB / 2;
-                const float *al = j ? NULL : alpha + h0; /* rescaled once */
+                const float *al = j ? NULL : st->alpha + h0; /* rescaled once */
                 int c0 = 0;
                 for (; c0 + 16 * CW <= dv; c0 += 16 * CW)
                     dpg_pv_cols(oh, dv, c0, b + j, ph, al, fp, HH, CW);
@@ -973,17 +1025,56 @@ INL void dpg_attend(const ws_attn_problem *p, int s, int kvh, int qhead, int i0,
                     dpg_pv_cols(oh, dv, c0, b + j, ph, al, fp, HH, 1);
             }
     }
-    for (int h = 0; h < H; h++)
-        l[h] = _mm512_reduce_add_ps(_mm512_load_ps(lv + (size_t)h * 16));
-    finish(out, lse, o, m, l, G, dv, 0);
 }
 
+/* Items [i0, i1) of sequence s for KV heads kvh0 .. kvh0 + nk - 1: G query heads each
+ * from query head qhead on for the first (nk > 1: whole groups of gs = G heads, the next
+ * head's from qhead + G), out [nk][G][dv], lse [nk][G]. */
+INL void dpg_attend(const ws_attn_problem *p, int s, int kvh0, int nk, int qhead, int i0, int i1,
+                    int G, float *out, float *lse, char *w, const int H)
+{
+    const ws_kv_layout *kv = &p->kv;
+    const int dk = kv->d_k, dv = kv->d_v;
+    _Static_assert(HM <= 16, "one vector of heads");
+    for (int k = 0; k < nk; k++) {
+        const dpg_head st = dpg_head_at(kv, w, k);
+        const float *q = p->q + ((size_t)s * p->n_q_heads + (size_t)qhead + (size_t)k * G) * dk;
+        for (int h = 0; h < H; h++) /* [dk / 2 rows][H heads] bf16 pairs, unscaled */
+            for (int r = 0; r < dk / 2; r++)
+                st.qp[(size_t)r * H + h] =
+                    h < G ? (uint32_t)ws_f32_to_bf16(q[(size_t)h * dk + 2 * r]) |
+                                (uint32_t)ws_f32_to_bf16(q[(size_t)h * dk + 2 * r + 1]) << 16
+                          : 0;
+        memset(st.o, 0, sizeof(float) * (size_t)H * dv);
+        for (int h = 0; h < 16; h++)
+            st.m[h] = h < H ? -INFINITY : 0.0f;
+        memset(st.lv, 0, sizeof(float) * 16 * (size_t)H);
+    }
+    const dpg_walk wk = {i0, i1, kvh0, nk, kv->page_tokens};
+    for (int a = i0, e; a < i1; a = e) {
+        e = seg_end(&wk, a);
+        for (int k = 0; k < nk; k++) {
+            const dpg_head st = dpg_head_at(kv, w, k);
+            dpg_run(p, s, kvh0 + k, a, e, &wk, &st, w, H);
+        }
+    }
+    for (int k = 0; k < nk; k++) {
+        const dpg_head st = dpg_head_at(kv, w, k);
+        float l[HM];
+        for (int h = 0; h < H; h++)
+            l[h] = _mm512_reduce_add_ps(_mm512_load_ps(st.lv + (size_t)h * 16));
+        finish(out + (size_t)k * G * dv, lse + (size_t)k * G, st.o, st.m, l, G, dv, 0);
+    }
+}
+
+typedef void dpg_fn(const ws_attn_problem *, int, int, int, int, int, int, int, float *, float *,
+                    char *);
 #define DPG(H)                                                                                     \
-    static __attribute__((noinline)) void dpg_##H(const ws_attn_problem *p, int s, int kvh,      \
-                                                  int qhead, int i0, int i1, int G, float *o,      \
-                                                  float *lse, char *w)                             \
+    static __attribute__((noinline)) void dpg_##H(const ws_attn_problem *p, int s, int kvh0,     \
+                                                  int nk, int qhead, int i0, int i1, int G,        \
+                                                  float *o, float *lse, char *w)                   \
     {                                                                                              \
-        dpg_attend(p, s, kvh, qhead, i0, i1, G, o, lse, w, H);                                     \
+        dpg_attend(p, s, kvh0, nk, qhead, i0, i1, G, o, lse, w, H);                                \
     }
 DPG(1)
 DPG(2)
@@ -991,7 +1082,7 @@ DPG(4)
 DPG(8)
 DPG(16)
 #undef DPG
-static attend_fn *const g_dpg_fns[5] = {dpg_1, dpg_2, dpg_4, dpg_8, dpg_16};
+static dpg_fn *const g_dpg_fns[5] = {dpg_1, dpg_2, dpg_4, dpg_8, dpg_16};
 
 /* Seconds of `iters` x 12 independent VDPBF16PS (dp = 1) or VFMADD231PS (zmm). */
 static __attribute__((noinline)) double probe_zmm(int iters, int use_dp)
@@ -1024,12 +1115,18 @@ int ws_attn_cpu_dp_fits(const ws_kv_layout *kv, int G, int exact)
     return kv->dtype == WS_DT_BF16 && (fits_mla(kv, G) || (!exact && fits_gqa(kv, G)));
 }
 
-void ws_attn_cpu_dp_attend(const ws_attn_problem *p, int exact, int s, int kvh, int qhead, int i0,
-                           int i1, int G, float *o, float *lse, void *scratch)
+size_t ws_attn_cpu_dp_scratch(const ws_kv_layout *kv, int G, int n_kvh)
+{
+    return kv->v_shares_k ? mla_plan(kv, G).total
+                          : scratch_plan(kv).total + (size_t)n_kvh * dpg_head_bytes(kv);
+}
+
+void ws_attn_cpu_dp_attend(const ws_attn_problem *p, int exact, int s, int kvh, int n_kvh,
+                           int qhead, int i0, int i1, int G, float *o, float *lse, void *scratch)
 {
     if (!p->kv.v_shares_k) {
         const int hi = G <= 1 ? 0 : G <= 2 ? 1 : G <= 4 ? 2 : G <= 8 ? 3 : 4; /* 1 .. 16 */
-        g_dpg_fns[hi](p, s, kvh, qhead, i0, i1, G, o, lse, scratch);
+        g_dpg_fns[hi](p, s, kvh, n_kvh, qhead, i0, i1, G, o, lse, scratch);
         return;
     }
     (exact ? dp_mla_1 : dp_mla_0)(p, s, kvh, qhead, i0, i1, G, o, lse, scratch);

@@ -39,8 +39,14 @@ void ws_attn_cpu_fma_attend(const ws_attn_problem *p, int wide, int s, int kvh, 
  * only, K tiles and V pair rows times broadcast bf16 pairs of q and p (exact GQA stays on
  * the FMA loop, faster than hi + lo halves). */
 int ws_attn_cpu_dp_fits(const ws_kv_layout *kv, int G, int exact);
-void ws_attn_cpu_dp_attend(const ws_attn_problem *p, int exact, int s, int kvh, int qhead, int i0,
-                           int i1, int G, float *o, float *lse, void *scratch);
+/* Per-thread scratch bytes for tasks of n_kvh KV heads (GQA; 1 for MLA). */
+size_t ws_attn_cpu_dp_scratch(const ws_kv_layout *kv, int G, int n_kvh);
+/* Attends items [i0, i1) of sequence s for G query heads from query head qhead on, of KV
+ * head kvh; GQA may take n_kvh > 1 KV heads at once, whole groups (qhead = kvh G, G the
+ * group size), walking the items page by page, each page's heads in turn: o [n_kvh][G][d_v],
+ * lse [n_kvh][G]. MLA takes n_kvh = 1. */
+void ws_attn_cpu_dp_attend(const ws_attn_problem *p, int exact, int s, int kvh, int n_kvh,
+                           int qhead, int i0, int i1, int G, float *o, float *lse, void *scratch);
 /* The run-time probe: products per second of VDPBF16PS (zmm, two per lane) over those of
  * fp32 FMA (zmm) on the calling thread, best of 5 short tries, measured once per process.
  * The CPU must have AVX512_BF16. */

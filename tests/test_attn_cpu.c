@@ -191,6 +191,20 @@ Test(attn_cpu, large_scores)
     cr_assert(eg <= BOUND && em <= BOUND);
 }
 
+/* GQA on the VDPBF16PS loop with every sequence one chunk and two or more sequences per
+ * thread: a task per sequence walks its pages, each page's KV heads in turn (dense only),
+ * lengths around page edges and prefetches that cross into the next head's segment. */
+Test(attn_cpu, kv_heads_walked_by_page)
+{
+    const int two[1] = {2};
+    ws_kv_layout kv = {.page_tokens = 64, .n_kv_heads = 4, .d_k = 128, .d_v = 128,
+                       .dtype = WS_DT_BF16};
+    int lens[5] = {1, 63, 64, 200, 330};
+    check_shape(kv, 32, 5, lens, two, 1, "kv heads walked by page");
+    kv.page_tokens = 48; /* pages not a multiple of the 64-token super-block */
+    check_shape(kv, 16, 4, lens + 1, two, 1, "kv heads walked by page 48");
+}
+
 Test(attn_cpu, lengths_around_page_edges)
 {
     const int P = 32, two[2] = {1, 2};
