@@ -5,7 +5,9 @@
  * Work is cut into (sequence, KV head, token chunk) tasks so that one long sequence at
  * batch 1 still keeps every worker busy; each task streams its chunk once for all the
  * query heads of its group and leaves (O, lse); chunks of one (sequence, KV head) are
- * merged by lse. Where that leaves threads idle and a KV head has 16 or more query heads
+ * merged by lse (GQA on the VDPBF16PS loop, every sequence one chunk and two or more per
+ * thread: a task per sequence, walking its pages once, each page's KV heads in turn).
+ * Where that leaves threads idle and a KV head has 16 or more query heads
  * (MLA), a chunk's heads are also cut into slices of 8 or more, a task each. On a pool
  * over several NUMA nodes (pool.h), when the page tables give the pages' nodes
  * (ws_attn_seq.page_nodes), a dense chunk also ends where its pages change node, and each
