@@ -35,6 +35,11 @@
 
 #define SUB 16 /* tokens per sub-block: one K tile, one score vector per head */
 #define NS 4   /* sub-blocks per super-block (one softmax step) */
+/* The GQA VDPBF16PS loop's: 16 sub-blocks (a 256-token page of a head's K, then of its V),
+ * prefetched one super-block ahead along its walk (docs/notes/fma-loop.md) */
+#define DNS 16
+#define DAHEAD 1
+#define NS_MAX (NS > DNS ? NS : DNS)
 #define HM WS_ATTN_CPU_FMA_GROUP
 #define AHEAD 2 /* super-blocks prefetched ahead */
 
@@ -81,10 +86,10 @@ static fma_scratch scratch_plan(const ws_kv_layout *kv)
     size_t at = 0;
     s.qs = at, at += a64((size_t)HM * kv->d_k * 4); /* scaled queries, fp32 */
     s.o = at, at += a64((size_t)HM * kv->d_v * 4);  /* O, fp32 */
-    s.sp = at, at += (size_t)HM * NS * SUB * 4;     /* scores, then probabilities */
-    s.pp = at, at += (size_t)HM * NS * SUB * 2;     /* VDPBF16PS loop: bf16 token pairs of p */
-    s.kg = at, at += a64((size_t)NS * SUB * kv->d_k * 2); /* gathered K tiles */
-    s.vg = at, at += a64((size_t)NS * SUB * kv->d_v * 2); /* gathered V pair rows */
+    s.sp = at, at += (size_t)HM * NS_MAX * SUB * 4; /* scores, then probabilities */
+    s.pp = at, at += (size_t)HM * NS_MAX * SUB * 2; /* VDPBF16PS loop: bf16 token pairs of p */
+    s.kg = at, at += a64((size_t)NS_MAX * SUB * kv->d_k * 2); /* gathered K tiles */
+    s.vg = at, at += a64((size_t)NS_MAX * SUB * kv->d_v * 2); /* gathered V pair rows */
     s.total = at;
     return s;
 }
@@ -262,11 +267,11 @@ static void pf_plan(const ws_attn_seq *sq, const ws_kv_layout *kv, int kvh, int 
     f->vlines = kv->v_pairs ? (last / 2 - tp / 2 + 1) * kv->d_v / 16 : n * kv->d_v / 32;
 }
 
-/* Sub-blocks in the super-block at item i (of i1): NS, or fewer at the end. */
-static inline int super_subs(int i, int i1)
+/* Sub-blocks in the super-block of at most ns_max at item i (of i1). */
+static inline int super_subs(int i, int i1, int ns_max)
 {
     const int n = (i1 - i + SUB - 1) / SUB;
-    return n < NS ? n : NS;
+    return n < ns_max ? n : ns_max;
 }
 
 /* Sub-block j of the super-block at item i: resolved into b[j] (gathered into its slots of
@@ -796,7 +801,7 @@ static __attribute__((noinline)) void dp_mla_1(const ws_attn_problem *p, int s, 
 }
 
 /* ---- GQA in the bf16 mode: q and p as bf16, one VDPBF16PS per pair of products ---- */
-/* Scores of one sub-block for heads h < H: s[h * NS * SUB + 0..15] = scale q_h . k_t. A K
+/* Scores of one sub-block for heads h < H: s[h * DNS * SUB + 0..15] = scale q_h . k_t. A K
  * tile row (16 tokens' dims 2r, 2r + 1 as bf16 pairs) times head h's pair (q[2r], q[2r + 1])
  * broadcast from qp [dk / 2][H] is one VDPBF16PS; U rows in flight per head keep 8 x U
  * independent sums. Prefetches f's K lines as FN(scores) does. */
@@ -831,7 +836,7 @@ INL void dpg_scores(const sub_kv *b, const uint32_t *qp, int dk, float scale, fl
 #pragma GCC unroll 8
             for (int u = 1; u < U; u++)
                 t = _mm512_add_ps(t, a[h][u]);
-            _mm512_store_ps(s + (size_t)(h0 + h) * NS * SUB, _mm512_mul_ps(t, sc));
+            _mm512_store_ps(s + (size_t)(h0 + h) * DNS * SUB, _mm512_mul_ps(t, sc));
         }
     }
     for (int x = kl; x < f->klines; x++) /* two tiles (a run not starting a tile) */
@@ -840,7 +845,7 @@ INL void dpg_scores(const sub_kv *b, const uint32_t *qp, int dk, float scale, fl
 
 /* O[h][c0 .. c0 + 16 CW) = alpha[h] O[h][..] (alpha NULL: 1) + sum over the sub-block's
  * tokens of p[h][t] v_t[..], heads h < H: a V pair row's 16 columns of tokens 2u, 2u + 1
- * times the bf16 pair (p[2u], p[2u + 1]) broadcast from pj (head h's at h NS SUB / 2 + u)
+ * times the bf16 pair (p[2u], p[2u + 1]) broadcast from pj (head h's at h DNS SUB / 2 + u)
  * is one VDPBF16PS. Prefetches this column step's share of f's V lines unless f is NULL. */
 INL void dpg_pv_cols(float *o, int dv, int c0, const sub_kv *b, const uint32_t *pj,
                      const float *alpha, const pf_sub *f, const int H, const int CW)
@@ -867,7 +872,7 @@ INL void dpg_pv_cols(float *o, int dv, int c0, const sub_kv *b, const uint32_t *
             vv[w] = _mm512_loadu_si512(v + (size_t)u * 2 * dv + 32 * w);
 #pragma GCC unroll 8
         for (int h = 0; h < H; h++) {
-            const __m512i x = _mm512_set1_epi32((int)pj[(size_t)h * NS * SUB / 2 + u]);
+            const __m512i x = _mm512_set1_epi32((int)pj[(size_t)h * DNS * SUB / 2 + u]);
 #pragma GCC unroll 4
             for (int w = 0; w < CW; w++)
                 acc[h][w] = dp(acc[h][w], vv[w], x);
@@ -892,7 +897,7 @@ INL void dpg_softmax(float *sp, const sub_kv *b, int ns, float *m, float *lv, fl
     float bm[16] __attribute__((aligned(64)));
     _mm512_store_ps(bm, zero);
     for (int h = 0; h < H; h++) {
-        const float *sh = sp + (size_t)h * NS * SUB;
+        const float *sh = sp + (size_t)h * DNS * SUB;
         __m512 mx = ninf;
         for (int j = 0; j < ns; j++)
             mx = _mm512_max_ps(mx, keep_512(_mm512_load_ps(sh + j * SUB), b[j].n, ninf));
@@ -903,7 +908,7 @@ INL void dpg_softmax(float *sp, const sub_kv *b, int ns, float *m, float *lv, fl
     _mm512_store_ps(alpha, ws_exp16_ps(_mm512_sub_ps(mo, mn)));
     _mm512_store_ps(m, mn);
     for (int h = 0; h < H; h++) {
-        float *sh = sp + (size_t)h * NS * SUB;
+        float *sh = sp + (size_t)h * DNS * SUB;
         const __m512 vm = _mm512_set1_ps(m[h]);
         __m512 sum = zero;
         for (int j = 0; j < ns; j++) {
@@ -934,21 +939,20 @@ static int seg_end(const dpg_walk *w, int a)
     return e < w->i1 ? e : w->i1;
 }
 
-/* Where item `it` of head kvh's segment [a, e) falls in walk order when it is past e (one
- * segment on at most): *kvh_at, *end_at (its segment's end) and the item, or -1. */
+/* Where item `it` of head kvh's segment [a, e) falls in walk order (past e: in a later
+ * segment): *kvh_at, *end_at (its segment's end) and the item, or -1 past the walk. */
 static int walk_at(const dpg_walk *w, int kvh, int a, int e, int it, int *kvh_at, int *end_at)
 {
+    while (it >= e) {
+        int nk = kvh + 1, na = a;
+        if (nk >= w->kvh0 + w->nk)
+            nk = w->kvh0, na = e;
+        if (na >= w->i1)
+            return -1;
+        it = na + (it - e), kvh = nk, a = na, e = seg_end(w, na);
+    }
     *kvh_at = kvh, *end_at = e;
-    if (it < e)
-        return it;
-    int nk = kvh + 1, na = a;
-    if (nk >= w->kvh0 + w->nk)
-        nk = w->kvh0, na = e;
-    if (na >= w->i1)
-        return -1;
-    const int ne = seg_end(w, na), x = na + (it - e);
-    *kvh_at = nk, *end_at = ne;
-    return x < ne ? x : -1;
+    return it;
 }
 
 /* One KV head's state, kept in the scratch across the walk's segments. */
@@ -990,16 +994,16 @@ INL void dpg_run(const ws_attn_problem *p, int s, int kvh, int a, int e, const d
     uint16_t *kg = (uint16_t *)(w + sp.kg), *vg = (uint16_t *)(w + sp.vg);
     /* 16 accumulators for 8 heads (two column vectors), 16 for 4 heads or fewer (four) */
     const int HH = H < 8 ? H : 8, CW = HH <= 4 ? 4 : 2;
-    sub_kv b[NS];
-    pf_sub f[NS];
-    for (int i = a; i < e; i += NS * SUB) {
-        const int ns = super_subs(i, e);
+    sub_kv b[DNS];
+    pf_sub f[DNS];
+    for (int i = a; i < e; i += DNS * SUB) {
+        const int ns = super_subs(i, e, DNS);
         for (int j = 0; j < ns; j++) {
             const int it = i + j * SUB;
             resolve(sq, kv, kvh, it, e - it < SUB ? e - it : SUB, kg + (size_t)j * SUB * dk,
                     vg + (size_t)j * SUB * dv, &b[j], &g_rows_512);
             int pk, pe;
-            const int at = walk_at(wk, kvh, a, e, it + AHEAD * NS * SUB, &pk, &pe);
+            const int at = walk_at(wk, kvh, a, e, it + DAHEAD * DNS * SUB, &pk, &pe);
             pf_plan(sq, kv, pk, at < 0 ? pe : at, pe, &f[j]); /* at < 0: nothing */
             dpg_scores(&b[j], st->qp, dk, p->scale, sc + j * SUB, &f[j], H);
         }
@@ -1007,8 +1011,8 @@ INL void dpg_run(const ws_attn_problem *p, int s, int kvh, int a, int e, const d
         for (int h = 0; h < H; h++) /* probabilities (zero past n) to bf16 pairs */
             for (int j = 0; j < ns; j++)
                 _mm256_storeu_si256(
-                    (__m256i *)(pp + (size_t)h * NS * SUB / 2 + j * SUB / 2),
-                    (__m256i)_mm512_cvtneps_pbh(_mm512_load_ps(sc + (size_t)h * NS * SUB + j * SUB)));
+                    (__m256i *)(pp + (size_t)h * DNS * SUB / 2 + j * SUB / 2),
+                    (__m256i)_mm512_cvtneps_pbh(_mm512_load_ps(sc + (size_t)h * DNS * SUB + j * SUB)));
         /* a sub-block's V pair rows at a time, all column steps (4 KB for Qwen3's shape, in
          * L1 while its steps pass): 0.95-0.96 of the time of each step over the whole
          * super-block's (docs/notes/fma-loop.md) */
@@ -1016,7 +1020,7 @@ INL void dpg_run(const ws_attn_problem *p, int s, int kvh, int a, int e, const d
             for (int h0 = 0; h0 < H; h0 += HH) {
                 const pf_sub *fp = h0 ? NULL : f + j;
                 float *oh = st->o + (size_t)h0 * dv;
-                const uint32_t *ph = pp + (size_t)h0 * NS * SUB / 2 + j * SUB / 2;
+                const uint32_t *ph = pp + (size_t)h0 * DNS * SUB / 2 + j * SUB / 2;
                 const float *al = j ? NULL : st->alpha + h0; /* rescaled once */
                 int c0 = 0;
                 for (; c0 + 16 * CW <= dv; c0 += 16 * CW)

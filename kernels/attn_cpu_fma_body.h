@@ -158,7 +158,7 @@ INL void FN(attend)(const ws_attn_problem *p, int s, int kvh, int qhead, int i0,
     sub_kv b[NS];
     pf_sub f[NS];
     for (int i = i0; i < i1; i += NS * SUB) {
-        const int ns = super_subs(i, i1);
+        const int ns = super_subs(i, i1, NS);
         for (int j = 0; j < ns; j++) {
             sub_prepare(sq, kv, kvh, i, j, i1, kg, vg, b, f, f_rows);
             FN(scores)(&b[j], qs, dk, sc + j * SUB, &f[j], H, f16);
