@@ -268,7 +268,8 @@ void ws_attn_merge_parts(const float *o_parts, const float *lse_parts, int n_par
 }
 
 /* One task: token indices [i0, i1) of one (sequence, KV head), for query heads [h0, h0 +
- * nh) of its group; part < 0 writes the final output directly. */
+ * nh) of its group, or of nkv KV heads from kvh on, whole groups (the VDPBF16PS loop's
+ * page walk); part < 0 writes the final output directly. */
 typedef struct task {
     int seq, kvh, nkv, h0, nh, i0, i1, part; /* nkv: KV heads kvh .. kvh + nkv - 1 */
 } task;

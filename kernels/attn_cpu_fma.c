@@ -95,7 +95,8 @@ static fma_scratch scratch_plan(const ws_kv_layout *kv)
 }
 
 /* MLA scratch, heads padded to Gp (a multiple of 16): q [Gp / 8][d_k / 32][8][2][16] for
- * the AVX-512 form ([Gp / 4][d_k / 16][4][2][8] for AVX2: the same bytes, see mla_attend),
+ * the AVX-512 form ([Gp / 4][d_k / 16][4][2][8] for AVX2: the same bytes, see mla_attend;
+ * the VDPBF16PS form's bf16 pairs [d_k / 2][Gp], hi then lo, fill the same bytes),
  * O [Gp][d_v], scores and probabilities [MLA_NT][Gp], m, l and alpha [Gp], the
  * super-block's row pointers. */
 typedef struct mla_scratch {

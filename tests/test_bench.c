@@ -48,27 +48,28 @@ Test(bench, attn_cpu_gqa_json_keys_and_accounting)
      * this too) and the one that serves Qwen3's shape */
     ws_isa best;
     cr_assert_eq(ws_isa_resolve(WS_ISA_AUTO, &best, NULL), 0);
+    ws_attn_prec prec; /* the default, or WRITESCOPE_PRECISION */
+    cr_assert_eq(ws_attn_prec_resolve(WS_PREC_AUTO, &prec, NULL), 0);
     const ws_kv_layout kv = {.page_tokens = 64, .n_kv_heads = 4, .d_k = 128, .d_v = 128,
                              .dtype = WS_DT_BF16, .v_pairs = 1, .k_tiles = 1};
     cr_assert_str_eq(json_string_value(json_object_get(o, "isa")),
-                     ws_isa_name(ws_attn_cpu_path(&kv, 32, best, WS_PREC_DEFAULT)));
+                     ws_isa_name(ws_attn_cpu_path(&kv, 32, best, prec)));
     /* V and K as the CPU region stores them for that path: token pairs and tiles on amx and
      * the vector paths (the fused loop reads them as stored), rows on scalar. */
     cr_assert_str_eq(json_string_value(json_object_get(o, "v_layout")),
                      best == WS_ISA_SCALAR ? "rows" : "pairs");
     cr_assert_str_eq(json_string_value(json_object_get(o, "k_layout")),
                      best == WS_ISA_SCALAR ? "rows" : "tiles");
-    /* in the default (bf16) precision avx512bf16 runs GQA on VDPBF16PS, rounding p */
-    const int dp = best == WS_ISA_AVX512_BF16 && WS_PREC_DEFAULT == WS_PREC_BF16;
+    /* in the bf16 precision (the default) avx512bf16 runs GQA on VDPBF16PS, rounding p */
+    const int dp = best == WS_ISA_AVX512_BF16 && prec == WS_PREC_BF16;
     const char *loop = best == WS_ISA_AMX      ? "amx"
                        : best == WS_ISA_SCALAR ? "generic"
                        : dp                    ? "dpbf16"
                                                : "fma";
     cr_assert_str_eq(json_string_value(json_object_get(o, "loop")), loop);
-    /* the precision run (the default) and the roofline's instruction: the fastest this CPU
-     * has for bf16 KV, whatever the loop */
-    cr_assert_str_eq(json_string_value(json_object_get(o, "precision")),
-                     ws_attn_prec_name(WS_PREC_DEFAULT));
+    /* the precision run and the roofline's instruction: the fastest this CPU has for bf16
+     * KV, whatever the loop */
+    cr_assert_str_eq(json_string_value(json_object_get(o, "precision")), ws_attn_prec_name(prec));
     cr_assert_eq(json_is_true(json_object_get(o, "p_bf16")), dp);
     const char *instr = json_string_value(json_object_get(o, "peak_instr"));
     cr_assert(instr, "peak_instr missing");
