@@ -864,8 +864,11 @@ static int decode_step(eng *e, int step, double t0_step, ws_run_step *st, ws_run
             const int pos = ws_ikv_seq_tokens(e->kv, e->seqs[i], l);
             gen_kv(c->seed, l, i, pos, 1, e->row_k, e->row_v, e->knew + (size_t)i * e->row_k,
                    e->row_v ? e->vnew + (size_t)i * e->row_v : NULL, e->tmp);
-            fill_uniform(e->q + (size_t)i * nqd, (size_t)nqd, c->seed, GEN_Q, (uint64_t)step,
-                         (uint64_t)l, (uint64_t)i);
+            float *qi = e->q + (size_t)i * nqd;
+            fill_uniform(qi, (size_t)nqd, c->seed, GEN_Q, (uint64_t)step, (uint64_t)l,
+                         (uint64_t)i);
+            for (int x = 0; x < nqd; x++) /* a bf16 projection's output, as both halves take it */
+                qi[x] = ws_bf16_to_f32(ws_bf16_from_f32(qi[x]));
         }
         int rc = ws_ikv_append(e->kv, l, e->seqs, e->B, e->knew, e->row_v ? e->vnew : NULL, err);
         if (rc)
