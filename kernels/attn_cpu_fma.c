@@ -36,7 +36,7 @@
 #define SUB 16 /* tokens per sub-block: one K tile, one score vector per head */
 #define NS 4   /* sub-blocks per super-block (one softmax step) */
 /* The GQA VDPBF16PS loop's: 16 sub-blocks (a 256-token page of a head's K, then of its V),
- * prefetched one super-block ahead along its walk (docs/notes/fma-loop.md) */
+ * prefetched (PREFETCHT0) one super-block ahead along its walk (docs/notes/fma-loop.md) */
 #define DNS 16
 #define DAHEAD 1
 #define NS_MAX (NS > DNS ? NS : DNS)
@@ -827,7 +827,7 @@ INL void dpg_scores(const sub_kv *b, const uint32_t *qp, int dk, float scale, fl
                 for (int h = 0; h < HH; h++)
                     a[h][u] = dp(a[h][u], k, _mm512_set1_epi32((int)qr[h]));
                 if (!h0 && r + u < kl)
-                    _mm_prefetch(f->k + 64 * (size_t)(r + u), _MM_HINT_T1);
+                    _mm_prefetch(f->k + 64 * (size_t)(r + u), _MM_HINT_T0);
             }
         }
         const __m512 sc = _mm512_set1_ps(scale);
@@ -841,7 +841,7 @@ INL void dpg_scores(const sub_kv *b, const uint32_t *qp, int dk, float scale, fl
         }
     }
     for (int x = kl; x < f->klines; x++) /* two tiles (a run not starting a tile) */
-        _mm_prefetch(f->k + 64 * (size_t)x, _MM_HINT_T1);
+        _mm_prefetch(f->k + 64 * (size_t)x, _MM_HINT_T0);
 }
 
 /* O[h][c0 .. c0 + 16 CW) = alpha[h] O[h][..] (alpha NULL: 1) + sum over the sub-block's
@@ -866,7 +866,7 @@ INL void dpg_pv_cols(float *o, int dv, int c0, const sub_kv *b, const uint32_t *
     const int per = (l1 - l0 + 7) / 8;
     for (int u = 0; u < SUB / 2; u++) {
         for (int x = l0 + u * per; x < l0 + (u + 1) * per && x < l1; x++)
-            _mm_prefetch(f->v + 64 * (size_t)x, _MM_HINT_T1);
+            _mm_prefetch(f->v + 64 * (size_t)x, _MM_HINT_T0);
         __m512i vv[4];
 #pragma GCC unroll 4
         for (int w = 0; w < CW; w++)
