@@ -12,6 +12,7 @@
 #include "attn_cpu.h"
 #include "cpu_features.h"
 #include "gemm_bf16.h"
+#include "half.h"
 #include "kv_slab.h"
 #include "measure_gpu.h"
 #include "membw.h"
@@ -504,7 +505,7 @@ static int moe_vs_alone(ctx *c)
     }
     madvise(w, wb, MADV_HUGEPAGE);
     for (size_t i = 0; i < wn * MOE_CMP_EXPERTS; i++)
-        w[i] = ws_bf16_from_f32((float)((i * 2654435761u) % 1000) * 1e-4f - 0.05f);
+        w[i] = ws_f32_to_bf16((float)((i * 2654435761u) % 1000) * 1e-4f - 0.05f);
     for (int i = 0; i < H; i++)
         x[i] = (float)(i % 17) * 0.01f - 0.08f;
     for (int e = 0; e < MOE_CMP_EXPERTS; e++) {
@@ -582,7 +583,7 @@ static int expert_sweep(ctx *c)
             break;
         }
         for (size_t i = 0; i < wn; i++)
-            w[mi][i] = ws_bf16_from_f32((float)((i * 2654435761u) % 1000) * 1e-4f - 0.05f);
+            w[mi][i] = ws_f32_to_bf16((float)((i * 2654435761u) % 1000) * 1e-4f - 0.05f);
     }
     float *x = rc ? NULL : malloc(sizeof(float) * max_m * max_h);
     float *y = rc ? NULL : malloc(sizeof(float) * max_m * max_h);

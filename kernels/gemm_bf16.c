@@ -11,30 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "half.h"
 #include "ws_util.h"
-
-static inline uint16_t bf16_round(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    if ((u & 0x7fffffffu) > 0x7f800000u)
-        return (uint16_t)((u >> 16) | 0x40); /* quiet NaN */
-    u += 0x7fffu + ((u >> 16) & 1);
-    return (uint16_t)(u >> 16);
-}
-
-uint16_t ws_bf16_from_f32(float f)
-{
-    return bf16_round(f);
-}
-
-float ws_bf16_to_f32(uint16_t h)
-{
-    uint32_t u = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
 
 /* ---- per-thread scratch -------------------------------------------------------------- */
 
@@ -160,7 +138,7 @@ __attribute__((target("avx512f"))) static void silu_row_avx512(const float *g, c
         if (hf)
             hf[j] = h;
         else
-            hb[j] = bf16_round(h);
+            hb[j] = ws_f32_to_bf16(h);
     }
 }
 
@@ -175,7 +153,7 @@ static void silu_row(const float *g, const float *u, int in, float *hf, uint16_t
         if (hf)
             hf[j] = h;
         else
-            hb[j] = bf16_round(h);
+            hb[j] = ws_f32_to_bf16(h);
     }
 }
 
@@ -197,7 +175,7 @@ static void to_bf16(const float *src, uint16_t *dst, long n, int threads)
 #pragma omp parallel for num_threads(                                                              \
     threads > 0 ? threads : omp_get_max_threads()) if (n >= 65536) schedule(static)
     for (long i = 0; i < n; i++)
-        dst[i] = bf16_round(src[i]);
+        dst[i] = ws_f32_to_bf16(src[i]);
 }
 
 /* ---- oneDNN ------------------------------------------------------------------------- */

@@ -67,8 +67,5 @@ void ws_gemm_bf16_release(void);
  * (x, y, gate|up, h: 4 B), the terms runtime/cost.c uses for the CPU experts. */
 void ws_expert_bf16_cost(int hidden, int inter, int m, double *flops, double *bytes);
 
-/* bf16 <-> fp32, round to nearest even (NaN stays NaN). */
-uint16_t ws_bf16_from_f32(float f);
-float ws_bf16_to_f32(uint16_t h);
 
 #endif

@@ -12,6 +12,7 @@
 #include "backend.h"
 #include "gemm_bf16.h"
 #include "gemm_cpu.h"
+#include "half.h"
 #include "ikv.h"
 #include "pool.h"
 #include "ws_util.h"
@@ -65,11 +66,11 @@ static void gen_kv(uint64_t seed, int layer, int seq, int t0, int n, int row_k, 
         const uint64_t t = (uint64_t)(t0 + i);
         fill_uniform(tmp, (size_t)row_k, seed, GEN_K, (uint64_t)layer, (uint64_t)seq, t);
         for (int e = 0; e < row_k; e++)
-            k[(size_t)i * row_k + e] = ws_bf16_from_f32(tmp[e]);
+            k[(size_t)i * row_k + e] = ws_f32_to_bf16(tmp[e]);
         if (v) {
             fill_uniform(tmp, (size_t)row_v, seed, GEN_V, (uint64_t)layer, (uint64_t)seq, t);
             for (int e = 0; e < row_v; e++)
-                v[(size_t)i * row_v + e] = ws_bf16_from_f32(tmp[e]);
+                v[(size_t)i * row_v + e] = ws_f32_to_bf16(tmp[e]);
         }
     }
 }
@@ -486,10 +487,10 @@ static int eng_init(eng *e, const ws_engine_cfg *c, ws_run_result *res, ws_err *
             /* the fp32 stream of the earlier weights, rounded: [2I x H] then [H x I] */
             fill_uniform(tmp, gu, c->seed, GEN_W, 1, (uint64_t)s, 0);
             for (size_t i = 0; i < gu; i++)
-                mem[i] = ws_bf16_from_f32(tmp[i] * ws);
+                mem[i] = ws_f32_to_bf16(tmp[i] * ws);
             fill_uniform(tmp, dn, c->seed, GEN_W, 2, (uint64_t)s, 0);
             for (size_t i = 0; i < dn; i++)
-                mem[gu + i] = ws_bf16_from_f32(tmp[i] * wd);
+                mem[gu + i] = ws_f32_to_bf16(tmp[i] * wd);
             e->ex[s].w = (ws_expert_bf16){
                 .hidden = e->H, .inter = e->I, .w_gate_up = mem, .w_down = mem + gu};
         }
@@ -868,7 +869,7 @@ static int decode_step(eng *e, int step, double t0_step, ws_run_step *st, ws_run
             fill_uniform(qi, (size_t)nqd, c->seed, GEN_Q, (uint64_t)step, (uint64_t)l,
                          (uint64_t)i);
             for (int x = 0; x < nqd; x++) /* a bf16 projection's output, as both halves take it */
-                qi[x] = ws_bf16_to_f32(ws_bf16_from_f32(qi[x]));
+                qi[x] = ws_bf16_to_f32(ws_f32_to_bf16(qi[x]));
         }
         int rc = ws_ikv_append(e->kv, l, e->seqs, e->B, e->knew, e->row_v ? e->vnew : NULL, err);
         if (rc)

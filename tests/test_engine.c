@@ -11,6 +11,7 @@
 
 #include "gemm_bf16.h"
 #include "grid.h"
+#include "half.h"
 #include "pool.h"
 #include "run_engine.h"
 #include "store.h"
@@ -306,7 +307,7 @@ Test(engine, experts_on_the_pool_equal_serial_calls)
     uint32_t s = 12345;
     for (int i = 0; i < 3 * H * I * N; i++) {
         s = s * 1664525u + 1013904223u;
-        w[i] = ws_bf16_from_f32(((float)(s >> 8) / 16777216.0f - 0.5f) * 0.2f);
+        w[i] = ws_f32_to_bf16(((float)(s >> 8) / 16777216.0f - 0.5f) * 0.2f);
     }
     for (int i = 0; i < rows * H; i++) {
         s = s * 1664525u + 1013904223u;

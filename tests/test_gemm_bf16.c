@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "gemm_bf16.h"
+#include "half.h"
 
 static float rnd(unsigned *s)
 {
@@ -35,7 +36,7 @@ static void make(fixture *f, int H, int I, int M, unsigned seed)
     cr_assert(f->w && f->x && f->y && f->ref && f->tol);
     unsigned s = seed;
     for (int i = 0; i < 3 * H * I; i++)
-        f->w[i] = ws_bf16_from_f32(rnd(&s) * 2.0f / sqrtf((float)H));
+        f->w[i] = ws_f32_to_bf16(rnd(&s) * 2.0f / sqrtf((float)H));
     for (int i = 0; i < M * H; i++)
         f->x[i] = rnd(&s);
     const uint16_t *wgu = f->w, *wd = f->w + (size_t)H * 2 * I;
@@ -44,7 +45,7 @@ static void make(fixture *f, int H, int I, int M, unsigned seed)
         for (int j = 0; j < I; j++) {
             double g = 0, u = 0;
             for (int k = 0; k < H; k++) {
-                double xk = ws_bf16_to_f32(ws_bf16_from_f32(f->x[r * H + k]));
+                double xk = ws_bf16_to_f32(ws_f32_to_bf16(f->x[r * H + k]));
                 g += xk * ws_bf16_to_f32(wgu[(size_t)j * H + k]);
                 u += xk * ws_bf16_to_f32(wgu[(size_t)(I + j) * H + k]);
             }
@@ -78,13 +79,13 @@ static void check(fixture *f, const char *what)
 
 Test(gemm_bf16, bf16_rounding)
 {
-    cr_assert_eq(ws_bf16_from_f32(1.0f), 0x3f80);
-    cr_assert_eq(ws_bf16_from_f32(1.0f + 1.0f / 256), 0x3f80);         /* tie: stays even */
-    cr_assert_eq(ws_bf16_from_f32(1.0f + 3.0f / 256), 0x3f82);         /* tie: up to even */
-    cr_assert_eq(ws_bf16_from_f32(1.0f + 1.0f / 256 + 1e-6f), 0x3f81); /* above the tie */
-    cr_assert_eq(ws_bf16_from_f32(-2.5f), 0xc020);
-    cr_assert(isnan(ws_bf16_to_f32(ws_bf16_from_f32(NAN))));
-    cr_assert(isinf(ws_bf16_to_f32(ws_bf16_from_f32(INFINITY))));
+    cr_assert_eq(ws_f32_to_bf16(1.0f), 0x3f80);
+    cr_assert_eq(ws_f32_to_bf16(1.0f + 1.0f / 256), 0x3f80);         /* tie: stays even */
+    cr_assert_eq(ws_f32_to_bf16(1.0f + 3.0f / 256), 0x3f82);         /* tie: up to even */
+    cr_assert_eq(ws_f32_to_bf16(1.0f + 1.0f / 256 + 1e-6f), 0x3f81); /* above the tie */
+    cr_assert_eq(ws_f32_to_bf16(-2.5f), 0xc020);
+    cr_assert(isnan(ws_bf16_to_f32(ws_f32_to_bf16(NAN))));
+    cr_assert(isinf(ws_bf16_to_f32(ws_f32_to_bf16(INFINITY))));
     cr_assert_eq(ws_bf16_to_f32(0xc020), -2.5f);
 }
 

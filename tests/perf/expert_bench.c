@@ -11,6 +11,7 @@
 #include <sys/mman.h>
 
 #include "gemm_bf16.h"
+#include "half.h"
 #include "membw.h"
 #include "model.h"
 #include "ws_util.h"
@@ -53,7 +54,7 @@ int main(int argc, char **argv)
         unsigned s = 7;
         for (size_t i = 0; i < wn; i++) {
             s = s * 1664525u + 1013904223u;
-            w[i] = ws_bf16_from_f32(((float)(s >> 9 & 0xffff) / 32768.0f - 1.0f) * 0.05f);
+            w[i] = ws_f32_to_bf16(((float)(s >> 9 & 0xffff) / 32768.0f - 1.0f) * 0.05f);
         }
         for (int i = 0; i < 512 * H; i++)
             x[i] = (float)(i % 17) * 0.01f - 0.08f;
