@@ -84,12 +84,7 @@ int ws_calibdb_put_run(ws_store *s, ws_calibdb_run *run, ws_err *err)
     sqlite3_bind_text(st, 5, run->started_at, -1, SQLITE_STATIC);
     sqlite3_bind_text(st, 6, run->finished_at, -1, SQLITE_STATIC);
     sqlite3_bind_text(st, 7, run->note, -1, SQLITE_STATIC);
-    int rc = sqlite3_step(st);
-    sqlite3_finalize(st);
-    if (rc != SQLITE_DONE)
-        return WS_DB_FAIL(s, err, "cannot store run");
-    run->id = sqlite3_last_insert_rowid(db);
-    return 0;
+    return ws_store_insert_id(s, st, "cannot store run", &run->id, err);
 }
 
 int ws_calibdb_put_samples(ws_store *s, long long run_id, const ws_calibdb_sample *x, int n,

@@ -40,11 +40,7 @@ static int put_run(ws_store *s, ws_plandb_run *run, ws_err *err)
     sqlite3_bind_int64(st, 12, run->evals);
     ws_store_bind_num(st, 13, run->wall_s);
     sqlite3_bind_text(st, 14, params, -1, SQLITE_STATIC);
-    rc = sqlite3_step(st) == SQLITE_DONE ? 0 : WS_DB_FAIL(s, err, "cannot store the plan");
-    sqlite3_finalize(st);
-    if (!rc)
-        run->id = sqlite3_last_insert_rowid(ws_store_sqlite(s));
-    return rc;
+    return ws_store_insert_id(s, st, "cannot store the plan", &run->id, err);
 }
 
 static int put_rows(ws_store *s, long long id, const ws_plandb_point *pts, size_t n_pts,

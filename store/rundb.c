@@ -55,10 +55,8 @@ static int store_in_tx(ws_store *s, ws_rundb_run *run, const ws_rundb_step *step
     for (int i = 0; i < 8; i++)
         ws_store_bind_num(st, 20 + i, nums[i]);
     sqlite3_bind_int64(st, 28, run->bytes_moved);
-    if ((rc = ws_store_step_done(s, st, "insert run_runs", err)))
+    if ((rc = ws_store_insert_id(s, st, "insert run_runs", &run->id, err)))
         return rc;
-    sqlite3_finalize(st);
-    run->id = sqlite3_last_insert_rowid(ws_store_sqlite(s));
 
     if ((rc = ws_store_prep(s,
                    "INSERT INTO run_steps(run_id, idx, t_start, t_end, batch, tokens, context, "

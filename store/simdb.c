@@ -85,11 +85,8 @@ int ws_simdb_put_run(ws_store *s, ws_simdb_run *run, ws_err *err)
     sqlite3_bind_text(st, 16, run->params[0] ? run->params : "{}", -1, SQLITE_STATIC);
     sqlite3_bind_text(st, 17, run->label, -1, SQLITE_STATIC);
     bind_count_or_null(st, 18, run->grid_id);
-    rc = sqlite3_step(st);
-    sqlite3_finalize(st);
-    if (rc != SQLITE_DONE)
-        return WS_DB_FAIL(s, err, "cannot store simulation run");
-    run->id = sqlite3_last_insert_rowid(ws_store_sqlite(s));
+    if ((rc = ws_store_insert_id(s, st, "cannot store simulation run", &run->id, err)))
+        return rc;
     return ws_simdb_finish_run(s, run, err);
 }
 
@@ -322,12 +319,8 @@ static int grid_body(ws_store *s, void *ctx, ws_err *err)
     sqlite3_bind_text(st, 2, g->tool_version, -1, SQLITE_STATIC);
     sqlite3_bind_text(st, 3, g->params[0] ? g->params : "{}", -1, SQLITE_STATIC);
     sqlite3_bind_int(st, 4, g->ranks > 0 ? g->ranks : 1);
-    rc = sqlite3_step(st);
-    sqlite3_finalize(st);
-    if (rc != SQLITE_DONE)
-        return WS_DB_FAIL(s, err, "cannot store simulation grid");
-    g->id = sqlite3_last_insert_rowid(ws_store_sqlite(s));
-    rc = 0;
+    if ((rc = ws_store_insert_id(s, st, "cannot store simulation grid", &g->id, err)))
+        return rc;
     for (size_t i = 0; !rc && i < x->n; i++) {
         x->runs[i].grid_id = g->id;
         rc = ws_simdb_put_run(s, &x->runs[i], err);

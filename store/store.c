@@ -679,6 +679,17 @@ int ws_store_step_done(ws_store *s, sqlite3_stmt *st, const char *what, ws_err *
     return rc;
 }
 
+int ws_store_insert_id(ws_store *s, sqlite3_stmt *st, const char *what, long long *id,
+                       ws_err *err)
+{
+    const int rc = ws_store_step_done(s, st, what, err); /* finalizes st on failure */
+    if (rc)
+        return rc;
+    sqlite3_finalize(st);
+    *id = sqlite3_last_insert_rowid(ws_store_sqlite(s));
+    return 0;
+}
+
 int ws_store_check_params(ws_store *s, const char *what, const char *params, ws_err *err)
 {
     if (!params || !params[0])

@@ -32,6 +32,11 @@ int ws_store_prep(ws_store *s, const char *sql, sqlite3_stmt **st, ws_err *err);
  * SQLite message under `what` (st stays the caller's on success). */
 int ws_store_step_done(ws_store *s, sqlite3_stmt *st, const char *what, ws_err *err);
 
+/* Steps a one-row INSERT to its end and finalizes st either way; on success *id is the new
+ * row's id, on failure WS_EDB with the SQLite message under `what`. */
+int ws_store_insert_id(ws_store *s, sqlite3_stmt *st, const char *what, long long *id,
+                       ws_err *err);
+
 /* A row's `params` text: empty, or a JSON object; else WS_EINVAL naming `what` ("runtime
  * run") and the parser's complaint. */
 int ws_store_check_params(ws_store *s, const char *what, const char *params, ws_err *err);

@@ -68,10 +68,8 @@ static int store_in_tx(ws_store *s, ws_validatedb_run *run, const ws_validatedb_
     sqlite3_bind_text(st, 16, run->verdict, -1, SQLITE_STATIC);
     sqlite3_bind_text(st, 17, run->params[0] ? run->params : "{}", -1, SQLITE_STATIC);
     sqlite3_bind_int(st, 18, run->warmup);
-    if ((rc = ws_store_step_done(s, st, "insert validate_runs", err)))
+    if ((rc = ws_store_insert_id(s, st, "insert validate_runs", &run->id, err)))
         return rc;
-    sqlite3_finalize(st);
-    run->id = sqlite3_last_insert_rowid(ws_store_sqlite(s));
 
     if ((rc = ws_store_prep(s,
                    "INSERT INTO validate_stats(validate_id, quantity, scope, measured_source, "
