@@ -17,6 +17,13 @@
 
 #include "ws_util.h"
 
+const char *const th_tiny_moe =
+    "{\"architectures\": [\"Qwen3MoeForCausalLM\"], \"model_type\": \"qwen3_moe\", "
+    "\"hidden_size\": 64, \"num_hidden_layers\": 3, \"num_attention_heads\": 8, "
+    "\"num_key_value_heads\": 2, \"head_dim\": 32, \"intermediate_size\": 128, "
+    "\"moe_intermediate_size\": 32, \"num_experts\": 8, \"num_experts_per_tok\": 2, "
+    "\"vocab_size\": 1000, \"torch_dtype\": \"bfloat16\"}";
+
 void th_tmpdir(char *buf, size_t cap)
 {
     snprintf(buf, cap, "/tmp/ws_test_XXXXXX");

@@ -29,6 +29,9 @@ th_run th_writescope_to(const char *const *args, const char *const *env_kv, int 
  * returns the parsed value (caller json_decref's it). */
 struct json_t;
 struct json_t *th_writescope_json(const char *const *args, const char *const *env_kv);
+/* A Qwen3-MoE config.json of toy size (3 layers, hidden 64, 8 heads over 2 KV heads, 8
+ * experts, top-2), for tests that run the runtime or the validator end to end. */
+extern const char *const th_tiny_moe;
 /* Number of '\n' in s. */
 int th_lines(const char *s);
 /* Hex digest-free comparison: 1 if the two files have identical bytes. */

@@ -14,17 +14,10 @@
 static char g_dir[64], g_model[256], g_db[256], g_env_db[300];
 static const char *g_env[] = {g_env_db, NULL};
 
-static const char *k_tiny =
-    "{\"architectures\": [\"Qwen3MoeForCausalLM\"], \"model_type\": \"qwen3_moe\", "
-    "\"hidden_size\": 64, \"num_hidden_layers\": 3, \"num_attention_heads\": 8, "
-    "\"num_key_value_heads\": 2, \"head_dim\": 32, \"intermediate_size\": 128, "
-    "\"moe_intermediate_size\": 32, \"num_experts\": 8, \"num_experts_per_tok\": 2, "
-    "\"vocab_size\": 1000, \"torch_dtype\": \"bfloat16\"}";
-
 static void setup(void)
 {
     th_tmpdir(g_dir, sizeof g_dir);
-    th_write(g_dir, "tiny.json", k_tiny, g_model, sizeof g_model);
+    th_write(g_dir, "tiny.json", th_tiny_moe, g_model, sizeof g_model);
     snprintf(g_db, sizeof g_db, "%s/ws.db", g_dir);
     snprintf(g_env_db, sizeof g_env_db, "WRITESCOPE_DB=%s/default.db", g_dir);
 }

@@ -17,20 +17,13 @@
 #include "store.h"
 #include "validate.h"
 
-static const char *k_gqa =
-    "{\"architectures\": [\"Qwen3MoeForCausalLM\"], \"model_type\": \"qwen3_moe\", "
-    "\"hidden_size\": 64, \"num_hidden_layers\": 3, \"num_attention_heads\": 8, "
-    "\"num_key_value_heads\": 2, \"head_dim\": 32, \"intermediate_size\": 128, "
-    "\"moe_intermediate_size\": 32, \"num_experts\": 8, \"num_experts_per_tok\": 2, "
-    "\"vocab_size\": 1000, \"torch_dtype\": \"bfloat16\"}";
-
 static ws_model g_m;
 static ws_cost_hw g_hw;
 
 static void tiny(ws_validate_cfg *c)
 {
     ws_err err = {0};
-    cr_assert_eq(ws_model_parse(k_gqa, "tiny.json", &g_m, &err), 0, "%s", err.msg);
+    cr_assert_eq(ws_model_parse(th_tiny_moe, "tiny.json", &g_m, &err), 0, "%s", err.msg);
     ws_store *s = NULL;
     cr_assert_eq(ws_store_open_embedded(&s, &err), 0, "%s", err.msg);
     ws_profile g = {0}, h = {0};
