@@ -268,6 +268,17 @@ static void pf_plan(const ws_attn_seq *sq, const ws_kv_layout *kv, int kvh, int 
     f->vlines = kv->v_pairs ? (last / 2 - tp / 2 + 1) * kv->d_v / 16 : n * kv->d_v / 32;
 }
 
+/* MLA: the K rows (V inside) of items [i, i + n) of sequence sq, KV head kvh. */
+static inline void mla_rows(const ws_attn_seq *sq, const ws_kv_layout *kv, int kvh, int i, int n,
+                            const uint16_t **rows)
+{
+    const int P = kv->page_tokens;
+    for (int t = 0; t < n; t++) {
+        const int tok = sq->sel ? sq->sel[i + t] : i + t;
+        rows[t] = (const uint16_t *)sq->pages[tok / P] + ws_kv_k_off(kv, kvh, tok % P);
+    }
+}
+
 /* Sub-blocks in the super-block of at most ns_max at item i (of i1). */
 static inline int super_subs(int i, int i1, int ns_max)
 {
@@ -723,7 +734,7 @@ INL void dp_mla_attend(const ws_attn_problem *p, int s, int kvh, int qhead, int 
 {
     const ws_kv_layout *kv = &p->kv;
     const ws_attn_seq *sq = &p->seqs[s];
-    const int dk = kv->d_k, dv = kv->d_v, P = kv->page_tokens;
+    const int dk = kv->d_k, dv = kv->d_v;
     const mla_scratch sp = mla_plan(kv, G);
     const int Gp = sp.Gp;
     /* q pairs [dk / 2][Gp]: exact, q scale as bf16 hi (qt) and lo (qlt); bf16, q as bf16
@@ -753,10 +764,7 @@ INL void dp_mla_attend(const ws_attn_problem *p, int s, int kvh, int qhead, int 
         m[h] = -INFINITY, l[h] = 0;
     for (int i = i0; i < i1; i += MLA_NT) {
         const int n = i1 - i < MLA_NT ? i1 - i : MLA_NT;
-        for (int t = 0; t < n; t++) {
-            const int tok = sq->sel ? sq->sel[i + t] : i + t;
-            rows[t] = (const uint16_t *)sq->pages[tok / P] + ws_kv_k_off(kv, kvh, tok % P);
-        }
+        mla_rows(sq, kv, kvh, i, n, rows);
         /* head groups outside, so that one group's q (dk x 32 bytes) stays in L1 while the
          * super-block's rows pass; the rows AHEAD super-blocks on are prefetched to L1 during
          * the first group */
@@ -765,12 +773,10 @@ INL void dp_mla_attend(const ws_attn_problem *p, int s, int kvh, int qhead, int 
                 const char *pf[8];
                 for (int x = 0; x < 8; x++) {
                     const int it = i + AHEAD * MLA_NT + t + x;
-                    pf[x] = NULL;
-                    if (hg == 0 && it < i1) {
-                        const int tok = sq->sel ? sq->sel[it] : it;
-                        pf[x] = (const char *)((const uint16_t *)sq->pages[tok / P] +
-                                               ws_kv_k_off(kv, kvh, tok % P));
-                    }
+                    const uint16_t *r = NULL;
+                    if (hg == 0 && it < i1)
+                        mla_rows(sq, kv, kvh, it, 1, &r);
+                    pf[x] = (const char *)r;
                 }
                 dp_mla_qk8(rows + t, n - t < 8 ? n - t : 8, qt + hg * 16, qlt + hg * 16, Gp, dk,
                            qscale, sc + (size_t)t * Gp + hg * 16, Gp, pf, exact);

@@ -299,7 +299,7 @@ INL void FN(mla_attend)(const ws_attn_problem *p, int s, int kvh, int qhead, int
 {
     const ws_kv_layout *kv = &p->kv;
     const ws_attn_seq *sq = &p->seqs[s];
-    const int dk = kv->d_k, dv = kv->d_v, P = kv->page_tokens, steps = dk / (2 * FL);
+    const int dk = kv->d_k, dv = kv->d_v, steps = dk / (2 * FL);
     const mla_scratch sp = mla_plan(kv, G);
     const int Gp = sp.Gp;
     float *qs = (float *)(w + sp.qs), *o = (float *)(w + sp.o), *sc = (float *)(w + sp.s);
@@ -318,10 +318,7 @@ INL void FN(mla_attend)(const ws_attn_problem *p, int s, int kvh, int qhead, int
         m[h] = -INFINITY, l[h] = 0;
     for (int i = i0; i < i1; i += MLA_NT) {
         const int n = i1 - i < MLA_NT ? i1 - i : MLA_NT;
-        for (int t = 0; t < n; t++) {
-            const int tok = sq->sel ? sq->sel[i + t] : i + t;
-            rows[t] = (const uint16_t *)sq->pages[tok / P] + ws_kv_k_off(kv, kvh, tok % P);
-        }
+        mla_rows(sq, kv, kvh, i, n, rows);
         /* head groups outside, so that one group's q (d_k x 32 bytes) stays in L1 while the
          * super-block's rows pass (64 heads' q is 147 KB: with token pairs outside it came
          * from L2 for every pair; this order takes 0.84 of that time for 64 heads, 0.89 for
