@@ -24,6 +24,25 @@ const char *const th_tiny_moe =
     "\"moe_intermediate_size\": 32, \"num_experts\": 8, \"num_experts_per_tok\": 2, "
     "\"vocab_size\": 1000, \"torch_dtype\": \"bfloat16\"}";
 
+void th_paper_hw(ws_store *s, const ws_model *m, ws_cost_hw *hw)
+{
+    ws_err err = {0};
+    ws_store *own = NULL;
+    if (!s) {
+        cr_assert_eq(ws_store_open_embedded(&own, &err), 0, "%s", err.msg);
+        s = own;
+    }
+    ws_profile g, h;
+    cr_assert_eq(ws_profile_load(s, "a100-40gb-pcie", &g, &err), 0, "%s", err.msg);
+    cr_assert_eq(ws_profile_load(s, "xeon-gold-5318y", &h, &err), 0, "%s", err.msg);
+    cr_assert_eq(ws_cost_hw_load(&g, &h, m->attn, WS_DT_BF16, m->weight_dtype, hw, &err), 0, "%s",
+                 err.msg);
+    ws_profile_free(&g);
+    ws_profile_free(&h);
+    if (own)
+        ws_store_close(own);
+}
+
 void th_tmpdir(char *buf, size_t cap)
 {
     snprintf(buf, cap, "/tmp/ws_test_XXXXXX");

@@ -5,6 +5,9 @@
 
 #include <stddef.h>
 
+#include "cost.h"
+#include "store.h"
+
 typedef struct th_run {
     int status;   /* exit status, or 128+signal */
     char *out;    /* captured stdout (NUL-terminated, caller frees via th_run_free) */
@@ -32,6 +35,9 @@ struct json_t *th_writescope_json(const char *const *args, const char *const *en
 /* A Qwen3-MoE config.json of toy size (3 layers, hidden 64, 8 heads over 2 KV heads, 8
  * experts, top-2), for tests that run the runtime or the validator end to end. */
 extern const char *const th_tiny_moe;
+/* The hardware of the paper's setting (a100-40gb-pcie, xeon-gold-5318y) for model m from a
+ * store, the embedded one when s is NULL (asserts on failure). */
+void th_paper_hw(ws_store *s, const ws_model *m, ws_cost_hw *hw);
 /* Number of '\n' in s. */
 int th_lines(const char *s);
 /* Hex digest-free comparison: 1 if the two files have identical bytes. */

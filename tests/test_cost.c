@@ -22,32 +22,12 @@ static void load_model(const char *name, ws_model *m)
     cr_assert_eq(ws_model_load(path, m, &err), 0, "%s", err.msg);
 }
 
-/* The hardware of the paper's setting from a store (the embedded one when s is NULL). */
-static void paper_hw(ws_store *s, const ws_model *m, ws_cost_hw *hw)
-{
-    ws_err err = {0};
-    ws_store *own = NULL;
-    if (!s) {
-        cr_assert_eq(ws_store_open_embedded(&own, &err), 0, "%s", err.msg);
-        s = own;
-    }
-    ws_profile g, h;
-    cr_assert_eq(ws_profile_load(s, "a100-40gb-pcie", &g, &err), 0, "%s", err.msg);
-    cr_assert_eq(ws_profile_load(s, "xeon-gold-5318y", &h, &err), 0, "%s", err.msg);
-    cr_assert_eq(ws_cost_hw_load(&g, &h, m->attn, WS_DT_BF16, m->weight_dtype, hw, &err), 0, "%s",
-                 err.msg);
-    ws_profile_free(&g);
-    ws_profile_free(&h);
-    if (own)
-        ws_store_close(own);
-}
-
 static void paper_model(ws_cost_model *cm, const ws_cost_cfg *cfg_in)
 {
     ws_model m;
     load_model("qwen3-30b-a3b", &m);
     ws_cost_hw hw;
-    paper_hw(NULL, &m, &hw);
+    th_paper_hw(NULL, &m, &hw);
     ws_cost_cfg cfg;
     ws_cost_cfg_default(&cfg);
     if (cfg_in)
@@ -74,7 +54,7 @@ Test(cost, datasheet_rates_and_sources)
     ws_model m;
     load_model("qwen3-30b-a3b", &m);
     ws_cost_hw hw;
-    paper_hw(NULL, &m, &hw);
+    th_paper_hw(NULL, &m, &hw);
     near(hw.cpu_attn.W.v, 1.877e11 * 0.75);
     near(hw.cpu_attn.P.v, 3.2256e12 * 0.50);
     cr_assert_eq(hw.cpu_attn.W.src, WS_SOURCE_MODELED);
@@ -276,7 +256,7 @@ Test(cost, stored_calibration_sets_contention)
     ws_model m;
     load_model("qwen3-30b-a3b", &m);
     ws_cost_hw hw;
-    paper_hw(s, &m, &hw);
+    th_paper_hw(s, &m, &hw);
     cr_assert_float_eq(hw.h2d.W.v, 24e9, 24e6);
     cr_assert_float_eq(hw.h2d_contention.v, 15.0 / 24.0, 1e-3);
     cr_assert_eq(hw.h2d_contention.src, WS_SOURCE_FITTED);
@@ -405,7 +385,7 @@ static void small_cost(int E, int k, double skew, int gpu_experts, ws_cost_model
     ws_model m;
     small_moe(E, k, &m);
     ws_cost_hw hw;
-    paper_hw(NULL, &m, &hw);
+    th_paper_hw(NULL, &m, &hw);
     ws_cost_cfg cfg;
     ws_cost_cfg_default(&cfg);
     cfg.routing_skew = skew;
@@ -537,7 +517,7 @@ Test(cost, gpu_ops)
     ws_model m;
     load_model("deepseek-v2-lite", &m);
     ws_cost_hw hw;
-    paper_hw(NULL, &m, &hw);
+    th_paper_hw(NULL, &m, &hw);
     ws_cost_cfg cfg;
     ws_cost_cfg_default(&cfg);
     ws_err err = {0};
@@ -553,7 +533,7 @@ Test(cost, bad_config)
     ws_model m;
     load_model("mixtral-8x7b", &m);
     ws_cost_hw hw;
-    paper_hw(NULL, &m, &hw);
+    th_paper_hw(NULL, &m, &hw);
     ws_cost_cfg cfg;
     ws_cost_cfg_default(&cfg);
     cfg.gpu_experts = 9; /* Mixtral has 8 */

@@ -12,6 +12,7 @@
 #include "gemm_bf16.h"
 #include "grid.h"
 #include "half.h"
+#include "helpers.h"
 #include "pool.h"
 #include "run_engine.h"
 #include "store.h"
@@ -41,17 +42,7 @@ static void load(const char *json)
 {
     ws_err err = {0};
     cr_assert_eq(ws_model_parse(json, "tiny.json", &g_m, &err), 0, "%s", err.msg);
-    ws_store *s = NULL;
-    cr_assert_eq(ws_store_open_embedded(&s, &err), 0, "%s", err.msg);
-    /* sim_load's profile half: the same loader the CLI uses */
-    ws_profile g = {0}, h = {0};
-    cr_assert_eq(ws_profile_load(s, "a100-40gb-pcie", &g, &err), 0, "%s", err.msg);
-    cr_assert_eq(ws_profile_load(s, "xeon-gold-5318y", &h, &err), 0, "%s", err.msg);
-    cr_assert_eq(ws_cost_hw_load(&g, &h, g_m.attn, WS_DT_BF16, g_m.weight_dtype, &g_hw, &err), 0,
-                 "%s", err.msg);
-    ws_profile_free(&g);
-    ws_profile_free(&h);
-    ws_store_close(s);
+    th_paper_hw(NULL, &g_m, &g_hw); /* sim_load's profile half: the loader the CLI uses */
 }
 
 static void tiny_cfg(ws_engine_cfg *c)

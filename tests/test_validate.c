@@ -24,16 +24,7 @@ static void tiny(ws_validate_cfg *c)
 {
     ws_err err = {0};
     cr_assert_eq(ws_model_parse(th_tiny_moe, "tiny.json", &g_m, &err), 0, "%s", err.msg);
-    ws_store *s = NULL;
-    cr_assert_eq(ws_store_open_embedded(&s, &err), 0, "%s", err.msg);
-    ws_profile g = {0}, h = {0};
-    cr_assert_eq(ws_profile_load(s, "a100-40gb-pcie", &g, &err), 0, "%s", err.msg);
-    cr_assert_eq(ws_profile_load(s, "xeon-gold-5318y", &h, &err), 0, "%s", err.msg);
-    cr_assert_eq(ws_cost_hw_load(&g, &h, g_m.attn, WS_DT_BF16, g_m.weight_dtype, &g_hw, &err), 0,
-                 "%s", err.msg);
-    ws_profile_free(&g);
-    ws_profile_free(&h);
-    ws_store_close(s);
+    th_paper_hw(NULL, &g_m, &g_hw);
     ws_validate_cfg_default(c);
     ws_engine_cfg *e = &c->eng;
     e->model = &g_m;
