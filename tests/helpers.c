@@ -43,6 +43,18 @@ void th_paper_hw(ws_store *s, const ws_model *m, ws_cost_hw *hw)
         ws_store_close(own);
 }
 
+void th_expect_fail(const char *const *args, int status, const char *needle,
+                    const char *const *env_kv)
+{
+    th_run r = th_writescope(args, env_kv);
+    cr_assert_eq(r.status, status, "%s %s: exit %d, stderr: %s", args[0], args[1] ? args[1] : "",
+                 r.status, r.err);
+    cr_assert_eq(th_lines(r.err), 1, "one line: %s", r.err);
+    cr_assert_neq(strstr(r.err, needle), NULL, "stderr '%s' lacks '%s'", r.err, needle);
+    cr_assert_str_eq(r.out, "");
+    th_run_free(&r);
+}
+
 void th_tmpdir(char *buf, size_t cap)
 {
     snprintf(buf, cap, "/tmp/ws_test_XXXXXX");

@@ -38,6 +38,10 @@ extern const char *const th_tiny_moe;
 /* The hardware of the paper's setting (a100-40gb-pcie, xeon-gold-5318y) for model m from a
  * store, the embedded one when s is NULL (asserts on failure). */
 void th_paper_hw(ws_store *s, const ws_model *m, ws_cost_hw *hw);
+/* Runs writescope with args and env_kv, which must fail with exit `status`, one line on
+ * stderr that contains needle, nothing on stdout. */
+void th_expect_fail(const char *const *args, int status, const char *needle,
+                    const char *const *env_kv);
 /* Number of '\n' in s. */
 int th_lines(const char *s);
 /* Hex digest-free comparison: 1 if the two files have identical bytes. */

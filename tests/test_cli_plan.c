@@ -21,16 +21,6 @@ static void fresh_db(void)
     snprintf(g_env_db, sizeof g_env_db, "WRITESCOPE_DB=%s/ws.db", g_dir);
 }
 
-static void expect_fail(const char *const *args, int status, const char *needle)
-{
-    th_run r = th_writescope(args, g_env);
-    cr_assert_eq(r.status, status, "exit %d, stderr: %s", r.status, r.err);
-    cr_assert_eq(th_lines(r.err), 1, "one line: %s", r.err);
-    cr_assert_neq(strstr(r.err, needle), NULL, "stderr '%s' lacks '%s'", r.err, needle);
-    cr_assert_str_eq(r.out, "");
-    th_run_free(&r);
-}
-
 TestSuite(cli_plan, .init = fresh_db);
 
 #define BASE "plan", "--model", "qwen3-30b-a3b", "--host", "xeon-gold-5318y"
@@ -90,20 +80,23 @@ Test(cli_plan, bad_slo_and_price_are_one_line_errors)
 {
     const char *gpu[] = {"--gpu", "v100-32gb-pcie"};
 #define P(...) (const char *[]){BASE, gpu[0], gpu[1], USERS, __VA_ARGS__, NULL}
-    expect_fail(P("--slo-tpot", "-0.2"), 2, "--slo-tpot '-0.2'");
-    expect_fail(P("--slo-tpot", "fast"), 2, "--slo-tpot 'fast'");
-    expect_fail(P("--slo-ttft", "0"), 2, "--slo-ttft '0'");
-    expect_fail(P("--slo-tpot", "0.2", "--slo-pct", "p101"), 2, "--slo-pct 'p101'");
-    expect_fail(P("--slo-tpot", "0.2", "--slo-pct", "q99"), 2, "--slo-pct 'q99'");
-    expect_fail(P("--output", "4"), 2, "give an SLO");
-    expect_fail(P("--slo-tpot", "0.2", "--price", "v100-32gb-pcie"), 2, "PROFILE=USD_PER_HOUR");
-    expect_fail(P("--slo-tpot", "0.2", "--price", "v100-32gb-pcie=-1"), 2, "dollars per hour");
-    expect_fail(P("--slo-tpot", "0.2", "--price", "v100-32gb-pcie=cheap"), 2, "dollars per hour");
-    expect_fail(P("--slo-tpot", "0.2", "--price", "h100-80gb-sxm=2"), 2,
-                "'h100-80gb-sxm' is not one of the --gpu profiles");
-    expect_fail(P("--slo-tpot", "0.2", "--policy", "bogus"), 2, "bogus");
-    expect_fail((const char *[]){BASE, "--gpu", "no-such-gpu", USERS, "--slo-tpot", "1", NULL}, 1,
-                "no-such-gpu");
+    th_expect_fail(P("--slo-tpot", "-0.2"), 2, "--slo-tpot '-0.2'", g_env);
+    th_expect_fail(P("--slo-tpot", "fast"), 2, "--slo-tpot 'fast'", g_env);
+    th_expect_fail(P("--slo-ttft", "0"), 2, "--slo-ttft '0'", g_env);
+    th_expect_fail(P("--slo-tpot", "0.2", "--slo-pct", "p101"), 2, "--slo-pct 'p101'", g_env);
+    th_expect_fail(P("--slo-tpot", "0.2", "--slo-pct", "q99"), 2, "--slo-pct 'q99'", g_env);
+    th_expect_fail(P("--output", "4"), 2, "give an SLO", g_env);
+    th_expect_fail(P("--slo-tpot", "0.2", "--price", "v100-32gb-pcie"), 2, "PROFILE=USD_PER_HOUR",
+                   g_env);
+    th_expect_fail(P("--slo-tpot", "0.2", "--price", "v100-32gb-pcie=-1"), 2, "dollars per hour",
+                   g_env);
+    th_expect_fail(P("--slo-tpot", "0.2", "--price", "v100-32gb-pcie=cheap"), 2, "dollars per hour",
+                   g_env);
+    th_expect_fail(P("--slo-tpot", "0.2", "--price", "h100-80gb-sxm=2"), 2,
+                   "'h100-80gb-sxm' is not one of the --gpu profiles", g_env);
+    th_expect_fail(P("--slo-tpot", "0.2", "--policy", "bogus"), 2, "bogus", g_env);
+    th_expect_fail((const char *[]){BASE, "--gpu", "no-such-gpu", USERS, "--slo-tpot", "1", NULL},
+                   1, "no-such-gpu", g_env);
 #undef P
 }
 
@@ -126,7 +119,7 @@ Test(cli_plan, trace_rate_is_scaled_from_its_own)
     cr_assert_gt(load, 0);
     cr_assert_geq(json_real_value(json_object_get(x, "attainment")), 0.99);
     json_decref(v);
-    expect_fail((const char *[]){BASE, "--gpu", "a100-40gb-pcie", "--trace", path, "--rate", "2",
-                                 "--slo-tpot", "1", NULL},
-                2, "own arrivals");
+    th_expect_fail((const char *[]){BASE, "--gpu", "a100-40gb-pcie", "--trace", path, "--rate", "2",
+                                    "--slo-tpot", "1", NULL},
+                   2, "own arrivals", g_env);
 }

@@ -175,17 +175,6 @@ Test(cli_plot, strings_from_the_database_are_never_code, .timeout = 180)
     cr_assert_eq(access(pwned, F_OK), -1, "a live figure ran a shell command");
 }
 
-static void expect_fail(const char *const *args, int status, const char *needle)
-{
-    th_run r = th_writescope(args, NULL);
-    cr_assert_eq(r.status, status, "%s %s: exit %d, stderr: %s", args[0], args[1], r.status,
-                 r.err);
-    cr_assert_eq(th_lines(r.err), 1, "one line: %s", r.err);
-    cr_assert_neq(strstr(r.err, needle), NULL, "stderr '%s' lacks '%s'", r.err, needle);
-    cr_assert_str_eq(r.out, "");
-    th_run_free(&r);
-}
-
 Test(cli_plot, unknown_figures_bad_options_and_missing_data)
 {
     char dir[64], db[128], out[160];
@@ -193,23 +182,25 @@ Test(cli_plot, unknown_figures_bad_options_and_missing_data)
     snprintf(db, sizeof db, "%s/empty.db", dir);
     snprintf(out, sizeof out, "%s/x.png", dir);
     ok((const char *[]){"db", "init", "--db", db, NULL});
-    expect_fail((const char *[]){"plot", "nonsense", "--db", db, NULL}, 2, "no figure 'nonsense'");
-    expect_fail((const char *[]){"plot", "--db", db, NULL}, 2, "which figure");
-    expect_fail((const char *[]){"plot", "calib", "--live", "1", "--db", db, NULL}, 2,
-                "takes no --live");
-    expect_fail((const char *[]){"plot", "share", "--live", "1", "--run", "2", "--db", db, NULL},
-                2, "give one");
-    expect_fail((const char *[]){"plot", "util", "--run", "0", "--db", db, NULL}, 2, "--run");
+    th_expect_fail((const char *[]){"plot", "nonsense", "--db", db, NULL}, 2,
+                   "no figure 'nonsense'", NULL);
+    th_expect_fail((const char *[]){"plot", "--db", db, NULL}, 2, "which figure", NULL);
+    th_expect_fail((const char *[]){"plot", "calib", "--live", "1", "--db", db, NULL}, 2,
+                   "takes no --live", NULL);
+    th_expect_fail((const char *[]){"plot", "share", "--live", "1", "--run", "2", "--db", db, NULL},
+                   2, "give one", NULL);
+    th_expect_fail((const char *[]){"plot", "util", "--run", "0", "--db", db, NULL}, 2, "--run",
+                   NULL);
     const char *missing[N_FIGURES] = {"no calibration run", "no closed-batch simulation",
                                       "no closed-batch simulation", "no simulation run",
                                       "no simulation run", "no simulation run"};
     for (size_t i = 0; i < N_FIGURES; i++)
-        expect_fail((const char *[]){"plot", figures[i], "--db", db, "--out", out, NULL}, 1,
-                    missing[i]);
-    expect_fail((const char *[]){"plot", "share", "--live", "0", "--db", db, "--out", out, NULL},
-                1, "no runtime run");
-    expect_fail((const char *[]){"plot", "util", "--run", "7", "--db", db, "--out", out, NULL}, 1,
-                "no simulation run 7");
+        th_expect_fail((const char *[]){"plot", figures[i], "--db", db, "--out", out, NULL}, 1,
+                       missing[i], NULL);
+    th_expect_fail((const char *[]){"plot", "share", "--live", "0", "--db", db, "--out", out, NULL},
+                   1, "no runtime run", NULL);
+    th_expect_fail((const char *[]){"plot", "util", "--run", "7", "--db", db, "--out", out, NULL},
+                   1, "no simulation run 7", NULL);
     struct stat st;
     cr_assert_neq(stat(out, &st), 0, "a failed figure left %s", out);
 }

@@ -76,26 +76,17 @@ Test(cli_run, json_verify_and_db)
                  1);
 }
 
-static void expect_fail(const char *const *args, int status, const char *needle)
-{
-    th_run r = th_writescope(args, g_env);
-    cr_assert_eq(r.status, status, "exit %d, stderr: %s", r.status, r.err);
-    cr_assert_eq(th_lines(r.err), 1, "one line: %s", r.err);
-    cr_assert_neq(strstr(r.err, needle), NULL, "stderr '%s' lacks '%s'", r.err, needle);
-    cr_assert_str_eq(r.out, "");
-    th_run_free(&r);
-}
-
 Test(cli_run, bad_names_are_one_line_errors)
 {
-    expect_fail((const char *[]){"run", "--model", "no-such-model", NULL}, 1, "no-such-model");
-    expect_fail(TINY("--policy", "nope"), 1, "nope");
-    expect_fail(TINY("--policy", "gpu-only"), 2, "gpu-only");
-    expect_fail(TINY("--gpu", "modeled:no-such-gpu"), 1, "no-such-gpu");
-    expect_fail(TINY("--gpu", "h100"), 2, "modeled:<profile>");
-    expect_fail((const char *[]){"run", "--model", g_model, "--host", "no-such-host", NULL}, 1,
-                "no-such-host");
-    expect_fail(TINY("--batch", "0"), 2, "--batch");
+    th_expect_fail((const char *[]){"run", "--model", "no-such-model", NULL}, 1, "no-such-model",
+                   g_env);
+    th_expect_fail(TINY("--policy", "nope"), 1, "nope", g_env);
+    th_expect_fail(TINY("--policy", "gpu-only"), 2, "gpu-only", g_env);
+    th_expect_fail(TINY("--gpu", "modeled:no-such-gpu"), 1, "no-such-gpu", g_env);
+    th_expect_fail(TINY("--gpu", "h100"), 2, "modeled:<profile>", g_env);
+    th_expect_fail((const char *[]){"run", "--model", g_model, "--host", "no-such-host", NULL}, 1,
+                   "no-such-host", g_env);
+    th_expect_fail(TINY("--batch", "0"), 2, "--batch", g_env);
     /* no CUDA device where the tests run: the run fails with the reason on its last line */
     th_run r = th_writescope(TINY("--gpu", "cuda"), g_env);
     cr_assert_eq(r.status, 1, "exit %d: %s", r.status, r.err);
@@ -103,5 +94,5 @@ Test(cli_run, bad_names_are_one_line_errors)
     cr_assert(last && strcasestr(last, "cuda") && th_lines(last) == 1, "%s", r.err);
     cr_assert_str_eq(r.out, "");
     th_run_free(&r);
-    expect_fail((const char *[]){"run", NULL}, 2, "--model");
+    th_expect_fail((const char *[]){"run", NULL}, 2, "--model", g_env);
 }

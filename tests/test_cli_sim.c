@@ -22,16 +22,6 @@ static void fresh_db(void)
     snprintf(g_env_db, sizeof g_env_db, "WRITESCOPE_DB=%s/ws.db", dir);
 }
 
-static void expect_fail(const char *const *args, int status, const char *needle)
-{
-    th_run r = th_writescope(args, g_env);
-    cr_assert_eq(r.status, status, "exit %d, stderr: %s", r.status, r.err);
-    cr_assert_eq(th_lines(r.err), 1, "one line: %s", r.err);
-    cr_assert_neq(strstr(r.err, needle), NULL, "stderr '%s' lacks '%s'", r.err, needle);
-    cr_assert_str_eq(r.out, "");
-    th_run_free(&r);
-}
-
 TestSuite(cli_sim, .init = fresh_db);
 
 #define BASE                                                                                       \
@@ -70,19 +60,20 @@ Test(cli_sim, json_one_policy)
 
 Test(cli_sim, bad_names_one_line)
 {
-    expect_fail((const char *[]){"sim", "--model", "nosuch-model", "--gpu", "a100-40gb-pcie",
-                                 "--host", "xeon-gold-5318y", NULL},
-                1, "nosuch-model");
-    expect_fail((const char *[]){"sim", "--model", "qwen3-30b-a3b", "--gpu", "no-gpu", "--host",
-                                 "xeon-gold-5318y", NULL},
-                1, "no-gpu");
-    expect_fail((const char *[]){"sim", "--model", "qwen3-30b-a3b", "--gpu", "a100-40gb-pcie",
-                                 "--host", "no-host", NULL},
-                1, "no-host");
-    expect_fail((const char *[]){BASE, "--policy", "bogus", NULL}, 1, "unknown policy 'bogus'");
-    expect_fail((const char *[]){"sim", "--model", "qwen3-30b-a3b", "--gpu", "xeon-gold-5318y",
-                                 "--host", "xeon-gold-5318y", NULL},
-                1, "not a GPU");
+    th_expect_fail((const char *[]){"sim", "--model", "nosuch-model", "--gpu", "a100-40gb-pcie",
+                                    "--host", "xeon-gold-5318y", NULL},
+                   1, "nosuch-model", g_env);
+    th_expect_fail((const char *[]){"sim", "--model", "qwen3-30b-a3b", "--gpu", "no-gpu", "--host",
+                                    "xeon-gold-5318y", NULL},
+                   1, "no-gpu", g_env);
+    th_expect_fail((const char *[]){"sim", "--model", "qwen3-30b-a3b", "--gpu", "a100-40gb-pcie",
+                                    "--host", "no-host", NULL},
+                   1, "no-host", g_env);
+    th_expect_fail((const char *[]){BASE, "--policy", "bogus", NULL}, 1, "unknown policy 'bogus'",
+                   g_env);
+    th_expect_fail((const char *[]){"sim", "--model", "qwen3-30b-a3b", "--gpu", "xeon-gold-5318y",
+                                    "--host", "xeon-gold-5318y", NULL},
+                   1, "not a GPU", g_env);
 }
 
 Test(cli_sim, usage_errors)
@@ -127,9 +118,9 @@ Test(cli_sim, trace_file_and_generator)
     json_decref(v);
     th_write(dir, "bad.csv", "arrival_s,prompt_tokens,output_tokens\n0,300,4\n0.5,x,2\n", bad,
              sizeof bad);
-    expect_fail((const char *[]){BASE, "--trace", bad, NULL}, 1, "bad.csv:3");
-    expect_fail((const char *[]){BASE, "--trace", "/nonexistent/t.csv", NULL}, 1,
-                "/nonexistent/t.csv");
+    th_expect_fail((const char *[]){BASE, "--trace", bad, NULL}, 1, "bad.csv:3", g_env);
+    th_expect_fail((const char *[]){BASE, "--trace", "/nonexistent/t.csv", NULL}, 1,
+                   "/nonexistent/t.csv", g_env);
 }
 
 Test(cli_sim, mooncake_trace_every_request_ends)
@@ -172,18 +163,18 @@ Test(cli_sim, closed_loop_generator)
                                    "AND generator LIKE 'arrivals=closed clients=3 "
                                    "think=fixed:0.5 requests=7 %'"),
                  1);
-    expect_fail((const char *[]){BASE, "--arrivals", "closed", "--requests", "4", "--prompt-dist",
-                                 "fixed:10", "--output-dist", "fixed:2", NULL},
-                2, "--clients");
-    expect_fail((const char *[]){BASE, "--arrivals", "closed", "--clients", "2", "--rate", "3",
-                                 "--requests", "4", "--prompt-dist", "fixed:10", "--output-dist",
-                                 "fixed:2", NULL},
-                2, "--rate");
-    expect_fail((const char *[]){BASE, "--arrivals", "closed", "--clients", "2", "--think",
-                                 "gauss:1", "--requests", "4", "--prompt-dist", "fixed:10",
-                                 "--output-dist", "fixed:2", NULL},
-                2, "think");
-    expect_fail((const char *[]){BASE, "--clients", "2", NULL}, 2, "--arrivals");
+    th_expect_fail((const char *[]){BASE, "--arrivals", "closed", "--requests", "4",
+                                    "--prompt-dist", "fixed:10", "--output-dist", "fixed:2", NULL},
+                   2, "--clients", g_env);
+    th_expect_fail((const char *[]){BASE, "--arrivals", "closed", "--clients", "2", "--rate", "3",
+                                    "--requests", "4", "--prompt-dist", "fixed:10", "--output-dist",
+                                    "fixed:2", NULL},
+                   2, "--rate", g_env);
+    th_expect_fail((const char *[]){BASE, "--arrivals", "closed", "--clients", "2", "--think",
+                                    "gauss:1", "--requests", "4", "--prompt-dist", "fixed:10",
+                                    "--output-dist", "fixed:2", NULL},
+                   2, "think", g_env);
+    th_expect_fail((const char *[]){BASE, "--clients", "2", NULL}, 2, "--arrivals", g_env);
     th_run r = th_writescope((const char *[]){"sim", "--help", NULL}, g_env);
     cr_assert_neq(strstr(r.out, "closed loop"), NULL, "%s", r.out);
     th_run_free(&r);
@@ -312,7 +303,7 @@ Test(cli_sim, host_this_is_this_machines_calibration)
     const char *sim[] = {"sim", "--model", "qwen3-30b-a3b", "--gpu", "a100-40gb-pcie", "--host",
                          "this", "--batch", "1", "--prompt", "2048", "--output", "4", "--policy",
                          "writescope", "--db", db, NULL};
-    expect_fail(sim, 1, "--host this: no calibration of this machine");
+    th_expect_fail(sim, 1, "--host this: no calibration of this machine", g_env);
     char name[64];
     ws_store *st;
     ws_err err = {0};

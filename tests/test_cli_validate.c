@@ -100,27 +100,18 @@ Test(cli_validate, shipped_mla_model)
     json_decref(v);
 }
 
-static void expect_fail(const char *const *args, int status, const char *needle)
-{
-    th_run r = th_writescope(args, g_env);
-    cr_assert_eq(r.status, status, "exit %d, stderr: %s", r.status, r.err);
-    cr_assert_eq(th_lines(r.err), 1, "one line: %s", r.err);
-    cr_assert_neq(strstr(r.err, needle), NULL, "stderr '%s' lacks '%s'", r.err, needle);
-    cr_assert_str_eq(r.out, "");
-    th_run_free(&r);
-}
-
 Test(cli_validate, bad_arguments_are_one_line_errors)
 {
-    expect_fail((const char *[]){"validate", NULL}, 2, "--model");
-    expect_fail(TINY("--repeat", "0"), 2, "--repeat");
-    expect_fail(TINY("--gpu", "h100"), 2, "modeled:<profile>");
-    expect_fail(TINY("--policy", "gpu-only"), 2, "gpu-only");
-    expect_fail(TINY("--policy", "nope"), 1, "nope");
-    expect_fail(TINY("--plot", "out.txt"), 2, "--plot");
-    expect_fail(TINY("--db", g_db, "--save"), 2, "--save");
-    expect_fail(TINY("--calibrate"), 2, "--calibrate");
-    expect_fail(TINY("--warmup", "6"), 2, "warm-up");
-    expect_fail(TINY("--gpu", "modeled:no-such-gpu"), 1, "no-such-gpu");
-    expect_fail((const char *[]){"validate", "--model", "no-such-model", NULL}, 1, "no-such-model");
+    th_expect_fail((const char *[]){"validate", NULL}, 2, "--model", g_env);
+    th_expect_fail(TINY("--repeat", "0"), 2, "--repeat", g_env);
+    th_expect_fail(TINY("--gpu", "h100"), 2, "modeled:<profile>", g_env);
+    th_expect_fail(TINY("--policy", "gpu-only"), 2, "gpu-only", g_env);
+    th_expect_fail(TINY("--policy", "nope"), 1, "nope", g_env);
+    th_expect_fail(TINY("--plot", "out.txt"), 2, "--plot", g_env);
+    th_expect_fail(TINY("--db", g_db, "--save"), 2, "--save", g_env);
+    th_expect_fail(TINY("--calibrate"), 2, "--calibrate", g_env);
+    th_expect_fail(TINY("--warmup", "6"), 2, "warm-up", g_env);
+    th_expect_fail(TINY("--gpu", "modeled:no-such-gpu"), 1, "no-such-gpu", g_env);
+    th_expect_fail((const char *[]){"validate", "--model", "no-such-model", NULL}, 1,
+                   "no-such-model", g_env);
 }
