@@ -197,6 +197,20 @@ static int arr_pop(run *R, ws_err *err)
     return 0;
 }
 
+/* Request id's result before anything of it ran: times unset (-1). */
+static sim_req_result unserved(const sim_req *rq, uint64_t id)
+{
+    return (sim_req_result){.id = id,
+                            .arrival_s = rq->arrival_s,
+                            .first_s = -1,
+                            .end_s = -1,
+                            .ttft = -1,
+                            .tpot = -1,
+                            .e2e = -1,
+                            .prompt = rq->prompt,
+                            .output = rq->output};
+}
+
 /* A request has arrived: its placeholder in res->req when requests are kept. */
 static int push_result(run *R, const sim_req *rq, uint64_t id, ws_err *err)
 {
@@ -205,15 +219,7 @@ static int push_result(run *R, const sim_req *rq, uint64_t id, ws_err *err)
         return 0;
     if (ws_grow((void **)&res->req, &res->cap_req, res->n_req, sizeof *res->req, 64))
         return ws_err_set(err, WS_ENOMEM, "sim: out of memory (requests)");
-    res->req[res->n_req++] = (sim_req_result){.id = id,
-                                              .arrival_s = rq->arrival_s,
-                                              .first_s = -1,
-                                              .end_s = -1,
-                                              .ttft = -1,
-                                              .tpot = -1,
-                                              .e2e = -1,
-                                              .prompt = rq->prompt,
-                                              .output = rq->output};
+    res->req[res->n_req++] = unserved(rq, id);
     return 0;
 }
 
@@ -322,16 +328,8 @@ static int admit(run *R, ws_err *err)
         int never;
         need(R, rq, R->cfg->policy == WS_POLICY_MIGRATE ? R->r_cur : r, &g, &h, &p, &never);
         if (never) {
-            const sim_req_result o = {.id = qe->id,
-                                      .arrival_s = rq->arrival_s,
-                                      .first_s = -1,
-                                      .end_s = -1,
-                                      .ttft = -1,
-                                      .tpot = -1,
-                                      .e2e = -1,
-                                      .prompt = rq->prompt,
-                                      .output = rq->output,
-                                      .outcome = SIM_OUT_OOM};
+            sim_req_result o = unserved(rq, qe->id);
+            o.outcome = SIM_OUT_OOM;
             int rc = end_request(R, &o, err);
             if (rc)
                 return rc;
