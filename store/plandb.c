@@ -3,7 +3,6 @@
 
 #include <jansson.h>
 #include <math.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -149,34 +148,35 @@ static int put_rows(ws_store *s, long long id, const ws_plandb_point *pts, size_
     return rc;
 }
 
+typedef struct plan_rows {
+    ws_plandb_run *run;
+    const ws_plandb_point *pts;
+    size_t n_pts;
+    const ws_plandb_result *res;
+    size_t n_res;
+    const ws_plandb_fit *fits;
+    size_t n_fits;
+} plan_rows;
+
+static int plan_body(ws_store *s, void *ctx, ws_err *err)
+{
+    plan_rows *r = ctx;
+    int rc = put_run(s, r->run, err);
+    return rc ? rc
+              : put_rows(s, r->run->id, r->pts, r->n_pts, r->res, r->n_res, r->fits, r->n_fits,
+                         err);
+}
+
 int ws_plandb_store(ws_store *s, ws_plandb_run *run, const ws_plandb_point *pts, size_t n_pts,
                     const ws_plandb_result *res, size_t n_res, const ws_plandb_fit *fits,
                     size_t n_fits, ws_err *err)
 {
-    if (ws_store_in_transaction(s)) {
-        int rc = put_run(s, run, err);
-        return rc ? rc : put_rows(s, run->id, pts, n_pts, res, n_res, fits, n_fits, err);
-    }
-    /* Ctrl-C during the commit must not split it. */
-    sigset_t block, old;
-    sigemptyset(&block);
-    sigaddset(&block, SIGINT);
-    sigaddset(&block, SIGTERM);
-    sigprocmask(SIG_BLOCK, &block, &old);
+    const int own = !ws_store_in_transaction(s);
     const long long id = run->id;
-    int rc = ws_store_begin(s, err);
-    if (!rc) {
-        rc = put_run(s, run, err);
-        if (!rc)
-            rc = put_rows(s, run->id, pts, n_pts, res, n_res, fits, n_fits, err);
-        if (!rc)
-            rc = ws_store_commit(s, err);
-        if (rc) {
-            ws_store_rollback(s);
-            run->id = id;
-        }
-    }
-    sigprocmask(SIG_SETMASK, &old, NULL);
+    plan_rows r = {run, pts, n_pts, res, n_res, fits, n_fits};
+    const int rc = ws_store_in_tx(s, plan_body, &r, err);
+    if (rc && own)
+        run->id = id; /* the row it named is gone */
     return rc;
 }
 

@@ -2,7 +2,6 @@
 #include "rundb.h"
 
 #include <jansson.h>
-#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -121,31 +120,32 @@ static int store_in_tx(ws_store *s, ws_rundb_run *run, const ws_rundb_step *step
     return 0;
 }
 
+typedef struct run_rows {
+    ws_rundb_run *run;
+    const ws_rundb_step *steps;
+    size_t n_steps;
+    const ws_rundb_layer *lay;
+    size_t n_lay;
+} run_rows;
+
+static int run_body(ws_store *s, void *ctx, ws_err *err)
+{
+    run_rows *r = ctx;
+    return store_in_tx(s, r->run, r->steps, r->n_steps, r->lay, r->n_lay, err);
+}
+
 int ws_rundb_store_run(ws_store *s, ws_rundb_run *run, const ws_rundb_step *steps, size_t n_steps,
                        const ws_rundb_layer *lay, size_t n_lay, ws_err *err)
 {
     int rc = check_run(s, run, err);
     if (rc)
         return rc;
-    if (ws_store_in_transaction(s))
-        return store_in_tx(s, run, steps, n_steps, lay, n_lay, err);
-    sigset_t block, old;
-    sigemptyset(&block);
-    sigaddset(&block, SIGINT);
-    sigaddset(&block, SIGTERM);
-    sigprocmask(SIG_BLOCK, &block, &old);
+    const int own = !ws_store_in_transaction(s);
     const long long id = run->id;
-    rc = ws_store_begin(s, err);
-    if (!rc) {
-        rc = store_in_tx(s, run, steps, n_steps, lay, n_lay, err);
-        if (!rc)
-            rc = ws_store_commit(s, err);
-        if (rc) {
-            ws_store_rollback(s);
-            run->id = id;
-        }
-    }
-    sigprocmask(SIG_SETMASK, &old, NULL);
+    run_rows r = {run, steps, n_steps, lay, n_lay};
+    rc = ws_store_in_tx(s, run_body, &r, err);
+    if (rc && own)
+        run->id = id; /* the row it named is gone */
     return rc;
 }
 

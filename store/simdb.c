@@ -3,7 +3,6 @@
 
 #include <jansson.h>
 #include <math.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -244,31 +243,6 @@ static int store_in_tx(ws_store *s, ws_simdb_run *run, const ws_simdb_request *r
     return rc;
 }
 
-/* body(s, ctx, err) in the caller's transaction when one is open, else in its own, with
- * SIGINT/SIGTERM held so that Ctrl-C during the commit cannot split it (SQLite's journal
- * covers a kill -9); rolled back on failure. */
-static int in_tx(ws_store *s, int (*body)(ws_store *s, void *ctx, ws_err *err), void *ctx,
-                 ws_err *err)
-{
-    if (ws_store_in_transaction(s))
-        return body(s, ctx, err);
-    sigset_t block, old;
-    sigemptyset(&block);
-    sigaddset(&block, SIGINT);
-    sigaddset(&block, SIGTERM);
-    sigprocmask(SIG_BLOCK, &block, &old);
-    int rc = ws_store_begin(s, err);
-    if (!rc) {
-        rc = body(s, ctx, err);
-        if (!rc)
-            rc = ws_store_commit(s, err);
-        if (rc)
-            ws_store_rollback(s);
-    }
-    sigprocmask(SIG_SETMASK, &old, NULL);
-    return rc;
-}
-
 typedef struct run_rows {
     ws_simdb_run *run;
     const ws_simdb_request *req;
@@ -288,7 +262,7 @@ int ws_simdb_store_run(ws_store *s, ws_simdb_run *run, const ws_simdb_request *r
 {
     const long long id = run->id;
     run_rows r = {run, req, n_req, steps, n_steps};
-    int rc = in_tx(s, run_body, &r, err);
+    int rc = ws_store_in_tx(s, run_body, &r, err);
     if (rc)
         run->id = id; /* the row it named is gone */
     return rc;
@@ -331,7 +305,7 @@ static int grid_body(ws_store *s, void *ctx, ws_err *err)
 int ws_simdb_store_grid(ws_store *s, ws_simdb_grid *g, ws_simdb_run *runs, size_t n, ws_err *err)
 {
     grid_rows x = {g, runs, n};
-    int rc = in_tx(s, grid_body, &x, err);
+    int rc = ws_store_in_tx(s, grid_body, &x, err);
     if (rc) { /* the rows they named are gone */
         g->id = 0;
         for (size_t i = 0; i < n; i++)

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -688,6 +689,28 @@ int ws_store_insert_id(ws_store *s, sqlite3_stmt *st, const char *what, long lon
     sqlite3_finalize(st);
     *id = sqlite3_last_insert_rowid(ws_store_sqlite(s));
     return 0;
+}
+
+int ws_store_in_tx(ws_store *s, int (*body)(ws_store *s, void *ctx, ws_err *err), void *ctx,
+                   ws_err *err)
+{
+    if (ws_store_in_transaction(s))
+        return body(s, ctx, err);
+    sigset_t block, old;
+    sigemptyset(&block);
+    sigaddset(&block, SIGINT);
+    sigaddset(&block, SIGTERM);
+    sigprocmask(SIG_BLOCK, &block, &old);
+    int rc = ws_store_begin(s, err);
+    if (!rc) {
+        rc = body(s, ctx, err);
+        if (!rc)
+            rc = ws_store_commit(s, err);
+        if (rc)
+            ws_store_rollback(s);
+    }
+    sigprocmask(SIG_SETMASK, &old, NULL);
+    return rc;
 }
 
 int ws_store_check_params(ws_store *s, const char *what, const char *params, ws_err *err)

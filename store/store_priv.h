@@ -37,6 +37,12 @@ int ws_store_step_done(ws_store *s, sqlite3_stmt *st, const char *what, ws_err *
 int ws_store_insert_id(ws_store *s, sqlite3_stmt *st, const char *what, long long *id,
                        ws_err *err);
 
+/* body(s, ctx, err) in the caller's transaction when one is open, else in its own, with
+ * SIGINT/SIGTERM held so that Ctrl-C during the commit cannot split it (SQLite's journal
+ * covers a kill -9); rolled back on failure. */
+int ws_store_in_tx(ws_store *s, int (*body)(ws_store *s, void *ctx, ws_err *err), void *ctx,
+                   ws_err *err);
+
 /* A row's `params` text: empty, or a JSON object; else WS_EINVAL naming `what` ("runtime
  * run") and the parser's complaint. */
 int ws_store_check_params(ws_store *s, const char *what, const char *params, ws_err *err);

@@ -2,7 +2,6 @@
 #include "validatedb.h"
 
 #include <jansson.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -138,6 +137,22 @@ static int store_in_tx(ws_store *s, ws_validatedb_run *run, const ws_validatedb_
     return 0;
 }
 
+typedef struct val_rows {
+    ws_validatedb_run *run;
+    const ws_validatedb_stat *st;
+    size_t n_st;
+    const ws_validatedb_point *pt;
+    size_t n_pt;
+    const ws_validatedb_term *tm;
+    size_t n_tm;
+} val_rows;
+
+static int val_body(ws_store *s, void *ctx, ws_err *err)
+{
+    val_rows *r = ctx;
+    return store_in_tx(s, r->run, r->st, r->n_st, r->pt, r->n_pt, r->tm, r->n_tm, err);
+}
+
 int ws_validatedb_store(ws_store *s, ws_validatedb_run *run, const ws_validatedb_stat *st,
                         size_t n_st, const ws_validatedb_point *pt, size_t n_pt,
                         const ws_validatedb_term *tm, size_t n_tm, ws_err *err)
@@ -145,25 +160,12 @@ int ws_validatedb_store(ws_store *s, ws_validatedb_run *run, const ws_validatedb
     int rc = check(s, run, st, n_st, err);
     if (rc)
         return rc;
-    if (ws_store_in_transaction(s))
-        return store_in_tx(s, run, st, n_st, pt, n_pt, tm, n_tm, err);
-    sigset_t block, old;
-    sigemptyset(&block);
-    sigaddset(&block, SIGINT);
-    sigaddset(&block, SIGTERM);
-    sigprocmask(SIG_BLOCK, &block, &old);
+    const int own = !ws_store_in_transaction(s);
     const long long id = run->id;
-    rc = ws_store_begin(s, err);
-    if (!rc) {
-        rc = store_in_tx(s, run, st, n_st, pt, n_pt, tm, n_tm, err);
-        if (!rc)
-            rc = ws_store_commit(s, err);
-        if (rc) {
-            ws_store_rollback(s);
-            run->id = id;
-        }
-    }
-    sigprocmask(SIG_SETMASK, &old, NULL);
+    val_rows r = {run, st, n_st, pt, n_pt, tm, n_tm};
+    rc = ws_store_in_tx(s, val_body, &r, err);
+    if (rc && own)
+        run->id = id; /* the row it named is gone */
     return rc;
 }
 
