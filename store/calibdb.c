@@ -271,19 +271,10 @@ int ws_calibdb_get_run(ws_store *s, long long run_id, ws_calibdb_run *run, ws_ca
                            -1, &st, NULL) != SQLITE_OK)
         return WS_DB_FAIL(s, err, "cannot read runs");
     sqlite3_bind_int64(st, 1, run_id);
-    int rc = sqlite3_step(st);
-    if (rc != SQLITE_ROW) {
-        if (rc != SQLITE_DONE)
-            rc = WS_DB_FAIL(s, err, "cannot read runs");
-        else if (run_id)
-            rc = ws_err_set(err, WS_ENOTFOUND, "%s: no calibration run %lld", ws_store_path(s),
-                            run_id);
-        else
-            rc = ws_err_set(err, WS_ENOTFOUND, "%s: no calibration run yet (run 'writescope calib')",
-                            ws_store_path(s));
-        sqlite3_finalize(st);
+    int rc = ws_store_run_row(s, st, run_id, "cannot read runs", "calibration run",
+                              "run 'writescope calib'", err);
+    if (rc)
         return rc;
-    }
     memset(run, 0, sizeof *run);
     memset(host, 0, sizeof *host);
     run->id = sqlite3_column_int64(st, 0);

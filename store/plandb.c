@@ -191,35 +191,28 @@ int ws_plandb_get_run(ws_store *s, long long id, ws_plandb_run *run, ws_err *err
                            -1, &st, NULL) != SQLITE_OK)
         return WS_DB_FAIL(s, err, "cannot read plans");
     sqlite3_bind_int64(st, 1, id);
-    int rc = sqlite3_step(st);
-    if (rc == SQLITE_ROW) {
-        memset(run, 0, sizeof *run);
-        run->id = sqlite3_column_int64(st, 0);
-        ws_store_col_text(st, 1, run->started_at, sizeof run->started_at);
-        ws_store_col_text(st, 2, run->tool_version, sizeof run->tool_version);
-        ws_store_col_text(st, 3, run->model, sizeof run->model);
-        ws_store_col_text(st, 4, run->host_profile, sizeof run->host_profile);
-        ws_store_col_text(st, 5, run->load_kind, sizeof run->load_kind);
-        ws_store_col_text(st, 6, run->workload, sizeof run->workload);
-        run->slo_ttft = ws_store_col_num(st, 7);
-        run->slo_tpot = ws_store_col_num(st, 8);
-        run->slo_pct = ws_store_col_num(st, 9);
-        run->tol = ws_store_col_num(st, 10);
-        run->rounds = sqlite3_column_int(st, 11);
-        run->evals = sqlite3_column_int64(st, 12);
-        run->wall_s = ws_store_col_num(st, 13);
-        ws_store_col_text(st, 14, run->params, sizeof run->params);
-        rc = 0;
-    } else if (rc != SQLITE_DONE) {
-        rc = WS_DB_FAIL(s, err, "cannot read plans");
-    } else if (id) {
-        rc = ws_err_set(err, WS_ENOTFOUND, "%s: no plan %lld", ws_store_path(s), id);
-    } else {
-        rc = ws_err_set(err, WS_ENOTFOUND,
-                        "%s: no plan yet (run 'writescope plan ... --db PATH')", ws_store_path(s));
-    }
+    const int rc = ws_store_run_row(s, st, id, "cannot read plans", "plan",
+                                    "run 'writescope plan ... --db PATH'", err);
+    if (rc)
+        return rc;
+    memset(run, 0, sizeof *run);
+    run->id = sqlite3_column_int64(st, 0);
+    ws_store_col_text(st, 1, run->started_at, sizeof run->started_at);
+    ws_store_col_text(st, 2, run->tool_version, sizeof run->tool_version);
+    ws_store_col_text(st, 3, run->model, sizeof run->model);
+    ws_store_col_text(st, 4, run->host_profile, sizeof run->host_profile);
+    ws_store_col_text(st, 5, run->load_kind, sizeof run->load_kind);
+    ws_store_col_text(st, 6, run->workload, sizeof run->workload);
+    run->slo_ttft = ws_store_col_num(st, 7);
+    run->slo_tpot = ws_store_col_num(st, 8);
+    run->slo_pct = ws_store_col_num(st, 9);
+    run->tol = ws_store_col_num(st, 10);
+    run->rounds = sqlite3_column_int(st, 11);
+    run->evals = sqlite3_column_int64(st, 12);
+    run->wall_s = ws_store_col_num(st, 13);
+    ws_store_col_text(st, 14, run->params, sizeof run->params);
     sqlite3_finalize(st);
-    return rc;
+    return 0;
 }
 
 static int read_rows(ws_store *s, const char *sql, long long id, size_t sz,

@@ -163,46 +163,38 @@ int ws_rundb_get_run(ws_store *s, long long run_id, ws_rundb_run *run, ws_err *e
     if (rc)
         return rc;
     sqlite3_bind_int64(st, 1, run_id);
-    rc = sqlite3_step(st);
-    if (rc == SQLITE_ROW) {
-        memset(run, 0, sizeof *run);
-        run->id = sqlite3_column_int64(st, 0);
-        char *txt[] = {run->started_at, run->tool_version, run->model,        run->gpu,
-                       run->gpu_source, run->gpu_profile,  run->host_profile, run->policy};
-        const size_t cap[] = {sizeof run->started_at, sizeof run->tool_version,
-                              sizeof run->model,      sizeof run->gpu,
-                              sizeof run->gpu_source, sizeof run->gpu_profile,
-                              sizeof run->host_profile, sizeof run->policy};
-        for (int i = 0; i < 8; i++)
-            ws_store_col_text(st, 1 + i, txt[i], cap[i]);
-        int *ints[] = {&run->batch, &run->prompt_tokens, &run->output_tokens, &run->layers,
-                       &run->model_layers};
-        for (int i = 0; i < 5; i++)
-            *ints[i] = sqlite3_column_int(st, 9 + i);
-        run->seed = (unsigned long long)sqlite3_column_int64(st, 14);
-        ws_store_col_text(st, 15, run->params, sizeof run->params);
-        run->wall_s = ws_store_col_num(st, 16);
-        run->decode_s = ws_store_col_num(st, 17);
-        run->prefill_modeled_s = ws_store_col_num(st, 18);
-        run->tokens_out = sqlite3_column_int64(st, 19);
-        double *num[] = {&run->tokens_per_s,   &run->step_p50,      &run->step_p99,
-                         &run->share_cpu_attn, &run->share_experts, &run->share_overhead,
-                         &run->share_gpu_wait, &run->verify_max_err};
-        for (int i = 0; i < 8; i++)
-            *num[i] = ws_store_col_num(st, 20 + i);
-        run->bytes_moved = sqlite3_column_int64(st, 28);
-        rc = 0;
-    } else if (rc != SQLITE_DONE) {
-        rc = WS_DB_FAIL(s, err, "cannot read runtime runs");
-    } else if (run_id) {
-        rc = ws_err_set(err, WS_ENOTFOUND, "%s: no runtime run %lld", ws_store_path(s), run_id);
-    } else {
-        rc = ws_err_set(err, WS_ENOTFOUND,
-                        "%s: no runtime run yet (run 'writescope run ... --db PATH')",
-                        ws_store_path(s));
-    }
+    rc = ws_store_run_row(s, st, run_id, "cannot read runtime runs", "runtime run",
+                          "run 'writescope run ... --db PATH'", err);
+    if (rc)
+        return rc;
+    memset(run, 0, sizeof *run);
+    run->id = sqlite3_column_int64(st, 0);
+    char *txt[] = {run->started_at, run->tool_version, run->model,        run->gpu,
+                   run->gpu_source, run->gpu_profile,  run->host_profile, run->policy};
+    const size_t cap[] = {sizeof run->started_at,   sizeof run->tool_version,
+                          sizeof run->model,        sizeof run->gpu,
+                          sizeof run->gpu_source,   sizeof run->gpu_profile,
+                          sizeof run->host_profile, sizeof run->policy};
+    for (int i = 0; i < 8; i++)
+        ws_store_col_text(st, 1 + i, txt[i], cap[i]);
+    int *ints[] = {&run->batch, &run->prompt_tokens, &run->output_tokens, &run->layers,
+                   &run->model_layers};
+    for (int i = 0; i < 5; i++)
+        *ints[i] = sqlite3_column_int(st, 9 + i);
+    run->seed = (unsigned long long)sqlite3_column_int64(st, 14);
+    ws_store_col_text(st, 15, run->params, sizeof run->params);
+    run->wall_s = ws_store_col_num(st, 16);
+    run->decode_s = ws_store_col_num(st, 17);
+    run->prefill_modeled_s = ws_store_col_num(st, 18);
+    run->tokens_out = sqlite3_column_int64(st, 19);
+    double *num[] = {&run->tokens_per_s,   &run->step_p50,      &run->step_p99,
+                     &run->share_cpu_attn, &run->share_experts, &run->share_overhead,
+                     &run->share_gpu_wait, &run->verify_max_err};
+    for (int i = 0; i < 8; i++)
+        *num[i] = ws_store_col_num(st, 20 + i);
+    run->bytes_moved = sqlite3_column_int64(st, 28);
     sqlite3_finalize(st);
-    return rc;
+    return 0;
 }
 
 static void row_step(sqlite3_stmt *st, void *elem)

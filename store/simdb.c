@@ -433,21 +433,13 @@ int ws_simdb_get_run(ws_store *s, long long run_id, ws_simdb_run *run, ws_err *e
     if (sqlite3_prepare_v2(ws_store_sqlite(s), sql, -1, &st, NULL) != SQLITE_OK)
         return WS_DB_FAIL(s, err, "cannot read simulation runs");
     sqlite3_bind_int64(st, 1, run_id);
-    int rc = sqlite3_step(st);
-    if (rc == SQLITE_ROW) {
-        col_run(st, run);
-        rc = 0;
-    } else if (rc != SQLITE_DONE) {
-        rc = WS_DB_FAIL(s, err, "cannot read simulation runs");
-    } else if (run_id) {
-        rc = ws_err_set(err, WS_ENOTFOUND, "%s: no simulation run %lld", ws_store_path(s), run_id);
-    } else {
-        rc = ws_err_set(err, WS_ENOTFOUND,
-                        "%s: no simulation run yet (run 'writescope sim ... --db PATH')",
-                        ws_store_path(s));
-    }
+    const int rc = ws_store_run_row(s, st, run_id, "cannot read simulation runs", "simulation run",
+                                    "run 'writescope sim ... --db PATH'", err);
+    if (rc)
+        return rc;
+    col_run(st, run);
     sqlite3_finalize(st);
-    return rc;
+    return 0;
 }
 
 int ws_simdb_get_requests(ws_store *s, long long run_id, ws_simdb_request **out, size_t *n_out,
@@ -481,26 +473,17 @@ int ws_simdb_get_grid(ws_store *s, long long grid_id, ws_simdb_grid *g, ws_err *
                            -1, &st, NULL) != SQLITE_OK)
         return WS_DB_FAIL(s, err, "cannot read simulation grids");
     sqlite3_bind_int64(st, 1, grid_id);
-    int rc = sqlite3_step(st);
-    if (rc == SQLITE_ROW) {
-        g->id = sqlite3_column_int64(st, 0);
-        ws_store_col_text(st, 1, g->started_at, sizeof g->started_at);
-        ws_store_col_text(st, 2, g->tool_version, sizeof g->tool_version);
-        ws_store_col_text(st, 3, g->params, sizeof g->params);
-        g->ranks = sqlite3_column_int(st, 4);
-        rc = 0;
-    } else if (rc != SQLITE_DONE) {
-        rc = WS_DB_FAIL(s, err, "cannot read simulation grids");
-    } else if (grid_id) {
-        rc = ws_err_set(err, WS_ENOTFOUND, "%s: no simulation grid %lld", ws_store_path(s),
-                        grid_id);
-    } else {
-        rc = ws_err_set(err, WS_ENOTFOUND,
-                        "%s: no simulation grid yet (run 'writescope sim grid --db PATH')",
-                        ws_store_path(s));
-    }
+    const int rc = ws_store_run_row(s, st, grid_id, "cannot read simulation grids",
+                                    "simulation grid", "run 'writescope sim grid --db PATH'", err);
+    if (rc)
+        return rc;
+    g->id = sqlite3_column_int64(st, 0);
+    ws_store_col_text(st, 1, g->started_at, sizeof g->started_at);
+    ws_store_col_text(st, 2, g->tool_version, sizeof g->tool_version);
+    ws_store_col_text(st, 3, g->params, sizeof g->params);
+    g->ranks = sqlite3_column_int(st, 4);
     sqlite3_finalize(st);
-    return rc;
+    return 0;
 }
 
 int ws_simdb_get_grid_runs(ws_store *s, long long grid_id, ws_simdb_run **out, size_t *n_out,

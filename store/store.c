@@ -691,6 +691,23 @@ int ws_store_insert_id(ws_store *s, sqlite3_stmt *st, const char *what, long lon
     return 0;
 }
 
+int ws_store_run_row(ws_store *s, sqlite3_stmt *st, long long id, const char *what,
+                     const char *noun, const char *hint, ws_err *err)
+{
+    const int r = sqlite3_step(st);
+    if (r == SQLITE_ROW)
+        return 0;
+    int rc;
+    if (r != SQLITE_DONE)
+        rc = WS_DB_FAIL(s, err, what);
+    else if (id)
+        rc = ws_err_set(err, WS_ENOTFOUND, "%s: no %s %lld", ws_store_path(s), noun, id);
+    else
+        rc = ws_err_set(err, WS_ENOTFOUND, "%s: no %s yet (%s)", ws_store_path(s), noun, hint);
+    sqlite3_finalize(st);
+    return rc;
+}
+
 int ws_store_in_tx(ws_store *s, int (*body)(ws_store *s, void *ctx, ws_err *err), void *ctx,
                    ws_err *err)
 {

@@ -43,6 +43,12 @@ int ws_store_insert_id(ws_store *s, sqlite3_stmt *st, const char *what, long lon
 int ws_store_in_tx(ws_store *s, int (*body)(ws_store *s, void *ctx, ws_err *err), void *ctx,
                    ws_err *err);
 
+/* Steps st, a query for one run (or grid) by id, 0 for the latest: 0 on its row (st stays
+ * the caller's), else finalizes st and returns WS_EDB under `what`, or WS_ENOTFOUND "<db>:
+ * no <noun> <id>" or, for the latest, "<db>: no <noun> yet (<hint>)". */
+int ws_store_run_row(ws_store *s, sqlite3_stmt *st, long long id, const char *what,
+                     const char *noun, const char *hint, ws_err *err);
+
 /* A row's `params` text: empty, or a JSON object; else WS_EINVAL naming `what` ("runtime
  * run") and the parser's complaint. */
 int ws_store_check_params(ws_store *s, const char *what, const char *params, ws_err *err);

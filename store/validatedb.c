@@ -241,18 +241,10 @@ int ws_validatedb_get(ws_store *s, long long id, ws_validatedb_run *run, ws_vali
         return WS_DB_FAIL(s, err, "cannot read validations");
     if (id > 0)
         sqlite3_bind_int64(st, 1, id);
-    const int r = sqlite3_step(st);
-    if (r != SQLITE_ROW) {
-        int rc = r == SQLITE_DONE
-                     ? (id > 0 ? ws_err_set(err, WS_ENOTFOUND, "%s: no validation %lld",
-                                            ws_store_path(s), id)
-                               : ws_err_set(err, WS_ENOTFOUND,
-                                            "%s: no validation yet (writescope validate --db)",
-                                            ws_store_path(s)))
-                     : WS_DB_FAIL(s, err, "cannot read validations");
-        sqlite3_finalize(st);
+    int rc = ws_store_run_row(s, st, id > 0 ? id : 0, "cannot read validations", "validation",
+                              "writescope validate --db", err);
+    if (rc)
         return rc;
-    }
     memset(run, 0, sizeof *run);
     run->id = sqlite3_column_int64(st, 0);
     ws_store_col_text(st, 1, run->started_at, sizeof run->started_at);
@@ -280,7 +272,6 @@ int ws_validatedb_get(ws_store *s, long long id, ws_validatedb_run *run, ws_vali
         *pt = NULL;
     if (tm)
         *tm = NULL;
-    int rc = 0;
     if (stp)
         rc = read_rows(s,
                        "SELECT quantity, scope, measured_source, unit, n, mean_ape, p95_ape, "
