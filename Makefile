@@ -196,9 +196,14 @@ $(EMU_OBJ): tests/gpu/attn_emu.cpp
 	@mkdir -p $(dir $@)
 	$(CXX) $(filter-out -std=c11,$(CFLAGS)) -std=c++17 -Wno-unknown-pragmas -c $< -o $@
 
-$(TESTBIN): $(TEST_OBJ) $(EMU_OBJ) $(LIBWS)
+# The AMX attention loop on software tiles (tests/amx/tile_emu.c), so that the tests run
+# it on CPUs without AMX too.
+TILE_EMU_OBJ := $(O)/obj/tests/amx/tile_emu.o
+
+$(TESTBIN): $(TEST_OBJ) $(EMU_OBJ) $(TILE_EMU_OBJ) $(LIBWS)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(LDFLAGS) $(TEST_OBJ) $(EMU_OBJ) $(LIBWS) -lcriterion $(LDLIBS) -lstdc++ -o $@
+	$(CC) $(CFLAGS) $(LDFLAGS) $(TEST_OBJ) $(EMU_OBJ) $(TILE_EMU_OBJ) $(LIBWS) -lcriterion \
+	    $(LDLIBS) -lstdc++ -o $@
 
 test: all $(TESTBIN) $(GPU_BENCH) $(SIM_BENCH) $(EXPERT_BENCH) $(PAR_CHECK)
 	WRITESCOPE_BIN=$(abspath $(WS)) $(if $(CUDA_SO),WRITESCOPE_CUDA_LIB=$(abspath $(CUDA_SO))) \

@@ -56,7 +56,7 @@ int ws_isa_supported(ws_isa isa)
     case WS_ISA_AVX512_BF16:
         return avx512 && f->avx512_bf16;
     case WS_ISA_AMX:
-        return avx512 && f->avx512_bf16 && f->amx_bf16 && ws_attn_cpu_amx_enable();
+        return avx512 && f->avx512_bf16 && ws_attn_cpu_amx_enable(); /* AMX (or emulated) */
     default:
         return 0;
     }
@@ -217,7 +217,11 @@ const char *ws_attn_cpu_loop_name(const ws_kv_layout *kv, int n_q_heads, ws_isa 
 
 int ws_attn_cpu_p_bf16(const ws_kv_layout *kv, int n_q_heads, ws_isa isa, ws_attn_prec prec)
 {
-    return prec_of(prec) == WS_PREC_BF16 && loop_for(kv, n_q_heads, isa, prec) == LOOP_DP;
+    if (prec_of(prec) != WS_PREC_BF16)
+        return 0;
+    const cpu_loop loop = loop_for(kv, n_q_heads, isa, prec);
+    const int G = kv->n_kv_heads > 0 ? n_q_heads / kv->n_kv_heads : 0;
+    return loop == LOOP_DP || (loop == LOOP_AMX && ws_attn_cpu_amx_p_bf16(kv, G));
 }
 
 static const ws_attn_cpu_ops *ops_for(ws_isa isa)
@@ -288,7 +292,7 @@ typedef struct job {
     int amx;                   /* 1: the AMX block loop serves this problem */
     int fma;                   /* 1: the fused FMA loop serves it (attn_cpu_fma.h) */
     int dp;                    /* 1: its VDPBF16PS form serves it */
-    int exact;                 /* dp: q and p as bf16 hi + lo (else bf16) */
+    int exact;                 /* dp, amx: q and p as bf16 hi + lo (else bf16) */
     task *tasks;
     unit *units;
     float *part_o, *part_lse;
@@ -454,7 +458,8 @@ static void run_task(void *ctx, int ti, int thread)
     char *scr = jb->scratch + (size_t)thread * jb->scratch_bytes;
     const int qhead = t->kvh * jb->G + t->h0;
     if (jb->amx)
-        ws_attn_cpu_amx_attend(p, t->seq, t->kvh, qhead, t->i0, t->i1, t->nh, o, lse, scr);
+        ws_attn_cpu_amx_attend(p, !jb->exact, t->seq, t->kvh, qhead, t->i0, t->i1, t->nh, o, lse,
+                               scr);
     else if (jb->dp)
         ws_attn_cpu_dp_attend(p, jb->exact, t->seq, t->kvh, t->nkv, qhead, t->i0, t->i1, t->nh, o,
                               lse, scr);

@@ -23,7 +23,8 @@
  * (fp32; VDPBF16PS and AMX take q and p as bf16 hi + lo halves, as accurate as fp32 FMA);
  * bf16 takes q as bf16, as GPU kernels do (q is the model's bf16 activation), on every
  * path, and the VDPBF16PS loops round p to bf16 too, one product each: GQA then runs on
- * VDPBF16PS (K tiles and V pairs as stored), MLA with half its products. The error bound
+ * VDPBF16PS (K tiles and V pairs as stored), MLA with half its products; so do the AMX
+ * tiles but for one head group on K rows (ws_attn_cpu_p_bf16). The error bound
  * holds against the reference of the rounded q. ws_isa_best() prefers amx, then
  * avx512bf16 where a run-time probe finds VDPBF16PS's products faster than FMA's
  * (ws_attn_cpu_dp_gain >= DP_GAIN_MIN), then avx512, avx512bf16, avx2, scalar;
@@ -105,8 +106,9 @@ ws_isa ws_attn_cpu_path(const ws_kv_layout *kv, int n_q_heads, ws_isa isa, ws_at
  * (the fused FMA loop, attn_cpu_fma.h) or "generic" (fp32 blocks; the scalar path always). */
 const char *ws_attn_cpu_loop_name(const ws_kv_layout *kv, int n_q_heads, ws_isa isa,
                                   ws_attn_prec prec);
-/* 1 if that loop also rounds p to bf16 (the VDPBF16PS loops in the bf16 precision); every
- * loop rounds q in the bf16 precision. For reports and tests. */
+/* 1 if that loop also rounds p to bf16 (in the bf16 precision: the VDPBF16PS loops, and the
+ * AMX loop where its tiles take bf16 products, ws_attn_cpu_amx_p_bf16); every loop rounds q
+ * in the bf16 precision. For reports and tests. */
 int ws_attn_cpu_p_bf16(const ws_kv_layout *kv, int n_q_heads, ws_isa isa, ws_attn_prec prec);
 
 /* The V layout the CPU region should be written in for this shape and path (resolved):

@@ -7,7 +7,11 @@
  * Query heads go H = min(G, 8) at a time (a head group), each head twice: its bf16 hi half
  * and its lo half (q ~= hi + lo, likewise p), so scores and weights keep ~16 mantissa bits,
  * as accurate as the fp32 FMA paths, and one 16 x 64-byte tile holds both (head h's hi
- * half in slot h, its lo half in 8 + h). Per super-block of 4 sub-blocks of 16 tokens:
+ * half in slot h, its lo half in 8 + h). With bf16 products (the bf16 precision: q holds
+ * bf16 values, p is rounded) only the hi halves go through the tiles, half the products:
+ * pairs of head groups skip their lo tiles, one group on K tiles configures its head rows
+ * (q, S, P, O) to 8; one group on K rows, whose score tiles hold heads as columns, keeps
+ * both. Per super-block of 4 sub-blocks of 16 tokens:
  *   scores  S = K . q (K rows as A tiles straight from the page, or gathered) or, with K
  *           in tiles (kv.k_tiles), S = q . K^T, which gives per-head rows of 16 tokens;
  *           pairs of head groups (G > 8, MLA) use a q_hi and a q_lo tile of 16 heads;
@@ -35,7 +39,22 @@
 
 #include "attn_cpu_amx.h"
 #include "attn_cpu_isa.h"
+#include "cpu_features.h"
 #include "half.h"
+
+/* The tile instructions. Built with WS_AMX_EMU (tests/amx/tile_emu.c, which defines them in
+ * software and includes this file), the same loop runs on CPUs without AMX. */
+#ifndef WS_AMX_EMU
+#define tile_load(t, base, stride) _tile_loadd(t, base, stride)
+#define tile_store(t, base, stride) _tile_stored(t, base, stride)
+#define tile_zero(t) _tile_zero(t)
+#define tile_dp(c, a, b) _tile_dpbf16ps(c, a, b)
+#define tile_release() _tile_release()
+/* LDTILECFG with the whole 64-byte configuration as its memory operand. GCC 12's
+ * _tile_loadconfig names only the first 8 bytes, so the optimizer may drop or sink the
+ * stores of rows and colsb (seen: the configuration loaded with every tile unconfigured). */
+#define tile_config(cfg) __asm__ volatile("ldtilecfg %0" ::"m"(*(cfg)))
+#endif
 
 #define ARCH_REQ_XCOMP_PERM 0x1023 /* Linux: ask for permission to use a dynamic xstate */
 #define XFEATURE_XTILEDATA 18      /* the AMX tile data state */
@@ -50,18 +69,26 @@
  * uses the same space, 1 KB per O group, pair of sub-blocks and tile. */
 #define PROWS 33
 
+#ifndef WS_AMX_EMU
 static int g_amx_ok;
 static pthread_once_t g_amx_once = PTHREAD_ONCE_INIT;
+static ws_attn_cpu_amx_attend_fn *g_emulated; /* tests: the loop on emulated tiles */
 
 static void amx_enable(void)
 {
-    g_amx_ok = syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) == 0;
+    g_amx_ok = ws_cpu_features_get()->amx_bf16 &&
+               syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) == 0;
 }
 
 int ws_attn_cpu_amx_enable(void)
 {
     pthread_once(&g_amx_once, amx_enable);
-    return g_amx_ok;
+    return g_amx_ok || g_emulated;
+}
+
+void ws_attn_cpu_amx_emulate(ws_attn_cpu_amx_attend_fn *fn)
+{
+    g_emulated = fn;
 }
 
 int ws_attn_cpu_amx_fits(const ws_kv_layout *kv, int G)
@@ -69,7 +96,13 @@ int ws_attn_cpu_amx_fits(const ws_kv_layout *kv, int G)
     return kv->dtype == WS_DT_BF16 && kv->d_k % 32 == 0 && kv->d_v % 32 == 0 &&
            (G <= HMAX || (G % HMAX == 0 && !kv->k_tiles));
 }
+
+int ws_attn_cpu_amx_p_bf16(const ws_kv_layout *kv, int G)
+{
+    return G > HMAX || kv->k_tiles;
+}
 _Static_assert(HMAX == WS_ATTN_CPU_AMX_TILE_GROUP, "K tiles serve one head group");
+#endif
 
 static size_t a64(size_t n)
 {
@@ -116,10 +149,12 @@ static amx_scratch scratch_plan(const ws_kv_layout *kv, int G)
     return s;
 }
 
+#ifndef WS_AMX_EMU
 size_t ws_attn_cpu_amx_scratch(const ws_kv_layout *kv, int G)
 {
     return scratch_plan(kv, G).total;
 }
+#endif
 
 typedef struct tilecfg {
     uint8_t palette, start_row;
@@ -133,25 +168,20 @@ typedef struct tilecfg {
 
 #define INL static inline __attribute__((always_inline))
 
-/* LDTILECFG with the whole 64-byte configuration as its memory operand. GCC 12's
- * _tile_loadconfig names only the first 8 bytes, so the optimizer may drop or sink the
- * stores of rows and colsb (seen: the configuration loaded with every tile unconfigured). */
-INL void load_config(const tilecfg *c)
-{
-    __asm__ volatile("ldtilecfg %0" ::"m"(*c));
-}
-
-/* Every tile is 16 rows x 64 bytes. Scores: 0 S (paired: 0-1), 4 q (paired: 4-5 q hi, lo), 6 K;
+/* Tiles are 16 rows x 64 bytes. Scores: 0 S (paired: 0-1), 4 q (paired: 4-5 q hi, lo), 6 K;
  * P.V: 0-1 O, then with zero slots 4 P even, 5 P odd, 6 V; with P in token pairs 4 P (hi),
- * 5 P lo, 6-7 V; held P of one group 4-5, of a pair 4, 5, 1, 7 with O in 0 and V in 6. */
-static void config(void)
+ * 5 P lo, 6-7 V; held P of one group 4-5, of a pair 4, 5, 1, 7 with O in 0 and V in 6.
+ * head_rows 8 (one head group in bf16 products): tiles 0, 1, 4 and 5, whose rows are heads
+ * (q and S with K in tiles, P and O), keep the 8 hi rows only. */
+static void config(int head_rows)
 {
     tilecfg c;
     memset(&c, 0, sizeof c);
     c.palette = 1;
     for (int t = 0; t < 8; t++)
         c.rows[t] = 16, c.colsb[t] = 64;
-    load_config(&c);
+    c.rows[0] = c.rows[1] = c.rows[4] = c.rows[5] = (uint8_t)head_rows;
+    tile_config(&c);
 }
 
 /* Prefetch of a later super-block, issued a quota of lines per step: up to 2 regions per
@@ -472,6 +502,7 @@ typedef struct score_ctx {
     int kvh, i1, n_hg, n_og, paired, ksteps;
     int kt;    /* K in tiles: S = q . K^T, [16 (hi, lo) x 16 tok] */
     int defer; /* one head group: scores resolves rows only, attend issues the tiles */
+    int bf;    /* paired: q as bf16, its hi tile only */
     const uint16_t *qv;
     float *sb;
     uint16_t *kg, *vg;
@@ -487,20 +518,20 @@ typedef struct score_ctx {
 INL void scores_sub(score_ctx *c, int x, int j, pf_cursor *pf)
 {
     const sub_rows *su = &c->sub[x][j];
-    _tile_zero(0);
+    tile_zero(0);
     for (int ks = 0; ks < c->ksteps; ks++) {
         pf_step(pf);
         size_t ld;
         const uint16_t *kt =
             tile_rows(su->rows ? su->rk : NULL, su->k, su->ks, (size_t)su->kst * ks, c->tb, &ld);
-        _tile_loadd(6, kt, ld);
-        _tile_loadd(4, c->qv + (size_t)ks * 512, 64);
+        tile_load(6, kt, ld);
+        tile_load(4, c->qv + (size_t)ks * 512, 64);
         if (c->kt)
-            _tile_dpbf16ps(0, 4, 6);
+            tile_dp(0, 4, 6);
         else
-            _tile_dpbf16ps(0, 6, 4);
+            tile_dp(0, 6, 4);
     }
-    _tile_stored(0, c->sb + ((size_t)x * c->n_hg * NSUB + j) * SUB * 16, 64);
+    tile_store(0, c->sb + ((size_t)x * c->n_hg * NSUB + j) * SUB * 16, 64);
 }
 
 /* Resolves the super-block starting at item `at` into slot x and issues its score tiles,
@@ -518,9 +549,10 @@ INL void scores_sub(score_ctx *c, int x, int j, pf_cursor *pf)
         size_t ld_;                                                                                \
         const uint16_t *kt_ = tile_rows(su_->rows ? su_->rk : NULL, su_->k, su_->ks,               \
                                         (size_t)32 * ks, c->tb + ((J)&1) * 512, &ld_);             \
-        _tile_loadd(6, kt_, ld_);                                                                  \
-        _tile_dpbf16ps(S, 6, 4);                                                                   \
-        _tile_dpbf16ps(S, 6, 5);                                                                   \
+        tile_load(6, kt_, ld_);                                                                    \
+        tile_dp(S, 6, 4);                                                                          \
+        if (!c->bf)                                                                                \
+            tile_dp(S, 6, 5);                                                                      \
     } while (0)
 static void scores(score_ctx *c, int at, int x, pf_cursor *pf)
 {
@@ -546,19 +578,20 @@ static void scores(score_ctx *c, int at, int x, pf_cursor *pf)
         for (int pg = 0; pg < c->n_og; pg++) {
             const uint16_t *qp = c->qv + (size_t)pg * 2 * q_hg;
             for (int j = 0; j < ns; j += 2) {
-                _tile_zero(0);
-                _tile_zero(1);
+                tile_zero(0);
+                tile_zero(1);
                 for (int ks = 0; ks < ksteps; ks++) {
                     pf_step(pf);
-                    _tile_loadd(4, qp + (size_t)ks * 1024, 64);
-                    _tile_loadd(5, qp + (size_t)ks * 1024 + 512, 64);
+                    tile_load(4, qp + (size_t)ks * 1024, 64);
+                    if (!c->bf)
+                        tile_load(5, qp + (size_t)ks * 1024 + 512, 64);
                     QK2(0, j);
                     if (j + 1 < ns)
                         QK2(1, j + 1);
                 }
-                _tile_stored(0, S_AT(pg, j), 64);
+                tile_store(0, S_AT(pg, j), 64);
                 if (j + 1 < ns)
-                    _tile_stored(1, S_AT(pg, j + 1), 64);
+                    tile_store(1, S_AT(pg, j + 1), 64);
             }
         }
         return;
@@ -614,10 +647,11 @@ INL __mmask16 tok_mask(int n)
     return n >= SUB ? (__mmask16)0xffff : (__mmask16)((1u << n) - 1);
 }
 
-/* The block loop, compiled three times: one head group (paired = 0) on K rows or (kt) on K
- * tiles, and pairs of head groups on K rows. */
+/* The block loop, compiled five times: one head group (paired = 0) on K rows or (kt) on K
+ * tiles, and pairs of head groups on K rows; the last two also with bf16 products (bf: q
+ * and p as bf16, their hi halves only: half the products). */
 INL void attend(const ws_attn_problem *p, int s, int kvh, int qhead, int i0, int i1, int G,
-                float *o, float *lse, void *scratch, const int paired, const int kt)
+                float *o, float *lse, void *scratch, const int paired, const int kt, const int bf)
 {
     const ws_kv_layout *kv = &p->kv;
     const ws_attn_seq *sq = &p->seqs[s];
@@ -711,7 +745,7 @@ INL void attend(const ws_attn_problem *p, int s, int kvh, int qhead, int i0, int
                          _mm512_mask_mov_ps(_mm512_setzero_ps(), hmask, _mm512_set1_ps(-INFINITY)));
         _mm512_storeu_ps(l, _mm512_setzero_ps());
     }
-    config();
+    config(bf && !paired ? 8 : 16);
 
     /* Combining a score tile's rows r and r + 8 into [tok r, 8 heads | tok r+8, 8 heads]:
      * hi columns, then lo columns. */
@@ -778,7 +812,8 @@ INL void attend(const ws_attn_problem *p, int s, int kvh, int qhead, int i0, int
                     .kg = kg,
                     .vg = vg,
                     .tb = tb,
-                    .defer = 0};
+                    .defer = 0,
+                    .bf = bf};
     int cur = 0;
     const size_t s_sb = (size_t)n_hg * NSUB * SUB * 16; /* floats of scores per super-block */
     pf_cursor pf = {.n = 0};
@@ -843,10 +878,10 @@ INL void attend(const ws_attn_problem *p, int s, int kvh, int qhead, int i0, int
 #pragma GCC unroll 8
                     for (int h = 0; h < HMAX; h++)
                         if (h < H) {
+                            const __m512 hs = _mm512_loadu_ps(st + h * 16);
                             const __m512 v = _mm512_mask_mul_ps(
                                 ninf, tm,
-                                _mm512_add_ps(_mm512_loadu_ps(st + h * 16),
-                                              _mm512_loadu_ps(st + (8 + h) * 16)),
+                                bf ? hs : _mm512_add_ps(hs, _mm512_loadu_ps(st + (8 + h) * 16)),
                                 vscale2);
                             _mm512_storeu_ps(sr + (j * 8 + h) * 16, v);
                             mh[h] = _mm512_max_ps(mh[h], v);
@@ -928,9 +963,11 @@ INL void attend(const ws_attn_problem *p, int s, int kvh, int qhead, int i0, int
 #pragma GCC unroll 8
                     for (int h = 0; h < H; h++) {
                         const __m256i hi = (__m256i)_mm512_cvtneps_pbh(e[h]);
+                        _mm256_storeu_si256((__m256i *)(th + h * 32), hi);
+                        if (bf)
+                            continue;
                         const __m256i lo =
                             (__m256i)_mm512_cvtneps_pbh(_mm512_sub_ps(e[h], bf16_to_ps(hi)));
-                        _mm256_storeu_si256((__m256i *)(th + h * 32), hi);
                         _mm256_storeu_si256((__m256i *)(tl + h * 32), lo);
                     }
                     continue;
@@ -943,11 +980,13 @@ INL void attend(const ws_attn_problem *p, int s, int kvh, int qhead, int i0, int
                         (__m256i)_mm512_cvtneps_pbh(_mm512_sub_ps(e[h], bf16_to_ps(hi)));
                     const __m512i hw = _mm512_cvtepu16_epi32(hi), lw = _mm512_cvtepu16_epi32(lo);
                     _mm512_storeu_si512(pe + h * 16, hw);
-                    _mm512_storeu_si512(pe + (r_lo + h) * 16, lw);
-                    if (odd_apart) {
+                    if (odd_apart)
                         _mm512_storeu_si512(pe + (r_ohi + h) * 16, _mm512_slli_epi32(hw, 16));
+                    if (bf) /* the tiles' 8 rows: hi only */
+                        continue;
+                    _mm512_storeu_si512(pe + (r_lo + h) * 16, lw);
+                    if (odd_apart)
                         _mm512_storeu_si512(pe + (r_olo + h) * 16, _mm512_slli_epi32(lw, 16));
-                    }
                 }
             }
             for (int j = nsub; j < next_ns; j++)
@@ -969,7 +1008,7 @@ INL void attend(const ws_attn_problem *p, int s, int kvh, int qhead, int i0, int
                         float *r0 = og + (size_t)(rh + h) * dv;
                         for (int c = 0; c < dv; c += 16)
                             _mm512_storeu_ps(r0 + c, _mm512_mul_ps(_mm512_loadu_ps(r0 + c), a));
-                        if (paired)
+                        if (paired || bf)
                             continue;
                         float *r1 = og + (size_t)(8 + h) * dv;
                         for (int c = 0; c < dv; c += 16)
@@ -988,13 +1027,15 @@ INL void attend(const ws_attn_problem *p, int s, int kvh, int qhead, int i0, int
          * else pair b in 4 + b), so each step loads only O and V. */
         const int held = pp && n_og == 1 && NSUB == 4;
         if (held && paired) {
-            _tile_loadd(4, PT(0, 0, 0), 64);
-            _tile_loadd(5, PT(0, 0, 1), 64);
-            _tile_loadd(1, PT(0, 1, 0), 64);
-            _tile_loadd(7, PT(0, 1, 1), 64);
+            tile_load(4, PT(0, 0, 0), 64);
+            tile_load(1, PT(0, 1, 0), 64);
+            if (!bf) {
+                tile_load(5, PT(0, 0, 1), 64);
+                tile_load(7, PT(0, 1, 1), 64);
+            }
         } else if (held) {
-            _tile_loadd(4, PT(0, 0, 0), 64);
-            _tile_loadd(5, PT(0, 1, 0), 64);
+            tile_load(4, PT(0, 0, 0), 64);
+            tile_load(5, PT(0, 1, 0), 64);
         }
 /* The V tiles of pair of sub-blocks J for column step C, as stored (V pairs) or re-laid
  * (gv): the first at V_AT, the second (columns 16-31, or the hi tile) v_half elements on,
@@ -1008,17 +1049,19 @@ INL void attend(const ws_attn_problem *p, int s, int kvh, int qhead, int i0, int
         for (int c = 0; c < pv_steps && held && paired; c++) {
             for (int hf = 0; hf < 2; hf++) {
                 float *oc = ob + 32 * c + 16 * hf;
-                _tile_loadd(0, oc, dv * 4);
-                _tile_loadd(6, V_AT(0, c) + v_half * hf, V_ROWS(0));
+                tile_load(0, oc, dv * 4);
+                tile_load(6, V_AT(0, c) + v_half * hf, V_ROWS(0));
                 pf_step(&pf);
-                _tile_dpbf16ps(0, 4, 6);
-                _tile_dpbf16ps(0, 5, 6);
+                tile_dp(0, 4, 6);
+                if (!bf)
+                    tile_dp(0, 5, 6);
                 if (nsub > 2) {
-                    _tile_loadd(6, V_AT(2, c) + v_half * hf, V_ROWS(2));
-                    _tile_dpbf16ps(0, 1, 6);
-                    _tile_dpbf16ps(0, 7, 6);
+                    tile_load(6, V_AT(2, c) + v_half * hf, V_ROWS(2));
+                    tile_dp(0, 1, 6);
+                    if (!bf)
+                        tile_dp(0, 7, 6);
                 }
-                _tile_stored(0, oc, dv * 4);
+                tile_store(0, oc, dv * 4);
             }
             if (gv && c + 1 < pv_steps)
                 gather_v_cols(sub, nsub, c + 1, gvb + (size_t)((c + 1) & 1) * (NSUB / 2) * 1024);
@@ -1030,42 +1073,42 @@ INL void attend(const ws_attn_problem *p, int s, int kvh, int qhead, int i0, int
  * the same order in the score tiles 1.007; MLA 1.001). */
 #define PV_HELD(J, TP)                                                                             \
     do {                                                                                           \
-        _tile_loadd(6, sub[J].v + 64 * c, sub[J].vs);                                              \
-        _tile_loadd(7, sub[J].v + 64 * c + 32, sub[J].vs);                                         \
+        tile_load(6, sub[J].v + 64 * c, sub[J].vs);                                                \
+        tile_load(7, sub[J].v + 64 * c + 32, sub[J].vs);                                           \
         pf_step(&pf);                                                                              \
-        _tile_dpbf16ps(0, TP, 6);                                                                  \
-        _tile_dpbf16ps(1, TP, 7);                                                                  \
+        tile_dp(0, TP, 6);                                                                         \
+        tile_dp(1, TP, 7);                                                                         \
     } while (0)
         for (int c = 0; c < pv_steps && held && !paired; c++) {
-            _tile_loadd(0, ob + 32 * c, dv * 4);
-            _tile_loadd(1, ob + 32 * c + 16, dv * 4);
+            tile_load(0, ob + 32 * c, dv * 4);
+            tile_load(1, ob + 32 * c + 16, dv * 4);
             PV_HELD(0, 4);
             if (nsub > 2)
                 PV_HELD(2, 5);
-            _tile_stored(0, ob + 32 * c, dv * 4);
-            _tile_stored(1, ob + 32 * c + 16, dv * 4);
+            tile_store(0, ob + 32 * c, dv * 4);
+            tile_store(1, ob + 32 * c + 16, dv * 4);
         }
 #undef PV_HELD
         for (int c = 0; c < pv_steps && pp && !held; c++) {
             for (int gi = 0; gi < n_og; gi++) {
                 float *og = ob + (size_t)gi * o_hg;
-                _tile_loadd(0, og + 32 * c, dv * 4);
-                _tile_loadd(1, og + 32 * c + 16, dv * 4);
+                tile_load(0, og + 32 * c, dv * 4);
+                tile_load(1, og + 32 * c + 16, dv * 4);
                 for (int j = 0; j < nsub; j += 2) {
                     pf_step(&pf);
-                    _tile_loadd(6, V_AT(j, c), V_ROWS(j));
-                    _tile_loadd(7, V_AT(j, c) + v_half, V_ROWS(j));
-                    _tile_loadd(4, PT(gi, j / 2, 0), 64);
-                    _tile_dpbf16ps(0, 4, 6);
-                    _tile_dpbf16ps(1, 4, 7);
-                    if (!paired)
+                    tile_load(6, V_AT(j, c), V_ROWS(j));
+                    tile_load(7, V_AT(j, c) + v_half, V_ROWS(j));
+                    tile_load(4, PT(gi, j / 2, 0), 64);
+                    tile_dp(0, 4, 6);
+                    tile_dp(1, 4, 7);
+                    if (!paired || bf)
                         continue;
-                    _tile_loadd(5, PT(gi, j / 2, 1), 64);
-                    _tile_dpbf16ps(0, 5, 6);
-                    _tile_dpbf16ps(1, 5, 7);
+                    tile_load(5, PT(gi, j / 2, 1), 64);
+                    tile_dp(0, 5, 6);
+                    tile_dp(1, 5, 7);
                 }
-                _tile_stored(0, og + 32 * c, dv * 4);
-                _tile_stored(1, og + 32 * c + 16, dv * 4);
+                tile_store(0, og + 32 * c, dv * 4);
+                tile_store(1, og + 32 * c + 16, dv * 4);
             }
             if (gv && c + 1 < pv_steps)
                 gather_v_cols(sub, nsub, c + 1, gvb + (size_t)((c + 1) & 1) * (NSUB / 2) * 1024);
@@ -1073,23 +1116,23 @@ INL void attend(const ws_attn_problem *p, int s, int kvh, int qhead, int i0, int
         /* Zero slots (one head group on V rows, so one O group): O += P.V, 32 columns (an
          * even and an odd C tile) at a time. */
         for (int c = 0; c < pv_steps && !pp; c++) {
-            _tile_loadd(0, ob + 32 * c, dv * 4);
-            _tile_loadd(1, ob + 32 * c + 16, dv * 4);
+            tile_load(0, ob + 32 * c, dv * 4);
+            tile_load(1, ob + 32 * c + 16, dv * 4);
             for (int j = 0; j < nsub; j++) {
                 pf_step(&pf);
                 const uint32_t *pe = pb0 + (size_t)j * prows * 16;
                 size_t ld;
                 const uint16_t *vt = tile_rows(sub[j].rows ? sub[j].rv : NULL, sub[j].v, sub[j].vs,
                                                (size_t)32 * c, tbv, &ld);
-                _tile_loadd(6, vt, ld);
-                _tile_loadd(4, pe, 64);
-                _tile_dpbf16ps(0, 4, 6);
-                _tile_loadd(5, odd_apart ? (const char *)(pe + r_ohi * 16) : (const char *)pe - 2,
-                            64);
-                _tile_dpbf16ps(1, 5, 6);
+                tile_load(6, vt, ld);
+                tile_load(4, pe, 64);
+                tile_dp(0, 4, 6);
+                tile_load(5, odd_apart ? (const char *)(pe + r_ohi * 16) : (const char *)pe - 2,
+                          64);
+                tile_dp(1, 5, 6);
             }
-            _tile_stored(0, ob + 32 * c, dv * 4);
-            _tile_stored(1, ob + 32 * c + 16, dv * 4);
+            tile_store(0, ob + 32 * c, dv * 4);
+            tile_store(1, ob + 32 * c + 16, dv * 4);
         }
         pf.quota = (size_t)-1 / 2; /* whatever is left */
         pf_step(&pf);
@@ -1098,7 +1141,7 @@ INL void attend(const ws_attn_problem *p, int s, int kvh, int qhead, int i0, int
 #undef PT
 #undef V_AT
 #undef V_ROWS
-    _tile_release();
+    tile_release();
     /* o = (hi part + lo part) / l, columns back in order; lse = m + log l. Per 32 columns,
      * output lane x of half k (0, 1) is lane cix[k][x] of the pair (first 16, next 16):
      * V pairs: in order; re-laid V (gv): the first 16 (lo tile) hold columns 8j + 0..3, the
@@ -1128,7 +1171,7 @@ INL void attend(const ws_attn_problem *p, int s, int kvh, int qhead, int i0, int
             const float *r0 = og + (size_t)(rh + h) * dv, *r1 = og + (size_t)(8 + h) * dv;
             for (int c = 0; c < dv; c += 32) {
                 __m512 a = _mm512_loadu_ps(r0 + c), b = _mm512_loadu_ps(r0 + c + 16);
-                if (!paired) {
+                if (!paired && !bf) {
                     a = _mm512_add_ps(a, _mm512_loadu_ps(r1 + c));
                     b = _mm512_add_ps(b, _mm512_loadu_ps(r1 + c + 16));
                 }
@@ -1141,15 +1184,35 @@ INL void attend(const ws_attn_problem *p, int s, int kvh, int qhead, int i0, int
     }
 }
 
-void ws_attn_cpu_amx_attend(const ws_attn_problem *p, int s, int kvh, int qhead, int i0, int i1,
-                            int G, float *o, float *lse, void *scratch)
+static void amx_attend(const ws_attn_problem *p, int bf16, int s, int kvh, int qhead, int i0,
+                       int i1, int G, float *o, float *lse, void *scratch)
 {
-    if (G > HMAX)
-        attend(p, s, kvh, qhead, i0, i1, G, o, lse, scratch, 1, 0);
+    if (G > HMAX && bf16)
+        attend(p, s, kvh, qhead, i0, i1, G, o, lse, scratch, 1, 0, 1);
+    else if (G > HMAX)
+        attend(p, s, kvh, qhead, i0, i1, G, o, lse, scratch, 1, 0, 0);
+    else if (p->kv.k_tiles && bf16)
+        attend(p, s, kvh, qhead, i0, i1, G, o, lse, scratch, 0, 1, 1);
     else if (p->kv.k_tiles)
-        attend(p, s, kvh, qhead, i0, i1, G, o, lse, scratch, 0, 1);
+        attend(p, s, kvh, qhead, i0, i1, G, o, lse, scratch, 0, 1, 0);
     else
-        attend(p, s, kvh, qhead, i0, i1, G, o, lse, scratch, 0, 0);
+        attend(p, s, kvh, qhead, i0, i1, G, o, lse, scratch, 0, 0, 0);
+}
+
+#ifdef WS_AMX_EMU
+void ws_attn_cpu_amx_emu_attend(const ws_attn_problem *p, int bf16, int s, int kvh, int qhead,
+                                int i0, int i1, int G, float *o, float *lse, void *scratch)
+{
+    amx_attend(p, bf16, s, kvh, qhead, i0, i1, G, o, lse, scratch);
+}
+#else
+void ws_attn_cpu_amx_attend(const ws_attn_problem *p, int bf16, int s, int kvh, int qhead, int i0,
+                            int i1, int G, float *o, float *lse, void *scratch)
+{
+    if (g_emulated)
+        g_emulated(p, bf16, s, kvh, qhead, i0, i1, G, o, lse, scratch);
+    else
+        amx_attend(p, bf16, s, kvh, qhead, i0, i1, G, o, lse, scratch);
 }
 
 /* Peak of TDPBF16PS on full 16x16x32 tiles, in useful flop: the kernel's tiles carry the
@@ -1160,22 +1223,23 @@ void ws_attn_cpu_amx_attend(const ws_attn_problem *p, int s, int kvh, int qhead,
  * 14-17 in some minutes and 31-37 in others (scripts/probe/tile_register_count.c). */
 double ws_attn_cpu_amx_peak_flops(int iters)
 {
-    config();
+    config(16);
     static const uint16_t ones[16 * 32] = {0};
-    _tile_loadd(4, ones, 64);
-    _tile_loadd(6, ones, 64);
-    _tile_zero(0);
-    _tile_zero(1);
+    tile_load(4, ones, 64);
+    tile_load(6, ones, 64);
+    tile_zero(0);
+    tile_zero(1);
     for (int i = 0; i < iters; i++) {
-        _tile_dpbf16ps(0, 4, 6);
-        _tile_dpbf16ps(1, 4, 6);
-        _tile_dpbf16ps(0, 4, 6);
-        _tile_dpbf16ps(1, 4, 6);
+        tile_dp(0, 4, 6);
+        tile_dp(1, 4, 6);
+        tile_dp(0, 4, 6);
+        tile_dp(1, 4, 6);
     }
     float out[256];
-    _tile_stored(0, out, 64);
-    _tile_release();
+    tile_store(0, out, 64);
+    tile_release();
     return 4.0 * iters * 16 * 16 * 32 + out[0] * 0.0;
 }
+#endif
 
 #pragma GCC pop_options

@@ -8,8 +8,9 @@
  * on the development machine (Sapphire Rapids class Xeon, 2026-11-29): bf16 KV 1.32e-6,
  * fp16 KV 6.8e-7 (WS_TEST_VERBOSE=1 prints the largest error of each check). The bf16
  * precision takes q as bf16 on every path, so its reference is that of the rounded q; on
- * the dpbf16 loops, which round p too, it answers to BOUND only (p's rounding), elsewhere
- * to TIGHT as well. */
+ * the loops that round p too (ws_attn_cpu_p_bf16) it answers to BOUND only (p's
+ * rounding), elsewhere to TIGHT as well. On a CPU with AVX512-BF16 but no AMX the amx path
+ * runs too, its tile instructions emulated (tests/amx/tile_emu.c). */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>
@@ -17,6 +18,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "amx/tile_emu.h"
 #include "attn_cpu.h"
 #include "attn_fixture.h"
 #include "half.h"
@@ -62,12 +64,29 @@ static void reference(fx *f, int round_q, double *o_ref, double *lse_ref, const 
     free(q);
 }
 
-/* Runs the kernel on every supported path and thread count in `threads` with V stored as
- * f->p.kv says, in both precisions, compares with the reference; returns the max abs
- * error. */
+/* On a CPU with AVX512-BF16 but no AMX, the amx path runs its loop on software tiles
+ * (tests/amx/tile_emu.c) until amx_emulation_end: returns 1 if it does. */
+static int amx_emulation_begin(void)
+{
+    if (ws_isa_supported(WS_ISA_AMX) || !ws_isa_supported(WS_ISA_AVX512_BF16))
+        return 0;
+    ws_attn_cpu_amx_emulate(ws_attn_cpu_amx_emu_attend);
+    return 1;
+}
+
+static void amx_emulation_end(int on)
+{
+    if (on)
+        ws_attn_cpu_amx_emulate(NULL);
+}
+
+/* Runs the kernel on every supported path (amx on emulated tiles where the CPU lacks it)
+ * and thread count in `threads` with V stored as f->p.kv says, in both precisions,
+ * compares with the reference; returns the max abs error. */
 static double check_layout(fx *f, const int *threads, int n_threads, const char *what)
 {
     ws_err err = {0};
+    const int emu = amx_emulation_begin();
     const int dv = f->p.kv.d_v, vp = f->p.kv.v_pairs, kt = f->p.kv.k_tiles;
     const size_t rows = (size_t)f->p.n_seqs * f->p.n_q_heads;
     double *o_bf = malloc(sizeof(double) * rows * dv), *lse_bf = malloc(sizeof(double) * rows);
@@ -125,6 +144,7 @@ static double check_layout(fx *f, const int *threads, int n_threads, const char 
             ws_pool_destroy(pool);
         }
     }
+    amx_emulation_end(emu);
     free(o_bf);
     free(lse_bf);
     return worst;
@@ -474,7 +494,8 @@ Test(attn_cpu, k_tiles_choice)
  * avx512bf16 hands fp16, and GQA in the exact precision (up to 16 query heads per KV head,
  * any layout: the fused FMA loop), to avx512; it runs GQA in the bf16 precision and bf16
  * MLA rows in either on the VDPBF16PS loops (dpbf16) and other shapes on the generic loop
- * with VDPBF16PS for q.k. Only dpbf16 rounds p (bf16 precision). */
+ * with VDPBF16PS for q.k. In the bf16 precision dpbf16 rounds p, and so does amx but for
+ * one head group on K rows. */
 Test(attn_cpu, path_served)
 {
     const ws_attn_prec E = WS_PREC_EXACT, B = WS_PREC_BF16;
@@ -512,7 +533,15 @@ Test(attn_cpu, path_served)
     cr_assert(ws_attn_cpu_p_bf16(&mla, 16, WS_ISA_AVX512_BF16, B));
     cr_assert(!ws_attn_cpu_p_bf16(&mla, 16, WS_ISA_AVX512_BF16, E));
     cr_assert(!ws_attn_cpu_p_bf16(&mla, 16, WS_ISA_AVX512, B));
-    cr_assert(!ws_attn_cpu_p_bf16(&mla, 16, WS_ISA_AMX, B));
+    /* amx: bf16 products for pairs of head groups and for one group on K tiles; one group
+     * on K rows keeps p's hi + lo rows */
+    cr_assert(ws_attn_cpu_p_bf16(&mla, 16, WS_ISA_AMX, B));
+    cr_assert(!ws_attn_cpu_p_bf16(&mla, 16, WS_ISA_AMX, E));
+    cr_assert(!ws_attn_cpu_p_bf16(&mla, 8, WS_ISA_AMX, B));
+    x = gqa;
+    x.k_tiles = 1, x.v_pairs = 1;
+    cr_assert(ws_attn_cpu_p_bf16(&x, 32, WS_ISA_AMX, B));
+    cr_assert(!ws_attn_cpu_p_bf16(&x, 32, WS_ISA_AMX, E));
     mla.d_k = 80, mla.d_v = 48; /* not multiples of 32: the generic loop, VDPBF16PS */
     cr_assert_eq(ws_attn_cpu_path(&mla, 16, WS_ISA_AVX512_BF16, B), WS_ISA_AVX512_BF16);
     cr_assert_str_eq(ws_attn_cpu_loop_name(&mla, 16, WS_ISA_AVX512_BF16, B), "generic");

@@ -26,15 +26,16 @@
 
 #include "attn.h"
 #include "attn_fixture.h"
+#include "half.h"
 
-#ifdef AB_LOOP_FMA /* the FMA loop's form: AVX-512 (wide) unless AB_AVX2=1 */
+/* Both loops take a flag after the problem: the FMA loop's AVX-512 (wide) unless AB_AVX2=1,
+ * the AMX loop's bf16 products with AB_BF16=1 (q must then hold bf16 values). */
 typedef void attend_fn(const ws_attn_problem *, int, int, int, int, int, int, int, float *,
                        float *, void *);
+#ifdef AB_LOOP_FMA
 #define WIDE_ARG g_wide,
 #else
-typedef void attend_fn(const ws_attn_problem *, int, int, int, int, int, int, float *, float *,
-                       void *);
-#define WIDE_ARG
+#define WIDE_ARG g_bf16,
 #endif
 typedef size_t scratch_fn(const ws_kv_layout *, int);
 extern attend_fn A_ws_attn_cpu_amx_attend, B_ws_attn_cpu_amx_attend;
@@ -45,7 +46,7 @@ extern int A_ws_attn_cpu_amx_enable(void);
 #define MAX_THREADS 64
 
 static th_attn g_f;
-static int g_G, g_nkv, g_len, g_threads, g_reps = 1, g_wide = 1;
+static int g_G, g_nkv, g_len, g_threads, g_reps = 1, g_wide = 1, g_bf16;
 
 typedef struct arg {
     attend_fn *fn;
@@ -150,6 +151,9 @@ int main(int argc, char **argv)
         g_len = n;
     }
     g_wide = !(getenv("AB_AVX2") && atoi(getenv("AB_AVX2")));
+    g_bf16 = getenv("AB_BF16") && atoi(getenv("AB_BF16"));
+    for (size_t i = 0; g_bf16 && i < (size_t)g_G * g_nkv * dk; i++) /* q as bf16 values */
+        g_f.q[i] = ws_bf16_to_f32(ws_f32_to_bf16(g_f.q[i]));
 #ifndef AB_LOOP_FMA
     if (!A_ws_attn_cpu_amx_enable()) {
         fprintf(stderr, "ab_loop: this CPU or kernel does not grant AMX\n");

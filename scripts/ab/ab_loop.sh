@@ -9,11 +9,12 @@
 #   Environment: AB_VPAIRS=1 stores V in token pairs (kv.v_pairs) for both builds,
 #   AB_KTILES=1 K in tiles; AB_REPS=N calls the kernel N times per run (for a KV held in
 #   the caches); AB_SPARSE=N attends a random list of N of the tokens; AB_FP16=1 stores
-#   fp16 KV and AB_AVX2=1 times the AVX2 form (the fma loop only).
+#   fp16 KV and AB_AVX2=1 times the AVX2 form (the fma loop only); AB_BF16=1 times the
+#   AMX loop's bf16 products (q rounded to bf16).
 # Prints each build's median rate and the median of the per-pair time ratios B/A.
 # Needs `make` first (links build/libwritescope.a); builds into build/ab_loop/.
 set -eu
-[ $# -ge 2 ] || { sed -n '2,14p' "$0" >&2; exit 2; }
+[ $# -ge 2 ] || { sed -n '2,15p' "$0" >&2; exit 2; }
 root=$(cd "$(dirname "$0")/../.." && pwd)
 out=$root/build/ab_loop
 mkdir -p "$out"
@@ -31,7 +32,7 @@ for x in A B; do
     [ $x = A ] && rev=$1 || rev=$2
     file=$(src "$rev" $x)
     gcc -O2 -std=c11 -D_GNU_SOURCE -pthread -Icommon -Iplatform -Ikernels -c "$file" -o "$out/$x.o"
-    objcopy $(for f in attend scratch enable fits peak_flops; do
+    objcopy $(for f in attend scratch enable fits peak_flops emulate p_bf16; do
         printf ' --redefine-sym ws_attn_cpu_%s_%s=%s_ws_attn_cpu_amx_%s' $loop $f $x $f; done) "$out/$x.o"
 done
 gcc -O2 -std=c11 -D_GNU_SOURCE -pthread $def -Icommon -Iplatform -Ikernels -Itests scripts/ab/ab_loop.c \
