@@ -33,7 +33,9 @@ for x in A B; do
     file=$(src "$rev" $x)
     gcc -O2 -std=c11 -D_GNU_SOURCE -pthread -Icommon -Iplatform -Ikernels -c "$file" -o "$out/$x.o"
     objcopy $(for f in attend scratch enable fits peak_flops emulate p_bf16; do
-        printf ' --redefine-sym ws_attn_cpu_%s_%s=%s_ws_attn_cpu_amx_%s' $loop $f $x $f; done) "$out/$x.o"
+        printf ' --redefine-sym ws_attn_cpu_%s_%s=%s_ws_attn_cpu_amx_%s' $loop $f $x $f; done) \
+        $(for f in dp_fits dp_scratch dp_attend dp_gain; do
+        printf ' --localize-symbol ws_attn_cpu_%s' $f; done) "$out/$x.o"
 done
 gcc -O2 -std=c11 -D_GNU_SOURCE -pthread $def -Icommon -Iplatform -Ikernels -Itests scripts/ab/ab_loop.c \
     tests/attn_fixture.c "$out/A.o" "$out/B.o" build/libwritescope.a -lcriterion -lm \
