@@ -4,6 +4,7 @@
 #include <cpuid.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -15,6 +16,52 @@ static unsigned long long xgetbv0(void)
     unsigned eax, edx;
     __asm__ volatile("xgetbv" : "=a"(eax), "=d"(edx) : "c"(0));
     return ((unsigned long long)edx << 32) | eax;
+}
+
+long ws_cpu_cache_size_parse(const char *s)
+{
+    char *end;
+    const long v = s ? strtol(s, &end, 10) : 0;
+    if (!s || end == s || v <= 0)
+        return 0;
+    const long mul = *end == 'K' ? 1L << 10 : *end == 'M' ? 1L << 20 : *end == 'G' ? 1L << 30 : 1;
+    if (mul > 1)
+        end++;
+    return (*end == '\0' || *end == '\n') && v <= (1L << 50) / mul ? v * mul : 0;
+}
+
+/* The highest-level cache CPU 0 has, from sysfs: the cache this process's threads share.
+ * glibc's sysconf(_SC_LEVEL3_CACHE_SIZE) can report a whole socket's L3 instead (an AMD
+ * EPYC VM of 2 vCPUs: 384 MiB where sysfs, and the CCD its vCPUs share, give 32 MiB).
+ * Falls back to sysconf where sysfs says nothing. */
+static long llc_bytes(void)
+{
+    long best = 0;
+    int best_level = 0;
+    for (int i = 0; i < 16; i++) {
+        char path[96], buf[32];
+        int level = 0;
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/level", i);
+        FILE *fp = fopen(path, "r");
+        if (!fp)
+            break;
+        const int ok = fscanf(fp, "%d", &level) == 1;
+        fclose(fp);
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/size", i);
+        if (!ok || !(fp = fopen(path, "r")))
+            continue;
+        const long size = fgets(buf, sizeof buf, fp) ? ws_cpu_cache_size_parse(buf) : 0;
+        fclose(fp);
+        if (level > best_level && size > 0)
+            best = size, best_level = level;
+    }
+#ifdef _SC_LEVEL3_CACHE_SIZE
+    if (best == 0) {
+        const long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
+        best = l3 > 0 ? l3 : 0;
+    }
+#endif
+    return best;
 }
 
 static void detect(void)
@@ -68,10 +115,7 @@ static void detect(void)
     f->logical_cpus = n > 0 ? (int)n : 1;
     long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
     f->mem_bytes = (pages > 0 && psz > 0) ? (double)pages * (double)psz : 0.0;
-#ifdef _SC_LEVEL3_CACHE_SIZE
-    long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
-    f->l3_bytes = l3 > 0 ? l3 : 0;
-#endif
+    f->l3_bytes = llc_bytes();
 }
 
 const ws_cpu_features *ws_cpu_features_get(void)

@@ -18,11 +18,13 @@ typedef struct ws_cpu_features {
     int avx512_bf16;    /* VDPBF16PS */
     int avx512_fp16;    /* native fp16 arithmetic */
     int amx_bf16;       /* AMX tiles with bf16 (and OS permission not yet requested) */
-    long l3_bytes;      /* last-level cache size, 0 if unknown */
+    long l3_bytes;      /* last-level cache CPU 0 shares (sysfs, else sysconf), 0 if unknown */
 } ws_cpu_features;
 
 /* Fills f once per process (cached); always succeeds, unknown fields stay 0. */
 const ws_cpu_features *ws_cpu_features_get(void);
+/* A cache size as sysfs writes it ("32768K", "1M", "512") in bytes; 0 if unreadable. */
+long ws_cpu_cache_size_parse(const char *s);
 /* Space-separated list of the SIMD flags present, e.g. "avx2 fma f16c avx512f ...". */
 void ws_cpu_features_isa_string(const ws_cpu_features *f, char *buf, int cap);
 

@@ -1,6 +1,7 @@
 /* test_backend: the device backend table (kernels/backend.c): the CPU backend always,
  * the CUDA backend when a device exists (skipped with one line otherwise). */
 #include <criterion/criterion.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "backend.h"
@@ -31,6 +32,25 @@ Test(backend, cpu_features_consistent)
     ws_cpu_features_isa_string(f, isa, sizeof isa);
     if (f->avx2)
         cr_assert_neq(strstr(isa, "avx2"), NULL);
+}
+
+/* Cache sizes as sysfs writes them; the last-level cache read from them. */
+Test(backend, cache_sizes)
+{
+    cr_assert_eq(ws_cpu_cache_size_parse("32768K\n"), 32768L << 10);
+    cr_assert_eq(ws_cpu_cache_size_parse("1M"), 1L << 20);
+    cr_assert_eq(ws_cpu_cache_size_parse("512"), 512);
+    cr_assert_eq(ws_cpu_cache_size_parse("K"), 0);
+    cr_assert_eq(ws_cpu_cache_size_parse("12X"), 0);
+    cr_assert_eq(ws_cpu_cache_size_parse("-4K"), 0);
+    cr_assert_eq(ws_cpu_cache_size_parse(NULL), 0);
+    FILE *fp = fopen("/sys/devices/system/cpu/cpu0/cache/index3/size", "r");
+    if (!fp)
+        cr_skip_test("no sysfs L3 size on this machine");
+    char buf[32];
+    const long l3 = fgets(buf, sizeof buf, fp) ? ws_cpu_cache_size_parse(buf) : 0;
+    fclose(fp);
+    cr_assert_geq(ws_cpu_features_get()->l3_bytes, l3, "the highest level's size, not a lower one");
 }
 
 Test(backend, cuda_devices)
