@@ -33,7 +33,7 @@ typedef void ws_attn_cpu_amx_attend_fn(const ws_attn_problem *p, int bf16, int s
 ws_attn_cpu_amx_attend_fn ws_attn_cpu_amx_attend;
 /* For tests on CPUs without AMX: fn (the same loop on software tiles, tests/amx/tile_emu.c)
  * serves ws_attn_cpu_amx_attend and the amx path counts as supported where AVX512-BF16 is;
- * NULL: the hardware's again. Never for timing: the emulation is ~1000x slower. */
+ * NULL: the hardware's again. Never for timing: it runs ~100x slower than the vector loops. */
 void ws_attn_cpu_amx_emulate(ws_attn_cpu_amx_attend_fn *fn);
 /* Runs `iters` x 4 TDPBF16PS on the calling thread; returns the useful flops done. */
 double ws_attn_cpu_amx_peak_flops(int iters);
