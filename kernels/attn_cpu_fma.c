@@ -896,9 +896,10 @@ INL void dpg_pv_cols(float *o, int dv, int c0, const sub_kv *b, const uint32_t *
  * the per-head scalars as vectors of heads: the block maxima, then new max m, rescale
  * alpha = exp(m_old - m) (one vector exp for all heads, no scalar expf) and the running
  * sums l kept as 16-lane partial sums lv[h] (summed once, at the end). Probabilities (zero
- * for absent tokens) replace the scores. m and alpha have 16 entries, those past H zero. */
-INL void dpg_softmax(float *sp, const sub_kv *b, int ns, float *m, float *lv, float *alpha,
-                     const int H)
+ * for absent tokens) go to pp as bf16 pairs, head h's at h DNS SUB / 2. m and alpha have
+ * 16 entries, those past H zero. */
+INL void dpg_softmax(const float *sp, const sub_kv *b, int ns, float *m, float *lv, float *alpha,
+                     uint32_t *pp, const int H)
 {
     const __m512 ninf = _mm512_set1_ps(-INFINITY), zero = _mm512_setzero_ps();
     float bm[16] __attribute__((aligned(64)));
@@ -915,13 +916,14 @@ INL void dpg_softmax(float *sp, const sub_kv *b, int ns, float *m, float *lv, fl
     _mm512_store_ps(alpha, ws_exp16_ps(_mm512_sub_ps(mo, mn)));
     _mm512_store_ps(m, mn);
     for (int h = 0; h < H; h++) {
-        float *sh = sp + (size_t)h * DNS * SUB;
+        const float *sh = sp + (size_t)h * DNS * SUB;
         const __m512 vm = _mm512_set1_ps(m[h]);
         __m512 sum = zero;
         for (int j = 0; j < ns; j++) {
             const __m512 e = keep_512(
                 ws_exp16_ps(_mm512_sub_ps(_mm512_load_ps(sh + j * SUB), vm)), b[j].n, zero);
-            _mm512_store_ps(sh + j * SUB, e);
+            _mm256_storeu_si256((__m256i *)(pp + (size_t)h * DNS * SUB / 2 + j * SUB / 2),
+                                (__m256i)_mm512_cvtneps_pbh(e));
             sum = _mm512_add_ps(sum, e);
         }
         float *lh = lv + (size_t)h * 16;
@@ -1003,23 +1005,40 @@ INL void dpg_run(const ws_attn_problem *p, int s, int kvh, int a, int e, const d
     const int HH = H < 8 ? H : 8, CW = HH <= 4 ? 4 : 2;
     sub_kv b[DNS];
     pf_sub f[DNS];
+    const int P = kv->page_tokens;
     for (int i = a; i < e; i += DNS * SUB) {
         const int ns = super_subs(i, e, DNS);
+        /* A super-block of whole sub-blocks in one page, and likewise the one its
+         * prefetches go to: the sub-blocks' tiles and pair rows follow each other. */
+        const int page = kv->k_tiles && kv->v_pairs && !sq->sel && i % SUB == 0 &&
+                         i % P + ns * SUB <= P && i + ns * SUB <= e;
+        int pk0 = kvh, pe0 = e;
+        const int at0 = page ? walk_at(wk, kvh, a, e, i + DAHEAD * DNS * SUB, &pk0, &pe0) : -1;
+        const int pf_page =
+            at0 >= 0 && at0 % SUB == 0 && at0 % P + ns * SUB <= P && at0 + ns * SUB <= pe0;
         for (int j = 0; j < ns; j++) {
             const int it = i + j * SUB;
-            resolve(sq, kv, kvh, it, e - it < SUB ? e - it : SUB, kg + (size_t)j * SUB * dk,
-                    vg + (size_t)j * SUB * dv, &b[j], &g_rows_512);
-            int pk, pe;
-            const int at = walk_at(wk, kvh, a, e, it + DAHEAD * DNS * SUB, &pk, &pe);
-            pf_plan(sq, kv, pk, at < 0 ? pe : at, pe, &f[j]); /* at < 0: nothing */
+            if (page) {
+                const uint16_t *pg = sq->pages[it / P];
+                b[j] = (sub_kv){pg + ws_kv_k_off(kv, kvh, it % P),
+                                pg + ws_kv_v_pair_off(kv, kvh, it % P), SUB};
+            } else {
+                resolve(sq, kv, kvh, it, e - it < SUB ? e - it : SUB, kg + (size_t)j * SUB * dk,
+                        vg + (size_t)j * SUB * dv, &b[j], &g_rows_512);
+            }
+            if (pf_page) {
+                const int t = at0 + j * SUB;
+                const char *pg = (const char *)sq->pages[t / P];
+                f[j] = (pf_sub){pg + 2 * ws_kv_k_off(kv, pk0, t % P),
+                                pg + 2 * ws_kv_v_pair_off(kv, pk0, t % P), dk / 2, dv / 2};
+            } else {
+                int pk, pe;
+                const int at = walk_at(wk, kvh, a, e, it + DAHEAD * DNS * SUB, &pk, &pe);
+                pf_plan(sq, kv, pk, at < 0 ? pe : at, pe, &f[j]); /* at < 0: nothing */
+            }
             dpg_scores(&b[j], st->qp, dk, p->scale, sc + j * SUB, &f[j], H);
         }
-        dpg_softmax(sc, b, ns, st->m, st->lv, st->alpha, H);
-        for (int h = 0; h < H; h++) /* probabilities (zero past n) to bf16 pairs */
-            for (int j = 0; j < ns; j++)
-                _mm256_storeu_si256(
-                    (__m256i *)(pp + (size_t)h * DNS * SUB / 2 + j * SUB / 2),
-                    (__m256i)_mm512_cvtneps_pbh(_mm512_load_ps(sc + (size_t)h * DNS * SUB + j * SUB)));
+        dpg_softmax(sc, b, ns, st->m, st->lv, st->alpha, pp, H);
         /* a sub-block's V pair rows at a time, all column steps (4 KB for Qwen3's shape, in
          * L1 while its steps pass): 0.95-0.96 of the time of each step over the whole
          * super-block's (docs/notes/fma-loop.md) */
