@@ -138,9 +138,15 @@ static ws_attn_prec prec_of(ws_attn_prec prec)
     return ws_attn_prec_resolve(prec, &out, NULL) ? WS_PREC_DEFAULT : out;
 }
 
+/* Query heads per KV head (0 for a layout without KV heads). */
+static int group_of(const ws_kv_layout *kv, int n_q_heads)
+{
+    return kv->n_kv_heads > 0 ? n_q_heads / kv->n_kv_heads : 0;
+}
+
 ws_isa ws_attn_cpu_path(const ws_kv_layout *kv, int n_q_heads, ws_isa isa, ws_attn_prec prec)
 {
-    const int G = kv->n_kv_heads > 0 ? n_q_heads / kv->n_kv_heads : 0;
+    const int G = group_of(kv, n_q_heads);
     if (isa == WS_ISA_AMX && !ws_attn_cpu_amx_fits(kv, G))
         return WS_ISA_AVX512;
     /* fp16 KV has no VDPBF16PS, and the fused loop serves GQA in the exact precision with
@@ -199,7 +205,7 @@ int ws_attn_cpu_v_pairs(const ws_kv_layout *kv, int n_q_heads, ws_isa isa, int t
 typedef enum { LOOP_GENERIC, LOOP_FMA, LOOP_AMX, LOOP_DP } cpu_loop;
 static cpu_loop loop_for(const ws_kv_layout *kv, int n_q_heads, ws_isa isa, ws_attn_prec prec)
 {
-    const int G = kv->n_kv_heads > 0 ? n_q_heads / kv->n_kv_heads : 0;
+    const int G = group_of(kv, n_q_heads);
     const ws_isa path = ws_attn_cpu_path(kv, n_q_heads, isa, prec);
     if (path == WS_ISA_AMX)
         return LOOP_AMX;
@@ -220,7 +226,7 @@ int ws_attn_cpu_p_bf16(const ws_kv_layout *kv, int n_q_heads, ws_isa isa, ws_att
     if (prec_of(prec) != WS_PREC_BF16)
         return 0;
     const cpu_loop loop = loop_for(kv, n_q_heads, isa, prec);
-    const int G = kv->n_kv_heads > 0 ? n_q_heads / kv->n_kv_heads : 0;
+    const int G = group_of(kv, n_q_heads);
     return loop == LOOP_DP || (loop == LOOP_AMX && ws_attn_cpu_amx_p_bf16(kv, G));
 }
 

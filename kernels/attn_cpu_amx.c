@@ -69,6 +69,13 @@
  * uses the same space, 1 KB per O group, pair of sub-blocks and tile. */
 #define PROWS 33
 
+/* The shapes whose tiles take bf16 products in the bf16 precision (attn_cpu_amx.h:
+ * ws_attn_cpu_amx_p_bf16): pairs of head groups, or one group on K tiles. */
+static int bf16_form(const ws_kv_layout *kv, int G)
+{
+    return G > HMAX || kv->k_tiles;
+}
+
 #ifndef WS_AMX_EMU
 static int g_amx_ok;
 static pthread_once_t g_amx_once = PTHREAD_ONCE_INIT;
@@ -99,7 +106,7 @@ int ws_attn_cpu_amx_fits(const ws_kv_layout *kv, int G)
 
 int ws_attn_cpu_amx_p_bf16(const ws_kv_layout *kv, int G)
 {
-    return G > HMAX || kv->k_tiles;
+    return bf16_form(kv, G);
 }
 _Static_assert(HMAX == WS_ATTN_CPU_AMX_TILE_GROUP, "K tiles serve one head group");
 #endif
@@ -1187,11 +1194,12 @@ INL void attend(const ws_attn_problem *p, int s, int kvh, int qhead, int i0, int
 static void amx_attend(const ws_attn_problem *p, int bf16, int s, int kvh, int qhead, int i0,
                        int i1, int G, float *o, float *lse, void *scratch)
 {
-    if (G > HMAX && bf16)
+    const int bf = bf16 && bf16_form(&p->kv, G);
+    if (G > HMAX && bf)
         attend(p, s, kvh, qhead, i0, i1, G, o, lse, scratch, 1, 0, 1);
     else if (G > HMAX)
         attend(p, s, kvh, qhead, i0, i1, G, o, lse, scratch, 1, 0, 0);
-    else if (p->kv.k_tiles && bf16)
+    else if (p->kv.k_tiles && bf)
         attend(p, s, kvh, qhead, i0, i1, G, o, lse, scratch, 0, 1, 1);
     else if (p->kv.k_tiles)
         attend(p, s, kvh, qhead, i0, i1, G, o, lse, scratch, 0, 1, 0);

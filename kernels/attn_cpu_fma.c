@@ -242,6 +242,18 @@ typedef struct pf_sub {
     int klines, vlines;
 } pf_sub;
 
+/* f for the run of n tokens from tp of page pg, KV head kvh. */
+static inline void pf_run(const ws_kv_layout *kv, int kvh, const char *pg, int tp, int n, pf_sub *f)
+{
+    const int last = tp + n - 1;
+    /* a tile row is one line; a tile or 16 K rows are d_k / 2 lines */
+    f->k = pg + 2 * ws_kv_k_off(kv, kvh, kv->k_tiles ? tp & ~15 : tp);
+    f->klines = kv->k_tiles ? (last / SUB - tp / SUB + 1) * kv->d_k / 2 : n * kv->d_k / 32;
+    /* a pair row is d_v / 16 lines, a V row d_v / 32 */
+    f->v = pg + 2 * (kv->v_pairs ? ws_kv_v_pair_off(kv, kvh, tp) : ws_kv_v_off(kv, kvh, tp));
+    f->vlines = kv->v_pairs ? (last / 2 - tp / 2 + 1) * kv->d_v / 16 : n * kv->d_v / 32;
+}
+
 static void pf_plan(const ws_attn_seq *sq, const ws_kv_layout *kv, int kvh, int it, int i1,
                     pf_sub *f)
 {
@@ -258,14 +270,7 @@ static void pf_plan(const ws_attn_seq *sq, const ws_kv_layout *kv, int kvh, int 
             ws_attn_prefetch_row(sq, kv, kvh, sq->sel ? sq->sel[it + j] : it + j);
         return;
     }
-    const int tp = t0 % P, last = tp + n - 1;
-    const char *pg = (const char *)sq->pages[t0 / P];
-    /* a tile row is one line; a tile or 16 K rows are d_k / 2 lines */
-    f->k = pg + 2 * ws_kv_k_off(kv, kvh, kv->k_tiles ? tp & ~15 : tp);
-    f->klines = kv->k_tiles ? (last / SUB - tp / SUB + 1) * kv->d_k / 2 : n * kv->d_k / 32;
-    /* a pair row is d_v / 16 lines, a V row d_v / 32 */
-    f->v = pg + 2 * (kv->v_pairs ? ws_kv_v_pair_off(kv, kvh, tp) : ws_kv_v_off(kv, kvh, tp));
-    f->vlines = kv->v_pairs ? (last / 2 - tp / 2 + 1) * kv->d_v / 16 : n * kv->d_v / 32;
+    pf_run(kv, kvh, (const char *)sq->pages[t0 / P], t0 % P, n, f);
 }
 
 /* MLA: the K rows (V inside) of items [i, i + n) of sequence sq, KV head kvh. */
@@ -1028,9 +1033,7 @@ INL void dpg_run(const ws_attn_problem *p, int s, int kvh, int a, int e, const d
             }
             if (pf_page) {
                 const int t = at0 + j * SUB;
-                const char *pg = (const char *)sq->pages[t / P];
-                f[j] = (pf_sub){pg + 2 * ws_kv_k_off(kv, pk0, t % P),
-                                pg + 2 * ws_kv_v_pair_off(kv, pk0, t % P), dk / 2, dv / 2};
+                pf_run(kv, pk0, (const char *)sq->pages[t / P], t % P, SUB, &f[j]);
             } else {
                 int pk, pe;
                 const int at = walk_at(wk, kvh, a, e, it + DAHEAD * DNS * SUB, &pk, &pe);
