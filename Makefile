@@ -1,5 +1,5 @@
 # WriteScope build.
-#   make            deps, then bin/writescope (+ bin/libwritescope_cuda.so when nvcc is on PATH;
+#   make            deps (first, at parse time), then bin/writescope (+ bin/libwritescope_cuda.so when nvcc is on PATH;
 #                   with MPI when mpicc is on PATH: mpirun -n N writescope sim grid, docs/scaleout.md)
 #   make test       build and run the test suite (Criterion); prints its Synthesis line
 #   make run        the paper's grid, Qwen3-30B-A3B on A100 (sim grid), on the default database
@@ -13,6 +13,17 @@
 #                   make DEPS_PREFIX=$PWD/.gpu-deps/prefix (tests/gpu/run.sh does it itself)
 # Objects go to $(O)/, binaries to $(BIN)/; `make sanitize` uses build/san for both, `make fuzz`
 # build/fuzz.
+
+# The Debian packages come first, at parse time, so that what is looked up below (mpicc,
+# nvcc) sees them on a fresh machine: the first `make run` builds with MPI. Sub-makes and
+# `make clean` skip it; the fuzz goals add clang.
+ifeq ($(WS_DEPS_CHECKED)$(filter clean,$(MAKECMDGOALS)),)
+DEPS_RC := $(shell DEPS_PREFIX='$(DEPS_PREFIX)' ./scripts/deps.sh $(if $(filter fuzz fuzz-smoke fuzz-build,$(MAKECMDGOALS)),fuzz) >&2; echo $$?)
+ifneq ($(DEPS_RC),0)
+$(error make deps failed (scripts/deps.sh said why above))
+endif
+export WS_DEPS_CHECKED := 1
+endif
 
 CC      ?= cc
 O       ?= build
@@ -108,7 +119,7 @@ PAR_CHECK  := $(O)/tests/ws_par_check
 EXPERT_BENCH := $(O)/tests/ws_expert_bench
 
 .PHONY: all deps test run sanitize mpi-info bench-sim bench-expert clean cuda-info gpu-bundle fuzz fuzz-smoke fuzz-build fuzz-bins
-all: deps cuda-info mpi-info $(WS) $(CUDA_SO)
+all: cuda-info mpi-info $(WS) $(CUDA_SO)
 
 deps:
 	@./scripts/deps.sh
@@ -215,7 +226,7 @@ test: all $(TESTBIN) $(GPU_BENCH) $(SIM_BENCH) $(EXPERT_BENCH) $(PAR_CHECK)
 run: all
 	$(WS) sim grid --model qwen3-30b-a3b --gpu a100-40gb-pcie
 
-sanitize: deps
+sanitize:
 	$(MAKE) O=build/san BIN=build/san/bin SAN=1 test
 
 # Fuzzing (docs/fuzzing.md): every fuzz/fuzz_<name>.c is a libFuzzer target, run on a copy
@@ -231,7 +242,6 @@ $(O)/fuzz_%: $(O)/obj/fuzz/fuzz_%.o $(LIBWS)
 fuzz-bins: $(addprefix $(O)/fuzz_,$(FUZZ_NAMES))
 
 fuzz-build:
-	@./scripts/deps.sh fuzz
 	$(MAKE) O=build/fuzz BIN=build/fuzz/bin CC=$(FUZZ_CC) NVCC= FUZZ=1 fuzz-bins
 
 fuzz: fuzz-build

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "calib.h"
 #include "store.h"
@@ -279,4 +280,37 @@ int cli_open_store_ranks(ws_par *par, const char *db, int writes, ws_store **out
     if (!rc && !*out)
         rc = cli_open_store_ro(db, out, embedded, err);
     return rc;
+}
+
+/* ---- progress ---- */
+
+void cli_progress_start(cli_progress *p)
+{
+    *p = (cli_progress){.t0 = ws_now_s(), .tty = isatty(STDERR_FILENO)};
+}
+
+void cli_progress_line(cli_progress *p, int last, const char *fmt, ...)
+{
+    const double t = ws_now_s() - p->t0;
+    if (last ? !p->shown : t < 1.0 || t - p->last < (p->tty ? 0.25 : 5.0))
+        return;
+    p->last = t;
+    char line[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    if (p->tty)
+        fprintf(stderr, "\r%s   ", line);
+    else
+        fprintf(stderr, "%s\n", line);
+    fflush(stderr);
+    p->shown = 1;
+}
+
+void cli_progress_end(cli_progress *p)
+{
+    if (p->shown && p->tty)
+        fputc('\n', stderr);
+    p->shown = 0;
 }

@@ -38,6 +38,20 @@ const char *cli_commas(double v, char *buf, int cap);
 /* Scaled with SI unit: 1.555e12, "B/s" -> "1555.0 GB/s". */
 const char *cli_si(double v, const char *unit, char *buf, int cap);
 
+/* Progress on stderr for long runs: on a terminal one line redrawn in place (at most four
+ * updates a second, none in the first second); written to a file or a pipe, one whole line
+ * per update, at most one every five seconds, so a log reads line by line. */
+typedef struct cli_progress {
+    double t0, last; /* start, and when a line was last written (s, ws_now_s) */
+    int tty, shown;
+} cli_progress;
+void cli_progress_start(cli_progress *p);
+/* One update; `last` = 1 for the final one, written whenever an earlier one was. */
+void cli_progress_line(cli_progress *p, int last, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Ends a redrawn line with its newline. */
+void cli_progress_end(cli_progress *p);
+
 int cmd_model(int argc, char **argv);
 int cmd_db(int argc, char **argv);
 int cmd_device(int argc, char **argv);

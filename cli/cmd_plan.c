@@ -63,26 +63,10 @@ static void help(FILE *out)
             "simulation on the profiles named).\n");
 }
 
-typedef struct progress {
-    struct timespec t0;
-    int shown;
-} progress;
-
-static double since(const struct timespec *t0)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (t.tv_sec - t0->tv_sec) + 1e-9 * (t.tv_nsec - t0->tv_nsec);
-}
-
 static void on_progress(void *ctx, int round, long long points, int open)
 {
-    progress *p = ctx;
-    if (since(&p->t0) < 0.5)
-        return;
-    fprintf(stderr, "\rplan: round %d, %lld simulations, %d searches open   ", round, points,
-            open);
-    p->shown = 1;
+    cli_progress_line(ctx, 0, "plan: round %d, %lld simulations, %d searches open", round,
+                      points, open);
 }
 
 /* Every value of a repeatable option (--name V, --name=V), in order. */
@@ -501,8 +485,8 @@ static int plan_ranks(ws_par *par, ws_plan_spec *s, const char *db, int store_it
     char this_host[64];
     if (!rc)
         rc = cli_host_this(st, &s->host, this_host, sizeof this_host, &err);
-    progress pg = {0};
-    clock_gettime(CLOCK_MONOTONIC, &pg.t0);
+    cli_progress pg;
+    cli_progress_start(&pg);
     if (!rank) {
         s->progress = on_progress;
         s->progress_ctx = &pg;
@@ -510,8 +494,7 @@ static int plan_ranks(ws_par *par, ws_plan_spec *s, const char *db, int store_it
     ws_plan_report rep = {0};
     if ((rc = ws_par_agree(par, rc, &err)) == 0)
         rc = ws_plan_run_rounds(st, s, round_par, par, &rep, &err);
-    if (pg.shown)
-        fprintf(stderr, "\n");
+    cli_progress_end(&pg);
     rc = ws_par_agree(par, rc, &err);
     long long id = 0;
     char dbpath[WS_PATH_MAX] = "";

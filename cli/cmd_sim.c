@@ -83,47 +83,17 @@ static void help(FILE *out)
             "same results as one process (docs/scaleout.md).\n");
 }
 
-typedef struct progress {
-    struct timespec t0;
-    double last; /* when the line was last written, s after t0 */
-    int shown;
-} progress;
-
-static double since(const struct timespec *t0)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (t.tv_sec - t0->tv_sec) + 1e-9 * (t.tv_nsec - t0->tv_nsec);
-}
-
 static void on_progress(void *ctx, double sim_t, uint64_t steps, uint64_t ended, uint64_t seen)
 {
-    progress *p = ctx;
-    const double t = since(&p->t0);
-    if (t < 1.0 || t - p->last < 0.25)
-        return;
-    p->last = t;
-    fprintf(stderr, "\rsim: %.1f s simulated, %llu steps, %llu of %llu requests ended   ", sim_t,
-            (unsigned long long)steps, (unsigned long long)ended, (unsigned long long)seen);
-    p->shown = 1;
+    cli_progress_line(ctx, 0,
+                      "sim: %.1f s simulated, %llu steps, %llu of %llu requests ended", sim_t,
+                      (unsigned long long)steps, (unsigned long long)ended,
+                      (unsigned long long)seen);
 }
 
-static void on_grid_progress(void *ctx, int done, int total)
+static void on_grid_progress(cli_progress *p, int done, int total)
 {
-    progress *p = ctx;
-    const double t = since(&p->t0);
-    if (done < total ? t < 1.0 || t - p->last < 0.25 : !p->shown)
-        return;
-    p->last = t;
-    fprintf(stderr, "\rsim grid: %d of %d runs   ", done, total);
-    p->shown = 1;
-}
-
-static void progress_end(progress *p)
-{
-    if (p->shown)
-        fprintf(stderr, "\n");
-    p->shown = 0;
+    cli_progress_line(p, done == total, "sim grid: %d of %d runs", done, total);
 }
 
 static const char *res_name[SIM_RES_COUNT] = {"gpu", "h2d", "d2h", "cpu"};
@@ -239,7 +209,7 @@ static int find_gpu_index(const char *name)
 /* Evaluates grid points for ws_par_map; rank 0 shows its own share's progress. */
 typedef struct grid_work {
     sim_grid *g;
-    progress *pg;
+    cli_progress *pg;
     int done, share, show;
 } grid_work;
 
@@ -320,11 +290,11 @@ static int cmd_grid(ws_par *par, const char *db, int store_runs, const char *hos
     }
     const size_t n = sim_grid_count(g);
     sim_grid_point *p = rank ? NULL : calloc(n ? n : 1, sizeof *p);
-    progress pg = {0};
-    clock_gettime(CLOCK_MONOTONIC, &pg.t0);
+    cli_progress pg;
+    cli_progress_start(&pg);
     grid_work w = {.g = g, .pg = &pg, .share = (int)ws_par_share(par, n), .show = !rank};
     rc = ws_par_map(par, n, sizeof *p, grid_point, &w, p, WS_PAR_TO_ROOT, &err);
-    progress_end(&pg);
+    cli_progress_end(&pg);
     sim_grid_close(g);
     ws_simdb_grid gr = {0};
     long long first = 0, last = 0;
@@ -694,8 +664,8 @@ int cmd_sim(int argc, char **argv)
     ws_cost_cfg cc;
     ws_cost_cfg_default(&cc);
     cc.gpu_experts = gexp;
-    progress pg = {0};
-    clock_gettime(CLOCK_MONOTONIC, &pg.t0);
+    cli_progress pg;
+    cli_progress_start(&pg);
     cfg.keep_steps = json; /* the table needs only the totals; writers stream */
     cfg.keep_requests = json;
     cfg.progress = on_progress;
@@ -801,7 +771,7 @@ int cmd_sim(int argc, char **argv)
                         tc->first_bad[0] ? "; first: " : "", tc->first_bad);
             ws_trace_close(t);
         }
-        progress_end(&pg);
+        cli_progress_end(&pg);
         if (rc) {
             sim_sink_abort(sink);
             ws_store_close(s);
