@@ -439,9 +439,20 @@ double ws_cost_o_proj(const ws_cost_model *cm, double T)
 {
     return gpu_gemm(cm, cm->o_params, T);
 }
+int ws_cost_router_on_cpu(const ws_cost_model *cm)
+{
+    return cm->router_params > 0 && cm->cpu_q_sum > 0;
+}
+
 double ws_cost_router(const ws_cost_model *cm, double T)
 {
-    return gpu_gemm(cm, cm->router_params, T);
+    if (!ws_cost_router_on_cpu(cm))
+        return gpu_gemm(cm, cm->router_params, T);
+    if (T <= 0)
+        return 0;
+    const double ab = cm->cfg.act_bytes;
+    return ws_cost_roof_time(&cm->hw.cpu_expert, 2.0 * T * cm->router_params,
+                             (cm->router_params + T * cm->hidden + T * cm->n_experts) * ab);
 }
 double ws_cost_shared_experts(const ws_cost_model *cm, double T)
 {

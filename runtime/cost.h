@@ -170,6 +170,10 @@ double ws_cost_reformat(const ws_cost_model *cm, double bytes);
 double ws_cost_qkv_proj(const ws_cost_model *cm, double T);
 double ws_cost_o_proj(const ws_cost_model *cm, double T);
 double ws_cost_router(const ws_cost_model *cm, double T);
+/* Where the router runs: on the CPU when routed experts run there (it picks them beside
+ * them, as the live runtime does: an fp32 GEMM at act_bytes on the CPU's expert roofline),
+ * else on the GPU. ws_cost_router costs it on that device. */
+int ws_cost_router_on_cpu(const ws_cost_model *cm);
 double ws_cost_shared_experts(const ws_cost_model *cm, double T);
 double ws_cost_dense_mlp(const ws_cost_model *cm, double T);
 /* 1 when `layer` has routed experts. */

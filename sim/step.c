@@ -8,29 +8,7 @@
 #include "res_fifo.h"
 #include "res_pool.h"
 
-/* What an op is, kept in its `user` field; the layer is its tag. */
-enum {
-    OP_QKV,
-    OP_APPEND,
-    OP_INDEX,
-    OP_MIGRATE,
-    OP_CPU_ATTN,
-    OP_H2D_PRE,
-    OP_H2D_REST,
-    OP_GPU_ATTN,
-    OP_GPU_END,
-    OP_MERGE,
-    OP_OPROJ,
-    OP_ROUTER,
-    OP_EXP_CPU,
-    OP_EXP_GPU,
-    OP_SHARED,
-    OP_DENSE,
-    OP_END,
-    OP_PF_ATTN,
-    OP_WRITE,
-    OP_FLUSH,
-};
+/* An op's schedule kind is kept in its `user` field; the layer is its tag. */
 
 static int add_layer(sim_step *st, int l, ws_err *err);
 
@@ -65,35 +43,16 @@ static int on_done(void *ctx, sim_dag *g, const sim_op *op, ws_err *err)
         st->busy[r - st->res] += d;
         st->busy_lay[op->s.tag][r - st->res] += d;
     }
-    switch (op->s.user) {
-    case OP_QKV:
-        L->t_start = op->t_ready;
-        L->cpu_s = L->exp_cpu_s = 0;
-        L->qkv_end = L->attn_start = op->t_end;
-        L->gpu_main_end = L->gpu_end = op->t_end;
+    const int kind = (int)op->s.user;
+    ws_sched_times_op(L, kind, op->t_ready, op->t_start, op->t_end);
+    if (kind == WS_OP_QKV && !st->stop && st->added < st->layers) {
         /* Two layers ahead: none of layer l+2's ops can be ready before this. */
-        if (!st->stop && st->added < st->layers) {
-            int rc = add_layer(st, st->added, err);
-            if (rc)
-                return rc;
-        }
-        break;
-    case OP_APPEND:
-    case OP_INDEX: L->attn_start = op->t_end; break;
-    case OP_CPU_ATTN: L->cpu_s = op->t_end - op->t_start; break;
-    case OP_GPU_ATTN: L->gpu_main_end = op->t_end; break;
-    case OP_GPU_END: L->gpu_end = op->t_end; break;
-    case OP_EXP_CPU: L->exp_cpu_s = op->t_end - op->t_start; break;
-    case OP_ROUTER: L->moe_start = op->t_end; break;
-    case OP_OPROJ: L->moe_start = op->t_end; break;
-    case OP_END:
-        L->t_end = op->t_end;
-        L->moe_s = op->t_end - L->moe_start;
-        if (st->fold && !st->stop && periodic_at(st, (int)op->s.tag))
-            st->stop = 1;
-        break;
-    default: break;
+        int rc = add_layer(st, st->added, err);
+        if (rc)
+            return rc;
     }
+    if (kind == WS_OP_END && st->fold && !st->stop && periodic_at(st, (int)op->s.tag))
+        st->stop = 1;
     return 0;
 }
 
@@ -123,7 +82,7 @@ int sim_step_init(sim_step *st, sim_engine *e, unsigned kind, const ws_cost_mode
     }
     sim_dag_on_done(&st->g, on_done, st);
     st->lay = calloc((size_t)layers, sizeof *st->lay);
-    st->ids = calloc((size_t)layers * 3, sizeof *st->ids);
+    st->ids = calloc((size_t)layers * WS_ANCHORS, sizeof *st->ids);
     st->busy_lay = calloc((size_t)layers, sizeof *st->busy_lay);
     if (!st->lay || !st->ids || !st->busy_lay) {
         sim_step_free(st);
@@ -147,128 +106,40 @@ void sim_step_free(sim_step *st)
     st->busy_lay = NULL;
 }
 
-/* Adds an op; preds may hold SIM_OP_NONE. */
-static sim_op_id add(sim_step *st, int res, double seconds, int kind, int layer, const char *label,
-                     const sim_op_id *preds, size_t n, ws_err *err)
-{
-    sim_op_spec s = {0};
-    if (res >= 0) {
-        s.hold = &st->res[res];
-        s.width = res == SIM_RES_CPU ? st->res[res].units : 1;
-    }
-    s.seconds = seconds > 0 ? seconds : 0;
-    s.label = label;
-    s.tag = (uint32_t)layer;
-    s.user = (uint64_t)kind;
-    return sim_dag_add(&st->g, &s, preds, n, err);
-}
-
-#define ADD(res, sec, kind, l, label, ...)                                                         \
-    do {                                                                                           \
-        const sim_op_id p_[] = {__VA_ARGS__};                                                      \
-        id = add(st, res, sec, kind, l, label, p_, sizeof p_ / sizeof p_[0], err);                 \
-        if (id == SIM_OP_NONE)                                                                     \
-            return err->code ? err->code : WS_EINVAL;                                              \
-    } while (0)
-
-/* Adds layer l's ops. */
+/* Adds layer l's schedule to the graph. */
 static int add_layer(sim_step *st, int l, ws_err *err)
 {
-    const ws_cost_model *cm = st->cm;
-    const sim_step_in *in = st->in;
-    const ws_cost_split *split = &st->split;
+    ws_sched_layer sl;
+    ws_sched_build(st->cm, &st->split, st->in, l, &sl);
     st->added = l + 1;
-    sim_op_id *end_id = st->ids, *main_id = st->ids + st->layers, *rest_id = main_id + st->layers;
-    const sim_op_id pe = l > 0 ? end_id[l - 1] : SIM_OP_NONE, N = SIM_OP_NONE;
-    const double T = in->T;
-    sim_op_id id, qkv, attn_end;
-    ADD(SIM_RES_GPU, ws_cost_qkv_proj(cm, T), OP_QKV, l, "qkv", pe);
-    qkv = id;
-    if (in->prefill_q > 0) {
-        ADD(SIM_RES_GPU,
-            ws_cost_gpu_prefill_attn(cm, in->prefill_q, in->prefill_ctx) +
-                ws_cost_gpu_indexer(cm, in->prefill_q, in->prefill_ctx + in->prefill_q),
-            OP_PF_ATTN, l, "prefill_attn", qkv);
-        attn_end = id;
-        main_id[l] = qkv; /* the chunk's KV exists once qkv has run */
-        rest_id[l] = l > 0 ? rest_id[l - 1] : N;
-        if (in->write_bytes > 0 && !st->fold)
-            ADD(SIM_RES_D2H, ws_cost_d2h(cm, in->write_bytes), OP_WRITE, l, "kv_write", qkv);
-    } else {
-        /* The D-window append: the new tokens' KV written into HBM by the projection. */
-        ADD(SIM_RES_GPU, in->n_seqs * cm->b_tok / cm->hw.gpu_attn.W.v, OP_APPEND, l, "append", qkv);
-        sim_op_id a = id, mig = N, cpu = N, gend, R = l > 0 ? rest_id[l - 1] : N;
-        if (in->indexer_s > 0) {
-            ADD(SIM_RES_GPU, in->indexer_s, OP_INDEX, l, "indexer", a);
-            a = id;
+    sim_op_id id[WS_SCHED_MAX_OPS], *anc = st->ids + (size_t)l * WS_ANCHORS;
+    for (int i = 0; i < sl.n; i++) {
+        const ws_sched_op *o = &sl.op[i];
+        id[i] = SIM_OP_NONE;
+        if (st->fold && (o->kind == WS_OP_FLUSH || o->kind == WS_OP_WRITE))
+            continue; /* closed form in sim_step_run */
+        sim_op_id pred[WS_SCHED_MAX_DEPS];
+        for (int d = 0; d < o->n_dep; d++) {
+            const ws_sched_dep *dp = &o->dep[d];
+            pred[d] = dp->back == 0 ? id[dp->ref]
+                                    : st->ids[(size_t)(l - dp->back) * WS_ANCHORS + dp->ref];
         }
-        if (in->migrate_bytes > 0) {
-            ADD(SIM_RES_CPU, ws_cost_reformat(cm, in->migrate_bytes), OP_MIGRATE, l, "migrate",
-                pe);
-            mig = id;
+        sim_op_spec sp = {0};
+        if (o->res >= 0) {
+            sp.hold = &st->res[o->res];
+            sp.width = o->res == WS_RES_CPU ? st->res[o->res].units : 1;
         }
-        if (in->n_cpu > 0) {
-            ADD(SIM_RES_CPU, ws_cost_split_cpu(split, in->n_cpu), OP_CPU_ATTN, l, "cpu_attn", a,
-                mig);
-            cpu = id;
-        }
-        const double bytes = in->nospill ? 0 : in->m_xfer * cm->b_tok;
-        if (bytes > 0) {
-            const double pre = fmin(cm->cfg.pingpong_bytes, bytes), rest = bytes - pre;
-            if (l == 0) {
-                ADD(SIM_RES_H2D, ws_cost_h2d(cm, pre, 1), OP_H2D_PRE, l, "h2d_prefetch", qkv);
-            } else {
-                ADD(SIM_RES_H2D, ws_cost_h2d(cm, pre, 1), OP_H2D_PRE, l, "h2d_prefetch", R,
-                    l >= 2 ? main_id[l - 2] : N);
-            }
-            const sim_op_id P = id;
-            ADD(SIM_RES_GPU, ws_cost_gpu_attn(cm, in->resident + in->m_xfer), OP_GPU_ATTN, l,
-                "gpu_attn", a, P);
-            main_id[l] = id;
-            R = P;
-            if (rest > 0) {
-                ADD(SIM_RES_H2D, ws_cost_h2d(cm, rest, 1), OP_H2D_REST, l, "h2d_stream", P, qkv);
-                R = id;
-            }
-            ADD(-1, 0, OP_GPU_END, l, "gpu_half", main_id[l], R);
-            gend = id;
-        } else {
-            ADD(SIM_RES_GPU, ws_cost_gpu_attn(cm, in->resident), OP_GPU_ATTN, l, "gpu_attn", a);
-            main_id[l] = gend = id;
-        }
-        rest_id[l] = R;
-        if (in->flush_bytes > 0 && !st->fold)
-            ADD(SIM_RES_D2H, ws_cost_d2h(cm, in->flush_bytes), OP_FLUSH, l, "flush", main_id[l]);
-        /* The merge: one small kernel when there is a CPU part to merge. */
-        ADD(SIM_RES_GPU, cpu != N ? cm->hw.gpu_attn.c0.v : 0, OP_MERGE, l, "merge", gend, cpu);
-        attn_end = id;
+        sp.seconds = o->seconds;
+        sp.label = ws_op_name(o->kind);
+        sp.tag = (uint32_t)l;
+        sp.user = (uint64_t)o->kind;
+        if ((id[i] = sim_dag_add(&st->g, &sp, pred, (size_t)o->n_dep, err)) == SIM_OP_NONE)
+            return err && err->code ? err->code : WS_EINVAL;
     }
-    ADD(SIM_RES_GPU, ws_cost_o_proj(cm, T), OP_OPROJ, l, "o_proj", attn_end);
-    const sim_op_id o = id;
-    if (ws_cost_layer_is_moe(cm, l)) {
-        ADD(SIM_RES_GPU, ws_cost_router(cm, T), OP_ROUTER, l, "router", o);
-        const sim_op_id r = id;
-        sim_op_id ec = N, eg = N, sh = N;
-        const double tc = ws_cost_cpu_experts(cm, T), tg = ws_cost_gpu_experts(cm, T),
-                     ts = ws_cost_shared_experts(cm, T);
-        if (tc > 0) {
-            ADD(SIM_RES_CPU, tc, OP_EXP_CPU, l, "experts_cpu", r);
-            ec = id;
-        }
-        if (tg > 0) {
-            ADD(SIM_RES_GPU, tg, OP_EXP_GPU, l, "experts_gpu", r);
-            eg = id;
-        }
-        if (ts > 0) {
-            ADD(SIM_RES_GPU, ts, OP_SHARED, l, "shared_experts", r);
-            sh = id;
-        }
-        ADD(-1, 0, OP_END, l, "layer_end", r, ec, eg, sh);
-    } else {
-        ADD(SIM_RES_GPU, ws_cost_dense_mlp(cm, T), OP_DENSE, l, "dense_mlp", o);
-        ADD(-1, 0, OP_END, l, "layer_end", id);
-    }
-    end_id[l] = id;
+    for (int a = 0; a < WS_ANCHORS; a++)
+        anc[a] = sl.anchor[a] >= 0 ? id[sl.anchor[a]]
+                 : a == WS_ANCHOR_H2D && l > 0 ? st->ids[(size_t)(l - 1) * WS_ANCHORS + a]
+                                               : SIM_OP_NONE;
     return 0;
 }
 

@@ -1,0 +1,205 @@
+/* schedule: one layer's operations as data, and their player (schedule.h). */
+#include "schedule.h"
+
+#include <math.h>
+#include <string.h>
+
+const char *ws_op_name(int kind)
+{
+    static const char *const names[WS_OP_KINDS] = {
+        "qkv",        "append",      "indexer",     "host",        "migrate",
+        "cpu_attn",   "h2d_prefetch", "h2d_stream", "gpu_attn",    "gpu_half",
+        "merge",      "o_proj",      "router",      "experts_cpu", "experts_gpu",
+        "shared_experts", "dense_mlp", "layer_end", "prefill_attn", "kv_write",
+        "flush"};
+    return kind >= 0 && kind < WS_OP_KINDS ? names[kind] : "?";
+}
+
+/* Builder state: the layer and its ops so far. */
+typedef struct bld {
+    ws_sched_layer *s;
+} bld;
+
+#define HERE(i) ((ws_sched_dep){0, (signed char)(i)})
+#define PREV(n, a) ((ws_sched_dep){(signed char)(n), (signed char)(a)})
+#define NO_DEP ((ws_sched_dep){-1, -1})
+
+/* Adds an op (deps with back < 0 or ref < 0 are left out); returns its index. */
+static int add(ws_sched_layer *s, int kind, int res, double seconds, int n,
+               const ws_sched_dep *dep)
+{
+    ws_sched_op *o = &s->op[s->n];
+    *o = (ws_sched_op){.kind = kind, .res = res, .seconds = seconds > 0 ? seconds : 0};
+    for (int i = 0; i < n; i++)
+        if (dep[i].back >= 0 && dep[i].ref >= 0 && (dep[i].back == 0 || s->layer >= dep[i].back))
+            o->dep[o->n_dep++] = dep[i];
+    s->at[kind] = s->n;
+    return s->n++;
+}
+
+#define ADD(kind, res, sec, ...)                                                                   \
+    add(s, kind, res, sec, sizeof((ws_sched_dep[]){__VA_ARGS__}) / sizeof(ws_sched_dep),           \
+        (ws_sched_dep[]){__VA_ARGS__})
+
+static ws_sched_dep here_or_none(int i)
+{
+    return i >= 0 ? HERE(i) : NO_DEP;
+}
+
+void ws_sched_build(const ws_cost_model *cm, const ws_cost_split *split, const ws_sched_in *in,
+                    int l, ws_sched_layer *s)
+{
+    s->layer = l;
+    s->n = 0;
+    for (int k = 0; k < WS_OP_KINDS; k++)
+        s->at[k] = -1;
+    for (int a = 0; a < WS_ANCHORS; a++)
+        s->anchor[a] = -1;
+    const ws_sched_dep pe = PREV(1, WS_ANCHOR_END);
+    const double T = in->T;
+    const int qkv = ADD(WS_OP_QKV, WS_RES_GPU, ws_cost_qkv_proj(cm, T), pe);
+    int attn_end;
+    if (in->prefill_q > 0) {
+        attn_end = ADD(WS_OP_PF_ATTN, WS_RES_GPU,
+                       ws_cost_gpu_prefill_attn(cm, in->prefill_q, in->prefill_ctx) +
+                           ws_cost_gpu_indexer(cm, in->prefill_q, in->prefill_ctx + in->prefill_q),
+                       HERE(qkv));
+        s->anchor[WS_ANCHOR_MAIN] = qkv; /* the chunk's KV exists once qkv has run */
+        if (in->write_bytes > 0)
+            ADD(WS_OP_WRITE, WS_RES_D2H, ws_cost_d2h(cm, in->write_bytes), HERE(qkv));
+    } else {
+        int a = ADD(WS_OP_APPEND, WS_RES_GPU, in->n_seqs * cm->b_tok / cm->hw.gpu_attn.W.v,
+                    HERE(qkv));
+        if (in->indexer_s > 0)
+            a = ADD(WS_OP_INDEX, WS_RES_GPU, in->indexer_s, HERE(a));
+        const int host = in->host_s > 0 ? ADD(WS_OP_HOST, WS_RES_CPU, in->host_s, pe) : -1;
+        const int mig = in->migrate_bytes > 0
+                            ? ADD(WS_OP_MIGRATE, WS_RES_CPU, ws_cost_reformat(cm, in->migrate_bytes),
+                                  pe)
+                            : -1;
+        const int cpu = in->n_cpu > 0 ? ADD(WS_OP_CPU_ATTN, WS_RES_CPU,
+                                            ws_cost_split_cpu(split, in->n_cpu), HERE(a),
+                                            here_or_none(host), here_or_none(mig))
+                                      : -1;
+        const double bytes = in->nospill ? 0 : in->m_xfer * cm->b_tok;
+        int gend;
+        if (bytes > 0) {
+            const double pre = fmin(cm->cfg.pingpong_bytes, bytes), rest = bytes - pre;
+            const int p =
+                l == 0 ? ADD(WS_OP_H2D_PRE, WS_RES_H2D, ws_cost_h2d(cm, pre, 1), HERE(qkv))
+                       : ADD(WS_OP_H2D_PRE, WS_RES_H2D, ws_cost_h2d(cm, pre, 1),
+                             PREV(1, WS_ANCHOR_H2D), PREV(2, WS_ANCHOR_MAIN));
+            const int g = ADD(WS_OP_GPU_ATTN, WS_RES_GPU,
+                              ws_cost_gpu_attn(cm, in->resident + in->m_xfer), HERE(a), HERE(p));
+            s->anchor[WS_ANCHOR_MAIN] = g;
+            int last = p;
+            if (rest > 0)
+                last = ADD(WS_OP_H2D_REST, WS_RES_H2D, ws_cost_h2d(cm, rest, 1), HERE(p),
+                           HERE(qkv));
+            s->anchor[WS_ANCHOR_H2D] = last;
+            gend = ADD(WS_OP_GPU_END, WS_RES_NONE, 0, HERE(g), HERE(last));
+        } else {
+            gend = ADD(WS_OP_GPU_ATTN, WS_RES_GPU, ws_cost_gpu_attn(cm, in->resident), HERE(a));
+            s->anchor[WS_ANCHOR_MAIN] = gend;
+        }
+        if (in->flush_bytes > 0)
+            ADD(WS_OP_FLUSH, WS_RES_D2H, ws_cost_d2h(cm, in->flush_bytes),
+                HERE(s->anchor[WS_ANCHOR_MAIN]));
+        /* The merge: one small kernel when there is a CPU part to merge. */
+        attn_end = ADD(WS_OP_MERGE, WS_RES_GPU, cpu >= 0 ? cm->hw.gpu_attn.c0.v : 0, HERE(gend),
+                       here_or_none(cpu));
+    }
+    const int o = ADD(WS_OP_OPROJ, WS_RES_GPU, ws_cost_o_proj(cm, T), HERE(attn_end));
+    if (ws_cost_layer_is_moe(cm, l)) {
+        const int r = ADD(WS_OP_ROUTER, ws_cost_router_on_cpu(cm) ? WS_RES_CPU : WS_RES_GPU,
+                          ws_cost_router(cm, T), HERE(o));
+        const double tc = ws_cost_cpu_experts(cm, T), tg = ws_cost_gpu_experts(cm, T),
+                     ts = ws_cost_shared_experts(cm, T);
+        const int ec = tc > 0 ? ADD(WS_OP_EXP_CPU, WS_RES_CPU, tc, HERE(r)) : -1;
+        const int eg = tg > 0 ? ADD(WS_OP_EXP_GPU, WS_RES_GPU, tg, HERE(r)) : -1;
+        const int sh = ts > 0 ? ADD(WS_OP_SHARED, WS_RES_GPU, ts, HERE(r)) : -1;
+        s->anchor[WS_ANCHOR_END] = ADD(WS_OP_END, WS_RES_NONE, 0, HERE(r), here_or_none(ec),
+                                       here_or_none(eg), here_or_none(sh));
+    } else {
+        const int d = ADD(WS_OP_DENSE, WS_RES_GPU, ws_cost_dense_mlp(cm, T), HERE(o));
+        s->anchor[WS_ANCHOR_END] = ADD(WS_OP_END, WS_RES_NONE, 0, HERE(d));
+    }
+}
+
+void ws_sched_set(ws_sched_layer *s, int kind, double seconds)
+{
+    if (kind >= 0 && kind < WS_OP_KINDS && s->at[kind] >= 0)
+        s->op[s->at[kind]].seconds = seconds > 0 ? seconds : 0;
+}
+
+void ws_sched_times_op(ws_sched_times *t, int kind, double t_ready, double t_start, double t_end)
+{
+    switch (kind) {
+    case WS_OP_QKV:
+        t->t_start = t_ready;
+        t->cpu_s = t->exp_cpu_s = 0;
+        t->qkv_end = t->attn_start = t_end;
+        t->gpu_main_end = t->gpu_end = t_end;
+        break;
+    case WS_OP_APPEND:
+    case WS_OP_INDEX: t->attn_start = t_end; break;
+    case WS_OP_CPU_ATTN: t->cpu_s = t_end - t_start; break;
+    case WS_OP_GPU_ATTN: t->gpu_main_end = t->gpu_end = t_end; break;
+    case WS_OP_GPU_END: t->gpu_end = t_end; break;
+    case WS_OP_EXP_CPU: t->exp_cpu_s = t_end - t_start; break;
+    case WS_OP_ROUTER:
+    case WS_OP_OPROJ: t->moe_start = t_end; break;
+    case WS_OP_END:
+        t->t_end = t_end;
+        t->moe_s = t_end - t->moe_start;
+        break;
+    default: break;
+    }
+}
+
+void ws_sched_play_start(ws_sched_play *p, double t0)
+{
+    memset(p, 0, sizeof *p);
+    p->t0 = p->t_end = t0;
+    for (int r = 0; r < WS_RES_COUNT; r++)
+        p->free[r] = t0;
+    for (int b = 0; b < 2; b++)
+        for (int a = 0; a < WS_ANCHORS; a++)
+            p->anchor[b][a] = NAN;
+}
+
+void ws_sched_play_layer(ws_sched_play *p, const ws_sched_layer *s, ws_sched_times *t,
+                         double *ends)
+{
+    double end[WS_SCHED_MAX_OPS];
+    memset(t, 0, sizeof *t);
+    for (int i = 0; i < s->n; i++) {
+        const ws_sched_op *o = &s->op[i];
+        double ready = p->t0;
+        for (int d = 0; d < o->n_dep; d++) {
+            const ws_sched_dep *dp = &o->dep[d];
+            const double e = dp->back == 0 ? end[dp->ref] : p->anchor[dp->back - 1][dp->ref];
+            if (e > ready) /* NAN (no such op) never is */
+                ready = e;
+        }
+        double start = ready;
+        if (o->res >= 0) {
+            if (p->free[o->res] > start)
+                start = p->free[o->res];
+            p->free[o->res] = start + o->seconds;
+            p->busy[o->res] += o->seconds;
+        }
+        end[i] = start + o->seconds;
+        if (end[i] > p->t_end)
+            p->t_end = end[i];
+        if (ends)
+            ends[i] = end[i];
+        ws_sched_times_op(t, o->kind, ready, start, end[i]);
+    }
+    const double h2d_prev = p->anchor[0][WS_ANCHOR_H2D];
+    memcpy(p->anchor[1], p->anchor[0], sizeof p->anchor[0]);
+    for (int a = 0; a < WS_ANCHORS; a++)
+        p->anchor[0][a] = s->anchor[a] >= 0 ? end[s->anchor[a]] : NAN;
+    if (s->anchor[WS_ANCHOR_H2D] < 0)
+        p->anchor[0][WS_ANCHOR_H2D] = h2d_prev;
+}
