@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "engine.h"
+#include "control.h"
 #include "quantile.h"
 #include "timeline.h"
 #include "trace.h"
@@ -99,7 +100,7 @@ typedef struct seq {
 typedef struct run {
     const sim_cfg *cfg;
     ws_cost_model cm;
-    ws_policy pol;
+    ws_ctl ctl; /* the policy's decisions (runtime/control.h) */
     sim_engine eng;
     sim_step st;
     int layers, spills, nospill;
@@ -107,8 +108,6 @@ typedef struct run {
     double budget, pinned, host;
     double gpu_used, pin_used, host_used;
     int no_room;     /* the GPU-resident weights and the KV budget exceed the GPU */
-    double last_moe; /* a MoE phase of the last decode step (the prefetch window) */
-    double r_cur;    /* migrate: the cache's one share */
     seq *s;
     int n_run;
     uint64_t n_admitted, n_ended;
@@ -285,20 +284,10 @@ static void batch_sums(const run *R, double *spilled, double *cpu, double *win, 
         *left = l;
 }
 
-static double policy_target(const run *R, double resident, double L)
+/* The share new writes follow for L spilled tokens (runtime/control.h). */
+static double share(const run *R, double resident, double L)
 {
-    /* The MoE phase the next layer's stream overlaps: the last decode step's, or before
-     * any, the cost model's for a decode step of the running batch. */
-    const ws_cost_model *cm = &R->cm;
-    const double B = R->n_run > 0 ? R->n_run : 1;
-    const double t_moe = R->last_moe > 0
-                             ? R->last_moe
-                             : ws_cost_router(cm, B) +
-                                   fmax(ws_cost_cpu_experts(cm, B),
-                                        ws_cost_gpu_experts(cm, B) + ws_cost_shared_experts(cm, B));
-    ws_cost_split sp;
-    ws_cost_split_terms(cm, resident, t_moe, 0, 0, &sp);
-    return ws_policy_target(&R->pol, &sp, L);
+    return ws_ctl_share(&R->ctl, R->n_run > 0 ? R->n_run : 1, resident, L);
 }
 
 /* Memory a request needs; *never = 1 when it cannot fit even alone. */
@@ -323,10 +312,10 @@ static int admit(run *R, ws_err *err)
         const sim_req *rq = &qe->rq;
         double sp, c, w, l;
         batch_sums(R, &sp, &c, &w, &l);
-        const double r = R->spills ? policy_target(R, w, sp + l + rq->prompt + rq->output) : 0;
+        const double r = share(R, w, sp + l + rq->prompt + rq->output);
         double g, h, p;
         int never;
-        need(R, rq, R->cfg->policy == WS_POLICY_MIGRATE ? R->r_cur : r, &g, &h, &p, &never);
+        need(R, rq, r, &g, &h, &p, &never);
         if (never) {
             sim_req_result o = unserved(rq, qe->id);
             o.outcome = SIM_OUT_OOM;
@@ -439,10 +428,7 @@ static int prefill_step(run *R, seq *s, ws_err *err)
     if (s->cpu_pages < 0) {
         double sp, c, w, l;
         batch_sums(R, &sp, &c, &w, &l);
-        const double r = R->cfg->policy == WS_POLICY_MIGRATE ? R->r_cur
-                         : R->spills                         ? policy_target(R, w, sp + l)
-                                                             : 0;
-        s->cpu_pages = ws_policy_prefill_cpu_pages(r, s->prompt / P);
+        s->cpu_pages = ws_ctl_prefill_cpu_pages(&R->ctl, R->n_run, w, sp + l, s->prompt / P);
     }
     const int q =
         s->prompt - s->prefilled < R->cfg->chunk ? s->prompt - s->prefilled : R->cfg->chunk;
@@ -465,10 +451,6 @@ static int prefill_step(run *R, seq *s, ws_err *err)
             s->cpu = (double)s->cpu_pages * P;
             s->xfer = (double)(pages - s->cpu_pages) * P;
             s->win = s->prompt - pages * P;
-            if (R->cfg->policy == WS_POLICY_MIGRATE) {
-                s->cpu = R->r_cur * pages * P;
-                s->xfer = pages * P - s->cpu;
-            }
         } else {
             s->win = s->prompt;
         }
@@ -482,6 +464,36 @@ static int prefill_step(run *R, seq *s, ws_err *err)
                        err);
 }
 
+/* migrate at the step's start: the share moves to r* by whole pages, taken from the running
+ * sequences in slot order (the live runtime's order); the bytes are reformatted in every
+ * layer. Returns the bytes per layer. */
+static double migrate(run *R, double rstar)
+{
+    const int P = R->cfg->par.page_tokens;
+    int cpu_pages = 0, spilled_pages = 0, move;
+    for (int i = 0; i < R->cfg->batch; i++) {
+        const seq *s = &R->s[i];
+        if (s->live && s->generated > 0) {
+            cpu_pages += (int)(s->cpu / P);
+            spilled_pages += (int)((s->cpu + s->xfer) / P);
+        }
+    }
+    if (!ws_ctl_migrate(&R->ctl, rstar, cpu_pages, spilled_pages, &move) || !move)
+        return 0;
+    const double bytes = fabs((double)move) * P * R->b_tok;
+    for (int i = 0; i < R->cfg->batch && move; i++) {
+        seq *s = &R->s[i];
+        if (!s->live || s->generated == 0)
+            continue;
+        const int have = (int)((move > 0 ? s->xfer : s->cpu) / P);
+        const int k = abs(move) < have ? abs(move) : have;
+        const double d = (move > 0 ? 1.0 : -1.0) * k * P;
+        s->cpu += d, s->xfer -= d;
+        move -= move > 0 ? k : -k;
+    }
+    return bytes;
+}
+
 /* One decode step of every running sequence. */
 static int decode_step(run *R, ws_err *err)
 {
@@ -491,30 +503,19 @@ static int decode_step(run *R, ws_err *err)
     const double amax = (double)cm->st.attended_max;
     double sp, c, w;
     batch_sums(R, &sp, &c, &w, NULL);
-    const double rstar = R->spills ? policy_target(R, w, sp) : 0;
+    int n_dec = 0;
+    for (int i = 0; i < cfg->batch; i++)
+        n_dec += R->s[i].live && R->s[i].generated > 0;
+    /* r* with the windows as attended this step: each holds its new token */
+    const double rstar = ws_ctl_target(&R->ctl, R->n_run, w + n_dec, sp);
     sim_step_in in = {.nospill = R->nospill};
-    if (cfg->policy == WS_POLICY_MIGRATE && sp > 0) {
-        double r_new;
-        in.migrate_bytes = ws_policy_migrate(&R->pol, R->r_cur, rstar, sp, cm->b_tok, &r_new);
-        if (r_new != R->r_cur) {
-            R->r_cur = r_new;
-            for (int i = 0; i < cfg->batch; i++) {
-                seq *s = &R->s[i];
-                if (s->live && s->generated > 0) {
-                    const double t = s->cpu + s->xfer;
-                    s->cpu = r_new * t;
-                    s->xfer = t - s->cpu;
-                }
-            }
-            batch_sums(R, &sp, &c, &w, NULL);
-        }
-    }
-    int n_dec = 0, n_flush = 0;
+    if (R->spills && sp > 0 && (in.migrate_bytes = migrate(R, rstar)) > 0)
+        batch_sums(R, &sp, &c, &w, NULL);
+    int n_flush = 0;
     for (int i = 0; i < cfg->batch; i++) {
         const seq *s = &R->s[i];
         if (!s->live || s->generated == 0)
             continue;
-        n_dec++;
         const double res = s->win + 1, spill = s->cpu + s->xfer, ctx = s->ctx + 1;
         double frac = 1, res_att = res;
         if (amax > 0 && ctx > amax) {
@@ -536,30 +537,14 @@ static int decode_step(run *R, ws_err *err)
     int rc = sim_step_run(&R->st, &in, &so, err);
     if (rc)
         return rc;
-    /* Feedback: every layer's halves, as the live runtime reports them. */
-    if (R->spills) {
-        for (int l = 0; l < R->layers; l++) {
-            const sim_step_layer *y = &R->st.lay[l];
-            ws_cost_split s;
-            ws_cost_split_terms(cm, in.resident, l > 0 ? R->st.lay[l - 1].moe_s : 0, 0, 0, &s);
-            if (in.n_cpu > 0)
-                ws_policy_observe_cpu(&R->pol, in.n_cpu, y->cpu_s, s.C_cpu);
-            /* The fixed part as the model has it for this m: the prefetch credit never
-             * exceeds the streamed tokens' own transfer. */
-            if (in.m_xfer > 0)
-                ws_policy_observe_gpu(&R->pol, in.m_xfer, y->gpu_end - y->attn_start,
-                                      ws_cost_split_gpu(&s, in.m_xfer) - s.B * in.m_xfer);
-        }
-    }
-    R->last_moe = R->st.lay[R->layers - 1].moe_s;
     const double rreal = sp > 0 ? c / sp : 0;
     const int batch = R->n_run;
-    /* Flushes: the pages go where the realised share moves toward r*(L + flushed). */
+    /* Flushes, decided on the estimates of the step's start as the runtime decides them:
+     * the pages go where the realised share moves toward the share of L + flushed. */
     if (n_flush) {
         const int ppw = W / P;
-        const double tgt =
-            R->cfg->policy == WS_POLICY_MIGRATE ? R->r_cur : policy_target(R, w, sp + n_flush * W);
-        int cpu_pages = ws_policy_flush_cpu_pages(c, sp, n_flush * ppw, P, tgt);
+        int cpu_pages = ws_ctl_flush_cpu_pages(&R->ctl, batch, w + n_dec - (double)n_flush * W,
+                                               c, sp, n_flush * ppw);
         for (int i = 0; i < cfg->batch; i++) {
             seq *s = &R->s[i];
             if (!s->live || s->generated == 0 || s->win + 1 < W)
@@ -573,13 +558,15 @@ static int decode_step(run *R, ws_err *err)
                 }
             }
             s->win -= W;
-            if (R->cfg->policy == WS_POLICY_MIGRATE) {
-                const double t = s->cpu + s->xfer;
-                s->cpu = R->r_cur * t;
-                s->xfer = t - s->cpu;
-            }
         }
     }
+    /* Feedback: every layer's halves, as the live runtime reports them. */
+    for (int l = 0; l < R->layers; l++) {
+        const sim_step_layer *y = &R->st.lay[l];
+        ws_ctl_observe(&R->ctl, in.n_cpu, y->cpu_s, in.m_xfer, y->gpu_end - y->attn_start,
+                       in.resident, l > 0 ? R->st.lay[l - 1].moe_s : 0);
+    }
+    ws_ctl_step_end(&R->ctl, R->st.lay[R->layers - 1].moe_s);
     for (int i = 0; i < cfg->batch; i++) {
         seq *s = &R->s[i];
         if (!s->live || s->generated == 0)
@@ -648,19 +635,12 @@ int sim_run(const ws_model *m, const ws_cost_hw *hw, const ws_cost_cfg *ccfg, co
     R.budget = cfg->gpu_kv_budget > 0 ? cfg->gpu_kv_budget : (mla ? 0.3 : 2.0) * 1073741824.0;
     R.pinned = cfg->pinned_limit > 0 ? cfg->pinned_limit : 256 * 1073741824.0;
     R.host = cfg->host_limit > 0 ? cfg->host_limit : 512 * 1073741824.0;
-    R.r_cur = 0;
     /* Weights on the GPU: everything but the routed experts left on the CPU. */
     const double cpu_routed =
         m->n_experts > 0 ? R.cm.st.routed_bytes * (1.0 - (double)cc.gpu_experts / m->n_experts) : 0;
     res->tot.gpu_weight_bytes = R.cm.st.total_params * R.cm.w_elem - cpu_routed;
     R.no_room = res->tot.gpu_weight_bytes + R.budget > hw->gpu_mem.v;
-    /* migrate's moves perturb the next step's samples (a reformat holds the CPU at each
-     * layer's start, lengthening the prefetch window): its estimates must stay away for two
-     * steps' samples before r* follows, or r flaps every other step. */
-    ws_policy_params par = cfg->par;
-    if (cfg->policy == WS_POLICY_MIGRATE && par.confirm < 2 * R.layers)
-        par.confirm = 2 * R.layers;
-    if ((rc = ws_policy_init(&R.pol, cfg->policy, &par, R.cm.A, R.cm.B, err)))
+    if ((rc = ws_ctl_init(&R.ctl, &R.cm, cfg->policy, &cfg->par, R.layers, err)))
         goto out_cm;
     if ((rc = sim_quantile_init(&R.ttft, err)))
         goto out_cm;

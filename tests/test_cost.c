@@ -493,6 +493,18 @@ Test(cost, gpu_ops)
     const double o = 32.0 * 128 * 2048;
     near(ws_cost_o_proj(&cm, 32),
          fmax(2 * 32 * o / (3.12e14 * 0.7), (o * 2 + 2 * 32 * 2048 * 2) / (1.555e12 * 0.85)));
+    /* The router beside the routed experts: on the CPU (an fp32 GEMM on the experts'
+     * roofline) while they run there, on the GPU once they all live on the GPU. */
+    cr_assert(ws_cost_router_on_cpu(&cm));
+    near(ws_cost_router(&cm, 32),
+         ws_cost_roof_time(&cm.hw.cpu_expert, 2 * 32 * 2048.0 * 128,
+                           (2048.0 * 128 + 32 * 2048 + 32 * 128) * 4));
+    ws_cost_model_free(&cm);
+    ws_cost_cfg all_gpu;
+    ws_cost_cfg_default(&all_gpu);
+    all_gpu.gpu_experts = 128;
+    paper_model(&cm, &all_gpu);
+    cr_assert(!ws_cost_router_on_cpu(&cm));
     near(ws_cost_router(&cm, 32), fmax(2 * 32 * 2048.0 * 128 / (3.12e14 * 0.7),
                                        (2048.0 * 128 * 2 + 2 * 32 * 2048 * 2) / (1.555e12 * 0.85)));
     cr_assert_gt(ws_cost_qkv_proj(&cm, 32), 0);
