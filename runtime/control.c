@@ -45,16 +45,15 @@ double ws_ctl_share(const ws_ctl *c, double batch, double resident, double L)
     return ws_ctl_target(c, batch, resident, L);
 }
 
-int ws_ctl_prefill_cpu_pages(const ws_ctl *c, double batch, double resident, double L,
-                             int n_pages)
+int ws_ctl_prefill_cpu_pages(const ws_ctl *c, double batch, double resident, double L, int n_pages)
 {
     if (!c->info->spills)
         return 0;
     return ws_policy_prefill_cpu_pages(ws_ctl_share(c, batch, resident, L), n_pages);
 }
 
-int ws_ctl_flush_cpu_pages(const ws_ctl *c, double batch, double resident_after,
-                           double cpu_tokens, double spilled_tokens, int n_pages)
+int ws_ctl_flush_cpu_pages(const ws_ctl *c, double batch, double resident_after, double cpu_tokens,
+                           double spilled_tokens, int n_pages)
 {
     const double flushed = (double)n_pages * c->page_tokens;
     const double r = ws_ctl_share(c, batch, resident_after, spilled_tokens + flushed);

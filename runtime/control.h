@@ -53,12 +53,11 @@ double ws_ctl_target(const ws_ctl *c, double batch, double resident, double L);
 /* The share new writes follow: migrate's current share, else the target. */
 double ws_ctl_share(const ws_ctl *c, double batch, double resident, double L);
 /* CPU pages of a prompt of n_pages full pages (0 for a policy that does not spill). */
-int ws_ctl_prefill_cpu_pages(const ws_ctl *c, double batch, double resident, double L,
-                             int n_pages);
+int ws_ctl_prefill_cpu_pages(const ws_ctl *c, double batch, double resident, double L, int n_pages);
 /* CPU pages of a flush of n_pages, given the realised cpu / spilled tokens before it and the
  * window tokens left after it. */
-int ws_ctl_flush_cpu_pages(const ws_ctl *c, double batch, double resident_after,
-                           double cpu_tokens, double spilled_tokens, int n_pages);
+int ws_ctl_flush_cpu_pages(const ws_ctl *c, double batch, double resident_after, double cpu_tokens,
+                           double spilled_tokens, int n_pages);
 
 /* migrate at a step's start: when the target is min_delta or more from the current share,
  * the share becomes the target and *pages_to_cpu whole pages change region (> 0: XFER to

@@ -127,6 +127,29 @@ static void rows_to_cpu(const ws_ikv *c, void *dst, const void *src)
         }
 }
 
+/* A full CPU-layout page back into rows (rows_to_cpu's inverse). */
+static void cpu_to_rows(const ws_ikv *c, void *dst, const void *src)
+{
+    const ws_kv_layout *g = &c->gkv, *k = &c->ckv;
+    if (!k->k_tiles && !k->v_pairs) {
+        memcpy(dst, src, c->page_bytes);
+        return;
+    }
+    uint16_t *d = dst;
+    const uint16_t *s = src;
+    for (int h = 0; h < g->n_kv_heads; h++)
+        for (int t = 0; t < c->P; t++) {
+            uint16_t *kr = d + ws_kv_k_off(g, h, t);
+            for (int e = 0; e < g->d_k; e++)
+                kr[e] = s[ws_kv_k_elem(k, h, t, e)];
+            if (g->v_shares_k)
+                continue;
+            uint16_t *vr = d + ws_kv_v_off(g, h, t);
+            for (int e = 0; e < g->d_v; e++)
+                vr[e] = s[ws_kv_v_elem(k, h, t, e)];
+        }
+}
+
 /* ---- create / destroy ---- */
 
 static int check_config(const ws_ikv_config *cfg, ws_err *err)
@@ -629,6 +652,60 @@ int ws_ikv_flush(ws_ikv *c, const ws_ikv_flush_req *req, int n_req, ws_err *err)
     }
     c->st.flushes++;
     return rc;
+}
+
+int ws_ikv_reformat(ws_ikv *c, int seq, int layer, int n_pages, ws_ikv_region to, ws_err *err)
+{
+    int rc = check_sl(c, seq, layer, err);
+    if (rc)
+        return rc;
+    if (to != WS_IKV_CPU && to != WS_IKV_XFER)
+        return ws_err_set(err, WS_EINVAL, "InplaceKVCache: reformat into region %s",
+                          ws_ikv_region_name(to));
+    const int from = to == WS_IKV_CPU ? WS_IKV_XFER : WS_IKV_CPU;
+    ptab *t = &c->seq[seq].pt[layer];
+    const int have = from == WS_IKV_CPU ? t->n_cpu : t->n - t->n_cpu;
+    if (n_pages < 0 || n_pages > have)
+        return ws_err_set(err, WS_EINVAL, "InplaceKVCache: reformat of %d pages of sequence %d "
+                          "layer %d into %s, which holds %d in %s", n_pages, seq, layer,
+                          ws_ikv_region_name(to), have, ws_ikv_region_name(from));
+    if (n_pages == 0)
+        return 0;
+    if ((rc = check_room(c, to == WS_IKV_CPU ? n_pages : 0, to == WS_IKV_XFER ? n_pages : 0,
+                         "reformat", err)) ||
+        (rc = scratch(c, 2 * n_pages, err)))
+        return rc;
+    /* the newest pages of the other region: their slots, then fresh pages (all or none) */
+    int *slot = c->take_id + n_pages;
+    for (int j = t->n - 1, m = 0; m < n_pages; j--)
+        if (t->region[j] == from)
+            slot[m++] = j;
+    ws_ikv_pool *dst = pool_of(c, to), *src = pool_of(c, from);
+    for (int m = 0; m < n_pages; m++) {
+        const int node = ws_numa_place(seq, slot[m], c->P, c->n_nodes);
+        if ((rc = ws_ikv_pool_take(dst, node, &c->take_id[m], err))) {
+            while (m-- > 0)
+                ws_ikv_pool_give(dst, c->take_id[m]);
+            return rc;
+        }
+    }
+    for (int m = 0; m < n_pages; m++) {
+        const int j = slot[m], old = t->id[j];
+        void *to_addr = ws_ikv_pool_addr(dst, c->take_id[m]);
+        const void *from_addr = ws_ikv_pool_addr(src, old);
+        if (to == WS_IKV_CPU)
+            rows_to_cpu(c, to_addr, from_addr);
+        else
+            cpu_to_rows(c, to_addr, from_addr);
+        ws_ikv_pool_mark_written(dst, c->take_id[m]);
+        ws_ikv_pool_give(src, old);
+        t->id[j] = c->take_id[m];
+        t->region[j] = (unsigned char)to;
+        t->n_cpu += to == WS_IKV_CPU ? 1 : -1;
+    }
+    c->st.bytes_reformatted += (uint64_t)n_pages * c->page_bytes;
+    c->st.pages_reformatted += (uint64_t)n_pages;
+    return 0;
 }
 
 /* ---- views ---- */

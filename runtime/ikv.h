@@ -75,6 +75,7 @@ typedef struct ws_ikv ws_ikv;
 typedef struct ws_ikv_stats {
     uint64_t bytes_written[WS_IKV_N_REGIONS]; /* KV bytes written into each region */
     uint64_t bytes_moved;     /* bytes of placed pages written again: stays 0 */
+    uint64_t bytes_reformatted, pages_reformatted; /* ws_ikv_reformat's moves (migrate) */
     uint64_t bytes_streamed;  /* XFER -> ping-pong copies (reads of placed pages) */
     int pages_in_use[WS_IKV_N_REGIONS];   /* CPU, XFER pages held; D-window pages holding
                                            * tokens; ping-pong slots of halves in use */
@@ -131,6 +132,15 @@ typedef struct ws_ikv_flush_req {
 /* Flushes the requests as one batch: checks all first (pages held, room in CPU and XFER),
  * then writes. WS_ENOMEM / WS_EINVAL with nothing flushed when a check fails. */
 int ws_ikv_flush(ws_ikv *c, const ws_ikv_flush_req *req, int n_req, ws_err *err);
+
+/* The one sanctioned move of placed KV, a single-state cache's reformat (the migrate
+ * baseline): the newest n_pages of (seq, layer)'s host pages in the other host region are
+ * re-laid into region `to` (WS_IKV_CPU or WS_IKV_XFER), each into a fresh page of that
+ * region, the old page returned to its pool. Counted in bytes_reformatted and
+ * pages_reformatted, apart from bytes_moved, which stays the proof that placement never
+ * moves a byte. WS_EINVAL when the other region holds fewer pages, WS_ENOMEM when `to`
+ * lacks room; nothing moves then. */
+int ws_ikv_reformat(ws_ikv *c, int seq, int layer, int n_pages, ws_ikv_region to, ws_err *err);
 
 /* ---- views for the kernels ---- */
 /* The CPU half of (seq, layer): its CPU pages (in token order) into pages[] and their

@@ -14,6 +14,7 @@
 #include "gemm_cpu.h"
 #include "half.h"
 #include "ikv.h"
+#include "schedule.h"
 #include "pool.h"
 #include "ws_util.h"
 
@@ -86,7 +87,7 @@ typedef struct eng {
     const ws_engine_cfg *cfg;
     const ws_model *m;
     ws_cost_model cm;
-    ws_policy pol;
+    ws_ctl ctl; /* every placement decision (control.h), as in the simulator */
     ws_ikv *kv;
     ws_pool *pool;
     ws_kv_layout gl;
@@ -117,8 +118,6 @@ typedef struct eng {
     const void **gpages;
     ws_attn_seq *gviews;
     /* timeline */
-    double gpu_t, h2d_t, d2h_t, cpu_t;
-    double last_moe;
     int verify_full_cap;
     uint16_t *ref_pages;
     double *o_ref, *lse_ref;
@@ -360,8 +359,6 @@ static int eng_init(eng *e, const ws_engine_cfg *c, ws_run_result *res, ws_err *
         cc.pingpong_bytes = c->pingpong_bytes;
     if ((rc = ws_cost_model_init(c->hw, m, &cc, &e->cm, err)))
         return rc;
-    if ((rc = ws_policy_init(&e->pol, c->policy, &c->par, e->cm.A, e->cm.B, err)))
-        return rc;
 
     /* depth */
     res->model_layers = m->layers;
@@ -383,6 +380,8 @@ static int eng_init(eng *e, const ws_engine_cfg *c, ws_run_result *res, ws_err *
                  100 * c->mem_fraction, ram / 1073741824.0);
     }
     res->layers = e->L;
+    if ((rc = ws_ctl_init(&e->ctl, &e->cm, c->policy, &c->par, e->L, err)))
+        return rc;
 
     if (c->gpu == WS_ENGINE_GPU_CUDA && (rc = cuda_open(e, res, err)))
         return rc;
@@ -507,47 +506,47 @@ static int eng_init(eng *e, const ws_engine_cfg *c, ws_run_result *res, ws_err *
     return 0;
 }
 
-/* ---- policy: the same calls as sim/serve.c ---- */
-
-static double moe_model(const eng *e)
-{
-    const double T = e->B;
-    return ws_cost_router(&e->cm, T) +
-           fmax(ws_cost_cpu_experts(&e->cm, T),
-                ws_cost_gpu_experts(&e->cm, T) + ws_cost_shared_experts(&e->cm, T));
-}
-
-static double policy_target(const eng *e, double resident, double L)
-{
-    ws_cost_split sp;
-    ws_cost_split_terms(&e->cm, resident, e->last_moe > 0 ? e->last_moe : moe_model(e), 0, 0, &sp);
-    return ws_policy_target(&e->pol, &sp, L);
-}
-
 /* ---- prefill ---- */
+
+/* Each prompt's CPU pages as the simulator's serving loop decides them (control.h): at its
+ * first chunk, prompts before it already placed, toward the share of the batch's spilled
+ * tokens plus every running request's tokens still to come. */
+static void prefill_pages(eng *e, int *cpu_pages)
+{
+    /* a request generates its first token at the prefill's end, then one per decode step */
+    const int N = e->cfg->prompt, M = e->cfg->output + 1, full = N / e->P;
+    for (int i = 0; i < e->B; i++) {
+        const double done = i, spilled = done * full * e->P, resident = done * (N % e->P);
+        const double left = done * (M - 1) + (double)(e->B - i) * (N + M);
+        cpu_pages[i] = ws_ctl_prefill_cpu_pages(&e->ctl, e->B, resident, spilled + left, full);
+    }
+}
 
 static int prefill(eng *e, ws_run_result *res, ws_err *err)
 {
     const ws_engine_cfg *c = e->cfg;
     const int N = c->prompt;
-    /* r*(prompt + expected output), summed over the batch, as the simulator's admission */
-    const double r = policy_target(e, (double)e->B * (N % e->P), (double)e->B * (N + c->output));
-    const int cpu_pages = ws_policy_prefill_cpu_pages(r, N / e->P);
-    res->r_prefill = N / e->P > 0 ? (double)cpu_pages / (N / e->P) : 0;
+    int *cpu_pages = calloc((size_t)e->B, sizeof(int));
     uint16_t *k = malloc((size_t)N * e->row_k * sizeof(uint16_t));
     uint16_t *v = e->row_v ? malloc((size_t)N * e->row_v * sizeof(uint16_t)) : NULL;
-    if (!k || (e->row_v && !v)) {
+    if (!cpu_pages || !k || (e->row_v && !v)) {
+        free(cpu_pages);
         free(k);
         free(v);
         return ws_err_set(err, WS_ENOMEM, "run: out of memory (prompt of %d tokens)", N);
     }
+    prefill_pages(e, cpu_pages);
+    double placed = 0;
+    for (int i = 0; i < e->B; i++)
+        placed += cpu_pages[i];
+    res->r_prefill = N / e->P > 0 ? placed / ((double)e->B * (N / e->P)) : 0;
     const double t0 = ws_now_s();
     int rc = 0;
     double model_s = 0;
     for (int l = 0; l < e->L && !rc; l++) {
         for (int i = 0; i < e->B && !rc; i++) {
             gen_kv(c->seed, l, i, 0, N, e->row_k, e->row_v, k, v, e->tmp);
-            rc = ws_ikv_prefill(e->kv, e->seqs[i], l, N, k, v, cpu_pages, err);
+            rc = ws_ikv_prefill(e->kv, e->seqs[i], l, N, k, v, cpu_pages[i], err);
         }
         /* modeled prefill compute of the layer (GPU), and its KV written D2H */
         const double T = (double)e->B * N;
@@ -560,6 +559,7 @@ static int prefill(eng *e, ws_run_result *res, ws_err *err)
     }
     res->prefill_wall_s = ws_now_s() - t0;
     res->prefill_modeled_s = model_s;
+    free(cpu_pages);
     free(k);
     free(v);
     return rc;
@@ -831,95 +831,210 @@ static int moe(eng *e, int step, int layer, double *router_s, double *experts_s,
 
 /* ---- one decode step ---- */
 
+/* The new token of every sequence for layer l: its q and K/V (the GPU's QKV projection,
+ * modeled), into the window. */
+static int new_tokens(eng *e, int step, int l, ws_err *err)
+{
+    const ws_engine_cfg *c = e->cfg;
+    const int nqd = e->nq * e->gl.d_k;
+    for (int i = 0; i < e->B; i++) {
+        const int pos = ws_ikv_seq_tokens(e->kv, e->seqs[i], l);
+        gen_kv(c->seed, l, i, pos, 1, e->row_k, e->row_v, e->knew + (size_t)i * e->row_k,
+               e->row_v ? e->vnew + (size_t)i * e->row_v : NULL, e->tmp);
+        float *qi = e->q + (size_t)i * nqd;
+        fill_uniform(qi, (size_t)nqd, c->seed, GEN_Q, (uint64_t)step, (uint64_t)l, (uint64_t)i);
+        for (int x = 0; x < nqd; x++) /* a bf16 projection's output, as both halves take it */
+            qi[x] = ws_bf16_to_f32(ws_f32_to_bf16(qi[x]));
+    }
+    return ws_ikv_append(e->kv, l, e->seqs, e->B, e->knew, e->row_v ? e->vnew : NULL, err);
+}
+
+/* Both halves of layer l's attention: the CPU half for real (*cpu_s), with CUDA the GPU
+ * half meanwhile on its own thread (*gh). */
+static int attention(eng *e, int l, double n_tok, gpu_half *gh, double *cpu_s, ws_err *err)
+{
+    pthread_t gth;
+    const int on_gpu = e->be != NULL;
+    *gh = (gpu_half){.e = e, .layer = l};
+    if (on_gpu && pthread_create(&gth, NULL, gpu_half_run, gh))
+        return ws_err_set(err, WS_ENOMEM, "run: cannot start the GPU half's thread");
+    int rc = 0;
+    *cpu_s = 0;
+    if (n_tok > 0) {
+        ws_attn_problem p;
+        problem(e, ws_ikv_cpu_layout(e->kv), e->oc, e->lc, &p);
+        const double a = ws_now_s();
+        rc = ws_attn_cpu(&p, e->pool, e->cfg->isa, err);
+        *cpu_s = ws_now_s() - a;
+    } else {
+        for (int j = 0; j < e->B * e->nq; j++)
+            e->lc[j] = -INFINITY;
+        memset(e->oc, 0, (size_t)e->B * e->nq * e->gl.d_v * sizeof(float));
+    }
+    if (on_gpu) {
+        pthread_join(gth, NULL);
+        if (!rc && gh->rc) {
+            rc = gh->rc;
+            if (err)
+                *err = gh->err;
+        }
+    }
+    return rc;
+}
+
+/* The step's flush, decided once before its first layer as the simulator decides it: which
+ * sequences' windows fill with this token, and how many of their pages go to the CPU.
+ * Every layer then flushes the same. */
+typedef struct flush_plan {
+    int n_req, pages, cpu_pages;
+} flush_plan;
+
+static void plan_flush(eng *e, double resident, double cpu_tok, double spilled, flush_plan *f)
+{
+    *f = (flush_plan){0};
+    for (int i = 0; i < e->B; i++)
+        if (ws_ikv_tokens(e->kv, e->seqs[i], 0, WS_IKV_DWIN) + 1 >= e->W)
+            f->n_req++;
+    if (!f->n_req)
+        return;
+    f->pages = f->n_req * (e->W / e->P);
+    f->cpu_pages = ws_ctl_flush_cpu_pages(&e->ctl, e->B, resident - (double)f->n_req * e->W,
+                                          cpu_tok, spilled, f->pages);
+}
+
+static int flush_layer(eng *e, int l, const flush_plan *f, ws_err *err)
+{
+    if (!f->n_req)
+        return 0;
+    ws_ikv_flush_req req[e->B > 0 ? e->B : 1];
+    int n = 0, cpu = f->cpu_pages;
+    for (int i = 0; i < e->B; i++)
+        if (ws_ikv_tokens(e->kv, e->seqs[i], l, WS_IKV_DWIN) >= e->W) {
+            const int fp = ws_ikv_window_full_pages(e->kv, e->seqs[i], l);
+            req[n] = (ws_ikv_flush_req){.seq = e->seqs[i], .layer = l, .n_pages = fp};
+            req[n].n_cpu = cpu < fp ? cpu : fp;
+            cpu -= req[n].n_cpu;
+            n++;
+        }
+    return ws_ikv_flush(e->kv, req, n, err);
+}
+
+/* migrate at the step's start: the controller's decision by whole pages, taken from the
+ * sequences in order (as the simulator takes them), reformatted in every layer through
+ * the format's one path for it. *bytes: per layer; *secs[l]: each layer's reformat time. */
+static int migrate(eng *e, double rstar, double *bytes, double *secs, ws_err *err)
+{
+    *bytes = 0;
+    double cpu_tok, spilled;
+    ws_ikv_spilled(e->kv, 0, NULL, 0, &cpu_tok, &spilled);
+    int move;
+    if (!ws_ctl_migrate(&e->ctl, rstar, (int)(cpu_tok / e->P), (int)(spilled / e->P), &move) ||
+        !move)
+        return 0;
+    *bytes = fabs((double)move) * e->P * e->cm.b_tok;
+    const ws_ikv_region to = move > 0 ? WS_IKV_CPU : WS_IKV_XFER;
+    for (int l = 0; l < e->L; l++) {
+        const double t0 = ws_now_s();
+        int left = abs(move);
+        for (int i = 0; i < e->B && left; i++) {
+            const int have =
+                ws_ikv_tokens(e->kv, e->seqs[i], l, to == WS_IKV_CPU ? WS_IKV_XFER : WS_IKV_CPU) /
+                e->P;
+            const int k = left < have ? left : have;
+            int rc = ws_ikv_reformat(e->kv, e->seqs[i], l, k, to, err);
+            if (rc)
+                return rc;
+            left -= k;
+        }
+        secs[l] = ws_now_s() - t0;
+    }
+    return 0;
+}
+
+/* Layer l's schedule (schedule.h) with the durations of the work this engine ran in place of
+ * the model's: measured, or under cpu_time_modeled the model's own (host work 0). */
+static void layer_schedule(const eng *e, int l, const ws_run_layer *y, const ws_cost_split *sp,
+                           double flush_bytes, double migrate_bytes, double migrate_s,
+                           const gpu_half *gh, ws_sched_layer *s)
+{
+    const ws_engine_cfg *c = e->cfg;
+    const ws_sched_in in = {.T = e->B,
+                            .n_cpu = y->n_cpu,
+                            .m_xfer = y->m_xfer,
+                            .resident = y->resident,
+                            .n_seqs = e->B,
+                            .flush_bytes = flush_bytes,
+                            .migrate_bytes = migrate_bytes,
+                            .host_s = c->cpu_time_modeled ? 0 : y->overhead_s};
+    ws_sched_build(&e->cm, sp, &in, l, s);
+    ws_sched_set(s, WS_OP_CPU_ATTN, y->cpu_attn_s);
+    if (!c->cpu_time_modeled) {
+        ws_sched_set(s, WS_OP_ROUTER, y->router_s);
+        ws_sched_set(s, WS_OP_EXP_CPU, y->experts_s);
+        ws_sched_set(s, WS_OP_MIGRATE, migrate_s);
+    }
+    if (e->be) { /* the GPU half as run: the stream, then the kernel, on one thread */
+        ws_sched_set(s, WS_OP_H2D_PRE, 0);
+        ws_sched_set(s, WS_OP_H2D_REST, 0);
+        ws_sched_set(s, WS_OP_GPU_ATTN, gh->stream_s + gh->attn_s);
+    }
+}
+
 static int decode_step(eng *e, int step, double t0_step, ws_run_step *st, ws_run_layer *lays,
                        ws_err *err)
 {
     const ws_engine_cfg *c = e->cfg;
     const ws_cost_model *cm = &e->cm;
     const double wall0 = ws_now_s();
-    double verify_s = 0;
-    double cpu_tok, spilled, resident = 0;
+    double verify_s = 0, cpu_tok, spilled, resident = 0;
     for (int i = 0; i < e->B; i++)
         resident += ws_ikv_tokens(e->kv, e->seqs[i], 0, WS_IKV_DWIN) + 1;
     ws_ikv_spilled(e->kv, 0, NULL, 0, &cpu_tok, &spilled);
-    const double rstar =
-        ws_policy_info_of(c->policy)->spills ? policy_target(e, resident, spilled) : 0;
+    const double rstar = ws_ctl_target(&e->ctl, e->B, resident, spilled);
+    double mig_bytes = 0, mig_s[e->L > 0 ? e->L : 1];
+    int rc = migrate(e, rstar, &mig_bytes, mig_s, err);
+    if (rc)
+        return rc;
+    ws_ikv_spilled(e->kv, 0, NULL, 0, &cpu_tok, &spilled);
+    flush_plan fp;
+    plan_flush(e, resident, cpu_tok, spilled, &fp);
     const int drift = c->drift_factor > 0 && c->drift_factor != 1 && step >= c->drift_step;
     *st = (ws_run_step){.idx = step,
                         .t_start = t0_step,
                         .r_star = rstar,
                         .r_real = spilled > 0 ? cpu_tok / spilled : 0,
                         .verify_err = c->verify ? 0 : NAN};
-    double layer_in = t0_step, prev_gpu_end = t0_step, t_moe_prev = 0;
-    e->cpu_t = fmax(e->cpu_t, t0_step);
-    e->gpu_t = fmax(e->gpu_t, t0_step);
-    const int nqd = e->nq * e->gl.d_k;
+    ws_sched_play play;
+    ws_sched_play_start(&play, t0_step);
+    double t_moe_prev = 0;
     for (int l = 0; l < e->L; l++) {
         ws_run_layer *y = &lays[l];
         const double lw0 = ws_now_s();
         double kern = 0;
         memset(y, 0, sizeof *y);
         y->step = step, y->layer = l, y->r_star = rstar;
-        /* the new token: its q and K/V (the GPU's QKV projection, modeled), into the window */
-        for (int i = 0; i < e->B; i++) {
-            const int pos = ws_ikv_seq_tokens(e->kv, e->seqs[i], l);
-            gen_kv(c->seed, l, i, pos, 1, e->row_k, e->row_v, e->knew + (size_t)i * e->row_k,
-                   e->row_v ? e->vnew + (size_t)i * e->row_v : NULL, e->tmp);
-            float *qi = e->q + (size_t)i * nqd;
-            fill_uniform(qi, (size_t)nqd, c->seed, GEN_Q, (uint64_t)step, (uint64_t)l,
-                         (uint64_t)i);
-            for (int x = 0; x < nqd; x++) /* a bf16 projection's output, as both halves take it */
-                qi[x] = ws_bf16_to_f32(ws_f32_to_bf16(qi[x]));
-        }
-        int rc = ws_ikv_append(e->kv, l, e->seqs, e->B, e->knew, e->row_v ? e->vnew : NULL, err);
-        if (rc)
+        if ((rc = new_tokens(e, step, l, err)))
             return rc;
-        double m_tok = 0, n_tok = 0, res_l = 0;
+        double n_tok = 0;
         for (int i = 0; i < e->B; i++) {
-            m_tok += ws_ikv_tokens(e->kv, e->seqs[i], l, WS_IKV_XFER);
-            res_l += ws_ikv_tokens(e->kv, e->seqs[i], l, WS_IKV_DWIN);
+            y->m_xfer += ws_ikv_tokens(e->kv, e->seqs[i], l, WS_IKV_XFER);
+            y->resident += ws_ikv_tokens(e->kv, e->seqs[i], l, WS_IKV_DWIN);
         }
-        /* the CPU half, for real; with CUDA the GPU half runs meanwhile on its own thread */
         if ((rc = attn_views(e, l, 0, &n_tok, err)))
             return rc;
-        gpu_half gh = {.e = e, .layer = l};
-        pthread_t gth;
-        const int on_gpu = e->be != NULL;
-        if (on_gpu && pthread_create(&gth, NULL, gpu_half_run, &gh))
-            return ws_err_set(err, WS_ENOMEM, "run: cannot start the GPU half's thread");
+        y->n_cpu = n_tok;
+        gpu_half gh;
         double tc = 0;
-        if (n_tok > 0) {
-            ws_attn_problem p;
-            problem(e, ws_ikv_cpu_layout(e->kv), e->oc, e->lc, &p);
-            const double a = ws_now_s();
-            rc = ws_attn_cpu(&p, e->pool, c->isa, err);
-            tc = ws_now_s() - a;
-        } else {
-            for (int j = 0; j < e->B * e->nq; j++)
-                e->lc[j] = -INFINITY;
-            memset(e->oc, 0, (size_t)e->B * e->nq * e->gl.d_v * sizeof(float));
-        }
-        if (on_gpu) {
-            pthread_join(gth, NULL);
-            if (!rc && gh.rc) {
-                rc = gh.rc;
-                if (err)
-                    *err = gh.err;
-            }
-        }
-        if (rc)
+        if ((rc = attention(e, l, n_tok, &gh, &tc, err)))
             return rc;
         kern += tc;
         ws_cost_split sp;
-        ws_cost_split_terms(cm, res_l, t_moe_prev, 0, 0, &sp);
-        y->n_cpu = n_tok, y->m_xfer = m_tok, y->resident = res_l;
+        ws_cost_split_terms(cm, y->resident, t_moe_prev, 0, 0, &sp);
         y->pred_cpu_s = ws_cost_split_cpu(&sp, n_tok);
-        y->pred_gpu_s = ws_cost_split_gpu(&sp, m_tok);
+        y->pred_gpu_s = ws_cost_split_gpu(&sp, y->m_xfer);
         if (c->cpu_time_modeled)
             tc = y->pred_cpu_s;
-        if (drift)
-            tc *= c->drift_factor;
-        y->cpu_attn_s = tc;
+        y->cpu_attn_s = drift ? tc * c->drift_factor : tc;
         if (c->verify) {
             const double a = ws_now_s();
             double mx = 0;
@@ -930,108 +1045,54 @@ static int decode_step(eng *e, int step, double t0_step, ws_run_step *st, ws_run
             verify_s += ws_now_s() - a;
         }
         /* the MoE phase, for real */
-        const int is_moe = ws_cost_layer_is_moe(cm, l) && e->ex;
-        if (is_moe) {
+        if (ws_cost_layer_is_moe(cm, l) && e->ex) {
             const double a = ws_now_s();
             if ((rc = moe(e, step, l, &y->router_s, &y->experts_s, err)))
                 return rc;
             kern += ws_now_s() - a;
             y->pred_experts_s = ws_cost_cpu_experts(cm, e->B);
-        }
-        /* flush: a full window goes, as one batch, where the policy places it */
-        ws_ikv_flush_req req[e->B > 0 ? e->B : 1];
-        int n_req = 0, n_pages = 0;
-        for (int i = 0; i < e->B; i++)
-            if (ws_ikv_tokens(e->kv, e->seqs[i], l, WS_IKV_DWIN) >= e->W) {
-                const int fp = ws_ikv_window_full_pages(e->kv, e->seqs[i], l);
-                req[n_req++] = (ws_ikv_flush_req){.seq = e->seqs[i], .layer = l, .n_pages = fp};
-                n_pages += fp;
+            if (c->cpu_time_modeled) {
+                y->router_s = ws_cost_router(cm, e->B);
+                y->experts_s = y->pred_experts_s;
             }
-        if (n_req) {
-            double lc, lsp, lres = 0;
-            ws_ikv_spilled(e->kv, l, NULL, 0, &lc, &lsp);
-            for (int i = 0; i < e->B; i++)
-                lres += ws_ikv_tokens(e->kv, e->seqs[i], l, WS_IKV_DWIN);
-            const double tgt =
-                policy_target(e, lres - (double)n_pages * e->P, lsp + (double)n_pages * e->P);
-            int cpu_pages = ws_policy_flush_cpu_pages(lc, lsp, n_pages, e->P, tgt);
-            y->flush_pages = n_pages, y->flush_cpu_pages = cpu_pages;
-            for (int r = 0; r < n_req; r++) {
-                req[r].n_cpu = cpu_pages < req[r].n_pages ? cpu_pages : req[r].n_pages;
-                cpu_pages -= req[r].n_cpu;
-            }
-            if ((rc = ws_ikv_flush(e->kv, req, n_req, err)))
-                return rc;
         }
+        /* flush: a full window goes, as one batch, where the step's plan places it */
+        if ((rc = flush_layer(e, l, &fp, err)))
+            return rc;
+        y->flush_pages = fp.pages, y->flush_cpu_pages = fp.cpu_pages;
         double lc, lsp;
         ws_ikv_spilled(e->kv, l, NULL, 0, &lc, &lsp);
         y->r_real = lsp > 0 ? lc / lsp : 0;
-        const double lwall = ws_now_s() - lw0;
-        y->overhead_s = fmax(0.0, lwall - kern - (c->verify ? verify_s : 0));
-        if (c->verify)
-            verify_s = 0;
+        y->overhead_s = fmax(0.0, ws_now_s() - lw0 - kern - verify_s);
+        verify_s = 0;
 
-        /* the timeline: GPU work by the model, CPU work by the clock */
-        const double qkv_end = fmax(e->gpu_t, layer_in) + ws_cost_qkv_proj(cm, e->B);
-        const double attn_start = qkv_end;
-        const double xfer_bytes = m_tok * cm->b_tok;
-        const double pf_bytes = fmin(xfer_bytes, cm->cfg.pingpong_bytes);
-        const double pf_start = l == 0 ? attn_start : fmax(e->h2d_t, prev_gpu_end);
-        const double pf_end = pf_start + (pf_bytes > 0 ? ws_cost_h2d(cm, pf_bytes, 1) : 0);
-        const double h2d_end = xfer_bytes > pf_bytes ? fmax(pf_end, attn_start) +
-                                                           ws_cost_h2d(cm, xfer_bytes - pf_bytes, 1)
-                                                     : pf_end;
-        e->h2d_t = h2d_end;
-        const double gattn = on_gpu ? gh.attn_s : ws_cost_gpu_attn(cm, m_tok + res_l);
-        const double gpu_end =
-            on_gpu ? attn_start + gh.stream_s + gh.attn_s : fmax(attn_start + gattn, h2d_end);
-        y->gpu_s = gpu_end - attn_start;
-        y->gpu_measured = on_gpu;
-        const double cpu_start = fmax(attn_start, e->cpu_t + y->overhead_s);
-        const double cpu_end = cpu_start + y->cpu_attn_s;
-        const double merged = fmax(cpu_end, gpu_end);
-        const double moe_start = merged + ws_cost_o_proj(cm, e->B);
-        double layer_end, gpu_after;
-        if (is_moe) {
-            e->cpu_t = moe_start + y->router_s + y->experts_s;
-            gpu_after = moe_start + ws_cost_shared_experts(cm, e->B);
-            layer_end = fmax(e->cpu_t, gpu_after);
-        } else {
-            e->cpu_t = fmax(cpu_end, e->cpu_t);
-            gpu_after = moe_start + ws_cost_dense_mlp(cm, e->B);
-            layer_end = gpu_after;
-        }
-        if (y->flush_pages) {
-            const double fs = fmax(e->d2h_t, gpu_end);
-            e->d2h_t = fs + ws_cost_d2h(cm, (double)y->flush_pages * ws_kv_page_bytes(&e->gl));
-            st->busy_d2h += e->d2h_t - fs;
-        }
-        st->busy_gpu += (qkv_end - fmax(e->gpu_t, layer_in)) + gattn + ws_cost_o_proj(cm, e->B) +
-                        (gpu_after - moe_start);
-        st->busy_h2d += on_gpu ? gh.stream_s : xfer_bytes > 0 ? h2d_end - pf_start : 0;
-        st->busy_cpu += y->overhead_s + y->cpu_attn_s + y->router_s + y->experts_s;
+        /* the timeline: the layer's schedule, played with what ran measured */
+        ws_sched_layer sl;
+        layer_schedule(e, l, y, &sp, (double)fp.pages * e->P * cm->b_tok, mig_bytes, mig_s[l],
+                       &gh, &sl);
+        ws_sched_play_layer(&play, &sl, &y->t, NULL);
+        y->gpu_s = y->t.gpu_end - y->t.attn_start;
+        y->gpu_measured = e->be != NULL;
+        if (e->be) /* the measured stream, inside the GPU half's time */
+            st->busy_h2d += gh.stream_s;
         st->cpu_attn_s += y->cpu_attn_s;
         st->experts_s += y->router_s + y->experts_s;
-        st->overhead_s += y->overhead_s;
-        st->context += n_tok + m_tok + res_l;
-        e->gpu_t = gpu_after;
-        prev_gpu_end = gpu_end;
-        t_moe_prev = layer_end - moe_start;
-        layer_in = layer_end;
+        st->overhead_s += c->cpu_time_modeled ? 0 : y->overhead_s;
+        st->context += n_tok + y->m_xfer + y->resident;
+        t_moe_prev = y->t.moe_s;
 
         /* feedback: the same observations the simulator makes */
-        if (ws_policy_info_of(c->policy)->spills) {
-            if (n_tok > 0)
-                ws_policy_observe_cpu(&e->pol, n_tok, y->cpu_attn_s, sp.C_cpu);
-            if (m_tok > 0)
-                ws_policy_observe_gpu(&e->pol, m_tok, y->gpu_s,
-                                      ws_cost_split_gpu(&sp, m_tok) - sp.B * m_tok);
-        }
-        y->A = ws_policy_A(&e->pol);
-        y->B = ws_policy_B(&e->pol);
+        ws_ctl_observe(&e->ctl, n_tok, y->cpu_attn_s, y->m_xfer, y->gpu_s, y->resident,
+                       l > 0 ? lays[l - 1].t.moe_s : 0);
+        y->A = ws_ctl_A(&e->ctl);
+        y->B = ws_ctl_B(&e->ctl);
     }
-    e->last_moe = t_moe_prev;
-    st->t_end = layer_in;
+    ws_ctl_step_end(&e->ctl, t_moe_prev);
+    st->t_end = play.t_end;
+    st->busy_gpu = play.busy[WS_RES_GPU];
+    st->busy_h2d += play.busy[WS_RES_H2D];
+    st->busy_d2h = play.busy[WS_RES_D2H];
+    st->busy_cpu = play.busy[WS_RES_CPU];
     st->context /= e->L;
     st->wall_s = ws_now_s() - wall0;
     return 0;
@@ -1050,10 +1111,10 @@ int ws_engine_run(const ws_engine_cfg *c, ws_run_result *res, ws_err *err)
     if (!c || !c->model || !c->hw)
         return ws_err_set(err, WS_EINVAL, "run: no model or hardware profiles");
     const ws_policy_info *pi = ws_policy_info_of(c->policy);
-    if (!pi || !pi->spills || pi->reformats)
+    if (!pi || !pi->spills)
         return ws_err_set(err, WS_EUNSUP,
                           "run: policy '%s' is not a runtime policy (writescope, static, "
-                          "stream, cpu-attn)",
+                          "stream, cpu-attn, migrate)",
                           pi ? pi->name : "?");
     if (c->batch < 1 || c->prompt < 1 || c->output < 1)
         return ws_err_set(err, WS_EINVAL, "run: batch, prompt and output must be >= 1");
@@ -1121,13 +1182,14 @@ int ws_engine_run(const ws_engine_cfg *c, ws_run_result *res, ws_err *err)
         ws_ikv_stats ks;
         ws_ikv_stats_get(e.kv, &ks);
         res->bytes_moved = ks.bytes_moved;
+        res->bytes_reformatted = ks.bytes_reformatted;
         res->bytes_written_cpu = ks.bytes_written[WS_IKV_CPU];
         res->bytes_written_xfer = ks.bytes_written[WS_IKV_XFER];
         res->flushes = ks.flushes;
         res->cpu_pages = ks.pages_in_use[WS_IKV_CPU];
         res->xfer_pages = ks.pages_in_use[WS_IKV_XFER];
-        res->A_final = ws_policy_A(&e.pol);
-        res->B_final = ws_policy_B(&e.pol);
+        res->A_final = ws_ctl_A(&e.ctl);
+        res->B_final = ws_ctl_B(&e.ctl);
         if (e.ex)
             ws_engine_experts_backend(e.H, e.I, e.B, res->expert_backend,
                                       sizeof res->expert_backend);

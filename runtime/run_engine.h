@@ -42,10 +42,12 @@
 #include <stdint.h>
 
 #include "attn_cpu.h"
+#include "control.h"
 #include "cost.h"
 #include "model.h"
 #include "policy.h"
 #include "pool.h"
+#include "schedule.h"
 #include "ws_err.h"
 
 #ifdef __cplusplus
@@ -72,6 +74,7 @@ typedef struct ws_run_layer {
     double A, B;                    /* adopted estimates after observing this layer, s/token */
     double pred_cpu_s, pred_gpu_s, pred_experts_s;
     int flush_pages, flush_cpu_pages; /* flushed in this layer, of which to the CPU */
+    ws_sched_times t;                 /* the layer on the step's timeline (schedule.h) */
 } ws_run_layer;
 
 /* One decode step. */
@@ -91,7 +94,7 @@ typedef struct ws_engine_cfg {
     const ws_model *model;
     const ws_cost_hw *hw; /* the GPU and host profiles, loaded (ws_cost_hw_load) */
     ws_engine_gpu gpu;
-    ws_policy_kind policy; /* writescope, static, stream, cpu-attn */
+    ws_policy_kind policy; /* writescope, static, stream, cpu-attn, migrate */
     ws_policy_params par;  /* par.page_tokens is P; r_static for static */
     int batch, prompt, output;
     int layers;          /* 0: what fits in mem_fraction of the RAM */
@@ -138,6 +141,7 @@ typedef struct ws_run_result {
     double share_cpu_attn, share_experts, share_overhead, share_gpu_wait;
     double verify_max_err; /* NAN without verify */
     uint64_t bytes_moved, bytes_written_cpu, bytes_written_xfer, flushes;
+    uint64_t bytes_reformatted; /* migrate's reformats (ws_ikv_reformat), apart from moved */
     int cpu_pages, xfer_pages;
     int expert_slots;
     char expert_backend[96]; /* the bf16 expert GEMM's backend ("fp32", "onednn"; per m class

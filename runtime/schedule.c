@@ -7,11 +7,10 @@
 const char *ws_op_name(int kind)
 {
     static const char *const names[WS_OP_KINDS] = {
-        "qkv",        "append",      "indexer",     "host",        "migrate",
-        "cpu_attn",   "h2d_prefetch", "h2d_stream", "gpu_attn",    "gpu_half",
-        "merge",      "o_proj",      "router",      "experts_cpu", "experts_gpu",
-        "shared_experts", "dense_mlp", "layer_end", "prefill_attn", "kv_write",
-        "flush"};
+        "qkv",          "append",      "indexer",     "host",           "migrate",   "cpu_attn",
+        "h2d_prefetch", "h2d_stream",  "gpu_attn",    "gpu_half",       "merge",     "o_proj",
+        "router",       "experts_cpu", "experts_gpu", "shared_experts", "dense_mlp", "layer_end",
+        "prefill_attn", "kv_write",    "flush"};
     return kind >= 0 && kind < WS_OP_KINDS ? names[kind] : "?";
 }
 
@@ -25,8 +24,7 @@ typedef struct bld {
 #define NO_DEP ((ws_sched_dep){-1, -1})
 
 /* Adds an op (deps with back < 0 or ref < 0 are left out); returns its index. */
-static int add(ws_sched_layer *s, int kind, int res, double seconds, int n,
-               const ws_sched_dep *dep)
+static int add(ws_sched_layer *s, int kind, int res, double seconds, int n, const ws_sched_dep *dep)
 {
     ws_sched_op *o = &s->op[s->n];
     *o = (ws_sched_op){.kind = kind, .res = res, .seconds = seconds > 0 ? seconds : 0};
@@ -68,34 +66,33 @@ void ws_sched_build(const ws_cost_model *cm, const ws_cost_split *split, const w
         if (in->write_bytes > 0)
             ADD(WS_OP_WRITE, WS_RES_D2H, ws_cost_d2h(cm, in->write_bytes), HERE(qkv));
     } else {
-        int a = ADD(WS_OP_APPEND, WS_RES_GPU, in->n_seqs * cm->b_tok / cm->hw.gpu_attn.W.v,
-                    HERE(qkv));
+        int a =
+            ADD(WS_OP_APPEND, WS_RES_GPU, in->n_seqs * cm->b_tok / cm->hw.gpu_attn.W.v, HERE(qkv));
         if (in->indexer_s > 0)
             a = ADD(WS_OP_INDEX, WS_RES_GPU, in->indexer_s, HERE(a));
         const int host = in->host_s > 0 ? ADD(WS_OP_HOST, WS_RES_CPU, in->host_s, pe) : -1;
-        const int mig = in->migrate_bytes > 0
-                            ? ADD(WS_OP_MIGRATE, WS_RES_CPU, ws_cost_reformat(cm, in->migrate_bytes),
-                                  pe)
+        const int mig = in->migrate_bytes > 0 ? ADD(WS_OP_MIGRATE, WS_RES_CPU,
+                                                    ws_cost_reformat(cm, in->migrate_bytes), pe)
+                                              : -1;
+        const int cpu = in->n_cpu > 0
+                            ? ADD(WS_OP_CPU_ATTN, WS_RES_CPU, ws_cost_split_cpu(split, in->n_cpu),
+                                  HERE(a), here_or_none(host), here_or_none(mig))
                             : -1;
-        const int cpu = in->n_cpu > 0 ? ADD(WS_OP_CPU_ATTN, WS_RES_CPU,
-                                            ws_cost_split_cpu(split, in->n_cpu), HERE(a),
-                                            here_or_none(host), here_or_none(mig))
-                                      : -1;
         const double bytes = in->nospill ? 0 : in->m_xfer * cm->b_tok;
         int gend;
         if (bytes > 0) {
             const double pre = fmin(cm->cfg.pingpong_bytes, bytes), rest = bytes - pre;
-            const int p =
-                l == 0 ? ADD(WS_OP_H2D_PRE, WS_RES_H2D, ws_cost_h2d(cm, pre, 1), HERE(qkv))
-                       : ADD(WS_OP_H2D_PRE, WS_RES_H2D, ws_cost_h2d(cm, pre, 1),
-                             PREV(1, WS_ANCHOR_H2D), PREV(2, WS_ANCHOR_MAIN));
+            const int p = l == 0
+                              ? ADD(WS_OP_H2D_PRE, WS_RES_H2D, ws_cost_h2d(cm, pre, 1), HERE(qkv))
+                              : ADD(WS_OP_H2D_PRE, WS_RES_H2D, ws_cost_h2d(cm, pre, 1),
+                                    PREV(1, WS_ANCHOR_H2D), PREV(2, WS_ANCHOR_MAIN));
             const int g = ADD(WS_OP_GPU_ATTN, WS_RES_GPU,
                               ws_cost_gpu_attn(cm, in->resident + in->m_xfer), HERE(a), HERE(p));
             s->anchor[WS_ANCHOR_MAIN] = g;
             int last = p;
             if (rest > 0)
-                last = ADD(WS_OP_H2D_REST, WS_RES_H2D, ws_cost_h2d(cm, rest, 1), HERE(p),
-                           HERE(qkv));
+                last =
+                    ADD(WS_OP_H2D_REST, WS_RES_H2D, ws_cost_h2d(cm, rest, 1), HERE(p), HERE(qkv));
             s->anchor[WS_ANCHOR_H2D] = last;
             gend = ADD(WS_OP_GPU_END, WS_RES_NONE, 0, HERE(g), HERE(last));
         } else {
@@ -168,8 +165,7 @@ void ws_sched_play_start(ws_sched_play *p, double t0)
             p->anchor[b][a] = NAN;
 }
 
-void ws_sched_play_layer(ws_sched_play *p, const ws_sched_layer *s, ws_sched_times *t,
-                         double *ends)
+void ws_sched_play_layer(ws_sched_play *p, const ws_sched_layer *s, ws_sched_times *t, double *ends)
 {
     double end[WS_SCHED_MAX_OPS];
     memset(t, 0, sizeof *t);

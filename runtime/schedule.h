@@ -48,27 +48,27 @@ typedef enum ws_res {
 #define WS_RES_NONE (-1) /* a barrier: holds nothing */
 
 typedef enum ws_op_kind {
-    WS_OP_QKV = 0,     /* QKV projection (GPU) */
-    WS_OP_APPEND,      /* the new tokens' KV into the D-window (GPU) */
-    WS_OP_INDEX,       /* sparse attention's indexer (GPU) */
-    WS_OP_HOST,        /* the runtime's own work (CPU; 0 in the model) */
-    WS_OP_MIGRATE,     /* reformat of a single-state cache (CPU) */
-    WS_OP_CPU_ATTN,    /* CPU half (CPU) */
-    WS_OP_H2D_PRE,     /* prefetch of the XFER pages, <= one ping-pong half (H2D) */
-    WS_OP_H2D_REST,    /* the rest of the XFER pages (H2D) */
-    WS_OP_GPU_ATTN,    /* GPU attention over XFER + D-window pages (GPU) */
-    WS_OP_GPU_END,     /* GPU half done: attention and last copy (barrier) */
-    WS_OP_MERGE,       /* the two halves' merge (GPU) */
-    WS_OP_OPROJ,       /* output projection (GPU) */
-    WS_OP_ROUTER,      /* router GEMM + top-k (beside the routed experts) */
-    WS_OP_EXP_CPU,     /* routed experts on the CPU */
-    WS_OP_EXP_GPU,     /* routed experts on the GPU */
-    WS_OP_SHARED,      /* shared experts (GPU) */
-    WS_OP_DENSE,       /* dense MLP of a dense layer (GPU) */
-    WS_OP_END,         /* layer end (barrier) */
-    WS_OP_PF_ATTN,     /* prefill attention of a chunk (GPU) */
-    WS_OP_WRITE,       /* prefill KV written D2H */
-    WS_OP_FLUSH,       /* D-window flush D2H */
+    WS_OP_QKV = 0,  /* QKV projection (GPU) */
+    WS_OP_APPEND,   /* the new tokens' KV into the D-window (GPU) */
+    WS_OP_INDEX,    /* sparse attention's indexer (GPU) */
+    WS_OP_HOST,     /* the runtime's own work (CPU; 0 in the model) */
+    WS_OP_MIGRATE,  /* reformat of a single-state cache (CPU) */
+    WS_OP_CPU_ATTN, /* CPU half (CPU) */
+    WS_OP_H2D_PRE,  /* prefetch of the XFER pages, <= one ping-pong half (H2D) */
+    WS_OP_H2D_REST, /* the rest of the XFER pages (H2D) */
+    WS_OP_GPU_ATTN, /* GPU attention over XFER + D-window pages (GPU) */
+    WS_OP_GPU_END,  /* GPU half done: attention and last copy (barrier) */
+    WS_OP_MERGE,    /* the two halves' merge (GPU) */
+    WS_OP_OPROJ,    /* output projection (GPU) */
+    WS_OP_ROUTER,   /* router GEMM + top-k (beside the routed experts) */
+    WS_OP_EXP_CPU,  /* routed experts on the CPU */
+    WS_OP_EXP_GPU,  /* routed experts on the GPU */
+    WS_OP_SHARED,   /* shared experts (GPU) */
+    WS_OP_DENSE,    /* dense MLP of a dense layer (GPU) */
+    WS_OP_END,      /* layer end (barrier) */
+    WS_OP_PF_ATTN,  /* prefill attention of a chunk (GPU) */
+    WS_OP_WRITE,    /* prefill KV written D2H */
+    WS_OP_FLUSH,    /* D-window flush D2H */
     WS_OP_KINDS
 } ws_op_kind;
 
@@ -147,11 +147,11 @@ void ws_sched_times_op(ws_sched_times *t, int kind, double t_ready, double t_sta
 
 /* The player of a step's layers, in order. */
 typedef struct ws_sched_play {
-    double t0;                  /* the step's start */
-    double free[WS_RES_COUNT];  /* when each resource is next free */
+    double t0;                    /* the step's start */
+    double free[WS_RES_COUNT];    /* when each resource is next free */
     double anchor[2][WS_ANCHORS]; /* ends of layers l-1 ([0]) and l-2 ([1]); NAN: none */
-    double busy[WS_RES_COUNT];  /* busy seconds per resource so far */
-    double t_end;               /* the latest op end so far */
+    double busy[WS_RES_COUNT];    /* busy seconds per resource so far */
+    double t_end;                 /* the latest op end so far */
 } ws_sched_play;
 
 void ws_sched_play_start(ws_sched_play *p, double t0);

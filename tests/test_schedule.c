@@ -1,0 +1,207 @@
+/* test_schedule: the step's one home (runtime/schedule, runtime/control). The live runtime,
+ * with every duration it measures replaced by the cost model's (cpu_time_modeled), and the
+ * simulator's serving loop play the same workload; per decode step and per layer they agree
+ * on the step time, the CPU half, the GPU half, the layer's timeline and the placement (CPU,
+ * XFER and window tokens, the realised share, r*) to 1e-9 relative, for every runtime
+ * policy, migrate included, on a GQA and an MLA model with flushes. A bad schedule, a
+ * controller that decides differently in one caller, or a second model of the step on
+ * either side fails it. Also: the player on its own equals the simulator's event graph for
+ * one step with prefetch, and migrate's reformat really moves pages (counted apart). */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "helpers.h"
+#include "run_engine.h"
+#include "schedule.h"
+#include "serve.h"
+
+static const char *k_mla =
+    "{\"architectures\": [\"DeepseekV2ForCausalLM\"], \"model_type\": \"deepseek_v2\", "
+    "\"hidden_size\": 64, \"num_hidden_layers\": 3, \"num_attention_heads\": 4, "
+    "\"num_key_value_heads\": 4, \"kv_lora_rank\": 64, \"qk_rope_head_dim\": 16, "
+    "\"qk_nope_head_dim\": 32, \"v_head_dim\": 32, \"q_lora_rank\": null, "
+    "\"intermediate_size\": 128, \"moe_intermediate_size\": 32, \"n_routed_experts\": 8, "
+    "\"num_experts_per_tok\": 2, \"n_shared_experts\": 1, \"first_k_dense_replace\": 1, "
+    "\"vocab_size\": 1000, \"torch_dtype\": \"bfloat16\"}";
+
+#define TOL 1e-9
+
+/* a and b equal to TOL relative to scale (the step's length for times) */
+#define SAME(a, b, scale, what, k, l)                                                              \
+    cr_assert(fabs((double)(a) - (double)(b)) <= TOL * (scale) + 1e-300,                           \
+              "%s: step %d layer %d: runtime %.17g, simulator %.17g", what, k, l, (double)(a),     \
+              (double)(b))
+
+/* The simulator's decode steps, kept with their layers. */
+typedef struct sim_steps {
+    int n, cap, layers;
+    sim_step_rec *rec;
+    sim_step_layer *lay;
+} sim_steps;
+
+static int keep_step(void *ctx, const sim_step_rec *r, ws_err *err)
+{
+    (void)err;
+    sim_steps *s = ctx;
+    if (!r->decode_tokens)
+        return 0;
+    cr_assert_lt(s->n, s->cap);
+    s->rec[s->n] = *r;
+    memcpy(s->lay + (size_t)s->n * s->layers, r->lay, (size_t)s->layers * sizeof *s->lay);
+    s->n++;
+    return 0;
+}
+
+static void compare(const char *json, ws_policy_kind pol)
+{
+    ws_model m;
+    ws_cost_hw hw;
+    ws_err err = {0};
+    cr_assert_eq(ws_model_parse(json, "tiny.json", &m, &err), 0, "%s", err.msg);
+    th_paper_hw(NULL, &m, &hw);
+    ws_engine_cfg c;
+    ws_engine_cfg_default(&c);
+    c.model = &m;
+    c.hw = &hw;
+    c.policy = pol;
+    c.par.page_tokens = 16;
+    c.window = 32;
+    c.batch = 3;
+    c.prompt = 200;
+    c.output = 70;
+    c.layers = m.layers;
+    c.threads = 1;
+    c.pingpong_bytes = 4096; /* a prefetch smaller than a layer's stream: both copies run */
+    c.cpu_time_modeled = 1;
+    ws_run_result r;
+    cr_assert_eq(ws_engine_run(&c, &r, &err), 0, "%s: %s", ws_policy_name(pol), err.msg);
+
+    ws_cost_cfg cc;
+    ws_cost_cfg_default(&cc);
+    cc.pingpong_bytes = c.pingpong_bytes;
+    sim_cfg sc;
+    sim_cfg_default(&sc);
+    sc.policy = pol;
+    sc.par = c.par;
+    sc.batch = c.batch;
+    sc.window = c.window;
+    sc.layers = c.layers;
+    sim_steps ss = {.cap = c.output + 2, .layers = r.layers};
+    ss.rec = calloc((size_t)ss.cap, sizeof *ss.rec);
+    ss.lay = calloc((size_t)ss.cap * ss.layers, sizeof *ss.lay);
+    sc.on_step = keep_step;
+    sc.on_step_ctx = &ss;
+    sim_closed cl;
+    sim_source src;
+    /* the simulator's prefill yields the first token: output + 1 for `output` decode steps */
+    sim_closed_source(&cl, c.batch, c.prompt, c.output + 1, &src);
+    sim_results sr;
+    cr_assert_eq(sim_run(&m, &hw, &cc, &sc, &src, &sr, &err), 0, "%s", err.msg);
+    cr_assert_eq(ss.n, r.steps, "%s: %d simulated decode steps, %d run", ws_policy_name(pol), ss.n,
+                 r.steps);
+
+    int flushes = 0, moved = 0;
+    for (int k = 0; k < r.steps; k++) {
+        const ws_run_step *a = &r.step[k];
+        const sim_step_rec *b = &ss.rec[k];
+        const double dt = a->t_end - a->t_start, t0a = a->t_start, t0b = b->t_start;
+        SAME(dt, b->dt, dt, "step time", k, -1);
+        SAME(a->r_star, b->rstar, 1, "r*", k, -1);
+        SAME(a->r_real, b->r_real, 1, "realised share", k, -1);
+        for (int l = 0; l < r.layers; l++) {
+            const ws_run_layer *y = &r.lay[(size_t)k * r.layers + l];
+            const sim_step_layer *z = &ss.lay[(size_t)k * ss.layers + l];
+            SAME(y->n_cpu, b->n_cpu, 1, "CPU tokens", k, l);
+            SAME(y->m_xfer, b->m_xfer, 1, "XFER tokens", k, l);
+            SAME(y->resident, b->resident, 1, "window tokens", k, l);
+            SAME(y->cpu_attn_s, z->cpu_s, dt, "CPU half", k, l);
+            SAME(y->gpu_s, z->gpu_end - z->attn_start, dt, "GPU half", k, l);
+            SAME(y->t.t_start - t0a, z->t_start - t0b, dt, "layer start", k, l);
+            SAME(y->t.t_end - t0a, z->t_end - t0b, dt, "layer end", k, l);
+            SAME(y->t.moe_s, z->moe_s, dt, "MoE phase", k, l);
+            SAME(y->t.exp_cpu_s, z->exp_cpu_s, dt, "CPU experts", k, l);
+            flushes += y->flush_pages > 0;
+        }
+        moved += k > 0 && fabs(a->r_real - r.step[k - 1].r_real) > 0.02;
+    }
+    if (getenv("WS_TEST_VERBOSE"))
+        cr_log_info("%s: %d steps, %d flushing layers, r %.3f -> %.3f, r* %.3f, %llu B reformatted",
+                    ws_policy_name(pol), r.steps, flushes, r.step[0].r_real,
+                    r.step[r.steps - 1].r_real, r.step[r.steps - 1].r_star,
+                    (unsigned long long)r.bytes_reformatted);
+    cr_assert_gt(flushes, 0, "%s: windows flushed", ws_policy_name(pol));
+    /* placement never moves a byte; migrate's reformats are counted apart */
+    cr_assert_eq(r.bytes_moved, 0);
+    if (pol == WS_POLICY_MIGRATE)
+        cr_assert_gt(r.bytes_reformatted, 0, "migrate moved its share (%d jumps)", moved);
+    else
+        cr_assert_eq(r.bytes_reformatted, 0);
+    sim_results_free(&sr);
+    ws_run_result_free(&r);
+    free(ss.rec);
+    free(ss.lay);
+}
+
+static void every_policy(const char *json)
+{
+    const ws_policy_kind k[] = {WS_POLICY_WRITESCOPE, WS_POLICY_STATIC, WS_POLICY_STREAM,
+                                WS_POLICY_CPU_ATTN, WS_POLICY_MIGRATE};
+    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++)
+        compare(json, k[i]);
+}
+
+Test(schedule, runtime_equals_simulator_per_step_and_layer_gqa)
+{
+    every_policy(th_tiny_moe);
+}
+
+Test(schedule, runtime_equals_simulator_per_step_and_layer_mla)
+{
+    every_policy(k_mla);
+}
+
+/* The player alone, against hand-computed times of a two-layer step that streams. */
+Test(schedule, player_is_first_come_first_served_on_each_resource)
+{
+    ws_model m;
+    ws_cost_hw hw;
+    ws_err err = {0};
+    cr_assert_eq(ws_model_parse(th_tiny_moe, "tiny.json", &m, &err), 0, "%s", err.msg);
+    th_paper_hw(NULL, &m, &hw);
+    ws_cost_cfg cc;
+    ws_cost_cfg_default(&cc);
+    ws_cost_model cm;
+    cr_assert_eq(ws_cost_model_init(&hw, &m, &cc, &cm, &err), 0, "%s", err.msg);
+    const ws_sched_in in = {.T = 2, .n_cpu = 512, .m_xfer = 4096, .resident = 40, .n_seqs = 2};
+    ws_cost_split sp;
+    ws_cost_split_terms(&cm, in.resident, 0, 0, 0, &sp);
+    ws_sched_play p;
+    ws_sched_play_start(&p, 10.0);
+    ws_sched_layer s;
+    ws_sched_times t0, t1;
+    double e0[WS_SCHED_MAX_OPS];
+    ws_sched_build(&cm, &sp, &in, 0, &s);
+    ws_sched_play_layer(&p, &s, &t0, e0);
+    /* layer 0: qkv, append, then the CPU half beside the GPU half, whose prefetch waits for
+     * its own qkv */
+    const double qkv = ws_cost_qkv_proj(&cm, 2);
+    cr_assert_float_eq(t0.qkv_end, 10.0 + qkv, 1e-12);
+    cr_assert_float_eq(e0[s.at[WS_OP_H2D_PRE]],
+                       t0.qkv_end + ws_cost_h2d(&cm, fmin(cc.pingpong_bytes, 4096 * cm.b_tok), 1),
+                       1e-12);
+    cr_assert_float_eq(t0.cpu_s, ws_cost_split_cpu(&sp, 512), 1e-15);
+    cr_assert_geq(t0.gpu_end, e0[s.at[WS_OP_H2D_PRE]]);
+    cr_assert_eq(s.op[s.at[WS_OP_ROUTER]].res, WS_RES_CPU); /* beside the CPU's experts */
+    /* layer 1 starts at layer 0's end; its prefetch may start before that */
+    ws_sched_build(&cm, &sp, &in, 1, &s);
+    double e1[WS_SCHED_MAX_OPS];
+    ws_sched_play_layer(&p, &s, &t1, e1);
+    cr_assert_float_eq(t1.t_start, t0.t_end, 1e-15);
+    const int pre = s.at[WS_OP_H2D_PRE];
+    cr_assert_lt(e1[pre] - s.op[pre].seconds, t1.t_start, "prefetched during layer 0");
+    cr_assert_float_eq(e1[pre] - s.op[pre].seconds, e0[s.at[WS_OP_H2D_PRE]], 1e-15);
+    cr_assert_geq(p.t_end, t1.t_end);
+    ws_cost_model_free(&cm);
+}
