@@ -7,14 +7,16 @@
  * is one chunk (<= chunk tokens) of the oldest such prompt; otherwise every running
  * sequence decodes one token. The last prompt chunk yields the first output token.
  *
- * KV placement follows the policy: a prompt's full pages go to the CPU region in the share
- * ws_policy_target gives for the batch's spilled tokens plus this request's (decided at its
- * first chunk), the partial last page starts the D-window; every W decode tokens a
- * sequence's window is flushed, its pages placed by ws_policy_flush_cpu_pages toward
- * r*(L + flushed). migrate keeps one share for the whole cache and pays ws_cost_reformat
- * for ws_policy_migrate's bytes in every layer of a step where r moves. After each decode
- * step the policy is fed every layer's CPU and GPU half (ws_policy_observe_*), as the live
- * runtime feeds measured ones.
+ * KV placement follows the policy through the controller (runtime/control.h), the same
+ * calls as the live runtime: a prompt's full pages go to the CPU region in the share the
+ * controller gives for the batch's spilled tokens plus the running requests' tokens still
+ * to come (decided at its first chunk), the partial last page starts the D-window; every W
+ * decode tokens a sequence's window is flushed, its pages placed toward the share of
+ * L + flushed, decided on the estimates of the step's start. migrate keeps one share for
+ * the whole cache: when the controller moves it, whole pages change region (in slot order)
+ * and every layer of that step pays ws_cost_reformat for their bytes. After each decode
+ * step the controller is fed every layer's CPU and GPU half, as the live runtime feeds
+ * measured ones; each step's layers are the one layer schedule (runtime/schedule.h).
  *
  * Memory: no-spill policies (gpu-only, ktrans) reserve a request's whole KV (prompt +
  * output, all layers) in the GPU KV budget; spilling ones reserve its D-window there, its

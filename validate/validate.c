@@ -439,8 +439,9 @@ static int compute_terms(const ws_validate_cfg *c, const ws_run_result *runs, in
                  1e3 * e->hw->cpu_expert.c0.v, rate, e->hw->cpu_expert.W.v / 1e9);
         const double rpred = ws_cost_router(&cm, e->batch) * moe_layers;
         add_term(r, TERM_CAP, "router", ro / S, rpred, "s/step", ro / S - rpred, step,
-                 "the runtime runs the router GEMM and top-k on the CPU (measured); the model "
-                 "on the GPU (modeled)");
+                 "router GEMM and top-k beside the routed experts, on the %s: measured "
+                 "(runtime) against modeled",
+                 ws_cost_router_on_cpu(&cm) ? "CPU" : "GPU");
     }
     add_term(r, TERM_CAP, "engine", ov / S, 0, "s/step", ov / S, step,
              "the engine's own CPU work (KV append, views, flush bookkeeping): not in the model");

@@ -16,14 +16,17 @@
  * one-time costs the model has no term for. A point whose measured value is 0 has no percentage
  * error and is left out (both 0 counts as exact).
  *
- * Terms: the simulator's error mixes two causes, a cost-model term off and a placement that
- * differs (the policy's feedback sees measured times in the runtime, modeled ones in the
- * simulator). So every term is also checked on the runtime's own token counts: CPU
+ * Both sides put the step together from one controller and one layer schedule
+ * (runtime/control.h, runtime/schedule.h): with the runtime's measured durations replaced by
+ * the model's they agree exactly (tests/test_schedule.c), so every difference reported here
+ * is a measurement. Terms: that error mixes two causes, a cost-model term off and a
+ * placement that differs (the policy's feedback sees measured times in the runtime, modeled
+ * ones in the simulator). So every term is also checked on the runtime's own token counts: CPU
  * attention's fixed cost C_cpu and per-token A (a line fitted over the (step, layer) points
  * when the CPU tokens vary enough, else the per-token rate implied by the model's C_cpu, with
- * the bandwidth or flop rate it means), the experts' GEMM and fixed parts, the router (run
- * on the CPU by the runtime, on the GPU in the model), the engine's own work (not in the
- * model), and the placement. Each term carries its error and its share of the step; the
+ * the bandwidth or flop rate it means), the experts' GEMM and fixed parts, the router (on the
+ * CPU beside the routed experts, in both), the engine's own work (not in the model), and
+ * the placement. Each term carries its error and its share of the step; the
  * verdict names the term with the largest share when a CPU-side quantity misses the goal
  * (mean <= 3%, p95 <= 10%).
  *
