@@ -104,8 +104,9 @@ static void put_token_rows(const ws_ikv *c, char *page, int s, const char *k, co
     }
 }
 
-/* A full rows-layout page into the CPU layout (the same bytes when that is rows too). */
-static void rows_to_cpu(const ws_ikv *c, void *dst, const void *src)
+/* A full page between the rows layout and the CPU layout (the same bytes when that is
+ * rows too): rows into CPU with to_cpu, else back. */
+static void relayout(const ws_ikv *c, void *dst, const void *src, int to_cpu)
 {
     const ws_kv_layout *g = &c->gkv, *k = &c->ckv;
     if (!k->k_tiles && !k->v_pairs) {
@@ -116,37 +117,17 @@ static void rows_to_cpu(const ws_ikv *c, void *dst, const void *src)
     const uint16_t *s = src;
     for (int h = 0; h < g->n_kv_heads; h++)
         for (int t = 0; t < c->P; t++) {
-            const uint16_t *kr = s + ws_kv_k_off(g, h, t);
-            for (int e = 0; e < g->d_k; e++)
-                d[ws_kv_k_elem(k, h, t, e)] = kr[e];
-            if (g->v_shares_k)
-                continue;
-            const uint16_t *vr = s + ws_kv_v_off(g, h, t);
-            for (int e = 0; e < g->d_v; e++)
-                d[ws_kv_v_elem(k, h, t, e)] = vr[e];
-        }
-}
-
-/* A full CPU-layout page back into rows (rows_to_cpu's inverse). */
-static void cpu_to_rows(const ws_ikv *c, void *dst, const void *src)
-{
-    const ws_kv_layout *g = &c->gkv, *k = &c->ckv;
-    if (!k->k_tiles && !k->v_pairs) {
-        memcpy(dst, src, c->page_bytes);
-        return;
-    }
-    uint16_t *d = dst;
-    const uint16_t *s = src;
-    for (int h = 0; h < g->n_kv_heads; h++)
-        for (int t = 0; t < c->P; t++) {
-            uint16_t *kr = d + ws_kv_k_off(g, h, t);
-            for (int e = 0; e < g->d_k; e++)
-                kr[e] = s[ws_kv_k_elem(k, h, t, e)];
-            if (g->v_shares_k)
-                continue;
-            uint16_t *vr = d + ws_kv_v_off(g, h, t);
-            for (int e = 0; e < g->d_v; e++)
-                vr[e] = s[ws_kv_v_elem(k, h, t, e)];
+            for (int pass = 0; pass < (g->v_shares_k ? 1 : 2); pass++) {
+                const size_t row = pass ? ws_kv_v_off(g, h, t) : ws_kv_k_off(g, h, t);
+                const int n = pass ? g->d_v : g->d_k;
+                for (int e = 0; e < n; e++) {
+                    const size_t ce = pass ? ws_kv_v_elem(k, h, t, e) : ws_kv_k_elem(k, h, t, e);
+                    if (to_cpu)
+                        d[ce] = s[row + e];
+                    else
+                        d[row + e] = s[ce];
+                }
+            }
         }
 }
 
@@ -476,7 +457,7 @@ static void place(ws_ikv *c, ptab *t, int region, int id, const void *rows)
     ws_ikv_pool *p = pool_of(c, region);
     void *dst = ws_ikv_pool_addr(p, id);
     if (region == WS_IKV_CPU)
-        rows_to_cpu(c, dst, rows);
+        relayout(c, dst, rows, 1);
     else
         memcpy(dst, rows, c->page_bytes);
     if (ws_ikv_pool_mark_written(p, id) != WS_IKV_PAGE_TAKEN)
@@ -693,10 +674,7 @@ int ws_ikv_reformat(ws_ikv *c, int seq, int layer, int n_pages, ws_ikv_region to
         const int j = slot[m], old = t->id[j];
         void *to_addr = ws_ikv_pool_addr(dst, c->take_id[m]);
         const void *from_addr = ws_ikv_pool_addr(src, old);
-        if (to == WS_IKV_CPU)
-            rows_to_cpu(c, to_addr, from_addr);
-        else
-            cpu_to_rows(c, to_addr, from_addr);
+        relayout(c, to_addr, from_addr, to == WS_IKV_CPU);
         ws_ikv_pool_mark_written(dst, c->take_id[m]);
         ws_ikv_pool_give(src, old);
         t->id[j] = c->take_id[m];

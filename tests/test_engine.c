@@ -59,12 +59,13 @@ static void tiny_cfg(ws_engine_cfg *c)
     c->pingpong_bytes = 1; /* no prefetch credit: r* stays inside (0, 1) */
 }
 
-static void check_verified_run(const char *json)
+static void check_verified_run(const char *json, ws_policy_kind pol)
 {
     load(json);
     ws_engine_cfg c;
     tiny_cfg(&c);
     c.verify = 1;
+    c.policy = pol;
     ws_run_result r;
     ws_err err = {0};
     cr_assert_eq(ws_engine_run(&c, &r, &err), 0, "%s", err.msg);
@@ -76,18 +77,34 @@ static void check_verified_run(const char *json)
     for (int s = 0; s < r.steps; s++)
         cr_assert(r.step[s].verify_err <= BOUND, "step %d: %g", s, r.step[s].verify_err);
     cr_assert_eq(r.bytes_moved, 0);
+    /* migrate's share moved from 0 by re-laying pages; nothing else reformats */
+    if (pol == WS_POLICY_MIGRATE)
+        cr_assert_gt(r.bytes_reformatted, 0);
+    else
+        cr_assert_eq(r.bytes_reformatted, 0);
     cr_assert(strstr(r.gpu_label, "modeled:a100-40gb-pcie"), "%s", r.gpu_label);
     ws_run_result_free(&r);
 }
 
 Test(engine, split_equals_full_gqa_over_steps_with_flushes)
 {
-    check_verified_run(k_gqa);
+    check_verified_run(k_gqa, WS_POLICY_WRITESCOPE);
+}
+
+/* migrate's reformat re-lays placed pages between the layouts: attention stays exact */
+Test(engine, split_equals_full_after_migrate_reformats_gqa)
+{
+    check_verified_run(k_gqa, WS_POLICY_MIGRATE);
+}
+
+Test(engine, split_equals_full_after_migrate_reformats_mla)
+{
+    check_verified_run(k_mla, WS_POLICY_MIGRATE);
 }
 
 Test(engine, split_equals_full_mla_over_steps_with_flushes)
 {
-    check_verified_run(k_mla);
+    check_verified_run(k_mla, WS_POLICY_WRITESCOPE);
 }
 
 Test(engine, no_byte_moves_after_placement_over_a_long_run)

@@ -610,6 +610,74 @@ Test(ikv, cpu_region_layout_is_the_cpu_kernels)
     }
 }
 
+/* migrate's one path: pages re-laid XFER -> CPU -> XFER come back byte for byte in every
+ * CPU layout this machine has, the CPU pages hold the CPU kernel's layout of the same KV,
+ * and the moves are counted apart from bytes_moved. */
+Test(ikv, reformat_relays_pages_both_ways_and_is_counted_apart)
+{
+    ws_kv_layout kv = {.page_tokens = 16, .n_kv_heads = 2, .d_k = 32, .d_v = 32,
+                       .dtype = WS_DT_BF16};
+    const int n = 4 * 16, row = 2 * 32;
+    static uint16_t k[4 * 16 * 64], v[4 * 16 * 64];
+    for (int i = 0; i < n * row; i++)
+        k[i] = ws_f32_to_bf16(frand()), v[i] = ws_f32_to_bf16(frand());
+    for (int isa = WS_ISA_SCALAR; isa < WS_ISA_COUNT; isa++) {
+        if (!ws_isa_supported((ws_isa)isa))
+            continue;
+        ws_ikv_config cfg = {.kv = kv, .n_q_heads = 8, .isa = (ws_isa)isa, .n_layers = 1,
+                             .max_seqs = 1, .window = 16, .gpu_budget = 1 << 20,
+                             .pinned_limit = 1 << 20, .host_limit = 1 << 20};
+        ws_err err = {0};
+        ws_ikv *c = ws_ikv_create(&cfg, &err);
+        cr_assert_not_null(c, "%s", err.msg);
+        int seq;
+        cr_assert_eq(ws_ikv_seq_add(c, &seq, &err), 0);
+        cr_assert_eq(ws_ikv_prefill(c, seq, 0, n, k, v, 1, &err), 0, "%s", err.msg);
+        const size_t pb = ws_kv_page_bytes(&kv);
+        uint64_t before[4];
+        const void *addr;
+        ws_ikv_region reg;
+        int node;
+        for (int p = 1; p < 4; p++) {
+            cr_assert_eq(ws_ikv_page(c, seq, 0, p, &reg, &addr, &node, &err), 0);
+            before[p] = fnv(addr, pb);
+        }
+        /* the newest two XFER pages into the CPU region */
+        cr_assert_eq(ws_ikv_reformat(c, seq, 0, 2, WS_IKV_CPU, &err), 0, "%s", err.msg);
+        cr_assert_eq(ws_ikv_tokens(c, seq, 0, WS_IKV_CPU), 3 * 16);
+        const ws_kv_layout *ck = ws_ikv_cpu_layout(c);
+        for (int p = 2; p < 4; p++) {
+            cr_assert_eq(ws_ikv_page(c, seq, 0, p, &reg, &addr, &node, &err), 0);
+            cr_assert_eq(reg, WS_IKV_CPU);
+            const uint16_t *pg = addr;
+            for (int t = 0; t < 16; t++)
+                for (int h = 0; h < 2; h++)
+                    for (int e = 0; e < 32; e++) {
+                        const size_t src = (size_t)(p * 16 + t) * row + h * 32 + e;
+                        cr_assert_eq(pg[ws_kv_k_elem(ck, h, t, e)], k[src]);
+                        cr_assert_eq(pg[ws_kv_v_elem(ck, h, t, e)], v[src]);
+                    }
+        }
+        /* more than the region holds is refused, nothing moves */
+        cr_assert_eq(ws_ikv_reformat(c, seq, 0, 2, WS_IKV_CPU, &err), WS_EINVAL);
+        /* and back: three CPU pages to XFER, the two reformatted ones as they were */
+        cr_assert_eq(ws_ikv_reformat(c, seq, 0, 2, WS_IKV_XFER, &err), 0, "%s", err.msg);
+        for (int p = 2; p < 4; p++) {
+            cr_assert_eq(ws_ikv_page(c, seq, 0, p, &reg, &addr, &node, &err), 0);
+            cr_assert_eq(reg, WS_IKV_XFER);
+            cr_assert_eq(fnv(addr, pb), before[p], "%s page %d", ws_isa_name((ws_isa)isa), p);
+        }
+        ws_ikv_stats st;
+        ws_ikv_stats_get(c, &st);
+        cr_assert_eq(st.bytes_moved, 0);
+        cr_assert_eq(st.pages_reformatted, 4);
+        cr_assert_eq(st.bytes_reformatted, 4 * pb);
+        cr_assert_eq(st.pages_in_use[WS_IKV_CPU], 1);
+        cr_assert_eq(st.pages_in_use[WS_IKV_XFER], 3);
+        ws_ikv_destroy(c);
+    }
+}
+
 /* Seeded random adds, prefills, appends, flushes and frees against a model of what each
  * (sequence, layer) holds: counts, views, page ownership and pool counts agree. */
 Test(ikv, page_tables_stay_consistent_under_random_operations)

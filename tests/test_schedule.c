@@ -54,13 +54,19 @@ static int keep_step(void *ctx, const sim_step_rec *r, ws_err *err)
     return 0;
 }
 
+static void load(const char *json, ws_model *m, ws_cost_hw *hw)
+{
+    ws_err err = {0};
+    cr_assert_eq(ws_model_parse(json, "tiny.json", m, &err), 0, "%s", err.msg);
+    th_paper_hw(NULL, m, hw);
+}
+
 static void compare(const char *json, ws_policy_kind pol)
 {
     ws_model m;
     ws_cost_hw hw;
     ws_err err = {0};
-    cr_assert_eq(ws_model_parse(json, "tiny.json", &m, &err), 0, "%s", err.msg);
-    th_paper_hw(NULL, &m, &hw);
+    load(json, &m, &hw);
     ws_engine_cfg c;
     ws_engine_cfg_default(&c);
     c.model = &m;
@@ -168,8 +174,7 @@ Test(schedule, player_is_first_come_first_served_on_each_resource)
     ws_model m;
     ws_cost_hw hw;
     ws_err err = {0};
-    cr_assert_eq(ws_model_parse(th_tiny_moe, "tiny.json", &m, &err), 0, "%s", err.msg);
-    th_paper_hw(NULL, &m, &hw);
+    load(th_tiny_moe, &m, &hw);
     ws_cost_cfg cc;
     ws_cost_cfg_default(&cc);
     ws_cost_model cm;
