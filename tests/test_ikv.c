@@ -587,6 +587,18 @@ Test(ikv, refused_mlock_is_a_reported_fallback)
     ws_ikv_destroy(c);
 }
 
+/* One sequence, one layer, 8 query heads on CPU path isa; 1 MiB in each region. */
+static ws_ikv *isa_cache(const ws_kv_layout *kv, ws_isa isa)
+{
+    ws_ikv_config cfg = {.kv = *kv, .n_q_heads = 8, .isa = isa, .n_layers = 1, .max_seqs = 1,
+                         .window = 16, .gpu_budget = 1 << 20, .pinned_limit = 1 << 20,
+                         .host_limit = 1 << 20};
+    ws_err err = {0};
+    ws_ikv *c = ws_ikv_create(&cfg, &err);
+    cr_assert_not_null(c, "%s", err.msg);
+    return c;
+}
+
 Test(ikv, cpu_region_layout_is_the_cpu_kernels)
 {
     ws_kv_layout kv = {.page_tokens = 16, .n_kv_heads = 2, .d_k = 32, .d_v = 32,
@@ -594,12 +606,7 @@ Test(ikv, cpu_region_layout_is_the_cpu_kernels)
     for (int isa = WS_ISA_SCALAR; isa < WS_ISA_COUNT; isa++) {
         if (!ws_isa_supported((ws_isa)isa))
             continue;
-        ws_ikv_config cfg = {.kv = kv, .n_q_heads = 8, .isa = (ws_isa)isa, .n_layers = 1,
-                             .max_seqs = 1, .window = 16, .gpu_budget = 1 << 20,
-                             .pinned_limit = 1 << 20, .host_limit = 1 << 20};
-        ws_err err = {0};
-        ws_ikv *c = ws_ikv_create(&cfg, &err);
-        cr_assert_not_null(c, "%s", err.msg);
+        ws_ikv *c = isa_cache(&kv, (ws_isa)isa);
         const ws_kv_layout *ck = ws_ikv_cpu_layout(c), *g = ws_ikv_gpu_layout(c);
         cr_assert_eq(ck->k_tiles, ws_attn_cpu_k_tiles(&kv, 8, (ws_isa)isa, 0));
         cr_assert_eq(ck->v_pairs, ws_attn_cpu_v_pairs(&kv, 8, (ws_isa)isa, 0));
@@ -624,12 +631,8 @@ Test(ikv, reformat_relays_pages_both_ways_and_is_counted_apart)
     for (int isa = WS_ISA_SCALAR; isa < WS_ISA_COUNT; isa++) {
         if (!ws_isa_supported((ws_isa)isa))
             continue;
-        ws_ikv_config cfg = {.kv = kv, .n_q_heads = 8, .isa = (ws_isa)isa, .n_layers = 1,
-                             .max_seqs = 1, .window = 16, .gpu_budget = 1 << 20,
-                             .pinned_limit = 1 << 20, .host_limit = 1 << 20};
         ws_err err = {0};
-        ws_ikv *c = ws_ikv_create(&cfg, &err);
-        cr_assert_not_null(c, "%s", err.msg);
+        ws_ikv *c = isa_cache(&kv, (ws_isa)isa);
         int seq;
         cr_assert_eq(ws_ikv_seq_add(c, &seq, &err), 0);
         cr_assert_eq(ws_ikv_prefill(c, seq, 0, n, k, v, 1, &err), 0, "%s", err.msg);
