@@ -7,6 +7,51 @@
 
 #include "rundb.h"
 
+void ws_run_step_row(const ws_engine_cfg *c, const ws_run_step *x, ws_step_row *out)
+{
+    *out = (ws_step_row){.idx = x->idx,
+                         .t_start = x->t_start,
+                         .t_end = x->t_end,
+                         .batch = c->batch,
+                         .tokens = c->batch,
+                         .context = (long long)x->context,
+                         .r_star = x->r_star,
+                         .r_real = x->r_real,
+                         .busy_gpu = x->busy_gpu,
+                         .busy_h2d = x->busy_h2d,
+                         .busy_d2h = x->busy_d2h,
+                         .busy_cpu = x->busy_cpu,
+                         .wall_s = x->wall_s,
+                         .verify_err = x->verify_err};
+    snprintf(out->busy_other, sizeof out->busy_other,
+             "{\"cpu_attn\": %.9g, \"experts\": %.9g, \"engine\": %.9g}", x->cpu_attn_s,
+             x->experts_s, x->overhead_s);
+}
+
+void ws_run_layer_row(const ws_run_layer *x, ws_layer_row *out)
+{
+    *out = (ws_layer_row){.step = x->step,
+                          .layer = x->layer,
+                          .n_cpu = (long long)x->n_cpu,
+                          .m_xfer = (long long)x->m_xfer,
+                          .resident = (long long)x->resident,
+                          .cpu_attn_s = x->cpu_attn_s,
+                          .router_s = x->router_s,
+                          .experts_s = x->experts_s,
+                          .gpu_s = x->gpu_s,
+                          .gpu_measured = x->gpu_measured,
+                          .overhead_s = x->overhead_s,
+                          .r_real = x->r_real,
+                          .r_star = x->r_star,
+                          .a_est = x->A,
+                          .b_est = x->B,
+                          .pred_cpu_s = x->pred_cpu_s,
+                          .pred_gpu_s = x->pred_gpu_s,
+                          .pred_experts_s = x->pred_experts_s,
+                          .flush_pages = x->flush_pages,
+                          .flush_cpu_pages = x->flush_cpu_pages};
+}
+
 int ws_run_store(ws_store *s, const ws_engine_cfg *c, const ws_run_result *r, long long *id,
                  ws_err *err)
 {
@@ -42,48 +87,10 @@ int ws_run_store(ws_store *s, const ws_engine_cfg *c, const ws_run_result *r, lo
         free(ly);
         return ws_err_set(err, WS_ENOMEM, "run: out of memory (records)");
     }
-    for (int i = 0; i < r->steps; i++) {
-        const ws_run_step *x = &r->step[i];
-        st[i] = (ws_rundb_step){.idx = x->idx,
-                                .t_start = x->t_start,
-                                .t_end = x->t_end,
-                                .batch = c->batch,
-                                .tokens = c->batch,
-                                .context = (long long)x->context,
-                                .r_star = x->r_star,
-                                .r_real = x->r_real,
-                                .busy_gpu = x->busy_gpu,
-                                .busy_h2d = x->busy_h2d,
-                                .busy_d2h = x->busy_d2h,
-                                .busy_cpu = x->busy_cpu,
-                                .wall_s = x->wall_s,
-                                .verify_err = x->verify_err};
-        snprintf(st[i].busy_other, sizeof st[i].busy_other,
-                 "{\"cpu_attn\": %.9g, \"experts\": %.9g, \"engine\": %.9g}", x->cpu_attn_s,
-                 x->experts_s, x->overhead_s);
-    }
-    for (int i = 0; i < r->steps * r->layers; i++) {
-        const ws_run_layer *x = &r->lay[i];
-        ly[i] = (ws_rundb_layer){.step = x->step,
-                                 .layer = x->layer,
-                                 .n_cpu = (long long)x->n_cpu,
-                                 .m_xfer = (long long)x->m_xfer,
-                                 .resident = (long long)x->resident,
-                                 .cpu_attn_s = x->cpu_attn_s,
-                                 .router_s = x->router_s,
-                                 .experts_s = x->experts_s,
-                                 .gpu_s = x->gpu_s,
-                                 .overhead_s = x->overhead_s,
-                                 .r_real = x->r_real,
-                                 .r_star = x->r_star,
-                                 .a_est = x->A,
-                                 .b_est = x->B,
-                                 .pred_cpu_s = x->pred_cpu_s,
-                                 .pred_gpu_s = x->pred_gpu_s,
-                                 .pred_experts_s = x->pred_experts_s,
-                                 .flush_pages = x->flush_pages,
-                                 .flush_cpu_pages = x->flush_cpu_pages};
-    }
+    for (int i = 0; i < r->steps; i++)
+        ws_run_step_row(c, &r->step[i], &st[i]);
+    for (int i = 0; i < r->steps * r->layers; i++)
+        ws_run_layer_row(&r->lay[i], &ly[i]);
     int rc =
         ws_rundb_store_run(s, &run, st, (size_t)r->steps, ly, (size_t)r->steps * r->layers, err);
     if (!rc && id)

@@ -7,11 +7,17 @@
 #define WS_RUN_STORE_H
 
 #include "run_engine.h"
+#include "steprow.h"
 #include "store.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* A step and a layer of run r as the one step and layer rows (store/steprow.h): what the
+ * database, the CSV and the JSON of a run hold. */
+void ws_run_step_row(const ws_engine_cfg *c, const ws_run_step *x, ws_step_row *out);
+void ws_run_layer_row(const ws_run_layer *x, ws_layer_row *out);
 
 /* Stores run r of configuration c; *id (may be NULL) gets its run_runs id. */
 int ws_run_store(ws_store *s, const ws_engine_cfg *c, const ws_run_result *r, long long *id,

@@ -17,10 +17,6 @@
 const char *const sim_export_request_cols[] = {
     "policy", "idx", "arrival_s", "prompt", "output", "ttft_s", "tpot_s", "e2e_s", "outcome",
     NULL};
-const char *const sim_export_step_cols[] = {
-    "policy",   "idx",      "t_start",  "t_end",    "batch",    "tokens",    "context",
-    "r_star",   "r_real",   "busy_gpu", "busy_h2d", "busy_d2h", "busy_cpu",  "busy_other",
-    NULL};
 const char *const sim_export_summary_cols[] = {
     "run_id",       "label",        "policy",       "model",        "gpu_profile",
     "host_profile", "workload",     "batch",        "prompt_tokens", "output_tokens",
@@ -104,7 +100,7 @@ int sim_export_csv_open(const char *dir, sim_export_csv **out, ws_err *err)
         c->open[i] = 1;
     }
     csv_header(c->f[F_REQ].f, sim_export_request_cols);
-    csv_header(c->f[F_STEP].f, sim_export_step_cols);
+    ws_row_csv_header(c->f[F_STEP].f, "policy,", ws_step_cols);
     csv_header(c->f[F_SUM].f, sim_export_summary_cols);
     *out = c;
     return 0;
@@ -150,19 +146,7 @@ int sim_export_csv_step(sim_export_csv *c, const ws_simdb_step *x, ws_err *err)
         return WS_EINVAL;
     FILE *f = c->f[F_STEP].f;
     csv_text(f, c->policy);
-    fprintf(f, ",%lld", x->idx);
-    csv_num(f, x->t_start);
-    csv_num(f, x->t_end);
-    fprintf(f, ",%d,%lld,%lld", x->batch, x->tokens, x->context);
-    csv_num(f, x->r_star);
-    csv_num(f, x->r_real);
-    csv_num(f, x->busy_gpu);
-    csv_num(f, x->busy_h2d);
-    csv_num(f, x->busy_d2h);
-    csv_num(f, x->busy_cpu);
-    fputc(',', f);
-    csv_text(f, x->busy_other[0] ? x->busy_other : "{}");
-    fputc('\n', f);
+    ws_row_csv(f, ",", ws_step_cols, x);
     return 0;
 }
 

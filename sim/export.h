@@ -54,7 +54,6 @@ int sim_export_csv_write(const char *dir, const ws_simdb_run *run, const ws_simd
 
 /* The column names of each file, NULL-terminated (tests and docs read them). */
 extern const char *const sim_export_request_cols[];
-extern const char *const sim_export_step_cols[];
 extern const char *const sim_export_summary_cols[];
 
 /* Chrome trace. */

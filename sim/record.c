@@ -39,7 +39,9 @@ void sim_record_step(const sim_step_rec *s, ws_simdb_step *out)
                            .busy_gpu = s->busy[SIM_RES_GPU],
                            .busy_h2d = s->busy[SIM_RES_H2D],
                            .busy_d2h = s->busy[SIM_RES_D2H],
-                           .busy_cpu = s->busy[SIM_RES_CPU]};
+                           .busy_cpu = s->busy[SIM_RES_CPU],
+                           .wall_s = NAN,
+                           .verify_err = NAN};
 }
 
 static void copy(char *dst, size_t cap, const char *src)

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "steprow.h"
 #include "store_priv.h"
 #include "ws_util.h"
 
@@ -57,67 +58,18 @@ static int store_in_tx(ws_store *s, ws_rundb_run *run, const ws_rundb_step *step
     if ((rc = ws_store_insert_id(s, st, "insert run_runs", &run->id, err)))
         return rc;
 
-    if ((rc = ws_store_prep(s,
-                   "INSERT INTO run_steps(run_id, idx, t_start, t_end, batch, tokens, context, "
-                   "r_star, r_real, busy_gpu, busy_h2d, busy_d2h, busy_cpu, busy_other, wall_s, "
-                   "verify_err) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, "
-                   "?14, ?15, ?16)",
-                   &st, err)))
+    ws_row_writer *w;
+    if ((rc = ws_row_writer_open(s, "run_steps", ws_step_cols, run->id, &w, err)))
         return rc;
-    for (size_t i = 0; i < n_steps; i++) {
-        const ws_rundb_step *x = &steps[i];
-        sqlite3_reset(st);
-        sqlite3_bind_int64(st, 1, run->id);
-        sqlite3_bind_int64(st, 2, x->idx);
-        sqlite3_bind_double(st, 3, x->t_start);
-        sqlite3_bind_double(st, 4, x->t_end);
-        sqlite3_bind_int(st, 5, x->batch);
-        sqlite3_bind_int64(st, 6, x->tokens);
-        sqlite3_bind_int64(st, 7, x->context);
-        const double v[] = {x->r_star,   x->r_real,   x->busy_gpu,
-                            x->busy_h2d, x->busy_d2h, x->busy_cpu};
-        for (int k = 0; k < 6; k++)
-            ws_store_bind_num(st, 8 + k, v[k]);
-        sqlite3_bind_text(st, 14, x->busy_other[0] ? x->busy_other : "{}", -1, SQLITE_STATIC);
-        ws_store_bind_num(st, 15, x->wall_s);
-        ws_store_bind_num(st, 16, x->verify_err);
-        if ((rc = ws_store_step_done(s, st, "insert run_steps", err)))
-            return rc;
-    }
-    sqlite3_finalize(st);
-
-    if ((rc = ws_store_prep(s,
-                   "INSERT INTO run_layers(run_id, step, layer, n_cpu, m_xfer, resident, "
-                   "cpu_attn_s, router_s, experts_s, gpu_s, gpu_source, overhead_s, r_real, "
-                   "r_star, a_est, b_est, pred_cpu_s, pred_gpu_s, pred_experts_s, flush_pages, "
-                   "flush_cpu_pages) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, "
-                   "?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21)",
-                   &st, err)))
+    for (size_t i = 0; !rc && i < n_steps; i++)
+        rc = ws_row_add(w, &steps[i], err);
+    ws_row_writer_close(w);
+    if (rc || (rc = ws_row_writer_open(s, "run_layers", ws_layer_cols, run->id, &w, err)))
         return rc;
-    for (size_t i = 0; i < n_lay; i++) {
-        const ws_rundb_layer *x = &lay[i];
-        sqlite3_reset(st);
-        sqlite3_bind_int64(st, 1, run->id);
-        sqlite3_bind_int(st, 2, x->step);
-        sqlite3_bind_int(st, 3, x->layer);
-        sqlite3_bind_int64(st, 4, x->n_cpu);
-        sqlite3_bind_int64(st, 5, x->m_xfer);
-        sqlite3_bind_int64(st, 6, x->resident);
-        const double a[] = {x->cpu_attn_s, x->router_s, x->experts_s, x->gpu_s};
-        for (int k = 0; k < 4; k++)
-            ws_store_bind_num(st, 7 + k, a[k]);
-        sqlite3_bind_text(st, 11, run->gpu_source, -1, SQLITE_STATIC);
-        const double b[] = {x->overhead_s, x->r_real,     x->r_star,     x->a_est,
-                            x->b_est,      x->pred_cpu_s, x->pred_gpu_s, x->pred_experts_s};
-        for (int k = 0; k < 8; k++)
-            ws_store_bind_num(st, 12 + k, b[k]);
-        sqlite3_bind_int(st, 20, x->flush_pages);
-        sqlite3_bind_int(st, 21, x->flush_cpu_pages);
-        if ((rc = ws_store_step_done(s, st, "insert run_layers", err)))
-            return rc;
-    }
-    sqlite3_finalize(st);
-    return 0;
+    for (size_t i = 0; !rc && i < n_lay; i++)
+        rc = ws_row_add(w, &lay[i], err);
+    ws_row_writer_close(w);
+    return rc;
 }
 
 typedef struct run_rows {
@@ -197,40 +149,16 @@ int ws_rundb_get_run(ws_store *s, long long run_id, ws_rundb_run *run, ws_err *e
     return 0;
 }
 
-static void row_step(sqlite3_stmt *st, void *elem)
-{
-    ws_rundb_step *x = elem;
-    x->idx = sqlite3_column_int64(st, 0);
-    x->t_start = sqlite3_column_double(st, 1);
-    x->t_end = sqlite3_column_double(st, 2);
-    x->batch = sqlite3_column_int(st, 3);
-    x->tokens = sqlite3_column_int64(st, 4);
-    x->context = sqlite3_column_int64(st, 5);
-    double *num[] = {&x->r_star,   &x->r_real,   &x->busy_gpu, &x->busy_h2d,
-                     &x->busy_d2h, &x->busy_cpu};
-    for (int i = 0; i < 6; i++)
-        *num[i] = ws_store_col_num(st, 6 + i);
-    ws_store_col_text(st, 12, x->busy_other, sizeof x->busy_other);
-    x->wall_s = ws_store_col_num(st, 13);
-    x->verify_err = ws_store_col_num(st, 14);
-}
-
 int ws_rundb_get_steps(ws_store *s, long long run_id, ws_rundb_step **out, size_t *n_out,
                        ws_err *err)
 {
-    sqlite3_stmt *st;
-    *out = NULL;
-    *n_out = 0;
-    int rc = ws_store_prep(s,
-                  "SELECT idx, t_start, t_end, batch, tokens, context, r_star, r_real, busy_gpu, "
-                  "busy_h2d, busy_d2h, busy_cpu, busy_other, wall_s, verify_err FROM run_steps "
-                  "WHERE run_id = ?1 ORDER BY idx",
-                  &st, err);
-    if (rc)
-        return rc;
-    sqlite3_bind_int64(st, 1, run_id);
-    rc = ws_store_read_rows(s, st, sizeof **out, row_step, "cannot read runtime steps",
-                            (void **)out, n_out, err);
-    sqlite3_finalize(st);
-    return rc;
+    return ws_rows_get(s, "run_steps", ws_step_cols, sizeof **out, run_id, (void **)out, n_out,
+                       err);
+}
+
+int ws_rundb_get_layers(ws_store *s, long long run_id, ws_rundb_layer **out, size_t *n_out,
+                        ws_err *err)
+{
+    return ws_rows_get(s, "run_layers", ws_layer_cols, sizeof **out, run_id, (void **)out, n_out,
+                       err);
 }

@@ -13,6 +13,7 @@
 
 #include <stddef.h>
 
+#include "steprow.h"
 #include "store.h"
 
 #ifdef __cplusplus
@@ -39,25 +40,9 @@ typedef struct ws_rundb_run {
     long long bytes_moved;
 } ws_rundb_run;
 
-typedef struct ws_rundb_step {
-    long long idx;
-    double t_start, t_end;
-    int batch;
-    long long tokens, context;
-    double r_star, r_real;
-    double busy_gpu, busy_h2d, busy_d2h, busy_cpu;
-    char busy_other[160]; /* JSON object, "" stored as {} */
-    double wall_s, verify_err;
-} ws_rundb_step;
-
-typedef struct ws_rundb_layer {
-    int step, layer;
-    long long n_cpu, m_xfer, resident;
-    double cpu_attn_s, router_s, experts_s, gpu_s, overhead_s;
-    double r_real, r_star, a_est, b_est;
-    double pred_cpu_s, pred_gpu_s, pred_experts_s;
-    int flush_pages, flush_cpu_pages;
-} ws_rundb_layer;
+/* A step and a (step, layer): the one step and layer rows (steprow.h). */
+typedef ws_step_row ws_rundb_step;
+typedef ws_layer_row ws_rundb_layer;
 
 /* The run, its steps and layers in one transaction; sets run->id. WS_EINVAL for a
  * gpu_source other than modeled/measured or params that are not a JSON object. */
@@ -69,6 +54,9 @@ int ws_rundb_get_run(ws_store *s, long long run_id, ws_rundb_run *run, ws_err *e
 /* A run's steps by idx; *out is NULL when there are none (the caller frees). */
 int ws_rundb_get_steps(ws_store *s, long long run_id, ws_rundb_step **out, size_t *n_out,
                        ws_err *err);
+/* Its layers by step, then layer. */
+int ws_rundb_get_layers(ws_store *s, long long run_id, ws_rundb_layer **out, size_t *n_out,
+                        ws_err *err);
 
 #ifdef __cplusplus
 }

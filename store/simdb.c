@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "steprow.h"
 #include "store_priv.h"
 #include "ws_util.h"
 
@@ -132,7 +133,8 @@ int ws_simdb_finish_run(ws_store *s, const ws_simdb_run *run, ws_err *err)
 struct ws_simdb_writer {
     ws_store *s;
     long long run_id;
-    sqlite3_stmt *req, *step;
+    sqlite3_stmt *req;
+    ws_row_writer *step; /* sim_steps through the step row's column table */
     long long rows;
 };
 
@@ -148,18 +150,17 @@ int ws_simdb_writer_open(ws_store *s, long long run_id, ws_simdb_writer **out, w
     if (sqlite3_prepare_v2(db,
                            "INSERT INTO sim_requests(run_id, idx, arrival_s, prompt, output, "
                            "ttft_s, tpot_s, e2e_s, outcome) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9)",
-                           -1, &w->req, NULL) != SQLITE_OK ||
-        sqlite3_prepare_v2(db,
-                           "INSERT INTO sim_steps(run_id, idx, t_start, t_end, batch, tokens, "
-                           "context, r_star, r_real, busy_gpu, busy_h2d, busy_d2h, busy_cpu, "
-                           "busy_other) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14)",
-                           -1, &w->step, NULL) != SQLITE_OK) {
+                           -1, &w->req, NULL) != SQLITE_OK) {
         WS_DB_FAIL(s, err, "cannot store simulation rows");
         ws_simdb_writer_close(w);
         return WS_EDB;
     }
+    int rc = ws_row_writer_open(s, "sim_steps", ws_step_cols, run_id, &w->step, err);
+    if (rc) {
+        ws_simdb_writer_close(w);
+        return rc;
+    }
     sqlite3_bind_int64(w->req, 1, run_id);
-    sqlite3_bind_int64(w->step, 1, run_id);
     *out = w;
     return 0;
 }
@@ -198,21 +199,13 @@ int ws_simdb_add_request(ws_simdb_writer *w, const ws_simdb_request *r, ws_err *
 
 int ws_simdb_add_step(ws_simdb_writer *w, const ws_simdb_step *x, ws_err *err)
 {
-    sqlite3_stmt *st = w->step;
-    sqlite3_bind_int64(st, 2, x->idx);
-    sqlite3_bind_double(st, 3, x->t_start);
-    sqlite3_bind_double(st, 4, x->t_end);
-    sqlite3_bind_int(st, 5, x->batch);
-    sqlite3_bind_int64(st, 6, x->tokens);
-    sqlite3_bind_int64(st, 7, x->context);
-    ws_store_bind_num(st, 8, x->r_star);
-    ws_store_bind_num(st, 9, x->r_real);
-    ws_store_bind_num(st, 10, x->busy_gpu);
-    ws_store_bind_num(st, 11, x->busy_h2d);
-    ws_store_bind_num(st, 12, x->busy_d2h);
-    ws_store_bind_num(st, 13, x->busy_cpu);
-    sqlite3_bind_text(st, 14, x->busy_other[0] ? x->busy_other : "{}", -1, SQLITE_STATIC);
-    return insert_row(w, st, "cannot store simulation step", err);
+    if (ws_simdb_fault_after_rows >= 0 && w->rows >= ws_simdb_fault_after_rows)
+        return ws_err_set(err, WS_EDB, "%s: injected fault after %lld rows", ws_store_path(w->s),
+                          w->rows);
+    int rc = ws_row_add(w->step, x, err);
+    if (!rc)
+        w->rows++;
+    return rc;
 }
 
 long long ws_simdb_writer_rows(const ws_simdb_writer *w) { return w->rows; }
@@ -222,7 +215,7 @@ void ws_simdb_writer_close(ws_simdb_writer *w)
     if (!w)
         return;
     sqlite3_finalize(w->req);
-    sqlite3_finalize(w->step);
+    ws_row_writer_close(w->step);
     free(w);
 }
 
@@ -397,24 +390,6 @@ static void row_request(sqlite3_stmt *st, void *elem)
     r->outcome = ws_simdb_outcome_parse((const char *)sqlite3_column_text(st, 7));
 }
 
-static void row_step(sqlite3_stmt *st, void *elem)
-{
-    ws_simdb_step *x = elem;
-    x->idx = sqlite3_column_int64(st, 0);
-    x->t_start = sqlite3_column_double(st, 1);
-    x->t_end = sqlite3_column_double(st, 2);
-    x->batch = sqlite3_column_int(st, 3);
-    x->tokens = sqlite3_column_int64(st, 4);
-    x->context = sqlite3_column_int64(st, 5);
-    x->r_star = ws_store_col_num(st, 6);
-    x->r_real = ws_store_col_num(st, 7);
-    x->busy_gpu = ws_store_col_num(st, 8);
-    x->busy_h2d = ws_store_col_num(st, 9);
-    x->busy_d2h = ws_store_col_num(st, 10);
-    x->busy_cpu = ws_store_col_num(st, 11);
-    ws_store_col_text(st, 12, x->busy_other, sizeof x->busy_other);
-}
-
 int ws_simdb_list_runs(ws_store *s, ws_simdb_run **out, size_t *n_out, ws_err *err)
 {
     char sql[1024];
@@ -455,12 +430,8 @@ int ws_simdb_get_requests(ws_store *s, long long run_id, ws_simdb_request **out,
 int ws_simdb_get_steps(ws_store *s, long long run_id, ws_simdb_step **out, size_t *n_out,
                        ws_err *err)
 {
-    return read_rows(s,
-                     "SELECT idx, t_start, t_end, batch, tokens, context, r_star, r_real, "
-                     "busy_gpu, busy_h2d, busy_d2h, busy_cpu, busy_other FROM sim_steps "
-                     "WHERE run_id = ?1 ORDER BY idx",
-                     run_id, sizeof **out, row_step, "cannot read simulation steps", (void **)out, n_out,
-                     err);
+    return ws_rows_get(s, "sim_steps", ws_step_cols, sizeof **out, run_id, (void **)out, n_out,
+                       err);
 }
 
 int ws_simdb_get_grid(ws_store *s, long long grid_id, ws_simdb_grid *g, ws_err *err)

@@ -24,6 +24,7 @@
 
 #include <stddef.h>
 
+#include "steprow.h"
 #include "store.h"
 
 #ifdef __cplusplus
@@ -91,19 +92,9 @@ typedef struct ws_simdb_request {
     int outcome;               /* ws_simdb_outcome */
 } ws_simdb_request;
 
-#define WS_SIMDB_OTHER_MAX 160 /* busy_other JSON, including the NUL */
-
-typedef struct ws_simdb_step {
-    long long idx;
-    double t_start, t_end;
-    int batch;                 /* requests in the step */
-    long long tokens;          /* tokens processed: prefill chunk(s) + one per decoding request */
-    long long context;         /* context tokens attended over, summed over the batch */
-    double r_star, r_real;     /* target and realised CPU share; NAN: none */
-    /* busy seconds in the step; a pool's is its unit-seconds divided by its units */
-    double busy_gpu, busy_h2d, busy_d2h, busy_cpu;
-    char busy_other[WS_SIMDB_OTHER_MAX]; /* JSON object {"name": seconds}, "" stored as {} */
-} ws_simdb_step;
+/* A step: the one step row (steprow.h); wall_s and verify_err are NAN for a simulation. */
+typedef ws_step_row ws_simdb_step;
+#define WS_SIMDB_OTHER_MAX WS_STEPROW_OTHER_MAX
 
 /* Writing, inside the caller's transaction (ws_store_begin). */
 /* Inserts the run row (totals as they are) and sets run->id; fills started_at,
