@@ -71,8 +71,9 @@ static void check_verified_run(const char *json, ws_policy_kind pol)
     cr_assert_eq(ws_engine_run(&c, &r, &err), 0, "%s", err.msg);
     cr_assert_eq(r.steps, 100);
     cr_assert(r.flushes >= 2, "windows flushed (%llu)", (unsigned long long)r.flushes);
-    cr_assert(r.cpu_pages > 0 && r.xfer_pages > 0, "both host regions used (%d, %d)", r.cpu_pages,
-              r.xfer_pages);
+    /* (migrate's one share may have moved every page to one region by the end) */
+    cr_assert(pol == WS_POLICY_MIGRATE || (r.cpu_pages > 0 && r.xfer_pages > 0),
+              "both host regions used (%d, %d)", r.cpu_pages, r.xfer_pages);
     cr_assert(r.verify_max_err <= BOUND, "merged vs full: %g", r.verify_max_err);
     for (int s = 0; s < r.steps; s++)
         cr_assert(r.step[s].verify_err <= BOUND, "step %d: %g", s, r.step[s].verify_err);
