@@ -8,7 +8,7 @@
 
 #include "calib.h"
 #include "cli.h"
-#include "grid.h"
+#include "hw.h"
 #include "profile.h"
 #include "run_engine.h"
 #include "run_store.h"
@@ -226,7 +226,7 @@ int cmd_run(int argc, char **argv)
     ws_cost_hw hw;
     rc = cli_host_this(s, &host, hbuf, sizeof hbuf, &err);
     if (!rc)
-        rc = sim_load(s, model, gpu_prof, host, WS_DT_BF16, &m, &hw, NULL, &err);
+        rc = ws_hw_load(s, model, gpu_prof, host, WS_DT_BF16, &m, &hw, NULL, &err);
     ws_store_close(s);
     if (rc)
         return cli_fail(&err);

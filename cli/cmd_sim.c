@@ -10,6 +10,7 @@
 
 #include "cli.h"
 #include "grid.h"
+#include "hw.h"
 #include "record.h"
 #include "serve.h"
 #include "store.h"
@@ -620,7 +621,7 @@ int cmd_sim(int argc, char **argv)
     char this_host[64];
     rc = cli_host_this(s, &host, this_host, sizeof this_host, &err);
     if (!rc)
-        rc = sim_load(s, model, gpu, host, WS_DT_BF16, &m, &hw, &cores, &err);
+        rc = ws_hw_load(s, model, gpu, host, WS_DT_BF16, &m, &hw, &cores, &err);
     if (!store_runs) {
         ws_store_close(s);
         s = NULL;

@@ -10,7 +10,7 @@
 
 #include "calib.h"
 #include "cli.h"
-#include "grid.h"
+#include "hw.h"
 #include "validate.h"
 #include "ws_gnuplot.h"
 #include "ws_util.h"
@@ -334,7 +334,7 @@ int cmd_validate(int argc, char **argv)
     ws_model m;
     ws_cost_hw hw;
     int cores = 1;
-    if (sim_load(s, model, gpu_prof, host, WS_DT_BF16, &m, &hw, &cores, &err)) {
+    if (ws_hw_load(s, model, gpu_prof, host, WS_DT_BF16, &m, &hw, &cores, &err)) {
         ws_store_close(s);
         if (auto_host)
             ws_err_prefix(&err,

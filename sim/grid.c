@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "profile.h"
+#include "hw.h"
 #include "record.h"
 
 const char *const sim_grid_models[SIM_GRID_MODELS] = {"deepseek-v2-lite", "qwen3-30b-a3b",
@@ -20,36 +20,6 @@ const sim_paper_range sim_paper_v100 = {"geomean speedup over the baselines, V10
                                         1.71};
 const sim_paper_range sim_paper_static = {"fixed r = 0.5 / WriteScope", 0.89, 0.96};
 const sim_paper_range sim_paper_single = {"single-state cache / WriteScope", 0.26, 0.79};
-
-int sim_load(ws_store *s, const char *model, const char *gpu, const char *host, ws_dtype kv,
-             ws_model *m, ws_cost_hw *hw, int *cores, ws_err *err)
-{
-    char path[4096];
-    int rc = ws_model_resolve(model, path, sizeof path, err);
-    if (!rc)
-        rc = ws_model_load(path, m, err);
-    if (rc)
-        return rc;
-    ws_profile g = {0}, h = {0};
-    if ((rc = ws_profile_load(s, gpu, &g, err)))
-        return rc;
-    if ((rc = ws_profile_load(s, host, &h, err))) {
-        ws_profile_free(&g);
-        return rc;
-    }
-    if (strcmp(g.kind, "gpu"))
-        rc = ws_err_set(err, WS_EINVAL, "profile '%s' is a %s profile, not a GPU's", gpu, g.kind);
-    else if (strcmp(h.kind, "host"))
-        rc = ws_err_set(err, WS_EINVAL, "profile '%s' is a %s profile, not a host's", host, h.kind);
-    else if (!(rc = ws_profile_fill(s, &h, "kv_reformat_bw", err)))
-        rc = ws_cost_hw_load(&g, &h, m->attn, kv, m->weight_dtype, hw, err);
-    const ws_profile_param *pc = ws_profile_get(&h, "cores");
-    if (cores)
-        *cores = pc && pc->value >= 1 && pc->value < 1e6 ? (int)pc->value : 1;
-    ws_profile_free(&g);
-    ws_profile_free(&h);
-    return rc;
-}
 
 void sim_grid_opts_default(sim_grid_opts *o)
 {
@@ -114,8 +84,8 @@ int sim_grid_eval(sim_grid *g, size_t i, sim_grid_point *out, ws_err *err)
     const sim_grid_opts *o = g->o;
     int rc;
     if (!g->loaded[pair]) {
-        if ((rc = sim_load(g->s, sim_grid_models[mi], sim_grid_gpus[gi], o->host, WS_DT_BF16,
-                           &g->m[pair], &g->hw[pair], NULL, err)))
+        if ((rc = ws_hw_load(g->s, sim_grid_models[mi], sim_grid_gpus[gi], o->host, WS_DT_BF16,
+                             &g->m[pair], &g->hw[pair], NULL, err)))
             return rc;
         g->loaded[pair] = 1;
     }

@@ -1,6 +1,5 @@
-/* grid: the reference paper's evaluation grid run through the simulator, and the loading
- * that every simulation starts with (a model by name, a GPU and a host profile by name ->
- * the cost model's hardware). The grid is DeepSeek-V2-Lite, Qwen3-30B-A3B and Mixtral-8x7B
+/* grid: the reference paper's evaluation grid run through the simulator, each (model, GPU)
+ * loaded once by runtime/hw.h. The grid is DeepSeek-V2-Lite, Qwen3-30B-A3B and Mixtral-8x7B
  * on the a100-40gb-pcie and v100-32gb-pcie profiles (host: the paper's Xeon or the caller's),
  * closed batches of 4/16/32 requests with 2K/8K/32K prompts and 256 output tokens, every
  * policy; the summary is each policy's throughput and the geometric-mean speedup of
@@ -15,8 +14,6 @@
 #ifndef WS_SIM_GRID_H
 #define WS_SIM_GRID_H
 
-#include "cost.h"
-#include "model.h"
 #include "serve.h"
 #include "simdb.h"
 #include "store.h"
@@ -25,12 +22,6 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-/* Loads model `model` (a shipped name or a path) and the profiles `gpu` and `host` from s,
- * and the cost model's hardware for the model's attention kind and weights, KV at kv;
- * *cores (if non-NULL): the host profile's cores (1 when it has none). */
-int sim_load(ws_store *s, const char *model, const char *gpu, const char *host, ws_dtype kv,
-             ws_model *m, ws_cost_hw *hw, int *cores, ws_err *err);
 
 #define SIM_GRID_MODELS 3
 #define SIM_GRID_GPUS 2

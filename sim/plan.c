@@ -6,7 +6,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "grid.h"
+#include "hw.h"
 #include "plandb.h"
 #include "policy.h"
 #include "serve.h"
@@ -427,8 +427,8 @@ int ws_plan_open(ws_store *store, const ws_plan_spec *s, ws_plan **out, ws_err *
         return ws_err_set(err, WS_ENOMEM, "plan: out of memory");
     p->spec = s;
     for (int g = 0; g < s->n_gpus && !rc; g++)
-        rc = sim_load(store, s->model, s->gpus[g], s->host, WS_DT_BF16, &p->m[g], &p->hw[g],
-                      &p->cores, err);
+        rc = ws_hw_load(store, s->model, s->gpus[g], s->host, WS_DT_BF16, &p->m[g], &p->hw[g],
+                        &p->cores, err);
     if (!rc && s->load == WS_PLAN_RATE && s->trace) {
         ws_trace *t;
         ws_trace_req q;

@@ -10,9 +10,9 @@
 #include <string.h>
 
 #include "gemm_bf16.h"
-#include "grid.h"
 #include "half.h"
 #include "helpers.h"
+#include "hw.h"
 #include "pool.h"
 #include "run_engine.h"
 #include "store.h"
@@ -42,7 +42,7 @@ static void load(const char *json)
 {
     ws_err err = {0};
     cr_assert_eq(ws_model_parse(json, "tiny.json", &g_m, &err), 0, "%s", err.msg);
-    th_paper_hw(NULL, &g_m, &g_hw); /* sim_load's profile half: the loader the CLI uses */
+    th_paper_hw(NULL, &g_m, &g_hw); /* ws_hw_load's profile half: the loader the CLI uses */
 }
 
 static void tiny_cfg(ws_engine_cfg *c)

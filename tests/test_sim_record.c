@@ -9,8 +9,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "grid.h"
 #include "helpers.h"
+#include "hw.h"
 #include "record.h"
 #include "serve.h"
 #include "store.h"
@@ -71,8 +71,8 @@ static void load(ws_model *m, ws_cost_hw *hw)
     ws_err err = {0};
     ws_store *s;
     cr_assert_eq(ws_store_open_embedded(&s, &err), 0, "%s", err.msg);
-    cr_assert_eq(sim_load(s, "qwen3-30b-a3b", "a100-40gb-pcie", "xeon-gold-5318y", WS_DT_BF16, m,
-                          hw, NULL, &err),
+    cr_assert_eq(ws_hw_load(s, "qwen3-30b-a3b", "a100-40gb-pcie", "xeon-gold-5318y", WS_DT_BF16,
+                            m, hw, NULL, &err),
                  0, "%s", err.msg);
     ws_store_close(s);
 }

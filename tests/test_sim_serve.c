@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "grid.h"
+#include "hw.h"
 #include "serve.h"
 #include "store.h"
 #include "timeline.h"
@@ -24,8 +24,8 @@ static void load(const char *model, const char *gpu, ws_model *m, ws_cost_hw *hw
     ws_err err = {0};
     ws_store *s;
     cr_assert_eq(ws_store_open_embedded(&s, &err), 0, "%s", err.msg);
-    cr_assert_eq(sim_load(s, model, gpu, "xeon-gold-5318y", WS_DT_BF16, m, hw, NULL, &err), 0, "%s",
-                 err.msg);
+    cr_assert_eq(ws_hw_load(s, model, gpu, "xeon-gold-5318y", WS_DT_BF16, m, hw, NULL, &err), 0,
+                 "%s", err.msg);
     ws_store_close(s);
 }
 

@@ -6,7 +6,7 @@
 #include <criterion/criterion.h>
 #include <math.h>
 
-#include "grid.h"
+#include "hw.h"
 #include "step.h"
 #include "store.h"
 
@@ -23,8 +23,8 @@ static void world_init(world *w, int layers, int fold)
     ws_err err = {0};
     ws_store *s;
     cr_assert_eq(ws_store_open_embedded(&s, &err), 0, "%s", err.msg);
-    cr_assert_eq(sim_load(s, "qwen3-30b-a3b", "a100-40gb-pcie", "xeon-gold-5318y", WS_DT_BF16,
-                          &w->m, &w->hw, NULL, &err),
+    cr_assert_eq(ws_hw_load(s, "qwen3-30b-a3b", "a100-40gb-pcie", "xeon-gold-5318y", WS_DT_BF16,
+                            &w->m, &w->hw, NULL, &err),
                  0, "%s", err.msg);
     ws_store_close(s);
     ws_cost_cfg cc;

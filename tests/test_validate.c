@@ -12,8 +12,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "grid.h"
 #include "helpers.h"
+#include "hw.h"
 #include "store.h"
 #include "validate.h"
 
