@@ -33,7 +33,7 @@ NVCC    ?= $(shell command -v nvcc 2>/dev/null)
 MPICC   ?= $(shell command -v mpicc 2>/dev/null)
 CUDA_ARCHS ?= 70 80 90
 
-DIRS    := common platform store kernels calib calib/probe runtime sim traces validate
+DIRS    := common platform store kernels calib calib/probe runtime sim traces validate plots
 INCS    := $(addprefix -I,$(DIRS)) -I$(O)/gen
 # DEPS_PREFIX: a folder holding extracted Debian packages (scripts/gpu_bundle.sh). Headers
 # and libraries are taken from it before the system's, the binaries find its libraries

@@ -17,7 +17,6 @@
 #include "fingerprint.h"
 #include "fit.h"
 #include "store.h"
-#include "ws_gnuplot.h"
 
 /* What a sample measures (device, op, dtype, attention kind) and one measured
  * configuration: the database's row types (store/calibdb.h). */
@@ -62,13 +61,6 @@ int ws_calib_fit_all(ws_calib_run *run, ws_err *err);
 int ws_calib_store(ws_store *store, const ws_calib_run *run, long long *run_id, ws_err *err);
 /* Fits of one run (run_id 0 = newest) as JSON: {run: {...}, fits: [...]}. */
 json_t *ws_calib_show(ws_store *store, long long run_id, ws_err *err);
-
-/* `writescope plot calib`: every roofline or transfer fit of calibration run req->run (0 =
- * newest), one panel each, drawn by plots/calib.gp into req->out: the achieved rate
- * (GB/s, or GFLOP/s for a compute-bound fit) of the measured samples against their size
- * with the fitted model's curve, and the model's error in percent below. what: a
- * one-line note of what was drawn. */
-int ws_calib_plot(ws_store *store, const ws_plot_req *req, char *what, size_t cap, ws_err *err);
 
 /* This machine's calibrated profile name, "host:<fingerprint>" (the fingerprint calib
  * stores it under), into buf; 1 when store s holds that profile, 0 when it does not (buf

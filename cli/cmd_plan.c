@@ -1,6 +1,6 @@
 /* cmd_plan: `writescope plan` -- what-if capacity planning with the simulator. Parsing and
  * printing only: the search is ws_plan_run (sim/plan.h), storing ws_plan_save, the figure
- * ws_plan_plot. Every figure is modeled from the named profiles and says so. */
+ * ws_plan_plot (plots/plan_plot.h). Every figure is modeled from the named profiles and says so. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,6 +9,7 @@
 
 #include "cli.h"
 #include "plan.h"
+#include "plan_plot.h"
 #include "policy.h"
 #include "store.h"
 #include "trace.h"

@@ -6,11 +6,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "calib.h"
+#include "calib_plot.h"
 #include "cli.h"
 #include "run_plot.h"
 #include "sim_plot.h"
-#include "validate.h"
+#include "validate_plot.h"
 #include "ws_gnuplot.h"
 #include "ws_util.h"
 

@@ -12,7 +12,7 @@
 #include "cli.h"
 #include "hw.h"
 #include "validate.h"
-#include "ws_gnuplot.h"
+#include "validate_plot.h"
 #include "ws_util.h"
 
 #define VAL_DEFAULT_GPU "a100-40gb-pcie"
@@ -383,9 +383,7 @@ int cmd_validate(int argc, char **argv)
                 "validate: stored as validation %lld (runtime run %lld, simulation %lld) in %s\n",
                 r.run.id, r.run.run_id, r.run.sim_run_id, ws_store_path(s));
     if (plot) {
-        char script[4096];
-        if (ws_gnuplot_script("validate", script, sizeof script, &err) ||
-            ws_validate_plot_report(&r, script, plot, &err))
+        if (ws_validate_plot_rows(&r.run, r.stat, WS_VQ_COUNT, r.pt, r.n_pt, plot, &err))
             rc = cli_fail(&err);
         else
             fprintf(stderr, "validate: figure %s\n", plot);

@@ -214,10 +214,6 @@ void ws_plan_workload_text(const ws_plan_spec *s, char *buf, size_t cap);
 /* Stores the plan whole (store/plandb.h, one transaction) and sets *id. */
 int ws_plan_save(ws_store *store, const ws_plan_spec *s, const ws_plan_report *rep,
                  long long *id, ws_err *err);
-/* Draws plan `id` (0: the newest) with plots/plan.gp into out (.png or .svg): per GPU,
- * goodput against load per policy (default settings) and the SLO attainment against load
- * with the slo_pct threshold. */
-int ws_plan_plot(ws_store *store, long long id, const char *out, ws_err *err);
 
 #ifdef __cplusplus
 }

@@ -2,7 +2,9 @@
  * Every source file's `#include "x.h"` is resolved to the folder that holds x.h, and that
  * folder must be one its own folder may use: folders only include folders below them
  * (common < platform < kernels; common < store; calib and runtime above kernels and store;
- * sim above runtime and traces; validate above sim and calib; cli above everything), and
+ * sim above runtime and traces; validate above sim and calib; plots on store and common
+ * only, so a figure reads store rows and never the simulator, runtime, validation or
+ * calibrator; cli above everything, and the only folder that may use plots/), and
  * <sqlite3.h> appears only in store/. A header included from a folder the rules do not
  * allow fails the test with the file and the header named. */
 #include <criterion/criterion.h>
@@ -35,8 +37,10 @@ static const layer layers[] = {
     {"sim", "common store traces runtime"},
     /* validate runs the live engine, the simulator and (--calibrate) the calibrator */
     {"validate", "common platform store kernels calib runtime sim traces"},
+    /* every figure: the gnuplot scripts and the C that turns store rows into their data */
+    {"plots", "common store"},
     {"cli", "common platform store kernels kernels/cuda calib calib/probe runtime sim traces "
-            "validate"},
+            "validate plots"},
     {"fuzz", "common store runtime traces"},
 };
 #define N_LAYERS (sizeof layers / sizeof layers[0])
@@ -199,4 +203,34 @@ Test(layout, the_check_catches_a_kernel_that_calls_up)
             runtime = (int)l;
     cr_assert(allowed(calib, runtime, "model.h"));
     cr_assert(!allowed(calib, runtime, "policy.h"));
+}
+
+static int layer_of(const char *dir)
+{
+    for (size_t l = 0; l < N_LAYERS; l++)
+        if (!strcmp(layers[l].dir, dir))
+            return (int)l;
+    cr_assert_fail("no layer '%s' in the table", dir);
+    return -1;
+}
+
+Test(layout, figures_read_only_store_rows)
+{
+    /* plots/ may not reach past the store: the simulator, runtime, validation and
+     * calibrator are off limits, and below cli no folder draws figures. */
+    const int plots = layer_of("plots");
+    const char *const above[][2] = {{"sim", "serve.h"},      {"sim", "plan.h"},
+                                    {"runtime", "hw.h"},     {"runtime", "policy.h"},
+                                    {"validate", "validate.h"}, {"calib", "calib.h"},
+                                    {"calib", "fit.h"}};
+    for (size_t i = 0; i < sizeof above / sizeof above[0]; i++)
+        cr_assert(!allowed(plots, layer_of(above[i][0]), above[i][1]), "plots/ may use %s/%s",
+                  above[i][0], above[i][1]);
+    cr_assert(allowed(plots, layer_of("store"), "simdb.h"));
+    cr_assert(allowed(plots, layer_of("common"), "ws_gnuplot.h"));
+    for (size_t l = 0; l < N_LAYERS; l++)
+        if (strcmp(layers[l].dir, "cli") && strcmp(layers[l].dir, "plots"))
+            cr_assert(!allowed((int)l, plots, "sim_plot.h"), "%s/ may use plots/",
+                      layers[l].dir);
+    cr_assert(allowed(layer_of("cli"), plots, "sim_plot.h"));
 }

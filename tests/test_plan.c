@@ -13,6 +13,7 @@
 
 #include "helpers.h"
 #include "plan.h"
+#include "plan_plot.h"
 #include "plandb.h"
 #include "policy.h"
 #include "store.h"

@@ -16,6 +16,7 @@
 #include "hw.h"
 #include "store.h"
 #include "validate.h"
+#include "validate_plot.h"
 
 static ws_model g_m;
 static ws_cost_hw g_hw;

@@ -691,12 +691,3 @@ int ws_validate_calibrate(ws_store *s, int threads,
     ws_calib_run_free(&run);
     return rc;
 }
-
-int ws_validate_plot_fig(ws_store *s, const ws_plot_req *req, char *what, size_t cap,
-                         ws_err *err)
-{
-    const int rc = ws_validate_plot(s, req->run, req->out, err);
-    if (!rc)
-        snprintf(what, cap, req->run ? "validation %lld" : "the newest validation", req->run);
-    return rc;
-}

@@ -32,7 +32,8 @@
  *
  * Storage: with a store the runtime runs (rundb), the simulation (simdb) and the comparison
  * (validatedb, linked to both) are written, each in its own transaction. The report's rows
- * are the database's row types, so a stored validation reads back as the same report. */
+ * are the database's row types, so a stored validation reads back as the same report, and
+ * the figure (plots/validate_plot.h) draws either from those rows. */
 #ifndef WS_VALIDATE_H
 #define WS_VALIDATE_H
 
@@ -41,7 +42,6 @@
 #include "run_engine.h"
 #include "store.h"
 #include "validatedb.h"
-#include "ws_gnuplot.h"
 #include "ws_err.h"
 
 #ifdef __cplusplus
@@ -114,18 +114,6 @@ void ws_validate_report_free(ws_validate_report *r);
 
 /* Reads validation `id` (0: the newest) back as a report. */
 int ws_validate_load(ws_store *s, long long id, ws_validate_report *out, ws_err *err);
-
-/* Draws the report with gnuplot and `script` (plots/validate.gp) into out (SVG when it ends
- * in .svg, else PNG): one panel per quantity, predicted against measured with the y = x
- * line, through a private temporary folder removed after. Values reach gnuplot only as
- * script arguments and data files. */
-int ws_validate_plot_report(const ws_validate_report *r, const char *script, const char *out,
-                            ws_err *err);
-/* The same for stored validation `id` (0: the newest), with plots/validate.gp. */
-int ws_validate_plot(ws_store *s, long long id, const char *out, ws_err *err);
-/* `writescope plot validate`: ws_validate_plot of req->run (0: the newest) into req->out. */
-int ws_validate_plot_fig(ws_store *s, const ws_plot_req *req, char *what, size_t cap,
-                         ws_err *err);
 
 #ifdef __cplusplus
 }

@@ -15,7 +15,7 @@
  * Figures over many runs take the newest run of each point, so a rerun replaces its
  * predecessor; figures of one run take req->run (0: the newest) and, for latency, the
  * newest run of every policy on the same workload. Every number here is modeled and the
- * figures say so. Live-runtime figures are in runtime/run_plot.h. */
+ * figures say so. Live-runtime figures are in run_plot.h. */
 #ifndef WS_SIM_PLOT_H
 #define WS_SIM_PLOT_H
 
@@ -38,7 +38,7 @@ int sim_plot_share(ws_store *s, const ws_plot_req *req, char *what, size_t cap, 
 int sim_plot_latency(ws_store *s, const ws_plot_req *req, char *what, size_t cap, ws_err *err);
 int sim_plot_util(ws_store *s, const ws_plot_req *req, char *what, size_t cap, ws_err *err);
 /* A capacity plan (`writescope plan --save`; req->run: the plan's id, 0 the newest), through
- * ws_plan_plot (sim/plan.h). */
+ * ws_plan_plot (plan_plot.h). */
 int sim_plot_plan(ws_store *s, const ws_plot_req *req, char *what, size_t cap, ws_err *err);
 
 #ifdef __cplusplus

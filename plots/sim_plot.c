@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "plan.h"
+#include "plan_plot.h"
 #include "run_plot.h"
 #include "simdb.h"
 

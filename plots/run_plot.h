@@ -1,6 +1,6 @@
 /* run_plot: the figures `writescope plot share|util --live N` draws from a run of the live
  * runtime (run_runs, run_steps; store/rundb.h), and the step files those two figures share
- * with their simulator versions (sim/sim_plot.h): the scripts plots/share.gp and
+ * with their simulator versions (sim_plot.h): the scripts plots/share.gp and
  * plots/util.gp read the same columns whichever produced the steps, and only the labels
  * say where each number came from. In a live run the CPU's times and the realised share
  * (counted pages) are measured; the GPU's and the transfers' times are measured on a CUDA

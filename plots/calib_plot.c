@@ -1,17 +1,44 @@
-/* calib_plot: the data of plots/calib.gp (see calib.h) -- for every roofline or transfer
- * fit of a calibration run, the achieved rate of each measured size beside the fitted
- * model's, and the model's error in percent. Rates rather than times: on log-log time
- * axes every fit looks perfect, while a rate curve shows where the model bends away. */
+/* calib_plot: the data of plots/calib.gp (see calib_plot.h). */
+#include "calib_plot.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "calib.h"
+#include "calibdb.h"
 #include "ws_gnuplot.h"
-#include "ws_util.h"
 
 #define CURVE_POINTS 16 /* model points between two measured sizes */
+
+/* A stored fit's model: t = c0 + max(F / P, B / W) (roofline), c0 + B / W (transfer) or
+ * c0 + F / P + B / W (serial); a rate the row leaves unset (NAN) drops its term. */
+typedef enum fit_form { FORM_ROOFLINE, FORM_TRANSFER, FORM_SERIAL } fit_form;
+
+typedef struct fit_model {
+    fit_form form;
+    double c0, peak_flops, bandwidth; /* s, flop/s, B/s; 0: none */
+} fit_model;
+
+static fit_model model_of(const ws_calibdb_fit *f)
+{
+    return (fit_model){.form = !strcmp(f->form, "transfer") ? FORM_TRANSFER
+                               : !strcmp(f->form, "serial") ? FORM_SERIAL
+                                                            : FORM_ROOFLINE,
+                       .c0 = isnan(f->c0) ? 0 : f->c0,
+                       .peak_flops = isnan(f->peak_flops) ? 0 : f->peak_flops,
+                       .bandwidth = isnan(f->bandwidth) ? 0 : f->bandwidth};
+}
+
+/* The model's time of a call of `flops` and `bytes` (calib/fit.h's ws_fit_predict). */
+static double model_time(const fit_model *r, double flops, double bytes)
+{
+    double tf = r->peak_flops > 0 ? flops / r->peak_flops : 0.0;
+    double tb = r->bandwidth > 0 ? bytes / r->bandwidth : 0.0;
+    if (r->form == FORM_SERIAL)
+        return r->c0 + tf + tb;
+    return r->c0 + (r->form == FORM_TRANSFER ? tb : (tf > tb ? tf : tb));
+}
 
 typedef struct panel_ctx {
     ws_store *store;
@@ -39,7 +66,7 @@ static int by_work_bytes(const void *a, const void *b)
 
 /* One panel's line of titles.tsv: the key, the fitted parameters, y label, x label, and
  * how the model is drawn (a curve, or a point per sample when the samples mix shapes). */
-static void put_titles(FILE *t, const ws_calibdb_fit *f, const ws_fit_result *r, int by_flops,
+static void put_titles(FILE *t, const ws_calibdb_fit *f, const fit_model *r, int by_flops,
                        int curve)
 {
     char key[160], rates[200] = "";
@@ -82,7 +109,7 @@ static int one_shape(const ws_calibdb_sample *x, int nx)
 
 /* Writes n.dat (size, rate median, rate at t_max, rate at t_min, model error %) and n.fit
  * (size, model rate: a smooth curve between the measured sizes, or one row per sample). */
-static int put_panel(const char *dir, int n, ws_calibdb_sample *x, int nx, const ws_fit_result *r,
+static int put_panel(const char *dir, int n, ws_calibdb_sample *x, int nx, const fit_model *r,
                      int by_flops, int curve, ws_err *err)
 {
     char name[32];
@@ -94,7 +121,7 @@ static int put_panel(const char *dir, int n, ws_calibdb_sample *x, int nx, const
     for (int j = 0; j < nx; j++) {
         double w = work(&x[j], by_flops), t = x[j].t_median;
         double tmin = isnan(x[j].t_min) ? t : x[j].t_min, tmax = isnan(x[j].t_max) ? t : x[j].t_max;
-        double tm = ws_fit_predict(r, x[j].flops, x[j].bytes);
+        double tm = model_time(r, x[j].flops, x[j].bytes);
         if (!(t > 0 && w > 0))
             continue;
         fprintf(d, "%.6g\t%.6g\t%.6g\t%.6g\t%.6g\n", w, w / t / 1e9,
@@ -109,7 +136,7 @@ static int put_panel(const char *dir, int n, ws_calibdb_sample *x, int nx, const
     if (!c)
         return err->code;
     for (int j = 0; !curve && j < nx; j++) {
-        double w = work(&x[j], by_flops), tm = ws_fit_predict(r, x[j].flops, x[j].bytes);
+        double w = work(&x[j], by_flops), tm = model_time(r, x[j].flops, x[j].bytes);
         if (w > 0 && tm > 0)
             fprintf(c, "%.6g\t%.6g\n", w, w / tm / 1e9);
     }
@@ -124,7 +151,7 @@ static int put_panel(const char *dir, int n, ws_calibdb_sample *x, int nx, const
                                                      : a->flops + u * (b->flops - a->flops);
             double by = a->bytes > 0 && b->bytes > 0 ? a->bytes * pow(b->bytes / a->bytes, u)
                                                      : a->bytes + u * (b->bytes - a->bytes);
-            double w = by_flops ? fl : by, tm = ws_fit_predict(r, fl, by);
+            double w = by_flops ? fl : by, tm = model_time(r, fl, by);
             if (w > 0 && tm > 0)
                 fprintf(c, "%.6g\t%.6g\n", w, w / tm / 1e9);
         }
@@ -153,13 +180,8 @@ static int write_panels(void *vctx, const char *dir, int *n_out, ws_err *err)
         const ws_calibdb_fit *f = &fits[i];
         if (!strcmp(f->form, "factor") || f->n_samples < 3)
             continue;
-        ws_fit_result r = {.form = !strcmp(f->form, "transfer") ? WS_FIT_TRANSFER
-                                   : !strcmp(f->form, "serial") ? WS_FIT_SERIAL
-                                                                : WS_FIT_ROOFLINE,
-                           .c0 = isnan(f->c0) ? 0 : f->c0,
-                           .peak_flops = isnan(f->peak_flops) ? 0 : f->peak_flops,
-                           .bandwidth = isnan(f->bandwidth) ? 0 : f->bandwidth};
-        const int by_flops = r.form != WS_FIT_TRANSFER && f->compute_bound && r.peak_flops > 0;
+        const fit_model r = model_of(f);
+        const int by_flops = r.form != FORM_TRANSFER && f->compute_bound && r.peak_flops > 0;
         ws_calibdb_sample *x;
         int nx;
         if ((rc = ws_calibdb_get_samples(ctx->store, run.id, &f->key, &x, &nx, err)))
