@@ -1,6 +1,7 @@
 /* cmd_plan: `writescope plan` -- what-if capacity planning with the simulator. Parsing and
- * printing only: the search is ws_plan_run (sim/plan.h), storing ws_plan_save, the figure
- * ws_plan_plot (plots/plan_plot.h). Every figure is modeled from the named profiles and says so. */
+ * printing only: the search is ws_plan_run (sim/plan.h), storing ws_plan_store
+ * (sim/plan_store.h), the figure ws_plan_plot (plots/plan_plot.h). Every figure is modeled
+ * from the named profiles and says so. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +11,7 @@
 #include "cli.h"
 #include "plan.h"
 #include "plan_plot.h"
+#include "plan_store.h"
 #include "policy.h"
 #include "store.h"
 #include "trace.h"
@@ -501,14 +503,14 @@ static int plan_ranks(ws_par *par, ws_plan_spec *s, const char *db, int store_it
     char dbpath[WS_PATH_MAX] = "";
     if (!rc && !rank && store_it) {
         snprintf(dbpath, sizeof dbpath, "%s", ws_store_path(st));
-        rc = ws_plan_save(st, s, &rep, &id, &err);
+        rc = ws_plan_store(st, s, &rep, &id, &err);
     }
     if (!rc && !rank && plot) {
         /* Not stored: the figure is drawn from a copy in an in-memory database. */
         ws_store *mem = NULL;
         long long mid = id;
         if (!store_it && !(rc = ws_store_open(":memory:", &mem, &err)))
-            rc = ws_plan_save(mem, s, &rep, &mid, &err);
+            rc = ws_plan_store(mem, s, &rep, &mid, &err);
         if (!rc)
             rc = ws_plan_plot(mem ? mem : st, mid, plot, &err);
         ws_store_close(mem);

@@ -23,7 +23,9 @@
  * round are independent, so that function may run them anywhere (ws_plan_eval_points runs
  * them here, one after the other; an MPI map can spread them over ranks), and results never
  * depend on how they were run. Settings search is coordinate-wise: the default, then each
- * candidate of one setting with the others at their defaults. Everything is modeled. */
+ * candidate of one setting with the others at their defaults. Everything is modeled. A
+ * report goes to the database through plan_store.h and is drawn from there by
+ * plots/plan_plot.h; cli/cmd_plan.c drives all three. */
 #ifndef WS_SIM_PLAN_H
 #define WS_SIM_PLAN_H
 
@@ -56,8 +58,8 @@ typedef enum ws_plan_kind {
 /* Simulator settings a plan tunes; 0 everywhere: the simulator's defaults. */
 typedef struct ws_plan_setting {
     double gpu_kv_gb; /* GPU KV budget, GiB (0: 2 GiB, 0.3 GiB for MLA models) */
-    int page;         /* P, tokens per page (0: 256) */
-    int window;       /* W, D-window tokens, a multiple of P (0: 256) */
+    int page;         /* P, tokens per page (0: the policy's default, ws_policy_params_default) */
+    int window;       /* W, D-window tokens, a multiple of P (0: the simulator's, sim_cfg_default) */
 } ws_plan_setting;
 
 /* One independent evaluation. */
@@ -211,9 +213,6 @@ const char *ws_plan_setting_text(const ws_plan_setting *set, char *buf, size_t c
 /* The workload in words ("poisson arrivals, prompts fixed:131072, ..."). */
 void ws_plan_workload_text(const ws_plan_spec *s, char *buf, size_t cap);
 
-/* Stores the plan whole (store/plandb.h, one transaction) and sets *id. */
-int ws_plan_save(ws_store *store, const ws_plan_spec *s, const ws_plan_report *rep,
-                 long long *id, ws_err *err);
 
 #ifdef __cplusplus
 }

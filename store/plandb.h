@@ -1,9 +1,9 @@
-/* plandb: capacity plans in the database (schema 008_plan.sql) as typed rows, so the planner
- * (sim/plan.c) writes and reads plain structs and never sees SQL. A plan is written whole in
- * one transaction -- its run row, every simulated point, the best load per (GPU, policy,
- * setting) and the OOM frontier -- or not at all. Every plan is labelled 'modeled'. Numbers a
- * row does not have (an SLO not given, a percentile with an OOM in it, no price) are NAN here
- * and NULL in the tables. */
+/* plandb: capacity plans in the database (schema 008_plan.sql) as typed rows, so the
+ * planner's storage (sim/plan_store.c) writes plain structs, the figure (plots/plan_plot.c)
+ * reads them, and neither sees SQL. A plan is written whole in one transaction -- its run
+ * row, every simulated point, the best load per (GPU, policy, setting) and the OOM frontier
+ * -- or not at all. Every plan is labelled 'modeled'. Numbers a row does not have (an SLO
+ * not given, a percentile with an OOM in it, no price) are NAN here and NULL in the tables. */
 #ifndef WS_PLANDB_H
 #define WS_PLANDB_H
 

@@ -14,6 +14,7 @@
 #include "helpers.h"
 #include "plan.h"
 #include "plan_plot.h"
+#include "plan_store.h"
 #include "plandb.h"
 #include "policy.h"
 #include "store.h"
@@ -274,7 +275,7 @@ Test(plan, stored_plan_reads_back_and_draws)
     ws_plan_report rep;
     cr_assert_eq(ws_plan_run(st, &s, &rep, &err), 0, "%s", err.msg);
     long long id = 0;
-    cr_assert_eq(ws_plan_save(st, &s, &rep, &id, &err), 0, "%s", err.msg);
+    cr_assert_eq(ws_plan_store(st, &s, &rep, &id, &err), 0, "%s", err.msg);
     cr_assert_gt(id, 0);
     ws_plandb_run run;
     cr_assert_eq(ws_plandb_get_run(st, 0, &run, &err), 0, "%s", err.msg);
