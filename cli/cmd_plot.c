@@ -1,6 +1,6 @@
 /* cmd_plot: `writescope plot NAME` -- one table of figures, each a library function that
  * reads the database, writes its data files and runs plots/NAME.gp through gnuplot
- * (common/ws_gnuplot.h). This file only parses, picks the row and prints. */
+ * (plots/ws_gnuplot.h). This file only parses, picks the row and prints. */
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>

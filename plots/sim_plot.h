@@ -1,6 +1,6 @@
 /* sim_plot: the figures `writescope plot` draws from simulation results (sim_runs,
  * sim_requests, sim_steps): each function reads the database through store/simdb.h, writes
- * the data files of its gnuplot script (plots/NAME.gp) and runs it (common/ws_gnuplot.h).
+ * the data files of its gnuplot script (plots/NAME.gp) and runs it (ws_gnuplot.h).
  *
  *   speedup     writescope's decode tokens/s over each baseline's, per model and hardware:
  *               the geometric mean over the closed-batch points (batch, prompt, output)

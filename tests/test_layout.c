@@ -227,7 +227,7 @@ Test(layout, figures_read_only_store_rows)
         cr_assert(!allowed(plots, layer_of(above[i][0]), above[i][1]), "plots/ may use %s/%s",
                   above[i][0], above[i][1]);
     cr_assert(allowed(plots, layer_of("store"), "simdb.h"));
-    cr_assert(allowed(plots, layer_of("common"), "ws_gnuplot.h"));
+    cr_assert(allowed(plots, layer_of("common"), "ws_err.h"));
     for (size_t l = 0; l < N_LAYERS; l++)
         if (strcmp(layers[l].dir, "cli") && strcmp(layers[l].dir, "plots"))
             cr_assert(!allowed((int)l, plots, "sim_plot.h"), "%s/ may use plots/",
