@@ -18,8 +18,17 @@ static void put_row(FILE *f, double t0, double t1, double ctx, double rs, double
     fprintf(f, "\t%lld\n", idx);
 }
 
-int ws_run_plot_steps(const char *dir, const ws_plot_step *st, size_t n, size_t *n_share,
-                      ws_err *err)
+/* One step as the step files want it. NAN: none. */
+typedef struct plot_step {
+    long long idx;         /* step number */
+    double t_start, t_end; /* seconds on the run's timeline */
+    double context;        /* mean context tokens per sequence */
+    double r_star, r_real; /* CPU share: target and realised */
+    double busy[4];        /* seconds busy: GPU, H2D, D2H, CPU */
+} plot_step;
+
+static int put_steps(const char *dir, const plot_step *st, size_t n, size_t *n_share,
+                     ws_err *err)
 {
     FILE *f = ws_gnuplot_open(dir, "steps.dat", err);
     if (!f)
@@ -58,6 +67,24 @@ int ws_run_plot_steps(const char *dir, const ws_plot_step *st, size_t n, size_t 
     return ws_gnuplot_close(f, "util.dat", err);
 }
 
+int ws_run_plot_steps(const char *dir, const ws_step_row *rows, size_t n, size_t *n_share,
+                      ws_err *err)
+{
+    plot_step *st = calloc(n ? n : 1, sizeof *st);
+    if (!st)
+        return ws_err_set(err, WS_ENOMEM, "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        const ws_step_row *x = &rows[i];
+        st[i] = (plot_step){x->idx, x->t_start, x->t_end,
+                            x->batch > 0 ? (double)x->context / x->batch : NAN,
+                            x->r_star, x->r_real,
+                            {x->busy_gpu, x->busy_h2d, x->busy_d2h, x->busy_cpu}};
+    }
+    const int rc = put_steps(dir, st, n, n_share, err);
+    free(st);
+    return rc;
+}
+
 typedef struct live_ctx {
     ws_store *s;
     long long id;
@@ -75,22 +102,9 @@ static int write_live(void *vctx, const char *dir, int *n_out, ws_err *err)
         return rc;
     if (n == 0)
         return ws_err_set(err, WS_ENOTFOUND, "runtime run %lld has no steps to plot", c->run.id);
-    ws_plot_step *st = calloc(n, sizeof *st);
-    if (!st) {
-        free(rows);
-        return ws_err_set(err, WS_ENOMEM, "out of memory");
-    }
-    for (size_t i = 0; i < n; i++) {
-        const ws_rundb_step *x = &rows[i];
-        st[i] = (ws_plot_step){x->idx, x->t_start, x->t_end,
-                               x->batch > 0 ? (double)x->context / x->batch : NAN,
-                               x->r_star, x->r_real,
-                               {x->busy_gpu, x->busy_h2d, x->busy_d2h, x->busy_cpu}};
-    }
-    free(rows);
     size_t n_share;
-    rc = ws_run_plot_steps(dir, st, n, &n_share, err);
-    free(st);
+    rc = ws_run_plot_steps(dir, rows, n, &n_share, err);
+    free(rows);
     if (rc)
         return rc;
     if (!c->util && n_share == 0)

@@ -17,6 +17,7 @@
 
 #include <stddef.h>
 
+#include "steprow.h"
 #include "store.h"
 #include "ws_err.h"
 #include "ws_gnuplot.h"
@@ -27,17 +28,9 @@ extern "C" {
 
 #define WS_RUN_PLOT_BINS 400 /* util.dat rows at most */
 
-/* One step as the step files want it. NAN: none. */
-typedef struct ws_plot_step {
-    long long idx;           /* step number */
-    double t_start, t_end;   /* seconds on the run's timeline */
-    double context;          /* mean context tokens per sequence */
-    double r_star, r_real;   /* CPU share: target and realised */
-    double busy[4];          /* seconds busy: GPU, H2D, D2H, CPU */
-} ws_plot_step;
-
-/* Writes dir/steps.dat and dir/util.dat; *n_share: the rows of steps.dat. */
-int ws_run_plot_steps(const char *dir, const ws_plot_step *st, size_t n, size_t *n_share,
+/* Writes dir/steps.dat and dir/util.dat from the n step rows of a run, live or simulated
+ * (store/steprow.h); *n_share: the rows of steps.dat. */
+int ws_run_plot_steps(const char *dir, const ws_step_row *rows, size_t n, size_t *n_share,
                       ws_err *err);
 
 /* The figures of live run req->live (0: the newest). */

@@ -349,22 +349,9 @@ static int write_steps(void *vctx, const char *dir, int *n_out, ws_err *err)
     if (n == 0)
         return ws_err_set(err, WS_ENOTFOUND, "simulation run %lld has no steps to plot%s",
                           c->run.id, c->run.oom ? " (its requests ran out of memory)" : "");
-    ws_plot_step *st = calloc(n, sizeof *st);
-    if (!st) {
-        free(rows);
-        return ws_err_set(err, WS_ENOMEM, "out of memory");
-    }
-    for (size_t i = 0; i < n; i++) {
-        const ws_simdb_step *x = &rows[i];
-        st[i] = (ws_plot_step){x->idx, x->t_start, x->t_end,
-                               x->batch > 0 ? (double)x->context / x->batch : NAN,
-                               x->r_star, x->r_real,
-                               {x->busy_gpu, x->busy_h2d, x->busy_d2h, x->busy_cpu}};
-    }
-    free(rows);
     size_t n_share;
-    rc = ws_run_plot_steps(dir, st, n, &n_share, err);
-    free(st);
+    rc = ws_run_plot_steps(dir, rows, n, &n_share, err);
+    free(rows);
     if (rc)
         return rc;
     if (!c->util && n_share == 0)
