@@ -64,8 +64,6 @@ int cmd_run(int argc, char **argv);
 int cmd_plan(int argc, char **argv);
 int cmd_validate(int argc, char **argv);
 
-#endif
-
 /* One option of a command: `--name` (flag) or `--name VALUE` / `--name=VALUE`. */
 typedef struct cli_opt {
     const char *name;   /* without the leading "--" */
@@ -113,3 +111,5 @@ typedef struct cli_gen_args {
  * --prompt-dist and --output-dist. Returns 0, or a usage error naming `cmd`. */
 struct ws_trace_gen;
 int cli_gen_parse(const char *cmd, const cli_gen_args *a, struct ws_trace_gen *g);
+
+#endif
