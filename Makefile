@@ -211,9 +211,12 @@ $(EMU_OBJ): tests/gpu/attn_emu.cpp
 # it on CPUs without AMX too.
 TILE_EMU_OBJ := $(O)/obj/tests/amx/tile_emu.o
 
-$(TESTBIN): $(TEST_OBJ) $(EMU_OBJ) $(TILE_EMU_OBJ) $(LIBWS)
+# The tests link the CLI's objects but its main (tests/test_cli_opts.c tests its option table).
+CLI_LIB_OBJ := $(filter-out $(O)/obj/cli/main.o,$(CLI_OBJ))
+$(TEST_OBJ): CFLAGS += -Icli
+$(TESTBIN): $(TEST_OBJ) $(EMU_OBJ) $(TILE_EMU_OBJ) $(CLI_LIB_OBJ) $(LIBWS)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(LDFLAGS) $(TEST_OBJ) $(EMU_OBJ) $(TILE_EMU_OBJ) $(LIBWS) -lcriterion \
+	$(CC) $(CFLAGS) $(LDFLAGS) $(TEST_OBJ) $(EMU_OBJ) $(TILE_EMU_OBJ) $(CLI_LIB_OBJ) $(LIBWS) -lcriterion \
 	    $(LDLIBS) -lstdc++ -o $@
 
 test: all $(TESTBIN) $(GPU_BENCH) $(SIM_BENCH) $(EXPERT_BENCH) $(PAR_CHECK)

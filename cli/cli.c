@@ -137,45 +137,6 @@ const char *cli_si(double v, const char *unit, char *buf, int cap)
     return buf;
 }
 
-int cli_parse(const char *cmd, int argc, char **argv, const cli_opt *opts, char **pos,
-              int max_pos, int *npos, void (*help)(FILE *out))
-{
-    *npos = 0;
-    for (int i = 1; i < argc; i++)
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            help(stdout);
-            return CLI_PARSE_HELP;
-        }
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (strncmp(a, "--", 2) != 0 || a[2] == '\0') {
-            if (*npos >= max_pos)
-                return cli_usage_error(cmd, "unexpected argument '%s'", a);
-            pos[(*npos)++] = argv[i];
-            continue;
-        }
-        const char *name = a + 2, *eq = strchr(name, '=');
-        size_t len = eq ? (size_t)(eq - name) : strlen(name);
-        const cli_opt *o = opts;
-        while (o->name && (strlen(o->name) != len || strncmp(o->name, name, len)))
-            o++;
-        if (!o->name)
-            return cli_usage_error(cmd, "unknown option '%s'", a);
-        if (o->flag) {
-            if (eq)
-                return cli_usage_error(cmd, "option '--%s' takes no value", o->name);
-            *o->flag = 1;
-        } else if (eq) {
-            *o->value = eq + 1;
-        } else if (i + 1 < argc) {
-            *o->value = argv[++i];
-        } else {
-            return cli_usage_error(cmd, "option '--%s' needs a value", o->name);
-        }
-    }
-    return 0;
-}
-
 int cli_open_store(const char *db, ws_store **out, ws_err *err)
 {
     char path[WS_PATH_MAX];

@@ -64,24 +64,6 @@ int cmd_run(int argc, char **argv);
 int cmd_plan(int argc, char **argv);
 int cmd_validate(int argc, char **argv);
 
-#endif
-
-/* One option of a command: `--name` (flag) or `--name VALUE` / `--name=VALUE`. */
-typedef struct cli_opt {
-    const char *name;   /* without the leading "--" */
-    const char **value; /* set for options with a value; NULL for flags */
-    int *flag;          /* set to 1 for flags; NULL for options with a value */
-} cli_opt;
-
-#define CLI_PARSE_HELP (-1) /* cli_parse printed the help: the command exits 0 */
-
-/* Parses argv[1..argc-1]: options (table `opts`, NULL-name terminated) anywhere, the
- * rest into pos[] (at most max_pos). --help/-h prints help(stdout) and returns
- * CLI_PARSE_HELP. Returns 0, or prints a usage error naming `cmd` and returns
- * CLI_EXIT_USAGE. Callers: `if (rc) return rc == CLI_PARSE_HELP ? CLI_EXIT_OK : rc;` */
-int cli_parse(const char *cmd, int argc, char **argv, const cli_opt *opts, char **pos,
-              int max_pos, int *npos, void (*help)(FILE *out));
-
 /* Opens the database at `db`, or the default one when db is NULL, for writing. */
 struct ws_store;
 int cli_open_store(const char *db, struct ws_store **out, ws_err *err);
@@ -113,3 +95,5 @@ typedef struct cli_gen_args {
  * --prompt-dist and --output-dist. Returns 0, or a usage error naming `cmd`. */
 struct ws_trace_gen;
 int cli_gen_parse(const char *cmd, const cli_gen_args *a, struct ws_trace_gen *g);
+
+#endif

@@ -13,10 +13,11 @@
 #include "membw.h"
 #include "model.h"
 #include "numa.h"
+#include "opts.h"
 #include "pool.h"
 #include "ws_util.h"
 
-static void help(FILE *out)
+static void usage(FILE *out)
 {
     fprintf(
         out,
@@ -58,40 +59,75 @@ static void help(FILE *out)
         "          read pass (random rows of a K row's size, as many bytes as the kernel\n"
         "          reads, prefetched ahead): gather_bw_gbps and fraction_of_gather_bw, what\n"
         "          the memory gives scattered rows.\n"
-        "--v-layout how the CPU region stores V (separate V blocks only): rows, or token\n"
-        "           pairs (the amx path and the vector paths' fused loop read them as\n"
-        "           stored); auto (default) takes what the runtime writes for this path:\n"
-        "           pairs on amx (rows with --sparse-mode tokens: a pair row brings a\n"
-        "           token's neighbour too), and beside K tiles on avx2/avx512/avx512bf16,\n"
-        "           else rows\n"
-        "--k-layout how the CPU region stores K (separate V blocks, pages of a multiple of 16\n"
-        "           tokens): rows, or tiles of 16 tokens (read as stored by the amx path\n"
-        "           and the fused loop); auto (default): tiles for up to 8 query heads per\n"
-        "           KV head on amx, 16 on the vector paths, except with --sparse-mode tokens\n"
-        "           (a token's K spans its tile), else rows\n"
-        "--scaling  also time the kernel and the read pass on one thread, alternating with\n"
-        "           the T-thread runs in every repeat, and report 1-thread figures and the\n"
-        "           speedup (JSON key scaling) from the same minutes of the host\n"
-        "--threads  worker threads (default: one per logical CPU), pinned to the NUMA\n"
-        "           nodes in turn; on several nodes the KV is spread over them in runs of\n"
-        "           8192 tokens (JSON key numa_nodes) and each chunk runs on its pages' node\n"
-        "--isa      scalar|avx2|avx512|avx512bf16|amx (default: best, or $WRITESCOPE_ISA)\n"
-        "--precision exact|bf16: exact attends q as given (fp32; bf16 products take q\n"
-        "           and p as hi + lo halves, as accurate as fp32); bf16 takes q as bf16\n"
-        "           (the model's activation, as GPU kernels do) on every loop, and the\n"
-        "           dpbf16 loops round p to bf16 too (half the products). Default: bf16,\n"
-        "           or $WRITESCOPE_PRECISION\n"
         "Every figure is measured on this machine (source: measured).\n");
 }
 
-/* cli_opt_ll into a long (the bench's fields). */
-static int parse_int(const char *cmd, const char *name, const char *s, long lo, long hi, long *out)
-{
-    long long v = lo;
-    int rc = cli_opt_ll(cmd, name, s, lo, hi, &v);
-    *out = (long)v;
-    return rc;
-}
+typedef struct bench_opts {
+    const char *isa, *model, *dtype, *precision;
+    int threads, mib, read_mib, repeats, ctx, batch, topk, mode, page, v_layout, k_layout;
+    int scaling, json;
+    long long seed;
+} bench_opts;
+
+static const cli_optdef k_opts[] = {
+    {"threads", CLI_INT(bench_opts, threads), .arg = "T", .lo = 1, .hi = WS_POOL_MAX_THREADS,
+     .help = "worker threads (default: one per logical CPU), pinned to the NUMA nodes in turn; "
+             "on several nodes the KV is spread over them in runs of 8192 tokens (JSON key "
+             "numa_nodes) and each chunk runs on its pages' node"},
+    {"mib", CLI_INT(bench_opts, mib), .arg = "N", .lo = 1, .hi = 6 * 1024,
+     .help = "membw: the buffer in MiB (default 1 GiB, at most a quarter of memory)"},
+    {"repeats", CLI_INT(bench_opts, repeats), .arg = "R", .lo = 1, .hi = 1000,
+     .help = "timed repeats (membw: default 5; attn-cpu: as many as fill ~3 s, 11..101)"},
+    {"isa", CLI_STR(bench_opts, isa), .arg = "X",
+     .help = "scalar|avx2|avx512|avx512bf16|amx (default: best, or $WRITESCOPE_ISA)"},
+    {"model", CLI_STR(bench_opts, model), .arg = "NAME", .help = "attn-cpu: the model's shapes"},
+    {"ctx", CLI_INT(bench_opts, ctx), .arg = "N", .lo = 1, .hi = 1 << 30,
+     .help = "attn-cpu: tokens per sequence"},
+    {"batch", CLI_INT(bench_opts, batch), .arg = "B", .lo = 1, .hi = 1 << 20,
+     .help = "attn-cpu: sequences"},
+    {"dtype", CLI_STR(bench_opts, dtype), .arg = "bf16|fp16", .def = "bf16",
+     .help = "attn-cpu: the KV's element type"},
+    {"sparse-topk", CLI_INT(bench_opts, topk), .arg = "K", .lo = 0, .hi = 1 << 30,
+     .help = "attn-cpu: attend K tokens per sequence, a fresh random set each repeat (sparse "
+             "models default to their index_topk)"},
+    {"sparse-mode", CLI_ENUM(bench_opts, mode),
+     .names = (const char *const[]){"pages", "tokens", NULL}, .def = "pages",
+     .err = "--sparse-mode must be pages or tokens",
+     .help = "attn-cpu: the top-K as whole pages or single tokens"},
+    {"page", CLI_INT(bench_opts, page), .arg = "P", .lo = 1, .hi = 1 << 20, .def = "256",
+     .help = "attn-cpu: tokens per KV page"},
+    {"seed", CLI_LL(bench_opts, seed), .arg = "S", .lo = 0, .hi = 1LL << 40, .def = "1",
+     .help = "attn-cpu: the seed of the random KV"},
+    {"read-mib", CLI_INT(bench_opts, read_mib), .arg = "N", .lo = 1, .hi = 6 * 1024,
+     .help = "attn-cpu: the read pass's buffer in MiB (default as --mib)"},
+    {"v-layout", CLI_ENUM(bench_opts, v_layout),
+     .names = (const char *const[]){"auto", "rows", "pairs", NULL}, .def = "auto",
+     .err = "--v-layout must be auto, rows or pairs",
+     .help = "attn-cpu: how the CPU region stores V (separate V blocks only): rows, or token "
+             "pairs (the amx path and the vector paths' fused loop read them as stored); auto "
+             "takes what the runtime writes for this path: pairs on amx (rows with "
+             "--sparse-mode tokens: a pair row brings a token's neighbour too), and beside K "
+             "tiles on avx2/avx512/avx512bf16, else rows"},
+    {"k-layout", CLI_ENUM(bench_opts, k_layout),
+     .names = (const char *const[]){"auto", "rows", "tiles", NULL}, .def = "auto",
+     .err = "--k-layout must be auto, rows or tiles",
+     .help = "attn-cpu: how the CPU region stores K (separate V blocks, pages of a multiple "
+             "of 16 tokens): rows, or tiles of 16 tokens (read as stored by the amx path and "
+             "the fused loop); auto: tiles for up to 8 query heads per KV head on amx, 16 on "
+             "the vector paths, except with --sparse-mode tokens (a token's K spans its tile), "
+             "else rows"},
+    {"scaling", CLI_FLAG(bench_opts, scaling),
+     .help = "attn-cpu: also time the kernel and the read pass on one thread, alternating with "
+             "the T-thread runs in every repeat, and report 1-thread figures and the speedup "
+             "(JSON key scaling) from the same minutes of the host"},
+    {"precision", CLI_STR(bench_opts, precision), .arg = "exact|bf16",
+     .help = "attn-cpu: exact attends q as given (fp32; bf16 products take q and p as hi + lo "
+             "halves, as accurate as fp32); bf16 takes q as bf16 (the model's activation, as "
+             "GPU kernels do) on every loop, and the dpbf16 loops round p to bf16 too (half the "
+             "products). Default: bf16, or $WRITESCOPE_PRECISION"},
+    {"json", CLI_FLAG(bench_opts, json), .help = "machine-readable output"},
+    {0}};
+static const cli_spec k_spec = {"bench", k_opts, 1, usage};
 
 /* The read buffer by default: a fixed size (membw.h), at most a quarter of memory. */
 static double default_buffer_bytes(void)
@@ -359,90 +395,63 @@ static int bench_attn(ws_pool *pool, ws_isa isa, const attn_args *a)
     return CLI_EXIT_OK;
 }
 
+/* attn-cpu's options into *a (its read_bytes, json and scaling set by the caller). */
+static int attn_options(const bench_opts *o, const cli_args *ca, attn_args *a)
+{
+    if (!o->model || !cli_given(ca, "ctx") || !cli_given(ca, "batch"))
+        return cli_usage_error("bench", "attn-cpu needs --model, --ctx and --batch");
+    a->model = o->model;
+    a->ctx = o->ctx;
+    a->batch = o->batch;
+    a->page = o->page;
+    a->seed = (long)o->seed;
+    a->topk = cli_given(ca, "sparse-topk") ? o->topk : -1;
+    a->repeats = o->repeats; /* 0: chosen by time (bench_attn) */
+    if (ws_dtype_parse(o->dtype, &a->dtype) || (a->dtype != WS_DT_BF16 && a->dtype != WS_DT_FP16))
+        return cli_usage_error("bench", "--dtype must be bf16 or fp16 (got '%s')", o->dtype);
+    a->mode = o->mode ? WS_SPARSE_TOKENS : WS_SPARSE_PAGES;
+    a->v_layout = o->v_layout - 1; /* auto -1, rows 0, pairs 1 */
+    a->k_layout = o->k_layout - 1; /* auto -1, rows 0, tiles 1 */
+    ws_err perr = {0};
+    if (o->precision && (ws_attn_prec_parse(o->precision, &a->prec) || a->prec == WS_PREC_AUTO))
+        return cli_usage_error("bench", "--precision must be exact or bf16 (got '%s')",
+                               o->precision);
+    if (ws_attn_prec_resolve(a->prec, &a->prec, &perr))
+        return cli_fail(&perr);
+    return 0;
+}
+
 int cmd_bench(int argc, char **argv)
 {
-    int json = 0, scaling = 0, nargs = 0;
-    const char *threads_s = NULL, *mib_s = NULL, *repeats_s = NULL, *isa_s = NULL, *model = NULL,
-               *ctx_s = NULL, *batch_s = NULL, *dtype_s = "bf16", *topk_s = NULL, *mode_s = "pages",
-               *page_s = "256", *seed_s = "1", *read_mib_s = NULL, *vlay_s = "auto",
-               *klay_s = "auto", *prec_s = NULL;
-    const cli_opt opts[] = {{"json", NULL, &json},          {"threads", &threads_s, NULL},
-                            {"mib", &mib_s, NULL},          {"repeats", &repeats_s, NULL},
-                            {"isa", &isa_s, NULL},          {"model", &model, NULL},
-                            {"ctx", &ctx_s, NULL},          {"batch", &batch_s, NULL},
-                            {"dtype", &dtype_s, NULL},      {"sparse-topk", &topk_s, NULL},
-                            {"sparse-mode", &mode_s, NULL}, {"page", &page_s, NULL},
-                            {"seed", &seed_s, NULL},        {"read-mib", &read_mib_s, NULL},
-                            {"v-layout", &vlay_s, NULL},    {"k-layout", &klay_s, NULL},
-                            {"scaling", NULL, &scaling},    {"precision", &prec_s, NULL},
-                            {0}};
-    char *args[1];
-    int rc = cli_parse("bench", argc, argv, opts, args, 1, &nargs, help);
+    bench_opts o = {0};
+    cli_args ca;
+    int rc = cli_opts_parse(&k_spec, argc, argv, &o, &ca);
     if (rc)
         return rc == CLI_PARSE_HELP ? CLI_EXIT_OK : rc;
-    if (nargs == 0)
+    if (ca.npos == 0)
         return cli_usage_error("bench", "missing what to measure (membw or attn-cpu)");
-    const int is_membw = !strcmp(args[0], "membw"), is_attn = !strcmp(args[0], "attn-cpu");
+    const char *what = ca.pos[0];
+    const int is_membw = !strcmp(what, "membw"), is_attn = !strcmp(what, "attn-cpu");
     if (!is_membw && !is_attn)
-        return cli_usage_error("bench", "unknown benchmark '%s' (membw, attn-cpu)", args[0]);
-    long threads = 0, repeats = 0, v;
-    if (threads_s && (rc = parse_int("bench", "threads", threads_s, 1, WS_POOL_MAX_THREADS, &threads)))
-        return rc;
-    if (repeats_s && (rc = parse_int("bench", "repeats", repeats_s, 1, 1000, &repeats)))
-        return rc;
+        return cli_usage_error("bench", "unknown benchmark '%s' (membw, attn-cpu)", what);
     double bytes = default_buffer_bytes();
-    if (mib_s || read_mib_s) {
-        if ((rc = parse_int("bench", mib_s ? "mib" : "read-mib", mib_s ? mib_s : read_mib_s, 1,
-                            6 * 1024, &v)))
-            return rc;
-        bytes = (double)v * (1 << 20);
-    }
-    attn_args a = {.model = model, .read_bytes = bytes, .json = json, .topk = -1,
-                   .scaling = scaling};
-    if (is_attn) {
-        if (!model || !ctx_s || !batch_s)
-            return cli_usage_error("bench", "attn-cpu needs --model, --ctx and --batch");
-        if ((rc = parse_int("bench", "ctx", ctx_s, 1, 1L << 30, &a.ctx)) ||
-            (rc = parse_int("bench", "batch", batch_s, 1, 1 << 20, &a.batch)) ||
-            (rc = parse_int("bench", "page", page_s, 1, 1 << 20, &a.page)) ||
-            (rc = parse_int("bench", "seed", seed_s, 0, 1L << 40, &a.seed)))
-            return rc;
-        if (topk_s && (rc = parse_int("bench", "sparse-topk", topk_s, 0, 1L << 30, &a.topk)))
-            return rc;
-        if (ws_dtype_parse(dtype_s, &a.dtype) || (a.dtype != WS_DT_BF16 && a.dtype != WS_DT_FP16))
-            return cli_usage_error("bench", "--dtype must be bf16 or fp16 (got '%s')", dtype_s);
-        if (!strcmp(mode_s, "pages"))
-            a.mode = WS_SPARSE_PAGES;
-        else if (!strcmp(mode_s, "tokens"))
-            a.mode = WS_SPARSE_TOKENS;
-        else
-            return cli_usage_error("bench", "--sparse-mode must be pages or tokens");
-        if (!strcmp(vlay_s, "auto") || !strcmp(vlay_s, "rows") || !strcmp(vlay_s, "pairs"))
-            a.v_layout = !strcmp(vlay_s, "auto") ? -1 : !strcmp(vlay_s, "pairs");
-        else
-            return cli_usage_error("bench", "--v-layout must be auto, rows or pairs");
-        if (!strcmp(klay_s, "auto") || !strcmp(klay_s, "rows") || !strcmp(klay_s, "tiles"))
-            a.k_layout = !strcmp(klay_s, "auto") ? -1 : !strcmp(klay_s, "tiles");
-        else
-            return cli_usage_error("bench", "--k-layout must be auto, rows or tiles");
-        a.repeats = repeats; /* 0: chosen by time (bench_attn) */
-        ws_err perr = {0};
-        if (prec_s && (ws_attn_prec_parse(prec_s, &a.prec) || a.prec == WS_PREC_AUTO))
-            return cli_usage_error("bench", "--precision must be exact or bf16 (got '%s')", prec_s);
-        if (ws_attn_prec_resolve(a.prec, &a.prec, &perr))
-            return cli_fail(&perr);
-    } else if (model || ctx_s || batch_s || topk_s || scaling || prec_s) {
+    if (o.mib || o.read_mib)
+        bytes = (double)(o.mib ? o.mib : o.read_mib) * (1 << 20);
+    attn_args a = {.read_bytes = bytes, .json = o.json, .scaling = o.scaling};
+    if (is_attn && (rc = attn_options(&o, &ca, &a)))
+        return rc;
+    if (is_membw && (o.model || cli_given(&ca, "ctx") || cli_given(&ca, "batch") ||
+                     cli_given(&ca, "sparse-topk") || o.scaling || o.precision))
         return cli_usage_error("bench", "membw takes no attn-cpu options (--model, --ctx, "
                                         "--batch, --sparse-topk, --scaling, --precision)");
-    }
     ws_isa isa;
-    if ((rc = resolve_isa("bench", isa_s, &isa)))
+    if ((rc = resolve_isa("bench", o.isa, &isa)))
         return rc;
     ws_err err = {0};
-    ws_pool *pool = ws_pool_create((int)threads, &err);
+    ws_pool *pool = ws_pool_create(o.threads, &err);
     if (!pool)
         return cli_fail(&err);
-    rc = is_membw ? bench_membw(pool, bytes, repeats ? (int)repeats : 5, isa, json)
+    rc = is_membw ? bench_membw(pool, bytes, o.repeats ? o.repeats : 5, isa, o.json)
                   : bench_attn(pool, isa, &a);
     ws_pool_destroy(pool);
     return rc;

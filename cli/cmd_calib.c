@@ -15,11 +15,11 @@
 #include "calib.h"
 #include "cli.h"
 #include "measure.h"
+#include "opts.h"
 #include "pool.h"
-#include "ws_parse.h"
 #include "ws_util.h"
 
-static void help(FILE *out)
+static void usage(FILE *out)
 {
     fprintf(out,
             "usage: writescope calib [run] [--quick] [--only cpu|gpu|link] [--threads N]\n"
@@ -34,13 +34,39 @@ static void help(FILE *out)
             "               t = c0 + max(F/P, B/W) (transfers t = c0 + B/W) per (device, op,\n"
             "               dtype, attention kind) with GSL and stores samples, fits and the\n"
             "               profile host:<fingerprint> (gpu:<name>) in one transaction.\n"
-            "  --quick      coarse sweep (under a minute on 2 cores); default under 10 minutes\n"
-            "  --only       cpu, gpu or link (default: cpu, plus gpu and link when a device exists)\n"
-            "  --threads    worker threads for the CPU kernels (default: all logical CPUs)\n"
             "show           the fits of run N (default: the newest) with standard errors, R^2\n"
-            "               and the k-fold held-out MAPE; a poor fit is marked, not used\n"
-            "--db defaults to $WRITESCOPE_DB, else results/writescope.db.\n");
+            "               and the k-fold held-out MAPE; a poor fit is marked, not used\n");
 }
+
+#define CALIB_STR_(x) #x
+#define CALIB_STR(x) CALIB_STR_(x)
+
+static const char *const k_only[] = {"cpu", "gpu", "link", NULL};
+
+typedef struct calib_opts {
+    const char *db;
+    int quick, only, threads, json;
+    long long run;
+} calib_opts;
+
+static const cli_optdef k_opts[] = {
+    {"quick", CLI_FLAG(calib_opts, quick),
+     .help = "run: a coarse sweep (under a minute on 2 cores); the default sweep takes under "
+             "10 minutes"},
+    {"only", CLI_ENUM(calib_opts, only), .names = k_only, .err = "--only must be cpu, gpu or link",
+     .help = "run: one device or the link (default: cpu, plus gpu and link when a device "
+             "exists)"},
+    {"threads", CLI_INT(calib_opts, threads), .arg = "N", .lo = 1, .hi = WS_POOL_MAX_THREADS,
+     .err = "--threads must be an integer in 1.." CALIB_STR(WS_POOL_MAX_THREADS) " (got '%s')",
+     .help = "run: worker threads for the CPU kernels (default: all logical CPUs)"},
+    {"run", CLI_LL(calib_opts, run), .arg = "N", .lo = 1, .hi = LLONG_MAX,
+     .err = "--run needs a positive run number, not '%s'",
+     .help = "show: the run (default: the newest)"},
+    {"db", CLI_STR(calib_opts, db), .arg = "PATH",
+     .help = "the database (default: $WRITESCOPE_DB, else results/writescope.db)"},
+    {"json", CLI_FLAG(calib_opts, json), .help = "machine-readable output"},
+    {0}};
+static const cli_spec k_spec = {"calib", k_opts, 1, usage};
 
 static volatile sig_atomic_t g_stop;
 static void on_signal(int sig)
@@ -151,12 +177,9 @@ static void print_fits(json_t *show)
     }
 }
 
-static int calib_show(const char *db, const char *run_arg, int json)
+static int calib_show(const char *db, long long id, int json)
 {
     ws_err err = {0};
-    long long id = 0;
-    if (run_arg && ws_parse_int64(run_arg, 1, LLONG_MAX, &id))
-        return cli_usage_error("calib", "--run needs a positive run number, not '%s'", run_arg);
     ws_store *s;
     if (cli_open_store_ro(db, &s, NULL, &err))
         return cli_fail(&err);
@@ -171,57 +194,69 @@ static int calib_show(const char *db, const char *run_arg, int json)
     return CLI_EXIT_OK;
 }
 
-int cmd_calib(int argc, char **argv)
+/* What --only (c->only, when given) asks for, on this machine's devices; derr says why
+ * there is no GPU. */
+static int calib_devices(const calib_opts *c, int only_given, ws_calib_opts *o, int *has_gpu,
+                         ws_err *derr)
 {
-    int json = 0, quick = 0, nargs = 0;
-    const char *db = NULL, *only = NULL, *threads_s = NULL, *run_arg = NULL;
-    const cli_opt opts[] = {{"json", NULL, &json},        {"quick", NULL, &quick},
-                            {"db", &db, NULL},            {"only", &only, NULL},
-                            {"threads", &threads_s, NULL}, {"run", &run_arg, NULL},
-                            {0}};
-    char *args[1];
-    int rc = cli_parse("calib", argc, argv, opts, args, 1, &nargs, help);
-    if (rc)
-        return rc == CLI_PARSE_HELP ? CLI_EXIT_OK : rc;
-    const char *sub = nargs ? args[0] : "run";
-    if (!strcmp(sub, "show"))
-        return calib_show(db, run_arg, json);
-    if (strcmp(sub, "run"))
-        return cli_usage_error("calib", "unknown subcommand '%s' (run or show)", sub);
-    if (run_arg)
-        return cli_usage_error("calib", "--run goes with 'calib show'");
-
-    ws_calib_opts o = {.quick = quick, .stop = &g_stop};
-    if (threads_s) {
-        long long t;
-        if (ws_parse_int64(threads_s, 1, WS_POOL_MAX_THREADS, &t))
-            return cli_usage_error("calib", "--threads must be an integer in 1..%d (got '%s')",
-                                   WS_POOL_MAX_THREADS, threads_s);
-        o.threads = (int)t;
+    const ws_backend *cuda = ws_backend_cuda(derr);
+    *has_gpu = cuda && cuda->device_count(derr) > 0;
+    if (!only_given) {
+        o->do_cpu = 1;
+        o->do_gpu = o->do_link = *has_gpu;
+        return 0;
     }
+    const char *only = k_only[c->only];
+    if (!strcmp(only, "cpu")) {
+        o->do_cpu = 1;
+        return 0;
+    }
+    if (!*has_gpu) {
+        ws_err err;
+        ws_err_set(&err, WS_EDEVICE, "--only %s: no CUDA device (%s); nothing to calibrate", only,
+                   derr->msg[0] ? derr->msg : "none found");
+        return cli_fail(&err);
+    }
+    o->do_gpu = !strcmp(only, "gpu");
+    o->do_link = !strcmp(only, "link");
+    return 0;
+}
+
+/* Measures, fits and stores into s (closed here); *id is the stored run. */
+static int calib_measure(ws_store *s, ws_calib_opts *o, ws_calib_run *run, bar *b, long long *id,
+                         ws_err *err)
+{
+    o->progress = show_progress;
+    o->progress_ctx = b;
+    struct sigaction sa = {0}, old_int, old_term;
+    sa.sa_handler = on_signal;
+    sigaction(SIGINT, &sa, &old_int);
+    sigaction(SIGTERM, &sa, &old_term);
+    int rc = ws_calib_measure(o, run, err);
+    if (!rc)
+        rc = ws_calib_fit_all(run, err);
+    ws_utc_now(run->finished_at, sizeof run->finished_at);
+    /* A Ctrl-C that lands during the commit is held until it is done: the run is stored
+     * whole, and then it is not "interrupted". */
+    if (!rc && !g_stop)
+        rc = ws_calib_store(s, run, id, err);
+    else if (!rc)
+        rc = ws_err_set(err, WS_ECANCELED, "calibration interrupted; nothing was written");
+    sigaction(SIGINT, &old_int, NULL);
+    sigaction(SIGTERM, &old_term, NULL);
+    return rc;
+}
+
+static int calib_run(const calib_opts *c, int only_given)
+{
+    ws_calib_opts o = {.quick = c->quick, .threads = c->threads, .stop = &g_stop};
     ws_err err = {0}, derr = {0};
-    const ws_backend *cuda = ws_backend_cuda(&derr);
-    int has_gpu = cuda && cuda->device_count(&derr) > 0;
-    if (!only) {
-        o.do_cpu = 1;
-        o.do_gpu = o.do_link = has_gpu;
-    } else if (!strcmp(only, "cpu")) {
-        o.do_cpu = 1;
-    } else if (!strcmp(only, "gpu") || !strcmp(only, "link")) {
-        if (!has_gpu) {
-            ws_err_set(&err, WS_EDEVICE, "--only %s: no CUDA device (%s); nothing to calibrate",
-                       only, derr.msg[0] ? derr.msg : "none found");
-            return cli_fail(&err);
-        }
-        o.do_gpu = !strcmp(only, "gpu");
-        o.do_link = !strcmp(only, "link");
-    } else {
-        return cli_usage_error("calib", "--only must be cpu, gpu or link");
-    }
-
+    int has_gpu, rc;
+    if ((rc = calib_devices(c, only_given, &o, &has_gpu, &derr)))
+        return rc;
     /* Open (and so validate) the database before spending minutes measuring. */
     ws_store *s;
-    if (cli_open_store(db, &s, &err))
+    if (cli_open_store(c->db, &s, &err))
         return cli_fail(&err);
     ws_isa isa;
     ws_calib_run run;
@@ -231,35 +266,18 @@ int cmd_calib(int argc, char **argv)
         ws_store_close(s);
         return cli_fail(&err);
     }
-    snprintf(run.mode, sizeof run.mode, "%s", quick ? "quick" : "default");
-    snprintf(run.scope, sizeof run.scope, "%s", only ? only : "all");
-    if (!only && !has_gpu)
-        snprintf(run.note, sizeof run.note, "CPU only: %.200s", derr.msg[0] ? derr.msg : "no CUDA device");
-    if (!only && !has_gpu)
+    snprintf(run.mode, sizeof run.mode, "%s", c->quick ? "quick" : "default");
+    snprintf(run.scope, sizeof run.scope, "%s", only_given ? k_only[c->only] : "all");
+    if (!only_given && !has_gpu) {
+        snprintf(run.note, sizeof run.note, "CPU only: %.200s",
+                 derr.msg[0] ? derr.msg : "no CUDA device");
         fprintf(stderr, "calib: no CUDA device (%s): calibrating the CPU only\n",
                 derr.msg[0] ? derr.msg : "none found");
+    }
     ws_utc_now(run.started_at, sizeof run.started_at);
-
     bar b = {.tty = isatty(2), .t0 = ws_now_s()};
-    o.progress = show_progress;
-    o.progress_ctx = &b;
-    struct sigaction sa = {0}, old_int, old_term;
-    sa.sa_handler = on_signal;
-    sigaction(SIGINT, &sa, &old_int);
-    sigaction(SIGTERM, &sa, &old_term);
-    rc = ws_calib_measure(&o, &run, &err);
-    if (!rc)
-        rc = ws_calib_fit_all(&run, &err);
-    ws_utc_now(run.finished_at, sizeof run.finished_at);
     long long id = 0;
-    /* A Ctrl-C that lands during the commit is held until it is done: the run is stored
-     * whole, and then it is not "interrupted". */
-    if (!rc && !g_stop)
-        rc = ws_calib_store(s, &run, &id, &err);
-    else if (!rc)
-        rc = ws_err_set(&err, WS_ECANCELED, "calibration interrupted; nothing was written");
-    sigaction(SIGINT, &old_int, NULL);
-    sigaction(SIGTERM, &old_term, NULL);
+    rc = calib_measure(s, &o, &run, &b, &id, &err);
     ws_calib_run_free(&run);
     if (rc) {
         if (b.tty)
@@ -273,9 +291,26 @@ int cmd_calib(int argc, char **argv)
     if (!show)
         return cli_fail(&err);
     fprintf(stderr, "calib: stored run %lld (%.0f s)\n", id, ws_now_s() - b.t0);
-    if (json)
+    if (c->json)
         return cli_print_json(show);
     print_fits(show);
     json_decref(show);
     return CLI_EXIT_OK;
+}
+
+int cmd_calib(int argc, char **argv)
+{
+    calib_opts c = {0};
+    cli_args a;
+    int rc = cli_opts_parse(&k_spec, argc, argv, &c, &a);
+    if (rc)
+        return rc == CLI_PARSE_HELP ? CLI_EXIT_OK : rc;
+    const char *sub = a.npos ? a.pos[0] : "run";
+    if (!strcmp(sub, "show"))
+        return calib_show(c.db, c.run, c.json);
+    if (strcmp(sub, "run"))
+        return cli_usage_error("calib", "unknown subcommand '%s' (run or show)", sub);
+    if (cli_given(&a, "run"))
+        return cli_usage_error("calib", "--run goes with 'calib show'");
+    return calib_run(&c, cli_given(&a, "only") > 0);
 }

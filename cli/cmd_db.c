@@ -7,12 +7,13 @@
 #include <string.h>
 
 #include "cli.h"
+#include "opts.h"
 #include "profile.h"
 #include "store.h"
 #include "ws_atomic.h"
 #include "ws_util.h"
 
-static void help(FILE *out)
+static void usage(FILE *out)
 {
     fprintf(out,
             "usage: writescope db init   [--db PATH] [--seed FILE] [--json]\n"
@@ -37,6 +38,26 @@ static void help(FILE *out)
             "show and export only read: a --db that does not exist is an error; with no\n"
             "database at the default path they use the embedded datasheet profiles.\n");
 }
+
+typedef struct db_opts {
+    const char *db, *seed, *profile, *table, *output;
+    int format, json; /* format: 0 json, 1 csv */
+} db_opts;
+
+static const cli_optdef k_opts[] = {
+    {"db", CLI_STR(db_opts, db), .arg = "PATH",
+     .help = "the database (default: $WRITESCOPE_DB, else results/writescope.db)"},
+    {"seed", CLI_STR(db_opts, seed), .arg = "FILE",
+     .help = "init: the profiles to write instead of the datasheet ones"},
+    {"profile", CLI_STR(db_opts, profile), .arg = "NAME", .help = "show: the profile NAME"},
+    {"format", CLI_ENUM(db_opts, format), .names = (const char *const[]){"json", "csv", NULL},
+     .def = "json", .err = "--format must be json or csv", .help = "export: the output format"},
+    {"table", CLI_STR(db_opts, table), .arg = "NAME", .help = "export: the one table (csv)"},
+    {"output", CLI_STR(db_opts, output), .arg = "FILE",
+     .help = "export: the file to replace (default: stdout)"},
+    {"json", CLI_FLAG(db_opts, json), .help = "machine-readable output"},
+    {0}};
+static const cli_spec k_spec = {"db", k_opts, 2, usage};
 
 static const char *unit_text(double v, const char *unit, char *buf, int cap)
 {
@@ -154,17 +175,15 @@ static int export_to(ws_store *s, const char *format, const char *table, const c
 
 int cmd_db(int argc, char **argv)
 {
-    int json = 0, nargs = 0;
-    const char *db = NULL, *seed = NULL, *profile = NULL, *format = "json", *table = NULL,
-               *output = NULL;
-    const cli_opt opts[] = {{"json", NULL, &json},       {"db", &db, NULL},
-                            {"seed", &seed, NULL},       {"profile", &profile, NULL},
-                            {"format", &format, NULL},   {"table", &table, NULL},
-                            {"output", &output, NULL},   {0}};
-    char *args[2];
-    int rc = cli_parse("db", argc, argv, opts, args, 2, &nargs, help);
+    db_opts o = {0};
+    cli_args a;
+    int rc = cli_opts_parse(&k_spec, argc, argv, &o, &a);
     if (rc)
         return rc == CLI_PARSE_HELP ? CLI_EXIT_OK : rc;
+    const char *db = o.db, *seed = o.seed, *profile = o.profile, *table = o.table,
+               *output = o.output, *format = o.format ? "csv" : "json";
+    const int json = o.json, nargs = a.npos;
+    char **args = a.pos;
     if (nargs == 0)
         return cli_usage_error("db", "missing subcommand (init, show or export)");
     const char *sub = args[0];
@@ -176,12 +195,8 @@ int cmd_db(int argc, char **argv)
         return cli_usage_error("db", "give the profile name once (NAME or --profile NAME)");
     if (nargs > 1)
         profile = args[1];
-    if (!strcmp(sub, "export")) {
-        if (strcmp(format, "json") && strcmp(format, "csv"))
-            return cli_usage_error("db", "--format must be json or csv");
-        if (!strcmp(format, "csv") && !table)
-            return cli_usage_error("db", "--format csv needs --table NAME");
-    }
+    if (!strcmp(sub, "export") && !strcmp(format, "csv") && !table)
+        return cli_usage_error("db", "--format csv needs --table NAME");
 
     ws_err err = {0};
     char *seed_text = NULL;

@@ -7,20 +7,28 @@
 #include "backend.h"
 #include "cli.h"
 #include "cpu_features.h"
+#include "opts.h"
 
-static void help(FILE *out)
+static void usage(FILE *out)
 {
     fprintf(out, "usage: writescope device [--json]\n"
                  "\nLists the host CPU (model, logical CPUs, memory, SIMD features) and the CUDA\n"
                  "devices (name, compute capability, memory, driver), or why there are none.\n");
 }
 
+typedef struct device_opts {
+    int json;
+} device_opts;
+
+static const cli_optdef k_opts[] = {
+    {"json", CLI_FLAG(device_opts, json), .help = "machine-readable output"}, {0}};
+static const cli_spec k_spec = {"device", k_opts, 0, usage};
+
 int cmd_device(int argc, char **argv)
 {
-    int json = 0, nargs = 0;
-    const cli_opt opts[] = {{"json", NULL, &json}, {0}};
-    char *args[1];
-    int rc = cli_parse("device", argc, argv, opts, args, 0, &nargs, help);
+    device_opts o = {0};
+    cli_args a;
+    int rc = cli_opts_parse(&k_spec, argc, argv, &o, &a);
     if (rc)
         return rc == CLI_PARSE_HELP ? CLI_EXIT_OK : rc;
     ws_err err = {0};
@@ -35,13 +43,13 @@ int cmd_device(int argc, char **argv)
     const ws_backend *cuda = ws_backend_cuda(&cerr);
     int ngpu = cuda ? cuda->device_count(&cerr) : 0;
 
-    json_t *o = json_object(), *gpus = json_array();
+    json_t *js = json_object(), *gpus = json_array();
     json_t *c = json_object();
     json_object_set_new(c, "model", json_string(info.name));
     json_object_set_new(c, "logical_cpus", json_integer(info.units));
     json_object_set_new(c, "mem_bytes", json_real(info.mem_bytes));
     json_object_set_new(c, "isa", json_string(isa));
-    json_object_set_new(o, "cpu", c);
+    json_object_set_new(js, "cpu", c);
     for (int i = 0; i < ngpu; i++) {
         ws_device_info g;
         ws_err gerr = {0};
@@ -65,9 +73,9 @@ int cmd_device(int argc, char **argv)
     json_object_set_new(cu, "devices", gpus);
     if (ngpu == 0)
         json_object_set_new(cu, "reason", json_string(cerr.msg[0] ? cerr.msg : "no CUDA device"));
-    json_object_set_new(o, "cuda", cu);
-    if (json)
-        return cli_print_json(o);
+    json_object_set_new(js, "cuda", cu);
+    if (o.json)
+        return cli_print_json(js);
 
     printf("cpu   %s: %d logical CPUs, %.1f GiB\n", info.name, info.units,
            info.mem_bytes / (1024.0 * 1024 * 1024));
@@ -87,6 +95,6 @@ int cmd_device(int argc, char **argv)
                    ? ""
                    : json_string_value(json_object_get(d, "error")));
     }
-    json_decref(o);
+    json_decref(js);
     return CLI_EXIT_OK;
 }

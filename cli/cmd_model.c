@@ -6,8 +6,9 @@
 
 #include "cli.h"
 #include "model.h"
+#include "opts.h"
 
-static void help(FILE *out)
+static void usage(FILE *out)
 {
     fprintf(out,
             "usage: writescope model show NAME|PATH [--kv-dtype bf16|fp16|fp8|fp32] [--json]\n"
@@ -19,6 +20,18 @@ static void help(FILE *out)
             "flops per KV token per query, expert/shared/dense weight bytes and parameter counts.\n"
             "Every figure is derived from config.json (source: config).\n");
 }
+
+typedef struct model_opts {
+    const char *kv_dtype;
+    int json;
+} model_opts;
+
+static const cli_optdef k_opts[] = {
+    {"kv-dtype", CLI_STR(model_opts, kv_dtype), .arg = "bf16|fp16|fp8|fp32", .def = "bf16",
+     .help = "the KV cache's element type"},
+    {"json", CLI_FLAG(model_opts, json), .help = "machine-readable output"},
+    {0}};
+static const cli_spec k_spec = {"model", k_opts, 2, usage};
 
 static json_t *model_json(const ws_model *m, const ws_model_stats *s)
 {
@@ -157,11 +170,12 @@ static int model_list(int json)
 
 int cmd_model(int argc, char **argv)
 {
-    int json = 0, nargs = 0;
-    const char *kv_name = "bf16";
-    const cli_opt opts[] = {{"json", NULL, &json}, {"kv-dtype", &kv_name, NULL}, {0}};
-    char *args[2];
-    int rc = cli_parse("model", argc, argv, opts, args, 2, &nargs, help);
+    model_opts o = {0};
+    cli_args a;
+    int rc = cli_opts_parse(&k_spec, argc, argv, &o, &a);
+    const char *kv_name = o.kv_dtype;
+    const int json = o.json, nargs = a.npos;
+    char **args = a.pos;
     if (rc)
         return rc == CLI_PARSE_HELP ? CLI_EXIT_OK : rc;
     ws_dtype kv;

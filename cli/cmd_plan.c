@@ -16,11 +16,12 @@
 #include "store.h"
 #include "trace.h"
 #include "trace_gen.h"
+#include "workload.h"
 #include "ws_par.h"
 #include "ws_parse.h"
 #include "ws_util.h"
 
-static void help(FILE *out)
+static void usage(FILE *out)
 {
     fprintf(out,
             "usage: writescope plan --model NAME --gpu PROFILE[,PROFILE...] [--gpu ...]\n"
@@ -57,42 +58,88 @@ static void help(FILE *out)
             "users) and, with --price PROFILE=USD_PER_HOUR (repeatable), by dollars per\n"
             "million output tokens at the highest load.\n"
             "\n"
-            "Simulation: --detail step (default; folds identical layers) or layer, --batch\n"
-            "(most running at once for rates, default 32), --requests per point (default 200;\n"
-            "a trace's first K, default 200), --chunk, --seed. Progress goes to stderr.\n"
-            "Results: a table, --json, --db PATH / --save (tables plan_runs, plan_points,\n"
-            "plan_results, plan_fits), --plot FILE.png|svg (goodput and SLO attainment\n"
-            "against load per policy, gnuplot). All figures are modeled (discrete-event\n"
-            "simulation on the profiles named).\n");
+            "Progress goes to stderr. Results: a table, --json, --db PATH / --save (tables\n"
+            "plan_runs, plan_points, plan_results, plan_fits), --plot. All figures are modeled\n"
+            "(discrete-event simulation on the profiles named).\n");
 }
+
+typedef struct plan_opts {
+    cli_workload w;
+    cli_list gpus, prices;
+    const char *ttft, *tpot, *pct, *kv_l, *page_l, *win_l, *fit_l, *plot;
+    double tol, start, max_rate;
+    int max_users, tune;
+    long long fit_max;
+} plan_opts;
+
+#define PO plan_opts
+static const cli_optdef k_opts[] = {
+    {CLI_GROUP(PO, w, cli_workload, cli_workload_opts)},
+    {"gpu", CLI_LIST(PO, gpus), .arg = "PROFILE[,PROFILE...]", .hi = WS_PLAN_MAX_GPUS,
+     .help = "the GPU profiles to compare"},
+    {CLI_GROUP(PO, w, cli_workload, cli_sim_opts)},
+    {CLI_GROUP(PO, w, cli_workload, cli_trace_opts)},
+    {CLI_GROUP(PO, w, cli_workload, cli_gen_opts)},
+    {"policy", CLI_TUNE, .arg = "NAME[,NAME...]|all",
+     .help = "the KV policies (writescope, gpu-only, ktrans, stream, cpu-attn, static, "
+             "migrate), comma-separated, or all"},
+    {"batch", CLI_TUNE, .def = "32", .help = "rates: the most sequences running at once"},
+    {"prompt", CLI_TUNE, .help = "users: prompt tokens of each user's request"},
+    {"output", CLI_TUNE, .help = "users: output tokens of each user's request"},
+    {"detail", CLI_TUNE,
+     .help = "step (the default) folds the identical layers; layer plays "
+             "every layer as operations"},
+    {"trace", CLI_TUNE,
+     .help = "rates: a request trace, its arrivals compressed or stretched "
+             "in time (ours, azure, mooncake, burstgpt, vidur)"},
+    {"arrivals", CLI_TUNE, .arg = "poisson|gamma",
+     .help = "rates: generated requests, poisson or gamma, their --rate replaced"},
+    {"requests", CLI_TUNE,
+     .help = "rates: requests per point (default 200; a trace's first K, default 200)"},
+    {"db", CLI_TUNE,
+     .help = "store the plan there (tables plan_runs, plan_points, "
+             "plan_results, plan_fits); the profiles are read from it too"},
+    {"slo-ttft", CLI_STR(PO, ttft), .arg = "S",
+     .help = "the time-to-first-token SLO: seconds, or with ms (0.2, 0.2s, 200ms)"},
+    {"slo-tpot", CLI_STR(PO, tpot), .arg = "S",
+     .help = "the time-per-output-token SLO, as --slo-ttft"},
+    {"slo-pct", CLI_STR(PO, pct), .arg = "P|pP",
+     .help = "the share of requests that must meet the SLOs, as 99 or p99 (default 99)"},
+    {"tol", CLI_DOUBLE(PO, tol), .arg = "T", .lo = 1e-4, .hi = 0.5, .def = "0.05",
+     .help = "rates: bisect until the bracket is within T (relative)"},
+    {"start", CLI_DOUBLE(PO, start), .arg = "X", .lo = 1e-6, .hi = 1e9,
+     .help = "the search's first load (default: the trace's rate, the generator's --rate, 1 "
+             "user)"},
+    {"max-rate", CLI_DOUBLE(PO, max_rate), .arg = "R", .lo = 1e-6, .hi = 1e9, .def = "10000",
+     .help = "rates: the highest rate tried"},
+    {"max-users", CLI_INT(PO, max_users), .arg = "U", .lo = 1, .hi = 1 << 16, .def = "1024",
+     .help = "users: the most users tried"},
+    {"price", CLI_LIST(PO, prices), .arg = "PROFILE=USD_PER_HOUR", .hi = WS_PLAN_MAX_GPUS,
+     .help = "a GPU's price, to rank by dollars per million output tokens"},
+    {"tune", CLI_FLAG(PO, tune),
+     .help = "also search the best GPU KV budget, page size and window, one at a time from "
+             "the defaults"},
+    {"kv-gb-list", CLI_STR(PO, kv_l), .arg = "G,..",
+     .help = "--tune: GPU KV budgets in GiB (default 1,2,4,8)"},
+    {"page-list", CLI_STR(PO, page_l), .arg = "P,..",
+     .help = "--tune: page sizes in tokens (default 128,256,512)"},
+    {"window-list", CLI_STR(PO, win_l), .arg = "W,..",
+     .help = "--tune: GPU windows in tokens (default 256,512,1024)"},
+    {"fit-batches", CLI_STR(PO, fit_l), .arg = "B,..|none",
+     .help = "the OOM frontier's batch sizes (default 1,8,32; none: no frontier)"},
+    {"fit-max", CLI_LL(PO, fit_max), .arg = "TOKENS", .lo = WS_PLAN_FIT_UNIT,
+     .hi = 4LL * WS_TRACE_TOKENS_MAX, .def = "4194304",
+     .help = "the OOM frontier's longest prompt tried (in 1024-token steps)"},
+    {"plot", CLI_STR(PO, plot), .arg = "FILE.png|svg",
+     .help = "goodput and SLO attainment against load per policy (gnuplot)"},
+    {0}};
+#undef PO
+static const cli_spec k_spec = {"plan", k_opts, 0, usage};
 
 static void on_progress(void *ctx, int round, long long points, int open)
 {
     cli_progress_line(ctx, 0, "plan: round %d, %lld simulations, %d searches open", round,
                       points, open);
-}
-
-/* Every value of a repeatable option (--name V, --name=V), in order. */
-static int collect(int argc, char **argv, const char *name, const char **vals, int cap, int *n)
-{
-    const size_t len = strlen(name);
-    *n = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (strncmp(a, "--", 2) || strncmp(a + 2, name, len))
-            continue;
-        const char *v = NULL;
-        if (a[2 + len] == '=')
-            v = a + 3 + len;
-        else if (!a[2 + len] && i + 1 < argc)
-            v = argv[++i];
-        else
-            continue;
-        if (*n >= cap)
-            return cli_usage_error("plan", "at most %d --%s", cap, name);
-        vals[(*n)++] = v;
-    }
-    return 0;
 }
 
 /* Seconds: "0.2", "0.2s" or "200ms"; > 0. */
@@ -237,11 +284,11 @@ static int ranking(const ws_plan_spec *s, const ws_plan_report *rep, int by_cost
     return n;
 }
 
-static void print_table(const ws_plan_spec *s, const ws_plan_report *rep, int embedded,
-                        long long plan_id, const char *dbpath, const char *plot)
+/* The plan's header: what was modeled, the workload, the SLOs and the search. */
+static void print_head(const ws_plan_spec *s, const ws_plan_report *rep, int embedded)
 {
     const int users = s->load == WS_PLAN_USERS;
-    char wl[512], a[32], b[32], c[32];
+    char wl[512], a[32];
     ws_plan_workload_text(s, wl, sizeof wl);
     char slo[128] = "";
     if (s->slo_ttft > 0)
@@ -267,6 +314,13 @@ static void print_table(const ws_plan_spec *s, const ws_plan_report *rep, int em
                "simulations, %.2f s\n",
                s->start > 0 ? s->start : rep->native_rate > 0 ? rep->native_rate : s->gen.rate,
                100 * s->tol, rep->rounds, rep->n_evals, rep->wall_s);
+}
+
+/* One row per GPU and policy (per setting with --tune: the best). */
+static void print_results(const ws_plan_spec *s, const ws_plan_report *rep)
+{
+    const int users = s->load == WS_PLAN_USERS;
+    char a[32], b[32];
     char tq[24], pq[24];
     snprintf(tq, sizeof tq, "TTFT p%g", s->slo_pct);
     snprintf(pq, sizeof pq, "TPOT p%g", s->slo_pct);
@@ -304,7 +358,13 @@ static void print_table(const ws_plan_spec *s, const ws_plan_report *rep, int em
             printf(" W=%d", s->window[i]);
         printf("; P and W for spilling policies only; ties keep the default; --json has all)\n");
     }
-    /* what writescope buys over each baseline */
+}
+
+/* What writescope buys over each baseline, per GPU. */
+static void print_vs(const ws_plan_spec *s, const ws_plan_report *rep)
+{
+    const int users = s->load == WS_PLAN_USERS;
+    char a[32], b[32];
     for (int g = 0; g < s->n_gpus && (s->policies & 1u << WS_POLICY_WRITESCOPE); g++) {
         const ws_plan_best *w = ws_plan_best_of(rep, s, g, WS_POLICY_WRITESCOPE);
         printf("%s: writescope %s %s", s->gpus[g], fmt_load(s, w, a, sizeof a),
@@ -321,6 +381,12 @@ static void print_table(const ws_plan_spec *s, const ws_plan_report *rep, int em
         }
         printf("\n");
     }
+}
+
+/* The OOM frontier: the longest prompt per sequence with B sequences resident. */
+static void print_frontier(const ws_plan_spec *s, const ws_plan_report *rep)
+{
+    char c[32];
     if (rep->n_fit) {
         printf("\nOOM frontier: longest prompt per sequence with B sequences resident at once\n");
         printf("%-16s %-10s", "gpu", "policy");
@@ -344,6 +410,12 @@ static void print_table(const ws_plan_spec *s, const ws_plan_report *rep, int em
                 printf("  -\n");
         }
     }
+}
+
+/* The GPUs ranked by goodput, and by cost when priced. */
+static void print_rankings(const ws_plan_spec *s, const ws_plan_report *rep)
+{
+    const int users = s->load == WS_PLAN_USERS;
     rank_row rows[WS_PLAN_MAX_GPUS];
     if (s->n_gpus > 1) {
         const int n = ranking(s, rep, 0, rows);
@@ -372,6 +444,16 @@ static void print_table(const ws_plan_spec *s, const ws_plan_report *rep, int em
                 printf(" %d. %s (no price or none meets)", i + 1, s->gpus[rows[i].gpu]);
         printf("\n");
     }
+}
+
+static void print_table(const ws_plan_spec *s, const ws_plan_report *rep, int embedded,
+                        long long plan_id, const char *dbpath, const char *plot)
+{
+    print_head(s, rep, embedded);
+    print_results(s, rep);
+    print_vs(s, rep);
+    print_frontier(s, rep);
+    print_rankings(s, rep);
     if (plan_id)
         printf("stored: plan %lld in %s (modeled)\n", plan_id, dbpath);
     if (plot)
@@ -529,240 +611,218 @@ static int plan_ranks(ws_par *par, ws_plan_spec *s, const char *db, int store_it
     return rc;
 }
 
-int cmd_plan(int argc, char **argv)
+/* GPUs: every --gpu, each a comma-separated list; then the prices of some of them. */
+static int plan_gpus(const plan_opts *o, ws_plan_spec *s)
 {
-    const char *model = NULL, *gpu_last = NULL, *host = NULL, *policy = NULL, *trace = NULL,
-               *format = NULL, *requests_s = NULL, *arrivals = NULL, *rate_s = NULL, *cv_s = NULL,
-               *pdist = NULL, *odist = NULL, *prompt_s = NULL, *output_s = NULL, *batch_s = NULL,
-               *ttft_s = NULL, *tpot_s = NULL, *pct_s = NULL, *tol_s = NULL, *start_s = NULL,
-               *max_rate_s = NULL, *max_users_s = NULL, *price_last = NULL, *kv_l = NULL,
-               *page_l = NULL, *win_l = NULL, *fit_l = NULL, *fit_max_s = NULL, *detail = NULL,
-               *seed_s = NULL, *chunk_s = NULL, *db = NULL, *plot = NULL;
-    int json = 0, save = 0, tune = 0, skip_bad = 0, nargs = 0;
-    const cli_opt opts[] = {{"model", &model, NULL},
-                            {"gpu", &gpu_last, NULL},
-                            {"host", &host, NULL},
-                            {"policy", &policy, NULL},
-                            {"trace", &trace, NULL},
-                            {"format", &format, NULL},
-                            {"skip-bad", NULL, &skip_bad},
-                            {"requests", &requests_s, NULL},
-                            {"arrivals", &arrivals, NULL},
-                            {"rate", &rate_s, NULL},
-                            {"cv", &cv_s, NULL},
-                            {"prompt-dist", &pdist, NULL},
-                            {"output-dist", &odist, NULL},
-                            {"prompt", &prompt_s, NULL},
-                            {"output", &output_s, NULL},
-                            {"batch", &batch_s, NULL},
-                            {"slo-ttft", &ttft_s, NULL},
-                            {"slo-tpot", &tpot_s, NULL},
-                            {"slo-pct", &pct_s, NULL},
-                            {"tol", &tol_s, NULL},
-                            {"start", &start_s, NULL},
-                            {"max-rate", &max_rate_s, NULL},
-                            {"max-users", &max_users_s, NULL},
-                            {"price", &price_last, NULL},
-                            {"tune", NULL, &tune},
-                            {"kv-gb-list", &kv_l, NULL},
-                            {"page-list", &page_l, NULL},
-                            {"window-list", &win_l, NULL},
-                            {"fit-batches", &fit_l, NULL},
-                            {"fit-max", &fit_max_s, NULL},
-                            {"detail", &detail, NULL},
-                            {"seed", &seed_s, NULL},
-                            {"chunk", &chunk_s, NULL},
-                            {"db", &db, NULL},
-                            {"save", NULL, &save},
-                            {"plot", &plot, NULL},
-                            {"json", NULL, &json},
-                            {0}};
-    char *args[1];
-    int rc = cli_parse("plan", argc, argv, opts, args, 0, &nargs, help);
-    if (rc)
-        return rc == CLI_PARSE_HELP ? CLI_EXIT_OK : rc;
-    ws_plan_spec s;
-    ws_plan_spec_default(&s);
-    /* GPUs: every --gpu, each a comma-separated list. */
-    const char *gv[WS_PLAN_MAX_GPUS], *pv[WS_PLAN_MAX_GPUS];
-    int ngv = 0, npv = 0;
     static char gbuf[WS_PLAN_MAX_GPUS][160];
-    if ((rc = collect(argc, argv, "gpu", gv, WS_PLAN_MAX_GPUS, &ngv)) ||
-        (rc = collect(argc, argv, "price", pv, WS_PLAN_MAX_GPUS, &npv)))
-        return rc;
-    for (int i = 0; i < ngv; i++) {
-        const char *p = gv[i];
+    for (int i = 0; i < o->gpus.n; i++) {
+        const char *p = o->gpus.v[i];
         while (*p) {
             const char *e = strchr(p, ',');
             size_t l = e ? (size_t)(e - p) : strlen(p);
             if (l) {
-                if (s.n_gpus >= WS_PLAN_MAX_GPUS || l >= sizeof gbuf[0])
+                if (s->n_gpus >= WS_PLAN_MAX_GPUS || l >= sizeof gbuf[0])
                     return cli_usage_error("plan", "at most %d GPU profiles of < 160 characters",
                                            WS_PLAN_MAX_GPUS);
-                memcpy(gbuf[s.n_gpus], p, l);
-                gbuf[s.n_gpus][l] = 0;
-                for (int k = 0; k < s.n_gpus; k++)
-                    if (!strcmp(gbuf[k], gbuf[s.n_gpus]))
+                memcpy(gbuf[s->n_gpus], p, l);
+                gbuf[s->n_gpus][l] = 0;
+                for (int k = 0; k < s->n_gpus; k++)
+                    if (!strcmp(gbuf[k], gbuf[s->n_gpus]))
                         return cli_usage_error("plan", "--gpu %s given twice", gbuf[k]);
-                s.gpus[s.n_gpus] = gbuf[s.n_gpus];
-                s.n_gpus++;
+                s->gpus[s->n_gpus] = gbuf[s->n_gpus];
+                s->n_gpus++;
             }
             p += l + (e != NULL);
         }
     }
-    if (!model || !s.n_gpus || !host)
-        return cli_usage_error("plan", "--model, --gpu and --host are required");
-    s.model = model;
-    s.host = host;
-    for (int i = 0; i < npv; i++) {
-        const char *eq = strchr(pv[i], '=');
+    return 0;
+}
+
+static int plan_prices(const plan_opts *o, ws_plan_spec *s)
+{
+    for (int i = 0; i < o->prices.n; i++) {
+        const char *pv = o->prices.v[i], *eq = strchr(pv, '=');
         if (!eq)
-            return cli_usage_error("plan", "--price '%s': expected PROFILE=USD_PER_HOUR", pv[i]);
+            return cli_usage_error("plan", "--price '%s': expected PROFILE=USD_PER_HOUR", pv);
         int g = -1;
-        for (int k = 0; k < s.n_gpus; k++)
-            if (strlen(s.gpus[k]) == (size_t)(eq - pv[i]) &&
-                !strncmp(s.gpus[k], pv[i], (size_t)(eq - pv[i])))
+        for (int k = 0; k < s->n_gpus; k++)
+            if (strlen(s->gpus[k]) == (size_t)(eq - pv) &&
+                !strncmp(s->gpus[k], pv, (size_t)(eq - pv)))
                 g = k;
         if (g < 0)
             return cli_usage_error("plan", "--price '%s': '%.*s' is not one of the --gpu profiles",
-                                   pv[i], (int)(eq - pv[i]), pv[i]);
+                                   pv, (int)(eq - pv), pv);
         double v;
         if (ws_parse_double(eq + 1, 0, 1e9, &v) || !(v > 0))
-            return cli_usage_error("plan", "--price '%s': the price is dollars per hour > 0",
-                                   pv[i]);
-        s.price[g] = v;
+            return cli_usage_error("plan", "--price '%s': the price is dollars per hour > 0", pv);
+        s->price[g] = v;
     }
-    /* SLOs */
-    if (ttft_s && (rc = parse_secs("slo-ttft", ttft_s, &s.slo_ttft)))
+    return 0;
+}
+
+static int plan_slos(const plan_opts *o, ws_plan_spec *s)
+{
+    int rc;
+    if (o->ttft && (rc = parse_secs("slo-ttft", o->ttft, &s->slo_ttft)))
         return rc;
-    if (tpot_s && (rc = parse_secs("slo-tpot", tpot_s, &s.slo_tpot)))
+    if (o->tpot && (rc = parse_secs("slo-tpot", o->tpot, &s->slo_tpot)))
         return rc;
-    if (!ttft_s && !tpot_s)
+    if (!o->ttft && !o->tpot)
         return cli_usage_error("plan", "give an SLO: --slo-ttft S and/or --slo-tpot S");
-    if (pct_s) {
-        const char *v = pct_s[0] == 'p' || pct_s[0] == 'P' ? pct_s + 1 : pct_s;
-        if (ws_parse_double(v, 0, 100, &s.slo_pct) || !(s.slo_pct > 0))
-            return cli_usage_error("plan", "--slo-pct '%s': a percentile in (0, 100], as 99 or "
-                                           "p99",
-                                   pct_s);
+    if (o->pct) {
+        const char *v = o->pct[0] == 'p' || o->pct[0] == 'P' ? o->pct + 1 : o->pct;
+        if (ws_parse_double(v, 0, 100, &s->slo_pct) || !(s->slo_pct > 0))
+            return cli_usage_error("plan",
+                                   "--slo-pct '%s': a percentile in (0, 100], as 99 or "
+                                   "p99",
+                                   o->pct);
     }
-    /* workload */
-    const int closed = prompt_s || output_s;
-    if ((trace != NULL) + (arrivals != NULL) + closed != 1)
+    return 0;
+}
+
+/* Users (a closed batch), or the rates of a trace or a generator. */
+static int plan_load(const plan_opts *o, const cli_args *a, ws_plan_spec *s)
+{
+    const cli_workload *w = &o->w;
+    const int closed = cli_given(a, "prompt") || cli_given(a, "output");
+    if ((w->trace != NULL) + (w->gen.arrivals != NULL) + closed != 1)
         return cli_usage_error("plan", "give one workload: --prompt N --output M (users), "
                                        "--trace FILE, or --arrivals ...");
-    ws_err perr = {0};
-    long long ll;
     if (closed) {
-        s.load = WS_PLAN_USERS;
-        if (!prompt_s || !output_s)
+        s->load = WS_PLAN_USERS;
+        if (!cli_given(a, "prompt") || !cli_given(a, "output"))
             return cli_usage_error("plan", "users need both --prompt and --output");
-        if ((rc = cli_opt_int("plan", "prompt", prompt_s, 1, 1 << 24, &s.prompt)) ||
-            (rc = cli_opt_int("plan", "output", output_s, 1, 1 << 24, &s.output)) ||
-            (max_users_s &&
-             (rc = cli_opt_int("plan", "max-users", max_users_s, 1, 1 << 16, &s.max_users))))
-            return rc;
-        if (requests_s || rate_s || batch_s || max_rate_s)
+        s->prompt = w->prompt;
+        s->output = w->output;
+        s->max_users = o->max_users;
+        if (w->gen.requests || w->gen.rate || cli_given(a, "batch") || cli_given(a, "max-rate"))
             return cli_usage_error("plan", "--requests, --rate, --batch and --max-rate are for "
                                            "rates; users are searched with --max-users");
-    } else {
-        if (max_users_s)
-            return cli_usage_error("plan", "--max-users goes with --prompt/--output (users)");
-        if (requests_s) {
-            if ((rc = cli_opt_ll("plan", "requests", requests_s, 1, 1LL << 40, &ll)))
-                return rc;
-            s.requests = (uint64_t)ll;
-        }
-        if (batch_s && (rc = cli_opt_int("plan", "batch", batch_s, 1, 1 << 20, &s.batch)))
-            return rc;
-        if (max_rate_s && (rc = cli_opt_double("plan", "max-rate", max_rate_s, 1e-6, 1e9,
-                                               &s.max_rate)))
-            return rc;
+        return 0;
     }
-    if (trace) {
-        s.trace = trace;
-        s.topts.skip_bad = skip_bad;
-        if (format && ws_trace_format_parse(format, &s.topts.format, &perr))
+    if (cli_given(a, "max-users"))
+        return cli_usage_error("plan", "--max-users goes with --prompt/--output (users)");
+    long long ll;
+    int rc;
+    if (w->gen.requests) {
+        if ((rc = cli_opt_ll("plan", "requests", w->gen.requests, 1, 1LL << 40, &ll)))
+            return rc;
+        s->requests = (uint64_t)ll;
+    }
+    s->batch = w->batch;
+    s->max_rate = o->max_rate;
+    return 0;
+}
+
+/* The trace's or the generator's options, each only with its workload. */
+static int plan_source(const cli_workload *w, ws_plan_spec *s, int closed)
+{
+    ws_err perr = {0};
+    const cli_gen_args *g = &w->gen;
+    if (w->trace) {
+        s->trace = w->trace;
+        s->topts.skip_bad = w->skip_bad;
+        if (w->format && ws_trace_format_parse(w->format, &s->topts.format, &perr))
             return cli_usage_error("plan", "%s", perr.msg);
-        if (rate_s || cv_s || pdist || odist)
+        if (g->rate || g->cv || g->pdist || g->odist)
             return cli_usage_error("plan", "a trace has its own arrivals and lengths");
-    } else if (format || skip_bad)
+    } else if (w->format || w->skip_bad)
         return cli_usage_error("plan", "--format and --skip-bad go with --trace");
-    if (arrivals) {
-        if (ws_trace_arrivals_parse(arrivals, &s.gen.arrivals, &perr))
-            return cli_usage_error("plan", "%s", perr.msg);
-        if (s.gen.arrivals == WS_ARRIVALS_CLOSED)
-            return cli_usage_error("plan", "closed-loop arrivals have no rate to search; use "
-                                           "--prompt/--output for users");
-        if (!pdist || !odist)
-            return cli_usage_error("plan", "--arrivals needs --prompt-dist and --output-dist");
-        if (ws_trace_len_parse(pdist, &s.gen.prompt, &perr) ||
-            ws_trace_len_parse(odist, &s.gen.output, &perr))
-            return cli_usage_error("plan", "%s", perr.msg);
-        if (rate_s && (rc = cli_opt_double("plan", "rate", rate_s, 1e-6, 1e9, &s.gen.rate)))
-            return rc;
-        if (cv_s && (rc = cli_opt_double("plan", "cv", cv_s, 0.01, 100, &s.gen.cv)))
-            return rc;
-    } else if (pdist || odist || cv_s || (rate_s && !trace && !closed))
-        return cli_usage_error("plan", "--prompt-dist, --output-dist, --rate and --cv go with "
-                                       "--arrivals");
-    /* search and simulation */
-    if ((tol_s && (rc = cli_opt_double("plan", "tol", tol_s, 1e-4, 0.5, &s.tol))) ||
-        (start_s && (rc = cli_opt_double("plan", "start", start_s, 1e-6, 1e9, &s.start))) ||
-        (chunk_s && (rc = cli_opt_int("plan", "chunk", chunk_s, 1, 1 << 24, &s.chunk))))
+    if (!g->arrivals) {
+        if (g->pdist || g->odist || g->cv || (g->rate && !w->trace && !closed))
+            return cli_usage_error("plan", "--prompt-dist, --output-dist, --rate and --cv go "
+                                           "with --arrivals");
+        return 0;
+    }
+    if (ws_trace_arrivals_parse(g->arrivals, &s->gen.arrivals, &perr))
+        return cli_usage_error("plan", "%s", perr.msg);
+    if (s->gen.arrivals == WS_ARRIVALS_CLOSED)
+        return cli_usage_error("plan", "closed-loop arrivals have no rate to search; use "
+                                       "--prompt/--output for users");
+    if (!g->pdist || !g->odist)
+        return cli_usage_error("plan", "--arrivals needs --prompt-dist and --output-dist");
+    if (ws_trace_len_parse(g->pdist, &s->gen.prompt, &perr) ||
+        ws_trace_len_parse(g->odist, &s->gen.output, &perr))
+        return cli_usage_error("plan", "%s", perr.msg);
+    int rc;
+    if (g->rate && (rc = cli_opt_double("plan", "rate", g->rate, 1e-6, 1e9, &s->gen.rate)))
         return rc;
-    if (policy && strcmp(policy, "all")) {
+    if (g->cv && (rc = cli_opt_double("plan", "cv", g->cv, 0.01, 100, &s->gen.cv)))
+        return rc;
+    return 0;
+}
+
+/* The search and the simulation: policies, --tune's candidates, the frontier. */
+static int plan_search(const plan_opts *o, const cli_args *a, ws_plan_spec *s)
+{
+    const cli_workload *w = &o->w;
+    s->tol = o->tol;
+    s->start = o->start;
+    s->chunk = w->chunk;
+    int rc;
+    if (strcmp(w->policy, "all")) {
         char buf[256];
-        snprintf(buf, sizeof buf, "%s", policy);
-        s.policies = 0;
+        snprintf(buf, sizeof buf, "%s", w->policy);
+        s->policies = 0;
         char *save_p = NULL;
+        ws_err perr = {0};
         for (char *t = strtok_r(buf, ",", &save_p); t; t = strtok_r(NULL, ",", &save_p)) {
             ws_policy_kind k;
             if (ws_policy_from_name(t, &k, &perr))
                 return cli_usage_error("plan", "%s", perr.msg);
-            s.policies |= 1u << k;
+            s->policies |= 1u << k;
         }
-        if (!s.policies)
+        if (!s->policies)
             return cli_usage_error("plan", "--policy names no policy");
     }
-    s.tune = tune;
-    if (!tune && (kv_l || page_l || win_l))
+    s->tune = o->tune;
+    if (!o->tune && (o->kv_l || o->page_l || o->win_l))
         return cli_usage_error("plan", "--kv-gb-list, --page-list and --window-list go with "
                                        "--tune");
-    if ((kv_l && (rc = parse_list("kv-gb-list", kv_l, 0.01, 1e5, s.kv_gb, WS_PLAN_MAX_CAND,
-                                  &s.n_kv))) ||
-        (page_l && (rc = parse_int_list("page-list", page_l, 16, 1 << 16, s.page,
-                                        WS_PLAN_MAX_CAND, &s.n_page))) ||
-        (win_l && (rc = parse_int_list("window-list", win_l, 16, 1 << 20, s.window,
-                                       WS_PLAN_MAX_CAND, &s.n_window))))
+    if ((o->kv_l && (rc = parse_list("kv-gb-list", o->kv_l, 0.01, 1e5, s->kv_gb, WS_PLAN_MAX_CAND,
+                                     &s->n_kv))) ||
+        (o->page_l && (rc = parse_int_list("page-list", o->page_l, 16, 1 << 16, s->page,
+                                           WS_PLAN_MAX_CAND, &s->n_page))) ||
+        (o->win_l && (rc = parse_int_list("window-list", o->win_l, 16, 1 << 20, s->window,
+                                          WS_PLAN_MAX_CAND, &s->n_window))))
         return rc;
-    if (fit_l && !strcmp(fit_l, "none"))
-        s.n_fit = 0;
-    else if (fit_l && (rc = parse_int_list("fit-batches", fit_l, 1, 65536, s.fit_batch,
-                                           WS_PLAN_MAX_CAND, &s.n_fit)))
+    if (o->fit_l && !strcmp(o->fit_l, "none"))
+        s->n_fit = 0;
+    else if (o->fit_l && (rc = parse_int_list("fit-batches", o->fit_l, 1, 65536, s->fit_batch,
+                                              WS_PLAN_MAX_CAND, &s->n_fit)))
         return rc;
-    if (fit_max_s && (rc = cli_opt_ll("plan", "fit-max", fit_max_s, WS_PLAN_FIT_UNIT,
-                                      4LL * WS_TRACE_TOKENS_MAX, &s.fit_max)))
+    s->fit_max = o->fit_max;
+    if (cli_given(a, "detail"))
+        s->detail_layer = w->detail;
+    s->seed = (uint64_t)w->seed;
+    return 0;
+}
+
+int cmd_plan(int argc, char **argv)
+{
+    plan_opts o = {0};
+    cli_args a;
+    int rc = cli_opts_parse(&k_spec, argc, argv, &o, &a);
+    if (rc)
+        return rc == CLI_PARSE_HELP ? CLI_EXIT_OK : rc;
+    ws_plan_spec s;
+    ws_plan_spec_default(&s);
+    if ((rc = plan_gpus(&o, &s)))
         return rc;
-    if (detail) {
-        if (!strcmp(detail, "layer"))
-            s.detail_layer = 1;
-        else if (strcmp(detail, "step"))
-            return cli_usage_error("plan", "--detail is step or layer, not '%s'", detail);
-    }
-    if (seed_s) {
-        if (ws_parse_int64(seed_s, 0, (long long)1 << 62, &ll))
-            return cli_usage_error("plan", "--seed needs a non-negative integer, not '%s'",
-                                   seed_s);
-        s.seed = (uint64_t)ll;
-    }
+    if (!o.w.model || !s.n_gpus || !o.w.host)
+        return cli_usage_error("plan", "--model, --gpu and --host are required");
+    s.model = o.w.model;
+    s.host = o.w.host;
+    if ((rc = plan_prices(&o, &s)) || (rc = plan_slos(&o, &s)) || (rc = plan_load(&o, &a, &s)) ||
+        (rc = plan_source(&o.w, &s, s.load == WS_PLAN_USERS)) || (rc = plan_search(&o, &a, &s)))
+        return rc;
     ws_err err = {0};
     if (ws_plan_spec_check(&s, &err))
         return cli_usage_error("plan", "%s", err.msg);
     ws_par *par;
     if (ws_par_init(&par, &err))
         return cli_fail(&err);
-    rc = plan_ranks(par, &s, db, db || save, json, plot);
+    rc = plan_ranks(par, &s, o.w.db, o.w.db || o.w.save, o.w.json, o.plot);
     ws_par_finalize(par);
     return rc;
 }

@@ -8,6 +8,7 @@
 
 #include "calib_plot.h"
 #include "cli.h"
+#include "opts.h"
 #include "run_plot.h"
 #include "sim_plot.h"
 #include "validate_plot.h"
@@ -46,60 +47,67 @@ static const figure figures[] = {
 };
 #define N_FIGURES (sizeof figures / sizeof figures[0])
 
-static void help(FILE *out)
+static void usage(FILE *out)
 {
     fprintf(out, "usage: writescope plot NAME [--run N] [--live N] [--model M] [--gpu G]\n"
                  "                        [--grid N] [--db PATH] [--out FILE.png|FILE.svg]\n\n"
                  "Figures:\n");
     for (size_t i = 0; i < N_FIGURES; i++)
         fprintf(out, "  %-11s %s\n", figures[i].name, figures[i].help);
-    fprintf(out,
-            "\n--run N      the figure's run: a calibration run (calib) or a simulation run\n"
-            "             (share, util; latency: the newest run of every policy on its\n"
-            "             workload; throughput: its model and hardware); default the newest\n"
-            "--live N     share, util: run N of `writescope run` (CPU measured, GPU as the\n"
-            "             run says); 0: the newest\n"
-            "--model M, --gpu G  speedup, throughput: only the runs of this model / GPU profile\n"
-            "--grid N     speedup, throughput: only the runs of `sim grid` N (--db/--save)\n"
-            "Figures over many runs take the newest run of each point. Every figure labels\n"
-            "what is measured and what is modeled. Default output: results/NAME.png (SVG\n"
-            "for a .svg name). Needs gnuplot (make deps). Details: docs/plots.md\n");
+    fprintf(out, "\nFigures over many runs take the newest run of each point. Every figure labels\n"
+                 "what is measured and what is modeled. Needs gnuplot (make deps). Details:\n"
+                 "docs/plots.md\n");
 }
+
+typedef struct plot_opts {
+    const char *db, *out, *model, *gpu;
+    long long run, live, grid;
+} plot_opts;
+
+static const cli_optdef k_opts[] = {
+    {"run", CLI_LL(plot_opts, run), .arg = "N", .lo = 1, .hi = LLONG_MAX,
+     .help = "the figure's run: a calibration run (calib) or a simulation run (share, util; "
+             "latency: the newest run of every policy on its workload; throughput: its model "
+             "and hardware); default the newest"},
+    {"live", CLI_LL(plot_opts, live), .arg = "N", .lo = 0, .hi = LLONG_MAX,
+     .help = "share, util: run N of `writescope run` (CPU measured, GPU as the run says); 0: "
+             "the newest"},
+    {"model", CLI_STR(plot_opts, model), .arg = "M",
+     .help = "speedup, throughput: only the runs of this model"},
+    {"gpu", CLI_STR(plot_opts, gpu), .arg = "G",
+     .help = "speedup, throughput: only the runs of this GPU profile"},
+    {"grid", CLI_LL(plot_opts, grid), .arg = "N", .lo = 1, .hi = LLONG_MAX,
+     .help = "speedup, throughput: only the runs of `sim grid` N (--db/--save)"},
+    {"db", CLI_STR(plot_opts, db), .arg = "PATH",
+     .help = "the database (default: $WRITESCOPE_DB, else results/writescope.db)"},
+    {"out", CLI_STR(plot_opts, out), .arg = "FILE.png|FILE.svg",
+     .help = "the figure (default: results/NAME.png; SVG for a .svg name)"},
+    {0}};
+static const cli_spec k_spec = {"plot", k_opts, 1, usage};
 
 int cmd_plot(int argc, char **argv)
 {
-    int nargs = 0;
-    const char *db = NULL, *run_arg = NULL, *live_arg = NULL, *out = NULL, *model = NULL,
-               *gpu = NULL, *grid_arg = NULL;
-    const cli_opt opts[] = {{"db", &db, NULL},     {"run", &run_arg, NULL},
-                            {"live", &live_arg, NULL}, {"out", &out, NULL},
-                            {"model", &model, NULL}, {"gpu", &gpu, NULL},
-                            {"grid", &grid_arg, NULL}, {0}};
-    char *args[1];
-    int rc = cli_parse("plot", argc, argv, opts, args, 1, &nargs, help);
+    plot_opts o = {0};
+    cli_args a;
+    int rc = cli_opts_parse(&k_spec, argc, argv, &o, &a);
     if (rc)
         return rc == CLI_PARSE_HELP ? CLI_EXIT_OK : rc;
-    if (nargs == 0)
+    if (a.npos == 0)
         return cli_usage_error("plot", "which figure? (see --help)");
     const figure *fig = NULL;
     for (size_t i = 0; i < N_FIGURES && !fig; i++)
-        if (!strcmp(args[0], figures[i].name))
+        if (!strcmp(a.pos[0], figures[i].name))
             fig = &figures[i];
     if (!fig)
-        return cli_usage_error("plot", "no figure '%s' (see --help)", args[0]);
-    ws_plot_req req = {.model = model, .gpu = gpu};
-    if (run_arg && (rc = cli_opt_ll("plot", "--run", run_arg, 1, LLONG_MAX, &req.run)))
-        return rc;
-    if (grid_arg && (rc = cli_opt_ll("plot", "--grid", grid_arg, 1, LLONG_MAX, &req.grid)))
-        return rc;
-    if (live_arg) {
-        if (!fig->live)
-            return cli_usage_error("plot", "figure '%s' takes no --live run", fig->name);
-        if (run_arg)
-            return cli_usage_error("plot", "--run and --live name two runs: give one");
-        if ((rc = cli_opt_ll("plot", "--live", live_arg, 0, LLONG_MAX, &req.live)))
-            return rc;
-    }
+        return cli_usage_error("plot", "no figure '%s' (see --help)", a.pos[0]);
+    const int live = cli_given(&a, "live") > 0;
+    if (live && !fig->live)
+        return cli_usage_error("plot", "figure '%s' takes no --live run", fig->name);
+    if (live && cli_given(&a, "run"))
+        return cli_usage_error("plot", "--run and --live name two runs: give one");
+    ws_plot_req req = {
+        .model = o.model, .gpu = o.gpu, .run = o.run, .grid = o.grid, .live = o.live};
+    const char *out = o.out;
     ws_err err = {0};
     char outbuf[WS_PATH_MAX + 64];
     if (!out) {
@@ -114,10 +122,10 @@ int cmd_plot(int argc, char **argv)
         return cli_fail(&err);
     ws_store *s;
     int embedded = 0; /* no database yet: the figures say there is nothing to draw */
-    if (cli_open_store_ro(db, &s, &embedded, &err))
+    if (cli_open_store_ro(o.db, &s, &embedded, &err))
         return cli_fail(&err);
     char what[512];
-    rc = (live_arg ? fig->live : fig->draw)(s, &req, what, sizeof what, &err);
+    rc = (live ? fig->live : fig->draw)(s, &req, what, sizeof what, &err);
     ws_store_close(s);
     if (rc)
         return cli_fail(&err);

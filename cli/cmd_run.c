@@ -13,19 +13,16 @@
 #include "run_engine.h"
 #include "run_store.h"
 #include "store.h"
-#include "ws_parse.h"
+#include "workload.h"
 #include "ws_util.h"
 
-#define RUN_DEFAULT_GPU "a100-40gb-pcie"
-#define RUN_FALLBACK_HOST "xeon-gold-5318y"
-
-static void help(FILE *out)
+static void usage(FILE *out)
 {
     fprintf(
         out,
         "usage: writescope run --model NAME [--batch B] [--prompt N] [--output M] [--layers K]\n"
         "                      [--host PROFILE] [--gpu cuda|modeled:<profile>]\n"
-        "                      [--policy writescope|static|stream|cpu-attn] [--r R]\n"
+        "                      [--policy writescope|static|stream|cpu-attn|migrate] [--r R]\n"
         "                      [--window W] [--threads T] [--seed S] [--every N]\n"
         "                      [--mem-fraction F] [--verify] [--db PATH] [--json]\n"
         "\n"
@@ -33,17 +30,49 @@ static void help(FILE *out)
         "shapes, synthetic seeded bf16 KV and expert weights, through the InplaceKVCache and\n"
         "the placement policy. The CPU half of the attention, the router and the routed\n"
         "experts run for real on this machine; with --gpu modeled:<profile> (the default,\n"
-        "modeled:" RUN_DEFAULT_GPU ") the GPU's work and the transfers are timed by the cost\n"
+        "modeled:" CLI_DEFAULT_GPU ") the GPU's work and the transfers are timed by the cost\n"
         "model on their own clocks and labelled modeled. --verify computes the GPU half\n"
         "(CPU reference, outside the timed path) and checks each merged output against full\n"
-        "attention (max abs error <= 2e-3). --layers K runs K of the model's layers (default:\n"
-        "what fits in --mem-fraction, 0.5, of the RAM). --host defaults to this machine's\n"
-        "calibrated profile when one is stored, else " RUN_FALLBACK_HOST " (datasheet);\n"
-        "--host this insists on this machine's (an error when none is stored).\n"
-        "Defaults: batch 4, prompt 4096, output 32, window 256, policy writescope; --r is\n"
-        "static's share (0.5). A line every --every steps (default 8) on stderr; --db stores\n"
+        "attention (max abs error <= 2e-3). A line every --every steps on stderr; --db stores\n"
         "the run, its steps and (step, layer) records in one transaction. Details: docs/run.md\n");
 }
+
+typedef struct run_opts {
+    cli_workload w;
+    int window, every, verify;
+    double mem_fraction;
+} run_opts;
+
+static const cli_optdef k_opts[] = {
+    {CLI_GROUP(run_opts, w, cli_workload, cli_workload_opts)},
+    {CLI_GROUP(run_opts, w, cli_workload, cli_engine_opts)},
+    {CLI_GROUP(run_opts, w, cli_workload, cli_live_opts)},
+    {"batch", CLI_TUNE, .lo = 1, .hi = 4096, .def = "4"},
+    {"prompt", CLI_TUNE, .def = "4096"},
+    {"output", CLI_TUNE, .lo = 1, .hi = 1 << 20, .def = "32"},
+    {"seed", CLI_TUNE, .lo = 0, .hi = 1 << 30, .def = "1"},
+    {"policy", CLI_TUNE, .arg = "NAME", .def = "writescope",
+     .help = "the KV policy: writescope, static, stream, cpu-attn or migrate (a single-state "
+             "cache whose reformats really move pages); gpu-only and ktrans do not spill and "
+             "do not run live"},
+    {"layers", CLI_TUNE,
+     .help = "run K of the model's layers; by default what fits in --mem-fraction of the RAM"},
+    {"host", CLI_TUNE,
+     .help = "the host's hardware profile (default: this machine's calibration when one is "
+             "stored, else " CLI_FALLBACK_HOST " from the datasheet; this: this machine's, an "
+             "error when none is stored)"},
+    {"db", CLI_TUNE,
+     .help = "store the run there (created when missing); the profiles are read from it too"},
+    {"window", CLI_INT(run_opts, window), .arg = "W", .lo = 1, .hi = 1 << 20, .def = "256",
+     .help = "the newest tokens of each sequence kept on the GPU, a multiple of the page"},
+    {"every", CLI_INT(run_opts, every), .arg = "N", .lo = 0, .hi = 1 << 30, .def = "8",
+     .help = "a progress line every N steps on stderr (0: none)"},
+    {"mem-fraction", CLI_DOUBLE(run_opts, mem_fraction), .arg = "F", .lo = 0.01, .hi = 0.95,
+     .def = "0.5", .help = "the share of the RAM the default --layers may fill"},
+    {"verify", CLI_FLAG(run_opts, verify),
+     .help = "compute the GPU half too and check every merged output against full attention"},
+    {0}};
+static const cli_spec k_spec = {"run", k_opts, 0, usage};
 
 static void on_step(void *ctx, const ws_run_step *st, const ws_run_layer *lay, int n)
 {
@@ -64,7 +93,7 @@ static void on_step(void *ctx, const ws_run_step *st, const ws_run_layer *lay, i
 static const char *default_host(ws_store *s, char *buf, size_t cap, int *fallback)
 {
     *fallback = !ws_calib_host_profile(s, buf, cap);
-    return *fallback ? RUN_FALLBACK_HOST : buf;
+    return *fallback ? CLI_FALLBACK_HOST : buf;
 }
 
 static int store_run(const char *db, const ws_engine_cfg *c, const ws_run_result *r, ws_err *err)
@@ -129,116 +158,151 @@ static json_t *result_json(const ws_engine_cfg *c, const ws_run_result *r, const
     json_object_set_new(o, "expert_dtype", json_string("bf16"));
     json_object_set_new(o, "expert_backend", json_string(r->expert_backend));
     json_object_set_new(o, "note", json_string(r->note));
-    json_t *steps = json_array();
+    /* the steps and layers as the database and the CSV hold them (store/steprow.h) */
+    json_t *steps = json_array(), *layers = json_array();
     for (int i = 0; i < r->steps; i++) {
-        const ws_run_step *x = &r->step[i];
-        json_t *s = json_object();
-        json_object_set_new(s, "step", json_integer(x->idx));
-        json_object_set_new(s, "time_s", cli_num(x->t_end - x->t_start));
-        json_object_set_new(s, "cpu_attn_s", cli_num(x->cpu_attn_s));
-        json_object_set_new(s, "experts_s", cli_num(x->experts_s));
-        json_object_set_new(s, "engine_s", cli_num(x->overhead_s));
-        json_object_set_new(s, "busy_gpu_s", cli_num(x->busy_gpu));
-        json_object_set_new(s, "r_star", cli_num(x->r_star));
-        json_object_set_new(s, "r_real", cli_num(x->r_real));
-        json_array_append_new(steps, s);
+        ws_step_row row;
+        ws_run_step_row(c, &r->step[i], &row);
+        json_array_append_new(steps, ws_row_json(ws_step_cols, &row));
     }
+    for (int i = 0; i < r->steps * r->layers; i++) {
+        ws_layer_row row;
+        ws_run_layer_row(&r->lay[i], &row);
+        json_array_append_new(layers, ws_row_json(ws_layer_cols, &row));
+    }
+    json_object_set_new(o, "step_layers", layers);
     json_object_set_new(o, "steps", steps);
     return o;
 }
 
-int cmd_run(int argc, char **argv)
+/* The options into *c; *gpu_prof: the profile of the GPU's cost model. */
+static int run_config(const run_opts *o, ws_engine_cfg *c, const char **gpu_prof)
 {
-    const char *model = NULL, *batch_s = NULL, *prompt_s = NULL, *output_s = NULL, *layers_s = NULL,
-               *host = NULL, *gpu = NULL, *policy = NULL, *r_s = NULL, *window_s = NULL,
-               *threads_s = NULL, *seed_s = NULL, *every_s = NULL, *frac_s = NULL, *db = NULL;
-    int verify = 0, json = 0;
-    const cli_opt opts[] = {
-        {"model", &model, NULL},     {"batch", &batch_s, NULL},       {"prompt", &prompt_s, NULL},
-        {"output", &output_s, NULL}, {"layers", &layers_s, NULL},     {"host", &host, NULL},
-        {"gpu", &gpu, NULL},         {"policy", &policy, NULL},       {"r", &r_s, NULL},
-        {"window", &window_s, NULL}, {"threads", &threads_s, NULL},   {"seed", &seed_s, NULL},
-        {"every", &every_s, NULL},   {"mem-fraction", &frac_s, NULL}, {"db", &db, NULL},
-        {"verify", NULL, &verify},   {"json", NULL, &json},           {NULL, NULL, NULL}};
-    char *pos[1];
-    int npos = 0;
-    int rc = cli_parse("run", argc, argv, opts, pos, 0, &npos, help);
-    if (rc)
-        return rc == CLI_PARSE_HELP ? CLI_EXIT_OK : rc;
-    if (!model)
-        return cli_usage_error("run", "--model is required");
-    ws_engine_cfg c;
-    ws_engine_cfg_default(&c);
-    int every = 8, seed = 1;
-    if ((batch_s && (rc = cli_opt_int("run", "batch", batch_s, 1, 4096, &c.batch))) ||
-        (prompt_s && (rc = cli_opt_int("run", "prompt", prompt_s, 1, 1 << 24, &c.prompt))) ||
-        (output_s && (rc = cli_opt_int("run", "output", output_s, 1, 1 << 20, &c.output))) ||
-        (layers_s && (rc = cli_opt_int("run", "layers", layers_s, 1, 100000, &c.layers))) ||
-        (window_s && (rc = cli_opt_int("run", "window", window_s, 1, 1 << 20, &c.window))) ||
-        (threads_s && (rc = cli_opt_int("run", "threads", threads_s, 1, 1024, &c.threads))) ||
-        (seed_s && (rc = cli_opt_int("run", "seed", seed_s, 0, 1 << 30, &seed))) ||
-        (every_s && (rc = cli_opt_int("run", "every", every_s, 0, 1 << 30, &every))))
-        return rc;
-    if (r_s && ws_parse_double(r_s, 0, 1, &c.par.r_static))
-        return cli_usage_error("run", "--r needs a number in [0, 1], not '%s'", r_s);
-    if (frac_s && ws_parse_double(frac_s, 0.01, 0.95, &c.mem_fraction))
-        return cli_usage_error("run", "--mem-fraction needs a number in [0.01, 0.95], not '%s'",
-                               frac_s);
-    if (c.window % c.par.page_tokens)
+    const cli_workload *w = &o->w;
+    ws_engine_cfg_default(c);
+    c->batch = w->batch;
+    c->prompt = w->prompt;
+    c->output = w->output;
+    c->layers = w->layers;
+    c->window = o->window;
+    c->threads = w->threads;
+    c->seed = (uint64_t)w->seed;
+    c->par.r_static = w->r;
+    c->mem_fraction = o->mem_fraction;
+    c->verify = o->verify;
+    if (c->window % c->par.page_tokens)
         return cli_usage_error("run", "--window must be a multiple of the page (%d tokens)",
-                               c.par.page_tokens);
-    c.seed = (uint64_t)seed;
-    c.verify = verify;
+                               c->par.page_tokens);
     ws_err err = {0};
-    if (policy) {
-        if (ws_policy_from_name(policy, &c.policy, &err))
-            return cli_fail(&err);
-        const ws_policy_info *pi = ws_policy_info_of(c.policy);
-        if (!pi->spills || pi->reformats)
-            return cli_usage_error("run",
-                                   "--policy %s is a simulator baseline; run serves "
-                                   "writescope, static, stream and cpu-attn",
-                                   policy);
+    if (ws_policy_from_name(w->policy, &c->policy, &err))
+        return cli_fail(&err);
+    const ws_policy_info *pi = ws_policy_info_of(c->policy);
+    if (!pi->spills)
+        return cli_usage_error("run",
+                               "--policy %s is a simulator baseline; run serves "
+                               "writescope, static, stream, cpu-attn and migrate",
+                               w->policy);
+    const char *gpu = w->gpu;
+    if (!strcmp(gpu, "cuda") || !strncmp(gpu, "cuda:", 5)) {
+        c->gpu = WS_ENGINE_GPU_CUDA;
+        *gpu_prof = gpu[4] == ':' && gpu[5] ? gpu + 5 : CLI_DEFAULT_GPU;
+    } else if (strncmp(gpu, "modeled:", 8) || !gpu[8]) {
+        return cli_usage_error("run", "--gpu is cuda[:<profile>] or modeled:<profile>, not '%s'",
+                               gpu);
+    } else {
+        *gpu_prof = gpu + 8;
     }
-    const char *gpu_prof = RUN_DEFAULT_GPU;
-    if (gpu) {
-        if (!strcmp(gpu, "cuda") || !strncmp(gpu, "cuda:", 5)) {
-            c.gpu = WS_ENGINE_GPU_CUDA;
-            if (gpu[4] == ':' && gpu[5])
-                gpu_prof = gpu + 5;
-        } else if (strncmp(gpu, "modeled:", 8) || !gpu[8]) {
-            return cli_usage_error("run",
-                                   "--gpu is cuda[:<profile>] or modeled:<profile>, not '%s'", gpu);
-        } else {
-            gpu_prof = gpu + 8;
-        }
-    }
+    return 0;
+}
+
+/* The model and the profiles (the host's: this machine's calibration when none is named). */
+static int run_load(const cli_workload *w, const char *gpu_prof, ws_model *m, ws_cost_hw *hw,
+                    int *embedded, int *host_fallback)
+{
+    ws_err err = {0};
     ws_store *s = NULL;
-    int embedded = 0;
     /* --db: the database the run goes to, created when missing, also gives the profiles */
-    if (db ? cli_open_store(db, &s, &err) : cli_open_store_ro(NULL, &s, &embedded, &err))
+    if (w->db ? cli_open_store(w->db, &s, &err) : cli_open_store_ro(NULL, &s, embedded, &err))
         return cli_fail(&err);
     char hbuf[64];
-    int host_fallback = 0;
+    const char *host = w->host;
+    *host_fallback = 0;
     if (!host)
-        host = default_host(s, hbuf, sizeof hbuf, &host_fallback);
-    ws_model m;
-    ws_cost_hw hw;
-    rc = cli_host_this(s, &host, hbuf, sizeof hbuf, &err);
+        host = default_host(s, hbuf, sizeof hbuf, host_fallback);
+    int rc = cli_host_this(s, &host, hbuf, sizeof hbuf, &err);
     if (!rc)
-        rc = ws_hw_load(s, model, gpu_prof, host, WS_DT_BF16, &m, &hw, NULL, &err);
+        rc = ws_hw_load(s, w->model, gpu_prof, host, WS_DT_BF16, m, hw, NULL, &err);
     ws_store_close(s);
     if (rc)
         return cli_fail(&err);
-    c.model = &m;
-    c.hw = &hw;
-    c.on_step = on_step;
-    c.on_step_ctx = &every;
-    if (host_fallback)
+    if (*host_fallback)
         fprintf(stderr,
                 "run: no calibration of this machine is stored; host profile %s (the cost "
                 "model's CPU predictions are not this machine's)\n",
                 host);
+    return 0;
+}
+
+static void print_summary(const ws_engine_cfg *c, const ws_run_result *r, const char *model,
+                          int host_fallback)
+{
+    printf("writescope run: gpu=%s host=%s%s; model %s, %s\n", r->gpu_label, r->host,
+           host_fallback ? " (not this machine)" : "", model, r->layers_note);
+    printf("workload: batch %d x (%d prompt + %d output) tokens, policy %s, prefill placed r = "
+           "%.3f\n",
+           c->batch, c->prompt, c->output, ws_policy_name(c->policy), r->r_prefill);
+    const int cuda = !strncmp(r->gpu_label, "cuda:", 5);
+    printf("decode: %.1f tokens/s (%s); step p50 %.2f ms, p99 %.2f ms\n", r->tokens_per_s,
+           cuda ? "CPU and the GPU half measured, projections modeled"
+                : "CPU measured, GPU modeled",
+           1e3 * r->step_p50, 1e3 * r->step_p99);
+    printf("experts: bf16 weights, %d slots, GEMM backend %s\n", r->expert_slots,
+           r->expert_backend);
+    printf("share of step time: CPU attention %.1f%%, experts %.1f%%, engine %.1f%% "
+           "(measured); CPU waiting on the GPU path %.1f%%\n",
+           100 * r->share_cpu_attn, 100 * r->share_experts, 100 * r->share_overhead,
+           100 * r->share_gpu_wait);
+    printf("policy: A %.3g s/token (model %.3g), B %.3g (model %.3g); final r = %.3f, r* = "
+           "%.3f\n",
+           r->A_final, r->A_model, r->B_final, r->B_model,
+           r->steps ? r->step[r->steps - 1].r_real : 0,
+           r->steps ? r->step[r->steps - 1].r_star : 0);
+    printf("cache: %d CPU + %d XFER pages, %llu flushes, bytes moved after placement %llu\n",
+           r->cpu_pages, r->xfer_pages, (unsigned long long)r->flushes,
+           (unsigned long long)r->bytes_moved);
+    printf("prefill: %.2f ms modeled (GPU compute), %.2f ms measured writing the KV into "
+           "its regions\n",
+           1e3 * r->prefill_modeled_s, 1e3 * r->prefill_wall_s);
+    if (!isnan(r->verify_max_err))
+        printf("verify: max abs error of merged vs full attention %.2e (bound 2e-3): %s\n",
+               r->verify_max_err, r->verify_max_err <= 2e-3 ? "ok" : "FAILED");
+    if (r->note[0])
+        printf("note: %s\n", r->note);
+}
+
+int cmd_run(int argc, char **argv)
+{
+    run_opts o = {0};
+    cli_args a;
+    int rc = cli_opts_parse(&k_spec, argc, argv, &o, &a);
+    if (rc)
+        return rc == CLI_PARSE_HELP ? CLI_EXIT_OK : rc;
+    if (!o.w.model)
+        return cli_usage_error("run", "--model is required");
+    ws_engine_cfg c;
+    const char *gpu_prof = CLI_DEFAULT_GPU;
+    if ((rc = run_config(&o, &c, &gpu_prof)))
+        return rc;
+    ws_model m;
+    ws_cost_hw hw;
+    int embedded = 0, host_fallback = 0;
+    if ((rc = run_load(&o.w, gpu_prof, &m, &hw, &embedded, &host_fallback)))
+        return rc;
+    int every = o.every;
+    c.model = &m;
+    c.hw = &hw;
+    c.on_step = on_step;
+    c.on_step_ctx = &every;
     if (c.gpu == WS_ENGINE_GPU_CUDA)
         fprintf(stderr, "run: gpu=cuda (the cost model's predictions: profile %s) host=%s ", hw.gpu,
                 hw.host);
@@ -246,48 +310,19 @@ int cmd_run(int argc, char **argv)
         fprintf(stderr, "run: gpu=modeled:%s host=%s ", hw.gpu, hw.host);
     fprintf(stderr, "model %s, batch %d x (%d + %d), policy %s\n", m.name, c.batch, c.prompt,
             c.output, ws_policy_name(c.policy));
+    ws_err err = {0};
     ws_run_result r;
     if (ws_engine_run(&c, &r, &err))
         return cli_fail(&err);
     rc = CLI_EXIT_OK;
-    if (db) {
-        if (store_run(db, &c, &r, &err))
+    if (o.w.db) {
+        if (store_run(o.w.db, &c, &r, &err))
             rc = cli_fail(&err);
     }
-    if (json) {
+    if (o.w.json) {
         cli_print_json(result_json(&c, &r, m.name, ws_policy_name(c.policy), host_fallback));
     } else if (rc == CLI_EXIT_OK) {
-        printf("writescope run: gpu=%s host=%s%s; model %s, %s\n", r.gpu_label, r.host,
-               host_fallback ? " (not this machine)" : "", m.name, r.layers_note);
-        printf("workload: batch %d x (%d prompt + %d output) tokens, policy %s, prefill placed r = "
-               "%.3f\n",
-               c.batch, c.prompt, c.output, ws_policy_name(c.policy), r.r_prefill);
-        const int cuda = !strncmp(r.gpu_label, "cuda:", 5);
-        printf("decode: %.1f tokens/s (%s); step p50 %.2f ms, p99 %.2f ms\n", r.tokens_per_s,
-               cuda ? "CPU and the GPU half measured, projections modeled"
-                    : "CPU measured, GPU modeled",
-               1e3 * r.step_p50, 1e3 * r.step_p99);
-        printf("experts: bf16 weights, %d slots, GEMM backend %s\n", r.expert_slots,
-               r.expert_backend);
-        printf("share of step time: CPU attention %.1f%%, experts %.1f%%, engine %.1f%% "
-               "(measured); CPU waiting on the GPU path %.1f%%\n",
-               100 * r.share_cpu_attn, 100 * r.share_experts, 100 * r.share_overhead,
-               100 * r.share_gpu_wait);
-        printf("policy: A %.3g s/token (model %.3g), B %.3g (model %.3g); final r = %.3f, r* = "
-               "%.3f\n",
-               r.A_final, r.A_model, r.B_final, r.B_model, r.steps ? r.step[r.steps - 1].r_real : 0,
-               r.steps ? r.step[r.steps - 1].r_star : 0);
-        printf("cache: %d CPU + %d XFER pages, %llu flushes, bytes moved after placement %llu\n",
-               r.cpu_pages, r.xfer_pages, (unsigned long long)r.flushes,
-               (unsigned long long)r.bytes_moved);
-        printf("prefill: %.2f ms modeled (GPU compute), %.2f ms measured writing the KV into "
-               "its regions\n",
-               1e3 * r.prefill_modeled_s, 1e3 * r.prefill_wall_s);
-        if (!isnan(r.verify_max_err))
-            printf("verify: max abs error of merged vs full attention %.2e (bound 2e-3): %s\n",
-                   r.verify_max_err, r.verify_max_err <= 2e-3 ? "ok" : "FAILED");
-        if (r.note[0])
-            printf("note: %s\n", r.note);
+        print_summary(&c, &r, m.name, host_fallback);
     }
     if (!isnan(r.verify_max_err) && !(r.verify_max_err <= 2e-3) && rc == CLI_EXIT_OK) {
         fprintf(stderr, "writescope: run: verify failed: max abs error %.3g > 2e-3\n",

@@ -16,11 +16,11 @@
 #include "store.h"
 #include "trace.h"
 #include "trace_gen.h"
+#include "workload.h"
 #include "ws_par.h"
-#include "ws_parse.h"
 #include "ws_util.h"
 
-static void help(FILE *out)
+static void usage(FILE *out)
 {
     fprintf(out,
             "usage: writescope sim --model NAME --gpu PROFILE --host PROFILE\n"
@@ -38,10 +38,9 @@ static void help(FILE *out)
             "Simulates decode and chunked prefill of an MoE model on a GPU and a host described\n"
             "by hardware profiles (datasheet names such as a100-40gb-pcie, v100-32gb-pcie,\n"
             "xeon-gold-5318y, or calibrated ones; see `writescope db show`; --host this: this\n"
-            "machine's newest calibration), under the KV\n"
-            "policies writescope, gpu-only, ktrans, stream, cpu-attn, static (--r, default\n"
-            "0.5) and migrate, or all of them (--policy all, the default). --r-max clips the\n"
-            "share r* that writescope and migrate aim for (default 1: no clip).\n"
+            "machine's newest calibration), under the KV policies writescope, gpu-only,\n"
+            "ktrans, stream, cpu-attn, static (--r) and migrate, or all of them (--policy all,\n"
+            "the default).\n"
             "\n"
             "Workload: a closed batch of B requests of N prompt and M output tokens at time 0\n"
             "(defaults 4, 2048, 256); or a trace FILE (ours, azure, mooncake, burstgpt, vidur;\n"
@@ -49,12 +48,8 @@ static void help(FILE *out)
             "--seed): open arrivals (poisson, gamma) at --rate R, or a closed loop of\n"
             "--clients C, each sending its next request --think T (S or exp:S: exponential of\n"
             "mean S seconds; fixed:S; default 0) after its previous one ends, K requests in\n"
-            "all. Continuous batching up to --batch sequences (32 for traces); GPU KV\n"
-            "budget --gpu-kv-gb (default 2 GiB, 0.3 GiB for MLA models); a request that can\n"
-            "never fit is counted as an out-of-memory (OOM) outcome.\n"
-            "--detail layer plays every layer as operations; step folds the identical layers\n"
-            "(same results where the pipeline is periodic, much faster). --layers K plays\n"
-            "the first K layers only.\n"
+            "all. Continuous batching up to --batch sequences (32 for traces) within the GPU's\n"
+            "KV budget (--gpu-kv-gb).\n"
             "\n"
             "Prints per policy: requests served and OOM, output tokens/s over the makespan,\n"
             "decode tokens/s over the decode steps, TTFT and TPOT percentiles, goodput under\n"
@@ -62,16 +57,9 @@ static void help(FILE *out)
             "events and wall time. --json adds every request and every step.\n"
             "Percentiles are exact up to 4096 served requests, then read from a log-bucketed\n"
             "histogram within 0.5%% relative error (memory does not grow with the trace).\n"
-            "\n"
-            "Results, streamed as the run plays (one database transaction per run):\n"
-            "  --db PATH    read the profiles from PATH and store every run there (tables\n"
-            "               sim_runs, sim_requests, sim_steps; created or migrated as needed)\n"
-            "  --save       the same with the default database ($WRITESCOPE_DB, else\n"
-            "               results/writescope.db)\n"
-            "  --csv DIR    DIR/requests.csv, steps.csv, summary.csv (every policy run)\n"
-            "  --chrome-trace FILE  the operation timeline of one run (one --policy) for\n"
-            "               Perfetto; at most --chrome-trace-limit spans (200000; 0: all)\n"
-            "All figures are modeled (discrete-event simulation on the profiles named).\n"
+            "Results (--db, --save, --csv, --chrome-trace) are streamed as the run plays, one\n"
+            "database transaction per run. All figures are modeled (discrete-event simulation\n"
+            "on the profiles named).\n"
             "\n"
             "grid: DeepSeek-V2-Lite, Qwen3-30B-A3B, Mixtral-8x7B on a100-40gb-pcie and\n"
             "v100-32gb-pcie, batch 4/16/32, prompts 2K/8K/32K, 256 output tokens, all policies;\n"
@@ -153,17 +141,9 @@ static json_t *totals_json(const sim_results *r)
     json_object_set_new(o, "requests_detail", rq);
     json_t *st = json_array();
     for (size_t i = 0; i < r->n_step; i++) {
-        const sim_step_rec *s = &r->step[i];
-        json_t *x = json_object();
-        json_object_set_new(x, "t_start_s", json_real(s->t_start));
-        json_object_set_new(x, "dt_s", json_real(s->dt));
-        json_object_set_new(x, "batch", json_integer(s->batch));
-        json_object_set_new(x, "decode_tokens", json_integer(s->decode_tokens));
-        json_object_set_new(x, "prefill_tokens", json_integer(s->prefill_tokens));
-        json_object_set_new(x, "rstar", json_real(s->rstar));
-        json_object_set_new(x, "r_realised", json_real(s->r_real));
-        json_object_set_new(x, "busy_s", busy_json(s->busy));
-        json_array_append_new(st, x);
+        ws_simdb_step row; /* the step as the database and the CSV hold it */
+        sim_record_step(&r->step[i], &row);
+        json_array_append_new(st, ws_row_json(ws_step_cols, &row));
     }
     json_object_set_new(o, "steps_detail", st);
     return o;
@@ -251,33 +231,223 @@ static int grid_store(ws_store *s, const sim_grid_opts *o, int ranks, const sim_
     return rc;
 }
 
-static int cmd_grid(ws_par *par, const char *db, int store_runs, const char *host,
-                    const char *model, const char *gpu, int detail_layer, int json)
+static void grid_json_points(json_t *root, const sim_grid_point *p, size_t n)
+{
+    json_t *pts = json_array();
+    for (size_t i = 0; i < n; i++) {
+        json_t *x = json_object();
+        json_object_set_new(x, "model", json_string(sim_grid_models[p[i].model]));
+        json_object_set_new(x, "gpu", json_string(sim_grid_gpus[p[i].gpu]));
+        json_object_set_new(x, "batch", json_integer(p[i].batch));
+        json_object_set_new(x, "prompt", json_integer(p[i].prompt));
+        json_object_set_new(x, "output", json_integer(SIM_GRID_OUTPUT));
+        json_object_set_new(x, "policy", json_string(ws_policy_name(p[i].policy)));
+        json_object_set_new(x, "tokens_per_s", json_real(p[i].tps));
+        json_object_set_new(x, "decode_tokens_per_s", json_real(p[i].decode_tps));
+        json_object_set_new(x, "served", json_integer((json_int_t)p[i].served));
+        json_object_set_new(x, "oom", json_integer((json_int_t)p[i].oom));
+        json_object_set_new(x, "r_realised_last", json_real(p[i].r_final));
+        json_array_append_new(pts, x);
+    }
+    json_object_set_new(root, "points", pts);
+}
+
+static const int k_baselines[] = {WS_POLICY_GPU_ONLY, WS_POLICY_KTRANS, WS_POLICY_STREAM,
+                                  WS_POLICY_CPU_ATTN, WS_POLICY_STATIC, WS_POLICY_MIGRATE};
+#define N_BASELINES ((int)(sizeof k_baselines / sizeof k_baselines[0]))
+
+/* What a stored grid wrote: its row, its runs and the database. */
+typedef struct grid_written {
+    ws_simdb_grid gr;
+    long long first, last;
+    char dbpath[WS_PATH_MAX];
+} grid_written;
+
+static int grid_json(const char *host, int embedded, const sim_grid_point *p, size_t n,
+                     const grid_written *wr)
+{
+    json_t *root = json_object();
+    json_object_set_new(root, "source", json_string("modeled"));
+    json_object_set_new(root, "host", json_string(host));
+    json_object_set_new(root, "embedded_profiles", json_boolean(embedded));
+    grid_json_points(root, p, n);
+    json_t *sp = json_array();
+    for (int g = 0; g < SIM_GRID_GPUS; g++)
+        for (int m = -1; m < SIM_GRID_MODELS; m++)
+            for (int b = 0; b < N_BASELINES; b++) {
+                int k;
+                double v = sim_grid_speedup(p, n, m, g, k_baselines[b], 8192, &k);
+                if (!k)
+                    continue;
+                json_t *x = json_object();
+                json_object_set_new(x, "gpu", json_string(sim_grid_gpus[g]));
+                json_object_set_new(x, "model",
+                                    m < 0 ? json_string("all") : json_string(sim_grid_models[m]));
+                json_object_set_new(x, "baseline", json_string(ws_policy_name(k_baselines[b])));
+                json_object_set_new(x, "geomean_speedup", json_real(v));
+                json_object_set_new(x, "points", json_integer(k));
+                json_array_append_new(sp, x);
+            }
+    json_object_set_new(root, "speedups_ge_8k", sp);
+    if (wr) {
+        json_t *w = json_object();
+        json_object_set_new(w, "database", json_string(wr->dbpath));
+        json_object_set_new(w, "grid_id", json_integer(wr->gr.id));
+        json_object_set_new(w, "first_run_id", json_integer(wr->first));
+        json_object_set_new(w, "last_run_id", json_integer(wr->last));
+        json_object_set_new(root, "written", w);
+    }
+    return cli_print_json(root);
+}
+
+/* One model on one GPU: decode tokens/s per batch, prompt and policy, and the speedups. */
+static void grid_print_table(const char *host, const sim_grid_point *p, size_t n, int m, int g)
+{
+    int any = 0;
+    for (size_t i = 0; i < n; i++)
+        any |= p[i].model == m && p[i].gpu == g;
+    if (!any)
+        return;
+    printf("\n%s on %s + %s (modeled)\n%-6s %-6s", sim_grid_models[m], sim_grid_gpus[g], host,
+           "batch", "prompt");
+    for (int k = 0; k < WS_POLICY_COUNT; k++)
+        printf(" %10s", ws_policy_name(k));
+    printf("\n");
+    for (size_t i = 0; i < n; i += WS_POLICY_COUNT) {
+        if (p[i].model != m || p[i].gpu != g)
+            continue;
+        printf("%-6d %-6d", p[i].batch, p[i].prompt);
+        for (int k = 0; k < WS_POLICY_COUNT; k++) {
+            const sim_grid_point *x = &p[i + k];
+            if (x->oom && !x->served)
+                printf(" %10s", "OOM");
+            else if (x->oom)
+                printf(" %6.1f/%llu", x->decode_tps, (unsigned long long)x->oom);
+            else
+                printf(" %10.1f", x->decode_tps);
+        }
+        printf("\n");
+    }
+    printf("geomean speedup of writescope at >= 8K:");
+    for (int b = 0; b < N_BASELINES; b++) {
+        int k;
+        double v = sim_grid_speedup(p, n, m, g, k_baselines[b], 8192, &k);
+        if (k)
+            printf(" %s %.2fx", ws_policy_name(k_baselines[b]), v);
+        else
+            printf(" %s n/a", ws_policy_name(k_baselines[b]));
+    }
+    printf("\n");
+}
+
+/* One GPU's summary over the models, beside the paper's figures. */
+static void grid_print_summary(const sim_grid_point *p, size_t n, int g)
+{
+    int any = 0;
+    for (size_t i = 0; i < n; i++)
+        any |= p[i].gpu == g;
+    if (!any)
+        return;
+    const sim_paper_range *pr = g == 0 ? &sim_paper_a100 : &sim_paper_v100;
+    printf("%s: writescope speedup over", sim_grid_gpus[g]);
+    for (int b = 0; b < N_BASELINES; b++) {
+        int k;
+        double v = sim_grid_speedup(p, n, -1, g, k_baselines[b], 8192, &k);
+        if (k)
+            printf(" %s %.2fx [%d]", ws_policy_name(k_baselines[b]), v, k);
+        else
+            printf(" %s n/a", ws_policy_name(k_baselines[b]));
+    }
+    printf("\n    paper: %.2f-%.2fx over its four baselines\n", pr->lo, pr->hi);
+    double slo = INFINITY, shi = -INFINITY, mlo = INFINITY, mhi = -INFINITY;
+    for (int m = 0; m < SIM_GRID_MODELS; m++) {
+        int k;
+        double v = sim_grid_speedup(p, n, m, g, WS_POLICY_STATIC, 8192, &k);
+        if (k)
+            slo = fmin(slo, 1 / v), shi = fmax(shi, 1 / v);
+        v = sim_grid_speedup(p, n, m, g, WS_POLICY_MIGRATE, 8192, &k);
+        if (k)
+            mlo = fmin(mlo, 1 / v), mhi = fmax(mhi, 1 / v);
+    }
+    if (slo <= shi)
+        printf("    static r=0.5 / writescope per model %.2f-%.2f (paper %.2f-%.2f)\n", slo, shi,
+               sim_paper_static.lo, sim_paper_static.hi);
+    if (mlo <= mhi)
+        printf("    migrate (single-state) / writescope per model %.2f-%.2f (paper "
+               "%.2f-%.2f)\n",
+               mlo, mhi, sim_paper_single.lo, sim_paper_single.hi);
+    for (int pol = 0; pol < WS_POLICY_COUNT; pol++) {
+        uint64_t served = 0, oom = 0;
+        int pts = 0;
+        for (size_t i = 0; i < n; i++)
+            if (p[i].gpu == g && p[i].batch == 32 && p[i].prompt == 32768 && p[i].policy == pol)
+                served += p[i].served, oom += p[i].oom, pts++;
+        if (pts &&
+            (pol == WS_POLICY_WRITESCOPE || pol == WS_POLICY_GPU_ONLY || pol == WS_POLICY_KTRANS))
+            printf("    32 x 32K (~1M tokens), %d model(s): %-10s served %llu, OOM %llu\n", pts,
+                   ws_policy_name(pol), (unsigned long long)served, (unsigned long long)oom);
+    }
+}
+
+static void grid_print(const char *host, int embedded, const sim_grid_point *p, size_t n,
+                       const grid_written *wr)
+{
+    printf("writescope sim grid: MODELED (discrete-event simulation) on host profile %s%s;\n"
+           "decode tokens/s per policy, 256 output tokens, closed batches; OOM: no request\n"
+           "fitted the memory limits (x/N: N requests did not).\n",
+           host, embedded ? " (embedded datasheet profiles)" : "");
+    for (int m = 0; m < SIM_GRID_MODELS; m++)
+        for (int g = 0; g < SIM_GRID_GPUS; g++)
+            grid_print_table(host, p, n, m, g);
+    printf("\nsummary, modeled; geometric means over models, batches and prompts >= 8K where\n"
+           "both policies served every request (points in brackets); the paper's beside\n");
+    for (int g = 0; g < SIM_GRID_GPUS; g++)
+        grid_print_summary(p, n, g);
+    printf("    paper at 32 x 32K: vLLM, SGLang and KTransformers run out of memory; WriteScope "
+           "serves\n");
+    if (wr)
+        printf("stored: grid %lld, runs %lld-%lld in %s (modeled)\n", wr->gr.id, wr->first,
+               wr->last, wr->dbpath);
+}
+
+/* The grid's options: its host, and one model or GPU of it when named. */
+static int grid_opts(const ws_par *par, const char *host, const char *model, const char *gpu,
+                     int detail_layer, sim_grid_opts *o)
 {
     const int rank = ws_par_rank(par);
-    sim_grid_opts o;
-    sim_grid_opts_default(&o);
+    sim_grid_opts_default(o);
     if (host)
-        o.host = host;
-    o.detail_layer = detail_layer;
-    if (model && (o.only_model = find_model_index(model)) < 0) {
+        o->host = host;
+    o->detail_layer = detail_layer;
+    if (model && (o->only_model = find_model_index(model)) < 0) {
         if (!rank)
             fprintf(stderr, "writescope: sim grid: model '%s' is not in the grid (%s, %s, %s)\n",
                     model, sim_grid_models[0], sim_grid_models[1], sim_grid_models[2]);
         return CLI_EXIT_FAIL;
     }
-    if (gpu && (o.only_gpu = find_gpu_index(gpu)) < 0) {
+    if (gpu && (o->only_gpu = find_gpu_index(gpu)) < 0) {
         if (!rank)
             fprintf(stderr, "writescope: sim grid: GPU '%s' is not in the grid (%s, %s)\n", gpu,
                     sim_grid_gpus[0], sim_grid_gpus[1]);
         return CLI_EXIT_FAIL;
     }
+    return 0;
+}
+
+static int cmd_grid(ws_par *par, const char *db, int store_runs, const char *host,
+                    const char *model, const char *gpu, int detail_layer, int json)
+{
+    const int rank = ws_par_rank(par);
+    sim_grid_opts o;
+    int rc = grid_opts(par, host, model, gpu, detail_layer, &o);
+    if (rc)
+        return rc;
     /* Rank 0 creates or migrates the database before the others open it to read profiles. */
     ws_err err = {0};
     char this_host[64];
     ws_store *s = NULL;
     int embedded = 0;
-    int rc = cli_open_store_ranks(par, db, store_runs, &s, &embedded, &err);
+    rc = cli_open_store_ranks(par, db, store_runs, &s, &embedded, &err);
     sim_grid *g = NULL;
     if (!rc)
         rc = cli_host_this(s, &o.host, this_host, sizeof this_host, &err);
@@ -297,543 +467,472 @@ static int cmd_grid(ws_par *par, const char *db, int store_runs, const char *hos
     rc = ws_par_map(par, n, sizeof *p, grid_point, &w, p, WS_PAR_TO_ROOT, &err);
     cli_progress_end(&pg);
     sim_grid_close(g);
-    ws_simdb_grid gr = {0};
-    long long first = 0, last = 0;
-    char dbpath[WS_PATH_MAX] = "";
+    grid_written wr = {0};
     if (!rc && store_runs) { /* every rank exits non-zero when rank 0 could not store */
         if (!rank) {
-            snprintf(dbpath, sizeof dbpath, "%s", ws_store_path(s));
-            rc = grid_store(s, &o, ws_par_size(par), p, n, &gr, &first, &last, &err);
+            snprintf(wr.dbpath, sizeof wr.dbpath, "%s", ws_store_path(s));
+            rc = grid_store(s, &o, ws_par_size(par), p, n, &wr.gr, &wr.first, &wr.last, &err);
         }
         rc = ws_par_agree(par, rc, &err);
     }
     ws_store_close(s);
-    if (rc) {
+    if (rc || rank) {
         free(p);
-        return grid_fail(par, &err);
+        return rc ? grid_fail(par, &err) : CLI_EXIT_OK;
     }
-    if (rank)
-        return CLI_EXIT_OK;
-    const int baselines[] = {WS_POLICY_GPU_ONLY, WS_POLICY_KTRANS, WS_POLICY_STREAM,
-                             WS_POLICY_CPU_ATTN, WS_POLICY_STATIC, WS_POLICY_MIGRATE};
-    const int nb = sizeof baselines / sizeof baselines[0];
-    if (json) {
-        json_t *root = json_object(), *pts = json_array();
-        json_object_set_new(root, "source", json_string("modeled"));
-        json_object_set_new(root, "host", json_string(o.host));
-        json_object_set_new(root, "embedded_profiles", json_boolean(embedded));
-        for (size_t i = 0; i < n; i++) {
-            json_t *x = json_object();
-            json_object_set_new(x, "model", json_string(sim_grid_models[p[i].model]));
-            json_object_set_new(x, "gpu", json_string(sim_grid_gpus[p[i].gpu]));
-            json_object_set_new(x, "batch", json_integer(p[i].batch));
-            json_object_set_new(x, "prompt", json_integer(p[i].prompt));
-            json_object_set_new(x, "output", json_integer(SIM_GRID_OUTPUT));
-            json_object_set_new(x, "policy", json_string(ws_policy_name(p[i].policy)));
-            json_object_set_new(x, "tokens_per_s", json_real(p[i].tps));
-            json_object_set_new(x, "decode_tokens_per_s", json_real(p[i].decode_tps));
-            json_object_set_new(x, "served", json_integer((json_int_t)p[i].served));
-            json_object_set_new(x, "oom", json_integer((json_int_t)p[i].oom));
-            json_object_set_new(x, "r_realised_last", json_real(p[i].r_final));
-            json_array_append_new(pts, x);
-        }
-        json_object_set_new(root, "points", pts);
-        json_t *sp = json_array();
-        for (int g = 0; g < SIM_GRID_GPUS; g++)
-            for (int m = -1; m < SIM_GRID_MODELS; m++)
-                for (int b = 0; b < nb; b++) {
-                    int k;
-                    double v = sim_grid_speedup(p, n, m, g, baselines[b], 8192, &k);
-                    if (!k)
-                        continue;
-                    json_t *x = json_object();
-                    json_object_set_new(x, "gpu", json_string(sim_grid_gpus[g]));
-                    json_object_set_new(
-                        x, "model", m < 0 ? json_string("all") : json_string(sim_grid_models[m]));
-                    json_object_set_new(x, "baseline", json_string(ws_policy_name(baselines[b])));
-                    json_object_set_new(x, "geomean_speedup", json_real(v));
-                    json_object_set_new(x, "points", json_integer(k));
-                    json_array_append_new(sp, x);
-                }
-        json_object_set_new(root, "speedups_ge_8k", sp);
-        if (store_runs) {
-            json_t *wr = json_object();
-            json_object_set_new(wr, "database", json_string(dbpath));
-            json_object_set_new(wr, "grid_id", json_integer(gr.id));
-            json_object_set_new(wr, "first_run_id", json_integer(first));
-            json_object_set_new(wr, "last_run_id", json_integer(last));
-            json_object_set_new(root, "written", wr);
-        }
-        free(p);
-        return cli_print_json(root);
-    }
-    printf("writescope sim grid: MODELED (discrete-event simulation) on host profile %s%s;\n"
-           "decode tokens/s per policy, 256 output tokens, closed batches; OOM: no request\n"
-           "fitted the memory limits (x/N: N requests did not).\n",
-           o.host, embedded ? " (embedded datasheet profiles)" : "");
-    for (int m = 0; m < SIM_GRID_MODELS; m++)
-        for (int g = 0; g < SIM_GRID_GPUS; g++) {
-            int any = 0;
-            for (size_t i = 0; i < n; i++)
-                any |= p[i].model == m && p[i].gpu == g;
-            if (!any)
-                continue;
-            printf("\n%s on %s + %s (modeled)\n%-6s %-6s", sim_grid_models[m], sim_grid_gpus[g],
-                   o.host, "batch", "prompt");
-            for (int k = 0; k < WS_POLICY_COUNT; k++)
-                printf(" %10s", ws_policy_name(k));
-            printf("\n");
-            for (size_t i = 0; i < n; i += WS_POLICY_COUNT) {
-                if (p[i].model != m || p[i].gpu != g)
-                    continue;
-                printf("%-6d %-6d", p[i].batch, p[i].prompt);
-                for (int k = 0; k < WS_POLICY_COUNT; k++) {
-                    const sim_grid_point *x = &p[i + k];
-                    if (x->oom && !x->served)
-                        printf(" %10s", "OOM");
-                    else if (x->oom)
-                        printf(" %6.1f/%llu", x->decode_tps, (unsigned long long)x->oom);
-                    else
-                        printf(" %10.1f", x->decode_tps);
-                }
-                printf("\n");
-            }
-            printf("geomean speedup of writescope at >= 8K:");
-            for (int b = 0; b < nb; b++) {
-                int k;
-                double v = sim_grid_speedup(p, n, m, g, baselines[b], 8192, &k);
-                if (k)
-                    printf(" %s %.2fx", ws_policy_name(baselines[b]), v);
-                else
-                    printf(" %s n/a", ws_policy_name(baselines[b]));
-            }
-            printf("\n");
-        }
-    printf("\nsummary, modeled; geometric means over models, batches and prompts >= 8K where\n"
-           "both policies served every request (points in brackets); the paper's beside\n");
-    for (int g = 0; g < SIM_GRID_GPUS; g++) {
-        int any = 0;
-        for (size_t i = 0; i < n; i++)
-            any |= p[i].gpu == g;
-        if (!any)
-            continue;
-        const sim_paper_range *pr = g == 0 ? &sim_paper_a100 : &sim_paper_v100;
-        printf("%s: writescope speedup over", sim_grid_gpus[g]);
-        for (int b = 0; b < nb; b++) {
-            int k;
-            double v = sim_grid_speedup(p, n, -1, g, baselines[b], 8192, &k);
-            if (k)
-                printf(" %s %.2fx [%d]", ws_policy_name(baselines[b]), v, k);
-            else
-                printf(" %s n/a", ws_policy_name(baselines[b]));
-        }
-        printf("\n    paper: %.2f-%.2fx over its four baselines\n", pr->lo, pr->hi);
-        double slo = INFINITY, shi = -INFINITY, mlo = INFINITY, mhi = -INFINITY;
-        for (int m = 0; m < SIM_GRID_MODELS; m++) {
-            int k;
-            double v = sim_grid_speedup(p, n, m, g, WS_POLICY_STATIC, 8192, &k);
-            if (k)
-                slo = fmin(slo, 1 / v), shi = fmax(shi, 1 / v);
-            v = sim_grid_speedup(p, n, m, g, WS_POLICY_MIGRATE, 8192, &k);
-            if (k)
-                mlo = fmin(mlo, 1 / v), mhi = fmax(mhi, 1 / v);
-        }
-        if (slo <= shi)
-            printf("    static r=0.5 / writescope per model %.2f-%.2f (paper %.2f-%.2f)\n", slo,
-                   shi, sim_paper_static.lo, sim_paper_static.hi);
-        if (mlo <= mhi)
-            printf("    migrate (single-state) / writescope per model %.2f-%.2f (paper "
-                   "%.2f-%.2f)\n",
-                   mlo, mhi, sim_paper_single.lo, sim_paper_single.hi);
-        for (int pol = 0; pol < WS_POLICY_COUNT; pol++) {
-            uint64_t served = 0, oom = 0;
-            int pts = 0;
-            for (size_t i = 0; i < n; i++)
-                if (p[i].gpu == g && p[i].batch == 32 && p[i].prompt == 32768 && p[i].policy == pol)
-                    served += p[i].served, oom += p[i].oom, pts++;
-            if (pts && (pol == WS_POLICY_WRITESCOPE || pol == WS_POLICY_GPU_ONLY ||
-                        pol == WS_POLICY_KTRANS))
-                printf("    32 x 32K (~1M tokens), %d model(s): %-10s served %llu, OOM %llu\n", pts,
-                       ws_policy_name(pol), (unsigned long long)served, (unsigned long long)oom);
-        }
-    }
-    printf("    paper at 32 x 32K: vLLM, SGLang and KTransformers run out of memory; WriteScope "
-           "serves\n");
-    if (store_runs)
-        printf("stored: grid %lld, runs %lld-%lld in %s (modeled)\n", gr.id, first, last, dbpath);
+    if (json)
+        rc = grid_json(o.host, embedded, p, n, store_runs ? &wr : NULL);
+    else
+        grid_print(o.host, embedded, p, n, store_runs ? &wr : NULL);
     free(p);
+    return rc;
+}
+
+typedef struct sim_opts {
+    cli_workload w;
+    const char *gpu, *csv, *ctrace;
+    double r_max, slo_ttft, slo_tpot, kv_gb;
+    int window, gpu_experts;
+    long long ctrace_limit;
+} sim_opts;
+
+#define SO sim_opts
+static const cli_optdef k_opts[] = {
+    {CLI_GROUP(SO, w, cli_workload, cli_workload_opts)},
+    {"gpu", CLI_STR(SO, gpu), .arg = "PROFILE",
+     .help = "the GPU's hardware profile: a datasheet name (a100-40gb-pcie, v100-32gb-pcie) or "
+             "a calibrated one (gpu:<device name>)"},
+    {CLI_GROUP(SO, w, cli_workload, cli_engine_opts)},
+    {CLI_GROUP(SO, w, cli_workload, cli_sim_opts)},
+    {CLI_GROUP(SO, w, cli_workload, cli_trace_opts)},
+    {CLI_GROUP(SO, w, cli_workload, cli_gen_opts)},
+    {CLI_GROUP(SO, w, cli_workload, cli_closed_opts)},
+    {"batch", CLI_TUNE,
+     .help = "the most sequences running at once (continuous batching; default 4, the "
+             "closed batch, or 32 for traces and generators)"},
+    {"prompt", CLI_TUNE, .lo = 1, .hi = 1 << 26, .def = "2048"},
+    {"output", CLI_TUNE, .lo = 1, .hi = 1 << 26, .def = "256"},
+    {"detail", CLI_TUNE,
+     .help = "layer (the default; sim grid: step) plays every layer as "
+             "operations; step folds the identical layers (the same "
+             "results where the pipeline is periodic, much faster)"},
+    {"db", CLI_TUNE,
+     .help = "read the profiles from PATH and store every run there (tables sim_runs, "
+             "sim_requests, sim_steps; created or migrated as needed)"},
+    {"r-max", CLI_DOUBLE(SO, r_max), .arg = "R", .lo = 0, .hi = 1, .def = "1",
+     .help = "clips the share r* that writescope and migrate aim for (1: no clip)"},
+    {"slo-ttft", CLI_DOUBLE(SO, slo_ttft), .arg = "S", .lo = 0, .hi = 1e9,
+     .help = "time-to-first-token SLO (seconds) for the goodput"},
+    {"slo-tpot", CLI_DOUBLE(SO, slo_tpot), .arg = "S", .lo = 0, .hi = 1e9,
+     .help = "time-per-output-token SLO (seconds) for the goodput"},
+    {"window", CLI_INT(SO, window), .arg = "W", .lo = 1, .hi = 1 << 24, .def = "256",
+     .help = "the newest tokens of each sequence kept on the GPU, a multiple of the page"},
+    {"gpu-kv-gb", CLI_DOUBLE(SO, kv_gb), .arg = "G", .lo = 0, .hi = 1e6,
+     .help = "the GPU's KV budget in GiB, by default 2 (0.3 for MLA models); a request that "
+             "can never fit is counted as an out-of-memory (OOM) outcome"},
+    {"gpu-experts", CLI_INT(SO, gpu_experts), .arg = "E", .lo = 0, .hi = 65536, .def = "0",
+     .help = "routed experts per layer resident on the GPU"},
+    {"csv", CLI_STR(SO, csv), .arg = "DIR",
+     .help = "DIR/requests.csv, steps.csv, summary.csv (every policy run)"},
+    {"chrome-trace", CLI_STR(SO, ctrace), .arg = "FILE",
+     .help = "the operation timeline of one run (one --policy) for Perfetto"},
+    {"chrome-trace-limit", CLI_LL(SO, ctrace_limit), .arg = "N", .lo = 0, .hi = 1LL << 40,
+     .def = "200000", .err = "--chrome-trace-limit needs a count of spans, not '%s'",
+     .help = "the most spans of --chrome-trace (0: all)"},
+    {0}};
+#undef SO
+static const cli_spec k_spec = {"sim", k_opts, 2, usage};
+
+/* One `writescope sim` workload under one or every policy: the options as the runs take
+ * them, what was loaded, and where the results go. */
+typedef struct sim_job {
+    const sim_opts *o;
+    const char *trace, *arrivals, *host;
+    sim_cfg cfg;
+    ws_cost_cfg cc;
+    ws_trace_opts topts;
+    ws_trace_gen tg;
+    sim_export_trace_opts ct;
+    int batch, prompt, output, all, store_runs, embedded;
+    ws_policy_kind one;
+    ws_model m;
+    ws_cost_hw hw;
+    ws_store *s;
+    sim_sink *sink;
+    char gen_desc[256], gen_line[256];
+    long long first_id, last_id;
+    cli_progress pg;
+    json_t *root, *runs; /* --json */
+    FILE *out;           /* the table, written to stdout when every run has succeeded */
+    char *text;
+    size_t text_len;
+} sim_job;
+
+/* The workload and the simulation's settings from the options; usage errors first. */
+static int sim_check(const cli_args *a, int detail_layer, sim_job *j)
+{
+    const sim_opts *o = j->o;
+    const cli_workload *w = &o->w;
+    if (!w->model || !o->gpu || !w->host)
+        return cli_usage_error("sim", "--model, --gpu and --host are required");
+    if (j->trace && j->arrivals)
+        return cli_usage_error("sim", "--trace and --arrivals are two different workloads");
+    if ((j->trace || j->arrivals) && (cli_given(a, "prompt") || cli_given(a, "output")))
+        return cli_usage_error("sim", "--prompt and --output make a closed batch; a trace or a "
+                                      "generator gives its own lengths");
+    j->topts = (ws_trace_opts){.format = WS_TRACE_AUTO, .skip_bad = w->skip_bad};
+    ws_err err = {0};
+    if (w->format && ws_trace_format_parse(w->format, &j->topts.format, &err))
+        return cli_usage_error("sim", "%s", err.msg);
+    int rc;
+    const cli_gen_args *g = &w->gen;
+    if (j->arrivals && (rc = cli_gen_parse("sim", g, &j->tg)))
+        return rc;
+    if (!j->arrivals &&
+        (g->rate || g->cv || g->clients || g->think || g->requests || g->pdist || g->odist))
+        return cli_usage_error("sim", "--rate, --cv, --clients, --think, --requests and the "
+                                      "length specs go with --arrivals");
+    sim_cfg *c = &j->cfg;
+    sim_cfg_default(c);
+    j->batch = cli_given(a, "batch") ? w->batch : j->trace || j->arrivals ? 32 : 4;
+    j->prompt = w->prompt;
+    j->output = w->output;
+    c->layers = w->layers;
+    c->chunk = w->chunk;
+    c->window = o->window;
+    c->par.r_static = w->r;
+    c->par.r_max = o->r_max;
+    c->slo_ttft = o->slo_ttft;
+    c->slo_tpot = o->slo_tpot;
+    c->batch = j->batch;
+    c->detail_layer = detail_layer;
+    c->seed = j->tg.seed = (uint64_t)w->seed;
+    c->gpu_kv_budget = o->kv_gb * 1073741824.0;
+    if (c->window % c->par.page_tokens)
+        return cli_usage_error("sim", "--window must be a multiple of the page (%d tokens)",
+                               c->par.page_tokens);
+    j->all = !strcmp(w->policy, "all");
+    j->one = WS_POLICY_WRITESCOPE;
+    if (!j->all && ws_policy_from_name(w->policy, &j->one, &err))
+        return cli_fail(&err);
+    j->ct = (sim_export_trace_opts){.max_spans = (size_t)o->ctrace_limit};
+    if (cli_given(a, "chrome-trace-limit") && !o->ctrace)
+        return cli_usage_error("sim", "--chrome-trace-limit goes with --chrome-trace");
+    if (o->ctrace && j->all)
+        return cli_usage_error("sim", "--chrome-trace holds the timeline of one run: give one "
+                                      "--policy");
+    return 0;
+}
+
+/* The store (kept open only to write runs), the model and profiles, and the result sink. */
+static int sim_open(sim_job *j)
+{
+    const sim_opts *o = j->o;
+    ws_err err = {0};
+    j->store_runs = o->w.db || o->w.save;
+    if (j->store_runs ? cli_open_store(o->w.db, &j->s, &err)
+                      : cli_open_store_ro(o->w.db, &j->s, &j->embedded, &err))
+        return cli_fail(&err);
+    int cores = 1;
+    char this_host[64];
+    j->host = o->w.host;
+    int rc = cli_host_this(j->s, &j->host, this_host, sizeof this_host, &err);
+    if (!rc)
+        rc = ws_hw_load(j->s, o->w.model, o->gpu, j->host, WS_DT_BF16, &j->m, &j->hw, &cores, &err);
+    if (!j->store_runs) {
+        ws_store_close(j->s);
+        j->s = NULL;
+    }
+    if (!rc && (j->store_runs || o->csv || o->ctrace))
+        rc = sim_sink_open(j->s, o->csv, o->ctrace, &j->ct, &j->sink, &err);
+    if (rc)
+        return cli_fail(&err);
+    j->cfg.cpu_workers = cores;
+    ws_cost_cfg_default(&j->cc);
+    j->cc.gpu_experts = o->gpu_experts;
+    return 0;
+}
+
+/* The generator in words: for the database (gen_desc) and the table (gen_line). */
+static void sim_describe_gen(sim_job *j)
+{
+    const ws_trace_gen *tg = &j->tg;
+    char pd[64], od[64], th[64];
+    ws_trace_len_format(&tg->prompt, pd, sizeof pd);
+    ws_trace_len_format(&tg->output, od, sizeof od);
+    ws_trace_think_format(tg, th, sizeof th);
+    if (tg->arrivals == WS_ARRIVALS_CLOSED) {
+        snprintf(j->gen_desc, sizeof j->gen_desc,
+                 "arrivals=closed clients=%d think=%s requests=%llu prompt=%s output=%s",
+                 tg->clients, th, (unsigned long long)tg->requests, pd, od);
+        snprintf(j->gen_line, sizeof j->gen_line,
+                 "%llu requests from a closed loop of %d clients, think time %s (s)",
+                 (unsigned long long)tg->requests, tg->clients, th);
+        return;
+    }
+    char cv[32] = "";
+    if (tg->arrivals == WS_ARRIVALS_GAMMA)
+        snprintf(cv, sizeof cv, " cv=%g", tg->cv);
+    snprintf(j->gen_desc, sizeof j->gen_desc,
+             "arrivals=%s rate=%g%s requests=%llu prompt=%s output=%s", j->arrivals, tg->rate, cv,
+             (unsigned long long)tg->requests, pd, od);
+    snprintf(j->gen_line, sizeof j->gen_line, "%llu %s arrivals at %g/s",
+             (unsigned long long)tg->requests, j->arrivals, tg->rate);
+}
+
+static void sim_json_begin(sim_job *j)
+{
+    json_t *root = j->root = json_object();
+    j->runs = json_array();
+    json_object_set_new(root, "source", json_string("modeled"));
+    json_object_set_new(root, "model", json_string(j->m.name));
+    json_object_set_new(root, "gpu", json_string(j->hw.gpu));
+    json_object_set_new(root, "host", json_string(j->hw.host));
+    json_object_set_new(root, "batch", json_integer(j->batch));
+    if (j->trace)
+        json_object_set_new(root, "trace", json_string(j->trace));
+    else if (j->arrivals)
+        json_object_set_new(root, "generator", json_string(j->gen_desc));
+    else {
+        json_object_set_new(root, "prompt", json_integer(j->prompt));
+        json_object_set_new(root, "output", json_integer(j->output));
+    }
+    json_object_set_new(root, "detail", json_string(j->cfg.detail_layer ? "layer" : "step"));
+    json_object_set_new(root, "seed", json_integer(j->o->w.seed));
+}
+
+/* The table's head, into j->out (a memory stream: a failure prints only its error). */
+static int sim_table_begin(sim_job *j)
+{
+    FILE *o = j->out = open_memstream(&j->text, &j->text_len);
+    if (!o) {
+        ws_err err;
+        ws_err_set(&err, WS_ENOMEM, "out of memory");
+        return cli_fail(&err);
+    }
+    const sim_cfg *c = &j->cfg;
+    const ws_model *m = &j->m;
+    fprintf(o,
+            "writescope sim: MODELED on gpu %s + host %s%s; model %s, %d of %d layers, "
+            "detail %s\n",
+            j->hw.gpu, j->hw.host, j->embedded ? " (embedded datasheet profiles)" : "", m->name,
+            c->layers > 0 && c->layers < m->layers ? c->layers : m->layers, m->layers,
+            c->detail_layer ? "layer" : "step");
+    if (j->trace) {
+        fprintf(o, "workload: trace %s, at most %d running\n", j->trace, c->batch);
+    } else if (j->arrivals) {
+        char a[64], b[64];
+        ws_trace_len_format(&j->tg.prompt, a, sizeof a);
+        ws_trace_len_format(&j->tg.output, b, sizeof b);
+        fprintf(o, "workload: %s, prompts %s, outputs %s, seed %lld, at most %d running\n",
+                j->gen_line, a, b, j->o->w.seed, c->batch);
+    } else {
+        fprintf(o,
+                "workload: closed batch of %d requests x (%d prompt + %d output) tokens, at "
+                "most %d running\n",
+                j->batch, j->prompt, j->output, c->batch);
+    }
+    print_header(o);
+    return 0;
+}
+
+/* Policy k's run through the sink; *r holds its results when it returns 0. */
+static int sim_one(sim_job *j, int k, sim_results *r, ws_err *err)
+{
+    sim_cfg *c = &j->cfg;
+    c->policy = (ws_policy_kind)k;
+    sim_closed closed;
+    sim_source src;
+    ws_trace *t = NULL;
+    int rc = 0;
+    if (j->trace)
+        rc = ws_trace_open(j->trace, &j->topts, &t, err);
+    else if (j->arrivals)
+        rc = ws_trace_gen_open(&j->tg, &t, err);
+    else
+        sim_closed_source(&closed, j->batch, j->prompt, j->output, &src);
+    if (!rc && t)
+        rc = sim_trace_source(t, &src, err);
+    const int lengths = !j->trace && !j->arrivals;
+    const sim_record_meta meta = {
+        .model = j->m.name,
+        .gpu = j->hw.gpu,
+        .host = j->hw.host,
+        .workload = j->trace      ? "trace"
+                    : j->arrivals ? "generator"
+                                  : "closed",
+        .prompt = lengths ? j->prompt : 0,
+        .output = lengths ? j->output : 0,
+        .trace_path = j->trace,
+        .trace_format = j->trace && t ? ws_trace_format_name(ws_trace_format_of(t)) : NULL,
+        .generator = j->arrivals ? j->gen_desc : NULL,
+        .gpu_experts = j->cc.gpu_experts};
+    if (!rc && j->sink)
+        rc = sim_sink_begin(j->sink, c, &meta, err);
+    if (!rc) {
+        rc = sim_run(&j->m, &j->hw, &j->cc, c, &src, r, err);
+        if (j->sink)
+            rc = rc ? (sim_sink_fail(j->sink), rc) : sim_sink_end(j->sink, r, err);
+        if (rc && !err->code)
+            err->code = rc;
+    }
+    if (!rc && j->sink && j->store_runs) {
+        j->last_id = sim_sink_run_id(j->sink);
+        if (!j->first_id)
+            j->first_id = j->last_id;
+    }
+    if (t) {
+        const ws_trace_counts *tc = ws_trace_get_counts(t);
+        if (!rc && (tc->bad || tc->failed) && j->out && k == (int)(j->all ? 0 : j->one))
+            fprintf(j->out,
+                    "trace: %llu malformed rows skipped, %llu failed requests skipped%s%s\n",
+                    (unsigned long long)tc->bad, (unsigned long long)tc->failed,
+                    tc->first_bad[0] ? "; first: " : "", tc->first_bad);
+        ws_trace_close(t);
+    }
+    return rc;
+}
+
+static void sim_job_free(sim_job *j)
+{
+    ws_store_close(j->s);
+    json_decref(j->root);
+    json_decref(j->runs);
+    if (j->out)
+        fclose(j->out);
+    free(j->text);
+}
+
+/* Every run asked for, each into the JSON or a table row. */
+static int sim_runs(sim_job *j)
+{
+    cli_progress_start(&j->pg);
+    j->cfg.keep_steps = j->o->w.json; /* the table needs only the totals; writers stream */
+    j->cfg.keep_requests = j->o->w.json;
+    j->cfg.progress = on_progress;
+    j->cfg.progress_ctx = &j->pg;
+    for (int k = 0; k < WS_POLICY_COUNT; k++) {
+        if (!j->all && k != (int)j->one)
+            continue;
+        ws_err err = {0};
+        sim_results r;
+        int rc = sim_one(j, k, &r, &err);
+        cli_progress_end(&j->pg);
+        if (rc) {
+            sim_sink_abort(j->sink);
+            j->sink = NULL;
+            return cli_fail(&err);
+        }
+        if (j->root) {
+            json_t *x = totals_json(&r);
+            if (j->store_runs)
+                json_object_set_new(x, "run_id", json_integer(j->last_id));
+            json_array_append_new(j->runs, x);
+        } else {
+            print_row(j->out, &r, j->cfg.slo_ttft > 0 || j->cfg.slo_tpot > 0);
+        }
+        sim_results_free(&r);
+    }
+    return 0;
+}
+
+/* Closes the sink and prints what the runs wrote after the results. */
+static int sim_finish(sim_job *j)
+{
+    const sim_opts *o = j->o;
+    const size_t spans = j->sink ? sim_sink_trace_written(j->sink) : 0,
+                 dropped = j->sink ? sim_sink_trace_dropped(j->sink) : 0;
+    char dbpath[WS_PATH_MAX] = "";
+    if (j->s)
+        snprintf(dbpath, sizeof dbpath, "%s", ws_store_path(j->s));
+    ws_err err = {0};
+    int rc = j->sink ? sim_sink_close(j->sink, &err) : 0;
+    j->sink = NULL;
+    ws_store_close(j->s);
+    j->s = NULL;
+    if (rc)
+        return cli_fail(&err);
+    if (j->root) {
+        json_object_set_new(j->root, "runs", j->runs);
+        j->runs = NULL;
+        json_t *w = json_object();
+        if (j->store_runs) {
+            json_object_set_new(w, "database", json_string(dbpath));
+            json_object_set_new(w, "first_run_id", json_integer(j->first_id));
+            json_object_set_new(w, "last_run_id", json_integer(j->last_id));
+        }
+        if (o->csv)
+            json_object_set_new(w, "csv", json_string(o->csv));
+        if (o->ctrace) {
+            json_object_set_new(w, "chrome_trace", json_string(o->ctrace));
+            json_object_set_new(w, "chrome_trace_spans", json_integer((json_int_t)spans));
+            json_object_set_new(w, "chrome_trace_dropped", json_integer((json_int_t)dropped));
+        }
+        json_object_set_new(j->root, "written", w);
+        rc = cli_print_json(j->root);
+        j->root = NULL;
+        return rc;
+    }
+    if (j->store_runs)
+        fprintf(j->out, "stored: runs %lld-%lld in %s (modeled)\n", j->first_id, j->last_id,
+                dbpath);
+    if (o->csv)
+        fprintf(j->out, "csv: %s/requests.csv, steps.csv, summary.csv\n", o->csv);
+    if (o->ctrace)
+        fprintf(j->out, "chrome trace: %s, %zu spans (%zu more left out by the limit)\n", o->ctrace,
+                spans, dropped);
+    fclose(j->out);
+    j->out = NULL;
+    fwrite(j->text, 1, j->text_len, stdout);
     return CLI_EXIT_OK;
+}
+
+/* `sim grid`: under mpirun/srun every rank runs this; only rank 0 prints. */
+static int sim_grid_cmd(const sim_opts *o, const cli_args *a, int detail_layer)
+{
+    ws_err err = {0};
+    ws_par *par;
+    if (ws_par_init(&par, &err))
+        return cli_fail(&err);
+    int rc;
+    if (o->csv || o->ctrace || cli_given(a, "chrome-trace-limit"))
+        rc = ws_par_rank(par) ? CLI_EXIT_USAGE
+                              : cli_usage_error("sim", "--csv and --chrome-trace are for one "
+                                                       "workload, not sim grid");
+    else
+        rc = cmd_grid(par, o->w.db, o->w.db || o->w.save, o->w.host, o->w.model, o->gpu,
+                      detail_layer, o->w.json);
+    ws_par_finalize(par);
+    return rc;
 }
 
 int cmd_sim(int argc, char **argv)
 {
-    const char *model = NULL, *gpu = NULL, *host = NULL, *batch_s = NULL, *prompt_s = NULL,
-               *output_s = NULL, *trace = NULL, *policy = NULL, *r_s = NULL, *detail = NULL,
-               *layers_s = NULL, *ttft_s = NULL, *tpot_s = NULL, *seed_s = NULL, *chunk_s = NULL,
-               *window_s = NULL, *kv_s = NULL, *gexp_s = NULL, *db = NULL, *format = NULL,
-               *arrivals = NULL, *rate_s = NULL, *cv_s = NULL, *requests_s = NULL, *pdist = NULL,
-               *odist = NULL, *csv = NULL, *ctrace = NULL, *ctrace_lim_s = NULL, *clients_s = NULL,
-               *think_s = NULL, *rmax_s = NULL;
-    int json = 0, nargs = 0, skip_bad = 0, save = 0;
-    const cli_opt opts[] = {{"model", &model, NULL},
-                            {"gpu", &gpu, NULL},
-                            {"host", &host, NULL},
-                            {"batch", &batch_s, NULL},
-                            {"prompt", &prompt_s, NULL},
-                            {"output", &output_s, NULL},
-                            {"trace", &trace, NULL},
-                            {"policy", &policy, NULL},
-                            {"r", &r_s, NULL},
-                            {"r-max", &rmax_s, NULL},
-                            {"detail", &detail, NULL},
-                            {"layers", &layers_s, NULL},
-                            {"slo-ttft", &ttft_s, NULL},
-                            {"slo-tpot", &tpot_s, NULL},
-                            {"seed", &seed_s, NULL},
-                            {"chunk", &chunk_s, NULL},
-                            {"window", &window_s, NULL},
-                            {"gpu-kv-gb", &kv_s, NULL},
-                            {"gpu-experts", &gexp_s, NULL},
-                            {"db", &db, NULL},
-                            {"json", NULL, &json},
-                            {"format", &format, NULL},
-                            {"skip-bad", NULL, &skip_bad},
-                            {"arrivals", &arrivals, NULL},
-                            {"rate", &rate_s, NULL},
-                            {"cv", &cv_s, NULL},
-                            {"requests", &requests_s, NULL},
-                            {"clients", &clients_s, NULL},
-                            {"think", &think_s, NULL},
-                            {"prompt-dist", &pdist, NULL},
-                            {"output-dist", &odist, NULL},
-                            {"save", NULL, &save},
-                            {"csv", &csv, NULL},
-                            {"chrome-trace", &ctrace, NULL},
-                            {"chrome-trace-limit", &ctrace_lim_s, NULL},
-                            {0}};
-    char *args[2];
-    int rc = cli_parse("sim", argc, argv, opts, args, 2, &nargs, help);
+    sim_opts o = {0};
+    cli_args a;
+    int rc = cli_opts_parse(&k_spec, argc, argv, &o, &a);
     if (rc)
         return rc == CLI_PARSE_HELP ? CLI_EXIT_OK : rc;
-    int grid = nargs > 0 && !strcmp(args[0], "grid");
-    if (nargs > (grid ? 1 : 0))
-        return cli_usage_error("sim", "unexpected argument '%s'", args[grid ? 1 : 0]);
-    int detail_layer = grid ? 0 : 1;
-    if (detail) {
-        if (!strcmp(detail, "layer"))
-            detail_layer = 1;
-        else if (!strcmp(detail, "step"))
-            detail_layer = 0;
-        else
-            return cli_usage_error("sim", "--detail is step or layer, not '%s'", detail);
-    }
-    ws_err err = {0};
-    ws_store *s = NULL;
-    int embedded = 0;
-    if (grid) {
-        /* Under mpirun/srun every rank runs this; only rank 0 prints. */
-        ws_par *par;
-        if (ws_par_init(&par, &err))
-            return cli_fail(&err);
-        if (csv || ctrace || ctrace_lim_s)
-            rc = ws_par_rank(par) ? CLI_EXIT_USAGE
-                                  : cli_usage_error("sim", "--csv and --chrome-trace are for one "
-                                                           "workload, not sim grid");
-        else
-            rc = cmd_grid(par, db, db || save, host, model, gpu, detail_layer, json);
-        ws_par_finalize(par);
-        return rc;
-    }
-    if (!model || !gpu || !host)
-        return cli_usage_error("sim", "--model, --gpu and --host are required");
-    if (trace && arrivals)
-        return cli_usage_error("sim", "--trace and --arrivals are two different workloads");
-    if ((trace || arrivals) && (prompt_s || output_s))
-        return cli_usage_error("sim", "--prompt and --output make a closed batch; a trace or a "
-                                      "generator gives its own lengths");
-    ws_trace_opts topts = {.format = WS_TRACE_AUTO, .skip_bad = skip_bad};
-    ws_trace_gen tg = {0};
-    ws_err perr = {0};
-    if (format && ws_trace_format_parse(format, &topts.format, &perr))
-        return cli_usage_error("sim", "%s", perr.msg);
-    if (arrivals) {
-        const cli_gen_args ga = {arrivals, rate_s,     cv_s,  clients_s,
-                                 think_s,  requests_s, pdist, odist};
-        if ((rc = cli_gen_parse("sim", &ga, &tg)))
-            return rc;
-    } else if (rate_s || cv_s || clients_s || think_s || requests_s || pdist || odist) {
-        return cli_usage_error("sim", "--rate, --cv, --clients, --think, --requests and the "
-                                      "length specs go with --arrivals");
-    }
-    sim_cfg cfg;
-    sim_cfg_default(&cfg);
-    int batch = trace || arrivals ? 32 : 4, prompt = 2048, output = 256, gexp = 0, all = 1;
-    double kv_gb = 0;
-    long long seed = 0;
-    if ((batch_s && (rc = cli_opt_int("sim", "batch", batch_s, 1, 1 << 20, &batch))) ||
-        (prompt_s && (rc = cli_opt_int("sim", "prompt", prompt_s, 1, 1 << 26, &prompt))) ||
-        (output_s && (rc = cli_opt_int("sim", "output", output_s, 1, 1 << 26, &output))) ||
-        (layers_s && (rc = cli_opt_int("sim", "layers", layers_s, 1, 100000, &cfg.layers))) ||
-        (chunk_s && (rc = cli_opt_int("sim", "chunk", chunk_s, 1, 1 << 24, &cfg.chunk))) ||
-        (window_s && (rc = cli_opt_int("sim", "window", window_s, 1, 1 << 24, &cfg.window))) ||
-        (gexp_s && (rc = cli_opt_int("sim", "gpu-experts", gexp_s, 0, 65536, &gexp))) ||
-        (r_s && (rc = cli_opt_double("sim", "r", r_s, 0, 1, &cfg.par.r_static))) ||
-        (rmax_s && (rc = cli_opt_double("sim", "r-max", rmax_s, 0, 1, &cfg.par.r_max))) ||
-        (ttft_s && (rc = cli_opt_double("sim", "slo-ttft", ttft_s, 0, 1e9, &cfg.slo_ttft))) ||
-        (tpot_s && (rc = cli_opt_double("sim", "slo-tpot", tpot_s, 0, 1e9, &cfg.slo_tpot))) ||
-        (kv_s && (rc = cli_opt_double("sim", "gpu-kv-gb", kv_s, 0, 1e6, &kv_gb))))
-        return rc;
-    if (seed_s && ws_parse_int64(seed_s, 0, (long long)1 << 62, &seed))
-        return cli_usage_error("sim", "--seed needs a non-negative integer, not '%s'", seed_s);
-    cfg.batch = batch;
-    cfg.detail_layer = detail_layer;
-    cfg.seed = (uint64_t)seed;
-    tg.seed = (uint64_t)seed;
-    cfg.gpu_kv_budget = kv_gb * 1073741824.0;
-    if (cfg.window % cfg.par.page_tokens)
-        return cli_usage_error("sim", "--window must be a multiple of the page (%d tokens)",
-                               cfg.par.page_tokens);
-    ws_policy_kind one = WS_POLICY_WRITESCOPE;
-    if (policy && strcmp(policy, "all")) {
-        all = 0;
-        if (ws_policy_from_name(policy, &one, &err))
-            return cli_fail(&err);
-    }
-    sim_export_trace_opts topts_ct = {.max_spans = 200000};
-    if (ctrace_lim_s) {
-        long long lim;
-        if (!ctrace)
-            return cli_usage_error("sim", "--chrome-trace-limit goes with --chrome-trace");
-        if (ws_parse_int64(ctrace_lim_s, 0, 1LL << 40, &lim))
-            return cli_usage_error("sim", "--chrome-trace-limit needs a count of spans, not '%s'",
-                                   ctrace_lim_s);
-        topts_ct.max_spans = (size_t)lim;
-    }
-    if (ctrace && all)
-        return cli_usage_error("sim", "--chrome-trace holds the timeline of one run: give one "
-                                      "--policy");
-    const int store_runs = db || save;
-    if (store_runs ? cli_open_store(db, &s, &err) : cli_open_store_ro(db, &s, &embedded, &err))
-        return cli_fail(&err);
-    ws_model m;
-    ws_cost_hw hw;
-    int cores = 1;
-    char this_host[64];
-    rc = cli_host_this(s, &host, this_host, sizeof this_host, &err);
-    if (!rc)
-        rc = ws_hw_load(s, model, gpu, host, WS_DT_BF16, &m, &hw, &cores, &err);
-    if (!store_runs) {
-        ws_store_close(s);
-        s = NULL;
-    }
-    if (rc) {
-        ws_store_close(s);
-        return cli_fail(&err);
-    }
-    sim_sink *sink = NULL;
-    if ((store_runs || csv || ctrace) &&
-        sim_sink_open(s, csv, ctrace, &topts_ct, &sink, &err)) {
-        ws_store_close(s);
-        return cli_fail(&err);
-    }
-    char gen_desc[256] = "", gen_line[256] = "";
-    if (arrivals) {
-        char pd[64], od[64], th[64];
-        ws_trace_len_format(&tg.prompt, pd, sizeof pd);
-        ws_trace_len_format(&tg.output, od, sizeof od);
-        ws_trace_think_format(&tg, th, sizeof th);
-        if (tg.arrivals == WS_ARRIVALS_CLOSED) {
-            snprintf(gen_desc, sizeof gen_desc,
-                     "arrivals=closed clients=%d think=%s requests=%llu prompt=%s output=%s",
-                     tg.clients, th, (unsigned long long)tg.requests, pd, od);
-            snprintf(gen_line, sizeof gen_line,
-                     "%llu requests from a closed loop of %d clients, think time %s (s)",
-                     (unsigned long long)tg.requests, tg.clients, th);
-        } else {
-            char cv[32] = "";
-            if (tg.arrivals == WS_ARRIVALS_GAMMA)
-                snprintf(cv, sizeof cv, " cv=%g", tg.cv);
-            snprintf(gen_desc, sizeof gen_desc,
-                     "arrivals=%s rate=%g%s requests=%llu prompt=%s output=%s", arrivals, tg.rate,
-                     cv, (unsigned long long)tg.requests, pd, od);
-            snprintf(gen_line, sizeof gen_line, "%llu %s arrivals at %g/s",
-                     (unsigned long long)tg.requests, arrivals, tg.rate);
-        }
-    }
-    long long first_id = 0, last_id = 0;
-    cfg.cpu_workers = cores;
-    ws_cost_cfg cc;
-    ws_cost_cfg_default(&cc);
-    cc.gpu_experts = gexp;
-    cli_progress pg;
-    cli_progress_start(&pg);
-    cfg.keep_steps = json; /* the table needs only the totals; writers stream */
-    cfg.keep_requests = json;
-    cfg.progress = on_progress;
-    cfg.progress_ctx = &pg;
-    json_t *root = NULL, *runs = NULL;
-    FILE *o = NULL;
-    char *text = NULL;
-    size_t text_len = 0;
-    if (json) {
-        root = json_object();
-        runs = json_array();
-        json_object_set_new(root, "source", json_string("modeled"));
-        json_object_set_new(root, "model", json_string(m.name));
-        json_object_set_new(root, "gpu", json_string(hw.gpu));
-        json_object_set_new(root, "host", json_string(hw.host));
-        json_object_set_new(root, "batch", json_integer(batch));
-        if (trace)
-            json_object_set_new(root, "trace", json_string(trace));
-        else if (arrivals)
-            json_object_set_new(root, "generator", json_string(gen_desc));
-        else {
-            json_object_set_new(root, "prompt", json_integer(prompt));
-            json_object_set_new(root, "output", json_integer(output));
-        }
-        json_object_set_new(root, "detail", json_string(detail_layer ? "layer" : "step"));
-        json_object_set_new(root, "seed", json_integer(seed));
-    } else {
-        /* The table is written when every run has succeeded: a failure prints only its
-         * error. */
-        o = open_memstream(&text, &text_len);
-        if (!o) {
-            ws_err_set(&err, WS_ENOMEM, "out of memory");
-            return cli_fail(&err);
-        }
-        fprintf(o,
-                "writescope sim: MODELED on gpu %s + host %s%s; model %s, %d of %d layers, "
-                "detail %s\n",
-                hw.gpu, hw.host, embedded ? " (embedded datasheet profiles)" : "", m.name,
-                cfg.layers > 0 && cfg.layers < m.layers ? cfg.layers : m.layers, m.layers,
-                detail_layer ? "layer" : "step");
-        if (trace)
-            fprintf(o, "workload: trace %s, at most %d running\n", trace, cfg.batch);
-        else if (arrivals) {
-            char a[64], b[64];
-            ws_trace_len_format(&tg.prompt, a, sizeof a);
-            ws_trace_len_format(&tg.output, b, sizeof b);
-            fprintf(o, "workload: %s, prompts %s, outputs %s, seed %lld, at most %d running\n",
-                    gen_line, a, b, seed, cfg.batch);
-        } else
-            fprintf(o,
-                    "workload: closed batch of %d requests x (%d prompt + %d output) tokens, at "
-                    "most %d running\n",
-                    batch, prompt, output, cfg.batch);
-        print_header(o);
-    }
-    for (int k = 0; k < WS_POLICY_COUNT; k++) {
-        if (!all && k != (int)one)
-            continue;
-        cfg.policy = (ws_policy_kind)k;
-        sim_closed c;
-        sim_source src;
-        ws_trace *t = NULL;
-        sim_results r;
-        rc = 0;
-        if (trace)
-            rc = ws_trace_open(trace, &topts, &t, &err);
-        else if (arrivals)
-            rc = ws_trace_gen_open(&tg, &t, &err);
-        else
-            sim_closed_source(&c, batch, prompt, output, &src);
-        if (!rc && t)
-            rc = sim_trace_source(t, &src, &err);
-        const sim_record_meta meta = {
-            .model = m.name,
-            .gpu = hw.gpu,
-            .host = hw.host,
-            .workload = trace ? "trace" : arrivals ? "generator" : "closed",
-            .prompt = trace || arrivals ? 0 : prompt,
-            .output = trace || arrivals ? 0 : output,
-            .trace_path = trace,
-            .trace_format = trace && t ? ws_trace_format_name(ws_trace_format_of(t)) : NULL,
-            .generator = arrivals ? gen_desc : NULL,
-            .gpu_experts = gexp};
-        if (!rc && sink)
-            rc = sim_sink_begin(sink, &cfg, &meta, &err);
-        if (!rc) {
-            rc = sim_run(&m, &hw, &cc, &cfg, &src, &r, &err);
-            if (sink)
-                rc = rc ? (sim_sink_fail(sink), rc) : sim_sink_end(sink, &r, &err);
-            if (rc && !err.code)
-                err.code = rc;
-        }
-        if (!rc && sink && store_runs) {
-            last_id = sim_sink_run_id(sink);
-            if (!first_id)
-                first_id = last_id;
-        }
-        if (t) {
-            const ws_trace_counts *tc = ws_trace_get_counts(t);
-            if (!rc && (tc->bad || tc->failed) && !json && k == (int)(all ? 0 : one))
-                fprintf(o, "trace: %llu malformed rows skipped, %llu failed requests skipped%s%s\n",
-                        (unsigned long long)tc->bad, (unsigned long long)tc->failed,
-                        tc->first_bad[0] ? "; first: " : "", tc->first_bad);
-            ws_trace_close(t);
-        }
-        cli_progress_end(&pg);
-        if (rc) {
-            sim_sink_abort(sink);
-            ws_store_close(s);
-            json_decref(root);
-            json_decref(runs);
-            if (o)
-                fclose(o);
-            free(text);
-            return cli_fail(&err);
-        }
-        if (json) {
-            json_t *x = totals_json(&r);
-            if (store_runs)
-                json_object_set_new(x, "run_id", json_integer(last_id));
-            json_array_append_new(runs, x);
-        } else
-            print_row(o, &r, cfg.slo_ttft > 0 || cfg.slo_tpot > 0);
-        sim_results_free(&r);
-    }
-    const size_t spans = sink ? sim_sink_trace_written(sink) : 0,
-                 dropped = sink ? sim_sink_trace_dropped(sink) : 0;
-    char dbpath[WS_PATH_MAX] = "";
-    if (s)
-        snprintf(dbpath, sizeof dbpath, "%s", ws_store_path(s));
-    rc = sink ? sim_sink_close(sink, &err) : 0;
-    ws_store_close(s);
-    if (rc) {
-        json_decref(root);
-        json_decref(runs);
-        if (o)
-            fclose(o);
-        free(text);
-        return cli_fail(&err);
-    }
-    if (json) {
-        json_object_set_new(root, "runs", runs);
-        json_t *w = json_object();
-        if (store_runs) {
-            json_object_set_new(w, "database", json_string(dbpath));
-            json_object_set_new(w, "first_run_id", json_integer(first_id));
-            json_object_set_new(w, "last_run_id", json_integer(last_id));
-        }
-        if (csv)
-            json_object_set_new(w, "csv", json_string(csv));
-        if (ctrace) {
-            json_object_set_new(w, "chrome_trace", json_string(ctrace));
-            json_object_set_new(w, "chrome_trace_spans", json_integer((json_int_t)spans));
-            json_object_set_new(w, "chrome_trace_dropped", json_integer((json_int_t)dropped));
-        }
-        json_object_set_new(root, "written", w);
-        return cli_print_json(root);
-    }
-    if (store_runs)
-        fprintf(o, "stored: runs %lld-%lld in %s (modeled)\n", first_id, last_id, dbpath);
-    if (csv)
-        fprintf(o, "csv: %s/requests.csv, steps.csv, summary.csv\n", csv);
-    if (ctrace)
-        fprintf(o, "chrome trace: %s, %zu spans (%zu more left out by the limit)\n", ctrace, spans,
-                dropped);
-    fclose(o);
-    fwrite(text, 1, text_len, stdout);
-    free(text);
-    return CLI_EXIT_OK;
+    const int grid = a.npos > 0 && !strcmp(a.pos[0], "grid");
+    if (a.npos > (grid ? 1 : 0))
+        return cli_usage_error("sim", "unexpected argument '%s'", a.pos[grid ? 1 : 0]);
+    const int detail_layer = cli_given(&a, "detail") ? o.w.detail : !grid;
+    if (grid)
+        return sim_grid_cmd(&o, &a, detail_layer);
+    sim_job j = {.o = &o, .trace = o.w.trace, .arrivals = o.w.gen.arrivals};
+    if ((rc = sim_check(&a, detail_layer, &j)) || (rc = sim_open(&j)))
+        goto done;
+    if (j.arrivals)
+        sim_describe_gen(&j);
+    if (o.w.json)
+        sim_json_begin(&j);
+    else if ((rc = sim_table_begin(&j)))
+        goto done;
+    if (!(rc = sim_runs(&j)))
+        rc = sim_finish(&j);
+done:
+    if (j.sink)
+        sim_sink_abort(j.sink);
+    sim_job_free(&j);
+    return rc;
 }

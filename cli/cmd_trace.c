@@ -8,7 +8,7 @@
 #include "trace.h"
 #include "trace_gen.h"
 #include "trace_stats.h"
-#include "ws_parse.h"
+#include "workload.h"
 
 static void help(FILE *out)
 {
@@ -30,13 +30,7 @@ static void help_stats(FILE *out)
                  "\n"
                  "Reads a trace and prints: requests, duration (first to last arrival), rate,\n"
                  "prompt and output tokens (mean, p50, p90, p99 by nearest rank, max), distinct\n"
-                 "sessions, and what was skipped.\n"
-                 "  --format F   ours|azure|mooncake|burstgpt|vidur (default: detected from the "
-                 "first line)\n"
-                 "  --skip-bad   count and skip malformed rows instead of stopping at the first\n"
-                 "               (the first one is shown); BurstGPT's failed requests (0 response\n"
-                 "               tokens) are always skipped and counted\n"
-                 "  --json       machine-readable output\n");
+                 "sessions, and what was skipped.\n");
 }
 
 static void help_gen(FILE *out)
@@ -47,18 +41,8 @@ static void help_gen(FILE *out)
             "           [--clients C] [--think S] [--seed S] [--out FILE]\n"
             "\n"
             "Writes a synthetic trace as our CSV (to FILE, else stdout); the same seed gives\n"
-            "the same trace.\n"
-            "  --arrivals poisson  exponential gaps of mean 1/R (--rate R requests/s)\n"
-            "             gamma    gamma gaps of mean 1/R and coefficient of variation --cv C\n"
-            "                      (C = 1 is Poisson, C > 1 burstier)\n"
-            "             closed   --clients C, each sending its next request --think T after\n"
-            "                      the previous completes; T is S or exp:S (exponential, mean S\n"
-            "                      seconds) or fixed:S (default 0); `writescope sim` plays it:\n"
-            "                      it cannot be written as a file\n"
-            "  --requests N        number of requests\n"
-            "  SPEC                fixed:N | uniform:LO:HI | lognormal:MEAN:SIGMA | zipf:S:MAX\n"
-            "                      (tokens; drawn values rounded and clipped to 1..16777216)\n"
-            "  --seed S            random seed (default 0)\n");
+            "the same trace. A closed loop (--arrivals closed) is played by `writescope sim`:\n"
+            "it cannot be written as a file.\n");
 }
 
 static void help_convert(FILE *out)
@@ -69,10 +53,36 @@ static void help_convert(FILE *out)
             "Converts a trace in any supported format to our CSV\n"
             "(arrival_s,prompt_tokens,output_tokens[,session_id]); imported arrivals start at 0.\n"
             "The output is written to a temporary file and renamed at the end, so a failed\n"
-            "conversion leaves nothing behind.\n"
-            "  --format F   ours|azure|mooncake|burstgpt|vidur (default: detected)\n"
-            "  --skip-bad   count and skip malformed rows (see 'trace stats --help')\n");
+            "conversion leaves nothing behind.\n");
 }
+
+typedef struct trace_opts {
+    cli_workload w; /* --format, --skip-bad; the generator's options */
+    long long seed;
+    const char *out;
+    int json;
+} trace_opts;
+
+static const cli_optdef k_stats_opts[] = {
+    {CLI_GROUP(trace_opts, w, cli_workload, cli_trace_opts)},
+    {"json", CLI_FLAG(trace_opts, json), .help = "machine-readable output"},
+    {0}};
+static const cli_spec k_stats = {"trace stats", k_stats_opts, 1, help_stats};
+
+static const cli_optdef k_gen_opts[] = {
+    {CLI_GROUP(trace_opts, w, cli_workload, cli_gen_opts)},
+    {CLI_GROUP(trace_opts, w, cli_workload, cli_closed_opts)},
+    {"seed", CLI_LL(trace_opts, seed), .arg = "S", .lo = 0, .hi = 1LL << 62, .def = "0",
+     .err = "--seed '%s': not an integer in 0..2^62", .help = "the random seed"},
+    {"out", CLI_STR(trace_opts, out), .arg = "FILE", .help = "the trace file (default: stdout)"},
+    {0}};
+static const cli_spec k_gen = {"trace gen", k_gen_opts, 0, help_gen};
+
+static const cli_optdef k_convert_opts[] = {
+    {CLI_GROUP(trace_opts, w, cli_workload, cli_trace_opts)},
+    {"out", CLI_STR(trace_opts, out), .arg = "FILE", .help = "the converted trace (required)"},
+    {0}};
+static const cli_spec k_convert = {"trace convert", k_convert_opts, 1, help_convert};
 
 static int open_file(const char *path, const char *format, int skip_bad, ws_trace **t)
 {
@@ -106,20 +116,17 @@ static void print_dist(const char *what, const ws_trace_dist *d)
 
 static int stats(int argc, char **argv)
 {
-    const char *format = NULL;
-    int skip_bad = 0, json = 0, npos = 0;
-    char *pos[1];
-    const cli_opt opts[] = {{"format", &format, NULL},
-                            {"skip-bad", NULL, &skip_bad},
-                            {"json", NULL, &json},
-                            {NULL, NULL, NULL}};
-    int rc = cli_parse("trace stats", argc, argv, opts, pos, 1, &npos, help_stats);
+    trace_opts o = {0};
+    cli_args a;
+    int rc = cli_opts_parse(&k_stats, argc, argv, &o, &a);
     if (rc)
         return rc == CLI_PARSE_HELP ? CLI_EXIT_OK : rc;
-    if (npos != 1)
+    char **pos = a.pos;
+    const int skip_bad = o.w.skip_bad;
+    if (a.npos != 1)
         return cli_usage_error("trace stats", "expected one trace FILE");
     ws_trace *t;
-    if ((rc = open_file(pos[0], format, skip_bad, &t)))
+    if ((rc = open_file(pos[0], o.w.format, skip_bad, &t)))
         return rc;
     ws_trace_stats st;
     ws_err err = {0};
@@ -127,24 +134,24 @@ static int stats(int argc, char **argv)
     ws_trace_close(t);
     if (rc)
         return cli_fail(&err);
-    if (json) {
-        json_t *o = json_object();
-        json_object_set_new(o, "file", json_string(pos[0]));
-        json_object_set_new(o, "format", json_string(ws_trace_format_name(st.format)));
-        json_object_set_new(o, "requests", json_integer((json_int_t)st.requests));
-        json_object_set_new(o, "first_arrival_s", json_real(st.first_s));
-        json_object_set_new(o, "duration_s", json_real(st.duration_s));
-        json_object_set_new(o, "rate_per_s", json_real(st.rate));
-        json_object_set_new(o, "prompt_tokens", dist_json(&st.prompt));
-        json_object_set_new(o, "output_tokens", dist_json(&st.output));
-        json_object_set_new(o, "sessions", json_integer((json_int_t)st.sessions));
-        json_object_set_new(o, "lines", json_integer((json_int_t)st.counts.lines));
-        json_object_set_new(o, "bad_rows_skipped", json_integer((json_int_t)st.counts.bad));
-        json_object_set_new(o, "failed_requests_skipped",
+    if (o.json) {
+        json_t *j = json_object();
+        json_object_set_new(j, "file", json_string(pos[0]));
+        json_object_set_new(j, "format", json_string(ws_trace_format_name(st.format)));
+        json_object_set_new(j, "requests", json_integer((json_int_t)st.requests));
+        json_object_set_new(j, "first_arrival_s", json_real(st.first_s));
+        json_object_set_new(j, "duration_s", json_real(st.duration_s));
+        json_object_set_new(j, "rate_per_s", json_real(st.rate));
+        json_object_set_new(j, "prompt_tokens", dist_json(&st.prompt));
+        json_object_set_new(j, "output_tokens", dist_json(&st.output));
+        json_object_set_new(j, "sessions", json_integer((json_int_t)st.sessions));
+        json_object_set_new(j, "lines", json_integer((json_int_t)st.counts.lines));
+        json_object_set_new(j, "bad_rows_skipped", json_integer((json_int_t)st.counts.bad));
+        json_object_set_new(j, "failed_requests_skipped",
                             json_integer((json_int_t)st.counts.failed));
         if (st.counts.bad)
-            json_object_set_new(o, "first_bad_row", json_string(st.counts.first_bad));
-        return cli_print_json(o);
+            json_object_set_new(j, "first_bad_row", json_string(st.counts.first_bad));
+        return cli_print_json(j);
     }
     char b[64];
     printf("trace            %s (%s)\n", pos[0], ws_trace_format_name(st.format));
@@ -169,34 +176,18 @@ static int stats(int argc, char **argv)
 
 static int gen(int argc, char **argv)
 {
-    const char *arrivals = NULL, *rate = NULL, *cv = NULL, *clients = NULL, *think = NULL,
-               *requests = NULL, *pdist = NULL, *odist = NULL, *seed = NULL, *out = NULL;
-    int npos = 0;
-    char *pos[1];
-    const cli_opt opts[] = {{"arrivals", &arrivals, NULL},
-                            {"rate", &rate, NULL},
-                            {"cv", &cv, NULL},
-                            {"clients", &clients, NULL},
-                            {"think", &think, NULL},
-                            {"requests", &requests, NULL},
-                            {"prompt-dist", &pdist, NULL},
-                            {"output-dist", &odist, NULL},
-                            {"seed", &seed, NULL},
-                            {"out", &out, NULL},
-                            {NULL, NULL, NULL}};
+    trace_opts o = {0};
+    cli_args a;
     const char *cmd = "trace gen";
-    int rc = cli_parse(cmd, argc, argv, opts, pos, 0, &npos, help_gen);
+    int rc = cli_opts_parse(&k_gen, argc, argv, &o, &a);
     if (rc)
         return rc == CLI_PARSE_HELP ? CLI_EXIT_OK : rc;
     ws_err err = {0};
     ws_trace_gen g = {0};
-    const cli_gen_args ga = {arrivals, rate, cv, clients, think, requests, pdist, odist};
-    if ((rc = cli_gen_parse(cmd, &ga, &g)))
+    if ((rc = cli_gen_parse(cmd, &o.w.gen, &g)))
         return rc;
-    long long s = 0;
-    if (seed && ws_parse_int64(seed, 0, (1LL << 62), &s))
-        return cli_usage_error(cmd, "--seed '%s': not an integer in 0..2^62", seed);
-    g.seed = (uint64_t)s;
+    g.seed = (uint64_t)o.seed;
+    const char *out = o.out;
     ws_trace *t;
     if (ws_trace_gen_open(&g, &t, &err))
         return cli_fail(&err);
@@ -213,20 +204,17 @@ static int gen(int argc, char **argv)
 
 static int convert(int argc, char **argv)
 {
-    const char *format = NULL, *out = NULL;
-    int skip_bad = 0, npos = 0;
-    char *pos[1];
-    const cli_opt opts[] = {{"format", &format, NULL},
-                            {"skip-bad", NULL, &skip_bad},
-                            {"out", &out, NULL},
-                            {NULL, NULL, NULL}};
-    int rc = cli_parse("trace convert", argc, argv, opts, pos, 1, &npos, help_convert);
+    trace_opts o = {0};
+    cli_args a;
+    int rc = cli_opts_parse(&k_convert, argc, argv, &o, &a);
     if (rc)
         return rc == CLI_PARSE_HELP ? CLI_EXIT_OK : rc;
-    if (npos != 1 || !out)
+    char **pos = a.pos;
+    const char *out = o.out;
+    if (a.npos != 1 || !out)
         return cli_usage_error("trace convert", "expected one trace FILE and --out FILE");
     ws_trace *t;
-    if ((rc = open_file(pos[0], format, skip_bad, &t)))
+    if ((rc = open_file(pos[0], o.w.format, o.w.skip_bad, &t)))
         return rc;
     ws_err err = {0};
     uint64_t written;

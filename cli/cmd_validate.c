@@ -13,46 +13,71 @@
 #include "hw.h"
 #include "validate.h"
 #include "validate_plot.h"
+#include "workload.h"
 #include "ws_util.h"
 
-#define VAL_DEFAULT_GPU "a100-40gb-pcie"
-#define VAL_FALLBACK_HOST "xeon-gold-5318y"
-
-static void help(FILE *out)
+static void usage(FILE *out)
 {
-    fprintf(
-        out,
-        "usage: writescope validate --model NAME [--batch B] [--prompt N] [--output M]\n"
-        "                           [--layers K] [--policy writescope|static|stream|cpu-attn]\n"
-        "                           [--r R] [--host PROFILE] [--gpu modeled:<profile>|cuda]\n"
-        "                           [--calibrate] [--repeat N] [--warmup W] [--threads T]\n"
-        "                           [--seed S]\n"
-        "                           [--db PATH | --save] [--json] [--plot FILE.png|svg]\n"
-        "\n"
-        "Serves one closed batch with the live runtime (`writescope run`) and plays the same\n"
-        "workload in the simulator (`writescope sim --detail layer`) on the same cost model\n"
-        "and profiles, then compares them decode step by step and layer by layer: step time,\n"
-        "CPU attention, routed experts, realised CPU share and the GPU half. Per quantity the\n"
-        "mean and p95 absolute percentage error of the simulator against the runtime; with\n"
-        "--repeat N (N >= 2) also the runtime against itself (the noise floor). The cost\n"
-        "model's terms are checked on the runtime's own token counts, and where a CPU-side\n"
-        "quantity misses the goal (mean <= 3%%, p95 <= 10%%) the verdict names the term most\n"
-        "off. CPU times are measured; with --gpu modeled:<profile> (default "
-        "modeled:" VAL_DEFAULT_GPU ")\n"
-        "every GPU time on both sides is modeled and labelled so.\n"
-        "  --calibrate  run a quick calibration of this machine first (calib --quick) and use\n"
-        "               its profile (stored in --db, else the default database)\n"
-        "  --warmup W   the first W decode steps of each run (default 1: one-time costs such as\n"
-        "               the expert GEMM's backend probe) are kept but left out of the statistics\n"
-        "  --host       the host profile (default: this machine's calibration, else\n"
-        "               " VAL_FALLBACK_HOST ", and the output says it is not this machine;\n"
-        "               this: this machine's, an error when none is stored)\n"
-        "  --db/--save  store the runtime runs, the simulation and the comparison (tables\n"
-        "               validate_*, linked to run_runs and sim_runs)\n"
-        "  --plot       predicted against measured per quantity (gnuplot; SVG for .svg)\n"
-        "Defaults: batch 4, prompt 4096, output 16, layers: what fits, policy writescope,\n"
-        "repeat 1. Details: docs/validate.md\n");
+    fprintf(out,
+            "usage: writescope validate --model NAME [--batch B] [--prompt N] [--output M]\n"
+            "                           [--layers K] [--policy writescope|static|stream|cpu-attn|migrate]\n"
+            "                           [--r R] [--host PROFILE] [--gpu modeled:<profile>|cuda]\n"
+            "                           [--calibrate] [--repeat N] [--warmup W] [--threads T]\n"
+            "                           [--seed S]\n"
+            "                           [--db PATH | --save] [--json] [--plot FILE.png|svg]\n"
+            "\n"
+            "Serves one closed batch with the live runtime (`writescope run`) and plays the same\n"
+            "workload in the simulator (`writescope sim --detail layer`) on the same cost model\n"
+            "and profiles, then compares them decode step by step and layer by layer: step time,\n"
+            "CPU attention, routed experts, realised CPU share and the GPU half. Per quantity the\n"
+            "mean and p95 absolute percentage error of the simulator against the runtime; with\n"
+            "--repeat N (N >= 2) also the runtime against itself (the noise floor). The cost\n"
+            "model's terms are checked on the runtime's own token counts, and where a CPU-side\n"
+            "quantity misses the goal (mean <= 3%%, p95 <= 10%%) the verdict names the term most\n"
+            "off. CPU times are measured; with --gpu modeled:<profile> (default "
+            "modeled:" CLI_DEFAULT_GPU ")\n"
+            "every GPU time on both sides is modeled and labelled so. Details: docs/validate.md\n");
 }
+
+typedef struct validate_opts {
+    cli_workload w;
+    int repeat, warmup, calibrate, save;
+    const char *plot;
+} validate_opts;
+
+static const cli_optdef k_opts[] = {
+    {CLI_GROUP(validate_opts, w, cli_workload, cli_workload_opts)},
+    {CLI_GROUP(validate_opts, w, cli_workload, cli_engine_opts)},
+    {CLI_GROUP(validate_opts, w, cli_workload, cli_live_opts)},
+    {"batch", CLI_TUNE, .lo = 1, .hi = 4096, .def = "4"},
+    {"prompt", CLI_TUNE, .def = "4096"},
+    {"output", CLI_TUNE, .lo = 1, .hi = 1 << 20, .def = "16"},
+    {"seed", CLI_TUNE, .lo = 0, .hi = 1 << 30, .def = "1"},
+    {"policy", CLI_TUNE, .arg = "NAME", .def = "writescope",
+     .help = "the KV policy: writescope, static, stream, cpu-attn or migrate (a single-state "
+             "cache whose reformats really move pages); gpu-only and ktrans do not spill and "
+             "do not run live"},
+    {"layers", CLI_TUNE, .help = "K of the model's layers; by default what fits in the RAM"},
+    {"host", CLI_TUNE,
+     .help = "the host profile (default: this machine's calibration, else " CLI_FALLBACK_HOST
+             ", and the output says it is not this machine; this: this machine's, an error "
+             "when none is stored)"},
+    {"db", CLI_TUNE,
+     .help = "store the runtime runs, the simulation and the comparison there (tables "
+             "validate_*, linked to run_runs and sim_runs)"},
+    {"repeat", CLI_INT(validate_opts, repeat), .arg = "N", .lo = 1, .hi = 100, .def = "1",
+     .help = "runtime runs; from 2 on, also the runtime against itself (the noise floor)"},
+    {"warmup", CLI_INT(validate_opts, warmup), .arg = "W", .lo = 0, .hi = 1 << 20, .def = "1",
+     .help = "the first W decode steps of each run (one-time costs such as the expert GEMM's "
+             "backend probe) are kept but left out of the statistics"},
+    {"calibrate", CLI_FLAG(validate_opts, calibrate),
+     .help = "run a quick calibration of this machine first (calib --quick) and use its "
+             "profile (stored in --db, else the default database)"},
+    {"save", CLI_FLAG(validate_opts, save), .help = "store as --db does, in the default database"},
+    {"plot", CLI_STR(validate_opts, plot), .arg = "FILE.png|svg",
+     .help = "predicted against measured per quantity (gnuplot; SVG for .svg)"},
+    {0}};
+static const cli_spec k_spec = {"validate", k_opts, 0, usage};
 
 typedef struct prog {
     int tty;
@@ -223,131 +248,100 @@ static void print_report(const ws_validate_report *r)
     printf("verdict: %s\n", v->verdict);
 }
 
-int cmd_validate(int argc, char **argv)
+/* The options into *c (the engine's model and profiles come later); *gpu_prof: the
+ * profile of the GPU's cost model. */
+static int validate_config(const validate_opts *o, ws_validate_cfg *c, const char **gpu_prof)
 {
-    const char *model = NULL, *batch_s = NULL, *prompt_s = NULL, *output_s = NULL, *layers_s = NULL,
-               *host = NULL, *gpu = NULL, *policy = NULL, *r_s = NULL, *repeat_s = NULL,
-               *warmup_s = NULL, *threads_s = NULL, *seed_s = NULL, *db = NULL, *plot = NULL;
-    int calibrate = 0, save = 0, json = 0;
-    const cli_opt opts[] = {{"model", &model, NULL},     {"batch", &batch_s, NULL},
-                            {"prompt", &prompt_s, NULL}, {"output", &output_s, NULL},
-                            {"layers", &layers_s, NULL}, {"host", &host, NULL},
-                            {"gpu", &gpu, NULL},         {"policy", &policy, NULL},
-                            {"r", &r_s, NULL},           {"repeat", &repeat_s, NULL},
-                            {"warmup", &warmup_s, NULL}, {"threads", &threads_s, NULL},
-                            {"seed", &seed_s, NULL},     {"db", &db, NULL},
-                            {"plot", &plot, NULL},       {"calibrate", NULL, &calibrate},
-                            {"save", NULL, &save},       {"json", NULL, &json},
-                            {NULL, NULL, NULL}};
-    char *pos[1];
-    int npos = 0;
-    int rc = cli_parse("validate", argc, argv, opts, pos, 0, &npos, help);
-    if (rc)
-        return rc == CLI_PARSE_HELP ? CLI_EXIT_OK : rc;
-    if (!model)
-        return cli_usage_error("validate", "--model is required");
-    if (db && save)
+    const cli_workload *w = &o->w;
+    if (w->db && o->save)
         return cli_usage_error("validate", "--db and --save both name the database: give one");
-    if (host && calibrate)
+    if (w->host && o->calibrate)
         return cli_usage_error("validate", "--calibrate makes this machine's profile: drop --host");
-    ws_validate_cfg c;
-    ws_validate_cfg_default(&c);
-    ws_engine_cfg *e = &c.eng;
-    e->output = 16;
-    int seed = 1;
-    if ((batch_s && (rc = cli_opt_int("validate", "batch", batch_s, 1, 4096, &e->batch))) ||
-        (prompt_s && (rc = cli_opt_int("validate", "prompt", prompt_s, 1, 1 << 24, &e->prompt))) ||
-        (output_s && (rc = cli_opt_int("validate", "output", output_s, 1, 1 << 20, &e->output))) ||
-        (layers_s && (rc = cli_opt_int("validate", "layers", layers_s, 1, 100000, &e->layers))) ||
-        (repeat_s && (rc = cli_opt_int("validate", "repeat", repeat_s, 1, 100, &c.repeat))) ||
-        (warmup_s && (rc = cli_opt_int("validate", "warmup", warmup_s, 0, 1 << 20, &c.warmup))) ||
-        (threads_s && (rc = cli_opt_int("validate", "threads", threads_s, 1, 1024, &e->threads))) ||
-        (seed_s && (rc = cli_opt_int("validate", "seed", seed_s, 0, 1 << 30, &seed))) ||
-        (r_s && (rc = cli_opt_double("validate", "r", r_s, 0, 1, &e->par.r_static))))
-        return rc;
-    e->seed = (uint64_t)seed;
-    if (c.warmup >= e->output)
+    ws_validate_cfg_default(c);
+    ws_engine_cfg *e = &c->eng;
+    e->batch = w->batch;
+    e->prompt = w->prompt;
+    e->output = w->output;
+    e->layers = w->layers;
+    e->threads = w->threads;
+    e->seed = (uint64_t)w->seed;
+    e->par.r_static = w->r;
+    c->repeat = o->repeat;
+    c->warmup = o->warmup;
+    if (c->warmup >= e->output)
         return cli_usage_error("validate", "--output %d leaves no step past the %d warm-up step%s",
-                               e->output, c.warmup, c.warmup == 1 ? "" : "s");
-    if (plot) {
-        const size_t n = strlen(plot);
-        if (n < 5 || (strcmp(plot + n - 4, ".png") && strcmp(plot + n - 4, ".svg")))
-            return cli_usage_error("validate", "--plot needs a .png or .svg file, not '%s'", plot);
+                               e->output, c->warmup, c->warmup == 1 ? "" : "s");
+    if (o->plot) {
+        const size_t n = strlen(o->plot);
+        if (n < 5 || (strcmp(o->plot + n - 4, ".png") && strcmp(o->plot + n - 4, ".svg")))
+            return cli_usage_error("validate", "--plot needs a .png or .svg file, not '%s'",
+                                   o->plot);
     }
     ws_err err = {0};
-    if (policy) {
-        if (ws_policy_from_name(policy, &e->policy, &err))
-            return cli_fail(&err);
-        const ws_policy_info *pi = ws_policy_info_of(e->policy);
-        if (!pi->spills || pi->reformats)
-            return cli_usage_error("validate",
-                                   "--policy %s is a simulator baseline; the runtime serves "
-                                   "writescope, static, stream and cpu-attn",
-                                   policy);
-    }
-    const char *gpu_prof = VAL_DEFAULT_GPU;
-    if (gpu) {
-        if (!strcmp(gpu, "cuda") || !strncmp(gpu, "cuda:", 5)) {
-            e->gpu = WS_ENGINE_GPU_CUDA;
-            if (gpu[4] == ':' && gpu[5])
-                gpu_prof = gpu + 5;
-        } else if (strncmp(gpu, "modeled:", 8) || !gpu[8]) {
-            return cli_usage_error("validate",
-                                   "--gpu is modeled:<profile> or cuda[:<profile>], not '%s'", gpu);
-        } else {
-            gpu_prof = gpu + 8;
-        }
-    }
-    /* The database: written with --db/--save (and by --calibrate), else read for profiles. */
-    const int writes = db || save || calibrate;
-    ws_store *s = NULL;
-    int embedded = 0;
-    if (writes ? cli_open_store(db, &s, &err) : cli_open_store_ro(NULL, &s, &embedded, &err))
+    if (ws_policy_from_name(w->policy, &e->policy, &err))
         return cli_fail(&err);
-    prog pg = {.tty = isatty(2), .t0 = ws_now_s()};
+    const ws_policy_info *pi = ws_policy_info_of(e->policy);
+    if (!pi->spills)
+        return cli_usage_error("validate",
+                               "--policy %s is a simulator baseline; the runtime serves "
+                               "writescope, static, stream, cpu-attn and migrate",
+                               w->policy);
+    const char *gpu = w->gpu;
+    if (!strcmp(gpu, "cuda") || !strncmp(gpu, "cuda:", 5)) {
+        e->gpu = WS_ENGINE_GPU_CUDA;
+        *gpu_prof = gpu[4] == ':' && gpu[5] ? gpu + 5 : CLI_DEFAULT_GPU;
+    } else if (strncmp(gpu, "modeled:", 8) || !gpu[8]) {
+        return cli_usage_error("validate",
+                               "--gpu is modeled:<profile> or cuda[:<profile>], not '%s'", gpu);
+    } else {
+        *gpu_prof = gpu + 8;
+    }
+    return 0;
+}
+
+/* The host profile (after a quick calibration with --calibrate; by default this machine's
+ * calibration, else the fallback), then the model and the profiles. */
+static int validate_load(const validate_opts *o, ws_store *s, const char *gpu_prof, prog *pg,
+                         ws_validate_cfg *c, ws_model *m, ws_cost_hw *hw, int *this_machine)
+{
+    ws_err err = {0};
     char hbuf[64];
-    int this_machine = 0, fallback = 0, auto_host = 0;
-    if (calibrate) {
+    const char *host = o->w.host;
+    int fallback = 0, auto_host = 0, cores = 1;
+    *this_machine = 0;
+    if (o->calibrate) {
         fprintf(stderr, "validate: quick calibration of this machine (calib --quick)\n");
-        if (ws_validate_calibrate(s, e->threads, on_calib, &pg, hbuf, sizeof hbuf, &c.calib_run_id,
-                                  &err)) {
-            ws_store_close(s);
+        if (ws_validate_calibrate(s, c->eng.threads, on_calib, pg, hbuf, sizeof hbuf,
+                                  &c->calib_run_id, &err))
             return cli_fail(&err);
-        }
-        fprintf(stderr, "validate: calibration run %lld stored; host profile %s\n", c.calib_run_id,
+        fprintf(stderr, "validate: calibration run %lld stored; host profile %s\n", c->calib_run_id,
                 hbuf);
         host = hbuf;
-        this_machine = 1;
+        *this_machine = 1;
     } else if (!host) {
-        this_machine = ws_calib_host_profile(s, hbuf, sizeof hbuf);
-        host = this_machine ? hbuf : VAL_FALLBACK_HOST;
-        fallback = !this_machine;
-        auto_host = this_machine;
+        *this_machine = ws_calib_host_profile(s, hbuf, sizeof hbuf);
+        host = *this_machine ? hbuf : CLI_FALLBACK_HOST;
+        fallback = !*this_machine;
+        auto_host = *this_machine;
     } else {
         char mine[64];
-        if (cli_host_this(s, &host, hbuf, sizeof hbuf, &err)) {
-            ws_store_close(s);
+        if (cli_host_this(s, &host, hbuf, sizeof hbuf, &err))
             return cli_fail(&err);
-        }
-        this_machine = ws_calib_host_profile(s, mine, sizeof mine) && !strcmp(mine, host);
+        *this_machine = ws_calib_host_profile(s, mine, sizeof mine) && !strcmp(mine, host);
     }
-    ws_model m;
-    ws_cost_hw hw;
-    int cores = 1;
-    if (ws_hw_load(s, model, gpu_prof, host, WS_DT_BF16, &m, &hw, &cores, &err)) {
-        ws_store_close(s);
+    if (ws_hw_load(s, o->w.model, gpu_prof, host, WS_DT_BF16, m, hw, &cores, &err)) {
         if (auto_host)
             ws_err_prefix(&err,
                           "validate: this machine's calibrated profile %s cannot drive the cost "
                           "model (poor fits are left out of it; writescope calib show); give "
                           "--host or recalibrate",
                           host);
-        else if (calibrate) /* a poor fit is left out of the profile: say where to look */
+        else if (o->calibrate) /* a poor fit is left out of the profile: say where to look */
             ws_err_prefix(&err,
                           "validate: the quick calibration (run %lld) left %s without a usable "
                           "fit (writescope calib show --run %lld; a default `writescope calib` "
                           "sweeps more)",
-                          c.calib_run_id, host, c.calib_run_id);
+                          c->calib_run_id, host, c->calib_run_id);
         return cli_fail(&err);
     }
     if (fallback)
@@ -355,46 +349,83 @@ int cmd_validate(int argc, char **argv)
                 "validate: no calibration of this machine is stored; host profile %s (the "
                 "comparison is not this machine's: try --calibrate)\n",
                 host);
-    e->model = &m;
-    e->hw = &hw;
-    c.cpu_workers = cores;
-    c.progress = on_progress;
-    c.progress_ctx = &pg;
+    c->cpu_workers = cores;
+    return 0;
+}
+
+/* Runs the comparison on the loaded model; stores, draws and prints it. */
+static int validate_report(const validate_opts *o, ws_store *s, ws_validate_cfg *c,
+                           int this_machine)
+{
+    const ws_engine_cfg *e = &c->eng;
     char glabel[200];
     if (e->gpu == WS_ENGINE_GPU_CUDA)
-        snprintf(glabel, sizeof glabel, "cuda (predictions: %s)", hw.gpu);
+        snprintf(glabel, sizeof glabel, "cuda (predictions: %.160s)", e->hw->gpu);
     else
-        snprintf(glabel, sizeof glabel, "modeled:%s", hw.gpu);
+        snprintf(glabel, sizeof glabel, "modeled:%.160s", e->hw->gpu);
     fprintf(stderr,
             "validate: model %s, batch %d x (%d + %d), policy %s, gpu=%s host=%s, %d run%s\n",
-            m.name, e->batch, e->prompt, e->output, ws_policy_name(e->policy), glabel, hw.host,
-            c.repeat, c.repeat > 1 ? "s" : "");
+            e->model->name, e->batch, e->prompt, e->output, ws_policy_name(e->policy), glabel,
+            e->hw->host, c->repeat, c->repeat > 1 ? "s" : "");
+    ws_err err = {0};
     ws_validate_report r;
-    const int store_it = db || save;
-    rc = ws_validate_run_all(&c, store_it ? s : NULL, &r, &err);
-    if (rc) {
-        ws_store_close(s);
+    const int store_it = o->w.db || o->save;
+    if (ws_validate_run_all(c, store_it ? s : NULL, &r, &err))
         return cli_fail(&err);
-    }
     r.host_is_this_machine = this_machine;
-    rc = CLI_EXIT_OK;
+    int rc = CLI_EXIT_OK;
     if (store_it)
         fprintf(stderr,
                 "validate: stored as validation %lld (runtime run %lld, simulation %lld) in %s\n",
                 r.run.id, r.run.run_id, r.run.sim_run_id, ws_store_path(s));
-    if (plot) {
-        if (ws_validate_plot_rows(&r.run, r.stat, WS_VQ_COUNT, r.pt, r.n_pt, plot, &err))
+    if (o->plot) {
+        if (ws_validate_plot_rows(&r.run, r.stat, WS_VQ_COUNT, r.pt, r.n_pt, o->plot, &err))
             rc = cli_fail(&err);
         else
-            fprintf(stderr, "validate: figure %s\n", plot);
+            fprintf(stderr, "validate: figure %s\n", o->plot);
     }
-    if (json)
+    if (o->w.json)
         cli_print_json(report_json(&r));
     else
         print_report(&r);
-    if (embedded && rc == CLI_EXIT_OK)
-        cli_note_embedded();
     ws_validate_report_free(&r);
+    return rc;
+}
+
+int cmd_validate(int argc, char **argv)
+{
+    validate_opts o = {0};
+    cli_args a;
+    int rc = cli_opts_parse(&k_spec, argc, argv, &o, &a);
+    if (rc)
+        return rc == CLI_PARSE_HELP ? CLI_EXIT_OK : rc;
+    if (!o.w.model)
+        return cli_usage_error("validate", "--model is required");
+    ws_validate_cfg c;
+    const char *gpu_prof = CLI_DEFAULT_GPU;
+    if ((rc = validate_config(&o, &c, &gpu_prof)))
+        return rc;
+    /* The database: written with --db/--save (and by --calibrate), else read for profiles. */
+    const int writes = o.w.db || o.save || o.calibrate;
+    ws_err err = {0};
+    ws_store *s = NULL;
+    int embedded = 0;
+    if (writes ? cli_open_store(o.w.db, &s, &err) : cli_open_store_ro(NULL, &s, &embedded, &err))
+        return cli_fail(&err);
+    prog pg = {.tty = isatty(2), .t0 = ws_now_s()};
+    ws_model m;
+    ws_cost_hw hw;
+    int this_machine = 0;
+    rc = validate_load(&o, s, gpu_prof, &pg, &c, &m, &hw, &this_machine);
+    if (!rc) {
+        c.eng.model = &m;
+        c.eng.hw = &hw;
+        c.progress = on_progress;
+        c.progress_ctx = &pg;
+        rc = validate_report(&o, s, &c, this_machine);
+        if (embedded && rc == CLI_EXIT_OK)
+            cli_note_embedded();
+    }
     ws_store_close(s);
     return rc;
 }

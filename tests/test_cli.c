@@ -129,6 +129,27 @@ Test(cli, help_everywhere)
     }
 }
 
+/* Every command's --help has its options part, generated from its option table (a table
+ * that declares a name twice aborts instead). */
+Test(cli, help_lists_options_of_every_command)
+{
+    const char *cmds[][2] = {{"model", NULL},     {"db", NULL},       {"device", NULL},
+                             {"calib", NULL},     {"plot", NULL},     {"sim", NULL},
+                             {"bench", NULL},     {"run", NULL},      {"validate", NULL},
+                             {"plan", NULL},      {"trace", "stats"}, {"trace", "gen"},
+                             {"trace", "convert"}};
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
+        const char *args[4] = {cmds[i][0], cmds[i][1] ? cmds[i][1] : "--help",
+                               cmds[i][1] ? "--help" : NULL, NULL};
+        th_run r = run(args);
+        cr_assert_eq(r.status, 0, "%s --help: exit %d, stderr: %s", cmds[i][0], r.status, r.err);
+        cr_assert_neq(strstr(r.out, "usage: writescope"), NULL, "%s", r.out);
+        cr_assert_neq(strstr(r.out, "\noptions:\n  --"), NULL, "%s: %s", cmds[i][0], r.out);
+        cr_assert_str_eq(r.err, "");
+        th_run_free(&r);
+    }
+}
+
 Test(cli, db_show_lists_datasheet_profiles)
 {
     th_run r = run((const char *[]){"db", "show", NULL});

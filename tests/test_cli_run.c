@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "helpers.h"
+#include "steprow.h"
 
 static char g_dir[64], g_model[256], g_db[256], g_env_db[300];
 static const char *g_env[] = {g_env_db, NULL};
@@ -64,6 +65,16 @@ Test(cli_run, json_verify_and_db)
     cr_assert(e <= 2e-3, "verify %g", e);
     cr_assert_eq(json_integer_value(json_object_get(v, "bytes_moved")), 0);
     cr_assert_eq(json_array_size(json_object_get(v, "steps")), 40);
+    cr_assert_eq(json_array_size(json_object_get(v, "step_layers")), 80);
+    /* a step and a layer in JSON have the database's column names, each of them */
+    const json_t *s0 = json_array_get(json_object_get(v, "steps"), 0);
+    const json_t *l0 = json_array_get(json_object_get(v, "step_layers"), 0);
+    cr_assert_eq(json_object_size(s0), ws_cols_count(ws_step_cols));
+    cr_assert_eq(json_object_size(l0), ws_cols_count(ws_layer_cols));
+    for (int i = 0; ws_step_cols[i].name; i++)
+        cr_assert_not_null(json_object_get(s0, ws_step_cols[i].name), "%s", ws_step_cols[i].name);
+    cr_assert(json_is_number(json_object_get(s0, "verify_err")));
+    cr_assert_str_eq(json_string_value(json_object_get(l0, "gpu_source")), "modeled");
     json_decref(v);
     cr_assert_eq(th_count_file(g_db, "SELECT count(*) FROM run_runs"), 1);
     cr_assert_eq(th_count_file(g_db, "SELECT count(*) FROM run_steps"), 40);

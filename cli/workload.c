@@ -1,0 +1,95 @@
+/* workload: the shared option groups (see workload.h). */
+#include "workload.h"
+
+#include "pool.h"
+
+#define W cli_workload
+
+const cli_optdef cli_workload_opts[] = {
+    {"model", CLI_STR(W, model), .arg = "NAME",
+     .help = "the model: a shipped one (models/NAME.json, `writescope model list`) or the "
+             "path of a Hugging Face config.json"},
+    {"host", CLI_STR(W, host), .arg = "PROFILE",
+     .help = "the host's hardware profile: a datasheet name (xeon-gold-5318y), "
+             "host:<fingerprint>, or this: this machine's newest calibration"},
+    {"policy", CLI_STR(W, policy), .arg = "NAME|all", .def = "all",
+     .help = "the KV policy: writescope, gpu-only, ktrans, stream, cpu-attn, static or migrate; "
+             "all: each of them"},
+    {"batch", CLI_INT(W, batch), .arg = "B", .lo = 1, .hi = 1 << 20,
+     .help = "the most sequences running at once"},
+    {"prompt", CLI_INT(W, prompt), .arg = "N", .lo = 1, .hi = 1 << 24,
+     .help = "prompt tokens of each request of a closed batch"},
+    {"output", CLI_INT(W, output), .arg = "M", .lo = 1, .hi = 1 << 24,
+     .help = "output tokens (decode steps) of each request of a closed batch"},
+    {"seed", CLI_LL(W, seed), .arg = "S", .lo = 0, .hi = 1LL << 62, .def = "0",
+     .err = "--seed needs a non-negative integer, not '%s'",
+     .help = "the random seed: the same seed gives the same figures"},
+    {"db", CLI_STR(W, db), .arg = "PATH",
+     .help = "the database: profiles are read from it and results stored in it (created or "
+             "migrated as needed)"},
+    {"json", CLI_FLAG(W, json), .help = "machine-readable output: one JSON document on stdout"},
+    {0}};
+
+const cli_optdef cli_engine_opts[] = {
+    {"layers", CLI_INT(W, layers), .arg = "K", .lo = 1, .hi = 100000,
+     .help = "only the model's first K layers; by default all"},
+    {"r", CLI_DOUBLE(W, r), .arg = "R", .lo = 0, .hi = 1, .def = "0.5",
+     .help = "the static policy's share of the KV on the CPU"},
+    {0}};
+
+const cli_optdef cli_live_opts[] = {
+    {"gpu", CLI_STR(W, gpu), .arg = "cuda|modeled:<profile>", .def = "modeled:" CLI_DEFAULT_GPU,
+     .help = "modeled:<profile>: the GPU's work and the transfers timed by the cost model on "
+             "their own clocks; cuda[:<profile>]: the GPU half on this machine's CUDA device, "
+             "the profile giving the cost model's predictions"},
+    {"threads", CLI_INT(W, threads), .arg = "T", .lo = 1, .hi = WS_POOL_MAX_THREADS,
+     .help = "worker threads of the CPU kernels; by default one per logical CPU"},
+    {0}};
+
+const cli_optdef cli_sim_opts[] = {
+    {"trace", CLI_STR(W, trace), .arg = "FILE",
+     .help = "the workload from a request trace (ours, azure, mooncake, burstgpt, vidur; "
+             "detected, or --format)"},
+    {"detail", CLI_ENUM(W, detail), .names = (const char *const[]){"step", "layer", NULL},
+     .help = "layer plays every layer as operations; step folds the identical layers (the same "
+             "results where the pipeline is periodic, much faster)"},
+    {"chunk", CLI_INT(W, chunk), .arg = "T", .lo = 1, .hi = 1 << 24, .def = "2048",
+     .help = "prefill chunk (tokens per step)"},
+    {"save", CLI_FLAG(W, save),
+     .help = "store as --db does, in the default database ($WRITESCOPE_DB, else "
+             "results/writescope.db)"},
+    {0}};
+
+const cli_optdef cli_trace_opts[] = {
+    {"format", CLI_STR(W, format), .arg = "F",
+     .help = "the trace's format: ours, azure, mooncake, burstgpt or vidur (default: detected "
+             "from the first line)"},
+    {"skip-bad", CLI_FLAG(W, skip_bad),
+     .help = "count and skip malformed rows instead of stopping at the first (the first one is "
+             "shown); BurstGPT's failed requests (0 response tokens) are always skipped and "
+             "counted"},
+    {0}};
+
+const cli_optdef cli_gen_opts[] = {
+    {"arrivals", CLI_STR(W, gen.arrivals), .arg = "poisson|gamma|closed",
+     .help = "generated requests: poisson (exponential gaps of mean 1/R), gamma (gamma gaps "
+             "of mean 1/R and coefficient of variation C), closed (a loop of --clients)"},
+    {"rate", CLI_STR(W, gen.rate), .arg = "R", .help = "requests/s of poisson and gamma arrivals"},
+    {"cv", CLI_STR(W, gen.cv), .arg = "C",
+     .help = "gamma's coefficient of variation (1 is Poisson, above 1 burstier)"},
+    {"requests", CLI_STR(W, gen.requests), .arg = "K", .help = "the number of requests"},
+    {"prompt-dist", CLI_STR(W, gen.pdist), .arg = "SPEC",
+     .help = "prompt lengths: fixed:N, uniform:LO:HI, lognormal:MEAN:SIGMA or zipf:S:MAX "
+             "(tokens; drawn values rounded and clipped to 1..16777216)"},
+    {"output-dist", CLI_STR(W, gen.odist), .arg = "SPEC",
+     .help = "output lengths, as --prompt-dist"},
+    {0}};
+
+const cli_optdef cli_closed_opts[] = {
+    {"clients", CLI_STR(W, gen.clients), .arg = "C",
+     .help = "closed arrivals: C clients, each sending its next request --think T after its "
+             "previous one ends"},
+    {"think", CLI_STR(W, gen.think), .arg = "T",
+     .help = "the think time: S or exp:S (exponential of mean S seconds), or fixed:S; "
+             "by default 0"},
+    {0}};

@@ -1,0 +1,56 @@
+/* workload: the options that sim, plan, run and validate (and the trace subcommands, for
+ * formats and generators) share, declared once as option groups (cli/opts.h) over one
+ * struct, cli_workload, that each of those commands embeds in its own options struct.
+ *
+ * A command includes the groups it takes with {CLI_GROUP(its_opts, w, cli_workload, G)}
+ * and declares only its own options beside them; where it takes a shared option with
+ * another range, default or help line (run's --batch is 1..4096, sim's 1..2^20), a TUNE
+ * entry in its table says so. Values that need the library to interpret them (policy and
+ * profile names, trace formats, generator specs) stay strings here: each command parses
+ * them in the order its checks need and with its messages. */
+#ifndef WS_CLI_WORKLOAD_H
+#define WS_CLI_WORKLOAD_H
+
+#include "cli.h"
+#include "opts.h"
+
+#define CLI_DEFAULT_GPU "a100-40gb-pcie"    /* run's and validate's modeled GPU */
+#define CLI_FALLBACK_HOST "xeon-gold-5318y" /* their host when this one has no calibration */
+
+typedef struct cli_workload {
+    const char *model, *host, *policy, *db; /* cli_workload_opts */
+    int batch, prompt, output;
+    long long seed;
+    int json;
+    int layers; /* cli_engine_opts */
+    double r;
+    const char *gpu; /* cli_live_opts */
+    int threads;
+    const char *trace; /* cli_sim_opts */
+    int detail;        /* 0 step, 1 layer */
+    int chunk, save;
+    const char *format; /* cli_trace_opts */
+    int skip_bad;
+    cli_gen_args gen; /* cli_gen_opts, cli_closed_opts */
+} cli_workload;
+
+/* --model --host --policy --batch --prompt --output --seed --db --json: sim, plan, run,
+ * validate. --batch, --prompt and --output have no default here (each command tunes them);
+ * --policy defaults to all. */
+extern const cli_optdef cli_workload_opts[];
+/* --layers --r: sim, run, validate. */
+extern const cli_optdef cli_engine_opts[];
+/* --gpu cuda|modeled:<profile> --threads: run, validate. */
+extern const cli_optdef cli_live_opts[];
+/* --trace --detail --chunk --save: sim, plan (--detail has no default: sim plays layers, sim
+ * grid and plan fold steps). */
+extern const cli_optdef cli_sim_opts[];
+/* --format --skip-bad: a trace file's reading (sim, plan, trace stats, trace convert). */
+extern const cli_optdef cli_trace_opts[];
+/* --arrivals --rate --cv --requests --prompt-dist --output-dist: a generator (sim, plan,
+ * trace gen), as strings for cli_gen_parse. */
+extern const cli_optdef cli_gen_opts[];
+/* --clients --think: a generator's closed loop (sim, trace gen). */
+extern const cli_optdef cli_closed_opts[];
+
+#endif
