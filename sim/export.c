@@ -37,21 +37,6 @@ struct sim_export_csv {
     int in_run;
 };
 
-static void csv_text(FILE *f, const char *v)
-{
-    if (!strpbrk(v, ",\"\n\r")) {
-        fputs(v, f);
-        return;
-    }
-    fputc('"', f);
-    for (; *v; v++) {
-        if (*v == '"')
-            fputc('"', f);
-        fputc(*v, f);
-    }
-    fputc('"', f);
-}
-
 /* ",<number>", empty where there is none. */
 static void csv_num(FILE *f, double v)
 {
@@ -129,7 +114,7 @@ int sim_export_csv_request(sim_export_csv *c, const ws_simdb_request *r, ws_err 
         return ws_err_set(err, WS_EINVAL, "csv export: request %lld: unknown outcome %d", r->idx,
                           r->outcome);
     FILE *f = c->f[F_REQ].f;
-    csv_text(f, c->policy);
+    ws_csv_field(f, c->policy);
     fprintf(f, ",%lld", r->idx);
     csv_num(f, r->arrival_s);
     fprintf(f, ",%lld,%lld", r->prompt, r->output);
@@ -145,7 +130,7 @@ int sim_export_csv_step(sim_export_csv *c, const ws_simdb_step *x, ws_err *err)
     if (check_run(c, err))
         return WS_EINVAL;
     FILE *f = c->f[F_STEP].f;
-    csv_text(f, c->policy);
+    ws_csv_field(f, c->policy);
     ws_row_csv(f, ",", ws_step_cols, x);
     return 0;
 }
@@ -163,7 +148,7 @@ int sim_export_csv_end(sim_export_csv *c, const ws_simdb_run *r, ws_err *err)
     for (int i = 0; i < 5; i++) {
         if (i)
             fputc(',', f);
-        csv_text(f, text1[i]);
+        ws_csv_field(f, text1[i]);
     }
     fprintf(f, ",%d", r->batch);
     if (r->prompt_tokens > 0)
@@ -177,7 +162,7 @@ int sim_export_csv_end(sim_export_csv *c, const ws_simdb_run *r, ws_err *err)
     const char *text2[] = {r->trace_path, r->trace_format, r->generator, r->detail};
     for (int i = 0; i < 4; i++) {
         fputc(',', f);
-        csv_text(f, text2[i]);
+        ws_csv_field(f, text2[i]);
     }
     fprintf(f, ",%llu,%lld,%lld,%lld,%lld", r->seed, r->requests, r->completed, r->oom,
             r->tokens_out);
@@ -193,7 +178,7 @@ int sim_export_csv_end(sim_export_csv *c, const ws_simdb_run *r, ws_err *err)
     const char *text3[] = {r->started_at, r->tool_version, r->params[0] ? r->params : "{}"};
     for (int i = 0; i < 3; i++) {
         fputc(',', f);
-        csv_text(f, text3[i]);
+        ws_csv_field(f, text3[i]);
     }
     fputc('\n', f);
     c->in_run = 0;

@@ -215,18 +215,17 @@ void ws_row_csv_header(FILE *f, const char *prefix, const ws_col *cols)
     fputc('\n', f);
 }
 
-/* A CSV field: quoted when it holds a comma or a quote, quotes doubled. */
-static void csv_text(FILE *f, const char *t)
+void ws_csv_field(FILE *f, const char *v)
 {
-    if (!strpbrk(t, ",\"\n")) {
-        fputs(t, f);
+    if (!strpbrk(v, ",\"\n\r")) {
+        fputs(v, f);
         return;
     }
     fputc('"', f);
-    for (; *t; t++) {
-        if (*t == '"')
+    for (; *v; v++) {
+        if (*v == '"')
             fputc('"', f);
-        fputc(*t, f);
+        fputc(*v, f);
     }
     fputc('"', f);
 }
@@ -250,7 +249,7 @@ void ws_row_csv(FILE *f, const char *prefix, const ws_col *cols, const void *row
         }
         case WS_COL_TEXT: {
             const char *t = CAT(row, c, char);
-            csv_text(f, t[0] ? t : "{}");
+            ws_csv_field(f, t[0] ? t : "{}");
             break;
         }
         case WS_COL_SOURCE: fputs(*CAT(row, c, int) ? "measured" : "modeled", f); break;

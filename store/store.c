@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "embedded.h"
+#include "steprow.h"
 #include "store_priv.h"
 #include "ws_parse.h"
 #include "ws_util.h"
@@ -608,20 +609,6 @@ json_t *ws_store_export(ws_store *s, ws_err *err)
     return out;
 }
 
-static void csv_field(FILE *out, const char *v)
-{
-    if (!strpbrk(v, ",\"\n\r")) {
-        fputs(v, out);
-        return;
-    }
-    fputc('"', out);
-    for (; *v; v++) {
-        if (*v == '"')
-            fputc('"', out);
-        fputc(*v, out);
-    }
-    fputc('"', out);
-}
 
 int ws_store_export_csv(ws_store *s, const char *table, FILE *out, ws_err *err)
 {
@@ -642,7 +629,7 @@ int ws_store_export_csv(ws_store *s, const char *table, FILE *out, ws_err *err)
     for (int i = 0; i < n; i++) {
         if (i)
             fputc(',', out);
-        csv_field(out, sqlite3_column_name(st, i));
+        ws_csv_field(out, sqlite3_column_name(st, i));
     }
     fputc('\n', out);
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
@@ -653,7 +640,7 @@ int ws_store_export_csv(ws_store *s, const char *table, FILE *out, ws_err *err)
                 fprintf(out, "%.17g", sqlite3_column_double(st, i));
             } else {
                 const unsigned char *t = sqlite3_column_text(st, i);
-                csv_field(out, t ? (const char *)t : "");
+                ws_csv_field(out, t ? (const char *)t : "");
             }
         }
         fputc('\n', out);
