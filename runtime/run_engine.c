@@ -992,6 +992,8 @@ static int decode_step(eng *e, int step, double t0_step, ws_run_step *st, ws_run
     ws_ikv_spilled(e->kv, 0, NULL, 0, &cpu_tok, &spilled);
     const double rstar = ws_ctl_target(&e->ctl, e->B, resident, spilled);
     double mig_bytes = 0, mig_s[e->L > 0 ? e->L : 1];
+    for (int l = 0; l < e->L; l++)
+        mig_s[l] = 0;
     int rc = migrate(e, rstar, &mig_bytes, mig_s, err);
     if (rc)
         return rc;

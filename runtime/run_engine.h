@@ -3,26 +3,27 @@
  * weights, served through the InplaceKVCache (ikv.h) under one placement policy
  * (policy.h) with the one cost model (cost.h).
  *
- * Prefill writes each layer's prompt KV straight into its final regions (CPU pages:
- * ws_policy_prefill_cpu_pages of r*(prompt + output)); its compute is not run, only
- * modeled on the GPU timeline. Each decode step, per layer: the new token's K/V into the
- * D-window; the CPU half (CPU pages, ws_attn_cpu on the pool) and the GPU half (D-window +
- * XFER pages through ping-pong); the merge; the MoE phase on the CPU (router GEMM, top-k,
- * the routed experts through the bf16 expert GEMM (gemm_bf16.h) at the model's expert
- * shapes, one pool task per expert); a full window
- * flushed as one batch after the layer's attention, its pages placed by
- * ws_policy_flush_cpu_pages. After every layer the policy observes the measured halves
- * (ws_policy_observe_cpu/_gpu, the same calls as the simulator's serving loop).
+ * Prefill writes each layer's prompt KV straight into its final regions (each prompt's CPU
+ * pages from the controller, control.h, as the simulator's serving loop decides them); its
+ * compute is not run, only modeled. Each decode step: the controller's r*, migrate's page
+ * moves (ws_ikv_reformat, the format's one path for them) and the step's flush split; then
+ * per layer the new token's K/V into the D-window; the CPU half (CPU pages, ws_attn_cpu on
+ * the pool) and the GPU half (D-window + XFER pages through ping-pong); the MoE phase on
+ * the CPU (router GEMM, top-k, the routed experts through the bf16 expert GEMM
+ * (gemm_bf16.h) at the model's expert shapes, one pool task per expert); a full window
+ * flushed as one batch. After every layer the controller observes the halves (the same
+ * calls as the simulator's serving loop).
  *
- * GPU modeled (WS_ENGINE_GPU_MODELED): the GPU's work (projections, the GPU half's
- * attention, the H2D stream, the D2H flushes) advances one clock per resource (GPU, H2D,
- * D2H) by the cost model's durations, while the CPU's work runs for real and advances the
- * CPU clock by its measured durations; a step ends when both paths of its last layer
- * have. The next layer's XFER stream starts when the previous layer's GPU half ends, so it
- * overlaps that layer's MoE phase, as in sim/step.h. The GPU half's values are computed
- * only under verify (ws_ikv_stream, then the split-K reference), outside the timed path,
- * and the merged output is compared with full attention over the regenerated KV. Records
- * carry the label of every time: measured (CPU) or modeled (GPU).
+ * The timeline: each layer's operations are the simulator's layer schedule (schedule.h),
+ * played (ws_sched_play) with the durations this engine measured in place of the model's:
+ * CPU attention, router, experts, its own work (an op of its own), a reformat; the GPU's
+ * work (projections, append, the GPU half's attention, the H2D stream, the merge, the D2H
+ * flushes) keeps the model's under WS_ENGINE_GPU_MODELED. cpu_time_modeled puts the
+ * model's durations back everywhere: the run is then the simulator's to 1e-9
+ * (tests/test_schedule.c). The GPU half's values are computed only under verify
+ * (ws_ikv_stream, then the split-K reference), outside the timed path, and the merged
+ * output is compared with full attention over the regenerated KV. Records carry the label
+ * of every time: measured (CPU) or modeled (GPU).
  *
  * CUDA (WS_ENGINE_GPU_CUDA; written against the backend table, NOT YET RUN on a device):
  * the cache's GPU regions are device memory; per layer a second host thread streams the
@@ -114,8 +115,9 @@ typedef struct ws_engine_cfg {
      * CPU attention time is multiplied by drift_factor (a scaled cost; 0 or 1: none). */
     int drift_step;
     double drift_factor;
-    /* Tests: the CPU half's time is taken as the cost model's prediction (times the drift
-     * factor) instead of the clock, so a run's placements are deterministic. */
+    /* Tests: every duration the engine measures (CPU half, router, experts, its own work,
+     * a reformat) is taken as the cost model's (the CPU half times the drift factor), so a
+     * run's placements and timeline are deterministic: the simulator's. */
     int cpu_time_modeled;
 } ws_engine_cfg;
 
