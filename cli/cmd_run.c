@@ -82,7 +82,7 @@ static void on_step(void *ctx, const ws_run_step *st, const ws_run_layer *lay, i
     if (every <= 0 || (st->idx + 1) % every)
         return;
     fprintf(stderr,
-            "run: step %d  %.2f ms (cpu attn %.2f, experts %.2f, engine %.2f ms measured)  "
+            "run: step %lld  %.2f ms (cpu attn %.2f, experts %.2f, engine %.2f ms measured)  "
             "r*=%.3f r=%.3f%s\n",
             st->idx + 1, 1e3 * (st->t_end - st->t_start), 1e3 * st->cpu_attn_s, 1e3 * st->experts_s,
             1e3 * st->overhead_s, st->r_star, st->r_real,
@@ -161,9 +161,7 @@ static json_t *result_json(const ws_engine_cfg *c, const ws_run_result *r, const
     /* the steps and layers as the database and the CSV hold them (store/steprow.h) */
     json_t *steps = json_array(), *layers = json_array();
     for (int i = 0; i < r->steps; i++) {
-        ws_step_row row;
-        ws_run_step_row(c, &r->step[i], &row);
-        json_array_append_new(steps, ws_row_json(ws_step_cols, &row));
+        json_array_append_new(steps, ws_row_json(ws_step_cols, &r->step[i]));
     }
     for (int i = 0; i < r->steps * r->layers; i++) {
         ws_layer_row row;

@@ -1002,13 +1002,15 @@ static int decode_step(eng *e, int step, double t0_step, ws_run_step *st, ws_run
     plan_flush(e, resident, cpu_tok, spilled, &fp);
     const int drift = c->drift_factor > 0 && c->drift_factor != 1 && step >= c->drift_step;
     *st = (ws_run_step){.idx = step,
+                        .batch = e->B,
+                        .tokens = e->B,
                         .t_start = t0_step,
                         .r_star = rstar,
                         .r_real = spilled > 0 ? cpu_tok / spilled : 0,
                         .verify_err = c->verify ? 0 : NAN};
     ws_sched_play play;
     ws_sched_play_start(&play, t0_step);
-    double t_moe_prev = 0;
+    double t_moe_prev = 0, ctx = 0;
     for (int l = 0; l < e->L; l++) {
         ws_run_layer *y = &lays[l];
         const double lw0 = ws_now_s();
@@ -1080,7 +1082,7 @@ static int decode_step(eng *e, int step, double t0_step, ws_run_step *st, ws_run
         st->cpu_attn_s += y->cpu_attn_s;
         st->experts_s += y->router_s + y->experts_s;
         st->overhead_s += c->cpu_time_modeled ? 0 : y->overhead_s;
-        st->context += n_tok + y->m_xfer + y->resident;
+        ctx += n_tok + y->m_xfer + y->resident;
         t_moe_prev = y->t.moe_s;
 
         /* feedback: the same observations the simulator makes */
@@ -1095,7 +1097,7 @@ static int decode_step(eng *e, int step, double t0_step, ws_run_step *st, ws_run
     st->busy_h2d += play.busy[WS_RES_H2D];
     st->busy_d2h = play.busy[WS_RES_D2H];
     st->busy_cpu = play.busy[WS_RES_CPU];
-    st->context /= e->L;
+    st->context = llround(ctx / e->L);
     st->wall_s = ws_now_s() - wall0;
     return 0;
 }

@@ -49,6 +49,7 @@
 #include "policy.h"
 #include "pool.h"
 #include "schedule.h"
+#include "steprow.h"
 #include "ws_err.h"
 
 #ifdef __cplusplus
@@ -78,18 +79,11 @@ typedef struct ws_run_layer {
     ws_sched_times t;                 /* the layer on the step's timeline (schedule.h) */
 } ws_run_layer;
 
-/* One decode step. */
-typedef struct ws_run_step {
-    int idx;
-    double t_start, t_end; /* on the engine's timeline (s from the first decode step) */
-    double wall_s;         /* real time the step took on this machine (verify excluded) */
-    double context;        /* tokens attended, summed over the batch, per layer */
-    double r_star, r_real; /* first layer's */
-    double busy_gpu, busy_h2d, busy_d2h;      /* modeled (or measured with CUDA) */
-    double busy_cpu;                          /* measured */
-    double cpu_attn_s, experts_s, overhead_s; /* measured, summed over layers */
-    double verify_err; /* max |merged - full| of the step's outputs (NAN: no verify) */
-} ws_run_step;
+/* One decode step: the one step row (store/steprow.h). Times on the engine's timeline (s
+ * from the first decode step); r_star and r_real the step's first layer's; busy_gpu,
+ * busy_h2d, busy_d2h modeled (measured with CUDA), busy_cpu and the CPU's phases measured;
+ * wall_s the real time (verify excluded); verify_err NAN without verify. */
+typedef ws_step_row ws_run_step;
 
 typedef struct ws_engine_cfg {
     const ws_model *model;

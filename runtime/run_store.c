@@ -7,27 +7,6 @@
 
 #include "rundb.h"
 
-void ws_run_step_row(const ws_engine_cfg *c, const ws_run_step *x, ws_step_row *out)
-{
-    *out = (ws_step_row){.idx = x->idx,
-                         .t_start = x->t_start,
-                         .t_end = x->t_end,
-                         .batch = c->batch,
-                         .tokens = c->batch,
-                         .context = (long long)x->context,
-                         .r_star = x->r_star,
-                         .r_real = x->r_real,
-                         .busy_gpu = x->busy_gpu,
-                         .busy_h2d = x->busy_h2d,
-                         .busy_d2h = x->busy_d2h,
-                         .busy_cpu = x->busy_cpu,
-                         .wall_s = x->wall_s,
-                         .verify_err = x->verify_err};
-    snprintf(out->busy_other, sizeof out->busy_other,
-             "{\"cpu_attn\": %.9g, \"experts\": %.9g, \"engine\": %.9g}", x->cpu_attn_s,
-             x->experts_s, x->overhead_s);
-}
-
 void ws_run_layer_row(const ws_run_layer *x, ws_layer_row *out)
 {
     *out = (ws_layer_row){.step = x->step,
@@ -88,7 +67,7 @@ int ws_run_store(ws_store *s, const ws_engine_cfg *c, const ws_run_result *r, lo
         return ws_err_set(err, WS_ENOMEM, "run: out of memory (records)");
     }
     for (int i = 0; i < r->steps; i++)
-        ws_run_step_row(c, &r->step[i], &st[i]);
+        st[i] = r->step[i];
     for (int i = 0; i < r->steps * r->layers; i++)
         ws_run_layer_row(&r->lay[i], &ly[i]);
     int rc =

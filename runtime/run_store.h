@@ -2,7 +2,7 @@
  * run with its settings, one row per decode step and one per (step, layer) -- in one
  * transaction. One mapping for every caller that stores a run (`writescope run --db`,
  * `writescope validate`): GPU times are labelled modeled unless the run's GPU label is
- * cuda:<device>; the CPU's phases of a step go into busy_other as JSON. */
+ * cuda:<device>; the CPU's phases of a step are columns of its row. */
 #ifndef WS_RUN_STORE_H
 #define WS_RUN_STORE_H
 
@@ -14,9 +14,8 @@
 extern "C" {
 #endif
 
-/* A step and a layer of run r as the one step and layer rows (store/steprow.h): what the
- * database, the CSV and the JSON of a run hold. */
-void ws_run_step_row(const ws_engine_cfg *c, const ws_run_step *x, ws_step_row *out);
+/* A layer of a run as the one layer row (store/steprow.h; a step is one already): what
+ * the database, the CSV and the JSON of a run hold. */
 void ws_run_layer_row(const ws_run_layer *x, ws_layer_row *out);
 
 /* Stores run r of configuration c; *id (may be NULL) gets its run_runs id. */

@@ -40,6 +40,9 @@ void sim_record_step(const sim_step_rec *s, ws_simdb_step *out)
                            .busy_h2d = s->busy[SIM_RES_H2D],
                            .busy_d2h = s->busy[SIM_RES_D2H],
                            .busy_cpu = s->busy[SIM_RES_CPU],
+                           .cpu_attn_s = NAN,
+                           .experts_s = NAN,
+                           .overhead_s = NAN,
                            .wall_s = NAN,
                            .verify_err = NAN};
 }

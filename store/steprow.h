@@ -34,6 +34,9 @@ typedef struct ws_step_row {
     double r_star, r_real; /* the policy's target CPU share, the realised one; NAN: none */
     double busy_gpu, busy_h2d, busy_d2h, busy_cpu; /* s */
     char busy_other[WS_STEPROW_OTHER_MAX];         /* JSON object {"name": s}, "" as {} */
+    double cpu_attn_s; /* the CPU's phases summed over layers: the CPU half, */
+    double experts_s;  /* router + routed experts, */
+    double overhead_s; /* the runtime's own work (NAN: none), s */
     double wall_s;     /* real seconds the step took here (NAN: simulated) */
     double verify_err; /* max |merged - full| (NAN: not verified) */
 } ws_step_row;
