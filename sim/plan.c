@@ -509,7 +509,7 @@ static int on_step(void *ctx, const sim_step_rec *r, ws_err *err)
     if (r->batch > t->peak)
         t->peak = r->batch;
     if (t->users && r->prefill_tokens == 0 && r->decode_tokens > 0 &&
-        push(&t->tpot, &t->n_tpot, &t->cap_tpot, r->dt, err))
+        push(&t->tpot, &t->n_tpot, &t->cap_tpot, r->t_end - r->t_start, err))
         return err->code;
     return 0;
 }

@@ -30,11 +30,11 @@ void sim_record_step(const sim_step_rec *s, ws_simdb_step *out)
 {
     *out = (ws_simdb_step){.idx = (long long)s->idx,
                            .t_start = s->t_start,
-                           .t_end = s->t_start + s->dt,
+                           .t_end = s->t_end,
                            .batch = s->batch,
                            .tokens = (long long)s->decode_tokens + s->prefill_tokens,
                            .context = llround(s->context),
-                           .r_star = s->decode_tokens > 0 ? s->rstar : NAN,
+                           .r_star = s->decode_tokens > 0 ? s->r_star : NAN,
                            .r_real = s->r_real,
                            .busy_gpu = s->busy[SIM_RES_GPU],
                            .busy_h2d = s->busy[SIM_RES_H2D],

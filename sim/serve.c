@@ -391,11 +391,11 @@ static int record_step(run *R, const sim_step_out *so, const sim_step_in *in, in
     const uint64_t idx = t->steps++;
     sim_step_rec rec = {.idx = idx,
                         .t_start = so->t0,
-                        .dt = so->t1 - so->t0,
+                        .t_end = so->t1,
                         .batch = batch,
                         .decode_tokens = dec,
                         .prefill_tokens = pf,
-                        .rstar = rstar,
+                        .r_star = rstar,
                         .r_real = rreal,
                         .spilled = spilled,
                         .context = context,

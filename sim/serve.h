@@ -135,13 +135,15 @@ typedef struct sim_req_result {
     int slo_ok;  /* 1: served within the SLOs given */
 } sim_req_result;
 
+/* A step as it streams out of the serving loop: the one step row's names (store/steprow.h,
+ * which sim_record_step fills from it) and the simulator's own extras. */
 typedef struct sim_step_rec {
     uint64_t idx;
-    double t_start, dt;         /* s */
+    double t_start, t_end;      /* s */
     int batch;                  /* sequences running */
     int decode_tokens;          /* tokens decoded */
     int prefill_tokens;         /* prompt tokens of the chunk */
-    double rstar;               /* the policy's target share at the step */
+    double r_star;              /* the policy's target share at the step */
     double r_real;              /* CPU tokens / spilled tokens at the step */
     double spilled;             /* spilled tokens per layer, summed over the batch */
     double context;             /* KV tokens attended per layer, summed over the batch */

@@ -113,8 +113,8 @@ static void compare(const char *json, ws_policy_kind pol)
         const ws_run_step *a = &r.step[k];
         const sim_step_rec *b = &ss.rec[k];
         const double dt = a->t_end - a->t_start, t0a = a->t_start, t0b = b->t_start;
-        SAME(dt, b->dt, dt, "step time", k, -1);
-        SAME(a->r_star, b->rstar, 1, "r*", k, -1);
+        SAME(dt, b->t_end - b->t_start, dt, "step time", k, -1);
+        SAME(a->r_star, b->r_star, 1, "r*", k, -1);
         SAME(a->r_real, b->r_real, 1, "realised share", k, -1);
         for (int l = 0; l < r.layers; l++) {
             const ws_run_layer *y = &r.lay[(size_t)k * r.layers + l];

@@ -25,8 +25,8 @@ Test(sim_record, mapping)
     cr_assert_eq(rq.idx, 4);
     cr_assert_eq(rq.outcome, WS_SIMDB_OOM);
     cr_assert(isnan(rq.ttft_s) && isnan(rq.tpot_s) && isnan(rq.e2e_s));
-    sim_step_rec st = {.idx = 9, .t_start = 2, .dt = 0.25, .batch = 3, .decode_tokens = 3,
-                       .prefill_tokens = 0, .rstar = 0.4, .r_real = 0.3, .context = 1500.4,
+    sim_step_rec st = {.idx = 9, .t_start = 2, .t_end = 2.25, .batch = 3, .decode_tokens = 3,
+                       .prefill_tokens = 0, .r_star = 0.4, .r_real = 0.3, .context = 1500.4,
                        .busy = {0.2, 0.1, 0.05, 0.15}};
     ws_simdb_step row;
     sim_record_step(&st, &row);

@@ -94,8 +94,8 @@ static char *results_text(const sim_results *r)
         n += (size_t)snprintf(b + n, cap - n,
                               "step %llu t %.9g dt %.9g batch %d dec %d pf %d r* %.6f r %.6f "
                               "busy %.9g %.9g %.9g %.9g ev %llu\n",
-                              (unsigned long long)s->idx, s->t_start, s->dt, s->batch,
-                              s->decode_tokens, s->prefill_tokens, s->rstar, s->r_real, s->busy[0],
+                              (unsigned long long)s->idx, s->t_start, s->t_end - s->t_start, s->batch,
+                              s->decode_tokens, s->prefill_tokens, s->r_star, s->r_real, s->busy[0],
                               s->busy[1], s->busy[2], s->busy[3], (unsigned long long)s->events);
     }
     const sim_totals *t = &r->tot;
@@ -202,12 +202,12 @@ static void check_conserved(const sim_results *r, const sim_req *reqs, int n)
     for (size_t i = 0; i < r->n_step; i++) {
         const sim_step_rec *s = &r->step[i];
         cr_assert(s->t_start >= t - 1e-12, "step %zu starts at %.9g before %.9g", i, s->t_start, t);
-        cr_assert(s->dt > 0, "step %zu has no duration", i);
+        cr_assert((s->t_end - s->t_start) > 0, "step %zu has no duration", i);
         for (int k = 0; k < SIM_RES_COUNT; k++)
-            cr_assert(s->busy[k] >= 0 && s->busy[k] <= s->dt * (1 + 1e-9),
-                      "step %zu resource %d busy %.9g of %.9g", i, k, s->busy[k], s->dt);
-        cr_assert(s->r_real >= 0 && s->r_real <= 1 && s->rstar >= 0 && s->rstar <= 1);
-        t = s->t_start + s->dt;
+            cr_assert(s->busy[k] >= 0 && s->busy[k] <= (s->t_end - s->t_start) * (1 + 1e-9),
+                      "step %zu resource %d busy %.9g of %.9g", i, k, s->busy[k], (s->t_end - s->t_start));
+        cr_assert(s->r_real >= 0 && s->r_real <= 1 && s->r_star >= 0 && s->r_star <= 1);
+        t = s->t_start + (s->t_end - s->t_start);
         ev += s->events;
     }
     cr_assert_eq(ev, r->tot.events);
@@ -249,8 +249,8 @@ static void expect_same(const sim_results *a, const sim_results *b)
                   b->req[i].ttft, b->req[i].e2e);
     }
     for (size_t i = 0; i < a->n_step; i++) {
-        cr_assert(a->step[i].dt == b->step[i].dt, "step %zu: %.17g vs %.17g", i, a->step[i].dt,
-                  b->step[i].dt);
+        cr_assert((a->step[i].t_end - a->step[i].t_start) == (b->step[i].t_end - b->step[i].t_start), "step %zu: %.17g vs %.17g", i, (a->step[i].t_end - a->step[i].t_start),
+                  (b->step[i].t_end - b->step[i].t_start));
         cr_assert(a->step[i].r_real == b->step[i].r_real);
     }
 }
@@ -331,9 +331,9 @@ Test(sim_serve, detail_step_equals_detail_layer)
             cr_assert_eq(ra.n_step, rb.n_step);
             cr_assert_lt(rb.tot.events, ra.tot.events);
             for (size_t i = 0; i < ra.n_step; i++)
-                cr_assert(fabs(ra.step[i].dt - rb.step[i].dt) <= 1e-9 * ra.step[i].dt,
+                cr_assert(fabs((ra.step[i].t_end - ra.step[i].t_start) - (rb.step[i].t_end - rb.step[i].t_start)) <= 1e-9 * (ra.step[i].t_end - ra.step[i].t_start),
                           "%s %s step %zu: layer %.12g, step %.12g", models[mi], ra.policy, i,
-                          ra.step[i].dt, rb.step[i].dt);
+                          (ra.step[i].t_end - ra.step[i].t_start), (rb.step[i].t_end - rb.step[i].t_start));
             for (size_t i = 0; i < ra.n_req; i++)
                 cr_assert(fabs(ra.req[i].e2e - rb.req[i].e2e) <= 1e-9 * ra.req[i].e2e);
             sim_results_free(&ra);
@@ -449,10 +449,10 @@ Test(sim_serve, detail_step_equals_layer_when_the_gpu_half_settles_late)
     cr_assert_gt(rb.tot.folded_layers, 0);
     cr_assert_eq(ra.n_step, rb.n_step);
     for (size_t i = 0; i < ra.n_step; i++)
-        cr_assert(fabs(ra.step[i].dt - rb.step[i].dt) <= 1e-9 * ra.step[i].dt &&
+        cr_assert(fabs((ra.step[i].t_end - ra.step[i].t_start) - (rb.step[i].t_end - rb.step[i].t_start)) <= 1e-9 * (ra.step[i].t_end - ra.step[i].t_start) &&
                       ra.step[i].r_real == rb.step[i].r_real,
-                  "step %zu: layer %.12g r %.6f, step %.12g r %.6f", i, ra.step[i].dt,
-                  ra.step[i].r_real, rb.step[i].dt, rb.step[i].r_real);
+                  "step %zu: layer %.12g r %.6f, step %.12g r %.6f", i, (ra.step[i].t_end - ra.step[i].t_start),
+                  ra.step[i].r_real, (rb.step[i].t_end - rb.step[i].t_start), rb.step[i].r_real);
     sim_results_free(&ra);
     sim_results_free(&rb);
 }
@@ -468,7 +468,7 @@ static int on_step(void *ctx, const sim_step_rec *rec, ws_err *err)
     cr_assert_eq(rec->idx, s->steps);
     s->steps++;
     for (size_t i = 0; i < s->tl->n; i++)
-        cr_assert(s->tl->v[i].t_end <= rec->t_start + rec->dt + 1e-12 && s->tl->v[i].label);
+        cr_assert(s->tl->v[i].t_end <= rec->t_end + 1e-12 && s->tl->v[i].label);
     s->spans += s->tl->n;
     sim_timeline_clear(s->tl); /* as a streaming writer does */
     if (s->stop_at && s->steps == s->stop_at)

@@ -78,7 +78,7 @@ static int sim_on_step(void *ctx, const sim_step_rec *rec, ws_err *err)
     if (rec->decode_tokens <= 0 || s->got >= s->steps)
         return 0;
     const int k = s->got++;
-    s->dt[k] = rec->dt;
+    s->dt[k] = rec->t_end - rec->t_start;
     s->share[k] = rec->r_real;
     s->context[k] = rec->context;
     s->n_cpu[k] = rec->n_cpu;
