@@ -6,6 +6,8 @@
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "helpers.h"
 
@@ -184,4 +186,38 @@ Test(trace_cli, gen_reproducible_and_convert)
                                  "--requests", "5", "--prompt-dist", "zipf:1", "--output-dist",
                                  "fixed:1", NULL},
                 2, "zipf:S:MAX");
+}
+
+/* --out never writes through a link or into a FIFO or device: refused with one line, the
+ * target and what it points at untouched, no temporary file left beside it. */
+Test(trace_cli, out_refuses_what_is_not_a_regular_file)
+{
+    char victim[256], link[300], fifo[300];
+    th_write(g_dir, "victim.txt", "keep me\n", victim, sizeof victim);
+    snprintf(link, sizeof link, "%s/t.csv", g_dir);
+    cr_assert_eq(symlink(victim, link), 0);
+    snprintf(fifo, sizeof fifo, "%s/f.csv", g_dir);
+    cr_assert_eq(mkfifo(fifo, 0600), 0);
+    const char *targets[] = {link, fifo, "/dev/null"};
+    for (int i = 0; i < 3; i++) {
+        const char *gen[] = {"trace", "gen", "--arrivals", "poisson", "--rate", "1", "--requests",
+                             "3", "--prompt-dist", "fixed:10", "--output-dist", "fixed:2",
+                             "--out", targets[i], NULL};
+        expect_exit(gen, 1, targets[i]);
+        char src[300];
+        th_write(g_dir, "s.csv", "arrival_s,prompt_tokens,output_tokens\n0,5,1\n", src,
+                 sizeof src);
+        const char *conv[] = {"trace", "convert", src, "--out", targets[i], NULL};
+        expect_exit(conv, 1, targets[i]);
+    }
+    char *text = th_slurp(victim, NULL);
+    cr_assert_str_eq(text, "keep me\n");
+    free(text);
+    struct stat st;
+    cr_assert_eq(lstat(link, &st), 0);
+    cr_assert(S_ISLNK(st.st_mode), "the link is still a link");
+    cr_assert_eq(stat(fifo, &st), 0);
+    cr_assert(S_ISFIFO(st.st_mode), "the FIFO is still a FIFO");
+    cr_assert_eq(stat("/dev/null", &st), 0);
+    cr_assert(S_ISCHR(st.st_mode), "/dev/null is still a device");
 }

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "helpers.h"
 #include "trace.h"
 #include "trace_stats.h"
 #include "ws_util.h"

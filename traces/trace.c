@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "trace_io.h"
+#include "ws_atomic.h"
 #include "ws_util.h"
 
 static const trace_importer *const k_importers[] = {
@@ -360,18 +361,15 @@ io:
 
 int ws_trace_write_file(ws_trace *src, const char *path, uint64_t *n_out, ws_err *err)
 {
-    char tmp[WS_PATH_MAX];
-    if (snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid()) >= (int)sizeof tmp)
-        return ws_err_set(err, WS_EINVAL, "path too long: %s", path);
-    FILE *f = fopen(tmp, "wx");
-    if (!f)
-        return ws_err_set(err, WS_EIO, "%s: cannot create: %s", tmp, strerror(errno));
-    int rc = ws_trace_write(src, f, path, n_out, err);
-    if (fclose(f) != 0 && !rc)
-        rc = ws_err_set(err, WS_EIO, "%s: cannot write: %s", path, strerror(errno));
-    if (!rc && rename(tmp, path) != 0)
-        rc = ws_err_set(err, WS_EIO, "%s: cannot write: %s", path, strerror(errno));
+    /* whole or not at all; a target that is not a regular file (a link, a FIFO, a device,
+     * a folder) is refused before anything is written */
+    ws_atomic_file af;
+    int rc = ws_atomic_open(&af, path, err);
     if (rc)
-        unlink(tmp);
+        return rc;
+    if ((rc = ws_trace_write(src, af.f, path, n_out, err)))
+        ws_atomic_abort(&af);
+    else
+        rc = ws_atomic_commit(&af, err);
     return rc;
 }

@@ -98,8 +98,9 @@ int ws_trace_format_parse(const char *s, ws_trace_format *out, ws_err *err);
  * *n_out (may be NULL) gets the number written. A closed-loop source is refused
  * (WS_EUNSUP): its arrivals depend on completions, which a file cannot hold. */
 int ws_trace_write(ws_trace *src, FILE *out, const char *out_name, uint64_t *n_out, ws_err *err);
-/* The same into `path`, through a temporary file renamed at the end: an error leaves no
- * partial file behind. */
+/* The same into `path`, whole or not at all (common/ws_atomic.h): a target that exists and
+ * is not a regular file (a symbolic link, a FIFO, a device, a folder) is refused before
+ * anything is written, and an error leaves the target and its folder as they were. */
 int ws_trace_write_file(ws_trace *src, const char *path, uint64_t *n_out, ws_err *err);
 
 #ifdef __cplusplus
