@@ -118,7 +118,7 @@ int ws_plan_plot(ws_store *store, long long id, const char *out, ws_err *err)
                  run.model, run.host_profile, slo, run.slo_pct);
         const char *args[] = {dir,   gpus, pols, pct, run.load_kind, title,
                               out,   ws_gnuplot_term(out)};
-        rc = ws_gnuplot_run(script, args, 8, err);
+        rc = ws_gnuplot_draw(script, args, 8, 6, dir, err);
     }
     ws_gnuplot_rmdir(dir);
     free(pts);

@@ -86,7 +86,7 @@ static int draw(const ws_validatedb_run *run, const ws_validatedb_stat *st, size
     if (!rc) {
         const char *args[] = {
             dir, out, ws_gnuplot_term(out), header, spec[0], spec[1], spec[2], spec[3], spec[4]};
-        rc = ws_gnuplot_run(script, args, 9, err);
+        rc = ws_gnuplot_draw(script, args, 9, 1, dir, err);
     }
     ws_gnuplot_rmdir(dir);
     return rc;

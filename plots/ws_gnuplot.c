@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "ws_atomic.h"
 #include "ws_util.h"
 
 #define WS_GNUPLOT_MAX_ARGS 30
@@ -85,6 +86,47 @@ int ws_gnuplot_run(const char *script, const char *const *args, int nargs, ws_er
     return 0;
 }
 
+int ws_gnuplot_draw(const char *script, const char *const *args, int nargs, int out_arg,
+                    const char *dir, ws_err *err)
+{
+    if (nargs > WS_GNUPLOT_MAX_ARGS || out_arg < 0 || out_arg >= nargs)
+        return ws_err_set(err, WS_EINVAL, "gnuplot: bad output argument %d of %d", out_arg,
+                          nargs);
+    const char *out = args[out_arg];
+    ws_atomic_file af;
+    int rc = ws_atomic_open(&af, out, err); /* refuses a link, FIFO, device, folder */
+    if (rc)
+        return rc;
+    char fig[WS_PATH_MAX];
+    snprintf(fig, sizeof fig, "%s/figure.%s", dir, strcmp(ws_gnuplot_term(out), "svg") ? "png"
+                                                                                       : "svg");
+    const char *a[WS_GNUPLOT_MAX_ARGS];
+    for (int i = 0; i < nargs; i++)
+        a[i] = i == out_arg ? fig : args[i];
+    rc = ws_gnuplot_run(script, a, nargs, err);
+    FILE *f = rc ? NULL : fopen(fig, "rb");
+    if (!rc && !f)
+        rc = ws_err_set(err, WS_EIO, "%s: gnuplot wrote no figure (%s)", out, strerror(errno));
+    size_t total = 0;
+    char buf[1 << 16];
+    for (size_t n; f && (n = fread(buf, 1, sizeof buf, f)) > 0; total += n)
+        if (fwrite(buf, 1, n, af.f) != n) {
+            rc = ws_err_set(err, WS_EIO, "%s: cannot write: %s", out, strerror(errno));
+            break;
+        }
+    if (f && !rc && ferror(f))
+        rc = ws_err_set(err, WS_EIO, "%s: cannot read gnuplot's figure", out);
+    if (f)
+        fclose(f);
+    if (!rc && total == 0)
+        rc = ws_err_set(err, WS_EIO, "%s: gnuplot drew an empty figure", out);
+    if (rc)
+        ws_atomic_abort(&af);
+    else
+        rc = ws_atomic_commit(&af, err);
+    return rc;
+}
+
 int ws_gnuplot_figure(const char *name, const char *out, ws_gnuplot_writer w, void *ctx,
                       int *n_out, ws_err *err)
 {
@@ -99,7 +141,7 @@ int ws_gnuplot_figure(const char *name, const char *out, ws_gnuplot_writer w, vo
     if (!rc) {
         snprintf(nbuf, sizeof nbuf, "%d", n);
         const char *args[] = {dir, out, ws_gnuplot_term(out), nbuf};
-        rc = ws_gnuplot_run(script, args, 4, err);
+        rc = ws_gnuplot_draw(script, args, 4, 1, dir, err);
     }
     ws_gnuplot_rmdir(dir);
     if (n_out)

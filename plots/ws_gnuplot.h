@@ -7,7 +7,8 @@
  * output's extension (.svg: svg, anything else: pngcairo).
  *
  * A figure (ws_gnuplot_figure) is a data writer and a script: the writer fills the folder,
- * then `gnuplot -c plots/NAME.gp DIR OUT TERM N` draws it, N being the writer's count of
+ * then `gnuplot -c plots/NAME.gp DIR OUT TERM N` draws it (OUT a file in DIR, moved over
+ * the output only once gnuplot has finished it: ws_gnuplot_draw), N being the writer's count of
  * panels or series. Data files are TAB-separated; text in them (titles, policy names, read
  * from the database) goes through ws_gnuplot_text, so a script reads it back as one string
  * with strcol() or columnheader() and prints it `noenhanced`. ws_plot_req is what every
@@ -35,6 +36,14 @@ int ws_gnuplot_script(const char *name, char *buf, size_t cap, ws_err *err);
 /* Runs `gnuplot -c script args[0..nargs-1]` and waits; WS_EIO with gnuplot's status (or
  * "gnuplot not found") when it fails. */
 int ws_gnuplot_run(const char *script, const char *const *args, int nargs, ws_err *err);
+
+/* Draws into `out` safely: args[out_arg] names the output; gnuplot writes the figure into
+ * dir (the caller's private folder) instead, and only a figure that gnuplot finished (exit
+ * 0, not empty) replaces `out` whole (common/ws_atomic.h). A target that is not a regular
+ * file (a symbolic link, a FIFO, a device, a folder) is refused before gnuplot runs; a
+ * failed run, an empty figure or a full disk leaves `out` as it was. */
+int ws_gnuplot_draw(const char *script, const char *const *args, int nargs, int out_arg,
+                    const char *dir, ws_err *err);
 
 /* What a `writescope plot` figure is asked to draw. */
 typedef struct ws_plot_req {

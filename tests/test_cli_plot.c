@@ -5,6 +5,7 @@
  * database reach gnuplot as text and never as code, and unknown figures, bad options and
  * missing data are one-line errors. */
 #include <criterion/criterion.h>
+#include <dirent.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -203,4 +204,43 @@ Test(cli_plot, unknown_figures_bad_options_and_missing_data)
                    1, "no simulation run 7", NULL);
     struct stat st;
     cr_assert_neq(stat(out, &st), 0, "a failed figure left %s", out);
+}
+
+/* A figure never goes through a link or into a FIFO or device: refused with one line before
+ * gnuplot runs, the target and what it points at untouched; an existing figure is replaced
+ * whole, and nothing is left in the output's folder but the figure. */
+Test(cli_plot, figures_refuse_what_is_not_a_regular_file, .timeout = 60)
+{
+    need_gnuplot();
+    char dir[64], db[128], victim[256], link[192], fifo[192], out[192];
+    th_tmpdir(dir, sizeof dir);
+    snprintf(db, sizeof db, "%s/ws.db", dir);
+    ok((const char *[]){"db", "init", "--db", db, NULL});
+    calib_rows(db, "h2d");
+    th_write(dir, "victim.txt", "keep me\n", victim, sizeof victim);
+    snprintf(link, sizeof link, "%s/l.png", dir);
+    cr_assert_eq(symlink(victim, link), 0);
+    snprintf(fifo, sizeof fifo, "%s/f.png", dir);
+    cr_assert_eq(mkfifo(fifo, 0600), 0);
+    const char *bad[] = {link, fifo, "/dev/null"};
+    for (int i = 0; i < 3; i++)
+        th_expect_fail((const char *[]){"plot", "calib", "--db", db, "--out", bad[i], NULL}, 1,
+                       bad[i], NULL);
+    char *text = th_slurp(victim, NULL);
+    cr_assert_str_eq(text, "keep me\n");
+    free(text);
+    struct stat st;
+    cr_assert(lstat(link, &st) == 0 && S_ISLNK(st.st_mode));
+    cr_assert(stat(fifo, &st) == 0 && S_ISFIFO(st.st_mode));
+    cr_assert(stat("/dev/null", &st) == 0 && S_ISCHR(st.st_mode));
+    /* an existing file is replaced by the whole figure */
+    th_write(dir, "c.png", "old", out, sizeof out);
+    free(render(db, "calib", NULL, NULL, out));
+    DIR *d = opendir(dir);
+    cr_assert_not_null(d);
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d));)
+        n += e->d_name[0] != '.';
+    closedir(d);
+    cr_assert_eq(n, 5, "db, victim, link, fifo and the figure, no temporary file: %d", n);
 }
