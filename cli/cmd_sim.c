@@ -527,7 +527,7 @@ static const cli_optdef k_opts[] = {
      .help = "time-per-output-token SLO (seconds) for the goodput"},
     {"window", CLI_INT(SO, window), .arg = "W", .lo = 1, .hi = 1 << 24, .def = "256",
      .help = "the newest tokens of each sequence kept on the GPU, a multiple of the page"},
-    {"gpu-kv-gb", CLI_DOUBLE(SO, kv_gb), .arg = "G", .lo = 0, .hi = 1e6,
+    {"gpu-kv-gb", CLI_DOUBLE(SO, kv_gb), .arg = "G", .lo = 0.001, .hi = 1e6,
      .help = "the GPU's KV budget in GiB, by default 2 (0.3 for MLA models); a request that "
              "can never fit is counted as an out-of-memory (OOM) outcome"},
     {"gpu-experts", CLI_INT(SO, gpu_experts), .arg = "E", .lo = 0, .hi = 65536, .def = "0",
@@ -823,6 +823,13 @@ static int sim_runs(sim_job *j)
             j->sink = NULL;
             return cli_fail(&err);
         }
+        if (r.tot.no_room)
+            fprintf(stderr,
+                    "sim: %s: the GPU KV budget (%.3g GiB) and the %.3g GiB of weights this "
+                    "policy keeps on the GPU exceed its %.3g GiB: every request is an OOM "
+                    "outcome (lower --gpu-kv-gb)\n",
+                    r.policy, r.tot.gpu_kv_budget / 1073741824.0,
+                    r.tot.gpu_weight_bytes / 1073741824.0, j->hw.gpu_mem.v / 1073741824.0);
         if (j->root) {
             json_t *x = totals_json(&r);
             if (j->store_runs)

@@ -364,6 +364,15 @@ static int eng_init(eng *e, const ws_engine_cfg *c, ws_run_result *res, ws_err *
     res->model_layers = m->layers;
     if (c->layers > 0) {
         e->L = c->layers < m->layers ? c->layers : m->layers;
+        const double ram = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
+        const int fit = ws_engine_layers_fit(c, c->mem_fraction * ram);
+        if (fit < e->L)
+            return ws_err_set(err, WS_ENOMEM,
+                              "run: %d layers of batch %d x %d tokens do not fit in %.0f%% of "
+                              "%.1f GiB of RAM (%d do); lower --layers, --batch or --prompt, or "
+                              "raise --mem-fraction",
+                              e->L, c->batch, c->prompt + c->output, 100 * c->mem_fraction,
+                              ram / 1073741824.0, fit);
         snprintf(res->layers_note, sizeof res->layers_note, "%d of %d layers (--layers)", e->L,
                  m->layers);
     } else {

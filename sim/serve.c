@@ -640,6 +640,8 @@ int sim_run(const ws_model *m, const ws_cost_hw *hw, const ws_cost_cfg *ccfg, co
         m->n_experts > 0 ? R.cm.st.routed_bytes * (1.0 - (double)cc.gpu_experts / m->n_experts) : 0;
     res->tot.gpu_weight_bytes = R.cm.st.total_params * R.cm.w_elem - cpu_routed;
     R.no_room = res->tot.gpu_weight_bytes + R.budget > hw->gpu_mem.v;
+    res->tot.no_room = R.no_room;
+    res->tot.gpu_kv_budget = R.budget;
     if ((rc = ws_ctl_init(&R.ctl, &R.cm, cfg->policy, &cfg->par, R.layers, err)))
         goto out_cm;
     if ((rc = sim_quantile_init(&R.ttft, err)))

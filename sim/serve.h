@@ -174,6 +174,8 @@ typedef struct sim_totals {
     double r_final;          /* realised share at the last step */
     double rstar_last;       /* the policy's target at the last decode step */
     double gpu_weight_bytes; /* weights resident on the GPU under this policy */
+    double gpu_kv_budget;    /* the GPU KV budget in force, B */
+    int no_room;             /* 1: those weights and the budget exceed the GPU: all OOM */
     uint64_t steps, events, fold_inexact, folded_layers;
     double wall_s; /* host time the run took */
 } sim_totals;

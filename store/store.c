@@ -186,6 +186,10 @@ static int open_mode(const char *path, int mode, ws_store **out, ws_err *err)
         free(s);
         return ws_err_set(err, WS_EINVAL, "database path too long");
     }
+    if (!path[0]) { /* SQLite would open a temporary database, thrown away at close */
+        free(s);
+        return ws_err_set(err, WS_EINVAL, "an empty database path (--db '') names no file");
+    }
     strcpy(s->path, path);
     long long tm;
     int erc = ws_env_int64("WRITESCOPE_DB_TIMEOUT_MS", 5000, 0, INT_MAX, &tm, err);

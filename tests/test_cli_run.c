@@ -96,6 +96,14 @@ Test(cli_run, bad_names_are_one_line_errors)
     th_expect_fail((const char *[]){"run", "--model", "no-such-model", NULL}, 1, "no-such-model",
                    g_env);
     th_expect_fail(TINY("--policy", "nope"), 1, "nope", g_env);
+    /* --layers K is held to the RAM as the depth chosen without it is */
+    th_run big = th_writescope((const char *[]){"run", "--model", "qwen3-30b-a3b", "--batch", "64",
+                                                "--prompt", "1048576", "--output", "2", "--layers",
+                                                "48", NULL},
+                               g_env);
+    cr_assert_eq(big.status, 1, "%s", big.err);
+    cr_assert(strstr(big.err, "48 layers of batch 64 x 1048578 tokens do not fit"), "%s", big.err);
+    th_run_free(&big);
     th_expect_fail(TINY("--policy", "gpu-only"), 2, "gpu-only", g_env);
     th_expect_fail(TINY("--gpu", "modeled:no-such-gpu"), 1, "no-such-gpu", g_env);
     th_expect_fail(TINY("--gpu", "h100"), 2, "modeled:<profile>", g_env);

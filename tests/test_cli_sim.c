@@ -58,6 +58,23 @@ Test(cli_sim, json_one_policy)
     json_decref(v);
 }
 
+/* Settings that used to be taken silently: a KV budget of 0 (it meant the default), an
+ * empty --db (SQLite's throw-away temporary database), a budget the GPU cannot hold. */
+Test(cli_sim, silent_settings_are_refused_or_said)
+{
+    th_expect_fail((const char *[]){BASE, "--gpu-kv-gb", "0", NULL}, 2, "--gpu-kv-gb", g_env);
+    th_expect_fail((const char *[]){BASE, "--db", "", NULL}, 1, "empty database path", g_env);
+    th_expect_fail((const char *[]){"db", "init", "--db", "", NULL}, 1, "empty database path",
+                   g_env);
+    th_run r = th_writescope((const char *[]){BASE, "--policy", "writescope", "--batch", "2",
+                                              "--prompt", "1024", "--output", "2", "--gpu-kv-gb",
+                                              "200", NULL},
+                             g_env);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cr_assert(strstr(r.err, "exceed its 40 GiB: every request is an OOM outcome"), "%s", r.err);
+    th_run_free(&r);
+}
+
 Test(cli_sim, bad_names_one_line)
 {
     th_expect_fail((const char *[]){"sim", "--model", "nosuch-model", "--gpu", "a100-40gb-pcie",
