@@ -118,7 +118,7 @@ SIM_BENCH  := $(O)/tests/ws_sim_bench
 PAR_CHECK  := $(O)/tests/ws_par_check
 EXPERT_BENCH := $(O)/tests/ws_expert_bench
 
-.PHONY: all deps test run sanitize mpi-info bench-sim bench-expert clean cuda-info gpu-bundle fuzz fuzz-smoke fuzz-build fuzz-bins
+.PHONY: all deps test run sanitize mpi-info bench-sim bench-expert clean cuda-info gpu-bundle fuzz fuzz-smoke fuzz-build fuzz-bins fidelity
 all: cuda-info mpi-info $(WS) $(CUDA_SO)
 
 deps:
@@ -228,6 +228,10 @@ test: all $(TESTBIN) $(GPU_BENCH) $(SIM_BENCH) $(EXPERT_BENCH) $(PAR_CHECK)
 # database (the embedded datasheet profiles when none exists; no calibration needed).
 run: all
 	$(WS) sim grid --model qwen3-30b-a3b --gpu a100-40gb-pcie
+
+# The simulator against published measurements (validate/fidelity.h, fidelity/e2e.json).
+fidelity: all
+	$(WS) fidelity
 
 sanitize:
 	$(MAKE) O=build/san BIN=build/san/bin SAN=1 test

@@ -63,6 +63,7 @@ int cmd_trace(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_plan(int argc, char **argv);
 int cmd_validate(int argc, char **argv);
+int cmd_fidelity(int argc, char **argv);
 
 /* Opens the database at `db`, or the default one when db is NULL, for writing. */
 struct ws_store;

@@ -31,6 +31,7 @@ static const cli_command k_commands[] = {
     {"validate", cmd_validate, "compare the live runtime with the simulator on one workload"},
     {"trace", cmd_trace, "summarize, generate and convert request traces"},
     {"plan", cmd_plan, "capacity planning: highest load within SLOs per GPU and policy (modeled)"},
+    {"fidelity", cmd_fidelity, "the simulator against published measurements (e2e and operators)"},
 };
 
 static void usage(FILE *out)

@@ -14,6 +14,13 @@ int ws_hw_load(ws_store *s, const char *model, const char *gpu, const char *host
         rc = ws_model_load(path, m, err);
     if (rc)
         return rc;
+    return ws_hw_load_model(s, m, gpu, host, kv, hw, cores, err);
+}
+
+int ws_hw_load_model(ws_store *s, const ws_model *m, const char *gpu, const char *host,
+                     ws_dtype kv, ws_cost_hw *hw, int *cores, ws_err *err)
+{
+    int rc;
     ws_profile g = {0}, h = {0};
     if ((rc = ws_profile_load(s, gpu, &g, err)))
         return rc;

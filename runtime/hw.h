@@ -26,6 +26,9 @@ extern "C" {
  * *cores (if non-NULL): the host profile's cores (1 when it has none). */
 int ws_hw_load(ws_store *s, const char *model, const char *gpu, const char *host, ws_dtype kv,
                ws_model *m, ws_cost_hw *hw, int *cores, ws_err *err);
+/* The same for a model already loaded (and perhaps changed: another weight dtype). */
+int ws_hw_load_model(ws_store *s, const ws_model *m, const char *gpu, const char *host,
+                     ws_dtype kv, ws_cost_hw *hw, int *cores, ws_err *err);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,190 @@
+/* cmd_fidelity: `writescope fidelity` -- the simulator against measurements others
+ * published (validate/fidelity.h): each point's published and predicted figure, their
+ * ratio or the knob the model lacks, and per group the median and worst absolute error. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+#include "fidelity.h"
+#include "opts.h"
+#include "store.h"
+#include "ws_util.h"
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: writescope fidelity [--points FILE] [--db PATH] [--group G] [--json]\n"
+            "\nRuns the simulator (MODELED) on every published end-to-end point in FILE\n"
+            "(fidelity/e2e.json: decode tok/s, TPOT, TTFT, prefill tok/s of MoE models on\n"
+            "one GPU, with and without CPU offload, each with its source; fidelity/README.md)\n"
+            "on the closest setup it can express, and prints predicted, published and their\n"
+            "ratio, or the knob it lacks. The summary gives the median and worst |ratio - 1|\n"
+            "per group. Profiles come from --db (else the default database, else the\n"
+            "embedded datasheet profiles).\n");
+}
+
+typedef struct fid_opts {
+    const char *points, *db, *group;
+    int json;
+} fid_opts;
+
+static const cli_optdef k_opts[] = {
+    {"points", CLI_STR(fid_opts, points), .arg = "FILE",
+     .help = "the end-to-end points (default: fidelity/e2e.json in the project folder)"},
+    {"db", CLI_STR(fid_opts, db), .arg = "PATH",
+     .help = "database with the profiles (default: the default database)"},
+    {"group", CLI_STR(fid_opts, group), .arg = "G",
+     .help = "only points of this group (e2e gpu-only, e2e offload, e2e quantized, ...)"},
+    {"json", CLI_FLAG(fid_opts, json), .help = "machine-readable output"},
+    {0}};
+static const cli_spec k_spec = {"fidelity", k_opts, 0, usage};
+
+static void on_progress(void *ctx, size_t done, size_t n)
+{
+    cli_progress_line(ctx, done == n, "fidelity: %zu of %zu points simulated", done, n);
+}
+
+static json_t *num_or_null(double v)
+{
+    return isfinite(v) ? json_real(v) : json_null();
+}
+
+static int print_json(const ws_fid_report *r)
+{
+    json_t *root = json_object(), *pts = json_array(), *gs = json_array();
+    json_object_set_new(root, "source", json_string("modeled"));
+    for (size_t i = 0; i < r->n; i++) {
+        const ws_fid_point *p = &r->pt[i];
+        json_t *o = json_object();
+        json_object_set_new(o, "id", json_string(p->id));
+        json_object_set_new(o, "kind", json_string(p->kind));
+        json_object_set_new(o, "group", json_string(p->group));
+        json_object_set_new(o, "engine", json_string(p->engine));
+        json_object_set_new(o, "source", json_string(p->source));
+        json_object_set_new(o, "url", json_string(p->url));
+        json_object_set_new(o, "hardware", json_string(p->hw_desc));
+        json_object_set_new(o, "gpu", json_string(p->gpu));
+        json_object_set_new(o, "host", json_string(p->host));
+        json_object_set_new(o, "model", json_string(p->model));
+        json_object_set_new(o, "metric", json_string(p->metric));
+        json_object_set_new(o, "offload", json_boolean(p->offload));
+        json_object_set_new(o, "quantized", json_boolean(p->quantized));
+        json_object_set_new(o, "batch", json_integer(p->batch));
+        json_object_set_new(o, "prompt", json_integer(p->prompt));
+        json_object_set_new(o, "output", json_integer(p->output));
+        json_object_set_new(o, "policy", *p->policy ? json_string(p->policy) : json_null());
+        json_object_set_new(o, "published", json_real(p->published));
+        json_object_set_new(o, "predicted", num_or_null(p->predicted));
+        json_object_set_new(o, "ratio", num_or_null(p->ratio));
+        json_object_set_new(o, "missing", *p->missing ? json_string(p->missing) : json_null());
+        json_array_append_new(pts, o);
+    }
+    for (size_t k = 0; k < r->ng; k++) {
+        const ws_fid_group *g = &r->g[k];
+        json_t *o = json_object();
+        json_object_set_new(o, "group", json_string(g->group));
+        json_object_set_new(o, "points", json_integer(g->n));
+        json_object_set_new(o, "expressed", json_integer(g->expressed));
+        json_object_set_new(o, "median_abs_err", num_or_null(g->median_err));
+        json_object_set_new(o, "worst_abs_err", num_or_null(g->worst_err));
+        json_object_set_new(o, "worst_point", g->expressed ? json_string(g->worst_id) : json_null());
+        json_array_append_new(gs, o);
+    }
+    json_object_set_new(root, "points", pts);
+    json_object_set_new(root, "groups", gs);
+    return cli_print_json(root);
+}
+
+static void print_table(const ws_fid_report *r, int embedded)
+{
+    printf("writescope fidelity: the simulator (MODELED%s) against published measurements\n",
+           embedded ? ", embedded datasheet profiles" : "");
+    printf("%-34s %-16s %-14s %12s %12s %7s  %s\n", "point", "metric", "policy", "published",
+           "predicted", "ratio", "source / missing knob");
+    for (size_t i = 0; i < r->n; i++) {
+        const ws_fid_point *p = &r->pt[i];
+        char pred[32] = "-", ratio[16] = "-";
+        if (isfinite(p->ratio)) {
+            snprintf(pred, sizeof pred, "%.4g", p->predicted);
+            snprintf(ratio, sizeof ratio, "%.2f", p->ratio);
+        }
+        printf("%-34s %-16s %-14s %12.4g %12s %7s  %s%s%s\n", p->id, p->metric,
+               *p->policy ? p->policy : "-", p->published, pred, ratio,
+               *p->missing ? "MISSING " : "", *p->missing ? p->missing : p->source, "");
+    }
+    printf("\n%-28s %7s %10s %13s %12s  %s\n", "group", "points", "expressed", "median |err|",
+           "worst |err|", "worst point");
+    for (size_t k = 0; k < r->ng; k++) {
+        const ws_fid_group *g = &r->g[k];
+        if (!g->expressed) {
+            printf("%-28s %7d %10d %13s %12s\n", g->group, g->n, 0, "n/a", "n/a");
+            continue;
+        }
+        printf("%-28s %7d %10d %12.1f%% %11.1f%%  %s\n", g->group, g->n, g->expressed,
+               100 * g->median_err, 100 * g->worst_err, g->worst_id);
+    }
+}
+
+/* Drops the points outside --group. */
+static void keep_group(ws_fid_report *r, const char *group)
+{
+    size_t w = 0;
+    for (size_t i = 0; i < r->n; i++)
+        if (!strcmp(r->pt[i].group, group))
+            r->pt[w++] = r->pt[i];
+    r->n = w;
+}
+
+int cmd_fidelity(int argc, char **argv)
+{
+    fid_opts o = {0};
+    cli_args a;
+    int rc = cli_opts_parse(&k_spec, argc, argv, &o, &a);
+    if (rc)
+        return rc == CLI_PARSE_HELP ? CLI_EXIT_OK : rc;
+    ws_err err = {0};
+    char root[WS_PATH_MAX], path[WS_PATH_MAX];
+    const char *points = o.points;
+    if (!points) {
+        if (ws_root_dir(root, sizeof root, &err) ||
+            ws_path_join(path, sizeof path, root, "fidelity/e2e.json", &err))
+            return cli_fail(&err);
+        points = path;
+    }
+    ws_fid_report r = {0};
+    if (ws_fidelity_load_e2e(points, &r, &err))
+        return cli_fail(&err);
+    if (o.group) {
+        keep_group(&r, o.group);
+        if (!r.n) {
+            ws_fidelity_free(&r);
+            return cli_usage_error("fidelity", "no point in group '%s'", o.group);
+        }
+    }
+    ws_store *s = NULL;
+    int embedded = 0;
+    if (cli_open_store_ro(o.db, &s, &embedded, &err)) {
+        ws_fidelity_free(&r);
+        return cli_fail(&err);
+    }
+    cli_progress prog;
+    cli_progress_start(&prog);
+    rc = ws_fidelity_predict_e2e(s, &r, on_progress, &prog, &err);
+    cli_progress_end(&prog);
+    ws_store_close(s);
+    if (!rc)
+        rc = ws_fidelity_summarise(&r, &err);
+    if (rc) {
+        ws_fidelity_free(&r);
+        return cli_fail(&err);
+    }
+    if (o.json)
+        rc = print_json(&r);
+    else {
+        print_table(&r, embedded);
+        rc = CLI_EXIT_OK;
+    }
+    ws_fidelity_free(&r);
+    return rc;
+}

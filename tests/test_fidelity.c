@@ -1,0 +1,187 @@
+/* Tests for validate/fidelity: reading published points, predicting them with the
+ * simulator on the setup they name, the knobs named where a setup cannot be expressed, and
+ * the summary's statistics; the shipped fidelity/e2e.json loads and names a source for
+ * every point. */
+#include <criterion/criterion.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "fidelity.h"
+#include "helpers.h"
+#include "hw.h"
+#include "serve.h"
+#include "ws_util.h"
+
+static const char *k_points =
+    "{\"points\": [\n"
+    " {\"id\": \"gpu\", \"engine\": \"t\", \"source\": {\"where\": \"here\"},"
+    "  \"hardware\": {\"gpu\": \"h100-sxm\", \"host\": \"xeon-gold-5318y\"},"
+    "  \"model\": \"qwen3-30b-a3b\", \"weights\": {\"gpu_part\": \"bf16\"}, \"quantized\": false,"
+    "  \"offload\": false, \"batch\": 2, \"prompt\": 256, \"output\": 16,"
+    "  \"metric\": \"decode_tok_s\", \"published\": 100},\n"
+    " {\"id\": \"kt\", \"engine\": \"t\", \"source\": \"there\","
+    "  \"hardware\": {\"gpu\": \"a100-40gb-pcie\", \"host\": \"xeon-gold-5318y\"},"
+    "  \"model\": \"qwen3-30b-a3b\", \"offload\": true, \"offload_what\": \"experts\","
+    "  \"placement\": {\"gpu_experts\": 8}, \"batch\": 1, \"prompt\": 256, \"output\": 8,"
+    "  \"metric\": \"tpot_s\", \"published\": 0.1},\n"
+    " {\"id\": \"q4\", \"source\": \"x\", \"hardware\": {\"gpu\": \"a100-40gb-pcie\","
+    "  \"host\": \"xeon-gold-5318y\"}, \"model\": \"qwen3-30b-a3b\", \"weights\": \"q4_k_m\","
+    "  \"quantized\": true, \"offload\": true, \"batch\": 1, \"prompt\": 64, \"output\": 8,"
+    "  \"metric\": \"tpot_s\", \"published\": 0.1},\n"
+    " {\"id\": \"ncpumoe\", \"source\": \"x\", \"hardware\": {\"gpu\": \"a100-40gb-pcie\","
+    "  \"host\": \"xeon-gold-5318y\"}, \"model\": \"qwen3-30b-a3b\", \"offload\": true,"
+    "  \"placement\": {\"n_cpu_moe\": 12}, \"batch\": 1, \"prompt\": 64, \"output\": 8,"
+    "  \"metric\": \"tpot_s\", \"published\": 0.1},\n"
+    " {\"id\": \"nogpu\", \"source\": \"x\", \"hardware\": {\"gpu\": \"no-such-gpu\","
+    "  \"host\": \"xeon-gold-5318y\"}, \"model\": \"qwen3-30b-a3b\", \"batch\": 1,"
+    "  \"prompt\": 64, \"output\": 8, \"metric\": \"ttft_s\", \"published\": 0.1}\n"
+    "]}\n";
+
+static ws_fid_report load(void)
+{
+    char dir[256], path[512];
+    th_tmpdir(dir, sizeof dir);
+    th_write(dir, "p.json", k_points, path, sizeof path);
+    ws_fid_report r = {0};
+    ws_err err = {0};
+    cr_assert_eq(ws_fidelity_load_e2e(path, &r, &err), 0, "%s", err.msg);
+    cr_assert_eq(r.n, 5);
+    ws_store *s = NULL;
+    cr_assert_eq(ws_store_open_embedded(&s, &err), 0, "%s", err.msg);
+    cr_assert_eq(ws_fidelity_predict_e2e(s, &r, NULL, NULL, &err), 0, "%s", err.msg);
+    ws_store_close(s);
+    cr_assert_eq(ws_fidelity_summarise(&r, &err), 0, "%s", err.msg);
+    return r;
+}
+
+Test(fidelity, gpu_only_point_is_the_simulators_decode_rate)
+{
+    ws_fid_report r = load();
+    const ws_fid_point *p = &r.pt[0];
+    cr_assert_str_empty(p->missing, "%s", p->missing);
+    cr_assert_str_eq(p->policy, "gpu-only");
+    cr_assert_str_eq(p->group, "e2e gpu-only");
+
+    /* The same closed batch straight through the simulator. */
+    ws_model m;
+    ws_cost_hw hw;
+    ws_err err = {0};
+    int cores = 1;
+    ws_store *s = NULL;
+    cr_assert_eq(ws_store_open_embedded(&s, &err), 0, "%s", err.msg);
+    cr_assert_eq(ws_hw_load(s, "qwen3-30b-a3b", "h100-sxm", "xeon-gold-5318y", WS_DT_BF16, &m,
+                            &hw, &cores, &err),
+                 0, "%s", err.msg);
+    ws_store_close(s);
+    ws_cost_cfg cc;
+    ws_cost_cfg_default(&cc);
+    sim_cfg cfg;
+    sim_cfg_default(&cfg);
+    cfg.policy = WS_POLICY_GPU_ONLY;
+    cfg.batch = 2;
+    cfg.cpu_workers = cores;
+    sim_closed cl;
+    sim_source src;
+    sim_closed_source(&cl, 2, 256, 16, &src);
+    sim_results res;
+    cr_assert_eq(sim_run(&m, &hw, &cc, &cfg, &src, &res, &err), 0, "%s", err.msg);
+    cr_assert_float_eq(p->predicted, res.tot.decode_tps, 1e-9 * res.tot.decode_tps);
+    cr_assert_float_eq(p->ratio, p->predicted / 100.0, 1e-12);
+    sim_results_free(&res);
+    ws_fidelity_free(&r);
+}
+
+Test(fidelity, expert_offload_runs_ktrans_with_the_gpu_experts_given)
+{
+    ws_fid_report r = load();
+    const ws_fid_point *p = &r.pt[1];
+    cr_assert_str_empty(p->missing, "%s", p->missing);
+    cr_assert_str_eq(p->policy, "ktrans");
+    cr_assert(p->predicted > 0 && isfinite(p->ratio));
+    ws_fidelity_free(&r);
+}
+
+Test(fidelity, inexpressible_setups_name_the_knob)
+{
+    ws_fid_report r = load();
+    cr_assert(strstr(r.pt[2].missing, "weight format q4_k_m"), "%s", r.pt[2].missing);
+    cr_assert(strstr(r.pt[3].missing, "--n-cpu-moe 12"), "%s", r.pt[3].missing);
+    cr_assert(strstr(r.pt[4].missing, "no-such-gpu"), "%s", r.pt[4].missing);
+    for (int i = 2; i < 5; i++)
+        cr_assert(isnan(r.pt[i].ratio) && isnan(r.pt[i].predicted));
+    ws_fidelity_free(&r);
+}
+
+Test(fidelity, summary_groups_and_statistics)
+{
+    ws_fid_report r = load();
+    cr_assert_eq(r.ng, 3);
+    cr_assert_str_eq(r.g[0].group, "e2e gpu-only");
+    cr_assert_eq(r.g[0].n, 2);        /* gpu, nogpu */
+    cr_assert_eq(r.g[0].expressed, 1);
+    cr_assert_float_eq(r.g[0].median_err, fabs(r.pt[0].ratio - 1), 1e-12);
+    cr_assert_str_eq(r.g[1].group, "e2e offload");
+    cr_assert_eq(r.g[1].n, 2);        /* kt, ncpumoe */
+    cr_assert_str_eq(r.g[2].group, "e2e offload+quantized");
+    cr_assert_eq(r.g[2].expressed, 0);
+    cr_assert(isnan(r.g[2].median_err));
+    ws_fidelity_free(&r);
+}
+
+Test(fidelity, bad_points_are_one_line_errors)
+{
+    char dir[256], path[512];
+    th_tmpdir(dir, sizeof dir);
+    const char *bad[] = {"[{\"id\": \"a\", \"source\": \"s\", \"published\": -1}]",
+                         "[{\"id\": \"a\", \"published\": 1}]",
+                         "[{\"id\": \"a\", \"source\": \"s\", \"published\": 1},"
+                         " {\"id\": \"a\", \"source\": \"s\", \"published\": 1}]",
+                         "{\"nope\": 1}", "[{\"id\": \"a\", \"source\": \"s\", \"published\": 1,"
+                                          " \"batch\": -2}]"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        th_write(dir, "b.json", bad[i], path, sizeof path);
+        ws_fid_report r = {0};
+        ws_err err = {0};
+        cr_assert_neq(ws_fidelity_load_e2e(path, &r, &err), 0, "%s", bad[i]);
+        cr_assert(strstr(err.msg, "b.json") && !strchr(err.msg, '\n'), "%s", err.msg);
+        ws_fidelity_free(&r);
+    }
+}
+
+Test(fidelity, shipped_points_load_with_sources)
+{
+    char root[WS_PATH_MAX], path[WS_PATH_MAX];
+    ws_err err = {0};
+    cr_assert_eq(ws_root_dir(root, sizeof root, &err), 0, "%s", err.msg);
+    cr_assert_eq(ws_path_join(path, sizeof path, root, "fidelity/e2e.json", &err), 0);
+    ws_fid_report r = {0};
+    cr_assert_eq(ws_fidelity_load_e2e(path, &r, &err), 0, "%s", err.msg);
+    cr_assert_geq(r.n, 15);
+    for (size_t i = 0; i < r.n; i++) {
+        cr_assert(strlen(r.pt[i].source) > 5, "%s has no source", r.pt[i].id);
+        cr_assert(*r.pt[i].gpu && *r.pt[i].model && *r.pt[i].metric, "%s", r.pt[i].id);
+    }
+    ws_fidelity_free(&r);
+}
+
+Test(fidelity, cli_json_has_the_points_array)
+{
+    char dir[256], path[512];
+    th_tmpdir(dir, sizeof dir);
+    th_write(dir, "p.json", k_points, path, sizeof path);
+    const char *args[] = {"fidelity", "--points", path, "--json", NULL};
+    json_t *j = th_writescope_json(args, NULL);
+    json_t *pts = json_object_get(j, "points");
+    cr_assert_eq(json_array_size(pts), 5);
+    json_t *q4 = json_array_get(pts, 2);
+    cr_assert_str_eq(json_string_value(json_object_get(q4, "kind")), "e2e");
+    cr_assert(json_is_true(json_object_get(q4, "quantized")));
+    cr_assert(json_is_true(json_object_get(q4, "offload")));
+    cr_assert(json_is_null(json_object_get(q4, "ratio")));
+    cr_assert(json_is_null(json_object_get(q4, "predicted")));
+    cr_assert(json_is_string(json_object_get(q4, "missing")));
+    cr_assert(json_is_number(json_object_get(json_array_get(pts, 0), "ratio")));
+    json_decref(j);
+}

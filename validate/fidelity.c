@@ -1,0 +1,386 @@
+/* fidelity: published measurements against the simulator (see fidelity.h). */
+#include "fidelity.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hw.h"
+#include "model.h"
+#include "policy.h"
+#include "serve.h"
+#include "ws_dtype.h"
+#include "ws_util.h"
+
+int ws_fidelity_add(ws_fid_report *r, const ws_fid_point *p, ws_err *err)
+{
+    if (ws_grow((void **)&r->pt, &r->cap, r->n + 1, sizeof *r->pt, 64))
+        return ws_err_set(err, WS_ENOMEM, "out of memory");
+    r->pt[r->n++] = *p;
+    return 0;
+}
+
+void ws_fidelity_free(ws_fid_report *r)
+{
+    free(r->pt);
+    free(r->g);
+    memset(r, 0, sizeof *r);
+}
+
+/* ---- reading the points ------------------------------------------------------------- */
+
+static void copy_str(char *dst, size_t cap, json_t *o, const char *key)
+{
+    const char *s = json_string_value(json_object_get(o, key));
+    snprintf(dst, cap, "%s", s ? s : "");
+}
+
+static int get_count(json_t *o, const char *key, int def, int *out)
+{
+    json_t *v = json_object_get(o, key);
+    if (!v || json_is_null(v)) {
+        *out = def;
+        return 0;
+    }
+    if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > (1 << 26))
+        return -1;
+    *out = (int)json_integer_value(v);
+    return 0;
+}
+
+static int point_parse(json_t *o, const char *path, size_t i, ws_fid_point *p, ws_err *err)
+{
+    memset(p, 0, sizeof *p);
+    if (!json_is_object(o))
+        return ws_err_set(err, WS_EPARSE, "%s: point %zu is not an object", path, i);
+    copy_str(p->id, sizeof p->id, o, "id");
+    if (!*p->id)
+        return ws_err_set(err, WS_EINVAL, "%s: point %zu has no id", path, i);
+    snprintf(p->kind, sizeof p->kind, "e2e");
+    copy_str(p->engine, sizeof p->engine, o, "engine");
+    json_t *src = json_object_get(o, "source");
+    if (json_is_object(src)) {
+        copy_str(p->source, sizeof p->source, src, "where");
+        copy_str(p->url, sizeof p->url, src, "url");
+    } else
+        copy_str(p->source, sizeof p->source, o, "source");
+    if (!*p->source)
+        return ws_err_set(err, WS_EINVAL, "%s: point '%s' has no source", path, p->id);
+    json_t *hw = json_object_get(o, "hardware");
+    copy_str(p->gpu, sizeof p->gpu, hw, "gpu");
+    copy_str(p->host, sizeof p->host, hw, "host");
+    char gd[92], hd[92];
+    copy_str(gd, sizeof gd, hw, "gpu_desc");
+    copy_str(hd, sizeof hd, hw, "host_desc");
+    snprintf(p->hw_desc, sizeof p->hw_desc, "%s%s%s", gd, *gd && *hd ? " + " : "", hd);
+    copy_str(p->model, sizeof p->model, o, "model");
+    copy_str(p->metric, sizeof p->metric, o, "metric");
+    copy_str(p->unit, sizeof p->unit, o, "unit");
+    json_t *w = json_object_get(o, "weights");
+    if (json_is_string(w))
+        copy_str(p->weights_gpu, sizeof p->weights_gpu, o, "weights");
+    else {
+        copy_str(p->weights_gpu, sizeof p->weights_gpu, w, "gpu_part");
+        copy_str(p->weights_cpu, sizeof p->weights_cpu, w, "cpu_experts");
+    }
+    copy_str(p->kv_dtype, sizeof p->kv_dtype, o, "kv_dtype");
+    copy_str(p->offload_what, sizeof p->offload_what, o, "offload_what");
+    p->quantized = json_is_true(json_object_get(o, "quantized"));
+    p->offload = json_is_true(json_object_get(o, "offload"));
+    if (!*p->offload_what)
+        snprintf(p->offload_what, sizeof p->offload_what, "%s", p->offload ? "experts" : "none");
+    json_t *pl = json_object_get(o, "placement");
+    p->all_experts_cpu = json_is_true(json_object_get(pl, "all_experts_cpu"));
+    if (get_count(o, "batch", 1, &p->batch) || get_count(o, "prompt", 0, &p->prompt) ||
+        get_count(o, "output", 0, &p->output) ||
+        get_count(pl, "gpu_experts", -1, &p->gpu_experts) ||
+        get_count(pl, "n_cpu_moe", -1, &p->n_cpu_moe))
+        return ws_err_set(err, WS_EINVAL,
+                          "%s: point '%s': batch, prompt, output and placement counts must be "
+                          "whole numbers >= 0",
+                          path, p->id);
+    json_t *pub = json_object_get(o, "published");
+    if (!json_is_number(pub) || !(json_number_value(pub) > 0) || !isfinite(json_number_value(pub)))
+        return ws_err_set(err, WS_EINVAL, "%s: point '%s': published must be a number > 0", path,
+                          p->id);
+    p->published = json_number_value(pub);
+    p->predicted = p->ratio = NAN;
+    snprintf(p->group, sizeof p->group, "e2e %s",
+             p->offload && p->quantized ? "offload+quantized"
+             : p->offload               ? "offload"
+             : p->quantized             ? "quantized"
+                                        : "gpu-only");
+    return 0;
+}
+
+int ws_fidelity_load_e2e(const char *path, ws_fid_report *r, ws_err *err)
+{
+    json_error_t je;
+    json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
+    if (!root)
+        return ws_err_set(err, json_error_code(&je) == json_error_cannot_open_file ? WS_EIO
+                                                                                   : WS_EPARSE,
+                          "%s:%d: %s", path, je.line, je.text);
+    json_t *arr = json_is_array(root) ? root : json_object_get(root, "points");
+    int rc = 0;
+    if (!json_is_array(arr))
+        rc = ws_err_set(err, WS_EPARSE, "%s: expected an array of points or {\"points\": [...]}",
+                        path);
+    for (size_t i = 0; !rc && i < json_array_size(arr); i++) {
+        ws_fid_point p;
+        rc = point_parse(json_array_get(arr, i), path, i, &p, err);
+        for (size_t k = 0; !rc && k < r->n; k++)
+            if (!strcmp(r->pt[k].id, p.id))
+                rc = ws_err_set(err, WS_EINVAL, "%s: two points named '%s'", path, p.id);
+        if (!rc)
+            rc = ws_fidelity_add(r, &p, err);
+    }
+    json_decref(root);
+    return rc;
+}
+
+/* ---- predicting one end-to-end point ------------------------------------------------- */
+
+static const char *const metrics[] = {"decode_tok_s", "tpot_s", "ttft_s", "prefill_tok_s",
+                                      "throughput_tok_s"};
+
+/* Prefill time and tokens, summed over the prefill steps. */
+typedef struct prefill_acc {
+    double s, tokens;
+} prefill_acc;
+
+static int on_step(void *ctx, const sim_step_rec *rec, ws_err *err)
+{
+    (void)err;
+    prefill_acc *a = ctx;
+    if (rec->prefill_tokens > 0) {
+        a->s += rec->t_end - rec->t_start;
+        a->tokens += rec->prefill_tokens;
+    }
+    return 0;
+}
+
+/* The policy standing for the point's placement, or missing names the knob. */
+static int point_policy(ws_fid_point *p, const ws_model *m, ws_policy_kind *k, int *gpu_experts)
+{
+    const char *w = p->offload_what;
+    *gpu_experts = 0;
+    if (!strcmp(w, "layers")) {
+        snprintf(p->missing, sizeof p->missing, "whole layers on the CPU (layer offload)");
+        return -1;
+    }
+    if (p->n_cpu_moe >= 0) {
+        snprintf(p->missing, sizeof p->missing,
+                 "experts placed by layer (--n-cpu-moe %d; only a count per layer exists)",
+                 p->n_cpu_moe);
+        return -1;
+    }
+    int experts = strstr(w, "experts") != NULL, kv = strstr(w, "kv") != NULL;
+    if (!experts && !kv && strcmp(w, "none")) {
+        snprintf(p->missing, sizeof p->missing, "offload of '%s'", w);
+        return -1;
+    }
+    if (experts) {
+        *gpu_experts = p->all_experts_cpu || p->gpu_experts < 0 ? 0 : p->gpu_experts;
+        if (*gpu_experts > m->n_experts) {
+            snprintf(p->missing, sizeof p->missing, "%d GPU experts of a %d-expert model",
+                     *gpu_experts, m->n_experts);
+            return -1;
+        }
+    }
+    *k = kv ? WS_POLICY_WRITESCOPE : experts ? WS_POLICY_KTRANS : WS_POLICY_GPU_ONLY;
+    snprintf(p->policy, sizeof p->policy, "%s", ws_policy_name(*k));
+    return 0;
+}
+
+/* Reads the point's formats into dtypes, or names the one that cannot be expressed. */
+static int point_dtypes(ws_fid_point *p, ws_model *m, ws_dtype *kv, double *cpu_expert_bytes)
+{
+    ws_dtype d;
+    *cpu_expert_bytes = 0;
+    if (*p->weights_gpu) {
+        if (ws_dtype_parse(p->weights_gpu, &d)) {
+            snprintf(p->missing, sizeof p->missing, "weight format %s", p->weights_gpu);
+            return -1;
+        }
+        m->weight_dtype = d;
+    }
+    if (*p->weights_cpu && strcmp(p->weights_cpu, p->weights_gpu)) {
+        if (ws_dtype_parse(p->weights_cpu, &d)) {
+            snprintf(p->missing, sizeof p->missing, "CPU expert weight format %s",
+                     p->weights_cpu);
+            return -1;
+        }
+        *cpu_expert_bytes = ws_dtype_size(d);
+    }
+    *kv = WS_DT_BF16;
+    if (*p->kv_dtype && ws_dtype_parse(p->kv_dtype, kv)) {
+        snprintf(p->missing, sizeof p->missing, "KV dtype %s", p->kv_dtype);
+        return -1;
+    }
+    return 0;
+}
+
+static double metric_value(const ws_fid_point *p, const sim_totals *t, const prefill_acc *a)
+{
+    if (!strcmp(p->metric, "decode_tok_s"))
+        return t->decode_tps;
+    if (!strcmp(p->metric, "tpot_s"))
+        return t->tpot_p50;
+    if (!strcmp(p->metric, "ttft_s"))
+        return t->ttft_p50;
+    if (!strcmp(p->metric, "prefill_tok_s"))
+        return a->s > 0 ? a->tokens / a->s : NAN;
+    return t->tokens_per_s; /* throughput_tok_s */
+}
+
+static int predict_one(ws_store *s, ws_fid_point *p, ws_err *err)
+{
+    int known = 0;
+    for (size_t i = 0; i < sizeof metrics / sizeof *metrics; i++)
+        known |= !strcmp(p->metric, metrics[i]);
+    if (!known) {
+        snprintf(p->missing, sizeof p->missing, "metric '%s'", p->metric);
+        return 0;
+    }
+    if (p->prompt < 1 || p->output < 1 || p->batch < 1) {
+        snprintf(p->missing, sizeof p->missing, "batch, prompt and output lengths");
+        return 0;
+    }
+    char path[4096];
+    ws_model m;
+    ws_err e = {0};
+    if (ws_model_resolve(p->model, path, sizeof path, &e) || ws_model_load(path, &m, &e)) {
+        snprintf(p->missing, sizeof p->missing, "model config '%s'", p->model);
+        return 0;
+    }
+    ws_dtype kv;
+    ws_cost_cfg cc;
+    ws_cost_cfg_default(&cc);
+    if (point_dtypes(p, &m, &kv, &cc.cpu_expert_bytes))
+        return 0;
+    ws_policy_kind k;
+    if (point_policy(p, &m, &k, &cc.gpu_experts))
+        return 0;
+    cc.kv_dtype = kv;
+    ws_cost_hw hw;
+    int cores = 1;
+    int rc = ws_hw_load_model(s, &m, p->gpu, p->host, kv, &hw, &cores, &e);
+    if (rc == WS_ENOTFOUND) {
+        snprintf(p->missing, sizeof p->missing, "a profile: %.170s", e.msg);
+        return 0;
+    }
+    if (rc)
+        return ws_err_set(err, rc, "point '%s': %s", p->id, e.msg);
+    sim_cfg cfg;
+    sim_cfg_default(&cfg);
+    cfg.policy = k;
+    cfg.batch = p->batch;
+    cfg.cpu_workers = cores;
+    cfg.keep_steps = cfg.keep_requests = 0;
+    prefill_acc acc = {0};
+    cfg.on_step = on_step;
+    cfg.on_step_ctx = &acc;
+    if (!ws_policy_info_of(k)->spills) {
+        /* An engine without spilling holds the whole batch's KV on the GPU. */
+        ws_model_stats st;
+        ws_model_derive(&m, kv, &st);
+        double need = st.kv_bytes_tok * (double)p->batch * (p->prompt + p->output + 64);
+        if (need > cfg.gpu_kv_budget)
+            cfg.gpu_kv_budget = need;
+    }
+    sim_closed cl;
+    sim_source src;
+    sim_closed_source(&cl, p->batch, p->prompt, p->output, &src);
+    sim_results res;
+    rc = sim_run(&m, &hw, &cc, &cfg, &src, &res, &e);
+    if (rc)
+        return ws_err_set(err, rc, "point '%s': %s", p->id, e.msg);
+    if (res.tot.no_room || res.tot.served < res.tot.requests)
+        snprintf(p->missing, sizeof p->missing, "memory: %s",
+                 res.tot.no_room ? "the weights and KV exceed the GPU profile's memory"
+                                 : "requests out of memory in the simulator");
+    else {
+        p->predicted = metric_value(p, &res.tot, &acc);
+        p->ratio = p->predicted / p->published;
+    }
+    sim_results_free(&res);
+    return 0;
+}
+
+int ws_fidelity_predict_e2e(ws_store *s, ws_fid_report *r,
+                            void (*progress)(void *ctx, size_t done, size_t n), void *ctx,
+                            ws_err *err)
+{
+    for (size_t i = 0; i < r->n; i++) {
+        ws_fid_point *p = &r->pt[i];
+        if (strcmp(p->kind, "e2e"))
+            continue;
+        p->missing[0] = p->policy[0] = '\0';
+        p->predicted = p->ratio = NAN;
+        int rc = predict_one(s, p, err);
+        if (rc)
+            return rc;
+        if (progress)
+            progress(ctx, i + 1, r->n);
+    }
+    return 0;
+}
+
+/* ---- the summary ---------------------------------------------------------------------- */
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+int ws_fidelity_summarise(ws_fid_report *r, ws_err *err)
+{
+    free(r->g);
+    r->g = NULL;
+    r->ng = 0;
+    if (!r->n)
+        return 0;
+    r->g = calloc(r->n, sizeof *r->g);
+    double *e = malloc(r->n * sizeof *e);
+    if (!r->g || !e) {
+        free(e);
+        return ws_err_set(err, WS_ENOMEM, "out of memory");
+    }
+    for (size_t i = 0; i < r->n; i++) {
+        size_t k = 0;
+        while (k < r->ng && strcmp(r->g[k].group, r->pt[i].group))
+            k++;
+        if (k == r->ng)
+            snprintf(r->g[r->ng++].group, sizeof r->g->group, "%s", r->pt[i].group);
+    }
+    for (size_t k = 0; k < r->ng; k++) {
+        ws_fid_group *g = &r->g[k];
+        int n = 0;
+        g->worst_err = -1;
+        for (size_t i = 0; i < r->n; i++) {
+            const ws_fid_point *p = &r->pt[i];
+            if (strcmp(p->group, g->group))
+                continue;
+            g->n++;
+            if (!isfinite(p->ratio))
+                continue;
+            double a = fabs(p->ratio - 1.0);
+            e[n++] = a;
+            if (a > g->worst_err) {
+                g->worst_err = a;
+                snprintf(g->worst_id, sizeof g->worst_id, "%s", p->id);
+            }
+        }
+        g->expressed = n;
+        if (n) {
+            qsort(e, (size_t)n, sizeof *e, cmp_double);
+            g->median_err = n % 2 ? e[n / 2] : 0.5 * (e[n / 2 - 1] + e[n / 2]);
+        } else
+            g->median_err = g->worst_err = NAN;
+    }
+    free(e);
+    return 0;
+}
