@@ -87,6 +87,20 @@ char *th_slurp(const char *path, size_t *len)
     return b;
 }
 
+size_t th_datasheet_profiles(size_t *n_params)
+{
+    json_error_t je;
+    json_t *ds = json_load_file("profiles/datasheet.json", 0, &je);
+    cr_assert_not_null(ds, "run the tests from the project folder: %s", je.text);
+    json_t *profiles = json_object_get(ds, "profiles"), *p;
+    size_t n = json_array_size(profiles), params = 0, i;
+    json_array_foreach(profiles, i, p) params += json_object_size(json_object_get(p, "params"));
+    json_decref(ds);
+    if (n_params)
+        *n_params = params;
+    return n;
+}
+
 int th_same_file_bytes(const char *path, const char *saved, size_t saved_len)
 {
     size_t len;

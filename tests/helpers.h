@@ -47,6 +47,9 @@ int th_lines(const char *s);
 /* Hex digest-free comparison: 1 if the two files have identical bytes. */
 int th_same_file_bytes(const char *path, const char *saved, size_t saved_len);
 char *th_slurp(const char *path, size_t *len);
+/* Number of profiles in profiles/datasheet.json (the tests run from the project folder), and
+ * in *n_params (may be NULL) the number of their parameters; fails the test if unreadable. */
+size_t th_datasheet_profiles(size_t *n_params);
 /* The real request trace `name` from $WRITESCOPE_TRACES, else ../shared/traces beside the
  * project root, into path; 0 when it is absent (the caller skips). */
 int th_real_trace(const char *name, char *path, size_t cap);

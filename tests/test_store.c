@@ -27,7 +27,8 @@ Test(store, create_migrate_seed)
     cr_assert_eq(ws_store_open(path, &s, &err), 0, "%s", err.msg);
     cr_assert(ws_store_created(s));
     cr_assert_eq(th_count_file(ws_store_path(s), "PRAGMA user_version"), WS_SCHEMA_VERSION);
-    cr_assert_eq(th_count_file(ws_store_path(s), "SELECT count(*) FROM profiles WHERE source = 'datasheet'"), 6);
+    cr_assert_eq(th_count_file(ws_store_path(s), "SELECT count(*) FROM profiles WHERE source = 'datasheet'"),
+                 (int)th_datasheet_profiles(NULL));
     cr_assert_eq(th_count_file(ws_store_path(s), "SELECT count(*) FROM profile_params p JOIN profiles f ON "
                           "f.id = p.profile_id WHERE f.name = 'a100-40gb-pcie' AND "
                           "p.key = 'hbm_bw' AND p.value = 1.555e12 AND p.source = 'datasheet'"),
@@ -46,8 +47,8 @@ Test(store, create_migrate_seed)
     cr_assert(!ws_store_created(s));
     int n = 0;
     cr_assert_eq(ws_store_seed_datasheet(s, &n, &err), 0, "%s", err.msg);
-    cr_assert_eq(n, 6);
-    cr_assert_eq(th_count_file(ws_store_path(s), "SELECT count(*) FROM profiles"), 6);
+    cr_assert_eq(n, (int)th_datasheet_profiles(NULL));
+    cr_assert_eq(th_count_file(ws_store_path(s), "SELECT count(*) FROM profiles"), n);
     cr_assert_eq(th_count_file(ws_store_path(s), "SELECT count(*) FROM profile_params"),
                  th_count_file(ws_store_path(s), "SELECT count(*) FROM profile_params WHERE profile_id IN "
                           "(SELECT id FROM profiles)"));
@@ -157,7 +158,8 @@ Test(store, bad_profile_file_rolls_back)
     int n = 0;
     cr_assert_eq(ws_store_import_profiles(s, good, "good.json", &n, &err), 0, "%s", err.msg);
     cr_assert_eq(n, 1);
-    cr_assert_eq(th_count_file(ws_store_path(s), "SELECT count(*) FROM profiles"), 6);
+    cr_assert_eq(th_count_file(ws_store_path(s), "SELECT count(*) FROM profiles"),
+                 (int)th_datasheet_profiles(NULL));
     cr_assert_eq(th_count_file(ws_store_path(s), "SELECT count(*) FROM profiles WHERE name = 'h200' AND source = 'measured'"), 1);
     ws_store_close(s);
 }
@@ -201,7 +203,7 @@ Test(store, export_json_and_csv)
     for (int i = 0; ws_store_tables[i]; i++)
         cr_assert(json_is_array(json_object_get(all, ws_store_tables[i])), "%s",
                   ws_store_tables[i]);
-    cr_assert_eq(json_array_size(json_object_get(all, "profiles")), 6);
+    cr_assert_eq(json_array_size(json_object_get(all, "profiles")), th_datasheet_profiles(NULL));
     json_decref(all);
 
     char csv[300];
@@ -211,7 +213,7 @@ Test(store, export_json_and_csv)
     fclose(f);
     char *text = th_slurp(csv, NULL);
     cr_assert_eq(strncmp(text, "id,name,kind,description,source", 31), 0, "%s", text);
-    cr_assert_eq(th_lines(text), 7); /* header + 6 */
+    cr_assert_eq(th_lines(text), 1 + (int)th_datasheet_profiles(NULL)); /* header + rows */
     /* A description with a comma is quoted. */
     cr_assert_neq(strstr(text, "\"NVIDIA A100 40GB PCIe, host link"), NULL);
     free(text);
@@ -273,23 +275,31 @@ Test(store, migration_3_matches_a_fresh_seed)
     char *v2 = (char *)ws_embedded_find("store/schema/002_fit_bounds.sql")->data;
     th_exec_sql(old, v1);
     th_exec_sql(old, v2);
+    /* An older writescope seeded only the profiles migration 3 names. */
+    const char *old_seed = "name IN ('a100-40gb-pcie', 'a100-80gb-sxm', 'v100-32gb-pcie', "
+                           "'h100-sxm', 'h200', 'xeon-gold-5318y')";
     char copy[1024];
     snprintf(copy, sizeof copy,
              "%s; INSERT INTO profiles SELECT id, name, kind, description, source, host_id, "
-             "run_id, created_at FROM f.profiles; INSERT INTO profile_params SELECT profile_id, "
-             "key, value, unit, source, reference FROM f.profile_params; PRAGMA user_version = 2",
-             sql);
+             "run_id, created_at FROM f.profiles WHERE %s; INSERT INTO profile_params SELECT "
+             "profile_id, key, value, unit, source, reference FROM f.profile_params WHERE "
+             "profile_id IN (SELECT id FROM f.profiles WHERE %s); PRAGMA user_version = 2",
+             sql, old_seed, old_seed);
     th_exec_sql(old, copy);
     cr_assert_eq(ws_store_open(old, &s, &err), 0, "%s", err.msg);
     ws_store_close(s);
-    const char *q = "SELECT count(*) FROM profiles WHERE devices != '[]'";
+    char q[512];
+    snprintf(q, sizeof q, "SELECT count(*) FROM profiles WHERE devices != '[]' AND %s", old_seed);
     cr_assert_eq(th_count_file(old, q), 6);
     cr_assert_eq(th_count_file(old, q), th_count_file(fresh, q));
-    q = "SELECT count(*) FROM profile_params WHERE calibrated_by != ''";
+    snprintf(q, sizeof q,
+             "SELECT count(*) FROM profile_params WHERE calibrated_by != '' AND profile_id IN "
+             "(SELECT id FROM profiles WHERE %s)",
+             old_seed);
     cr_assert_eq(th_count_file(old, q), 10);
     cr_assert_eq(th_count_file(old, q), th_count_file(fresh, q));
-    q = "SELECT count(*) FROM profiles WHERE name = 'h100-sxm' AND devices = "
-        "'[\"NVIDIA H100 80GB HBM3\"]'";
+    snprintf(q, sizeof q, "SELECT count(*) FROM profiles WHERE name = 'h100-sxm' AND devices = "
+                          "'[\"NVIDIA H100 80GB HBM3\"]'");
     cr_assert_eq(th_count_file(old, q), 1);
     cr_assert_eq(th_count_file(fresh, q), 1);
 }
@@ -343,7 +353,7 @@ Test(store, readonly_open_refuses_older_schema_untouched)
     ws_store_close(s);
     cr_assert_eq(ws_store_open_readonly(cur, &s, &err), 0, "%s", err.msg);
     json_t *p = ws_store_profiles(s, NULL, &err);
-    cr_assert_eq(json_array_size(p), 6);
+    cr_assert_eq(json_array_size(p), th_datasheet_profiles(NULL));
     json_decref(p);
     cr_assert_neq(ws_store_seed_datasheet(s, NULL, &err), 0);
     ws_store_close(s);
@@ -363,7 +373,7 @@ Test(store, embedded_store_for_reading)
     cr_assert_eq(embedded, 1);
     cr_assert_str_eq(ws_store_path(s), WS_STORE_EMBEDDED);
     json_t *p = ws_store_profiles(s, NULL, &err);
-    cr_assert_eq(json_array_size(p), 6);
+    cr_assert_eq(json_array_size(p), th_datasheet_profiles(NULL));
     json_decref(p);
     ws_store_close(s);
     cr_assert_eq(access(path, F_OK), -1, "the default database was created");
