@@ -78,6 +78,7 @@ static int print_json(const ws_fid_report *r)
         json_object_set_new(o, "predicted", num_or_null(p->predicted));
         json_object_set_new(o, "ratio", num_or_null(p->ratio));
         json_object_set_new(o, "missing", *p->missing ? json_string(p->missing) : json_null());
+        json_object_set_new(o, "assumed", *p->assumed ? json_string(p->assumed) : json_null());
         json_array_append_new(pts, o);
     }
     for (size_t k = 0; k < r->ng; k++) {

@@ -39,7 +39,7 @@ static const struct {
 } k_alias[] = {
     {"bfloat16", "bf16"}, {"float16", "fp16"}, {"f16", "fp16"},      {"half", "fp16"},
     {"float32", "fp32"},  {"f32", "fp32"},     {"float", "fp32"},    {"e4m3", "fp8"},
-    {"fp8_e4m3", "fp8"},  {"awq", "int4"},     {"gptq", "int4"},     {"w4a16", "int4"},
+    {"fp8_e4m3", "fp8"},  {"awq", "int4"},     {"gptq", "int4"}, {"awq_int4", "int4"}, {"gptq_int4", "int4"},     {"w4a16", "int4"},
     {"w8a8", "int8"},     {"amxint8", "int8"}, {"amxint4", "int4"},  {"q4_k", "q4_k_s"},
     {"q5_k", "q5_k_s"},   {"mxfp4_moe", "mxfp4"},
 };

@@ -67,6 +67,8 @@ static int point_parse(json_t *o, const char *path, size_t i, ws_fid_point *p, w
         copy_str(p->source, sizeof p->source, o, "source");
     if (!*p->source)
         return ws_err_set(err, WS_EINVAL, "%s: point '%s' has no source", path, p->id);
+    p->quantized = json_is_true(json_object_get(o, "quantized"));
+    p->offload = json_is_true(json_object_get(o, "offload"));
     json_t *hw = json_object_get(o, "hardware");
     copy_str(p->gpu, sizeof p->gpu, hw, "gpu");
     copy_str(p->host, sizeof p->host, hw, "host");
@@ -74,6 +76,12 @@ static int point_parse(json_t *o, const char *path, size_t i, ws_fid_point *p, w
     copy_str(gd, sizeof gd, hw, "gpu_desc");
     copy_str(hd, sizeof hd, hw, "host_desc");
     snprintf(p->hw_desc, sizeof p->hw_desc, "%s%s%s", gd, *gd && *hd ? " + " : "", hd);
+    if (!*p->host && !p->offload) {
+        /* Nothing runs on the host of a GPU-only point: any host profile serves. */
+        snprintf(p->host, sizeof p->host, "%s", WS_FIDELITY_HOST);
+        snprintf(p->assumed, sizeof p->assumed, "host %s (not published; unused)",
+                 WS_FIDELITY_HOST);
+    }
     copy_str(p->model, sizeof p->model, o, "model");
     copy_str(p->metric, sizeof p->metric, o, "metric");
     copy_str(p->unit, sizeof p->unit, o, "unit");
@@ -84,10 +92,17 @@ static int point_parse(json_t *o, const char *path, size_t i, ws_fid_point *p, w
         copy_str(p->weights_gpu, sizeof p->weights_gpu, w, "gpu_part");
         copy_str(p->weights_cpu, sizeof p->weights_cpu, w, "cpu_experts");
     }
+    if (!strcmp(p->weights_cpu, "none"))
+        p->weights_cpu[0] = '\0';
     copy_str(p->kv_dtype, sizeof p->kv_dtype, o, "kv_dtype");
+    char counts[24];
+    copy_str(counts, sizeof counts, o, "throughput_counts");
+    if (*counts && strcmp(counts, "output") && strcmp(counts, "prompt+output"))
+        return ws_err_set(err, WS_EINVAL,
+                          "%s: point '%s': throughput_counts is output or prompt+output", path,
+                          p->id);
+    p->count_prompt = !strcmp(counts, "prompt+output");
     copy_str(p->offload_what, sizeof p->offload_what, o, "offload_what");
-    p->quantized = json_is_true(json_object_get(o, "quantized"));
-    p->offload = json_is_true(json_object_get(o, "offload"));
     if (!*p->offload_what)
         snprintf(p->offload_what, sizeof p->offload_what, "%s", p->offload ? "experts" : "none");
     json_t *pl = json_object_get(o, "placement");
@@ -232,7 +247,10 @@ static double metric_value(const ws_fid_point *p, const sim_totals *t, const pre
         return t->ttft_p50;
     if (!strcmp(p->metric, "prefill_tok_s"))
         return a->s > 0 ? a->tokens / a->s : NAN;
-    return t->tokens_per_s; /* throughput_tok_s */
+    /* throughput_tok_s: output tokens (or prompt and output) over the makespan */
+    if (p->count_prompt && t->makespan_s > 0)
+        return (double)(t->prompt_tokens + t->output_tokens) / t->makespan_s;
+    return t->tokens_per_s;
 }
 
 static int predict_one(ws_store *s, ws_fid_point *p, ws_err *err)
@@ -244,9 +262,24 @@ static int predict_one(ws_store *s, ws_fid_point *p, ws_err *err)
         snprintf(p->missing, sizeof p->missing, "metric '%s'", p->metric);
         return 0;
     }
-    if (p->prompt < 1 || p->output < 1 || p->batch < 1) {
-        snprintf(p->missing, sizeof p->missing, "batch, prompt and output lengths");
+    if (p->prompt < 1 || p->batch < 1) {
+        snprintf(p->missing, sizeof p->missing, "not published: the %s",
+                 p->batch < 1 ? "batch" : "prompt length");
         return 0;
+    }
+    int output = p->output;
+    if (output < 1) {
+        /* TTFT and prefill rates do not depend on the output; a decode rate barely does
+         * (the context grows by the output): a short output stands in, and says so. */
+        int decode = !strcmp(p->metric, "decode_tok_s") || !strcmp(p->metric, "tpot_s");
+        if (!decode && strcmp(p->metric, "ttft_s") && strcmp(p->metric, "prefill_tok_s")) {
+            snprintf(p->missing, sizeof p->missing, "not published: the output length");
+            return 0;
+        }
+        output = decode ? WS_FIDELITY_OUTPUT : 1;
+        size_t n = strlen(p->assumed);
+        snprintf(p->assumed + n, sizeof p->assumed - n, "%soutput %d (not published)",
+                 n ? "; " : "", output);
     }
     char path[4096];
     ws_model m;
@@ -286,13 +319,13 @@ static int predict_one(ws_store *s, ws_fid_point *p, ws_err *err)
         /* An engine without spilling holds the whole batch's KV on the GPU. */
         ws_model_stats st;
         ws_model_derive(&m, kv, &st);
-        double need = st.kv_bytes_tok * (double)p->batch * (p->prompt + p->output + 64);
+        double need = st.kv_bytes_tok * (double)p->batch * (p->prompt + output + 64);
         if (need > cfg.gpu_kv_budget)
             cfg.gpu_kv_budget = need;
     }
     sim_closed cl;
     sim_source src;
-    sim_closed_source(&cl, p->batch, p->prompt, p->output, &src);
+    sim_closed_source(&cl, p->batch, p->prompt, output, &src);
     sim_results res;
     rc = sim_run(&m, &hw, &cc, &cfg, &src, &res, &e);
     if (rc)

@@ -27,6 +27,11 @@
 extern "C" {
 #endif
 
+/* The host profile of GPU-only points that publish none, and the output length standing in
+ * for a decode rate published without one. */
+#define WS_FIDELITY_HOST "xeon-gold-5318y"
+#define WS_FIDELITY_OUTPUT 64
+
 typedef struct ws_fid_point {
     char id[96];
     char kind[4];     /* "op" or "e2e" */
@@ -42,6 +47,7 @@ typedef struct ws_fid_point {
     char kv_dtype[16];
     char offload_what[24];                 /* none, experts, kv, experts+kv, layers */
     int quantized, offload;
+    int count_prompt;    /* throughput_tok_s counts prompt + output tokens (else output) */
     int batch, prompt, output;
     int gpu_experts;     /* routed experts per layer on the GPU, -1: not given */
     int n_cpu_moe;       /* layers whose experts stay on the CPU, -1: not given */
@@ -49,6 +55,7 @@ typedef struct ws_fid_point {
     char policy[24];     /* the simulator's policy used, "" when not run */
     double published, predicted, ratio; /* ratio = predicted / published; NAN when missing */
     char missing[192];                  /* the knob or data it lacks, "" when expressed */
+    char assumed[128];                  /* what the setup took that the source does not say */
 } ws_fid_point;
 
 typedef struct ws_fid_group {
