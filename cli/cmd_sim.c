@@ -30,6 +30,7 @@ static void usage(FILE *out)
             "           --output-dist SPEC] [--policy NAME|all] [--r R] [--r-max R]\n"
             "           [--detail step|layer] [--layers K] [--slo-ttft S --slo-tpot S]\n"
             "           [--seed S] [--chunk T] [--window W] [--gpu-kv-gb G] [--gpu-experts E]\n"
+            "           [--host-mem G]\n"
             "           [--db PATH | --save] [--csv DIR] [--chrome-trace FILE\n"
             "           [--chrome-trace-limit N]] [--json]\n"
             "       writescope sim grid [--host PROFILE] [--model NAME] [--gpu PROFILE]\n"
@@ -491,7 +492,7 @@ static int cmd_grid(ws_par *par, const char *db, int store_runs, const char *hos
 typedef struct sim_opts {
     cli_workload w;
     const char *gpu, *csv, *ctrace;
-    double r_max, slo_ttft, slo_tpot, kv_gb;
+    double r_max, slo_ttft, slo_tpot, kv_gb, host_gb;
     int window, gpu_experts;
     long long ctrace_limit;
 } sim_opts;
@@ -532,6 +533,9 @@ static const cli_optdef k_opts[] = {
              "can never fit is counted as an out-of-memory (OOM) outcome"},
     {"gpu-experts", CLI_INT(SO, gpu_experts), .arg = "E", .lo = 0, .hi = 65536, .def = "0",
      .help = "routed experts per layer resident on the GPU"},
+    {"host-mem", CLI_DOUBLE(SO, host_gb), .arg = "G", .lo = 0.001, .hi = 1e7,
+     .help = "host DRAM in GiB for the CPU's routed experts and the spilled KV (default: the "
+             "host profile's mem_bytes); experts that do not fit make every request OOM"},
     {"csv", CLI_STR(SO, csv), .arg = "DIR",
      .help = "DIR/requests.csv, steps.csv, summary.csv (every policy run)"},
     {"chrome-trace", CLI_STR(SO, ctrace), .arg = "FILE",
@@ -608,6 +612,7 @@ static int sim_check(const cli_args *a, int detail_layer, sim_job *j)
     c->detail_layer = detail_layer;
     c->seed = j->tg.seed = (uint64_t)w->seed;
     c->gpu_kv_budget = o->kv_gb * 1073741824.0;
+    c->host_limit = o->host_gb * 1073741824.0;
     if (c->window % c->par.page_tokens)
         return cli_usage_error("sim", "--window must be a multiple of the page (%d tokens)",
                                c->par.page_tokens);
@@ -830,6 +835,13 @@ static int sim_runs(sim_job *j)
                     "outcome (lower --gpu-kv-gb)\n",
                     r.policy, r.tot.gpu_kv_budget / 1073741824.0,
                     r.tot.gpu_weight_bytes / 1073741824.0, j->hw.gpu_mem.v / 1073741824.0);
+        if (r.tot.no_host_room)
+            fprintf(stderr,
+                    "sim: %s: the %.3g GiB of routed experts this policy keeps on the CPU fill "
+                    "the host's %.3g GiB of DRAM: every request is an OOM outcome (more "
+                    "--gpu-experts or --host-mem)\n",
+                    r.policy, r.tot.host_weight_bytes / 1073741824.0,
+                    r.tot.host_mem / 1073741824.0);
         if (j->root) {
             json_t *x = totals_json(&r);
             if (j->store_runs)

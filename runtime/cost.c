@@ -207,6 +207,10 @@ int ws_cost_hw_load(const ws_profile *gpu, const ws_profile *host, ws_attn_kind 
         (rc = roof(gpu, "link.d2h", NULL, NULL, "d2h_bw", NULL, &hw->d2h, err)) ||
         (rc = product(gpu, "mem_bytes", NULL, &hw->gpu_mem, err)))
         return rc;
+    /* Host DRAM: the profile's mem_bytes; a host profile without one is left unlimited (0),
+     * and the simulator falls back to its default. */
+    if (product(host, "mem_bytes", NULL, &hw->host_mem, NULL))
+        set_val(&hw->host_mem, 0.0, WS_SOURCE_MODELED, "no mem_bytes in the host profile");
     /* The contention factor: the calibrator's ratio, else the profile's h2d_contention;
      * a database seeded before that parameter existed gets none (factor 1), said so. */
     if (!calibrated(gpu, "link.h2d_gemm_contention_factor", "factor", &hw->h2d_contention) &&

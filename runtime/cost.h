@@ -73,6 +73,7 @@ typedef struct ws_cost_hw {
     ws_cost_roof h2d, d2h;      /* pinned copies: c0 + bytes / W (P unused) */
     ws_cost_val h2d_contention; /* W_h2d(CPU computing) / W_h2d, in (0, 1] */
     ws_cost_val gpu_mem;        /* B of device memory */
+    ws_cost_val host_mem;       /* B of host DRAM (host mem_bytes); 0: not in the profile */
 } ws_cost_hw;
 
 /* Reads the rates for attention kind `kind` with `kv` KV and `wt` weights. Missing keys with

@@ -107,7 +107,8 @@ typedef struct run {
     double b_tok, b_all; /* KV bytes per token: one layer, all layers played */
     double budget, pinned, host;
     double gpu_used, pin_used, host_used;
-    int no_room;     /* the GPU-resident weights and the KV budget exceed the GPU */
+    int no_room;     /* the GPU's weights and KV budget exceed the GPU, or the CPU's weights
+                      * the host DRAM */
     seq *s;
     int n_run;
     uint64_t n_admitted, n_ended;
@@ -634,13 +635,21 @@ int sim_run(const ws_model *m, const ws_cost_hw *hw, const ws_cost_cfg *ccfg, co
     const int mla = m->attn == WS_ATTN_MLA || m->attn == WS_ATTN_MLA_SPARSE;
     R.budget = cfg->gpu_kv_budget > 0 ? cfg->gpu_kv_budget : (mla ? 0.3 : 2.0) * 1073741824.0;
     R.pinned = cfg->pinned_limit > 0 ? cfg->pinned_limit : 256 * 1073741824.0;
-    R.host = cfg->host_limit > 0 ? cfg->host_limit : 512 * 1073741824.0;
-    /* Weights on the GPU: everything but the routed experts left on the CPU. */
-    const double cpu_routed =
-        m->n_experts > 0 ? R.cm.st.routed_bytes * (1.0 - (double)cc.gpu_experts / m->n_experts) : 0;
+    const double host_mem = cfg->host_limit > 0 ? cfg->host_limit
+                            : hw->host_mem.v > 0 ? hw->host_mem.v
+                                                 : WS_SIM_HOST_DEFAULT;
+    /* Weights on the GPU: everything but the routed experts left on the CPU, which sit in
+     * host DRAM (at the CPU experts' format) beside the spilled KV. */
+    const double cpu_share = m->n_experts > 0 ? 1.0 - (double)cc.gpu_experts / m->n_experts : 0;
+    const double cpu_routed = R.cm.st.routed_bytes * cpu_share;
+    const double cpu_wb = cc.cpu_expert_bytes > 0 ? cc.cpu_expert_bytes : R.cm.w_elem;
     res->tot.gpu_weight_bytes = R.cm.st.total_params * R.cm.w_elem - cpu_routed;
-    R.no_room = res->tot.gpu_weight_bytes + R.budget > hw->gpu_mem.v;
-    res->tot.no_room = R.no_room;
+    res->tot.host_weight_bytes = cpu_routed / R.cm.w_elem * cpu_wb;
+    res->tot.host_mem = host_mem;
+    R.host = host_mem - res->tot.host_weight_bytes;
+    res->tot.no_host_room = !(R.host > 0);
+    R.no_room = res->tot.gpu_weight_bytes + R.budget > hw->gpu_mem.v || res->tot.no_host_room;
+    res->tot.no_room = res->tot.gpu_weight_bytes + R.budget > hw->gpu_mem.v;
     res->tot.gpu_kv_budget = R.budget;
     if ((rc = ws_ctl_init(&R.ctl, &R.cm, cfg->policy, &cfg->par, R.layers, err)))
         goto out_cm;

@@ -22,8 +22,10 @@
  * output, all layers) in the GPU KV budget; spilling ones reserve its D-window there, its
  * KV in host memory and the XFER share of it in pinned memory. The weights the policy keeps
  * on the GPU (all of them for gpu-only; all but the CPU's routed experts otherwise) plus
- * the KV budget must fit the GPU's memory. A request that cannot fit even alone is an
- * out-of-memory outcome; one that fits later waits (head of line).
+ * the KV budget must fit the GPU's memory; the routed experts left on the CPU (at their
+ * format's bytes) plus the spilled KV must fit the host DRAM (the host profile's mem_bytes,
+ * or host_limit). A request that cannot fit even alone is an out-of-memory outcome; one
+ * that fits later waits (head of line).
  *
  * Results stream: each step's record goes to on_step, each request's to on_request when it
  * ends; totals are running sums, percentiles a bounded summary (quantile.h), so memory
@@ -85,6 +87,8 @@ struct sim_timeline;
 
 /* ---- configuration ------------------------------------------------------------------ */
 
+#define WS_SIM_HOST_DEFAULT (512 * 1073741824.0) /* host DRAM when no profile says */
+
 typedef struct sim_cfg {
     ws_policy_kind policy;
     ws_policy_params par; /* r_static, page_tokens, feedback settings */
@@ -97,7 +101,8 @@ typedef struct sim_cfg {
     uint64_t seed;
     double gpu_kv_budget;      /* B; 0: 2 GiB, 0.3 GiB for MLA models */
     double pinned_limit;       /* B; 0: 256 GiB */
-    double host_limit;         /* B; 0: 512 GiB */
+    double host_limit;         /* B of host DRAM for the CPU's weights and the spilled KV; 0:
+                                * the host profile's mem_bytes, else WS_SIM_HOST_DEFAULT */
     double slo_ttft, slo_tpot; /* s; 0: no SLO */
     int keep_steps;            /* 1: keep the per-step records in res->step (default 1) */
     int keep_requests;         /* 1: keep the per-request records in res->req (default 1) */
@@ -176,6 +181,9 @@ typedef struct sim_totals {
     double gpu_weight_bytes; /* weights resident on the GPU under this policy */
     double gpu_kv_budget;    /* the GPU KV budget in force, B */
     int no_room;             /* 1: those weights and the budget exceed the GPU: all OOM */
+    double host_weight_bytes; /* routed experts resident in host DRAM */
+    double host_mem;          /* host DRAM in force, B */
+    int no_host_room;         /* 1: those weights fill the host DRAM: all OOM */
     uint64_t steps, events, fold_inexact, folded_layers;
     double wall_s; /* host time the run took */
 } sim_totals;

@@ -321,6 +321,7 @@ Test(sim_serve, detail_step_equals_detail_layer)
             a.batch = 3;
             a.chunk = 4096;
             a.gpu_kv_budget = 16.0 * 1073741824.0;
+            a.host_limit = 4096 * 1073741824.0; /* bf16 experts of the largest models */
             sim_cfg b = a;
             b.detail_layer = 0;
             sim_results ra, rb;
@@ -382,6 +383,7 @@ static double h2d_per_decode_step(const char *model, int prompt)
     cfg.policy = WS_POLICY_STREAM;
     cfg.layers = 4;
     cfg.chunk = 8192;
+    cfg.host_limit = 4096 * 1073741824.0; /* bf16 experts of the largest models */
     sim_results r;
     run_closed(&m, &hw, &cfg, 1, prompt, 3, &r);
     const sim_step_rec *s = &r.step[r.n_step - 1];
@@ -757,5 +759,60 @@ Test(sim_serve, migrate_pays_the_reformat_and_does_not_flap)
         prev = s->r_real;
     }
     cr_assert_leq(changes, 1, "r moved %d times after the first decode step", changes);
+    sim_results_free(&r);
+}
+
+/* The routed experts left on the CPU live in host DRAM beside the spilled KV: a host that
+ * cannot hold them makes every request an OOM outcome, more GPU experts make room, and
+ * the KV that still fits the rest is served. */
+Test(sim_serve, cpu_experts_count_against_host_dram)
+{
+    ws_model m;
+    ws_cost_hw hw;
+    load("qwen3-30b-a3b", "a100-40gb-pcie", &m, &hw);
+    cr_assert_float_eq(hw.host_mem.v, 512 * 1073741824.0, 1);
+    ws_model_stats st;
+    ws_model_derive(&m, WS_DT_BF16, &st);
+    const double experts = st.routed_bytes; /* every routed expert, bf16 */
+    ws_err err = {0};
+    for (int gpu_experts = 0; gpu_experts <= 32; gpu_experts += 32) {
+        const double on_cpu = experts * (1.0 - gpu_experts / 128.0);
+        const double limits[] = {0.9 * on_cpu, on_cpu + 2.0 * 1073741824.0};
+        for (int k = 0; k < 2; k++) {
+            sim_cfg cfg;
+            sim_cfg_default(&cfg);
+            cfg.policy = WS_POLICY_WRITESCOPE;
+            cfg.layers = 2;
+            cfg.batch = 2;
+            cfg.host_limit = limits[k];
+            ws_cost_cfg cc;
+            ws_cost_cfg_default(&cc);
+            cc.gpu_experts = gpu_experts;
+            sim_closed cl;
+            sim_source src;
+            sim_closed_source(&cl, 2, 2048, 4, &src);
+            sim_results r;
+            cr_assert_eq(sim_run(&m, &hw, &cc, &cfg, &src, &r, &err), 0, "%s", err.msg);
+            cr_assert_float_eq(r.tot.host_weight_bytes, on_cpu, 1e-6 * on_cpu);
+            cr_assert_eq(r.tot.no_host_room, k == 0, "gpu_experts %d limit %d", gpu_experts, k);
+            cr_assert_eq(r.tot.oom, k == 0 ? 2u : 0u, "gpu_experts %d k %d: oom %llu served %llu no_room %d", gpu_experts, k, (unsigned long long)r.tot.oom, (unsigned long long)r.tot.served, r.tot.no_room);
+            cr_assert_eq(r.tot.served, k == 0 ? 0u : 2u);
+            sim_results_free(&r);
+        }
+    }
+    /* gpu-only keeps nothing on the host. */
+    sim_cfg cfg;
+    sim_cfg_default(&cfg);
+    cfg.policy = WS_POLICY_GPU_ONLY;
+    cfg.host_limit = 1.0;
+    ws_cost_cfg cc;
+    ws_cost_cfg_default(&cc);
+    sim_closed cl;
+    sim_source src;
+    sim_closed_source(&cl, 1, 16, 2, &src);
+    sim_results r;
+    cr_assert_eq(sim_run(&m, &hw, &cc, &cfg, &src, &r, &err), 0, "%s", err.msg);
+    cr_assert_eq(r.tot.host_weight_bytes, 0);
+    cr_assert_eq(r.tot.no_host_room, 0);
     sim_results_free(&r);
 }
