@@ -609,10 +609,21 @@ static int expert_sweep(ctx *c, int int8)
             int8_t *q = w[mi];
             for (size_t i = 0; i < wn; i++)
                 q[i] = (int8_t)((int)((i * 2654435761u) % (unsigned)(2 * qmax + 1)) - qmax);
-            float *sc = (float *)((char *)w[mi] + (wbytes[mi] - sizeof(float) * (2 * I + H)));
+            float *sc = (float *)((char *)w[mi] + (wbytes[mi] - 8 * (size_t)(2 * I + H)));
+            int32_t *sum = (int32_t *)(sc + 2 * I + H);
             for (int i = 0; i < 2 * I + H; i++)
                 sc[i] = 1e-3f;
-            q8[mi] = (ws_expert_int8){H, I, q, sc, q + (size_t)2 * I * H, sc + 2 * I, qmax};
+            ws_int8_row_sums(q, 2 * I, H, sum);
+            ws_int8_row_sums(q + (size_t)2 * I * H, H, I, sum + 2 * I);
+            q8[mi] = (ws_expert_int8){.hidden = H,
+                                      .inter = I,
+                                      .w_gate_up = q,
+                                      .s_gate_up = sc,
+                                      .sum_gate_up = sum,
+                                      .w_down = q + (size_t)2 * I * H,
+                                      .s_down = sc + 2 * I,
+                                      .sum_down = sum + 2 * I,
+                                      .qmax = qmax};
         } else {
             uint16_t *b = w[mi];
             for (size_t i = 0; i < wn; i++)

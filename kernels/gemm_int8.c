@@ -53,7 +53,18 @@ void ws_int8_quantize_bf16(const uint16_t *w, int rows, int cols, int qmax, int8
     free(tmp);
 }
 
-/* Layout in mem: gate|up q [2I x H], down q [H x I], then (64-byte aligned) the scales. */
+void ws_int8_row_sums(const int8_t *q, int rows, int cols, int32_t *sum)
+{
+    for (int r = 0; r < rows; r++) {
+        int32_t a = 0;
+        for (int c = 0; c < cols; c++)
+            a += q[(size_t)r * cols + c];
+        sum[r] = a;
+    }
+}
+
+/* Layout in mem: gate|up q [2I x H], down q [H x I], then (64-byte aligned) the scales
+ * [2I | H] and the row sums [2I | H]. */
 static size_t scales_at(int hidden, int inter)
 {
     return ((size_t)3 * hidden * inter + 63) & ~(size_t)63;
@@ -61,7 +72,7 @@ static size_t scales_at(int hidden, int inter)
 
 size_t ws_expert_int8_bytes(int hidden, int inter)
 {
-    return scales_at(hidden, inter) + sizeof(float) * ((size_t)2 * inter + hidden);
+    return scales_at(hidden, inter) + 8 * ((size_t)2 * inter + hidden);
 }
 
 int ws_expert_int8_from_bf16(const ws_expert_bf16 *e, int qmax, void *mem, ws_expert_int8 *out,
@@ -73,38 +84,56 @@ int ws_expert_int8_from_bf16(const ws_expert_bf16 *e, int qmax, void *mem, ws_ex
     const int H = e->hidden, I = e->inter;
     int8_t *q = mem;
     float *s = (float *)((char *)mem + scales_at(H, I));
+    int32_t *sum = (int32_t *)(s + 2 * I + H);
     ws_int8_quantize_bf16(e->w_gate_up, 2 * I, H, qmax, q, s);
     ws_int8_quantize_bf16(e->w_down, H, I, qmax, q + (size_t)2 * I * H, s + 2 * I);
+    ws_int8_row_sums(q, 2 * I, H, sum);
+    ws_int8_row_sums(q + (size_t)2 * I * H, H, I, sum + 2 * I);
     *out = (ws_expert_int8){.hidden = H,
                             .inter = I,
                             .w_gate_up = q,
                             .s_gate_up = s,
+                            .sum_gate_up = sum,
                             .w_down = q + (size_t)2 * I * H,
                             .s_down = s + 2 * I,
+                            .sum_down = sum + 2 * I,
                             .qmax = qmax};
     return 0;
 }
 
-/* Each row of x [m x n] to s8 with its own scale (max |x| / 127) into q, s. */
-static void quantize_rows(const float *x, int m, int n, int8_t *q, float *s, int threads)
-{
-    const long total = (long)m * n;
-#pragma omp parallel for num_threads(                                                              \
-    threads > 0 ? threads : omp_get_max_threads()) if (total >= 65536) schedule(static)
-    for (int r = 0; r < m; r++)
-        ws_int8_quantize_f32(x + (size_t)r * n, 1, n, 127, q + (size_t)r * n, s + r);
-}
-
-/* Each row r of a [m x n] times s[r]. */
-static void scale_rows(float *a, int m, int n, const float *s, int threads)
+/* Each row of x [m x n] to s8 with its own scale (max |x| / 127) into s, stored shifted by
+ * 128 as u8 in q: oneDNN's u8 x s8 path reads the weights once, its s8 x s8 one adds a pass
+ * over them (its compensation) to every call (docs/notes/int8-experts.md). */
+static void quantize_rows(const float *x, int m, int n, uint8_t *q, float *s, int threads)
 {
     const long total = (long)m * n;
 #pragma omp parallel for num_threads(                                                              \
     threads > 0 ? threads : omp_get_max_threads()) if (total >= 65536) schedule(static)
     for (int r = 0; r < m; r++) {
-        float *row = a + (size_t)r * n;
+        const float *row = x + (size_t)r * n;
+        float amax = 0;
         for (int c = 0; c < n; c++)
-            row[c] *= s[r];
+            amax = fmaxf(amax, fabsf(row[c]));
+        const float inv = amax > 0 ? 127.0f / amax : 0;
+        s[r] = amax / 127.0f;
+        for (int c = 0; c < n; c++)
+            q[(size_t)r * n + c] = (uint8_t)(q_of(row[c], inv) + 128);
+    }
+}
+
+/* out[r][c] = (float)(acc[r][c] - 128 sum[c]) * ws[c] * xs[r]: the shift undone exactly in
+ * int32, then the weights' and the token's scales. */
+static void dequant_rows(const int32_t *acc, int m, int n, const int32_t *sum, const float *ws,
+                         const float *xs, float *out, int threads)
+{
+    const long total = (long)m * n;
+#pragma omp parallel for num_threads(                                                              \
+    threads > 0 ? threads : omp_get_max_threads()) if (total >= 65536) schedule(static)
+    for (int r = 0; r < m; r++) {
+        const int32_t *a = acc + (size_t)r * n;
+        float *o = out + (size_t)r * n;
+        for (int c = 0; c < n; c++)
+            o[c] = (float)(a[c] - 128 * sum[c]) * ws[c] * xs[r];
     }
 }
 
@@ -125,55 +154,77 @@ static dnnl_engine_t engine(void)
     return g_engine;
 }
 
-/* One matmul [m x k] s8 x [k x n] s8 -> [m x n] f32, the weights stored [n x k] (tag ba),
- * the weights' scales over n given at run time; the scratchpad is the primitive's own. */
+/* One matmul [m x k] u8 x [k x n] s8 -> [m x n] s32, the weights stored [n x k] (tag ba);
+ * the scratchpad is the primitive's own. */
 typedef struct mm {
     dnnl_primitive_t prim;
-    dnnl_memory_t src, wei, dst, scales, scratch;
+    dnnl_memory_t src, wei, dst, scratch;
 } mm;
 
 static void mm_destroy(mm *p)
 {
     if (p->prim)
         dnnl_primitive_destroy(p->prim);
-    dnnl_memory_t *ms[] = {&p->src, &p->wei, &p->dst, &p->scales, &p->scratch};
-    for (int i = 0; i < 5; i++)
+    dnnl_memory_t *ms[] = {&p->src, &p->wei, &p->dst, &p->scratch};
+    for (int i = 0; i < 4; i++)
         if (*ms[i])
             dnnl_memory_destroy(*ms[i]);
     memset(p, 0, sizeof *p);
 }
 
-/* The primitive descriptor of the matmul (its implementation is oneDNN's choice). */
+/* The primitive descriptor of the matmul: of the implementations oneDNN offers in its
+ * order, AMX's where there is one (the instructions the int8 format is for), else its JIT
+ * gemm, else its first: with plain [n x k] weights its brgemm repacks them on every call, 1.5x
+ * the gemm's time here (docs/notes/int8-experts.md); never a reference kernel. */
 static dnnl_status_t mm_pd(dnnl_primitive_desc_t *pd, int m, int n, int k)
 {
     dnnl_memory_desc_t s, w, d;
     dnnl_dims_t ds = {m, k}, dw = {k, n}, dd = {m, n};
     dnnl_matmul_desc_t md;
     dnnl_primitive_attr_t attr = NULL;
-    const float runtime = DNNL_RUNTIME_F32_VAL;
+    dnnl_primitive_desc_iterator_t it = NULL;
     dnnl_status_t st;
     *pd = NULL;
     if (!engine())
         return dnnl_runtime_error;
-    if (!(st = dnnl_memory_desc_init_by_tag(&s, 2, ds, dnnl_s8, dnnl_ab)) &&
-        !(st = dnnl_memory_desc_init_by_tag(&w, 2, dw, dnnl_s8, dnnl_ba)) &&
-        !(st = dnnl_memory_desc_init_by_tag(&d, 2, dd, dnnl_f32, dnnl_ab)) &&
-        !(st = dnnl_matmul_desc_init(&md, &s, &w, NULL, &d)) &&
-        !(st = dnnl_primitive_attr_create(&attr)) &&
-        !(st = dnnl_primitive_attr_set_output_scales(attr, 1, 1 << 1, &runtime)) &&
-        !(st = dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user)))
-        st = dnnl_primitive_desc_create(pd, &md, attr, g_engine, NULL);
-    if (attr)
-        dnnl_primitive_attr_destroy(attr);
-    return st;
+    if ((st = dnnl_memory_desc_init_by_tag(&s, 2, ds, dnnl_u8, dnnl_ab)) ||
+        (st = dnnl_memory_desc_init_by_tag(&w, 2, dw, dnnl_s8, dnnl_ba)) ||
+        (st = dnnl_memory_desc_init_by_tag(&d, 2, dd, dnnl_s32, dnnl_ab)) ||
+        (st = dnnl_matmul_desc_init(&md, &s, &w, NULL, &d)) ||
+        (st = dnnl_primitive_attr_create(&attr)) ||
+        (st = dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user)) ||
+        (st = dnnl_primitive_desc_iterator_create(&it, &md, attr, g_engine, NULL))) {
+        if (attr)
+            dnnl_primitive_attr_destroy(attr);
+        return st;
+    }
+    int best = -1, rank = 0; /* 3 amx, 2 gemm, 1 other, 0 reference */
+    for (int i = 0; st == dnnl_success; i++, st = dnnl_primitive_desc_iterator_next(it)) {
+        const_dnnl_primitive_desc_t cur = dnnl_primitive_desc_iterator_fetch(it);
+        const char *name = "";
+        if (!cur || dnnl_primitive_desc_query(cur, dnnl_query_impl_info_str, 0, &name))
+            continue;
+        const int r = strstr(name, "amx")         ? 3
+                      : !strncmp(name, "gemm", 4) ? 2
+                      : !strncmp(name, "ref", 3)  ? 0
+                                                  : 1;
+        if (r > rank) {
+            if (*pd)
+                dnnl_primitive_desc_destroy(*pd);
+            *pd = NULL;
+            if (dnnl_primitive_desc_clone(pd, cur) == dnnl_success)
+                best = i, rank = r;
+        }
+    }
+    dnnl_primitive_desc_iterator_destroy(it);
+    dnnl_primitive_attr_destroy(attr);
+    return best >= 0 ? dnnl_success : dnnl_unimplemented;
 }
 
 static int mm_create(mm *p, int m, int n, int k, ws_err *err)
 {
     memset(p, 0, sizeof *p);
     dnnl_primitive_desc_t pd = NULL;
-    dnnl_memory_desc_t sc;
-    dnnl_dims_t dn = {n};
     dnnl_status_t st;
     if ((st = mm_pd(&pd, m, n, k)) || (st = dnnl_primitive_create(&p->prim, pd)) ||
         (st = dnnl_memory_create(&p->src, dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0),
@@ -183,8 +234,6 @@ static int mm_create(mm *p, int m, int n, int k, ws_err *err)
                                 g_engine, DNNL_MEMORY_NONE)) ||
         (st = dnnl_memory_create(&p->dst, dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0),
                                  g_engine, DNNL_MEMORY_NONE)) ||
-        (st = dnnl_memory_desc_init_by_tag(&sc, 1, dn, dnnl_f32, dnnl_a)) ||
-        (st = dnnl_memory_create(&p->scales, &sc, g_engine, DNNL_MEMORY_NONE)) ||
         (st = dnnl_memory_create(&p->scratch,
                                  dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0),
                                  g_engine, DNNL_MEMORY_ALLOCATE))) {
@@ -198,20 +247,18 @@ static int mm_create(mm *p, int m, int n, int k, ws_err *err)
     return 0;
 }
 
-static int mm_run(mm *p, dnnl_stream_t stream, const int8_t *a, const int8_t *b,
-                  const float *scales, float *c, ws_err *err)
+static int mm_run(mm *p, dnnl_stream_t stream, const uint8_t *a, const int8_t *b, int32_t *c,
+                  ws_err *err)
 {
-    dnnl_exec_arg_t args[5] = {{DNNL_ARG_SRC, p->src},
+    dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, p->src},
                                {DNNL_ARG_WEIGHTS, p->wei},
                                {DNNL_ARG_DST, p->dst},
-                               {DNNL_ARG_ATTR_OUTPUT_SCALES, p->scales},
                                {DNNL_ARG_SCRATCHPAD, p->scratch}};
     dnnl_status_t st;
     if ((st = dnnl_memory_set_data_handle(p->src, (void *)a)) ||
         (st = dnnl_memory_set_data_handle(p->wei, (void *)b)) ||
-        (st = dnnl_memory_set_data_handle(p->scales, (void *)scales)) ||
         (st = dnnl_memory_set_data_handle(p->dst, c)) ||
-        (st = dnnl_primitive_execute(p->prim, stream, 5, args)) || (st = dnnl_stream_wait(stream)))
+        (st = dnnl_primitive_execute(p->prim, stream, 4, args)) || (st = dnnl_stream_wait(stream)))
         return ws_err_set(err, WS_EDEVICE, "oneDNN: int8 matmul failed: status %d", (int)st);
     return 0;
 }
@@ -229,7 +276,7 @@ typedef struct buf {
     size_t cap;
 } buf;
 
-enum { S_XQ, S_SX, S_GU, S_H, S_HQ, S_SH, S_N };
+enum { S_XQ, S_SX, S_ACC, S_GU, S_H, S_HQ, S_SH, S_N };
 
 #define CACHE 64
 typedef struct tstate {
@@ -331,8 +378,8 @@ static entry *lookup(tstate *s, int m, int hd, int in, int threads, ws_err *err)
 
 static int bad_expert(const ws_expert_int8 *e)
 {
-    return !e || !e->w_gate_up || !e->s_gate_up || !e->w_down || !e->s_down || e->hidden <= 0 ||
-           e->inter <= 0;
+    return !e || !e->w_gate_up || !e->s_gate_up || !e->sum_gate_up || !e->w_down || !e->s_down ||
+           !e->sum_down || e->hidden <= 0 || e->inter <= 0;
 }
 
 int ws_expert_ffn_int8(const ws_expert_int8 *e, const float *x, float *y, int m, int threads,
@@ -353,11 +400,13 @@ int ws_expert_ffn_int8(const ws_expert_int8 *e, const float *x, float *y, int m,
     tstate *s = state(err);
     if (!s)
         return WS_ENOMEM;
-    int8_t *xq = grow(s, S_XQ, (size_t)m * hd, err), *hq = grow(s, S_HQ, (size_t)m * in, err);
+    uint8_t *xq = grow(s, S_XQ, (size_t)m * hd, err), *hq = grow(s, S_HQ, (size_t)m * in, err);
     float *sx = grow(s, S_SX, sizeof(float) * m, err), *sh = grow(s, S_SH, sizeof(float) * m, err);
+    const size_t wide = (size_t)m * (2 * in > hd ? 2 * in : hd);
+    int32_t *acc = grow(s, S_ACC, sizeof(int32_t) * wide, err);
     float *gu = grow(s, S_GU, sizeof(float) * m * 2 * in, err);
     float *h = grow(s, S_H, sizeof(float) * m * in, err);
-    if (!xq || !hq || !sx || !sh || !gu || !h)
+    if (!xq || !hq || !sx || !sh || !acc || !gu || !h)
         return err ? err->code : WS_ENOMEM;
     if (threads > 0)
         omp_set_num_threads(threads);
@@ -365,15 +414,15 @@ int ws_expert_ffn_int8(const ws_expert_int8 *e, const float *x, float *y, int m,
     if (!d)
         return err ? err->code : WS_EDEVICE;
     quantize_rows(x, m, hd, xq, sx, threads);
-    int rc = mm_run(&d->gate_up, s->stream, xq, e->w_gate_up, e->s_gate_up, gu, err);
+    int rc = mm_run(&d->gate_up, s->stream, xq, e->w_gate_up, acc, err);
     if (rc)
         return rc;
-    scale_rows(gu, m, 2 * in, sx, threads);
+    dequant_rows(acc, m, 2 * in, e->sum_gate_up, e->s_gate_up, sx, gu, threads);
     ws_expert_silu_mul(gu, m, in, h, threads);
     quantize_rows(h, m, in, hq, sh, threads);
-    if ((rc = mm_run(&d->down, s->stream, hq, e->w_down, e->s_down, y, err)))
+    if ((rc = mm_run(&d->down, s->stream, hq, e->w_down, acc, err)))
         return rc;
-    scale_rows(y, m, hd, sh, threads);
+    dequant_rows(acc, m, hd, e->sum_down, e->s_down, sh, y, threads);
     return 0;
 }
 
@@ -541,6 +590,6 @@ void ws_expert_int8_cost(int hidden, int inter, int m, double *flops, double *by
 {
     const double hd = hidden, in = inter, tok = m;
     *flops = 2.0 * tok * hd * in * 3.0 + 4.0 * tok * in; /* three GEMMs + silu/product */
-    *bytes =
-        3.0 * hd * in + 4.0 * (2.0 * in + hd) + 4.0 * tok * (2.0 * hd + 4.0 * in) + tok * (hd + in);
+    *bytes = 3.0 * hd * in + 8.0 * (2.0 * in + hd) + 4.0 * tok * (2.0 * hd + 4.0 * in) +
+             tok * (hd + in) + 4.0 * tok * (2.0 * in + hd);
 }

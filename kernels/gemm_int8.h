@@ -6,13 +6,16 @@
  * (cpu.expert_gemm.int8), so the cost model's int8 rates are this code's.
  *
  * Weights: symmetric int8, one fp32 scale per output channel (w = q * s, |q| <= qmax),
- * quantized at load from bf16 or fp32 (ws_int8_quantize_*). Activations: each token's row
- * quantized dynamically to s8 with its own scale (max |x| / 127), x and then h. oneDNN
- * multiplies s8 x s8 into s32 and applies the weights' per-channel scales (its runtime
- * output-scales attribute, mask over N) into fp32; the per-token scale multiplies the rows
- * after (oneDNN 2.6 takes no per-row scale on a matmul without falling back to its
- * reference kernel). oneDNN picks the instructions (AMX-INT8, AVX512-VNNI, AVX2-VNNI,
- * AVX-512/AVX2 pmaddubsw), capped by DNNL_MAX_CPU_ISA; ws_gemm_int8_isa() says which.
+ * quantized at load from bf16 or fp32 (ws_int8_quantize_*), with each row's sum of q. Each
+ * token's row of activations (x, then h) is quantized dynamically to s8 with its own scale
+ * (max |x| / 127) and handed to oneDNN shifted by 128 as u8: oneDNN multiplies u8 x s8 into
+ * exact s32, and one pass per row takes 128 x the row sum back off and applies the weights'
+ * and the token's scales. (oneDNN 2.6 with s8 activations recomputes a compensation over
+ * the weights on every call, 1.8x the time of a decode-sized call here; its zero-point
+ * attribute is slower still, and a per-token scale on its output falls back to its
+ * reference kernel: docs/notes/int8-experts.md.) oneDNN picks the instructions (AMX-INT8,
+ * AVX512-VNNI, AVX2-VNNI, AVX-512/AVX2 pmaddubsw), capped by DNNL_MAX_CPU_ISA;
+ * ws_gemm_int8_isa() says which.
  * Without VNNI the pmaddubsw path sums pairs of u8 x s8 products in saturating 16 bits, so
  * full-range weights would overflow: there weights are quantized to 7 bits (qmax 63,
  * ws_gemm_int8_qmax) and the kernel refuses 8-bit ones.
@@ -32,12 +35,14 @@
 
 /* An expert in [out x in] layout (as ws_expert_bf16): rows of int8 weights, one scale each. */
 typedef struct ws_expert_int8 {
-    int hidden, inter;       /* H, I */
-    const int8_t *w_gate_up; /* [2I x H]: gate rows 0..I-1, up rows I..2I-1 */
-    const float *s_gate_up;  /* [2I] */
-    const int8_t *w_down;    /* [H x I] */
-    const float *s_down;     /* [H] */
-    int qmax;                /* |q| <= qmax: 127, or 63 (7-bit, for CPUs without VNNI) */
+    int hidden, inter;          /* H, I */
+    const int8_t *w_gate_up;    /* [2I x H]: gate rows 0..I-1, up rows I..2I-1 */
+    const float *s_gate_up;     /* [2I] scales */
+    const int32_t *sum_gate_up; /* [2I] sums of each row's q (ws_int8_row_sums) */
+    const int8_t *w_down;       /* [H x I] */
+    const float *s_down;        /* [H] */
+    const int32_t *sum_down;    /* [H] */
+    int qmax;                   /* |q| <= qmax: 127, or 63 (7-bit, for CPUs without VNNI) */
 } ws_expert_int8;
 
 /* Per-row symmetric quantization of a [rows x cols] matrix: scale[r] = max_c |w| / qmax
@@ -45,8 +50,11 @@ typedef struct ws_expert_int8 {
 void ws_int8_quantize_f32(const float *w, int rows, int cols, int qmax, int8_t *q, float *scale);
 void ws_int8_quantize_bf16(const uint16_t *w, int rows, int cols, int qmax, int8_t *q,
                            float *scale);
+/* sum[r] = the sum of row r's q. */
+void ws_int8_row_sums(const int8_t *q, int rows, int cols, int32_t *sum);
 
-/* Bytes of one expert's int8 weights and scales as ws_expert_int8_from_bf16 lays them out. */
+/* Bytes of one expert's int8 weights, scales and row sums as ws_expert_int8_from_bf16 lays
+ * them out. */
 size_t ws_expert_int8_bytes(int hidden, int inter);
 /* Quantizes e into mem (64-byte aligned, ws_expert_int8_bytes), *out pointing into it. */
 int ws_expert_int8_from_bf16(const ws_expert_bf16 *e, int qmax, void *mem, ws_expert_int8 *out,
@@ -82,8 +90,9 @@ void ws_gemm_int8_describe(int hidden, int inter, int m, char *buf, size_t cap);
 /* Frees the calling thread's primitives, stream and scratch. */
 void ws_gemm_int8_release(void);
 
-/* Flops and bytes of one call on m tokens: int8 weights (1 B) and their scales (4 B per
- * row), the fp32 activations (x, y, gate|up, h: 4 B) and their int8 copies (x, h: 1 B). */
+/* Flops and bytes of one call on m tokens: int8 weights (1 B) and their scales and sums
+ * (8 B per row), the fp32 activations (x, y, gate|up, h: 4 B), their int8 copies (x, h:
+ * 1 B) and the int32 products (gate|up, y: 4 B). */
 void ws_expert_int8_cost(int hidden, int inter, int m, double *flops, double *bytes);
 
 #endif

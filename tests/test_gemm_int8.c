@@ -169,6 +169,14 @@ Test(gemm_int8, quantization_is_within_half_a_step)
         ws_int8_quantize_bf16(wb, R, C, qmax, qb, sb);
         cr_assert_eq(memcmp(q, qb, sizeof q), 0);
         cr_assert_eq(memcmp(s, sb, sizeof s), 0);
+        int32_t sum[R];
+        ws_int8_row_sums(q, R, C, sum);
+        for (int r = 0; r < R; r++) {
+            int32_t a = 0;
+            for (int c = 0; c < C; c++)
+                a += q[r * C + c];
+            cr_assert_eq(sum[r], a);
+        }
     }
 }
 
@@ -312,6 +320,9 @@ Test(gemm_int8, bad_arguments_and_cost)
     float x[4] = {0}, y[4];
     cr_assert_eq(ws_expert_ffn_int8(NULL, x, y, 1, 1, &err), WS_EINVAL);
     ws_expert_int8 e = {.hidden = 4, .inter = 2, .qmax = 127};
+    int8_t q[24] = {0};
+    float sc[8] = {0};
+    e.w_gate_up = q, e.w_down = q + 16, e.s_gate_up = sc, e.s_down = sc + 4; /* no row sums */
     cr_assert_eq(ws_expert_ffn_int8(&e, x, y, 1, 1, &err), WS_EINVAL);
     ws_expert_bf16 b = {4, 2, NULL, NULL};
     cr_assert_eq(ws_expert_int8_from_bf16(&b, 127, x, &e, &err), WS_EINVAL);
@@ -319,7 +330,10 @@ Test(gemm_int8, bad_arguments_and_cost)
     ws_expert_int8_cost(2048, 768, 4, &fl, &by);
     ws_expert_bf16_cost(2048, 768, 4, &fb, &bb);
     cr_assert_float_eq(fl, fb, 1e-9, "the same arithmetic as the bf16 FFN");
-    /* one byte a weight instead of two, plus scales and the int8 copies of x and h */
-    cr_assert_float_eq(by, bb - 3.0 * 2048 * 768 + 4.0 * (2 * 768 + 2048) + 4.0 * (2048 + 768),
+    /* one byte a weight instead of two, plus scales and row sums, the int8 copies of x and
+     * h and the int32 products */
+    cr_assert_float_eq(by,
+                       bb - 3.0 * 2048 * 768 + 8.0 * (2 * 768 + 2048) + 4.0 * (2048 + 768) +
+                           16.0 * (2 * 768 + 2048),
                        1e-6);
 }
