@@ -200,20 +200,23 @@ static dnnl_status_t mm_pd(dnnl_primitive_desc_t *pd, int m, int n, int k)
     }
     int best = -1, rank = 0; /* 3 amx, 2 gemm, 1 other, 0 reference */
     for (int i = 0; st == dnnl_success; i++, st = dnnl_primitive_desc_iterator_next(it)) {
-        const_dnnl_primitive_desc_t cur = dnnl_primitive_desc_iterator_fetch(it);
+        dnnl_primitive_desc_t cur = dnnl_primitive_desc_iterator_fetch(it); /* ours to free */
         const char *name = "";
-        if (!cur || dnnl_primitive_desc_query(cur, dnnl_query_impl_info_str, 0, &name))
+        if (!cur)
             continue;
-        const int r = strstr(name, "amx")         ? 3
-                      : !strncmp(name, "gemm", 4) ? 2
-                      : !strncmp(name, "ref", 3)  ? 0
-                                                  : 1;
+        int r = -1;
+        if (dnnl_primitive_desc_query(cur, dnnl_query_impl_info_str, 0, &name) == dnnl_success)
+            r = strstr(name, "amx")         ? 3
+                : !strncmp(name, "gemm", 4) ? 2
+                : !strncmp(name, "ref", 3)  ? 0
+                                            : 1;
         if (r > rank) {
             if (*pd)
                 dnnl_primitive_desc_destroy(*pd);
-            *pd = NULL;
-            if (dnnl_primitive_desc_clone(pd, cur) == dnnl_success)
-                best = i, rank = r;
+            *pd = cur;
+            best = i, rank = r;
+        } else {
+            dnnl_primitive_desc_destroy(cur);
         }
     }
     dnnl_primitive_desc_iterator_destroy(it);
