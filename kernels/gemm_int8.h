@@ -3,22 +3,20 @@
  * experts and llama.cpp's q8_0 dot products run (W8A8), here through oneDNN's int8 matmul
  * (libdnnl, the Debian package the bf16 FFN already links). The runtime runs CPU experts
  * through it under `run --cpu-expert-weights int8` and the calibrator times it
- * (cpu.expert_gemm.int8), so the cost model's int8 rates are this code's.
+ * (cpu.expert_gemm.int8), so a calibration's int8 rates are this code's.
  *
  * Weights: symmetric int8, one fp32 scale per output channel (w = q * s, |q| <= qmax),
  * quantized at load from bf16 or fp32 (ws_int8_quantize_*), with each row's sum of q. Each
  * token's row of activations (x, then h) is quantized dynamically to s8 with its own scale
- * (max |x| / 127) and handed to oneDNN shifted by 128 as u8: oneDNN multiplies u8 x s8 into
+ * (max |x| / 127) and handed to oneDNN shifted by 128 as u8; oneDNN multiplies u8 x s8 into
  * exact s32, and one pass per row takes 128 x the row sum back off and applies the weights'
- * and the token's scales. (oneDNN 2.6 with s8 activations recomputes a compensation over
- * the weights on every call, 1.8x the time of a decode-sized call here; its zero-point
- * attribute is slower still, and a per-token scale on its output falls back to its
- * reference kernel: docs/notes/int8-experts.md.) oneDNN picks the instructions (AMX-INT8,
- * AVX512-VNNI, AVX2-VNNI, AVX-512/AVX2 pmaddubsw), capped by DNNL_MAX_CPU_ISA;
- * ws_gemm_int8_isa() says which.
- * Without VNNI the pmaddubsw path sums pairs of u8 x s8 products in saturating 16 bits, so
- * full-range weights would overflow: there weights are quantized to 7 bits (qmax 63,
- * ws_gemm_int8_qmax) and the kernel refuses 8-bit ones.
+ * and the token's scales. With s8 activations oneDNN 2.6 re-reads the weights for its
+ * compensation on every call, and a per-row scale on its output drops it to its reference
+ * kernel (docs/notes/int8-experts.md). oneDNN picks the instructions (AMX-INT8, AVX512-VNNI,
+ * AVX2-VNNI, AVX-512/AVX2 pmaddubsw) up to DNNL_MAX_CPU_ISA; of its implementations the
+ * kernel takes AMX's, else its JIT gemm (its brgemm repacks plain weights per call).
+ * Without VNNI, pmaddubsw sums pairs of u8 x s8 products in saturating 16 bits: there the
+ * weights are quantized to 7 bits (ws_gemm_int8_qmax) and 8-bit ones are refused.
  *
  * Calls are thread-safe and run concurrently: each calling thread has its own oneDNN stream,
  * primitive cache (by m, H, I, threads) and scratch, freed when the thread exits or by
