@@ -48,8 +48,8 @@ export DEPS_PREFIX
 endif
 CFLAGS  ?= -O2 -g
 CFLAGS  += -std=c11 -D_GNU_SOURCE -Wall -Wextra -fPIC -pthread -MMD -MP $(INCS)
-# oneDNN (bf16 expert GEMMs, kernels/gemm_bf16.c) runs on OpenMP: that file is built with
-# -fopenmp and everything links libgomp.
+# oneDNN (bf16 and int8 expert GEMMs, kernels/gemm_bf16.c, gemm_int8.c) runs on OpenMP:
+# those files are built with -fopenmp and everything links libgomp.
 LDLIBS  := -lgsl -lopenblas -ldnnl -lgomp -lsqlite3 -ljansson -ldl -lm -pthread
 ifneq ($(SAN),)
 CFLAGS  += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
@@ -146,7 +146,7 @@ $(O)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
-$(O)/obj/kernels/gemm_bf16.o: CFLAGS += -fopenmp
+$(O)/obj/kernels/gemm_bf16.o $(O)/obj/kernels/gemm_int8.o: CFLAGS += -fopenmp
 
 $(O)/gen/embedded.c: $(EMBED_IN) scripts/embed.sh
 	@mkdir -p $(dir $@)

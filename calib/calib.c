@@ -89,6 +89,52 @@ static int is_unfitted_op(const char *op)
 
 static int add_fit(ws_calib_run *run, const ws_calib_key *k, const ws_fit_result *r, ws_err *err);
 
+/* The instruction family the key's samples ran on (their params' "family", and "impl" when
+ * given: the expert GEMMs, calib/measure.c), appended to the fit's note: "ran on
+ * avx512_vnni (oneDNN gemm:jit, ISA avx512_core_bf16)". Several families (a backend
+ * that changes with the shape) are listed in order of first appearance. */
+static void note_family(const ws_calib_run *run, const ws_calib_key *k, ws_fit_result *r)
+{
+    char fams[96] = "", impl[64] = "", isa[32] = "";
+    for (int i = 0; i < run->n_samples; i++) {
+        const ws_calib_sample *s = &run->samples[i];
+        if (!same_key(k, &s->key))
+            continue;
+        const struct {
+            const char *name;
+            char *out;
+            size_t cap;
+        } f[3] = {{"\"family\": \"", NULL, 0}, {"\"impl\": \"", impl, sizeof impl},
+                  {"\"isa\": \"", isa, sizeof isa}};
+        for (int j = 0; j < 3; j++) {
+            const char *p = strstr(s->params, f[j].name);
+            if (!p)
+                continue;
+            p += strlen(f[j].name);
+            const int len = (int)strcspn(p, "\"");
+            char v[64];
+            snprintf(v, sizeof v, "%.*s", len, p);
+            if (f[j].out) {
+                if (!f[j].out[0])
+                    snprintf(f[j].out, f[j].cap, "%s", v);
+            } else {
+                char pat[70], have[100];
+                snprintf(pat, sizeof pat, ",%s,", v);
+                snprintf(have, sizeof have, ",%s,", fams);
+                if (!strstr(have, pat)) {
+                    size_t l = strlen(fams);
+                    snprintf(fams + l, sizeof fams - l, "%s%s", l ? "," : "", v);
+                }
+            }
+        }
+    }
+    if (!fams[0])
+        return;
+    size_t l = strlen(r->note);
+    snprintf(r->note + l, sizeof r->note - l, "%sran on %s (%s%s%sISA %s)", l ? "; " : "", fams,
+             impl[0] ? "oneDNN " : "", impl, impl[0] ? ", " : "", isa[0] ? isa : "?");
+}
+
 /* The factor t(num) / t(den) of a pair of samples as key op `name` (nothing without both). */
 static int pair_factor(ws_calib_run *run, const ws_calib_sample *num, const ws_calib_sample *den,
                        const char *name, ws_err *err)
@@ -236,6 +282,8 @@ int ws_calib_fit_all(ws_calib_run *run, ws_err *err)
                 !ws_fit_serial(pts, n, &rs, &ferr) && rs.converged && rs.peak_flops > 0 &&
                 rs.bandwidth > 0 && !(rs.heldout_mape_pct >= r.heldout_mape_pct))
                 r = rs;
+            if (!strcmp(k->op, "expert_gemm"))
+                note_family(run, k, &r);
         }
         rc = add_fit(run, k, &r, err);
     }
@@ -296,9 +344,12 @@ static int rebuild_profile(ws_store *st, long long host_id, const char *name, co
     json_t *params = json_object();
     for (int i = 0; i < n; i++) {
         const ws_calibdb_fit *f = &fits[i];
-        char key[128], ref[96], pk[160];
+        char key[128], ref[256], pk[160];
         key_name(&f->key, key, sizeof key);
-        snprintf(ref, sizeof ref, "fit %lld of run %lld", f->id, f->run_id);
+        /* the instruction family an expert GEMM ran on is part of where the value came from */
+        const char *fam = strstr(f->note, "ran on ");
+        snprintf(ref, sizeof ref, "fit %lld of run %lld%s%s", f->id, f->run_id, fam ? ", " : "",
+                 fam ? fam : "");
         const struct {
             const char *suffix, *unit;
             double v;

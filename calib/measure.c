@@ -12,6 +12,7 @@
 #include "attn_cpu.h"
 #include "cpu_features.h"
 #include "gemm_bf16.h"
+#include "gemm_int8.h"
 #include "half.h"
 #include "kv_slab.h"
 #include "measure_gpu.h"
@@ -545,45 +546,89 @@ out:
 
 /* ---- CPU expert GEMM ---------------------------------------------------------------- */
 
-/* The runtime's routed-expert FFN (gemm_bf16.h: bf16 weights, fp32 activations, the
- * backend its probe picks for the shape) at the shipped models' expert shapes and the
- * token counts per expert a decode step hits. A step that hits D experts streams each one
- * from DRAM, so every timed call starts with its expert's weights evicted from every cache
- * (ws_membw_evict); x stays warm, as it does in a step. The configurations are timed in
- * round-robin rounds (drift is shared, not tilted into the fit), after one untimed call
- * each (the probe, oneDNN's primitive creation). */
+/* The runtime's routed-expert FFN at the shipped models' expert shapes and the token
+ * counts per expert a decode step hits, once per weight format the runtime runs: bf16
+ * (gemm_bf16.h: fp32 activations, the backend its probe picks for the shape) and int8
+ * (gemm_int8.h: oneDNN's int8 matmul on the instructions it picks: AMX-INT8, AVX512-VNNI,
+ * ...). A step that hits D experts streams each one from DRAM, so every timed call starts
+ * with its expert's weights evicted from every cache (ws_membw_evict); x stays warm, as it
+ * does in a step. The configurations are timed in round-robin rounds (drift is shared, not
+ * tilted into the fit), after one untimed call each (the probe, oneDNN's primitive
+ * creation). The instruction family each ran on goes into its samples' params (and from
+ * there into the fit's note). The int8 weights are a fixed pattern within the kernel's
+ * qmax: the time does not depend on the values. With --quick the int8 sweep leaves
+ * Mixtral out (its 512-token call alone takes ~1 s on 2 cores; Qwen3's and DeepSeek's
+ * shapes reach the compute-bound side from ~32 tokens on) and takes 7 rounds. */
 #define EXPERT_MODELS 3
 #define EXPERT_TOKS 10
 
-static int expert_sweep(ctx *c)
+/* The instruction family of the bf16 FFN's backend. */
+static const char *bf16_family(const char *backend)
+{
+    if (strcmp(backend, "onednn"))
+        return "fp32"; /* OpenBLAS sgemm or sbgemm */
+    const char *isa = ws_gemm_int8_isa(); /* oneDNN's, the same for every data type */
+    return !strcmp(isa, "avx512_core_amx")    ? "amx_bf16"
+           : !strcmp(isa, "avx512_core_bf16") ? "avx512_bf16"
+                                              : "fp32";
+}
+
+static int expert_sweep(ctx *c, int int8)
 {
     static const char *const models[EXPERT_MODELS] = {"qwen3-30b-a3b", "deepseek-v2-lite",
                                                       "mixtral-8x7b"};
     static const int toks[EXPERT_TOKS] = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512};
-    const int rounds = c->o->quick ? 9 : 15, max_m = 512;
-    const int threads = ws_pool_threads(c->pool);
+    const int rounds = int8 ? (c->o->quick ? 7 : 15) : c->o->quick ? 9 : 15;
+    const int n_models = int8 && c->o->quick ? 2 : EXPERT_MODELS, n_tok = EXPERT_TOKS;
+    const int max_m = 512;
+    const int threads = ws_pool_threads(c->pool), qmax = ws_gemm_int8_qmax();
     int rc = 0, hd[EXPERT_MODELS], in[EXPERT_MODELS], max_h = 0;
-    uint16_t *w[EXPERT_MODELS] = {0};
-    for (int mi = 0; mi < EXPERT_MODELS && !rc; mi++) {
+    void *w[EXPERT_MODELS] = {0};
+    size_t wbytes[EXPERT_MODELS] = {0};
+    ws_expert_int8 q8[EXPERT_MODELS];
+    for (int mi = 0; mi < n_models && !rc; mi++) {
         char path[WS_PATH_MAX];
         ws_model m;
         if ((rc = ws_model_resolve(models[mi], path, sizeof path, c->err)) ||
             (rc = ws_model_load(path, &m, c->err)))
             break;
-        hd[mi] = m.hidden, in[mi] = m.moe_intermediate;
-        max_h = hd[mi] > max_h ? hd[mi] : max_h;
-        const size_t wn = (size_t)3 * hd[mi] * in[mi];
+        const int H = hd[mi] = m.hidden, I = in[mi] = m.moe_intermediate;
+        max_h = H > max_h ? H : max_h;
+        const size_t wn = (size_t)3 * H * I;
+        wbytes[mi] = int8 ? ws_expert_int8_bytes(H, I) : sizeof(uint16_t) * wn;
         /* Huge pages (a hint), as the runtime's weights: with 4 KiB pages a wide expert
          * (Mixtral's 352 MB) streams at the TLB's pace, not DRAM's. */
-        const size_t huge = (size_t)2 << 20, wb = (sizeof(uint16_t) * wn + huge - 1) / huge * huge;
+        const size_t huge = (size_t)2 << 20, wb = (wbytes[mi] + huge - 1) / huge * huge;
         if ((w[mi] = aligned_alloc(huge, wb)))
             madvise(w[mi], wb, MADV_HUGEPAGE);
         if (!w[mi]) {
             rc = ws_err_set(c->err, WS_ENOMEM, "calib: cannot allocate expert weights");
             break;
         }
-        for (size_t i = 0; i < wn; i++)
-            w[mi][i] = ws_f32_to_bf16((float)((i * 2654435761u) % 1000) * 1e-4f - 0.05f);
+        if (int8) {
+            int8_t *q = w[mi];
+            for (size_t i = 0; i < wn; i++)
+                q[i] = (int8_t)((int)((i * 2654435761u) % (unsigned)(2 * qmax + 1)) - qmax);
+            float *sc = (float *)((char *)w[mi] + (wbytes[mi] - 8 * (size_t)(2 * I + H)));
+            int32_t *sum = (int32_t *)(sc + 2 * I + H);
+            for (int i = 0; i < 2 * I + H; i++)
+                sc[i] = 1e-3f;
+            ws_int8_row_sums(q, 2 * I, H, sum);
+            ws_int8_row_sums(q + (size_t)2 * I * H, H, I, sum + 2 * I);
+            q8[mi] = (ws_expert_int8){.hidden = H,
+                                      .inter = I,
+                                      .w_gate_up = q,
+                                      .s_gate_up = sc,
+                                      .sum_gate_up = sum,
+                                      .w_down = q + (size_t)2 * I * H,
+                                      .s_down = sc + 2 * I,
+                                      .sum_down = sum + 2 * I,
+                                      .qmax = qmax};
+        } else {
+            uint16_t *b = w[mi];
+            for (size_t i = 0; i < wn; i++)
+                b[i] = ws_f32_to_bf16((float)((i * 2654435761u) % 1000) * 1e-4f - 0.05f);
+        }
     }
     float *x = rc ? NULL : malloc(sizeof(float) * max_m * max_h);
     float *y = rc ? NULL : malloc(sizeof(float) * max_m * max_h);
@@ -592,37 +637,53 @@ static int expert_sweep(ctx *c)
         rc = ws_err_set(c->err, WS_ENOMEM, "calib: cannot allocate expert activations");
     for (size_t i = 0; !rc && i < (size_t)max_m * max_h; i++)
         x[i] = (float)(i % 17) * 0.01f - 0.08f;
-    const int n_cfg = EXPERT_MODELS * EXPERT_TOKS;
+    const int n_cfg = n_models * n_tok;
+    const char *dt = int8 ? "int8" : "bf16";
     for (int r = -1; r < rounds && !rc; r++)
         for (int k = 0; k < n_cfg && !rc; k++) {
-            const int mi = k / EXPERT_TOKS, ti = k % EXPERT_TOKS, m = toks[ti];
-            const size_t wn = (size_t)3 * hd[mi] * in[mi];
-            ws_expert_bf16 e = {hd[mi], in[mi], w[mi], w[mi] + (size_t)hd[mi] * 2 * in[mi]};
+            const int mi = k / n_tok, ti = k % n_tok, m = toks[ti];
+            const uint16_t *b = w[mi];
+            ws_expert_bf16 e = {hd[mi], in[mi], b, b + (size_t)hd[mi] * 2 * in[mi]};
             char label[96];
-            snprintf(label, sizeof label, "expert GEMM %s, %d tokens", models[mi], m);
+            snprintf(label, sizeof label, "expert GEMM %s %s, %d tokens", dt, models[mi], m);
             progress(c, ((r + 1) * n_cfg + k) / (double)((rounds + 1) * n_cfg), label);
-            ws_membw_evict(w[mi], sizeof(uint16_t) * wn);
+            ws_membw_evict(w[mi], wbytes[mi]);
             double t0 = ws_now_s();
-            rc = ws_expert_ffn_bf16(&e, x, y, m, threads, c->err);
+            rc = int8 ? ws_expert_ffn_int8(&q8[mi], x, y, m, threads, c->err)
+                      : ws_expert_ffn_bf16(&e, x, y, m, threads, c->err);
             if (r >= 0)
                 t[mi][ti][r] = ws_now_s() - t0;
             if (!rc)
                 rc = stopped(c);
         }
     for (int k = 0; k < n_cfg && !rc; k++) {
-        const int mi = k / EXPERT_TOKS, ti = k % EXPERT_TOKS, m = toks[ti];
+        const int mi = k / n_tok, ti = k % n_tok, m = toks[ti];
         double flops, bytes;
-        ws_expert_bf16_cost(hd[mi], in[mi], m, &flops, &bytes);
-        rc = add(c, "cpu", "expert_gemm", "bf16", "", flops, bytes, t[mi][ti], rounds,
-                 "{\"model\": \"%s\", \"tokens\": %d, \"hidden\": %d, \"inter\": %d, "
-                 "\"threads\": %d, \"weights\": \"bf16, evicted before each call\", "
-                 "\"backend\": \"%s\"}",
-                 models[mi], m, hd[mi], in[mi], threads,
-                 ws_gemm_bf16_backend_name(hd[mi], in[mi], m, threads));
+        if (int8) {
+            char impl[140];
+            ws_expert_int8_cost(hd[mi], in[mi], m, &flops, &bytes);
+            ws_gemm_int8_impl(hd[mi], in[mi], m, impl, sizeof impl);
+            rc = add(c, "cpu", "expert_gemm", dt, "", flops, bytes, t[mi][ti], rounds,
+                     "{\"model\": \"%s\", \"tokens\": %d, \"threads\": %d, \"weights\": "
+                     "\"int8/%d, evicted\", \"impl\": \"%s\", \"isa\": \"%s\", "
+                     "\"family\": \"%s\"}",
+                     models[mi], m, threads, qmax, impl, ws_gemm_int8_isa(),
+                     ws_gemm_int8_family(hd[mi], in[mi], m));
+        } else {
+            const char *be = ws_gemm_bf16_backend_name(hd[mi], in[mi], m, threads);
+            ws_expert_bf16_cost(hd[mi], in[mi], m, &flops, &bytes);
+            rc = add(c, "cpu", "expert_gemm", dt, "", flops, bytes, t[mi][ti], rounds,
+                     "{\"model\": \"%s\", \"tokens\": %d, \"hidden\": %d, \"inter\": %d, "
+                     "\"threads\": %d, \"weights\": \"bf16, evicted before each call\", "
+                     "\"backend\": \"%s\", \"family\": \"%s\"}",
+                     models[mi], m, hd[mi], in[mi], threads, be, bf16_family(be));
+        }
     }
-    for (int mi = 0; mi < EXPERT_MODELS; mi++)
+    for (int mi = 0; mi < n_models; mi++)
         free(w[mi]);
     free(x), free(y);
+    if (int8)
+        ws_gemm_int8_release();
     return rc;
 }
 
@@ -639,9 +700,14 @@ int ws_calib_measure(const ws_calib_opts *o, ws_calib_run *run, ws_err *err)
         return err->code;
     }
     static const char *const models[] = {"qwen3-30b-a3b", "deepseek-v2-lite", "deepseek-v4-flash"};
-    /* Phases: bandwidth, 3 kinds x bf16, 2 (quick) or 3 kinds x fp16, pinned, MoE, GEMM. */
-    c.n_phases = (o->do_cpu ? (o->quick ? 9 : 10) : 0) + (o->do_gpu || o->do_link ? 2 : 0);
-    if (o->do_cpu) {
+    /* Phases: bandwidth, 3 kinds x bf16, 2 (quick) or 3 kinds x fp16, pinned, MoE, the
+     * expert GEMM in bf16 and in int8; o->sweeps may keep the expert GEMMs alone. */
+    const int experts_only = o->sweeps != 0;
+    const int want[2] = {!experts_only || (o->sweeps & WS_CALIB_SWEEP_EXPERT_BF16),
+                         !experts_only || (o->sweeps & WS_CALIB_SWEEP_EXPERT_INT8)};
+    c.n_phases = (o->do_cpu ? (experts_only ? 0 : o->quick ? 8 : 9) + want[0] + want[1] : 0) +
+                 (o->do_gpu || o->do_link ? 2 : 0);
+    if (o->do_cpu && !experts_only) {
         rc = measure_membw(&c);
         c.phase++;
         /* One pool for every attention shape: the largest problem (1M tokens of GQA,
@@ -666,8 +732,11 @@ int ws_calib_measure(const ws_calib_opts *o, ws_calib_run *run, ws_err *err)
         if (!rc)
             rc = moe_vs_alone(&c);
         c.phase++;
-        if (!rc)
-            rc = expert_sweep(&c);
+    }
+    for (int int8 = 0; int8 < 2 && o->do_cpu && !rc; int8++) {
+        if (!want[int8])
+            continue;
+        rc = expert_sweep(&c, int8);
         c.phase++;
     }
     if (!rc && (o->do_gpu || o->do_link))

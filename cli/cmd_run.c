@@ -12,6 +12,7 @@
 #include "profile.h"
 #include "run_engine.h"
 #include "run_store.h"
+#include "wformat.h"
 #include "store.h"
 #include "workload.h"
 #include "ws_util.h"
@@ -24,7 +25,8 @@ static void usage(FILE *out)
         "                      [--host PROFILE] [--gpu cuda|modeled:<profile>]\n"
         "                      [--policy writescope|static|stream|cpu-attn|migrate] [--r R]\n"
         "                      [--window W] [--threads T] [--seed S] [--every N]\n"
-        "                      [--mem-fraction F] [--verify] [--db PATH] [--json]\n"
+        "                      [--mem-fraction F] [--cpu-expert-weights bf16|int8] [--verify]\n"
+        "                      [--db PATH] [--json]\n"
         "\n"
         "Serves a closed batch of B sequences (prompt N, M decode steps) of the model's real\n"
         "shapes, synthetic seeded bf16 KV and expert weights, through the InplaceKVCache and\n"
@@ -41,6 +43,7 @@ typedef struct run_opts {
     cli_workload w;
     int window, every, verify;
     double mem_fraction;
+    const char *cpu_expert_weights;
 } run_opts;
 
 static const cli_optdef k_opts[] = {
@@ -70,7 +73,13 @@ static const cli_optdef k_opts[] = {
     {"mem-fraction", CLI_DOUBLE(run_opts, mem_fraction), .arg = "F", .lo = 0.01, .hi = 0.95,
      .def = "0.5", .help = "the share of the RAM the default --layers may fill"},
     {"verify", CLI_FLAG(run_opts, verify),
-     .help = "compute the GPU half too and check every merged output against full attention"},
+     .help = "compute the GPU half too and check every merged output against full attention; "
+             "with int8 experts, every expert's output against the plain-C reference too"},
+    {"cpu-expert-weights", CLI_STR(run_opts, cpu_expert_weights), .arg = "bf16|int8",
+     .def = "bf16",
+     .help = "the CPU experts' weights: bf16, or int8 (per-channel int8 quantized at load, run "
+             "through oneDNN's int8 matmul on AMX-INT8 / AVX512-VNNI / AVX2: KTransformers' "
+             "AMXINT8, llama.cpp's q8_0 without its 32-weight blocks)"},
     {0}};
 static const cli_spec k_spec = {"run", k_opts, 0, usage};
 
@@ -155,8 +164,10 @@ static json_t *result_json(const ws_engine_cfg *c, const ws_run_result *r, const
     json_object_set_new(o, "B_model", cli_num(r->B_model));
     json_object_set_new(o, "B_final", cli_num(r->B_final));
     json_object_set_new(o, "expert_slots", json_integer(r->expert_slots));
-    json_object_set_new(o, "expert_dtype", json_string("bf16"));
+    json_object_set_new(o, "expert_dtype", json_string(r->expert_dtype));
     json_object_set_new(o, "expert_backend", json_string(r->expert_backend));
+    json_object_set_new(o, "expert_verify",
+                        isnan(r->expert_verify) ? json_null() : cli_num(r->expert_verify));
     json_object_set_new(o, "note", json_string(r->note));
     /* the steps and layers as the database and the CSV hold them (store/steprow.h) */
     json_t *steps = json_array(), *layers = json_array();
@@ -188,6 +199,11 @@ static int run_config(const run_opts *o, ws_engine_cfg *c, const char **gpu_prof
     c->par.r_static = w->r;
     c->mem_fraction = o->mem_fraction;
     c->verify = o->verify;
+    ws_err ferr = {0};
+    if (ws_wformat_parse(o->cpu_expert_weights, &c->cpu_expert_weights, &ferr))
+        return cli_usage_error("run", "--cpu-expert-weights: %s", ferr.msg);
+    if (ws_engine_expert_format_ok(c->cpu_expert_weights, &ferr))
+        return cli_fail(&ferr);
     if (c->window % c->par.page_tokens)
         return cli_usage_error("run", "--window must be a multiple of the page (%d tokens)",
                                c->par.page_tokens);
@@ -254,7 +270,7 @@ static void print_summary(const ws_engine_cfg *c, const ws_run_result *r, const 
            cuda ? "CPU and the GPU half measured, projections modeled"
                 : "CPU measured, GPU modeled",
            1e3 * r->step_p50, 1e3 * r->step_p99);
-    printf("experts: bf16 weights, %d slots, GEMM backend %s\n", r->expert_slots,
+    printf("experts: %s weights, %d slots, GEMM backend %s\n", r->expert_dtype, r->expert_slots,
            r->expert_backend);
     printf("share of step time: CPU attention %.1f%%, experts %.1f%%, engine %.1f%% "
            "(measured); CPU waiting on the GPU path %.1f%%\n",
@@ -274,6 +290,9 @@ static void print_summary(const ws_engine_cfg *c, const ws_run_result *r, const 
     if (!isnan(r->verify_max_err))
         printf("verify: max abs error of merged vs full attention %.2e (bound 2e-3): %s\n",
                r->verify_max_err, r->verify_max_err <= 2e-3 ? "ok" : "FAILED");
+    if (!isnan(r->expert_verify))
+        printf("verify: int8 experts vs the reference, worst |error| / bound %.3f: %s\n",
+               r->expert_verify, r->expert_verify <= 1 ? "ok" : "FAILED");
     if (r->note[0])
         printf("note: %s\n", r->note);
 }
@@ -325,6 +344,11 @@ int cmd_run(int argc, char **argv)
     if (!isnan(r.verify_max_err) && !(r.verify_max_err <= 2e-3) && rc == CLI_EXIT_OK) {
         fprintf(stderr, "writescope: run: verify failed: max abs error %.3g > 2e-3\n",
                 r.verify_max_err);
+        rc = CLI_EXIT_FAIL;
+    }
+    if (!isnan(r.expert_verify) && !(r.expert_verify <= 1) && rc == CLI_EXIT_OK) {
+        fprintf(stderr, "writescope: run: verify failed: int8 experts off the reference by %.3g "
+                "x their bound\n", r.expert_verify);
         rc = CLI_EXIT_FAIL;
     }
     if (embedded && rc == CLI_EXIT_OK)

@@ -170,6 +170,11 @@ static void silu_mul(const float *gu, int m, int in, float *hf, uint16_t *hb, in
     }
 }
 
+void ws_expert_silu_mul(const float *gu, int m, int inter, float *h, int threads)
+{
+    silu_mul(gu, m, inter, h, NULL, threads);
+}
+
 static void to_bf16(const float *src, uint16_t *dst, long n, int threads)
 {
 #pragma omp parallel for num_threads(                                                              \

@@ -67,5 +67,9 @@ void ws_gemm_bf16_release(void);
  * (x, y, gate|up, h: 4 B), the terms runtime/cost.c uses for the CPU experts. */
 void ws_expert_bf16_cost(int hidden, int inter, int m, double *flops, double *bytes);
 
+/* h[r][j] = silu(gu[r][j]) * gu[r][I + j] in fp32, gu [m x 2I] (gate | up), h [m x I]: the
+ * gate of every backend (vectorised exp), shared with the int8 FFN (gemm_int8.h). */
+void ws_expert_silu_mul(const float *gu, int m, int inter, float *h, int threads);
+
 
 #endif

@@ -12,10 +12,12 @@
 #include "backend.h"
 #include "gemm_bf16.h"
 #include "gemm_cpu.h"
+#include "gemm_int8.h"
 #include "half.h"
 #include "ikv.h"
 #include "schedule.h"
 #include "pool.h"
+#include "wformat.h"
 #include "ws_util.h"
 
 void ws_engine_cfg_default(ws_engine_cfg *c)
@@ -79,8 +81,9 @@ static void gen_kv(uint64_t seed, int layer, int seq, int t0, int n, int row_k, 
 /* ---- the engine's state ---- */
 
 typedef struct expert_slot {
-    ws_expert_bf16 w; /* [2I x H] gate|up then [H x I] down, in mem */
-    uint16_t *mem;    /* on 2 MiB pages where the kernel grants them */
+    ws_expert_bf16 w; /* [2I x H] gate|up then [H x I] down, in mem (bf16 experts) */
+    ws_expert_int8 q; /* the same quantized, in mem (int8 experts) */
+    void *mem;        /* on 2 MiB pages where the kernel grants them */
 } expert_slot;
 
 typedef struct eng {
@@ -109,6 +112,9 @@ typedef struct eng {
     float *gate;
     int *hit, *hit_off, n_hit;     /* the step's experts and their rows' offsets in xb / yb */
     const ws_expert_bf16 **hit_ex; /* the hit experts' weights, in hit order */
+    const ws_expert_int8 **hit_q;  /* the same, int8 experts */
+    int int8;                      /* the CPU experts run in int8 */
+    double expert_verify;          /* worst |y - reference| / bound (verify, int8) */
     /* CUDA: the GPU half on the device (gpu == WS_ENGINE_GPU_CUDA) */
     const ws_backend *be;
     ws_gpu_stream *cs;
@@ -123,17 +129,28 @@ typedef struct eng {
     double *o_ref, *lse_ref;
 } eng;
 
-/* An expert slot's allocation: bf16 [2I x H] + [H x I], in whole 2 MiB pages when it is
- * at least one (so each can be a huge page), else in 64 B lines. */
-static size_t expert_slot_align(int H, int I)
+static int int8_experts(const ws_engine_cfg *c)
 {
-    return 3.0 * H * I * sizeof(uint16_t) >= (double)(2 << 20) ? (size_t)2 << 20 : 64;
+    return c->cpu_expert_weights && !strcmp(c->cpu_expert_weights->name, "int8");
 }
 
-static double expert_slot_bytes(int H, int I)
+/* An expert's weights: bf16 [2I x H] + [H x I], or their int8 copies and scales. */
+static double expert_weight_bytes(int H, int I, int int8)
 {
-    const double a = (double)expert_slot_align(H, I);
-    return ceil(3.0 * H * I * sizeof(uint16_t) / a) * a;
+    return int8 ? (double)ws_expert_int8_bytes(H, I) : 3.0 * H * I * sizeof(uint16_t);
+}
+
+/* An expert slot's allocation, in whole 2 MiB pages when it is at least one (so each can be
+ * a huge page), else in 64 B lines. */
+static size_t expert_slot_align(int H, int I, int int8)
+{
+    return expert_weight_bytes(H, I, int8) >= (double)(2 << 20) ? (size_t)2 << 20 : 64;
+}
+
+static double expert_slot_bytes(int H, int I, int int8)
+{
+    const double a = (double)expert_slot_align(H, I, int8);
+    return ceil(expert_weight_bytes(H, I, int8) / a) * a;
 }
 
 static int expert_slot_count(const ws_model *m, int batch)
@@ -148,7 +165,8 @@ static int expert_slot_count(const ws_model *m, int batch)
 static double fixed_bytes(const ws_engine_cfg *c, double page_bytes, int pingpong_pages)
 {
     const ws_model *m = c->model;
-    return expert_slot_count(m, c->batch) * expert_slot_bytes(m->hidden, m->moe_intermediate) +
+    return expert_slot_count(m, c->batch) *
+               expert_slot_bytes(m->hidden, m->moe_intermediate, int8_experts(c)) +
            (double)m->hidden * m->n_experts * sizeof(float) + 2.0 * pingpong_pages * page_bytes;
 }
 
@@ -223,6 +241,7 @@ static void eng_free(eng *e)
     free(e->ex);
     free(e->hit);
     free((void *)e->hit_ex);
+    free((void *)e->hit_q);
     free(e->hit_off);
     void *bufs[] = {
         e->seqs,          e->q,     e->oc,     e->lc,   e->og,   e->lg,  e->om,       e->lm,
@@ -357,6 +376,10 @@ static int eng_init(eng *e, const ws_engine_cfg *c, ws_run_result *res, ws_err *
     ws_cost_cfg_default(&cc);
     if (c->pingpong_bytes > 0)
         cc.pingpong_bytes = c->pingpong_bytes;
+    e->int8 = int8_experts(c);
+    e->expert_verify = c->verify && e->int8 ? 0 : NAN;
+    if (e->int8) /* the bytes the CPU experts stream */
+        cc.cpu_expert_bytes = c->cpu_expert_weights->bytes;
     if ((rc = ws_cost_model_init(c->hw, m, &cc, &e->cm, err)))
         return rc;
 
@@ -463,6 +486,7 @@ static int eng_init(eng *e, const ws_engine_cfg *c, ws_run_result *res, ws_err *
         e->yb = xcalloc((size_t)e->B * e->K * e->H, sizeof(float), &bad);
         e->y = xcalloc((size_t)e->B * e->H, sizeof(float), &bad);
         e->hit_ex = xcalloc((size_t)e->E, sizeof *e->hit_ex, &bad);
+        e->hit_q = xcalloc((size_t)e->E, sizeof *e->hit_q, &bad);
         e->hit = xcalloc((size_t)e->E, sizeof(int), &bad);
         e->hit_off = xcalloc((size_t)e->E + 1, sizeof(int), &bad);
         e->pick = xcalloc((size_t)e->B * e->K, sizeof(int), &bad);
@@ -476,33 +500,45 @@ static int eng_init(eng *e, const ws_engine_cfg *c, ws_run_result *res, ws_err *
         for (size_t i = 0; i < (size_t)e->H * e->E; i++)
             e->w_router[i] *= ws;
         const size_t gu = (size_t)e->H * 2 * e->I, dn = (size_t)e->I * e->H;
-        const size_t align = expert_slot_align(e->H, e->I);
-        const size_t bytes = (size_t)expert_slot_bytes(e->H, e->I);
+        const size_t align = expert_slot_align(e->H, e->I, e->int8);
+        const size_t bytes = (size_t)expert_slot_bytes(e->H, e->I, e->int8);
+        const int qmax = ws_gemm_int8_qmax();
         float *tmp = malloc((gu > dn ? gu : dn) * sizeof(float));
-        if (!tmp)
+        /* int8: each slot's bf16 weights are made here, then quantized into the slot */
+        uint16_t *wb = e->int8 ? malloc((gu + dn) * sizeof(uint16_t)) : NULL;
+        if (!tmp || (e->int8 && !wb)) {
+            free(tmp), free(wb);
             return ws_err_set(err, WS_ENOMEM, "run: out of memory (expert weights)");
-        for (int s = 0; s < e->slots; s++) {
-            uint16_t *mem = aligned_alloc(align, bytes);
+        }
+        for (int s = 0; s < e->slots && !rc; s++) {
+            void *mem = aligned_alloc(align, bytes);
             if (!mem) {
-                free(tmp);
+                free(tmp), free(wb);
                 return ws_err_set(err, WS_ENOMEM,
                                   "run: out of memory for expert weights (%d slots of %.1f MB)",
-                                  e->slots, expert_slot_bytes(e->H, e->I) / 1e6);
+                                  e->slots, bytes / 1e6);
             }
             if (align > 64)
                 madvise(mem, bytes, MADV_HUGEPAGE); /* advice: 4 KiB pages still work */
             e->ex[s].mem = mem;
+            uint16_t *b = e->int8 ? wb : mem;
             /* the fp32 stream of the earlier weights, rounded: [2I x H] then [H x I] */
             fill_uniform(tmp, gu, c->seed, GEN_W, 1, (uint64_t)s, 0);
             for (size_t i = 0; i < gu; i++)
-                mem[i] = ws_f32_to_bf16(tmp[i] * ws);
+                b[i] = ws_f32_to_bf16(tmp[i] * ws);
             fill_uniform(tmp, dn, c->seed, GEN_W, 2, (uint64_t)s, 0);
             for (size_t i = 0; i < dn; i++)
-                mem[gu + i] = ws_f32_to_bf16(tmp[i] * wd);
+                b[gu + i] = ws_f32_to_bf16(tmp[i] * wd);
             e->ex[s].w = (ws_expert_bf16){
-                .hidden = e->H, .inter = e->I, .w_gate_up = mem, .w_down = mem + gu};
+                .hidden = e->H, .inter = e->I, .w_gate_up = b, .w_down = b + gu};
+            if (e->int8) {
+                rc = ws_expert_int8_from_bf16(&e->ex[s].w, qmax, mem, &e->ex[s].q, err);
+                e->ex[s].w = (ws_expert_bf16){0}; /* wb is reused by the next slot */
+            }
         }
-        free(tmp);
+        free(tmp), free(wb);
+        if (rc)
+            return rc;
     }
     if (c->verify) {
         const size_t full = (size_t)pps * (size_t)pb;
@@ -686,6 +722,7 @@ static int verify_layer(eng *e, int layer, double *max_err, ws_err *err)
 
 typedef struct experts_job {
     const ws_expert_bf16 *const *ex;
+    const ws_expert_int8 *const *q; /* int8 experts instead of ex */
     const float *xb;
     float *yb;
     const int *off;
@@ -704,10 +741,12 @@ static void expert_task(void *ctx, int task, int thread)
     if (j->done[task])
         return;
     const int off = j->off[task], m = j->off[task + 1] - off;
-    const int H = j->ex[task]->hidden;
+    const int H = j->q ? j->q[task]->hidden : j->ex[task]->hidden;
     ws_err err = {0};
-    const int rc = ws_expert_ffn_bf16(j->ex[task], j->xb + (size_t)off * H, j->yb + (size_t)off * H,
-                                      m, 1, &err);
+    const float *x = j->xb + (size_t)off * H;
+    float *y = j->yb + (size_t)off * H;
+    const int rc = j->q ? ws_expert_ffn_int8(j->q[task], x, y, m, 1, &err)
+                        : ws_expert_ffn_bf16(j->ex[task], x, y, m, 1, &err);
     if (rc && !__atomic_exchange_n(&j->rc, rc, __ATOMIC_ACQ_REL))
         j->err = err;
 }
@@ -743,6 +782,50 @@ int ws_engine_experts_run(ws_pool *pool, const ws_expert_bf16 *const *ex, int n,
     return rc;
 }
 
+int ws_engine_experts_run_int8(ws_pool *pool, const ws_expert_int8 *const *ex, int n,
+                               const int *off, const float *xb, float *yb, ws_err *err)
+{
+    if (n <= 0)
+        return 0;
+    unsigned char done_s[256], *done = n <= 256 ? done_s : calloc((size_t)n, 1);
+    if (!done)
+        return ws_err_set(err, WS_ENOMEM, "run: out of memory (experts)");
+    memset(done, 0, (size_t)n);
+    experts_job j = {.q = ex, .xb = xb, .yb = yb, .off = off, .done = done};
+    ws_pool_run(pool, n, expert_task, &j);
+    int rc = j.rc;
+    if (rc && err)
+        *err = j.err;
+    if (done != done_s)
+        free(done);
+    return rc;
+}
+
+/* Verify: every hit int8 expert's rows against the reference (gemm_int8.h), the worst
+ * |y - reference| / bound into e->expert_verify. */
+static int experts_verify(eng *e, ws_err *err)
+{
+    const int H = e->H, rows = e->hit_off[e->n_hit];
+    float *yr = malloc(sizeof(float) * (size_t)(rows ? rows : 1) * H);
+    double *tol = malloc(sizeof(double) * (size_t)(rows ? rows : 1) * H);
+    if (!yr || !tol) {
+        free(yr), free(tol);
+        return ws_err_set(err, WS_ENOMEM, "run: out of memory (expert verify)");
+    }
+    for (int i = 0; i < e->n_hit; i++) {
+        const int o = e->hit_off[i], m = e->hit_off[i + 1] - o;
+        ws_expert_ffn_int8_ref(e->hit_q[i], e->xb + (size_t)o * H, yr + (size_t)o * H,
+                               tol + (size_t)o * H, m);
+    }
+    for (size_t k = 0; k < (size_t)rows * H; k++) {
+        const double r = fabs((double)e->yb[k] - yr[k]) / tol[k];
+        if (!(r <= e->expert_verify))
+            e->expert_verify = isnan(r) ? INFINITY : r;
+    }
+    free(yr), free(tol);
+    return 0;
+}
+
 void ws_engine_experts_backend(int hidden, int inter, int max_m, char *buf, size_t cap)
 {
     char one[WS_GEMM_BF16_N][16];
@@ -768,7 +851,8 @@ void ws_engine_experts_backend(int hidden, int inter, int max_m, char *buf, size
         snprintf(buf, cap, "none");
 }
 
-static int moe(eng *e, int step, int layer, double *router_s, double *experts_s, ws_err *err)
+static int moe(eng *e, int step, int layer, double *router_s, double *experts_s, double *verify_s,
+               ws_err *err)
 {
     const int T = e->B, H = e->H, E = e->E, K = e->K;
     fill_uniform(e->x, (size_t)T * H, e->cfg->seed, GEN_X, (uint64_t)step, (uint64_t)layer, 0);
@@ -821,9 +905,14 @@ static int moe(eng *e, int step, int layer, double *router_s, double *experts_s,
                 }
     }
     e->hit_off[e->n_hit] = off;
-    for (int i = 0; i < e->n_hit; i++)
+    for (int i = 0; i < e->n_hit; i++) {
         e->hit_ex[i] = &e->ex[e->hit[i] % e->slots].w;
-    if ((rc = ws_engine_experts_run(e->pool, e->hit_ex, e->n_hit, e->hit_off, e->xb, e->yb, err)))
+        e->hit_q[i] = &e->ex[e->hit[i] % e->slots].q;
+    }
+    rc = e->int8
+             ? ws_engine_experts_run_int8(e->pool, e->hit_q, e->n_hit, e->hit_off, e->xb, e->yb, err)
+             : ws_engine_experts_run(e->pool, e->hit_ex, e->n_hit, e->hit_off, e->xb, e->yb, err);
+    if (rc)
         return rc;
     memset(e->y, 0, (size_t)T * H * sizeof(float));
     for (int i = 0; i < off; i++) {
@@ -834,7 +923,12 @@ static int moe(eng *e, int step, int layer, double *router_s, double *experts_s,
         for (int h = 0; h < H; h++)
             y[h] += g * yb[h];
     }
-    *experts_s = ws_now_s() - t1;
+    const double t2 = ws_now_s();
+    *experts_s = t2 - t1;
+    if (e->int8 && e->cfg->verify) {
+        rc = experts_verify(e, err);
+        *verify_s += ws_now_s() - t2;
+    }
     return rc;
 }
 
@@ -1059,10 +1153,10 @@ static int decode_step(eng *e, int step, double t0_step, ws_run_step *st, ws_run
         }
         /* the MoE phase, for real */
         if (ws_cost_layer_is_moe(cm, l) && e->ex) {
-            const double a = ws_now_s();
-            if ((rc = moe(e, step, l, &y->router_s, &y->experts_s, err)))
+            const double a = ws_now_s(), v0 = verify_s;
+            if ((rc = moe(e, step, l, &y->router_s, &y->experts_s, &verify_s, err)))
                 return rc;
-            kern += ws_now_s() - a;
+            kern += ws_now_s() - a - (verify_s - v0);
             y->pred_experts_s = ws_cost_cpu_experts(cm, e->B);
             if (c->cpu_time_modeled) {
                 y->router_s = ws_cost_router(cm, e->B);
@@ -1117,12 +1211,27 @@ static int cmp_dbl(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+int ws_engine_expert_format_ok(const ws_wformat *f, ws_err *err)
+{
+    if (f && strcmp(f->name, "bf16") && strcmp(f->name, "int8"))
+        return ws_err_set(err, WS_EUNSUP,
+                          "run: CPU experts in %s: no kernel here runs them (oneDNN's matmul "
+                          "takes no per-block scales and Debian 12 packages no ggml); run takes "
+                          "bf16 or int8",
+                          f->name);
+    return 0;
+}
+
 int ws_engine_run(const ws_engine_cfg *c, ws_run_result *res, ws_err *err)
 {
     memset(res, 0, sizeof *res);
     res->verify_max_err = NAN;
+    res->expert_verify = NAN;
     if (!c || !c->model || !c->hw)
         return ws_err_set(err, WS_EINVAL, "run: no model or hardware profiles");
+    int rc = ws_engine_expert_format_ok(c->cpu_expert_weights, err);
+    if (rc)
+        return rc;
     const ws_policy_info *pi = ws_policy_info_of(c->policy);
     if (!pi || !pi->spills)
         return ws_err_set(err, WS_EUNSUP,
@@ -1139,7 +1248,7 @@ int ws_engine_run(const ws_engine_cfg *c, ws_run_result *res, ws_err *err)
         return ws_err_set(err, WS_EINVAL, "run: model %s has experts but no expert width",
                           c->model->name);
     eng e = {0};
-    int rc = eng_init(&e, c, res, err);
+    rc = eng_init(&e, c, res, err);
     if (!rc)
         rc = prefill(&e, res, err);
     const int S = c->output;
@@ -1203,11 +1312,15 @@ int ws_engine_run(const ws_engine_cfg *c, ws_run_result *res, ws_err *err)
         res->xfer_pages = ks.pages_in_use[WS_IKV_XFER];
         res->A_final = ws_ctl_A(&e.ctl);
         res->B_final = ws_ctl_B(&e.ctl);
-        if (e.ex)
+        if (e.ex && e.int8)
+            ws_gemm_int8_describe(e.H, e.I, 1, res->expert_backend, sizeof res->expert_backend);
+        else if (e.ex)
             ws_engine_experts_backend(e.H, e.I, e.B, res->expert_backend,
                                       sizeof res->expert_backend);
         else
             snprintf(res->expert_backend, sizeof res->expert_backend, "none");
+        snprintf(res->expert_dtype, sizeof res->expert_dtype, "%s", e.int8 ? "int8" : "bf16");
+        res->expert_verify = e.expert_verify;
         res->A_model = e.cm.A;
         res->B_model = e.cm.B;
     }

@@ -10,7 +10,8 @@
  * per layer the new token's K/V into the D-window; the CPU half (CPU pages, ws_attn_cpu on
  * the pool) and the GPU half (D-window + XFER pages through ping-pong); the MoE phase on
  * the CPU (router GEMM, top-k, the routed experts through the bf16 expert GEMM
- * (gemm_bf16.h) at the model's expert shapes, one pool task per expert); a full window
+ * (gemm_bf16.h), or with cpu_expert_weights int8 the int8 one (gemm_int8.h, the weights
+ * quantized at load), at the model's expert shapes, one pool task per expert); a full window
  * flushed as one batch. After every layer the controller observes the halves (the same
  * calls as the simulator's serving loop).
  *
@@ -50,6 +51,7 @@
 #include "pool.h"
 #include "schedule.h"
 #include "steprow.h"
+#include "wformat.h"
 #include "ws_err.h"
 
 #ifdef __cplusplus
@@ -102,6 +104,11 @@ typedef struct ws_engine_cfg {
     size_t host_limit, pinned_limit; /* region limits in bytes (0: what the run needs) */
     double pingpong_bytes;           /* the cost model's ping-pong half, the prefetch cap (0: its
                                       * default) */
+    /* The CPU experts' weights: NULL or bf16 (gemm_bf16.h), int8 (gemm_int8.h: per-channel
+     * int8, quantized from the bf16 weights at load; KTransformers' AMXINT8, llama.cpp's
+     * q8_0 without its 32-weight blocks). Other formats are refused: no kernel here runs
+     * them. With verify every int8 expert's output is checked against the reference. */
+    const ws_wformat *cpu_expert_weights;
     /* Progress: called after each step with its record and the layer records of it. */
     void (*on_step)(void *ctx, const ws_run_step *st, const ws_run_layer *lay, int n_layers);
     void *on_step_ctx;
@@ -141,10 +148,17 @@ typedef struct ws_run_result {
     int cpu_pages, xfer_pages;
     int expert_slots;
     char expert_backend[96]; /* the bf16 expert GEMM's backend ("fp32", "onednn"; per m class
-                              * "m<=1:fp32 m<=2:onednn" when they differ; "none": no MoE) */
+                              * "m<=1:fp32 m<=2:onednn" when they differ; int8: "onednn
+                              * gemm:jit avx512_vnni", ws_gemm_int8_describe; "none": no MoE) */
+    char expert_dtype[8];    /* "bf16" or "int8" */
+    double expert_verify;    /* int8 with verify: the worst |y - reference| / bound of the
+                              * experts' outputs (<= 1 passes); NAN otherwise */
     double A_final, B_final, A_model, B_model;
     char note[256]; /* region fallbacks (XFER not pinned), "" when none */
 } ws_run_result;
+
+/* 0 when the engine runs CPU experts in format f (NULL: bf16), else WS_EUNSUP saying why. */
+int ws_engine_expert_format_ok(const ws_wformat *f, ws_err *err);
 
 /* Runs the batch to the end. On failure nothing of *res is owned. */
 int ws_engine_run(const ws_engine_cfg *cfg, ws_run_result *res, ws_err *err);
@@ -161,6 +175,10 @@ int ws_engine_layers_fit(const ws_engine_cfg *cfg, double bytes);
 struct ws_expert_bf16; /* gemm_bf16.h */
 int ws_engine_experts_run(ws_pool *pool, const struct ws_expert_bf16 *const *ex, int n,
                           const int *off, const float *xb, float *yb, ws_err *err);
+/* The same with int8 experts (ws_expert_ffn_int8, single-threaded per task). */
+struct ws_expert_int8; /* gemm_int8.h */
+int ws_engine_experts_run_int8(ws_pool *pool, const struct ws_expert_int8 *const *ex, int n,
+                               const int *off, const float *xb, float *yb, ws_err *err);
 /* The backend the experts' GEMM chose (threads 1, m up to max_m) into buf. */
 void ws_engine_experts_backend(int hidden, int inter, int max_m, char *buf, size_t cap);
 

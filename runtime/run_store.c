@@ -47,10 +47,10 @@ int ws_run_store(ws_store *s, const ws_engine_cfg *c, const ws_run_result *r, lo
     run.seed = c->seed;
     snprintf(run.params, sizeof run.params,
              "{\"window\": %d, \"page_tokens\": %d, \"r_static\": %g, \"threads\": %d, "
-             "\"verify\": %d, \"expert_slots\": %d, \"expert_dtype\": \"bf16\", "
+             "\"verify\": %d, \"expert_slots\": %d, \"expert_dtype\": \"%s\", "
              "\"expert_backend\": \"%s\", \"layers_note\": \"%s\"}",
              c->window, c->par.page_tokens, c->par.r_static, c->threads, c->verify, r->expert_slots,
-             r->expert_backend, r->layers_note);
+             r->expert_dtype[0] ? r->expert_dtype : "bf16", r->expert_backend, r->layers_note);
     run.wall_s = r->wall_s, run.decode_s = r->decode_s;
     run.prefill_modeled_s = r->prefill_modeled_s;
     run.tokens_out = (long long)c->batch * r->steps;

@@ -1,6 +1,7 @@
 /* test_calib: a calibration run's fitting and transactional storage (calib/calib.c) with
  * synthetic samples: the schema round-trips, the fitted profile is built from the newest
- * good fits, and a run that fails mid-write leaves no rows behind. */
+ * good fits, and a run that fails mid-write leaves no rows behind; the int8 expert GEMM's
+ * fit names the instruction family it ran on, and a quick sweep of it fits. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <sqlite3.h>
@@ -9,7 +10,10 @@
 #include <string.h>
 
 #include "calib.h"
+#include "gemm_int8.h"
 #include "helpers.h"
+#include "measure.h"
+#include "profile.h"
 
 static void synth_run(ws_calib_run *run, double W)
 {
@@ -286,4 +290,97 @@ Test(calib, constant_intensity_without_machine_figures)
                  1);
     ws_store_close(s);
     ws_calib_run_free(&run);
+}
+
+/* The int8 expert GEMM's samples fit like the bf16 one's (t = c0 + F/P + B/W over token
+ * counts), and the instruction family its samples ran on goes into the fit's note and into
+ * the reference of the calibrated profile's values. */
+Test(calib, expert_gemm_int8_fit_names_its_family)
+{
+    ws_calib_run run;
+    synth_run(&run, 12e9);
+    ws_err err = {0};
+    const double P = 300e9, W = 20e9, c0 = 40e-6;
+    /* two expert shapes (Qwen3-30B-A3B's, DeepSeek-V2-Lite's): with one, c0 and the weights'
+     * bytes / W are one intercept */
+    for (int i = 0; i < 20; i++) {
+        double F, B;
+        ws_expert_int8_cost(2048, i < 10 ? 768 : 1408, 1 << (i % 10), &F, &B);
+        const double t = c0 + F / P + B / W;
+        ws_calib_sample s = {.key = {"cpu", "expert_gemm", "int8", ""}, .flops = F, .bytes = B,
+                             .repeats = 5, .t_median = t, .t_min = t, .t_max = t * 1.01};
+        snprintf(s.params, sizeof s.params,
+                 "{\"model\": \"%s\", \"tokens\": %d, \"threads\": 2, \"weights\": "
+                 "\"int8/127, evicted\", \"impl\": \"gemm:jit\", \"isa\": \"avx512_core_bf16\", "
+                 "\"family\": \"avx512_vnni\"}",
+                 i < 10 ? "qwen3-30b-a3b" : "deepseek-v2-lite", 1 << (i % 10));
+        cr_assert_eq(ws_calib_add_sample(&run, &s, &err), 0);
+    }
+    cr_assert_eq(ws_calib_fit_all(&run, &err), 0, "%s", err.msg);
+    const ws_calib_fit *f = NULL;
+    for (int i = 0; i < run.n_fits; i++)
+        if (!strcmp(run.fits[i].key.op, "expert_gemm") && !strcmp(run.fits[i].key.dtype, "int8"))
+            f = &run.fits[i];
+    cr_assert_not_null(f);
+    cr_assert(f->r.good, "%s", f->r.note);
+    cr_assert_eq(f->r.form, WS_FIT_SERIAL);
+    cr_assert_float_eq(f->r.peak_flops, P, P * 1e-3);
+    cr_assert_float_eq(f->r.bandwidth, W, W * 1e-3);
+    cr_assert_float_eq(f->r.c0, c0, c0 * 1e-3);
+    cr_assert(isfinite(f->r.heldout_mape_pct));
+    cr_assert_str_eq(f->r.note, "ran on avx512_vnni (oneDNN gemm:jit, ISA avx512_core_bf16)");
+    ws_store *s = fresh_store();
+    long long id;
+    cr_assert_eq(ws_calib_store(s, &run, &id, &err), 0, "%s", err.msg);
+    char name[160];
+    snprintf(name, sizeof name, "host:%s", run.host.id);
+    ws_profile p;
+    cr_assert_eq(ws_profile_load(s, name, &p, &err), 0, "%s", err.msg);
+    const ws_profile_param *q = ws_profile_get(&p, "cpu.expert_gemm.int8.peak_flops");
+    cr_assert_not_null(q);
+    cr_assert_float_eq(q->value, P, P * 1e-3);
+    cr_assert_neq(strstr(q->reference, "ran on avx512_vnni"), NULL, "%s", q->reference);
+    ws_profile_free(&p);
+    ws_store_close(s);
+    ws_calib_run_free(&run);
+}
+
+/* A quick calibration times the int8 expert GEMM for real (oneDNN on this CPU) and fits it:
+ * 2 models x 10 token counts, each sample naming the implementation and the instruction
+ * family, the fit's note naming the family. Whether the fit converges, and how well, depends
+ * on the host's load (and a sanitizer's slowdown): logged, not asserted. */
+Test(calib, quick_sweep_fits_the_int8_expert_gemm, .timeout = 300)
+{
+    ws_calib_opts o = {.quick = 1, .do_cpu = 1, .threads = 2,
+                       .sweeps = WS_CALIB_SWEEP_EXPERT_INT8};
+    ws_calib_run run;
+    ws_calib_run_init(&run);
+    ws_err err = {0};
+    cr_assert_eq(ws_calib_measure(&o, &run, &err), 0, "%s", err.msg);
+    cr_assert_eq(run.n_samples, 20);
+    char fam[80];
+    snprintf(fam, sizeof fam, "\"family\": \"%s\"", ws_gemm_int8_family(2048, 768, 1));
+    for (int i = 0; i < run.n_samples; i++) {
+        const ws_calib_sample *x = &run.samples[i];
+        cr_assert_str_eq(x->key.op, "expert_gemm");
+        cr_assert_str_eq(x->key.dtype, "int8");
+        cr_assert(x->t_median > 0 && x->repeats == 7 && x->flops > 0 && x->bytes > 0);
+        cr_assert_neq(strstr(x->params, fam), NULL, "%s", x->params);
+        cr_assert_neq(strstr(x->params, "\"impl\": \""), NULL, "%s", x->params);
+        cr_assert_eq(x->params[strlen(x->params) - 1], '}', "params cut: %s", x->params);
+    }
+    cr_assert_eq(ws_calib_fit_all(&run, &err), 0, "%s", err.msg);
+    cr_assert_eq(run.n_fits, 1);
+    const ws_fit_result *r = &run.fits[0].r;
+    cr_assert_str_eq(run.fits[0].key.dtype, "int8");
+    cr_assert_eq(r->n, 20);
+    cr_assert(r->form == WS_FIT_SERIAL || r->form == WS_FIT_ROOFLINE);
+    char ran[80];
+    snprintf(ran, sizeof ran, "ran on %s", ws_gemm_int8_family(2048, 768, 1));
+    cr_assert_neq(strstr(r->note, ran), NULL, "%s", r->note);
+    cr_log_info("cpu.expert_gemm.int8: c0 %.3g s, P %.3g op/s, W %.3g B/s, held-out MAPE %.1f%% "
+                "(%s)",
+                r->c0, r->peak_flops, r->bandwidth, r->heldout_mape_pct, r->note);
+    ws_calib_run_free(&run);
+    ws_gemm_int8_release();
 }

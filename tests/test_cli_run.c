@@ -2,7 +2,8 @@
  * gpu=modeled:<profile> and labels what is measured and what is modeled, --json parses,
  * --verify checks the merged attention, --db stores the run, its steps and its (step,
  * layer) records in one go, the progress line comes every N steps on stderr; bad model,
- * profile, policy and --gpu values are one-line errors. */
+ * profile, policy and --gpu values are one-line errors; --cpu-expert-weights int8 runs
+ * int8 experts and --verify checks them, on oneDNN's best path and on its AVX2 one. */
 #include <criterion/criterion.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -118,4 +119,38 @@ Test(cli_run, bad_names_are_one_line_errors)
     cr_assert_str_eq(r.out, "");
     th_run_free(&r);
     th_expect_fail((const char *[]){"run", NULL}, 2, "--model", g_env);
+}
+
+/* --cpu-expert-weights int8: the experts run in int8 and --verify checks them against the
+ * reference, on oneDNN's best path here and (a child process capped by DNNL_MAX_CPU_ISA) on
+ * its AVX2 one, whose 7-bit weights the run quantizes for; the database records the dtype;
+ * a format no kernel runs, or no format at all, is a one-line error naming it. */
+Test(cli_run, int8_experts_run_and_verify)
+{
+    char env_isa[] = "DNNL_MAX_CPU_ISA=AVX2";
+    const char *env_avx2[] = {g_env_db, env_isa, NULL};
+    const char *const *envs[2] = {g_env, env_avx2};
+    for (int k = 0; k < 2; k++) {
+        json_t *v = th_writescope_json(TINY("--cpu-expert-weights", "int8", "--verify", "--layers",
+                                            "1", "--output", "4", "--db", g_db, "--json"),
+                                       envs[k]);
+        cr_assert_str_eq(json_string_value(json_object_get(v, "expert_dtype")), "int8");
+        const char *eb = json_string_value(json_object_get(v, "expert_backend"));
+        cr_assert(eb && !strncmp(eb, "onednn ", 7), "%s", eb ? eb : "(none)");
+        if (k)
+            cr_assert(strstr(eb, " avx2"), "%s", eb);
+        const double ev = json_number_value(json_object_get(v, "expert_verify"));
+        cr_assert(ev >= 0 && ev <= 1, "int8 experts off by %g x the bound", ev);
+        cr_assert(json_number_value(json_object_get(v, "verify_max_err")) <= 2e-3);
+        json_decref(v);
+    }
+    cr_assert_eq(th_count_file(g_db, "SELECT count(*) FROM run_runs WHERE params LIKE "
+                                     "'%\"expert_dtype\": \"int8\"%'"),
+                 2);
+    th_run r = th_writescope(TINY("--cpu-expert-weights", "int8"), g_env);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cr_assert_neq(strstr(r.out, "experts: int8 weights"), NULL, "%s", r.out);
+    th_run_free(&r);
+    th_expect_fail(TINY("--cpu-expert-weights", "q4_k_m"), 1, "q4_k_m", g_env);
+    th_expect_fail(TINY("--cpu-expert-weights", "q9"), 2, "q9", g_env);
 }

@@ -4,18 +4,22 @@
  * capacities are a clear error; the realised CPU share stays within one flush batch of
  * r* as sequences grow, and r* is the policy module's r*(L) on the cost model's terms;
  * an injected CPU slowdown half-way moves new placements toward the GPU within a bounded
- * number of flushes, and without it r stays put. */
+ * number of flushes, and without it r stays put. The experts on the pool (bf16 and int8)
+ * equal serial calls; int8 experts run, verify against the reference and shrink the fixed
+ * buffers; a format no kernel runs is refused. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <string.h>
 
 #include "gemm_bf16.h"
+#include "gemm_int8.h"
 #include "half.h"
 #include "helpers.h"
 #include "hw.h"
 #include "pool.h"
 #include "run_engine.h"
 #include "store.h"
+#include "wformat.h"
 
 #define BOUND 2e-3 /* DESIGN section 7: bf16 KV against the fp64 reference */
 
@@ -374,4 +378,94 @@ Test(engine, run_reports_the_expert_backend)
                   strcmp(r.expert_backend, "none"),
               "%s", r.expert_backend);
     ws_run_result_free(&r);
+}
+
+/* int8 experts on the pool give what serial calls of the int8 GEMM give, bit for bit. */
+Test(engine, int8_experts_on_the_pool_equal_serial_calls)
+{
+    enum { H = 96, I = 48, N = 6 };
+    static const int m[N] = {1, 3, 2, 1, 4, 2};
+    int off[N + 1] = {0};
+    for (int i = 0; i < N; i++)
+        off[i + 1] = off[i] + m[i];
+    const int rows = off[N];
+    const size_t eb = (ws_expert_int8_bytes(H, I) + 63) & ~(size_t)63;
+    uint16_t *w = malloc(sizeof(uint16_t) * 3 * H * I);
+    char *mem = aligned_alloc(64, eb * N);
+    float *xb = malloc(sizeof(float) * rows * H), *yb = calloc((size_t)rows * H, sizeof(float));
+    float *ys = calloc((size_t)rows * H, sizeof(float));
+    cr_assert(w && mem && xb && yb && ys);
+    uint32_t s = 777;
+    ws_expert_int8 ex[N];
+    const ws_expert_int8 *ep[N];
+    ws_err err = {0};
+    for (int i = 0; i < N; i++) {
+        for (int k = 0; k < 3 * H * I; k++) {
+            s = s * 1664525u + 1013904223u;
+            w[k] = ws_f32_to_bf16(((float)(s >> 8) / 16777216.0f - 0.5f) * 0.2f);
+        }
+        ws_expert_bf16 b = {H, I, w, w + 2 * H * I};
+        cr_assert_eq(ws_expert_int8_from_bf16(&b, ws_gemm_int8_qmax(), mem + eb * i, &ex[i], &err),
+                     0, "%s", err.msg);
+        ep[i] = &ex[i];
+    }
+    for (int i = 0; i < rows * H; i++) {
+        s = s * 1664525u + 1013904223u;
+        xb[i] = (float)(s >> 8) / 16777216.0f - 0.5f;
+    }
+    ws_pool *pool = ws_pool_create(2, &err);
+    cr_assert(pool, "%s", err.msg);
+    cr_assert_eq(ws_engine_experts_run_int8(pool, ep, N, off, xb, yb, &err), 0, "%s", err.msg);
+    for (int i = 0; i < N; i++)
+        cr_assert_eq(ws_expert_ffn_int8(&ex[i], xb + (size_t)off[i] * H, ys + (size_t)off[i] * H,
+                                        m[i], 1, &err),
+                     0, "%s", err.msg);
+    cr_assert_eq(memcmp(yb, ys, sizeof(float) * rows * H), 0);
+    ws_pool_destroy(pool);
+    free(w), free(mem), free(xb), free(yb), free(ys);
+    ws_gemm_int8_release();
+}
+
+/* cpu_expert_weights int8: the experts are quantized at load and run through the int8 GEMM;
+ * verify checks every expert's output against the reference; the slots take about half the
+ * bytes of bf16 ones; a format no kernel runs is refused, naming it. */
+Test(engine, int8_experts_run_and_verify)
+{
+    load(k_gqa);
+    ws_engine_cfg c;
+    tiny_cfg(&c);
+    c.output = 6;
+    c.verify = 1;
+    c.cpu_expert_weights = ws_wformat_find("int8");
+    cr_assert_not_null(c.cpu_expert_weights);
+    ws_run_result r;
+    ws_err err = {0};
+    cr_assert_eq(ws_engine_run(&c, &r, &err), 0, "%s", err.msg);
+    cr_assert_str_eq(r.expert_dtype, "int8");
+    cr_assert(!strncmp(r.expert_backend, "onednn ", 7), "%s", r.expert_backend);
+    cr_assert(r.expert_verify >= 0 && r.expert_verify <= 1, "int8 experts off by %g x the bound",
+              r.expert_verify);
+    cr_assert(r.verify_max_err <= BOUND, "%g", r.verify_max_err);
+    cr_assert(r.share_experts > 0);
+    ws_run_result_free(&r);
+    /* bf16 experts: no int8 check */
+    c.cpu_expert_weights = NULL;
+    c.output = 2;
+    cr_assert_eq(ws_engine_run(&c, &r, &err), 0, "%s", err.msg);
+    cr_assert_str_eq(r.expert_dtype, "bf16");
+    cr_assert(isnan(r.expert_verify));
+    ws_run_result_free(&r);
+    /* the fixed buffers: 6 expert slots of Qwen3-30B-A3B's shape take 56.6 MB in bf16 and
+     * 28.3 MB in int8, so 40 MB holds layers beside int8 slots only */
+    ws_model wide = g_m;
+    wide.hidden = 2048, wide.moe_intermediate = 768, wide.n_experts = 128;
+    ws_engine_cfg cw = c;
+    cw.model = &wide;
+    const int fit_bf16 = ws_engine_layers_fit(&cw, 40e6);
+    cw.cpu_expert_weights = ws_wformat_find("int8");
+    const int fit_int8 = ws_engine_layers_fit(&cw, 40e6);
+    cr_assert(fit_bf16 == 0 && fit_int8 >= 1, "int8 %d layers, bf16 %d", fit_int8, fit_bf16);
+    c.cpu_expert_weights = ws_wformat_find("q4_k_m");
+    cr_assert_eq(ws_engine_run(&c, &r, &err), WS_EUNSUP);
+    cr_assert(strstr(err.msg, "q4_k_m") && strstr(err.msg, "bf16 or int8"), "%s", err.msg);
 }

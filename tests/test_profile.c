@@ -1,6 +1,7 @@
 /* test_profile: hardware profiles by name (store/profile.c): a datasheet profile alone, a
  * calibration laid over the datasheet profile of its device (fitted values win, the
- * datasheet fills in the rest, the newest calibration wins), and unknown names. */
+ * datasheet fills in the rest, the newest calibration wins), and unknown names; the host
+ * datasheets' CPU GEMM peaks per instruction family (cpu_peak.*). */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>
@@ -197,5 +198,69 @@ Test(profile, unknown_name)
     cr_assert_neq(strstr(err.msg, "no profile named 'no-such-gpu'"), NULL, "%s", err.msg);
     cr_assert_eq(strchr(err.msg, '\n'), NULL);
     cr_assert_eq(ws_profile_load(s, "gpu:" H100, &p, &err), WS_ENOTFOUND);
+    ws_store_close(s);
+}
+
+/* The host datasheet profiles give a CPU GEMM peak per instruction family (profiles/
+ * README.md#cpu_peak): the paper's Xeon has all five; a host that gives any gives all five,
+ * finite and >= 0 (0: the CPU lacks the family), in flop/s (fp32, bf16) or op/s (int8),
+ * and where present in the ratios the instructions fix: the fp32 peak is fp32_flops,
+ * AVX512-BF16 (VDPBF16PS) twice it, AVX512-VNNI (VPDPBUSD) four times it on the same two
+ * FMA ports, AMX-INT8 twice AMX-BF16 (2048 vs 1024 ops per cycle per core). */
+Test(profile, datasheet_hosts_give_cpu_peaks_per_family)
+{
+    static const struct {
+        const char *key, *unit;
+        double of_fp32; /* its ratio to cpu_peak.fp32 where the family is present; 0: none */
+    } fam[] = {{"cpu_peak.fp32", "flop/s", 1},     {"cpu_peak.avx512_bf16", "flop/s", 2},
+               {"cpu_peak.avx512_vnni", "op/s", 4}, {"cpu_peak.amx_bf16", "flop/s", 0},
+               {"cpu_peak.amx_int8", "op/s", 0}};
+    ws_store *s = fresh_store();
+    ws_err err = {0};
+    json_t *all = ws_store_profiles(s, NULL, &err);
+    cr_assert_not_null(all, "%s", err.msg);
+    size_t i;
+    json_t *pj;
+    int with = 0, paper = 0;
+    json_array_foreach(all, i, pj)
+    {
+        const char *name = json_string_value(json_object_get(pj, "name"));
+        if (strcmp(json_string_value(json_object_get(pj, "kind")), "host"))
+            continue;
+        ws_profile p;
+        cr_assert_eq(ws_profile_load(s, name, &p, &err), 0, "%s", err.msg);
+        int n = 0;
+        for (int k = 0; k < 5; k++)
+            n += ws_profile_get(&p, fam[k].key) != NULL;
+        if (!strcmp(name, "xeon-gold-5318y"))
+            paper = n == 5;
+        if (n) {
+            with++;
+            cr_assert_eq(n, 5, "%s gives %d of the five cpu_peak keys", name, n);
+            const double fp32 = ws_profile_get(&p, "cpu_peak.fp32")->value;
+            const ws_profile_param *ff = ws_profile_get(&p, "fp32_flops");
+            cr_assert(fp32 > 0, "%s: cpu_peak.fp32 %g", name, fp32);
+            if (ff)
+                cr_assert_float_eq(fp32, ff->value, 1e-6 * ff->value, "%s", name);
+            for (int k = 0; k < 5; k++) {
+                const ws_profile_param *q = ws_profile_get(&p, fam[k].key);
+                cr_assert(isfinite(q->value) && q->value >= 0, "%s %s", name, q->key);
+                cr_assert_str_eq(q->unit, fam[k].unit, "%s %s", name, q->key);
+                cr_assert(strstr(q->reference, "profiles/README.md#cpu_peak"), "%s %s: %s", name,
+                          q->key, q->reference);
+                if (q->value > 0 && fam[k].of_fp32 > 0)
+                    cr_assert_float_eq(q->value, fam[k].of_fp32 * fp32, 1e-6 * q->value, "%s %s",
+                                       name, q->key);
+            }
+            const double ab = ws_profile_get(&p, "cpu_peak.amx_bf16")->value;
+            const double ai = ws_profile_get(&p, "cpu_peak.amx_int8")->value;
+            cr_assert_float_eq(ai, 2 * ab, 1e-6 * ai + 1e-9, "%s: AMX int8 %g, bf16 %g", name, ai,
+                               ab);
+        }
+        ws_profile_free(&p);
+    }
+    cr_assert(paper, "xeon-gold-5318y lacks the cpu_peak keys");
+    cr_assert(with >= 1);
+    json_decref(all);
     ws_store_close(s);
 }
