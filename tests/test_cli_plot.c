@@ -248,7 +248,7 @@ Test(cli_plot, figures_refuse_what_is_not_a_regular_file, .timeout = 60)
 /* A validation's simulation and runtime runs (2 of the model's layers) are not runs of
  * `sim` or `run`: throughput, latency and share --live draw the commands' own, and a
  * validation's run asked for by id says what it is and the layers it covers. */
-Test(cli_plot, validation_runs_are_not_user_runs, .timeout = 120)
+Test(cli_plot, validation_runs_are_not_user_runs)
 {
     need_gnuplot();
     char dir[64], db[128], model[160], out[192];
