@@ -93,7 +93,7 @@ static int measure_membw(ctx *c)
         ws_membw_reader_destroy(rdr);
         return c->err->code;
     }
-    for (int k = 0; k < rounds; k++) {
+    for (int k = 0; k < rounds && !(rc = stopped(c)); k++) { /* a Ctrl-C is seen per round */
         for (int i = 0; i < n; i++)
             t[(size_t)i * (size_t)rounds + (size_t)k] =
                 ws_membw_reader_pass(rdr, sizes[i], &covered[i]);
@@ -101,6 +101,8 @@ static int measure_membw(ctx *c)
     }
     ws_membw_triader_destroy(tr);
     ws_membw_reader_destroy(rdr);
+    if (rc)
+        return rc;
     /* Read (the largest size) and triad of the same rounds against each other (membw.h): a
      * run where they disagree says so in its triad sample and in the run's note. */
     double ratio;
@@ -122,7 +124,7 @@ static int measure_membw(ctx *c)
     /* Single measurements of the machine (not fitted): 1-thread read, peaks. */
     double gbps1, gf[2], one = 1.0;
     const char *instr = "";
-    if ((rc = ws_membw_read(c->pool1, 1024 * mb, reps, &gbps1, c->err)) ||
+    if ((rc = stopped(c)) || (rc = ws_membw_read(c->pool1, 1024 * mb, reps, &gbps1, c->err)) ||
         /* the roofline's peak, as `bench attn-cpu` takes it: the fastest instruction for
          * bf16 KV, whatever the kernel's loop uses */
         (rc = ws_cpu_roof_peak(c->pool, WS_DT_BF16, &gf[0], &instr, c->err)) ||

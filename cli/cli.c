@@ -145,7 +145,12 @@ int cli_open_store(const char *db, ws_store **out, ws_err *err)
             return err->code;
         db = path;
     }
-    return ws_store_open(db, out, err);
+    int rc = ws_store_open(db, out, err);
+    if (!rc && (rc = ws_store_check_writable(*out, err))) {
+        ws_store_close(*out);
+        *out = NULL;
+    }
+    return rc;
 }
 
 int cli_open_store_ro(const char *db, ws_store **out, int *embedded, ws_err *err)

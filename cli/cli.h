@@ -65,7 +65,8 @@ int cmd_plan(int argc, char **argv);
 int cmd_validate(int argc, char **argv);
 int cmd_fidelity(int argc, char **argv);
 
-/* Opens the database at `db`, or the default one when db is NULL, for writing. */
+/* Opens the database at `db`, or the default one when db is NULL, for writing, and checks
+ * that it can be written (ws_store_check_writable) before the command does its work. */
 struct ws_store;
 int cli_open_store(const char *db, struct ws_store **out, ws_err *err);
 /* The same for a read-only command: nothing is created or migrated; an explicit `db`

@@ -111,7 +111,7 @@ static int store_run(const char *db, const ws_engine_cfg *c, const ws_run_result
     long long id = 0;
     int rc = cli_open_store(db, &s, err);
     if (!rc)
-        rc = ws_run_store(s, c, r, &id, err);
+        rc = ws_run_store(s, c, r, NULL, &id, err);
     if (!rc)
         fprintf(stderr, "run: stored as run %lld in %s\n", id, ws_store_path(s));
     ws_store_close(s);

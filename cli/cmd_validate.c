@@ -230,8 +230,10 @@ static void print_report(const ws_validate_report *r)
             snprintf(side, sizeof side, "CPU measured + GPU %s", v->gpu_source);
         else
             snprintf(side, sizeof side, "%s", q == WS_VQ_SHARE ? "realised" : s->measured_source);
+        /* n/a: no point where the runtime measured something to take an error against */
         printf("%-10s %-5s %-30.30s %6lld %9s %9s %11s %11s %12s %12s\n", s->quantity, s->scope,
-               side, s->n, pct(s->mean_ape, a), pct(s->p95_ape, b), pct(s->noise_mean_ape, c),
+               side, s->n, s->n ? pct(s->mean_ape, a) : "n/a", s->n ? pct(s->p95_ape, b) : "n/a",
+               pct(s->noise_mean_ape, c),
                pct(s->noise_p95_ape, d), val(s->mean_measured, s->unit, e),
                val(s->mean_predicted, s->unit, f));
     }

@@ -144,8 +144,8 @@ static int live(ws_store *s, const ws_plot_req *req, int util, char *what, size_
     live_ctx c = {.s = s, .id = req->live, .util = util};
     int rc = ws_gnuplot_figure(util ? "util" : "share", req->out, write_live, &c, NULL, err);
     if (!rc)
-        snprintf(what, cap, "live run %lld, %s, GPU %s", c.run.id, c.run.policy,
-                 c.run.gpu_source);
+        snprintf(what, cap, "live run %lld, %s, GPU %s%s", c.run.id, c.run.policy,
+                 c.run.gpu_source, strcmp(c.run.origin, "validate") ? "" : ", a validation's run");
     return rc;
 }
 

@@ -33,7 +33,8 @@ extern "C" {
 int ws_run_plot_steps(const char *dir, const ws_step_row *rows, size_t n, size_t *n_share,
                       ws_err *err);
 
-/* The figures of live run req->live (0: the newest). */
+/* The figures of live run req->live (0: the newest run of `writescope run`; a validation's
+ * runtime runs only by id, and the note then says so). */
 int ws_run_plot_share(ws_store *s, const ws_plot_req *req, char *what, size_t cap, ws_err *err);
 int ws_run_plot_util(ws_store *s, const ws_plot_req *req, char *what, size_t cap, ws_err *err);
 

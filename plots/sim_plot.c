@@ -195,6 +195,11 @@ static int write_throughput(void *vctx, const char *dir, int *n_out, ws_err *err
                               "simulation run %lld is not a closed batch: throughput against "
                               "prompt length needs closed-batch runs",
                               run.id);
+        if (strcmp(run.origin, "sim"))
+            return ws_err_set(err, WS_EINVAL,
+                              "simulation run %lld is a validation's (%d layers): throughput "
+                              "draws the runs of 'writescope sim'",
+                              run.id, run.layers);
         model = run.model;
         gpu = run.gpu_profile;
     }
@@ -321,11 +326,23 @@ typedef struct run_ctx {
     int series;
 } run_ctx;
 
+/* ", a validation's simulation of K layers" for a run `writescope validate` made (read
+ * only when asked for by id), else "". */
+static const char *origin_note(const ws_simdb_run *r, char *buf, size_t cap)
+{
+    buf[0] = '\0';
+    if (!strcmp(r->origin, "validate"))
+        snprintf(buf, cap, ", a validation's simulation of %d layer%s", r->layers,
+                 r->layers == 1 ? "" : "s");
+    return buf;
+}
+
 /* A run's title, "what, simulation run N (modeled): model on gpu + host[, policy P]", and
  * its workload, for the line under it. */
 static void run_title(const ws_simdb_run *r, const char *what, int policy, char *title,
                       size_t cap, char *wl, size_t wcap)
 {
+    char note[64];
     if (!strcmp(r->workload, "closed"))
         snprintf(wl, wcap, "closed batch of %d x (%lld prompt + %lld output) tokens", r->batch,
                  r->prompt_tokens, r->output_tokens);
@@ -333,9 +350,9 @@ static void run_title(const ws_simdb_run *r, const char *what, int policy, char 
         snprintf(wl, wcap, "trace %s, batch cap %d", r->trace_path, r->batch);
     else
         snprintf(wl, wcap, "generator %s, batch cap %d", r->generator, r->batch);
-    snprintf(title, cap, "%s, simulation run %lld (modeled): %s on %s + %s%s%s", what, r->id,
-             r->model, r->gpu_profile, r->host_profile, policy ? ", policy " : "",
-             policy ? r->policy : "");
+    snprintf(title, cap, "%s, simulation run %lld (modeled%s): %s on %s + %s%s%s", what, r->id,
+             origin_note(r, note, sizeof note), r->model, r->gpu_profile, r->host_profile,
+             policy ? ", policy " : "", policy ? r->policy : "");
 }
 
 static int write_steps(void *vctx, const char *dir, int *n_out, ws_err *err)
@@ -377,8 +394,10 @@ static int steps_figure(ws_store *s, const ws_plot_req *req, int util, char *wha
 {
     run_ctx c = {.s = s, .id = req->run, .util = util};
     int rc = ws_gnuplot_figure(util ? "util" : "share", req->out, write_steps, &c, NULL, err);
+    char note[64];
     if (!rc)
-        snprintf(what, cap, "simulation run %lld, %s, modeled", c.run.id, c.run.policy);
+        snprintf(what, cap, "simulation run %lld, %s, modeled%s", c.run.id, c.run.policy,
+                 origin_note(&c.run, note, sizeof note));
     return rc;
 }
 
@@ -502,9 +521,10 @@ int sim_plot_latency(ws_store *s, const ws_plot_req *req, char *what, size_t cap
 {
     run_ctx c = {.s = s, .id = req->run};
     int rc = ws_gnuplot_figure("latency", req->out, write_latency, &c, NULL, err);
+    char note[64];
     if (!rc)
-        snprintf(what, cap, "%d policies of simulation run %lld's workload, modeled", c.series,
-                 c.run.id);
+        snprintf(what, cap, "%d policies of simulation run %lld's workload, modeled%s", c.series,
+                 c.run.id, origin_note(&c.run, note, sizeof note));
     return rc;
 }
 

@@ -14,8 +14,10 @@
  *
  * Figures over many runs take the newest run of each point, so a rerun replaces its
  * predecessor; figures of one run take req->run (0: the newest) and, for latency, the
- * newest run of every policy on the same workload. Every number here is modeled and the
- * figures say so. Live-runtime figures are in run_plot.h. */
+ * newest run of every policy on the same workload. They draw the runs of `writescope sim`:
+ * a validation's simulations (often of a few layers) are left out, and drawn only when
+ * asked for by id, saying which they are and how many layers they cover. Every number here
+ * is modeled and the figures say so. Live-runtime figures are in run_plot.h. */
 #ifndef WS_SIM_PLOT_H
 #define WS_SIM_PLOT_H
 

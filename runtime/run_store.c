@@ -31,10 +31,11 @@ void ws_run_layer_row(const ws_run_layer *x, ws_layer_row *out)
                           .flush_cpu_pages = x->flush_cpu_pages};
 }
 
-int ws_run_store(ws_store *s, const ws_engine_cfg *c, const ws_run_result *r, long long *id,
-                 ws_err *err)
+int ws_run_store(ws_store *s, const ws_engine_cfg *c, const ws_run_result *r, const char *origin,
+                 long long *id, ws_err *err)
 {
     ws_rundb_run run = {0};
+    snprintf(run.origin, sizeof run.origin, "%s", origin ? origin : "run");
     snprintf(run.model, sizeof run.model, "%s", c->model->name);
     snprintf(run.gpu, sizeof run.gpu, "%s", r->gpu_label);
     snprintf(run.gpu_source, sizeof run.gpu_source, "%s",

@@ -18,9 +18,10 @@ extern "C" {
  * the database, the CSV and the JSON of a run hold. */
 void ws_run_layer_row(const ws_run_layer *x, ws_layer_row *out);
 
-/* Stores run r of configuration c; *id (may be NULL) gets its run_runs id. */
-int ws_run_store(ws_store *s, const ws_engine_cfg *c, const ws_run_result *r, long long *id,
-                 ws_err *err);
+/* Stores run r of configuration c made by `origin` ("run", the default when NULL, or
+ * "validate"); *id (may be NULL) gets its run_runs id. */
+int ws_run_store(ws_store *s, const ws_engine_cfg *c, const ws_run_result *r, const char *origin,
+                 long long *id, ws_err *err);
 
 #ifdef __cplusplus
 }

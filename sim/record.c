@@ -58,6 +58,7 @@ int sim_record_run(const sim_cfg *cfg, const sim_record_meta *meta, const sim_re
     memset(out, 0, sizeof *out);
     copy(out->model, sizeof out->model, meta->model);
     copy(out->gpu_profile, sizeof out->gpu_profile, meta->gpu);
+    copy(out->origin, sizeof out->origin, meta->origin ? meta->origin : "sim");
     copy(out->host_profile, sizeof out->host_profile, meta->host);
     copy(out->policy, sizeof out->policy, ws_policy_name(cfg->policy));
     copy(out->workload, sizeof out->workload, meta->workload);
@@ -135,6 +136,7 @@ struct sim_sink {
     sim_record_meta meta;
     long long last_id;
     int in_run, in_tx, csv_run;
+    int own_tx; /* the sink began the run's transaction (else it is the caller's) */
 };
 
 /* The timeline's spans into the trace, or counted as left out once it is full. */
@@ -230,7 +232,8 @@ int sim_sink_begin(sim_sink *k, sim_cfg *cfg, const sim_record_meta *meta, ws_er
         cfg->timeline = &k->tl;
     }
     if (k->db) {
-        if ((rc = ws_store_begin(k->db, err)))
+        k->own_tx = !ws_store_in_transaction(k->db);
+        if (k->own_tx && (rc = ws_store_begin(k->db, err)))
             return rc;
         k->in_tx = 1;
         if ((rc = ws_simdb_put_run(k->db, &k->run, err)) ||
@@ -258,7 +261,7 @@ void sim_sink_fail(sim_sink *k)
 {
     ws_simdb_writer_close(k->w);
     k->w = NULL;
-    if (k->in_tx)
+    if (k->in_tx && k->own_tx) /* the caller's transaction: the caller rolls it back */
         ws_store_rollback(k->db);
     k->in_tx = 0;
     k->in_run = 0;
@@ -278,7 +281,7 @@ int sim_sink_end(sim_sink *k, const sim_results *res, ws_err *err)
     if (!rc && k->w) {
         ws_simdb_writer_close(k->w);
         k->w = NULL;
-        if (!(rc = ws_simdb_finish_run(k->db, &k->run, err)))
+        if (!(rc = ws_simdb_finish_run(k->db, &k->run, err)) && k->own_tx)
             rc = ws_store_commit(k->db, err);
         if (!rc) {
             k->in_tx = 0;

@@ -16,7 +16,9 @@
  * The sink: sim_sink_open with any of a database, a CSV folder and a Chrome-trace file;
  * per run sim_sink_begin (opens the run's transaction and row, starts its CSV run, and
  * points cfg's on_step, on_request and timeline at the sink), sim_run, then sim_sink_end
- * (totals, commit) or sim_sink_fail (rollback: the database holds no part of the run);
+ * (totals, commit) or sim_sink_fail (rollback: the database holds no part of the run); a
+ * run begun inside the caller's transaction (a validation's) is committed or rolled back
+ * with it, by the caller;
  * sim_sink_close replaces the files at the end, sim_sink_abort leaves them as they were.
  * Nothing is held in memory per request or step: rows are written as they come, and the
  * timeline is drained into the trace after every step (until its cap, then left empty). */
@@ -42,6 +44,7 @@ typedef struct sim_record_meta {
     int prompt, output;              /* closed batch: N, M (else 0) */
     const char *trace_path, *trace_format, *generator; /* NULL: none */
     int gpu_experts;                 /* routed experts per layer on the GPU */
+    const char *origin;              /* the run's origin (simdb.h); NULL: "sim" */
 } sim_record_meta;
 
 void sim_record_request(const sim_req_result *r, ws_simdb_request *out);

@@ -15,6 +15,9 @@ static int check_run(ws_store *s, const ws_rundb_run *run, ws_err *err)
         return ws_err_set(err, WS_EINVAL,
                           "%s: runtime run: gpu_source '%s' is not modeled or measured",
                           ws_store_path(s), run->gpu_source);
+    if (run->origin[0] && strcmp(run->origin, "run") && strcmp(run->origin, "validate"))
+        return ws_err_set(err, WS_EINVAL, "%s: runtime run: origin '%s' is not run or validate",
+                          ws_store_path(s), run->origin);
     return ws_store_check_params(s, "runtime run", run->params, err);
 }
 
@@ -29,9 +32,9 @@ static int store_in_tx(ws_store *s, ws_rundb_run *run, const ws_rundb_step *step
                   "gpu_profile, host_profile, policy, batch, prompt_tokens, output_tokens, "
                   "layers, model_layers, seed, params, wall_s, decode_s, prefill_modeled_s, "
                   "tokens_out, tokens_per_s, step_p50, step_p99, share_cpu_attn, share_experts, "
-                  "share_overhead, share_gpu_wait, verify_max_err, bytes_moved) VALUES (?1, ?2, "
-                  "?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, "
-                  "?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28)",
+                  "share_overhead, share_gpu_wait, verify_max_err, bytes_moved, origin) VALUES "
+                  "(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, "
+                  "?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29)",
                   &st, err);
     if (rc)
         return rc;
@@ -55,6 +58,7 @@ static int store_in_tx(ws_store *s, ws_rundb_run *run, const ws_rundb_step *step
     for (int i = 0; i < 8; i++)
         ws_store_bind_num(st, 20 + i, nums[i]);
     sqlite3_bind_int64(st, 28, run->bytes_moved);
+    sqlite3_bind_text(st, 29, run->origin[0] ? run->origin : "run", -1, SQLITE_STATIC);
     if ((rc = ws_store_insert_id(s, st, "insert run_runs", &run->id, err)))
         return rc;
 
@@ -109,8 +113,9 @@ int ws_rundb_get_run(ws_store *s, long long run_id, ws_rundb_run *run, ws_err *e
                   "host_profile, policy, batch, prompt_tokens, output_tokens, layers, "
                   "model_layers, seed, params, wall_s, decode_s, prefill_modeled_s, tokens_out, "
                   "tokens_per_s, step_p50, step_p99, share_cpu_attn, share_experts, "
-                  "share_overhead, share_gpu_wait, verify_max_err, bytes_moved FROM run_runs "
-                  "WHERE ?1 = 0 OR id = ?1 ORDER BY id DESC LIMIT 1",
+                  "share_overhead, share_gpu_wait, verify_max_err, bytes_moved, origin FROM "
+                  "run_runs WHERE (?1 = 0 AND origin = 'run') OR id = ?1 ORDER BY id DESC "
+                  "LIMIT 1",
                   &st, err);
     if (rc)
         return rc;
@@ -145,6 +150,7 @@ int ws_rundb_get_run(ws_store *s, long long run_id, ws_rundb_run *run, ws_err *e
     for (int i = 0; i < 8; i++)
         *num[i] = ws_store_col_num(st, 20 + i);
     run->bytes_moved = sqlite3_column_int64(st, 28);
+    ws_store_col_text(st, 29, run->origin, sizeof run->origin);
     sqlite3_finalize(st);
     return 0;
 }

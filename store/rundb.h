@@ -7,7 +7,7 @@
  * ws_rundb_store_run writes a run whole or not at all (its own transaction, or the
  * caller's when one is open). Numbers a row does not have are NAN here and NULL in the
  * table. gpu_source is "modeled" or "measured" and says how every GPU time of the run was
- * obtained; nothing else is accepted. */
+ * obtained; nothing else is accepted. origin says which command made the run. */
 #ifndef WS_RUNDB_H
 #define WS_RUNDB_H
 
@@ -38,6 +38,8 @@ typedef struct ws_rundb_run {
     double share_cpu_attn, share_experts, share_overhead, share_gpu_wait;
     double verify_max_err; /* NAN: not verified */
     long long bytes_moved;
+    char origin[12]; /* run (`writescope run`; the default when empty) | validate (a
+                      * validation's runtime run) */
 } ws_rundb_run;
 
 /* A step and a (step, layer): the one step and layer rows (steprow.h). */
@@ -49,7 +51,8 @@ typedef ws_layer_row ws_rundb_layer;
 int ws_rundb_store_run(ws_store *s, ws_rundb_run *run, const ws_rundb_step *steps, size_t n_steps,
                        const ws_rundb_layer *lay, size_t n_lay, ws_err *err);
 
-/* Reading. Run run_id (0: the newest); WS_ENOTFOUND when there is none. */
+/* Reading. Run run_id (0: the newest run of `writescope run`: a validation's runs are only
+ * read by id); WS_ENOTFOUND when there is none. */
 int ws_rundb_get_run(ws_store *s, long long run_id, ws_rundb_run *run, ws_err *err);
 /* A run's steps by idx; *out is NULL when there are none (the caller frees). */
 int ws_rundb_get_steps(ws_store *s, long long run_id, ws_rundb_step **out, size_t *n_out,

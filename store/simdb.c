@@ -47,6 +47,9 @@ static int check_run(ws_store *s, const ws_simdb_run *run, ws_err *err)
     if (strcmp(run->detail, "step") && strcmp(run->detail, "layer"))
         return ws_err_set(err, WS_EINVAL, "%s: simulation run: detail '%s' is not step or layer",
                           ws_store_path(s), run->detail);
+    if (run->origin[0] && strcmp(run->origin, "sim") && strcmp(run->origin, "validate"))
+        return ws_err_set(err, WS_EINVAL, "%s: simulation run: origin '%s' is not sim or validate",
+                          ws_store_path(s), run->origin);
     return ws_store_check_params(s, "simulation run", run->params, err);
 }
 
@@ -58,13 +61,15 @@ int ws_simdb_put_run(ws_store *s, ws_simdb_run *run, ws_err *err)
     ws_store_stamp(run->started_at, sizeof run->started_at, run->tool_version,
                    sizeof run->tool_version);
     snprintf(run->label, sizeof run->label, "modeled");
+    if (!run->origin[0])
+        snprintf(run->origin, sizeof run->origin, "sim");
     sqlite3_stmt *st;
     if (sqlite3_prepare_v2(ws_store_sqlite(s),
                            "INSERT INTO sim_runs(started_at, tool_version, model, gpu_profile, "
                            "host_profile, policy, workload, batch, prompt_tokens, output_tokens, "
-                           "trace_path, trace_format, generator, detail, seed, params, label, grid_id) "
-                           "VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,"
-                           "?18)",
+                           "trace_path, trace_format, generator, detail, seed, params, label, grid_id, "
+                           "origin) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,"
+                           "?17,?18,?19)",
                            -1, &st, NULL) != SQLITE_OK)
         return WS_DB_FAIL(s, err, "cannot store simulation run");
     sqlite3_bind_text(st, 1, run->started_at, -1, SQLITE_STATIC);
@@ -85,6 +90,7 @@ int ws_simdb_put_run(ws_store *s, ws_simdb_run *run, ws_err *err)
     sqlite3_bind_text(st, 16, run->params[0] ? run->params : "{}", -1, SQLITE_STATIC);
     sqlite3_bind_text(st, 17, run->label, -1, SQLITE_STATIC);
     bind_count_or_null(st, 18, run->grid_id);
+    sqlite3_bind_text(st, 19, run->origin, -1, SQLITE_STATIC);
     if ((rc = ws_store_insert_id(s, st, "cannot store simulation run", &run->id, err)))
         return rc;
     return ws_simdb_finish_run(s, run, err);
@@ -314,7 +320,8 @@ int ws_simdb_store_grid(ws_store *s, ws_simdb_grid *g, ws_simdb_run *runs, size_
     "prompt_tokens, output_tokens, trace_path, trace_format, generator, detail, seed, %s, "     \
     "wall_s, events, sim_s, requests, completed, oom, tokens_out, tokens_per_s, ttft_p50, "     \
     "ttft_p90, ttft_p99, tpot_p50, tpot_p90, tpot_p99, slo_ttft, slo_tpot, slo_met, goodput, "  \
-    "label, grid_id"
+    "label, grid_id, origin, CASE WHEN json_valid(params) THEN json_extract(params, "        \
+    "'$.layers') END"
 
 static void col_run(sqlite3_stmt *st, ws_simdb_run *r)
 {
@@ -351,6 +358,8 @@ static void col_run(sqlite3_stmt *st, ws_simdb_run *r)
     r->goodput = ws_store_col_num(st, 34);
     ws_store_col_text(st, 35, r->label, sizeof r->label);
     r->grid_id = sqlite3_column_int64(st, 36);
+    ws_store_col_text(st, 37, r->origin, sizeof r->origin);
+    r->layers = sqlite3_column_int(st, 38);
 }
 
 /* Grows *arr (element size sz) to hold n + 1 elements. */
@@ -402,7 +411,8 @@ int ws_simdb_get_run(ws_store *s, long long run_id, ws_simdb_run *run, ws_err *e
 {
     char sql[1024];
     snprintf(sql, sizeof sql,
-             "SELECT " RUN_COLS " FROM sim_runs WHERE ?1 = 0 OR id = ?1 ORDER BY id DESC LIMIT 1",
+             "SELECT " RUN_COLS " FROM sim_runs WHERE (?1 = 0 AND origin = 'sim') OR id = ?1 "
+             "ORDER BY id DESC LIMIT 1",
              "params");
     sqlite3_stmt *st;
     if (sqlite3_prepare_v2(ws_store_sqlite(s), sql, -1, &st, NULL) != SQLITE_OK)
@@ -494,10 +504,10 @@ int ws_simdb_list_points(ws_store *s, const char *model, const char *gpu, long l
             "SELECT id, model, gpu_profile, host_profile, policy, batch, prompt_tokens, "
             "output_tokens, requests, completed, oom, "
             "json_extract(params, '$.decode_tokens_per_s') FROM sim_runs r "
-            "WHERE workload = 'closed' AND (?1 IS NULL OR model = ?1) "
+            "WHERE workload = 'closed' AND origin = 'sim' AND (?1 IS NULL OR model = ?1) "
             "AND (?2 IS NULL OR gpu_profile = ?2) AND (?3 = 0 OR grid_id = ?3) "
             "AND id = (SELECT max(id) FROM sim_runs q "
-            "WHERE q.workload = 'closed' AND (?3 = 0 OR q.grid_id = ?3) "
+            "WHERE q.workload = 'closed' AND q.origin = 'sim' AND (?3 = 0 OR q.grid_id = ?3) "
             "AND q.model = r.model AND q.gpu_profile = r.gpu_profile "
             "AND q.host_profile = r.host_profile AND q.policy = r.policy AND q.batch = r.batch "
             "AND q.prompt_tokens IS r.prompt_tokens AND q.output_tokens IS r.output_tokens) "
@@ -527,7 +537,8 @@ int ws_simdb_list_siblings(ws_store *s, long long run_id, ws_simdb_run **out, si
         "q.model = r.model AND q.gpu_profile = r.gpu_profile AND q.host_profile = r.host_profile "
         "AND q.workload = r.workload AND q.batch = r.batch AND q.prompt_tokens IS r.prompt_tokens "
         "AND q.output_tokens IS r.output_tokens AND q.trace_path = r.trace_path AND "
-        "q.generator = r.generator AND q.seed = r.seed AND q.detail = r.detail";
+        "q.generator = r.generator AND q.seed = r.seed AND q.detail = r.detail AND "
+        "q.origin = r.origin";
     char sql[2048];
     snprintf(sql, sizeof sql,
              "SELECT " RUN_COLS " FROM sim_runs r WHERE EXISTS (SELECT 1 FROM sim_runs q WHERE "

@@ -74,6 +74,9 @@ typedef struct ws_simdb_run {
     double goodput;            /* slo_met per simulated second */
     char label[12];            /* always "modeled" */
     long long grid_id;         /* the sim_grids row it belongs to; 0: none */
+    char origin[12];           /* sim (a run of `writescope sim`; put's default when empty)
+                                * | validate (a validation's comparison run) */
+    int layers;                /* read: the layers simulated (params.layers; 0: not said) */
 } ws_simdb_run;
 
 typedef struct ws_simdb_grid {
@@ -131,7 +134,8 @@ extern long long ws_simdb_fault_after_rows;
 
 /* Reading. All runs, oldest first (the params column is left empty: read one run for it). */
 int ws_simdb_list_runs(ws_store *s, ws_simdb_run **out, size_t *n_out, ws_err *err);
-/* Run run_id (0 = the newest); WS_ENOTFOUND when there is none. */
+/* Run run_id (0 = the newest run of `writescope sim`: a validation's runs are only read by
+ * id); WS_ENOTFOUND when there is none. */
 int ws_simdb_get_run(ws_store *s, long long run_id, ws_simdb_run *run, ws_err *err);
 /* A run's requests by idx; *out is NULL when there are none. */
 int ws_simdb_get_requests(ws_store *s, long long run_id, ws_simdb_request **out, size_t *n_out,
@@ -156,13 +160,14 @@ typedef struct ws_simdb_point {
     long long requests, completed, oom;
     double decode_tokens_per_s; /* decode tokens / decode time (params); NAN: none */
 } ws_simdb_point;
-/* Every closed-batch point, filtered by model and GPU profile (NULL: any), ordered by
- * model, gpu_profile, host_profile, batch, prompt_tokens, policy. */
+/* Every closed-batch point of `writescope sim` (a validation's runs are left out),
+ * filtered by model and GPU profile (NULL: any), ordered by model, gpu_profile,
+ * host_profile, batch, prompt_tokens, policy. */
 int ws_simdb_list_points(ws_store *s, const char *model, const char *gpu, long long grid,
                          ws_simdb_point **out, size_t *n_out, ws_err *err);
 /* The runs of run_id's workload (same model, profiles, workload, batch, lengths, trace,
- * generator, seed and detail): the newest of each policy, oldest first, run_id's own
- * included (0: the newest run). The params column is left empty. */
+ * generator, seed, detail and origin): the newest of each policy, oldest first, run_id's
+ * own included (0: the newest run, as ws_simdb_get_run). The params column is left empty. */
 int ws_simdb_list_siblings(ws_store *s, long long run_id, ws_simdb_run **out, size_t *n_out,
                            ws_err *err);
 

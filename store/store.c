@@ -149,16 +149,22 @@ static int query_int(ws_store *s, const char *sql, int *out, ws_err *err)
     return 0;
 }
 
+/* The embedded migration to schema version v, or NULL. */
+static const ws_embedded_file *migration(int v)
+{
+    char prefix[32];
+    snprintf(prefix, sizeof prefix, "store/schema/%03d_", v);
+    for (const ws_embedded_file *f = ws_embedded; f->path; f++)
+        if (!strncmp(f->path, prefix, strlen(prefix)))
+            return f;
+    return NULL;
+}
+
 /* Applies every embedded migration newer than `from`, inside the caller's transaction. */
 static int migrate(ws_store *s, int from, ws_err *err)
 {
     for (int v = from + 1; v <= WS_SCHEMA_VERSION; v++) {
-        const ws_embedded_file *mig = NULL;
-        char prefix[32];
-        snprintf(prefix, sizeof prefix, "store/schema/%03d_", v);
-        for (const ws_embedded_file *f = ws_embedded; f->path; f++)
-            if (!strncmp(f->path, prefix, strlen(prefix)))
-                mig = f;
+        const ws_embedded_file *mig = migration(v);
         if (!mig)
             return ws_err_set(err, WS_EDB, "schema migration %03d is missing from this build", v);
         if (exec(s, mig->data, err))
@@ -169,6 +175,136 @@ static int migrate(ws_store *s, int from, ws_err *err)
             return WS_EDB;
     }
     return 0;
+}
+
+/* 1 when the file has `table` with `column` (column NULL: the table at all). */
+static int has_column(ws_store *s, const char *table, const char *column)
+{
+    sqlite3_stmt *st;
+    const char *sql = column ? "SELECT count(*) FROM pragma_table_info(?1) WHERE name = ?2"
+                             : "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND "
+                               "name = ?1";
+    if (sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) != SQLITE_OK)
+        return 0;
+    sqlite3_bind_text(st, 1, table, -1, SQLITE_STATIC);
+    if (column)
+        sqlite3_bind_text(st, 2, column, -1, SQLITE_STATIC);
+    const int n = sqlite3_step(st) == SQLITE_ROW ? sqlite3_column_int(st, 0) : 0;
+    sqlite3_finalize(st);
+    return n > 0;
+}
+
+/* The file holds every table and column that schema `version` defines -- those the
+ * migrations after it build on -- as applying migrations 1..version to an empty database
+ * makes them. A user_version that claims more than the file holds (a damaged or
+ * hand-edited database) is refused before anything is written to it. */
+static int check_schema(ws_store *s, int version, ws_err *err)
+{
+    sqlite3 *ref = NULL;
+    if (sqlite3_open_v2(":memory:", &ref, SQLITE_OPEN_READWRITE, NULL) != SQLITE_OK) {
+        sqlite3_close(ref);
+        return ws_err_set(err, WS_ENOMEM, "%s: cannot check the schema: out of memory", s->path);
+    }
+    int rc = 0;
+    for (int v = 1; v <= version && !rc; v++) {
+        const ws_embedded_file *mig = migration(v);
+        if (!mig || sqlite3_exec(ref, mig->data, NULL, NULL, NULL) != SQLITE_OK)
+            rc = ws_err_set(err, WS_EDB, "schema migration %03d is missing from this build", v);
+    }
+    sqlite3_stmt *st = NULL;
+    if (!rc && sqlite3_prepare_v2(ref,
+                                  "SELECT m.name, c.name FROM sqlite_master m, "
+                                  "pragma_table_info(m.name) c WHERE m.type = 'table' "
+                                  "ORDER BY m.rowid, c.cid",
+                                  -1, &st, NULL) != SQLITE_OK)
+        rc = ws_err_set(err, WS_EDB, "%s: cannot check the schema: %s", s->path,
+                        sqlite3_errmsg(ref));
+    while (!rc && sqlite3_step(st) == SQLITE_ROW) {
+        const char *t = (const char *)sqlite3_column_text(st, 0);
+        const char *c = (const char *)sqlite3_column_text(st, 1);
+        if (!has_column(s, t, NULL))
+            rc = ws_err_set(err, WS_EDB,
+                            "%s: schema version %d, but its table %s is missing (a damaged or "
+                            "hand-edited database); nothing was changed",
+                            s->path, version, t);
+        else if (!has_column(s, t, c))
+            rc = ws_err_set(err, WS_EDB,
+                            "%s: schema version %d, but its column %s.%s is missing (a damaged "
+                            "or hand-edited database); nothing was changed",
+                            s->path, version, t, c);
+    }
+    sqlite3_finalize(st);
+    sqlite3_close(ref);
+    return rc;
+}
+
+/* The folder of `path` into dir ("." for a bare name, "/" for the root's files). */
+static void parent_dir(const char *path, char *dir, size_t cap)
+{
+    snprintf(dir, cap, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (!slash)
+        snprintf(dir, cap, ".");
+    else if (slash == dir)
+        dir[1] = '\0';
+    else
+        *slash = '\0';
+}
+
+/* 0 when this process may write `path` (when it exists) and create files beside it (the
+ * journal, or WAL's -wal and -shm); else a one-line WS_EIO naming which cannot be written. */
+static int writable_or_say(const char *path, int exists, ws_err *err)
+{
+    char dir[WS_PATH_MAX];
+    parent_dir(path, dir, sizeof dir);
+    if (exists && access(path, W_OK) != 0)
+        return ws_err_set(err, WS_EIO, "%s: the file is read-only (%s): nothing can be stored there",
+                          path, strerror(errno));
+    if (access(dir, W_OK | X_OK) != 0)
+        return ws_err_set(err, WS_EIO,
+                          "%s: its folder %s is not writable (%s); SQLite writes its journal "
+                          "files beside the database",
+                          path, dir, strerror(errno));
+    return 0;
+}
+
+/* 1 when a read-only connection cannot read `path`, a WAL database, only because its -shm
+ * file neither exists nor can be made: the folder is not writable by this process and there
+ * is no -wal file with frames in it. No writer can be at work there (it would need those
+ * files), so the file holds the whole database and SQLite reads it with immutable=1. */
+static int readonly_wal(sqlite3 *db, const char *path)
+{
+    sqlite3_stmt *st;
+    int rc;
+    if (sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &st, NULL) != SQLITE_OK) {
+        rc = sqlite3_errcode(db) & 0xff;
+    } else {
+        rc = sqlite3_step(st) & 0xff;
+        sqlite3_finalize(st);
+    }
+    if (rc != SQLITE_READONLY && rc != SQLITE_CANTOPEN)
+        return 0;
+    char dir[WS_PATH_MAX], wal[WS_PATH_MAX + 8];
+    parent_dir(path, dir, sizeof dir);
+    snprintf(wal, sizeof wal, "%s-wal", path);
+    struct stat sb;
+    return access(dir, W_OK) != 0 && (stat(wal, &sb) != 0 || sb.st_size == 0);
+}
+
+/* "file:<path, percent-encoded>?immutable=1" (sqlite3_free), or NULL when out of memory. */
+static char *immutable_uri(const char *path)
+{
+    sqlite3_str *u = sqlite3_str_new(NULL);
+    sqlite3_str_appendall(u, "file:");
+    for (const unsigned char *p = (const unsigned char *)path; *p; p++) {
+        if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+            strchr("-._~/", *p))
+            sqlite3_str_appendchar(u, 1, (char)*p);
+        else
+            sqlite3_str_appendf(u, "%%%02X", *p);
+    }
+    sqlite3_str_appendall(u, "?immutable=1");
+    return sqlite3_str_finish(u);
 }
 
 enum { OPEN_WRITE, OPEN_READ, OPEN_MEMORY }; /* how open_mode opens a store */
@@ -192,7 +328,7 @@ static int open_mode(const char *path, int mode, ws_store **out, ws_err *err)
     }
     strcpy(s->path, path);
     long long tm;
-    int erc = ws_env_int64("WRITESCOPE_DB_TIMEOUT_MS", 5000, 0, INT_MAX, &tm, err);
+    int erc = ws_env_int64("WRITESCOPE_DB_TIMEOUT_MS", WS_STORE_TIMEOUT_MS, 0, INT_MAX, &tm, err);
     if (erc) {
         free(s);
         return erc;
@@ -216,9 +352,20 @@ static int open_mode(const char *path, int mode, ws_store **out, ws_err *err)
         free(s);
         return bad;
     }
+    if (mode == OPEN_WRITE && (bad = writable_or_say(path, exists, err))) {
+        free(s);
+        return bad;
+    }
     int flags = mode == OPEN_READ ? SQLITE_OPEN_READONLY
                                   : SQLITE_OPEN_READWRITE | (exists ? 0 : SQLITE_OPEN_CREATE);
     int rc = sqlite3_open_v2(mode == OPEN_MEMORY ? ":memory:" : path, &s->db, flags, NULL);
+    if (rc == SQLITE_OK && mode == OPEN_READ && readonly_wal(s->db, path)) {
+        char *uri = immutable_uri(path);
+        sqlite3_close(s->db);
+        s->db = NULL;
+        rc = uri ? sqlite3_open_v2(uri, &s->db, flags | SQLITE_OPEN_URI, NULL) : SQLITE_NOMEM;
+        sqlite3_free(uri);
+    }
     if (rc != SQLITE_OK) {
         ws_err_set(err, WS_EDB, "%s: cannot open: %s", path,
                    s->db ? sqlite3_errmsg(s->db) : sqlite3_errstr(rc));
@@ -257,8 +404,15 @@ static int open_mode(const char *path, int mode, ws_store **out, ws_err *err)
                    path, version, WS_SCHEMA_VERSION);
         goto fail;
     }
+    if (version > 0 && check_schema(s, version, err))
+        goto fail;
     if (exec(s, "PRAGMA foreign_keys = ON", err))
         goto fail;
+    /* WAL: readers never wait for a writer, and a writer waits only for another writer. A
+     * file system without shared memory keeps the rollback journal (still one transaction
+     * per write); so does a database another connection holds in that mode right now. */
+    if (mode == OPEN_WRITE)
+        sqlite3_exec(s->db, "PRAGMA journal_mode = WAL", NULL, NULL, NULL);
     if (version < WS_SCHEMA_VERSION) {
         if (ws_store_begin(s, err))
             goto fail;
@@ -313,6 +467,36 @@ int ws_store_open_for_reading(const char *path, ws_store **out, int *embedded, w
 }
 
 int ws_store_in_transaction(ws_store *s) { return !sqlite3_get_autocommit(s->db); }
+
+int ws_store_check_writable(ws_store *s, ws_err *err)
+{
+    const char *file = sqlite3_db_filename(s->db, "main");
+    if (!file || !file[0]) /* in memory */
+        return 0;
+    int rc = writable_or_say(s->path, 1, err);
+    if (rc)
+        return rc;
+    if (sqlite3_db_readonly(s->db, "main") == 1)
+        return ws_err_set(err, WS_EIO, "%s: SQLite opened it read-only: nothing can be stored there",
+                          s->path);
+    /* A real write, committed: the header rewritten with the version it holds. */
+    if ((rc = ws_store_begin(s, err)))
+        return rc;
+    int version = 0;
+    if ((rc = query_int(s, "PRAGMA user_version", &version, err))) {
+        ws_store_rollback(s);
+        return rc;
+    }
+    char sql[64];
+    snprintf(sql, sizeof sql, "PRAGMA user_version = %d", version);
+    if (sqlite3_exec(s->db, sql, NULL, NULL, NULL) != SQLITE_OK ||
+        sqlite3_exec(s->db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) {
+        rc = ws_err_set(err, WS_EIO, "%s: a test write failed: %s; nothing can be stored there",
+                        s->path, sqlite3_errmsg(s->db));
+        ws_store_rollback(s);
+    }
+    return rc;
+}
 
 void ws_store_close(ws_store *s)
 {

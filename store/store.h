@@ -1,18 +1,23 @@
 /* store: the project's SQLite database (hardware profiles, hosts, calibration runs,
- * raw samples and fits, simulation results).
+ * raw samples and fits, simulation, runtime, validation and planning results).
  *
- * Opening a store for writing creates the file on first use, applies the schema
- * migrations embedded from store/schema/NNN_*.sql up to WS_SCHEMA_VERSION (tracked in
- * PRAGMA user_version), and seeds a fresh database with the datasheet profiles
- * (profiles/datasheet.json). Opening for reading touches nothing: the file must exist and
- * hold the current schema, else a one-line error names it; with no database at all, the
- * embedded store (in memory, seeded) stands in. A file that is not SQLite, is some other
- * SQLite database, or has a newer schema is refused, and nothing is written to it. Every
- * write is one transaction (BEGIN IMMEDIATE), so an interrupted writer leaves the database
- * as it was; a database locked by another writer is waited for up to a bounded time
- * ($WRITESCOPE_DB_TIMEOUT_MS, default 5000) and then reported. The SQL lives in store/
- * only: typed access per domain is in calibdb.h (calibration runs), profile.h
- * (hardware profiles) and simdb.h (simulation runs, requests and steps). */
+ * Opening a store for writing creates the file on first use, puts it in WAL mode (readers
+ * never wait for a writer), applies the schema migrations embedded from
+ * store/schema/NNN_*.sql up to WS_SCHEMA_VERSION (tracked in PRAGMA user_version), and
+ * seeds a fresh database with the datasheet profiles (profiles/datasheet.json). Opening for
+ * reading touches nothing: the file must exist and hold the current schema, else a one-line
+ * error names it; with no database at all, the embedded store (in memory, seeded) stands
+ * in. A file that is not SQLite, is some other SQLite database, has a newer schema, or
+ * lacks a table or column its user_version promises is refused, and nothing is written to
+ * it. Every write is one transaction (BEGIN IMMEDIATE), so an interrupted, killed or
+ * out-of-space writer leaves the database as it was; a database locked by another writer
+ * is waited for up to a bounded time ($WRITESCOPE_DB_TIMEOUT_MS, default
+ * WS_STORE_TIMEOUT_MS: long enough for another command's run to commit) and then
+ * reported. A command that will store results calls ws_store_check_writable before its
+ * work, so a read-only file or folder or a failing write is said at once, not after
+ * minutes of measuring. The SQL lives in store/ only: typed access per domain is in
+ * calibdb.h (calibration runs), profile.h (hardware profiles), simdb.h, rundb.h,
+ * validatedb.h and plandb.h. docs/database.md says what concurrent use is safe. */
 #ifndef WS_STORE_H
 #define WS_STORE_H
 
@@ -25,8 +30,9 @@
 extern "C" {
 #endif
 
-#define WS_SCHEMA_VERSION 9 /* newest migration this build knows */
+#define WS_SCHEMA_VERSION 10 /* newest migration this build knows */
 #define WS_STORE_EMBEDDED "(embedded datasheet profiles)" /* path of the in-memory store */
+#define WS_STORE_TIMEOUT_MS 600000 /* default wait for another writer's lock: 10 minutes */
 
 typedef struct ws_store ws_store;
 
@@ -50,6 +56,10 @@ const char *ws_store_path(const ws_store *s);
 int ws_store_created(const ws_store *s);
 /* 1 while a transaction (ws_store_begin) is open. */
 int ws_store_in_transaction(ws_store *s);
+/* Before work whose results go to s: the file and its folder are writable and a test write
+ * (the header rewritten as it is, committed) succeeds; else a one-line WS_EIO naming the
+ * file and why. Waits for another writer as a write does. An in-memory store passes. */
+int ws_store_check_writable(ws_store *s, ws_err *err);
 
 /* Transactions for multi-statement writes (the calibrator commits a run whole). */
 int ws_store_begin(ws_store *s, ws_err *err);

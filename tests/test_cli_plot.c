@@ -239,8 +239,48 @@ Test(cli_plot, figures_refuse_what_is_not_a_regular_file, .timeout = 60)
     DIR *d = opendir(dir);
     cr_assert_not_null(d);
     int n = 0;
-    for (struct dirent *e; (e = readdir(d));)
-        n += e->d_name[0] != '.';
+    for (struct dirent *e; (e = readdir(d));) /* ws.db-wal and -shm are the database's */
+        n += e->d_name[0] != '.' && strncmp(e->d_name, "ws.db-", 6);
     closedir(d);
     cr_assert_eq(n, 5, "db, victim, link, fifo and the figure, no temporary file: %d", n);
+}
+
+/* A validation's simulation and runtime runs (2 of the model's layers) are not runs of
+ * `sim` or `run`: throughput, latency and share --live draw the commands' own, and a
+ * validation's run asked for by id says what it is and the layers it covers. */
+Test(cli_plot, validation_runs_are_not_user_runs)
+{
+    need_gnuplot();
+    char dir[64], db[128], model[160], out[192];
+    th_tmpdir(dir, sizeof dir);
+    snprintf(db, sizeof db, "%s/ws.db", dir);
+    snprintf(out, sizeof out, "%s/f.png", dir);
+    th_write(dir, "tiny.json", th_tiny_moe, model, sizeof model);
+    SIM(db, "--batch", "2", "--prompt", "2048", "--output", "8", "--policy", "writescope");
+    ok((const char *[]){"validate", "--model", model, "--host", "xeon-gold-5318y", "--batch", "2",
+                        "--prompt", "300", "--output", "6", "--layers", "2", "--threads", "2",
+                        "--db", db, NULL});
+    cr_assert_eq(th_count_file(db, "SELECT count(*) FROM sim_runs WHERE id = 2 AND model = 'tiny'"),
+                 1, "the validation's simulation is run 2");
+    char *line = render(db, "throughput", NULL, NULL, out);
+    cr_assert_neq(strstr(line, "qwen3-30b-a3b on a100-40gb-pcie"), NULL, "%s", line);
+    free(line);
+    line = render(db, "latency", NULL, NULL, out);
+    cr_assert_neq(strstr(line, "of simulation run 1's workload"), NULL, "%s", line);
+    free(line);
+    line = render(db, "share", NULL, NULL, out);
+    cr_assert_neq(strstr(line, "simulation run 1,"), NULL, "%s", line);
+    free(line);
+    line = render(db, "latency", "--run", "2", out);
+    cr_assert_neq(strstr(line, "a validation's simulation of 2 layers"), NULL, "%s", line);
+    free(line);
+    th_expect_fail((const char *[]){"plot", "throughput", "--run", "2", "--db", db, "--out", out,
+                                    NULL},
+                   1, "is a validation's (2 layers)", NULL);
+    th_expect_fail((const char *[]){"plot", "share", "--live", "0", "--db", db, "--out", out,
+                                    NULL},
+                   1, "no runtime run yet", NULL);
+    line = render(db, "share", "--live", "1", out);
+    cr_assert_neq(strstr(line, "a validation's run"), NULL, "%s", line);
+    free(line);
 }

@@ -115,3 +115,29 @@ Test(cli_validate, bad_arguments_are_one_line_errors)
     th_expect_fail((const char *[]){"validate", "--model", "no-such-model", NULL}, 1,
                    "no-such-model", g_env);
 }
+
+/* Points where neither side measured anything (no KV on the CPU: no CPU attention, a share
+ * of 0) are no evidence of agreement: left out, and a quantity left with none is "n/a"
+ * (JSON null), not "0.0%". */
+Test(cli_validate, both_zero_points_have_no_error)
+{
+    json_t *v = th_writescope_json(TINY("--policy", "static", "--r", "0", "--json"), g_env);
+    json_t *qs = json_object_get(v, "quantities");
+    const char *none[] = {"cpu_attn", "cpu_share"};
+    for (int i = 0; i < 2; i++) {
+        json_t *x = json_object_get(qs, none[i]);
+        cr_assert_eq(json_integer_value(json_object_get(x, "n")), 0, "%s", none[i]);
+        cr_assert(json_is_null(json_object_get(x, "mean_ape_pct")), "%s: not null", none[i]);
+        cr_assert(json_is_null(json_object_get(x, "p95_ape_pct")), "%s: not null", none[i]);
+    }
+    cr_assert_gt(json_integer_value(json_object_get(json_object_get(qs, "step_time"), "n")), 0);
+    json_decref(v);
+    th_run r = th_writescope(TINY("--policy", "static", "--r", "0"), g_env);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    const char *row = strstr(r.out, "\ncpu_attn ");
+    cr_assert_not_null(row, "%s", r.out);
+    const char *eol = strchr(row + 1, '\n');
+    cr_assert(strstr(row, "n/a") && strstr(row, "n/a") < eol, "%.*s", (int)(eol - row), row);
+    cr_assert(!strstr(row, "0.0%") || strstr(row, "0.0%") > eol, "%.*s", (int)(eol - row), row);
+    th_run_free(&r);
+}

@@ -1,5 +1,6 @@
 /* test_store: the SQLite store (store/store.c): creation and seeding, migrations and
- * refusals, transactions, a locked database, export. */
+ * refusals (a schema version that claims what the file lacks included), transactions, a
+ * locked database, WAL mode beside a reader, the test write, export. */
 #include <criterion/criterion.h>
 #include <sqlite3.h>
 #include <stdlib.h>
@@ -387,4 +388,92 @@ Test(store, embedded_store_for_reading)
     cr_assert_eq(embedded, 0);
     cr_assert_str_eq(ws_store_path(s), path);
     ws_store_close(s);
+}
+
+/* A database of schema `upto` made by applying its migrations, then `damage` (SQL) and
+ * user_version = upto, at dir/name (path into buf). */
+static void damaged_db(const char *dir, const char *name, int upto, const char *damage, char *buf,
+                       size_t cap)
+{
+    snprintf(buf, cap, "%s/%s", dir, name);
+    for (int v = 1; v <= upto; v++) {
+        char prefix[32];
+        snprintf(prefix, sizeof prefix, "store/schema/%03d_", v);
+        const ws_embedded_file *m = NULL;
+        for (const ws_embedded_file *f = ws_embedded; f->path; f++)
+            if (!strncmp(f->path, prefix, strlen(prefix)))
+                m = f;
+        cr_assert_not_null(m, "migration %d", v);
+        th_exec_sql(buf, m->data);
+    }
+    th_exec_sql(buf, damage);
+    char sql[64];
+    snprintf(sql, sizeof sql, "PRAGMA user_version = %d", upto);
+    th_exec_sql(buf, sql);
+}
+
+/* A user_version that claims tables or columns the file lacks is refused with one line
+ * naming what is missing, before any migration builds on it; the file keeps its version. */
+Test(store, schema_version_claims_are_checked)
+{
+    char dir[64], v5[256], v9[256], cur[256];
+    th_tmpdir(dir, sizeof dir);
+    ws_store *s;
+    ws_err err = {0};
+    damaged_db(dir, "v5.db", 5, "DROP TABLE run_runs", v5, sizeof v5);
+    cr_assert_eq(ws_store_open(v5, &s, &err), WS_EDB, "a v5 database without run_runs opened");
+    cr_assert_neq(strstr(err.msg, "table run_runs is missing"), NULL, "%s", err.msg);
+    cr_assert_eq(strchr(err.msg, '\n'), NULL);
+    cr_assert_eq(th_count_file(v5, "PRAGMA user_version"), 5, "the version was bumped");
+    cr_assert_eq(th_count_file(v5, "SELECT count(*) FROM sqlite_master WHERE name = 'validate_runs'"),
+                 0, "migrations ran");
+    damaged_db(dir, "v9.db", 9, "ALTER TABLE run_steps DROP COLUMN overhead_s", v9, sizeof v9);
+    cr_assert_eq(ws_store_open(v9, &s, &err), WS_EDB);
+    cr_assert_neq(strstr(err.msg, "column run_steps.overhead_s is missing"), NULL, "%s", err.msg);
+    /* A current database missing a table: refused for reading too. */
+    damaged_db(dir, "cur.db", WS_SCHEMA_VERSION, "DROP TABLE plan_fits", cur, sizeof cur);
+    cr_assert_eq(ws_store_open_readonly(cur, &s, &err), WS_EDB);
+    cr_assert_neq(strstr(err.msg, "table plan_fits is missing"), NULL, "%s", err.msg);
+    /* Whole, the same file opens. */
+    char ok[256];
+    damaged_db(dir, "ok.db", 5, "SELECT 1", ok, sizeof ok);
+    cr_assert_eq(ws_store_open(ok, &s, &err), 0, "%s", err.msg);
+    ws_store_close(s);
+    cr_assert_eq(th_count_file(ok, "PRAGMA user_version"), WS_SCHEMA_VERSION);
+    th_expect_fail((const char *[]){"db", "init", "--db", v5, NULL}, 1, "run_runs is missing",
+                   NULL);
+}
+
+/* A database opened for writing is in WAL mode (readers never wait for a writer), and
+ * ws_store_check_writable commits a test write that leaves it as it was. */
+Test(store, wal_mode_and_test_write)
+{
+    char path[256];
+    tmp_db(path, sizeof path);
+    ws_store *s;
+    ws_err err = {0};
+    setenv("WRITESCOPE_DB_TIMEOUT_MS", "100", 1); /* a commit that waited for a reader fails */
+    cr_assert_eq(ws_store_open(path, &s, &err), 0, "%s", err.msg);
+    unsetenv("WRITESCOPE_DB_TIMEOUT_MS");
+    cr_assert_eq(ws_store_check_writable(s, &err), 0, "%s", err.msg);
+    sqlite3 *h;
+    cr_assert_eq(sqlite3_open(path, &h), SQLITE_OK);
+    sqlite3_stmt *st;
+    cr_assert_eq(sqlite3_prepare_v2(h, "PRAGMA journal_mode", -1, &st, NULL), SQLITE_OK);
+    cr_assert_eq(sqlite3_step(st), SQLITE_ROW);
+    cr_assert_str_eq((const char *)sqlite3_column_text(st, 0), "wal");
+    sqlite3_finalize(st);
+    /* A reader in the middle of a read is not in the writer's way, nor it in the reader's. */
+    cr_assert_eq(sqlite3_exec(h, "BEGIN; SELECT count(*) FROM profiles", NULL, NULL, NULL),
+                 SQLITE_OK);
+    cr_assert_eq(ws_store_seed_datasheet(s, NULL, &err), 0, "%s", err.msg);
+    cr_assert_eq(th_count(h, "SELECT count(*) FROM profiles"), 6);
+    sqlite3_exec(h, "COMMIT", NULL, NULL, NULL);
+    sqlite3_close(h);
+    ws_store_close(s);
+    cr_assert_eq(th_count_file(path, "PRAGMA user_version"), WS_SCHEMA_VERSION);
+    ws_store *m;
+    cr_assert_eq(ws_store_open_embedded(&m, &err), 0, "%s", err.msg);
+    cr_assert_eq(ws_store_check_writable(m, &err), 0, "in memory: nothing to check");
+    ws_store_close(m);
 }

@@ -141,7 +141,8 @@ static int run_sim(const ws_validate_cfg *c, int layers, ws_store *store, sim_si
                             .host = e->hw->host,
                             .workload = "closed",
                             .prompt = e->prompt,
-                            .output = e->output + 1};
+                            .output = e->output + 1,
+                            .origin = "validate"};
     int rc = 0;
     if (store && (rc = sim_sink_open(store, NULL, NULL, NULL, &sink, err)))
         return rc;
@@ -207,13 +208,13 @@ static int cmp_dbl(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* |p - m| / |m| in percent; NAN when m is 0 and p is not (no percentage error). */
+/* |p - m| / |m| in percent; NAN when m is 0 (no percentage error), both sides 0
+ * included: a point where neither side measured anything (CPU attention with no token on
+ * the CPU) says nothing about the error and is left out. */
 static double ape(double m, double p)
 {
-    if (!isfinite(m) || !isfinite(p))
+    if (!isfinite(m) || !isfinite(p) || m == 0)
         return NAN;
-    if (m == 0)
-        return p == 0 ? 0 : NAN;
     return 100 * fabs(p - m) / fabs(m);
 }
 
@@ -572,10 +573,17 @@ int ws_validate_run_all(const ws_validate_cfg *c, ws_store *store, ws_validate_r
         if ((rc = ws_engine_run(&ec, &runs[k], err)))
             break;
         done = k + 1;
-        if (store && (rc = ws_run_store(store, &ec, &runs[k], &r->rep_run_id[k], err)))
-            break;
     }
     r->run_wall_s = ws_now_s() - t0;
+    /* The runtime runs, the simulation and the comparison are stored in one transaction
+     * (the caller's when one is open): a validation stopped or failing anywhere before the
+     * commit leaves none of them. The lock is taken after the runtime runs, for the short
+     * simulation and the writes only. */
+    const int own_tx = store && !rc && !ws_store_in_transaction(store);
+    if (own_tx)
+        rc = ws_store_begin(store, err);
+    for (int k = 0; store && k < reps && !rc; k++)
+        rc = ws_run_store(store, e, &runs[k], "validate", &r->rep_run_id[k], err);
     sim_side sim = {0};
     if (!rc && c->progress)
         c->progress(c->progress_ctx, "sim", 0, 1, 0, e->output);
@@ -625,6 +633,10 @@ int ws_validate_run_all(const ws_validate_cfg *c, ws_store *store, ws_validate_r
                                      r->n_term, err);
         }
     }
+    if (own_tx && !rc)
+        rc = ws_store_commit(store, err);
+    if (own_tx && rc)
+        ws_store_rollback(store);
     sim_side_free(&sim);
     for (int k = 0; k < done; k++)
         ws_run_result_free(&runs[k]);

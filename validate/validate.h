@@ -14,7 +14,8 @@
  * runtime against itself). The first `warmup` decode steps of every run (default 1) are
  * run, kept as points and stored, but left out of the statistics and the terms: they pay
  * one-time costs the model has no term for. A point whose measured value is 0 has no percentage
- * error and is left out (both 0 counts as exact).
+ * error and is left out, also when the simulator's is 0 too (neither side measured anything:
+ * no evidence either way); a quantity with no point left has n = 0 and no error (NAN, "n/a").
  *
  * Both sides put the step together from one controller and one layer schedule
  * (runtime/control.h, runtime/schedule.h): with the runtime's measured durations replaced by
@@ -31,7 +32,10 @@
  * (mean <= 3%, p95 <= 10%).
  *
  * Storage: with a store the runtime runs (rundb), the simulation (simdb) and the comparison
- * (validatedb, linked to both) are written, each in its own transaction. The report's rows
+ * (validatedb, linked to both) are written in ONE transaction, taken once the runtime runs
+ * are done: a validation interrupted, killed or out of space leaves none of them. Its runs
+ * carry origin 'validate', so the figures over `sim` and `run` results leave them out. The
+ * report's rows
  * are the database's row types, so a stored validation reads back as the same report, and
  * the figure (plots/validate_plot.h) draws either from those rows. */
 #ifndef WS_VALIDATE_H
