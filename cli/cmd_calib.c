@@ -68,11 +68,10 @@ static const cli_optdef k_opts[] = {
     {0}};
 static const cli_spec k_spec = {"calib", k_opts, 1, usage};
 
-static volatile sig_atomic_t g_stop;
+static volatile sig_atomic_t g_stop; /* the signal that asked to stop (0: none) */
 static void on_signal(int sig)
 {
-    (void)sig;
-    g_stop = 1;
+    g_stop = sig;
 }
 
 typedef struct bar {
@@ -112,30 +111,29 @@ static const char *si(double v, const char *unit, char *buf)
     return cli_si(v, unit, buf, 32);
 }
 
+/* Strings from the database pass through cli_text: a stored name cannot drive the terminal. */
+#define TXT(o, k, buf) cli_text(json_string_value(json_object_get((o), (k))), (buf), sizeof(buf))
+
 static void print_fits(json_t *show)
 {
     size_t k;
     json_t *m;
     json_t *r = json_object_get(show, "run");
+    char at[64], mode[64], scope[64], host[256], cpu[256], note[1024];
     printf("run %lld  %s  %s, %s  host %s (%s, %lld CPUs)  %lld samples\n",
-           (long long)json_integer_value(json_object_get(r, "id")),
-           json_string_value(json_object_get(r, "started_at")),
-           json_string_value(json_object_get(r, "mode")),
-           json_string_value(json_object_get(r, "scope")),
-           json_string_value(json_object_get(r, "host")),
-           json_string_value(json_object_get(r, "cpu_model")),
-           (long long)json_integer_value(json_object_get(r, "cpu_cores")),
+           (long long)json_integer_value(json_object_get(r, "id")), TXT(r, "started_at", at),
+           TXT(r, "mode", mode), TXT(r, "scope", scope), TXT(r, "host", host),
+           TXT(r, "cpu_model", cpu), (long long)json_integer_value(json_object_get(r, "cpu_cores")),
            (long long)json_integer_value(json_object_get(r, "samples")));
     const char *run_note = json_string_value(json_object_get(r, "note"));
     if (run_note && *run_note)
-        printf("note      %s\n", run_note);
+        printf("note      %s\n", TXT(r, "note", note));
     json_array_foreach(json_object_get(show, "measured"), k, m)
     {
-        char v[32];
-        printf("measured  %-22s %s  %s\n", json_string_value(json_object_get(m, "key")),
-               si(json_number_value(json_object_get(m, "value")),
-                  json_string_value(json_object_get(m, "unit")), v),
-               json_string_value(json_object_get(m, "params")));
+        char v[32], key[256], unit[64], params[1024];
+        printf("measured  %-22s %s  %s\n", TXT(m, "key", key),
+               si(json_number_value(json_object_get(m, "value")), TXT(m, "unit", unit), v),
+               TXT(m, "params", params));
     }
     printf("%-34s %-8s %-18s %-24s %-24s %-7s %-8s %s\n", "key", "form", "c0 (fitted)",
            "P flop/s", "W bytes/s", "R^2", "held-out", "verdict");
@@ -143,14 +141,16 @@ static void print_fits(json_t *show)
     json_t *f;
     json_array_foreach(json_object_get(show, "fits"), i, f)
     {
-        char a[32], b[32], c[32], d[32], P[64], W[64], C0[64];
+        char a[32], b[32], c[32], d[32], P[64], W[64], C0[64], key[256], form_t[64], fnote[1024];
         const char *form = json_string_value(json_object_get(f, "form"));
+        if (!form)
+            form = "";
         double r2 = json_number_value(json_object_get(f, "r2"));
         double mape = json_number_value(json_object_get(f, "heldout_mape_pct"));
         int good = json_is_true(json_object_get(f, "good"));
         if (!strcmp(form, "factor")) {
-            printf("%-34s %-8s factor %.3f +- %.3f (measured ratio)  %s\n",
-                   json_string_value(json_object_get(f, "key")), form,
+            printf("%-34s %-8s factor %.3f +- %.3f (measured ratio)  %s\n", TXT(f, "key", key),
+                   cli_text(form, form_t, sizeof form_t),
                    json_number_value(json_object_get(f, "factor")),
                    json_number_value(json_object_get(f, "factor_se")), good ? "good" : "poor");
             continue;
@@ -167,13 +167,14 @@ static void print_fits(json_t *show)
             snprintf(W, sizeof W, "%s +-%s", si(json_number_value(json_object_get(f, "bandwidth")), "", d),
                      si(json_number_value(json_object_get(f, "bandwidth_se")), "", c));
         const char *note = json_string_value(json_object_get(f, "note"));
-        printf("%-34s %-8s %-18s %-24s %-24s %-7.4f %6.2f%%  %s%s%s\n",
-               json_string_value(json_object_get(f, "key")), form, C0,
-               strcmp(form, "transfer") ? P : "-", W, r2, mape,
+        printf("%-34s %-8s %-18s %-24s %-24s %-7.4f %6.2f%%  %s%s%s\n", TXT(f, "key", key),
+               cli_text(form, form_t, sizeof form_t), C0, strcmp(form, "transfer") ? P : "-", W, r2,
+               mape,
                good ? (json_is_true(json_object_get(f, "compute_bound")) ? "good, compute bound"
-                       : strcmp(form, "transfer") ? "good, memory bound" : "good")
+                       : strcmp(form, "transfer")                        ? "good, memory bound"
+                                                                         : "good")
                     : "POOR",
-               note && *note ? ": " : "", note ? note : "");
+               note && *note ? ": " : "", note ? TXT(f, "note", fnote) : "");
     }
 }
 
@@ -284,7 +285,9 @@ static int calib_run(const calib_opts *c, int only_given)
             fputc('\n', stderr);
         ws_store_close(s);
         cli_fail(&err);
-        return rc == WS_ECANCELED ? 130 : CLI_EXIT_FAIL;
+        /* stopped by a signal: 128 + its number, the status a shell gives any command
+         * that the signal ended */
+        return rc == WS_ECANCELED && g_stop ? 128 + g_stop : CLI_EXIT_FAIL;
     }
     json_t *show = ws_calib_show(s, id, &err);
     ws_store_close(s);

@@ -31,8 +31,9 @@ static void usage(FILE *out)
             "        gpu:<device name>. A datasheet profile and the newest calibration of a\n"
             "        device it lists are merged: calibrated values win, the datasheet fills\n"
             "        in the rest (see store/profile.h)\n"
-            "export  every table as JSON, or one table (--table) as CSV; --output FILE\n"
-            "        replaces FILE whole (never a link, device or folder) or leaves it as it was\n"
+            "export  every table as JSON, or one table (--table) as JSON or CSV; --output\n"
+            "        FILE replaces FILE whole (never a link, FIFO, device or folder) or leaves\n"
+            "        it as it was\n"
             "\n"
             "--db defaults to $WRITESCOPE_DB, else results/writescope.db in the project.\n"
             "show and export only read: a --db that does not exist is an error; with no\n"
@@ -52,7 +53,8 @@ static const cli_optdef k_opts[] = {
     {"profile", CLI_STR(db_opts, profile), .arg = "NAME", .help = "show: the profile NAME"},
     {"format", CLI_ENUM(db_opts, format), .names = (const char *const[]){"json", "csv", NULL},
      .def = "json", .err = "--format must be json or csv", .help = "export: the output format"},
-    {"table", CLI_STR(db_opts, table), .arg = "NAME", .help = "export: the one table (csv)"},
+    {"table", CLI_STR(db_opts, table), .arg = "NAME",
+     .help = "export: only this table (needed for csv)"},
     {"output", CLI_STR(db_opts, output), .arg = "FILE",
      .help = "export: the file to replace (default: stdout)"},
     {"json", CLI_FLAG(db_opts, json), .help = "machine-readable output"},
@@ -75,44 +77,53 @@ static const char *unit_text(double v, const char *unit, char *buf, int cap)
     return buf;
 }
 
+/* Strings from the database pass through cli_text: a stored name cannot drive the terminal. */
+#define TXT(s, buf) cli_text((s), (buf), sizeof(buf))
+
 static void show_text(const ws_store *s, json_t *profiles)
 {
-    printf("database %s (schema %d)\n", ws_store_path(s), WS_SCHEMA_VERSION);
+    char path[WS_PATH_MAX];
+    printf("database %s (schema %d)\n", TXT(ws_store_path(s), path), WS_SCHEMA_VERSION);
     size_t i, j;
     json_t *p, *q;
     json_array_foreach(profiles, i, p)
     {
-        printf("\n%-4s %-18s [%s] %s\n", json_string_value(json_object_get(p, "kind")),
-               json_string_value(json_object_get(p, "name")),
-               json_string_value(json_object_get(p, "source")),
-               json_string_value(json_object_get(p, "description")));
+        char kind[64], name[256], src[64], desc[1024];
+        printf("\n%-4s %-18s [%s] %s\n", TXT(json_string_value(json_object_get(p, "kind")), kind),
+               TXT(json_string_value(json_object_get(p, "name")), name),
+               TXT(json_string_value(json_object_get(p, "source")), src),
+               TXT(json_string_value(json_object_get(p, "description")), desc));
         json_array_foreach(json_object_get(p, "params"), j, q)
         {
-            char v[64];
-            printf("     %-12s %-14s %-9s %s\n", json_string_value(json_object_get(q, "key")),
+            char v[96], key[256], unit[64], ref[1024];
+            printf("     %-12s %-14s %-9s %s\n",
+                   TXT(json_string_value(json_object_get(q, "key")), key),
                    unit_text(json_number_value(json_object_get(q, "value")),
-                             json_string_value(json_object_get(q, "unit")), v, sizeof v),
-                   json_string_value(json_object_get(q, "source")),
-                   json_string_value(json_object_get(q, "reference")));
+                             TXT(json_string_value(json_object_get(q, "unit")), unit), v, sizeof v),
+                   TXT(json_string_value(json_object_get(q, "source")), src),
+                   TXT(json_string_value(json_object_get(q, "reference")), ref));
         }
     }
 }
 
 static void show_profile(const ws_store *s, const ws_profile *p)
 {
-    printf("database %s (schema %d)\n", ws_store_path(s), WS_SCHEMA_VERSION);
-    printf("\n%-4s %s  %s\n", p->kind, p->name, p->description);
-    printf("     datasheet: %s  calibration: %s\n", p->datasheet[0] ? p->datasheet : "none",
-           p->calibrated[0] ? p->calibrated : "none");
+    char path[WS_PATH_MAX], kind[64], name[256], desc[1024], ds[256], cal[256];
+    printf("database %s (schema %d)\n", TXT(ws_store_path(s), path), WS_SCHEMA_VERSION);
+    printf("\n%-4s %s  %s\n", TXT(p->kind, kind), TXT(p->name, name), TXT(p->description, desc));
+    printf("     datasheet: %s  calibration: %s\n",
+           p->datasheet[0] ? TXT(p->datasheet, ds) : "none",
+           p->calibrated[0] ? TXT(p->calibrated, cal) : "none");
     int w = 12;
     for (int i = 0; i < p->n_params; i++)
         if ((int)strlen(p->params[i].key) > w)
             w = (int)strlen(p->params[i].key);
     for (int i = 0; i < p->n_params; i++) {
         const ws_profile_param *q = &p->params[i];
-        char v[64];
-        printf("     %-*s %-14s %-9s %s\n", w, q->key, unit_text(q->value, q->unit, v, sizeof v),
-               ws_profile_source_name(q->source), q->reference);
+        char v[96], key[256], unit[64], ref[1024];
+        printf("     %-*s %-14s %-9s %s\n", w, TXT(q->key, key),
+               unit_text(q->value, TXT(q->unit, unit), v, sizeof v),
+               ws_profile_source_name(q->source), TXT(q->reference, ref));
     }
 }
 
@@ -153,15 +164,16 @@ static int export_to(ws_store *s, const char *format, const char *table, const c
     if (!strcmp(format, "csv")) {
         rc = ws_store_export_csv(s, table, out, err);
     } else {
-        json_t *all = ws_store_export(s, err);
+        json_t *all = table ? ws_store_export_table(s, table, err) : ws_store_export(s, err);
         if (!all) {
             rc = err->code;
         } else {
             rc = json_dumpf(all, out, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
             fputc('\n', out);
             json_decref(all);
-            if (rc)
-                rc = ws_err_set(err, WS_EIO, "cannot write the export");
+            /* a failed write to --output is named by ws_atomic_commit, to stdout by
+             * cli_close_stdout, each with its cause */
+            rc = 0;
         }
     }
     if (output) {

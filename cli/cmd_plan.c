@@ -17,6 +17,7 @@
 #include "trace.h"
 #include "trace_gen.h"
 #include "workload.h"
+#include "ws_gnuplot.h"
 #include "ws_par.h"
 #include "ws_parse.h"
 #include "ws_util.h"
@@ -34,7 +35,7 @@ static void usage(FILE *out)
             "           [--max-rate R] [--price PROFILE=USD_PER_HOUR ...] [--tune]\n"
             "           [--kv-gb-list G,..] [--page-list P,..] [--window-list W,..]\n"
             "           [--fit-batches B,..|none] [--fit-max TOKENS] [--detail step|layer]\n"
-            "           [--seed S] [--chunk T] [--db PATH | --save] [--plot FILE.png|svg]\n"
+            "           [--seed S] [--chunk T] [--db PATH | --save] [--plot FILE.png|svg|pdf]\n"
             "           [--json]\n"
             "\n"
             "Finds with the simulator, per GPU profile and KV policy, the highest load that\n"
@@ -72,6 +73,7 @@ typedef struct plan_opts {
     long long fit_max;
 } plan_opts;
 
+_Static_assert(WS_PLAN_FIT_BATCH_MAX == 4096, "--fit-batches' help names the largest batch");
 #define PO plan_opts
 static const cli_optdef k_opts[] = {
     {CLI_GROUP(PO, w, cli_workload, cli_workload_opts)},
@@ -122,16 +124,20 @@ static const cli_optdef k_opts[] = {
     {"kv-gb-list", CLI_STR(PO, kv_l), .arg = "G,..",
      .help = "--tune: GPU KV budgets in GiB (default 1,2,4,8)"},
     {"page-list", CLI_STR(PO, page_l), .arg = "P,..",
-     .help = "--tune: page sizes in tokens (default 128,256,512)"},
+     .help = "--tune: page sizes in tokens, each dividing the 256-token window or a multiple "
+             "of it, a window of one page (default 128,256,512)"},
     {"window-list", CLI_STR(PO, win_l), .arg = "W,..",
-     .help = "--tune: GPU windows in tokens (default 256,512,1024)"},
+     .help = "--tune: GPU windows in tokens, multiples of the 256-token page (default "
+             "256,512,1024)"},
     {"fit-batches", CLI_STR(PO, fit_l), .arg = "B,..|none",
-     .help = "the OOM frontier's batch sizes (default 1,8,32; none: no frontier)"},
+     .help = "the OOM frontier's batch sizes, at most 4096 (a point's time grows as B^2; "
+             "default 1,8,32; none: no frontier)"},
     {"fit-max", CLI_LL(PO, fit_max), .arg = "TOKENS", .lo = WS_PLAN_FIT_UNIT,
      .hi = 4LL * WS_TRACE_TOKENS_MAX, .def = "4194304",
      .help = "the OOM frontier's longest prompt tried (in 1024-token steps)"},
-    {"plot", CLI_STR(PO, plot), .arg = "FILE.png|svg",
-     .help = "goodput and SLO attainment against load per policy (gnuplot)"},
+    {"plot", CLI_STR(PO, plot), .arg = "FILE.png|svg|pdf",
+     .help = "goodput and SLO attainment against load per policy (gnuplot; the type from "
+             "the name); checked before the search, replaced whole"},
     {0}};
 #undef PO
 static const cli_spec k_spec = {"plan", k_opts, 0, usage};
@@ -788,8 +794,8 @@ static int plan_search(const plan_opts *o, const cli_args *a, ws_plan_spec *s)
         return rc;
     if (o->fit_l && !strcmp(o->fit_l, "none"))
         s->n_fit = 0;
-    else if (o->fit_l && (rc = parse_int_list("fit-batches", o->fit_l, 1, 65536, s->fit_batch,
-                                              WS_PLAN_MAX_CAND, &s->n_fit)))
+    else if (o->fit_l && (rc = parse_int_list("fit-batches", o->fit_l, 1, WS_PLAN_FIT_BATCH_MAX,
+                                              s->fit_batch, WS_PLAN_MAX_CAND, &s->n_fit)))
         return rc;
     s->fit_max = o->fit_max;
     if (cli_given(a, "detail"))
@@ -811,6 +817,8 @@ int cmd_plan(int argc, char **argv)
         return rc;
     if (!o.w.model || !s.n_gpus || !o.w.host)
         return cli_usage_error("plan", "--model, --gpu and --host are required");
+    if (o.w.db && o.w.save)
+        return cli_usage_error("plan", "--db and --save both name the database: give one");
     s.model = o.w.model;
     s.host = o.w.host;
     if ((rc = plan_prices(&o, &s)) || (rc = plan_slos(&o, &s)) || (rc = plan_load(&o, &a, &s)) ||
@@ -818,7 +826,11 @@ int cmd_plan(int argc, char **argv)
         return rc;
     ws_err err = {0};
     if (ws_plan_spec_check(&s, &err))
-        return cli_usage_error("plan", "%s", err.msg);
+        return cli_usage_error("plan", "%s", strncmp(err.msg, "plan: ", 6) ? err.msg : err.msg + 6);
+    if (o.plot && !ws_gnuplot_term(o.plot))
+        return cli_usage_error("plan", "--plot needs a .png, .svg or .pdf file, not '%s'", o.plot);
+    if (o.plot && ws_gnuplot_check_out(o.plot, &err)) /* before the search, not after */
+        return cli_fail(&err);
     ws_par *par;
     if (ws_par_init(&par, &err))
         return cli_fail(&err);

@@ -50,7 +50,7 @@ static const figure figures[] = {
 static void usage(FILE *out)
 {
     fprintf(out, "usage: writescope plot NAME [--run N] [--live N] [--model M] [--gpu G]\n"
-                 "                        [--grid N] [--db PATH] [--out FILE.png|FILE.svg]\n\n"
+                 "                        [--grid N] [--db PATH] [--out FILE.png|svg|pdf]\n\n"
                  "Figures:\n");
     for (size_t i = 0; i < N_FIGURES; i++)
         fprintf(out, "  %-11s %s\n", figures[i].name, figures[i].help);
@@ -80,8 +80,9 @@ static const cli_optdef k_opts[] = {
      .help = "speedup, throughput: only the runs of `sim grid` N (--db/--save)"},
     {"db", CLI_STR(plot_opts, db), .arg = "PATH",
      .help = "the database (default: $WRITESCOPE_DB, else results/writescope.db)"},
-    {"out", CLI_STR(plot_opts, out), .arg = "FILE.png|FILE.svg",
-     .help = "the figure (default: results/NAME.png; SVG for a .svg name)"},
+    {"out", CLI_STR(plot_opts, out), .arg = "FILE.png|svg|pdf",
+     .help = "the figure (default: results/NAME.png), its type from its name: PNG, SVG or "
+             "PDF; replaced whole, never through a link, FIFO or device"},
     {0}};
 static const cli_spec k_spec = {"plot", k_opts, 1, usage};
 
@@ -118,7 +119,9 @@ int cmd_plot(int argc, char **argv)
         out = outbuf;
     }
     req.out = out;
-    if (ws_ensure_parent_dir(out, &err))
+    if (!ws_gnuplot_term(out))
+        return cli_usage_error("plot", "--out %s: a figure is a .png, .svg or .pdf file", out);
+    if (ws_ensure_parent_dir(out, &err) || ws_gnuplot_check_out(out, &err))
         return cli_fail(&err);
     ws_store *s;
     int embedded = 0; /* no database yet: the figures say there is nothing to draw */

@@ -249,6 +249,9 @@ static int run_load(const cli_workload *w, const char *gpu_prof, ws_model *m, ws
     ws_store_close(s);
     if (rc)
         return cli_fail(&err);
+    if (w->layers > m->layers)
+        return cli_usage_error("run", "--layers %d: model %s has %d layers", w->layers, m->name,
+                               m->layers);
     if (*host_fallback)
         fprintf(stderr,
                 "run: no calibration of this machine is stored; host profile %s (the cost "

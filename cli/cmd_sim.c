@@ -97,6 +97,12 @@ static json_t *busy_json(const double *busy)
     return b;
 }
 
+/* A time that may be missing (NAN, or negative for a request that never got there): null. */
+static json_t *time_json(double v)
+{
+    return isfinite(v) && v >= 0 ? json_real(v) : json_null();
+}
+
 static json_t *totals_json(const sim_results *r)
 {
     const sim_totals *t = &r->tot;
@@ -109,12 +115,12 @@ static json_t *totals_json(const sim_results *r)
     json_object_set_new(o, "makespan_s", json_real(t->makespan_s));
     json_object_set_new(o, "tokens_per_s", json_real(t->tokens_per_s));
     json_object_set_new(o, "decode_tokens_per_s", json_real(t->decode_tps));
-    json_object_set_new(o, "ttft_p50_s", json_real(t->ttft_p50));
-    json_object_set_new(o, "ttft_p90_s", json_real(t->ttft_p90));
-    json_object_set_new(o, "ttft_p99_s", json_real(t->ttft_p99));
-    json_object_set_new(o, "tpot_p50_s", json_real(t->tpot_p50));
-    json_object_set_new(o, "tpot_p90_s", json_real(t->tpot_p90));
-    json_object_set_new(o, "tpot_p99_s", json_real(t->tpot_p99));
+    json_object_set_new(o, "ttft_p50_s", time_json(t->ttft_p50));
+    json_object_set_new(o, "ttft_p90_s", time_json(t->ttft_p90));
+    json_object_set_new(o, "ttft_p99_s", time_json(t->ttft_p99));
+    json_object_set_new(o, "tpot_p50_s", time_json(t->tpot_p50));
+    json_object_set_new(o, "tpot_p90_s", time_json(t->tpot_p90));
+    json_object_set_new(o, "tpot_p99_s", time_json(t->tpot_p99));
     json_object_set_new(o, "goodput_rps", json_real(t->goodput_rps));
     json_object_set_new(o, "slo_fraction", json_real(t->slo_frac));
     json_object_set_new(o, "rstar_last", json_real(t->rstar_last));
@@ -134,9 +140,9 @@ static json_t *totals_json(const sim_results *r)
         json_object_set_new(x, "prompt", json_integer(q->prompt));
         json_object_set_new(x, "output", json_integer(q->output));
         json_object_set_new(x, "outcome", json_string(sim_outcome_name(q->outcome)));
-        json_object_set_new(x, "ttft_s", json_real(q->ttft));
-        json_object_set_new(x, "tpot_s", json_real(q->tpot));
-        json_object_set_new(x, "e2e_s", json_real(q->e2e));
+        json_object_set_new(x, "ttft_s", time_json(q->ttft));
+        json_object_set_new(x, "tpot_s", time_json(q->tpot));
+        json_object_set_new(x, "e2e_s", time_json(q->e2e));
         json_array_append_new(rq, x);
     }
     json_object_set_new(o, "requests_detail", rq);
@@ -157,16 +163,29 @@ static void print_header(FILE *o)
             "r", "steps", "events", "wall");
 }
 
+/* A percentile for the table: "0.123s" or "12.3ms" (scale 1e3), "n/a" when there is none. */
+static const char *pct_text(double v, double scale, const char *unit, char *buf, size_t cap)
+{
+    if (isfinite(v))
+        snprintf(buf, cap, scale > 1 ? "%.1f%s" : "%.3f%s", scale * v, unit);
+    else
+        snprintf(buf, cap, "n/a");
+    return buf;
+}
+
 static void print_row(FILE *o, const sim_results *r, int slo)
 {
     const sim_totals *t = &r->tot;
+    char a[32], b[32], c[32], d[32];
     fprintf(o,
-            "%-10s %6llu %4llu %10.1f %10.1f %8.3fs %8.3fs %7.1fms %7.1fms %6.3f %6.3f %7llu "
+            "%-10s %6llu %4llu %10.1f %10.1f %9s %9s %9s %9s %6.3f %6.3f %7llu "
             "%9llu %7.3fs",
             r->policy, (unsigned long long)t->served, (unsigned long long)t->oom, t->tokens_per_s,
-            t->decode_tps, t->ttft_p50, t->ttft_p99, 1e3 * t->tpot_p50, 1e3 * t->tpot_p99,
-            t->rstar_last, t->r_final, (unsigned long long)t->steps, (unsigned long long)t->events,
-            t->wall_s);
+            t->decode_tps, pct_text(t->ttft_p50, 1, "s", a, sizeof a),
+            pct_text(t->ttft_p99, 1, "s", b, sizeof b),
+            pct_text(t->tpot_p50, 1e3, "ms", c, sizeof c),
+            pct_text(t->tpot_p99, 1e3, "ms", d, sizeof d), t->rstar_last, t->r_final,
+            (unsigned long long)t->steps, (unsigned long long)t->events, t->wall_s);
     if (slo)
         fprintf(o, "  goodput %.3f req/s (%.0f%% within SLO)", t->goodput_rps, 100 * t->slo_frac);
     fprintf(o, "\n");
@@ -579,6 +598,8 @@ static int sim_check(const cli_args *a, int detail_layer, sim_job *j)
     const cli_workload *w = &o->w;
     if (!w->model || !o->gpu || !w->host)
         return cli_usage_error("sim", "--model, --gpu and --host are required");
+    if (w->db && w->save)
+        return cli_usage_error("sim", "--db and --save both name the database: give one");
     if (j->trace && j->arrivals)
         return cli_usage_error("sim", "--trace and --arrivals are two different workloads");
     if ((j->trace || j->arrivals) && (cli_given(a, "prompt") || cli_given(a, "output")))
@@ -648,6 +669,9 @@ static int sim_open(sim_job *j)
         ws_store_close(j->s);
         j->s = NULL;
     }
+    if (!rc && j->cfg.layers > j->m.layers)
+        return cli_usage_error("sim", "--layers %d: model %s has %d layers", j->cfg.layers,
+                               j->m.name, j->m.layers);
     if (!rc && (j->store_runs || o->csv || o->ctrace))
         rc = sim_sink_open(j->s, o->csv, o->ctrace, &j->ct, &j->sink, &err);
     if (rc)
@@ -913,12 +937,27 @@ static int sim_grid_cmd(const sim_opts *o, const cli_args *a, int detail_layer)
     ws_par *par;
     if (ws_par_init(&par, &err))
         return cli_fail(&err);
-    int rc;
-    if (o->csv || o->ctrace || cli_given(a, "chrome-trace-limit"))
+    int rc = 0;
+    /* The grid fixes its own workloads and settings: an option it would ignore is refused. */
+    static const char *const takes[] = {"host", "model", "gpu", "detail", "db", "save", "json"};
+    for (int k = 0; k < a->n && !rc; k++) {
+        int ok = 0;
+        for (size_t t = 0; t < sizeof takes / sizeof takes[0]; t++)
+            ok |= !strcmp(a->opt[k].name, takes[t]);
+        if (!ok && a->given[k])
+            rc = ws_par_rank(par) ? CLI_EXIT_USAGE
+                                  : cli_usage_error("sim",
+                                                    "sim grid sets its own workloads and "
+                                                    "settings: --%s is for one workload "
+                                                    "(grid takes --host, --model, --gpu, "
+                                                    "--detail, --db or --save, --json)",
+                                                    a->opt[k].name);
+    }
+    if (!rc && o->w.db && o->w.save)
         rc = ws_par_rank(par) ? CLI_EXIT_USAGE
-                              : cli_usage_error("sim", "--csv and --chrome-trace are for one "
-                                                       "workload, not sim grid");
-    else
+                              : cli_usage_error("sim", "--db and --save both name the "
+                                                       "database: give one");
+    if (!rc)
         rc = cmd_grid(par, o->w.db, o->w.db || o->w.save, o->w.host, o->w.model, o->gpu,
                       detail_layer, o->w.json);
     ws_par_finalize(par);

@@ -24,7 +24,7 @@ static void usage(FILE *out)
             "                           [--r R] [--host PROFILE] [--gpu modeled:<profile>|cuda]\n"
             "                           [--calibrate] [--repeat N] [--warmup W] [--threads T]\n"
             "                           [--seed S]\n"
-            "                           [--db PATH | --save] [--json] [--plot FILE.png|svg]\n"
+            "                           [--db PATH | --save] [--json] [--plot FILE.png|svg|pdf]\n"
             "\n"
             "Serves one closed batch with the live runtime (`writescope run`) and plays the same\n"
             "workload in the simulator (`writescope sim --detail layer`) on the same cost model\n"
@@ -74,8 +74,9 @@ static const cli_optdef k_opts[] = {
      .help = "run a quick calibration of this machine first (calib --quick) and use its "
              "profile (stored in --db, else the default database)"},
     {"save", CLI_FLAG(validate_opts, save), .help = "store as --db does, in the default database"},
-    {"plot", CLI_STR(validate_opts, plot), .arg = "FILE.png|svg",
-     .help = "predicted against measured per quantity (gnuplot; SVG for .svg)"},
+    {"plot", CLI_STR(validate_opts, plot), .arg = "FILE.png|svg|pdf",
+     .help = "predicted against measured per quantity (gnuplot; the type from the name); "
+             "checked before the runs, replaced whole"},
     {0}};
 static const cli_spec k_spec = {"validate", k_opts, 0, usage};
 
@@ -273,12 +274,9 @@ static int validate_config(const validate_opts *o, ws_validate_cfg *c, const cha
     if (c->warmup >= e->output)
         return cli_usage_error("validate", "--output %d leaves no step past the %d warm-up step%s",
                                e->output, c->warmup, c->warmup == 1 ? "" : "s");
-    if (o->plot) {
-        const size_t n = strlen(o->plot);
-        if (n < 5 || (strcmp(o->plot + n - 4, ".png") && strcmp(o->plot + n - 4, ".svg")))
-            return cli_usage_error("validate", "--plot needs a .png or .svg file, not '%s'",
-                                   o->plot);
-    }
+    if (o->plot && !ws_gnuplot_term(o->plot))
+        return cli_usage_error("validate", "--plot needs a .png, .svg or .pdf file, not '%s'",
+                               o->plot);
     ws_err err = {0};
     if (ws_policy_from_name(w->policy, &e->policy, &err))
         return cli_fail(&err);
@@ -407,9 +405,11 @@ int cmd_validate(int argc, char **argv)
     const char *gpu_prof = CLI_DEFAULT_GPU;
     if ((rc = validate_config(&o, &c, &gpu_prof)))
         return rc;
+    ws_err err = {0};
+    if (o.plot && ws_gnuplot_check_out(o.plot, &err)) /* before the runs, not after */
+        return cli_fail(&err);
     /* The database: written with --db/--save (and by --calibrate), else read for profiles. */
     const int writes = o.w.db || o.save || o.calibrate;
-    ws_err err = {0};
     ws_store *s = NULL;
     int embedded = 0;
     if (writes ? cli_open_store(o.w.db, &s, &err) : cli_open_store_ro(NULL, &s, &embedded, &err))

@@ -5,12 +5,18 @@
  * Output errors are checked here, once for every command: SIGPIPE is ignored, so a write
  * to a closed pipe fails with EPIPE like any other write error, and after the command
  * stdout is flushed and closed; a failure (full disk, closed pipe, I/O error) becomes one
- * line on stderr and a non-zero exit, so a truncated output never looks like success. */
+ * line on stderr and a non-zero exit, so a truncated output never looks like success.
+ *
+ * SIGINT and SIGTERM remove the temporary files of outputs being written (and gnuplot's
+ * private folder) before the process dies of the signal, so an interrupted command
+ * leaves no hidden file beside its target (ws_atomic_cleanup); its status is the signal's,
+ * 128 + signal number to a shell, as for every command. */
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "cli.h"
+#include "ws_atomic.h"
 #include "ws_util.h"
 
 typedef struct cli_command {
@@ -69,8 +75,27 @@ static int run(int argc, char **argv)
     return CLI_EXIT_USAGE;
 }
 
+static void on_stop_signal(int sig)
+{
+    ws_atomic_cleanup();
+    signal(sig, SIG_DFL);
+    raise(sig); /* delivered when the handler returns: the process ends by the signal */
+}
+
 int main(int argc, char **argv)
 {
     signal(SIGPIPE, SIG_IGN);
+    struct sigaction sa = {0};
+    sa.sa_handler = on_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaddset(&sa.sa_mask, SIGINT); /* one cleanup at a time */
+    sigaddset(&sa.sa_mask, SIGTERM);
+    const int sigs[] = {SIGINT, SIGTERM};
+    for (int i = 0; i < 2; i++) {
+        struct sigaction old;
+        /* a signal ignored by whoever started us (nohup, a background job) stays ignored */
+        if (sigaction(sigs[i], NULL, &old) == 0 && old.sa_handler != SIG_IGN)
+            sigaction(sigs[i], &sa, NULL);
+    }
     return cli_close_stdout(run(argc, argv));
 }

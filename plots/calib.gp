@@ -22,7 +22,11 @@ H = ch * nrows + head
 if (term eq 'svg') {
     set terminal svg size W, H dynamic font 'sans,11'
 } else {
-    set terminal pngcairo size W, H font 'sans,10'
+    if (term eq 'pdfcairo') {
+        set terminal pdfcairo size W / 100.0, H / 100.0 font 'sans,10'
+    } else {
+        set terminal pngcairo size W, H font 'sans,10'
+    }
 }
 set output outfile
 set datafile separator "\t"

@@ -186,6 +186,10 @@ static int write_panels(void *vctx, const char *dir, int *n_out, ws_err *err)
         int nx;
         if ((rc = ws_calibdb_get_samples(ctx->store, run.id, &f->key, &x, &nx, err)))
             break;
+        if (nx < 1) { /* a fit whose samples are not stored: nothing to draw it against */
+            free(x);
+            continue;
+        }
         const int curve = one_shape(x, nx);
         rc = put_panel(dir, n + 1, x, nx, &r, by_flops, curve, err);
         free(x);

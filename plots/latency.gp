@@ -12,7 +12,11 @@ n = ARG4 + 0
 if (term eq 'svg') {
     set terminal svg size 1300, 560 dynamic font 'sans,11'
 } else {
-    set terminal pngcairo size 1300, 560 font 'sans,10'
+    if (term eq 'pdfcairo') {
+        set terminal pdfcairo size 1300 / 100.0, 560 / 100.0 font 'sans,10'
+    } else {
+        set terminal pngcairo size 1300, 560 font 'sans,10'
+    }
 }
 set output outfile
 set datafile separator "\t"

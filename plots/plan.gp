@@ -8,7 +8,7 @@
 #   GPUS, POLICIES  names, one word each
 #   PCT       the SLO attainment threshold, percent
 #   LOAD      rate (requests/s; goodput in requests/s) or users (decode tokens/s)
-#   TITLE     the figure's title; OUTFILE output path; TERM pngcairo or svg
+#   TITLE     the figure's title; OUTFILE output path; TERM pngcairo, svg or pdfcairo
 datadir = ARG1
 gpus = ARG2
 pols = ARG3
@@ -24,7 +24,11 @@ ylab = users ? 'decode tokens/s within the SLO' : 'goodput (requests/s within th
 if (term eq 'svg') {
     set terminal svg size 1400, 120 + 420 * ng dynamic font 'sans,11'
 } else {
-    set terminal pngcairo size 1400, 120 + 420 * ng font 'sans,11'
+    if (term eq 'pdfcairo') {
+        set terminal pdfcairo size 1400 / 100.0, (120 + 420 * ng) / 100.0 font 'sans,11'
+    } else {
+        set terminal pngcairo size 1400, 120 + 420 * ng font 'sans,11'
+    }
 }
 set output outfile
 set multiplot layout ng, 2 title title noenhanced font ',13'

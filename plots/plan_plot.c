@@ -62,11 +62,11 @@ static int plot_data(const ws_plandb_run *run, ws_plandb_point *pts, size_t n, c
     const int users = !strcmp(run->load_kind, "users");
     for (int g = 0; g < *ng; g++)
         for (int p = 0; p < *np; p++) {
-            char path[256];
-            snprintf(path, sizeof path, "%s/g%d_p%d.dat", dir, g + 1, p + 1);
-            FILE *f = fopen(path, "w");
+            char name[64];
+            snprintf(name, sizeof name, "g%d_p%d.dat", g + 1, p + 1);
+            FILE *f = ws_gnuplot_open(dir, name, err);
             if (!f)
-                return ws_err_set(err, WS_EIO, "%s: cannot write", path);
+                return err->code;
             int rows = 0;
             for (size_t i = 0; i < n; i++) {
                 const ws_plandb_point *q = &pts[i];
@@ -80,8 +80,8 @@ static int plot_data(const ws_plandb_run *run, ws_plandb_point *pts, size_t n, c
             }
             if (!rows) /* a series with nothing: one point off the axes keeps gnuplot quiet */
                 fprintf(f, "NaN NaN NaN 0\n");
-            if (fclose(f))
-                return ws_err_set(err, WS_EIO, "%s: cannot write", path);
+            if (ws_gnuplot_close(f, name, err))
+                return err->code;
         }
     return 0;
 }
@@ -89,7 +89,9 @@ static int plot_data(const ws_plandb_run *run, ws_plandb_point *pts, size_t n, c
 int ws_plan_plot(ws_store *store, long long id, const char *out, ws_err *err)
 {
     char script[4096];
-    int rc = ws_gnuplot_script("plan", script, sizeof script, err);
+    int rc = ws_gnuplot_check_out(out, err);
+    if (!rc)
+        rc = ws_gnuplot_script("plan", script, sizeof script, err);
     if (rc)
         return rc;
     ws_plandb_run run;

@@ -12,7 +12,11 @@ term = ARG3
 if (term eq 'svg') {
     set terminal svg size 1000, 680 dynamic font 'sans,11'
 } else {
-    set terminal pngcairo size 1000, 680 font 'sans,10'
+    if (term eq 'pdfcairo') {
+        set terminal pdfcairo size 1000 / 100.0, 680 / 100.0 font 'sans,10'
+    } else {
+        set terminal pngcairo size 1000, 680 font 'sans,10'
+    }
 }
 set output outfile
 set datafile separator "\t"

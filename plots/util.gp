@@ -12,7 +12,11 @@ term = ARG3
 if (term eq 'svg') {
     set terminal svg size 1000, 820 dynamic font 'sans,11'
 } else {
-    set terminal pngcairo size 1000, 820 font 'sans,10'
+    if (term eq 'pdfcairo') {
+        set terminal pdfcairo size 1000 / 100.0, 820 / 100.0 font 'sans,10'
+    } else {
+        set terminal pngcairo size 1000, 820 font 'sans,10'
+    }
 }
 set output outfile
 set datafile separator "\t"

@@ -6,7 +6,7 @@
 # run `gnuplot -c validate.gp DATADIR OUTFILE TERM HEADER P1 .. P5`. Arguments are plain
 # strings that gnuplot never evaluates:
 #   DATADIR  folder with 1.dat .. 5.dat (measured, predicted, repeat), ms or percent
-#   OUTFILE  output path; TERM pngcairo or svg
+#   OUTFILE  output path; TERM pngcairo, svg or pdfcairo
 #   HEADER   the figure's title (may hold a newline)
 #   P1..P5   per panel "title|x label|y label" (the title may hold a newline)
 datadir = ARG1
@@ -16,7 +16,11 @@ header = ARG4
 if (term eq 'svg') {
     set terminal svg size 1500, 950 dynamic font 'sans,11'
 } else {
-    set terminal pngcairo size 1500, 950 font 'sans,10'
+    if (term eq 'pdfcairo') {
+        set terminal pdfcairo size 1500 / 100.0, 950 / 100.0 font 'sans,10'
+    } else {
+        set terminal pngcairo size 1500, 950 font 'sans,10'
+    }
 }
 set output outfile
 legend = 'dots: one point (step, or step x layer), colour = runtime repeat; solid line: y = x; dashed: +-10%'

@@ -29,17 +29,17 @@ static int draw(const ws_validatedb_run *run, const ws_validatedb_stat *st, size
                 ws_err *err)
 {
     char dir[64];
-    if (ws_gnuplot_tmpdir(dir, sizeof dir, err))
+    if (ws_gnuplot_check_out(out, err) || ws_gnuplot_tmpdir(dir, sizeof dir, err))
         return err->code;
     char spec[N_PANELS][256], header[1024];
     int rc = 0;
     for (int q = 0; q < N_PANELS && !rc; q++) {
         const panel *pn = &panels[q];
-        char path[128];
-        snprintf(path, sizeof path, "%s/%d.dat", dir, q + 1);
-        FILE *f = fopen(path, "w");
+        char name[32];
+        snprintf(name, sizeof name, "%d.dat", q + 1);
+        FILE *f = ws_gnuplot_open(dir, name, err);
         if (!f) {
-            rc = ws_err_set(err, WS_EIO, "%s: cannot write the plot data", path);
+            rc = err->code;
             break;
         }
         const double k = pn->share ? 100 : 1e3;
@@ -54,10 +54,8 @@ static int draw(const ws_validatedb_run *run, const ws_validatedb_stat *st, size
         }
         if (!n) /* an empty panel still draws: one point at the origin, marked as no data */
             fprintf(f, "0 0 0\n");
-        if (fclose(f)) {
-            rc = ws_err_set(err, WS_EIO, "%s: cannot write the plot data", path);
+        if ((rc = ws_gnuplot_close(f, name, err)))
             break;
-        }
         ws_validatedb_stat s = {0};
         for (size_t i = 0; i < n_st; i++)
             if (!strcmp(st[i].quantity, pn->quantity)) {

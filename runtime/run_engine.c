@@ -385,8 +385,11 @@ static int eng_init(eng *e, const ws_engine_cfg *c, ws_run_result *res, ws_err *
 
     /* depth */
     res->model_layers = m->layers;
+    if (c->layers > m->layers)
+        return ws_err_set(err, WS_EINVAL, "run: --layers %d: model %s has %d layers", c->layers,
+                          m->name, m->layers);
     if (c->layers > 0) {
-        e->L = c->layers < m->layers ? c->layers : m->layers;
+        e->L = c->layers;
         const double ram = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
         const int fit = ws_engine_layers_fit(c, c->mem_fraction * ram);
         if (fit < e->L)

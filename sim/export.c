@@ -1,6 +1,7 @@
 /* export: CSV tables and a Chrome trace of a simulation (see export.h). */
 #include "export.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -71,8 +72,10 @@ int sim_export_csv_open(const char *dir, sim_export_csv **out, ws_err *err)
     *out = NULL;
     char path[WS_PATH_MAX];
     struct stat sb;
-    if (stat(dir, &sb) == 0 && !S_ISDIR(sb.st_mode))
-        return ws_err_set(err, WS_EIO, "%s: not a folder (--csv takes a folder)", dir);
+    /* A folder, or nothing yet; never through a link (the files would land where it points). */
+    if (lstat(dir, &sb) == 0 && !S_ISDIR(sb.st_mode))
+        return ws_err_set(err, WS_EIO, "%s: exists and is %s, not a folder (--csv takes a folder)",
+                          dir, ws_atomic_kind(sb.st_mode));
     sim_export_csv *c = calloc(1, sizeof *c);
     if (!c)
         return ws_err_set(err, WS_ENOMEM, "out of memory");
@@ -192,14 +195,11 @@ int sim_export_csv_close(sim_export_csv *c, ws_err *err)
         sim_export_csv_abort(c);
         return WS_EINVAL;
     }
-    for (int i = 0; i < N_FILES; i++)
-        if (ferror(c->f[i].f)) {
-            ws_err_set(err, WS_EIO, "%s: write failed", c->f[i].path);
-            sim_export_csv_abort(c);
-            return WS_EIO;
-        }
-    /* Each file is replaced whole; a failure part-way leaves the earlier ones new. */
+    /* All three written out before any replaces its target: a write that fails (a full
+     * disk) leaves every old file as it was; only the renames come after. */
     int rc = 0;
+    for (int i = 0; i < N_FILES && !rc; i++)
+        rc = ws_atomic_flush(&c->f[i], err);
     for (int i = 0; i < N_FILES; i++) {
         if (!rc)
             rc = ws_atomic_commit(&c->f[i], err);
@@ -451,8 +451,9 @@ int sim_export_trace_add(sim_export_trace *t, const sim_timeline *tl, ws_err *er
         write_span(t, s, k, tid_of(t, k, lane));
         t->written++;
     }
-    if (ferror(t->af.f))
-        return ws_err_set(err, WS_EIO, "%s: write failed", t->af.path);
+    if (ferror(t->af.f)) /* errno: the failed write's (a full disk: ENOSPC, EFBIG) */
+        return ws_err_set(err, WS_EIO, "%s: cannot write: %s", t->af.path,
+                          strerror(errno ? errno : EIO));
     return 0;
 }
 
@@ -494,11 +495,7 @@ int sim_export_trace_close(sim_export_trace *t, ws_err *err)
     json_text(f, t->title);
     fprintf(f, "\",\"time\":\"simulated\",\"spans_written\":%zu,\"spans_dropped\":%zu}}\n",
             t->written, t->dropped);
-    int rc = ferror(f) ? ws_err_set(err, WS_EIO, "%s: write failed", t->af.path) : 0;
-    if (rc)
-        ws_atomic_abort(&t->af);
-    else
-        rc = ws_atomic_commit(&t->af, err);
+    const int rc = ws_atomic_commit(&t->af, err); /* checks every write, or drops the file */
     trace_free(t);
     return rc;
 }

@@ -74,17 +74,36 @@ int ws_plan_spec_check(const ws_plan_spec *s, ws_err *err)
         if (!(s->kv_gb[i] > 0 && s->kv_gb[i] < 1e6))
             return ws_err_set(err, WS_EINVAL, "plan: a GPU KV budget is GiB > 0, not %g",
                               s->kv_gb[i]);
-    for (int i = 0; i < s->n_page; i++)
-        if (s->page[i] < 1 || s->page[i] > (1 << 20))
-            return ws_err_set(err, WS_EINVAL, "plan: a page is 1..2^20 tokens, not %d", s->page[i]);
-    for (int i = 0; i < s->n_window; i++)
-        if (s->window[i] < 1 || s->window[i] > (1 << 20))
-            return ws_err_set(err, WS_EINVAL, "plan: a window is 1..2^20 tokens, not %d",
-                              s->window[i]);
+    /* As in sim (--window): a window is a whole number of pages. A page candidate runs with
+     * the default window, so it divides it or, larger, makes a window of one page; a window
+     * candidate runs with the default page. */
+    sim_cfg d;
+    sim_cfg_default(&d);
+    const int page = d.par.page_tokens, window = d.window;
+    for (int i = 0; i < s->n_page; i++) {
+        const int p = s->page[i];
+        if (p < 1 || p > (1 << 20))
+            return ws_err_set(err, WS_EINVAL, "plan: a page is 1..2^20 tokens, not %d", p);
+        if (window % p && p % window)
+            return ws_err_set(err, WS_EINVAL,
+                              "plan: a page of %d tokens neither divides the %d-token window "
+                              "nor is a multiple of it (a window is a whole number of pages)",
+                              p, window);
+    }
+    for (int i = 0; i < s->n_window; i++) {
+        const int w = s->window[i];
+        if (w < 1 || w > (1 << 20))
+            return ws_err_set(err, WS_EINVAL, "plan: a window is 1..2^20 tokens, not %d", w);
+        if (w % page)
+            return ws_err_set(err, WS_EINVAL,
+                              "plan: a window of %d tokens is not a multiple of the page (%d "
+                              "tokens)",
+                              w, page);
+    }
     for (int i = 0; i < s->n_fit; i++)
-        if (s->fit_batch[i] < 1 || s->fit_batch[i] > 65536)
-            return ws_err_set(err, WS_EINVAL, "plan: a frontier batch is 1..65536, not %d",
-                              s->fit_batch[i]);
+        if (s->fit_batch[i] < 1 || s->fit_batch[i] > WS_PLAN_FIT_BATCH_MAX)
+            return ws_err_set(err, WS_EINVAL, "plan: a frontier batch is 1..%d, not %d",
+                              WS_PLAN_FIT_BATCH_MAX, s->fit_batch[i]);
     if (s->n_fit && s->fit_max < WS_PLAN_FIT_UNIT)
         return ws_err_set(err, WS_EINVAL, "plan: the longest context is >= %d tokens",
                           WS_PLAN_FIT_UNIT);
@@ -158,7 +177,8 @@ static void search_update(search *s, double x, const ws_plan_result *r)
 
 /* The settings searched for a policy: the default, then one setting at a time. Pages and
  * windows only matter to a policy that spills; a candidate equal to the simulator's default
- * is the default setting, and a window must be a whole number of default pages. */
+ * is the default setting (ws_plan_spec_check made every window a whole number of default
+ * pages). */
 static int settings_of(const ws_plan_spec *s, int policy, ws_plan_setting *out)
 {
     int n = 0;
@@ -176,7 +196,7 @@ static int settings_of(const ws_plan_spec *s, int policy, ws_plan_setting *out)
         if (s->page[i] != page)
             out[n++] = (ws_plan_setting){.page = s->page[i]};
     for (int i = 0; i < s->n_window; i++)
-        if (s->window[i] != window && s->window[i] % page == 0)
+        if (s->window[i] != window)
             out[n++] = (ws_plan_setting){.window = s->window[i]};
     return n;
 }

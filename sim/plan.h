@@ -44,6 +44,10 @@ extern "C" {
 #define WS_PLAN_MAX_GPUS 16  /* GPU profiles in one plan */
 #define WS_PLAN_MAX_CAND 8   /* candidates per setting, batches of the frontier */
 #define WS_PLAN_FIT_UNIT 1024 /* tokens: the frontier's context resolution */
+#define WS_PLAN_FIT_BATCH_MAX                                                                      \
+    4096 /* largest frontier batch: a frontier search's time grows                                 \
+          * about as B^2 (4096: under a second per GPU and policy;                                 \
+          * 65536: many minutes) */
 
 typedef enum ws_plan_load {
     WS_PLAN_RATE = 0,  /* open arrivals: requests/s */

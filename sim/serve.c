@@ -588,10 +588,14 @@ static void summarise(run *R)
     sim_totals *t = &R->res->tot;
     t->requests = R->n_seen;
     t->pct_exact = sim_quantile_exact(&R->ttft) && sim_quantile_exact(&R->tpot);
-    t->ttft_p50 = sim_quantile_get(&R->ttft, 0.5), t->ttft_p90 = sim_quantile_get(&R->ttft, 0.9);
-    t->ttft_p99 = sim_quantile_get(&R->ttft, 0.99);
-    t->tpot_p50 = sim_quantile_get(&R->tpot, 0.5), t->tpot_p90 = sim_quantile_get(&R->tpot, 0.9);
-    t->tpot_p99 = sim_quantile_get(&R->tpot, 0.99);
+    /* No sample (nothing served, or no request past its first token): no percentile. */
+    const int has_ttft = R->ttft.n > 0, has_tpot = R->tpot.n > 0;
+    t->ttft_p50 = has_ttft ? sim_quantile_get(&R->ttft, 0.5) : NAN;
+    t->ttft_p90 = has_ttft ? sim_quantile_get(&R->ttft, 0.9) : NAN;
+    t->ttft_p99 = has_ttft ? sim_quantile_get(&R->ttft, 0.99) : NAN;
+    t->tpot_p50 = has_tpot ? sim_quantile_get(&R->tpot, 0.5) : NAN;
+    t->tpot_p90 = has_tpot ? sim_quantile_get(&R->tpot, 0.9) : NAN;
+    t->tpot_p99 = has_tpot ? sim_quantile_get(&R->tpot, 0.99) : NAN;
     t->makespan_s = t->served ? R->last_end - R->first_arr : 0;
     t->tokens_per_s = t->makespan_s > 0 ? t->output_tokens / t->makespan_s : 0;
     t->decode_tps = t->decode_time_s > 0 ? t->decode_tokens / t->decode_time_s : 0;

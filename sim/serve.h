@@ -170,7 +170,7 @@ typedef struct sim_totals {
     double tokens_per_s;  /* output tokens / makespan */
     double decode_time_s; /* sum of decode steps */
     double decode_tps;    /* decode tokens / decode time */
-    double ttft_p50, ttft_p90, ttft_p99, tpot_p50, tpot_p90, tpot_p99;
+    double ttft_p50, ttft_p90, ttft_p99, tpot_p50, tpot_p90, tpot_p99; /* NAN: no sample */
     int pct_exact;      /* 1: the percentiles are exact (few enough served requests) */
     uint64_t slo_met;   /* served requests within the SLOs */
     double goodput_rps; /* served requests within the SLOs per second of makespan */

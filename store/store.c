@@ -797,17 +797,36 @@ json_t *ws_store_export(ws_store *s, ws_err *err)
     return out;
 }
 
+/* WS_EINVAL naming the tables export knows. */
+static int unknown_table(const char *table, ws_err *err)
+{
+    char names[256] = "";
+    for (int i = 0; ws_store_tables[i]; i++) {
+        size_t l = strlen(names);
+        snprintf(names + l, sizeof names - l, "%s%s", i ? ", " : "", ws_store_tables[i]);
+    }
+    return ws_err_set(err, WS_EINVAL, "unknown table '%s' (tables: %s)", table, names);
+}
+
+json_t *ws_store_export_table(ws_store *s, const char *table, ws_err *err)
+{
+    if (!known_table(table)) {
+        unknown_table(table, err);
+        return NULL;
+    }
+    json_t *rows = table_json(s, table, err);
+    if (!rows)
+        return NULL;
+    json_t *out = json_object();
+    json_object_set_new(out, "schema_version", json_integer(WS_SCHEMA_VERSION));
+    json_object_set_new(out, table, rows);
+    return out;
+}
 
 int ws_store_export_csv(ws_store *s, const char *table, FILE *out, ws_err *err)
 {
-    if (!known_table(table)) {
-        char names[256] = "";
-        for (int i = 0; ws_store_tables[i]; i++) {
-            size_t l = strlen(names);
-            snprintf(names + l, sizeof names - l, "%s%s", i ? ", " : "", ws_store_tables[i]);
-        }
-        return ws_err_set(err, WS_EINVAL, "unknown table '%s' (tables: %s)", table, names);
-    }
+    if (!known_table(table))
+        return unknown_table(table, err);
     char sql[128];
     snprintf(sql, sizeof sql, "SELECT * FROM %s ORDER BY rowid", table);
     sqlite3_stmt *st;

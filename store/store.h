@@ -78,6 +78,9 @@ int ws_store_seed_datasheet(ws_store *s, int *n_out, ws_err *err);
 json_t *ws_store_profiles(ws_store *s, const char *name, ws_err *err);
 /* Every table as {"schema_version": N, "<table>": [rows...], ...}. */
 json_t *ws_store_export(ws_store *s, ws_err *err);
+/* One table as {"schema_version": N, "<table>": [rows...]}; NULL and WS_EINVAL for a
+ * table export does not know. */
+json_t *ws_store_export_table(ws_store *s, const char *table, ws_err *err);
 /* One table as CSV with a header row. */
 int ws_store_export_csv(ws_store *s, const char *table, FILE *out, ws_err *err);
 /* The tables export knows, NULL-terminated. */

@@ -12,6 +12,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -143,9 +148,10 @@ static void exec_writescope(const char *prog, const char *const *args, const cha
     _exit(127);
 }
 
-/* Runs the binary with stdout on out_fd, or on a captured pipe when out_fd < 0. */
-static th_run run_captured(const char *prog, const char *const *args,
-                           const char *const *env_kv, int out_fd, int sigpipe_ignored)
+/* Runs the binary with stdout on out_fd, or on a captured pipe when out_fd < 0; fsize > 0:
+ * under that file-size limit, SIGXFSZ ignored. */
+static th_run run_captured_lim(const char *prog, const char *const *args, const char *const *env_kv,
+                               int out_fd, int sigpipe_ignored, long fsize)
 {
     int po[2] = {-1, -1}, pe[2];
     cr_assert(pipe(pe) == 0);
@@ -155,6 +161,12 @@ static th_run run_captured(const char *prog, const char *const *args,
     cr_assert(pid >= 0, "fork failed");
     if (pid == 0) {
         signal(SIGPIPE, sigpipe_ignored ? SIG_IGN : SIG_DFL);
+        if (fsize > 0) {
+            const struct rlimit rl = {(rlim_t)fsize, (rlim_t)fsize};
+            signal(SIGXFSZ, SIG_IGN); /* inherited through exec: writes fail with EFBIG */
+            if (setrlimit(RLIMIT_FSIZE, &rl) != 0)
+                _exit(126);
+        }
         dup2(out_fd < 0 ? po[1] : out_fd, 1);
         dup2(pe[1], 2);
         if (out_fd < 0)
@@ -196,9 +208,45 @@ static th_run run_captured(const char *prog, const char *const *args,
     return r;
 }
 
+static th_run run_captured(const char *prog, const char *const *args, const char *const *env_kv,
+                           int out_fd, int sigpipe_ignored)
+{
+    return run_captured_lim(prog, args, env_kv, out_fd, sigpipe_ignored, 0);
+}
+
 th_run th_writescope(const char *const *args, const char *const *env_kv)
 {
     return run_captured(NULL, args, env_kv, -1, 0);
+}
+
+th_run th_writescope_fsize(const char *const *args, const char *const *env_kv, long fsize)
+{
+    return run_captured_lim(NULL, args, env_kv, -1, 0, fsize);
+}
+
+const char *th_device_like(const char *path)
+{
+    if (geteuid() == 0) {
+        cr_assert_eq(mknod(path, S_IFCHR | 0600, makedev(1, 3)), 0, "mknod %s", path);
+        return "a device";
+    }
+    struct sockaddr_un a = {.sun_family = AF_UNIX};
+    cr_assert_lt(strlen(path), sizeof a.sun_path, "%s: too long for a socket", path);
+    strcpy(a.sun_path, path);
+    int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    cr_assert_geq(fd, 0);
+    cr_assert_eq(bind(fd, (struct sockaddr *)&a, sizeof a), 0, "bind %s", path);
+    close(fd); /* the socket file stays */
+    return "a socket";
+}
+
+int th_is_device_like(const char *path)
+{
+    struct stat st;
+    if (lstat(path, &st) != 0)
+        return 0;
+    return geteuid() == 0 ? S_ISCHR(st.st_mode) && st.st_rdev == makedev(1, 3)
+                          : S_ISSOCK(st.st_mode);
 }
 
 th_run th_command(const char *const *argv, const char *const *env_kv)

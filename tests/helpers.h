@@ -54,6 +54,16 @@ size_t th_datasheet_profiles(size_t *n_params);
  * project root, into path; 0 when it is absent (the caller skips). */
 int th_real_trace(const char *name, char *path, size_t cap);
 
+/* The same under a file-size limit of fsize bytes (RLIMIT_FSIZE) with SIGXFSZ ignored: a
+ * write past it fails with EFBIG, as on a full disk, in writescope and its children. */
+th_run th_writescope_fsize(const char *const *args, const char *const *env_kv, long fsize);
+/* Makes path a device-like file that no test may write into: a character device (the null
+ * device's numbers, 1:3) when running as root, else a UNIX socket. Returns the kind as
+ * ws_atomic names it ("a device" or "a socket"). */
+const char *th_device_like(const char *path);
+/* 1 when path is still that device-like file. */
+int th_is_device_like(const char *path);
+
 /* Starts $WRITESCOPE_BIN with args in the background, stdout/stderr to the given files;
  * returns the pid. th_wait returns its exit status (128+signal when killed). */
 int th_spawn(const char *const *args, const char *const *env_kv, const char *out_path,

@@ -396,21 +396,25 @@ Test(cli, db_export_output_refuses_non_regular_targets)
     cr_assert(th_same_file_bytes(target, "keep me\n", 8), "written through the link");
     cr_assert(lstat(fifo, &st) == 0 && S_ISFIFO(st.st_mode), "the FIFO was replaced");
     cr_assert(lstat(folder, &st) == 0 && S_ISDIR(st.st_mode));
-    th_run r = run((const char *[]){"db", "export", "--output", "/dev/null", NULL});
-    cr_assert_eq(r.status, 1, "/dev/null: exit %d", r.status);
-    cr_assert_neq(strstr(r.err, "device"), NULL, "%s", r.err);
+    char dev[300];
+    snprintf(dev, sizeof dev, "%s/dev.json", dir);
+    const char *dev_kind = th_device_like(dev);
+    th_run r = run((const char *[]){"db", "export", "--output", dev, NULL});
+    cr_assert_eq(r.status, 1, "%s: exit %d", dev, r.status);
+    cr_assert_neq(strstr(r.err, dev_kind), NULL, "%s", r.err);
     th_run_free(&r);
+    cr_assert(th_is_device_like(dev));
     /* A failing export (unknown table) leaves nothing either. */
     char out[300];
     snprintf(out, sizeof out, "%s/out.csv", dir);
     expect_fail((const char *[]){"db", "export", "--format", "csv", "--table", "nope", "--output", out, NULL},
                 "unknown table");
-    cr_assert_eq(th_dir_entries(dir), 4, "a temporary file was left in %s", dir);
+    cr_assert_eq(th_dir_entries(dir), 5, "a temporary file was left in %s", dir);
     /* A regular file is replaced whole. */
     r = run((const char *[]){"db", "export", "--format", "csv", "--table", "hosts", "--output", target, NULL});
     cr_assert_eq(r.status, 0, "%s", r.err);
     th_run_free(&r);
-    cr_assert_eq(th_dir_entries(dir), 4);
+    cr_assert_eq(th_dir_entries(dir), 5);
     char *text = th_slurp(target, NULL);
     cr_assert_eq(strncmp(text, "id,fingerprint", 14), 0, "%s", text);
     free(text);
@@ -531,4 +535,53 @@ Test(cli, profile_import_rejects_duplicate_keys)
     expect_fail((const char *[]){"db", "init", "--db", db, "--seed", seed, NULL}, "duplicate");
     free(dup);
     free(text);
+}
+
+/* `db export --format json --table T` exports T alone (it used to export every table);
+ * an unknown T is an error naming the tables. */
+Test(cli, db_export_json_table_is_that_table)
+{
+    th_run r = run((const char *[]){"db", "init", NULL});
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    th_run_free(&r);
+    json_t *v =
+        run_json((const char *[]){"db", "export", "--format", "json", "--table", "profiles", NULL});
+    cr_assert_eq(json_object_size(v), 2, "schema_version and profiles only");
+    cr_assert(json_is_integer(json_object_get(v, "schema_version")));
+    cr_assert_eq(json_array_size(json_object_get(v, "profiles")), 6);
+    json_decref(v);
+    v = run_json((const char *[]){"db", "export", "--table", "profile_params", NULL});
+    cr_assert_eq(json_object_size(v), 2);
+    cr_assert_gt(json_array_size(json_object_get(v, "profile_params")), 6);
+    json_decref(v);
+    expect_fail((const char *[]){"db", "export", "--table", "nope", NULL}, "unknown table 'nope'");
+}
+
+/* Text stored in the database reaches the terminal escaped: an ESC sequence or a newline in
+ * a profile's description, a parameter's unit or reference cannot drive the terminal or
+ * fake a line of `db show`. */
+Test(cli, db_show_escapes_stored_text)
+{
+    th_run r = run((const char *[]){"db", "init", NULL});
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    th_run_free(&r);
+    const char *db = strchr(g_env_db, '=') + 1;
+    th_exec_sql(db, "UPDATE profiles SET description = 'evil' || char(27) || '[2J' || char(10) || "
+                    "'fake line' || char(13) WHERE name = 'h200';"
+                    "UPDATE profile_params SET reference = 'ref' || char(27) || ']0;title' || "
+                    "char(7) || char(155) || '31m', unit = 'B' || char(10) WHERE key = 'mem_bytes' "
+                    "AND profile_id = (SELECT id FROM profiles WHERE name = 'h200');");
+    const char *const cmds[][4] = {{"db", "show", NULL}, {"db", "show", "h200", NULL}};
+    for (int i = 0; i < 2; i++) {
+        r = run(cmds[i]);
+        cr_assert_eq(r.status, 0, "%s", r.err);
+        cr_assert_null(strchr(r.out, 27), "an ESC reached the terminal: %s", r.out);
+        cr_assert_null(strchr(r.out, 7), "a BEL reached the terminal");
+        cr_assert_null(strchr(r.out, '\r'), "a CR reached the terminal");
+        cr_assert_null(strstr(r.out, "\xc2\x9b"), "a C1 CSI reached the terminal");
+        cr_assert_null(strstr(r.out, "\nfake line"), "a stored newline started a line");
+        cr_assert_neq(strstr(r.out, "evil\\x1b[2J\\nfake line\\r"), NULL, "%s", r.out);
+        cr_assert_neq(strstr(r.out, "ref\\x1b]0;title\\x07\\x9b31m"), NULL, "%s", r.out);
+        th_run_free(&r);
+    }
 }

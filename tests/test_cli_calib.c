@@ -135,3 +135,55 @@ Test(cli_calib, plot_out_path_with_an_apostrophe)
     struct stat st;
     cr_assert(stat(out, &st) == 0 && st.st_size > 0, "no figure at %s", out);
 }
+
+/* SIGTERM stops a calibration as SIGINT does, with the status a shell gives a command that a
+ * signal ended: 128 + 15 (sim and plan end by the signal itself). */
+Test(cli_calib, sigterm_exits_143, .timeout = 120)
+{
+    char dir[64], db[128], out[128], err[128];
+    th_tmpdir(dir, sizeof dir);
+    snprintf(db, sizeof db, "%s/ws.db", dir);
+    snprintf(out, sizeof out, "%s/out", dir);
+    snprintf(err, sizeof err, "%s/err", dir);
+    int pid = th_spawn((const char *[]){"calib", "--quick", "--db", db, NULL}, NULL, out, err);
+    for (int i = 0; i < 100; i++) { /* into the measurements: its handler is in place */
+        char *e = th_slurp(err, NULL);
+        int started = e && strstr(e, "calib:") != NULL;
+        free(e);
+        if (started)
+            break;
+        usleep(100000);
+    }
+    kill(pid, SIGTERM);
+    int status = th_wait(pid);
+    char *e = th_slurp(err, NULL);
+    cr_assert_eq(status, 143, "status %d, stderr: %s", status, e);
+    cr_assert_neq(strstr(e, "interrupted; nothing was written"), NULL, "%s", e);
+    free(e);
+    cr_assert_eq(th_count_file(db, "SELECT count(*) FROM calib_runs"), 0);
+}
+
+/* `calib show` prints the database's text escaped: a host's CPU model or a run's note with an
+ * ESC sequence or a newline cannot drive the terminal or fake a line. */
+Test(cli_calib, show_escapes_stored_text)
+{
+    char dir[64], db[128];
+    th_tmpdir(dir, sizeof dir);
+    snprintf(db, sizeof db, "%s/ws.db", dir);
+    th_run r = th_writescope((const char *[]){"db", "init", "--db", db, NULL}, NULL);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    th_run_free(&r);
+    th_exec_sql(
+        db, "INSERT INTO hosts(id, fingerprint, cpu_model, cpu_cores, mem_bytes, isa, "
+            "first_seen) VALUES (1, 'f00d', 'CPU' || char(27) || '[31m', 2, 1e9, 'avx2', 'then');"
+            "INSERT INTO calib_runs(id, host_id, tool_version, mode, scope, started_at, "
+            "finished_at, note) VALUES (1, 1, 'test', 'quick', 'link', 'then', 'then', "
+            "'a' || char(10) || 'run 2  fake' || char(27) || '[2J');");
+    r = th_writescope((const char *[]){"calib", "show", "--db", db, NULL}, NULL);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cr_assert_null(strchr(r.out, 27), "an ESC reached the terminal: %s", r.out);
+    cr_assert_null(strstr(r.out, "\nrun 2"), "a stored newline started a line: %s", r.out);
+    cr_assert_neq(strstr(r.out, "CPU\\x1b[31m"), NULL, "%s", r.out);
+    cr_assert_neq(strstr(r.out, "a\\nrun 2  fake\\x1b[2J"), NULL, "%s", r.out);
+    th_run_free(&r);
+}

@@ -123,3 +123,56 @@ Test(cli_plan, trace_rate_is_scaled_from_its_own)
                                     "--slo-tpot", "1", NULL},
                    2, "own arrivals", g_env);
 }
+
+#define SMALL                                                                                      \
+    BASE, "--gpu", "a100-40gb-pcie", "--prompt", "64", "--output", "2", "--max-users", "1",        \
+        "--slo-tpot", "1", "--policy", "writescope"
+
+/* --tune's pages and windows follow sim's rule (a window is a whole number of pages): a
+ * window that sim's --window would refuse, or a page that would silently stretch the
+ * window, is a usage error; the defaults' kind of candidates run. */
+Test(cli_plan, page_and_window_lists_agree_with_sim, .timeout = 60)
+{
+    th_expect_fail((const char *[]){"sim", "--model", "qwen3-30b-a3b", "--gpu", "a100-40gb-pcie",
+                                    "--host", "xeon-gold-5318y", "--window", "100", NULL},
+                   2, "multiple of the page (256 tokens)", g_env);
+    th_expect_fail(
+        (const char *[]){SMALL, "--fit-batches", "none", "--tune", "--window-list", "100", NULL}, 2,
+        "a window of 100 tokens is not a multiple of the page (256 tokens)", g_env);
+    th_expect_fail(
+        (const char *[]){SMALL, "--fit-batches", "none", "--tune", "--page-list", "100", NULL}, 2,
+        "a page of 100 tokens neither divides the 256-token window", g_env);
+    json_t *v = th_writescope_json((const char *[]){SMALL, "--fit-batches", "none", "--tune",
+                                                    "--kv-gb-list", "2", "--page-list", "128,512",
+                                                    "--window-list", "512", "--json", NULL},
+                                   g_env);
+    int page128 = 0, page512 = 0, win512 = 0;
+    size_t i;
+    json_t *x;
+    json_array_foreach(json_object_get(v, "results"), i, x)
+    {
+        json_t *set = json_object_get(x, "setting");
+        page128 |= json_integer_value(json_object_get(set, "page")) == 128;
+        page512 |= json_integer_value(json_object_get(set, "page")) == 512;
+        win512 |= json_integer_value(json_object_get(set, "window")) == 512;
+    }
+    cr_assert(page128 && page512 && win512, "every candidate searched");
+    json_decref(v);
+}
+
+/* The frontier's batches are bounded by what finishes in reasonable time (65536, the old
+ * maximum, ran for many minutes); the bound itself runs. --db with --save is refused. */
+Test(cli_plan, fit_batches_bounded_and_db_or_save, .timeout = 60)
+{
+    th_expect_fail((const char *[]){SMALL, "--fit-batches", "65536", NULL}, 2,
+                   "--fit-batches '65536': not a number in 1..4096", g_env);
+    json_t *v =
+        th_writescope_json((const char *[]){SMALL, "--fit-batches", "4096", "--json", NULL}, g_env);
+    json_t *fr = json_array_get(json_object_get(v, "frontier"), 0);
+    cr_assert_eq(json_integer_value(json_object_get(fr, "batch")), 4096);
+    json_decref(v);
+    char db[128];
+    snprintf(db, sizeof db, "%s/x.db", g_dir);
+    th_expect_fail((const char *[]){SMALL, "--db", db, "--save", NULL}, 2, "--db and --save",
+                   g_env);
+}

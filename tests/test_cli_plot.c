@@ -222,7 +222,10 @@ Test(cli_plot, figures_refuse_what_is_not_a_regular_file, .timeout = 60)
     cr_assert_eq(symlink(victim, link), 0);
     snprintf(fifo, sizeof fifo, "%s/f.png", dir);
     cr_assert_eq(mkfifo(fifo, 0600), 0);
-    const char *bad[] = {link, fifo, "/dev/null"};
+    char dev[192];
+    snprintf(dev, sizeof dev, "%s/dev.png", dir);
+    th_device_like(dev);
+    const char *bad[] = {link, fifo, dev};
     for (int i = 0; i < 3; i++)
         th_expect_fail((const char *[]){"plot", "calib", "--db", db, "--out", bad[i], NULL}, 1,
                        bad[i], NULL);
@@ -232,7 +235,7 @@ Test(cli_plot, figures_refuse_what_is_not_a_regular_file, .timeout = 60)
     struct stat st;
     cr_assert(lstat(link, &st) == 0 && S_ISLNK(st.st_mode));
     cr_assert(stat(fifo, &st) == 0 && S_ISFIFO(st.st_mode));
-    cr_assert(stat("/dev/null", &st) == 0 && S_ISCHR(st.st_mode));
+    cr_assert(th_is_device_like(dev));
     /* an existing file is replaced by the whole figure */
     th_write(dir, "c.png", "old", out, sizeof out);
     free(render(db, "calib", NULL, NULL, out));
@@ -242,7 +245,72 @@ Test(cli_plot, figures_refuse_what_is_not_a_regular_file, .timeout = 60)
     for (struct dirent *e; (e = readdir(d));) /* ws.db-wal and -shm are the database's */
         n += e->d_name[0] != '.' && strncmp(e->d_name, "ws.db-", 6);
     closedir(d);
-    cr_assert_eq(n, 5, "db, victim, link, fifo and the figure, no temporary file: %d", n);
+    cr_assert_eq(n, 6, "db, victim, link, fifo, device and the figure, no temporary file: %d", n);
+}
+
+/* The figure's type follows --out's extension, case aside: .png PNG, .svg SVG, .pdf PDF (it
+ * used to write PNG into x.pdf); any other name is a usage error before anything is drawn
+ * or created. plan --plot and validate --plot take the same names. */
+Test(cli_plot, figure_type_follows_the_extension, .timeout = 60)
+{
+    need_gnuplot();
+    char dir[64], db[128], out[192];
+    th_tmpdir(dir, sizeof dir);
+    snprintf(db, sizeof db, "%s/ws.db", dir);
+    ok((const char *[]){"db", "init", "--db", db, NULL});
+    calib_rows(db, "h2d");
+    static const char *const ext[] = {"pdf", "PDF", "svg", "png"};
+    static const char *const magic[] = {"%PDF", "%PDF", "<?xml", "\x89PNG"};
+    for (int i = 0; i < 4; i++) {
+        snprintf(out, sizeof out, "%s/c%d.%s", dir, i, ext[i]);
+        th_run r =
+            th_writescope((const char *[]){"plot", "calib", "--db", db, "--out", out, NULL}, NULL);
+        cr_assert_eq(r.status, 0, "%s: %s", out, r.err);
+        th_run_free(&r);
+        size_t len;
+        char *img = th_slurp(out, &len);
+        cr_assert(img && len > 1000 && !memcmp(img, magic[i], strlen(magic[i])),
+                  "%s is not a %s file", out, ext[i]);
+        free(img);
+    }
+    static const char *const bad[] = {"c.jpg", "c", "c.png.txt"};
+    for (int i = 0; i < 3; i++) {
+        snprintf(out, sizeof out, "%s/new/%s", dir, bad[i]);
+        th_expect_fail((const char *[]){"plot", "calib", "--db", db, "--out", out, NULL}, 2,
+                       ".png, .svg or .pdf", NULL);
+        th_expect_fail((const char *[]){"plan", "--model", "qwen3-30b-a3b", "--gpu",
+                                        "a100-40gb-pcie", "--host", "xeon-gold-5318y", "--slo-tpot",
+                                        "1", "--prompt", "64", "--output", "2", "--plot", out,
+                                        NULL},
+                       2, ".png, .svg or .pdf", NULL);
+        th_expect_fail(
+            (const char *[]){"validate", "--model", "qwen3-30b-a3b", "--plot", out, NULL}, 2,
+            ".png, .svg or .pdf", NULL);
+    }
+    struct stat st;
+    snprintf(out, sizeof out, "%s/new", dir);
+    cr_assert_neq(stat(out, &st), 0, "a refused figure created %s", out);
+}
+
+/* A fit whose samples are not stored (a damaged or hand-made database) is left out of the
+ * figure, the others drawn; it used to be drawn from no data (qsort(NULL, 0), undefined
+ * behaviour under UBSan). */
+Test(cli_plot, a_fit_without_samples_is_left_out, .timeout = 60)
+{
+    need_gnuplot();
+    char dir[64], db[128], out[192];
+    th_tmpdir(dir, sizeof dir);
+    snprintf(db, sizeof db, "%s/ws.db", dir);
+    ok((const char *[]){"db", "init", "--db", db, NULL});
+    calib_rows(db, "h2d");
+    th_exec_sql(db, "INSERT INTO fits(run_id, device, op, form, c0, bandwidth, r2, "
+                    "heldout_mape_pct, n_samples, good) VALUES (1, 'link', 'd2h', 'transfer', "
+                    "1e-6, 1e10, 0.999, 1.0, 3, 1);");
+    snprintf(out, sizeof out, "%s/c.png", dir);
+    char *line = render(db, "calib", NULL, NULL, out);
+    cr_assert_neq(strstr(line, "(1 panels,"), NULL, "the fit without samples is left out: %s",
+                  line);
+    free(line);
 }
 
 /* A validation's simulation and runtime runs (2 of the model's layers) are not runs of

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "calib.h"
 #include "helpers.h"
@@ -357,4 +358,62 @@ Test(cli_sim, host_this_is_this_machines_calibration)
     cr_assert_eq(r.status, 0, "%s", r.err);
     cr_assert_neq(strstr(r.out, name), NULL, "the plan names %s: %s", name, r.out);
     th_run_free(&r);
+}
+
+/* A run that serves nothing has no TTFT or TPOT: the table says n/a and JSON null (the
+ * database stores NULL), not 0 and -1. gpu-only cannot place qwen3-30b-a3b's weights on a
+ * 40 GB GPU, so every request is out of memory. */
+Test(cli_sim, nothing_served_prints_na_and_json_null)
+{
+    const char *args[] = {BASE, "--policy", "gpu-only", "--batch",  "2",    "--prompt",
+                          "64", "--output", "2",        "--detail", "step", NULL};
+    th_run r = th_writescope(args, g_env);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    const char *row = strstr(r.out, "\ngpu-only ");
+    cr_assert_not_null(row, "%s", r.out);
+    char line[256];
+    snprintf(line, sizeof line, "%.*s", (int)strcspn(row + 1, "\n"), row + 1);
+    int na = 0;
+    for (const char *p = line; (p = strstr(p, "n/a")); p += 3)
+        na++;
+    cr_assert_eq(na, 4, "TTFT p50/p99 and TPOT p50/p99 are n/a: %s", line);
+    th_run_free(&r);
+    const char *jargs[] = {BASE,       "--policy", "gpu-only", "--batch", "2",
+                           "--prompt", "64",       "--output", "2",       "--detail",
+                           "step",     "--json",   NULL};
+    json_t *v = th_writescope_json(jargs, g_env);
+    json_t *run = json_array_get(json_object_get(v, "runs"), 0);
+    cr_assert_eq(json_integer_value(json_object_get(run, "served")), 0);
+    const char *keys[] = {"ttft_p50_s", "ttft_p90_s", "ttft_p99_s",
+                          "tpot_p50_s", "tpot_p90_s", "tpot_p99_s"};
+    for (int i = 0; i < 6; i++)
+        cr_assert(json_is_null(json_object_get(run, keys[i])), "%s is not null", keys[i]);
+    json_t *q = json_array_get(json_object_get(run, "requests_detail"), 0);
+    cr_assert_str_eq(json_string_value(json_object_get(q, "outcome")), "oom");
+    cr_assert(json_is_null(json_object_get(q, "ttft_s")), "an OOM request's TTFT is null");
+    cr_assert(json_is_null(json_object_get(q, "tpot_s")));
+    cr_assert(json_is_null(json_object_get(q, "e2e_s")));
+    json_decref(v);
+}
+
+/* Options that contradict each other, or that a command would ignore, are one-line usage
+ * errors: --db with --save, --layers past the model's, and sim grid's fixed workloads. */
+Test(cli_sim, conflicting_options_are_refused)
+{
+    char dir[64], db[128];
+    th_tmpdir(dir, sizeof dir);
+    snprintf(db, sizeof db, "%s/x.db", dir);
+    th_expect_fail((const char *[]){BASE, "--db", db, "--save", NULL}, 2, "--db and --save", g_env);
+    th_expect_fail((const char *[]){BASE, "--layers", "49", NULL}, 2,
+                   "--layers 49: model qwen3-30b-a3b has 48 layers", g_env);
+    th_expect_fail((const char *[]){"sim", "grid", "--batch", "4", NULL}, 2, "--batch", g_env);
+    th_expect_fail((const char *[]){"sim", "grid", "--prompt", "1024", NULL}, 2, "--prompt", g_env);
+    th_expect_fail((const char *[]){"sim", "grid", "--policy", "writescope", NULL}, 2, "--policy",
+                   g_env);
+    th_expect_fail((const char *[]){"sim", "grid", "--db", db, "--save", NULL}, 2,
+                   "--db and --save", g_env);
+    th_expect_fail((const char *[]){"run", "--model", "qwen3-30b-a3b", "--layers", "49", NULL}, 2,
+                   "--layers 49: model qwen3-30b-a3b has 48 layers", g_env);
+    struct stat st;
+    cr_assert_neq(stat(db, &st), 0, "a refused command created %s", db);
 }

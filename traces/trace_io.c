@@ -2,6 +2,7 @@
 #include "trace_io.h"
 
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -160,10 +161,14 @@ int trace_field_tokens(const char *s, const char *col, int32_t *out, ws_err *err
     double v;
     if (!*s)
         return ws_err_set(err, WS_EPARSE, "%s is empty", col);
-    if (ws_parse_double(s, -1e300, 1e300, &v) || v != floor(v))
+    const int bad = ws_parse_double(s, -DBL_MAX, DBL_MAX, &v);
+    if (bad == ERANGE) /* a number, but beyond a double (1e999) */
+        return ws_err_set(err, WS_EINVAL, "%s '%.*s%s': out of range (1..%d)", col, SHOW(s),
+                          WS_TRACE_TOKENS_MAX);
+    if (bad || v != floor(v))
         return ws_err_set(err, WS_EPARSE, "%s '%.*s%s': not an integer", col, SHOW(s));
     if (v < 1 || v > WS_TRACE_TOKENS_MAX)
-        return ws_err_set(err, WS_EINVAL, "%s %.0f: outside 1..%d", col, v, WS_TRACE_TOKENS_MAX);
+        return ws_err_set(err, WS_EINVAL, "%s %.10g: outside 1..%d", col, v, WS_TRACE_TOKENS_MAX);
     *out = (int32_t)v;
     return 0;
 }
@@ -174,7 +179,11 @@ int trace_field_double(const char *s, const char *col, double lo, double hi, dou
     double v;
     if (!*s)
         return ws_err_set(err, WS_EPARSE, "%s is empty", col);
-    if (ws_parse_double(s, -1e300, 1e300, &v))
+    const int bad = ws_parse_double(s, -DBL_MAX, DBL_MAX, &v);
+    if (bad == ERANGE) /* a number, but beyond a double (1e999) */
+        return ws_err_set(err, WS_EINVAL, "%s '%.*s%s': out of range (%g..%g)", col, SHOW(s), lo,
+                          hi);
+    if (bad)
         return ws_err_set(err, WS_EPARSE, "%s '%.*s%s': not a number", col, SHOW(s));
     if (v < lo || v > hi)
         return ws_err_set(err, WS_EINVAL, "%s %g: outside %g..%g", col, v, lo, hi);

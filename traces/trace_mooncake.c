@@ -35,7 +35,7 @@ static int tokens(json_t *o, const char *key, int32_t *out, ws_err *err)
     if (v != floor(v))
         return ws_err_set(err, WS_EPARSE, "\"%s\" %g: not an integer", key, v);
     if (v < 1 || v > WS_TRACE_TOKENS_MAX)
-        return ws_err_set(err, WS_EINVAL, "\"%s\" %.0f: outside 1..%d", key, v,
+        return ws_err_set(err, WS_EINVAL, "\"%s\" %.10g: outside 1..%d", key, v,
                           WS_TRACE_TOKENS_MAX);
     *out = (int32_t)v;
     return 0;
