@@ -192,7 +192,7 @@ Test(cli, db_init_export_roundtrip)
     json_t *v = json_load_file(out, 0, &je);
     cr_assert_not_null(v, "%s", je.text);
     cr_assert_eq(json_array_size(json_object_get(v, "profiles")), 6);
-    cr_assert_eq(json_array_size(json_object_get(v, "profile_params")), 5 * 12 + 11);
+    cr_assert_eq(json_array_size(json_object_get(v, "profile_params")), 5 * 24 + 11);
     const char *sim[] = {"sim_runs", "sim_requests", "sim_steps"};
     for (int i = 0; i < 3; i++)
         cr_assert(json_is_array(json_object_get(v, sim[i])), "%s", sim[i]);
@@ -359,7 +359,7 @@ Test(cli, db_show_profile_by_name)
     cr_assert_str_eq(json_string_value(json_object_get(p, "name")), "h100-sxm");
     cr_assert_str_eq(json_string_value(json_object_get(p, "datasheet")), "h100-sxm");
     cr_assert(json_is_null(json_object_get(p, "calibrated")));
-    cr_assert_eq(json_array_size(json_object_get(p, "params")), 12);
+    cr_assert_eq(json_array_size(json_object_get(p, "params")), 24);
     json_decref(v);
     expect_fail((const char *[]){"db", "show", "no-such-gpu", NULL}, "no profile named 'no-such-gpu'");
     expect_fail((const char *[]){"db", "show", "gpu:Nothing", "--json", NULL}, "no profile named");

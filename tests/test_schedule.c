@@ -189,24 +189,33 @@ Test(schedule, player_is_first_come_first_served_on_each_resource)
     double e0[WS_SCHED_MAX_OPS];
     ws_sched_build(&cm, &sp, &in, 0, &s);
     ws_sched_play_layer(&p, &s, &t0, e0);
-    /* layer 0: qkv, append, then the CPU half beside the GPU half, whose prefetch waits for
-     * its own qkv */
-    const double qkv = ws_cost_qkv_proj(&cm, 2);
-    cr_assert_float_eq(t0.qkv_end, 10.0 + qkv, 1e-12);
+    /* layer 0: the step's overhead, qkv (the residual add, RMSNorm, QKV GEMM and RoPE, each
+     * paying its fixed cost), append, then the CPU half beside the GPU half, whose prefetch
+     * waits for its own qkv */
+    const double step = ws_cost_step(&cm), qkv = ws_cost_add(&cm, 2) + ws_cost_norm(&cm, 2) +
+                                                 ws_cost_qkv_proj(&cm, 2) + ws_cost_rope(&cm, 2);
+    cr_assert_gt(step, 0, "the datasheet has a per-step overhead");
+    cr_assert_gt(ws_cost_norm(&cm, 2), cm.hw.gpu_elem[WS_ELEM_NORM].c0.v, "c0 + bytes / W");
+    cr_assert_gt(cm.hw.gpu_elem[WS_ELEM_NORM].c0.v, 0, "every kernel has a fixed cost");
+    cr_assert_geq(s.at[WS_OP_STEP], 0);
+    cr_assert_float_eq(t0.t_start, 10.0 + step, 1e-12);
+    cr_assert_float_eq(t0.qkv_end, 10.0 + step + qkv, 1e-12);
     cr_assert_float_eq(e0[s.at[WS_OP_H2D_PRE]],
                        t0.qkv_end + ws_cost_h2d(&cm, fmin(cc.pingpong_bytes, 4096 * cm.b_tok), 1),
                        1e-12);
     cr_assert_float_eq(t0.cpu_s, ws_cost_split_cpu(&sp, 512), 1e-15);
     cr_assert_geq(t0.gpu_end, e0[s.at[WS_OP_H2D_PRE]]);
     cr_assert_eq(s.op[s.at[WS_OP_ROUTER]].res, WS_RES_CPU); /* beside the CPU's experts */
+    const int pre0 = s.at[WS_OP_H2D_PRE]; /* layer 0's ops are laid out apart (the step op) */
     /* layer 1 starts at layer 0's end; its prefetch may start before that */
     ws_sched_build(&cm, &sp, &in, 1, &s);
     double e1[WS_SCHED_MAX_OPS];
     ws_sched_play_layer(&p, &s, &t1, e1);
     cr_assert_float_eq(t1.t_start, t0.t_end, 1e-15);
+    cr_assert_eq(s.at[WS_OP_STEP], -1, "one overhead per step, before layer 0");
     const int pre = s.at[WS_OP_H2D_PRE];
     cr_assert_lt(e1[pre] - s.op[pre].seconds, t1.t_start, "prefetched during layer 0");
-    cr_assert_float_eq(e1[pre] - s.op[pre].seconds, e0[s.at[WS_OP_H2D_PRE]], 1e-15);
+    cr_assert_float_eq(e1[pre] - s.op[pre].seconds, e0[pre0], 1e-12);
     cr_assert_geq(p.t_end, t1.t_end);
     ws_cost_model_free(&cm);
 }
