@@ -285,6 +285,17 @@ int ws_cost_hw_load(const ws_profile *gpu, const ws_profile *host, ws_attn_kind 
         !(hw->cpu_attn_after_moe.v >= 1.0))
         set_val(&hw->cpu_attn_after_moe, 1.0, WS_SOURCE_MODELED,
                 "no cpu.attn_after_moe_factor measured for the kind (or below 1): none");
+    return ws_cost_hw_load_gpu(gpu, kind, kv, wt, hw, err);
+}
+
+int ws_cost_hw_load_gpu(const ws_profile *gpu, ws_attn_kind kind, ws_dtype kv, ws_dtype wt,
+                        ws_cost_hw *hw, ws_err *err)
+{
+    if (!gpu)
+        return ws_err_set(err, WS_EINVAL, "cost: a GPU profile is needed");
+    snprintf(hw->gpu, sizeof hw->gpu, "%s", gpu->name);
+    char pre[160];
+    int rc;
     attn_prefix(gpu, "gpu", kind, kv, pre, sizeof pre);
     if ((rc = roof(gpu, pre, "attn_c0", gpu_flops_key(gpu, kv), "tensor_eff", "hbm_bw",
                    "hbm_eff", &hw->gpu_attn, err)))

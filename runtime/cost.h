@@ -113,6 +113,10 @@ typedef struct ws_cost_hw {
  * (a V100's bf16_flops): the fp16 rate, else WS_EINVAL. */
 int ws_cost_hw_load(const ws_profile *gpu, const ws_profile *host, ws_attn_kind kind, ws_dtype kv,
                     ws_dtype wt, ws_cost_hw *hw, ws_err *err);
+/* The GPU's half of it alone (the GPU fields and name; the rest as hw held): what the GPU's
+ * kernels cost, for checks against a GPU's operator measurements (validate/oppoints.h). */
+int ws_cost_hw_load_gpu(const ws_profile *gpu, ws_attn_kind kind, ws_dtype kv, ws_dtype wt,
+                        ws_cost_hw *hw, ws_err *err);
 
 /* The roofline time of one operation (s). */
 static inline double ws_cost_roof_time(const ws_cost_roof *r, double flops, double bytes)
@@ -124,6 +128,14 @@ static inline double ws_cost_roof_time(const ws_cost_roof *r, double flops, doub
 /* ---- one kernel by shape: the work each operation does (the calibration importer fits
  * against the same F and B, calib/import.h) and its time on hw ------------------------- */
 
+/* GQA/MHA attention of q_heads over kv_heads of width dim at `elem` bytes: the flop per
+ * (query, key) pair and the KV bytes per token, as model.h derives them. */
+static inline void ws_cost_gqa_terms(double q_heads, double kv_heads, double dim, double elem,
+                                     double *f_tok, double *b_tok)
+{
+    *f_tok = 4.0 * q_heads * dim;
+    *b_tok = 2.0 * kv_heads * dim * elem;
+}
 /* Causal pairs (query, key) of q new tokens after ctx cached ones. */
 double ws_cost_causal_pairs(double q, double ctx);
 /* An M x K by K x N GEMM at `elem` bytes per element: F = 2MKN, B = (MK + KN + MN) elem. */

@@ -24,7 +24,7 @@ struct ws_store {
 };
 
 const char *const ws_store_tables[] = {"hosts",    "calib_runs",     "samples",      "fits",
-                                       "profiles", "profile_params", "sim_grids",    "sim_runs",
+                                       "calib_sources", "profiles", "profile_params", "sim_grids",    "sim_runs",
                                        "sim_requests", "sim_steps", "run_runs", "run_steps",
                                        "run_layers", "validate_runs", "validate_stats",
                                        "validate_points", "validate_terms", "plan_runs",
@@ -617,7 +617,7 @@ json_t *ws_store_export(ws_store *s, ws_err *err)
 int ws_store_export_csv(ws_store *s, const char *table, FILE *out, ws_err *err)
 {
     if (!known_table(table)) {
-        char names[256] = "";
+        char names[512] = "";
         for (int i = 0; ws_store_tables[i]; i++) {
             size_t l = strlen(names);
             snprintf(names + l, sizeof names - l, "%s%s", i ? ", " : "", ws_store_tables[i]);

@@ -25,7 +25,7 @@
 extern "C" {
 #endif
 
-#define WS_SCHEMA_VERSION 9 /* newest migration this build knows */
+#define WS_SCHEMA_VERSION 10 /* newest migration this build knows */
 #define WS_STORE_EMBEDDED "(embedded datasheet profiles)" /* path of the in-memory store */
 
 typedef struct ws_store ws_store;

@@ -50,6 +50,9 @@ char *th_slurp(const char *path, size_t *len);
 /* The real request trace `name` from $WRITESCOPE_TRACES, else ../shared/traces beside the
  * project root, into path; 0 when it is absent (the caller skips). */
 int th_real_trace(const char *name, char *path, size_t cap);
+/* The public Vidur A100 operator profiles (../shared/profiling/vidur-a100 from the project's
+ * root, or $WRITESCOPE_PROFILING) into path; 1 if the folder's attention.csv exists. */
+int th_vidur_profiles(char *path, size_t cap);
 
 /* Starts $WRITESCOPE_BIN with args in the background, stdout/stderr to the given files;
  * returns the pid. th_wait returns its exit status (128+signal when killed). */
