@@ -219,3 +219,47 @@ Test(schedule, player_is_first_come_first_served_on_each_resource)
     cr_assert_geq(p.t_end, t1.t_end);
     ws_cost_model_free(&cm);
 }
+
+/* From layer 2 on a layer's ops depend on it only through its kind, which lets the simulator
+ * build them once per step and kind (sim/step.c): layers 2 and 3 (dense) and 4 and 5 (MoE)
+ * of a model with four dense layers first are built alike, op for op. */
+Test(schedule, layers_past_the_second_depend_only_on_their_kind)
+{
+    char json[2048];
+    snprintf(json, sizeof json, "%s", k_mla);
+    char *p = strstr(json, "\"num_hidden_layers\": 3"), *q = strstr(json, "\"first_k_dense_replace\": 1");
+    cr_assert(p && q);
+    p[strlen("\"num_hidden_layers\": ")] = '6';
+    q[strlen("\"first_k_dense_replace\": ")] = '4';
+    ws_model m;
+    ws_cost_hw hw;
+    ws_err err = {0};
+    load(json, &m, &hw);
+    ws_cost_cfg cc;
+    ws_cost_cfg_default(&cc);
+    cc.pingpong_bytes = 4096; /* both copies run */
+    ws_cost_model cm;
+    cr_assert_eq(ws_cost_model_init(&hw, &m, &cc, &cm, &err), 0, "%s", err.msg);
+    const ws_sched_in in = {.T = 3, .n_cpu = 900, .m_xfer = 3000, .resident = 60, .n_seqs = 3,
+                            .flush_bytes = 1e5, .migrate_bytes = 2e5, .host_s = 1e-6};
+    ws_cost_split sp;
+    ws_cost_split_terms(&cm, in.resident, 0, 0, 0, &sp);
+    for (int pair = 0; pair < 2; pair++) {
+        ws_sched_layer a, b;
+        ws_sched_build(&cm, &sp, &in, 2 + 2 * pair, &a);
+        ws_sched_build(&cm, &sp, &in, 3 + 2 * pair, &b);
+        cr_assert_eq(ws_cost_layer_is_moe(&cm, 2 + 2 * pair), pair);
+        cr_assert_eq(a.n, b.n);
+        for (int i = 0; i < a.n; i++) {
+            const ws_sched_op *x = &a.op[i], *y = &b.op[i];
+            cr_assert(x->kind == y->kind && x->res == y->res && x->seconds == y->seconds &&
+                          x->n_dep == y->n_dep,
+                      "layers %d, %d: op %d differs", 2 + 2 * pair, 3 + 2 * pair, i);
+            for (int d = 0; d < x->n_dep; d++)
+                cr_assert(x->dep[d].back == y->dep[d].back && x->dep[d].ref == y->dep[d].ref);
+        }
+        cr_assert_eq(memcmp(a.at, b.at, sizeof a.at), 0);
+        cr_assert_eq(memcmp(a.anchor, b.anchor, sizeof a.anchor), 0);
+    }
+    ws_cost_model_free(&cm);
+}
