@@ -50,7 +50,7 @@ CFLAGS  ?= -O2 -g
 CFLAGS  += -std=c11 -D_GNU_SOURCE -Wall -Wextra -fPIC -pthread -MMD -MP $(INCS)
 # oneDNN (bf16 and int8 expert GEMMs, kernels/gemm_bf16.c, gemm_int8.c) runs on OpenMP:
 # those files are built with -fopenmp and everything links libgomp.
-LDLIBS  := -lgsl -lopenblas -ldnnl -lgomp -lsqlite3 -ljansson -ldl -lm -pthread
+LDLIBS  := -lgsl -lopenblas -ldnnl -lgomp -lsqlite3 -ljansson -lnettle -ldl -lm -pthread
 ifneq ($(SAN),)
 CFLAGS  += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
 LDFLAGS += -fsanitize=address,undefined
@@ -62,6 +62,8 @@ ifneq ($(FUZZ),)
 CFLAGS  += -fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer \
            -fno-sanitize-recover=all
 DIRS    := $(filter-out kernels platform calib calib/probe,$(DIRS))
+# calib's parser of outside input (Vidur's profiling CSVs) needs common/ only: kept.
+FUZZ_SRC := calib/vidur_csv.c
 endif
 
 # MPI (platform/ws_par.c's "mpi" backend): Open MPI's compiler wrapper gives the flags; only
@@ -77,7 +79,7 @@ LDLIBS     += $(MPI_LIBS)
 $(O)/obj/platform/ws_par.o: CFLAGS += $(MPI_CFLAGS)
 endif
 
-LIB_SRC := $(foreach d,$(DIRS),$(wildcard $(d)/*.c))
+LIB_SRC := $(foreach d,$(DIRS),$(wildcard $(d)/*.c)) $(FUZZ_SRC)
 CLI_SRC := $(wildcard cli/*.c)
 TEST_SRC:= $(wildcard tests/*.c)
 CU_SRC  := $(wildcard kernels/cuda/*.cu)

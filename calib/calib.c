@@ -299,20 +299,23 @@ static void fit_row(const ws_calib_fit *f, ws_calibdb_fit *row)
     memset(row, 0, sizeof *row);
     row->key = f->key;
     snprintf(row->form, sizeof row->form, "%s",
-             r->form == WS_FIT_TRANSFER  ? "transfer"
-             : r->form == WS_FIT_FACTOR ? "factor"
-             : r->form == WS_FIT_SERIAL ? "serial"
-                                        : "roofline");
+             r->form == WS_FIT_TRANSFER     ? "transfer"
+             : r->form == WS_FIT_FACTOR     ? "factor"
+             : r->form == WS_FIT_SERIAL     ? "serial"
+             : r->form == WS_FIT_SATURATING ? "saturating"
+                                            : "roofline");
     row->c0 = r->c0;
     row->c0_se = r->c0_se;
+    const int sat = r->form == WS_FIT_SATURATING;
     const int has_p =
-        (r->form == WS_FIT_ROOFLINE || r->form == WS_FIT_SERIAL) && r->peak_flops > 0;
+        (r->form == WS_FIT_ROOFLINE || r->form == WS_FIT_SERIAL || sat) && r->peak_flops > 0;
     row->peak_flops = has_p ? r->peak_flops : NAN;
     row->peak_flops_se = has_p ? r->peak_flops_se : NAN;
-    row->bandwidth = r->bandwidth;
-    row->bandwidth_se = r->bandwidth_se;
-    row->factor = r->form == WS_FIT_FACTOR ? r->factor : NAN;
-    row->factor_se = r->form == WS_FIT_FACTOR ? r->factor_se : NAN;
+    row->bandwidth = sat ? NAN : r->bandwidth;
+    row->bandwidth_se = sat ? NAN : r->bandwidth_se;
+    /* a saturating fit keeps its half point x_h in the factor columns */
+    row->factor = r->form == WS_FIT_FACTOR || sat ? r->factor : NAN;
+    row->factor_se = r->form == WS_FIT_FACTOR || sat ? r->factor_se : NAN;
     row->r2 = r->r2;
     row->heldout_mape_pct = r->heldout_mape_pct;
     row->n_samples = r->n;
@@ -350,6 +353,7 @@ static int rebuild_profile(ws_store *st, long long host_id, const char *name, co
         const char *fam = strstr(f->note, "ran on ");
         snprintf(ref, sizeof ref, "fit %lld of run %lld%s%s", f->id, f->run_id, fam ? ", " : "",
                  fam ? fam : "");
+        const int factor = !strcmp(f->form, "factor"), sat = !strcmp(f->form, "saturating");
         const struct {
             const char *suffix, *unit;
             double v;
@@ -357,12 +361,14 @@ static int rebuild_profile(ws_store *st, long long host_id, const char *name, co
         } cols[] = {{"c0", "s", f->c0, 0},
                     {"peak_flops", "flop/s", f->peak_flops, f->p_fixed},
                     {"bandwidth", "B/s", f->bandwidth, f->w_fixed},
-                    {"factor", "1", f->factor, 0},
+                    {"factor", "1", factor ? f->factor : NAN, 0},
                     /* 1: t = c0 + F/P + B/W (runtime/cost.h), not the max */
-                    {"serial", "1", strcmp(f->form, "serial") ? NAN : 1.0, 0}};
-        for (int c = 0; c < 5; c++) {
+                    {"serial", "1", strcmp(f->form, "serial") ? NAN : 1.0, 0},
+                    /* the keys per query at half the rate (runtime/cost.h, prefill) */
+                    {"half_keys", "tokens", sat ? f->factor : NAN, 0}};
+        for (int c = 0; c < 6; c++) {
             double v = cols[c].v;
-            if (isnan(v) || (c > 0 && !(v > 0)) || (c == 0 && !isnan(f->factor)))
+            if (isnan(v) || (c > 0 && !(v > 0)) || (c == 0 && factor))
                 continue; /* a factor has no fixed cost */
             snprintf(pk, sizeof pk, "%s.%s", key, cols[c].suffix);
             json_t *p = json_object();
@@ -430,6 +436,9 @@ static int store_in_tx(ws_store *st, const ws_calib_run *run, long long *run_id,
         return ws_err_set(err, WS_EDB, "%s: injected fault after %d samples", ws_store_path(st),
                           ws_calib_fault_after_samples);
 
+    if (run->n_sources && (rc = ws_calibdb_put_sources(st, row.id, run->sources, run->n_sources,
+                                                       err)))
+        return rc;
     ws_calibdb_fit *rows = calloc((size_t)run->n_fits + 1, sizeof *rows);
     if (!rows)
         return ws_err_set(err, WS_ENOMEM, "calib: out of memory");
@@ -448,9 +457,16 @@ static int store_in_tx(ws_store *st, const ws_calib_run *run, long long *run_id,
     if ((rc = rebuild_profile(st, row.host_id, name, "host", cpu, 1, desc, row.id, err)))
         return rc;
     if (h->has_gpu) {
-        snprintf(name, sizeof name, "gpu:%s", h->gpu_name);
-        snprintf(desc, sizeof desc, "calibrated GPU %s (sm %s) and its host link, on host %s",
-                 h->gpu_name, h->gpu_cc, h->id);
+        if (run->gpu_profile[0])
+            snprintf(name, sizeof name, "%s", run->gpu_profile);
+        else
+            snprintf(name, sizeof name, "gpu:%s", h->gpu_name);
+        if (run->n_sources)
+            snprintf(desc, sizeof desc, "imported GPU %.120s: %.120s (calib import, run sources)",
+                     h->gpu_name, run->note);
+        else
+            snprintf(desc, sizeof desc, "calibrated GPU %s (sm %s) and its host link, on host %s",
+                     h->gpu_name, h->gpu_cc, h->id);
         if ((rc = rebuild_profile(st, row.host_id, name, "gpu", gpu, 2, desc, row.id, err)))
             return rc;
     }
@@ -539,11 +555,41 @@ json_t *ws_calib_show(ws_store *store, long long run_id, ws_err *err)
         json_object_set_new(o, "n_samples", json_integer(f->n_samples));
         json_object_set_new(o, "good", json_boolean(f->good));
         json_object_set_new(o, "note", json_string(f->note));
-        json_object_set_new(o, "factor", num(f->factor));
-        json_object_set_new(o, "factor_se", num(f->factor_se));
+        const int sat = !strcmp(f->form, "saturating");
+        json_object_set_new(o, "factor", num(sat ? NAN : f->factor));
+        json_object_set_new(o, "factor_se", num(sat ? NAN : f->factor_se));
+        json_object_set_new(o, "half_keys", num(sat ? f->factor : NAN));
+        json_object_set_new(o, "half_keys_se", num(sat ? f->factor_se : NAN));
         json_array_append_new(arr, o);
     }
     json_object_set_new(out, "fits", arr);
+    /* An imported run: the files its samples came from. */
+    ws_calibdb_source *src = NULL;
+    int n_src = 0;
+    if (ws_calibdb_get_sources(store, run.id, &src, &n_src, err)) {
+        free(fits);
+        free(samples);
+        json_decref(out);
+        return NULL;
+    }
+    json_t *sarr = json_array();
+    for (int i = 0; i < n_src; i++) {
+        const ws_calibdb_source *x = &src[i];
+        json_t *o = json_object();
+        json_object_set_new(o, "path", json_string(x->path));
+        json_object_set_new(o, "sha256", json_string(x->sha256));
+        json_object_set_new(o, "bytes", json_integer(x->bytes));
+        json_object_set_new(o, "rows", json_integer(x->rows));
+        json_object_set_new(o, "what", json_string(x->what));
+        json_object_set_new(o, "measured_by", json_string(x->measured_by));
+        json_object_set_new(o, "tool", json_string(x->tool));
+        json_object_set_new(o, "gpu", json_string(x->gpu));
+        json_object_set_new(o, "dtype", json_string(x->dtype));
+        json_object_set_new(o, "licence", json_string(x->licence));
+        json_array_append_new(sarr, o);
+    }
+    free(src);
+    json_object_set_new(out, "sources", sarr);
 
     /* Single measurements of the machine (not fitted): rates from their samples. */
     static const char *const single[] = {"membw_read_1t", "membw_triad", "peak_flops",

@@ -5,9 +5,11 @@
  * (calib/fit.c) and writes host, run, samples and fits in ONE transaction, then rebuilds
  * the host's fitted profile "host:<fingerprint>" (and "gpu:<name>") from the newest good
  * fit of every key. A run that is interrupted or fails before the commit leaves the
- * database exactly as it was. The rows themselves are written and read by store/calibdb.c
- * (the only code that sees SQL); the measurements are in calib/measure.c; the CLI is
- * cli/cmd_calib.c. */
+ * database exactly as it was. A run may also be imported (calib/import.h): then its samples
+ * are someone else's measurements of a GPU, its host is that GPU (no CPU), its sources say
+ * which files they came from, and its GPU profile has its own name. The rows themselves are
+ * written and read by store/calibdb.c (the only code that sees SQL); the measurements are in
+ * calib/measure.c; the CLI is cli/cmd_calib.c. */
 #ifndef WS_CALIB_H
 #define WS_CALIB_H
 
@@ -45,6 +47,11 @@ typedef struct ws_calib_run {
     double peak_flops[2];        /* flop/s of the attention dot-product path: [all, 1 thread] */
     double gpu_bw;               /* bytes/s, device copy (read + write) */
     double gpu_peak;             /* flop/s, best cuBLAS GEMM rate seen in the run */
+    /* An imported run (calib/import.h): the files read, and the GPU profile's name ("": the
+     * calibrator's "gpu:<device name>"). */
+    const ws_calibdb_source *sources;
+    int n_sources;
+    char gpu_profile[160];
 } ws_calib_run;
 
 void ws_calib_run_init(ws_calib_run *run);

@@ -225,24 +225,39 @@ double ws_fit_predict(const ws_fit_result *f, double flops, double bytes)
     double tb = f->bandwidth > 0 ? bytes / f->bandwidth : 0.0;
     if (f->form == WS_FIT_SERIAL)
         return f->c0 + tf + tb;
+    if (f->form == WS_FIT_SATURATING)
+        return f->c0 + (bytes > 0 ? tf * (1.0 + f->factor / bytes) : tf);
     return f->c0 + (f->form == WS_FIT_TRANSFER ? tb : (tf > tb ? tf : tb));
+}
+
+/* A point's size and index, for ordering the folds. */
+typedef struct size_idx {
+    double size;
+    int i;
+} size_idx;
+
+static int cmp_size(const void *a, const void *b)
+{
+    const size_idx *x = a, *y = b;
+    return x->size < y->size ? -1 : x->size > y->size ? 1 : (x->i > y->i) - (x->i < y->i);
 }
 
 /* Fold of point i: points are ordered by size so every fold spans the whole range. */
 static int *fold_order(const ws_fit_point *pts, int n)
 {
     int *ord = malloc(sizeof(int) * (size_t)n);
-    for (int i = 0; i < n; i++)
-        ord[i] = i;
-    for (int i = 1; i < n; i++) { /* insertion sort by bytes + flops: n is small */
-        int v = ord[i], j = i - 1;
-        double key = pts[v].bytes + pts[v].flops;
-        while (j >= 0 && pts[ord[j]].bytes + pts[ord[j]].flops > key) {
-            ord[j + 1] = ord[j];
-            j--;
-        }
-        ord[j + 1] = v;
+    size_idx *k = malloc(sizeof *k * (size_t)n);
+    if (!ord || !k) {
+        free(ord);
+        free(k);
+        return NULL;
     }
+    for (int i = 0; i < n; i++)
+        k[i] = (size_idx){pts[i].bytes + pts[i].flops, i};
+    qsort(k, (size_t)n, sizeof *k, cmp_size);
+    for (int i = 0; i < n; i++)
+        ord[i] = k[i].i;
+    free(k);
     return ord;
 }
 
@@ -276,6 +291,19 @@ static void judge(ws_fit_result *r)
 {
     if (r->form == WS_FIT_FACTOR)
         return;
+    if (r->form == WS_FIT_SATURATING) {
+        /* the serial fit's verdict, on P and x_h instead of P and W */
+        r->good = r->converged && r->peak_flops > 0 && r->factor >= 0 &&
+                  isfinite(r->heldout_mape_pct) && r->heldout_mape_pct <= WS_FIT_GOOD_MAPE_PCT;
+        if (!r->converged)
+            snprintf(r->note, sizeof r->note, "did not converge");
+        else if (!(r->peak_flops > 0) || !(r->factor >= 0))
+            snprintf(r->note, sizeof r->note, "non-positive rate or half point");
+        else if (!(r->heldout_mape_pct <= WS_FIT_GOOD_MAPE_PCT))
+            snprintf(r->note, sizeof r->note, "poor: held-out MAPE %.1f%% > %.0f%%",
+                     r->heldout_mape_pct, WS_FIT_GOOD_MAPE_PCT);
+        return;
+    }
     if (r->c0_at_bound)
         snprintf(r->note, sizeof r->note, "c0 held at 0 (the free fit gave c0 < 0)");
     r->good = r->converged && r->bandwidth > 0 && (r->form == WS_FIT_TRANSFER || r->peak_flops > 0) &&
@@ -573,6 +601,46 @@ int ws_fit_serial(const ws_fit_point *pts, int n, ws_fit_result *out, ws_err *er
     free(ord);
     free(train);
     free(all);
+    judge(out);
+    return 0;
+}
+
+int ws_fit_saturating(const ws_fit_point *pts, int n, ws_fit_result *out, ws_err *err)
+{
+    memset(out, 0, sizeof *out);
+    out->form = WS_FIT_SATURATING;
+    out->n = n;
+    int rc = check_points(pts, n, err);
+    if (rc)
+        return rc;
+    for (int i = 0; i < n; i++)
+        if (!(pts[i].bytes > 0) || !(pts[i].flops > 0))
+            return ws_err_set(err, WS_EINVAL, "fit: sample %d has x=%g, flops=%g (both > 0)", i,
+                              pts[i].bytes, pts[i].flops);
+    /* F / (P x / (x + x_h)) = F / P + (F / x) x_h / P: the serial form in F and F / x, whose
+     * second rate W is P / x_h. */
+    ws_fit_point *q = malloc(sizeof *q * (size_t)n);
+    if (!q)
+        return ws_err_set(err, WS_ENOMEM, "fit: out of memory");
+    for (int i = 0; i < n; i++)
+        q[i] = (ws_fit_point){pts[i].flops, pts[i].flops / pts[i].bytes, pts[i].t};
+    ws_fit_result s;
+    rc = ws_fit_serial(q, n, &s, err);
+    free(q);
+    if (rc)
+        return rc;
+    *out = s;
+    out->form = WS_FIT_SATURATING;
+    out->note[0] = '\0';
+    if (s.bandwidth > 0 && s.peak_flops > 0) {
+        out->factor = s.peak_flops / s.bandwidth;
+        const double a = s.peak_flops_se / s.peak_flops, b = s.bandwidth_se / s.bandwidth;
+        out->factor_se = out->factor * sqrt(a * a + b * b);
+    } else {
+        out->factor = out->factor_se = NAN; /* no rising rate fitted: not this form */
+    }
+    out->bandwidth = out->bandwidth_se = 0;
+    out->compute_bound = 1;
     judge(out);
     return 0;
 }

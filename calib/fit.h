@@ -4,6 +4,9 @@
  *   transfer   t = c0 + B / W               (weighted linear least squares)
  *   serial     t = c0 + F / P + B / W       (the same, two rates: a kernel that streams
  *                                            its operands and computes in turn, not at once)
+ *   saturating t = c0 + F / (P x / (x + x_h)) (a rate that rises with x toward P, half of it
+ *                                            at x_h: prefill attention over x keys per
+ *                                            query; the serial fit of F and F / x)
  *
  * Residuals are relative ((model - t) / t), because samples span orders of magnitude and
  * the cost model is judged by its relative error; the fits minimise the sum of |relative
@@ -36,6 +39,7 @@ typedef enum ws_fit_form {
     WS_FIT_TRANSFER = 1, /* c0 + B/W */
     WS_FIT_FACTOR = 2,   /* a ratio of two measured times (contention, pinned memory) */
     WS_FIT_SERIAL = 3,   /* c0 + F/P + B/W */
+    WS_FIT_SATURATING = 4, /* c0 + F/(P x/(x + x_h)), x in the point's `bytes`, x_h in factor */
 } ws_fit_form;
 
 typedef struct ws_fit_result {
@@ -44,7 +48,7 @@ typedef struct ws_fit_result {
     int c0_at_bound;                   /* the free fit gave c0 < 0: refitted with c0 = 0 */
     double peak_flops, peak_flops_se;  /* flop/s; se 0 when fixed */
     double bandwidth, bandwidth_se;    /* bytes/s; se 0 when fixed */
-    double factor, factor_se;          /* WS_FIT_FACTOR only */
+    double factor, factor_se;          /* WS_FIT_FACTOR; WS_FIT_SATURATING: x_h */
     int p_fixed, w_fixed;              /* 1: held at the value given, not fitted */
     int compute_bound;                 /* samples mostly on the F/P side of the max */
     double r2;
@@ -58,6 +62,9 @@ int ws_fit_roofline(const ws_fit_point *pts, int n, double p_fix, double w_fix, 
                     ws_err *err);
 /* Serial fit. Needs n >= 3 and samples over more than one intensity. */
 int ws_fit_serial(const ws_fit_point *pts, int n, ws_fit_result *out, ws_err *err);
+/* Saturating fit; each point's `bytes` holds its x (> 0). Needs n >= 3 and more than one
+ * x. */
+int ws_fit_saturating(const ws_fit_point *pts, int n, ws_fit_result *out, ws_err *err);
 /* Transfer fit. Needs n >= 3. */
 int ws_fit_transfer(const ws_fit_point *pts, int n, ws_fit_result *out, ws_err *err);
 /* Factor = t_num / t_den from two samples given as (median, min, max) over n repeats
@@ -65,7 +72,7 @@ int ws_fit_transfer(const ws_fit_point *pts, int n, ws_fit_result *out, ws_err *
  * in relative terms). */
 int ws_fit_factor(const double num[3], const double den[3], int n, ws_fit_result *out,
                   ws_err *err);
-/* Model time of a fitted result for one operation. */
+/* Model time of a fitted result for one operation (saturating: bytes = x). */
 double ws_fit_predict(const ws_fit_result *f, double flops, double bytes);
 
 #endif

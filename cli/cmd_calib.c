@@ -1,7 +1,8 @@
-/* cmd_calib: `writescope calib [run|show]` -- measure this machine with the project's real
- * kernels, fit the cost model's roofline parameters and store samples, fits and the
+/* cmd_calib: `writescope calib [run|show|import]` -- measure this machine with the project's
+ * real kernels, fit the cost model's roofline parameters and store samples, fits and the
  * machine's profile in the database (one transaction per run: an interrupted run writes
- * nothing). `calib show` prints a run's fits. */
+ * nothing). `calib show` prints a run's fits; `calib import` fits a GPU from operator
+ * profiles others measured (calib/import.h). */
 #include <limits.h>
 #include <math.h>
 #include <signal.h>
@@ -14,6 +15,8 @@
 #include "backend.h"
 #include "calib.h"
 #include "cli.h"
+#include "import.h"
+#include "oppoints.h"
 #include "measure.h"
 #include "opts.h"
 #include "pool.h"
@@ -25,6 +28,8 @@ static void usage(FILE *out)
             "usage: writescope calib [run] [--quick] [--only cpu|gpu|link] [--threads N]\n"
             "                        [--db PATH] [--json]\n"
             "       writescope calib show [--run N] [--db PATH] [--json]\n"
+            "       writescope calib import PATH... [--gpu NAME] [options]  (calib import --help)\n"
+            "       writescope calib check PATH... [--gpu NAME] [options]   (calib check --help)\n"
             "\n"
             "run (default)  time the project's kernels on this machine: read bandwidth, triad,\n"
             "               the attention dot-product peak, CPU decode attention (GQA, MLA,\n"
@@ -35,7 +40,9 @@ static void usage(FILE *out)
             "               dtype, attention kind) with GSL and stores samples, fits and the\n"
             "               profile host:<fingerprint> (gpu:<name>) in one transaction.\n"
             "show           the fits of run N (default: the newest) with standard errors, R^2\n"
-            "               and the k-fold held-out MAPE; a poor fit is marked, not used\n");
+            "               and the k-fold held-out MAPE; a poor fit is marked, not used\n"
+            "import         fit a GPU's parameters from operator profiles measured elsewhere\n"
+            "check          a GPU profile's predictions against such operator profiles\n");
 }
 
 #define CALIB_STR_(x) #x
@@ -135,6 +142,21 @@ static void print_fits(json_t *show)
                si(json_number_value(json_object_get(m, "value")), TXT(m, "unit", unit), v),
                TXT(m, "params", params));
     }
+    json_array_foreach(json_object_get(show, "sources"), k, m)
+    {
+        printf("source    %s  %lld rows, %lld bytes, sha256 %s\n          %s; measured by %s "
+               "with the %s on %s, %s; licence %s\n",
+               json_string_value(json_object_get(m, "path")),
+               (long long)json_integer_value(json_object_get(m, "rows")),
+               (long long)json_integer_value(json_object_get(m, "bytes")),
+               json_string_value(json_object_get(m, "sha256")),
+               json_string_value(json_object_get(m, "what")),
+               json_string_value(json_object_get(m, "measured_by")),
+               json_string_value(json_object_get(m, "tool")),
+               json_string_value(json_object_get(m, "gpu")),
+               json_string_value(json_object_get(m, "dtype")),
+               json_string_value(json_object_get(m, "licence")));
+    }
     printf("%-34s %-8s %-18s %-24s %-24s %-7s %-8s %s\n", "key", "form", "c0 (fitted)",
            "P flop/s", "W bytes/s", "R^2", "held-out", "verdict");
     size_t i;
@@ -156,12 +178,17 @@ static void print_fits(json_t *show)
             continue;
         }
         snprintf(C0, sizeof C0, "%s", si(json_number_value(json_object_get(f, "c0")), "s", a));
+        if (!strcmp(form, "saturating")) /* W: the keys per query at half the rate */
+            snprintf(W, sizeof W, "half at %.0f keys",
+                     json_number_value(json_object_get(f, "half_keys")));
         if (json_is_true(json_object_get(f, "p_fixed")))
             snprintf(P, sizeof P, "%s (measured)", si(json_number_value(json_object_get(f, "peak_flops")), "", b));
         else
             snprintf(P, sizeof P, "%s +-%s", si(json_number_value(json_object_get(f, "peak_flops")), "", b),
                      si(json_number_value(json_object_get(f, "peak_flops_se")), "", c));
-        if (json_is_true(json_object_get(f, "w_fixed")))
+        if (!strcmp(form, "saturating"))
+            ;
+        else if (json_is_true(json_object_get(f, "w_fixed")))
             snprintf(W, sizeof W, "%s (measured)", si(json_number_value(json_object_get(f, "bandwidth")), "", d));
         else
             snprintf(W, sizeof W, "%s +-%s", si(json_number_value(json_object_get(f, "bandwidth")), "", d),
@@ -301,8 +328,318 @@ static int calib_run(const calib_opts *c, int only_given)
     return CLI_EXIT_OK;
 }
 
+/* ---- calib import ------------------------------------------------------------------------ */
+
+static void usage_import(FILE *out)
+{
+    fprintf(out,
+            "usage: writescope calib import PATH... [--gpu NAME] [--name NAME] [--by TEXT]\n"
+            "                               [--tool TEXT] [--dtype fp16|bf16|fp32]\n"
+            "                               [--licence TEXT] [--db PATH] [--json]\n"
+            "\n"
+            "Fits the cost model's GPU parameters from operator profiles measured by others on a\n"
+            "real GPU, in Vidur's CSV format (attention.csv, mlp_<model>.csv; a folder: its .csv\n"
+            "files): decode attention (c0 + KV bytes / W), prefill attention (c0 + flops at a\n"
+            "rate rising with the keys per query), the GEMMs at their per-GPU shapes\n"
+            "(c0 + max(F/P, B/W)), RMSNorm, RoPE, the activation and the residual add\n"
+            "(c0 + bytes / W), with GSL. Every 5th row of each operation is held out: each fit\n"
+            "reports its k-fold held-out MAPE and the held-out rows' MAPE, median and worst.\n"
+            "Stores samples, fits and the files' provenance (path, SHA-256, who measured, the\n"
+            "tool, the GPU, the precision, the licence) as a calibration run, and the profile\n"
+            "imported:<gpu>, which the datasheet profile <gpu> picks up (`writescope db show\n"
+            "<gpu>`) like any calibration of its device. One transaction: a malformed file is\n"
+            "one error naming the file and row, and nothing is written.\n");
+}
+
+typedef struct import_opts {
+    const char *db, *gpu, *name, *by, *tool, *dtype, *licence;
+    int json;
+} import_opts;
+
+static const cli_optdef k_import_opts[] = {
+    {"gpu", CLI_STR(import_opts, gpu), .arg = "NAME", .def = "a100-80gb-sxm",
+     .help = "the datasheet profile of the GPU that was measured (it must list the device); "
+             "Vidur's profiles are of an A100 80GB"},
+    {"name", CLI_STR(import_opts, name), .arg = "NAME",
+     .help = "the profile to write (default: imported:<gpu>)"},
+    {"by", CLI_STR(import_opts, by), .arg = "TEXT", .def = "Vidur (microsoft/vidur)",
+     .help = "who measured, for the provenance"},
+    {"tool", CLI_STR(import_opts, tool), .arg = "TEXT",
+     .help = "what measured (default: the files' profile_method, PyTorch Kineto profiler)"},
+    {"dtype", CLI_STR(import_opts, dtype), .arg = "T", .def = "fp16",
+     .help = "the precision the operators ran at"},
+    {"licence", CLI_STR(import_opts, licence), .arg = "TEXT",
+     .help = "the files' licence (default: read from a LICENSE file beside them)"},
+    {"db", CLI_STR(import_opts, db), .arg = "PATH",
+     .help = "the database (default: $WRITESCOPE_DB, else results/writescope.db)"},
+    {"json", CLI_FLAG(import_opts, json), .help = "machine-readable output"},
+    {0}};
+static const cli_spec k_import = {"calib import", k_import_opts, CLI_POS_MAX, usage_import};
+
+static json_t *jnum(double v)
+{
+    return isfinite(v) ? json_real(v) : json_null();
+}
+
+static json_t *import_json(const ws_import_result *r)
+{
+    json_t *o = json_object(), *src = json_array(), *fits = json_array();
+    json_object_set_new(o, "run", json_integer(r->run_id));
+    json_object_set_new(o, "profile", json_string(r->profile));
+    json_object_set_new(o, "gpu", json_string(r->gpu));
+    json_object_set_new(o, "device", json_string(r->device));
+    json_object_set_new(o, "rows", json_integer(r->rows));
+    json_object_set_new(o, "heldout_rows", json_integer(r->heldout));
+    for (int i = 0; i < r->n_files; i++) {
+        const ws_calibdb_source *f = &r->files[i];
+        json_t *x = json_object();
+        json_object_set_new(x, "path", json_string(f->path));
+        json_object_set_new(x, "sha256", json_string(f->sha256));
+        json_object_set_new(x, "bytes", json_integer(f->bytes));
+        json_object_set_new(x, "rows", json_integer(f->rows));
+        json_object_set_new(x, "what", json_string(f->what));
+        json_object_set_new(x, "measured_by", json_string(f->measured_by));
+        json_object_set_new(x, "tool", json_string(f->tool));
+        json_object_set_new(x, "gpu", json_string(f->gpu));
+        json_object_set_new(x, "dtype", json_string(f->dtype));
+        json_object_set_new(x, "licence", json_string(f->licence));
+        json_array_append_new(src, x);
+    }
+    for (int i = 0; i < r->n_fits; i++) {
+        const ws_import_fit *f = &r->fits[i];
+        const int sat = f->r.form == WS_FIT_SATURATING;
+        char key[128];
+        ws_import_key_name(&f->key, key, sizeof key);
+        json_t *x = json_object();
+        json_object_set_new(x, "key", json_string(key));
+        json_object_set_new(x, "form", json_string(f->r.form == WS_FIT_TRANSFER ? "transfer"
+                                                   : sat                         ? "saturating"
+                                                                                 : "roofline"));
+        json_object_set_new(x, "c0", jnum(f->r.c0));
+        json_object_set_new(x, "peak_flops", jnum(f->r.form == WS_FIT_TRANSFER ? NAN
+                                                                                : f->r.peak_flops));
+        json_object_set_new(x, "bandwidth", jnum(sat ? NAN : f->r.bandwidth));
+        json_object_set_new(x, "half_keys", jnum(sat ? f->r.factor : NAN));
+        json_object_set_new(x, "r2", jnum(f->r.r2));
+        json_object_set_new(x, "n_train", json_integer(f->n_train));
+        json_object_set_new(x, "n_heldout", json_integer(f->n_heldout));
+        json_object_set_new(x, "kfold_mape_pct", jnum(f->r.heldout_mape_pct));
+        json_object_set_new(x, "heldout_mape_pct", jnum(f->ho_mape_pct));
+        json_object_set_new(x, "heldout_median_pct", jnum(f->ho_median_pct));
+        json_object_set_new(x, "heldout_worst_pct", jnum(f->ho_worst_pct));
+        json_object_set_new(x, "good", json_boolean(f->r.good));
+        json_object_set_new(x, "note", json_string(f->r.note));
+        json_array_append_new(fits, x);
+    }
+    json_object_set_new(o, "sources", src);
+    json_object_set_new(o, "fits", fits);
+    return o;
+}
+
+static void import_print(const ws_import_result *r)
+{
+    printf("calib import: run %lld, profile %s (%s; the datasheet profile %s uses it)\n",
+           r->run_id, r->profile, r->device, r->gpu);
+    for (int i = 0; i < r->n_files; i++) {
+        const ws_calibdb_source *f = &r->files[i];
+        printf("source  %s: %d rows, sha256 %.16s..., %s\n        measured by %s with the %s, "
+               "%s; licence %s\n",
+               f->path, f->rows, f->sha256, f->what, f->measured_by, f->tool, f->dtype,
+               f->licence);
+    }
+    printf("%-26s %-10s %-9s %-12s %-13s %7s %7s | %-5s %7s %7s %7s  %s\n", "key", "form", "c0",
+           "P flop/s", "W B/s", "R^2", "k-fold", "held", "MAPE", "median", "worst", "verdict");
+    for (int i = 0; i < r->n_fits; i++) {
+        const ws_import_fit *f = &r->fits[i];
+        char key[128], c0[32], P[32], W[48];
+        ws_import_key_name(&f->key, key, sizeof key);
+        const int sat = f->r.form == WS_FIT_SATURATING;
+        snprintf(P, sizeof P, "%s", f->r.form == WS_FIT_TRANSFER ? "-" : si(f->r.peak_flops, "", c0));
+        if (sat)
+            snprintf(W, sizeof W, "half %.0f keys", f->r.factor);
+        else
+            snprintf(W, sizeof W, "%s", si(f->r.bandwidth, "", c0));
+        snprintf(c0, sizeof c0, "%.2f us", f->r.c0 * 1e6);
+        printf("%-26s %-10s %-9s %-12s %-13s %7.4f %6.1f%% | %5d %6.1f%% %6.1f%% %6.1f%%  %s\n", key,
+               f->r.form == WS_FIT_TRANSFER ? "transfer" : sat ? "saturating" : "roofline", c0, P,
+               W, f->r.r2, f->r.heldout_mape_pct, f->n_heldout, f->ho_mape_pct, f->ho_median_pct,
+               f->ho_worst_pct, f->r.good ? "used" : "NOT USED");
+    }
+}
+
+static int calib_import(int argc, char **argv)
+{
+    import_opts c = {0};
+    cli_args a;
+    int rc = cli_opts_parse(&k_import, argc, argv, &c, &a);
+    if (rc)
+        return rc == CLI_PARSE_HELP ? CLI_EXIT_OK : rc;
+    if (a.npos < 1)
+        return cli_usage_error("calib import", "give the profile files or a folder of them");
+    ws_err err = {0};
+    ws_store *s;
+    if (cli_open_store(c.db, &s, &err))
+        return cli_fail(&err);
+    /* Progress only on a terminal: to a file or a pipe, an error is the one line. */
+    bar b = {.tty = isatty(2), .t0 = ws_now_s()};
+    const ws_import_opts o = {.paths = (const char *const *)a.pos,
+                              .n_paths = a.npos,
+                              .gpu = c.gpu,
+                              .name = c.name,
+                              .by = c.by,
+                              .tool = c.tool,
+                              .dtype = c.dtype,
+                              .licence = c.licence,
+                              .progress = b.tty ? show_progress : NULL,
+                              .progress_ctx = &b};
+    ws_import_result *r = calloc(1, sizeof *r);
+    if (!r) {
+        ws_store_close(s);
+        return cli_fail(&(ws_err){.code = WS_ENOMEM, .msg = "out of memory"});
+    }
+    rc = ws_calib_import(s, &o, r, &err);
+    ws_store_close(s);
+    if (rc) {
+        if (b.tty)
+            fputc('\n', stderr);
+        free(r);
+        return cli_fail(&err);
+    }
+    if (c.json) {
+        json_t *j = import_json(r);
+        free(r);
+        return cli_print_json(j);
+    }
+    import_print(r);
+    free(r);
+    return CLI_EXIT_OK;
+}
+
+/* ---- calib check ------------------------------------------------------------------------- */
+
+static void usage_check(FILE *out)
+{
+    fprintf(out,
+            "usage: writescope calib check PATH... [--gpu NAME] [--heldout] [--min-us T]\n"
+            "                              [--dtype fp16|bf16|fp32] [--db PATH] [--json]\n"
+            "\n"
+            "Predicts every operator row of profiles measured by others on a real GPU (Vidur's\n"
+            "CSV format, as `calib import` reads them) with the cost model on GPU profile NAME\n"
+            "as every command loads it (a datasheet name: the datasheet with its newest\n"
+            "calibration over it), and prints the absolute percentage error per group\n"
+            "(decode attention, prefill attention, GEMM, elementwise): rows, median, mean and\n"
+            "worst (with its file line), and the median and worst over the rows measured at\n"
+            "T us or longer. --heldout: only the rows `calib import` holds out (every 5th of\n"
+            "each operation): the rows a calibration imported from these files never saw.\n");
+}
+
+typedef struct check_opts {
+    const char *db, *gpu, *dtype;
+    double min_us;
+    int heldout, json;
+} check_opts;
+
+static const cli_optdef k_check_opts[] = {
+    {"gpu", CLI_STR(check_opts, gpu), .arg = "NAME", .def = "a100-80gb-sxm",
+     .help = "the GPU profile to predict with"},
+    {"heldout", CLI_FLAG(check_opts, heldout),
+     .help = "only the held-out rows (those a calibration imported from the files never saw)"},
+    {"min-us", CLI_DOUBLE(check_opts, min_us), .arg = "T", .lo = 0, .hi = 1e9, .def = "10",
+     .help = "the bound of the long rows, microseconds measured"},
+    {"dtype", CLI_STR(check_opts, dtype), .arg = "T", .def = "fp16",
+     .help = "the precision the operators ran at"},
+    {"db", CLI_STR(check_opts, db), .arg = "PATH",
+     .help = "the database (default: $WRITESCOPE_DB, else results/writescope.db; the embedded "
+             "datasheet profiles when there is none)"},
+    {"json", CLI_FLAG(check_opts, json), .help = "machine-readable output"},
+    {0}};
+static const cli_spec k_check = {"calib check", k_check_opts, CLI_POS_MAX, usage_check};
+
+static const char *row_where(const ws_vidur_rows *rows, int i, char *buf, size_t cap)
+{
+    if (i < 0)
+        return "-";
+    const ws_vidur_row *w = &rows->v[i];
+    snprintf(buf, cap, "%s line %d", ws_vidur_op_name(w->op), w->line);
+    return buf;
+}
+
+static int calib_check(int argc, char **argv)
+{
+    check_opts c = {0};
+    cli_args a;
+    int rc = cli_opts_parse(&k_check, argc, argv, &c, &a);
+    if (rc)
+        return rc == CLI_PARSE_HELP ? CLI_EXIT_OK : rc;
+    if (a.npos < 1)
+        return cli_usage_error("calib check", "give the profile files or a folder of them");
+    ws_err err = {0};
+    ws_store *s;
+    int embedded = 0;
+    if (cli_open_store_ro(c.db, &s, &embedded, &err))
+        return cli_fail(&err);
+    ws_vidur_rows rows;
+    ws_cost_hw *hw = calloc(1, sizeof *hw);
+    ws_oppoints op;
+    rc = hw ? ws_oppoints_check(s, (const char *const *)a.pos, a.npos, c.gpu, c.dtype, c.heldout,
+                                c.min_us * 1e-6, &rows, hw, &op, &err)
+            : ws_err_set(&err, WS_ENOMEM, "out of memory");
+    ws_store_close(s);
+    if (rc) {
+        free(hw);
+        return cli_fail(&err);
+    }
+    json_t *o = json_object(), *groups = json_array();
+    json_object_set_new(o, "gpu", json_string(c.gpu));
+    json_object_set_new(o, "heldout_only", json_boolean(c.heldout));
+    json_object_set_new(o, "min_us", json_real(c.min_us));
+    if (!c.json)
+        printf("calib check: profile %s%s, %s rows; |predicted - measured| / measured\n"
+               "%-18s %6s %8s %8s %8s %8s %8s  %-28s | %6s %8s %8s (>= %g us)\n",
+               c.gpu, embedded ? " (embedded datasheet profiles)" : "",
+               c.heldout ? "held-out" : "all", "group", "rows", "median", "mean", "p90", "p95",
+               "worst", "worst row", "rows", "median", "worst", c.min_us);
+    for (int g = 0; g < WS_VIDUR_GROUPS; g++) {
+        const ws_oppoint_stats *x = &op.group[g];
+        char w1[96], w2[96];
+        row_where(&rows, x->worst_row, w1, sizeof w1);
+        row_where(&rows, x->worst_long_row, w2, sizeof w2);
+        if (!c.json && x->n)
+            printf("%-18s %6d %7.1f%% %7.1f%% %7.1f%% %7.1f%% %7.1f%%  %-28s | %6d %7.1f%% %7.1f%%  "
+                   "%s\n",
+                   ws_vidur_group_name(g), x->n, x->median_pct, x->mean_pct, x->p90_pct,
+                   x->p95_pct, x->worst_pct, w1, x->n_long, x->median_long_pct,
+                   x->worst_long_pct, w2);
+        json_t *j = json_object();
+        json_object_set_new(j, "group", json_string(ws_vidur_group_name(g)));
+        json_object_set_new(j, "rows", json_integer(x->n));
+        json_object_set_new(j, "median_pct", jnum(x->median_pct));
+        json_object_set_new(j, "mean_pct", jnum(x->mean_pct));
+        json_object_set_new(j, "p90_pct", jnum(x->p90_pct));
+        json_object_set_new(j, "p95_pct", jnum(x->p95_pct));
+        json_object_set_new(j, "worst_pct", jnum(x->worst_pct));
+        json_object_set_new(j, "worst_row", json_string(w1));
+        json_object_set_new(j, "long_rows", json_integer(x->n_long));
+        json_object_set_new(j, "median_long_pct", jnum(x->median_long_pct));
+        json_object_set_new(j, "worst_long_pct", jnum(x->worst_long_pct));
+        json_object_set_new(j, "worst_long_row", json_string(w2));
+        json_array_append_new(groups, j);
+    }
+    json_object_set_new(o, "groups", groups);
+    ws_vidur_rows_free(&rows);
+    free(hw);
+    if (c.json)
+        return cli_print_json(o);
+    json_decref(o);
+    return CLI_EXIT_OK;
+}
+
 int cmd_calib(int argc, char **argv)
 {
+    if (argc >= 2 && !strcmp(argv[1], "check"))
+        return calib_check(argc - 1, argv + 1);
+    if (argc >= 2 && !strcmp(argv[1], "import"))
+        return calib_import(argc - 1, argv + 1);
     calib_opts c = {0};
     cli_args a;
     int rc = cli_opts_parse(&k_spec, argc, argv, &c, &a);
@@ -312,7 +649,7 @@ int cmd_calib(int argc, char **argv)
     if (!strcmp(sub, "show"))
         return calib_show(c.db, c.run, c.json);
     if (strcmp(sub, "run"))
-        return cli_usage_error("calib", "unknown subcommand '%s' (run or show)", sub);
+        return cli_usage_error("calib", "unknown subcommand '%s' (run, show or import)", sub);
     if (cli_given(&a, "run"))
         return cli_usage_error("calib", "--run goes with 'calib show'");
     return calib_run(&c, cli_given(&a, "only") > 0);

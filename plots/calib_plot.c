@@ -178,7 +178,9 @@ static int write_panels(void *vctx, const char *dir, int *n_out, ws_err *err)
     }
     for (int i = 0; i < n_fits && !rc; i++) {
         const ws_calibdb_fit *f = &fits[i];
-        if (!strcmp(f->form, "factor") || f->n_samples < 3)
+        /* a factor has no curve; a saturating fit's rate follows the keys per query, which a
+         * stored sample's flops and bytes do not carry: neither is drawn */
+        if (!strcmp(f->form, "factor") || !strcmp(f->form, "saturating") || f->n_samples < 3)
             continue;
         const fit_model r = model_of(f);
         const int by_flops = r.form != FORM_TRANSFER && f->compute_bound && r.peak_flops > 0;

@@ -59,18 +59,34 @@ static int product(const ws_profile *p, const char *key, const char *eff, ws_cos
     return 0;
 }
 
-static void zero_c0(ws_cost_val *o)
+/* *o = p[key] x p[eff], the first of the efficiencies effs[0..n) the profile has (none: 1). */
+static int product_of(const ws_profile *p, const char *key, const char *const *effs, int n,
+                      ws_cost_val *o, ws_err *err)
 {
-    set_val(o, 0.0, WS_SOURCE_MODELED, "uncalibrated: no fixed cost");
+    for (int i = 0; i < n; i++)
+        if (effs[i] && positive(p, effs[i]))
+            return product(p, key, effs[i], o, err);
+    return product(p, key, NULL, o, err);
 }
 
-/* A roofline from the calibrated prefix `pre` where present, else the fallbacks. */
-static int roof(const ws_profile *p, const char *pre, const char *p_key, const char *p_eff,
-                const char *w_key, const char *w_eff, ws_cost_roof *r, ws_err *err)
+/* The fixed cost: the datasheet's c0_key when the profile has it, else none (said so). */
+static void default_c0(const ws_profile *p, const char *c0_key, ws_cost_val *o)
+{
+    if (!c0_key || product(p, c0_key, NULL, o, NULL))
+        set_val(o, 0.0, WS_SOURCE_MODELED,
+                c0_key ? "no fixed cost in the profile (writescope db init adds it): 0"
+                       : "uncalibrated: no fixed cost");
+}
+
+/* A roofline from the calibrated prefix `pre` where present, else the fallbacks: the fixed
+ * cost c0_key, P = p_key x p_eff, W = w_key x w_eff. */
+static int roof(const ws_profile *p, const char *pre, const char *c0_key, const char *p_key,
+                const char *p_eff, const char *w_key, const char *w_eff, ws_cost_roof *r,
+                ws_err *err)
 {
     int rc = 0;
     if (!pre || !calibrated(p, pre, "c0", &r->c0))
-        zero_c0(&r->c0);
+        default_c0(p, c0_key, &r->c0);
     if (!pre || !calibrated(p, pre, "peak_flops", &r->P))
         rc = p_key ? product(p, p_key, p_eff, &r->P, err)
                    : (set_val(&r->P, 0, WS_SOURCE_MODELED, "-"), 0);
@@ -99,7 +115,7 @@ static int cpu_roof(const ws_profile *h, const char *pre, const ws_cost_val *p_a
                     const ws_cost_val *w_alt, ws_cost_roof *r, ws_err *err)
 {
     const int ds_p = positive(h, "fp32_flops") != NULL, ds_w = positive(h, "dram_bw") != NULL;
-    int rc = roof(h, pre, ds_p ? "fp32_flops" : NULL, "flops_eff", ds_w ? "dram_bw" : NULL,
+    int rc = roof(h, pre, NULL, ds_p ? "fp32_flops" : NULL, "flops_eff", ds_w ? "dram_bw" : NULL,
                   "dram_eff", r, err);
     if (rc)
         return rc;
@@ -130,23 +146,53 @@ static const char *expert_prefix(const ws_profile *p)
     return pre[0];
 }
 
-/* The calibrated prefix "dev.op.kind.dtype" with a key the profile has, trying kind and
- * then, for MHA, gqa (the calibrator's name for grouped attention). */
+/* 1 when the profile has a positive `pre`.bandwidth, .peak_flops or .c0. */
+static int has_prefix(const ws_profile *p, const char *pre)
+{
+    static const char *const sfx[] = {"bandwidth", "peak_flops", "c0"};
+    for (int i = 0; i < 3; i++) {
+        char key[200];
+        snprintf(key, sizeof key, "%s.%s", pre, sfx[i]);
+        if (positive(p, key))
+            return 1;
+    }
+    return 0;
+}
+
+/* The other 16-bit type (one rate on the GPUs that have both), or the type itself. */
+static ws_dtype alt16(ws_dtype dt)
+{
+    return dt == WS_DT_BF16 ? WS_DT_FP16 : dt == WS_DT_FP16 ? WS_DT_BF16 : dt;
+}
+
+/* The calibrated prefix "dev.op[.kind].dtype" with a key the profile has, trying kind and
+ * then, for MHA, gqa (the calibrator's name for grouped attention), at dt and then, on a GPU,
+ * at the other 16-bit type; kind NULL: no kind. None: the first, which has no keys. (A
+ * CPU's bf16 and fp16 paths convert differently: each has its own calibration.) */
+static void calib_prefix(const ws_profile *p, const char *dev, const char *op, const char *kind,
+                         ws_dtype dt, char *buf, size_t cap)
+{
+    const char *kinds[2] = {kind, kind && !strcmp(kind, "mha") ? "gqa" : NULL};
+    const ws_dtype dts[2] = {dt, strcmp(dev, "gpu") ? dt : alt16(dt)};
+    for (int d = 0; d < (dts[1] != dt ? 2 : 1); d++)
+        for (int i = 0; i < 2 && (i == 0 || kinds[i]); i++) {
+            if (kinds[i])
+                snprintf(buf, cap, "%s.%s.%s.%s", dev, op, kinds[i], ws_dtype_name(dts[d]));
+            else
+                snprintf(buf, cap, "%s.%s.%s", dev, op, ws_dtype_name(dts[d]));
+            if (has_prefix(p, buf))
+                return;
+        }
+    if (kind)
+        snprintf(buf, cap, "%s.%s.%s.%s", dev, op, kind, ws_dtype_name(dt));
+    else
+        snprintf(buf, cap, "%s.%s.%s", dev, op, ws_dtype_name(dt));
+}
+
 static void attn_prefix(const ws_profile *p, const char *dev, ws_attn_kind kind, ws_dtype dt,
                         char *buf, size_t cap)
 {
-    const char *kinds[2] = {ws_attn_kind_name(kind), kind == WS_ATTN_MHA ? "gqa" : NULL};
-    for (int i = 0; i < 2 && kinds[i]; i++) {
-        snprintf(buf, cap, "%s.attn.%s.%s", dev, kinds[i], ws_dtype_name(dt));
-        char key[200];
-        snprintf(key, sizeof key, "%s.bandwidth", buf);
-        if (positive(p, key))
-            return;
-        snprintf(key, sizeof key, "%s.peak_flops", buf);
-        if (positive(p, key))
-            return;
-    }
-    snprintf(buf, cap, "%s.attn.%s.%s", dev, ws_attn_kind_name(kind), ws_dtype_name(dt));
+    calib_prefix(p, dev, "attn", ws_attn_kind_name(kind), dt, buf, cap);
 }
 
 /* "<dtype>_flops", falling back to fp16 where the GPU lacks the type (V100: bf16 0). */
@@ -156,6 +202,50 @@ static const char *gpu_flops_key(const ws_profile *p, ws_dtype dt)
                     : dt == WS_DT_BF16 ? "bf16_flops"
                                        : "fp16_flops";
     return positive(p, k) ? k : "fp16_flops";
+}
+
+const char *ws_cost_elem_name(int kind)
+{
+    static const char *const names[WS_ELEM_KINDS] = {"rmsnorm", "rope", "act", "add",
+                                                     "moe_route"};
+    return kind >= 0 && kind < WS_ELEM_KINDS ? names[kind] : "?";
+}
+
+/* Prefill attention: the calibrated prefix (c0, peak_flops, half_keys) where present, else
+ * the datasheet: prefill_attn_c0, flops_key x prefill_attn_eff (a profile without it: x
+ * tensor_eff, the GEMMs' efficiency), prefill_attn_half_keys (without: 0, a flat rate). */
+static int prefill_curve(const ws_profile *p, const char *pre, const char *flops_key,
+                         ws_cost_curve *c, ws_err *err)
+{
+    static const char *const effs[] = {"prefill_attn_eff", "tensor_eff"};
+    if (!calibrated(p, pre, "c0", &c->c0))
+        default_c0(p, "prefill_attn_c0", &c->c0);
+    int rc;
+    if (!calibrated(p, pre, "peak_flops", &c->P) &&
+        (rc = product_of(p, flops_key, effs, 2, &c->P, err)))
+        return rc;
+    if (!calibrated(p, pre, "half_keys", &c->half) &&
+        product(p, "prefill_attn_half_keys", NULL, &c->half, NULL))
+        set_val(&c->half, 0.0, WS_SOURCE_MODELED,
+                "no prefill_attn_half_keys in the profile (writescope db init adds it): a flat "
+                "rate");
+    return 0;
+}
+
+/* A memory-bound kernel: the calibrated prefix (c0, bandwidth) where present, else elem_c0
+ * and hbm_bw x <op>_eff (the add's for MoE routing; a profile without it: x hbm_eff). */
+static int elem_roof(const ws_profile *p, const char *pre, int kind, ws_cost_roof *r, ws_err *err)
+{
+    static const char *const eff[WS_ELEM_KINDS] = {"rmsnorm_eff", "rope_eff", "act_eff",
+                                                   "add_eff", "add_eff"};
+    const char *effs[2] = {eff[kind], "hbm_eff"};
+    if (!calibrated(p, pre, "c0", &r->c0))
+        default_c0(p, "elem_c0", &r->c0);
+    set_val(&r->P, 0, WS_SOURCE_MODELED, "-");
+    r->serial = 0;
+    if (!calibrated(p, pre, "bandwidth", &r->W))
+        return product_of(p, "hbm_bw", effs, 2, &r->W, err);
+    return 0;
 }
 
 int ws_cost_hw_load(const ws_profile *gpu, const ws_profile *host, ws_attn_kind kind, ws_dtype kv,
@@ -195,22 +285,43 @@ int ws_cost_hw_load(const ws_profile *gpu, const ws_profile *host, ws_attn_kind 
         !(hw->cpu_attn_after_moe.v >= 1.0))
         set_val(&hw->cpu_attn_after_moe, 1.0, WS_SOURCE_MODELED,
                 "no cpu.attn_after_moe_factor measured for the kind (or below 1): none");
-    attn_prefix(gpu, "gpu", kind, kv, pre, sizeof pre);
-    if ((rc = roof(gpu, pre, gpu_flops_key(gpu, kv), "tensor_eff", "hbm_bw", "hbm_eff",
-                   &hw->gpu_attn, err)))
-        return rc;
-    char gemm[64];
-    snprintf(gemm, sizeof gemm, "gpu.gemm.%s", ws_dtype_name(wt));
-    if ((rc = roof(gpu, gemm, gpu_flops_key(gpu, wt), "tensor_eff", "hbm_bw", "hbm_eff",
-                   &hw->gpu_gemm, err)) ||
-        (rc = roof(gpu, "link.h2d", NULL, NULL, "h2d_bw", NULL, &hw->h2d, err)) ||
-        (rc = roof(gpu, "link.d2h", NULL, NULL, "d2h_bw", NULL, &hw->d2h, err)) ||
-        (rc = product(gpu, "mem_bytes", NULL, &hw->gpu_mem, err)))
-        return rc;
     /* Host DRAM: the profile's mem_bytes; a host profile without one is left unlimited (0),
      * and the simulator falls back to its default. */
     if (product(host, "mem_bytes", NULL, &hw->host_mem, NULL))
         set_val(&hw->host_mem, 0.0, WS_SOURCE_MODELED, "no mem_bytes in the host profile");
+    return ws_cost_hw_load_gpu(gpu, kind, kv, wt, hw, err);
+}
+
+int ws_cost_hw_load_gpu(const ws_profile *gpu, ws_attn_kind kind, ws_dtype kv, ws_dtype wt,
+                        ws_cost_hw *hw, ws_err *err)
+{
+    if (!gpu)
+        return ws_err_set(err, WS_EINVAL, "cost: a GPU profile is needed");
+    snprintf(hw->gpu, sizeof hw->gpu, "%s", gpu->name);
+    char pre[160];
+    int rc;
+    attn_prefix(gpu, "gpu", kind, kv, pre, sizeof pre);
+    if ((rc = roof(gpu, pre, "attn_c0", gpu_flops_key(gpu, kv), "tensor_eff", "hbm_bw",
+                   "hbm_eff", &hw->gpu_attn, err)))
+        return rc;
+    calib_prefix(gpu, "gpu", "prefill_attn", ws_attn_kind_name(kind), kv, pre, sizeof pre);
+    if ((rc = prefill_curve(gpu, pre, gpu_flops_key(gpu, kv), &hw->gpu_prefill, err)))
+        return rc;
+    calib_prefix(gpu, "gpu", "gemm", NULL, wt, pre, sizeof pre);
+    if ((rc = roof(gpu, pre, "gemm_c0", gpu_flops_key(gpu, wt), "tensor_eff", "hbm_bw", "hbm_eff",
+                   &hw->gpu_gemm, err)) ||
+        (rc = roof(gpu, "link.h2d", "copy_c0", NULL, NULL, "h2d_bw", NULL, &hw->h2d, err)) ||
+        (rc = roof(gpu, "link.d2h", "copy_c0", NULL, NULL, "d2h_bw", NULL, &hw->d2h, err)) ||
+        (rc = product(gpu, "mem_bytes", NULL, &hw->gpu_mem, err)))
+        return rc;
+    for (int k = 0; k < WS_ELEM_KINDS; k++) {
+        calib_prefix(gpu, "gpu", ws_cost_elem_name(k), NULL, wt, pre, sizeof pre);
+        if ((rc = elem_roof(gpu, pre, k, &hw->gpu_elem[k], err)))
+            return rc;
+    }
+    if (product(gpu, "step_overhead", NULL, &hw->step, NULL))
+        set_val(&hw->step, 0.0, WS_SOURCE_MODELED,
+                "no step_overhead in the profile (writescope db init adds it): 0");
     /* The contention factor: the calibrator's ratio, else the profile's h2d_contention;
      * a database seeded before that parameter existed gets none (factor 1), said so. */
     if (!calibrated(gpu, "link.h2d_gemm_contention_factor", "factor", &hw->h2d_contention) &&
@@ -303,10 +414,20 @@ int ws_cost_model_init(const ws_cost_hw *hw, const ws_model *m, const ws_cost_cf
     cm->w_elem = ws;
     cm->o_params = nq * vd * H;
     cm->qkv_params = fmax(cm->st.attn_weight_bytes_layer / ws - cm->o_params, 0);
+    cm->qkv_out = cm->qkv_params / H;
+    cm->o_in = nq * vd;
     cm->router_params = m->n_experts > 0 ? H * m->n_experts : 0;
     cm->shared_params = cm->st.shared_bytes_layer / ws;
+    cm->shared_inter = cm->shared_params / (3.0 * H);
     cm->dense_params = m->n_dense_layers > 0 ? 3.0 * H * m->intermediate : 0;
     cm->expert_params = 3.0 * H * m->moe_intermediate;
+    /* RoPE rotates every query head and the keys: GQA/MHA the KV heads at head_dim, MLA the
+     * one shared rope key at rope_dim. */
+    const int mla = m->attn == WS_ATTN_MLA || m->attn == WS_ATTN_MLA_SPARSE;
+    cm->rope_heads = nq + (mla ? 1 : m->n_kv_heads);
+    cm->rope_dim = mla ? m->rope_dim : m->head_dim;
+    /* The merge reads the two halves' fp32 outputs and log-sum-exps, writes one output. */
+    cm->merge_bytes = nq * (3.0 * vd + 2.0) * 4.0;
     if (m->n_experts > 0 && m->experts_per_tok > 0) {
         const int E = m->n_experts;
         cm->q = malloc(sizeof(double) * (size_t)E);
@@ -383,11 +504,44 @@ double ws_cost_gpu_attn(const ws_cost_model *cm, double tokens)
 
 double ws_cost_gpu_prefill_attn(const ws_cost_model *cm, double q, double ctx)
 {
-    if (q <= 0)
-        return 0;
-    /* Causal pairs; K/V read once per 128-query block. */
-    const double pairs = q * ctx + q * (q + 1) / 2, blocks = ceil(q / 128.0);
-    return ws_cost_roof_time(&cm->hw.gpu_attn, cm->f_tok * pairs, cm->b_tok * (ctx + q) * blocks);
+    return ws_cost_prefill_attn_time(&cm->hw, q, ctx, cm->f_tok, cm->b_tok);
+}
+
+double ws_cost_norm(const ws_cost_model *cm, double T)
+{
+    return ws_cost_elem_time(&cm->hw, WS_ELEM_NORM, ws_cost_norm_bytes(T, cm->hidden, cm->w_elem));
+}
+
+double ws_cost_rope(const ws_cost_model *cm, double T)
+{
+    return ws_cost_elem_time(&cm->hw, WS_ELEM_ROPE,
+                             ws_cost_rope_bytes(T, cm->rope_heads, cm->rope_dim, cm->w_elem));
+}
+
+double ws_cost_add(const ws_cost_model *cm, double T)
+{
+    return ws_cost_elem_time(&cm->hw, WS_ELEM_ADD, ws_cost_add_bytes(T, cm->hidden, cm->w_elem));
+}
+
+double ws_cost_act(const ws_cost_model *cm, double T, double I)
+{
+    return ws_cost_elem_time(&cm->hw, WS_ELEM_ACT, ws_cost_act_bytes(T, I, cm->w_elem));
+}
+
+double ws_cost_append(const ws_cost_model *cm, double n_seqs)
+{
+    /* read the projected K/V, write them into the pages */
+    return ws_cost_elem_time(&cm->hw, WS_ELEM_ADD, n_seqs > 0 ? 2.0 * n_seqs * cm->b_tok : 0);
+}
+
+double ws_cost_merge(const ws_cost_model *cm, double T)
+{
+    return ws_cost_elem_time(&cm->hw, WS_ELEM_ADD, T > 0 ? T * cm->merge_bytes : 0);
+}
+
+double ws_cost_step(const ws_cost_model *cm)
+{
+    return cm->hw.step.v;
 }
 
 double ws_cost_gpu_indexer(const ws_cost_model *cm, double q, double ctx)
@@ -425,23 +579,91 @@ double ws_cost_reformat(const ws_cost_model *cm, double bytes)
     return bytes > 0 ? bytes / cm->hw.kv_reformat.v : 0;
 }
 
-/* A GEMM of T tokens through `params` weights (elements) on the GPU. */
-static double gpu_gemm(const ws_cost_model *cm, double params, double T)
+/* ---- one kernel by shape ----------------------------------------------------------------- */
+
+double ws_cost_causal_pairs(double q, double ctx)
 {
-    if (T <= 0 || params <= 0)
+    return q > 0 ? q * fmax(ctx, 0) + q * (q + 1) / 2 : 0;
+}
+
+void ws_cost_gemm_work(double M, double K, double N, double elem, double *flops, double *bytes)
+{
+    *flops = 2.0 * M * K * N;
+    *bytes = (M * K + K * N + M * N) * elem;
+}
+
+double ws_cost_gemm_time(const ws_cost_hw *hw, double M, double K, double N, double elem)
+{
+    if (M <= 0 || K <= 0 || N <= 0)
         return 0;
-    const double ws = cm->w_elem;
-    return ws_cost_roof_time(&cm->hw.gpu_gemm, 2.0 * T * params,
-                             params * ws + 2.0 * T * cm->hidden * ws);
+    double f, b;
+    ws_cost_gemm_work(M, K, N, elem, &f, &b);
+    return ws_cost_roof_time(&hw->gpu_gemm, f, b);
+}
+
+double ws_cost_decode_attn_time(const ws_cost_hw *hw, double kv_bytes, double flops)
+{
+    return kv_bytes > 0 ? ws_cost_roof_time(&hw->gpu_attn, flops, kv_bytes) : 0;
+}
+
+double ws_cost_prefill_attn_time(const ws_cost_hw *hw, double q, double ctx, double f_tok,
+                                 double b_tok)
+{
+    if (q <= 0)
+        return 0;
+    /* Causal pairs at the curve's rate for k = pairs / q keys per query; K/V read once per
+     * 128-query block at the decode kernel's bandwidth (the memory side of short chunks). */
+    const double pairs = ws_cost_causal_pairs(q, ctx), k = pairs / q;
+    const ws_cost_curve *c = &hw->gpu_prefill;
+    const double tf = c->P.v > 0 ? f_tok * pairs / c->P.v * (1.0 + fmax(c->half.v, 0) / k) : 0;
+    const double W = hw->gpu_attn.W.v,
+                 tb = W > 0 ? b_tok * (fmax(ctx, 0) + q) * ceil(q / 128.0) / W : 0;
+    return c->c0.v + fmax(tf, tb);
+}
+
+double ws_cost_norm_bytes(double T, double H, double elem)
+{
+    return T > 0 ? (2.0 * T * H + H) * elem : 0;
+}
+
+double ws_cost_rope_bytes(double T, double heads, double dim, double elem)
+{
+    return T > 0 ? 2.0 * T * heads * dim * elem : 0;
+}
+
+double ws_cost_act_bytes(double T, double I, double elem)
+{
+    return T > 0 ? 3.0 * T * I * elem : 0;
+}
+
+double ws_cost_add_bytes(double T, double H, double elem)
+{
+    return T > 0 ? 3.0 * T * H * elem : 0;
+}
+
+double ws_cost_elem_time(const ws_cost_hw *hw, int kind, double bytes)
+{
+    if (!(bytes > 0) || kind < 0 || kind >= WS_ELEM_KINDS)
+        return 0;
+    const ws_cost_roof *r = &hw->gpu_elem[kind];
+    return r->c0.v + (r->W.v > 0 ? bytes / r->W.v : 0);
+}
+
+/* A GEMM of T tokens, K inputs and N outputs per token, on the GPU. */
+static double gpu_gemm(const ws_cost_model *cm, double T, double K, double N)
+{
+    if (T <= 0 || K <= 0 || N <= 0)
+        return 0;
+    return ws_cost_gemm_time(&cm->hw, T, K, N, cm->w_elem);
 }
 
 double ws_cost_qkv_proj(const ws_cost_model *cm, double T)
 {
-    return gpu_gemm(cm, cm->qkv_params, T);
+    return gpu_gemm(cm, T, cm->hidden, cm->qkv_out);
 }
 double ws_cost_o_proj(const ws_cost_model *cm, double T)
 {
-    return gpu_gemm(cm, cm->o_params, T);
+    return gpu_gemm(cm, T, cm->o_in, cm->hidden);
 }
 int ws_cost_router_on_cpu(const ws_cost_model *cm)
 {
@@ -451,20 +673,76 @@ int ws_cost_router_on_cpu(const ws_cost_model *cm)
 double ws_cost_router(const ws_cost_model *cm, double T)
 {
     if (!ws_cost_router_on_cpu(cm))
-        return gpu_gemm(cm, cm->router_params, T);
+        return gpu_gemm(cm, T, cm->hidden, cm->n_experts);
     if (T <= 0)
         return 0;
     const double ab = cm->cfg.act_bytes;
     return ws_cost_roof_time(&cm->hw.cpu_expert, 2.0 * T * cm->router_params,
                              (cm->router_params + T * cm->hidden + T * cm->n_experts) * ab);
 }
+
+/* A gated MLP of width I: gate-up GEMM, activation, down GEMM. */
+static double gated_mlp(const ws_cost_model *cm, double T, double I)
+{
+    if (T <= 0 || !(I > 0))
+        return 0;
+    return gpu_gemm(cm, T, cm->hidden, 2.0 * I) + ws_cost_act(cm, T, I) +
+           gpu_gemm(cm, T, I, cm->hidden);
+}
+
 double ws_cost_shared_experts(const ws_cost_model *cm, double T)
 {
-    return gpu_gemm(cm, cm->shared_params, T);
+    return gated_mlp(cm, T, cm->shared_inter);
 }
 double ws_cost_dense_mlp(const ws_cost_model *cm, double T)
 {
-    return gpu_gemm(cm, cm->dense_params, T);
+    return cm->dense_params > 0 ? gated_mlp(cm, T, cm->dense_inter) : 0;
+}
+
+/* Bytes of the top-k over T tokens' router logits: fp32 logits read, k ids and weights
+ * written. */
+static double topk_bytes(const ws_cost_model *cm, double T)
+{
+    return T * (4.0 * cm->n_experts + 8.0 * cm->top_k);
+}
+
+double ws_cost_topk(const ws_cost_model *cm, double T)
+{
+    if (T <= 0 || cm->router_params <= 0)
+        return 0;
+    if (ws_cost_router_on_cpu(cm))
+        return ws_cost_host_copy(cm, topk_bytes(cm, T));
+    return ws_cost_elem_time(&cm->hw, WS_ELEM_MOE, topk_bytes(cm, T));
+}
+
+/* Permute: each (token, expert) pair's hidden row gathered (read and written); combine: each
+ * pair's output read, one row per token written. */
+static double permute_bytes(const ws_cost_model *cm, double pairs)
+{
+    return 2.0 * pairs * cm->hidden * cm->w_elem;
+}
+
+static double combine_bytes(const ws_cost_model *cm, double pairs, double T)
+{
+    return (pairs + T) * cm->hidden * cm->w_elem;
+}
+
+double ws_cost_moe_permute_gpu(const ws_cost_model *cm, double T)
+{
+    const double pairs = T * cm->gpu_q_sum;
+    if (!(pairs > 0))
+        return 0;
+    return ws_cost_elem_time(&cm->hw, WS_ELEM_MOE, permute_bytes(cm, pairs)) +
+           ws_cost_elem_time(&cm->hw, WS_ELEM_MOE, combine_bytes(cm, pairs, T));
+}
+
+double ws_cost_moe_permute_cpu(const ws_cost_model *cm, double T)
+{
+    const double pairs = T * cm->cpu_q_sum;
+    /* host memory: ws_cost_host_copy counts a read and a write of what it is given */
+    return pairs > 0 ? ws_cost_host_copy(cm, pairs * cm->hidden * cm->cfg.act_bytes) +
+                           ws_cost_host_copy(cm, (pairs + T) * cm->hidden * cm->cfg.act_bytes / 2)
+                     : 0;
 }
 
 int ws_cost_layer_is_moe(const ws_cost_model *cm, int layer)
@@ -511,28 +789,35 @@ double ws_cost_distinct_gpu_experts(const ws_cost_model *cm, double T)
     return distinct_range(cm, 0, cm->cfg.gpu_experts, T);
 }
 
-/* D experts hit by `pairs` (token, expert) assignments: D c0 + max(F/P, B/W). */
+/* D experts hit by `pairs` (token, expert) assignments in `calls` kernel calls:
+ * calls c0 + max(F/P, B/W). */
 static double experts_time(const ws_cost_model *cm, const ws_cost_roof *r, double D, double pairs,
-                           double wbytes, double abytes)
+                           double wbytes, double abytes, double calls)
 {
     if (D <= 0 || pairs <= 0)
         return 0;
     const double H = cm->hidden, I = cm->moe_inter;
     const double flops = pairs * (6.0 * H * I + 4.0 * I);
     const double bytes = D * cm->expert_params * wbytes + pairs * (2.0 * H + 4.0 * I) * abytes;
-    return ws_cost_roof_time(r, flops, bytes) + (D - 1.0) * r->c0.v;
+    return ws_cost_roof_time(r, flops, bytes) + (calls - 1.0) * r->c0.v;
 }
 
 double ws_cost_cpu_experts(const ws_cost_model *cm, double T)
 {
     const double wb = cm->cfg.cpu_expert_bytes > 0 ? cm->cfg.cpu_expert_bytes : cm->w_elem;
-    return experts_time(cm, &cm->hw.cpu_expert, ws_cost_distinct_cpu_experts(cm, T),
-                        T * cm->cpu_q_sum, wb, cm->cfg.act_bytes);
+    /* the CPU runs one FFN call per expert hit (the runtime's, and the calibrator's c0) */
+    const double D = ws_cost_distinct_cpu_experts(cm, T);
+    return experts_time(cm, &cm->hw.cpu_expert, D, T * cm->cpu_q_sum, wb, cm->cfg.act_bytes, D);
 }
 
 double ws_cost_gpu_experts(const ws_cost_model *cm, double T)
 {
-    const double wb = cm->w_elem;
-    return experts_time(cm, &cm->hw.gpu_gemm, ws_cost_distinct_gpu_experts(cm, T),
-                        T * cm->gpu_q_sum, wb, wb);
+    const double wb = cm->w_elem, pairs = T * cm->gpu_q_sum;
+    /* a GPU runs its experts as grouped GEMMs (vLLM's and SGLang's fused_moe, llama.cpp's
+     * mul_mat_id): one kernel for every expert's gate/up product and one for the down
+     * product, whatever the count hit */
+    const double t = experts_time(cm, &cm->hw.gpu_gemm, ws_cost_distinct_gpu_experts(cm, T),
+                                  pairs, wb, wb, 2.0);
+    /* the activation between the experts' two GEMMs, one kernel over every pair */
+    return t > 0 ? t + ws_cost_act(cm, pairs, cm->moe_inter) : 0;
 }

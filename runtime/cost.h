@@ -1,17 +1,22 @@
 /* cost: the one cost model (hardware profile -> operation times) that the simulator and the
  * live runtime share. Every operation on a device costs the roofline
  *     t = c0 + max(F / P, B / W)          F flop, B bytes, P flop/s, W B/s, c0 s
- * with (c0, P, W) per (device, operation). ws_cost_hw_load reads them ONCE from a GPU and a
- * host profile (store/profile.h) into plain structs, each value with its source: the
- * calibrated key where the profile has it (cpu.attn.<kind>.<dtype>.{c0,peak_flops,bandwidth},
- * cpu.expert_gemm.bf16.* (else .fp32.*), cpu.membw_read.bandwidth, gpu.attn.*, gpu.gemm.<dtype>.*,
- * link.h2d.*, link.d2h.*, link.h2d_gemm_contention_factor.factor), else datasheet x
- * efficiency (fp32_flops x flops_eff, dram_bw x dram_eff, <dtype>_flops x tensor_eff,
- * hbm_bw x hbm_eff, h2d_bw, d2h_bw, h2d_contention; such products are labelled modeled),
- * and the host's kv_reformat_bw (the single-state cache's reformat rate, migrate's cost).
- * Uncalibrated fixed costs c0 are 0 (modeled). After that every function here is pure
- * arithmetic on structs (no I/O, no allocation past ws_cost_model_init), cheap enough for
- * the simulator's inner loop.
+ * with (c0, P, W) per (device, operation); c0 is the fixed cost of one kernel (launch,
+ * first wave, tail), so every GPU kernel pays it. ws_cost_hw_load reads them ONCE from a GPU
+ * and a host profile (store/profile.h) into plain structs, each value with its source: the
+ * calibrated key where the profile has it (cpu.attn.<kind>.<dtype>.*, cpu.expert_gemm.bf16.*
+ * (else .fp32.*), cpu.membw_read.bandwidth, gpu.attn.*, gpu.prefill_attn.*, gpu.gemm.<dtype>.*,
+ * gpu.{rmsnorm,rope,act,add,moe_route}.<dtype>.*, link.h2d.*, link.d2h.*,
+ * link.h2d_gemm_contention_factor.factor; a GPU key of the other 16-bit type stands in, said
+ * so: fp16 and bf16 run at one rate), else the datasheet: rates x efficiency (fp32_flops x
+ * flops_eff, dram_bw x dram_eff, <dtype>_flops x tensor_eff (prefill attention:
+ * x prefill_attn_eff), hbm_bw x hbm_eff (elementwise: x <op>_eff), h2d_bw, d2h_bw,
+ * h2d_contention; such products are labelled modeled), the fixed costs attn_c0,
+ * prefill_attn_c0, gemm_c0, elem_c0, copy_c0 and the per-step overhead step_overhead (a
+ * profile without them: 0, said so), and the host's kv_reformat_bw (the single-state cache's
+ * reformat rate, migrate's cost). After that every function here is pure arithmetic on
+ * structs (no I/O, no allocation past ws_cost_model_init), cheap enough for the simulator's
+ * inner loop.
  *
  * Attention split (DESIGN section 3), per layer, n tokens in the CPU region, m streamed:
  *     t_cpu(n) = C_cpu + A n,   A = max(f_tok / P_cpu, b_tok / W_cpu)
@@ -26,13 +31,22 @@
  * XFER bytes of this layer that arrived during the previous layer's MoE phase (0 for the
  * first layer of a step, where t_moe_prev = 0).
  *
+ * Prefill attention has its own efficiency: FlashAttention's rate grows with the keys each
+ * query attends, k = pairs / q, as  t = c0 + max(F / (P k / (k + k_half)), B / W_attn)  over
+ * the causal pairs (P its peak rate, k_half the keys at half of it). The other per-layer
+ * operations are memory-bound kernels, t = c0 + B / W: two RMSNorms, RoPE, the gated
+ * activation, two residual adds, the KV append and the merge of the halves, and MoE routing
+ * (top-k, permute, combine) on the device that runs the experts.
+ *
  * Routed experts: T tokens each choosing k of E experts. Token-level pick probabilities q_i
  * (sum k): uniform q_i = k/E; skewed q_i proportional to (i+1)^-s (Zipf exponent s, capped at
  * 1 with the excess spread over the rest). Expected distinct experts hit by T tokens:
  *     D(T) = sum_i 1 - (1 - q_i)^T          (uniform: E (1 - (1 - k/E)^T), exact)
  * The gpu_experts most popular experts of each MoE layer live on the GPU, the rest on the CPU.
- * The experts' time is D x c0 + max(F / P, B / W) over the experts hit: F = 2 x 3 H I flop
- * per (token, expert) pair, B = 3 H I weight bytes per distinct expert plus activations. */
+ * The experts' time is n c0 + max(F / P, B / W) over the experts hit: F = 2 x 3 H I flop
+ * per (token, expert) pair, B = 3 H I weight bytes per distinct expert plus activations;
+ * n = D calls on the CPU (one FFN per expert, as the runtime runs them), 2 on a GPU (grouped
+ * GEMMs, as fused MoE kernels run them). */
 #ifndef WS_COST_H
 #define WS_COST_H
 
@@ -59,6 +73,24 @@ typedef struct ws_cost_roof {
                  * computes in turn; 0: the roofline's max */
 } ws_cost_roof;
 
+/* Prefill attention: t = c0 + F / (P k / (k + half)), k the keys attended per query. */
+typedef struct ws_cost_curve {
+    ws_cost_val c0, P, half; /* s, flop/s, keys */
+} ws_cost_curve;
+
+/* The memory-bound per-layer operations on the GPU (calibrated key gpu.<name>.<dtype>). */
+typedef enum ws_cost_elem {
+    WS_ELEM_NORM = 0, /* RMSNorm: "rmsnorm" */
+    WS_ELEM_ROPE,     /* rotary embedding of q and k: "rope" */
+    WS_ELEM_ACT,      /* gated activation, act(gate) x up: "act" */
+    WS_ELEM_ADD,      /* residual add (also the KV append and the merge): "add" */
+    WS_ELEM_MOE,      /* MoE top-k, permute and combine: "moe_route" */
+    WS_ELEM_KINDS
+} ws_cost_elem;
+
+/* "rmsnorm", "rope", "act", "add", "moe_route". */
+const char *ws_cost_elem_name(int kind);
+
 /* The hardware as the cost model sees it. */
 typedef struct ws_cost_hw {
     char gpu[160], host[160];   /* profile names */
@@ -69,7 +101,10 @@ typedef struct ws_cost_hw {
     ws_cost_val cpu_mem_bw;     /* B/s, DRAM read on all cores (host copies) */
     ws_cost_val kv_reformat;    /* B/s, re-laying a single-state KV cache (host kv_reformat_bw) */
     ws_cost_roof gpu_attn;      /* GPU decode attention over HBM-resident pages */
+    ws_cost_curve gpu_prefill;  /* GPU prefill attention (FlashAttention's own curve) */
     ws_cost_roof gpu_gemm;      /* GPU GEMM at the weight dtype (projections, experts, MLPs) */
+    ws_cost_roof gpu_elem[WS_ELEM_KINDS]; /* memory-bound kernels: c0 + B / W (P unused) */
+    ws_cost_val step;           /* s per forward step: scheduling, launches, synchronisation */
     ws_cost_roof h2d, d2h;      /* pinned copies: c0 + bytes / W (P unused) */
     ws_cost_val h2d_contention; /* W_h2d(CPU computing) / W_h2d, in (0, 1] */
     ws_cost_val gpu_mem;        /* B of device memory */
@@ -81,6 +116,10 @@ typedef struct ws_cost_hw {
  * (a V100's bf16_flops): the fp16 rate, else WS_EINVAL. */
 int ws_cost_hw_load(const ws_profile *gpu, const ws_profile *host, ws_attn_kind kind, ws_dtype kv,
                     ws_dtype wt, ws_cost_hw *hw, ws_err *err);
+/* The GPU's half of it alone (the GPU fields and name; the rest as hw held): what the GPU's
+ * kernels cost, for checks against a GPU's operator measurements (validate/oppoints.h). */
+int ws_cost_hw_load_gpu(const ws_profile *gpu, ws_attn_kind kind, ws_dtype kv, ws_dtype wt,
+                        ws_cost_hw *hw, ws_err *err);
 
 /* The roofline time of one operation (s). */
 static inline double ws_cost_roof_time(const ws_cost_roof *r, double flops, double bytes)
@@ -88,6 +127,38 @@ static inline double ws_cost_roof_time(const ws_cost_roof *r, double flops, doub
     double tf = r->P.v > 0 ? flops / r->P.v : 0.0, tb = r->W.v > 0 ? bytes / r->W.v : 0.0;
     return r->c0.v + (r->serial ? tf + tb : tf > tb ? tf : tb);
 }
+
+/* ---- one kernel by shape: the work each operation does (the calibration importer fits
+ * against the same F and B, calib/import.h) and its time on hw ------------------------- */
+
+/* GQA/MHA attention of q_heads over kv_heads of width dim at `elem` bytes: the flop per
+ * (query, key) pair and the KV bytes per token, as model.h derives them. */
+static inline void ws_cost_gqa_terms(double q_heads, double kv_heads, double dim, double elem,
+                                     double *f_tok, double *b_tok)
+{
+    *f_tok = 4.0 * q_heads * dim;
+    *b_tok = 2.0 * kv_heads * dim * elem;
+}
+/* Causal pairs (query, key) of q new tokens after ctx cached ones. */
+double ws_cost_causal_pairs(double q, double ctx);
+/* An M x K by K x N GEMM at `elem` bytes per element: F = 2MKN, B = (MK + KN + MN) elem. */
+void ws_cost_gemm_work(double M, double K, double N, double elem, double *flops, double *bytes);
+double ws_cost_gemm_time(const ws_cost_hw *hw, double M, double K, double N, double elem);
+/* Decode attention reading kv_bytes of KV (all sequences) with `flops` of work. */
+double ws_cost_decode_attn_time(const ws_cost_hw *hw, double kv_bytes, double flops);
+/* Prefill attention of q tokens after ctx (one sequence): f_tok flop per (query, key) pair,
+ * b_tok KV bytes per token (read once per 128-query block, the memory side). */
+double ws_cost_prefill_attn_time(const ws_cost_hw *hw, double q, double ctx, double f_tok,
+                                 double b_tok);
+/* Bytes the elementwise kernels read and write, T tokens at `elem` bytes per element:
+ * RMSNorm over width H (plus its weight), RoPE of `heads` heads of `dim`, the gated
+ * activation of width I (reads gate and up, writes one), a residual add of width H. */
+double ws_cost_norm_bytes(double T, double H, double elem);
+double ws_cost_rope_bytes(double T, double heads, double dim, double elem);
+double ws_cost_act_bytes(double T, double I, double elem);
+double ws_cost_add_bytes(double T, double H, double elem);
+/* One memory-bound kernel of `kind` moving `bytes` (0 bytes: nothing runs, 0 s). */
+double ws_cost_elem_time(const ws_cost_hw *hw, int kind, double bytes);
 
 /* Choices of a run that the profile does not hold. */
 typedef struct ws_cost_cfg {
@@ -115,7 +186,11 @@ typedef struct ws_cost_model {
     double w_h2d_eff;            /* B/s, H2D under CPU load */
     double w_elem;               /* B per weight element (the model's dtype) */
     double qkv_params, o_params; /* attention projections, elements per layer */
+    double qkv_out, o_in;        /* their GEMMs' N and K (the other side is hidden) */
     double router_params, shared_params, dense_params, expert_params;
+    double shared_inter;         /* shared experts' width (0: none) */
+    double rope_heads, rope_dim; /* heads RoPE rotates per token (q and k) and their width */
+    double merge_bytes;          /* B per query the merge reads and writes */
     double *q;                   /* E pick probabilities, most popular first (owned) */
     double *log1m_q;             /* log(1 - q_i), -inf where q_i = 1 (owned) */
     double cpu_q_sum, gpu_q_sum; /* sum of q over CPU / GPU experts */
@@ -154,6 +229,18 @@ double ws_cost_cpu_attn(const ws_cost_model *cm, double tokens); /* over CPU pag
 double ws_cost_gpu_attn(const ws_cost_model *cm, double tokens); /* over HBM pages */
 /* Causal prefill attention of q new tokens after ctx cached ones (one sequence). */
 double ws_cost_gpu_prefill_attn(const ws_cost_model *cm, double q, double ctx);
+/* The memory-bound kernels of T tokens through one layer: the RMSNorm of the hidden
+ * state, RoPE of the new q and k, a residual add, the gated activation of width I. */
+double ws_cost_norm(const ws_cost_model *cm, double T);
+double ws_cost_rope(const ws_cost_model *cm, double T);
+double ws_cost_add(const ws_cost_model *cm, double T);
+double ws_cost_act(const ws_cost_model *cm, double T, double I);
+/* The new tokens' KV written into the D-window pages, n_seqs sequences (one kernel). */
+double ws_cost_append(const ws_cost_model *cm, double n_seqs);
+/* The merge of the CPU and GPU halves' partial outputs for T queries (one kernel). */
+double ws_cost_merge(const ws_cost_model *cm, double T);
+/* The per-step overhead (scheduling, launches, synchronisation), s. */
+double ws_cost_step(const ws_cost_model *cm);
 /* Sparse models: the indexer scoring ctx tokens for q queries (0 for dense attention). */
 double ws_cost_gpu_indexer(const ws_cost_model *cm, double q, double ctx);
 /* Copies of `bytes`: H2D alone / while the CPU computes, and D2H. */
@@ -175,8 +262,15 @@ double ws_cost_router(const ws_cost_model *cm, double T);
  * them, as the live runtime does: an fp32 GEMM at act_bytes on the CPU's expert roofline),
  * else on the GPU. ws_cost_router costs it on that device. */
 int ws_cost_router_on_cpu(const ws_cost_model *cm);
+/* Shared experts and the dense MLP: gate-up GEMM, activation, down GEMM. */
 double ws_cost_shared_experts(const ws_cost_model *cm, double T);
 double ws_cost_dense_mlp(const ws_cost_model *cm, double T);
+/* MoE routing: the top-k of T tokens' router logits, where the router runs; permute (tokens
+ * gathered per expert) and combine (weighted sum back per token) of the (token, expert)
+ * pairs of the experts on the GPU / on the CPU (host memory), where those experts run. */
+double ws_cost_topk(const ws_cost_model *cm, double T);
+double ws_cost_moe_permute_gpu(const ws_cost_model *cm, double T);
+double ws_cost_moe_permute_cpu(const ws_cost_model *cm, double T);
 /* 1 when `layer` has routed experts. */
 int ws_cost_layer_is_moe(const ws_cost_model *cm, int layer);
 

@@ -10,7 +10,7 @@ const char *ws_op_name(int kind)
         "qkv",          "append",      "indexer",     "host",           "migrate",   "cpu_attn",
         "h2d_prefetch", "h2d_stream",  "gpu_attn",    "gpu_half",       "merge",     "o_proj",
         "router",       "experts_cpu", "experts_gpu", "shared_experts", "dense_mlp", "layer_end",
-        "prefill_attn", "kv_write",    "flush"};
+        "prefill_attn", "kv_write",    "flush",       "step_overhead"};
     return kind >= 0 && kind < WS_OP_KINDS ? names[kind] : "?";
 }
 
@@ -53,9 +53,13 @@ void ws_sched_build(const ws_cost_model *cm, const ws_cost_split *split, const w
         s->at[k] = -1;
     for (int a = 0; a < WS_ANCHORS; a++)
         s->anchor[a] = -1;
-    const ws_sched_dep pe = PREV(1, WS_ANCHOR_END);
-    const double T = in->T;
-    const int qkv = ADD(WS_OP_QKV, WS_RES_GPU, ws_cost_qkv_proj(cm, T), pe);
+    const double T = in->T, t_step = l == 0 ? ws_cost_step(cm) : 0;
+    const int step = t_step > 0 ? ADD(WS_OP_STEP, WS_RES_NONE, t_step, NO_DEP) : -1;
+    const ws_sched_dep pe = step >= 0 ? HERE(step) : PREV(1, WS_ANCHOR_END);
+    const int qkv = ADD(WS_OP_QKV, WS_RES_GPU,
+                        ws_cost_add(cm, T) + ws_cost_norm(cm, T) + ws_cost_qkv_proj(cm, T) +
+                            ws_cost_rope(cm, T),
+                        pe);
     int attn_end;
     if (in->prefill_q > 0) {
         attn_end = ADD(WS_OP_PF_ATTN, WS_RES_GPU,
@@ -66,13 +70,13 @@ void ws_sched_build(const ws_cost_model *cm, const ws_cost_split *split, const w
         if (in->write_bytes > 0)
             ADD(WS_OP_WRITE, WS_RES_D2H, ws_cost_d2h(cm, in->write_bytes), HERE(qkv));
     } else {
-        int a =
-            ADD(WS_OP_APPEND, WS_RES_GPU, in->n_seqs * cm->b_tok / cm->hw.gpu_attn.W.v, HERE(qkv));
+        int a = ADD(WS_OP_APPEND, WS_RES_GPU, ws_cost_append(cm, in->n_seqs), HERE(qkv));
         if (in->indexer_s > 0)
             a = ADD(WS_OP_INDEX, WS_RES_GPU, in->indexer_s, HERE(a));
-        const int host = in->host_s > 0 ? ADD(WS_OP_HOST, WS_RES_CPU, in->host_s, pe) : -1;
+        const ws_sched_dep prev = PREV(1, WS_ANCHOR_END);
+        const int host = in->host_s > 0 ? ADD(WS_OP_HOST, WS_RES_CPU, in->host_s, prev) : -1;
         const int mig = in->migrate_bytes > 0 ? ADD(WS_OP_MIGRATE, WS_RES_CPU,
-                                                    ws_cost_reformat(cm, in->migrate_bytes), pe)
+                                                    ws_cost_reformat(cm, in->migrate_bytes), prev)
                                               : -1;
         const int cpu = in->n_cpu > 0
                             ? ADD(WS_OP_CPU_ATTN, WS_RES_CPU, ws_cost_split_cpu(split, in->n_cpu),
@@ -103,15 +107,19 @@ void ws_sched_build(const ws_cost_model *cm, const ws_cost_split *split, const w
             ADD(WS_OP_FLUSH, WS_RES_D2H, ws_cost_d2h(cm, in->flush_bytes),
                 HERE(s->anchor[WS_ANCHOR_MAIN]));
         /* The merge: one small kernel when there is a CPU part to merge. */
-        attn_end = ADD(WS_OP_MERGE, WS_RES_GPU, cpu >= 0 ? cm->hw.gpu_attn.c0.v : 0, HERE(gend),
+        attn_end = ADD(WS_OP_MERGE, WS_RES_GPU, cpu >= 0 ? ws_cost_merge(cm, T) : 0, HERE(gend),
                        here_or_none(cpu));
     }
-    const int o = ADD(WS_OP_OPROJ, WS_RES_GPU, ws_cost_o_proj(cm, T), HERE(attn_end));
+    const int o = ADD(WS_OP_OPROJ, WS_RES_GPU,
+                      ws_cost_o_proj(cm, T) + ws_cost_add(cm, T) + ws_cost_norm(cm, T),
+                      HERE(attn_end));
     if (ws_cost_layer_is_moe(cm, l)) {
         const int r = ADD(WS_OP_ROUTER, ws_cost_router_on_cpu(cm) ? WS_RES_CPU : WS_RES_GPU,
-                          ws_cost_router(cm, T), HERE(o));
-        const double tc = ws_cost_cpu_experts(cm, T), tg = ws_cost_gpu_experts(cm, T),
-                     ts = ws_cost_shared_experts(cm, T);
+                          ws_cost_router(cm, T) + ws_cost_topk(cm, T), HERE(o));
+        double tc = ws_cost_cpu_experts(cm, T), tg = ws_cost_gpu_experts(cm, T);
+        const double ts = ws_cost_shared_experts(cm, T);
+        tc += tc > 0 ? ws_cost_moe_permute_cpu(cm, T) : 0;
+        tg += tg > 0 ? ws_cost_moe_permute_gpu(cm, T) : 0;
         const int ec = tc > 0 ? ADD(WS_OP_EXP_CPU, WS_RES_CPU, tc, HERE(r)) : -1;
         const int eg = tg > 0 ? ADD(WS_OP_EXP_GPU, WS_RES_GPU, tg, HERE(r)) : -1;
         const int sh = ts > 0 ? ADD(WS_OP_SHARED, WS_RES_GPU, ts, HERE(r)) : -1;

@@ -8,7 +8,14 @@
  *
  * A decode layer l: qkv -> append (the new tokens' KV into the D-window) -> [indexer] ->
  * CPU half || GPU half -> merge -> o_proj -> router -> CPU experts || GPU experts || shared
- * experts -> layer end (dense layers: o_proj -> dense MLP). The router runs beside the
+ * experts -> layer end (dense layers: o_proj -> dense MLP). An op is the chain of kernels
+ * one stream runs back to back, each paying its fixed cost (runtime/cost.h): qkv is the
+ * residual add closing the previous layer, the input RMSNorm, the QKV GEMM and RoPE; o_proj
+ * the output GEMM, the residual add and the post-attention RMSNorm; the router its GEMM and
+ * the top-k; the experts on each device their permute, GEMMs, activation and combine; the
+ * shared experts and the dense MLP gate-up GEMM, activation, down GEMM. Layer 0 of a step
+ * first waits out the step's overhead (step: scheduling, launches, synchronisation; holds
+ * no resource). The router runs beside the
  * routed experts: on the CPU when any of them run there (ws_cost_router_on_cpu). The GPU
  * half is the XFER pages streamed H2D through the ping-pong buffers, pipelined with GPU
  * attention over them and the D-window: a prefetch copy (at most one ping-pong half) that
@@ -20,6 +27,9 @@
  * model) and migrate (a single-state cache's reformat) hold the CPU before the CPU half,
  * after the previous layer; each is in the layer only when it has a duration. The D2H ops
  * (write, flush) feed no other op, so a player may take them in closed form.
+ *
+ * From layer 2 on, a layer's ops depend on l only through whether it is a MoE layer, so a
+ * player of the model's durations may build them once per step and kind (sim/step.c does).
  *
  * Dependencies on earlier layers name anchors of layer l-1 or l-2: its end, its main op
  * (the GPU attention, or qkv in prefill: when its ping-pong half is free) and its last H2D
@@ -69,6 +79,7 @@ typedef enum ws_op_kind {
     WS_OP_PF_ATTN,  /* prefill attention of a chunk (GPU) */
     WS_OP_WRITE,    /* prefill KV written D2H */
     WS_OP_FLUSH,    /* D-window flush D2H */
+    WS_OP_STEP,     /* the step's overhead before layer 0 (barrier with a duration) */
     WS_OP_KINDS
 } ws_op_kind;
 

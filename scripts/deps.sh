@@ -13,7 +13,7 @@ if [ -n "${DEPS_PREFIX:-}" ]; then
     echo "deps: using DEPS_PREFIX=$DEPS_PREFIX (no apt-get)" >&2
     exit 0
 fi
-PKGS="build-essential pkg-config libgsl-dev libsqlite3-dev sqlite3 libjansson-dev libopenblas-dev libdnnl-dev gnuplot-nox libcriterion-dev openmpi-bin libopenmpi-dev"
+PKGS="build-essential pkg-config libgsl-dev libsqlite3-dev sqlite3 libjansson-dev nettle-dev libopenblas-dev libdnnl-dev gnuplot-nox libcriterion-dev openmpi-bin libopenmpi-dev"
 [ "${1:-}" = fuzz ] && PKGS="$PKGS clang libclang-rt-14-dev"
 missing=""
 for p in $PKGS; do

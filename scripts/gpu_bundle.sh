@@ -19,7 +19,7 @@ debs=$dir/debs
 root=$dir/prefix
 
 # The packages the build needs; their dependencies are added below.
-ROOTS="libgsl-dev libsqlite3-dev libjansson-dev libopenblas-dev libopenblas-pthread-dev libdnnl-dev libcriterion-dev"
+ROOTS="libgsl-dev libsqlite3-dev libjansson-dev nettle-dev libopenblas-dev libopenblas-pthread-dev libdnnl-dev libcriterion-dev"
 SKIP=" libc6 libc6-dev libc-dev-bin libcrypt1 libcrypt-dev linux-libc-dev libnsl-dev libtirpc-dev
  libgcc-s1 libstdc++6 gcc-12-base gcc-13-base gcc-14-base zlib1g zlib1g-dev
  pkg-config pkgconf pkgconf-bin libboxfort-dev libffi-dev libgit2-dev libnanomsg-dev "
@@ -54,7 +54,7 @@ extract() {
     ln -sf openblas-pthread/cblas.h "$inc/cblas-openblas.h"
     # Everything the Makefile's -l flags and the sources' #includes need must be there.
     for f in "$lib/libgsl.so" "$lib/libopenblas.so" "$lib/libsqlite3.so" "$lib/libjansson.so" \
-        "$lib/libcriterion.so" "$tmp/usr/include/gsl/gsl_multifit_nlinear.h" "$inc/cblas.h" \
+        "$lib/libnettle.so" "$tmp/usr/include/nettle/sha2.h" "$lib/libcriterion.so" "$tmp/usr/include/gsl/gsl_multifit_nlinear.h" "$inc/cblas.h" \
         "$tmp/usr/include/sqlite3.h" "$tmp/usr/include/jansson.h" \
         "$tmp/usr/include/criterion/criterion.h"; do
         [ -e "$f" ] || { echo "gpu_bundle: $f missing after extraction" >&2; exit 1; }

@@ -106,15 +106,26 @@ void sim_step_free(sim_step *st)
     st->busy_lay = NULL;
 }
 
-/* Adds layer l's schedule to the graph. */
+/* Adds layer l's schedule to the graph. From layer 2 on, a layer's ops depend on it only
+ * through its kind (schedule.h): built once per step and kind. */
 static int add_layer(sim_step *st, int l, ws_err *err)
 {
-    ws_sched_layer sl;
-    ws_sched_build(st->cm, &st->split, st->in, l, &sl);
+    ws_sched_layer own;
+    const ws_sched_layer *s = &own;
+    if (l >= 2) {
+        const int k = ws_cost_layer_is_moe(st->cm, l);
+        if (!st->memo_ok[k]) {
+            ws_sched_build(st->cm, &st->split, st->in, l, &st->memo[k]);
+            st->memo_ok[k] = 1;
+        }
+        s = &st->memo[k];
+    } else {
+        ws_sched_build(st->cm, &st->split, st->in, l, &own);
+    }
     st->added = l + 1;
     sim_op_id id[WS_SCHED_MAX_OPS], *anc = st->ids + (size_t)l * WS_ANCHORS;
-    for (int i = 0; i < sl.n; i++) {
-        const ws_sched_op *o = &sl.op[i];
+    for (int i = 0; i < s->n; i++) {
+        const ws_sched_op *o = &s->op[i];
         id[i] = SIM_OP_NONE;
         if (st->fold && (o->kind == WS_OP_FLUSH || o->kind == WS_OP_WRITE))
             continue; /* closed form in sim_step_run */
@@ -137,7 +148,7 @@ static int add_layer(sim_step *st, int l, ws_err *err)
             return err && err->code ? err->code : WS_EINVAL;
     }
     for (int a = 0; a < WS_ANCHORS; a++)
-        anc[a] = sl.anchor[a] >= 0 ? id[sl.anchor[a]]
+        anc[a] = s->anchor[a] >= 0 ? id[s->anchor[a]]
                  : a == WS_ANCHOR_H2D && l > 0 ? st->ids[(size_t)(l - 1) * WS_ANCHORS + a]
                                                : SIM_OP_NONE;
     return 0;
@@ -153,6 +164,7 @@ int sim_step_run(sim_step *st, const sim_step_in *in, sim_step_out *out, ws_err 
     st->in = in;
     st->added = 0;
     st->stop = 0;
+    st->memo_ok[0] = st->memo_ok[1] = 0;
     ws_cost_split_terms(cm, in->resident, 0, 0, 0, &st->split);
     const uint64_t ev0 = st->eng->n_processed;
     out->t0 = sim_now(st->eng);

@@ -157,6 +157,72 @@ int ws_calibdb_put_fits(ws_store *s, long long run_id, const ws_calibdb_fit *f, 
     return 0;
 }
 
+int ws_calibdb_put_sources(ws_store *s, long long run_id, const ws_calibdb_source *src, int n,
+                           ws_err *err)
+{
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(ws_store_sqlite(s),
+                           "INSERT INTO calib_sources(run_id, path, sha256, bytes, rows, what, "
+                           "measured_by, tool, gpu, dtype, licence) VALUES (?1,?2,?3,?4,?5,?6,?7,"
+                           "?8,?9,?10,?11)",
+                           -1, &st, NULL) != SQLITE_OK)
+        return WS_DB_FAIL(s, err, "cannot store sources");
+    for (int i = 0; i < n; i++) {
+        const ws_calibdb_source *x = &src[i];
+        sqlite3_reset(st);
+        sqlite3_bind_int64(st, 1, run_id);
+        const char *text[] = {x->path, x->sha256};
+        for (int k = 0; k < 2; k++)
+            sqlite3_bind_text(st, 2 + k, text[k], -1, SQLITE_STATIC);
+        sqlite3_bind_int64(st, 4, x->bytes);
+        sqlite3_bind_int(st, 5, x->rows);
+        const char *more[] = {x->what, x->measured_by, x->tool, x->gpu, x->dtype, x->licence};
+        for (int k = 0; k < 6; k++)
+            sqlite3_bind_text(st, 6 + k, more[k], -1, SQLITE_STATIC);
+        const int rc = ws_store_step_done(s, st, "cannot store source", err);
+        if (rc)
+            return rc;
+    }
+    sqlite3_finalize(st);
+    return 0;
+}
+
+static void row_source(sqlite3_stmt *st, void *elem)
+{
+    ws_calibdb_source *x = elem;
+    memset(x, 0, sizeof *x);
+    ws_store_col_text(st, 0, x->path, sizeof x->path);
+    ws_store_col_text(st, 1, x->sha256, sizeof x->sha256);
+    x->bytes = sqlite3_column_int64(st, 2);
+    x->rows = sqlite3_column_int(st, 3);
+    ws_store_col_text(st, 4, x->what, sizeof x->what);
+    ws_store_col_text(st, 5, x->measured_by, sizeof x->measured_by);
+    ws_store_col_text(st, 6, x->tool, sizeof x->tool);
+    ws_store_col_text(st, 7, x->gpu, sizeof x->gpu);
+    ws_store_col_text(st, 8, x->dtype, sizeof x->dtype);
+    ws_store_col_text(st, 9, x->licence, sizeof x->licence);
+}
+
+int ws_calibdb_get_sources(ws_store *s, long long run_id, ws_calibdb_source **out, int *n_out,
+                           ws_err *err)
+{
+    *out = NULL;
+    *n_out = 0;
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(ws_store_sqlite(s),
+                           "SELECT path, sha256, bytes, rows, what, measured_by, tool, gpu, dtype, "
+                           "licence FROM calib_sources WHERE run_id = ?1 ORDER BY id",
+                           -1, &st, NULL) != SQLITE_OK)
+        return WS_DB_FAIL(s, err, "cannot read sources");
+    sqlite3_bind_int64(st, 1, run_id);
+    size_t n = 0;
+    int rc = ws_store_read_rows(s, st, sizeof **out, row_source, "cannot read sources",
+                                (void **)out, &n, err);
+    sqlite3_finalize(st);
+    *n_out = (int)n;
+    return rc;
+}
+
 int ws_calibdb_link_profile(ws_store *s, const char *name, long long host_id, long long run_id,
                             ws_err *err)
 {

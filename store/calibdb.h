@@ -68,6 +68,20 @@ typedef struct ws_calibdb_fit {
     char note[160];
 } ws_calibdb_fit;
 
+/* A file an imported calibration read (calib import): what, by whom, where from. */
+typedef struct ws_calibdb_source {
+    char path[1024];
+    char sha256[65];
+    long long bytes;
+    int rows;
+    char what[160];        /* the operations it holds */
+    char measured_by[96];  /* who measured: "Vidur (microsoft/vidur)" */
+    char tool[64];         /* "PyTorch Kineto profiler" */
+    char gpu[128];         /* the device */
+    char dtype[16];
+    char licence[160];
+} ws_calibdb_source;
+
 /* Writing a run, inside the caller's transaction. The host row is shared by every run
  * on the same fingerprint; its id comes back in *host_id. */
 int ws_calibdb_put_host(ws_store *s, const ws_calibdb_host *h, long long *host_id, ws_err *err);
@@ -77,6 +91,8 @@ int ws_calibdb_put_samples(ws_store *s, long long run_id, const ws_calibdb_sampl
                            ws_err *err);
 int ws_calibdb_put_fits(ws_store *s, long long run_id, const ws_calibdb_fit *f, int n,
                         ws_err *err);
+int ws_calibdb_put_sources(ws_store *s, long long run_id, const ws_calibdb_source *src, int n,
+                           ws_err *err);
 /* Records that profile `name` was rebuilt from host_id's fits as of run run_id. */
 int ws_calibdb_link_profile(ws_store *s, const char *name, long long host_id, long long run_id,
                             ws_err *err);
@@ -92,6 +108,9 @@ int ws_calibdb_get_run(ws_store *s, long long run_id, ws_calibdb_run *run, ws_ca
 /* The fits of a run, in the order they were stored. */
 int ws_calibdb_get_fits(ws_store *s, long long run_id, ws_calibdb_fit **out, int *n_out,
                         ws_err *err);
+/* The files an imported run read, in the order stored (none for a calibrator's run). */
+int ws_calibdb_get_sources(ws_store *s, long long run_id, ws_calibdb_source **out, int *n_out,
+                           ws_err *err);
 /* The samples of a run: all in the order stored (key NULL), or those of one key by bytes. */
 int ws_calibdb_get_samples(ws_store *s, long long run_id, const ws_calibdb_key *key,
                            ws_calibdb_sample **out, int *n_out, ws_err *err);

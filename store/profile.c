@@ -276,6 +276,31 @@ int ws_profile_fill(ws_store *s, ws_profile *p, const char *key, ws_err *err)
     return rc;
 }
 
+int ws_profile_devices(ws_store *s, const char *name, char (*out)[128], int max, int *n,
+                       ws_err *err)
+{
+    *n = 0;
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(ws_store_sqlite(s),
+                           "SELECT j.value FROM profiles d LEFT JOIN json_each(d.devices) j WHERE "
+                           "d.name = ?1 AND d.host_id IS NULL ORDER BY j.key",
+                           -1, &st, NULL) != SQLITE_OK)
+        return WS_DB_FAIL(s, err, "cannot read profiles");
+    sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+    int rc, found = 0;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        found = 1;
+        if (sqlite3_column_type(st, 0) != SQLITE_NULL && *n < max)
+            ws_store_col_text(st, 0, out[(*n)++], sizeof out[0]);
+    }
+    rc = rc == SQLITE_DONE ? 0 : WS_DB_FAIL(s, err, "cannot read profiles");
+    sqlite3_finalize(st);
+    if (!rc && !found)
+        rc = ws_err_set(err, WS_ENOTFOUND, "%s: no datasheet profile named '%s'",
+                        ws_store_path(s), name);
+    return rc;
+}
+
 void ws_profile_free(ws_profile *p)
 {
     free(p->params);

@@ -60,6 +60,11 @@ void ws_profile_free(ws_profile *p);
  * host with no datasheet profile of its own borrows what no calibration measures, e.g.
  * kv_reformat_bw). No datasheet has it: p is left as it was. Returns 0 or an error. */
 int ws_profile_fill(ws_store *s, ws_profile *p, const char *key, ws_err *err);
+/* The device names (as the machine reports them) the stored datasheet profile `name` lists,
+ * at most max of them, into out[]; *n their count. WS_ENOTFOUND "<db>: no datasheet profile
+ * named '<name>'" when there is no such datasheet profile. */
+int ws_profile_devices(ws_store *s, const char *name, char (*out)[128], int max, int *n,
+                       ws_err *err);
 /* The parameter `key`, or NULL. */
 const ws_profile_param *ws_profile_get(const ws_profile *p, const char *key);
 /* Its value; WS_ENOTFOUND "profile <name> has no parameter '<key>'" when missing. */

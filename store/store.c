@@ -24,7 +24,7 @@ struct ws_store {
 };
 
 const char *const ws_store_tables[] = {"hosts",    "calib_runs",     "samples",      "fits",
-                                       "profiles", "profile_params", "sim_grids",    "sim_runs",
+                                       "calib_sources", "profiles", "profile_params", "sim_grids",    "sim_runs",
                                        "sim_requests", "sim_steps", "run_runs", "run_steps",
                                        "run_layers", "validate_runs", "validate_stats",
                                        "validate_points", "validate_terms", "plan_runs",

@@ -359,6 +359,20 @@ json_t *th_writescope_json(const char *const *args, const char *const *env_kv)
     return v;
 }
 
+int th_vidur_profiles(char *path, size_t cap)
+{
+    const char *env = getenv("WRITESCOPE_PROFILING");
+    char root[WS_PATH_MAX], file[WS_PATH_MAX + 64];
+    if (env && *env)
+        snprintf(path, cap, "%s", env);
+    else if (ws_root_dir(root, sizeof root, NULL) == 0)
+        snprintf(path, cap, "%s/../shared/profiling/vidur-a100", root);
+    else
+        return 0;
+    snprintf(file, sizeof file, "%s/attention.csv", path);
+    return ws_file_exists(file);
+}
+
 int th_real_trace(const char *name, char *path, size_t cap)
 {
     const char *env = getenv("WRITESCOPE_TRACES");

@@ -53,6 +53,9 @@ size_t th_datasheet_profiles(size_t *n_params);
 /* The real request trace `name` from $WRITESCOPE_TRACES, else ../shared/traces beside the
  * project root, into path; 0 when it is absent (the caller skips). */
 int th_real_trace(const char *name, char *path, size_t cap);
+/* The public Vidur A100 operator profiles (../shared/profiling/vidur-a100 from the project's
+ * root, or $WRITESCOPE_PROFILING) into path; 1 if the folder's attention.csv exists. */
+int th_vidur_profiles(char *path, size_t cap);
 
 /* The same under a file-size limit of fsize bytes (RLIMIT_FSIZE) with SIGXFSZ ignored: a
  * write past it fails with EFBIG, as on a full disk, in writescope and its children. */

@@ -187,3 +187,91 @@ Test(cli_calib, show_escapes_stored_text)
     cr_assert_neq(strstr(r.out, "a\\nrun 2  fake\\x1b[2J"), NULL, "%s", r.out);
     th_run_free(&r);
 }
+
+/* A small attention profile in Vidur's format: decode rows of c0 10 us + KV bytes / 1.6 TB/s. */
+static void vidur_attention(const char *dir, char *path, size_t cap)
+{
+    char text[8192] = "time_stats.attn_decode.median,n_embd,n_q_head,n_kv_head,"
+                      "num_tensor_parallel_workers,batch_size,kv_cache_size,prefill_chunk_size,"
+                      "is_prefill,profile_method\n";
+    for (int b = 1; b <= 32; b *= 2)
+        for (int kv = 128; kv <= 4096; kv *= 2) {
+            char row[160];
+            snprintf(row, sizeof row, "%.12g,8192,64,8,2,%d,%d,0,False,ProfileMethod.KINETO\n",
+                     1e3 * (10e-6 + b * (double)kv * 2048 / 1.6e12), b, kv);
+            strcat(text, row);
+        }
+    th_write(dir, "attention.csv", text, path, cap);
+}
+
+Test(cli_calib, import_and_check)
+{
+    char dir[64], db[128], csv[256];
+    th_tmpdir(dir, sizeof dir);
+    snprintf(db, sizeof db, "%s/ws.db", dir);
+    vidur_attention(dir, csv, sizeof csv);
+    th_run r = th_writescope((const char *[]){"calib", "import", "--help", NULL}, NULL);
+    cr_assert_eq(r.status, 0);
+    cr_assert_neq(strstr(r.out, "Vidur's CSV format"), NULL, "%s", r.out);
+    cr_assert_neq(strstr(r.out, "--gpu NAME"), NULL, "%s", r.out);
+    th_run_free(&r);
+    r = th_writescope((const char *[]){"calib", "check", "--help", NULL}, NULL);
+    cr_assert_eq(r.status, 0);
+    cr_assert_neq(strstr(r.out, "--heldout"), NULL, "%s", r.out);
+    th_run_free(&r);
+    json_t *j = th_writescope_json(
+        (const char *[]){"calib", "import", csv, "--db", db, "--licence", "CC0", "--json", NULL},
+        NULL);
+    cr_assert_str_eq(json_string_value(json_object_get(j, "profile")), "imported:a100-80gb-sxm");
+    json_t *f = json_array_get(json_object_get(j, "fits"), 0);
+    cr_assert_str_eq(json_string_value(json_object_get(f, "key")), "gpu.attn.gqa.fp16");
+    cr_assert_float_eq(json_number_value(json_object_get(f, "c0")), 10e-6, 1e-9);
+    cr_assert_float_eq(json_number_value(json_object_get(f, "bandwidth")), 1.6e12, 1e9);
+    cr_assert(json_is_number(json_object_get(f, "kfold_mape_pct")));
+    cr_assert(json_is_number(json_object_get(f, "heldout_worst_pct")));
+    json_t *src = json_array_get(json_object_get(j, "sources"), 0);
+    cr_assert_str_eq(json_string_value(json_object_get(src, "licence")), "CC0");
+    cr_assert_str_eq(json_string_value(json_object_get(src, "measured_by")),
+                     "Vidur (microsoft/vidur)");
+    json_decref(j);
+    cr_assert_eq(th_count_file(db, "SELECT count(*) FROM calib_sources"), 1);
+    /* `db show` of the datasheet name lists the imported keys beside the datasheet's */
+    r = th_writescope((const char *[]){"db", "show", "a100-80gb-sxm", "--db", db, NULL}, NULL);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cr_assert_neq(strstr(r.out, "calibration: imported:a100-80gb-sxm"), NULL, "%s", r.out);
+    cr_assert_neq(strstr(r.out, "gpu.attn.gqa.fp16.bandwidth"), NULL, "%s", r.out);
+    th_run_free(&r);
+    r = th_writescope((const char *[]){"calib", "show", "--db", db, NULL}, NULL);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cr_assert_neq(strstr(r.out, "source    "), NULL, "%s", r.out);
+    cr_assert_neq(strstr(r.out, "sha256"), NULL, "%s", r.out);
+    th_run_free(&r);
+    j = th_writescope_json(
+        (const char *[]){"calib", "check", csv, "--db", db, "--heldout", "--json", NULL}, NULL);
+    json_t *g = json_array_get(json_object_get(j, "groups"), 0);
+    cr_assert_str_eq(json_string_value(json_object_get(g, "group")), "decode attention");
+    cr_assert_eq(json_integer_value(json_object_get(g, "rows")), 7, "every 5th of 36");
+    cr_assert_lt(json_number_value(json_object_get(g, "worst_pct")), 0.01);
+    json_decref(j);
+}
+
+Test(cli_calib, import_errors_are_one_line)
+{
+    char dir[64], db[128], path[256];
+    th_tmpdir(dir, sizeof dir);
+    snprintf(db, sizeof db, "%s/ws.db", dir);
+    th_write(dir, "bad.csv",
+             "time_stats.attn_decode.median,n_embd,n_q_head,n_kv_head,"
+             "num_tensor_parallel_workers,batch_size,kv_cache_size,prefill_chunk_size,is_prefill\n"
+             "0.01,8192,64,8,2,1,64,0,False\n0.01,8192,64,8,2,x,64,0,False\n",
+             path, sizeof path);
+    th_expect_fail((const char *[]){"calib", "import", path, "--db", db, NULL}, 1,
+                   "bad.csv:3: batch_size 'x': not a whole number", NULL);
+    th_expect_fail((const char *[]){"calib", "import", "--db", db, NULL}, 2,
+                   "give the profile files", NULL);
+    th_expect_fail((const char *[]){"calib", "import", dir, "--gpu", "h9000", "--db", db, NULL}, 1,
+                   "no datasheet profile named 'h9000'", NULL);
+    th_expect_fail((const char *[]){"calib", "check", "/nonexistent/x.csv", NULL}, 1,
+                   "/nonexistent/x.csv", NULL);
+    cr_assert_eq(th_count_file(db, "SELECT count(*) FROM calib_runs"), 0);
+}

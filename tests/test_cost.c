@@ -293,8 +293,9 @@ Test(cost, contention_lowers_h2d)
     paper_model(&cm, NULL);
     cr_assert_lt(cm.w_h2d_eff, cm.hw.h2d.W.v);
     const double b = 64e6;
-    near(ws_cost_h2d(&cm, b, 0), b / 2.52e10);
-    near(ws_cost_h2d(&cm, b, 1), b / (2.52e10 * 0.587));
+    /* copy_c0 6 us per call (profiles/README.md#copy_c0) */
+    near(ws_cost_h2d(&cm, b, 0), 6e-6 + b / 2.52e10);
+    near(ws_cost_h2d(&cm, b, 1), 6e-6 + b / (2.52e10 * 0.587));
     cr_assert_gt(ws_cost_h2d(&cm, b, 1), ws_cost_h2d(&cm, b, 0));
     /* The streamed half's B follows the contended rate: without contention B shrinks. */
     ws_cost_hw hw = cm.hw;
@@ -320,22 +321,24 @@ Test(cost, prefetch_term)
     ws_cost_split first, s_short, s_long;
     ws_cost_split_terms(&cm, 0, 0, 0, 0, &first);
     cr_assert_eq(first.prefetch_s, 0);
-    near(first.C_gpu, 0);
+    /* the GPU half's fixed costs: its attention kernel (attn_c0) and its copy (copy_c0) */
+    const double c0 = 15e-6 + 6e-6;
+    near(first.C_gpu, c0);
     near(first.C_cpu, 0);
     ws_cost_split_terms(&cm, 0, 1e-3, 0, 0, &s_short); /* 14.7 MB arrive: under the cap */
     near(s_short.prefetch_s, 1e-3);
-    near(s_short.C_gpu, -1e-3);
+    near(s_short.C_gpu, c0 - 1e-3);
     ws_cost_split_terms(&cm, 0, 1.0, 0, 0, &s_long); /* capped by one ping-pong half */
     near(s_long.prefetch_s, pp / W);
     /* Resident D-window tokens cost their HBM attention. */
     ws_cost_split r;
     ws_cost_split_terms(&cm, 8192, 0, 0, 0, &r);
-    near(r.C_gpu, 8192 * fmax(16384 / (3.12e14 * 0.7), 2048 / (1.555e12 * 0.85)));
+    near(r.C_gpu, c0 + 8192 * fmax(16384 / (3.12e14 * 0.7), 2048 / (1.555e12 * 0.85)));
     /* The credit never exceeds the streamed tokens' own transfer. */
-    near(ws_cost_split_gpu(&s_short, 0), 0);
-    near(ws_cost_split_gpu(&s_short, 1e6), 1e6 * cm.B - 1e-3);
-    near(ws_cost_split_gpu(&s_short, 1000), 1000 * cm.B - fmin(1e-3, 1000 * 2048 / W));
-    near(ws_cost_split_time(&first, 100, 100), fmax(100 * cm.A, 100 * cm.B));
+    near(ws_cost_split_gpu(&s_short, 0), c0);
+    near(ws_cost_split_gpu(&s_short, 1e6), c0 + 1e6 * cm.B - 1e-3);
+    near(ws_cost_split_gpu(&s_short, 1000), c0 + 1000 * cm.B - fmin(1e-3, 1000 * 2048 / W));
+    near(ws_cost_split_time(&first, 100, 100), fmax(100 * cm.A, c0 + 100 * cm.B));
     /* Estimates replace the model's A and B. */
     ws_cost_split e;
     ws_cost_split_terms(&cm, 0, 0, 3e-8, 2e-7, &e);
@@ -488,11 +491,13 @@ Test(cost, gpu_ops)
     ws_cost_model cm;
     paper_model(&cm, NULL);
     /* One flush of 32 sequences x 256 tokens of one layer: 16 MiB over D2H. */
-    near(ws_cost_flush(&cm, 32, 256), 32.0 * 256 * 2048 / 2.52e10);
-    /* The output projection: 32 x 128 x 2048 bf16 weights, memory-bound at batch 32. */
+    near(ws_cost_flush(&cm, 32, 256), 6e-6 + 32.0 * 256 * 2048 / 2.52e10);
+    /* The output projection: a 32 x 4096 by 4096 x 2048 bf16 GEMM, memory-bound at batch 32,
+     * after its fixed cost gemm_c0 (8 us, profiles/README.md#gemm_c0). */
     const double o = 32.0 * 128 * 2048;
     near(ws_cost_o_proj(&cm, 32),
-         fmax(2 * 32 * o / (3.12e14 * 0.7), (o * 2 + 2 * 32 * 2048 * 2) / (1.555e12 * 0.85)));
+         8e-6 + fmax(2 * 32 * o / (3.12e14 * 0.7),
+                     (o + 32 * 4096.0 + 32 * 2048.0) * 2 / (1.555e12 * 0.85)));
     /* The router beside the routed experts: on the CPU (an fp32 GEMM on the experts'
      * roofline) while they run there, on the GPU once they all live on the GPU. */
     cr_assert(ws_cost_router_on_cpu(&cm));
@@ -505,17 +510,20 @@ Test(cost, gpu_ops)
     all_gpu.gpu_experts = 128;
     paper_model(&cm, &all_gpu);
     cr_assert(!ws_cost_router_on_cpu(&cm));
-    near(ws_cost_router(&cm, 32), fmax(2 * 32 * 2048.0 * 128 / (3.12e14 * 0.7),
-                                       (2048.0 * 128 * 2 + 2 * 32 * 2048 * 2) / (1.555e12 * 0.85)));
+    near(ws_cost_router(&cm, 32),
+         8e-6 + fmax(2 * 32 * 2048.0 * 128 / (3.12e14 * 0.7),
+                     (2048.0 * 128 + 32 * 2048 + 32 * 128) * 2 / (1.555e12 * 0.85)));
     cr_assert_gt(ws_cost_qkv_proj(&cm, 32), 0);
     cr_assert_eq(ws_cost_shared_experts(&cm, 32), 0); /* Qwen3-30B-A3B has none */
     cr_assert_eq(ws_cost_dense_mlp(&cm, 32), 0);      /* nor dense layers */
     cr_assert(ws_cost_layer_is_moe(&cm, 0) && ws_cost_layer_is_moe(&cm, 47));
     cr_assert_eq(ws_cost_gpu_indexer(&cm, 1, 1000), 0);
-    /* Prefill attention grows faster than linearly in the prompt; decode attention is linear. */
+    /* Prefill attention grows faster than linearly in the prompt (quadratic pairs at a rate
+     * that rises with the keys per query); decode attention is linear. */
     cr_assert_gt(ws_cost_gpu_prefill_attn(&cm, 8192, 0),
-                 3.5 * ws_cost_gpu_prefill_attn(&cm, 4096, 0));
-    near(ws_cost_gpu_attn(&cm, 2e6), 2 * ws_cost_gpu_attn(&cm, 1e6));
+                 3.0 * ws_cost_gpu_prefill_attn(&cm, 4096, 0));
+    const double ac0 = cm.hw.gpu_attn.c0.v; /* attn_c0, one kernel */
+    near(ws_cost_gpu_attn(&cm, 2e6) - ac0, 2 * (ws_cost_gpu_attn(&cm, 1e6) - ac0));
     near(ws_cost_host_copy(&cm, 1e9), 2e9 / (1.877e11 * 0.75));
     /* The reformat: the paper's host's kv_reformat_bw, 186 ms for 64K Mixtral tokens of one
      * layer (profiles/README.md#kv_reformat_bw). */
@@ -699,4 +707,158 @@ Test(cost, attention_after_moe_factor)
     near(hw.cpu_attn_after_moe.v, 1.0);
     ws_profile_free(&g);
     ws_store_close(s);
+}
+
+/* Every GPU kernel pays a fixed cost; the per-layer operations other than GEMMs and attention
+ * are memory-bound kernels; the step has an overhead; all from the datasheet's defaults, each
+ * labelled modeled with its key (profiles/README.md). */
+Test(cost, fixed_costs_and_memory_bound_ops)
+{
+    ws_cost_model cm;
+    paper_model(&cm, NULL);
+    const ws_cost_hw *hw = &cm.hw;
+    near(hw->gpu_attn.c0.v, 15e-6);
+    cr_assert_str_eq(hw->gpu_attn.c0.from, "attn_c0");
+    near(hw->gpu_gemm.c0.v, 8e-6);
+    near(hw->h2d.c0.v, 6e-6);
+    near(hw->d2h.c0.v, 6e-6);
+    near(hw->step.v, 4e-3);
+    cr_assert_eq(hw->step.src, WS_SOURCE_MODELED);
+    static const struct {
+        int kind;
+        const char *eff;
+        double v;
+    } e[] = {{WS_ELEM_NORM, "rmsnorm_eff", 0.35}, {WS_ELEM_ROPE, "rope_eff", 0.44},
+             {WS_ELEM_ACT, "act_eff", 0.49},      {WS_ELEM_ADD, "add_eff", 0.92},
+             {WS_ELEM_MOE, "add_eff", 0.92}};
+    for (int i = 0; i < 5; i++) {
+        const ws_cost_roof *r = &hw->gpu_elem[e[i].kind];
+        near(r->c0.v, 1.5e-6);
+        near(r->W.v, 1.555e12 * e[i].v);
+        char want[64];
+        snprintf(want, sizeof want, "hbm_bw x %s", e[i].eff);
+        cr_assert_str_eq(r->W.from, want);
+        cr_assert_eq(r->W.src, WS_SOURCE_MODELED);
+    }
+    /* Qwen3-30B-A3B, 32 tokens, bf16: RMSNorm over 2048 (and its weight), RoPE of 32 q + 4
+     * k heads of 128, a residual add, the experts' activation of width 768. */
+    const double T = 32, H = 2048;
+    near(ws_cost_norm(&cm, T), 1.5e-6 + (2 * T * H + H) * 2 / (1.555e12 * 0.35));
+    near(ws_cost_rope(&cm, T), 1.5e-6 + 2 * T * 36 * 128 * 2 / (1.555e12 * 0.44));
+    near(ws_cost_add(&cm, T), 1.5e-6 + 3 * T * H * 2 / (1.555e12 * 0.92));
+    near(ws_cost_act(&cm, T, 768), 1.5e-6 + 3 * T * 768 * 2 / (1.555e12 * 0.49));
+    near(ws_cost_append(&cm, 4), 1.5e-6 + 2 * 4 * 2048.0 / (1.555e12 * 0.92));
+    cr_assert_eq(ws_cost_norm(&cm, 0), 0);
+    near(ws_cost_step(&cm), 4e-3);
+    /* MoE routing where the experts run: all on the CPU here, so the top-k and the permute
+     * and combine are host-memory work and the GPU has none. */
+    cr_assert(ws_cost_router_on_cpu(&cm));
+    near(ws_cost_topk(&cm, T), 2 * T * (4.0 * 128 + 8 * 8) / (1.877e11 * 0.75));
+    cr_assert_eq(ws_cost_moe_permute_gpu(&cm, T), 0);
+    const double pairs = T * 8;
+    near(ws_cost_moe_permute_cpu(&cm, T),
+         (2 * pairs * H * 4 + (pairs + T) * H * 4) / (1.877e11 * 0.75));
+    ws_cost_model_free(&cm);
+    /* All experts on the GPU: the routing moves there, two kernels (permute, combine). */
+    ws_cost_cfg all_gpu;
+    ws_cost_cfg_default(&all_gpu);
+    all_gpu.gpu_experts = 128;
+    paper_model(&cm, &all_gpu);
+    const double W = 1.555e12 * 0.92;
+    near(ws_cost_topk(&cm, T), 1.5e-6 + T * (4.0 * 128 + 8 * 8) / W);
+    near(ws_cost_moe_permute_gpu(&cm, T),
+         2 * 1.5e-6 + (2 * pairs * H * 2 + (pairs + T) * H * 2) / W);
+    cr_assert_eq(ws_cost_moe_permute_cpu(&cm, T), 0);
+    ws_cost_model_free(&cm);
+}
+
+/* Prefill attention runs on its own curve, c0 + F / (P k / (k + k_half)), not at the GEMMs'
+ * tensor efficiency. */
+Test(cost, prefill_attention_has_its_own_curve)
+{
+    ws_cost_model cm;
+    paper_model(&cm, NULL);
+    const ws_cost_curve *c = &cm.hw.gpu_prefill;
+    near(c->P.v, 3.12e14 * 0.43);
+    cr_assert_str_eq(c->P.from, "bf16_flops x prefill_attn_eff");
+    near(c->half.v, 1100);
+    near(c->c0.v, 4e-6);
+    const double q = 2048, ctx = 1024, pairs = q * ctx + q * (q + 1) / 2, k = pairs / q;
+    const double f_tok = 4.0 * 32 * 128; /* Qwen3-30B-A3B: 32 query heads of 128 */
+    near(cm.f_tok, f_tok);
+    near(ws_cost_gpu_prefill_attn(&cm, q, ctx),
+         4e-6 + f_tok * pairs / (3.12e14 * 0.43 * k / (k + 1100)));
+    /* the rate rises with the keys per query: the same pairs in a longer context cost less */
+    cr_assert_lt(ws_cost_prefill_attn_time(&cm.hw, 512, 8192, f_tok, cm.b_tok) / (512 * 8448.0),
+                 ws_cost_prefill_attn_time(&cm.hw, 4096, 0, f_tok, cm.b_tok) /
+                     ws_cost_causal_pairs(4096, 0));
+    ws_cost_model_free(&cm);
+}
+
+/* Calibrated GPU keys of the other 16-bit type stand in for a bf16 model (fp16 and bf16 run
+ * at one rate); a profile from before the new keys has no fixed costs and the GEMMs'
+ * efficiency for prefill attention, each said so. */
+Test(cost, calibrated_gpu_keys_and_old_profiles)
+{
+    ws_profile_param hp[] = {
+        {"dram_bw", 1e11, "B/s", WS_SOURCE_DATASHEET, ""},
+        {"fp32_flops", 1e12, "flop/s", WS_SOURCE_DATASHEET, ""},
+    };
+    ws_profile_param gp[] = {
+        {"mem_bytes", 4e10, "B", WS_SOURCE_DATASHEET, ""},
+        {"hbm_bw", 1e12, "B/s", WS_SOURCE_DATASHEET, ""},
+        {"bf16_flops", 1e14, "flop/s", WS_SOURCE_DATASHEET, ""},
+        {"fp16_flops", 1e14, "flop/s", WS_SOURCE_DATASHEET, ""},
+        {"h2d_bw", 2e10, "B/s", WS_SOURCE_MODELED, ""},
+        {"d2h_bw", 2e10, "B/s", WS_SOURCE_MODELED, ""},
+        {"tensor_eff", 0.5, "1", WS_SOURCE_MODELED, ""},
+        {"gpu.attn.gqa.fp16.c0", 1.6e-5, "s", WS_SOURCE_FITTED, ""},
+        {"gpu.attn.gqa.fp16.bandwidth", 1.6e12, "B/s", WS_SOURCE_FITTED, ""},
+        {"gpu.prefill_attn.gqa.fp16.c0", 5e-6, "s", WS_SOURCE_FITTED, ""},
+        {"gpu.prefill_attn.gqa.fp16.peak_flops", 1.3e14, "flop/s", WS_SOURCE_FITTED, ""},
+        {"gpu.prefill_attn.gqa.fp16.half_keys", 900, "tokens", WS_SOURCE_FITTED, ""},
+        {"gpu.gemm.fp16.c0", 7e-6, "s", WS_SOURCE_FITTED, ""},
+        {"gpu.rmsnorm.fp16.c0", 1e-6, "s", WS_SOURCE_FITTED, ""},
+        {"gpu.rmsnorm.fp16.bandwidth", 7e11, "B/s", WS_SOURCE_FITTED, ""},
+    };
+    ws_profile host = {.name = "h", .kind = "host", .params = hp, .n_params = 2};
+    ws_profile gpu = {.name = "g", .kind = "gpu", .params = gp, .n_params = 15};
+    ws_cost_hw hw;
+    ws_err err = {0};
+    cr_assert_eq(ws_cost_hw_load(&gpu, &host, WS_ATTN_GQA, WS_DT_BF16, WS_DT_BF16, &hw, &err), 0,
+                 "%s", err.msg);
+    near(hw.gpu_attn.c0.v, 1.6e-5);
+    near(hw.gpu_attn.W.v, 1.6e12);
+    cr_assert_str_eq(hw.gpu_attn.W.from, "gpu.attn.gqa.fp16.bandwidth");
+    near(hw.gpu_prefill.P.v, 1.3e14);
+    near(hw.gpu_prefill.half.v, 900);
+    near(hw.gpu_prefill.c0.v, 5e-6);
+    cr_assert_eq(hw.gpu_prefill.half.src, WS_SOURCE_FITTED);
+    near(hw.gpu_gemm.c0.v, 7e-6);
+    near(hw.gpu_gemm.P.v, 0.5e14); /* the calibration has no rate: the datasheet's */
+    near(hw.gpu_elem[WS_ELEM_NORM].W.v, 7e11);
+    cr_assert_str_eq(hw.gpu_elem[WS_ELEM_NORM].c0.from, "gpu.rmsnorm.fp16.c0");
+    /* the CPU never borrows the other type: its bf16 and fp16 paths convert differently */
+    ws_profile_param hp2[] = {
+        {"dram_bw", 1e11, "B/s", WS_SOURCE_DATASHEET, ""},
+        {"fp32_flops", 1e12, "flop/s", WS_SOURCE_DATASHEET, ""},
+        {"cpu.attn.gqa.fp16.bandwidth", 3e10, "B/s", WS_SOURCE_FITTED, ""},
+    };
+    ws_profile host2 = {.name = "h2", .kind = "host", .params = hp2, .n_params = 3};
+    cr_assert_eq(ws_cost_hw_load(&gpu, &host2, WS_ATTN_GQA, WS_DT_BF16, WS_DT_BF16, &hw, &err), 0,
+                 "%s", err.msg);
+    near(hw.cpu_attn.W.v, 1e11);
+    /* A profile from before the new keys (the datasheet part only) */
+    gpu.n_params = 7;
+    cr_assert_eq(ws_cost_hw_load(&gpu, &host, WS_ATTN_GQA, WS_DT_BF16, WS_DT_BF16, &hw, &err), 0,
+                 "%s", err.msg);
+    cr_assert_eq(hw.gpu_gemm.c0.v, 0);
+    cr_assert(strstr(hw.gpu_gemm.c0.from, "no fixed cost"), "%s", hw.gpu_gemm.c0.from);
+    cr_assert_eq(hw.step.v, 0);
+    cr_assert(strstr(hw.step.from, "no step_overhead"), "%s", hw.step.from);
+    near(hw.gpu_prefill.P.v, 0.5e14);
+    cr_assert_str_eq(hw.gpu_prefill.P.from, "bf16_flops x tensor_eff");
+    cr_assert_eq(hw.gpu_prefill.half.v, 0);
+    near(hw.gpu_elem[WS_ELEM_ADD].W.v, 1e12); /* no add_eff, no hbm_eff: hbm_bw */
+    cr_assert_eq(hw.gpu_elem[WS_ELEM_ADD].c0.v, 0);
 }

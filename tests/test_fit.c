@@ -156,3 +156,33 @@ Test(fit, serial_recovers_sum_and_beats_roofline)
     cr_assert_gt(r.heldout_mape_pct, 2 * s.heldout_mape_pct, "roofline %.2f%%, serial %.2f%%",
                  r.heldout_mape_pct, s.heldout_mape_pct);
 }
+
+/* A rate that rises with x (prefill attention's keys per query): t = c0 + F / (P x/(x + x_h))
+ * recovers P and x_h; a flat-rate roofline cannot follow it. */
+Test(fit, saturating_recovers_peak_and_half_point)
+{
+    ws_fit_point pts[60], flat[60];
+    for (int i = 0; i < 60; i++) {
+        const double x = 32.0 * (1 + i % 12) * (1 + i / 12), F = 2e7 * x * (1 + i % 5);
+        const double t = (5e-6 + F / (130e12 * x / (x + 1100))) * (1 + noise(0.01));
+        pts[i] = (ws_fit_point){F, x, t};
+        flat[i] = (ws_fit_point){F, 0, t};
+    }
+    ws_fit_result s, r;
+    cr_assert_eq(ws_fit_saturating(pts, 60, &s, NULL), 0);
+    cr_assert(s.good, "%s", s.note);
+    cr_assert_eq(s.form, WS_FIT_SATURATING);
+    cr_assert_float_eq(s.peak_flops, 130e12, 0.03 * 130e12, "P %g", s.peak_flops);
+    cr_assert_float_eq(s.factor, 1100, 0.05 * 1100, "x_h %g", s.factor);
+    cr_assert_gt(s.factor_se, 0);
+    cr_assert_float_eq(s.c0, 5e-6, 2e-6, "c0 %g", s.c0);
+    cr_assert_lt(s.heldout_mape_pct, 2.0);
+    cr_assert_float_eq(ws_fit_predict(&s, 1e12, 550),
+                       s.c0 + 1e12 / s.peak_flops * (1 + s.factor / 550), 1e-15);
+    cr_assert_eq(ws_fit_roofline(flat, 60, INFINITY, 0, &r, NULL), 0);
+    cr_assert_gt(r.heldout_mape_pct, 3 * s.heldout_mape_pct);
+    /* x must be positive */
+    pts[3].bytes = 0;
+    ws_err err = {0};
+    cr_assert_eq(ws_fit_saturating(pts, 60, &s, &err), WS_EINVAL);
+}

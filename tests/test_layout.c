@@ -28,9 +28,11 @@ static const layer layers[] = {
     {"store", "common"},
     {"kernels", "common platform kernels/cuda"},
     {"kernels/cuda", "common platform kernels"},
-    /* calib shapes its probes after model descriptions (runtime/model.h) and nothing else
-     * of runtime/ */
-    {"calib", "common platform store kernels kernels/cuda calib/probe runtime:model.h"},
+    /* calib shapes its probes after model descriptions (runtime/model.h), and its importer
+     * fits each operation's work as the cost model defines it (runtime/cost.h's shape
+     * functions, pure arithmetic); nothing else of runtime/ */
+    {"calib", "common platform store kernels kernels/cuda calib/probe runtime:model.h "
+              "runtime:cost.h"},
     {"calib/probe", "common platform kernels calib runtime:model.h"},
     {"runtime", "common platform store kernels kernels/cuda"},
     {"traces", "common"},
@@ -41,7 +43,8 @@ static const layer layers[] = {
     {"plots", "common store"},
     {"cli", "common platform store kernels kernels/cuda calib calib/probe runtime sim traces "
             "validate plots"},
-    {"fuzz", "common store runtime traces"},
+    /* the parsers of outside input; calib's is its profiling-CSV reader */
+    {"fuzz", "common store runtime traces calib:vidur_csv.h"},
 };
 #define N_LAYERS (sizeof layers / sizeof layers[0])
 

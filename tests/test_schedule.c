@@ -189,24 +189,77 @@ Test(schedule, player_is_first_come_first_served_on_each_resource)
     double e0[WS_SCHED_MAX_OPS];
     ws_sched_build(&cm, &sp, &in, 0, &s);
     ws_sched_play_layer(&p, &s, &t0, e0);
-    /* layer 0: qkv, append, then the CPU half beside the GPU half, whose prefetch waits for
-     * its own qkv */
-    const double qkv = ws_cost_qkv_proj(&cm, 2);
-    cr_assert_float_eq(t0.qkv_end, 10.0 + qkv, 1e-12);
+    /* layer 0: the step's overhead, qkv (the residual add, RMSNorm, QKV GEMM and RoPE, each
+     * paying its fixed cost), append, then the CPU half beside the GPU half, whose prefetch
+     * waits for its own qkv */
+    const double step = ws_cost_step(&cm), qkv = ws_cost_add(&cm, 2) + ws_cost_norm(&cm, 2) +
+                                                 ws_cost_qkv_proj(&cm, 2) + ws_cost_rope(&cm, 2);
+    cr_assert_gt(step, 0, "the datasheet has a per-step overhead");
+    cr_assert_gt(ws_cost_norm(&cm, 2), cm.hw.gpu_elem[WS_ELEM_NORM].c0.v, "c0 + bytes / W");
+    cr_assert_gt(cm.hw.gpu_elem[WS_ELEM_NORM].c0.v, 0, "every kernel has a fixed cost");
+    cr_assert_geq(s.at[WS_OP_STEP], 0);
+    cr_assert_float_eq(t0.t_start, 10.0 + step, 1e-12);
+    cr_assert_float_eq(t0.qkv_end, 10.0 + step + qkv, 1e-12);
     cr_assert_float_eq(e0[s.at[WS_OP_H2D_PRE]],
                        t0.qkv_end + ws_cost_h2d(&cm, fmin(cc.pingpong_bytes, 4096 * cm.b_tok), 1),
                        1e-12);
     cr_assert_float_eq(t0.cpu_s, ws_cost_split_cpu(&sp, 512), 1e-15);
     cr_assert_geq(t0.gpu_end, e0[s.at[WS_OP_H2D_PRE]]);
     cr_assert_eq(s.op[s.at[WS_OP_ROUTER]].res, WS_RES_CPU); /* beside the CPU's experts */
+    const int pre0 = s.at[WS_OP_H2D_PRE]; /* layer 0's ops are laid out apart (the step op) */
     /* layer 1 starts at layer 0's end; its prefetch may start before that */
     ws_sched_build(&cm, &sp, &in, 1, &s);
     double e1[WS_SCHED_MAX_OPS];
     ws_sched_play_layer(&p, &s, &t1, e1);
     cr_assert_float_eq(t1.t_start, t0.t_end, 1e-15);
+    cr_assert_eq(s.at[WS_OP_STEP], -1, "one overhead per step, before layer 0");
     const int pre = s.at[WS_OP_H2D_PRE];
     cr_assert_lt(e1[pre] - s.op[pre].seconds, t1.t_start, "prefetched during layer 0");
-    cr_assert_float_eq(e1[pre] - s.op[pre].seconds, e0[s.at[WS_OP_H2D_PRE]], 1e-15);
+    cr_assert_float_eq(e1[pre] - s.op[pre].seconds, e0[pre0], 1e-12);
     cr_assert_geq(p.t_end, t1.t_end);
+    ws_cost_model_free(&cm);
+}
+
+/* From layer 2 on a layer's ops depend on it only through its kind, which lets the simulator
+ * build them once per step and kind (sim/step.c): layers 2 and 3 (dense) and 4 and 5 (MoE)
+ * of a model with four dense layers first are built alike, op for op. */
+Test(schedule, layers_past_the_second_depend_only_on_their_kind)
+{
+    char json[2048];
+    snprintf(json, sizeof json, "%s", k_mla);
+    char *p = strstr(json, "\"num_hidden_layers\": 3"), *q = strstr(json, "\"first_k_dense_replace\": 1");
+    cr_assert(p && q);
+    p[strlen("\"num_hidden_layers\": ")] = '6';
+    q[strlen("\"first_k_dense_replace\": ")] = '4';
+    ws_model m;
+    ws_cost_hw hw;
+    ws_err err = {0};
+    load(json, &m, &hw);
+    ws_cost_cfg cc;
+    ws_cost_cfg_default(&cc);
+    cc.pingpong_bytes = 4096; /* both copies run */
+    ws_cost_model cm;
+    cr_assert_eq(ws_cost_model_init(&hw, &m, &cc, &cm, &err), 0, "%s", err.msg);
+    const ws_sched_in in = {.T = 3, .n_cpu = 900, .m_xfer = 3000, .resident = 60, .n_seqs = 3,
+                            .flush_bytes = 1e5, .migrate_bytes = 2e5, .host_s = 1e-6};
+    ws_cost_split sp;
+    ws_cost_split_terms(&cm, in.resident, 0, 0, 0, &sp);
+    for (int pair = 0; pair < 2; pair++) {
+        ws_sched_layer a, b;
+        ws_sched_build(&cm, &sp, &in, 2 + 2 * pair, &a);
+        ws_sched_build(&cm, &sp, &in, 3 + 2 * pair, &b);
+        cr_assert_eq(ws_cost_layer_is_moe(&cm, 2 + 2 * pair), pair);
+        cr_assert_eq(a.n, b.n);
+        for (int i = 0; i < a.n; i++) {
+            const ws_sched_op *x = &a.op[i], *y = &b.op[i];
+            cr_assert(x->kind == y->kind && x->res == y->res && x->seconds == y->seconds &&
+                          x->n_dep == y->n_dep,
+                      "layers %d, %d: op %d differs", 2 + 2 * pair, 3 + 2 * pair, i);
+            for (int d = 0; d < x->n_dep; d++)
+                cr_assert(x->dep[d].back == y->dep[d].back && x->dep[d].ref == y->dep[d].ref);
+        }
+        cr_assert_eq(memcmp(a.at, b.at, sizeof a.at), 0);
+        cr_assert_eq(memcmp(a.anchor, b.anchor, sizeof a.anchor), 0);
+    }
     ws_cost_model_free(&cm);
 }

@@ -51,15 +51,22 @@ Test(sim_step, nospill_decode_is_the_chain_of_cost_model_times)
     sim_step_out out;
     ws_err err = {0};
     cr_assert_eq(sim_step_run(&w.st, &in, &out, &err), 0, "%s", err.msg);
-    const double layer = ws_cost_qkv_proj(cm, T) + T * cm->b_tok / cm->hw.gpu_attn.W.v +
-                         ws_cost_gpu_attn(cm, ctx) + ws_cost_o_proj(cm, T) + ws_cost_router(cm, T) +
-                         fmax(ws_cost_cpu_experts(cm, T), ws_cost_shared_experts(cm, T));
-    cr_assert(fabs((out.t1 - out.t0) - 6 * layer) <= 1e-12 + 1e-9 * layer, "step %.12g, want %.12g",
-              out.t1 - out.t0, 6 * layer);
+    /* per layer: residual add, RMSNorm, QKV GEMM, RoPE; the KV append; attention; output
+     * GEMM, add, RMSNorm; the router and its top-k; the experts with their permute and
+     * combine beside the shared experts. One step overhead before layer 0. */
+    const double router = ws_cost_router(cm, T) + ws_cost_topk(cm, T),
+                 experts = ws_cost_cpu_experts(cm, T) + ws_cost_moe_permute_cpu(cm, T);
+    const double layer = ws_cost_add(cm, T) + ws_cost_norm(cm, T) + ws_cost_qkv_proj(cm, T) +
+                         ws_cost_rope(cm, T) + ws_cost_append(cm, T) + ws_cost_gpu_attn(cm, ctx) +
+                         ws_cost_o_proj(cm, T) + ws_cost_add(cm, T) + ws_cost_norm(cm, T) + router +
+                         fmax(experts, ws_cost_shared_experts(cm, T));
+    const double want = ws_cost_step(cm) + 6 * layer;
+    cr_assert_gt(ws_cost_step(cm), 0);
+    cr_assert(fabs((out.t1 - out.t0) - want) <= 1e-12 + 1e-9 * want, "step %.12g, want %.12g",
+              out.t1 - out.t0, want);
     /* the router runs beside the CPU's routed experts */
     cr_assert(ws_cost_router_on_cpu(cm));
-    cr_assert(fabs(out.busy[SIM_RES_CPU] -
-                   6 * (ws_cost_router(cm, T) + ws_cost_cpu_experts(cm, T))) < 1e-12);
+    cr_assert(fabs(out.busy[SIM_RES_CPU] - 6 * (router + experts)) < 1e-12);
     cr_assert_eq(out.busy[SIM_RES_H2D], 0);
     world_free(&w);
 }
