@@ -14,19 +14,21 @@
 static void usage(FILE *out)
 {
     fprintf(out,
-            "usage: writescope fidelity [--points FILE] [--db PATH] [--group G] [--json]\n"
+            "usage: writescope fidelity [--points FILE] [--db PATH] [--group G]\n"
+            "           [--ops DIR [--ops-gpu PROFILE] [--heldout] | --no-ops] [--json]\n"
             "\nRuns the simulator (MODELED) on every published end-to-end point in FILE\n"
             "(fidelity/e2e.json: decode tok/s, TPOT, TTFT, prefill tok/s of MoE models on\n"
             "one GPU, with and without CPU offload, each with its source; fidelity/README.md)\n"
             "on the closest setup it can express, and prints predicted, published and their\n"
             "ratio, or the knob it lacks. The summary gives the median and worst |ratio - 1|\n"
-            "per group. Profiles come from --db (else the default database, else the\n"
-            "embedded datasheet profiles).\n");
+            "per group. Operator points: every kernel of public A100 profiles (Vidur's\n"
+            "Kineto CSVs) predicted by the cost model on --ops-gpu. Profiles come from --db\n"
+            "(else the default database, else the embedded datasheet profiles).\n");
 }
 
 typedef struct fid_opts {
-    const char *points, *db, *group;
-    int json;
+    const char *points, *db, *group, *ops, *ops_gpu;
+    int json, heldout, no_ops;
 } fid_opts;
 
 static const cli_optdef k_opts[] = {
@@ -36,6 +38,15 @@ static const cli_optdef k_opts[] = {
      .help = "database with the profiles (default: the default database)"},
     {"group", CLI_STR(fid_opts, group), .arg = "G",
      .help = "only points of this group (e2e gpu-only, e2e offload, e2e quantized, ...)"},
+    {"ops", CLI_STR(fid_opts, ops), .arg = "DIR",
+     .help = "operator profiles in Vidur's CSV format (default: ../shared/profiling/vidur-a100 "
+             "beside the project folder, when it is there)"},
+    {"ops-gpu", CLI_STR(fid_opts, ops_gpu), .arg = "PROFILE", .def = "a100-80gb-sxm",
+     .help = "the GPU profile the operator rows are predicted on (with its newest "
+             "calibration, e.g. a `calib import` of the same files)"},
+    {"heldout", CLI_FLAG(fid_opts, heldout),
+     .help = "operator points: only the rows a `calib import` of the same files never saw"},
+    {"no-ops", CLI_FLAG(fid_opts, no_ops), .help = "end-to-end points only"},
     {"json", CLI_FLAG(fid_opts, json), .help = "machine-readable output"},
     {0}};
 static const cli_spec k_spec = {"fidelity", k_opts, 0, usage};
@@ -103,8 +114,13 @@ static void print_table(const ws_fid_report *r, int embedded)
            embedded ? ", embedded datasheet profiles" : "");
     printf("%-34s %-16s %-14s %12s %12s %7s  %s\n", "point", "metric", "policy", "published",
            "predicted", "ratio", "source / missing knob");
+    size_t n_op = 0;
     for (size_t i = 0; i < r->n; i++) {
         const ws_fid_point *p = &r->pt[i];
+        if (!strcmp(p->kind, "op")) {
+            n_op++;
+            continue;
+        }
         char pred[32] = "-", ratio[16] = "-";
         if (isfinite(p->ratio)) {
             snprintf(pred, sizeof pred, "%.4g", p->predicted);
@@ -114,6 +130,9 @@ static void print_table(const ws_fid_report *r, int embedded)
                *p->policy ? p->policy : "-", p->published, pred, ratio,
                *p->missing ? "MISSING " : "", *p->missing ? p->missing : p->source, "");
     }
+    if (n_op)
+        printf("(%zu operator points, one per profiled kernel: in --json; summarised below)\n",
+               n_op);
     printf("\n%-28s %7s %10s %13s %12s  %s\n", "group", "points", "expressed", "median |err|",
            "worst |err|", "worst point");
     for (size_t k = 0; k < r->ng; k++) {
@@ -166,6 +185,24 @@ int cmd_fidelity(int argc, char **argv)
     ws_store *s = NULL;
     int embedded = 0;
     if (cli_open_store_ro(o.db, &s, &embedded, &err)) {
+        ws_fidelity_free(&r);
+        return cli_fail(&err);
+    }
+    char ops[WS_PATH_MAX];
+    if (!o.no_ops && !o.ops) {
+        if (!ws_root_dir(root, sizeof root, &err) &&
+            !ws_path_join(ops, sizeof ops, root, "../shared/profiling/vidur-a100", &err) &&
+            ws_dir_exists(ops))
+            o.ops = ops;
+        else
+            fprintf(stderr, "fidelity: no operator profiles (../shared/profiling/vidur-a100 "
+                            "is not beside the project folder; --ops DIR): end-to-end "
+                            "points only\n");
+        err = (ws_err){0};
+    }
+    if (!o.no_ops && o.ops &&
+        (rc = ws_fidelity_add_ops(s, o.ops, o.ops_gpu, o.heldout, &r, &err))) {
+        ws_store_close(s);
         ws_fidelity_free(&r);
         return cli_fail(&err);
     }

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "hw.h"
+#include "oppoints.h"
 #include "model.h"
 #include "policy.h"
 #include "serve.h"
@@ -416,4 +417,44 @@ int ws_fidelity_summarise(ws_fid_report *r, ws_err *err)
     }
     free(e);
     return 0;
+}
+
+/* ---- operator points ------------------------------------------------------------------- */
+
+int ws_fidelity_add_ops(ws_store *s, const char *dir, const char *gpu, int heldout,
+                        ws_fid_report *r, ws_err *err)
+{
+    ws_vidur_rows rows = {0};
+    ws_cost_hw hw;
+    ws_oppoints st;
+    const char *paths[] = {dir};
+    int rc = ws_oppoints_check(s, paths, 1, gpu, NULL, heldout, 0, &rows, &hw, &st, err);
+    for (int i = 0; !rc && i < rows.n; i++) {
+        const ws_vidur_row *w = &rows.v[i];
+        if (heldout && !w->heldout)
+            continue;
+        ws_fid_point p;
+        memset(&p, 0, sizeof p);
+        snprintf(p.kind, sizeof p.kind, "op");
+        snprintf(p.id, sizeof p.id, "op-%d-%s-line%d", i, ws_vidur_op_name(w->op), w->line);
+        snprintf(p.group, sizeof p.group, "op %s", ws_vidur_group_name(ws_vidur_op_group(w->op)));
+        snprintf(p.engine, sizeof p.engine, "Vidur (Kineto)");
+        snprintf(p.source, sizeof p.source,
+                 "microsoft/vidur data/profiling (MIT), %s: %s row at line %d", dir,
+                 ws_vidur_op_name(w->op), w->line);
+        snprintf(p.gpu, sizeof p.gpu, "%s", gpu);
+        snprintf(p.hw_desc, sizeof p.hw_desc, "NVIDIA A100 80 GB, fp16");
+        snprintf(p.metric, sizeof p.metric, "time_s");
+        snprintf(p.unit, sizeof p.unit, "s");
+        snprintf(p.weights_gpu, sizeof p.weights_gpu, "fp16");
+        snprintf(p.offload_what, sizeof p.offload_what, "none");
+        p.batch = w->batch;
+        p.gpu_experts = p.n_cpu_moe = -1;
+        p.published = w->t;
+        p.predicted = ws_oppoint_predict(w, &hw, 2.0);
+        p.ratio = w->t > 0 ? p.predicted / w->t : NAN;
+        rc = ws_fidelity_add(r, &p, err);
+    }
+    ws_vidur_rows_free(&rows);
+    return rc;
 }

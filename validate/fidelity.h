@@ -82,6 +82,14 @@ int ws_fidelity_predict_e2e(ws_store *s, ws_fid_report *r,
                             void (*progress)(void *ctx, size_t done, size_t n), void *ctx,
                             ws_err *err);
 
+/* Appends the operator points: every row of the Vidur profiling files under `dir` (the
+ * held-out rows only with heldout, for a GPU profile calibrated on the same files),
+ * predicted on GPU profile `gpu` from s (a datasheet name gives the datasheet with its
+ * newest calibration laid over it). Groups "op decode attention", "op prefill attention",
+ * "op GEMM", "op elementwise"; metric time_s; source names the file and line. */
+int ws_fidelity_add_ops(ws_store *s, const char *dir, const char *gpu, int heldout,
+                        ws_fid_report *r, ws_err *err);
+
 /* Appends one point (the report grows); WS_ENOMEM. */
 int ws_fidelity_add(ws_fid_report *r, const ws_fid_point *p, ws_err *err);
 
