@@ -586,3 +586,28 @@ Test(cli, db_show_escapes_stored_text)
         th_run_free(&r);
     }
 }
+
+/* A bad value is named with one dash pair: the message of an option's own wording says
+ * "--run needs ...", never "----run needs ..." (the finding of issue 33). */
+Test(cli, bad_values_name_the_option_once)
+{
+    const char *const cmds[][8] = {
+        {"calib", "show", "--run", "x", NULL},
+        {"plot", "share", "--run", "x", NULL},
+        {"sim", "--chrome-trace-limit", "x", NULL},
+        {"sim", "--seed", "-1", NULL},
+        {"plan", "--seed", "x", NULL},
+        {"run", "--seed", "x", NULL},
+        {"validate", "--seed", "x", NULL},
+        {"trace", "gen", "--seed", "x", NULL},
+    };
+    for (size_t i = 0; i < sizeof cmds / sizeof *cmds; i++) {
+        th_run r = th_writescope(cmds[i], NULL);
+        cr_assert_eq(r.status, 2, "%s %s: %d %s", cmds[i][0], cmds[i][1], r.status, r.err);
+        cr_assert_null(strstr(r.err, "----"), "%s", r.err);
+        cr_assert(strstr(r.err, " --") != NULL, "%s", r.err);
+        const char *nl = strchr(r.err, '\n');
+        cr_assert(nl && !nl[1], "one line: %s", r.err);
+        th_run_free(&r);
+    }
+}
