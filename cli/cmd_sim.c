@@ -30,7 +30,7 @@ static void usage(FILE *out)
             "           --output-dist SPEC] [--policy NAME|all] [--r R] [--r-max R]\n"
             "           [--detail step|layer] [--layers K] [--slo-ttft S --slo-tpot S]\n"
             "           [--seed S] [--chunk T] [--window W] [--gpu-kv-gb G] [--gpu-experts E]\n"
-            "           [--host-mem G]\n"
+            "           [--host-mem G] [--cpu-sockets N]\n"
             "           [--db PATH | --save] [--csv DIR] [--chrome-trace FILE\n"
             "           [--chrome-trace-limit N]] [--json]\n"
             "       writescope sim grid [--host PROFILE] [--model NAME] [--gpu PROFILE]\n"
@@ -512,6 +512,7 @@ typedef struct sim_opts {
     cli_workload w;
     const char *gpu, *csv, *ctrace;
     double r_max, slo_ttft, slo_tpot, kv_gb, host_gb;
+    int cpu_sockets;
     int window, gpu_experts;
     long long ctrace_limit;
 } sim_opts;
@@ -552,6 +553,10 @@ static const cli_optdef k_opts[] = {
              "can never fit is counted as an out-of-memory (OOM) outcome"},
     {"gpu-experts", CLI_INT(SO, gpu_experts), .arg = "E", .lo = 0, .hi = 65536, .def = "0",
      .help = "routed experts per layer resident on the GPU"},
+    {"cpu-sockets", CLI_INT(SO, cpu_sockets), .arg = "N", .lo = 0, .hi = 64, .def = "0",
+     .help = "sockets whose cores and DRAM run the CPU's work, each with its own copy of the "
+             "CPU experts (KTransformers' USE_NUMA=1; numactl --cpunodebind); 0: all sockets "
+             "as one pooled memory with one copy"},
     {"host-mem", CLI_DOUBLE(SO, host_gb), .arg = "G", .lo = 0.001, .hi = 1e7,
      .help = "host DRAM in GiB for the CPU's routed experts and the spilled KV (default: the "
              "host profile's mem_bytes); experts that do not fit make every request OOM"},
@@ -679,6 +684,12 @@ static int sim_open(sim_job *j)
     j->cfg.cpu_workers = cores;
     ws_cost_cfg_default(&j->cc);
     j->cc.gpu_experts = o->gpu_experts;
+    j->cc.cpu_sockets = o->cpu_sockets;
+    if (o->cpu_sockets > j->hw.sockets.v)
+        return cli_usage_error("sim", "--cpu-sockets %d: host %s has %g", o->cpu_sockets,
+                               j->hw.host, j->hw.sockets.v);
+    if (o->cpu_sockets > 0)
+        j->cfg.cpu_workers = (int)fmax(1, cores * o->cpu_sockets / j->hw.sockets.v);
     return 0;
 }
 

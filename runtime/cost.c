@@ -289,6 +289,8 @@ int ws_cost_hw_load(const ws_profile *gpu, const ws_profile *host, ws_attn_kind 
      * and the simulator falls back to its default. */
     if (product(host, "mem_bytes", NULL, &hw->host_mem, NULL))
         set_val(&hw->host_mem, 0.0, WS_SOURCE_MODELED, "no mem_bytes in the host profile");
+    if (product(host, "sockets", NULL, &hw->sockets, NULL) || hw->sockets.v < 1)
+        set_val(&hw->sockets, 1.0, WS_SOURCE_MODELED, "no sockets in the host profile: one");
     return ws_cost_hw_load_gpu(gpu, kind, kv, wt, hw, err);
 }
 
@@ -381,8 +383,23 @@ int ws_cost_model_init(const ws_cost_hw *hw, const ws_model *m, const ws_cost_cf
     if (m->n_experts > 0 && cfg->gpu_experts > m->n_experts)
         return ws_err_set(err, WS_EINVAL, "cost: %d GPU experts, the model has %d",
                           cfg->gpu_experts, m->n_experts);
+    if (cfg->cpu_sockets < 0 || cfg->cpu_sockets > hw->sockets.v)
+        return ws_err_set(err, WS_EINVAL, "cost: %d CPU sockets, host %s has %g",
+                          cfg->cpu_sockets, hw->host, hw->sockets.v);
     cm->hw = *hw;
     cm->cfg = *cfg;
+    /* NUMA-aware engines run the CPU's work on the sockets given, each reading its own copy
+     * from its own DRAM: their share of the host's cores and bandwidth. */
+    cm->cpu_replicas = cfg->cpu_sockets > 0 ? cfg->cpu_sockets : 1;
+    if (cfg->cpu_sockets > 0 && cfg->cpu_sockets < hw->sockets.v) {
+        const double f = cfg->cpu_sockets / hw->sockets.v;
+        ws_cost_roof *cr[] = {&cm->hw.cpu_attn, &cm->hw.cpu_expert};
+        for (int i = 0; i < 2; i++) {
+            cr[i]->P.v *= f;
+            cr[i]->W.v *= f;
+        }
+        cm->hw.cpu_mem_bw.v *= f;
+    }
     /* MoE models: every CPU attention call follows a MoE phase (the previous layer's, or the
      * previous step's last), so the attention's memory side runs at W / factor. */
     if (m->n_experts > 0 && hw->cpu_attn_after_moe.v > 1.0 && hw->cpu_attn.W.v > 0) {

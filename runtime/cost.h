@@ -109,6 +109,7 @@ typedef struct ws_cost_hw {
     ws_cost_val h2d_contention; /* W_h2d(CPU computing) / W_h2d, in (0, 1] */
     ws_cost_val gpu_mem;        /* B of device memory */
     ws_cost_val host_mem;       /* B of host DRAM (host mem_bytes); 0: not in the profile */
+    ws_cost_val sockets;        /* CPU sockets (host sockets; 1 when not given) */
 } ws_cost_hw;
 
 /* Reads the rates for attention kind `kind` with `kv` KV and `wt` weights. Missing keys with
@@ -167,6 +168,9 @@ typedef struct ws_cost_cfg {
     double routing_skew;     /* Zipf exponent of expert popularity; 0 = uniform (default) */
     int gpu_experts;         /* routed experts per MoE layer resident on the GPU (default 0) */
     double cpu_expert_bytes; /* B per CPU expert weight element; 0 = the model's weight dtype */
+    int cpu_sockets;         /* sockets whose cores and DRAM serve the CPU's work, each holding
+                              * its own copy of the CPU experts (KTransformers' USE_NUMA=1);
+                              * 0: every socket as one pooled memory, one copy */
     double act_bytes;        /* B per activation element in the expert GEMMs (default 4) */
 } ws_cost_cfg;
 
@@ -191,6 +195,7 @@ typedef struct ws_cost_model {
     double shared_inter;         /* shared experts' width (0: none) */
     double rope_heads, rope_dim; /* heads RoPE rotates per token (q and k) and their width */
     double merge_bytes;          /* B per query the merge reads and writes */
+    double cpu_replicas;         /* copies of the CPU experts in host DRAM (cpu_sockets or 1) */
     double *q;                   /* E pick probabilities, most popular first (owned) */
     double *log1m_q;             /* log(1 - q_i), -inf where q_i = 1 (owned) */
     double cpu_q_sum, gpu_q_sum; /* sum of q over CPU / GPU experts */

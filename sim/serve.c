@@ -648,7 +648,7 @@ int sim_run(const ws_model *m, const ws_cost_hw *hw, const ws_cost_cfg *ccfg, co
     const double cpu_routed = R.cm.st.routed_bytes * cpu_share;
     const double cpu_wb = cc.cpu_expert_bytes > 0 ? cc.cpu_expert_bytes : R.cm.w_elem;
     res->tot.gpu_weight_bytes = R.cm.st.total_params * R.cm.w_elem - cpu_routed;
-    res->tot.host_weight_bytes = cpu_routed / R.cm.w_elem * cpu_wb;
+    res->tot.host_weight_bytes = cpu_routed / R.cm.w_elem * cpu_wb * R.cm.cpu_replicas;
     res->tot.host_mem = host_mem;
     R.host = host_mem - res->tot.host_weight_bytes;
     res->tot.no_host_room = !(R.host > 0);

@@ -816,3 +816,48 @@ Test(sim_serve, cpu_experts_count_against_host_dram)
     cr_assert_eq(r.tot.no_host_room, 0);
     sim_results_free(&r);
 }
+
+/* Sockets: the CPU's work on one of two sockets gets half the host's bandwidth; on both, each
+ * with its own copy of the experts, all of it and twice the DRAM for the experts; more
+ * sockets than the host has is refused. */
+Test(sim_serve, cpu_sockets_share_bandwidth_and_copy_the_experts)
+{
+    ws_model m;
+    ws_cost_hw hw;
+    ws_err err = {0};
+    ws_store *s;
+    cr_assert_eq(ws_store_open_embedded(&s, &err), 0, "%s", err.msg);
+    cr_assert_eq(ws_hw_load(s, "qwen3-30b-a3b", "rtx-5090", "xeon-gold-6454s-2s", WS_DT_BF16, &m,
+                            &hw, NULL, &err),
+                 0, "%s", err.msg);
+    ws_store_close(s);
+    cr_assert_eq(hw.sockets.v, 2);
+    double tpot[3], host_w[3];
+    for (int n = 0; n <= 2; n++) {
+        sim_cfg cfg;
+        sim_cfg_default(&cfg);
+        cfg.policy = WS_POLICY_KTRANS; /* every layer: the 4 ms step overhead is not all */
+        ws_cost_cfg cc;
+        ws_cost_cfg_default(&cc);
+        cc.cpu_sockets = n;
+        sim_closed cl;
+        sim_source src;
+        sim_closed_source(&cl, 1, 256, 8, &src);
+        sim_results r;
+        cr_assert_eq(sim_run(&m, &hw, &cc, &cfg, &src, &r, &err), 0, "%s", err.msg);
+        cr_assert_eq(r.tot.served, 1);
+        tpot[n] = r.tot.tpot_p50;
+        host_w[n] = r.tot.host_weight_bytes;
+        sim_results_free(&r);
+    }
+    cr_assert_float_eq(tpot[2], tpot[0], 1e-12 * tpot[0]);
+    cr_assert_gt(tpot[1], 1.3 * tpot[0], "one socket %.6g, both %.6g", tpot[1], tpot[0]);
+    cr_assert_float_eq(host_w[1], host_w[0], 1e-9 * host_w[0]);
+    cr_assert_float_eq(host_w[2], 2 * host_w[0], 1e-9 * host_w[0]);
+    ws_cost_cfg cc;
+    ws_cost_cfg_default(&cc);
+    cc.cpu_sockets = 3;
+    ws_cost_model cm;
+    cr_assert_eq(ws_cost_model_init(&hw, &m, &cc, &cm, &err), WS_EINVAL);
+    cr_assert(strstr(err.msg, "3 CPU sockets"), "%s", err.msg);
+}

@@ -111,7 +111,8 @@ static int point_parse(json_t *o, const char *path, size_t i, ws_fid_point *p, w
     if (get_count(o, "batch", 1, &p->batch) || get_count(o, "prompt", 0, &p->prompt) ||
         get_count(o, "output", 0, &p->output) ||
         get_count(pl, "gpu_experts", -1, &p->gpu_experts) ||
-        get_count(pl, "n_cpu_moe", -1, &p->n_cpu_moe))
+        get_count(pl, "n_cpu_moe", -1, &p->n_cpu_moe) ||
+        get_count(pl, "sockets_used", 0, &p->cpu_sockets))
         return ws_err_set(err, WS_EINVAL,
                           "%s: point '%s': batch, prompt, output and placement counts must be "
                           "whole numbers >= 0",
@@ -312,6 +313,15 @@ static int predict_one(ws_store *s, ws_fid_point *p, ws_err *err)
     cfg.policy = k;
     cfg.batch = p->batch;
     cfg.cpu_workers = cores;
+    if (p->cpu_sockets > 0 && ws_policy_info_of(k)->cpu_experts) {
+        if (p->cpu_sockets > hw.sockets.v) {
+            snprintf(p->missing, sizeof p->missing, "%d sockets on host %s (%g)",
+                     p->cpu_sockets, p->host, hw.sockets.v);
+            return 0;
+        }
+        cc.cpu_sockets = p->cpu_sockets;
+        cfg.cpu_workers = (int)fmax(1, cores * p->cpu_sockets / hw.sockets.v);
+    }
     cfg.keep_steps = cfg.keep_requests = 0;
     prefill_acc acc = {0};
     cfg.on_step = on_step;
