@@ -582,6 +582,7 @@ typedef struct sim_job {
     ws_trace_gen tg;
     sim_export_trace_opts ct;
     int batch, prompt, output, all, store_runs, embedded;
+    int kv_given; /* --gpu-kv-gb was on the command line */
     ws_policy_kind one;
     ws_model m;
     ws_cost_hw hw;
@@ -601,6 +602,7 @@ static int sim_check(const cli_args *a, int detail_layer, sim_job *j)
 {
     const sim_opts *o = j->o;
     const cli_workload *w = &o->w;
+    j->kv_given = cli_given(a, "gpu-kv-gb") > 0;
     if (!w->model || !o->gpu || !w->host)
         return cli_usage_error("sim", "--model, --gpu and --host are required");
     if (w->db && w->save)
@@ -859,6 +861,20 @@ static int sim_runs(sim_job *j)
         int rc = sim_one(j, k, &r, &err);
         cli_progress_end(&j->pg);
         if (rc) {
+            sim_sink_abort(j->sink);
+            j->sink = NULL;
+            return cli_fail(&err);
+        }
+        if (r.tot.no_room && j->kv_given && !j->all &&
+            r.tot.gpu_weight_bytes < j->hw.gpu_mem.v) {
+            /* a budget the user gave that cannot fit beside this policy's weights */
+            ws_err_set(&err, WS_EINVAL,
+                       "--gpu-kv-gb %.4g: %s keeps %.3g GiB of weights on the %.3g GiB GPU, so "
+                       "its KV budget is at most %.4g GiB",
+                       r.tot.gpu_kv_budget / 1073741824.0, r.policy,
+                       r.tot.gpu_weight_bytes / 1073741824.0, j->hw.gpu_mem.v / 1073741824.0,
+                       (j->hw.gpu_mem.v - r.tot.gpu_weight_bytes) / 1073741824.0);
+            sim_results_free(&r);
             sim_sink_abort(j->sink);
             j->sink = NULL;
             return cli_fail(&err);

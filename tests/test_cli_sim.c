@@ -67,7 +67,12 @@ Test(cli_sim, silent_settings_are_refused_or_said)
     th_expect_fail((const char *[]){BASE, "--db", "", NULL}, 1, "empty database path", g_env);
     th_expect_fail((const char *[]){"db", "init", "--db", "", NULL}, 1, "empty database path",
                    g_env);
-    th_run r = th_writescope((const char *[]){BASE, "--policy", "writescope", "--batch", "2",
+    /* one policy: a budget beyond the GPU less its weights is an error naming the limit */
+    th_expect_fail((const char *[]){BASE, "--policy", "writescope", "--batch", "2", "--prompt",
+                                    "1024", "--output", "2", "--gpu-kv-gb", "200", NULL},
+                   1, "its KV budget is at most 37.", g_env);
+    /* every policy: each that cannot hold it says so and serves nothing */
+    th_run r = th_writescope((const char *[]){BASE, "--policy", "all", "--batch", "2",
                                               "--prompt", "1024", "--output", "2", "--gpu-kv-gb",
                                               "200", NULL},
                              g_env);
