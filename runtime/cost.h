@@ -46,7 +46,9 @@
  * The experts' time is n c0 + max(F / P, B / W) over the experts hit: F = 2 x 3 H I flop
  * per (token, expert) pair, B = 3 H I weight bytes per distinct expert plus activations;
  * n = D calls on the CPU (one FFN per expert, as the runtime runs them), 2 on a GPU (grouped
- * GEMMs, as fused MoE kernels run them). */
+ * GEMMs, as fused MoE kernels run them). Each part (attention and dense MLPs, shared experts,
+ * GPU and CPU routed experts) may have its own weight format (wformat.h): its bytes per
+ * weight in B, its compute choosing P; n_cpu_moe places the experts by layer. */
 #ifndef WS_COST_H
 #define WS_COST_H
 

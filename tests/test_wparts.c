@@ -4,7 +4,8 @@
  * instruction family the host has, AMX before AVX-512; GPU: fp8_flops, else the fp16 rate,
  * said so); --n-cpu-moe keeps the routed experts of the first N MoE layers on the CPU (CPU
  * expert time only there, the router beside them, host memory for them only), and a folded
- * step equals the layer-by-layer one across the CPU/GPU boundary; the CLI's flags. */
+ * step equals the layer-by-layer one across the CPU/GPU boundary; the CLI's flags (run
+ * refuses a KV dtype its kernels lack). */
 #include <criterion/criterion.h>
 #include <jansson.h>
 #include <math.h>
@@ -278,6 +279,14 @@ Test(wparts, cli_flags_parse_and_refuse)
                       NULL);
     cr_assert_eq(r.status, 2, "%s", r.err);
     cr_assert_not_null(strstr(r.err, "unknown weight format 'q9'"), "%s", r.err);
+    th_run_free(&r);
+    /* the live engine holds bf16 KV only: run refuses the others with the reason */
+    r = th_writescope((const char *[]){"run", "--model", "qwen3-30b-a3b", "--kv-dtype", "fp8",
+                                       NULL},
+                      NULL);
+    cr_assert_eq(r.status, 2, "%s", r.err);
+    cr_assert_eq(th_lines(r.err), 1, "%s", r.err);
+    cr_assert_not_null(strstr(r.err, "bf16 only"), "%s", r.err);
     th_run_free(&r);
     /* int8 CPU experts on a VNNI host: faster decode than bf16 ones */
     double tpot[2];
