@@ -82,6 +82,7 @@ static const cli_optdef k_opts[] = {
     {CLI_GROUP(PO, w, cli_workload, cli_sim_opts)},
     {CLI_GROUP(PO, w, cli_workload, cli_trace_opts)},
     {CLI_GROUP(PO, w, cli_workload, cli_gen_opts)},
+    {CLI_GROUP(PO, w, cli_workload, cli_format_opts)},
     {"policy", CLI_TUNE, .arg = "NAME[,NAME...]|all",
      .help = "the KV policies (writescope, gpu-only, ktrans, stream, cpu-attn, static, "
              "migrate), comma-separated, or all"},
@@ -821,6 +822,8 @@ int cmd_plan(int argc, char **argv)
         return cli_usage_error("plan", "--db and --save both name the database: give one");
     s.model = o.w.model;
     s.host = o.w.host;
+    if ((rc = cli_formats_apply("plan", &o.w, &s.cost)))
+        return rc;
     if ((rc = plan_prices(&o, &s)) || (rc = plan_slos(&o, &s)) || (rc = plan_load(&o, &a, &s)) ||
         (rc = plan_source(&o.w, &s, s.load == WS_PLAN_USERS)) || (rc = plan_search(&o, &a, &s)))
         return rc;

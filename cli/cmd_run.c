@@ -25,8 +25,8 @@ static void usage(FILE *out)
         "                      [--host PROFILE] [--gpu cuda|modeled:<profile>]\n"
         "                      [--policy writescope|static|stream|cpu-attn|migrate] [--r R]\n"
         "                      [--window W] [--threads T] [--seed S] [--every N]\n"
-        "                      [--mem-fraction F] [--cpu-expert-weights bf16|int8] [--verify]\n"
-        "                      [--db PATH] [--json]\n"
+        "                      [--mem-fraction F] [--cpu-expert-weights bf16|int8]\n"
+        "                      [--kv-dtype bf16] [--verify] [--db PATH] [--json]\n"
         "\n"
         "Serves a closed batch of B sequences (prompt N, M decode steps) of the model's real\n"
         "shapes, synthetic seeded bf16 KV and expert weights, through the InplaceKVCache and\n"
@@ -43,7 +43,7 @@ typedef struct run_opts {
     cli_workload w;
     int window, every, verify;
     double mem_fraction;
-    const char *cpu_expert_weights;
+    const char *cpu_expert_weights, *kv_dtype;
 } run_opts;
 
 static const cli_optdef k_opts[] = {
@@ -80,6 +80,10 @@ static const cli_optdef k_opts[] = {
      .help = "the CPU experts' weights: bf16, or int8 (per-channel int8 quantized at load, run "
              "through oneDNN's int8 matmul on AMX-INT8 / AVX512-VNNI / AVX2: KTransformers' "
              "AMXINT8, llama.cpp's q8_0 without its 32-weight blocks)"},
+    {"kv-dtype", CLI_STR(run_opts, kv_dtype), .arg = "bf16", .def = "bf16",
+     .help = "the KV cache's element type: bf16, the one the live engine's pages and CPU "
+             "attention kernels hold (sim and plan model fp16 and fp8 too: vLLM "
+             "--kv-cache-dtype fp8, llama.cpp --cache-type-k/v)"},
     {0}};
 static const cli_spec k_spec = {"run", k_opts, 0, usage};
 
@@ -204,6 +208,11 @@ static int run_config(const run_opts *o, ws_engine_cfg *c, const char **gpu_prof
         return cli_usage_error("run", "--cpu-expert-weights: %s", ferr.msg);
     if (ws_engine_expert_format_ok(c->cpu_expert_weights, &ferr))
         return cli_fail(&ferr);
+    if (strcmp(o->kv_dtype, "bf16"))
+        return cli_usage_error("run",
+                               "--kv-dtype %s: the live engine's KV pages and CPU attention "
+                               "kernels are bf16 only (sim and plan model fp16 and fp8)",
+                               o->kv_dtype);
     if (c->window % c->par.page_tokens)
         return cli_usage_error("run", "--window must be a multiple of the page (%d tokens)",
                                c->par.page_tokens);

@@ -552,11 +552,12 @@ static const cli_optdef k_opts[] = {
      .help = "the GPU's KV budget in GiB, by default 2 (0.3 for MLA models); a request that "
              "can never fit is counted as an out-of-memory (OOM) outcome"},
     {"gpu-experts", CLI_INT(SO, gpu_experts), .arg = "E", .lo = 0, .hi = 65536, .def = "0",
-     .help = "routed experts per layer resident on the GPU"},
+     .help = "routed experts per layer resident on the GPU (KTransformers' GPU experts)"},
     {"cpu-sockets", CLI_INT(SO, cpu_sockets), .arg = "N", .lo = 0, .hi = 64, .def = "0",
      .help = "sockets whose cores and DRAM run the CPU's work, each with its own copy of the "
              "CPU experts (KTransformers' USE_NUMA=1; numactl --cpunodebind); 0: all sockets "
              "as one pooled memory with one copy"},
+    {CLI_GROUP(SO, w, cli_workload, cli_format_opts)},
     {"host-mem", CLI_DOUBLE(SO, host_gb), .arg = "G", .lo = 0.001, .hi = 1e7,
      .help = "host DRAM in GiB for the CPU's routed experts and the spilled KV (default: the "
              "host profile's mem_bytes); experts that do not fit make every request OOM"},
@@ -654,7 +655,9 @@ static int sim_check(const cli_args *a, int detail_layer, sim_job *j)
     if (o->ctrace && j->all)
         return cli_usage_error("sim", "--chrome-trace holds the timeline of one run: give one "
                                       "--policy");
-    return 0;
+    ws_cost_cfg_default(&j->cc);
+    j->cc.gpu_experts = o->gpu_experts;
+    return cli_formats_apply("sim", w, &j->cc);
 }
 
 /* The store (kept open only to write runs), the model and profiles, and the result sink. */
@@ -671,7 +674,8 @@ static int sim_open(sim_job *j)
     j->host = o->w.host;
     int rc = cli_host_this(j->s, &j->host, this_host, sizeof this_host, &err);
     if (!rc)
-        rc = ws_hw_load(j->s, o->w.model, o->gpu, j->host, WS_DT_BF16, &j->m, &j->hw, &cores, &err);
+        rc = ws_hw_load(j->s, o->w.model, o->gpu, j->host, j->cc.kv_dtype, &j->m, &j->hw, &cores,
+                        &err);
     if (!j->store_runs) {
         ws_store_close(j->s);
         j->s = NULL;
@@ -684,8 +688,6 @@ static int sim_open(sim_job *j)
     if (rc)
         return cli_fail(&err);
     j->cfg.cpu_workers = cores;
-    ws_cost_cfg_default(&j->cc);
-    j->cc.gpu_experts = o->gpu_experts;
     j->cc.cpu_sockets = o->cpu_sockets;
     if (o->cpu_sockets > j->hw.sockets.v)
         return cli_usage_error("sim", "--cpu-sockets %d: host %s has %g", o->cpu_sockets,

@@ -1,6 +1,8 @@
 /* workload: the shared option groups (see workload.h). */
 #include "workload.h"
 
+#include <strings.h>
+
 #include "pool.h"
 
 #define W cli_workload
@@ -93,3 +95,66 @@ const cli_optdef cli_closed_opts[] = {
      .help = "the think time: S or exp:S (exponential of mean S seconds), or fixed:S; "
              "by default 0"},
     {0}};
+
+const cli_optdef cli_format_opts[] = {
+    {"weights", CLI_STR(W, weights), .arg = "FMT",
+     .help = "the format of the weights on the GPU (attention, dense MLPs; the experts' "
+             "default): bf16, fp16, fp8, int8, int4 (AWQ/GPTQ), mxfp4 or a GGUF type (q8_0, "
+             "q6_k, q5_k_m, q4_k_m, q4_0, q3_k_m, q2_k ...); default the model's dtype. "
+             "llama.cpp: the GGUF file's type; vLLM: --quantization"},
+    {"gpu-expert-weights", CLI_STR(W, gpu_exp_w), .arg = "FMT",
+     .help = "the GPU-resident routed experts' format (default --weights); llama.cpp: the "
+             "GGUF's type of the exps tensors left on the GPU"},
+    {"shared-expert-weights", CLI_STR(W, shared_w), .arg = "FMT",
+     .help = "the shared experts' format (default --weights)"},
+    {"cpu-expert-weights", CLI_STR(W, cpu_exp_w), .arg = "FMT",
+     .help = "the CPU-resident routed experts' format (default the model's dtype); "
+             "KTransformers: the CPU expert type (AMXINT8 = int8, AMXINT4 = int4, a GGUF "
+             "type); llama.cpp -ot exps=CPU keeps the GGUF's type. Its compute picks the "
+             "CPU's peak (int8: AMX, AVX512-VNNI; bf16: AMX, AVX512-BF16)"},
+    {"kv-dtype", CLI_STR(W, kv_dtype), .arg = "bf16|fp16|fp8",
+     .help = "the KV cache's element type (default bf16); vLLM: --kv-cache-dtype fp8; "
+             "llama.cpp: --cache-type-k/--cache-type-v (q8_0 is not expressible yet)"},
+    {"n-cpu-moe", CLI_INT(W, n_cpu_moe), .arg = "N", .lo = 1, .hi = 1 << 20,
+     .help = "the routed experts of the first N MoE layers stay on the CPU, the rest on the "
+             "GPU (llama.cpp --n-cpu-moe N); the CPU layers keep --gpu-experts of theirs on "
+             "the GPU"},
+    {0}};
+
+/* *out = the format named v (NULL: keep *out); a usage error naming the known ones. */
+static int format_opt(const char *cmd, const char *opt, const char *v, const ws_wformat **out)
+{
+    if (!v)
+        return 0;
+    ws_err err = {0};
+    if (ws_wformat_parse(v, out, &err))
+        return cli_usage_error(cmd, "--%s: %s", opt, err.msg);
+    return 0;
+}
+
+int cli_formats_apply(const char *cmd, const cli_workload *w, ws_cost_cfg *cc)
+{
+    int rc;
+    if ((rc = format_opt(cmd, "weights", w->weights, &cc->w_gpu)))
+        return rc;
+    cc->w_gpu_experts = cc->w_shared = cc->w_gpu;
+    if ((rc = format_opt(cmd, "gpu-expert-weights", w->gpu_exp_w, &cc->w_gpu_experts)) ||
+        (rc = format_opt(cmd, "shared-expert-weights", w->shared_w, &cc->w_shared)) ||
+        (rc = format_opt(cmd, "cpu-expert-weights", w->cpu_exp_w, &cc->w_cpu_experts)))
+        return rc;
+    if (w->kv_dtype) {
+        ws_dtype d;
+        if (!strcasecmp(w->kv_dtype, "q8_0") || !strcasecmp(w->kv_dtype, "q4_0"))
+            return cli_usage_error(cmd,
+                                   "--kv-dtype %s: a block-quantized KV cache is not "
+                                   "expressible (the KV element types are bf16, fp16, fp8)",
+                                   w->kv_dtype);
+        if (ws_dtype_parse(w->kv_dtype, &d) || d == WS_DT_FP32)
+            return cli_usage_error(cmd, "--kv-dtype '%s': not one of bf16, fp16, fp8",
+                                   w->kv_dtype);
+        cc->kv_dtype = d;
+    }
+    if (w->n_cpu_moe > 0)
+        cc->n_cpu_moe = w->n_cpu_moe;
+    return 0;
+}

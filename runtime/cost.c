@@ -248,6 +248,33 @@ static int elem_roof(const ws_profile *p, const char *pre, int kind, ws_cost_roo
     return 0;
 }
 
+/* The CPU experts' roofline for weights computed in `c`: the calibrated fit
+ * cpu.expert_gemm.<c>.* where the host has it; a peak it lacks from cpu_peak.<family> x
+ * flops_eff, the first family the host has (int8: AMX, then AVX512-VNNI; bf16: AMX, then
+ * AVX512-BF16), else fp32_flops x flops_eff (cpu_roof's fallbacks). */
+static int cpu_expert_wc(const ws_profile *h, ws_wcompute c, const ws_cost_val *p_alt,
+                         const ws_cost_val *w_alt, ws_cost_roof *r, ws_err *err)
+{
+    static const char *const fam[WS_WC_COUNT][2] = {[WS_WC_BF16] = {"cpu_peak.amx_bf16",
+                                                                    "cpu_peak.avx512_bf16"},
+                                                    [WS_WC_INT8] = {"cpu_peak.amx_int8",
+                                                                    "cpu_peak.avx512_vnni"}};
+    const ws_wcompute k = c == WS_WC_INT8 || c == WS_WC_BF16 ? c : WS_WC_FP32;
+    char pre[64];
+    snprintf(pre, sizeof pre, "cpu.expert_gemm.%s", ws_wcompute_name(k));
+    int rc = cpu_roof(h, pre, p_alt, w_alt, r, err);
+    if (rc)
+        return rc;
+    char key[80];
+    snprintf(key, sizeof key, "%s.peak_flops", pre);
+    if (positive(h, key))
+        return 0;
+    for (int i = 0; i < 2; i++)
+        if (fam[k][i] && positive(h, fam[k][i]))
+            return product(h, fam[k][i], "flops_eff", &r->P, err);
+    return 0;
+}
+
 int ws_cost_hw_load(const ws_profile *gpu, const ws_profile *host, ws_attn_kind kind, ws_dtype kv,
                     ws_dtype wt, ws_cost_hw *hw, ws_err *err)
 {
@@ -276,6 +303,10 @@ int ws_cost_hw_load(const ws_profile *gpu, const ws_profile *host, ws_attn_kind 
     if ((rc = cpu_roof(host, pre, &xpeak, &hw->cpu_mem_bw, &hw->cpu_attn, err)) ||
         (rc = cpu_roof(host, xpre, &hw->cpu_attn.P, &hw->cpu_mem_bw, &hw->cpu_expert, err)))
         return rc;
+    for (int c = 0; c < WS_WC_COUNT; c++)
+        if ((rc = cpu_expert_wc(host, (ws_wcompute)c, &hw->cpu_attn.P, &hw->cpu_mem_bw,
+                                &hw->cpu_expert_wc[c], err)))
+            return rc;
     /* The calibrator's slow-down of attention right after a MoE phase (model-level: applied
      * to the memory side of MoE models in ws_cost_model_init); none measured: 1. */
     char moe_key[96];
@@ -316,6 +347,25 @@ int ws_cost_hw_load_gpu(const ws_profile *gpu, ws_attn_kind kind, ws_dtype kv, w
         (rc = roof(gpu, "link.d2h", "copy_c0", NULL, NULL, "d2h_bw", NULL, &hw->d2h, err)) ||
         (rc = product(gpu, "mem_bytes", NULL, &hw->gpu_mem, err)))
         return rc;
+    /* Per weight format's compute: the 16-bit formats run at gpu_gemm's rate; fp8, int8 and
+     * fp32 at their datasheet key x tensor_eff, a GPU without it at gpu_gemm's (said so). */
+    static const char *const wc_key[WS_WC_COUNT] = {
+        [WS_WC_FP32] = "fp32_flops", [WS_WC_FP8] = "fp8_flops", [WS_WC_INT8] = "int8_flops"};
+    for (int c = 0; c < WS_WC_COUNT; c++) {
+        ws_cost_roof *r = &hw->gpu_gemm_wc[c];
+        *r = hw->gpu_gemm;
+        if (!wc_key[c] || (c == WS_WC_FP32 && wt == WS_DT_FP32))
+            continue;
+        if (positive(gpu, wc_key[c])) {
+            if ((rc = product(gpu, wc_key[c], "tensor_eff", &r->P, err)))
+                return rc;
+        } else {
+            char from[192];
+            snprintf(from, sizeof from, "no %s in the profile: %.150s", wc_key[c], r->P.from);
+            snprintf(r->P.from, sizeof r->P.from, "%s", from);
+            r->P.src = weaker(r->P.src, WS_SOURCE_MODELED);
+        }
+    }
     for (int k = 0; k < WS_ELEM_KINDS; k++) {
         calib_prefix(gpu, "gpu", ws_cost_elem_name(k), NULL, wt, pre, sizeof pre);
         if ((rc = elem_roof(gpu, pre, k, &hw->gpu_elem[k], err)))
@@ -378,7 +428,8 @@ int ws_cost_model_init(const ws_cost_hw *hw, const ws_model *m, const ws_cost_cf
 {
     memset(cm, 0, sizeof *cm);
     if (!(cfg->pingpong_bytes >= 0) || !(cfg->routing_skew >= 0) || !isfinite(cfg->routing_skew) ||
-        cfg->gpu_experts < 0 || !(cfg->cpu_expert_bytes >= 0) || !(cfg->act_bytes >= 0))
+        cfg->gpu_experts < 0 || !(cfg->cpu_expert_bytes >= 0) || !(cfg->act_bytes >= 0) ||
+        cfg->n_cpu_moe < 0)
         return ws_err_set(err, WS_EINVAL, "cost: configuration out of range");
     if (m->n_experts > 0 && cfg->gpu_experts > m->n_experts)
         return ws_err_set(err, WS_EINVAL, "cost: %d GPU experts, the model has %d",
@@ -393,8 +444,10 @@ int ws_cost_model_init(const ws_cost_hw *hw, const ws_model *m, const ws_cost_cf
     cm->cpu_replicas = cfg->cpu_sockets > 0 ? cfg->cpu_sockets : 1;
     if (cfg->cpu_sockets > 0 && cfg->cpu_sockets < hw->sockets.v) {
         const double f = cfg->cpu_sockets / hw->sockets.v;
-        ws_cost_roof *cr[] = {&cm->hw.cpu_attn, &cm->hw.cpu_expert};
-        for (int i = 0; i < 2; i++) {
+        ws_cost_roof *cr[2 + WS_WC_COUNT] = {&cm->hw.cpu_attn, &cm->hw.cpu_expert};
+        for (int c = 0; c < WS_WC_COUNT; c++)
+            cr[2 + c] = &cm->hw.cpu_expert_wc[c];
+        for (int i = 0; i < 2 + WS_WC_COUNT; i++) {
             cr[i]->P.v *= f;
             cr[i]->W.v *= f;
         }
@@ -438,6 +491,18 @@ int ws_cost_model_init(const ws_cost_hw *hw, const ws_model *m, const ws_cost_cf
     cm->shared_inter = cm->shared_params / (3.0 * H);
     cm->dense_params = m->n_dense_layers > 0 ? 3.0 * H * m->intermediate : 0;
     cm->expert_params = 3.0 * H * m->moe_intermediate;
+    /* Each part's bytes per weight and roofline: its format's, else the model's dtype at
+     * gpu_gemm / cpu_expert (the CPU experts' bytes: cpu_expert_bytes where set). */
+    const ws_wformat *fg = cfg->w_gpu, *fs = cfg->w_shared, *fe = cfg->w_gpu_experts,
+                     *fc = cfg->w_cpu_experts;
+    cm->wb_gpu = fg ? fg->bytes : ws;
+    cm->wb_shared = fs ? fs->bytes : ws;
+    cm->wb_gpu_exp = fe ? fe->bytes : ws;
+    cm->wb_cpu_exp = fc ? fc->bytes : cfg->cpu_expert_bytes > 0 ? cfg->cpu_expert_bytes : ws;
+    cm->roof_gpu = fg ? hw->gpu_gemm_wc[fg->gpu] : hw->gpu_gemm;
+    cm->roof_shared = fs ? hw->gpu_gemm_wc[fs->gpu] : hw->gpu_gemm;
+    cm->roof_gpu_exp = fe ? hw->gpu_gemm_wc[fe->gpu] : hw->gpu_gemm;
+    cm->roof_cpu_exp = fc ? cm->hw.cpu_expert_wc[fc->cpu] : cm->hw.cpu_expert;
     /* RoPE rotates every query head and the keys: GQA/MHA the KV heads at head_dim, MLA the
      * one shared rope key at rope_dim. */
     const int mla = m->attn == WS_ATTN_MLA || m->attn == WS_ATTN_MLA_SPARSE;
@@ -460,6 +525,7 @@ int ws_cost_model_init(const ws_cost_hw *hw, const ws_model *m, const ws_cost_cf
                 cm->gpu_q_sum += cm->q[i];
             else
                 cm->cpu_q_sum += cm->q[i];
+            cm->all_q_sum += cm->q[i];
         }
     }
     return 0;
@@ -674,22 +740,69 @@ static double gpu_gemm(const ws_cost_model *cm, double T, double K, double N)
     return ws_cost_gemm_time(&cm->hw, T, K, N, cm->w_elem);
 }
 
+/* The same on roofline r with weights of wb bytes each (activations at the model's dtype). */
+static double part_gemm(const ws_cost_model *cm, const ws_cost_roof *r, double wb, double T,
+                        double K, double N)
+{
+    if (T <= 0 || K <= 0 || N <= 0)
+        return 0;
+    double f, b;
+    ws_cost_gemm_work(T, K, N, cm->w_elem, &f, &b);
+    if (wb != cm->w_elem)
+        b += K * N * (wb - cm->w_elem);
+    return ws_cost_roof_time(r, f, b);
+}
+
 double ws_cost_qkv_proj(const ws_cost_model *cm, double T)
 {
-    return gpu_gemm(cm, T, cm->hidden, cm->qkv_out);
+    return part_gemm(cm, &cm->roof_gpu, cm->wb_gpu, T, cm->hidden, cm->qkv_out);
 }
 double ws_cost_o_proj(const ws_cost_model *cm, double T)
 {
-    return gpu_gemm(cm, T, cm->o_in, cm->hidden);
+    return part_gemm(cm, &cm->roof_gpu, cm->wb_gpu, T, cm->o_in, cm->hidden);
 }
+
+/* The share of pick probability on the CPU's and on the GPU's experts of `layer`. */
+static void layer_q(const ws_cost_model *cm, int layer, double *cpu_q, double *gpu_q)
+{
+    const int G = ws_cost_layer_gpu_experts(cm, layer);
+    if (!ws_cost_layer_is_moe(cm, layer)) {
+        *cpu_q = *gpu_q = 0;
+    } else if (G == cm->cfg.gpu_experts) {
+        *cpu_q = cm->cpu_q_sum;
+        *gpu_q = cm->gpu_q_sum;
+    } else {
+        *cpu_q = 0;
+        *gpu_q = cm->all_q_sum;
+    }
+}
+
+/* The first MoE layer: what the functions without a layer cost. */
+static int first_moe(const ws_cost_model *cm)
+{
+    return cm->n_dense_layers < cm->layers ? cm->n_dense_layers : 0;
+}
+
 int ws_cost_router_on_cpu(const ws_cost_model *cm)
 {
-    return cm->router_params > 0 && cm->cpu_q_sum > 0;
+    return ws_cost_router_on_cpu_at(cm, first_moe(cm));
+}
+
+int ws_cost_router_on_cpu_at(const ws_cost_model *cm, int layer)
+{
+    double cq, gq;
+    layer_q(cm, layer, &cq, &gq);
+    return cm->router_params > 0 && cq > 0;
 }
 
 double ws_cost_router(const ws_cost_model *cm, double T)
 {
-    if (!ws_cost_router_on_cpu(cm))
+    return ws_cost_router_at(cm, first_moe(cm), T);
+}
+
+double ws_cost_router_at(const ws_cost_model *cm, int layer, double T)
+{
+    if (!ws_cost_router_on_cpu_at(cm, layer))
         return gpu_gemm(cm, T, cm->hidden, cm->n_experts);
     if (T <= 0)
         return 0;
@@ -698,22 +811,25 @@ double ws_cost_router(const ws_cost_model *cm, double T)
                              (cm->router_params + T * cm->hidden + T * cm->n_experts) * ab);
 }
 
-/* A gated MLP of width I: gate-up GEMM, activation, down GEMM. */
-static double gated_mlp(const ws_cost_model *cm, double T, double I)
+/* A gated MLP of width I on roofline r, wb bytes per weight: gate-up GEMM, activation, down
+ * GEMM. */
+static double gated_mlp(const ws_cost_model *cm, const ws_cost_roof *r, double wb, double T,
+                        double I)
 {
     if (T <= 0 || !(I > 0))
         return 0;
-    return gpu_gemm(cm, T, cm->hidden, 2.0 * I) + ws_cost_act(cm, T, I) +
-           gpu_gemm(cm, T, I, cm->hidden);
+    return part_gemm(cm, r, wb, T, cm->hidden, 2.0 * I) + ws_cost_act(cm, T, I) +
+           part_gemm(cm, r, wb, T, I, cm->hidden);
 }
 
 double ws_cost_shared_experts(const ws_cost_model *cm, double T)
 {
-    return gated_mlp(cm, T, cm->shared_inter);
+    return gated_mlp(cm, &cm->roof_shared, cm->wb_shared, T, cm->shared_inter);
 }
 double ws_cost_dense_mlp(const ws_cost_model *cm, double T)
 {
-    return cm->dense_params > 0 ? gated_mlp(cm, T, cm->dense_inter) : 0;
+    return cm->dense_params > 0 ? gated_mlp(cm, &cm->roof_gpu, cm->wb_gpu, T, cm->dense_inter)
+                                : 0;
 }
 
 /* Bytes of the top-k over T tokens' router logits: fp32 logits read, k ids and weights
@@ -725,9 +841,14 @@ static double topk_bytes(const ws_cost_model *cm, double T)
 
 double ws_cost_topk(const ws_cost_model *cm, double T)
 {
+    return ws_cost_topk_at(cm, first_moe(cm), T);
+}
+
+double ws_cost_topk_at(const ws_cost_model *cm, int layer, double T)
+{
     if (T <= 0 || cm->router_params <= 0)
         return 0;
-    if (ws_cost_router_on_cpu(cm))
+    if (ws_cost_router_on_cpu_at(cm, layer))
         return ws_cost_host_copy(cm, topk_bytes(cm, T));
     return ws_cost_elem_time(&cm->hw, WS_ELEM_MOE, topk_bytes(cm, T));
 }
@@ -746,7 +867,14 @@ static double combine_bytes(const ws_cost_model *cm, double pairs, double T)
 
 double ws_cost_moe_permute_gpu(const ws_cost_model *cm, double T)
 {
-    const double pairs = T * cm->gpu_q_sum;
+    return ws_cost_moe_permute_gpu_at(cm, first_moe(cm), T);
+}
+
+double ws_cost_moe_permute_gpu_at(const ws_cost_model *cm, int layer, double T)
+{
+    double cq, gq;
+    layer_q(cm, layer, &cq, &gq);
+    const double pairs = T * gq;
     if (!(pairs > 0))
         return 0;
     return ws_cost_elem_time(&cm->hw, WS_ELEM_MOE, permute_bytes(cm, pairs)) +
@@ -755,7 +883,14 @@ double ws_cost_moe_permute_gpu(const ws_cost_model *cm, double T)
 
 double ws_cost_moe_permute_cpu(const ws_cost_model *cm, double T)
 {
-    const double pairs = T * cm->cpu_q_sum;
+    return ws_cost_moe_permute_cpu_at(cm, first_moe(cm), T);
+}
+
+double ws_cost_moe_permute_cpu_at(const ws_cost_model *cm, int layer, double T)
+{
+    double cq, gq;
+    layer_q(cm, layer, &cq, &gq);
+    const double pairs = T * cq;
     /* host memory: ws_cost_host_copy counts a read and a write of what it is given */
     return pairs > 0 ? ws_cost_host_copy(cm, pairs * cm->hidden * cm->cfg.act_bytes) +
                            ws_cost_host_copy(cm, (pairs + T) * cm->hidden * cm->cfg.act_bytes / 2)
@@ -765,6 +900,36 @@ double ws_cost_moe_permute_cpu(const ws_cost_model *cm, double T)
 int ws_cost_layer_is_moe(const ws_cost_model *cm, int layer)
 {
     return cm->n_experts > 0 && layer >= cm->n_dense_layers;
+}
+
+int ws_cost_layer_gpu_experts(const ws_cost_model *cm, int layer)
+{
+    if (!ws_cost_layer_is_moe(cm, layer))
+        return 0;
+    if (cm->cfg.n_cpu_moe > 0 && layer - cm->n_dense_layers >= cm->cfg.n_cpu_moe)
+        return cm->n_experts;
+    return cm->cfg.gpu_experts;
+}
+
+int ws_cost_layer_kind(const ws_cost_model *cm, int layer)
+{
+    if (!ws_cost_layer_is_moe(cm, layer))
+        return 0;
+    return ws_cost_layer_gpu_experts(cm, layer) == cm->cfg.gpu_experts ? 1 : 2;
+}
+
+void ws_cost_weight_bytes(const ws_cost_model *cm, double *gpu, double *host)
+{
+    const double w = cm->w_elem, routed = cm->st.routed_bytes / w, shared = cm->st.shared_bytes / w,
+                 rest = cm->st.total_params - routed - shared;
+    double cpu_n = 0; /* routed experts (expert x layer) on the CPU */
+    const int n_moe = cm->layers - cm->n_dense_layers;
+    for (int l = cm->n_dense_layers; cm->n_experts > 0 && l < cm->layers; l++)
+        cpu_n += cm->n_experts - ws_cost_layer_gpu_experts(cm, l);
+    const double cpu_share = cm->n_experts > 0 && n_moe > 0 ? cpu_n / ((double)n_moe * cm->n_experts)
+                                                           : 0;
+    *host = routed * cpu_share * cm->wb_cpu_exp * cm->cpu_replicas; /* a copy per socket used */
+    *gpu = rest * cm->wb_gpu + shared * cm->wb_shared + routed * (1 - cpu_share) * cm->wb_gpu_exp;
 }
 
 /* ---- routed experts --------------------------------------------------------------------- */
@@ -821,20 +986,36 @@ static double experts_time(const ws_cost_model *cm, const ws_cost_roof *r, doubl
 
 double ws_cost_cpu_experts(const ws_cost_model *cm, double T)
 {
-    const double wb = cm->cfg.cpu_expert_bytes > 0 ? cm->cfg.cpu_expert_bytes : cm->w_elem;
+    return ws_cost_cpu_experts_at(cm, first_moe(cm), T);
+}
+
+double ws_cost_cpu_experts_at(const ws_cost_model *cm, int layer, double T)
+{
+    double cq, gq;
+    layer_q(cm, layer, &cq, &gq);
+    if (!(cq > 0))
+        return 0;
     /* the CPU runs one FFN call per expert hit (the runtime's, and the calibrator's c0) */
     const double D = ws_cost_distinct_cpu_experts(cm, T);
-    return experts_time(cm, &cm->hw.cpu_expert, D, T * cm->cpu_q_sum, wb, cm->cfg.act_bytes, D);
+    return experts_time(cm, &cm->roof_cpu_exp, D, T * cq, cm->wb_cpu_exp, cm->cfg.act_bytes, D);
 }
 
 double ws_cost_gpu_experts(const ws_cost_model *cm, double T)
 {
-    const double wb = cm->w_elem, pairs = T * cm->gpu_q_sum;
+    return ws_cost_gpu_experts_at(cm, first_moe(cm), T);
+}
+
+double ws_cost_gpu_experts_at(const ws_cost_model *cm, int layer, double T)
+{
+    double cq, gq;
+    layer_q(cm, layer, &cq, &gq);
+    const int G = ws_cost_layer_gpu_experts(cm, layer);
+    const double pairs = T * gq;
     /* a GPU runs its experts as grouped GEMMs (vLLM's and SGLang's fused_moe, llama.cpp's
      * mul_mat_id): one kernel for every expert's gate/up product and one for the down
-     * product, whatever the count hit */
-    const double t = experts_time(cm, &cm->hw.gpu_gemm, ws_cost_distinct_gpu_experts(cm, T),
-                                  pairs, wb, wb, 2.0);
+     * product, whatever the count hit; activations at the model's dtype */
+    const double t = experts_time(cm, &cm->roof_gpu_exp, distinct_range(cm, 0, G, T), pairs,
+                                  cm->wb_gpu_exp, cm->w_elem, 2.0);
     /* the activation between the experts' two GEMMs, one kernel over every pair */
     return t > 0 ? t + ws_cost_act(cm, pairs, cm->moe_inter) : 0;
 }

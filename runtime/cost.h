@@ -46,12 +46,15 @@
  * The experts' time is n c0 + max(F / P, B / W) over the experts hit: F = 2 x 3 H I flop
  * per (token, expert) pair, B = 3 H I weight bytes per distinct expert plus activations;
  * n = D calls on the CPU (one FFN per expert, as the runtime runs them), 2 on a GPU (grouped
- * GEMMs, as fused MoE kernels run them). */
+ * GEMMs, as fused MoE kernels run them). Each part (attention and dense MLPs, shared experts,
+ * GPU and CPU routed experts) may have its own weight format (wformat.h): its bytes per
+ * weight in B, its compute choosing P; n_cpu_moe places the experts by layer. */
 #ifndef WS_COST_H
 #define WS_COST_H
 
 #include "model.h"
 #include "profile.h"
+#include "wformat.h"
 #include "ws_dtype.h"
 #include "ws_err.h"
 
@@ -103,6 +106,16 @@ typedef struct ws_cost_hw {
     ws_cost_roof gpu_attn;      /* GPU decode attention over HBM-resident pages */
     ws_cost_curve gpu_prefill;  /* GPU prefill attention (FlashAttention's own curve) */
     ws_cost_roof gpu_gemm;      /* GPU GEMM at the weight dtype (projections, experts, MLPs) */
+    ws_cost_roof gpu_gemm_wc[WS_WC_COUNT]; /* gpu_gemm with the peak of each weight format's
+                                            * compute: bf16/fp16 the tensor rate, fp8 fp8_flops,
+                                            * int8 int8_flops, fp32 fp32_flops (each x
+                                            * tensor_eff; a key the GPU lacks: the fp16 rate) */
+    ws_cost_roof cpu_expert_wc[WS_WC_COUNT]; /* cpu_expert per compute: the calibrated
+                                              * cpu.expert_gemm.<bf16|int8|fp32>.* fit, else
+                                              * cpu_peak.<family> x flops_eff for the family the
+                                              * host has (int8: amx_int8, avx512_vnni; bf16:
+                                              * amx_bf16, avx512_bf16), else fp32_flops x
+                                              * flops_eff */
     ws_cost_roof gpu_elem[WS_ELEM_KINDS]; /* memory-bound kernels: c0 + B / W (P unused) */
     ws_cost_val step;           /* s per forward step: scheduling, launches, synchronisation */
     ws_cost_roof h2d, d2h;      /* pinned copies: c0 + bytes / W (P unused) */
@@ -172,6 +185,15 @@ typedef struct ws_cost_cfg {
                               * its own copy of the CPU experts (KTransformers' USE_NUMA=1);
                               * 0: every socket as one pooled memory, one copy */
     double act_bytes;        /* B per activation element in the expert GEMMs (default 4) */
+    /* Weight formats per part (NULL: the model's dtype, its bytes and its rates): attention
+     * and the dense MLPs on the GPU, the shared experts, the routed experts on the GPU and on
+     * the CPU (w_cpu_experts overrides cpu_expert_bytes). A format's bytes per weight set its
+     * GEMMs' weight bytes and the memory the weights take; its compute picks the peak
+     * (ws_cost_hw.gpu_gemm_wc, cpu_expert_wc). */
+    const ws_wformat *w_gpu, *w_shared, *w_gpu_experts, *w_cpu_experts;
+    int n_cpu_moe; /* > 0: only the first n_cpu_moe MoE layers keep routed experts on the CPU
+                    * (gpu_experts of them on the GPU), the rest hold all on the GPU (llama.cpp
+                    * --n-cpu-moe); 0: every MoE layer holds gpu_experts */
 } ws_cost_cfg;
 
 void ws_cost_cfg_default(ws_cost_cfg *c);
@@ -198,7 +220,10 @@ typedef struct ws_cost_model {
     double cpu_replicas;         /* copies of the CPU experts in host DRAM (cpu_sockets or 1) */
     double *q;                   /* E pick probabilities, most popular first (owned) */
     double *log1m_q;             /* log(1 - q_i), -inf where q_i = 1 (owned) */
-    double cpu_q_sum, gpu_q_sum; /* sum of q over CPU / GPU experts */
+    double cpu_q_sum, gpu_q_sum; /* sum of q over CPU / GPU experts (a CPU-MoE layer) */
+    double all_q_sum;            /* sum of q over all experts (a layer with all on the GPU) */
+    double wb_gpu, wb_shared, wb_gpu_exp, wb_cpu_exp; /* B per weight of each part */
+    ws_cost_roof roof_gpu, roof_shared, roof_gpu_exp, roof_cpu_exp; /* their GEMMs' rooflines */
 } ws_cost_model;
 
 /* Builds the model's constants on hw (copied). WS_EINVAL for a model without attention or
@@ -278,6 +303,25 @@ double ws_cost_moe_permute_gpu(const ws_cost_model *cm, double T);
 double ws_cost_moe_permute_cpu(const ws_cost_model *cm, double T);
 /* 1 when `layer` has routed experts. */
 int ws_cost_layer_is_moe(const ws_cost_model *cm, int layer);
+/* Routed experts of `layer` resident on the GPU: 0 for a dense layer, n_experts for a MoE
+ * layer past the first n_cpu_moe (when set), else gpu_experts. */
+int ws_cost_layer_gpu_experts(const ws_cost_model *cm, int layer);
+/* The layer's kind as the schedule sees it: 0 dense, 1 MoE with gpu_experts on the GPU,
+ * 2 MoE with every expert on the GPU (past the first n_cpu_moe). Layers of one kind build
+ * the same ops. */
+int ws_cost_layer_kind(const ws_cost_model *cm, int layer);
+/* The routing and experts' functions above and below, for `layer` (the ones without a
+ * layer are those of the first MoE layer). */
+int ws_cost_router_on_cpu_at(const ws_cost_model *cm, int layer);
+double ws_cost_router_at(const ws_cost_model *cm, int layer, double T);
+double ws_cost_topk_at(const ws_cost_model *cm, int layer, double T);
+double ws_cost_moe_permute_gpu_at(const ws_cost_model *cm, int layer, double T);
+double ws_cost_moe_permute_cpu_at(const ws_cost_model *cm, int layer, double T);
+double ws_cost_cpu_experts_at(const ws_cost_model *cm, int layer, double T);
+double ws_cost_gpu_experts_at(const ws_cost_model *cm, int layer, double T);
+/* Bytes of the model's weights on the GPU and in host DRAM (the CPU-resident routed
+ * experts), each part at its format, layer by layer. */
+void ws_cost_weight_bytes(const ws_cost_model *cm, double *gpu, double *host);
 
 /* ---- routed experts -------------------------------------------------------------------- */
 

@@ -114,12 +114,12 @@ void ws_sched_build(const ws_cost_model *cm, const ws_cost_split *split, const w
                       ws_cost_o_proj(cm, T) + ws_cost_add(cm, T) + ws_cost_norm(cm, T),
                       HERE(attn_end));
     if (ws_cost_layer_is_moe(cm, l)) {
-        const int r = ADD(WS_OP_ROUTER, ws_cost_router_on_cpu(cm) ? WS_RES_CPU : WS_RES_GPU,
-                          ws_cost_router(cm, T) + ws_cost_topk(cm, T), HERE(o));
-        double tc = ws_cost_cpu_experts(cm, T), tg = ws_cost_gpu_experts(cm, T);
+        const int r = ADD(WS_OP_ROUTER, ws_cost_router_on_cpu_at(cm, l) ? WS_RES_CPU : WS_RES_GPU,
+                          ws_cost_router_at(cm, l, T) + ws_cost_topk_at(cm, l, T), HERE(o));
+        double tc = ws_cost_cpu_experts_at(cm, l, T), tg = ws_cost_gpu_experts_at(cm, l, T);
         const double ts = ws_cost_shared_experts(cm, T);
-        tc += tc > 0 ? ws_cost_moe_permute_cpu(cm, T) : 0;
-        tg += tg > 0 ? ws_cost_moe_permute_gpu(cm, T) : 0;
+        tc += tc > 0 ? ws_cost_moe_permute_cpu_at(cm, l, T) : 0;
+        tg += tg > 0 ? ws_cost_moe_permute_gpu_at(cm, l, T) : 0;
         const int ec = tc > 0 ? ADD(WS_OP_EXP_CPU, WS_RES_CPU, tc, HERE(r)) : -1;
         const int eg = tg > 0 ? ADD(WS_OP_EXP_GPU, WS_RES_GPU, tg, HERE(r)) : -1;
         const int sh = ts > 0 ? ADD(WS_OP_SHARED, WS_RES_GPU, ts, HERE(r)) : -1;

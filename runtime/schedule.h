@@ -28,8 +28,9 @@
  * after the previous layer; each is in the layer only when it has a duration. The D2H ops
  * (write, flush) feed no other op, so a player may take them in closed form.
  *
- * From layer 2 on, a layer's ops depend on l only through whether it is a MoE layer, so a
- * player of the model's durations may build them once per step and kind (sim/step.c does).
+ * From layer 2 on, a layer's ops depend on l only through its kind (ws_cost_layer_kind:
+ * dense, MoE with experts on the CPU, MoE with all on the GPU past n_cpu_moe), so a player
+ * of the model's durations may build them once per step and kind (sim/step.c does).
  *
  * Dependencies on earlier layers name anchors of layer l-1 or l-2: its end, its main op
  * (the GPU attention, or qkv in prefill: when its ping-pong half is free) and its last H2D

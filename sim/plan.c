@@ -19,6 +19,7 @@ void ws_plan_spec_default(ws_plan_spec *s)
     s->load = WS_PLAN_RATE;
     s->topts.format = WS_TRACE_AUTO;
     s->gen.arrivals = WS_ARRIVALS_POISSON;
+    ws_cost_cfg_default(&s->cost);
     s->gen.cv = 1;
     s->gen.rate = 1;
     s->requests = 200;
@@ -445,7 +446,7 @@ int ws_plan_open(ws_store *store, const ws_plan_spec *s, ws_plan **out, ws_err *
         return ws_err_set(err, WS_ENOMEM, "plan: out of memory");
     p->spec = s;
     for (int g = 0; g < s->n_gpus && !rc; g++)
-        rc = ws_hw_load(store, s->model, s->gpus[g], s->host, WS_DT_BF16, &p->m[g], &p->hw[g],
+        rc = ws_hw_load(store, s->model, s->gpus[g], s->host, s->cost.kv_dtype, &p->m[g], &p->hw[g],
                         &p->cores, err);
     if (!rc && s->load == WS_PLAN_RATE && s->trace) {
         ws_trace *t;
@@ -626,8 +627,7 @@ static int eval_one(ws_plan *P, const ws_plan_point *pt, ws_plan_result *out, ws
         src = (sim_source){.next = scaled_next, .ctx = &sc, .clients = sc.in.clients};
     }
     sim_results r;
-    ws_cost_cfg cc;
-    ws_cost_cfg_default(&cc);
+    ws_cost_cfg cc = s->cost;
     if (!rc)
         rc = sim_run(&P->m[pt->gpu], &P->hw[pt->gpu], &cc, &cfg, &src, &r, err);
     ws_trace_close(tr);

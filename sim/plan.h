@@ -32,6 +32,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cost.h"
 #include "store.h"
 #include "trace.h"
 #include "trace_gen.h"
@@ -126,6 +127,7 @@ typedef struct ws_plan_spec {
     int detail_layer;           /* 0: fold identical layers (default) */
     int chunk;                  /* prefill chunk (2048) */
     uint64_t seed;
+    ws_cost_cfg cost;           /* weight formats, KV dtype, expert placement (the defaults) */
     /* after every round: points evaluated so far, open searches */
     void (*progress)(void *ctx, int round, long long points, int open);
     void *progress_ctx;

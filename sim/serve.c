@@ -643,12 +643,8 @@ int sim_run(const ws_model *m, const ws_cost_hw *hw, const ws_cost_cfg *ccfg, co
                             : hw->host_mem.v > 0 ? hw->host_mem.v
                                                  : WS_SIM_HOST_DEFAULT;
     /* Weights on the GPU: everything but the routed experts left on the CPU, which sit in
-     * host DRAM (at the CPU experts' format) beside the spilled KV. */
-    const double cpu_share = m->n_experts > 0 ? 1.0 - (double)cc.gpu_experts / m->n_experts : 0;
-    const double cpu_routed = R.cm.st.routed_bytes * cpu_share;
-    const double cpu_wb = cc.cpu_expert_bytes > 0 ? cc.cpu_expert_bytes : R.cm.w_elem;
-    res->tot.gpu_weight_bytes = R.cm.st.total_params * R.cm.w_elem - cpu_routed;
-    res->tot.host_weight_bytes = cpu_routed / R.cm.w_elem * cpu_wb * R.cm.cpu_replicas;
+     * host DRAM beside the spilled KV; each part at its format. */
+    ws_cost_weight_bytes(&R.cm, &res->tot.gpu_weight_bytes, &res->tot.host_weight_bytes);
     res->tot.host_mem = host_mem;
     R.host = host_mem - res->tot.host_weight_bytes;
     res->tot.no_host_room = !(R.host > 0);

@@ -23,11 +23,15 @@ static int same_layer(const sim_step_layer *a, const sim_step_layer *b)
 #undef SAME
 }
 
-/* Folding may stop after layer l: l-2 .. l are MoE layers past the first and identical. */
+/* Folding may stop after layer l: l-2 .. l are MoE layers past the first and identical, and
+ * every layer left is of their kind (the GPU-MoE layers past --n-cpu-moe come last). */
 static int periodic_at(const sim_step *st, int l)
 {
     const int first = st->cm->n_dense_layers > 1 ? st->cm->n_dense_layers : 1;
-    return l - 2 >= first && same_layer(&st->lay[l - 2], &st->lay[l - 1]) &&
+    const int k = ws_cost_layer_kind(st->cm, l);
+    return l - 2 >= first && ws_cost_layer_kind(st->cm, l - 2) == k &&
+           ws_cost_layer_kind(st->cm, st->layers - 1) == k &&
+           same_layer(&st->lay[l - 2], &st->lay[l - 1]) &&
            same_layer(&st->lay[l - 1], &st->lay[l]);
 }
 
@@ -113,7 +117,7 @@ static int add_layer(sim_step *st, int l, ws_err *err)
     ws_sched_layer own;
     const ws_sched_layer *s = &own;
     if (l >= 2) {
-        const int k = ws_cost_layer_is_moe(st->cm, l);
+        const int k = ws_cost_layer_kind(st->cm, l);
         if (!st->memo_ok[k]) {
             ws_sched_build(st->cm, &st->split, st->in, l, &st->memo[k]);
             st->memo_ok[k] = 1;
@@ -164,7 +168,7 @@ int sim_step_run(sim_step *st, const sim_step_in *in, sim_step_out *out, ws_err 
     st->in = in;
     st->added = 0;
     st->stop = 0;
-    st->memo_ok[0] = st->memo_ok[1] = 0;
+    st->memo_ok[0] = st->memo_ok[1] = st->memo_ok[2] = 0;
     ws_cost_split_terms(cm, in->resident, 0, 0, 0, &st->split);
     const uint64_t ev0 = st->eng->n_processed;
     out->t0 = sim_now(st->eng);

@@ -32,11 +32,19 @@ static const char *k_points =
     "  \"metric\": \"tpot_s\", \"published\": 0.1},\n"
     " {\"id\": \"ncpumoe\", \"source\": \"x\", \"hardware\": {\"gpu\": \"a100-40gb-pcie\","
     "  \"host\": \"xeon-gold-5318y\"}, \"model\": \"qwen3-30b-a3b\", \"offload\": true,"
-    "  \"placement\": {\"n_cpu_moe\": 12}, \"batch\": 1, \"prompt\": 64, \"output\": 8,"
+    "  \"placement\": {\"n_cpu_moe\": 40}, \"batch\": 1, \"prompt\": 64, \"output\": 8,"
     "  \"metric\": \"tpot_s\", \"published\": 0.1},\n"
     " {\"id\": \"nogpu\", \"source\": \"x\", \"hardware\": {\"gpu\": \"no-such-gpu\","
     "  \"host\": \"xeon-gold-5318y\"}, \"model\": \"qwen3-30b-a3b\", \"batch\": 1,"
-    "  \"prompt\": 64, \"output\": 8, \"metric\": \"ttft_s\", \"published\": 0.1}\n"
+    "  \"prompt\": 64, \"output\": 8, \"metric\": \"ttft_s\", \"published\": 0.1},\n"
+    " {\"id\": \"q2xl\", \"source\": \"x\", \"hardware\": {\"gpu\": \"a100-40gb-pcie\","
+    "  \"host\": \"xeon-gold-5318y\"}, \"model\": \"qwen3-30b-a3b\", \"weights\": \"ud_q2_k_xl\","
+    "  \"quantized\": true, \"offload\": true, \"batch\": 1, \"prompt\": 64, \"output\": 8,"
+    "  \"metric\": \"tpot_s\", \"published\": 0.1},\n"
+    " {\"id\": \"kvq4\", \"source\": \"x\", \"hardware\": {\"gpu\": \"a100-40gb-pcie\","
+    "  \"host\": \"xeon-gold-5318y\"}, \"model\": \"qwen3-30b-a3b\", \"kv_dtype\": \"q4_0\","
+    "  \"offload\": true, \"batch\": 1, \"prompt\": 64, \"output\": 8,"
+    "  \"metric\": \"tpot_s\", \"published\": 0.1}\n"
     "]}\n";
 
 static ws_fid_report load(void)
@@ -47,7 +55,7 @@ static ws_fid_report load(void)
     ws_fid_report r = {0};
     ws_err err = {0};
     cr_assert_eq(ws_fidelity_load_e2e(path, &r, &err), 0, "%s", err.msg);
-    cr_assert_eq(r.n, 5);
+    cr_assert_eq(r.n, 7);
     ws_store *s = NULL;
     cr_assert_eq(ws_store_open_embedded(&s, &err), 0, "%s", err.msg);
     cr_assert_eq(ws_fidelity_predict_e2e(s, &r, NULL, NULL, &err), 0, "%s", err.msg);
@@ -103,13 +111,52 @@ Test(fidelity, expert_offload_runs_ktrans_with_the_gpu_experts_given)
     ws_fidelity_free(&r);
 }
 
+/* Quantized weights (q4_k_m on every part) and experts placed by layer (--n-cpu-moe) are
+ * expressed: a prediction, below the bf16 point's TPOT for q4_k_m. */
+Test(fidelity, quantized_and_layer_placed_points_get_a_ratio)
+{
+    ws_fid_report r = load();
+    for (int i = 2; i < 4; i++) {
+        const ws_fid_point *p = &r.pt[i];
+        cr_assert_str_empty(p->missing, "%s: %s", p->id, p->missing);
+        cr_assert_str_eq(p->policy, "ktrans");
+        cr_assert(p->predicted > 0 && isfinite(p->ratio), "%s", p->id);
+    }
+    /* the same point with bf16 weights: every expert on the CPU at 2 B a weight */
+    ws_model m;
+    ws_cost_hw hw;
+    ws_err err = {0};
+    int cores = 1;
+    ws_store *s = NULL;
+    cr_assert_eq(ws_store_open_embedded(&s, &err), 0, "%s", err.msg);
+    cr_assert_eq(ws_hw_load(s, "qwen3-30b-a3b", "a100-40gb-pcie", "xeon-gold-5318y", WS_DT_BF16,
+                            &m, &hw, &cores, &err),
+                 0, "%s", err.msg);
+    ws_store_close(s);
+    ws_cost_cfg cc;
+    ws_cost_cfg_default(&cc);
+    sim_cfg cfg;
+    sim_cfg_default(&cfg);
+    cfg.policy = WS_POLICY_KTRANS;
+    cfg.batch = 1;
+    cfg.cpu_workers = cores;
+    sim_closed cl;
+    sim_source src;
+    sim_closed_source(&cl, 1, 64, 8, &src);
+    sim_results res;
+    cr_assert_eq(sim_run(&m, &hw, &cc, &cfg, &src, &res, &err), 0, "%s", err.msg);
+    cr_assert_lt(r.pt[2].predicted, res.tot.tpot_p50);
+    sim_results_free(&res);
+    ws_fidelity_free(&r);
+}
+
 Test(fidelity, inexpressible_setups_name_the_knob)
 {
     ws_fid_report r = load();
-    cr_assert(strstr(r.pt[2].missing, "weight format q4_k_m"), "%s", r.pt[2].missing);
-    cr_assert(strstr(r.pt[3].missing, "--n-cpu-moe 12"), "%s", r.pt[3].missing);
     cr_assert(strstr(r.pt[4].missing, "no-such-gpu"), "%s", r.pt[4].missing);
-    for (int i = 2; i < 5; i++)
+    cr_assert(strstr(r.pt[5].missing, "weight format ud_q2_k_xl"), "%s", r.pt[5].missing);
+    cr_assert(strstr(r.pt[6].missing, "KV dtype q4_0"), "%s", r.pt[6].missing);
+    for (int i = 4; i < 7; i++)
         cr_assert(isnan(r.pt[i].ratio) && isnan(r.pt[i].predicted));
     ws_fidelity_free(&r);
 }
@@ -123,10 +170,12 @@ Test(fidelity, summary_groups_and_statistics)
     cr_assert_eq(r.g[0].expressed, 1);
     cr_assert_float_eq(r.g[0].median_err, fabs(r.pt[0].ratio - 1), 1e-12);
     cr_assert_str_eq(r.g[1].group, "e2e offload");
-    cr_assert_eq(r.g[1].n, 2);        /* kt, ncpumoe */
+    cr_assert_eq(r.g[1].n, 3);        /* kt, ncpumoe, kvq4 */
+    cr_assert_eq(r.g[1].expressed, 2);
     cr_assert_str_eq(r.g[2].group, "e2e offload+quantized");
-    cr_assert_eq(r.g[2].expressed, 0);
-    cr_assert(isnan(r.g[2].median_err));
+    cr_assert_eq(r.g[2].n, 2);        /* q4, q2xl */
+    cr_assert_eq(r.g[2].expressed, 1);
+    cr_assert_float_eq(r.g[2].median_err, fabs(r.pt[2].ratio - 1), 1e-12);
     ws_fidelity_free(&r);
 }
 
@@ -174,8 +223,8 @@ Test(fidelity, cli_json_has_the_points_array)
     const char *args[] = {"fidelity", "--points", path, "--no-ops", "--json", NULL};
     json_t *j = th_writescope_json(args, NULL);
     json_t *pts = json_object_get(j, "points");
-    cr_assert_eq(json_array_size(pts), 5);
-    json_t *q4 = json_array_get(pts, 2);
+    cr_assert_eq(json_array_size(pts), 7);
+    json_t *q4 = json_array_get(pts, 5);
     cr_assert_str_eq(json_string_value(json_object_get(q4, "kind")), "e2e");
     cr_assert(json_is_true(json_object_get(q4, "quantized")));
     cr_assert(json_is_true(json_object_get(q4, "offload")));

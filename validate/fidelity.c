@@ -11,6 +11,7 @@
 #include "model.h"
 #include "policy.h"
 #include "serve.h"
+#include "wformat.h"
 #include "ws_dtype.h"
 #include "ws_util.h"
 
@@ -178,58 +179,65 @@ static int on_step(void *ctx, const sim_step_rec *rec, ws_err *err)
     return 0;
 }
 
-/* The policy standing for the point's placement, or missing names the knob. */
-static int point_policy(ws_fid_point *p, const ws_model *m, ws_policy_kind *k, int *gpu_experts)
+/* The policy standing for the point's placement (the experts of the first n_cpu_moe MoE
+ * layers on the CPU where it says so), or missing names the knob. */
+static int point_policy(ws_fid_point *p, const ws_model *m, ws_policy_kind *k, ws_cost_cfg *cc)
 {
     const char *w = p->offload_what;
-    *gpu_experts = 0;
+    cc->gpu_experts = 0;
     if (!strcmp(w, "layers")) {
         snprintf(p->missing, sizeof p->missing, "whole layers on the CPU (layer offload)");
         return -1;
     }
-    if (p->n_cpu_moe >= 0) {
-        snprintf(p->missing, sizeof p->missing,
-                 "experts placed by layer (--n-cpu-moe %d; only a count per layer exists)",
-                 p->n_cpu_moe);
-        return -1;
-    }
-    int experts = strstr(w, "experts") != NULL, kv = strstr(w, "kv") != NULL;
+    int experts = strstr(w, "experts") != NULL || p->n_cpu_moe >= 0,
+        kv = strstr(w, "kv") != NULL;
     if (!experts && !kv && strcmp(w, "none")) {
         snprintf(p->missing, sizeof p->missing, "offload of '%s'", w);
         return -1;
     }
     if (experts) {
-        *gpu_experts = p->all_experts_cpu || p->gpu_experts < 0 ? 0 : p->gpu_experts;
-        if (*gpu_experts > m->n_experts) {
+        cc->gpu_experts = p->all_experts_cpu || p->gpu_experts < 0 ? 0 : p->gpu_experts;
+        if (cc->gpu_experts > m->n_experts) {
             snprintf(p->missing, sizeof p->missing, "%d GPU experts of a %d-expert model",
-                     *gpu_experts, m->n_experts);
+                     cc->gpu_experts, m->n_experts);
             return -1;
         }
+        if (p->n_cpu_moe == 0) /* llama.cpp --n-cpu-moe 0: every expert on the GPU */
+            cc->gpu_experts = m->n_experts;
+        else if (p->n_cpu_moe > 0)
+            cc->n_cpu_moe = p->n_cpu_moe;
     }
     *k = kv ? WS_POLICY_WRITESCOPE : experts ? WS_POLICY_KTRANS : WS_POLICY_GPU_ONLY;
     snprintf(p->policy, sizeof p->policy, "%s", ws_policy_name(*k));
     return 0;
 }
 
-/* Reads the point's formats into dtypes, or names the one that cannot be expressed. */
-static int point_dtypes(ws_fid_point *p, ws_model *m, ws_dtype *kv, double *cpu_expert_bytes)
+/* Reads the point's formats: a float dtype becomes the model's weight dtype (the CPU
+ * experts' bytes where they differ), any other known format the parts' formats (the GPU
+ * part's, the CPU experts' beside it); the KV dtype. Missing names what cannot be
+ * expressed. */
+static int point_dtypes(ws_fid_point *p, ws_model *m, ws_dtype *kv, ws_cost_cfg *cc)
 {
     ws_dtype d;
-    *cpu_expert_bytes = 0;
+    const ws_wformat *f = NULL;
     if (*p->weights_gpu) {
-        if (ws_dtype_parse(p->weights_gpu, &d)) {
+        if (!ws_dtype_parse(p->weights_gpu, &d)) {
+            m->weight_dtype = d;
+        } else if ((f = ws_wformat_find(p->weights_gpu))) {
+            cc->w_gpu = cc->w_shared = cc->w_gpu_experts = cc->w_cpu_experts = f;
+        } else {
             snprintf(p->missing, sizeof p->missing, "weight format %s", p->weights_gpu);
             return -1;
         }
-        m->weight_dtype = d;
     }
     if (*p->weights_cpu && strcmp(p->weights_cpu, p->weights_gpu)) {
-        if (ws_dtype_parse(p->weights_cpu, &d)) {
+        if (!ws_dtype_parse(p->weights_cpu, &d) && !f) {
+            cc->cpu_expert_bytes = ws_dtype_size(d);
+        } else if ((cc->w_cpu_experts = ws_wformat_find(p->weights_cpu)) == NULL) {
             snprintf(p->missing, sizeof p->missing, "CPU expert weight format %s",
                      p->weights_cpu);
             return -1;
         }
-        *cpu_expert_bytes = ws_dtype_size(d);
     }
     *kv = WS_DT_BF16;
     if (*p->kv_dtype && ws_dtype_parse(p->kv_dtype, kv)) {
@@ -293,10 +301,10 @@ static int predict_one(ws_store *s, ws_fid_point *p, ws_err *err)
     ws_dtype kv;
     ws_cost_cfg cc;
     ws_cost_cfg_default(&cc);
-    if (point_dtypes(p, &m, &kv, &cc.cpu_expert_bytes))
+    if (point_dtypes(p, &m, &kv, &cc))
         return 0;
     ws_policy_kind k;
-    if (point_policy(p, &m, &k, &cc.gpu_experts))
+    if (point_policy(p, &m, &k, &cc))
         return 0;
     cc.kv_dtype = kv;
     ws_cost_hw hw;
