@@ -125,6 +125,7 @@ typedef struct ws_plan_spec {
     /* simulation */
     int detail_layer;           /* 0: fold identical layers (default) */
     int chunk;                  /* prefill chunk (2048) */
+    int prefill_mode;           /* where chunks' CPU experts run: ws_prefill_mode (auto) */
     uint64_t seed;
     /* after every round: points evaluated so far, open searches */
     void (*progress)(void *ctx, int round, long long points, int open);
