@@ -35,8 +35,8 @@ static void usage(FILE *out)
             "           [--max-rate R] [--price PROFILE=USD_PER_HOUR ...] [--tune]\n"
             "           [--kv-gb-list G,..] [--page-list P,..] [--window-list W,..]\n"
             "           [--fit-batches B,..|none] [--fit-max TOKENS] [--detail step|layer]\n"
-            "           [--seed S] [--chunk T] [--db PATH | --save] [--plot FILE.png|svg|pdf]\n"
-            "           [--json]\n"
+            "           [--seed S] [--chunk T] [--prefill auto|cpu|gpu] [--db PATH | --save]\n"
+            "           [--plot FILE.png|svg|pdf] [--json]\n"
             "\n"
             "Finds with the simulator, per GPU profile and KV policy, the highest load that\n"
             "meets the SLOs: at least P%% (--slo-pct, default 99; '99' or 'p99') of requests\n"
@@ -766,6 +766,7 @@ static int plan_search(const plan_opts *o, const cli_args *a, ws_plan_spec *s)
     s->tol = o->tol;
     s->start = o->start;
     s->chunk = w->chunk;
+    s->prefill_mode = w->prefill;
     int rc;
     if (strcmp(w->policy, "all")) {
         char buf[256];

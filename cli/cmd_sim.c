@@ -29,8 +29,9 @@ static void usage(FILE *out)
             "           [--clients C] [--think T] --requests K --prompt-dist SPEC\n"
             "           --output-dist SPEC] [--policy NAME|all] [--r R] [--r-max R]\n"
             "           [--detail step|layer] [--layers K] [--slo-ttft S --slo-tpot S]\n"
-            "           [--seed S] [--chunk T] [--window W] [--gpu-kv-gb G] [--gpu-experts E]\n"
-            "           [--host-mem G] [--cpu-sockets N]\n"
+            "           [--seed S] [--chunk T] [--prefill auto|cpu|gpu] [--window W]\n"
+            "           [--gpu-kv-gb G] [--gpu-experts E] [--host-mem G]\n"
+            "           [--cpu-sockets N]\n"
             "           [--db PATH | --save] [--csv DIR] [--chrome-trace FILE\n"
             "           [--chrome-trace-limit N]] [--json]\n"
             "       writescope sim grid [--host PROFILE] [--model NAME] [--gpu PROFILE]\n"
@@ -130,6 +131,8 @@ static json_t *totals_json(const sim_results *r)
     json_object_set_new(o, "events", json_integer((json_int_t)t->events));
     json_object_set_new(o, "folded_layers", json_integer((json_int_t)t->folded_layers));
     json_object_set_new(o, "fold_inexact_steps", json_integer((json_int_t)t->fold_inexact));
+    json_object_set_new(o, "prefill_cpu_steps", json_integer((json_int_t)t->prefill_cpu_steps));
+    json_object_set_new(o, "prefill_gpu_steps", json_integer((json_int_t)t->prefill_gpu_steps));
     json_object_set_new(o, "wall_s", json_real(t->wall_s));
     json_t *rq = json_array();
     for (size_t i = 0; i < r->n_req; i++) {
@@ -188,6 +191,9 @@ static void print_row(FILE *o, const sim_results *r, int slo)
             (unsigned long long)t->steps, (unsigned long long)t->events, t->wall_s);
     if (slo)
         fprintf(o, "  goodput %.3f req/s (%.0f%% within SLO)", t->goodput_rps, 100 * t->slo_frac);
+    if (t->prefill_cpu_steps + t->prefill_gpu_steps)
+        fprintf(o, "  prefill experts: cpu %llu gpu %llu chunks",
+                (unsigned long long)t->prefill_cpu_steps, (unsigned long long)t->prefill_gpu_steps);
     fprintf(o, "\n");
 }
 
@@ -632,6 +638,7 @@ static int sim_check(const cli_args *a, int detail_layer, sim_job *j)
     j->output = w->output;
     c->layers = w->layers;
     c->chunk = w->chunk;
+    c->prefill_mode = w->prefill;
     c->window = o->window;
     c->par.r_static = w->r;
     c->par.r_max = o->r_max;

@@ -30,6 +30,7 @@ typedef struct cli_workload {
     const char *trace; /* cli_sim_opts */
     int detail;        /* 0 step, 1 layer */
     int chunk, save;
+    int prefill;        /* ws_prefill_mode: 0 auto, 1 cpu, 2 gpu */
     const char *format; /* cli_trace_opts */
     int skip_bad;
     cli_gen_args gen; /* cli_gen_opts, cli_closed_opts */
@@ -45,7 +46,7 @@ extern const cli_optdef cli_workload_opts[];
 extern const cli_optdef cli_engine_opts[];
 /* --gpu cuda|modeled:<profile> --threads: run, validate. */
 extern const cli_optdef cli_live_opts[];
-/* --trace --detail --chunk --save: sim, plan (--detail has no default: sim plays layers, sim
+/* --trace --detail --chunk --prefill --save: sim, plan (--detail has no default: sim plays layers, sim
  * grid and plan fold steps). */
 extern const cli_optdef cli_sim_opts[];
 /* --format --skip-bad: a trace file's reading (sim, plan, trace stats, trace convert). */

@@ -94,6 +94,19 @@ void ws_ctl_step_end(ws_ctl *c, double t_moe)
     c->last_moe = t_moe;
 }
 
+int ws_ctl_set_prefill(ws_ctl *c, int mode, ws_err *err)
+{
+    if (mode < WS_PREFILL_AUTO || mode > WS_PREFILL_GPU)
+        return ws_err_set(err, WS_EINVAL, "control: unknown prefill mode %d", mode);
+    c->prefill_mode = mode;
+    return 0;
+}
+
+int ws_ctl_prefill_gpu(const ws_ctl *c, double q, double ctx)
+{
+    return ws_cost_prefill_gpu(c->cm, c->prefill_mode, q, ctx);
+}
+
 double ws_ctl_A(const ws_ctl *c)
 {
     return ws_policy_A(&c->pol);

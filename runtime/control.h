@@ -16,7 +16,9 @@
  *              many whole pages (and bytes) change region for that;
  *   observe    the feedback from one layer's observed halves (measured in the runtime,
  *              played in the simulator) with the fixed costs the model gives that layer;
- *   step_end   the step's last MoE phase becomes the next estimate.
+ *   step_end   the step's last MoE phase becomes the next estimate;
+ *   experts    where a prefill chunk's CPU-resident routed experts run: on the CPU, or on the
+ *              GPU with their weights streamed (ws_cost_prefill_gpu under the run's mode).
  * The MoE estimate before any decode step is the cost model's for a decode step of the
  * batch: router, then the slower of the CPU's routed experts and the GPU's experts plus
  * the shared ones. No I/O, no memory of the KV: pure decisions on the caller's numbers. */
@@ -38,6 +40,7 @@ typedef struct ws_ctl {
     int page_tokens; /* P */
     double last_moe; /* the last decode step's final MoE phase, s (0: none yet) */
     double r_cur;    /* migrate: the cache's one share (the others: unused) */
+    int prefill_mode; /* ws_prefill_mode (cost.h): auto after ws_ctl_init */
 } ws_ctl;
 
 /* The controller of policy `kind` on cost model cm (kept by pointer), for `layers` played
@@ -73,6 +76,12 @@ void ws_ctl_observe(ws_ctl *c, double n, double cpu_s, double m, double gpu_s, d
                     double t_moe_prev);
 /* The step is over: t_moe is its last layer's MoE phase. */
 void ws_ctl_step_end(ws_ctl *c, double t_moe);
+
+/* The prefill strategy mode (ws_prefill_mode); WS_EINVAL for another value. */
+int ws_ctl_set_prefill(ws_ctl *c, int mode, ws_err *err);
+/* 1: the prefill chunk of q tokens after ctx streams its CPU experts to the GPU; 0: they
+ * run on the CPU. */
+int ws_ctl_prefill_gpu(const ws_ctl *c, double q, double ctx);
 
 double ws_ctl_A(const ws_ctl *c); /* adopted A, s/token */
 double ws_ctl_B(const ws_ctl *c); /* adopted B, s/token */

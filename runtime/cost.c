@@ -1019,3 +1019,81 @@ double ws_cost_gpu_experts_at(const ws_cost_model *cm, int layer, double T)
     /* the activation between the experts' two GEMMs, one kernel over every pair */
     return t > 0 ? t + ws_cost_act(cm, pairs, cm->moe_inter) : 0;
 }
+
+/* ---- prefill strategies ---------------------------------------------------------------- */
+
+const char *ws_prefill_mode_name(int mode)
+{
+    return mode == WS_PREFILL_CPU ? "cpu" : mode == WS_PREFILL_GPU ? "gpu" : "auto";
+}
+
+int ws_prefill_mode_parse(const char *name)
+{
+    for (int m = WS_PREFILL_AUTO; m <= WS_PREFILL_GPU; m++)
+        if (name && !strcmp(name, ws_prefill_mode_name(m)))
+            return m;
+    return -1;
+}
+
+/* B per CPU expert weight element: the CPU experts' format, else the model's. */
+static double cpu_wbytes(const ws_cost_model *cm)
+{
+    return cm->cfg.cpu_expert_bytes > 0 ? cm->cfg.cpu_expert_bytes : cm->w_elem;
+}
+
+double ws_cost_expert_stream_bytes(const ws_cost_model *cm, double T)
+{
+    return ws_cost_distinct_cpu_experts(cm, T) * cm->expert_params * cpu_wbytes(cm);
+}
+
+double ws_cost_expert_stream(const ws_cost_model *cm, double T)
+{
+    return ws_cost_h2d(cm, ws_cost_expert_stream_bytes(cm, T), 0);
+}
+
+double ws_cost_gpu_streamed_experts(const ws_cost_model *cm, double T)
+{
+    const double pairs = T * cm->cpu_q_sum;
+    const double t = experts_time(cm, &cm->hw.gpu_gemm, ws_cost_distinct_cpu_experts(cm, T),
+                                  pairs, cpu_wbytes(cm), cm->w_elem, 2.0);
+    if (!(t > 0))
+        return 0;
+    return t + ws_cost_act(cm, pairs, cm->moe_inter) +
+           ws_cost_elem_time(&cm->hw, WS_ELEM_MOE, permute_bytes(cm, pairs)) +
+           ws_cost_elem_time(&cm->hw, WS_ELEM_MOE, combine_bytes(cm, pairs, T));
+}
+
+double ws_cost_router_gpu(const ws_cost_model *cm, double T)
+{
+    if (T <= 0 || cm->router_params <= 0)
+        return 0;
+    return gpu_gemm(cm, T, cm->hidden, cm->n_experts) +
+           ws_cost_elem_time(&cm->hw, WS_ELEM_MOE, topk_bytes(cm, T));
+}
+
+double ws_cost_prefill_layer_est(const ws_cost_model *cm, double q, double ctx, int gpu)
+{
+    const double T = q;
+    double tg = ws_cost_gpu_experts(cm, T);
+    tg += tg > 0 ? ws_cost_moe_permute_gpu(cm, T) : 0;
+    const double side = tg + ws_cost_shared_experts(cm, T);
+    const double G = ws_cost_add(cm, T) + ws_cost_norm(cm, T) + ws_cost_qkv_proj(cm, T) +
+                     ws_cost_rope(cm, T) + ws_cost_gpu_prefill_attn(cm, q, ctx) +
+                     ws_cost_gpu_indexer(cm, q, ctx + q) + ws_cost_o_proj(cm, T) +
+                     ws_cost_add(cm, T) + ws_cost_norm(cm, T);
+    if (gpu)
+        return fmax(G + ws_cost_router_gpu(cm, T) + side + ws_cost_gpu_streamed_experts(cm, T),
+                    ws_cost_expert_stream(cm, T));
+    double tc = ws_cost_cpu_experts(cm, T);
+    tc += tc > 0 ? ws_cost_moe_permute_cpu(cm, T) : 0;
+    return G + ws_cost_router(cm, T) + ws_cost_topk(cm, T) + fmax(tc, side);
+}
+
+int ws_cost_prefill_gpu(const ws_cost_model *cm, int mode, double q, double ctx)
+{
+    if (!(cm->cpu_q_sum > 0) || q <= 0 || mode == WS_PREFILL_CPU)
+        return 0;
+    if (mode == WS_PREFILL_GPU)
+        return 1;
+    return ws_cost_prefill_layer_est(cm, q, ctx, 1) < ws_cost_prefill_layer_est(cm, q, ctx, 0);
+}

@@ -335,6 +335,47 @@ double ws_cost_distinct_uniform(int E, int k, double T);
 double ws_cost_cpu_experts(const ws_cost_model *cm, double T);
 double ws_cost_gpu_experts(const ws_cost_model *cm, double T);
 
+/* ---- prefill strategies: where a chunk's routed experts run ---------------------------- */
+
+/* A prefill chunk's CPU-resident routed experts run on the CPU (as a decode step's do), or on
+ * the GPU with their weights streamed H2D (llama.cpp offloads a matrix product whose weights
+ * sit in host memory once the batch reaches GGML_OP_OFFLOAD_MIN_BATCH, 32 tokens; KTransformers
+ * prefills on the GPU). The stream carries the distinct CPU experts the chunk hits, not the
+ * layer's whole expert tensor: ggml's scheduler copies only the experts a MUL_MAT_ID uses, and
+ * a chunk of a few hundred tokens hits nearly every expert anyway. It runs on an idle CPU, so
+ * at the uncontended H2D rate. A layer's stream may start once the previous layer's is in and
+ * the buffer of layer l-2 is free (two layers' experts in flight), so it overlaps the GPU's
+ * compute of the layer before (schedule.h: WS_OP_H2D_EXP feeding WS_OP_EXP_STREAM). */
+typedef enum ws_prefill_mode {
+    WS_PREFILL_AUTO = 0, /* per chunk, the cheaper by ws_cost_prefill_layer_est */
+    WS_PREFILL_CPU = 1,  /* routed experts on the CPU */
+    WS_PREFILL_GPU = 2,  /* CPU experts' weights streamed to the GPU */
+} ws_prefill_mode;
+/* "auto", "cpu", "gpu"; ws_prefill_mode_parse: the mode of a name, -1 for none. */
+const char *ws_prefill_mode_name(int mode);
+int ws_prefill_mode_parse(const char *name);
+/* Bytes of CPU-resident expert weights one MoE layer streams for a chunk of T tokens. */
+double ws_cost_expert_stream_bytes(const ws_cost_model *cm, double T);
+/* Their H2D copy (uncontended), s. */
+double ws_cost_expert_stream(const ws_cost_model *cm, double T);
+/* The GPU's grouped GEMMs over those streamed experts for T tokens (their (token, expert)
+ * pairs, the weights read from HBM once more), with their activation, permute and combine. */
+double ws_cost_gpu_streamed_experts(const ws_cost_model *cm, double T);
+/* The router and top-k on the GPU (where they run when the experts do). */
+double ws_cost_router_gpu(const ws_cost_model *cm, double T);
+/* The steady-state time of one MoE layer of a prefill chunk of q tokens after ctx under a
+ * strategy (gpu = 1: streamed), the estimate the choice compares. With G the layer's GPU
+ * work before the MoE phase (projections, attention) and S the GPU-resident and shared
+ * experts (which run beside the CPU's):
+ *     CPU:  G + router_cpu + max(CPU experts + permute, S)
+ *     GPU:  max(G + router_gpu + S + streamed experts, stream)
+ * (the next layer's stream hides under this layer's compute, or the compute under it). */
+double ws_cost_prefill_layer_est(const ws_cost_model *cm, double q, double ctx, int gpu);
+/* The strategy of a chunk: 1 to stream the experts to the GPU, 0 to run them on the CPU.
+ * Forced modes are honoured; auto takes the smaller estimate (ties: CPU). A model with no
+ * CPU-resident experts: 0 (nothing to stream). */
+int ws_cost_prefill_gpu(const ws_cost_model *cm, int mode, double q, double ctx);
+
 #ifdef __cplusplus
 }
 #endif

@@ -415,7 +415,8 @@ static int eng_init(eng *e, const ws_engine_cfg *c, ws_run_result *res, ws_err *
                  100 * c->mem_fraction, ram / 1073741824.0);
     }
     res->layers = e->L;
-    if ((rc = ws_ctl_init(&e->ctl, &e->cm, c->policy, &c->par, e->L, err)))
+    if ((rc = ws_ctl_init(&e->ctl, &e->cm, c->policy, &c->par, e->L, err)) ||
+        (rc = ws_ctl_set_prefill(&e->ctl, c->prefill_mode, err)))
         return rc;
 
     if (c->gpu == WS_ENGINE_GPU_CUDA && (rc = cuda_open(e, res, err)))
@@ -590,22 +591,38 @@ static int prefill(eng *e, ws_run_result *res, ws_err *err)
     res->r_prefill = N / e->P > 0 ? placed / ((double)e->B * (N / e->P)) : 0;
     const double t0 = ws_now_s();
     int rc = 0;
-    double model_s = 0;
     for (int l = 0; l < e->L && !rc; l++) {
         for (int i = 0; i < e->B && !rc; i++) {
             gen_kv(c->seed, l, i, 0, N, e->row_k, e->row_v, k, v, e->tmp);
             rc = ws_ikv_prefill(e->kv, e->seqs[i], l, N, k, v, cpu_pages[i], err);
         }
-        /* modeled prefill compute of the layer (GPU), and its KV written D2H */
-        const double T = (double)e->B * N;
-        model_s += ws_cost_qkv_proj(&e->cm, T) + e->B * ws_cost_gpu_prefill_attn(&e->cm, N, 0) +
-                   ws_cost_o_proj(&e->cm, T) +
-                   (ws_cost_layer_is_moe(&e->cm, l)
-                        ? ws_cost_router(&e->cm, T) + ws_cost_gpu_experts(&e->cm, T) +
-                              ws_cost_shared_experts(&e->cm, T)
-                        : ws_cost_dense_mlp(&e->cm, T));
     }
     res->prefill_wall_s = ws_now_s() - t0;
+    /* The modeled compute: each prompt's chunks in the serving loop's order, each the layer
+     * schedule played (its KV written D2H, its experts where the controller puts them). */
+    const int chunk = c->chunk > 0 ? c->chunk : 2048;
+    double model_s = 0;
+    for (int i = 0; i < e->B; i++)
+        for (int done = 0; done < N;) {
+            const int q = N - done < chunk ? N - done : chunk;
+            const ws_sched_in in = {.T = q,
+                                    .prefill_q = q,
+                                    .prefill_ctx = done,
+                                    .write_bytes = q * e->cm.b_tok,
+                                    .prefill_gpu = ws_ctl_prefill_gpu(&e->ctl, q, done)};
+            ws_sched_play play;
+            ws_sched_play_start(&play, 0);
+            for (int l = 0; l < e->L; l++) {
+                ws_sched_layer sl;
+                ws_sched_times tl;
+                ws_sched_build(&e->cm, NULL, &in, l, &sl);
+                ws_sched_play_layer(&play, &sl, &tl, NULL);
+            }
+            model_s += play.t_end;
+            res->prefill_chunks++;
+            res->prefill_gpu_chunks += in.prefill_gpu != 0;
+            done += q;
+        }
     res->prefill_modeled_s = model_s;
     free(cpu_pages);
     free(k);

@@ -120,6 +120,11 @@ typedef struct ws_engine_cfg {
      * a reformat) is taken as the cost model's (the CPU half times the drift factor), so a
      * run's placements and timeline are deterministic: the simulator's. */
     int cpu_time_modeled;
+    /* Prefill: each prompt in chunks of at most `chunk` tokens (0: 2048, the simulator's
+     * default), each chunk's CPU experts where the controller puts them under prefill_mode
+     * (ws_prefill_mode, cost.h; 0: auto), its compute the layer schedule's, modeled. */
+    int chunk;
+    int prefill_mode;
 } ws_engine_cfg;
 
 void ws_engine_cfg_default(ws_engine_cfg *c);
@@ -132,7 +137,9 @@ typedef struct ws_run_result {
     int steps;                /* decode steps run (output tokens per sequence) */
     ws_run_step *step;        /* [steps] (owned) */
     ws_run_layer *lay;        /* [steps * layers] (owned) */
-    double prefill_modeled_s; /* prefill compute on the GPU timeline, modeled */
+    double prefill_modeled_s; /* prefill compute: the chunks' schedules played, modeled */
+    int prefill_gpu_chunks;   /* chunks whose CPU experts streamed to the GPU */
+    int prefill_chunks;       /* prefill chunks in all */
     double prefill_wall_s;    /* writing the prompt KV into the regions, measured */
     double r_prefill;         /* the share prefill placed */
     double tokens_per_s;      /* batch x steps / decode timeline */

@@ -10,7 +10,8 @@ const char *ws_op_name(int kind)
         "qkv",          "append",      "indexer",     "host",           "migrate",   "cpu_attn",
         "h2d_prefetch", "h2d_stream",  "gpu_attn",    "gpu_half",       "merge",     "o_proj",
         "router",       "experts_cpu", "experts_gpu", "shared_experts", "dense_mlp", "layer_end",
-        "prefill_attn", "kv_write",    "flush",       "step_overhead"};
+        "prefill_attn", "kv_write",    "flush",       "step_overhead", "h2d_experts",
+        "experts_streamed"};
     return kind >= 0 && kind < WS_OP_KINDS ? names[kind] : "?";
 }
 
@@ -113,7 +114,24 @@ void ws_sched_build(const ws_cost_model *cm, const ws_cost_split *split, const w
     const int o = ADD(WS_OP_OPROJ, WS_RES_GPU,
                       ws_cost_o_proj(cm, T) + ws_cost_add(cm, T) + ws_cost_norm(cm, T),
                       HERE(attn_end));
-    if (ws_cost_layer_is_moe(cm, l)) {
+    if (ws_cost_layer_is_moe(cm, l) && in->prefill_q > 0 && in->prefill_gpu &&
+        ws_cost_expert_stream_bytes(cm, T) > 0 && ws_cost_cpu_experts_at(cm, l, T) > 0) {
+        const int x = l == 0 ? ADD(WS_OP_H2D_EXP, WS_RES_H2D, ws_cost_expert_stream(cm, T),
+                                   here_or_none(step))
+                             : ADD(WS_OP_H2D_EXP, WS_RES_H2D, ws_cost_expert_stream(cm, T),
+                                   PREV(1, WS_ANCHOR_H2D), PREV(2, WS_ANCHOR_END));
+        s->anchor[WS_ANCHOR_H2D] = x;
+        const int r = ADD(WS_OP_ROUTER, WS_RES_GPU, ws_cost_router_gpu(cm, T), HERE(o));
+        double tg = ws_cost_gpu_experts_at(cm, l, T);
+        tg += tg > 0 ? ws_cost_moe_permute_gpu(cm, T) : 0;
+        const double ts = ws_cost_shared_experts(cm, T);
+        const int eg = tg > 0 ? ADD(WS_OP_EXP_GPU, WS_RES_GPU, tg, HERE(r)) : -1;
+        const int sh = ts > 0 ? ADD(WS_OP_SHARED, WS_RES_GPU, ts, HERE(r)) : -1;
+        const int es =
+            ADD(WS_OP_EXP_STREAM, WS_RES_GPU, ws_cost_gpu_streamed_experts(cm, T), HERE(r), HERE(x));
+        s->anchor[WS_ANCHOR_END] = ADD(WS_OP_END, WS_RES_NONE, 0, HERE(es), here_or_none(eg),
+                                       here_or_none(sh));
+    } else if (ws_cost_layer_is_moe(cm, l)) {
         const int r = ADD(WS_OP_ROUTER, ws_cost_router_on_cpu_at(cm, l) ? WS_RES_CPU : WS_RES_GPU,
                           ws_cost_router_at(cm, l, T) + ws_cost_topk_at(cm, l, T), HERE(o));
         double tc = ws_cost_cpu_experts_at(cm, l, T), tg = ws_cost_gpu_experts_at(cm, l, T);

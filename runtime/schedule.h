@@ -28,6 +28,13 @@
  * after the previous layer; each is in the layer only when it has a duration. The D2H ops
  * (write, flush) feed no other op, so a player may take them in closed form.
  *
+ * A prefill chunk whose CPU experts run on the GPU (prefill_gpu, ws_cost_prefill_gpu): the
+ * router runs on the GPU, and the MoE layer streams those experts' weights H2D (h2d_experts,
+ * the layer's H2D anchor) once layer l-1's stream is in and layer l-2 has ended (its buffer
+ * is free: two layers' experts in flight), so it overlaps the compute of layer l-1; the GPU
+ * runs them (experts_streamed) after the router and the stream. Layer 0's stream waits only
+ * for the step's overhead.
+ *
  * From layer 2 on, a layer's ops depend on l only through its kind (ws_cost_layer_kind:
  * dense, MoE with experts on the CPU, MoE with all on the GPU past n_cpu_moe), so a player
  * of the model's durations may build them once per step and kind (sim/step.c does).
@@ -81,6 +88,8 @@ typedef enum ws_op_kind {
     WS_OP_WRITE,    /* prefill KV written D2H */
     WS_OP_FLUSH,    /* D-window flush D2H */
     WS_OP_STEP,     /* the step's overhead before layer 0 (barrier with a duration) */
+    WS_OP_H2D_EXP,  /* prefill: the CPU experts' weights streamed to the GPU (H2D) */
+    WS_OP_EXP_STREAM, /* prefill: those experts on the GPU (GPU) */
     WS_OP_KINDS
 } ws_op_kind;
 
@@ -133,6 +142,7 @@ typedef struct ws_sched_in {
     double flush_bytes;   /* D-window flush D2H per layer, B (0: none) */
     double migrate_bytes; /* host bytes reformatted per layer (migrate), B */
     double host_s;        /* the runtime's own CPU work in the layer, s (0: none) */
+    int prefill_gpu;      /* 1: the chunk's CPU experts streamed to the GPU (cost.h) */
 } ws_sched_in;
 
 /* Layer l's ops for `in`, durations from cm (the CPU half from the split's terms). */

@@ -572,6 +572,7 @@ static int eval_one(ws_plan *P, const ws_plan_point *pt, ws_plan_result *out, ws
     cfg.detail_layer = s->detail_layer;
     cfg.seed = s->seed;
     cfg.chunk = s->chunk;
+    cfg.prefill_mode = s->prefill_mode;
     cfg.cpu_workers = P->cores;
     cfg.keep_steps = cfg.keep_requests = 0;
     if (pt->set.page > 0)

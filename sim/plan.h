@@ -126,6 +126,7 @@ typedef struct ws_plan_spec {
     /* simulation */
     int detail_layer;           /* 0: fold identical layers (default) */
     int chunk;                  /* prefill chunk (2048) */
+    int prefill_mode;           /* where chunks' CPU experts run: ws_prefill_mode (auto) */
     uint64_t seed;
     ws_cost_cfg cost;           /* weight formats, KV dtype, expert placement (the defaults) */
     /* after every round: points evaluated so far, open searches */

@@ -31,10 +31,11 @@ int ws_plan_store(ws_store *store, const ws_plan_spec *s, const ws_plan_report *
     run.evals = (long long)rep->n_evals;
     run.wall_s = rep->wall_s;
     snprintf(run.params, sizeof run.params,
-             "{\"detail\": \"%s\", \"chunk\": %d, \"seed\": %llu, \"tune\": %d, "
+             "{\"detail\": \"%s\", \"chunk\": %d, \"prefill\": \"%s\", \"seed\": %llu, "
+             "\"tune\": %d, "
              "\"native_rate\": %.17g, \"max_rate\": %.17g, \"max_users\": %d, "
              "\"batch\": %d, \"requests\": %llu}",
-             s->detail_layer ? "layer" : "step", s->chunk, (unsigned long long)s->seed, s->tune,
+             s->detail_layer ? "layer" : "step", s->chunk, ws_prefill_mode_name(s->prefill_mode), (unsigned long long)s->seed, s->tune,
              rep->native_rate, s->max_rate, s->max_users, s->batch,
              (unsigned long long)s->requests);
     ws_plandb_point *pts = calloc(rep->n_evals ? rep->n_evals : 1, sizeof *pts);

@@ -76,10 +76,10 @@ int sim_record_run(const sim_cfg *cfg, const sim_record_meta *meta, const sim_re
         out->params, sizeof out->params,
         "{\"chunk\":%d,\"window\":%d,\"page_tokens\":%d,\"layers\":%d,\"r_static\":%.17g,"
         "\"gpu_kv_budget_bytes\":%.17g,\"pinned_limit_bytes\":%.17g,\"host_limit_bytes\":%.17g,"
-        "\"gpu_experts\":%d,\"cpu_workers\":%d",
+        "\"gpu_experts\":%d,\"cpu_workers\":%d,\"prefill\":\"%s\"",
         cfg->chunk, cfg->window, cfg->par.page_tokens, cfg->layers, cfg->par.r_static,
         cfg->gpu_kv_budget, cfg->pinned_limit, cfg->host_limit, meta->gpu_experts,
-        cfg->cpu_workers);
+        cfg->cpu_workers, ws_prefill_mode_name(cfg->prefill_mode));
     size_t len = n > 0 ? (size_t)n : 0;
     if (res) {
         const sim_totals *t = &res->tot;
@@ -88,12 +88,14 @@ int sim_record_run(const sim_cfg *cfg, const sim_record_meta *meta, const sim_re
             ",\"decode_tokens_per_s\":%.17g,\"r_final\":%.17g,\"rstar_last\":%.17g,"
             "\"gpu_weight_bytes\":%.17g,\"steps\":%llu,\"folded_layers\":%llu,"
             "\"fold_inexact_steps\":%llu,\"decode_tokens\":%llu,\"prompt_tokens\":%llu,"
-            "\"percentiles\":\"%s\",\"percentile_rel_err\":%g",
+            "\"percentiles\":\"%s\",\"percentile_rel_err\":%g,\"prefill_cpu_steps\":%llu,"
+            "\"prefill_gpu_steps\":%llu",
             t->decode_tps, t->r_final, t->rstar_last, t->gpu_weight_bytes,
             (unsigned long long)t->steps, (unsigned long long)t->folded_layers,
             (unsigned long long)t->fold_inexact, (unsigned long long)t->decode_tokens,
             (unsigned long long)t->prompt_tokens, t->pct_exact ? "exact" : "histogram",
-            t->pct_exact ? 0.0 : SIM_QUANTILE_REL_ERR);
+            t->pct_exact ? 0.0 : SIM_QUANTILE_REL_ERR, (unsigned long long)t->prefill_cpu_steps,
+            (unsigned long long)t->prefill_gpu_steps);
         len += m > 0 ? (size_t)m : 0;
         const int served = t->served > 0;
         out->wall_s = t->wall_s;

@@ -384,6 +384,10 @@ static int record_step(run *R, const sim_step_out *so, const sim_step_in *in, in
     t->fold_inexact += so->fold_inexact;
     t->r_final = rreal;
     t->folded_layers += (uint64_t)so->folded;
+    if (pf && R->cm.cpu_q_sum > 0) {
+        t->prefill_gpu_steps += in->prefill_gpu != 0;
+        t->prefill_cpu_steps += in->prefill_gpu == 0;
+    }
     if (dec) {
         t->rstar_last = rstar;
         t->decode_time_s += so->t1 - so->t0;
@@ -396,6 +400,7 @@ static int record_step(run *R, const sim_step_out *so, const sim_step_in *in, in
                         .batch = batch,
                         .decode_tokens = dec,
                         .prefill_tokens = pf,
+                        .prefill_gpu = pf ? in->prefill_gpu : 0,
                         .r_star = rstar,
                         .r_real = rreal,
                         .spilled = spilled,
@@ -437,7 +442,8 @@ static int prefill_step(run *R, seq *s, ws_err *err)
                       .nospill = R->nospill,
                       .prefill_q = q,
                       .prefill_ctx = s->prefilled,
-                      .write_bytes = R->spills ? q * R->b_tok : 0};
+                      .write_bytes = R->spills ? q * R->b_tok : 0,
+                      .prefill_gpu = ws_ctl_prefill_gpu(&R->ctl, q, s->prefilled)};
     sim_step_out so;
     int rc = sim_step_run(&R->st, &in, &so, err);
     if (rc)
@@ -651,7 +657,8 @@ int sim_run(const ws_model *m, const ws_cost_hw *hw, const ws_cost_cfg *ccfg, co
     R.no_room = res->tot.gpu_weight_bytes + R.budget > hw->gpu_mem.v || res->tot.no_host_room;
     res->tot.no_room = res->tot.gpu_weight_bytes + R.budget > hw->gpu_mem.v;
     res->tot.gpu_kv_budget = R.budget;
-    if ((rc = ws_ctl_init(&R.ctl, &R.cm, cfg->policy, &cfg->par, R.layers, err)))
+    if ((rc = ws_ctl_init(&R.ctl, &R.cm, cfg->policy, &cfg->par, R.layers, err)) ||
+        (rc = ws_ctl_set_prefill(&R.ctl, cfg->prefill_mode, err)))
         goto out_cm;
     if ((rc = sim_quantile_init(&R.ttft, err)))
         goto out_cm;

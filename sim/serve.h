@@ -5,7 +5,9 @@
  *
  * Scheduling: prefill first. While an admitted request still has prompt tokens, the step
  * is one chunk (<= chunk tokens) of the oldest such prompt; otherwise every running
- * sequence decodes one token. The last prompt chunk yields the first output token.
+ * sequence decodes one token. The last prompt chunk yields the first output token. Each
+ * chunk's CPU-resident experts run on the CPU or stream to the GPU as the controller
+ * decides (ws_ctl_prefill_gpu under prefill_mode).
  *
  * KV placement follows the policy through the controller (runtime/control.h), the same
  * calls as the live runtime: a prompt's full pages go to the CPU region in the share the
@@ -94,6 +96,7 @@ typedef struct sim_cfg {
     ws_policy_params par; /* r_static, page_tokens, feedback settings */
     int batch;            /* most sequences running at once (default 32) */
     int chunk;            /* prefill chunk tokens (default 2048) */
+    int prefill_mode;     /* where a chunk's CPU experts run: ws_prefill_mode (default auto) */
     int window;           /* D-window tokens W, a multiple of page_tokens (default 256) */
     int layers;           /* layers played (0: the model's); memory stays the model's */
     int detail_layer;     /* 1: every layer as ops; 0: fold identical layers */
@@ -148,6 +151,7 @@ typedef struct sim_step_rec {
     int batch;                  /* sequences running */
     int decode_tokens;          /* tokens decoded */
     int prefill_tokens;         /* prompt tokens of the chunk */
+    int prefill_gpu;            /* 1: the chunk's CPU experts streamed to the GPU */
     double r_star;              /* the policy's target share at the step */
     double r_real;              /* CPU tokens / spilled tokens at the step */
     double spilled;             /* spilled tokens per layer, summed over the batch */
@@ -185,6 +189,9 @@ typedef struct sim_totals {
     double host_mem;          /* host DRAM in force, B */
     int no_host_room;         /* 1: those weights fill the host DRAM: all OOM */
     uint64_t steps, events, fold_inexact, folded_layers;
+    /* prefill chunks whose CPU-resident experts ran on the CPU / were streamed to the GPU
+     * (neither where every expert is on the GPU) */
+    uint64_t prefill_cpu_steps, prefill_gpu_steps;
     double wall_s; /* host time the run took */
 } sim_totals;
 

@@ -422,3 +422,27 @@ Test(cli_sim, conflicting_options_are_refused)
     struct stat st;
     cr_assert_neq(stat(db, &st), 0, "a refused command created %s", db);
 }
+
+/* --prefill: a 2K chunk streams its experts under gpu and auto on the paper's setup, not
+ * under cpu, and the first token comes sooner for it; a bad mode is a usage error. */
+Test(cli_sim, prefill_strategy_flag)
+{
+    const char *modes[] = {"cpu", "gpu", "auto"};
+    double ttft[3];
+    for (int i = 0; i < 3; i++) {
+        json_t *v = th_writescope_json(
+            (const char *[]){BASE, "--batch", "1", "--prompt", "2048", "--output", "2", "--layers",
+                             "3", "--policy", "writescope", "--prefill", modes[i], "--json", NULL},
+            g_env);
+        json_t *r0 = json_array_get(json_object_get(v, "runs"), 0);
+        const json_int_t g = json_integer_value(json_object_get(r0, "prefill_gpu_steps")),
+                         c = json_integer_value(json_object_get(r0, "prefill_cpu_steps"));
+        cr_assert_eq(g, i == 0 ? 0 : 1, "--prefill %s: %lld streamed", modes[i], (long long)g);
+        cr_assert_eq(c, i == 0 ? 1 : 0, "--prefill %s: %lld on the CPU", modes[i], (long long)c);
+        ttft[i] = json_number_value(json_object_get(r0, "ttft_p50_s"));
+        json_decref(v);
+    }
+    cr_assert_lt(ttft[1], ttft[0]);
+    cr_assert_eq(ttft[2], ttft[1]);
+    th_expect_fail((const char *[]){BASE, "--prefill", "fast", NULL}, 2, "--prefill", g_env);
+}

@@ -862,3 +862,78 @@ Test(cost, calibrated_gpu_keys_and_old_profiles)
     near(hw.gpu_elem[WS_ELEM_ADD].W.v, 1e12); /* no add_eff, no hbm_eff: hbm_bw */
     cr_assert_eq(hw.gpu_elem[WS_ELEM_ADD].c0.v, 0);
 }
+
+/* Prefill with the CPU experts on the GPU: the bytes streamed are the distinct CPU experts a
+ * chunk hits at the CPU experts' format, over H2D at the uncontended rate (the CPU is idle);
+ * the GPU then runs them as two grouped GEMMs with their activation, permute and combine. */
+Test(cost, streamed_experts_are_bytes_over_h2d_plus_the_gpu_gemm)
+{
+    ws_cost_model cm;
+    paper_model(&cm, NULL);
+    const double H = cm.hidden, I = cm.moe_inter, T = 2048;
+    const double D = ws_cost_distinct_cpu_experts(&cm, T), pairs = T * cm.cpu_q_sum;
+    cr_assert_gt(D, 127.9, "a 2K chunk hits every expert of 128");
+    near(ws_cost_expert_stream_bytes(&cm, T), D * 3 * H * I * 2.0);
+    near(ws_cost_expert_stream(&cm, T), cm.hw.h2d.c0.v + D * 3 * H * I * 2.0 / cm.hw.h2d.W.v);
+    const ws_cost_roof *g = &cm.hw.gpu_gemm;
+    const double gemm = ws_cost_roof_time(g, pairs * (6 * H * I + 4 * I),
+                                          D * 3 * H * I * 2.0 + pairs * (2 * H + 4 * I) * 2.0) +
+                        g->c0.v;
+    const double perm = ws_cost_elem_time(&cm.hw, WS_ELEM_MOE, 2 * pairs * H * 2.0) +
+                        ws_cost_elem_time(&cm.hw, WS_ELEM_MOE, (pairs + T) * H * 2.0);
+    near(ws_cost_gpu_streamed_experts(&cm, T), gemm + ws_cost_act(&cm, pairs, I) + perm);
+    /* a quantized CPU format streams fewer bytes: Q4_K_M's 0.5625 B per weight */
+    ws_cost_cfg c;
+    ws_cost_cfg_default(&c);
+    c.cpu_expert_bytes = 0.5625;
+    ws_cost_model q;
+    paper_model(&q, &c);
+    near(ws_cost_expert_stream_bytes(&q, T), D * 3 * H * I * 0.5625);
+    /* a policy with every expert on the GPU streams nothing and never chooses the GPU path */
+    c.cpu_expert_bytes = 0;
+    c.gpu_experts = 128;
+    ws_cost_model all;
+    paper_model(&all, &c);
+    cr_assert_eq(ws_cost_expert_stream_bytes(&all, T), 0);
+    cr_assert_eq(ws_cost_prefill_gpu(&all, WS_PREFILL_GPU, T, 0), 0);
+    ws_cost_model_free(&cm);
+    ws_cost_model_free(&q);
+    ws_cost_model_free(&all);
+}
+
+/* On the paper's setup a 2K chunk streams (its CPU experts take seconds), a 16-token one
+ * stays on the CPU (it touches few experts' weights, read from DRAM faster than streamed);
+ * auto takes the smaller estimate at every chunk size, so it flips where they cross; the
+ * forced modes are honoured whatever the estimates. */
+Test(cost, prefill_strategy_by_cost_or_forced)
+{
+    ws_cost_model cm;
+    paper_model(&cm, NULL);
+    cr_assert_eq(ws_cost_prefill_gpu(&cm, WS_PREFILL_AUTO, 2048, 0), 1);
+    cr_assert_eq(ws_cost_prefill_gpu(&cm, WS_PREFILL_AUTO, 16, 0), 0);
+    int flips = 0, prev = -1;
+    for (int q = 1; q <= 4096; q++) {
+        const double tc = ws_cost_prefill_layer_est(&cm, q, 0, 0),
+                     tg = ws_cost_prefill_layer_est(&cm, q, 0, 1);
+        const int a = ws_cost_prefill_gpu(&cm, WS_PREFILL_AUTO, q, 0);
+        cr_assert_eq(a, tg < tc, "chunk %d: auto %d, CPU %.6g s, GPU %.6g s", q, a, tc, tg);
+        cr_assert_eq(ws_cost_prefill_gpu(&cm, WS_PREFILL_CPU, q, 0), 0);
+        cr_assert_eq(ws_cost_prefill_gpu(&cm, WS_PREFILL_GPU, q, 0), 1);
+        if (prev >= 0 && a != prev) {
+            flips++;
+            /* the estimates cross between q-1 and q */
+            const double dc = ws_cost_prefill_layer_est(&cm, q - 1, 0, 0) -
+                              ws_cost_prefill_layer_est(&cm, q - 1, 0, 1);
+            cr_assert((dc > 0) != (tc - tg > 0), "chunk %d: no crossing", q);
+        }
+        prev = a;
+    }
+    cr_assert_eq(flips, 1, "one crossing on the paper's setup");
+    /* the estimate of the streamed path is the stream or the compute, whichever is longer */
+    const double G = ws_cost_prefill_layer_est(&cm, 2048, 0, 1);
+    cr_assert_geq(G, ws_cost_expert_stream(&cm, 2048));
+    cr_assert_eq(ws_prefill_mode_parse("gpu"), WS_PREFILL_GPU);
+    cr_assert_eq(ws_prefill_mode_parse("fast"), -1);
+    cr_assert_str_eq(ws_prefill_mode_name(WS_PREFILL_AUTO), "auto");
+    ws_cost_model_free(&cm);
+}

@@ -6,7 +6,9 @@
  * policy, migrate included, on a GQA and an MLA model with flushes. A bad schedule, a
  * controller that decides differently in one caller, or a second model of the step on
  * either side fails it. Also: the player on its own equals the simulator's event graph for
- * one step with prefetch, and migrate's reformat really moves pages (counted apart). */
+ * one step with prefetch, and migrate's reformat really moves pages (counted apart). Prefill:
+ * the runtime's modeled chunks equal the simulator's (time, count, strategy) under auto, cpu
+ * and gpu, and a streamed chunk's weights for layer 1 cross PCIe while layer 0 computes. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdlib.h>
@@ -261,5 +263,161 @@ Test(schedule, layers_past_the_second_depend_only_on_their_kind)
         cr_assert_eq(memcmp(a.at, b.at, sizeof a.at), 0);
         cr_assert_eq(memcmp(a.anchor, b.anchor, sizeof a.anchor), 0);
     }
+    ws_cost_model_free(&cm);
+}
+
+/* The simulator's prefill chunks: their summed durations and how many streamed. */
+typedef struct pf_sum {
+    double s;
+    int n, gpu;
+} pf_sum;
+
+static int sum_prefill(void *ctx, const sim_step_rec *r, ws_err *err)
+{
+    (void)err;
+    pf_sum *p = ctx;
+    if (r->prefill_tokens) {
+        p->s += r->t_end - r->t_start;
+        p->n++;
+        p->gpu += r->prefill_gpu;
+    }
+    return 0;
+}
+
+/* The runtime's modeled prefill plays the simulator's chunks: the same chunks, the same
+ * strategy per chunk, the same time to 1e-9, under each prefill mode. */
+static void compare_prefill(const char *json, ws_policy_kind pol, int mode)
+{
+    ws_model m;
+    ws_cost_hw hw;
+    ws_err err = {0};
+    load(json, &m, &hw);
+    ws_engine_cfg c;
+    ws_engine_cfg_default(&c);
+    c.model = &m;
+    c.hw = &hw;
+    c.policy = pol;
+    c.par.page_tokens = 16;
+    c.window = 32;
+    c.batch = 3;
+    c.prompt = 200;
+    c.output = 2;
+    c.layers = m.layers;
+    c.threads = 1;
+    c.cpu_time_modeled = 1;
+    c.chunk = 64; /* four chunks per prompt, three after some context */
+    c.prefill_mode = mode;
+    ws_run_result r;
+    cr_assert_eq(ws_engine_run(&c, &r, &err), 0, "%s: %s", ws_policy_name(pol), err.msg);
+
+    ws_cost_cfg cc;
+    ws_cost_cfg_default(&cc);
+    sim_cfg sc;
+    sim_cfg_default(&sc);
+    sc.policy = pol;
+    sc.par = c.par;
+    sc.batch = c.batch;
+    sc.window = c.window;
+    sc.layers = c.layers;
+    sc.chunk = c.chunk;
+    sc.prefill_mode = mode;
+    pf_sum ps = {0};
+    sc.on_step = sum_prefill;
+    sc.on_step_ctx = &ps;
+    sim_closed cl;
+    sim_source src;
+    sim_closed_source(&cl, c.batch, c.prompt, c.output + 1, &src);
+    sim_results sr;
+    cr_assert_eq(sim_run(&m, &hw, &cc, &sc, &src, &sr, &err), 0, "%s", err.msg);
+    const char *pn = ws_policy_name(pol), *mn = ws_prefill_mode_name(mode);
+    cr_assert_eq(r.prefill_chunks, 12, "%s %s", pn, mn);
+    cr_assert_eq(ps.n, r.prefill_chunks, "%s %s", pn, mn);
+    cr_assert_eq(ps.gpu, r.prefill_gpu_chunks, "%s %s", pn, mn);
+    cr_assert_eq((uint64_t)ps.gpu, sr.tot.prefill_gpu_steps, "%s %s", pn, mn);
+    cr_assert_eq((uint64_t)(ps.n - ps.gpu), sr.tot.prefill_cpu_steps, "%s %s", pn, mn);
+    if (mode == WS_PREFILL_GPU)
+        cr_assert_eq(ps.gpu, ps.n, "%s: forced gpu streams every chunk", pn);
+    if (mode == WS_PREFILL_CPU)
+        cr_assert_eq(ps.gpu, 0, "%s: forced cpu streams none", pn);
+    cr_assert(fabs(r.prefill_modeled_s - ps.s) <= TOL * ps.s, "%s %s: runtime %.17g, sim %.17g", pn,
+              mn, r.prefill_modeled_s, ps.s);
+    sim_results_free(&sr);
+    ws_run_result_free(&r);
+}
+
+static void every_policy_prefill(const char *json)
+{
+    const ws_policy_kind k[] = {WS_POLICY_WRITESCOPE, WS_POLICY_STATIC, WS_POLICY_STREAM,
+                                WS_POLICY_CPU_ATTN, WS_POLICY_MIGRATE};
+    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++)
+        for (int mode = WS_PREFILL_AUTO; mode <= WS_PREFILL_GPU; mode++)
+            compare_prefill(json, k[i], mode);
+}
+
+Test(schedule, runtime_prefill_equals_simulator_per_strategy_gqa)
+{
+    every_policy_prefill(th_tiny_moe);
+}
+
+Test(schedule, runtime_prefill_equals_simulator_per_strategy_mla)
+{
+    every_policy_prefill(k_mla);
+}
+
+/* A prefill chunk that streams its CPU experts: layer 1's stream is on the H2D engine right
+ * after layer 0's, while layer 0 still computes (it waits for neither layer 0's experts nor
+ * its end), and layer 1's experts wait for their stream; the router runs on the GPU. */
+Test(schedule, streamed_experts_pipeline_with_the_previous_layer)
+{
+    ws_model m;
+    ws_err err = {0};
+    char path[4096];
+    cr_assert_eq(ws_model_resolve("qwen3-30b-a3b", path, sizeof path, &err), 0, "%s", err.msg);
+    cr_assert_eq(ws_model_load(path, &m, &err), 0, "%s", err.msg);
+    ws_cost_hw hw;
+    th_paper_hw(NULL, &m, &hw);
+    ws_cost_cfg cc;
+    ws_cost_cfg_default(&cc);
+    ws_cost_model cm;
+    cr_assert_eq(ws_cost_model_init(&hw, &m, &cc, &cm, &err), 0, "%s", err.msg);
+    /* a chunk after a long context: the GPU's attention makes each layer's compute longer
+     * than one layer's stream, so the stream hides under the compute */
+    const double q = 2048, ctx = 250000;
+    const ws_sched_in in = {.T = q, .prefill_q = q, .prefill_ctx = ctx, .prefill_gpu = 1};
+    ws_sched_play p;
+    ws_sched_play_start(&p, 0);
+    ws_sched_layer s0, s1;
+    ws_sched_times t0, t1;
+    double e0[WS_SCHED_MAX_OPS], e1[WS_SCHED_MAX_OPS];
+    ws_sched_build(&cm, NULL, &in, 0, &s0);
+    ws_sched_play_layer(&p, &s0, &t0, e0);
+    ws_sched_build(&cm, NULL, &in, 1, &s1);
+    ws_sched_play_layer(&p, &s1, &t1, e1);
+    const int x0 = s0.at[WS_OP_H2D_EXP], x1 = s1.at[WS_OP_H2D_EXP];
+    cr_assert(x0 >= 0 && x1 >= 0 && s0.at[WS_OP_EXP_CPU] < 0 && s1.at[WS_OP_EXP_STREAM] >= 0);
+    cr_assert_eq(s1.op[x1].res, WS_RES_H2D);
+    cr_assert_eq(s1.op[s1.at[WS_OP_ROUTER]].res, WS_RES_GPU);
+    const double stream = ws_cost_expert_stream(&cm, q);
+    cr_assert_float_eq(s1.op[x1].seconds, stream, 1e-15);
+    cr_assert_float_eq(e0[x0], ws_cost_step(&cm) + stream, 1e-12);
+    cr_assert_float_eq(e1[x1], e0[x0] + stream, 1e-12, "layer 1's stream follows layer 0's");
+    cr_assert_lt(e1[x1] - stream, t0.t_end, "streamed while layer 0 computes");
+    const int es = s1.at[WS_OP_EXP_STREAM], r1 = s1.at[WS_OP_ROUTER];
+    cr_assert_geq(e1[es] - s1.op[es].seconds, e1[x1], "experts after their weights");
+    /* compute-bound: layer 1's weights are in before its router ends, so its experts start
+     * right after the router and the stream costs the layer nothing */
+    cr_assert_float_eq(t1.t_start, t0.t_end, 1e-12);
+    cr_assert_lt(e1[x1], e1[r1]);
+    cr_assert_float_eq(e1[es] - s1.op[es].seconds, e1[r1], 1e-12);
+    /* a short context: the stream is the longer, and the layers follow the H2D engine */
+    const ws_sched_in sh = {.T = q, .prefill_q = q, .prefill_ctx = 0, .prefill_gpu = 1};
+    ws_sched_play_start(&p, 0);
+    ws_sched_build(&cm, NULL, &sh, 0, &s0);
+    ws_sched_play_layer(&p, &s0, &t0, e0);
+    ws_sched_build(&cm, NULL, &sh, 1, &s1);
+    ws_sched_play_layer(&p, &s1, &t1, e1);
+    cr_assert_float_eq(e1[x1], e0[x0] + stream, 1e-12);
+    cr_assert_gt(e1[x1], t0.t_end, "stream-bound: layer 1 waits for its weights");
+    cr_assert_lt(t1.t_end, 2 * (stream + (t0.t_end - t0.t_start)), "overlapped, not serial");
     ws_cost_model_free(&cm);
 }
