@@ -699,8 +699,6 @@ static int sim_open(sim_job *j)
     if (o->cpu_sockets > j->hw.sockets.v)
         return cli_usage_error("sim", "--cpu-sockets %d: host %s has %g", o->cpu_sockets,
                                j->hw.host, j->hw.sockets.v);
-    if (o->cpu_sockets > 0)
-        j->cfg.cpu_workers = (int)fmax(1, cores * o->cpu_sockets / j->hw.sockets.v);
     return 0;
 }
 

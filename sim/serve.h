@@ -100,7 +100,8 @@ typedef struct sim_cfg {
     int window;           /* D-window tokens W, a multiple of page_tokens (default 256) */
     int layers;           /* layers played (0: the model's); memory stays the model's */
     int detail_layer;     /* 1: every layer as ops; 0: fold identical layers */
-    int cpu_workers;      /* CPU pool units (the host's cores; default 1) */
+    int cpu_workers;      /* CPU pool units (the host's cores; default 1); with the cost
+                           * settings' cpu_sockets, the run uses those sockets' share */
     uint64_t seed;
     double gpu_kv_budget;      /* B; 0: 2 GiB, 0.3 GiB for MLA models */
     double pinned_limit;       /* B; 0: 256 GiB */

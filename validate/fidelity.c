@@ -328,7 +328,6 @@ static int predict_one(ws_store *s, ws_fid_point *p, ws_err *err)
             return 0;
         }
         cc.cpu_sockets = p->cpu_sockets;
-        cfg.cpu_workers = (int)fmax(1, cores * p->cpu_sockets / hw.sockets.v);
     }
     cfg.keep_steps = cfg.keep_requests = 0;
     prefill_acc acc = {0};
