@@ -588,7 +588,7 @@ Test(cli, db_show_escapes_stored_text)
 }
 
 /* A bad value is named with one dash pair: the message of an option's own wording says
- * "--run needs ...", never "----run needs ..." (the finding of issue 33). */
+ * "--run needs ...", never "----run needs ...". */
 Test(cli, bad_values_name_the_option_once)
 {
     const char *const cmds[][8] = {

@@ -250,7 +250,7 @@ Test(import, a_malformed_file_writes_nothing)
     cr_assert_eq(th_count_file(path, "SELECT count(*) FROM calib_sources"), 0);
 }
 
-/* The held-out target on the public A100 profiles (issue 34). */
+/* The held-out target on the public A100 profiles. */
 Test(import, a100_heldout_rows_within_the_target, .timeout = 300)
 {
     char src[4096], dir[64];

@@ -1,4 +1,4 @@
-/* test_wparts: weight formats per part and layer placement in the cost model (issue 35):
+/* test_wparts: weight formats per part and layer placement in the cost model:
  * each part's bytes per weight set its GEMMs' weight bytes and the memory the weights take;
  * the format's compute picks the peak (CPU: the calibrated int8 / bf16 fit, else the
  * instruction family the host has, AMX before AVX-512; GPU: fp8_flops, else the fp16 rate,
