@@ -128,6 +128,11 @@ const cli_optdef cli_format_opts[] = {
      .help = "the routed experts of the first N MoE layers stay on the CPU, the rest on the "
              "GPU (llama.cpp --n-cpu-moe N); the CPU layers keep --gpu-experts of theirs on "
              "the GPU"},
+    {"cpu-threads", CLI_INT(W, cpu_threads), .arg = "N", .lo = 1, .hi = 1 << 20,
+     .help = "threads that run the CPU's work (KTransformers --cpu_infer, llama.cpp -t), at "
+             "most one per core of the sockets used: their share of the cores' flop/s, and "
+             "DRAM bandwidth up to N x the host's one-core bandwidth (calibrated "
+             "membw_read_1t, or the profile's core_bw); default every core"},
     {0}};
 
 /* *out = the format named v (NULL: keep *out); a usage error naming the known ones. */
@@ -165,5 +170,7 @@ int cli_formats_apply(const char *cmd, const cli_workload *w, ws_cost_cfg *cc)
     }
     if (w->n_cpu_moe > 0)
         cc->n_cpu_moe = w->n_cpu_moe;
+    if (w->cpu_threads > 0)
+        cc->cpu_threads = w->cpu_threads;
     return 0;
 }

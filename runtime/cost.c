@@ -322,6 +322,12 @@ int ws_cost_hw_load(const ws_profile *gpu, const ws_profile *host, ws_attn_kind 
         set_val(&hw->host_mem, 0.0, WS_SOURCE_MODELED, "no mem_bytes in the host profile");
     if (product(host, "sockets", NULL, &hw->sockets, NULL) || hw->sockets.v < 1)
         set_val(&hw->sockets, 1.0, WS_SOURCE_MODELED, "no sockets in the host profile: one");
+    if (product(host, "cores", NULL, &hw->cores, NULL) || hw->cores.v < 1)
+        set_val(&hw->cores, 1.0, WS_SOURCE_MODELED, "no cores in the host profile: one");
+    if (!calibrated(host, "cpu.membw_read_1t", "bandwidth", &hw->core_bw) &&
+        product(host, "core_bw", NULL, &hw->core_bw, NULL))
+        set_val(&hw->core_bw, 0.0, WS_SOURCE_MODELED,
+                "no cpu.membw_read_1t or core_bw in the host profile: not known");
     return ws_cost_hw_load_gpu(gpu, kind, kv, wt, hw, err);
 }
 
@@ -429,7 +435,7 @@ int ws_cost_model_init(const ws_cost_hw *hw, const ws_model *m, const ws_cost_cf
     memset(cm, 0, sizeof *cm);
     if (!(cfg->pingpong_bytes >= 0) || !(cfg->routing_skew >= 0) || !isfinite(cfg->routing_skew) ||
         cfg->gpu_experts < 0 || !(cfg->cpu_expert_bytes >= 0) || !(cfg->act_bytes >= 0) ||
-        cfg->n_cpu_moe < 0)
+        cfg->n_cpu_moe < 0 || cfg->cpu_threads < 0)
         return ws_err_set(err, WS_EINVAL, "cost: configuration out of range");
     if (m->n_experts > 0 && cfg->gpu_experts > m->n_experts)
         return ws_err_set(err, WS_EINVAL, "cost: %d GPU experts, the model has %d",
@@ -453,10 +459,28 @@ int ws_cost_model_init(const ws_cost_hw *hw, const ws_model *m, const ws_cost_cf
         }
         cm->hw.cpu_mem_bw.v *= f;
     }
+    /* Fewer threads than the sockets' cores: their share of the flop/s; the DRAM bandwidth
+     * up to what that many cores can pull (threads x core_bw, where it is known). */
+    const double avail = fmax(1.0, cm->hw.cores.v * (cfg->cpu_sockets > 0 && cfg->cpu_sockets <
+                                                     hw->sockets.v ? cfg->cpu_sockets /
+                                                     hw->sockets.v : 1.0));
+    if (cfg->cpu_threads > 0 && cfg->cpu_threads < avail) {
+        const double f = cfg->cpu_threads / avail, wcap = cfg->cpu_threads * hw->core_bw.v;
+        ws_cost_roof *cr[2 + WS_WC_COUNT] = {&cm->hw.cpu_attn, &cm->hw.cpu_expert};
+        for (int c = 0; c < WS_WC_COUNT; c++)
+            cr[2 + c] = &cm->hw.cpu_expert_wc[c];
+        for (int i = 0; i < 2 + WS_WC_COUNT; i++) {
+            cr[i]->P.v *= f;
+            if (wcap > 0 && cr[i]->W.v > wcap)
+                cr[i]->W.v = wcap;
+        }
+        if (wcap > 0 && cm->hw.cpu_mem_bw.v > wcap)
+            cm->hw.cpu_mem_bw.v = wcap;
+    }
     /* MoE models: every CPU attention call follows a MoE phase (the previous layer's, or the
      * previous step's last), so the attention's memory side runs at W / factor. */
-    if (m->n_experts > 0 && hw->cpu_attn_after_moe.v > 1.0 && hw->cpu_attn.W.v > 0) {
-        cm->hw.cpu_attn.W.v = hw->cpu_attn.W.v / hw->cpu_attn_after_moe.v;
+    if (m->n_experts > 0 && hw->cpu_attn_after_moe.v > 1.0 && cm->hw.cpu_attn.W.v > 0) {
+        cm->hw.cpu_attn.W.v /= hw->cpu_attn_after_moe.v;
         snprintf(cm->hw.cpu_attn.W.from, sizeof cm->hw.cpu_attn.W.from, "%.90s / %.90s",
                  hw->cpu_attn.W.from, hw->cpu_attn_after_moe.from);
     }

@@ -123,6 +123,10 @@ typedef struct ws_cost_hw {
     ws_cost_val gpu_mem;        /* B of device memory */
     ws_cost_val host_mem;       /* B of host DRAM (host mem_bytes); 0: not in the profile */
     ws_cost_val sockets;        /* CPU sockets (host sockets; 1 when not given) */
+    ws_cost_val cores;          /* CPU cores over all sockets (host cores; 1 when not given) */
+    ws_cost_val core_bw;        /* B/s one core reads from DRAM alone: the calibrated
+                                 * cpu.membw_read_1t.bandwidth, else the host's core_bw; 0:
+                                 * not known (fewer threads then keep the sockets' bandwidth) */
 } ws_cost_hw;
 
 /* Reads the rates for attention kind `kind` with `kv` KV and `wt` weights. Missing keys with
@@ -194,6 +198,10 @@ typedef struct ws_cost_cfg {
     int n_cpu_moe; /* > 0: only the first n_cpu_moe MoE layers keep routed experts on the CPU
                     * (gpu_experts of them on the GPU), the rest hold all on the GPU (llama.cpp
                     * --n-cpu-moe); 0: every MoE layer holds gpu_experts */
+    int cpu_threads; /* > 0: the CPU's work runs on this many threads (KTransformers
+                      * --cpu_infer, llama.cpp -t), at most one per core of the sockets used:
+                      * their share of those cores' flop/s, and of the DRAM bandwidth up to
+                      * threads x core_bw; 0: every core */
 } ws_cost_cfg;
 
 void ws_cost_cfg_default(ws_cost_cfg *c);

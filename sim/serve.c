@@ -666,10 +666,13 @@ int sim_run(const ws_model *m, const ws_cost_hw *hw, const ws_cost_cfg *ccfg, co
         goto out_q;
     if ((rc = sim_engine_init(&R.eng, cfg->seed, err)))
         goto out_q;
-    /* the CPU's work on cpu_sockets of the host's sockets: their share of its cores */
-    const int workers = cc.cpu_sockets > 0 && cc.cpu_sockets < hw->sockets.v
-                            ? (int)fmax(1, cfg->cpu_workers * cc.cpu_sockets / hw->sockets.v)
-                            : cfg->cpu_workers;
+    /* the CPU's work on cpu_sockets of the host's sockets (their share of its cores), on at
+     * most cpu_threads of them */
+    int workers = cc.cpu_sockets > 0 && cc.cpu_sockets < hw->sockets.v
+                      ? (int)fmax(1, cfg->cpu_workers * cc.cpu_sockets / hw->sockets.v)
+                      : cfg->cpu_workers;
+    if (cc.cpu_threads > 0 && cc.cpu_threads < workers)
+        workers = cc.cpu_threads;
     if ((rc = sim_step_init(&R.st, &R.eng, K_OP, &R.cm, R.layers, workers,
                             !cfg->detail_layer, err)))
         goto out_eng;

@@ -866,3 +866,67 @@ Test(sim_serve, cpu_sockets_share_bandwidth_and_copy_the_experts)
     cr_assert_eq(ws_cost_model_init(&hw, &m, &cc, &cm, &err), WS_EINVAL);
     cr_assert(strstr(err.msg, "3 CPU sockets"), "%s", err.msg);
 }
+
+/* Threads: fewer than the cores take their share of the flop/s and cap the bandwidth at
+ * threads x core_bw (a host with core_bw); at or above the cores, or on a host without
+ * core_bw, the bandwidth stays the sockets'. Fewer threads never make a step faster. */
+Test(sim_serve, cpu_threads_share_flops_and_cap_bandwidth)
+{
+    ws_model m;
+    ws_cost_hw hw;
+    ws_err err = {0};
+    ws_store *s;
+    cr_assert_eq(ws_store_open_embedded(&s, &err), 0, "%s", err.msg);
+    cr_assert_eq(ws_hw_load(s, "qwen3-30b-a3b", "rtx-5090", "epyc-9355-2s", WS_DT_BF16, &m, &hw,
+                            NULL, &err),
+                 0, "%s", err.msg);
+    ws_store_close(s);
+    cr_assert_eq(hw.cores.v, 64);
+    cr_assert_gt(hw.core_bw.v, 0, "%s", hw.core_bw.from);
+    const int threads[] = {0, 64, 128, 16, 4};
+    double P[5], W[5], tpot[5];
+    for (int i = 0; i < 5; i++) {
+        ws_cost_cfg cc;
+        ws_cost_cfg_default(&cc);
+        cc.cpu_threads = threads[i];
+        ws_cost_model cm;
+        cr_assert_eq(ws_cost_model_init(&hw, &m, &cc, &cm, &err), 0, "%s", err.msg);
+        P[i] = cm.hw.cpu_expert.P.v;
+        W[i] = cm.hw.cpu_expert.W.v;
+        ws_cost_model_free(&cm);
+        sim_cfg cfg;
+        sim_cfg_default(&cfg);
+        cfg.policy = WS_POLICY_KTRANS;
+        cfg.cpu_workers = 64;
+        sim_closed cl;
+        sim_source src;
+        sim_closed_source(&cl, 1, 256, 8, &src);
+        sim_results r;
+        cr_assert_eq(sim_run(&m, &hw, &cc, &cfg, &src, &r, &err), 0, "%s", err.msg);
+        tpot[i] = r.tot.tpot_p50;
+        sim_results_free(&r);
+    }
+    for (int i = 1; i <= 2; i++) { /* every core, or more threads than cores: unchanged */
+        cr_assert_float_eq(P[i], P[0], 1e-12 * P[0]);
+        cr_assert_float_eq(W[i], W[0], 1e-12 * W[0]);
+        cr_assert_float_eq(tpot[i], tpot[0], 1e-12 * tpot[0]);
+    }
+    cr_assert_float_eq(P[3], P[0] * 16 / 64, 1e-9 * P[0]);
+    cr_assert_float_eq(W[3], fmin(W[0], 16 * hw.core_bw.v), 1e-9 * W[0]);
+    cr_assert_float_eq(W[4], fmin(W[0], 4 * hw.core_bw.v), 1e-9 * W[0]);
+    cr_assert_lt(W[4], W[0]);
+    cr_assert_geq(tpot[3], tpot[0]);
+    cr_assert_gt(tpot[4], tpot[3], "4 threads %.6g, 16 threads %.6g", tpot[4], tpot[3]);
+    /* no core_bw: the bandwidth stays, the flop/s still shrink */
+    hw.core_bw.v = 0;
+    ws_cost_cfg cc;
+    ws_cost_cfg_default(&cc);
+    cc.cpu_threads = 4;
+    ws_cost_model cm;
+    cr_assert_eq(ws_cost_model_init(&hw, &m, &cc, &cm, &err), 0, "%s", err.msg);
+    cr_assert_float_eq(cm.hw.cpu_expert.W.v, W[0], 1e-12 * W[0]);
+    cr_assert_float_eq(cm.hw.cpu_expert.P.v, P[0] / 16, 1e-9 * P[0]);
+    ws_cost_model_free(&cm);
+    cc.cpu_threads = -1;
+    cr_assert_eq(ws_cost_model_init(&hw, &m, &cc, &cm, &err), WS_EINVAL);
+}

@@ -113,7 +113,9 @@ static int point_parse(json_t *o, const char *path, size_t i, ws_fid_point *p, w
         get_count(o, "output", 0, &p->output) ||
         get_count(pl, "gpu_experts", -1, &p->gpu_experts) ||
         get_count(pl, "n_cpu_moe", -1, &p->n_cpu_moe) ||
-        get_count(pl, "sockets_used", 0, &p->cpu_sockets))
+        get_count(pl, "sockets_used", 0, &p->cpu_sockets) ||
+        get_count(pl, "cpu_infer_threads", 0, &p->cpu_threads) ||
+        (!p->cpu_threads && get_count(pl, "cpu_threads", 0, &p->cpu_threads)))
         return ws_err_set(err, WS_EINVAL,
                           "%s: point '%s': batch, prompt, output and placement counts must be "
                           "whole numbers >= 0",
@@ -329,6 +331,8 @@ static int predict_one(ws_store *s, ws_fid_point *p, ws_err *err)
         }
         cc.cpu_sockets = p->cpu_sockets;
     }
+    if (ws_policy_info_of(k)->cpu_experts)
+        cc.cpu_threads = p->cpu_threads;
     cfg.keep_steps = cfg.keep_requests = 0;
     prefill_acc acc = {0};
     cfg.on_step = on_step;

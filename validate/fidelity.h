@@ -53,6 +53,8 @@ typedef struct ws_fid_point {
     int n_cpu_moe;       /* layers whose experts stay on the CPU, -1: not given */
     int all_experts_cpu; /* 1: every routed expert on the CPU */
     int cpu_sockets;     /* sockets the CPU's work ran on (placement.sockets_used), 0: all */
+    int cpu_threads;     /* threads of the CPU's work (placement.cpu_infer_threads, else
+                          * cpu_threads), 0: not given (every core) */
     char policy[24];     /* the simulator's policy used, "" when not run */
     double published, predicted, ratio; /* ratio = predicted / published; NAN when missing */
     char missing[192];                  /* the knob or data it lacks, "" when expressed */
