@@ -82,7 +82,7 @@ static int print_json(const ws_fid_report *r)
         json_object_set_new(o, "offload", json_boolean(p->offload));
         json_object_set_new(o, "quantized", json_boolean(p->quantized));
         json_object_set_new(o, "batch", json_integer(p->batch));
-        json_object_set_new(o, "prompt", json_integer(p->prompt));
+        json_object_set_new(o, "prompt", p->prompt < 0 ? json_null() : json_integer(p->prompt));
         json_object_set_new(o, "output", json_integer(p->output));
         json_object_set_new(o, "policy", *p->policy ? json_string(p->policy) : json_null());
         json_object_set_new(o, "published", json_real(p->published));

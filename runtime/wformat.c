@@ -24,6 +24,10 @@ static const ws_wformat k_formats[] = {
     {"q4_0", 18.0 / 32, WS_WC_INT8, WS_WC_INT8, 1, GGML "32 4-bit + one fp16 scale = 18 B"},
     {"q3_k_m", 3.91 / 8, WS_WC_INT8, WS_WC_INT8, 1, QREADME "Q3_K_M 3.91"},
     {"q2_k", 3.35 / 8, WS_WC_INT8, WS_WC_INT8, 1, QREADME "Q2_K 3.35"},
+    {"ud_q2_k_xl", 2.51 / 8, WS_WC_INT8, WS_WC_INT8, 1,
+     "unsloth's dynamic UD-Q2_K_XL of DeepSeek-R1: 2.51 bits per weight over the MoE weights, "
+     "212 GiB (ubergarm/r1-ktransformers-guide README.md); the few tensors it keeps at more "
+     "bits count at the MoE weights' rate"},
     {"int8", 1.0, WS_WC_INT8, WS_WC_INT8, 1,
      "W8A8 int8, per-channel scales (KTransformers AMXINT8, SmoothQuant)"},
     {"int4", 0.5 + 2.5 / 128, WS_WC_INT8, WS_WC_FP16, 1,

@@ -3,6 +3,7 @@
 
 #include <jansson.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -109,7 +110,7 @@ static int point_parse(json_t *o, const char *path, size_t i, ws_fid_point *p, w
         snprintf(p->offload_what, sizeof p->offload_what, "%s", p->offload ? "experts" : "none");
     json_t *pl = json_object_get(o, "placement");
     p->all_experts_cpu = json_is_true(json_object_get(pl, "all_experts_cpu"));
-    if (get_count(o, "batch", 1, &p->batch) || get_count(o, "prompt", 0, &p->prompt) ||
+    if (get_count(o, "batch", 1, &p->batch) || get_count(o, "prompt", -1, &p->prompt) ||
         get_count(o, "output", 0, &p->output) ||
         get_count(pl, "gpu_experts", -1, &p->gpu_experts) ||
         get_count(pl, "n_cpu_moe", -1, &p->n_cpu_moe) ||
@@ -265,6 +266,24 @@ static double metric_value(const ws_fid_point *p, const sim_totals *t, const pre
     return t->tokens_per_s;
 }
 
+static int predict_at(ws_store *s, ws_fid_point *p, int prompt, int output, ws_err *err);
+
+/* Appends one assumption to the point's list ("; "-separated). */
+static void assume(ws_fid_point *p, const char *fmt, ...)
+{
+    size_t n = strlen(p->assumed);
+    if (n + 2 >= sizeof p->assumed)
+        return;
+    if (n) {
+        memcpy(p->assumed + n, "; ", 3);
+        n += 2;
+    }
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(p->assumed + n, sizeof p->assumed - n, fmt, ap);
+    va_end(ap);
+}
+
 static int predict_one(ws_store *s, ws_fid_point *p, ws_err *err)
 {
     int known = 0;
@@ -274,7 +293,8 @@ static int predict_one(ws_store *s, ws_fid_point *p, ws_err *err)
         snprintf(p->missing, sizeof p->missing, "metric '%s'", p->metric);
         return 0;
     }
-    if (p->prompt < 1 || p->batch < 1) {
+    const int decode = !strcmp(p->metric, "decode_tok_s") || !strcmp(p->metric, "tpot_s");
+    if (p->batch < 1 || (p->prompt < 1 && !decode)) {
         snprintf(p->missing, sizeof p->missing, "not published: the %s",
                  p->batch < 1 ? "batch" : "prompt length");
         return 0;
@@ -283,16 +303,48 @@ static int predict_one(ws_store *s, ws_fid_point *p, ws_err *err)
     if (output < 1) {
         /* TTFT and prefill rates do not depend on the output; a decode rate barely does
          * (the context grows by the output): a short output stands in, and says so. */
-        int decode = !strcmp(p->metric, "decode_tok_s") || !strcmp(p->metric, "tpot_s");
         if (!decode && strcmp(p->metric, "ttft_s") && strcmp(p->metric, "prefill_tok_s")) {
             snprintf(p->missing, sizeof p->missing, "not published: the output length");
             return 0;
         }
         output = decode ? WS_FIDELITY_OUTPUT : 1;
-        size_t n = strlen(p->assumed);
-        snprintf(p->assumed + n, sizeof p->assumed - n, "%soutput %d (not published)",
-                 n ? "; " : "", output);
+        assume(p, "output %d (not published)", output);
     }
+    if (p->prompt == 0) { /* a decode rate from an empty context (llama-bench tg N) */
+        assume(p, "prompt 1 for an empty context");
+        return predict_at(s, p, 1, output, err);
+    }
+    if (p->prompt > 0)
+        return predict_at(s, p, p->prompt, output, err);
+    /* A decode rate published without its prompt: the rate at the short prompts chat
+     * benchmarks use, where it barely depends on the prompt; where it does, not expressed. */
+    double at[2];
+    const int lens[2] = {WS_FIDELITY_PROMPT_LO, WS_FIDELITY_PROMPT_HI};
+    for (int i = 0; i < 2; i++) {
+        int rc = predict_at(s, p, lens[i], output, err);
+        if (rc || *p->missing)
+            return rc;
+        at[i] = p->predicted;
+    }
+    const double spread = fabs(at[1] / at[0] - 1);
+    if (!(spread <= WS_FIDELITY_PROMPT_SPREAD)) {
+        snprintf(p->missing, sizeof p->missing,
+                 "not published: the prompt length (the rate moves %.0f%% between %d and %d "
+                 "tokens)",
+                 100 * spread, lens[0], lens[1]);
+        p->predicted = p->ratio = NAN;
+        return 0;
+    }
+    assume(p, "prompt %d (not published; %d..%d tokens give %.4g..%.4g)", WS_FIDELITY_PROMPT_MID,
+           lens[0], lens[1], at[0], at[1]);
+    return predict_at(s, p, WS_FIDELITY_PROMPT_MID, output, err);
+}
+
+/* The point simulated with `prompt` and `output` tokens per request: predicted and ratio,
+ * or missing naming what cannot be expressed. */
+static int predict_at(ws_store *s, ws_fid_point *p, int prompt, int output, ws_err *err)
+{
+    p->predicted = p->ratio = NAN;
     char path[4096];
     ws_model m;
     ws_err e = {0};
@@ -341,13 +393,13 @@ static int predict_one(ws_store *s, ws_fid_point *p, ws_err *err)
         /* An engine without spilling holds the whole batch's KV on the GPU. */
         ws_model_stats st;
         ws_model_derive(&m, kv, &st);
-        double need = st.kv_bytes_tok * (double)p->batch * (p->prompt + output + 64);
+        double need = st.kv_bytes_tok * (double)p->batch * (prompt + output + 64);
         if (need > cfg.gpu_kv_budget)
             cfg.gpu_kv_budget = need;
     }
     sim_closed cl;
     sim_source src;
-    sim_closed_source(&cl, p->batch, p->prompt, output, &src);
+    sim_closed_source(&cl, p->batch, prompt, output, &src);
     sim_results res;
     rc = sim_run(&m, &hw, &cc, &cfg, &src, &res, &e);
     if (rc)

@@ -31,6 +31,13 @@ extern "C" {
  * for a decode rate published without one. */
 #define WS_FIDELITY_HOST "xeon-gold-5318y"
 #define WS_FIDELITY_OUTPUT 64
+/* A decode rate published without its prompt: simulated at LO and HI tokens (the short
+ * prompts of chat benchmarks); where the two differ by at most SPREAD, the rate at MID is
+ * the prediction, else the prompt is missing. */
+#define WS_FIDELITY_PROMPT_LO 128
+#define WS_FIDELITY_PROMPT_MID 512
+#define WS_FIDELITY_PROMPT_HI 2048
+#define WS_FIDELITY_PROMPT_SPREAD 0.10
 
 typedef struct ws_fid_point {
     char id[96];
@@ -58,7 +65,7 @@ typedef struct ws_fid_point {
     char policy[24];     /* the simulator's policy used, "" when not run */
     double published, predicted, ratio; /* ratio = predicted / published; NAN when missing */
     char missing[192];                  /* the knob or data it lacks, "" when expressed */
-    char assumed[128];                  /* what the setup took that the source does not say */
+    char assumed[256];                  /* what the setup took that the source does not say */
 } ws_fid_point;
 
 typedef struct ws_fid_group {
