@@ -37,14 +37,26 @@ static const char *k_points =
     " {\"id\": \"nogpu\", \"source\": \"x\", \"hardware\": {\"gpu\": \"no-such-gpu\","
     "  \"host\": \"xeon-gold-5318y\"}, \"model\": \"qwen3-30b-a3b\", \"batch\": 1,"
     "  \"prompt\": 64, \"output\": 8, \"metric\": \"ttft_s\", \"published\": 0.1},\n"
-    " {\"id\": \"q2xl\", \"source\": \"x\", \"hardware\": {\"gpu\": \"a100-40gb-pcie\","
-    "  \"host\": \"xeon-gold-5318y\"}, \"model\": \"qwen3-30b-a3b\", \"weights\": \"ud_q2_k_xl\","
-    "  \"quantized\": true, \"offload\": true, \"batch\": 1, \"prompt\": 64, \"output\": 8,"
+    " {\"id\": \"layers\", \"source\": \"x\", \"hardware\": {\"gpu\": \"a100-40gb-pcie\","
+    "  \"host\": \"xeon-gold-5318y\"}, \"model\": \"qwen3-30b-a3b\", \"offload\": true,"
+    "  \"offload_what\": \"layers\", \"batch\": 1, \"prompt\": 64, \"output\": 8,"
     "  \"metric\": \"tpot_s\", \"published\": 0.1},\n"
     " {\"id\": \"kvq4\", \"source\": \"x\", \"hardware\": {\"gpu\": \"a100-40gb-pcie\","
     "  \"host\": \"xeon-gold-5318y\"}, \"model\": \"qwen3-30b-a3b\", \"kv_dtype\": \"q4_0\","
     "  \"offload\": true, \"batch\": 1, \"prompt\": 64, \"output\": 8,"
-    "  \"metric\": \"tpot_s\", \"published\": 0.1}\n"
+    "  \"metric\": \"tpot_s\", \"published\": 0.1},\n"
+    " {\"id\": \"noprompt\", \"source\": \"x\", \"hardware\": {\"gpu\": \"a100-40gb-pcie\","
+    "  \"host\": \"xeon-gold-5318y\"}, \"model\": \"qwen3-30b-a3b\", \"offload\": true,"
+    "  \"weights\": {\"gpu_part\": \"ud_q2_k_xl\"}, \"quantized\": true,"
+    "  \"placement\": {\"cpu_infer_threads\": 8}, \"batch\": 1, \"prompt\": null,"
+    "  \"metric\": \"decode_tok_s\", \"published\": 10},\n"
+    " {\"id\": \"noprompt-prefill\", \"source\": \"x\", \"hardware\": {\"gpu\": \"a100-40gb-pcie\","
+    "  \"host\": \"xeon-gold-5318y\"}, \"model\": \"qwen3-30b-a3b\", \"offload\": true,"
+    "  \"batch\": 1, \"metric\": \"prefill_tok_s\", \"published\": 10},\n"
+    " {\"id\": \"tg\", \"source\": \"x\", \"hardware\": {\"gpu\": \"a100-40gb-pcie\","
+    "  \"host\": \"xeon-gold-5318y\"}, \"model\": \"qwen3-30b-a3b\", \"offload\": true,"
+    "  \"batch\": 1, \"prompt\": 0, \"output\": 128, \"metric\": \"decode_tok_s\","
+    "  \"published\": 10}\n"
     "]}\n";
 
 static ws_fid_report load(void)
@@ -55,7 +67,7 @@ static ws_fid_report load(void)
     ws_fid_report r = {0};
     ws_err err = {0};
     cr_assert_eq(ws_fidelity_load_e2e(path, &r, &err), 0, "%s", err.msg);
-    cr_assert_eq(r.n, 7);
+    cr_assert_eq(r.n, 10);
     ws_store *s = NULL;
     cr_assert_eq(ws_store_open_embedded(&s, &err), 0, "%s", err.msg);
     cr_assert_eq(ws_fidelity_predict_e2e(s, &r, NULL, NULL, &err), 0, "%s", err.msg);
@@ -154,10 +166,32 @@ Test(fidelity, inexpressible_setups_name_the_knob)
 {
     ws_fid_report r = load();
     cr_assert(strstr(r.pt[4].missing, "no-such-gpu"), "%s", r.pt[4].missing);
-    cr_assert(strstr(r.pt[5].missing, "weight format ud_q2_k_xl"), "%s", r.pt[5].missing);
+    cr_assert(strstr(r.pt[5].missing, "whole layers"), "%s", r.pt[5].missing);
     cr_assert(strstr(r.pt[6].missing, "KV dtype q4_0"), "%s", r.pt[6].missing);
     for (int i = 4; i < 7; i++)
         cr_assert(isnan(r.pt[i].ratio) && isnan(r.pt[i].predicted));
+    ws_fidelity_free(&r);
+}
+
+/* A decode rate without its prompt is predicted at 512 tokens where 128 and 2048 agree
+ * within 10%, both ends in assumed; a prefill rate without one stays missing; prompt 0 (an
+ * empty context) runs after one token. The thread count reaches the cost model: 8 threads
+ * decode no faster than every core. */
+Test(fidelity, prompts_not_published_and_threads)
+{
+    ws_fid_report r = load();
+    const ws_fid_point *p = &r.pt[7], *pf = &r.pt[8], *tg = &r.pt[9];
+    cr_assert_str_empty(p->missing, "%s", p->missing);
+    cr_assert_eq(p->prompt, -1);
+    cr_assert_eq(p->cpu_threads, 8);
+    cr_assert(strstr(p->assumed, "prompt 512 (not published; 128..2048"), "%s", p->assumed);
+    cr_assert(p->predicted > 0 && isfinite(p->ratio));
+    cr_assert(strstr(pf->missing, "not published: the prompt length"), "%s", pf->missing);
+    cr_assert(isnan(pf->ratio));
+    cr_assert_str_empty(tg->missing, "%s", tg->missing);
+    cr_assert_eq(tg->prompt, 0);
+    cr_assert(strstr(tg->assumed, "prompt 1 for an empty context"), "%s", tg->assumed);
+    cr_assert(tg->predicted > 0);
     ws_fidelity_free(&r);
 }
 
@@ -170,12 +204,14 @@ Test(fidelity, summary_groups_and_statistics)
     cr_assert_eq(r.g[0].expressed, 1);
     cr_assert_float_eq(r.g[0].median_err, fabs(r.pt[0].ratio - 1), 1e-12);
     cr_assert_str_eq(r.g[1].group, "e2e offload");
-    cr_assert_eq(r.g[1].n, 3);        /* kt, ncpumoe, kvq4 */
-    cr_assert_eq(r.g[1].expressed, 2);
+    cr_assert_eq(r.g[1].n, 6);        /* kt, ncpumoe, layers, kvq4, noprompt-prefill, tg */
+    cr_assert_eq(r.g[1].expressed, 3);
     cr_assert_str_eq(r.g[2].group, "e2e offload+quantized");
-    cr_assert_eq(r.g[2].n, 2);        /* q4, q2xl */
-    cr_assert_eq(r.g[2].expressed, 1);
-    cr_assert_float_eq(r.g[2].median_err, fabs(r.pt[2].ratio - 1), 1e-12);
+    cr_assert_eq(r.g[2].n, 2);        /* q4, noprompt */
+    cr_assert_eq(r.g[2].expressed, 2);
+    const double e2 = fabs(r.pt[2].ratio - 1), e7 = fabs(r.pt[7].ratio - 1);
+    cr_assert_float_eq(r.g[2].median_err, (e2 + e7) / 2, 1e-12);
+    cr_assert_float_eq(r.g[2].worst_err, fmax(e2, e7), 1e-12);
     ws_fidelity_free(&r);
 }
 
@@ -223,11 +259,13 @@ Test(fidelity, cli_json_has_the_points_array)
     const char *args[] = {"fidelity", "--points", path, "--no-ops", "--json", NULL};
     json_t *j = th_writescope_json(args, NULL);
     json_t *pts = json_object_get(j, "points");
-    cr_assert_eq(json_array_size(pts), 7);
+    cr_assert_eq(json_array_size(pts), 10);
     json_t *q4 = json_array_get(pts, 5);
     cr_assert_str_eq(json_string_value(json_object_get(q4, "kind")), "e2e");
-    cr_assert(json_is_true(json_object_get(q4, "quantized")));
+    cr_assert(json_is_false(json_object_get(q4, "quantized")));
     cr_assert(json_is_true(json_object_get(q4, "offload")));
+    cr_assert(json_is_true(json_object_get(json_array_get(pts, 7), "quantized")));
+    cr_assert(json_is_null(json_object_get(json_array_get(pts, 7), "prompt")));
     cr_assert(json_is_null(json_object_get(q4, "ratio")));
     cr_assert(json_is_null(json_object_get(q4, "predicted")));
     cr_assert(json_is_string(json_object_get(q4, "missing")));
