@@ -194,6 +194,14 @@ static void print_row(FILE *o, const sim_results *r, int slo)
     if (t->prefill_cpu_steps + t->prefill_gpu_steps)
         fprintf(o, "  prefill experts: cpu %llu gpu %llu chunks",
                 (unsigned long long)t->prefill_cpu_steps, (unsigned long long)t->prefill_gpu_steps);
+    /* why every request was out of memory, where it is the weights */
+    const double G = 1073741824.0;
+    if (t->no_room)
+        fprintf(o, "  OOM: weights %.1f GiB + KV budget %.1f GiB exceed the GPU's %.1f GiB",
+                t->gpu_weight_bytes / G, t->gpu_kv_budget / G, t->gpu_mem / G);
+    else if (t->no_host_room)
+        fprintf(o, "  OOM: CPU-resident weights %.1f GiB exceed host memory %.1f GiB",
+                t->host_weight_bytes / G, t->host_mem / G);
     fprintf(o, "\n");
 }
 

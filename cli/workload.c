@@ -128,6 +128,11 @@ const cli_optdef cli_format_opts[] = {
      .help = "the routed experts of the first N MoE layers stay on the CPU, the rest on the "
              "GPU (llama.cpp --n-cpu-moe N); the CPU layers keep --gpu-experts of theirs on "
              "the GPU"},
+    {"n-gpu-layers", CLI_INT(W, n_gpu_layers), .arg = "N", .lo = 1, .hi = 1 << 20,
+     .help = "only the last N layers run on the GPU, the others wholly on the CPU: their "
+             "weights and KV in host DRAM, their attention, projections and experts on its "
+             "cores (llama.cpp -ngl N; N >= the model's layers: all on the GPU, the default). "
+             "With a policy that keeps experts on the CPU, the GPU layers follow --gpu-experts"},
     {"cpu-threads", CLI_INT(W, cpu_threads), .arg = "N", .lo = 1, .hi = 1 << 20,
      .help = "threads that run the CPU's work (KTransformers --cpu_infer, llama.cpp -t), at "
              "most one per core of the sockets used: their share of the cores' flop/s, and "
@@ -172,5 +177,7 @@ int cli_formats_apply(const char *cmd, const cli_workload *w, ws_cost_cfg *cc)
         cc->n_cpu_moe = w->n_cpu_moe;
     if (w->cpu_threads > 0)
         cc->cpu_threads = w->cpu_threads;
+    if (w->n_gpu_layers > 0)
+        cc->n_gpu_layers = w->n_gpu_layers;
     return 0;
 }

@@ -35,7 +35,7 @@ typedef struct cli_workload {
     int skip_bad;
     cli_gen_args gen; /* cli_gen_opts, cli_closed_opts */
     const char *weights, *cpu_exp_w, *gpu_exp_w, *shared_w, *kv_dtype; /* cli_format_opts */
-    int n_cpu_moe, cpu_threads;
+    int n_cpu_moe, cpu_threads, n_gpu_layers;
 } cli_workload;
 
 /* --model --host --policy --batch --prompt --output --seed --db --json: sim, plan, run,
@@ -57,10 +57,11 @@ extern const cli_optdef cli_gen_opts[];
 /* --clients --think: a generator's closed loop (sim, trace gen). */
 extern const cli_optdef cli_closed_opts[];
 /* --weights --gpu-expert-weights --shared-expert-weights --cpu-expert-weights --kv-dtype
- * --n-cpu-moe --cpu-threads: what the model runs in and where its experts sit (sim, plan). */
+ * --n-cpu-moe --n-gpu-layers --cpu-threads: what the model runs in and where its layers and
+ * experts sit (sim, plan). */
 extern const cli_optdef cli_format_opts[];
 /* Those options into cc (kept where not given): weight formats (the GPU experts' and shared
- * experts' default to --weights), the KV dtype, n_cpu_moe, cpu_threads. A usage error (one line naming
+ * experts' default to --weights), the KV dtype, n_cpu_moe, n_gpu_layers, cpu_threads. A usage error (one line naming
  * the known formats or dtypes) for a value it cannot express. */
 int cli_formats_apply(const char *cmd, const cli_workload *w, ws_cost_cfg *cc);
 

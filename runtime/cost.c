@@ -435,7 +435,7 @@ int ws_cost_model_init(const ws_cost_hw *hw, const ws_model *m, const ws_cost_cf
     memset(cm, 0, sizeof *cm);
     if (!(cfg->pingpong_bytes >= 0) || !(cfg->routing_skew >= 0) || !isfinite(cfg->routing_skew) ||
         cfg->gpu_experts < 0 || !(cfg->cpu_expert_bytes >= 0) || !(cfg->act_bytes >= 0) ||
-        cfg->n_cpu_moe < 0 || cfg->cpu_threads < 0)
+        cfg->n_cpu_moe < 0 || cfg->cpu_threads < 0 || cfg->n_gpu_layers < 0)
         return ws_err_set(err, WS_EINVAL, "cost: configuration out of range");
     if (m->n_experts > 0 && cfg->gpu_experts > m->n_experts)
         return ws_err_set(err, WS_EINVAL, "cost: %d GPU experts, the model has %d",
@@ -527,6 +527,11 @@ int ws_cost_model_init(const ws_cost_hw *hw, const ws_model *m, const ws_cost_cf
     cm->roof_shared = fs ? hw->gpu_gemm_wc[fs->gpu] : hw->gpu_gemm;
     cm->roof_gpu_exp = fe ? hw->gpu_gemm_wc[fe->gpu] : hw->gpu_gemm;
     cm->roof_cpu_exp = fc ? cm->hw.cpu_expert_wc[fc->cpu] : cm->hw.cpu_expert;
+    cm->roof_cpu_dense = fg ? cm->hw.cpu_expert_wc[fg->cpu] : cm->hw.cpu_expert;
+    cm->roof_cpu_shared = fs ? cm->hw.cpu_expert_wc[fs->cpu] : cm->hw.cpu_expert;
+    cm->cpu_layers = cfg->n_gpu_layers > 0 && cfg->n_gpu_layers < m->layers
+                         ? m->layers - cfg->n_gpu_layers
+                         : 0;
     /* RoPE rotates every query head and the keys: GQA/MHA the KV heads at head_dim, MLA the
      * one shared rope key at rope_dim. */
     const int mla = m->attn == WS_ATTN_MLA || m->attn == WS_ATTN_MLA_SPARSE;
@@ -786,12 +791,53 @@ double ws_cost_o_proj(const ws_cost_model *cm, double T)
     return part_gemm(cm, &cm->roof_gpu, cm->wb_gpu, T, cm->o_in, cm->hidden);
 }
 
+double ws_cost_cpu_qkv_proj(const ws_cost_model *cm, double T)
+{
+    return part_gemm(cm, &cm->roof_cpu_dense, cm->wb_gpu, T, cm->hidden, cm->qkv_out);
+}
+double ws_cost_cpu_o_proj(const ws_cost_model *cm, double T)
+{
+    return part_gemm(cm, &cm->roof_cpu_dense, cm->wb_gpu, T, cm->o_in, cm->hidden);
+}
+
+/* A gated MLP of width I on a CPU roofline: gate-up and down GEMMs (the activation runs
+ * inside the CPU's FFN call, as the routed experts' does). */
+static double cpu_gated_mlp(const ws_cost_model *cm, const ws_cost_roof *r, double wb, double T,
+                            double I)
+{
+    if (T <= 0 || !(I > 0))
+        return 0;
+    return part_gemm(cm, r, wb, T, cm->hidden, 2.0 * I) + part_gemm(cm, r, wb, T, I, cm->hidden);
+}
+
+double ws_cost_cpu_shared_experts(const ws_cost_model *cm, double T)
+{
+    return cpu_gated_mlp(cm, &cm->roof_cpu_shared, cm->wb_shared, T, cm->shared_inter);
+}
+double ws_cost_cpu_dense_mlp(const ws_cost_model *cm, double T)
+{
+    return cm->dense_params > 0
+               ? cpu_gated_mlp(cm, &cm->roof_cpu_dense, cm->wb_gpu, T, cm->dense_inter)
+               : 0;
+}
+
+double ws_cost_cpu_prefill_attn(const ws_cost_model *cm, double q, double ctx)
+{
+    if (q <= 0)
+        return 0;
+    return ws_cost_roof_time(&cm->hw.cpu_attn, ws_cost_causal_pairs(q, ctx) * cm->f_tok,
+                             (q + ctx) * cm->b_tok);
+}
+
 /* The share of pick probability on the CPU's and on the GPU's experts of `layer`. */
 static void layer_q(const ws_cost_model *cm, int layer, double *cpu_q, double *gpu_q)
 {
     const int G = ws_cost_layer_gpu_experts(cm, layer);
     if (!ws_cost_layer_is_moe(cm, layer)) {
         *cpu_q = *gpu_q = 0;
+    } else if (ws_cost_layer_on_cpu(cm, layer)) {
+        *cpu_q = cm->all_q_sum;
+        *gpu_q = 0;
     } else if (G == cm->cfg.gpu_experts) {
         *cpu_q = cm->cpu_q_sum;
         *gpu_q = cm->gpu_q_sum;
@@ -926,9 +972,14 @@ int ws_cost_layer_is_moe(const ws_cost_model *cm, int layer)
     return cm->n_experts > 0 && layer >= cm->n_dense_layers;
 }
 
+int ws_cost_layer_on_cpu(const ws_cost_model *cm, int layer)
+{
+    return layer >= 0 && layer < cm->cpu_layers;
+}
+
 int ws_cost_layer_gpu_experts(const ws_cost_model *cm, int layer)
 {
-    if (!ws_cost_layer_is_moe(cm, layer))
+    if (!ws_cost_layer_is_moe(cm, layer) || ws_cost_layer_on_cpu(cm, layer))
         return 0;
     if (cm->cfg.n_cpu_moe > 0 && layer - cm->n_dense_layers >= cm->cfg.n_cpu_moe)
         return cm->n_experts;
@@ -937,6 +988,8 @@ int ws_cost_layer_gpu_experts(const ws_cost_model *cm, int layer)
 
 int ws_cost_layer_kind(const ws_cost_model *cm, int layer)
 {
+    if (ws_cost_layer_on_cpu(cm, layer))
+        return ws_cost_layer_is_moe(cm, layer) ? 4 : 3;
     if (!ws_cost_layer_is_moe(cm, layer))
         return 0;
     return ws_cost_layer_gpu_experts(cm, layer) == cm->cfg.gpu_experts ? 1 : 2;
@@ -954,6 +1007,17 @@ void ws_cost_weight_bytes(const ws_cost_model *cm, double *gpu, double *host)
                                                            : 0;
     *host = routed * cpu_share * cm->wb_cpu_exp * cm->cpu_replicas; /* a copy per socket used */
     *gpu = rest * cm->wb_gpu + shared * cm->wb_shared + routed * (1 - cpu_share) * cm->wb_gpu_exp;
+    /* Layers on the CPU hold their projections, router, shared experts or dense MLP there. */
+    for (int l = 0; l < cm->cpu_layers; l++) {
+        const int moe = ws_cost_layer_is_moe(cm, l);
+        const double own = (cm->qkv_params + cm->o_params + (moe ? cm->router_params : 0) +
+                            (moe ? 0 : cm->dense_params)) * cm->wb_gpu +
+                           (moe ? cm->shared_params * cm->wb_shared : 0);
+        *host += own;
+        *gpu -= own;
+    }
+    if (*gpu < 0)
+        *gpu = 0;
 }
 
 /* ---- routed experts --------------------------------------------------------------------- */
@@ -1020,7 +1084,8 @@ double ws_cost_cpu_experts_at(const ws_cost_model *cm, int layer, double T)
     if (!(cq > 0))
         return 0;
     /* the CPU runs one FFN call per expert hit (the runtime's, and the calibrator's c0) */
-    const double D = ws_cost_distinct_cpu_experts(cm, T);
+    const double D = ws_cost_layer_on_cpu(cm, layer) ? ws_cost_distinct_experts(cm, T)
+                                                     : ws_cost_distinct_cpu_experts(cm, T);
     return experts_time(cm, &cm->roof_cpu_exp, D, T * cq, cm->wb_cpu_exp, cm->cfg.act_bytes, D);
 }
 

@@ -198,6 +198,10 @@ typedef struct ws_cost_cfg {
     int n_cpu_moe; /* > 0: only the first n_cpu_moe MoE layers keep routed experts on the CPU
                     * (gpu_experts of them on the GPU), the rest hold all on the GPU (llama.cpp
                     * --n-cpu-moe); 0: every MoE layer holds gpu_experts */
+    int n_gpu_layers; /* > 0: only the last n_gpu_layers layers run on the GPU, the others
+                       * wholly on the CPU (llama.cpp -ngl N): their weights and KV in host
+                       * DRAM, their projections, attention and experts on the CPU's cores;
+                       * 0 (or >= the model's layers): every layer on the GPU */
     int cpu_threads; /* > 0: the CPU's work runs on this many threads (KTransformers
                       * --cpu_infer, llama.cpp -t), at most one per core of the sockets used:
                       * their share of those cores' flop/s, and of the DRAM bandwidth up to
@@ -226,12 +230,16 @@ typedef struct ws_cost_model {
     double rope_heads, rope_dim; /* heads RoPE rotates per token (q and k) and their width */
     double merge_bytes;          /* B per query the merge reads and writes */
     double cpu_replicas;         /* copies of the CPU experts in host DRAM (cpu_sockets or 1) */
+    int cpu_layers;              /* the first cpu_layers layers run wholly on the CPU */
     double *q;                   /* E pick probabilities, most popular first (owned) */
     double *log1m_q;             /* log(1 - q_i), -inf where q_i = 1 (owned) */
     double cpu_q_sum, gpu_q_sum; /* sum of q over CPU / GPU experts (a CPU-MoE layer) */
     double all_q_sum;            /* sum of q over all experts (a layer with all on the GPU) */
     double wb_gpu, wb_shared, wb_gpu_exp, wb_cpu_exp; /* B per weight of each part */
     ws_cost_roof roof_gpu, roof_shared, roof_gpu_exp, roof_cpu_exp; /* their GEMMs' rooflines */
+    ws_cost_roof roof_cpu_dense, roof_cpu_shared; /* a CPU layer's projections and dense MLP,
+                                                   * its shared experts: the CPU's roofline
+                                                   * for those parts' formats */
 } ws_cost_model;
 
 /* Builds the model's constants on hw (copied). WS_EINVAL for a model without attention or
@@ -315,9 +323,22 @@ int ws_cost_layer_is_moe(const ws_cost_model *cm, int layer);
  * layer past the first n_cpu_moe (when set), else gpu_experts. */
 int ws_cost_layer_gpu_experts(const ws_cost_model *cm, int layer);
 /* The layer's kind as the schedule sees it: 0 dense, 1 MoE with gpu_experts on the GPU,
- * 2 MoE with every expert on the GPU (past the first n_cpu_moe). Layers of one kind build
- * the same ops. */
+ * 2 MoE with every expert on the GPU (past the first n_cpu_moe), 3 a dense layer and 4 a
+ * MoE layer wholly on the CPU (n_gpu_layers). Layers of one kind build the same ops. */
+#define WS_COST_LAYER_KINDS 5
 int ws_cost_layer_kind(const ws_cost_model *cm, int layer);
+/* 1 when `layer` runs wholly on the CPU (one of the first cpu_layers). */
+int ws_cost_layer_on_cpu(const ws_cost_model *cm, int layer);
+/* A layer on the CPU: its QKV and output projections, shared experts and dense MLP as CPU
+ * GEMMs at those parts' formats (the CPU's roofline for each format's compute), and its
+ * attention over every KV token of the layer (host memory): decode over `tokens`, prefill
+ * of q tokens after ctx (causal pairs at the CPU attention's rates). Its router and routed
+ * experts are the CPU's (ws_cost_router_at, ws_cost_cpu_experts_at: every expert). */
+double ws_cost_cpu_qkv_proj(const ws_cost_model *cm, double T);
+double ws_cost_cpu_o_proj(const ws_cost_model *cm, double T);
+double ws_cost_cpu_shared_experts(const ws_cost_model *cm, double T);
+double ws_cost_cpu_dense_mlp(const ws_cost_model *cm, double T);
+double ws_cost_cpu_prefill_attn(const ws_cost_model *cm, double q, double ctx);
 /* The routing and experts' functions above and below, for `layer` (the ones without a
  * layer are those of the first MoE layer). */
 int ws_cost_router_on_cpu_at(const ws_cost_model *cm, int layer);

@@ -45,6 +45,38 @@ static ws_sched_dep here_or_none(int i)
     return i >= 0 ? HERE(i) : NO_DEP;
 }
 
+/* A layer wholly on the CPU (n_gpu_layers): qkv, attention over every KV token of the layer
+ * (host memory), o_proj, then the router, routed and shared experts (MoE) or the dense MLP,
+ * all on the CPU pool, in that order. It streams nothing, so its H2D anchor is the layer
+ * before's; its main anchor (a free ping-pong half) is its qkv. The hidden state's copy to
+ * the first GPU layer (T x hidden elements, once a step) is left out: a few KB. */
+static void build_cpu_layer(const ws_cost_model *cm, const ws_sched_in *in, int l,
+                            ws_sched_dep pe, ws_sched_layer *s)
+{
+    const double T = in->T;
+    const int qkv = ADD(WS_OP_QKV, WS_RES_CPU, ws_cost_cpu_qkv_proj(cm, T), pe);
+    s->anchor[WS_ANCHOR_MAIN] = qkv;
+    const double attn = in->prefill_q > 0
+                            ? ws_cost_cpu_prefill_attn(cm, in->prefill_q, in->prefill_ctx)
+                            : ws_cost_cpu_attn(cm, in->n_cpu + in->m_xfer + in->resident);
+    const int a = ADD(WS_OP_CPU_ATTN, WS_RES_CPU, attn, HERE(qkv));
+    const int o = ADD(WS_OP_OPROJ, WS_RES_CPU, ws_cost_cpu_o_proj(cm, T), HERE(a));
+    if (ws_cost_layer_is_moe(cm, l)) {
+        const int r = ADD(WS_OP_ROUTER, WS_RES_CPU,
+                          ws_cost_router_at(cm, l, T) + ws_cost_topk_at(cm, l, T), HERE(o));
+        double tc = ws_cost_cpu_experts_at(cm, l, T);
+        tc += tc > 0 ? ws_cost_moe_permute_cpu_at(cm, l, T) : 0;
+        const double ts = ws_cost_cpu_shared_experts(cm, T);
+        const int ec = tc > 0 ? ADD(WS_OP_EXP_CPU, WS_RES_CPU, tc, HERE(r)) : -1;
+        const int sh = ts > 0 ? ADD(WS_OP_SHARED, WS_RES_CPU, ts, HERE(r)) : -1;
+        s->anchor[WS_ANCHOR_END] =
+            ADD(WS_OP_END, WS_RES_NONE, 0, HERE(r), here_or_none(ec), here_or_none(sh));
+    } else {
+        const int d = ADD(WS_OP_DENSE, WS_RES_CPU, ws_cost_cpu_dense_mlp(cm, T), HERE(o));
+        s->anchor[WS_ANCHOR_END] = ADD(WS_OP_END, WS_RES_NONE, 0, HERE(d));
+    }
+}
+
 void ws_sched_build(const ws_cost_model *cm, const ws_cost_split *split, const ws_sched_in *in,
                     int l, ws_sched_layer *s)
 {
@@ -57,6 +89,10 @@ void ws_sched_build(const ws_cost_model *cm, const ws_cost_split *split, const w
     const double T = in->T, t_step = l == 0 ? ws_cost_step(cm) : 0;
     const int step = t_step > 0 ? ADD(WS_OP_STEP, WS_RES_NONE, t_step, NO_DEP) : -1;
     const ws_sched_dep pe = step >= 0 ? HERE(step) : PREV(1, WS_ANCHOR_END);
+    if (ws_cost_layer_on_cpu(cm, l)) {
+        build_cpu_layer(cm, in, l, pe, s);
+        return;
+    }
     const int qkv = ADD(WS_OP_QKV, WS_RES_GPU,
                         ws_cost_add(cm, T) + ws_cost_norm(cm, T) + ws_cost_qkv_proj(cm, T) +
                             ws_cost_rope(cm, T),

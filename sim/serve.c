@@ -104,7 +104,8 @@ typedef struct run {
     sim_engine eng;
     sim_step st;
     int layers, spills, nospill;
-    double b_tok, b_all; /* KV bytes per token: one layer, all layers played */
+    double b_tok, b_all; /* KV bytes per token: one layer, the layers on the GPU */
+    double b_host;       /* KV bytes per token of the layers wholly on the CPU (host DRAM) */
     double budget, pinned, host;
     double gpu_used, pin_used, host_used;
     int no_room;     /* the GPU's weights and KV budget exceed the GPU, or the CPU's weights
@@ -295,12 +296,15 @@ static double share(const run *R, double resident, double L)
 static void need(const run *R, const sim_req *rq, double r, double *g, double *h, double *p,
                  int *never)
 {
-    const double kv = (double)(rq->prompt + rq->output) * R->b_all;
+    /* the KV of layers on the GPU (b_all) follows the policy; that of layers wholly on the
+     * CPU (b_host) sits in host DRAM */
+    const double tok = (double)(rq->prompt + rq->output), kv = tok * R->b_all;
     if (R->nospill) {
-        *g = kv, *h = *p = 0;
+        *g = kv, *p = 0;
+        *h = tok * R->b_host;
     } else {
         *g = R->cfg->window * R->b_all;
-        *h = kv;
+        *h = kv + tok * R->b_host;
         *p = kv * (1 - r);
     }
     *never = R->no_room || *g > R->budget || *h > R->host || *p > R->pinned;
@@ -641,7 +645,9 @@ int sim_run(const ws_model *m, const ws_cost_hw *hw, const ws_cost_cfg *ccfg, co
     R.spills = pi->spills;
     R.nospill = !pi->spills;
     R.b_tok = R.cm.b_tok;
-    R.b_all = R.cm.b_tok * R.cm.layers; /* memory is the whole model's, --layers or not */
+    /* memory is the whole model's, --layers or not: the GPU layers' KV, the CPU layers' */
+    R.b_all = R.cm.b_tok * (R.cm.layers - R.cm.cpu_layers);
+    R.b_host = R.cm.b_tok * R.cm.cpu_layers;
     const int mla = m->attn == WS_ATTN_MLA || m->attn == WS_ATTN_MLA_SPARSE;
     R.budget = cfg->gpu_kv_budget > 0 ? cfg->gpu_kv_budget : (mla ? 0.3 : 2.0) * 1073741824.0;
     R.pinned = cfg->pinned_limit > 0 ? cfg->pinned_limit : 256 * 1073741824.0;
@@ -657,6 +663,7 @@ int sim_run(const ws_model *m, const ws_cost_hw *hw, const ws_cost_cfg *ccfg, co
     R.no_room = res->tot.gpu_weight_bytes + R.budget > hw->gpu_mem.v || res->tot.no_host_room;
     res->tot.no_room = res->tot.gpu_weight_bytes + R.budget > hw->gpu_mem.v;
     res->tot.gpu_kv_budget = R.budget;
+    res->tot.gpu_mem = hw->gpu_mem.v;
     if ((rc = ws_ctl_init(&R.ctl, &R.cm, cfg->policy, &cfg->par, R.layers, err)) ||
         (rc = ws_ctl_set_prefill(&R.ctl, cfg->prefill_mode, err)))
         goto out_cm;

@@ -186,6 +186,7 @@ typedef struct sim_totals {
     double gpu_weight_bytes; /* weights resident on the GPU under this policy */
     double gpu_kv_budget;    /* the GPU KV budget in force, B */
     int no_room;             /* 1: those weights and the budget exceed the GPU: all OOM */
+    double gpu_mem;          /* the GPU's memory, B */
     double host_weight_bytes; /* routed experts resident in host DRAM */
     double host_mem;          /* host DRAM in force, B */
     int no_host_room;         /* 1: those weights fill the host DRAM: all OOM */

@@ -168,7 +168,7 @@ int sim_step_run(sim_step *st, const sim_step_in *in, sim_step_out *out, ws_err 
     st->in = in;
     st->added = 0;
     st->stop = 0;
-    st->memo_ok[0] = st->memo_ok[1] = st->memo_ok[2] = 0;
+    memset(st->memo_ok, 0, sizeof st->memo_ok);
     ws_cost_split_terms(cm, in->resident, 0, 0, 0, &st->split);
     const uint64_t ev0 = st->eng->n_processed;
     out->t0 = sim_now(st->eng);

@@ -166,10 +166,22 @@ Test(fidelity, inexpressible_setups_name_the_knob)
 {
     ws_fid_report r = load();
     cr_assert(strstr(r.pt[4].missing, "no-such-gpu"), "%s", r.pt[4].missing);
-    cr_assert(strstr(r.pt[5].missing, "whole layers"), "%s", r.pt[5].missing);
     cr_assert(strstr(r.pt[6].missing, "KV dtype q4_0"), "%s", r.pt[6].missing);
-    for (int i = 4; i < 7; i++)
+    for (int i = 4; i < 7; i += 2)
         cr_assert(isnan(r.pt[i].ratio) && isnan(r.pt[i].predicted));
+    ws_fidelity_free(&r);
+}
+
+/* Whole layers on the CPU (llama.cpp -ngl) run gpu-only with the GPU's layers; without a
+ * published -ngl, the most layers that fit, said so. */
+Test(fidelity, layer_offload_takes_the_layers_that_fit)
+{
+    ws_fid_report r = load();
+    const ws_fid_point *p = &r.pt[5];
+    cr_assert_str_empty(p->missing, "%s", p->missing);
+    cr_assert_str_eq(p->policy, "gpu-only");
+    cr_assert(strstr(p->assumed, "the most that fit (-ngl not published)"), "%s", p->assumed);
+    cr_assert(p->predicted > 0 && isfinite(p->ratio));
     ws_fidelity_free(&r);
 }
 
@@ -205,7 +217,7 @@ Test(fidelity, summary_groups_and_statistics)
     cr_assert_float_eq(r.g[0].median_err, fabs(r.pt[0].ratio - 1), 1e-12);
     cr_assert_str_eq(r.g[1].group, "e2e offload");
     cr_assert_eq(r.g[1].n, 6);        /* kt, ncpumoe, layers, kvq4, noprompt-prefill, tg */
-    cr_assert_eq(r.g[1].expressed, 3);
+    cr_assert_eq(r.g[1].expressed, 4);
     cr_assert_str_eq(r.g[2].group, "e2e offload+quantized");
     cr_assert_eq(r.g[2].n, 2);        /* q4, noprompt */
     cr_assert_eq(r.g[2].expressed, 2);
@@ -260,7 +272,7 @@ Test(fidelity, cli_json_has_the_points_array)
     json_t *j = th_writescope_json(args, NULL);
     json_t *pts = json_object_get(j, "points");
     cr_assert_eq(json_array_size(pts), 10);
-    json_t *q4 = json_array_get(pts, 5);
+    json_t *q4 = json_array_get(pts, 6);
     cr_assert_str_eq(json_string_value(json_object_get(q4, "kind")), "e2e");
     cr_assert(json_is_false(json_object_get(q4, "quantized")));
     cr_assert(json_is_true(json_object_get(q4, "offload")));

@@ -12,10 +12,12 @@
 #include <string.h>
 
 #include "hw.h"
+#include "schedule.h"
 #include "serve.h"
 #include "store.h"
 #include "timeline.h"
 #include "trace.h"
+#include "wformat.h"
 #include "trace_gen.h"
 #include "ws_util.h"
 
@@ -929,4 +931,81 @@ Test(sim_serve, cpu_threads_share_flops_and_cap_bandwidth)
     ws_cost_model_free(&cm);
     cc.cpu_threads = -1;
     cr_assert_eq(ws_cost_model_init(&hw, &m, &cc, &cm, &err), WS_EINVAL);
+}
+
+/* Whole layers on the CPU (llama.cpp -ngl): the first layers' weights and KV leave the GPU
+ * for host DRAM, their ops all run on the CPU pool, a step takes longer the fewer layers the
+ * GPU keeps, and folded steps agree with played layers. */
+Test(sim_serve, layers_on_the_cpu_move_weights_kv_and_work)
+{
+    ws_model m;
+    ws_cost_hw hw;
+    ws_err err = {0};
+    ws_store *s;
+    cr_assert_eq(ws_store_open_embedded(&s, &err), 0, "%s", err.msg);
+    cr_assert_eq(ws_hw_load(s, "qwen3-30b-a3b", "rtx-4090", "ryzen-9-9950x", WS_DT_BF16, &m, &hw,
+                            NULL, &err),
+                 0, "%s", err.msg);
+    ws_store_close(s);
+    const ws_wformat *q4 = ws_wformat_find("q4_k_m");
+    const int ngl[] = {0, 48, 36, 12};
+    double gw[4], hwb[4], tpot[4];
+    for (int i = 0; i < 4; i++) {
+        ws_cost_cfg cc;
+        ws_cost_cfg_default(&cc);
+        cc.w_gpu = cc.w_shared = cc.w_gpu_experts = cc.w_cpu_experts = q4;
+        cc.n_gpu_layers = ngl[i];
+        double t[2];
+        for (int detail = 0; detail < 2; detail++) {
+            sim_cfg cfg;
+            sim_cfg_default(&cfg);
+            cfg.policy = WS_POLICY_GPU_ONLY;
+            cfg.detail_layer = detail;
+            sim_closed cl;
+            sim_source src;
+            sim_closed_source(&cl, 1, 256, 8, &src);
+            sim_results r;
+            cr_assert_eq(sim_run(&m, &hw, &cc, &cfg, &src, &r, &err), 0, "%s", err.msg);
+            cr_assert_eq(r.tot.served, 1, "ngl %d", ngl[i]);
+            t[detail] = r.tot.tpot_p50;
+            gw[i] = r.tot.gpu_weight_bytes;
+            hwb[i] = r.tot.host_weight_bytes;
+            sim_results_free(&r);
+        }
+        cr_assert_float_eq(t[0], t[1], 1e-9 * t[1], "ngl %d: step %.9g layer %.9g", ngl[i], t[0],
+                           t[1]);
+        tpot[i] = t[1];
+    }
+    /* -ngl 48 of 48 layers is every layer on the GPU */
+    cr_assert_float_eq(tpot[1], tpot[0], 1e-12 * tpot[0]);
+    cr_assert_eq(hwb[0], 0);
+    cr_assert_float_eq(gw[0] + hwb[0], gw[2] + hwb[2], 1e-9 * gw[0]);
+    cr_assert_float_eq(gw[0] + hwb[0], gw[3] + hwb[3], 1e-9 * gw[0]);
+    cr_assert_lt(gw[3], gw[2]);
+    cr_assert_gt(tpot[2], tpot[0]);
+    cr_assert_gt(tpot[3], tpot[2]);
+    /* every op of a CPU layer holds the CPU (or nothing) */
+    ws_cost_cfg cc;
+    ws_cost_cfg_default(&cc);
+    cc.n_gpu_layers = 36;
+    ws_cost_model cm;
+    cr_assert_eq(ws_cost_model_init(&hw, &m, &cc, &cm, &err), 0, "%s", err.msg);
+    cr_assert_eq(cm.cpu_layers, 12);
+    cr_assert(ws_cost_layer_on_cpu(&cm, 11) && !ws_cost_layer_on_cpu(&cm, 12));
+    cr_assert_eq(ws_cost_layer_gpu_experts(&cm, 3), 0);
+    cr_assert_eq(ws_cost_layer_kind(&cm, 3), 4);
+    ws_cost_split sp;
+    ws_cost_split_terms(&cm, 0, 0, 0, 0, &sp);
+    ws_sched_in in = {.T = 1, .nospill = 1, .resident = 300, .n_seqs = 1};
+    ws_sched_layer L;
+    ws_sched_build(&cm, &sp, &in, 3, &L);
+    int cpu_ops = 0;
+    for (int i = 0; i < L.n; i++) {
+        cr_assert(L.op[i].res == WS_RES_CPU || L.op[i].res == WS_RES_NONE, "%s",
+                  ws_op_name(L.op[i].kind));
+        cpu_ops += L.op[i].res == WS_RES_CPU;
+    }
+    cr_assert_geq(cpu_ops, 5);
+    cr_assert_gt(L.op[L.at[WS_OP_CPU_ATTN]].seconds, 0);
+    ws_cost_model_free(&cm);
 }

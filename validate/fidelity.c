@@ -114,6 +114,7 @@ static int point_parse(json_t *o, const char *path, size_t i, ws_fid_point *p, w
         get_count(o, "output", 0, &p->output) ||
         get_count(pl, "gpu_experts", -1, &p->gpu_experts) ||
         get_count(pl, "n_cpu_moe", -1, &p->n_cpu_moe) ||
+        get_count(pl, "n_gpu_layers", -1, &p->n_gpu_layers) ||
         get_count(pl, "sockets_used", 0, &p->cpu_sockets) ||
         get_count(pl, "cpu_infer_threads", 0, &p->cpu_threads) ||
         (!p->cpu_threads && get_count(pl, "cpu_threads", 0, &p->cpu_threads)))
@@ -188,9 +189,11 @@ static int point_policy(ws_fid_point *p, const ws_model *m, ws_policy_kind *k, w
 {
     const char *w = p->offload_what;
     cc->gpu_experts = 0;
-    if (!strcmp(w, "layers")) {
-        snprintf(p->missing, sizeof p->missing, "whole layers on the CPU (layer offload)");
-        return -1;
+    if (!strcmp(w, "layers")) { /* llama.cpp -ngl: the GPU layers hold all their experts */
+        cc->n_gpu_layers = p->n_gpu_layers > 0 ? p->n_gpu_layers : 0;
+        *k = WS_POLICY_GPU_ONLY;
+        snprintf(p->policy, sizeof p->policy, "%s", ws_policy_name(*k));
+        return 0;
     }
     int experts = strstr(w, "experts") != NULL || p->n_cpu_moe >= 0,
         kv = strstr(w, "kv") != NULL;
@@ -370,6 +373,35 @@ static int predict_at(ws_store *s, ws_fid_point *p, int prompt, int output, ws_e
     }
     if (rc)
         return ws_err_set(err, rc, "point '%s': %s", p->id, e.msg);
+    if (!strcmp(p->offload_what, "layers") && p->n_gpu_layers < 1) {
+        /* -ngl not published: the most layers whose weights and the batch's KV fit the
+         * GPU, as users choose it */
+        ws_model_stats st;
+        ws_model_derive(&m, kv, &st);
+        const double kv_tok = st.kv_bytes_tok / m.layers * (double)p->batch *
+                              (prompt + output);
+        int best = 0;
+        for (int n = m.layers - 1; n >= 1 && !best; n--) {
+            ws_cost_cfg c2 = cc;
+            c2.n_gpu_layers = n;
+            c2.gpu_experts = m.n_experts;
+            ws_cost_model cm;
+            if (ws_cost_model_init(&hw, &m, &c2, &cm, &e))
+                return ws_err_set(err, e.code, "point '%s': %s", p->id, e.msg);
+            double g, h;
+            ws_cost_weight_bytes(&cm, &g, &h);
+            ws_cost_model_free(&cm);
+            if (g + kv_tok * n <= hw.gpu_mem.v)
+                best = n;
+        }
+        if (!best) {
+            snprintf(p->missing, sizeof p->missing,
+                     "memory: not one layer fits the GPU beside the rest");
+            return 0;
+        }
+        cc.n_gpu_layers = best;
+        assume(p, "n_gpu_layers %d: the most that fit (-ngl not published)", best);
+    }
     sim_cfg cfg;
     sim_cfg_default(&cfg);
     cfg.policy = k;

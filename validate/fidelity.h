@@ -58,6 +58,8 @@ typedef struct ws_fid_point {
     int batch, prompt, output;
     int gpu_experts;     /* routed experts per layer on the GPU, -1: not given */
     int n_cpu_moe;       /* layers whose experts stay on the CPU, -1: not given */
+    int n_gpu_layers;    /* layers on the GPU (llama.cpp -ngl), the rest wholly on the CPU;
+                          * -1: not given */
     int all_experts_cpu; /* 1: every routed expert on the CPU */
     int cpu_sockets;     /* sockets the CPU's work ran on (placement.sockets_used), 0: all */
     int cpu_threads;     /* threads of the CPU's work (placement.cpu_infer_threads, else
