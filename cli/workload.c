@@ -1,6 +1,7 @@
 /* workload: the shared option groups (see workload.h). */
 #include "workload.h"
 
+#include <string.h>
 #include <strings.h>
 
 #include "pool.h"
@@ -121,9 +122,10 @@ const cli_optdef cli_format_opts[] = {
              "KTransformers: the CPU expert type (AMXINT8 = int8, AMXINT4 = int4, a GGUF "
              "type); llama.cpp -ot exps=CPU keeps the GGUF's type. Its compute picks the "
              "CPU's peak (int8: AMX, AVX512-VNNI; bf16: AMX, AVX512-BF16)"},
-    {"kv-dtype", CLI_STR(W, kv_dtype), .arg = "bf16|fp16|fp8",
+    {"kv-dtype", CLI_STR(W, kv_dtype), .arg = "bf16|fp16|fp8|q8_0|q4_0",
      .help = "the KV cache's element type (default bf16); vLLM: --kv-cache-dtype fp8; "
-             "llama.cpp: --cache-type-k/--cache-type-v (q8_0 is not expressible yet)"},
+             "llama.cpp: --cache-type-k/--cache-type-v (q8_0, q4_0: their block bytes, "
+             "attended at bf16's rates); KTransformers --cache_q4: q4_0"},
     {"n-cpu-moe", CLI_INT(W, n_cpu_moe), .arg = "N", .lo = 1, .hi = 1 << 20,
      .help = "the routed experts of the first N MoE layers stay on the CPU, the rest on the "
              "GPU (llama.cpp --n-cpu-moe N); the CPU layers keep --gpu-experts of theirs on "
@@ -163,15 +165,17 @@ int cli_formats_apply(const char *cmd, const cli_workload *w, ws_cost_cfg *cc)
         return rc;
     if (w->kv_dtype) {
         ws_dtype d;
-        if (!strcasecmp(w->kv_dtype, "q8_0") || !strcasecmp(w->kv_dtype, "q4_0"))
-            return cli_usage_error(cmd,
-                                   "--kv-dtype %s: a block-quantized KV cache is not "
-                                   "expressible (the KV element types are bf16, fp16, fp8)",
+        const ws_wformat *f = ws_wformat_find(w->kv_dtype);
+        if (f && (!strcmp(f->name, "q8_0") || !strcmp(f->name, "q4_0"))) {
+            cc->w_kv = f; /* the attention runs at bf16 over the dequantized blocks */
+            cc->kv_dtype = WS_DT_BF16;
+        } else if (ws_dtype_parse(w->kv_dtype, &d) || d == WS_DT_FP32) {
+            return cli_usage_error(cmd, "--kv-dtype '%s': not one of bf16, fp16, fp8, q8_0, q4_0",
                                    w->kv_dtype);
-        if (ws_dtype_parse(w->kv_dtype, &d) || d == WS_DT_FP32)
-            return cli_usage_error(cmd, "--kv-dtype '%s': not one of bf16, fp16, fp8",
-                                   w->kv_dtype);
-        cc->kv_dtype = d;
+        } else {
+            cc->kv_dtype = d;
+            cc->w_kv = NULL;
+        }
     }
     if (w->n_cpu_moe > 0)
         cc->n_cpu_moe = w->n_cpu_moe;

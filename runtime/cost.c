@@ -485,6 +485,11 @@ int ws_cost_model_init(const ws_cost_hw *hw, const ws_model *m, const ws_cost_cf
                  hw->cpu_attn.W.from, hw->cpu_attn_after_moe.from);
     }
     ws_model_derive(m, cfg->kv_dtype, &cm->st);
+    if (cfg->w_kv) {
+        const double f = cfg->w_kv->bytes / ws_dtype_size(cfg->kv_dtype);
+        cm->st.kv_bytes_tok_layer *= f;
+        cm->st.kv_bytes_tok *= f;
+    }
     if (!(cm->st.kv_bytes_tok_layer > 0) || !(cm->st.attn_flops_tok_layer > 0))
         return ws_err_set(err, WS_EINVAL, "%s: model has no attention", m->name);
     cm->layers = m->layers;

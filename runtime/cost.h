@@ -195,6 +195,11 @@ typedef struct ws_cost_cfg {
      * GEMMs' weight bytes and the memory the weights take; its compute picks the peak
      * (ws_cost_hw.gpu_gemm_wc, cpu_expert_wc). */
     const ws_wformat *w_gpu, *w_shared, *w_gpu_experts, *w_cpu_experts;
+    /* A block-quantized KV cache (q8_0, q4_0: llama.cpp --cache-type-k/v, KTransformers
+     * --cache_q4), NULL for none: its bytes per element set the KV's bytes (memory, copies,
+     * the attention's memory side); the attention's rates stay those of kv_dtype (the
+     * dequantization on load is not costed). */
+    const ws_wformat *w_kv;
     int n_cpu_moe; /* > 0: only the first n_cpu_moe MoE layers keep routed experts on the CPU
                     * (gpu_experts of them on the GPU), the rest hold all on the GPU (llama.cpp
                     * --n-cpu-moe); 0: every MoE layer holds gpu_experts */

@@ -42,7 +42,7 @@ static const char *k_points =
     "  \"offload_what\": \"layers\", \"batch\": 1, \"prompt\": 64, \"output\": 8,"
     "  \"metric\": \"tpot_s\", \"published\": 0.1},\n"
     " {\"id\": \"kvq4\", \"source\": \"x\", \"hardware\": {\"gpu\": \"a100-40gb-pcie\","
-    "  \"host\": \"xeon-gold-5318y\"}, \"model\": \"qwen3-30b-a3b\", \"kv_dtype\": \"q4_0\","
+    "  \"host\": \"xeon-gold-5318y\"}, \"model\": \"qwen3-30b-a3b\", \"kv_dtype\": \"q5_1\","
     "  \"offload\": true, \"batch\": 1, \"prompt\": 64, \"output\": 8,"
     "  \"metric\": \"tpot_s\", \"published\": 0.1},\n"
     " {\"id\": \"noprompt\", \"source\": \"x\", \"hardware\": {\"gpu\": \"a100-40gb-pcie\","
@@ -166,7 +166,7 @@ Test(fidelity, inexpressible_setups_name_the_knob)
 {
     ws_fid_report r = load();
     cr_assert(strstr(r.pt[4].missing, "no-such-gpu"), "%s", r.pt[4].missing);
-    cr_assert(strstr(r.pt[6].missing, "KV dtype q4_0"), "%s", r.pt[6].missing);
+    cr_assert(strstr(r.pt[6].missing, "KV dtype q5_1"), "%s", r.pt[6].missing);
     for (int i = 4; i < 7; i += 2)
         cr_assert(isnan(r.pt[i].ratio) && isnan(r.pt[i].predicted));
     ws_fidelity_free(&r);

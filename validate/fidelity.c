@@ -183,6 +183,22 @@ static int on_step(void *ctx, const sim_step_rec *rec, ws_err *err)
     return 0;
 }
 
+/* Appends one assumption to the point's list ("; "-separated). */
+static void assume(ws_fid_point *p, const char *fmt, ...)
+{
+    size_t n = strlen(p->assumed);
+    if (n + 2 >= sizeof p->assumed)
+        return;
+    if (n) {
+        memcpy(p->assumed + n, "; ", 3);
+        n += 2;
+    }
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(p->assumed + n, sizeof p->assumed - n, fmt, ap);
+    va_end(ap);
+}
+
 /* The policy standing for the point's placement (the experts of the first n_cpu_moe MoE
  * layers on the CPU where it says so), or missing names the knob. */
 static int point_policy(ws_fid_point *p, const ws_model *m, ws_policy_kind *k, ws_cost_cfg *cc)
@@ -198,7 +214,10 @@ static int point_policy(ws_fid_point *p, const ws_model *m, ws_policy_kind *k, w
     int experts = strstr(w, "experts") != NULL || p->n_cpu_moe >= 0,
         kv = strstr(w, "kv") != NULL;
     if (!experts && !kv && strcmp(w, "none")) {
-        snprintf(p->missing, sizeof p->missing, "offload of '%s'", w);
+        snprintf(p->missing, sizeof p->missing,
+                 !strcmp(w, "unknown") ? "not published: what was offloaded (placement)"
+                                       : "offload of '%s'",
+                 w);
         return -1;
     }
     if (experts) {
@@ -246,7 +265,14 @@ static int point_dtypes(ws_fid_point *p, ws_model *m, ws_dtype *kv, ws_cost_cfg 
         }
     }
     *kv = WS_DT_BF16;
-    if (*p->kv_dtype && ws_dtype_parse(p->kv_dtype, kv)) {
+    /* block-quantized KV caches: their bytes (KTransformers' --cache_q4 read as Q4_0) */
+    const char *kvf = !strcmp(p->kv_dtype, "q4") ? "q4_0" : p->kv_dtype;
+    const ws_wformat *kf = *kvf ? ws_wformat_find(kvf) : NULL;
+    if (kf && (!strcmp(kf->name, "q8_0") || !strcmp(kf->name, "q4_0"))) {
+        cc->w_kv = kf;
+        if (strcmp(kvf, p->kv_dtype))
+            assume(p, "KV %s as %s", p->kv_dtype, kf->name);
+    } else if (*p->kv_dtype && ws_dtype_parse(p->kv_dtype, kv)) {
         snprintf(p->missing, sizeof p->missing, "KV dtype %s", p->kv_dtype);
         return -1;
     }
@@ -270,22 +296,6 @@ static double metric_value(const ws_fid_point *p, const sim_totals *t, const pre
 }
 
 static int predict_at(ws_store *s, ws_fid_point *p, int prompt, int output, ws_err *err);
-
-/* Appends one assumption to the point's list ("; "-separated). */
-static void assume(ws_fid_point *p, const char *fmt, ...)
-{
-    size_t n = strlen(p->assumed);
-    if (n + 2 >= sizeof p->assumed)
-        return;
-    if (n) {
-        memcpy(p->assumed + n, "; ", 3);
-        n += 2;
-    }
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(p->assumed + n, sizeof p->assumed - n, fmt, ap);
-    va_end(ap);
-}
 
 static int predict_one(ws_store *s, ws_fid_point *p, ws_err *err)
 {
