@@ -823,7 +823,8 @@ static int sim_one(sim_job *j, int k, sim_results *r, ws_err *err)
         .trace_path = j->trace,
         .trace_format = j->trace && t ? ws_trace_format_name(ws_trace_format_of(t)) : NULL,
         .generator = j->arrivals ? j->gen_desc : NULL,
-        .gpu_experts = j->cc.gpu_experts};
+        .gpu_experts = j->cc.gpu_experts,
+        .cc = &j->cc};
     if (!rc && j->sink)
         rc = sim_sink_begin(j->sink, c, &meta, err);
     if (!rc) {

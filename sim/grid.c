@@ -125,7 +125,8 @@ int sim_grid_eval(sim_grid *g, size_t i, sim_grid_point *out, ws_err *err)
                                   .workload = "closed",
                                   .prompt = sim_grid_prompts[pi],
                                   .output = SIM_GRID_OUTPUT,
-                                  .gpu_experts = cc.gpu_experts};
+                                  .gpu_experts = cc.gpu_experts,
+                                  .cc = &cc};
     rc = sim_record_run(&cfg, &meta, &r, &out->run, err);
     sim_results_free(&r);
     return rc;

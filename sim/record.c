@@ -81,6 +81,20 @@ int sim_record_run(const sim_cfg *cfg, const sim_record_meta *meta, const sim_re
         cfg->gpu_kv_budget, cfg->pinned_limit, cfg->host_limit, meta->gpu_experts,
         cfg->cpu_workers, ws_prefill_mode_name(cfg->prefill_mode));
     size_t len = n > 0 ? (size_t)n : 0;
+    if (meta->cc) { /* where the work and the weights sit, and in which formats */
+        const ws_cost_cfg *c = meta->cc;
+        const int m = snprintf(
+            out->params + len, len < sizeof out->params ? sizeof out->params - len : 0,
+            ",\"n_cpu_moe\":%d,\"n_gpu_layers\":%d,\"cpu_threads\":%d,\"cpu_sockets\":%d,"
+            "\"kv_dtype\":\"%s\",\"weights\":\"%s\",\"gpu_expert_weights\":\"%s\","
+            "\"shared_expert_weights\":\"%s\",\"cpu_expert_weights\":\"%s\"",
+            c->n_cpu_moe, c->n_gpu_layers, c->cpu_threads, c->cpu_sockets,
+            c->w_kv ? c->w_kv->name : ws_dtype_name(c->kv_dtype),
+            c->w_gpu ? c->w_gpu->name : "model", c->w_gpu_experts ? c->w_gpu_experts->name : "model",
+            c->w_shared ? c->w_shared->name : "model",
+            c->w_cpu_experts ? c->w_cpu_experts->name : "model");
+        len += m > 0 ? (size_t)m : 0;
+    }
     if (res) {
         const sim_totals *t = &res->tot;
         const int m = snprintf(

@@ -14,6 +14,7 @@
 #include "record.h"
 #include "serve.h"
 #include "store.h"
+#include "wformat.h"
 
 Test(sim_record, mapping)
 {
@@ -63,6 +64,24 @@ Test(sim_record, mapping)
     cr_assert_eq(json_real_value(json_object_get(p, "decode_tokens_per_s")), 123.5);
     cr_assert_eq(json_integer_value(json_object_get(p, "steps")), 77);
     cr_assert_str_eq(json_string_value(json_object_get(p, "percentiles")), "exact");
+    cr_assert_null(json_object_get(p, "n_gpu_layers"), "no cost settings given");
+    json_decref(p);
+    /* with the cost settings: placement, threads and formats are in the row */
+    ws_cost_cfg cc;
+    ws_cost_cfg_default(&cc);
+    cc.n_gpu_layers = 12, cc.cpu_threads = 8, cc.n_cpu_moe = 3;
+    cc.w_kv = ws_wformat_find("q8_0");
+    cc.w_cpu_experts = ws_wformat_find("q4_k_m");
+    meta.cc = &cc;
+    cr_assert_eq(sim_record_run(&cfg, &meta, &res, &run, &err), 0, "%s", err.msg);
+    p = json_loads(run.params, 0, &je);
+    cr_assert(json_is_object(p), "%s: %s", run.params, je.text);
+    cr_assert_eq(json_integer_value(json_object_get(p, "n_gpu_layers")), 12);
+    cr_assert_eq(json_integer_value(json_object_get(p, "cpu_threads")), 8);
+    cr_assert_eq(json_integer_value(json_object_get(p, "n_cpu_moe")), 3);
+    cr_assert_str_eq(json_string_value(json_object_get(p, "kv_dtype")), "q8_0");
+    cr_assert_str_eq(json_string_value(json_object_get(p, "cpu_expert_weights")), "q4_k_m");
+    cr_assert_str_eq(json_string_value(json_object_get(p, "weights")), "model");
     json_decref(p);
 }
 
