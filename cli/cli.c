@@ -59,9 +59,37 @@ int cli_opt_double(const char *cmd, const char *opt, const char *v, double lo, d
     return 0;
 }
 
-/* errno of the first failed write to stdout that stdio would not report again at the
- * final flush: a long string goes to the file directly, past the buffer. */
+/* errno of the first failed write to stdout. stdio forgets it: a failed flush discards the
+ * buffer, and a later fflush or fclose with nothing left to write reports success, so the
+ * writes themselves go through stdout_write, which keeps it. */
 static int g_stdout_errno;
+
+static ssize_t stdout_write(void *cookie, const char *buf, size_t n)
+{
+    (void)cookie;
+    size_t done = 0;
+    while (done < n) {
+        ssize_t w = write(STDOUT_FILENO, buf + done, n - done);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0) {
+            if (!g_stdout_errno)
+                g_stdout_errno = w < 0 ? errno : EIO;
+            return (ssize_t)done; /* 0 on error: a cookie write must not return -1 */
+        }
+        done += (size_t)w;
+    }
+    return (ssize_t)done;
+}
+
+void cli_open_stdout(void)
+{
+    FILE *f = fopencookie(NULL, "w", (cookie_io_functions_t){.write = stdout_write});
+    if (!f)
+        return; /* the plain stream still works; only the cause of an error may be lost */
+    setvbuf(f, NULL, isatty(STDOUT_FILENO) ? _IOLBF : _IOFBF, BUFSIZ);
+    stdout = f; /* glibc's stdout is an ordinary variable, documented as assignable */
+}
 
 int cli_print_json(json_t *v)
 {
@@ -72,9 +100,8 @@ int cli_print_json(json_t *v)
         ws_err_set(&err, WS_ENOMEM, "out of memory formatting JSON output");
         return cli_fail(&err);
     }
-    errno = 0;
-    if ((fputs(s, stdout) == EOF || putchar('\n') == EOF) && !g_stdout_errno)
-        g_stdout_errno = errno;
+    fputs(s, stdout);
+    putchar('\n');
     free(s);
     return CLI_EXIT_OK;
 }

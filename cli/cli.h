@@ -25,8 +25,11 @@ int cli_opt_int(const char *cmd, const char *opt, const char *v, int lo, int hi,
 int cli_opt_double(const char *cmd, const char *opt, const char *v, double lo, double hi,
                    double *out);
 /* Prints the JSON value indented to stdout (with a newline); steals the reference. A
- * failed write is left to cli_close_stdout (its cause is kept for the message). */
+ * failed write is left to cli_close_stdout. */
 int cli_print_json(json_t *v);
+/* Before the command: stdout becomes a stream over fd 1 that keeps the errno of its first
+ * failed write, so the message of cli_close_stdout names the cause (ENOSPC, EPIPE). */
+void cli_open_stdout(void);
 /* After the command: flushes and closes stdout. On a write error (full disk, closed pipe)
  * prints "writescope: stdout: <reason>" and returns CLI_EXIT_FAIL if rc was CLI_EXIT_OK;
  * otherwise returns rc (a failed command has already said why). */

@@ -97,5 +97,6 @@ int main(int argc, char **argv)
         if (sigaction(sigs[i], NULL, &old) == 0 && old.sa_handler != SIG_IGN)
             sigaction(sigs[i], &sa, NULL);
     }
+    cli_open_stdout();
     return cli_close_stdout(run(argc, argv));
 }
