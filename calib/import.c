@@ -219,10 +219,10 @@ static const fit_kind k_kinds[] = {
     {"attn", WS_FIT_TRANSFER, 1, {WS_VOP_ATTN_DECODE, -1}},
     {"prefill_attn", WS_FIT_SATURATING, 1, {WS_VOP_ATTN_PREFILL, -1}},
     {"gemm", WS_FIT_ROOFLINE, 0, {-1, -1}}, /* every GEMM op */
-    {"rmsnorm", WS_FIT_TRANSFER, 0, {WS_VOP_NORM_IN, WS_VOP_NORM_POST}},
-    {"rope", WS_FIT_TRANSFER, 0, {WS_VOP_ROPE, -1}},
-    {"act", WS_FIT_TRANSFER, 0, {WS_VOP_ACT, -1}},
-    {"add", WS_FIT_TRANSFER, 0, {WS_VOP_ADD, -1}},
+    {"rmsnorm", WS_FIT_ROOFLINE, 0, {WS_VOP_NORM_IN, WS_VOP_NORM_POST}},
+    {"rope", WS_FIT_ROOFLINE, 0, {WS_VOP_ROPE, -1}},
+    {"act", WS_FIT_ROOFLINE, 0, {WS_VOP_ACT, -1}},
+    {"add", WS_FIT_ROOFLINE, 0, {WS_VOP_ADD, -1}},
 };
 #define N_KINDS ((int)(sizeof k_kinds / sizeof k_kinds[0]))
 
@@ -262,6 +262,8 @@ static ws_fit_point row_point(const ws_vidur_row *w, double elem)
     case WS_VOP_ACT: p.bytes = ws_cost_act_bytes(w->M, w->K, elem); break;
     default: p.bytes = ws_cost_add_bytes(w->M, w->K, elem); break;
     }
+    if (ws_vidur_op_group(w->op) == WS_VIDUR_ELEM && w->M >= 1)
+        p.flops = p.bytes / w->M; /* the roofline's other side: one row's bytes */
     return p;
 }
 

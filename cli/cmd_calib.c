@@ -416,8 +416,12 @@ static json_t *import_json(const ws_import_result *r)
                                                    : sat                         ? "saturating"
                                                                                  : "roofline"));
         json_object_set_new(x, "c0", jnum(f->r.c0));
-        json_object_set_new(x, "peak_flops", jnum(f->r.form == WS_FIT_TRANSFER ? NAN
-                                                                                : f->r.peak_flops));
+        /* an elementwise kernel's roofline: its other side is one row's bytes/s */
+        const int rowed = f->r.form == WS_FIT_ROOFLINE && strncmp(key, "gpu.gemm.", 9);
+        json_object_set_new(x, "peak_flops", jnum(f->r.form == WS_FIT_TRANSFER || rowed
+                                                      ? NAN
+                                                      : f->r.peak_flops));
+        json_object_set_new(x, "row_bandwidth", jnum(rowed ? f->r.peak_flops : NAN));
         json_object_set_new(x, "bandwidth", jnum(sat ? NAN : f->r.bandwidth));
         json_object_set_new(x, "half_keys", jnum(sat ? f->r.factor : NAN));
         json_object_set_new(x, "r2", jnum(f->r.r2));
@@ -448,13 +452,15 @@ static void import_print(const ws_import_result *r)
                f->licence);
     }
     printf("%-26s %-10s %-9s %-12s %-13s %7s %7s | %-5s %7s %7s %7s  %s\n", "key", "form", "c0",
-           "P flop/s", "W B/s", "R^2", "k-fold", "held", "MAPE", "median", "worst", "verdict");
+           "P flop/s*", "W B/s", "R^2", "k-fold", "held", "MAPE", "median", "worst", "verdict");
     for (int i = 0; i < r->n_fits; i++) {
         const ws_import_fit *f = &r->fits[i];
         char key[128], c0[32], P[32], W[48];
         ws_import_key_name(&f->key, key, sizeof key);
         const int sat = f->r.form == WS_FIT_SATURATING;
-        snprintf(P, sizeof P, "%s", f->r.form == WS_FIT_TRANSFER ? "-" : si(f->r.peak_flops, "", c0));
+        const int rowed = f->r.form == WS_FIT_ROOFLINE && strncmp(key, "gpu.gemm.", 9);
+        snprintf(P, sizeof P, "%s%s", rowed ? "row " : "",
+                 f->r.form == WS_FIT_TRANSFER ? "-" : si(f->r.peak_flops, "", c0));
         if (sat)
             snprintf(W, sizeof W, "half %.0f keys", f->r.factor);
         else
@@ -465,6 +471,7 @@ static void import_print(const ws_import_result *r)
                W, f->r.r2, f->r.heldout_mape_pct, f->n_heldout, f->ho_mape_pct, f->ho_median_pct,
                f->ho_worst_pct, f->r.good ? "used" : "NOT USED");
     }
+    printf("* an elementwise kernel's P is one row's bytes/s: c0 + max(B / W, B / rows / P)\n");
 }
 
 static int calib_import(int argc, char **argv)

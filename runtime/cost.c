@@ -44,6 +44,19 @@ static int calibrated(const ws_profile *p, const char *pre, const char *suffix, 
     return 1;
 }
 
+/* As calibrated, for a fixed cost the fit may have put at 0 (a kernel whose latency is all
+ * in its rate terms): zero counts as calibrated. */
+static int calibrated_c0(const ws_profile *p, const char *pre, ws_cost_val *o)
+{
+    char key[168];
+    snprintf(key, sizeof key, "%s.c0", pre);
+    const ws_profile_param *q = p ? ws_profile_get(p, key) : NULL;
+    if (!q || !(q->value >= 0) || !isfinite(q->value))
+        return 0;
+    set_val(o, q->value, q->source, key);
+    return 1;
+}
+
 /* *o = p[key] x p[eff] (eff absent: 1). */
 static int product(const ws_profile *p, const char *key, const char *eff, ws_cost_val *o,
                    ws_err *err)
@@ -239,9 +252,10 @@ static int elem_roof(const ws_profile *p, const char *pre, int kind, ws_cost_roo
     static const char *const eff[WS_ELEM_KINDS] = {"rmsnorm_eff", "rope_eff", "act_eff",
                                                    "add_eff", "add_eff"};
     const char *effs[2] = {eff[kind], "hbm_eff"};
-    if (!calibrated(p, pre, "c0", &r->c0))
+    if (!calibrated_c0(p, pre, &r->c0))
         default_c0(p, "elem_c0", &r->c0);
-    set_val(&r->P, 0, WS_SOURCE_MODELED, "-");
+    if (!calibrated(p, pre, "peak_flops", &r->P))
+        set_val(&r->P, 0, WS_SOURCE_MODELED, "-");
     r->serial = 0;
     if (!calibrated(p, pre, "bandwidth", &r->W))
         return product_of(p, "hbm_bw", effs, 2, &r->W, err);
@@ -626,34 +640,35 @@ double ws_cost_gpu_prefill_attn(const ws_cost_model *cm, double q, double ctx)
 
 double ws_cost_norm(const ws_cost_model *cm, double T)
 {
-    return ws_cost_elem_time(&cm->hw, WS_ELEM_NORM, ws_cost_norm_bytes(T, cm->hidden, cm->w_elem));
+    return ws_cost_elem_time(&cm->hw, WS_ELEM_NORM, ws_cost_norm_bytes(T, cm->hidden, cm->w_elem), T);
 }
 
 double ws_cost_rope(const ws_cost_model *cm, double T)
 {
     return ws_cost_elem_time(&cm->hw, WS_ELEM_ROPE,
-                             ws_cost_rope_bytes(T, cm->rope_heads, cm->rope_dim, cm->w_elem));
+                             ws_cost_rope_bytes(T, cm->rope_heads, cm->rope_dim, cm->w_elem), T);
 }
 
 double ws_cost_add(const ws_cost_model *cm, double T)
 {
-    return ws_cost_elem_time(&cm->hw, WS_ELEM_ADD, ws_cost_add_bytes(T, cm->hidden, cm->w_elem));
+    return ws_cost_elem_time(&cm->hw, WS_ELEM_ADD, ws_cost_add_bytes(T, cm->hidden, cm->w_elem), T);
 }
 
 double ws_cost_act(const ws_cost_model *cm, double T, double I)
 {
-    return ws_cost_elem_time(&cm->hw, WS_ELEM_ACT, ws_cost_act_bytes(T, I, cm->w_elem));
+    return ws_cost_elem_time(&cm->hw, WS_ELEM_ACT, ws_cost_act_bytes(T, I, cm->w_elem), T);
 }
 
 double ws_cost_append(const ws_cost_model *cm, double n_seqs)
 {
     /* read the projected K/V, write them into the pages */
-    return ws_cost_elem_time(&cm->hw, WS_ELEM_ADD, n_seqs > 0 ? 2.0 * n_seqs * cm->b_tok : 0);
+    return ws_cost_elem_time(&cm->hw, WS_ELEM_ADD, n_seqs > 0 ? 2.0 * n_seqs * cm->b_tok : 0,
+                             n_seqs);
 }
 
 double ws_cost_merge(const ws_cost_model *cm, double T)
 {
-    return ws_cost_elem_time(&cm->hw, WS_ELEM_ADD, T > 0 ? T * cm->merge_bytes : 0);
+    return ws_cost_elem_time(&cm->hw, WS_ELEM_ADD, T > 0 ? T * cm->merge_bytes : 0, T);
 }
 
 double ws_cost_step(const ws_cost_model *cm)
@@ -758,12 +773,14 @@ double ws_cost_add_bytes(double T, double H, double elem)
     return T > 0 ? 3.0 * T * H * elem : 0;
 }
 
-double ws_cost_elem_time(const ws_cost_hw *hw, int kind, double bytes)
+double ws_cost_elem_time(const ws_cost_hw *hw, int kind, double bytes, double rows)
 {
     if (!(bytes > 0) || kind < 0 || kind >= WS_ELEM_KINDS)
         return 0;
     const ws_cost_roof *r = &hw->gpu_elem[kind];
-    return r->c0.v + (r->W.v > 0 ? bytes / r->W.v : 0);
+    const double all = r->W.v > 0 ? bytes / r->W.v : 0,
+                 row = r->P.v > 0 && rows >= 1 ? bytes / rows / r->P.v : 0;
+    return r->c0.v + (row > all ? row : all);
 }
 
 /* A GEMM of T tokens, K inputs and N outputs per token, on the GPU. */
@@ -925,7 +942,7 @@ double ws_cost_topk_at(const ws_cost_model *cm, int layer, double T)
         return 0;
     if (ws_cost_router_on_cpu_at(cm, layer))
         return ws_cost_host_copy(cm, topk_bytes(cm, T));
-    return ws_cost_elem_time(&cm->hw, WS_ELEM_MOE, topk_bytes(cm, T));
+    return ws_cost_elem_time(&cm->hw, WS_ELEM_MOE, topk_bytes(cm, T), T);
 }
 
 /* Permute: each (token, expert) pair's hidden row gathered (read and written); combine: each
@@ -952,8 +969,8 @@ double ws_cost_moe_permute_gpu_at(const ws_cost_model *cm, int layer, double T)
     const double pairs = T * gq;
     if (!(pairs > 0))
         return 0;
-    return ws_cost_elem_time(&cm->hw, WS_ELEM_MOE, permute_bytes(cm, pairs)) +
-           ws_cost_elem_time(&cm->hw, WS_ELEM_MOE, combine_bytes(cm, pairs, T));
+    return ws_cost_elem_time(&cm->hw, WS_ELEM_MOE, permute_bytes(cm, pairs), pairs) +
+           ws_cost_elem_time(&cm->hw, WS_ELEM_MOE, combine_bytes(cm, pairs, T), T);
 }
 
 double ws_cost_moe_permute_cpu(const ws_cost_model *cm, double T)
@@ -1153,8 +1170,8 @@ double ws_cost_gpu_streamed_experts(const ws_cost_model *cm, double T)
     if (!(t > 0))
         return 0;
     return t + ws_cost_act(cm, pairs, cm->moe_inter) +
-           ws_cost_elem_time(&cm->hw, WS_ELEM_MOE, permute_bytes(cm, pairs)) +
-           ws_cost_elem_time(&cm->hw, WS_ELEM_MOE, combine_bytes(cm, pairs, T));
+           ws_cost_elem_time(&cm->hw, WS_ELEM_MOE, permute_bytes(cm, pairs), pairs) +
+           ws_cost_elem_time(&cm->hw, WS_ELEM_MOE, combine_bytes(cm, pairs, T), T);
 }
 
 double ws_cost_router_gpu(const ws_cost_model *cm, double T)
@@ -1162,7 +1179,7 @@ double ws_cost_router_gpu(const ws_cost_model *cm, double T)
     if (T <= 0 || cm->router_params <= 0)
         return 0;
     return gpu_gemm(cm, T, cm->hidden, cm->n_experts) +
-           ws_cost_elem_time(&cm->hw, WS_ELEM_MOE, topk_bytes(cm, T));
+           ws_cost_elem_time(&cm->hw, WS_ELEM_MOE, topk_bytes(cm, T), T);
 }
 
 double ws_cost_prefill_layer_est(const ws_cost_model *cm, double q, double ctx, int gpu)

@@ -116,7 +116,8 @@ typedef struct ws_cost_hw {
                                               * host has (int8: amx_int8, avx512_vnni; bf16:
                                               * amx_bf16, avx512_bf16), else fp32_flops x
                                               * flops_eff */
-    ws_cost_roof gpu_elem[WS_ELEM_KINDS]; /* memory-bound kernels: c0 + B / W (P unused) */
+    ws_cost_roof gpu_elem[WS_ELEM_KINDS]; /* memory-bound kernels: c0 + B / W, and P the bytes/s
+                                          * of one row where calibrated (0: none) */
     ws_cost_val step;           /* s per forward step: scheduling, launches, synchronisation */
     ws_cost_roof h2d, d2h;      /* pinned copies: c0 + bytes / W (P unused) */
     ws_cost_val h2d_contention; /* W_h2d(CPU computing) / W_h2d, in (0, 1] */
@@ -175,8 +176,11 @@ double ws_cost_norm_bytes(double T, double H, double elem);
 double ws_cost_rope_bytes(double T, double heads, double dim, double elem);
 double ws_cost_act_bytes(double T, double I, double elem);
 double ws_cost_add_bytes(double T, double H, double elem);
-/* One memory-bound kernel of `kind` moving `bytes` (0 bytes: nothing runs, 0 s). */
-double ws_cost_elem_time(const ws_cost_hw *hw, int kind, double bytes);
+/* One memory-bound kernel of `kind` moving `bytes` over `rows` rows (tokens, or (token,
+ * expert) pairs): c0 + max(bytes / W, bytes / rows / P), P the rate of one row where a
+ * calibration measured it (a thread block per row: a kernel with too few rows to fill the
+ * GPU takes one row's latency), else c0 + bytes / W. 0 bytes: nothing runs, 0 s. */
+double ws_cost_elem_time(const ws_cost_hw *hw, int kind, double bytes, double rows);
 
 /* Choices of a run that the profile does not hold. */
 typedef struct ws_cost_cfg {

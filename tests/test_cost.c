@@ -879,8 +879,8 @@ Test(cost, streamed_experts_are_bytes_over_h2d_plus_the_gpu_gemm)
     const double gemm = ws_cost_roof_time(g, pairs * (6 * H * I + 4 * I),
                                           D * 3 * H * I * 2.0 + pairs * (2 * H + 4 * I) * 2.0) +
                         g->c0.v;
-    const double perm = ws_cost_elem_time(&cm.hw, WS_ELEM_MOE, 2 * pairs * H * 2.0) +
-                        ws_cost_elem_time(&cm.hw, WS_ELEM_MOE, (pairs + T) * H * 2.0);
+    const double perm = ws_cost_elem_time(&cm.hw, WS_ELEM_MOE, 2 * pairs * H * 2.0, pairs) +
+                        ws_cost_elem_time(&cm.hw, WS_ELEM_MOE, (pairs + T) * H * 2.0, T);
     near(ws_cost_gpu_streamed_experts(&cm, T), gemm + ws_cost_act(&cm, pairs, I) + perm);
     /* a quantized CPU format streams fewer bytes: Q4_K_M's 0.5625 B per weight */
     ws_cost_cfg c;

@@ -31,10 +31,10 @@
 
 static const struct {
     int op;
-    double c0, W;
-} k_elem[] = {{WS_VOP_NORM_IN, 1e-6, 7e11},  {WS_VOP_NORM_POST, 1e-6, 7e11},
-              {WS_VOP_ROPE, 2e-6, 9e11},     {WS_VOP_ACT, 1.5e-6, 1e12},
-              {WS_VOP_ADD, 0.5e-6, 1.8e12}};
+    double c0, W, P; /* P: one row's bytes/s (a kernel of few rows takes a row's latency) */
+} k_elem[] = {{WS_VOP_NORM_IN, 1e-6, 7e11, 4e9}, {WS_VOP_NORM_POST, 1e-6, 7e11, 4e9},
+              {WS_VOP_ROPE, 2e-6, 9e11, 8e9},    {WS_VOP_ACT, 1.5e-6, 1e12, 1e10},
+              {WS_VOP_ADD, 0.5e-6, 1.8e12, 1.2e10}};
 
 static void put(FILE *f, double seconds)
 {
@@ -100,7 +100,7 @@ static void write_mlp(const char *dir)
                                      ws_cost_rope_bytes(M, qh + kvh, d, 2),
                                      ws_cost_act_bytes(M, I, 2), ws_cost_add_bytes(M, H, 2)};
             for (int e = 0; e < 5; e++)
-                te[e] = k_elem[e].c0 + bytes[e] / k_elem[e].W;
+                te[e] = k_elem[e].c0 + fmax(bytes[e] / k_elem[e].W, bytes[e] / M / k_elem[e].P);
             const double row[9] = {te[0], tg[0], te[2], tg[1], te[1], tg[2], te[3], tg[3], te[4]};
             for (int i = 0; i < 9; i++) {
                 put(f, row[i]);
@@ -170,6 +170,8 @@ Test(import, fits_recover_the_parameters_and_the_profile_picks_them_up)
     REL(fit_of(r, "gpu.rope.fp16")->r.bandwidth, 9e11, 1e-3);
     REL(fit_of(r, "gpu.act.fp16")->r.c0, 1.5e-6, 1e-2);
     REL(fit_of(r, "gpu.add.fp16")->r.bandwidth, 1.8e12, 1e-3);
+    REL(fit_of(r, "gpu.rmsnorm.fp16")->r.peak_flops, 4e9, 1e-3);
+    REL(fit_of(r, "gpu.add.fp16")->r.peak_flops, 1.2e10, 1e-3);
     /* the sources */
     const ws_calibdb_source *a = &r->files[0];
     cr_assert_neq(strstr(a->path, "attention.csv"), NULL, "%s", a->path);
@@ -204,6 +206,7 @@ Test(import, fits_recover_the_parameters_and_the_profile_picks_them_up)
     REL(hw.gpu_prefill.half.v, PF_HALF, 1e-3);
     REL(hw.gpu_gemm.P.v, GEMM_P, 1e-3);
     REL(hw.gpu_elem[WS_ELEM_ADD].W.v, 1.8e12, 1e-3);
+    REL(hw.gpu_elem[WS_ELEM_ACT].P.v, 1e10, 1e-3);
     cr_assert_eq(hw.gpu_elem[WS_ELEM_MOE].W.src, WS_SOURCE_MODELED, "no data: the datasheet");
     ws_profile_free(&p);
     /* The check predicts the held-out rows within rounding. */
@@ -278,11 +281,23 @@ Test(import, a100_heldout_rows_within_the_target, .timeout = 300)
         cr_assert_gt(x->n, 500, "%s: %d held-out rows", name, x->n);
         cr_assert_leq(x->median_pct, 10.0, "%s: median %.2f%% > 10%%", name, x->median_pct);
         cr_assert_leq(x->p90_pct, 30.0, "%s: p90 %.2f%% > 30%%", name, x->p90_pct);
-        cr_assert_lt(x->worst_pct, 100.0, "%s: a row off by 2x (%.1f%%)", name, x->worst_pct);
+        cr_assert_lt(x->worst_pct, 150.0, "%s: worst %.1f%%", name, x->worst_pct);
         for (int i = 0; i < rows.n; i++)
             cr_assert(ws_vidur_op_group(rows.v[i].op) != (ws_vidur_group)g || rows.v[i].heldout ||
                           x->worst_row != i,
                       "the worst row is a held-out one");
+    }
+    /* No row predicted at 2x its time beyond the times' resolution: Kineto's are rounded to 1 us, and two
+     * rows of one shape (a residual add of 8 x 4096 on 8 workers, in both files) read 1 and
+     * 2 us. */
+    for (int i = 0; i < rows.n; i++) {
+        const ws_vidur_row *w = &rows.v[i];
+        if (!w->heldout)
+            continue;
+        const double m = ws_oppoint_predict(w, &hw, 2);
+        cr_assert(m > 0 && m < 2 * (w->t + 0.5e-6),
+                  "%s line %d: predicted %.2f us, measured %.2f us", ws_vidur_op_name(w->op),
+                  w->line, m * 1e6, w->t * 1e6);
     }
     /* One definition of the work: the importer's held-out MAPE of decode attention and the
      * prefill curve is the cost model's on the same rows. */

@@ -29,12 +29,13 @@ double ws_oppoint_predict(const ws_vidur_row *w, const ws_cost_hw *hw, double el
     case WS_VOP_DOWN: return ws_cost_gemm_time(hw, w->M, w->K, w->N, elem);
     case WS_VOP_NORM_IN:
     case WS_VOP_NORM_POST:
-        return ws_cost_elem_time(hw, WS_ELEM_NORM, ws_cost_norm_bytes(w->M, w->K, elem));
+        return ws_cost_elem_time(hw, WS_ELEM_NORM, ws_cost_norm_bytes(w->M, w->K, elem), w->M);
     case WS_VOP_ROPE:
-        return ws_cost_elem_time(hw, WS_ELEM_ROPE, ws_cost_rope_bytes(w->M, w->K, w->N, elem));
+        return ws_cost_elem_time(hw, WS_ELEM_ROPE, ws_cost_rope_bytes(w->M, w->K, w->N, elem),
+                                 w->M);
     case WS_VOP_ACT:
-        return ws_cost_elem_time(hw, WS_ELEM_ACT, ws_cost_act_bytes(w->M, w->K, elem));
-    default: return ws_cost_elem_time(hw, WS_ELEM_ADD, ws_cost_add_bytes(w->M, w->K, elem));
+        return ws_cost_elem_time(hw, WS_ELEM_ACT, ws_cost_act_bytes(w->M, w->K, elem), w->M);
+    default: return ws_cost_elem_time(hw, WS_ELEM_ADD, ws_cost_add_bytes(w->M, w->K, elem), w->M);
     }
 }
 
