@@ -197,6 +197,10 @@ static void assume(ws_fid_point *p, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(p->assumed + n, sizeof p->assumed - n, fmt, ap);
     va_end(ap);
+    /* an assumption made again (a setup simulated at both ends of the prompt) is said once */
+    char *dup = n ? strstr(p->assumed, p->assumed + n) : NULL;
+    if (dup && dup < p->assumed + n - 2)
+        p->assumed[n - 2] = '\0';
 }
 
 /* The policy standing for the point's placement (the experts of the first n_cpu_moe MoE
