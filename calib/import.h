@@ -9,7 +9,8 @@
  *                                    causal pairs, k keys per query             (saturating)
  *   gpu.gemm.<dtype>                 the projections at their per-GPU shapes,
  *                                    c0 + max(2MKN / P, (MK + KN + MN) e / W)   (roofline)
- *   gpu.{rmsnorm,rope,act,add}.<dtype>  c0 + bytes read and written / W        (transfer)
+ *   gpu.{rmsnorm,rope,act,add}.<dtype>  c0 + max(B / W, B / rows / P), B the bytes read
+ *                                    and written, P one row's bytes/s           (roofline)
  *
  * with F and B from runtime/cost.h's shape functions, the same the cost model predicts with.
  * Every fifth row of each operation (vidur_csv.h) is held out: the fits see the rest, report
