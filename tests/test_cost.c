@@ -863,6 +863,48 @@ Test(cost, calibrated_gpu_keys_and_old_profiles)
     cr_assert_eq(hw.gpu_elem[WS_ELEM_ADD].c0.v, 0);
 }
 
+/* An elementwise kernel with a calibrated row rate P: c0 + max(B / W, B / rows / P), so a
+ * kernel of few rows takes one row's time; a fixed cost fitted at 0 is the calibration's,
+ * not the datasheet's elem_c0; without P (the datasheet) it stays c0 + B / W. */
+Test(cost, elementwise_kernels_take_one_rows_latency)
+{
+    ws_profile_param hp[] = {
+        {"dram_bw", 1e11, "B/s", WS_SOURCE_DATASHEET, ""},
+        {"fp32_flops", 1e12, "flop/s", WS_SOURCE_DATASHEET, ""},
+    };
+    ws_profile_param gp[] = {
+        {"mem_bytes", 4e10, "B", WS_SOURCE_DATASHEET, ""},
+        {"hbm_bw", 1e12, "B/s", WS_SOURCE_DATASHEET, ""},
+        {"bf16_flops", 1e14, "flop/s", WS_SOURCE_DATASHEET, ""},
+        {"h2d_bw", 2e10, "B/s", WS_SOURCE_MODELED, ""},
+        {"d2h_bw", 2e10, "B/s", WS_SOURCE_MODELED, ""},
+        {"elem_c0", 1.5e-6, "s", WS_SOURCE_MODELED, ""},
+        {"gpu.rmsnorm.bf16.c0", 0, "s", WS_SOURCE_FITTED, ""},
+        {"gpu.rmsnorm.bf16.peak_flops", 4e9, "B/s", WS_SOURCE_FITTED, ""},
+        {"gpu.rmsnorm.bf16.bandwidth", 7e11, "B/s", WS_SOURCE_FITTED, ""},
+    };
+    ws_profile host = {.name = "h", .kind = "host", .params = hp, .n_params = 2};
+    ws_profile gpu = {.name = "g", .kind = "gpu", .params = gp, .n_params = 9};
+    ws_cost_hw hw;
+    ws_err err = {0};
+    cr_assert_eq(ws_cost_hw_load(&gpu, &host, WS_ATTN_GQA, WS_DT_BF16, WS_DT_BF16, &hw, &err), 0,
+                 "%s", err.msg);
+    const ws_cost_roof *n = &hw.gpu_elem[WS_ELEM_NORM];
+    cr_assert_eq(n->c0.v, 0, "the fitted 0, not elem_c0");
+    cr_assert_str_eq(n->c0.from, "gpu.rmsnorm.bf16.c0");
+    near(n->P.v, 4e9);
+    const double H = 4096, one = ws_cost_norm_bytes(1, H, 2), many = ws_cost_norm_bytes(8192, H, 2);
+    near(ws_cost_elem_time(&hw, WS_ELEM_NORM, one, 1), one / 4e9);            /* one row */
+    near(ws_cost_elem_time(&hw, WS_ELEM_NORM, many, 8192), many / 7e11);      /* bandwidth */
+    near(ws_cost_elem_time(&hw, WS_ELEM_NORM, 64 * one, 64), 64 * one / 64 / 4e9);
+    cr_assert_eq(ws_cost_elem_time(&hw, WS_ELEM_NORM, 0, 0), 0, "nothing runs");
+    /* the other kinds have no calibration: elem_c0 + B / hbm_bw, whatever the rows */
+    const ws_cost_roof *a = &hw.gpu_elem[WS_ELEM_ADD];
+    cr_assert_eq(a->P.v, 0);
+    near(ws_cost_elem_time(&hw, WS_ELEM_ADD, one, 1), 1.5e-6 + one / 1e12);
+    near(ws_cost_elem_time(&hw, WS_ELEM_ADD, one, 1), ws_cost_elem_time(&hw, WS_ELEM_ADD, one, 99));
+}
+
 /* Prefill with the CPU experts on the GPU: the bytes streamed are the distinct CPU experts a
  * chunk hits at the CPU experts' format, over H2D at the uncontended rate (the CPU is idle);
  * the GPU then runs them as two grouped GEMMs with their activation, permute and combine. */
