@@ -82,12 +82,31 @@ static ssize_t stdout_write(void *cookie, const char *buf, size_t n)
     return (ssize_t)done;
 }
 
+/* Closing the stream closes fd 1, as fclose of the plain stdout would: a failed close
+ * (a full NFS quota, say) is an output error too. */
+static int stdout_close(void *cookie)
+{
+    (void)cookie;
+    if (close(STDOUT_FILENO) != 0 && errno != EINTR) {
+        if (!g_stdout_errno)
+            g_stdout_errno = errno;
+        return -1;
+    }
+    return 0;
+}
+
+/* glibc's own stdout, put back once ours is closed: libraries' exit handlers (cuBLASLt's)
+ * flush stdout after main returns, and must not find a freed stream there. */
+static FILE *g_plain_stdout;
+
 void cli_open_stdout(void)
 {
-    FILE *f = fopencookie(NULL, "w", (cookie_io_functions_t){.write = stdout_write});
+    FILE *f = fopencookie(NULL, "w",
+                          (cookie_io_functions_t){.write = stdout_write, .close = stdout_close});
     if (!f)
         return; /* the plain stream still works; only the cause of an error may be lost */
     setvbuf(f, NULL, isatty(STDOUT_FILENO) ? _IOLBF : _IOFBF, BUFSIZ);
+    g_plain_stdout = stdout;
     stdout = f; /* glibc's stdout is an ordinary variable, documented as assignable */
 }
 
@@ -117,7 +136,11 @@ int cli_close_stdout(int rc)
     errno = 0;
     if (fclose(stdout) != 0) {
         failed = 1;
-        cause = cause ? cause : errno;
+        cause = g_stdout_errno ? g_stdout_errno : cause ? cause : errno;
+    }
+    if (g_plain_stdout) {
+        stdout = g_plain_stdout; /* nothing is written to it: fd 1 is closed */
+        g_plain_stdout = NULL;
     }
     if (!failed)
         return rc;
