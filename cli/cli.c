@@ -63,6 +63,7 @@ int cli_opt_double(const char *cmd, const char *opt, const char *v, double lo, d
  * buffer, and a later fflush or fclose with nothing left to write reports success, so the
  * writes themselves go through stdout_write, which keeps it. */
 static int g_stdout_errno;
+static int g_cookie; /* 1: stdout is the stream cli_open_stdout made */
 
 static ssize_t stdout_write(void *cookie, const char *buf, size_t n)
 {
@@ -82,32 +83,14 @@ static ssize_t stdout_write(void *cookie, const char *buf, size_t n)
     return (ssize_t)done;
 }
 
-/* Closing the stream closes fd 1, as fclose of the plain stdout would: a failed close
- * (a full NFS quota, say) is an output error too. */
-static int stdout_close(void *cookie)
-{
-    (void)cookie;
-    if (close(STDOUT_FILENO) != 0 && errno != EINTR) {
-        if (!g_stdout_errno)
-            g_stdout_errno = errno;
-        return -1;
-    }
-    return 0;
-}
-
-/* glibc's own stdout, put back once ours is closed: libraries' exit handlers (cuBLASLt's)
- * flush stdout after main returns, and must not find a freed stream there. */
-static FILE *g_plain_stdout;
-
 void cli_open_stdout(void)
 {
-    FILE *f = fopencookie(NULL, "w",
-                          (cookie_io_functions_t){.write = stdout_write, .close = stdout_close});
+    FILE *f = fopencookie(NULL, "w", (cookie_io_functions_t){.write = stdout_write});
     if (!f)
         return; /* the plain stream still works; only the cause of an error may be lost */
     setvbuf(f, NULL, isatty(STDOUT_FILENO) ? _IOLBF : _IOFBF, BUFSIZ);
-    g_plain_stdout = stdout;
     stdout = f; /* glibc's stdout is an ordinary variable, documented as assignable */
+    g_cookie = 1;
 }
 
 int cli_print_json(json_t *v)
@@ -134,13 +117,11 @@ int cli_close_stdout(int rc)
         cause = cause ? cause : errno;
     }
     errno = 0;
-    if (fclose(stdout) != 0) {
+    /* Our stream is flushed, not freed: libraries keep the stdout they saw (cuBLASLt's exit
+     * handler flushes it after main returns), so it stays valid, empty, over a closed fd. */
+    if ((g_cookie ? close(STDOUT_FILENO) : fclose(stdout)) != 0) {
         failed = 1;
-        cause = g_stdout_errno ? g_stdout_errno : cause ? cause : errno;
-    }
-    if (g_plain_stdout) {
-        stdout = g_plain_stdout; /* nothing is written to it: fd 1 is closed */
-        g_plain_stdout = NULL;
+        cause = cause ? cause : errno;
     }
     if (!failed)
         return rc;
