@@ -418,9 +418,8 @@ static json_t *import_json(const ws_import_result *r)
         json_object_set_new(x, "c0", jnum(f->r.c0));
         /* an elementwise kernel's roofline: its other side is one row's bytes/s */
         const int rowed = f->r.form == WS_FIT_ROOFLINE && strncmp(key, "gpu.gemm.", 9);
-        json_object_set_new(x, "peak_flops", jnum(f->r.form == WS_FIT_TRANSFER || rowed
-                                                      ? NAN
-                                                      : f->r.peak_flops));
+        json_object_set_new(x, "peak_flops",
+                            jnum(f->r.form == WS_FIT_TRANSFER || rowed ? NAN : f->r.peak_flops));
         json_object_set_new(x, "row_bandwidth", jnum(rowed ? f->r.peak_flops : NAN));
         json_object_set_new(x, "bandwidth", jnum(sat ? NAN : f->r.bandwidth));
         json_object_set_new(x, "half_keys", jnum(sat ? f->r.factor : NAN));

@@ -640,7 +640,8 @@ double ws_cost_gpu_prefill_attn(const ws_cost_model *cm, double q, double ctx)
 
 double ws_cost_norm(const ws_cost_model *cm, double T)
 {
-    return ws_cost_elem_time(&cm->hw, WS_ELEM_NORM, ws_cost_norm_bytes(T, cm->hidden, cm->w_elem), T);
+    return ws_cost_elem_time(&cm->hw, WS_ELEM_NORM, ws_cost_norm_bytes(T, cm->hidden, cm->w_elem),
+                             T);
 }
 
 double ws_cost_rope(const ws_cost_model *cm, double T)

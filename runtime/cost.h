@@ -116,8 +116,8 @@ typedef struct ws_cost_hw {
                                               * host has (int8: amx_int8, avx512_vnni; bf16:
                                               * amx_bf16, avx512_bf16), else fp32_flops x
                                               * flops_eff */
-    ws_cost_roof gpu_elem[WS_ELEM_KINDS]; /* memory-bound kernels: c0 + B / W, and P the bytes/s
-                                          * of one row where calibrated (0: none) */
+    ws_cost_roof gpu_elem[WS_ELEM_KINDS];    /* memory-bound kernels: c0 + B / W, and P the bytes/s
+                                              * of one row where calibrated (0: none) */
     ws_cost_val step;           /* s per forward step: scheduling, launches, synchronisation */
     ws_cost_roof h2d, d2h;      /* pinned copies: c0 + bytes / W (P unused) */
     ws_cost_val h2d_contention; /* W_h2d(CPU computing) / W_h2d, in (0, 1] */

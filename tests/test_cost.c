@@ -894,8 +894,8 @@ Test(cost, elementwise_kernels_take_one_rows_latency)
     cr_assert_str_eq(n->c0.from, "gpu.rmsnorm.bf16.c0");
     near(n->P.v, 4e9);
     const double H = 4096, one = ws_cost_norm_bytes(1, H, 2), many = ws_cost_norm_bytes(8192, H, 2);
-    near(ws_cost_elem_time(&hw, WS_ELEM_NORM, one, 1), one / 4e9);            /* one row */
-    near(ws_cost_elem_time(&hw, WS_ELEM_NORM, many, 8192), many / 7e11);      /* bandwidth */
+    near(ws_cost_elem_time(&hw, WS_ELEM_NORM, one, 1), one / 4e9);       /* one row */
+    near(ws_cost_elem_time(&hw, WS_ELEM_NORM, many, 8192), many / 7e11); /* bandwidth */
     near(ws_cost_elem_time(&hw, WS_ELEM_NORM, 64 * one, 64), 64 * one / 64 / 4e9);
     cr_assert_eq(ws_cost_elem_time(&hw, WS_ELEM_NORM, 0, 0), 0, "nothing runs");
     /* the other kinds have no calibration: elem_c0 + B / hbm_bw, whatever the rows */

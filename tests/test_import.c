@@ -32,8 +32,10 @@
 static const struct {
     int op;
     double c0, W, P; /* P: one row's bytes/s (a kernel of few rows takes a row's latency) */
-} k_elem[] = {{WS_VOP_NORM_IN, 1e-6, 7e11, 4e9}, {WS_VOP_NORM_POST, 1e-6, 7e11, 4e9},
-              {WS_VOP_ROPE, 2e-6, 9e11, 8e9},    {WS_VOP_ACT, 1.5e-6, 1e12, 1e10},
+} k_elem[] = {{WS_VOP_NORM_IN, 1e-6, 7e11, 4e9},
+              {WS_VOP_NORM_POST, 1e-6, 7e11, 4e9},
+              {WS_VOP_ROPE, 2e-6, 9e11, 8e9},
+              {WS_VOP_ACT, 1.5e-6, 1e12, 1e10},
               {WS_VOP_ADD, 0.5e-6, 1.8e12, 1.2e10}};
 
 static void put(FILE *f, double seconds)
@@ -287,8 +289,8 @@ Test(import, a100_heldout_rows_within_the_target, .timeout = 300)
                           x->worst_row != i,
                       "the worst row is a held-out one");
     }
-    /* No row predicted at 2x its time beyond the times' resolution: Kineto's are rounded to 1 us, and two
-     * rows of one shape (a residual add of 8 x 4096 on 8 workers, in both files) read 1 and
+    /* No row predicted at 2x its time beyond the times' resolution: Kineto's are rounded to 1 us,
+     * and two rows of one shape (a residual add of 8 x 4096 on 8 workers, in both files) read 1 and
      * 2 us. */
     for (int i = 0; i < rows.n; i++) {
         const ws_vidur_row *w = &rows.v[i];
