@@ -298,6 +298,7 @@ static int fit_kind_rows(const ws_vidur_rows *rows, const fit_kind *k, double el
     }
     f->n_train = nt;
     f->n_heldout = nh;
+    f->per_row = k->ops[0] >= 0 && ws_vidur_op_group(k->ops[0]) == WS_VIDUR_ELEM;
     int rc = k->form == WS_FIT_TRANSFER     ? ws_fit_transfer(tr, nt, &f->r, err)
              : k->form == WS_FIT_SATURATING ? ws_fit_saturating(tr, nt, &f->r, err)
                                             : ws_fit_roofline(tr, nt, 0, 0, &f->r, err);

@@ -56,6 +56,7 @@ typedef struct ws_import_fit {
     ws_fit_result r;         /* fitted on the training rows (k-fold held-out MAPE inside) */
     int n_train, n_heldout;
     double ho_mape_pct, ho_median_pct, ho_worst_pct; /* over the held-out rows */
+    int per_row; /* 1: an elementwise kind, r.peak_flops is one row's bytes/s */
 } ws_import_fit;
 
 typedef struct ws_import_result {

@@ -416,11 +416,10 @@ static json_t *import_json(const ws_import_result *r)
                                                    : sat                         ? "saturating"
                                                                                  : "roofline"));
         json_object_set_new(x, "c0", jnum(f->r.c0));
-        /* an elementwise kernel's roofline: its other side is one row's bytes/s */
-        const int rowed = f->r.form == WS_FIT_ROOFLINE && strncmp(key, "gpu.gemm.", 9);
-        json_object_set_new(x, "peak_flops",
-                            jnum(f->r.form == WS_FIT_TRANSFER || rowed ? NAN : f->r.peak_flops));
-        json_object_set_new(x, "row_bandwidth", jnum(rowed ? f->r.peak_flops : NAN));
+        json_object_set_new(
+            x, "peak_flops",
+            jnum(f->r.form == WS_FIT_TRANSFER || f->per_row ? NAN : f->r.peak_flops));
+        json_object_set_new(x, "row_bandwidth", jnum(f->per_row ? f->r.peak_flops : NAN));
         json_object_set_new(x, "bandwidth", jnum(sat ? NAN : f->r.bandwidth));
         json_object_set_new(x, "half_keys", jnum(sat ? f->r.factor : NAN));
         json_object_set_new(x, "r2", jnum(f->r.r2));
@@ -457,8 +456,7 @@ static void import_print(const ws_import_result *r)
         char key[128], c0[32], P[32], W[48];
         ws_import_key_name(&f->key, key, sizeof key);
         const int sat = f->r.form == WS_FIT_SATURATING;
-        const int rowed = f->r.form == WS_FIT_ROOFLINE && strncmp(key, "gpu.gemm.", 9);
-        snprintf(P, sizeof P, "%s%s", rowed ? "row " : "",
+        snprintf(P, sizeof P, "%s%s", f->per_row ? "row " : "",
                  f->r.form == WS_FIT_TRANSFER ? "-" : si(f->r.peak_flops, "", c0));
         if (sat)
             snprintf(W, sizeof W, "half %.0f keys", f->r.factor);

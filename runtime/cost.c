@@ -32,29 +32,23 @@ static const ws_profile_param *positive(const ws_profile *p, const char *key)
     return q && q->value > 0 && isfinite(q->value) ? q : NULL;
 }
 
-/* *o = the calibrated key `pre.suffix` when the profile has it; returns 1 if so. */
-static int calibrated(const ws_profile *p, const char *pre, const char *suffix, ws_cost_val *o)
+/* *o = the calibrated key `pre.suffix` when the profile has it positive (zero_ok: or 0, a
+ * fixed cost the fit put at its bound); returns 1 if so. */
+static int calibrated_at(const ws_profile *p, const char *pre, const char *suffix, int zero_ok,
+                         ws_cost_val *o)
 {
     char key[160];
     snprintf(key, sizeof key, "%s.%s", pre, suffix);
-    const ws_profile_param *q = positive(p, key);
-    if (!q)
+    const ws_profile_param *q = p ? ws_profile_get(p, key) : NULL;
+    if (!q || !isfinite(q->value) || !(q->value > 0 || (zero_ok && q->value == 0)))
         return 0;
     set_val(o, q->value, q->source, key);
     return 1;
 }
 
-/* As calibrated, for a fixed cost the fit may have put at 0 (a kernel whose latency is all
- * in its rate terms): zero counts as calibrated. */
-static int calibrated_c0(const ws_profile *p, const char *pre, ws_cost_val *o)
+static int calibrated(const ws_profile *p, const char *pre, const char *suffix, ws_cost_val *o)
 {
-    char key[168];
-    snprintf(key, sizeof key, "%s.c0", pre);
-    const ws_profile_param *q = p ? ws_profile_get(p, key) : NULL;
-    if (!q || !(q->value >= 0) || !isfinite(q->value))
-        return 0;
-    set_val(o, q->value, q->source, key);
-    return 1;
+    return calibrated_at(p, pre, suffix, 0, o);
 }
 
 /* *o = p[key] x p[eff] (eff absent: 1). */
@@ -252,7 +246,7 @@ static int elem_roof(const ws_profile *p, const char *pre, int kind, ws_cost_roo
     static const char *const eff[WS_ELEM_KINDS] = {"rmsnorm_eff", "rope_eff", "act_eff",
                                                    "add_eff", "add_eff"};
     const char *effs[2] = {eff[kind], "hbm_eff"};
-    if (!calibrated_c0(p, pre, &r->c0))
+    if (!calibrated_at(p, pre, "c0", 1, &r->c0))
         default_c0(p, "elem_c0", &r->c0);
     if (!calibrated(p, pre, "peak_flops", &r->P))
         set_val(&r->P, 0, WS_SOURCE_MODELED, "-");

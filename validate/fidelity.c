@@ -186,6 +186,14 @@ static int on_step(void *ctx, const sim_step_rec *rec, ws_err *err)
 /* Appends one assumption to the point's list ("; "-separated). */
 static void assume(ws_fid_point *p, const char *fmt, ...)
 {
+    char what[sizeof p->assumed];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    /* an assumption made again (a setup simulated at both ends of the prompt) is said once */
+    if (strstr(p->assumed, what))
+        return;
     size_t n = strlen(p->assumed);
     if (n + 2 >= sizeof p->assumed)
         return;
@@ -193,14 +201,11 @@ static void assume(ws_fid_point *p, const char *fmt, ...)
         memcpy(p->assumed + n, "; ", 3);
         n += 2;
     }
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(p->assumed + n, sizeof p->assumed - n, fmt, ap);
-    va_end(ap);
-    /* an assumption made again (a setup simulated at both ends of the prompt) is said once */
-    char *dup = n ? strstr(p->assumed, p->assumed + n) : NULL;
-    if (dup && dup < p->assumed + n - 2)
-        p->assumed[n - 2] = '\0';
+    size_t len = strlen(what);
+    if (len > sizeof p->assumed - 1 - n)
+        len = sizeof p->assumed - 1 - n;
+    memcpy(p->assumed + n, what, len);
+    p->assumed[n + len] = '\0';
 }
 
 /* The policy standing for the point's placement (the experts of the first n_cpu_moe MoE
