@@ -691,6 +691,12 @@ double ws_cost_d2h(const ws_cost_model *cm, double bytes)
     return bytes > 0 ? cm->hw.d2h.c0.v + bytes / cm->hw.d2h.W.v : 0;
 }
 
+double ws_cost_handoff(const ws_cost_model *cm, double T, int to_host)
+{
+    const double bytes = T * cm->hidden * cm->w_elem;
+    return to_host ? ws_cost_d2h(cm, bytes) : ws_cost_h2d(cm, bytes, 0);
+}
+
 double ws_cost_flush(const ws_cost_model *cm, int n_seqs, int window_tokens)
 {
     return ws_cost_d2h(cm, (double)n_seqs * window_tokens * cm->b_tok);

@@ -301,6 +301,12 @@ double ws_cost_gpu_indexer(const ws_cost_model *cm, double q, double ctx);
 /* Copies of `bytes`: H2D alone / while the CPU computes, and D2H. */
 double ws_cost_h2d(const ws_cost_model *cm, double bytes, int contended);
 double ws_cost_d2h(const ws_cost_model *cm, double bytes);
+/* The hand-off of T tokens' hidden states between the devices around a MoE layer's CPU
+ * experts (T x hidden at the model's dtype): to_host 1, the copy to the host before the
+ * router and experts run there; 0, their combined output's copy back. Each is one
+ * cudaMemcpyAsync on the layer's critical path: copy_c0 (the launch and the wait) plus the
+ * bytes at the link's rate. */
+double ws_cost_handoff(const ws_cost_model *cm, double T, int to_host);
 /* D2H of one D-window flush: window tokens of each of n_seqs sequences, one layer. */
 double ws_cost_flush(const ws_cost_model *cm, int n_seqs, int window_tokens);
 /* Host-side move of bytes (read + write at the DRAM rate). */

@@ -7,11 +7,13 @@
 const char *ws_op_name(int kind)
 {
     static const char *const names[WS_OP_KINDS] = {
-        "qkv",          "append",      "indexer",     "host",           "migrate",   "cpu_attn",
-        "h2d_prefetch", "h2d_stream",  "gpu_attn",    "gpu_half",       "merge",     "o_proj",
-        "router",       "experts_cpu", "experts_gpu", "shared_experts", "dense_mlp", "layer_end",
-        "prefill_attn", "kv_write",    "flush",       "step_overhead", "h2d_experts",
-        "experts_streamed"};
+        "qkv",       "append",        "indexer",      "host",
+        "migrate",   "cpu_attn",      "h2d_prefetch", "h2d_stream",
+        "gpu_attn",  "gpu_half",      "merge",        "o_proj",
+        "router",    "experts_cpu",   "experts_gpu",  "shared_experts",
+        "dense_mlp", "layer_end",     "prefill_attn", "kv_write",
+        "flush",     "step_overhead", "h2d_experts",  "experts_streamed",
+        "to_host",   "to_gpu"};
     return kind >= 0 && kind < WS_OP_KINDS ? names[kind] : "?";
 }
 
@@ -168,16 +170,23 @@ void ws_sched_build(const ws_cost_model *cm, const ws_cost_split *split, const w
         s->anchor[WS_ANCHOR_END] = ADD(WS_OP_END, WS_RES_NONE, 0, HERE(es), here_or_none(eg),
                                        here_or_none(sh));
     } else if (ws_cost_layer_is_moe(cm, l)) {
-        const int r = ADD(WS_OP_ROUTER, ws_cost_router_on_cpu_at(cm, l) ? WS_RES_CPU : WS_RES_GPU,
-                          ws_cost_router_at(cm, l, T) + ws_cost_topk_at(cm, l, T), HERE(o));
         double tc = ws_cost_cpu_experts_at(cm, l, T), tg = ws_cost_gpu_experts_at(cm, l, T);
         const double ts = ws_cost_shared_experts(cm, T);
         tc += tc > 0 ? ws_cost_moe_permute_cpu_at(cm, l, T) : 0;
         tg += tg > 0 ? ws_cost_moe_permute_gpu_at(cm, l, T) : 0;
-        const int ec = tc > 0 ? ADD(WS_OP_EXP_CPU, WS_RES_CPU, tc, HERE(r)) : -1;
+        /* CPU experts: the hidden states go to the host first, their output comes back */
+        const int out =
+            tc > 0 ? ADD(WS_OP_TO_HOST, WS_RES_NONE, ws_cost_handoff(cm, T, 1), HERE(o)) : -1;
+        const int cpu_r = ws_cost_router_on_cpu_at(cm, l);
+        const int r = ADD(WS_OP_ROUTER, cpu_r ? WS_RES_CPU : WS_RES_GPU,
+                          ws_cost_router_at(cm, l, T) + ws_cost_topk_at(cm, l, T), HERE(o),
+                          cpu_r ? here_or_none(out) : NO_DEP);
+        const int ec = tc > 0 ? ADD(WS_OP_EXP_CPU, WS_RES_CPU, tc, HERE(r), HERE(out)) : -1;
+        const int back =
+            ec >= 0 ? ADD(WS_OP_TO_GPU, WS_RES_NONE, ws_cost_handoff(cm, T, 0), HERE(ec)) : -1;
         const int eg = tg > 0 ? ADD(WS_OP_EXP_GPU, WS_RES_GPU, tg, HERE(r)) : -1;
         const int sh = ts > 0 ? ADD(WS_OP_SHARED, WS_RES_GPU, ts, HERE(r)) : -1;
-        s->anchor[WS_ANCHOR_END] = ADD(WS_OP_END, WS_RES_NONE, 0, HERE(r), here_or_none(ec),
+        s->anchor[WS_ANCHOR_END] = ADD(WS_OP_END, WS_RES_NONE, 0, HERE(r), here_or_none(back),
                                        here_or_none(eg), here_or_none(sh));
     } else {
         const int d = ADD(WS_OP_DENSE, WS_RES_GPU, ws_cost_dense_mlp(cm, T), HERE(o));

@@ -16,7 +16,11 @@
  * shared experts and the dense MLP gate-up GEMM, activation, down GEMM. Layer 0 of a step
  * first waits out the step's overhead (step: scheduling, launches, synchronisation; holds
  * no resource). The router runs beside the
- * routed experts: on the CPU when any of them run there (ws_cost_router_on_cpu). The GPU
+ * routed experts: on the CPU when any of them run there (ws_cost_router_on_cpu), once the
+ * layer's hidden states are on the host (to_host); the CPU experts' output comes back
+ * (to_gpu) before the layer ends. The two hand-offs are latencies on the critical path
+ * (ws_cost_handoff) that hold no copy engine: their bytes, T x hidden, are assumed not to be
+ * delayed by the engines' KV traffic, so the write and flush stay D2H's only ops. The GPU
  * half is the XFER pages streamed H2D through the ping-pong buffers, pipelined with GPU
  * attention over them and the D-window: a prefetch copy (at most one ping-pong half) that
  * may start once the previous layer's pages are in and layer l-2's buffer half is free,
@@ -66,30 +70,32 @@ typedef enum ws_res {
 #define WS_RES_NONE (-1) /* a barrier: holds nothing */
 
 typedef enum ws_op_kind {
-    WS_OP_QKV = 0,  /* QKV projection (GPU) */
-    WS_OP_APPEND,   /* the new tokens' KV into the D-window (GPU) */
-    WS_OP_INDEX,    /* sparse attention's indexer (GPU) */
-    WS_OP_HOST,     /* the runtime's own work (CPU; 0 in the model) */
-    WS_OP_MIGRATE,  /* reformat of a single-state cache (CPU) */
-    WS_OP_CPU_ATTN, /* CPU half (CPU) */
-    WS_OP_H2D_PRE,  /* prefetch of the XFER pages, <= one ping-pong half (H2D) */
-    WS_OP_H2D_REST, /* the rest of the XFER pages (H2D) */
-    WS_OP_GPU_ATTN, /* GPU attention over XFER + D-window pages (GPU) */
-    WS_OP_GPU_END,  /* GPU half done: attention and last copy (barrier) */
-    WS_OP_MERGE,    /* the two halves' merge (GPU) */
-    WS_OP_OPROJ,    /* output projection (GPU) */
-    WS_OP_ROUTER,   /* router GEMM + top-k (beside the routed experts) */
-    WS_OP_EXP_CPU,  /* routed experts on the CPU */
-    WS_OP_EXP_GPU,  /* routed experts on the GPU */
-    WS_OP_SHARED,   /* shared experts (GPU) */
-    WS_OP_DENSE,    /* dense MLP of a dense layer (GPU) */
-    WS_OP_END,      /* layer end (barrier) */
-    WS_OP_PF_ATTN,  /* prefill attention of a chunk (GPU) */
-    WS_OP_WRITE,    /* prefill KV written D2H */
-    WS_OP_FLUSH,    /* D-window flush D2H */
-    WS_OP_STEP,     /* the step's overhead before layer 0 (barrier with a duration) */
-    WS_OP_H2D_EXP,  /* prefill: the CPU experts' weights streamed to the GPU (H2D) */
+    WS_OP_QKV = 0,    /* QKV projection (GPU) */
+    WS_OP_APPEND,     /* the new tokens' KV into the D-window (GPU) */
+    WS_OP_INDEX,      /* sparse attention's indexer (GPU) */
+    WS_OP_HOST,       /* the runtime's own work (CPU; 0 in the model) */
+    WS_OP_MIGRATE,    /* reformat of a single-state cache (CPU) */
+    WS_OP_CPU_ATTN,   /* CPU half (CPU) */
+    WS_OP_H2D_PRE,    /* prefetch of the XFER pages, <= one ping-pong half (H2D) */
+    WS_OP_H2D_REST,   /* the rest of the XFER pages (H2D) */
+    WS_OP_GPU_ATTN,   /* GPU attention over XFER + D-window pages (GPU) */
+    WS_OP_GPU_END,    /* GPU half done: attention and last copy (barrier) */
+    WS_OP_MERGE,      /* the two halves' merge (GPU) */
+    WS_OP_OPROJ,      /* output projection (GPU) */
+    WS_OP_ROUTER,     /* router GEMM + top-k (beside the routed experts) */
+    WS_OP_EXP_CPU,    /* routed experts on the CPU */
+    WS_OP_EXP_GPU,    /* routed experts on the GPU */
+    WS_OP_SHARED,     /* shared experts (GPU) */
+    WS_OP_DENSE,      /* dense MLP of a dense layer (GPU) */
+    WS_OP_END,        /* layer end (barrier) */
+    WS_OP_PF_ATTN,    /* prefill attention of a chunk (GPU) */
+    WS_OP_WRITE,      /* prefill KV written D2H */
+    WS_OP_FLUSH,      /* D-window flush D2H */
+    WS_OP_STEP,       /* the step's overhead before layer 0 (barrier with a duration) */
+    WS_OP_H2D_EXP,    /* prefill: the CPU experts' weights streamed to the GPU (H2D) */
     WS_OP_EXP_STREAM, /* prefill: those experts on the GPU (GPU) */
+    WS_OP_TO_HOST,    /* hidden states to the host for the CPU experts (latency, no resource) */
+    WS_OP_TO_GPU,     /* the CPU experts' output back to the GPU (latency, no resource) */
     WS_OP_KINDS
 } ws_op_kind;
 

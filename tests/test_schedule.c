@@ -421,3 +421,52 @@ Test(schedule, streamed_experts_pipeline_with_the_previous_layer)
     cr_assert_lt(t1.t_end, 2 * (stream + (t0.t_end - t0.t_start)), "overlapped, not serial");
     ws_cost_model_free(&cm);
 }
+
+Test(schedule, cpu_experts_wait_for_the_hidden_states_hand_off)
+{
+    ws_model m;
+    ws_err err = {0};
+    char path[4096];
+    cr_assert_eq(ws_model_resolve("qwen3-30b-a3b", path, sizeof path, &err), 0, "%s", err.msg);
+    cr_assert_eq(ws_model_load(path, &m, &err), 0, "%s", err.msg);
+    ws_cost_hw hw;
+    th_paper_hw(NULL, &m, &hw);
+    ws_cost_cfg cc;
+    ws_cost_cfg_default(&cc);
+    cc.gpu_experts = 32;
+    cc.n_cpu_moe = 1; /* MoE layer 0 keeps 96 experts on the CPU, layer 1 holds all 128 */
+    ws_cost_model cm;
+    cr_assert_eq(ws_cost_model_init(&hw, &m, &cc, &cm, &err), 0, "%s", err.msg);
+    const double T = 4;
+    const ws_sched_in in = {.T = T, .n_seqs = 4, .resident = 4096};
+    ws_sched_play p;
+    ws_sched_play_start(&p, 0);
+    ws_sched_layer s0, s1;
+    ws_sched_times t0, t1;
+    double e0[WS_SCHED_MAX_OPS], e1[WS_SCHED_MAX_OPS];
+    ws_sched_build(&cm, NULL, &in, 0, &s0);
+    ws_sched_play_layer(&p, &s0, &t0, e0);
+    ws_sched_build(&cm, NULL, &in, 1, &s1);
+    ws_sched_play_layer(&p, &s1, &t1, e1);
+    const int out = s0.at[WS_OP_TO_HOST], back = s0.at[WS_OP_TO_GPU];
+    const int r = s0.at[WS_OP_ROUTER], ec = s0.at[WS_OP_EXP_CPU], o = s0.at[WS_OP_OPROJ];
+    cr_assert(out >= 0 && back >= 0 && ec >= 0);
+    cr_assert_eq(s0.op[out].res, WS_RES_NONE);
+    cr_assert_eq(s0.op[back].res, WS_RES_NONE);
+    /* one copy each way of T x hidden at the model's dtype, copy_c0 plus the bytes */
+    const double bytes = T * m.hidden * cm.w_elem;
+    cr_assert_float_eq(s0.op[out].seconds, hw.d2h.c0.v + bytes / hw.d2h.W.v, 1e-15);
+    cr_assert_float_eq(s0.op[back].seconds, hw.h2d.c0.v + bytes / hw.h2d.W.v, 1e-15);
+    cr_assert_gt(s0.op[out].seconds, 0);
+    /* o_proj -> to_host -> router (on the CPU) -> CPU experts -> to_gpu -> layer end */
+    cr_assert_float_eq(e0[out], e0[o] + s0.op[out].seconds, 1e-12);
+    cr_assert_eq(s0.op[r].res, WS_RES_CPU);
+    cr_assert_geq(e0[r] - s0.op[r].seconds, e0[out]);
+    cr_assert_float_eq(e0[back], e0[ec] + s0.op[back].seconds, 1e-12);
+    cr_assert_geq(t0.t_end, e0[back]);
+    /* a layer with every expert on the GPU hands nothing off */
+    cr_assert_lt(s1.at[WS_OP_TO_HOST], 0);
+    cr_assert_lt(s1.at[WS_OP_TO_GPU], 0);
+    cr_assert_lt(s1.at[WS_OP_EXP_CPU], 0);
+    ws_cost_model_free(&cm);
+}

@@ -52,14 +52,17 @@ Test(sim_step, nospill_decode_is_the_chain_of_cost_model_times)
     ws_err err = {0};
     cr_assert_eq(sim_step_run(&w.st, &in, &out, &err), 0, "%s", err.msg);
     /* per layer: residual add, RMSNorm, QKV GEMM, RoPE; the KV append; attention; output
-     * GEMM, add, RMSNorm; the router and its top-k; the experts with their permute and
-     * combine beside the shared experts. One step overhead before layer 0. */
+     * GEMM, add, RMSNorm; the hidden states to the host; the router and its top-k; the
+     * experts with their permute and combine, and their output back to the GPU, beside the
+     * shared experts. One step overhead before layer 0. */
     const double router = ws_cost_router(cm, T) + ws_cost_topk(cm, T),
                  experts = ws_cost_cpu_experts(cm, T) + ws_cost_moe_permute_cpu(cm, T);
     const double layer = ws_cost_add(cm, T) + ws_cost_norm(cm, T) + ws_cost_qkv_proj(cm, T) +
                          ws_cost_rope(cm, T) + ws_cost_append(cm, T) + ws_cost_gpu_attn(cm, ctx) +
-                         ws_cost_o_proj(cm, T) + ws_cost_add(cm, T) + ws_cost_norm(cm, T) + router +
-                         fmax(experts, ws_cost_shared_experts(cm, T));
+                         ws_cost_o_proj(cm, T) + ws_cost_add(cm, T) + ws_cost_norm(cm, T) +
+                         ws_cost_handoff(cm, T, 1) + router +
+                         fmax(experts + ws_cost_handoff(cm, T, 0), ws_cost_shared_experts(cm, T));
+    cr_assert_gt(ws_cost_handoff(cm, T, 1), 0);
     const double want = ws_cost_step(cm) + 6 * layer;
     cr_assert_gt(ws_cost_step(cm), 0);
     cr_assert(fabs((out.t1 - out.t0) - want) <= 1e-12 + 1e-9 * want, "step %.12g, want %.12g",
