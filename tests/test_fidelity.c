@@ -322,3 +322,56 @@ Test(fidelity, operator_points_from_the_public_profiles)
     ws_fidelity_free(&r);
     ws_fidelity_free(&h);
 }
+
+/* A prompt the source bounds without counting it (its text, the chat before it): the rate
+ * is predicted at the middle of prompt_range where both ends agree within 10%, the same as
+ * a point that gives that prompt; without the range the same setup, whose rate moves more
+ * than 10% between 128 and 2048 tokens, stays missing. A range needs prompt null and
+ * 1 <= lo <= hi. */
+Test(fidelity, prompt_range_bounds_an_unpublished_prompt)
+{
+#define LAYERS_PT(id, extra)                                                                       \
+    " {\"id\": \"" id "\", \"source\": \"x\", \"hardware\": {\"gpu\": \"rtx-a6000\","              \
+    "  \"host\": \"threadripper-pro-7965wx\"}, \"model\": \"deepseek-v3\", \"offload\": true,"     \
+    "  \"quantized\": true, \"weights\": {\"gpu_part\": \"ud_q2_k_xl\", \"cpu_experts\":"          \
+    " \"ud_q2_k_xl\"}, \"offload_what\": \"layers\", \"batch\": 1, " extra ","                     \
+    "  \"metric\": \"decode_tok_s\", \"published\": 8}"
+    const char *pts =
+        "{\"points\": [\n" LAYERS_PT("open", "\"prompt\": null") ",\n" LAYERS_PT(
+            "ranged", "\"prompt\": null, \"prompt_range\": {\"lo\": 8, \"hi\": 16, \"why\": "
+                      "\"text\"}") ",\n" LAYERS_PT("fixed", "\"prompt\": 12") "\n]}\n";
+    char dir[256], path[512];
+    th_tmpdir(dir, sizeof dir);
+    th_write(dir, "r.json", pts, path, sizeof path);
+    ws_fid_report r = {0};
+    ws_err err = {0};
+    cr_assert_eq(ws_fidelity_load_e2e(path, &r, &err), 0, "%s", err.msg);
+    cr_assert_eq(r.n, 3);
+    cr_assert_eq(r.pt[1].prompt_lo, 8);
+    cr_assert_eq(r.pt[1].prompt_hi, 16);
+    ws_store *s = NULL;
+    cr_assert_eq(ws_store_open_embedded(&s, &err), 0, "%s", err.msg);
+    cr_assert_eq(ws_fidelity_predict_e2e(s, &r, NULL, NULL, &err), 0, "%s", err.msg);
+    ws_store_close(s);
+    cr_assert(strstr(r.pt[0].missing, "not published: the prompt length"), "%s", r.pt[0].missing);
+    cr_assert_str_empty(r.pt[1].missing, "%s", r.pt[1].missing);
+    cr_assert(
+        strstr(r.pt[1].assumed, "prompt 12 (not published; 8..16 tokens, the source's bounds"),
+        "%s", r.pt[1].assumed);
+    cr_assert_str_empty(r.pt[2].missing, "%s", r.pt[2].missing);
+    cr_assert(r.pt[1].predicted > 0);
+    cr_assert_float_eq(r.pt[1].predicted, r.pt[2].predicted, 1e-9 * r.pt[2].predicted);
+    ws_fidelity_free(&r);
+    const char *bad[] = {
+        "[" LAYERS_PT("a", "\"prompt\": 12, \"prompt_range\": {\"lo\": 8, \"hi\": 16}") "]",
+        "[" LAYERS_PT("a", "\"prompt\": null, \"prompt_range\": {\"lo\": 16, \"hi\": 8}") "]",
+        "[" LAYERS_PT("a", "\"prompt\": null, \"prompt_range\": {\"lo\": 0, \"hi\": 8}") "]"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        th_write(dir, "b.json", bad[i], path, sizeof path);
+        ws_fid_report b = {0};
+        cr_assert_neq(ws_fidelity_load_e2e(path, &b, &err), 0, "%s", bad[i]);
+        cr_assert(strstr(err.msg, "prompt_range") && !strchr(err.msg, '\n'), "%s", err.msg);
+        ws_fidelity_free(&b);
+    }
+#undef LAYERS_PT
+}

@@ -117,7 +117,9 @@ static int point_parse(json_t *o, const char *path, size_t i, ws_fid_point *p, w
         get_count(pl, "n_gpu_layers", -1, &p->n_gpu_layers) ||
         get_count(pl, "sockets_used", 0, &p->cpu_sockets) ||
         get_count(pl, "cpu_infer_threads", 0, &p->cpu_threads) ||
-        (!p->cpu_threads && get_count(pl, "cpu_threads", 0, &p->cpu_threads)))
+        (!p->cpu_threads && get_count(pl, "cpu_threads", 0, &p->cpu_threads)) ||
+        get_count(json_object_get(o, "prompt_range"), "lo", 0, &p->prompt_lo) ||
+        get_count(json_object_get(o, "prompt_range"), "hi", 0, &p->prompt_hi))
         return ws_err_set(err, WS_EINVAL,
                           "%s: point '%s': batch, prompt, output and placement counts must be "
                           "whole numbers >= 0",
@@ -127,6 +129,11 @@ static int point_parse(json_t *o, const char *path, size_t i, ws_fid_point *p, w
         return ws_err_set(err, WS_EINVAL, "%s: point '%s': published must be a number > 0", path,
                           p->id);
     p->published = json_number_value(pub);
+    if ((p->prompt_lo || p->prompt_hi) &&
+        (p->prompt >= 0 || p->prompt_lo < 1 || p->prompt_hi < p->prompt_lo))
+        return ws_err_set(err, WS_EINVAL,
+                          "%s: point '%s': prompt_range needs prompt null and 1 <= lo <= hi", path,
+                          p->id);
     p->predicted = p->ratio = NAN;
     snprintf(p->group, sizeof p->group, "e2e %s",
              p->offload && p->quantized ? "offload+quantized"
@@ -339,9 +346,13 @@ static int predict_one(ws_store *s, ws_fid_point *p, ws_err *err)
     if (p->prompt > 0)
         return predict_at(s, p, p->prompt, output, err);
     /* A decode rate published without its prompt: the rate at the short prompts chat
-     * benchmarks use, where it barely depends on the prompt; where it does, not expressed. */
+     * benchmarks use, where it barely depends on the prompt; where it does, not expressed.
+     * A source that bounds the prompt (its text, the chat before it) narrows that range. */
     double at[2];
-    const int lens[2] = {WS_FIDELITY_PROMPT_LO, WS_FIDELITY_PROMPT_HI};
+    const int ranged = p->prompt_lo > 0;
+    const int lens[2] = {ranged ? p->prompt_lo : WS_FIDELITY_PROMPT_LO,
+                         ranged ? p->prompt_hi : WS_FIDELITY_PROMPT_HI};
+    const int mid = ranged ? (p->prompt_lo + p->prompt_hi) / 2 : WS_FIDELITY_PROMPT_MID;
     for (int i = 0; i < 2; i++) {
         int rc = predict_at(s, p, lens[i], output, err);
         if (rc || *p->missing)
@@ -357,9 +368,9 @@ static int predict_one(ws_store *s, ws_fid_point *p, ws_err *err)
         p->predicted = p->ratio = NAN;
         return 0;
     }
-    assume(p, "prompt %d (not published; %d..%d tokens give %.4g..%.4g)", WS_FIDELITY_PROMPT_MID,
-           lens[0], lens[1], at[0], at[1]);
-    return predict_at(s, p, WS_FIDELITY_PROMPT_MID, output, err);
+    assume(p, "prompt %d (not published; %d..%d tokens%s give %.4g..%.4g)", mid, lens[0], lens[1],
+           ranged ? ", the source's bounds," : "", at[0], at[1]);
+    return predict_at(s, p, mid, output, err);
 }
 
 /* The point simulated with `prompt` and `output` tokens per request: predicted and ratio,

@@ -56,6 +56,8 @@ typedef struct ws_fid_point {
     int quantized, offload;
     int count_prompt;    /* throughput_tok_s counts prompt + output tokens (else output) */
     int batch, prompt, output;
+    int prompt_lo, prompt_hi; /* prompt not published as a count but bounded by what is (the
+                               * prompt's text, the chat before it): prompt_range; 0: none */
     int gpu_experts;     /* routed experts per layer on the GPU, -1: not given */
     int n_cpu_moe;       /* layers whose experts stay on the CPU, -1: not given */
     int n_gpu_layers;    /* layers on the GPU (llama.cpp -ngl), the rest wholly on the CPU;
