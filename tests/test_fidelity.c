@@ -59,21 +59,27 @@ static const char *k_points =
     "  \"published\": 10}\n"
     "]}\n";
 
-static ws_fid_report load(void)
+/* The points of `text` (n of them) loaded, predicted and summarised. */
+static ws_fid_report load_points(const char *text, size_t n)
 {
     char dir[256], path[512];
     th_tmpdir(dir, sizeof dir);
-    th_write(dir, "p.json", k_points, path, sizeof path);
+    th_write(dir, "p.json", text, path, sizeof path);
     ws_fid_report r = {0};
     ws_err err = {0};
     cr_assert_eq(ws_fidelity_load_e2e(path, &r, &err), 0, "%s", err.msg);
-    cr_assert_eq(r.n, 10);
+    cr_assert_eq(r.n, n);
     ws_store *s = NULL;
     cr_assert_eq(ws_store_open_embedded(&s, &err), 0, "%s", err.msg);
     cr_assert_eq(ws_fidelity_predict_e2e(s, &r, NULL, NULL, &err), 0, "%s", err.msg);
     ws_store_close(s);
     cr_assert_eq(ws_fidelity_summarise(&r, &err), 0, "%s", err.msg);
     return r;
+}
+
+static ws_fid_report load(void)
+{
+    return load_points(k_points, 10);
 }
 
 Test(fidelity, gpu_only_point_is_the_simulators_decode_rate)
@@ -340,19 +346,9 @@ Test(fidelity, prompt_range_bounds_an_unpublished_prompt)
         "{\"points\": [\n" LAYERS_PT("open", "\"prompt\": null") ",\n" LAYERS_PT(
             "ranged", "\"prompt\": null, \"prompt_range\": {\"lo\": 8, \"hi\": 16, \"why\": "
                       "\"text\"}") ",\n" LAYERS_PT("fixed", "\"prompt\": 12") "\n]}\n";
-    char dir[256], path[512];
-    th_tmpdir(dir, sizeof dir);
-    th_write(dir, "r.json", pts, path, sizeof path);
-    ws_fid_report r = {0};
-    ws_err err = {0};
-    cr_assert_eq(ws_fidelity_load_e2e(path, &r, &err), 0, "%s", err.msg);
-    cr_assert_eq(r.n, 3);
+    ws_fid_report r = load_points(pts, 3);
     cr_assert_eq(r.pt[1].prompt_lo, 8);
     cr_assert_eq(r.pt[1].prompt_hi, 16);
-    ws_store *s = NULL;
-    cr_assert_eq(ws_store_open_embedded(&s, &err), 0, "%s", err.msg);
-    cr_assert_eq(ws_fidelity_predict_e2e(s, &r, NULL, NULL, &err), 0, "%s", err.msg);
-    ws_store_close(s);
     cr_assert(strstr(r.pt[0].missing, "not published: the prompt length"), "%s", r.pt[0].missing);
     cr_assert_str_empty(r.pt[1].missing, "%s", r.pt[1].missing);
     cr_assert(
@@ -362,6 +358,9 @@ Test(fidelity, prompt_range_bounds_an_unpublished_prompt)
     cr_assert(r.pt[1].predicted > 0);
     cr_assert_float_eq(r.pt[1].predicted, r.pt[2].predicted, 1e-9 * r.pt[2].predicted);
     ws_fidelity_free(&r);
+    char dir[256], path[512];
+    th_tmpdir(dir, sizeof dir);
+    ws_err err = {0};
     const char *bad[] = {
         "[" LAYERS_PT("a", "\"prompt\": 12, \"prompt_range\": {\"lo\": 8, \"hi\": 16}") "]",
         "[" LAYERS_PT("a", "\"prompt\": null, \"prompt_range\": {\"lo\": 16, \"hi\": 8}") "]",

@@ -364,35 +364,49 @@ Test(schedule, runtime_prefill_equals_simulator_per_strategy_mla)
     every_policy_prefill(k_mla);
 }
 
+/* Qwen3-30B-A3B on the paper's hardware with cfg cc (NULL: the defaults). */
+static void qwen_on_paper_hw(const ws_cost_cfg *cc, ws_model *m, ws_cost_hw *hw, ws_cost_model *cm)
+{
+    ws_err err = {0};
+    char path[4096];
+    cr_assert_eq(ws_model_resolve("qwen3-30b-a3b", path, sizeof path, &err), 0, "%s", err.msg);
+    cr_assert_eq(ws_model_load(path, m, &err), 0, "%s", err.msg);
+    th_paper_hw(NULL, m, hw);
+    ws_cost_cfg def;
+    ws_cost_cfg_default(&def);
+    cr_assert_eq(ws_cost_model_init(hw, m, cc ? cc : &def, cm, &err), 0, "%s", err.msg);
+}
+
+/* Layers 0 and 1 of one step built from in and played from time 0. */
+static void play_two_layers(const ws_cost_model *cm, const ws_sched_in *in, ws_sched_layer *s0,
+                            ws_sched_layer *s1, ws_sched_times *t0, ws_sched_times *t1, double *e0,
+                            double *e1)
+{
+    ws_sched_play p;
+    ws_sched_play_start(&p, 0);
+    ws_sched_build(cm, NULL, in, 0, s0);
+    ws_sched_play_layer(&p, s0, t0, e0);
+    ws_sched_build(cm, NULL, in, 1, s1);
+    ws_sched_play_layer(&p, s1, t1, e1);
+}
+
 /* A prefill chunk that streams its CPU experts: layer 1's stream is on the H2D engine right
  * after layer 0's, while layer 0 still computes (it waits for neither layer 0's experts nor
  * its end), and layer 1's experts wait for their stream; the router runs on the GPU. */
 Test(schedule, streamed_experts_pipeline_with_the_previous_layer)
 {
     ws_model m;
-    ws_err err = {0};
-    char path[4096];
-    cr_assert_eq(ws_model_resolve("qwen3-30b-a3b", path, sizeof path, &err), 0, "%s", err.msg);
-    cr_assert_eq(ws_model_load(path, &m, &err), 0, "%s", err.msg);
     ws_cost_hw hw;
-    th_paper_hw(NULL, &m, &hw);
-    ws_cost_cfg cc;
-    ws_cost_cfg_default(&cc);
     ws_cost_model cm;
-    cr_assert_eq(ws_cost_model_init(&hw, &m, &cc, &cm, &err), 0, "%s", err.msg);
+    qwen_on_paper_hw(NULL, &m, &hw, &cm);
     /* a chunk after a long context: the GPU's attention makes each layer's compute longer
      * than one layer's stream, so the stream hides under the compute */
     const double q = 2048, ctx = 250000;
     const ws_sched_in in = {.T = q, .prefill_q = q, .prefill_ctx = ctx, .prefill_gpu = 1};
-    ws_sched_play p;
-    ws_sched_play_start(&p, 0);
     ws_sched_layer s0, s1;
     ws_sched_times t0, t1;
     double e0[WS_SCHED_MAX_OPS], e1[WS_SCHED_MAX_OPS];
-    ws_sched_build(&cm, NULL, &in, 0, &s0);
-    ws_sched_play_layer(&p, &s0, &t0, e0);
-    ws_sched_build(&cm, NULL, &in, 1, &s1);
-    ws_sched_play_layer(&p, &s1, &t1, e1);
+    play_two_layers(&cm, &in, &s0, &s1, &t0, &t1, e0, e1);
     const int x0 = s0.at[WS_OP_H2D_EXP], x1 = s1.at[WS_OP_H2D_EXP];
     cr_assert(x0 >= 0 && x1 >= 0 && s0.at[WS_OP_EXP_CPU] < 0 && s1.at[WS_OP_EXP_STREAM] >= 0);
     cr_assert_eq(s1.op[x1].res, WS_RES_H2D);
@@ -411,11 +425,7 @@ Test(schedule, streamed_experts_pipeline_with_the_previous_layer)
     cr_assert_float_eq(e1[es] - s1.op[es].seconds, e1[r1], 1e-12);
     /* a short context: the stream is the longer, and the layers follow the H2D engine */
     const ws_sched_in sh = {.T = q, .prefill_q = q, .prefill_ctx = 0, .prefill_gpu = 1};
-    ws_sched_play_start(&p, 0);
-    ws_sched_build(&cm, NULL, &sh, 0, &s0);
-    ws_sched_play_layer(&p, &s0, &t0, e0);
-    ws_sched_build(&cm, NULL, &sh, 1, &s1);
-    ws_sched_play_layer(&p, &s1, &t1, e1);
+    play_two_layers(&cm, &sh, &s0, &s1, &t0, &t1, e0, e1);
     cr_assert_float_eq(e1[x1], e0[x0] + stream, 1e-12);
     cr_assert_gt(e1[x1], t0.t_end, "stream-bound: layer 1 waits for its weights");
     cr_assert_lt(t1.t_end, 2 * (stream + (t0.t_end - t0.t_start)), "overlapped, not serial");
@@ -424,30 +434,20 @@ Test(schedule, streamed_experts_pipeline_with_the_previous_layer)
 
 Test(schedule, cpu_experts_wait_for_the_hidden_states_hand_off)
 {
-    ws_model m;
-    ws_err err = {0};
-    char path[4096];
-    cr_assert_eq(ws_model_resolve("qwen3-30b-a3b", path, sizeof path, &err), 0, "%s", err.msg);
-    cr_assert_eq(ws_model_load(path, &m, &err), 0, "%s", err.msg);
-    ws_cost_hw hw;
-    th_paper_hw(NULL, &m, &hw);
     ws_cost_cfg cc;
     ws_cost_cfg_default(&cc);
     cc.gpu_experts = 32;
     cc.n_cpu_moe = 1; /* MoE layer 0 keeps 96 experts on the CPU, layer 1 holds all 128 */
+    ws_model m;
+    ws_cost_hw hw;
     ws_cost_model cm;
-    cr_assert_eq(ws_cost_model_init(&hw, &m, &cc, &cm, &err), 0, "%s", err.msg);
+    qwen_on_paper_hw(&cc, &m, &hw, &cm);
     const double T = 4;
     const ws_sched_in in = {.T = T, .n_seqs = 4, .resident = 4096};
-    ws_sched_play p;
-    ws_sched_play_start(&p, 0);
     ws_sched_layer s0, s1;
     ws_sched_times t0, t1;
     double e0[WS_SCHED_MAX_OPS], e1[WS_SCHED_MAX_OPS];
-    ws_sched_build(&cm, NULL, &in, 0, &s0);
-    ws_sched_play_layer(&p, &s0, &t0, e0);
-    ws_sched_build(&cm, NULL, &in, 1, &s1);
-    ws_sched_play_layer(&p, &s1, &t1, e1);
+    play_two_layers(&cm, &in, &s0, &s1, &t0, &t1, e0, e1);
     const int out = s0.at[WS_OP_TO_HOST], back = s0.at[WS_OP_TO_GPU];
     const int r = s0.at[WS_OP_ROUTER], ec = s0.at[WS_OP_EXP_CPU], o = s0.at[WS_OP_OPROJ];
     cr_assert(out >= 0 && back >= 0 && ec >= 0);
