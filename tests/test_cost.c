@@ -36,6 +36,31 @@ static void paper_model(ws_cost_model *cm, const ws_cost_cfg *cfg_in)
     cr_assert_eq(ws_cost_model_init(&hw, &m, &cfg, cm, &err), 0, "%s", err.msg);
 }
 
+/* A GPU profile "g" of the keys every hand-built test profile needs (40 GB, 1 TB/s HBM,
+ * 100 Tflop/s bf16, 20 GB/s each way over the link) and the test's own `extra` after them. */
+typedef struct test_gpu {
+    ws_profile_param p[32];
+    ws_profile prof;
+} test_gpu;
+
+static const ws_profile *base_gpu(test_gpu *g, const ws_profile_param *extra, size_t n)
+{
+    static const ws_profile_param base[] = {
+        {"mem_bytes", 4e10, "B", WS_SOURCE_DATASHEET, ""},
+        {"hbm_bw", 1e12, "B/s", WS_SOURCE_DATASHEET, ""},
+        {"bf16_flops", 1e14, "flop/s", WS_SOURCE_DATASHEET, ""},
+        {"h2d_bw", 2e10, "B/s", WS_SOURCE_MODELED, ""},
+        {"d2h_bw", 2e10, "B/s", WS_SOURCE_MODELED, ""},
+    };
+    const size_t nb = sizeof base / sizeof *base;
+    cr_assert_leq(nb + n, sizeof g->p / sizeof *g->p);
+    memcpy(g->p, base, sizeof base);
+    if (n)
+        memcpy(g->p + nb, extra, n * sizeof *extra);
+    g->prof = (ws_profile){.name = "g", .kind = "gpu", .params = g->p, .n_params = (int)(nb + n)};
+    return &g->prof;
+}
+
 #define near(a, b)                                                                                 \
     cr_assert(fabs((double)(a) - (double)(b)) <= 1e-9 * fabs((double)(b)) + 1e-300,                \
               "%s = %.12g, not %.12g", #a, (double)(a), (double)(b))
@@ -109,12 +134,7 @@ Test(cost, calibrated_key_wins)
         {"cpu.expert_gemm.fp32.bandwidth", 3e10, "B/s", WS_SOURCE_FITTED, ""},
         {"cpu.membw_read.bandwidth", 4.5e10, "B/s", WS_SOURCE_FITTED, ""},
     };
-    ws_profile_param gp[] = {
-        {"mem_bytes", 4e10, "B", WS_SOURCE_DATASHEET, ""},
-        {"hbm_bw", 1e12, "B/s", WS_SOURCE_DATASHEET, ""},
-        {"bf16_flops", 1e14, "flop/s", WS_SOURCE_DATASHEET, ""},
-        {"h2d_bw", 2e10, "B/s", WS_SOURCE_MODELED, ""},
-        {"d2h_bw", 2e10, "B/s", WS_SOURCE_MODELED, ""},
+    ws_profile_param gx[] = {
         {"h2d_contention", 0.6, "1", WS_SOURCE_MODELED, ""},
         {"link.h2d.c0", 1e-5, "s", WS_SOURCE_FITTED, ""},
         {"link.h2d.bandwidth", 2.2e10, "B/s", WS_SOURCE_FITTED, ""},
@@ -122,7 +142,8 @@ Test(cost, calibrated_key_wins)
         {"gpu.attn.mha.bf16.bandwidth", 9e11, "B/s", WS_SOURCE_FITTED, ""},
     };
     ws_profile host = {.name = "h", .kind = "host", .params = hp, .n_params = 9};
-    ws_profile gpu = {.name = "g", .kind = "gpu", .params = gp, .n_params = 10};
+    test_gpu tg;
+    ws_profile gpu = *base_gpu(&tg, gx, sizeof gx / sizeof *gx);
     ws_cost_hw hw;
     ws_err err = {0};
     /* MHA finds the calibrator's gqa fit on the CPU and its own on the GPU. */
@@ -177,15 +198,9 @@ Test(cost, calibrated_only_host_falls_back)
         {"cpu.attn.gqa.bf16.bandwidth", 4e10, "B/s", WS_SOURCE_MEASURED, ""},
         {"cpu.membw_read.bandwidth", 4.5e10, "B/s", WS_SOURCE_FITTED, ""},
     };
-    ws_profile_param gp[] = {
-        {"mem_bytes", 4e10, "B", WS_SOURCE_DATASHEET, ""},
-        {"hbm_bw", 1e12, "B/s", WS_SOURCE_DATASHEET, ""},
-        {"bf16_flops", 1e14, "flop/s", WS_SOURCE_DATASHEET, ""},
-        {"h2d_bw", 2e10, "B/s", WS_SOURCE_MODELED, ""},
-        {"d2h_bw", 2e10, "B/s", WS_SOURCE_MODELED, ""},
-    };
     ws_profile host = {.name = "host:x", .kind = "host", .params = hp, .n_params = 4};
-    ws_profile gpu = {.name = "g", .kind = "gpu", .params = gp, .n_params = 5};
+    test_gpu tg;
+    ws_profile gpu = *base_gpu(&tg, NULL, 0);
     ws_cost_hw hw;
     ws_err err = {0};
     cr_assert_eq(ws_cost_hw_load(&gpu, &host, WS_ATTN_GQA, WS_DT_BF16, WS_DT_BF16, &hw, &err), 0,
@@ -620,16 +635,12 @@ Test(cost, expert_fit_prefers_bf16)
         {"cpu.expert_gemm.bf16.c0", 2e-5, "s", WS_SOURCE_FITTED, ""},
         {"cpu.expert_gemm.bf16.serial", 1, "1", WS_SOURCE_FITTED, ""},
     };
-    ws_profile_param gp[] = {
-        {"mem_bytes", 4e10, "B", WS_SOURCE_DATASHEET, ""},
-        {"hbm_bw", 1e12, "B/s", WS_SOURCE_DATASHEET, ""},
-        {"bf16_flops", 1e14, "flop/s", WS_SOURCE_DATASHEET, ""},
-        {"h2d_bw", 2e10, "B/s", WS_SOURCE_MODELED, ""},
-        {"d2h_bw", 2e10, "B/s", WS_SOURCE_MODELED, ""},
+    ws_profile_param gx[] = {
         {"h2d_contention", 0.6, "1", WS_SOURCE_MODELED, ""},
     };
     ws_profile host = {.name = "h", .kind = "host", .params = hp, .n_params = 10};
-    ws_profile gpu = {.name = "g", .kind = "gpu", .params = gp, .n_params = 6};
+    test_gpu tg;
+    ws_profile gpu = *base_gpu(&tg, gx, sizeof gx / sizeof *gx);
     ws_cost_hw hw;
     ws_err err = {0};
     cr_assert_eq(ws_cost_hw_load(&gpu, &host, WS_ATTN_GQA, WS_DT_BF16, WS_DT_BF16, &hw, &err), 0,
@@ -804,13 +815,8 @@ Test(cost, calibrated_gpu_keys_and_old_profiles)
         {"dram_bw", 1e11, "B/s", WS_SOURCE_DATASHEET, ""},
         {"fp32_flops", 1e12, "flop/s", WS_SOURCE_DATASHEET, ""},
     };
-    ws_profile_param gp[] = {
-        {"mem_bytes", 4e10, "B", WS_SOURCE_DATASHEET, ""},
-        {"hbm_bw", 1e12, "B/s", WS_SOURCE_DATASHEET, ""},
-        {"bf16_flops", 1e14, "flop/s", WS_SOURCE_DATASHEET, ""},
+    ws_profile_param gx[] = {
         {"fp16_flops", 1e14, "flop/s", WS_SOURCE_DATASHEET, ""},
-        {"h2d_bw", 2e10, "B/s", WS_SOURCE_MODELED, ""},
-        {"d2h_bw", 2e10, "B/s", WS_SOURCE_MODELED, ""},
         {"tensor_eff", 0.5, "1", WS_SOURCE_MODELED, ""},
         {"gpu.attn.gqa.fp16.c0", 1.6e-5, "s", WS_SOURCE_FITTED, ""},
         {"gpu.attn.gqa.fp16.bandwidth", 1.6e12, "B/s", WS_SOURCE_FITTED, ""},
@@ -822,7 +828,8 @@ Test(cost, calibrated_gpu_keys_and_old_profiles)
         {"gpu.rmsnorm.fp16.bandwidth", 7e11, "B/s", WS_SOURCE_FITTED, ""},
     };
     ws_profile host = {.name = "h", .kind = "host", .params = hp, .n_params = 2};
-    ws_profile gpu = {.name = "g", .kind = "gpu", .params = gp, .n_params = 15};
+    test_gpu tg;
+    ws_profile gpu = *base_gpu(&tg, gx, sizeof gx / sizeof *gx);
     ws_cost_hw hw;
     ws_err err = {0};
     cr_assert_eq(ws_cost_hw_load(&gpu, &host, WS_ATTN_GQA, WS_DT_BF16, WS_DT_BF16, &hw, &err), 0,
@@ -872,19 +879,15 @@ Test(cost, elementwise_kernels_take_one_rows_latency)
         {"dram_bw", 1e11, "B/s", WS_SOURCE_DATASHEET, ""},
         {"fp32_flops", 1e12, "flop/s", WS_SOURCE_DATASHEET, ""},
     };
-    ws_profile_param gp[] = {
-        {"mem_bytes", 4e10, "B", WS_SOURCE_DATASHEET, ""},
-        {"hbm_bw", 1e12, "B/s", WS_SOURCE_DATASHEET, ""},
-        {"bf16_flops", 1e14, "flop/s", WS_SOURCE_DATASHEET, ""},
-        {"h2d_bw", 2e10, "B/s", WS_SOURCE_MODELED, ""},
-        {"d2h_bw", 2e10, "B/s", WS_SOURCE_MODELED, ""},
+    ws_profile_param gx[] = {
         {"elem_c0", 1.5e-6, "s", WS_SOURCE_MODELED, ""},
         {"gpu.rmsnorm.bf16.c0", 0, "s", WS_SOURCE_FITTED, ""},
         {"gpu.rmsnorm.bf16.peak_flops", 4e9, "B/s", WS_SOURCE_FITTED, ""},
         {"gpu.rmsnorm.bf16.bandwidth", 7e11, "B/s", WS_SOURCE_FITTED, ""},
     };
     ws_profile host = {.name = "h", .kind = "host", .params = hp, .n_params = 2};
-    ws_profile gpu = {.name = "g", .kind = "gpu", .params = gp, .n_params = 9};
+    test_gpu tg;
+    ws_profile gpu = *base_gpu(&tg, gx, sizeof gx / sizeof *gx);
     ws_cost_hw hw;
     ws_err err = {0};
     cr_assert_eq(ws_cost_hw_load(&gpu, &host, WS_ATTN_GQA, WS_DT_BF16, WS_DT_BF16, &hw, &err), 0,
