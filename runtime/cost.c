@@ -437,6 +437,24 @@ static void pick_probs(int E, int k, double s, double *q)
     }
 }
 
+/* Scales the CPU's rooflines (attention, experts, each weight format's) and its DRAM
+ * bandwidth: flop/s by fp, bandwidth by fw, then the bandwidth capped at wcap (0: none). */
+static void scale_cpu(ws_cost_model *cm, double fp, double fw, double wcap)
+{
+    ws_cost_roof *cr[2 + WS_WC_COUNT] = {&cm->hw.cpu_attn, &cm->hw.cpu_expert};
+    for (int c = 0; c < WS_WC_COUNT; c++)
+        cr[2 + c] = &cm->hw.cpu_expert_wc[c];
+    for (int i = 0; i < 2 + WS_WC_COUNT; i++) {
+        cr[i]->P.v *= fp;
+        cr[i]->W.v *= fw;
+        if (wcap > 0 && cr[i]->W.v > wcap)
+            cr[i]->W.v = wcap;
+    }
+    cm->hw.cpu_mem_bw.v *= fw;
+    if (wcap > 0 && cm->hw.cpu_mem_bw.v > wcap)
+        cm->hw.cpu_mem_bw.v = wcap;
+}
+
 int ws_cost_model_init(const ws_cost_hw *hw, const ws_model *m, const ws_cost_cfg *cfg,
                        ws_cost_model *cm, ws_err *err)
 {
@@ -456,35 +474,19 @@ int ws_cost_model_init(const ws_cost_hw *hw, const ws_model *m, const ws_cost_cf
     /* NUMA-aware engines run the CPU's work on the sockets given, each reading its own copy
      * from its own DRAM: their share of the host's cores and bandwidth. */
     cm->cpu_replicas = cfg->cpu_sockets > 0 ? cfg->cpu_sockets : 1;
-    if (cfg->cpu_sockets > 0 && cfg->cpu_sockets < hw->sockets.v) {
-        const double f = cfg->cpu_sockets / hw->sockets.v;
-        ws_cost_roof *cr[2 + WS_WC_COUNT] = {&cm->hw.cpu_attn, &cm->hw.cpu_expert};
-        for (int c = 0; c < WS_WC_COUNT; c++)
-            cr[2 + c] = &cm->hw.cpu_expert_wc[c];
-        for (int i = 0; i < 2 + WS_WC_COUNT; i++) {
-            cr[i]->P.v *= f;
-            cr[i]->W.v *= f;
-        }
-        cm->hw.cpu_mem_bw.v *= f;
-    }
+    const int part = cfg->cpu_sockets > 0 && cfg->cpu_sockets < hw->sockets.v;
+    if (part)
+        scale_cpu(cm, cfg->cpu_sockets / hw->sockets.v, cfg->cpu_sockets / hw->sockets.v, 0);
+    /* One copy in one socket's DRAM: every core reads through that socket's memory
+     * controllers, whatever socket it is on. */
+    if (cfg->one_node_memory && cfg->cpu_sockets == 0 && hw->sockets.v > 1)
+        scale_cpu(cm, 1, 1 / hw->sockets.v, 0);
     /* Fewer threads than the sockets' cores: their share of the flop/s; the DRAM bandwidth
      * up to what that many cores can pull (threads x core_bw, where it is known). */
-    const double avail = fmax(1.0, cm->hw.cores.v * (cfg->cpu_sockets > 0 && cfg->cpu_sockets <
-                                                     hw->sockets.v ? cfg->cpu_sockets /
-                                                     hw->sockets.v : 1.0));
-    if (cfg->cpu_threads > 0 && cfg->cpu_threads < avail) {
-        const double f = cfg->cpu_threads / avail, wcap = cfg->cpu_threads * hw->core_bw.v;
-        ws_cost_roof *cr[2 + WS_WC_COUNT] = {&cm->hw.cpu_attn, &cm->hw.cpu_expert};
-        for (int c = 0; c < WS_WC_COUNT; c++)
-            cr[2 + c] = &cm->hw.cpu_expert_wc[c];
-        for (int i = 0; i < 2 + WS_WC_COUNT; i++) {
-            cr[i]->P.v *= f;
-            if (wcap > 0 && cr[i]->W.v > wcap)
-                cr[i]->W.v = wcap;
-        }
-        if (wcap > 0 && cm->hw.cpu_mem_bw.v > wcap)
-            cm->hw.cpu_mem_bw.v = wcap;
-    }
+    const double avail =
+        fmax(1.0, cm->hw.cores.v * (part ? cfg->cpu_sockets / hw->sockets.v : 1.0));
+    if (cfg->cpu_threads > 0 && cfg->cpu_threads < avail)
+        scale_cpu(cm, cfg->cpu_threads / avail, 1, cfg->cpu_threads * hw->core_bw.v);
     /* MoE models: every CPU attention call follows a MoE phase (the previous layer's, or the
      * previous step's last), so the attention's memory side runs at W / factor. */
     if (m->n_experts > 0 && hw->cpu_attn_after_moe.v > 1.0 && cm->hw.cpu_attn.W.v > 0) {
@@ -540,6 +542,7 @@ int ws_cost_model_init(const ws_cost_hw *hw, const ws_model *m, const ws_cost_cf
     cm->roof_shared = fs ? hw->gpu_gemm_wc[fs->gpu] : hw->gpu_gemm;
     cm->roof_gpu_exp = fe ? hw->gpu_gemm_wc[fe->gpu] : hw->gpu_gemm;
     cm->roof_cpu_exp = fc ? cm->hw.cpu_expert_wc[fc->cpu] : cm->hw.cpu_expert;
+    cm->roof_stream_exp = fc ? hw->gpu_gemm_wc[fc->gpu] : hw->gpu_gemm;
     cm->roof_cpu_dense = fg ? cm->hw.cpu_expert_wc[fg->cpu] : cm->hw.cpu_expert;
     cm->roof_cpu_shared = fs ? cm->hw.cpu_expert_wc[fs->cpu] : cm->hw.cpu_expert;
     cm->cpu_layers = cfg->n_gpu_layers > 0 && cfg->n_gpu_layers < m->layers
@@ -1147,15 +1150,9 @@ int ws_prefill_mode_parse(const char *name)
     return -1;
 }
 
-/* B per CPU expert weight element: the CPU experts' format, else the model's. */
-static double cpu_wbytes(const ws_cost_model *cm)
-{
-    return cm->cfg.cpu_expert_bytes > 0 ? cm->cfg.cpu_expert_bytes : cm->w_elem;
-}
-
 double ws_cost_expert_stream_bytes(const ws_cost_model *cm, double T)
 {
-    return ws_cost_distinct_cpu_experts(cm, T) * cm->expert_params * cpu_wbytes(cm);
+    return ws_cost_distinct_cpu_experts(cm, T) * cm->expert_params * cm->wb_cpu_exp;
 }
 
 double ws_cost_expert_stream(const ws_cost_model *cm, double T)
@@ -1163,16 +1160,22 @@ double ws_cost_expert_stream(const ws_cost_model *cm, double T)
     return ws_cost_h2d(cm, ws_cost_expert_stream_bytes(cm, T), 0);
 }
 
-double ws_cost_gpu_streamed_experts(const ws_cost_model *cm, double T)
+/* The GPU's grouped GEMMs over D streamed experts and their (token, expert) pairs, with their
+ * activation, permute and combine. */
+static double streamed_experts(const ws_cost_model *cm, double D, double pairs, double T)
 {
-    const double pairs = T * cm->cpu_q_sum;
-    const double t = experts_time(cm, &cm->hw.gpu_gemm, ws_cost_distinct_cpu_experts(cm, T),
-                                  pairs, cpu_wbytes(cm), cm->w_elem, 2.0);
+    const double t =
+        experts_time(cm, &cm->roof_stream_exp, D, pairs, cm->wb_cpu_exp, cm->w_elem, 2.0);
     if (!(t > 0))
         return 0;
     return t + ws_cost_act(cm, pairs, cm->moe_inter) +
            ws_cost_elem_time(&cm->hw, WS_ELEM_MOE, permute_bytes(cm, pairs), pairs) +
            ws_cost_elem_time(&cm->hw, WS_ELEM_MOE, combine_bytes(cm, pairs, T), T);
+}
+
+double ws_cost_gpu_streamed_experts(const ws_cost_model *cm, double T)
+{
+    return streamed_experts(cm, ws_cost_distinct_cpu_experts(cm, T), T * cm->cpu_q_sum, T);
 }
 
 double ws_cost_router_gpu(const ws_cost_model *cm, double T)
@@ -1183,16 +1186,23 @@ double ws_cost_router_gpu(const ws_cost_model *cm, double T)
            ws_cost_elem_time(&cm->hw, WS_ELEM_MOE, topk_bytes(cm, T), T);
 }
 
+/* The GPU work before a layer's MoE phase or MLP: projections, norms, RoPE, attention. */
+static double gpu_front(const ws_cost_model *cm, double q, double ctx)
+{
+    const double T = q;
+    return ws_cost_add(cm, T) + ws_cost_norm(cm, T) + ws_cost_qkv_proj(cm, T) +
+           ws_cost_rope(cm, T) + ws_cost_gpu_prefill_attn(cm, q, ctx) +
+           ws_cost_gpu_indexer(cm, q, ctx + q) + ws_cost_o_proj(cm, T) + ws_cost_add(cm, T) +
+           ws_cost_norm(cm, T);
+}
+
 double ws_cost_prefill_layer_est(const ws_cost_model *cm, double q, double ctx, int gpu)
 {
     const double T = q;
     double tg = ws_cost_gpu_experts(cm, T);
     tg += tg > 0 ? ws_cost_moe_permute_gpu(cm, T) : 0;
     const double side = tg + ws_cost_shared_experts(cm, T);
-    const double G = ws_cost_add(cm, T) + ws_cost_norm(cm, T) + ws_cost_qkv_proj(cm, T) +
-                     ws_cost_rope(cm, T) + ws_cost_gpu_prefill_attn(cm, q, ctx) +
-                     ws_cost_gpu_indexer(cm, q, ctx + q) + ws_cost_o_proj(cm, T) +
-                     ws_cost_add(cm, T) + ws_cost_norm(cm, T);
+    const double G = gpu_front(cm, q, ctx);
     if (gpu)
         return fmax(G + ws_cost_router_gpu(cm, T) + side + ws_cost_gpu_streamed_experts(cm, T),
                     ws_cost_expert_stream(cm, T));
@@ -1201,11 +1211,72 @@ double ws_cost_prefill_layer_est(const ws_cost_model *cm, double q, double ctx, 
     return G + ws_cost_router(cm, T) + ws_cost_topk(cm, T) + fmax(tc, side);
 }
 
+double ws_cost_cpu_layer_stream_bytes(const ws_cost_model *cm, int layer, double q, double ctx)
+{
+    if (!ws_cost_layer_on_cpu(cm, layer) || !(q > 0))
+        return 0;
+    double b = (cm->qkv_params + cm->o_params) * cm->wb_gpu;
+    if (ws_cost_layer_is_moe(cm, layer))
+        b += cm->router_params * cm->wb_gpu + cm->shared_params * cm->wb_shared +
+             ws_cost_distinct_experts(cm, q) * cm->expert_params * cm->wb_cpu_exp;
+    else
+        b += cm->dense_params * cm->wb_gpu;
+    return b + fmax(ctx, 0) * cm->b_tok;
+}
+
+double ws_cost_cpu_layer_streamed_moe(const ws_cost_model *cm, int layer, double q)
+{
+    if (!ws_cost_layer_on_cpu(cm, layer) || !(q > 0))
+        return 0;
+    if (!ws_cost_layer_is_moe(cm, layer))
+        return ws_cost_dense_mlp(cm, q);
+    return ws_cost_router_gpu(cm, q) + ws_cost_shared_experts(cm, q) +
+           streamed_experts(cm, ws_cost_distinct_experts(cm, q), q * cm->all_q_sum, q);
+}
+
+double ws_cost_cpu_layer_est(const ws_cost_model *cm, int layer, double q, double ctx, int gpu)
+{
+    if (!ws_cost_layer_on_cpu(cm, layer) || !(q > 0))
+        return 0;
+    const double T = q;
+    if (gpu)
+        return fmax(gpu_front(cm, q, ctx) + ws_cost_cpu_layer_streamed_moe(cm, layer, q),
+                    ws_cost_h2d(cm, ws_cost_cpu_layer_stream_bytes(cm, layer, q, ctx), 0));
+    double t = ws_cost_cpu_qkv_proj(cm, T) + ws_cost_cpu_prefill_attn(cm, q, ctx) +
+               ws_cost_cpu_o_proj(cm, T);
+    if (!ws_cost_layer_is_moe(cm, layer))
+        return t + ws_cost_cpu_dense_mlp(cm, T);
+    const double tc = ws_cost_cpu_experts_at(cm, layer, T);
+    return t + ws_cost_router_at(cm, layer, T) + ws_cost_topk_at(cm, layer, T) + tc +
+           (tc > 0 ? ws_cost_moe_permute_cpu_at(cm, layer, T) : 0) +
+           ws_cost_cpu_shared_experts(cm, T);
+}
+
 int ws_cost_prefill_gpu(const ws_cost_model *cm, int mode, double q, double ctx)
 {
-    if (!(cm->cpu_q_sum > 0) || q <= 0 || mode == WS_PREFILL_CPU)
+    if ((!(cm->cpu_q_sum > 0) && cm->cpu_layers == 0) || q <= 0 || mode == WS_PREFILL_CPU)
         return 0;
     if (mode == WS_PREFILL_GPU)
         return 1;
-    return ws_cost_prefill_layer_est(cm, q, ctx, 1) < ws_cost_prefill_layer_est(cm, q, ctx, 0);
+    /* the chunk's layers that stream under the GPU strategy, each kind at its count */
+    double gpu = 0, cpu = 0;
+    int n_stream = 0, n_cpu[2] = {0, 0}, at[2] = {-1, -1};
+    for (int l = 0; l < cm->layers; l++) {
+        if (ws_cost_layer_on_cpu(cm, l)) {
+            const int k = ws_cost_layer_is_moe(cm, l);
+            n_cpu[k]++;
+            at[k] = at[k] < 0 ? l : at[k];
+        } else if (ws_cost_layer_is_moe(cm, l) && ws_cost_layer_gpu_experts(cm, l) < cm->n_experts)
+            n_stream++;
+    }
+    if (n_stream > 0 && cm->cpu_q_sum > 0) {
+        gpu += n_stream * ws_cost_prefill_layer_est(cm, q, ctx, 1);
+        cpu += n_stream * ws_cost_prefill_layer_est(cm, q, ctx, 0);
+    }
+    for (int k = 0; k < 2; k++)
+        if (n_cpu[k] > 0) {
+            gpu += n_cpu[k] * ws_cost_cpu_layer_est(cm, at[k], q, ctx, 1);
+            cpu += n_cpu[k] * ws_cost_cpu_layer_est(cm, at[k], q, ctx, 0);
+        }
+    return gpu < cpu;
 }

@@ -192,6 +192,10 @@ typedef struct ws_cost_cfg {
     int cpu_sockets;         /* sockets whose cores and DRAM serve the CPU's work, each holding
                               * its own copy of the CPU experts (KTransformers' USE_NUMA=1);
                               * 0: every socket as one pooled memory, one copy */
+    int one_node_memory;     /* 1 (cpu_sockets 0, more than one socket): the CPU's weights and
+                              * KV sit in one socket's DRAM, read by every socket's cores, so
+                              * at that socket's bandwidth (llama.cpp without --numa: the
+                              * mmap'd file's page cache lands on the node that read it) */
     double act_bytes;        /* B per activation element in the expert GEMMs (default 4) */
     /* Weight formats per part (NULL: the model's dtype, its bytes and its rates): attention
      * and the dense MLPs on the GPU, the shared experts, the routed experts on the GPU and on
@@ -246,6 +250,7 @@ typedef struct ws_cost_model {
     double all_q_sum;            /* sum of q over all experts (a layer with all on the GPU) */
     double wb_gpu, wb_shared, wb_gpu_exp, wb_cpu_exp; /* B per weight of each part */
     ws_cost_roof roof_gpu, roof_shared, roof_gpu_exp, roof_cpu_exp; /* their GEMMs' rooflines */
+    ws_cost_roof roof_stream_exp; /* the CPU experts' format on the GPU (streamed prefill) */
     ws_cost_roof roof_cpu_dense, roof_cpu_shared; /* a CPU layer's projections and dense MLP,
                                                    * its shared experts: the CPU's roofline
                                                    * for those parts' formats */
@@ -415,9 +420,22 @@ double ws_cost_router_gpu(const ws_cost_model *cm, double T);
  *     GPU:  max(G + router_gpu + S + streamed experts, stream)
  * (the next layer's stream hides under this layer's compute, or the compute under it). */
 double ws_cost_prefill_layer_est(const ws_cost_model *cm, double q, double ctx, int gpu);
-/* The strategy of a chunk: 1 to stream the experts to the GPU, 0 to run them on the CPU.
- * Forced modes are honoured; auto takes the smaller estimate (ties: CPU). A model with no
- * CPU-resident experts: 0 (nothing to stream). */
+/* A layer wholly on the CPU (n_gpu_layers) under the GPU strategy: llama.cpp offloads every
+ * op of a batch of >= 32 tokens whose weights sit in host memory, so the layer's weights (its
+ * projections and router at the GPU part's format, its shared experts, the routed experts
+ * the chunk hits at the CPU experts' format, or its dense MLP) and its KV before the chunk
+ * (for the attention) stream H2D, and the layer runs as a GPU layer, its new KV written back
+ * to host memory. The bytes, the GPU's MoE phase (router, shared and streamed experts) or
+ * dense MLP for q tokens, and the layer's steady-state estimate under a strategy:
+ *     CPU:  every op on the CPU, one after another
+ *     GPU:  max(GPU front + MoE phase, stream). */
+double ws_cost_cpu_layer_stream_bytes(const ws_cost_model *cm, int layer, double q, double ctx);
+double ws_cost_cpu_layer_streamed_moe(const ws_cost_model *cm, int layer, double q);
+double ws_cost_cpu_layer_est(const ws_cost_model *cm, int layer, double q, double ctx, int gpu);
+/* The strategy of a chunk: 1 to stream the CPU experts' (and the CPU layers') weights to the
+ * GPU, 0 to run them on the CPU. Forced modes are honoured; auto compares the estimates summed
+ * over the layers that would stream (ties: CPU). A model with nothing in host memory to
+ * stream: 0. */
 int ws_cost_prefill_gpu(const ws_cost_model *cm, int mode, double q, double ctx);
 
 #ifdef __cplusplus

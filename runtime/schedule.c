@@ -47,6 +47,35 @@ static ws_sched_dep here_or_none(int i)
     return i >= 0 ? HERE(i) : NO_DEP;
 }
 
+/* A layer wholly on the CPU in a prefill chunk under the GPU strategy (cost.h,
+ * ws_cost_cpu_layer_stream_bytes): its weights and KV stream H2D (two layers in flight, as a
+ * GPU layer's streamed experts), then it runs on the GPU as a GPU layer does. The chunk's new
+ * KV going back to host memory (q x one layer's KV bytes, beside the layer's weights) is left
+ * out, as the hidden state's copy is. */
+static void build_streamed_cpu_layer(const ws_cost_model *cm, const ws_sched_in *in, int l,
+                                     ws_sched_dep pe, ws_sched_layer *s)
+{
+    const double T = in->T, q = in->prefill_q, ctx = in->prefill_ctx;
+    const double t_x = ws_cost_h2d(cm, ws_cost_cpu_layer_stream_bytes(cm, l, q, ctx), 0);
+    const int x = l == 0 ? ADD(WS_OP_H2D_EXP, WS_RES_H2D, t_x, pe)
+                         : ADD(WS_OP_H2D_EXP, WS_RES_H2D, t_x, PREV(1, WS_ANCHOR_H2D),
+                               PREV(2, WS_ANCHOR_END));
+    s->anchor[WS_ANCHOR_H2D] = x;
+    const int qkv = ADD(WS_OP_QKV, WS_RES_GPU,
+                        ws_cost_add(cm, T) + ws_cost_norm(cm, T) + ws_cost_qkv_proj(cm, T) +
+                            ws_cost_rope(cm, T),
+                        pe, HERE(x));
+    s->anchor[WS_ANCHOR_MAIN] = qkv;
+    const int a =
+        ADD(WS_OP_PF_ATTN, WS_RES_GPU,
+            ws_cost_gpu_prefill_attn(cm, q, ctx) + ws_cost_gpu_indexer(cm, q, ctx + q), HERE(qkv));
+    const int o = ADD(WS_OP_OPROJ, WS_RES_GPU,
+                      ws_cost_o_proj(cm, T) + ws_cost_add(cm, T) + ws_cost_norm(cm, T), HERE(a));
+    const int kind = ws_cost_layer_is_moe(cm, l) ? WS_OP_EXP_STREAM : WS_OP_DENSE;
+    const int m = ADD(kind, WS_RES_GPU, ws_cost_cpu_layer_streamed_moe(cm, l, q), HERE(o));
+    s->anchor[WS_ANCHOR_END] = ADD(WS_OP_END, WS_RES_NONE, 0, HERE(m));
+}
+
 /* A layer wholly on the CPU (n_gpu_layers): qkv, attention over every KV token of the layer
  * (host memory), o_proj, then the router, routed and shared experts (MoE) or the dense MLP,
  * all on the CPU pool, in that order. It streams nothing, so its H2D anchor is the layer
@@ -56,6 +85,10 @@ static void build_cpu_layer(const ws_cost_model *cm, const ws_sched_in *in, int 
                             ws_sched_dep pe, ws_sched_layer *s)
 {
     const double T = in->T;
+    if (in->prefill_q > 0 && in->prefill_gpu) {
+        build_streamed_cpu_layer(cm, in, l, pe, s);
+        return;
+    }
     const int qkv = ADD(WS_OP_QKV, WS_RES_CPU, ws_cost_cpu_qkv_proj(cm, T), pe);
     s->anchor[WS_ANCHOR_MAIN] = qkv;
     const double attn = in->prefill_q > 0

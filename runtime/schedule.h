@@ -37,7 +37,9 @@
  * the layer's H2D anchor) once layer l-1's stream is in and layer l-2 has ended (its buffer
  * is free: two layers' experts in flight), so it overlaps the compute of layer l-1; the GPU
  * runs them (experts_streamed) after the router and the stream. Layer 0's stream waits only
- * for the step's overhead.
+ * for the step's overhead. A layer wholly on the CPU streams its weights and KV the same way
+ * (ws_cost_cpu_layer_stream_bytes) and runs on the GPU: qkv after the stream, prefill
+ * attention, o_proj, then its MoE phase as one experts_streamed op (or its dense MLP).
  *
  * From layer 2 on, a layer's ops depend on l only through its kind (ws_cost_layer_kind:
  * dense, MoE with experts on the CPU, MoE with all on the GPU past n_cpu_moe), so a player
@@ -148,7 +150,7 @@ typedef struct ws_sched_in {
     double flush_bytes;   /* D-window flush D2H per layer, B (0: none) */
     double migrate_bytes; /* host bytes reformatted per layer (migrate), B */
     double host_s;        /* the runtime's own CPU work in the layer, s (0: none) */
-    int prefill_gpu;      /* 1: the chunk's CPU experts streamed to the GPU (cost.h) */
+    int prefill_gpu;      /* 1: the chunk's CPU experts and CPU layers streamed to the GPU */
 } ws_sched_in;
 
 /* Layer l's ops for `in`, durations from cm (the CPU half from the split's terms). */

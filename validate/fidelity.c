@@ -110,6 +110,7 @@ static int point_parse(json_t *o, const char *path, size_t i, ws_fid_point *p, w
         snprintf(p->offload_what, sizeof p->offload_what, "%s", p->offload ? "experts" : "none");
     json_t *pl = json_object_get(o, "placement");
     p->all_experts_cpu = json_is_true(json_object_get(pl, "all_experts_cpu"));
+    p->one_node = json_is_true(json_object_get(pl, "weights_one_node"));
     if (get_count(o, "batch", 1, &p->batch) || get_count(o, "prompt", -1, &p->prompt) ||
         get_count(o, "output", 0, &p->output) ||
         get_count(pl, "gpu_experts", -1, &p->gpu_experts) ||
@@ -123,6 +124,12 @@ static int point_parse(json_t *o, const char *path, size_t i, ws_fid_point *p, w
         return ws_err_set(err, WS_EINVAL,
                           "%s: point '%s': batch, prompt, output and placement counts must be "
                           "whole numbers >= 0",
+                          path, p->id);
+    char pf[16];
+    copy_str(pf, sizeof pf, pl, "prefill");
+    p->prefill_mode = *pf ? ws_prefill_mode_parse(pf) : WS_PREFILL_AUTO;
+    if (p->prefill_mode < 0)
+        return ws_err_set(err, WS_EINVAL, "%s: point '%s': placement.prefill is auto, cpu or gpu",
                           path, p->id);
     json_t *pub = json_object_get(o, "published");
     if (!json_is_number(pub) || !(json_number_value(pub) > 0) || !isfinite(json_number_value(pub)))
@@ -435,6 +442,7 @@ static int predict_at(ws_store *s, ws_fid_point *p, int prompt, int output, ws_e
     sim_cfg cfg;
     sim_cfg_default(&cfg);
     cfg.policy = k;
+    cfg.prefill_mode = p->prefill_mode;
     cfg.batch = p->batch;
     cfg.cpu_workers = cores;
     if (p->cpu_sockets > 0 && ws_policy_info_of(k)->cpu_experts) {
@@ -447,6 +455,7 @@ static int predict_at(ws_store *s, ws_fid_point *p, int prompt, int output, ws_e
     }
     if (ws_policy_info_of(k)->cpu_experts)
         cc.cpu_threads = p->cpu_threads;
+    cc.one_node_memory = p->one_node;
     cfg.keep_steps = cfg.keep_requests = 0;
     prefill_acc acc = {0};
     cfg.on_step = on_step;

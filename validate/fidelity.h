@@ -66,6 +66,10 @@ typedef struct ws_fid_point {
     int cpu_sockets;     /* sockets the CPU's work ran on (placement.sockets_used), 0: all */
     int cpu_threads;     /* threads of the CPU's work (placement.cpu_infer_threads, else
                           * cpu_threads), 0: not given (every core) */
+    int one_node;        /* 1: the CPU's weights in one socket's DRAM, every socket's cores
+                          * reading them (placement.weights_one_node) */
+    int prefill_mode;    /* where prefill's host-memory weights ran (placement.prefill, a
+                          * ws_prefill_mode); auto when not given */
     char policy[24];     /* the simulator's policy used, "" when not run */
     double published, predicted, ratio; /* ratio = predicted / published; NAN when missing */
     char missing[192];                  /* the knob or data it lacks, "" when expressed */
