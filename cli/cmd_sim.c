@@ -31,7 +31,7 @@ static void usage(FILE *out)
             "           [--detail step|layer] [--layers K] [--slo-ttft S --slo-tpot S]\n"
             "           [--seed S] [--chunk T] [--prefill auto|cpu|gpu] [--window W]\n"
             "           [--gpu-kv-gb G] [--gpu-experts E] [--host-mem G]\n"
-            "           [--cpu-sockets N]\n"
+            "           [--cpu-sockets N] [--one-node-memory]\n"
             "           [--db PATH | --save] [--csv DIR] [--chrome-trace FILE\n"
             "           [--chrome-trace-limit N]] [--json]\n"
             "       writescope sim grid [--host PROFILE] [--model NAME] [--gpu PROFILE]\n"
@@ -526,7 +526,7 @@ typedef struct sim_opts {
     cli_workload w;
     const char *gpu, *csv, *ctrace;
     double r_max, slo_ttft, slo_tpot, kv_gb, host_gb;
-    int cpu_sockets;
+    int cpu_sockets, one_node;
     int window, gpu_experts;
     long long ctrace_limit;
 } sim_opts;
@@ -571,6 +571,11 @@ static const cli_optdef k_opts[] = {
      .help = "sockets whose cores and DRAM run the CPU's work, each with its own copy of the "
              "CPU experts (KTransformers' USE_NUMA=1; numactl --cpunodebind); 0: all sockets "
              "as one pooled memory with one copy"},
+    {"one-node-memory", CLI_FLAG(SO, one_node),
+     .help = "with --cpu-sockets 0 on a host of more than one socket: the CPU's weights and KV "
+             "in one socket's DRAM, read by every socket's cores at that socket's bandwidth "
+             "(llama.cpp without --numa: its mmap'd page cache sits on the node that read the "
+             "file)"},
     {CLI_GROUP(SO, w, cli_workload, cli_format_opts)},
     {"host-mem", CLI_DOUBLE(SO, host_gb), .arg = "G", .lo = 0.001, .hi = 1e7,
      .help = "host DRAM in GiB for the CPU's routed experts and the spilled KV (default: the "
@@ -704,6 +709,11 @@ static int sim_open(sim_job *j)
         return cli_fail(&err);
     j->cfg.cpu_workers = cores;
     j->cc.cpu_sockets = o->cpu_sockets;
+    j->cc.one_node_memory = o->one_node;
+    if (o->one_node && o->cpu_sockets > 0)
+        return cli_usage_error("sim", "--one-node-memory: the CPU's work on --cpu-sockets %d "
+                                      "reads each socket's own copy",
+                               o->cpu_sockets);
     if (o->cpu_sockets > j->hw.sockets.v)
         return cli_usage_error("sim", "--cpu-sockets %d: host %s has %g", o->cpu_sockets,
                                j->hw.host, j->hw.sockets.v);

@@ -61,12 +61,13 @@ const cli_optdef cli_sim_opts[] = {
              "--ubatch-size, SGLang's --chunked-prefill-size)"},
     {"prefill", CLI_ENUM(W, prefill), .names = (const char *const[]){"auto", "cpu", "gpu", NULL},
      .def = "auto", .err = "--prefill must be auto, cpu or gpu",
-     .help = "where a prefill chunk's CPU-resident routed experts run: cpu (as at decode), gpu "
-             "(their weights streamed over PCIe, one pass per layer and chunk, pipelined with "
+     .help = "where a prefill chunk's CPU-resident routed experts (and the layers wholly on "
+             "the CPU, --n-gpu-layers) run: cpu (as at decode), gpu (their weights, and a CPU "
+             "layer's KV, streamed over PCIe, one pass per layer and chunk, pipelined with "
              "the previous layer's compute: llama.cpp offloads a matrix product to the GPU "
              "once the batch reaches GGML_OP_OFFLOAD_MIN_BATCH, 32 tokens, per -ub/"
-             "--ubatch-size; KTransformers prefills on the GPU), or auto: per chunk, the "
-             "cheaper by the cost model"},
+             "--ubatch-size, unless --no-op-offload), or auto: per chunk, the cheaper by the "
+             "cost model"},
     {"save", CLI_FLAG(W, save),
      .help = "store as --db does, in the default database ($WRITESCOPE_DB, else "
              "results/writescope.db)"},

@@ -86,9 +86,9 @@ int sim_record_run(const sim_cfg *cfg, const sim_record_meta *meta, const sim_re
         const int m = snprintf(
             out->params + len, len < sizeof out->params ? sizeof out->params - len : 0,
             ",\"n_cpu_moe\":%d,\"n_gpu_layers\":%d,\"cpu_threads\":%d,\"cpu_sockets\":%d,"
-            "\"kv_dtype\":\"%s\",\"weights\":\"%s\",\"gpu_expert_weights\":\"%s\","
+            "\"one_node_memory\":%d,\"kv_dtype\":\"%s\",\"weights\":\"%s\",\"gpu_expert_weights\":\"%s\","
             "\"shared_expert_weights\":\"%s\",\"cpu_expert_weights\":\"%s\"",
-            c->n_cpu_moe, c->n_gpu_layers, c->cpu_threads, c->cpu_sockets,
+            c->n_cpu_moe, c->n_gpu_layers, c->cpu_threads, c->cpu_sockets, c->one_node_memory,
             c->w_kv ? c->w_kv->name : ws_dtype_name(c->kv_dtype),
             c->w_gpu ? c->w_gpu->name : "model", c->w_gpu_experts ? c->w_gpu_experts->name : "model",
             c->w_shared ? c->w_shared->name : "model",

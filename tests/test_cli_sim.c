@@ -110,6 +110,14 @@ Test(cli_sim, usage_errors)
     r = th_writescope((const char *[]){"sim", "--model", "qwen3-30b-a3b", NULL}, g_env);
     cr_assert_eq(r.status, 2, "%s", r.err);
     th_run_free(&r);
+    /* one node's memory and per-socket copies contradict each other */
+    r = th_writescope((const char *[]){"sim", "--model", "qwen3-30b-a3b", "--gpu", "rtx-5090",
+                                       "--host", "xeon-gold-6454s-2s", "--cpu-sockets", "1",
+                                       "--one-node-memory", NULL},
+                      g_env);
+    cr_assert_eq(r.status, 2, "%s", r.err);
+    cr_assert(strstr(r.err, "--one-node-memory"), "%s", r.err);
+    th_run_free(&r);
     r = th_writescope((const char *[]){"sim", "--help", NULL}, g_env);
     cr_assert_eq(r.status, 0);
     cr_assert_neq(strstr(r.out, "usage: writescope sim"), NULL);

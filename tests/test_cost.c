@@ -982,3 +982,65 @@ Test(cost, prefill_strategy_by_cost_or_forced)
     cr_assert_str_eq(ws_prefill_mode_name(WS_PREFILL_AUTO), "auto");
     ws_cost_model_free(&cm);
 }
+
+/* CPU experts in a block format (Q4_K_M) stream its bytes per weight, not the model's dtype,
+ * and the GPU runs them at that format's roofline. */
+Test(cost, streamed_experts_take_the_cpu_experts_format)
+{
+    const ws_wformat *f = ws_wformat_find("q4_k_m");
+    cr_assert(f);
+    ws_cost_cfg c;
+    ws_cost_cfg_default(&c);
+    c.w_cpu_experts = f;
+    ws_cost_model cm;
+    paper_model(&cm, &c);
+    const double H = cm.hidden, I = cm.moe_inter, T = 2048;
+    const double D = ws_cost_distinct_cpu_experts(&cm, T), pairs = T * cm.cpu_q_sum;
+    near(ws_cost_expert_stream_bytes(&cm, T), D * 3 * H * I * f->bytes);
+    const ws_cost_roof *g = &cm.hw.gpu_gemm_wc[f->gpu];
+    const double gemm = ws_cost_roof_time(g, pairs * (6 * H * I + 4 * I),
+                                          D * 3 * H * I * f->bytes + pairs * (2 * H + 4 * I) * 2.0) +
+                        g->c0.v;
+    const double perm = ws_cost_elem_time(&cm.hw, WS_ELEM_MOE, 2 * pairs * H * 2.0, pairs) +
+                        ws_cost_elem_time(&cm.hw, WS_ELEM_MOE, (pairs + T) * H * 2.0, T);
+    near(ws_cost_gpu_streamed_experts(&cm, T), gemm + ws_cost_act(&cm, pairs, I) + perm);
+    ws_cost_model_free(&cm);
+}
+
+/* Layers wholly on the CPU (-ngl) under the GPU strategy: each streams its projections,
+ * router, shared experts and the routed experts the chunk hits, and its KV before the chunk;
+ * a GPU layer streams nothing of its own. With every GPU layer holding all its experts the
+ * CPU layers alone decide: forced modes are honoured, auto compares the summed estimates,
+ * and the GPU estimate is the longer of the stream and the compute. */
+Test(cost, cpu_layers_stream_their_weights_and_kv_under_the_gpu_strategy)
+{
+    ws_cost_cfg c;
+    ws_cost_cfg_default(&c);
+    c.gpu_experts = 128;
+    c.n_gpu_layers = 44; /* layers 0..3 of 48 on the CPU */
+    ws_cost_model cm;
+    paper_model(&cm, &c);
+    cr_assert_eq(cm.cpu_layers, 4);
+    const double q = 512, ctx = 1000;
+    const double D = ws_cost_distinct_experts(&cm, q);
+    const double want = (cm.qkv_params + cm.o_params + cm.router_params) * cm.wb_gpu +
+                        cm.shared_params * cm.wb_shared + D * cm.expert_params * cm.wb_cpu_exp +
+                        ctx * cm.b_tok;
+    near(ws_cost_cpu_layer_stream_bytes(&cm, 0, q, ctx), want);
+    cr_assert_eq(ws_cost_cpu_layer_stream_bytes(&cm, 10, q, ctx), 0, "a GPU layer");
+    cr_assert_eq(ws_cost_cpu_layer_est(&cm, 10, q, ctx, 1), 0, "a GPU layer");
+    const double tg = ws_cost_cpu_layer_est(&cm, 0, q, ctx, 1),
+                 tc = ws_cost_cpu_layer_est(&cm, 0, q, ctx, 0);
+    cr_assert_geq(tg, ws_cost_h2d(&cm, want, 0));
+    cr_assert_gt(tc, ws_cost_cpu_experts_at(&cm, 0, q));
+    cr_assert_eq(ws_cost_prefill_gpu(&cm, WS_PREFILL_GPU, q, ctx), 1);
+    cr_assert_eq(ws_cost_prefill_gpu(&cm, WS_PREFILL_CPU, q, ctx), 0);
+    cr_assert_eq(ws_cost_prefill_gpu(&cm, WS_PREFILL_AUTO, q, ctx), tg < tc);
+    /* every layer on the GPU with all its experts: nothing in host memory to stream */
+    c.n_gpu_layers = 0;
+    ws_cost_model all;
+    paper_model(&all, &c);
+    cr_assert_eq(ws_cost_prefill_gpu(&all, WS_PREFILL_GPU, q, ctx), 0);
+    ws_cost_model_free(&cm);
+    ws_cost_model_free(&all);
+}

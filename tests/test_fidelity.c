@@ -242,7 +242,9 @@ Test(fidelity, bad_points_are_one_line_errors)
                          "[{\"id\": \"a\", \"source\": \"s\", \"published\": 1},"
                          " {\"id\": \"a\", \"source\": \"s\", \"published\": 1}]",
                          "{\"nope\": 1}", "[{\"id\": \"a\", \"source\": \"s\", \"published\": 1,"
-                                          " \"batch\": -2}]"};
+                                          " \"batch\": -2}]",
+                         "[{\"id\": \"a\", \"source\": \"s\", \"published\": 1,"
+                         " \"placement\": {\"prefill\": \"fast\"}}]"};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         th_write(dir, "b.json", bad[i], path, sizeof path);
         ws_fid_report r = {0};
@@ -373,4 +375,40 @@ Test(fidelity, prompt_range_bounds_an_unpublished_prompt)
         ws_fidelity_free(&b);
     }
 #undef LAYERS_PT
+}
+
+/* placement.prefill forces where a chunk's host-memory weights run (a streamed -ngl prefill
+ * is slower here than on the CPU), and weights_one_node reads one socket's DRAM: both reach
+ * the simulator. */
+Test(fidelity, prefill_placement_and_one_node_reach_the_simulator)
+{
+    const char *fmt =
+        "[{\"id\": \"%s\", \"source\": \"x\", \"hardware\": {\"gpu\": \"rtx-4090d\","
+        " \"host\": \"xeon-gold-6454s-2s\"}, \"model\": \"qwen3-30b-a3b\", \"offload\": true,"
+        " \"offload_what\": \"layers\", \"placement\": {\"n_gpu_layers\": 8%s},"
+        " \"batch\": 1, \"prompt\": 512, \"output\": 8, \"metric\": \"%s\","
+        " \"published\": 1}]";
+    const char *extra[] = {"", ", \"prefill\": \"cpu\"", ", \"prefill\": \"gpu\"",
+                           ", \"weights_one_node\": true"};
+    double pf[3], tg[2];
+    for (int i = 0; i < 4; i++) {
+        char text[1024];
+        snprintf(text, sizeof text, fmt, "p", extra[i], i < 3 ? "prefill_tok_s" : "decode_tok_s");
+        ws_fid_report r = load_points(text, 1);
+        cr_assert_str_empty(r.pt[0].missing, "%s", r.pt[0].missing);
+        cr_assert_eq(r.pt[0].one_node, i == 3);
+        if (i < 3)
+            pf[i] = r.pt[0].predicted;
+        else
+            tg[1] = r.pt[0].predicted;
+        ws_fidelity_free(&r);
+    }
+    char text[1024];
+    snprintf(text, sizeof text, fmt, "p", "", "decode_tok_s");
+    ws_fid_report r = load_points(text, 1);
+    tg[0] = r.pt[0].predicted;
+    ws_fidelity_free(&r);
+    cr_assert_float_eq(pf[0], fmax(pf[1], pf[2]), 1e-9 * pf[0], "auto takes the faster");
+    cr_assert_neq(pf[1], pf[2]);
+    cr_assert_lt(tg[1], tg[0], "one node decodes slower: %g, %g", tg[1], tg[0]);
 }

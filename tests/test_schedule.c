@@ -432,6 +432,44 @@ Test(schedule, streamed_experts_pipeline_with_the_previous_layer)
     ws_cost_model_free(&cm);
 }
 
+/* Layers wholly on the CPU in a streamed prefill chunk: each streams its weights and KV on
+ * the H2D engine (layer 1's right after layer 0's), then runs on the GPU from qkv on, qkv
+ * after its stream; nothing holds the CPU. Not streamed, they run on the CPU. */
+Test(schedule, cpu_layers_stream_and_run_on_the_gpu)
+{
+    ws_cost_cfg cc;
+    ws_cost_cfg_default(&cc);
+    cc.gpu_experts = 128;
+    cc.n_gpu_layers = 46; /* layers 0 and 1 on the CPU */
+    ws_model m;
+    ws_cost_hw hw;
+    ws_cost_model cm;
+    qwen_on_paper_hw(&cc, &m, &hw, &cm);
+    const double q = 512, ctx = 0;
+    const ws_sched_in in = {.T = q, .prefill_q = q, .prefill_ctx = ctx, .prefill_gpu = 1};
+    ws_sched_layer s0, s1;
+    ws_sched_times t0, t1;
+    double e0[WS_SCHED_MAX_OPS], e1[WS_SCHED_MAX_OPS];
+    play_two_layers(&cm, &in, &s0, &s1, &t0, &t1, e0, e1);
+    const double stream = ws_cost_h2d(&cm, ws_cost_cpu_layer_stream_bytes(&cm, 1, q, ctx), 0);
+    const int x0 = s0.at[WS_OP_H2D_EXP], x1 = s1.at[WS_OP_H2D_EXP], k1 = s1.at[WS_OP_QKV];
+    cr_assert(x0 >= 0 && x1 >= 0 && k1 >= 0 && s1.at[WS_OP_EXP_STREAM] >= 0);
+    cr_assert_float_eq(s1.op[x1].seconds, stream, 1e-15);
+    cr_assert_float_eq(e1[x1], e0[x0] + stream, 1e-12, "layer 1's stream follows layer 0's");
+    cr_assert_geq(e1[k1] - s1.op[k1].seconds, e1[x1], "qkv after its weights");
+    for (int i = 0; i < s1.n; i++)
+        cr_assert_neq(s1.op[i].res, WS_RES_CPU, "op %s on the CPU", ws_op_name(s1.op[i].kind));
+    cr_assert_eq(s1.op[k1].res, WS_RES_GPU);
+    const double D = ws_cost_distinct_experts(&cm, q);
+    cr_assert_gt(s1.op[s1.at[WS_OP_EXP_STREAM]].seconds, 0, "%g experts hit", D);
+    const ws_sched_in cpu = {.T = q, .prefill_q = q, .prefill_ctx = ctx, .prefill_gpu = 0};
+    play_two_layers(&cm, &cpu, &s0, &s1, &t0, &t1, e0, e1);
+    cr_assert_lt(s1.at[WS_OP_H2D_EXP], 0);
+    cr_assert_eq(s1.op[s1.at[WS_OP_QKV]].res, WS_RES_CPU);
+    cr_assert_eq(s1.op[s1.at[WS_OP_EXP_CPU]].res, WS_RES_CPU);
+    ws_cost_model_free(&cm);
+}
+
 Test(schedule, cpu_experts_wait_for_the_hidden_states_hand_off)
 {
     ws_cost_cfg cc;

@@ -869,6 +869,66 @@ Test(sim_serve, cpu_sockets_share_bandwidth_and_copy_the_experts)
     cr_assert(strstr(err.msg, "3 CPU sockets"), "%s", err.msg);
 }
 
+/* One node's memory (llama.cpp without --numa) on a two-socket host: the CPU's bandwidth is
+ * one socket's, its flop/s both sockets'; a layer-offloaded decode step is slower for it; a
+ * one-socket host, or the work on given sockets (each with its own copy), is unchanged. */
+Test(sim_serve, one_node_memory_reads_at_one_sockets_bandwidth)
+{
+    ws_model m;
+    ws_cost_hw hw;
+    ws_err err = {0};
+    ws_store *s;
+    cr_assert_eq(ws_store_open_embedded(&s, &err), 0, "%s", err.msg);
+    cr_assert_eq(ws_hw_load(s, "qwen3-30b-a3b", "rtx-5090", "xeon-gold-6454s-2s", WS_DT_BF16, &m,
+                            &hw, NULL, &err),
+                 0, "%s", err.msg);
+    ws_store_close(s);
+    cr_assert_eq(hw.sockets.v, 2);
+    ws_cost_model cm[3];
+    double tpot[2];
+    for (int one = 0; one <= 1; one++) {
+        ws_cost_cfg cc;
+        ws_cost_cfg_default(&cc);
+        cc.one_node_memory = one;
+        cr_assert_eq(ws_cost_model_init(&hw, &m, &cc, &cm[one], &err), 0, "%s", err.msg);
+        cc.n_gpu_layers = 24;
+        sim_cfg cfg;
+        sim_cfg_default(&cfg);
+        cfg.policy = WS_POLICY_GPU_ONLY;
+        sim_closed cl;
+        sim_source src;
+        sim_closed_source(&cl, 1, 256, 8, &src);
+        sim_results r;
+        cr_assert_eq(sim_run(&m, &hw, &cc, &cfg, &src, &r, &err), 0, "%s", err.msg);
+        cr_assert_eq(r.tot.served, 1);
+        tpot[one] = r.tot.tpot_p50;
+        sim_results_free(&r);
+    }
+    cr_assert_float_eq(cm[1].hw.cpu_expert.W.v, cm[0].hw.cpu_expert.W.v / 2, 1e-9);
+    cr_assert_float_eq(cm[1].hw.cpu_attn.W.v, cm[0].hw.cpu_attn.W.v / 2, 1e-9);
+    cr_assert_float_eq(cm[1].hw.cpu_mem_bw.v, cm[0].hw.cpu_mem_bw.v / 2, 1e-9);
+    cr_assert_eq(cm[1].hw.cpu_expert.P.v, cm[0].hw.cpu_expert.P.v);
+    cr_assert_gt(tpot[1], 1.3 * tpot[0], "one node %.6g, pooled %.6g", tpot[1], tpot[0]);
+    ws_cost_cfg cc;
+    ws_cost_cfg_default(&cc);
+    cc.cpu_sockets = 2;
+    ws_cost_model both;
+    cr_assert_eq(ws_cost_model_init(&hw, &m, &cc, &both, &err), 0, "%s", err.msg);
+    cc.one_node_memory = 1;
+    cr_assert_eq(ws_cost_model_init(&hw, &m, &cc, &cm[2], &err), 0, "%s", err.msg);
+    cr_assert_eq(cm[2].hw.cpu_expert.W.v, both.hw.cpu_expert.W.v, "own copies: no one node");
+    ws_cost_model_free(&both);
+    ws_cost_hw one = hw;
+    one.sockets.v = 1;
+    ws_cost_model single;
+    cc.cpu_sockets = 0;
+    cr_assert_eq(ws_cost_model_init(&one, &m, &cc, &single, &err), 0, "%s", err.msg);
+    cr_assert_eq(single.hw.cpu_expert.W.v, cm[0].hw.cpu_expert.W.v, "one socket: its own node");
+    ws_cost_model_free(&single);
+    for (int i = 0; i < 3; i++)
+        ws_cost_model_free(&cm[i]);
+}
+
 /* Threads: fewer than the cores take their share of the flop/s and cap the bandwidth at
  * threads x core_bw (a host with core_bw); at or above the cores, or on a host without
  * core_bw, the bandwidth stays the sockets'. Fewer threads never make a step faster. */
