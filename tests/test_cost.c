@@ -908,6 +908,20 @@ Test(cost, elementwise_kernels_take_one_rows_latency)
     near(ws_cost_elem_time(&hw, WS_ELEM_ADD, one, 1), ws_cost_elem_time(&hw, WS_ELEM_ADD, one, 99));
 }
 
+/* The GPU's streamed experts worked out by hand: D experts' two grouped GEMMs at roofline g
+ * (weights at wb B each, bf16 activations), their activation, permute and combine. */
+static double streamed_by_hand(const ws_cost_model *cm, const ws_cost_roof *g, double T, double D,
+                               double pairs, double wb)
+{
+    const double H = cm->hidden, I = cm->moe_inter;
+    const double gemm = ws_cost_roof_time(g, pairs * (6 * H * I + 4 * I),
+                                          D * 3 * H * I * wb + pairs * (2 * H + 4 * I) * 2.0) +
+                        g->c0.v;
+    const double perm = ws_cost_elem_time(&cm->hw, WS_ELEM_MOE, 2 * pairs * H * 2.0, pairs) +
+                        ws_cost_elem_time(&cm->hw, WS_ELEM_MOE, (pairs + T) * H * 2.0, T);
+    return gemm + ws_cost_act(cm, pairs, I) + perm;
+}
+
 /* Prefill with the CPU experts on the GPU: the bytes streamed are the distinct CPU experts a
  * chunk hits at the CPU experts' format, over H2D at the uncontended rate (the CPU is idle);
  * the GPU then runs them as two grouped GEMMs with their activation, permute and combine. */
@@ -920,13 +934,8 @@ Test(cost, streamed_experts_are_bytes_over_h2d_plus_the_gpu_gemm)
     cr_assert_gt(D, 127.9, "a 2K chunk hits every expert of 128");
     near(ws_cost_expert_stream_bytes(&cm, T), D * 3 * H * I * 2.0);
     near(ws_cost_expert_stream(&cm, T), cm.hw.h2d.c0.v + D * 3 * H * I * 2.0 / cm.hw.h2d.W.v);
-    const ws_cost_roof *g = &cm.hw.gpu_gemm;
-    const double gemm = ws_cost_roof_time(g, pairs * (6 * H * I + 4 * I),
-                                          D * 3 * H * I * 2.0 + pairs * (2 * H + 4 * I) * 2.0) +
-                        g->c0.v;
-    const double perm = ws_cost_elem_time(&cm.hw, WS_ELEM_MOE, 2 * pairs * H * 2.0, pairs) +
-                        ws_cost_elem_time(&cm.hw, WS_ELEM_MOE, (pairs + T) * H * 2.0, T);
-    near(ws_cost_gpu_streamed_experts(&cm, T), gemm + ws_cost_act(&cm, pairs, I) + perm);
+    near(ws_cost_gpu_streamed_experts(&cm, T),
+         streamed_by_hand(&cm, &cm.hw.gpu_gemm, T, D, pairs, 2.0));
     /* a quantized CPU format streams fewer bytes: Q4_K_M's 0.5625 B per weight */
     ws_cost_cfg c;
     ws_cost_cfg_default(&c);
@@ -997,13 +1006,8 @@ Test(cost, streamed_experts_take_the_cpu_experts_format)
     const double H = cm.hidden, I = cm.moe_inter, T = 2048;
     const double D = ws_cost_distinct_cpu_experts(&cm, T), pairs = T * cm.cpu_q_sum;
     near(ws_cost_expert_stream_bytes(&cm, T), D * 3 * H * I * f->bytes);
-    const ws_cost_roof *g = &cm.hw.gpu_gemm_wc[f->gpu];
-    const double gemm = ws_cost_roof_time(g, pairs * (6 * H * I + 4 * I),
-                                          D * 3 * H * I * f->bytes + pairs * (2 * H + 4 * I) * 2.0) +
-                        g->c0.v;
-    const double perm = ws_cost_elem_time(&cm.hw, WS_ELEM_MOE, 2 * pairs * H * 2.0, pairs) +
-                        ws_cost_elem_time(&cm.hw, WS_ELEM_MOE, (pairs + T) * H * 2.0, T);
-    near(ws_cost_gpu_streamed_experts(&cm, T), gemm + ws_cost_act(&cm, pairs, I) + perm);
+    near(ws_cost_gpu_streamed_experts(&cm, T),
+         streamed_by_hand(&cm, &cm.hw.gpu_gemm_wc[f->gpu], T, D, pairs, f->bytes));
     ws_cost_model_free(&cm);
 }
 

@@ -824,6 +824,41 @@ Test(sim_serve, cpu_experts_count_against_host_dram)
     sim_results_free(&r);
 }
 
+/* Qwen3-30B-A3B on an RTX 5090 and the embedded profile of `host`. */
+static void load_qwen_5090(const char *host, ws_model *m, ws_cost_hw *hw)
+{
+    ws_err err = {0};
+    ws_store *s;
+    cr_assert_eq(ws_store_open_embedded(&s, &err), 0, "%s", err.msg);
+    cr_assert_eq(ws_hw_load(s, "qwen3-30b-a3b", "rtx-5090", host, WS_DT_BF16, m, hw, NULL, &err), 0,
+                 "%s", err.msg);
+    ws_store_close(s);
+}
+
+/* One request of 256 prompt and 8 output tokens under `policy` and cc (cpu_workers > 0: the
+ * CPU's workers): its TPOT, and the weights in host memory. */
+static double one_request_tpot(const ws_model *m, const ws_cost_hw *hw, const ws_cost_cfg *cc,
+                               ws_policy_kind policy, int cpu_workers, double *host_w)
+{
+    ws_err err = {0};
+    sim_cfg cfg;
+    sim_cfg_default(&cfg);
+    cfg.policy = policy;
+    if (cpu_workers > 0)
+        cfg.cpu_workers = cpu_workers;
+    sim_closed cl;
+    sim_source src;
+    sim_closed_source(&cl, 1, 256, 8, &src);
+    sim_results r;
+    cr_assert_eq(sim_run(m, hw, cc, &cfg, &src, &r, &err), 0, "%s", err.msg);
+    cr_assert_eq(r.tot.served, 1);
+    const double t = r.tot.tpot_p50;
+    if (host_w)
+        *host_w = r.tot.host_weight_bytes;
+    sim_results_free(&r);
+    return t;
+}
+
 /* Sockets: the CPU's work on one of two sockets gets half the host's bandwidth; on both, each
  * with its own copy of the experts, all of it and twice the DRAM for the experts; more
  * sockets than the host has is refused. */
@@ -832,30 +867,15 @@ Test(sim_serve, cpu_sockets_share_bandwidth_and_copy_the_experts)
     ws_model m;
     ws_cost_hw hw;
     ws_err err = {0};
-    ws_store *s;
-    cr_assert_eq(ws_store_open_embedded(&s, &err), 0, "%s", err.msg);
-    cr_assert_eq(ws_hw_load(s, "qwen3-30b-a3b", "rtx-5090", "xeon-gold-6454s-2s", WS_DT_BF16, &m,
-                            &hw, NULL, &err),
-                 0, "%s", err.msg);
-    ws_store_close(s);
+    load_qwen_5090("xeon-gold-6454s-2s", &m, &hw);
     cr_assert_eq(hw.sockets.v, 2);
     double tpot[3], host_w[3];
     for (int n = 0; n <= 2; n++) {
-        sim_cfg cfg;
-        sim_cfg_default(&cfg);
-        cfg.policy = WS_POLICY_KTRANS; /* every layer: the 4 ms step overhead is not all */
         ws_cost_cfg cc;
         ws_cost_cfg_default(&cc);
         cc.cpu_sockets = n;
-        sim_closed cl;
-        sim_source src;
-        sim_closed_source(&cl, 1, 256, 8, &src);
-        sim_results r;
-        cr_assert_eq(sim_run(&m, &hw, &cc, &cfg, &src, &r, &err), 0, "%s", err.msg);
-        cr_assert_eq(r.tot.served, 1);
-        tpot[n] = r.tot.tpot_p50;
-        host_w[n] = r.tot.host_weight_bytes;
-        sim_results_free(&r);
+        /* ktrans: every layer's experts on the CPU, so the 4 ms step overhead is not all */
+        tpot[n] = one_request_tpot(&m, &hw, &cc, WS_POLICY_KTRANS, 0, &host_w[n]);
     }
     cr_assert_float_eq(tpot[2], tpot[0], 1e-12 * tpot[0]);
     cr_assert_gt(tpot[1], 1.3 * tpot[0], "one socket %.6g, both %.6g", tpot[1], tpot[0]);
@@ -877,12 +897,7 @@ Test(sim_serve, one_node_memory_reads_at_one_sockets_bandwidth)
     ws_model m;
     ws_cost_hw hw;
     ws_err err = {0};
-    ws_store *s;
-    cr_assert_eq(ws_store_open_embedded(&s, &err), 0, "%s", err.msg);
-    cr_assert_eq(ws_hw_load(s, "qwen3-30b-a3b", "rtx-5090", "xeon-gold-6454s-2s", WS_DT_BF16, &m,
-                            &hw, NULL, &err),
-                 0, "%s", err.msg);
-    ws_store_close(s);
+    load_qwen_5090("xeon-gold-6454s-2s", &m, &hw);
     cr_assert_eq(hw.sockets.v, 2);
     ws_cost_model cm[3];
     double tpot[2];
@@ -892,17 +907,7 @@ Test(sim_serve, one_node_memory_reads_at_one_sockets_bandwidth)
         cc.one_node_memory = one;
         cr_assert_eq(ws_cost_model_init(&hw, &m, &cc, &cm[one], &err), 0, "%s", err.msg);
         cc.n_gpu_layers = 24;
-        sim_cfg cfg;
-        sim_cfg_default(&cfg);
-        cfg.policy = WS_POLICY_GPU_ONLY;
-        sim_closed cl;
-        sim_source src;
-        sim_closed_source(&cl, 1, 256, 8, &src);
-        sim_results r;
-        cr_assert_eq(sim_run(&m, &hw, &cc, &cfg, &src, &r, &err), 0, "%s", err.msg);
-        cr_assert_eq(r.tot.served, 1);
-        tpot[one] = r.tot.tpot_p50;
-        sim_results_free(&r);
+        tpot[one] = one_request_tpot(&m, &hw, &cc, WS_POLICY_GPU_ONLY, 0, NULL);
     }
     cr_assert_float_eq(cm[1].hw.cpu_expert.W.v, cm[0].hw.cpu_expert.W.v / 2, 1e-9);
     cr_assert_float_eq(cm[1].hw.cpu_attn.W.v, cm[0].hw.cpu_attn.W.v / 2, 1e-9);
@@ -937,12 +942,7 @@ Test(sim_serve, cpu_threads_share_flops_and_cap_bandwidth)
     ws_model m;
     ws_cost_hw hw;
     ws_err err = {0};
-    ws_store *s;
-    cr_assert_eq(ws_store_open_embedded(&s, &err), 0, "%s", err.msg);
-    cr_assert_eq(ws_hw_load(s, "qwen3-30b-a3b", "rtx-5090", "epyc-9355-2s", WS_DT_BF16, &m, &hw,
-                            NULL, &err),
-                 0, "%s", err.msg);
-    ws_store_close(s);
+    load_qwen_5090("epyc-9355-2s", &m, &hw);
     cr_assert_eq(hw.cores.v, 64);
     cr_assert_gt(hw.core_bw.v, 0, "%s", hw.core_bw.from);
     const int threads[] = {0, 64, 128, 16, 4};
@@ -956,17 +956,7 @@ Test(sim_serve, cpu_threads_share_flops_and_cap_bandwidth)
         P[i] = cm.hw.cpu_expert.P.v;
         W[i] = cm.hw.cpu_expert.W.v;
         ws_cost_model_free(&cm);
-        sim_cfg cfg;
-        sim_cfg_default(&cfg);
-        cfg.policy = WS_POLICY_KTRANS;
-        cfg.cpu_workers = 64;
-        sim_closed cl;
-        sim_source src;
-        sim_closed_source(&cl, 1, 256, 8, &src);
-        sim_results r;
-        cr_assert_eq(sim_run(&m, &hw, &cc, &cfg, &src, &r, &err), 0, "%s", err.msg);
-        tpot[i] = r.tot.tpot_p50;
-        sim_results_free(&r);
+        tpot[i] = one_request_tpot(&m, &hw, &cc, WS_POLICY_KTRANS, 64, NULL);
     }
     for (int i = 1; i <= 2; i++) { /* every core, or more threads than cores: unchanged */
         cr_assert_float_eq(P[i], P[0], 1e-12 * P[0]);
