@@ -424,11 +424,11 @@ double ws_cost_prefill_layer_est(const ws_cost_model *cm, double q, double ctx, 
  * op of a batch of >= 32 tokens whose weights sit in host memory, so the layer's weights (its
  * projections and router at the GPU part's format, its shared experts, the routed experts
  * the chunk hits at the CPU experts' format, or its dense MLP) and its KV before the chunk
- * (for the attention) stream H2D, and the layer runs as a GPU layer, its new KV written back
- * to host memory. The bytes, the GPU's MoE phase (router, shared and streamed experts) or
- * dense MLP for q tokens, and the layer's steady-state estimate under a strategy:
- *     CPU:  every op on the CPU, one after another
- *     GPU:  max(GPU front + MoE phase, stream). */
+ * (for the attention) stream H2D, and the layer runs as a GPU layer (its new KV's copy back
+ * to host memory, q x one layer's KV bytes, is left out). The bytes, the GPU's MoE phase (router,
+ * shared and streamed experts) or dense MLP for q tokens, and the layer's steady-state estimate
+ * under a strategy: CPU:  every op on the CPU, one after another GPU:  max(GPU front + MoE phase,
+ * stream). */
 double ws_cost_cpu_layer_stream_bytes(const ws_cost_model *cm, int layer, double q, double ctx);
 double ws_cost_cpu_layer_streamed_moe(const ws_cost_model *cm, int layer, double q);
 double ws_cost_cpu_layer_est(const ws_cost_model *cm, int layer, double q, double ctx, int gpu);
