@@ -383,32 +383,30 @@ Test(fidelity, prompt_range_bounds_an_unpublished_prompt)
 Test(fidelity, prefill_placement_and_one_node_reach_the_simulator)
 {
     const char *fmt =
-        "[{\"id\": \"%s\", \"source\": \"x\", \"hardware\": {\"gpu\": \"rtx-4090d\","
+        "[{\"id\": \"p\", \"source\": \"x\", \"hardware\": {\"gpu\": \"rtx-4090d\","
         " \"host\": \"xeon-gold-6454s-2s\"}, \"model\": \"qwen3-30b-a3b\", \"offload\": true,"
         " \"offload_what\": \"layers\", \"placement\": {\"n_gpu_layers\": 8%s},"
         " \"batch\": 1, \"prompt\": 512, \"output\": 8, \"metric\": \"%s\","
         " \"published\": 1}]";
-    const char *extra[] = {"", ", \"prefill\": \"cpu\"", ", \"prefill\": \"gpu\"",
-                           ", \"weights_one_node\": true"};
-    double pf[3], tg[2];
-    for (int i = 0; i < 4; i++) {
+    /* prefill under auto, cpu and gpu; decode pooled and from one node */
+    const struct {
+        const char *extra, *metric;
+    } run[] = {{"", "prefill_tok_s"},
+               {", \"prefill\": \"cpu\"", "prefill_tok_s"},
+               {", \"prefill\": \"gpu\"", "prefill_tok_s"},
+               {"", "decode_tok_s"},
+               {", \"weights_one_node\": true", "decode_tok_s"}};
+    double v[5];
+    for (int i = 0; i < 5; i++) {
         char text[1024];
-        snprintf(text, sizeof text, fmt, "p", extra[i], i < 3 ? "prefill_tok_s" : "decode_tok_s");
+        snprintf(text, sizeof text, fmt, run[i].extra, run[i].metric);
         ws_fid_report r = load_points(text, 1);
         cr_assert_str_empty(r.pt[0].missing, "%s", r.pt[0].missing);
-        cr_assert_eq(r.pt[0].one_node, i == 3);
-        if (i < 3)
-            pf[i] = r.pt[0].predicted;
-        else
-            tg[1] = r.pt[0].predicted;
+        cr_assert_eq(r.pt[0].one_node, i == 4);
+        v[i] = r.pt[0].predicted;
         ws_fidelity_free(&r);
     }
-    char text[1024];
-    snprintf(text, sizeof text, fmt, "p", "", "decode_tok_s");
-    ws_fid_report r = load_points(text, 1);
-    tg[0] = r.pt[0].predicted;
-    ws_fidelity_free(&r);
-    cr_assert_float_eq(pf[0], fmax(pf[1], pf[2]), 1e-9 * pf[0], "auto takes the faster");
-    cr_assert_neq(pf[1], pf[2]);
-    cr_assert_lt(tg[1], tg[0], "one node decodes slower: %g, %g", tg[1], tg[0]);
+    cr_assert_float_eq(v[0], fmax(v[1], v[2]), 1e-9 * v[0], "auto takes the faster");
+    cr_assert_neq(v[1], v[2]);
+    cr_assert_lt(v[4], v[3], "one node decodes slower: %g, %g", v[4], v[3]);
 }
