@@ -20,6 +20,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "backend.h"
 #include "ws_util.h"
 
 const char *const th_tiny_moe =
@@ -222,6 +223,13 @@ th_run th_writescope(const char *const *args, const char *const *env_kv)
 th_run th_writescope_fsize(const char *const *args, const char *const *env_kv, long fsize)
 {
     return run_captured_lim(NULL, args, env_kv, -1, 0, fsize);
+}
+
+int th_cuda_device_present(void)
+{
+    ws_err err = {0};
+    const ws_backend *b = ws_backend_cuda(&err);
+    return b && b->device_count(&err) > 0;
 }
 
 const char *th_device_like(const char *path)

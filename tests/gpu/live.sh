@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# tests/gpu/live.sh: the live runtime with its GPU half on the CUDA device, run after
+# tests/gpu/run.sh (the build) and tests/gpu/calib.sh (the GPU and link fits) on the same
+# machine, into the same database:
+#   1. writescope calib --quick --only cpu      this host's CPU fits, so that run and
+#                                               validate read this machine's profile;
+#   2. writescope run --gpu cuda:h200 --verify  per model: every layer's merged CPU + GPU
+#                                               attention against full attention (static
+#                                               r = 0.5, so both halves hold KV);
+#   3. writescope validate --gpu cuda:h200      per model: the runtime (GPU half measured)
+#                                               against the simulator, --repeat 2.
+# Models: Qwen3-30B-A3B (GQA) and DeepSeek-V2-Lite (MLA), 2 layers, batch 4 x 16K prompt.
+# Output in $OUT (else results/): live_*.txt, live.log; the records in gpu_calib.db.
+# Exit: 0 all ran and verified, 77 no device, 1 something failed (the log says which).
+# Budget: under 4 minutes on 16 cores.
+set -u -o pipefail
+cd "$(dirname "$0")/../.."
+out_dir=${OUT:-results}
+mkdir -p "$out_dir"
+db="$out_dir/gpu_calib.db"
+log="$out_dir/live.log"
+: >"$log"
+say() { echo "live.sh: $*" | tee -a "$log"; }
+if [ ! -x bin/writescope ] || [ ! -f bin/libwritescope_cuda.so ]; then
+    say "FAIL: build first (bash tests/gpu/run.sh)"
+    exit 1
+fi
+export WRITESCOPE_CUDA_LIB="$PWD/bin/libwritescope_cuda.so"
+if bin/writescope device 2>&1 | grep -q '^cuda  none'; then
+    say "no CUDA device: $(bin/writescope device 2>&1 | sed -n 's/^cuda  none: //p')"
+    exit 77
+fi
+rc=0
+# step NAME TIMEOUT ARGS...: runs writescope ARGS, its output to live_NAME.txt (the
+# database keeps every record: the runs' steps and layers, the validation's points).
+step() {
+    local name=$1 limit=$2 t0
+    shift 2
+    say "$name: writescope $*"
+    t0=$(date +%s)
+    if ! timeout "$limit" bin/writescope "$@" >"$out_dir/live_$name.txt" 2>>"$log"; then
+        say "FAIL: $name (exit $?; log: $log)"
+        tail -n 3 "$log"
+        rc=1
+    fi
+    say "$name: $(($(date +%s) - t0)) s"
+}
+step calib_cpu 150 calib --quick --only cpu --db "$db"
+w=(--batch 4 --prompt 16384 --output 16 --layers 2 --gpu cuda:h200 --db "$db")
+for m in qwen3-30b-a3b deepseek-v2-lite; do
+    step "run_$m" 120 run --model "$m" "${w[@]}" --policy static --r 0.5 --verify
+done
+for m in qwen3-30b-a3b deepseek-v2-lite; do
+    step "validate_$m" 180 validate --model "$m" "${w[@]}" --repeat 2
+done
+exit $rc
