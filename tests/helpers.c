@@ -225,6 +225,11 @@ th_run th_writescope_fsize(const char *const *args, const char *const *env_kv, l
     return run_captured_lim(NULL, args, env_kv, -1, 0, fsize);
 }
 
+int th_have_gnuplot(void)
+{
+    return system("command -v gnuplot >/dev/null 2>&1") == 0;
+}
+
 int th_cuda_device_present(void)
 {
     ws_err err = {0};

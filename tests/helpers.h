@@ -60,6 +60,8 @@ int th_vidur_profiles(char *path, size_t cap);
 /* The same under a file-size limit of fsize bytes (RLIMIT_FSIZE) with SIGXFSZ ignored: a
  * write past it fails with EFBIG, as on a full disk, in writescope and its children. */
 th_run th_writescope_fsize(const char *const *args, const char *const *env_kv, long fsize);
+/* 1 when gnuplot is on PATH (the figures need it; make deps installs it). */
+int th_have_gnuplot(void);
 /* 1 when the CUDA backend loads and sees a device (a test that expects `--gpu cuda` to fail
  * expects it only on machines without one). */
 int th_cuda_device_present(void);

@@ -94,7 +94,7 @@ static void plot_db(const char *path, const char *op)
 
 static void need_gnuplot(void)
 {
-    if (system("command -v gnuplot >/dev/null 2>&1") != 0)
+    if (!th_have_gnuplot())
         cr_skip_test("gnuplot is not installed (make deps installs it)");
 }
 

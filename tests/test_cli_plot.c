@@ -20,7 +20,7 @@ static const char *const figures[] = {"calib", "speedup", "throughput", "share",
 
 static void need_gnuplot(void)
 {
-    if (system("command -v gnuplot >/dev/null 2>&1") != 0)
+    if (!th_have_gnuplot())
         cr_skip_test("gnuplot is not installed (make deps installs it)");
 }
 

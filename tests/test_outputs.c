@@ -130,10 +130,6 @@ static const out_cmd k_cmds[] = {
 };
 #define N_CMDS (sizeof k_cmds / sizeof k_cmds[0])
 
-static int have_gnuplot(void)
-{
-    return system("command -v gnuplot >/dev/null 2>&1") == 0;
-}
 
 /* c's argv with its placeholders filled; out replaces "@OUT". */
 static void fill(const out_cmd *c, const char *out, const char **argv)
@@ -207,7 +203,7 @@ static void targets_untouched(const char *dir, char t[4][256])
  * (nothing on stdout), exit 1. */
 static void refuses_targets(const out_cmd *c, const char *case_name)
 {
-    if (c->gnuplot && !have_gnuplot())
+    if (c->gnuplot && !th_have_gnuplot())
         cr_skip_test("gnuplot is not installed (make deps installs it)");
     char dir[128], t[4][256];
     const char *what[4];
@@ -337,7 +333,7 @@ Test(outputs, sim_csv_refuses_links_fifos_folders_devices)
  * also prints its progress), the old target is as it was, no temporary file beside it. */
 static void full_disk(const out_cmd *c, const char *case_name)
 {
-    if (c->gnuplot && !have_gnuplot())
+    if (c->gnuplot && !th_have_gnuplot())
         cr_skip_test("gnuplot is not installed (make deps installs it)");
     char dir[128], out[256];
     subdir(case_name, dir, sizeof dir);
