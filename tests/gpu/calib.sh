@@ -4,7 +4,8 @@
 #   writescope calib --quick --only gpu    device copy, GPU attention, cuBLAS GEMM
 #   writescope calib --quick --only link   H2D/D2H pinned and pageable 4 KB..256 MB,
 #                                          H2D with D2H, H2D under CPU expert GEMMs
-# into one database; prints the fits. Output in $OUT (else results/): gpu_calib.db,
+# into one database; prints the fits. WS_CALIB_FULL=1: the default sweeps instead of
+# --quick (finer sizes, more repeats). Output in $OUT (else results/): gpu_calib.db,
 # calib_gpu.json, calib_link.json, gpu_calib.log. Exit: 0 both stored, 77 no device,
 # other: a sweep failed (its message is in the log). Budget: under 5 minutes.
 set -u -o pipefail
@@ -25,9 +26,11 @@ if bin/writescope device 2>&1 | grep -q '^cuda  none'; then
     exit 77
 fi
 rc=0
+mode=--quick
+[ "${WS_CALIB_FULL:-0}" = 1 ] && mode=
 for scope in gpu link; do
-    say "calib --quick --only $scope"
-    if ! timeout 140 bin/writescope calib --quick --only "$scope" --db "$db" --json \
+    say "calib $mode --only $scope"
+    if ! timeout 140 bin/writescope calib $mode --only "$scope" --db "$db" --json \
         >"$out_dir/calib_$scope.json" 2>>"$log"; then
         say "FAIL: calib --only $scope (log: $log)"
         tail -n 5 "$log"

@@ -7,7 +7,8 @@
 # Each stage gets what is left of the budget (a stage that cannot start in time is
 # skipped, and says so); the stages' files are packed into $OUT/gpu_check.tar.gz (a call
 # brings back at most 8 files) with the figures and the summary also beside it.
-# Usage: tests/gpu/device.sh [BUDGET_S]  (default 480; give the call ~40 s more)
+# Usage: tests/gpu/device.sh [BUDGET_S]  (default 480; give the call ~40 s more); the
+# stages' variables pass through (WS_CALIB_FULL, WS_LIVE_RUNS, WS_VALIDATE_REPEAT).
 # Exit: 0 every stage passed, 77 no device, 1 otherwise.
 set -u -o pipefail
 cd "$(dirname "$0")/../.."
