@@ -175,7 +175,10 @@ static int fit_factors(ws_calib_run *run, ws_err *err)
     }
     int rc = 0;
     /* Link contention: the H2D bandwidth while the CPU runs expert GEMMs (or while D2H
-     * runs) over the H2D bandwidth alone, from the two transfer fits. */
+     * runs) over the H2D bandwidth alone, from the two transfer fits. It is the share of
+     * the bandwidth left, at most 1: a ratio above 1 (the loaded copy as fast or a little
+     * faster, within its spread) saw no contention and is stored as 1, the ratio in the
+     * note. */
     const ws_calib_fit *alone = NULL;
     for (int i = 0; i < run->n_fits; i++)
         if (!strcmp(run->fits[i].key.op, "h2d") && !strcmp(run->fits[i].key.device, "link"))
@@ -189,10 +192,16 @@ static int fit_factors(ws_calib_run *run, ws_err *err)
             continue;
         ws_fit_result r = {.form = WS_FIT_FACTOR, .n = f->r.n, .converged = 1, .good = 1,
                            .r2 = NAN, .heldout_mape_pct = NAN};
-        r.factor = f->r.bandwidth / alone->r.bandwidth;
+        const double ratio = f->r.bandwidth / alone->r.bandwidth;
         double a = f->r.bandwidth_se / f->r.bandwidth, b = alone->r.bandwidth_se / alone->r.bandwidth;
-        r.factor_se = r.factor * sqrt(a * a + b * b);
-        snprintf(r.note, sizeof r.note, "W(%s) / W(h2d)", f->key.op);
+        r.factor = fmin(ratio, 1.0);
+        r.factor_se = ratio * sqrt(a * a + b * b);
+        if (ratio > 1.0)
+            snprintf(r.note, sizeof r.note,
+                     "W(%s) / W(h2d) = %.3f +- %.3f measured: no contention seen, held at 1",
+                     f->key.op, ratio, r.factor_se);
+        else
+            snprintf(r.note, sizeof r.note, "W(%s) / W(h2d)", f->key.op);
         ws_calib_key k = f->key;
         snprintf(k.op, sizeof k.op, "%s", name);
         rc = add_fit(run, &k, &r, err);

@@ -292,6 +292,51 @@ Test(calib, constant_intensity_without_machine_figures)
     ws_calib_run_free(&run);
 }
 
+/* The link's contention factors are the share of H2D bandwidth left: a copy under CPU GEMMs
+ * measured faster than alone (a noisy host) is stored as 1 with the ratio in its note, and
+ * the profile it builds drives the cost model (the lent H200 host measured 1.024). */
+static const ws_calib_fit *fit_named(const ws_calib_run *run, const char *op)
+{
+    for (int i = 0; i < run->n_fits; i++)
+        if (!strcmp(run->fits[i].key.op, op))
+            return &run->fits[i];
+    return NULL;
+}
+
+Test(calib, link_contention_factor_is_at_most_one)
+{
+    for (int faster = 0; faster <= 1; faster++) {
+        ws_calib_run run;
+        synth_run(&run, 12e9);
+        strcpy(run.scope, "all");
+        ws_err err = {0};
+        const char *ops[] = {"h2d", "h2d_under_gemm", "h2d_concurrent"};
+        const double W[] = {50e9, faster ? 51.2e9 : 40e9, 45e9};
+        for (int k = 0; k < 3; k++)
+            for (int i = 0; i < 6; i++) {
+                double B = 4096.0 * (1 << (2 * i)), t = 5e-6 + B / W[k];
+                ws_calib_sample x = {.key = {"link", "", "", ""}, .bytes = B, .repeats = 3,
+                                     .t_median = t * (1 + 0.002 * (i % 3)), .t_min = t,
+                                     .t_max = t * 1.01};
+                snprintf(x.key.op, sizeof x.key.op, "%s", ops[k]);
+                cr_assert_eq(ws_calib_add_sample(&run, &x, &err), 0);
+            }
+        cr_assert_eq(ws_calib_fit_all(&run, &err), 0, "%s", err.msg);
+        const ws_calib_fit *f = fit_named(&run, "h2d_gemm_contention_factor");
+        const ws_calib_fit *d = fit_named(&run, "h2d_duplex_factor");
+        cr_assert(f && d);
+        cr_assert_float_eq(d->r.factor, 0.9, 0.01);
+        if (faster) {
+            cr_assert_eq(f->r.factor, 1.0);
+            cr_assert(strstr(f->r.note, "no contention seen, held at 1"), "%s", f->r.note);
+            cr_assert(strstr(f->r.note, "1.02"), "the measured ratio is kept: %s", f->r.note);
+        } else {
+            cr_assert_float_eq(f->r.factor, 0.8, 0.01);
+        }
+        ws_calib_run_free(&run);
+    }
+}
+
 /* The int8 expert GEMM's samples fit like the bf16 one's (t = c0 + F/P + B/W over token
  * counts), and the instruction family its samples ran on goes into the fit's note and into
  * the reference of the calibrated profile's values. */

@@ -36,12 +36,14 @@ rc=0
 # step NAME TIMEOUT ARGS...: runs writescope ARGS, its output to live_NAME.txt (the
 # database keeps every record: the runs' steps and layers, the validation's points).
 step() {
-    local name=$1 limit=$2 t0
+    local name=$1 limit=$2 t0 r
     shift 2
     say "$name: writescope $*"
     t0=$(date +%s)
-    if ! timeout "$limit" bin/writescope "$@" >"$out_dir/live_$name.txt" 2>>"$log"; then
-        say "FAIL: $name (exit $?; log: $log)"
+    timeout "$limit" bin/writescope "$@" >"$out_dir/live_$name.txt" 2>>"$log"
+    r=$?
+    if [ $r -ne 0 ]; then
+        say "FAIL: $name (exit $r; log: $log)"
         tail -n 3 "$log"
         rc=1
     fi
