@@ -14,12 +14,14 @@
 #include "attn_cpu.h"
 #include "backend.h"
 #include "calib.h"
+#include "calib_file.h"
 #include "cli.h"
 #include "import.h"
 #include "oppoints.h"
 #include "measure.h"
 #include "opts.h"
 #include "pool.h"
+#include "ws_atomic.h"
 #include "ws_util.h"
 
 static void usage(FILE *out)
@@ -30,6 +32,8 @@ static void usage(FILE *out)
             "       writescope calib show [--run N] [--db PATH] [--json]\n"
             "       writescope calib import PATH... [--gpu NAME] [options]  (calib import --help)\n"
             "       writescope calib check PATH... [--gpu NAME] [options]   (calib check --help)\n"
+            "       writescope calib export [N...] --out FILE [--db PATH]   (calib export --help)\n"
+            "       writescope calib load FILE [--db PATH] [--json]\n"
             "\n"
             "run (default)  time the project's kernels on this machine: read bandwidth, triad,\n"
             "               the attention dot-product peak, CPU decode attention (GQA, MLA,\n"
@@ -42,7 +46,12 @@ static void usage(FILE *out)
             "show           the fits of run N (default: the newest) with standard errors, R^2\n"
             "               and the k-fold held-out MAPE; a poor fit is marked, not used\n"
             "import         fit a GPU's parameters from operator profiles measured elsewhere\n"
-            "check          a GPU profile's predictions against such operator profiles\n");
+            "check          a GPU profile's predictions against such operator profiles, or\n"
+            "               against a calibration file's GPU and link samples\n"
+            "export         runs' samples as a small calibration file (what a lent machine\n"
+            "               measured, kept in the project: profiles/measured/)\n"
+            "load           a calibration file into the database: its samples refitted and\n"
+            "               stored as calibration runs, their profiles rebuilt\n");
 }
 
 #define CALIB_STR_(x) #x
@@ -526,6 +535,7 @@ static void usage_check(FILE *out)
     fprintf(out,
             "usage: writescope calib check PATH... [--gpu NAME] [--heldout] [--min-us T]\n"
             "                              [--dtype fp16|bf16|fp32] [--db PATH] [--json]\n"
+            "       writescope calib check FILE.json --gpu NAME [--datasheet] [--db PATH] [--json]\n"
             "\n"
             "Predicts every operator row of profiles measured by others on a real GPU (Vidur's\n"
             "CSV format, as `calib import` reads them) with the cost model on GPU profile NAME\n"
@@ -534,13 +544,20 @@ static void usage_check(FILE *out)
             "(decode attention, prefill attention, GEMM, elementwise): rows, median, mean and\n"
             "worst (with its file line), and the median and worst over the rows measured at\n"
             "T us or longer. --heldout: only the rows `calib import` holds out (every 5th of\n"
-            "each operation): the rows a calibration imported from these files never saw.\n");
+            "each operation): the rows a calibration imported from these files never saw.\n"
+            "\n"
+            "With a calibration file (`calib export`, profiles/measured/): predicts its GPU and\n"
+            "link samples (device copy, decode attention, GEMM, pinned H2D/D2H, H2D under CPU\n"
+            "GEMMs) with the cost model's rooflines on profile NAME, and prints per operation the\n"
+            "errors, their median sign (bias: < 0, the profile is optimistic) and the rate that\n"
+            "decides them, the profile's against the one the samples fit: which figure is off\n"
+            "and by how much. --datasheet: the profiles as shipped, whatever the database holds.\n");
 }
 
 typedef struct check_opts {
     const char *db, *gpu, *dtype;
     double min_us;
-    int heldout, json;
+    int heldout, json, datasheet;
 } check_opts;
 
 static const cli_optdef k_check_opts[] = {
@@ -555,6 +572,8 @@ static const cli_optdef k_check_opts[] = {
     {"db", CLI_STR(check_opts, db), .arg = "PATH",
      .help = "the database (default: $WRITESCOPE_DB, else results/writescope.db; the embedded "
              "datasheet profiles when there is none)"},
+    {"datasheet", CLI_FLAG(check_opts, datasheet),
+     .help = "calibration file: the shipped datasheet profiles, no calibration over them"},
     {"json", CLI_FLAG(check_opts, json), .help = "machine-readable output"},
     {0}};
 static const cli_spec k_check = {"calib check", k_check_opts, CLI_POS_MAX, usage_check};
@@ -568,6 +587,77 @@ static const char *row_where(const ws_vidur_rows *rows, int i, char *buf, size_t
     return buf;
 }
 
+static int ends_with(const char *s, const char *tail)
+{
+    const size_t n = strlen(s), k = strlen(tail);
+    return n >= k && !strcmp(s + n - k, tail);
+}
+
+/* calib check FILE.json: the profile against a calibration file's GPU and link samples. */
+static int check_file(const check_opts *c, const char *path)
+{
+    ws_err err = {0};
+    ws_store *s;
+    int embedded = c->datasheet;
+    if (c->datasheet ? ws_store_open_embedded(&s, &err) : cli_open_store_ro(c->db, &s, &embedded, &err))
+        return cli_fail(&err);
+    ws_calib_check k;
+    int rc = ws_calib_file_check(s, path, c->gpu, &k, &err);
+    ws_store_close(s);
+    if (rc)
+        return cli_fail(&err);
+    json_t *o = json_object(), *ops = json_array();
+    json_object_set_new(o, "file", json_string(path));
+    json_object_set_new(o, "profile", json_string(k.profile));
+    json_object_set_new(o, "datasheet", json_string(k.datasheet));
+    json_object_set_new(o, "calibrated", json_string(k.calibrated));
+    json_object_set_new(o, "skipped_samples", json_integer(k.skipped));
+    if (!c->json)
+        printf("calib check: %s against the samples of %s (%s%s%s)\n"
+               "%-26s %3s %8s %8s %8s %8s  %-4s %14s %14s %9s  %s\n",
+               k.profile, path, k.calibrated[0] ? "calibrated by " : "datasheet only",
+               k.calibrated, embedded ? "; the embedded datasheet profiles" : "", "operation",
+               "n", "median", "mean", "worst", "bias", "rate", "profile", "samples' fit",
+               "profile/fit", "profile's figure from");
+    for (int i = 0; i < k.n_op; i++) {
+        const ws_calib_check_op *x = &k.op[i];
+        const char *unit = x->rate[0] == 'P' ? "flop/s" : "B/s";
+        char pr[32], fr[32], ratio[16] = "-";
+        cli_si(x->profile_rate, unit, pr, sizeof pr);
+        if (isfinite(x->fitted_rate) && x->fitted_rate > 0) {
+            cli_si(x->fitted_rate, unit, fr, sizeof fr);
+            snprintf(ratio, sizeof ratio, "%+.1f%%", 100 * (x->profile_rate / x->fitted_rate - 1));
+        } else {
+            snprintf(fr, sizeof fr, "(poor fit)");
+        }
+        if (!c->json)
+            printf("%-26s %3d %7.1f%% %7.1f%% %7.1f%% %+7.1f%%  %-4s %14s %14s %9s  %s\n", x->key,
+                   x->n, x->median_pct, x->mean_pct, x->worst_pct, x->bias_pct, x->rate, pr, fr,
+                   ratio, x->profile_from);
+        json_t *j = json_object();
+        json_object_set_new(j, "key", json_string(x->key));
+        json_object_set_new(j, "samples", json_integer(x->n));
+        json_object_set_new(j, "median_pct", jnum(x->median_pct));
+        json_object_set_new(j, "mean_pct", jnum(x->mean_pct));
+        json_object_set_new(j, "worst_pct", jnum(x->worst_pct));
+        json_object_set_new(j, "bias_pct", jnum(x->bias_pct));
+        json_object_set_new(j, "rate", json_string(x->rate));
+        json_object_set_new(j, "profile_rate", jnum(x->profile_rate));
+        json_object_set_new(j, "fitted_rate", jnum(x->fitted_rate));
+        json_object_set_new(j, "profile_from", json_string(x->profile_from));
+        json_array_append_new(ops, j);
+    }
+    json_object_set_new(o, "operations", ops);
+    if (c->json)
+        return cli_print_json(o);
+    if (k.skipped)
+        printf("(%d samples of operations the cost model has no term for, e.g. pageable copies, "
+               "not predicted)\n",
+               k.skipped);
+    json_decref(o);
+    return CLI_EXIT_OK;
+}
+
 static int calib_check(int argc, char **argv)
 {
     check_opts c = {0};
@@ -577,6 +667,10 @@ static int calib_check(int argc, char **argv)
         return rc == CLI_PARSE_HELP ? CLI_EXIT_OK : rc;
     if (a.npos < 1)
         return cli_usage_error("calib check", "give the profile files or a folder of them");
+    if (a.npos == 1 && ends_with(a.pos[0], ".json"))
+        return check_file(&c, a.pos[0]);
+    if (c.datasheet)
+        return cli_usage_error("calib check", "--datasheet goes with a calibration file (.json)");
     ws_err err = {0};
     ws_store *s;
     int embedded = 0;
@@ -638,12 +732,154 @@ static int calib_check(int argc, char **argv)
     return CLI_EXIT_OK;
 }
 
+/* ---- calib export / load (calib/calib_file.h) ------------------------------------------- */
+
+static void usage_export(FILE *out)
+{
+    fprintf(out,
+            "usage: writescope calib export [N...] --out FILE [--db PATH]\n"
+            "       writescope calib load FILE [--db PATH] [--json]\n"
+            "\n"
+            "export writes calibration runs N... (default: the newest) as one JSON file of their\n"
+            "samples and machines: a few kB, to keep in the project where a database is never\n"
+            "committed (profiles/measured/). load reads such a file, refits its samples with\n"
+            "this version's fits and stores each run with its profiles (host:<fingerprint>,\n"
+            "gpu:<device>), so a datasheet profile of that device picks the fits up.\n");
+}
+
+typedef struct export_opts {
+    const char *db, *out;
+    int json;
+} export_opts;
+
+static const cli_optdef k_export_opts[] = {
+    {"out", CLI_STR(export_opts, out), .arg = "FILE", .help = "export: the file to write"},
+    {"db", CLI_STR(export_opts, db), .arg = "PATH",
+     .help = "the database (default: $WRITESCOPE_DB, else results/writescope.db)"},
+    {"json", CLI_FLAG(export_opts, json), .help = "load: machine-readable output"},
+    {0}};
+static const cli_spec k_export = {"calib export", k_export_opts, CLI_POS_MAX, usage_export};
+static const cli_spec k_load = {"calib load", k_export_opts, 1, usage_export};
+
+static int calib_export(int argc, char **argv)
+{
+    export_opts c = {0};
+    cli_args a;
+    int rc = cli_opts_parse(&k_export, argc, argv, &c, &a);
+    if (rc)
+        return rc == CLI_PARSE_HELP ? CLI_EXIT_OK : rc;
+    if (!c.out)
+        return cli_usage_error("calib export", "--out FILE is required");
+    if (a.npos > WS_CALIB_FILE_MAX_RUNS)
+        return cli_usage_error("calib export", "at most %d runs", WS_CALIB_FILE_MAX_RUNS);
+    long long ids[WS_CALIB_FILE_MAX_RUNS] = {0};
+    for (int i = 0; i < a.npos; i++) {
+        char *end;
+        ids[i] = strtoll(a.pos[i], &end, 10);
+        if (*end || end == a.pos[i] || ids[i] <= 0)
+            return cli_usage_error("calib export", "'%s' is not a run number", a.pos[i]);
+    }
+    ws_err err = {0};
+    ws_store *s;
+    if (cli_open_store_ro(c.db, &s, NULL, &err))
+        return cli_fail(&err);
+    json_t *doc = ws_calib_file_export(s, ids, a.npos ? a.npos : 1, &err);
+    ws_store_close(s);
+    if (!doc)
+        return cli_fail(&err);
+    ws_atomic_file af;
+    rc = ws_atomic_open(&af, c.out, &err);
+    if (!rc) {
+        json_dumpf(doc, af.f, JSON_INDENT(1) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10));
+        fputc('\n', af.f);
+        rc = ws_atomic_commit(&af, &err);
+    }
+    const size_t runs = json_array_size(json_object_get(doc, "runs"));
+    json_decref(doc);
+    if (rc)
+        return cli_fail(&err);
+    printf("calib export: %zu run%s written to %s\n", runs, runs == 1 ? "" : "s", c.out);
+    return CLI_EXIT_OK;
+}
+
+static int calib_load(int argc, char **argv)
+{
+    export_opts c = {0};
+    cli_args a;
+    int rc = cli_opts_parse(&k_load, argc, argv, &c, &a);
+    if (rc)
+        return rc == CLI_PARSE_HELP ? CLI_EXIT_OK : rc;
+    if (a.npos != 1)
+        return cli_usage_error("calib load", "give one calibration file");
+    if (c.out)
+        return cli_usage_error("calib load", "--out goes with 'calib export'");
+    ws_err err = {0};
+    ws_store *s;
+    if (cli_open_store(c.db, &s, &err))
+        return cli_fail(&err);
+    long long ids[WS_CALIB_FILE_MAX_RUNS];
+    int n = 0;
+    rc = ws_calib_file_load(s, a.pos[0], ids, WS_CALIB_FILE_MAX_RUNS, &n, &err);
+    json_t *shown = json_array();
+    for (int i = 0; !rc && i < n; i++) {
+        json_t *v = ws_calib_show(s, ids[i], &err);
+        if (!v)
+            rc = err.code;
+        else
+            json_array_append_new(shown, v);
+    }
+    ws_store_close(s);
+    if (rc) {
+        json_decref(shown);
+        return cli_fail(&err);
+    }
+    if (c.json) {
+        json_t *o = json_object();
+        json_object_set_new(o, "file", json_string(a.pos[0]));
+        json_object_set_new(o, "runs", shown);
+        return cli_print_json(o);
+    }
+    size_t i;
+    json_t *v;
+    json_array_foreach(shown, i, v)
+    {
+        json_t *r = json_object_get(v, "run"), *fits = json_object_get(v, "fits");
+        printf("calib load: %s run %lld (%s, %s; %s%s%s): %zu fits, refitted from %lld samples\n",
+               a.pos[0], (long long)json_integer_value(json_object_get(r, "id")),
+               json_string_value(json_object_get(r, "mode")),
+               json_string_value(json_object_get(r, "scope")),
+               json_string_value(json_object_get(r, "cpu_model")),
+               json_is_string(json_object_get(r, "gpu_name")) ? ", " : "",
+               json_is_string(json_object_get(r, "gpu_name"))
+                   ? json_string_value(json_object_get(r, "gpu_name"))
+                   : "",
+               json_array_size(fits), (long long)json_integer_value(json_object_get(r, "samples")));
+        size_t j;
+        json_t *f;
+        json_array_foreach(fits, j, f)
+        {
+            const json_t *ho = json_object_get(f, "heldout_mape_pct");
+            char h[32] = "-";
+            if (json_is_number(ho))
+                snprintf(h, sizeof h, "%.1f%%", json_number_value(ho));
+            printf("  %-34s %-4s  held-out %s\n", json_string_value(json_object_get(f, "key")),
+                   json_is_true(json_object_get(f, "good")) ? "good" : "POOR", h);
+        }
+    }
+    json_decref(shown);
+    return CLI_EXIT_OK;
+}
+
 int cmd_calib(int argc, char **argv)
 {
     if (argc >= 2 && !strcmp(argv[1], "check"))
         return calib_check(argc - 1, argv + 1);
     if (argc >= 2 && !strcmp(argv[1], "import"))
         return calib_import(argc - 1, argv + 1);
+    if (argc >= 2 && !strcmp(argv[1], "export"))
+        return calib_export(argc - 1, argv + 1);
+    if (argc >= 2 && !strcmp(argv[1], "load"))
+        return calib_load(argc - 1, argv + 1);
     calib_opts c = {0};
     cli_args a;
     int rc = cli_opts_parse(&k_spec, argc, argv, &c, &a);
@@ -653,7 +889,7 @@ int cmd_calib(int argc, char **argv)
     if (!strcmp(sub, "show"))
         return calib_show(c.db, c.run, c.json);
     if (strcmp(sub, "run"))
-        return cli_usage_error("calib", "unknown subcommand '%s' (run, show or import)", sub);
+        return cli_usage_error("calib", "unknown subcommand '%s' (run, show, import, check, export or load)", sub);
     if (cli_given(&a, "run"))
         return cli_usage_error("calib", "--run goes with 'calib show'");
     return calib_run(&c, cli_given(&a, "only") > 0);
