@@ -10,21 +10,7 @@
 # other: a sweep failed (its message is in the log). Budget: under 5 minutes.
 set -u -o pipefail
 cd "$(dirname "$0")/../.."
-out_dir=${OUT:-results}
-mkdir -p "$out_dir"
-db="$out_dir/gpu_calib.db"
-log="$out_dir/gpu_calib.log"
-: >"$log"
-say() { echo "calib.sh: $*" | tee -a "$log"; }
-if [ ! -x bin/writescope ] || [ ! -f bin/libwritescope_cuda.so ]; then
-    say "FAIL: build first (bash tests/gpu/run.sh)"
-    exit 1
-fi
-export WRITESCOPE_CUDA_LIB="$PWD/bin/libwritescope_cuda.so"
-if bin/writescope device 2>&1 | grep -q '^cuda  none'; then
-    say "no CUDA device: $(bin/writescope device 2>&1 | sed -n 's/^cuda  none: //p')"
-    exit 77
-fi
+. tests/gpu/after_build.sh calib.sh gpu_calib.log
 rc=0
 mode=--quick
 [ "${WS_CALIB_FULL:-0}" = 1 ] && mode=

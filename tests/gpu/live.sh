@@ -17,21 +17,7 @@
 # Budget: under 4 minutes on 16 cores.
 set -u -o pipefail
 cd "$(dirname "$0")/../.."
-out_dir=${OUT:-results}
-mkdir -p "$out_dir"
-db="$out_dir/gpu_calib.db"
-log="$out_dir/live.log"
-: >"$log"
-say() { echo "live.sh: $*" | tee -a "$log"; }
-if [ ! -x bin/writescope ] || [ ! -f bin/libwritescope_cuda.so ]; then
-    say "FAIL: build first (bash tests/gpu/run.sh)"
-    exit 1
-fi
-export WRITESCOPE_CUDA_LIB="$PWD/bin/libwritescope_cuda.so"
-if bin/writescope device 2>&1 | grep -q '^cuda  none'; then
-    say "no CUDA device: $(bin/writescope device 2>&1 | sed -n 's/^cuda  none: //p')"
-    exit 77
-fi
+. tests/gpu/after_build.sh live.sh live.log
 rc=0
 # step NAME TIMEOUT ARGS...: runs writescope ARGS, its output to live_NAME.txt (the
 # database keeps every record: the runs' steps and layers, the validation's points).
