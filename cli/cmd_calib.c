@@ -667,8 +667,11 @@ static int calib_check(int argc, char **argv)
         return rc == CLI_PARSE_HELP ? CLI_EXIT_OK : rc;
     if (a.npos < 1)
         return cli_usage_error("calib check", "give the profile files or a folder of them");
-    if (a.npos == 1 && ends_with(a.pos[0], ".json"))
+    if (a.npos == 1 && ends_with(a.pos[0], ".json")) {
+        if (c.datasheet && c.db)
+            return cli_usage_error("calib check", "--datasheet reads no database: drop --db");
         return check_file(&c, a.pos[0]);
+    }
     if (c.datasheet)
         return cli_usage_error("calib check", "--datasheet goes with a calibration file (.json)");
     ws_err err = {0};
@@ -770,6 +773,8 @@ static int calib_export(int argc, char **argv)
         return rc == CLI_PARSE_HELP ? CLI_EXIT_OK : rc;
     if (!c.out)
         return cli_usage_error("calib export", "--out FILE is required");
+    if (c.json)
+        return cli_usage_error("calib export", "--json goes with 'calib load'");
     if (a.npos > WS_CALIB_FILE_MAX_RUNS)
         return cli_usage_error("calib export", "at most %d runs", WS_CALIB_FILE_MAX_RUNS);
     long long ids[WS_CALIB_FILE_MAX_RUNS] = {0};

@@ -201,4 +201,8 @@ Test(calib_file, cli_export_load_check)
     th_expect_fail((const char *[]){"calib", "load", "--db", db, NULL}, 2, "one calibration file", e);
     th_expect_fail((const char *[]){"calib", "check", "x.csv", "--datasheet", NULL}, 2,
                    "--datasheet", e);
+    th_expect_fail((const char *[]){"calib", "check", out, "--datasheet", "--db", db, NULL}, 2,
+                   "drop --db", e);
+    th_expect_fail((const char *[]){"calib", "export", "--db", db, "--out", out, "--json", NULL}, 2,
+                   "--json goes with", e);
 }
