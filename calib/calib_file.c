@@ -303,10 +303,9 @@ static int roof_for(const ws_cost_hw *hw, const ws_calib_key *k, ws_cost_roof *r
     return 1;
 }
 
-static int check_run(ws_store *s, const ws_profile *p, const ws_calib_run *run,
-                     ws_calib_check *out, ws_err *err)
+static int check_run(const ws_profile *p, const ws_calib_run *run, ws_calib_check *out,
+                     ws_err *err)
 {
-    (void)s;
     ws_cost_hw *hw = calloc(1, sizeof *hw);
     double *ape = malloc(sizeof(double) * (size_t)(run->n_samples + 1)),
            *sgn = malloc(sizeof(double) * (size_t)(run->n_samples + 1));
@@ -409,7 +408,7 @@ int ws_calib_file_check(ws_store *s, const char *path, const char *gpu, ws_calib
         if (strcmp(p.kind, "gpu"))
             rc = ws_err_set(err, WS_EINVAL, "calib check: '%s' is not a GPU profile", gpu);
         for (int i = 0; !rc && i < nr; i++)
-            rc = check_run(s, &p, &runs[i], out, err);
+            rc = check_run(&p, &runs[i], out, err);
         ws_profile_free(&p);
     }
     for (int i = 0; i < nr; i++)

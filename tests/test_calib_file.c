@@ -33,7 +33,7 @@ static const ws_calib_fit *find_fit(const ws_calib_run *r, const char *op, const
 }
 
 /* The shipped file reads into runs whose refits match what `calib show` stored on the
- * device (the figures the closing note of issue 43 quotes). */
+ * device (the figures docs/notes/h200-device-check.md quotes). */
 Test(calib_file, shipped_h200_reads_and_refits)
 {
     ws_calib_run runs[WS_CALIB_FILE_MAX_RUNS];
