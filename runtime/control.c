@@ -13,6 +13,9 @@ int ws_ctl_init(ws_ctl *c, const ws_cost_model *cm, ws_policy_kind kind,
         return ws_err_set(err, WS_EINVAL, "control: unknown policy %d", (int)kind);
     c->cm = cm;
     c->page_tokens = par->page_tokens;
+    c->layers = layers > 0 && layers <= cm->layers ? layers : cm->layers;
+    for (int l = 0; l < cm->layers; l++)
+        c->streams |= ws_cost_layer(cm, l)->on_cpu || ws_cost_layer(cm, l)->cpu_q > 0;
     ws_policy_params p = *par;
     if (kind == WS_POLICY_MIGRATE && p.confirm < 2 * layers)
         p.confirm = 2 * layers;
@@ -23,10 +26,20 @@ double ws_ctl_moe_estimate(const ws_ctl *c, double batch)
 {
     if (c->last_moe > 0)
         return c->last_moe;
-    const ws_cost_model *cm = c->cm;
     const double T = batch > 0 ? batch : 1;
-    return ws_cost_router(cm, T) + fmax(ws_cost_cpu_experts(cm, T),
-                                        ws_cost_gpu_experts(cm, T) + ws_cost_shared_experts(cm, T));
+    const ws_sched_in in = {.T = T, .n_seqs = T};
+    ws_sched_layer s;
+    ws_sched_build(c->cm, NULL, &in, c->layers - 1, &s);
+    ws_sched_play p;
+    ws_sched_times t;
+    ws_sched_play_start(&p, 0);
+    ws_sched_play_layer(&p, &s, &t, NULL);
+    return t.moe_s;
+}
+
+double ws_ctl_play(const ws_ctl *c, const ws_sched_in *in, ws_sched_times *lay)
+{
+    return ws_sched_play_step(c->cm, NULL, in, c->cm->layers, lay);
 }
 
 double ws_ctl_target(const ws_ctl *c, double batch, double resident, double L)
@@ -102,9 +115,30 @@ int ws_ctl_set_prefill(ws_ctl *c, int mode, ws_err *err)
     return 0;
 }
 
-int ws_ctl_prefill_gpu(const ws_ctl *c, double q, double ctx)
+const char *ws_prefill_mode_name(int mode)
 {
-    return ws_cost_prefill_gpu(c->cm, c->prefill_mode, q, ctx);
+    return mode == WS_PREFILL_CPU ? "cpu" : mode == WS_PREFILL_GPU ? "gpu" : "auto";
+}
+
+int ws_prefill_mode_parse(const char *name)
+{
+    for (int m = WS_PREFILL_AUTO; m <= WS_PREFILL_GPU; m++)
+        if (name && !strcmp(name, ws_prefill_mode_name(m)))
+            return m;
+    return -1;
+}
+
+int ws_ctl_prefill_gpu(const ws_ctl *c, const ws_sched_in *in)
+{
+    if (!c->streams || !(in->prefill_q > 0) || c->prefill_mode == WS_PREFILL_CPU)
+        return 0;
+    if (c->prefill_mode == WS_PREFILL_GPU)
+        return 1;
+    ws_sched_in a = *in;
+    a.prefill_gpu = 0;
+    const double cpu = ws_ctl_play(c, &a, NULL);
+    a.prefill_gpu = 1;
+    return ws_ctl_play(c, &a, NULL) < cpu;
 }
 
 double ws_ctl_A(const ws_ctl *c)

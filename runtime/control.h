@@ -17,21 +17,33 @@
  *   observe    the feedback from one layer's observed halves (measured in the runtime,
  *              played in the simulator) with the fixed costs the model gives that layer;
  *   step_end   the step's last MoE phase becomes the next estimate;
- *   experts    where a prefill chunk's CPU-resident routed experts run: on the CPU, or on the
- *              GPU with their weights streamed (ws_cost_prefill_gpu under the run's mode).
- * The MoE estimate before any decode step is the cost model's for a decode step of the
- * batch: router, then the slower of the CPU's routed experts and the GPU's experts plus
- * the shared ones. No I/O, no memory of the KV: pure decisions on the caller's numbers. */
+ *   experts    where a prefill chunk's host-resident weights run (the step played both ways).
+ * Every estimate it makes is the layer schedule played (schedule.h), never a closed form.
+ * No I/O, no memory of the KV: pure decisions on the caller's numbers. */
 #ifndef WS_CONTROL_H
 #define WS_CONTROL_H
 
 #include "cost.h"
 #include "policy.h"
+#include "schedule.h"
 #include "ws_err.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* Where a prefill chunk's host-resident weights run: the CPU-resident routed experts on the
+ * CPU (as a decode step's do), or streamed H2D and run on the GPU (llama.cpp offloads a
+ * matrix product whose weights sit in host memory once the batch reaches 32 tokens;
+ * KTransformers prefills on the GPU); layers wholly on the CPU likewise. */
+typedef enum ws_prefill_mode {
+    WS_PREFILL_AUTO = 0, /* per chunk, the strategy whose played step is shorter (ties: CPU) */
+    WS_PREFILL_CPU = 1,  /* on the CPU */
+    WS_PREFILL_GPU = 2,  /* streamed to the GPU */
+} ws_prefill_mode;
+/* "auto", "cpu", "gpu"; ws_prefill_mode_parse: the mode of a name, -1 for none. */
+const char *ws_prefill_mode_name(int mode);
+int ws_prefill_mode_parse(const char *name);
 
 typedef struct ws_ctl {
     const ws_cost_model *cm; /* shared, not owned */
@@ -40,7 +52,9 @@ typedef struct ws_ctl {
     int page_tokens; /* P */
     double last_moe; /* the last decode step's final MoE phase, s (0: none yet) */
     double r_cur;    /* migrate: the cache's one share (the others: unused) */
-    int prefill_mode; /* ws_prefill_mode (cost.h): auto after ws_ctl_init */
+    int prefill_mode; /* ws_prefill_mode: auto after ws_ctl_init */
+    int layers;       /* the played layers (the last one's MoE phase is the estimate) */
+    int streams;      /* 1: some weights sit in host memory, so a chunk may stream them */
 } ws_ctl;
 
 /* The controller of policy `kind` on cost model cm (kept by pointer), for `layers` played
@@ -49,8 +63,13 @@ typedef struct ws_ctl {
 int ws_ctl_init(ws_ctl *c, const ws_cost_model *cm, ws_policy_kind kind,
                 const ws_policy_params *par, int layers, ws_err *err);
 
-/* The MoE phase the next stream overlaps, for a batch of `batch` sequences (s). */
+/* The MoE phase the next stream overlaps, for a batch of `batch` sequences (s): the last
+ * decode step's, else the last played layer's MoE phase in the schedule for a decode step
+ * of the batch with no attention. */
 double ws_ctl_moe_estimate(const ws_ctl *c, double batch);
+/* The step `in` describes played over the model's layers (schedule.h); each layer's times
+ * into lay[l] (NULL: none). The controller's estimate of any layer or step is this. */
+double ws_ctl_play(const ws_ctl *c, const ws_sched_in *in, ws_sched_times *lay);
 /* r*(L) as the policy wants it (0 for a policy that does not spill). */
 double ws_ctl_target(const ws_ctl *c, double batch, double resident, double L);
 /* The share new writes follow: migrate's current share, else the target. */
@@ -79,9 +98,10 @@ void ws_ctl_step_end(ws_ctl *c, double t_moe);
 
 /* The prefill strategy mode (ws_prefill_mode); WS_EINVAL for another value. */
 int ws_ctl_set_prefill(ws_ctl *c, int mode, ws_err *err);
-/* 1: the prefill chunk of q tokens after ctx streams its CPU experts to the GPU; 0: they
- * run on the CPU. */
-int ws_ctl_prefill_gpu(const ws_ctl *c, double q, double ctx);
+/* 1: the prefill chunk `in` describes (its prefill_gpu ignored) streams its host-resident
+ * weights to the GPU; 0: they run on the CPU. Forced modes are honoured; auto plays the
+ * chunk's step both ways (ws_ctl_play) and takes the shorter, the CPU on a tie. */
+int ws_ctl_prefill_gpu(const ws_ctl *c, const ws_sched_in *in);
 
 double ws_ctl_A(const ws_ctl *c); /* adopted A, s/token */
 double ws_ctl_B(const ws_ctl *c); /* adopted B, s/token */

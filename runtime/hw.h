@@ -1,18 +1,18 @@
-/* hw: the loading every simulation and live run starts with -- a model by name or path, a GPU
- * and a host profile by name from the database -- into what the cost model (cost.h) and the
- * callers need: the model description, the cost model's hardware for the model's attention
- * kind and weights, and the host's core count.
- *
- * It checks that the GPU profile is a GPU's and the host profile a host's, and fills the
- * host's kv_reformat_bw from a datasheet when a calibrated host lacks it (store/profile.h
- * ws_profile_fill), so a calibrated host serves every policy. The profiles are read once here;
- * everything after works on the plain structs. Callers: `writescope sim`, `run`, `validate`
- * (cli/), the simulator's grid and planner (sim/grid.c, sim/plan.c) and the tests. */
+/* hw: the hardware room of the cost model -- a GPU and a host profile read ONCE into plain
+ * rates, each with its source (calibrated key, else datasheet x efficiency, labelled), and
+ * the loading every run starts with (a model by name or path, the two profiles by name from
+ * the database). Every operation on a device costs the roofline
+ *     t = c0 + max(F / P, B / W)          F flop, B bytes, P flop/s, W B/s, c0 s
+ * with (c0, P, W) per (device, operation); c0 is one kernel's fixed cost. The keys read, and
+ * what stands in for a missing one, are listed in docs/design.md ("Hardware rates"). After
+ * loading, nothing here does I/O: the deployment (deploy.h) scales the CPU's rates for the
+ * sockets and threads a run uses, and the operations (cost.h) are arithmetic on the result. */
 #ifndef WS_RUNTIME_HW_H
 #define WS_RUNTIME_HW_H
 
-#include "cost.h"
 #include "model.h"
+#include "profile.h"
+#include "wformat.h"
 #include "store.h"
 #include "ws_dtype.h"
 #include "ws_err.h"
@@ -21,9 +21,95 @@
 extern "C" {
 #endif
 
+/* One rate or constant with where it came from. */
+typedef struct ws_cost_val {
+    double v;              /* SI units: s, flop/s, B/s, B or 1 */
+    ws_profile_source src; /* datasheet, measured, fitted or modeled */
+    char from[192];        /* the profile key(s) it was read from, or how it was derived */
+} ws_cost_val;
+
+/* A roofline: t = c0 + max(F / P, B / W); P or W of 0 drops that side. */
+typedef struct ws_cost_roof {
+    ws_cost_val c0, P, W;
+    int serial; /* 1: c0 + F/P + B/W (the profile's <prefix>.serial), a kernel that streams and
+                 * computes in turn; 0: the roofline's max */
+} ws_cost_roof;
+
+/* Prefill attention: t = c0 + F / (P k / (k + half)), k the keys attended per query. */
+typedef struct ws_cost_curve {
+    ws_cost_val c0, P, half; /* s, flop/s, keys */
+} ws_cost_curve;
+
+/* The memory-bound per-layer operations on the GPU (calibrated key gpu.<name>.<dtype>). */
+typedef enum ws_cost_elem {
+    WS_ELEM_NORM = 0, /* RMSNorm: "rmsnorm" */
+    WS_ELEM_ROPE,     /* rotary embedding of q and k: "rope" */
+    WS_ELEM_ACT,      /* gated activation, act(gate) x up: "act" */
+    WS_ELEM_ADD,      /* residual add (also the KV append and the merge): "add" */
+    WS_ELEM_MOE,      /* MoE top-k, permute and combine: "moe_route" */
+    WS_ELEM_KINDS
+} ws_cost_elem;
+
+/* "rmsnorm", "rope", "act", "add", "moe_route". */
+const char *ws_cost_elem_name(int kind);
+
+/* The hardware as the cost model sees it. */
+typedef struct ws_cost_hw {
+    char gpu[160], host[160];   /* profile names */
+    ws_cost_roof cpu_attn;      /* CPU decode attention for the model's kind and KV dtype */
+    ws_cost_val cpu_attn_after_moe; /* t(attention right after a MoE phase) / t(alone), the
+                                     * calibrator's cpu.attn_after_moe_factor; 1 without one */
+    ws_cost_roof cpu_expert;    /* one routed-expert FFN call on all CPU cores */
+    ws_cost_val cpu_mem_bw;     /* B/s, DRAM read on all cores (host copies) */
+    ws_cost_val kv_reformat;    /* B/s, re-laying a single-state KV cache (host kv_reformat_bw) */
+    ws_cost_roof gpu_attn;      /* GPU decode attention over HBM-resident pages */
+    ws_cost_curve gpu_prefill;  /* GPU prefill attention (FlashAttention's own curve) */
+    ws_cost_roof gpu_gemm;      /* GPU GEMM at the weight dtype (projections, experts, MLPs) */
+    ws_cost_roof gpu_gemm_wc[WS_WC_COUNT]; /* gpu_gemm with the peak of each weight format's
+                                            * compute: bf16/fp16 the tensor rate, fp8 fp8_flops,
+                                            * int8 int8_flops, fp32 fp32_flops (each x
+                                            * tensor_eff; a key the GPU lacks: the fp16 rate) */
+    ws_cost_roof cpu_expert_wc[WS_WC_COUNT]; /* cpu_expert per compute: the calibrated
+                                              * cpu.expert_gemm.<bf16|int8|fp32>.* fit, else
+                                              * cpu_peak.<family> x flops_eff for the family the
+                                              * host has (int8: amx_int8, avx512_vnni; bf16:
+                                              * amx_bf16, avx512_bf16), else fp32_flops x
+                                              * flops_eff */
+    ws_cost_roof gpu_elem[WS_ELEM_KINDS];    /* memory-bound kernels: c0 + B / W, and P the bytes/s
+                                              * of one row where calibrated (0: none) */
+    ws_cost_val step;           /* s per forward step: scheduling, launches, synchronisation */
+    ws_cost_roof h2d, d2h;      /* pinned copies: c0 + bytes / W (P unused) */
+    ws_cost_val h2d_contention; /* W_h2d(CPU computing) / W_h2d, in (0, 1] */
+    ws_cost_val gpu_mem;        /* B of device memory */
+    ws_cost_val host_mem;       /* B of host DRAM (host mem_bytes); 0: not in the profile */
+    ws_cost_val sockets;        /* CPU sockets (host sockets; 1 when not given) */
+    ws_cost_val cores;          /* CPU cores over all sockets (host cores; 1 when not given) */
+    ws_cost_val core_bw;        /* B/s one core reads from DRAM alone: the calibrated
+                                 * cpu.membw_read_1t.bandwidth, else the host's core_bw; 0:
+                                 * not known (fewer threads then keep the sockets' bandwidth) */
+} ws_cost_hw;
+
+/* Reads the rates for attention kind `kind` with `kv` KV and `wt` weights. Missing keys with
+ * no fallback: WS_ENOTFOUND naming the profile and key; a rate <= 0 where one is needed
+ * (a V100's bf16_flops): the fp16 rate, else WS_EINVAL. */
+int ws_cost_hw_load(const ws_profile *gpu, const ws_profile *host, ws_attn_kind kind, ws_dtype kv,
+                    ws_dtype wt, ws_cost_hw *hw, ws_err *err);
+/* The GPU's half of it alone (the GPU fields and name; the rest as hw held): what the GPU's
+ * kernels cost, for checks against a GPU's operator measurements (validate/oppoints.h). */
+int ws_cost_hw_load_gpu(const ws_profile *gpu, ws_attn_kind kind, ws_dtype kv, ws_dtype wt,
+                        ws_cost_hw *hw, ws_err *err);
+
+/* The roofline time of one operation (s). */
+static inline double ws_cost_roof_time(const ws_cost_roof *r, double flops, double bytes)
+{
+    double tf = r->P.v > 0 ? flops / r->P.v : 0.0, tb = r->W.v > 0 ? bytes / r->W.v : 0.0;
+    return r->c0.v + (r->serial ? tf + tb : tf > tb ? tf : tb);
+}
+
 /* Loads model `model` (a shipped name or a path) and the profiles `gpu` and `host` from s,
- * and the cost model's hardware for the model's attention kind and weights, KV at kv;
- * *cores (if non-NULL): the host profile's cores (1 when it has none). */
+ * and the rates for the model's attention kind and weights, KV at kv; *cores (if non-NULL):
+ * the host profile's cores (1 when it has none). The GPU profile must be a GPU's and the
+ * host's a host's; a calibrated host lacking kv_reformat_bw gets the datasheet's. */
 int ws_hw_load(ws_store *s, const char *model, const char *gpu, const char *host, ws_dtype kv,
                ws_model *m, ws_cost_hw *hw, int *cores, ws_err *err);
 /* The same for a model already loaded (and perhaps changed: another weight dtype). */

@@ -605,20 +605,12 @@ static int prefill(eng *e, ws_run_result *res, ws_err *err)
     for (int i = 0; i < e->B; i++)
         for (int done = 0; done < N;) {
             const int q = N - done < chunk ? N - done : chunk;
-            const ws_sched_in in = {.T = q,
-                                    .prefill_q = q,
-                                    .prefill_ctx = done,
-                                    .write_bytes = q * e->cm.b_tok,
-                                    .prefill_gpu = ws_ctl_prefill_gpu(&e->ctl, q, done)};
-            ws_sched_play play;
-            ws_sched_play_start(&play, 0);
-            for (int l = 0; l < e->L; l++) {
-                ws_sched_layer sl;
-                ws_sched_times tl;
-                ws_sched_build(&e->cm, NULL, &in, l, &sl);
-                ws_sched_play_layer(&play, &sl, &tl, NULL);
-            }
-            model_s += play.t_end;
+            ws_sched_in in = {.T = q,
+                              .prefill_q = q,
+                              .prefill_ctx = done,
+                              .write_bytes = q * e->cm.b_tok};
+            in.prefill_gpu = ws_ctl_prefill_gpu(&e->ctl, &in);
+            model_s += ws_sched_play_step(&e->cm, NULL, &in, e->L, NULL);
             res->prefill_chunks++;
             res->prefill_gpu_chunks += in.prefill_gpu != 0;
             done += q;
@@ -1172,14 +1164,14 @@ static int decode_step(eng *e, int step, double t0_step, ws_run_step *st, ws_run
             verify_s += ws_now_s() - a;
         }
         /* the MoE phase, for real */
-        if (ws_cost_layer_is_moe(cm, l) && e->ex) {
+        if (ws_cost_layer(cm, l)->moe && e->ex) {
             const double a = ws_now_s(), v0 = verify_s;
             if ((rc = moe(e, step, l, &y->router_s, &y->experts_s, &verify_s, err)))
                 return rc;
             kern += ws_now_s() - a - (verify_s - v0);
-            y->pred_experts_s = ws_cost_cpu_experts(cm, e->B);
+            y->pred_experts_s = ws_cost_cpu_experts(cm, l, e->B);
             if (c->cpu_time_modeled) {
-                y->router_s = ws_cost_router(cm, e->B);
+                y->router_s = ws_cost_router(cm, l, e->B);
                 y->experts_s = y->pred_experts_s;
             }
         }

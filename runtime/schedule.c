@@ -71,7 +71,7 @@ static void build_streamed_cpu_layer(const ws_cost_model *cm, const ws_sched_in 
             ws_cost_gpu_prefill_attn(cm, q, ctx) + ws_cost_gpu_indexer(cm, q, ctx + q), HERE(qkv));
     const int o = ADD(WS_OP_OPROJ, WS_RES_GPU,
                       ws_cost_o_proj(cm, T) + ws_cost_add(cm, T) + ws_cost_norm(cm, T), HERE(a));
-    const int kind = ws_cost_layer_is_moe(cm, l) ? WS_OP_EXP_STREAM : WS_OP_DENSE;
+    const int kind = ws_cost_layer(cm, l)->moe ? WS_OP_EXP_STREAM : WS_OP_DENSE;
     const int m = ADD(kind, WS_RES_GPU, ws_cost_cpu_layer_streamed_moe(cm, l, q), HERE(o));
     s->anchor[WS_ANCHOR_END] = ADD(WS_OP_END, WS_RES_NONE, 0, HERE(m));
 }
@@ -96,11 +96,11 @@ static void build_cpu_layer(const ws_cost_model *cm, const ws_sched_in *in, int 
                             : ws_cost_cpu_attn(cm, in->n_cpu + in->m_xfer + in->resident);
     const int a = ADD(WS_OP_CPU_ATTN, WS_RES_CPU, attn, HERE(qkv));
     const int o = ADD(WS_OP_OPROJ, WS_RES_CPU, ws_cost_cpu_o_proj(cm, T), HERE(a));
-    if (ws_cost_layer_is_moe(cm, l)) {
+    if (ws_cost_layer(cm, l)->moe) {
         const int r = ADD(WS_OP_ROUTER, WS_RES_CPU,
-                          ws_cost_router_at(cm, l, T) + ws_cost_topk_at(cm, l, T), HERE(o));
-        double tc = ws_cost_cpu_experts_at(cm, l, T);
-        tc += tc > 0 ? ws_cost_moe_permute_cpu_at(cm, l, T) : 0;
+                          ws_cost_router(cm, l, T) + ws_cost_topk(cm, l, T), HERE(o));
+        double tc = ws_cost_cpu_experts(cm, l, T);
+        tc += tc > 0 ? ws_cost_moe_permute_cpu(cm, l, T) : 0;
         const double ts = ws_cost_cpu_shared_experts(cm, T);
         const int ec = tc > 0 ? ADD(WS_OP_EXP_CPU, WS_RES_CPU, tc, HERE(r)) : -1;
         const int sh = ts > 0 ? ADD(WS_OP_SHARED, WS_RES_CPU, ts, HERE(r)) : -1;
@@ -124,7 +124,7 @@ void ws_sched_build(const ws_cost_model *cm, const ws_cost_split *split, const w
     const double T = in->T, t_step = l == 0 ? ws_cost_step(cm) : 0;
     const int step = t_step > 0 ? ADD(WS_OP_STEP, WS_RES_NONE, t_step, NO_DEP) : -1;
     const ws_sched_dep pe = step >= 0 ? HERE(step) : PREV(1, WS_ANCHOR_END);
-    if (ws_cost_layer_on_cpu(cm, l)) {
+    if (ws_cost_layer(cm, l)->on_cpu) {
         build_cpu_layer(cm, in, l, pe, s);
         return;
     }
@@ -185,34 +185,34 @@ void ws_sched_build(const ws_cost_model *cm, const ws_cost_split *split, const w
     const int o = ADD(WS_OP_OPROJ, WS_RES_GPU,
                       ws_cost_o_proj(cm, T) + ws_cost_add(cm, T) + ws_cost_norm(cm, T),
                       HERE(attn_end));
-    if (ws_cost_layer_is_moe(cm, l) && in->prefill_q > 0 && in->prefill_gpu &&
-        ws_cost_expert_stream_bytes(cm, T) > 0 && ws_cost_cpu_experts_at(cm, l, T) > 0) {
-        const int x = l == 0 ? ADD(WS_OP_H2D_EXP, WS_RES_H2D, ws_cost_expert_stream(cm, T),
+    if (ws_cost_layer(cm, l)->moe && in->prefill_q > 0 && in->prefill_gpu &&
+        ws_cost_expert_stream_bytes(cm, l, T) > 0 && ws_cost_cpu_experts(cm, l, T) > 0) {
+        const int x = l == 0 ? ADD(WS_OP_H2D_EXP, WS_RES_H2D, ws_cost_expert_stream(cm, l, T),
                                    here_or_none(step))
-                             : ADD(WS_OP_H2D_EXP, WS_RES_H2D, ws_cost_expert_stream(cm, T),
+                             : ADD(WS_OP_H2D_EXP, WS_RES_H2D, ws_cost_expert_stream(cm, l, T),
                                    PREV(1, WS_ANCHOR_H2D), PREV(2, WS_ANCHOR_END));
         s->anchor[WS_ANCHOR_H2D] = x;
         const int r = ADD(WS_OP_ROUTER, WS_RES_GPU, ws_cost_router_gpu(cm, T), HERE(o));
-        double tg = ws_cost_gpu_experts_at(cm, l, T);
-        tg += tg > 0 ? ws_cost_moe_permute_gpu(cm, T) : 0;
+        double tg = ws_cost_gpu_experts(cm, l, T);
+        tg += tg > 0 ? ws_cost_moe_permute_gpu(cm, l, T) : 0;
         const double ts = ws_cost_shared_experts(cm, T);
         const int eg = tg > 0 ? ADD(WS_OP_EXP_GPU, WS_RES_GPU, tg, HERE(r)) : -1;
         const int sh = ts > 0 ? ADD(WS_OP_SHARED, WS_RES_GPU, ts, HERE(r)) : -1;
         const int es =
-            ADD(WS_OP_EXP_STREAM, WS_RES_GPU, ws_cost_gpu_streamed_experts(cm, T), HERE(r), HERE(x));
+            ADD(WS_OP_EXP_STREAM, WS_RES_GPU, ws_cost_gpu_streamed_experts(cm, l, T), HERE(r), HERE(x));
         s->anchor[WS_ANCHOR_END] = ADD(WS_OP_END, WS_RES_NONE, 0, HERE(es), here_or_none(eg),
                                        here_or_none(sh));
-    } else if (ws_cost_layer_is_moe(cm, l)) {
-        double tc = ws_cost_cpu_experts_at(cm, l, T), tg = ws_cost_gpu_experts_at(cm, l, T);
+    } else if (ws_cost_layer(cm, l)->moe) {
+        double tc = ws_cost_cpu_experts(cm, l, T), tg = ws_cost_gpu_experts(cm, l, T);
         const double ts = ws_cost_shared_experts(cm, T);
-        tc += tc > 0 ? ws_cost_moe_permute_cpu_at(cm, l, T) : 0;
-        tg += tg > 0 ? ws_cost_moe_permute_gpu_at(cm, l, T) : 0;
+        tc += tc > 0 ? ws_cost_moe_permute_cpu(cm, l, T) : 0;
+        tg += tg > 0 ? ws_cost_moe_permute_gpu(cm, l, T) : 0;
         /* CPU experts: the hidden states go to the host first, their output comes back */
         const int out =
             tc > 0 ? ADD(WS_OP_TO_HOST, WS_RES_NONE, ws_cost_handoff(cm, T, 1), HERE(o)) : -1;
-        const int cpu_r = ws_cost_router_on_cpu_at(cm, l);
+        const int cpu_r = ws_cost_layer(cm, l)->router_on_cpu;
         const int r = ADD(WS_OP_ROUTER, cpu_r ? WS_RES_CPU : WS_RES_GPU,
-                          ws_cost_router_at(cm, l, T) + ws_cost_topk_at(cm, l, T), HERE(o),
+                          ws_cost_router(cm, l, T) + ws_cost_topk(cm, l, T), HERE(o),
                           cpu_r ? here_or_none(out) : NO_DEP);
         const int ec = tc > 0 ? ADD(WS_OP_EXP_CPU, WS_RES_CPU, tc, HERE(r), HERE(out)) : -1;
         const int back =
@@ -302,4 +302,31 @@ void ws_sched_play_layer(ws_sched_play *p, const ws_sched_layer *s, ws_sched_tim
         p->anchor[0][a] = s->anchor[a] >= 0 ? end[s->anchor[a]] : NAN;
     if (s->anchor[WS_ANCHOR_H2D] < 0)
         p->anchor[0][WS_ANCHOR_H2D] = h2d_prev;
+}
+
+double ws_sched_play_step(const ws_cost_model *cm, const ws_cost_split *split,
+                          const ws_sched_in *in, int layers, ws_sched_times *lay)
+{
+    ws_sched_layer memo[WS_LAYER_KINDS], own;
+    int have[WS_LAYER_KINDS] = {0};
+    ws_sched_play play;
+    ws_sched_play_start(&play, 0);
+    for (int l = 0; l < layers; l++) {
+        const ws_sched_layer *s = &own;
+        if (l >= 2) {
+            const int k = ws_cost_layer(cm, l)->kind;
+            if (!have[k]) {
+                ws_sched_build(cm, split, in, l, &memo[k]);
+                have[k] = 1;
+            }
+            s = &memo[k];
+        } else {
+            ws_sched_build(cm, split, in, l, &own);
+        }
+        ws_sched_times t;
+        ws_sched_play_layer(&play, s, &t, NULL);
+        if (lay)
+            lay[l] = t;
+    }
+    return play.t_end;
 }

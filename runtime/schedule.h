@@ -188,6 +188,11 @@ void ws_sched_play_start(ws_sched_play *p, double t0);
 /* Plays layer s; its times into *t and, when ends is not NULL, each op's end into ends[i]. */
 void ws_sched_play_layer(ws_sched_play *p, const ws_sched_layer *s, ws_sched_times *t,
                          double *ends);
+/* Builds and plays layers 0 .. layers-1 of one step for `in` from t = 0 (layers of one kind
+ * from the third on built once); each layer's times into lay[l] when lay is not NULL.
+ * Returns the step's end: every estimate of a layer or a step is this. */
+double ws_sched_play_step(const ws_cost_model *cm, const ws_cost_split *split,
+                          const ws_sched_in *in, int layers, ws_sched_times *lay);
 
 #ifdef __cplusplus
 }

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "control.h"
 #include "plandb.h"
 #include "policy.h"
 

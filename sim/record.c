@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "control.h"
 #include "quantile.h"
 #include "timeline.h"
 

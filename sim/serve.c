@@ -388,7 +388,7 @@ static int record_step(run *R, const sim_step_out *so, const sim_step_in *in, in
     t->fold_inexact += so->fold_inexact;
     t->r_final = rreal;
     t->folded_layers += (uint64_t)so->folded;
-    if (pf && R->cm.cpu_q_sum > 0) {
+    if (pf && R->cm.dep.q && R->cm.cfg.gpu_experts < R->cm.n_experts) {
         t->prefill_gpu_steps += in->prefill_gpu != 0;
         t->prefill_cpu_steps += in->prefill_gpu == 0;
     }
@@ -446,8 +446,8 @@ static int prefill_step(run *R, seq *s, ws_err *err)
                       .nospill = R->nospill,
                       .prefill_q = q,
                       .prefill_ctx = s->prefilled,
-                      .write_bytes = R->spills ? q * R->b_tok : 0,
-                      .prefill_gpu = ws_ctl_prefill_gpu(&R->ctl, q, s->prefilled)};
+                      .write_bytes = R->spills ? q * R->b_tok : 0};
+    in.prefill_gpu = ws_ctl_prefill_gpu(&R->ctl, &in);
     sim_step_out so;
     int rc = sim_step_run(&R->st, &in, &so, err);
     if (rc)
@@ -646,8 +646,8 @@ int sim_run(const ws_model *m, const ws_cost_hw *hw, const ws_cost_cfg *ccfg, co
     R.nospill = !pi->spills;
     R.b_tok = R.cm.b_tok;
     /* memory is the whole model's, --layers or not: the GPU layers' KV, the CPU layers' */
-    R.b_all = R.cm.b_tok * (R.cm.layers - R.cm.cpu_layers);
-    R.b_host = R.cm.b_tok * R.cm.cpu_layers;
+    R.b_all = R.cm.b_tok * (R.cm.layers - R.cm.dep.cpu_layers);
+    R.b_host = R.cm.b_tok * R.cm.dep.cpu_layers;
     const int mla = m->attn == WS_ATTN_MLA || m->attn == WS_ATTN_MLA_SPARSE;
     R.budget = cfg->gpu_kv_budget > 0 ? cfg->gpu_kv_budget : (mla ? 0.3 : 2.0) * 1073741824.0;
     R.pinned = cfg->pinned_limit > 0 ? cfg->pinned_limit : 256 * 1073741824.0;

@@ -28,9 +28,9 @@ static int same_layer(const sim_step_layer *a, const sim_step_layer *b)
 static int periodic_at(const sim_step *st, int l)
 {
     const int first = st->cm->n_dense_layers > 1 ? st->cm->n_dense_layers : 1;
-    const int k = ws_cost_layer_kind(st->cm, l);
-    return l - 2 >= first && ws_cost_layer_kind(st->cm, l - 2) == k &&
-           ws_cost_layer_kind(st->cm, st->layers - 1) == k &&
+    const int k = ws_cost_layer(st->cm, l)->kind;
+    return l - 2 >= first && ws_cost_layer(st->cm, l - 2)->kind == k &&
+           ws_cost_layer(st->cm, st->layers - 1)->kind == k &&
            same_layer(&st->lay[l - 2], &st->lay[l - 1]) &&
            same_layer(&st->lay[l - 1], &st->lay[l]);
 }
@@ -117,7 +117,7 @@ static int add_layer(sim_step *st, int l, ws_err *err)
     ws_sched_layer own;
     const ws_sched_layer *s = &own;
     if (l >= 2) {
-        const int k = ws_cost_layer_kind(st->cm, l);
+        const int k = ws_cost_layer(st->cm, l)->kind;
         if (!st->memo_ok[k]) {
             ws_sched_build(st->cm, &st->split, st->in, l, &st->memo[k]);
             st->memo_ok[k] = 1;

@@ -69,8 +69,8 @@ typedef struct sim_step {
     ws_cost_split split;               /* its attention terms */
     int added;                         /* layers added to the graph */
     int stop;                          /* 1: periodic, add no more layers */
-    ws_sched_layer memo[WS_COST_LAYER_KINDS]; /* this step's ops of a layer past the second, by ws_cost_layer_kind */
-    int memo_ok[WS_COST_LAYER_KINDS];         /* 1: memo[k] built for this step */
+    ws_sched_layer memo[WS_LAYER_KINDS]; /* this step's ops of a layer past the second, by kind */
+    int memo_ok[WS_LAYER_KINDS];         /* 1: memo[k] built for this step */
 } sim_step;
 
 /* Resources and graph on engine e (event kind `kind` for op ends); `layers` played per step

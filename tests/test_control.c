@@ -40,9 +40,15 @@ Test(control, target_is_the_policy_on_the_moe_estimate, .init = setup, .fini = t
     ws_ctl c;
     ctl(&c, WS_POLICY_WRITESCOPE);
     const double B = 4, res = 40, L = 20000;
-    const double moe = ws_cost_router(&g_cm, B) +
-                       fmax(ws_cost_cpu_experts(&g_cm, B),
-                            ws_cost_gpu_experts(&g_cm, B) + ws_cost_shared_experts(&g_cm, B));
+    /* Before any step: the last played layer's MoE phase in the schedule, from the router's
+     * end: the CPU experts and their output's copy back beside the GPU's experts and the
+     * shared ones, which share the GPU's stream. */
+    const int l = 2;
+    double tc = ws_cost_cpu_experts(&g_cm, l, B), tg = ws_cost_gpu_experts(&g_cm, l, B);
+    tc += tc > 0 ? ws_cost_moe_permute_cpu(&g_cm, l, B) + ws_cost_handoff(&g_cm, B, 0) : 0;
+    tg += tg > 0 ? ws_cost_moe_permute_gpu(&g_cm, l, B) : 0;
+    cr_assert_gt(tc, 0, "the tiny MoE's experts are on the CPU");
+    const double moe = fmax(tc, tg + ws_cost_shared_experts(&g_cm, B));
     cr_assert_float_eq(ws_ctl_moe_estimate(&c, B), moe, 1e-15);
     ws_cost_split sp;
     ws_cost_split_terms(&g_cm, res, moe, 0, 0, &sp);

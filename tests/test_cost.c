@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "calib.h"
+#include "control.h"
 #include "cost.h"
 #include "helpers.h"
 
@@ -34,6 +35,28 @@ static void paper_model(ws_cost_model *cm, const ws_cost_cfg *cfg_in)
         cfg = *cfg_in;
     ws_err err = {0};
     cr_assert_eq(ws_cost_model_init(&hw, &m, &cfg, cm, &err), 0, "%s", err.msg);
+}
+
+/* The controller's prefill strategy under `mode` for a chunk of q tokens after ctx, and the
+ * step it plays for that chunk under a strategy (gpu 1: streamed). */
+static int prefill_gpu(const ws_cost_model *cm, int mode, double q, double ctx)
+{
+    ws_policy_params par;
+    ws_policy_params_default(&par);
+    ws_ctl c;
+    ws_err err = {0};
+    cr_assert_eq(ws_ctl_init(&c, cm, WS_POLICY_WRITESCOPE, &par, cm->layers, &err), 0, "%s",
+                 err.msg);
+    cr_assert_eq(ws_ctl_set_prefill(&c, mode, &err), 0);
+    const ws_sched_in in = {.T = q, .prefill_q = q, .prefill_ctx = ctx};
+    return ws_ctl_prefill_gpu(&c, &in);
+}
+
+static double chunk_step(const ws_cost_model *cm, double q, double ctx, int gpu,
+                         ws_sched_times *lay)
+{
+    const ws_sched_in in = {.T = q, .prefill_q = q, .prefill_ctx = ctx, .prefill_gpu = gpu};
+    return ws_sched_play_step(cm, NULL, &in, cm->layers, lay);
 }
 
 /* A GPU profile "g" of the keys every hand-built test profile needs (40 GB, 1 TB/s HBM,
@@ -306,14 +329,14 @@ Test(cost, contention_lowers_h2d)
 {
     ws_cost_model cm;
     paper_model(&cm, NULL);
-    cr_assert_lt(cm.w_h2d_eff, cm.hw.h2d.W.v);
+    cr_assert_lt(cm.w_h2d_eff, cm.dep.hw.h2d.W.v);
     const double b = 64e6;
     /* copy_c0 6 us per call (profiles/README.md#copy_c0) */
     near(ws_cost_h2d(&cm, b, 0), 6e-6 + b / 2.52e10);
     near(ws_cost_h2d(&cm, b, 1), 6e-6 + b / (2.52e10 * 0.587));
     cr_assert_gt(ws_cost_h2d(&cm, b, 1), ws_cost_h2d(&cm, b, 0));
     /* The streamed half's B follows the contended rate: without contention B shrinks. */
-    ws_cost_hw hw = cm.hw;
+    ws_cost_hw hw = cm.dep.hw;
     hw.h2d_contention.v = 1.0;
     ws_model m;
     load_model("qwen3-30b-a3b", &m);
@@ -418,7 +441,7 @@ Test(cost, distinct_experts_uniform_exact)
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const int E = cases[i][0], k = cases[i][1], T = cases[i][2];
         const double exact = enumerate_uniform(E, k, T);
-        cr_assert_float_eq(ws_cost_distinct_uniform(E, k, T), exact, 1e-12, "E %d k %d T %d", E, k,
+        cr_assert_float_eq(ws_deploy_distinct_uniform(E, k, T), exact, 1e-12, "E %d k %d T %d", E, k,
                            T);
         ws_cost_model cm;
         small_cost(E, k, 0, 0, &cm);
@@ -426,8 +449,8 @@ Test(cost, distinct_experts_uniform_exact)
                            T);
         ws_cost_model_free(&cm);
     }
-    cr_assert_eq(ws_cost_distinct_uniform(8, 2, 0), 0);
-    cr_assert_eq(ws_cost_distinct_uniform(8, 8, 5), 8);
+    cr_assert_eq(ws_deploy_distinct_uniform(8, 2, 0), 0);
+    cr_assert_eq(ws_deploy_distinct_uniform(8, 8, 5), 8);
     /* Qwen3-30B-A3B, batch 32: 128 (1 - (120/128)^32). */
     ws_cost_model cm;
     paper_model(&cm, NULL);
@@ -462,16 +485,16 @@ Test(cost, distinct_experts_skewed)
                  d2 = ws_cost_distinct_experts(&k2, 16);
     cr_assert(du > d1 && d1 > d2, "%g %g %g", du, d1, d2);
     cr_assert_float_eq(
-        ws_cost_distinct_cpu_experts(&k1, 16) + ws_cost_distinct_gpu_experts(&k1, 16), d1, 1e-9);
-    cr_assert_leq(ws_cost_distinct_gpu_experts(&k1, 16), 8.0);
+        ws_cost_distinct_cpu_experts(&k1, k1.n_dense_layers, 16) + ws_cost_distinct_gpu_experts(&k1, k1.n_dense_layers, 16), d1, 1e-9);
+    cr_assert_leq(ws_cost_distinct_gpu_experts(&k1, k1.n_dense_layers, 16), 8.0);
     /* Pick probabilities sum to k, none above 1. */
     double sum = 0;
     for (int i = 0; i < 64; i++) {
-        cr_assert_leq(k2.q[i], 1.0 + 1e-12);
-        sum += k2.q[i];
+        cr_assert_leq(k2.dep.q[i], 1.0 + 1e-12);
+        sum += k2.dep.q[i];
     }
     cr_assert_float_eq(sum, 4.0, 1e-9);
-    cr_assert_float_eq(k1.cpu_q_sum + k1.gpu_q_sum, 4.0, 1e-9);
+    cr_assert_float_eq(ws_cost_layer(&k1, 0)->cpu_q + ws_cost_layer(&k1, 0)->gpu_q, 4.0, 1e-9);
     ws_cost_model_free(&u);
     ws_cost_model_free(&k1);
     ws_cost_model_free(&k2);
@@ -486,17 +509,17 @@ Test(cost, cpu_expert_time)
     const double H = 2048, I = 768, T = 32, D = 128 * (1 - pow(120.0 / 128, 32)), pairs = T * 8;
     const double flops = pairs * (6 * H * I + 4 * I),
                  bytes = D * 3 * H * I * 2 + pairs * (2 * H + 4 * I) * 4;
-    near(ws_cost_cpu_experts(&cm, T), fmax(flops / (3.2256e12 * 0.5), bytes / (1.877e11 * 0.75)));
-    cr_assert_eq(ws_cost_gpu_experts(&cm, T), 0); /* none resident on the GPU */
-    cr_assert_eq(ws_cost_cpu_experts(&cm, 0), 0);
+    near(ws_cost_cpu_experts(&cm, cm.n_dense_layers, T), fmax(flops / (3.2256e12 * 0.5), bytes / (1.877e11 * 0.75)));
+    cr_assert_eq(ws_cost_gpu_experts(&cm, cm.n_dense_layers, T), 0); /* none resident on the GPU */
+    cr_assert_eq(ws_cost_cpu_experts(&cm, cm.n_dense_layers, 0), 0);
     /* More tokens, more time; half the experts on the GPU, less CPU time. */
-    cr_assert_gt(ws_cost_cpu_experts(&cm, 64), ws_cost_cpu_experts(&cm, 32));
+    cr_assert_gt(ws_cost_cpu_experts(&cm, cm.n_dense_layers, 64), ws_cost_cpu_experts(&cm, cm.n_dense_layers, 32));
     ws_cost_cfg cfg = cm.cfg;
     cfg.gpu_experts = 64;
     ws_cost_model half;
     paper_model(&half, &cfg);
-    cr_assert_lt(ws_cost_cpu_experts(&half, T), ws_cost_cpu_experts(&cm, T));
-    cr_assert_gt(ws_cost_gpu_experts(&half, T), 0);
+    cr_assert_lt(ws_cost_cpu_experts(&half, half.n_dense_layers, T), ws_cost_cpu_experts(&cm, cm.n_dense_layers, T));
+    cr_assert_gt(ws_cost_gpu_experts(&half, half.n_dense_layers, T), 0);
     ws_cost_model_free(&half);
     ws_cost_model_free(&cm);
 }
@@ -515,35 +538,35 @@ Test(cost, gpu_ops)
                      (o + 32 * 4096.0 + 32 * 2048.0) * 2 / (1.555e12 * 0.85)));
     /* The router beside the routed experts: on the CPU (an fp32 GEMM on the experts'
      * roofline) while they run there, on the GPU once they all live on the GPU. */
-    cr_assert(ws_cost_router_on_cpu(&cm));
-    near(ws_cost_router(&cm, 32),
-         ws_cost_roof_time(&cm.hw.cpu_expert, 2 * 32 * 2048.0 * 128,
+    cr_assert(ws_cost_layer(&cm, cm.n_dense_layers)->router_on_cpu);
+    near(ws_cost_router(&cm, cm.n_dense_layers, 32),
+         ws_cost_roof_time(&cm.dep.hw.cpu_expert, 2 * 32 * 2048.0 * 128,
                            (2048.0 * 128 + 32 * 2048 + 32 * 128) * 4));
     ws_cost_model_free(&cm);
     ws_cost_cfg all_gpu;
     ws_cost_cfg_default(&all_gpu);
     all_gpu.gpu_experts = 128;
     paper_model(&cm, &all_gpu);
-    cr_assert(!ws_cost_router_on_cpu(&cm));
-    near(ws_cost_router(&cm, 32),
+    cr_assert(!ws_cost_layer(&cm, cm.n_dense_layers)->router_on_cpu);
+    near(ws_cost_router(&cm, cm.n_dense_layers, 32),
          8e-6 + fmax(2 * 32 * 2048.0 * 128 / (3.12e14 * 0.7),
                      (2048.0 * 128 + 32 * 2048 + 32 * 128) * 2 / (1.555e12 * 0.85)));
     cr_assert_gt(ws_cost_qkv_proj(&cm, 32), 0);
     cr_assert_eq(ws_cost_shared_experts(&cm, 32), 0); /* Qwen3-30B-A3B has none */
     cr_assert_eq(ws_cost_dense_mlp(&cm, 32), 0);      /* nor dense layers */
-    cr_assert(ws_cost_layer_is_moe(&cm, 0) && ws_cost_layer_is_moe(&cm, 47));
+    cr_assert(ws_cost_layer(&cm, 0)->moe && ws_cost_layer(&cm, 47)->moe);
     cr_assert_eq(ws_cost_gpu_indexer(&cm, 1, 1000), 0);
     /* Prefill attention grows faster than linearly in the prompt (quadratic pairs at a rate
      * that rises with the keys per query); decode attention is linear. */
     cr_assert_gt(ws_cost_gpu_prefill_attn(&cm, 8192, 0),
                  3.0 * ws_cost_gpu_prefill_attn(&cm, 4096, 0));
-    const double ac0 = cm.hw.gpu_attn.c0.v; /* attn_c0, one kernel */
+    const double ac0 = cm.dep.hw.gpu_attn.c0.v; /* attn_c0, one kernel */
     near(ws_cost_gpu_attn(&cm, 2e6) - ac0, 2 * (ws_cost_gpu_attn(&cm, 1e6) - ac0));
     near(ws_cost_host_copy(&cm, 1e9), 2e9 / (1.877e11 * 0.75));
     /* The reformat: the paper's host's kv_reformat_bw, 186 ms for 64K Mixtral tokens of one
      * layer (profiles/README.md#kv_reformat_bw). */
-    near(cm.hw.kv_reformat.v, 1.443e9);
-    cr_assert_str_eq(cm.hw.kv_reformat.from, "kv_reformat_bw");
+    near(cm.dep.hw.kv_reformat.v, 1.443e9);
+    cr_assert_str_eq(cm.dep.hw.kv_reformat.from, "kv_reformat_bw");
     near(ws_cost_reformat(&cm, 1.443e9), 1.0);
     cr_assert(fabs(ws_cost_reformat(&cm, 65536.0 * 4096) - 0.186) < 5e-4);
     cr_assert_eq(ws_cost_reformat(&cm, 0), 0);
@@ -557,7 +580,7 @@ Test(cost, gpu_ops)
     ws_cost_cfg_default(&cfg);
     ws_err err = {0};
     cr_assert_eq(ws_cost_model_init(&hw, &m, &cfg, &cm, &err), 0, "%s", err.msg);
-    cr_assert(!ws_cost_layer_is_moe(&cm, 0) && ws_cost_layer_is_moe(&cm, 1));
+    cr_assert(!ws_cost_layer(&cm, 0)->moe && ws_cost_layer(&cm, 1)->moe);
     cr_assert_gt(ws_cost_shared_experts(&cm, 32), 0);
     cr_assert_gt(ws_cost_dense_mlp(&cm, 32), 0);
     ws_cost_model_free(&cm);
@@ -610,7 +633,7 @@ Test(cost, every_model_on_every_profile)
             cr_assert_eq(ws_cost_model_init(&hw, &m, &cfg, &cm, &err), 0, "%s", err.msg);
             cr_assert(cm.A > 0 && cm.B > 0 && isfinite(cm.A) && isfinite(cm.B), "%s %s", names[i],
                       gpus[g]);
-            cr_assert_gt(ws_cost_cpu_experts(&cm, 32), 0, "%s", names[i]);
+            cr_assert_gt(ws_cost_cpu_experts(&cm, cm.n_dense_layers, 32), 0, "%s", names[i]);
             cr_assert_gt(ws_cost_qkv_proj(&cm, 32), 0, "%s", names[i]);
             ws_cost_model_free(&cm);
             ws_profile_free(&gp);
@@ -703,8 +726,8 @@ Test(cost, attention_after_moe_factor)
         A[k] = cm.A;
         t[k] = ws_cost_cpu_attn(&cm, 65536);
         if (k == 0)
-            cr_assert_neq(strstr(cm.hw.cpu_attn.W.from, "attn_after_moe_factor"), NULL, "%s",
-                          cm.hw.cpu_attn.W.from);
+            cr_assert_neq(strstr(cm.dep.hw.cpu_attn.W.from, "attn_after_moe_factor"), NULL, "%s",
+                          cm.dep.hw.cpu_attn.W.from);
         ws_cost_model_free(&cm);
     }
     near(A[0], 1.25 * A[2]); /* memory-bound GQA: A = b_tok / W */
@@ -727,7 +750,7 @@ Test(cost, fixed_costs_and_memory_bound_ops)
 {
     ws_cost_model cm;
     paper_model(&cm, NULL);
-    const ws_cost_hw *hw = &cm.hw;
+    const ws_cost_hw *hw = &cm.dep.hw;
     near(hw->gpu_attn.c0.v, 15e-6);
     cr_assert_str_eq(hw->gpu_attn.c0.from, "attn_c0");
     near(hw->gpu_gemm.c0.v, 8e-6);
@@ -763,11 +786,11 @@ Test(cost, fixed_costs_and_memory_bound_ops)
     near(ws_cost_step(&cm), 4e-3);
     /* MoE routing where the experts run: all on the CPU here, so the top-k and the permute
      * and combine are host-memory work and the GPU has none. */
-    cr_assert(ws_cost_router_on_cpu(&cm));
-    near(ws_cost_topk(&cm, T), 2 * T * (4.0 * 128 + 8 * 8) / (1.877e11 * 0.75));
-    cr_assert_eq(ws_cost_moe_permute_gpu(&cm, T), 0);
+    cr_assert(ws_cost_layer(&cm, cm.n_dense_layers)->router_on_cpu);
+    near(ws_cost_topk(&cm, cm.n_dense_layers, T), 2 * T * (4.0 * 128 + 8 * 8) / (1.877e11 * 0.75));
+    cr_assert_eq(ws_cost_moe_permute_gpu(&cm, cm.n_dense_layers, T), 0);
     const double pairs = T * 8;
-    near(ws_cost_moe_permute_cpu(&cm, T),
+    near(ws_cost_moe_permute_cpu(&cm, cm.n_dense_layers, T),
          (2 * pairs * H * 4 + (pairs + T) * H * 4) / (1.877e11 * 0.75));
     ws_cost_model_free(&cm);
     /* All experts on the GPU: the routing moves there, two kernels (permute, combine). */
@@ -776,10 +799,10 @@ Test(cost, fixed_costs_and_memory_bound_ops)
     all_gpu.gpu_experts = 128;
     paper_model(&cm, &all_gpu);
     const double W = 1.555e12 * 0.92;
-    near(ws_cost_topk(&cm, T), 1.5e-6 + T * (4.0 * 128 + 8 * 8) / W);
-    near(ws_cost_moe_permute_gpu(&cm, T),
+    near(ws_cost_topk(&cm, cm.n_dense_layers, T), 1.5e-6 + T * (4.0 * 128 + 8 * 8) / W);
+    near(ws_cost_moe_permute_gpu(&cm, cm.n_dense_layers, T),
          2 * 1.5e-6 + (2 * pairs * H * 2 + (pairs + T) * H * 2) / W);
-    cr_assert_eq(ws_cost_moe_permute_cpu(&cm, T), 0);
+    cr_assert_eq(ws_cost_moe_permute_cpu(&cm, cm.n_dense_layers, T), 0);
     ws_cost_model_free(&cm);
 }
 
@@ -789,7 +812,7 @@ Test(cost, prefill_attention_has_its_own_curve)
 {
     ws_cost_model cm;
     paper_model(&cm, NULL);
-    const ws_cost_curve *c = &cm.hw.gpu_prefill;
+    const ws_cost_curve *c = &cm.dep.hw.gpu_prefill;
     near(c->P.v, 3.12e14 * 0.43);
     cr_assert_str_eq(c->P.from, "bf16_flops x prefill_attn_eff");
     near(c->half.v, 1100);
@@ -800,8 +823,8 @@ Test(cost, prefill_attention_has_its_own_curve)
     near(ws_cost_gpu_prefill_attn(&cm, q, ctx),
          4e-6 + f_tok * pairs / (3.12e14 * 0.43 * k / (k + 1100)));
     /* the rate rises with the keys per query: the same pairs in a longer context cost less */
-    cr_assert_lt(ws_cost_prefill_attn_time(&cm.hw, 512, 8192, f_tok, cm.b_tok) / (512 * 8448.0),
-                 ws_cost_prefill_attn_time(&cm.hw, 4096, 0, f_tok, cm.b_tok) /
+    cr_assert_lt(ws_cost_prefill_attn_time(&cm.dep.hw, 512, 8192, f_tok, cm.b_tok) / (512 * 8448.0),
+                 ws_cost_prefill_attn_time(&cm.dep.hw, 4096, 0, f_tok, cm.b_tok) /
                      ws_cost_causal_pairs(4096, 0));
     ws_cost_model_free(&cm);
 }
@@ -917,8 +940,8 @@ static double streamed_by_hand(const ws_cost_model *cm, const ws_cost_roof *g, d
     const double gemm = ws_cost_roof_time(g, pairs * (6 * H * I + 4 * I),
                                           D * 3 * H * I * wb + pairs * (2 * H + 4 * I) * 2.0) +
                         g->c0.v;
-    const double perm = ws_cost_elem_time(&cm->hw, WS_ELEM_MOE, 2 * pairs * H * 2.0, pairs) +
-                        ws_cost_elem_time(&cm->hw, WS_ELEM_MOE, (pairs + T) * H * 2.0, T);
+    const double perm = ws_cost_elem_time(&cm->dep.hw, WS_ELEM_MOE, 2 * pairs * H * 2.0, pairs) +
+                        ws_cost_elem_time(&cm->dep.hw, WS_ELEM_MOE, (pairs + T) * H * 2.0, T);
     return gemm + ws_cost_act(cm, pairs, I) + perm;
 }
 
@@ -930,26 +953,26 @@ Test(cost, streamed_experts_are_bytes_over_h2d_plus_the_gpu_gemm)
     ws_cost_model cm;
     paper_model(&cm, NULL);
     const double H = cm.hidden, I = cm.moe_inter, T = 2048;
-    const double D = ws_cost_distinct_cpu_experts(&cm, T), pairs = T * cm.cpu_q_sum;
+    const double D = ws_cost_distinct_cpu_experts(&cm, cm.n_dense_layers, T), pairs = T * ws_cost_layer(&cm, cm.n_dense_layers)->cpu_q;
     cr_assert_gt(D, 127.9, "a 2K chunk hits every expert of 128");
-    near(ws_cost_expert_stream_bytes(&cm, T), D * 3 * H * I * 2.0);
-    near(ws_cost_expert_stream(&cm, T), cm.hw.h2d.c0.v + D * 3 * H * I * 2.0 / cm.hw.h2d.W.v);
-    near(ws_cost_gpu_streamed_experts(&cm, T),
-         streamed_by_hand(&cm, &cm.hw.gpu_gemm, T, D, pairs, 2.0));
+    near(ws_cost_expert_stream_bytes(&cm, cm.n_dense_layers, T), D * 3 * H * I * 2.0);
+    near(ws_cost_expert_stream(&cm, cm.n_dense_layers, T), cm.dep.hw.h2d.c0.v + D * 3 * H * I * 2.0 / cm.dep.hw.h2d.W.v);
+    near(ws_cost_gpu_streamed_experts(&cm, cm.n_dense_layers, T),
+         streamed_by_hand(&cm, &cm.dep.hw.gpu_gemm, T, D, pairs, 2.0));
     /* a quantized CPU format streams fewer bytes: Q4_K_M's 0.5625 B per weight */
     ws_cost_cfg c;
     ws_cost_cfg_default(&c);
     c.cpu_expert_bytes = 0.5625;
     ws_cost_model q;
     paper_model(&q, &c);
-    near(ws_cost_expert_stream_bytes(&q, T), D * 3 * H * I * 0.5625);
+    near(ws_cost_expert_stream_bytes(&q, q.n_dense_layers, T), D * 3 * H * I * 0.5625);
     /* a policy with every expert on the GPU streams nothing and never chooses the GPU path */
     c.cpu_expert_bytes = 0;
     c.gpu_experts = 128;
     ws_cost_model all;
     paper_model(&all, &c);
-    cr_assert_eq(ws_cost_expert_stream_bytes(&all, T), 0);
-    cr_assert_eq(ws_cost_prefill_gpu(&all, WS_PREFILL_GPU, T, 0), 0);
+    cr_assert_eq(ws_cost_expert_stream_bytes(&all, all.n_dense_layers, T), 0);
+    cr_assert_eq(prefill_gpu(&all, WS_PREFILL_GPU, T, 0), 0);
     ws_cost_model_free(&cm);
     ws_cost_model_free(&q);
     ws_cost_model_free(&all);
@@ -957,35 +980,30 @@ Test(cost, streamed_experts_are_bytes_over_h2d_plus_the_gpu_gemm)
 
 /* On the paper's setup a 2K chunk streams (its CPU experts take seconds), a 16-token one
  * stays on the CPU (it touches few experts' weights, read from DRAM faster than streamed);
- * auto takes the smaller estimate at every chunk size, so it flips where they cross; the
- * forced modes are honoured whatever the estimates. */
+ * auto takes the shorter played step at every chunk size, so it flips once, where they
+ * cross; the forced modes are honoured whatever the steps. */
 Test(cost, prefill_strategy_by_cost_or_forced)
 {
     ws_cost_model cm;
     paper_model(&cm, NULL);
-    cr_assert_eq(ws_cost_prefill_gpu(&cm, WS_PREFILL_AUTO, 2048, 0), 1);
-    cr_assert_eq(ws_cost_prefill_gpu(&cm, WS_PREFILL_AUTO, 16, 0), 0);
+    cr_assert_eq(prefill_gpu(&cm, WS_PREFILL_AUTO, 2048, 0), 1);
+    cr_assert_eq(prefill_gpu(&cm, WS_PREFILL_AUTO, 16, 0), 0);
     int flips = 0, prev = -1;
-    for (int q = 1; q <= 4096; q++) {
-        const double tc = ws_cost_prefill_layer_est(&cm, q, 0, 0),
-                     tg = ws_cost_prefill_layer_est(&cm, q, 0, 1);
-        const int a = ws_cost_prefill_gpu(&cm, WS_PREFILL_AUTO, q, 0);
+    for (int q = 1; q <= 4096; q += q < 256 ? 1 : 16) {
+        const double tc = chunk_step(&cm, q, 0, 0, NULL), tg = chunk_step(&cm, q, 0, 1, NULL);
+        const int a = prefill_gpu(&cm, WS_PREFILL_AUTO, q, 0);
         cr_assert_eq(a, tg < tc, "chunk %d: auto %d, CPU %.6g s, GPU %.6g s", q, a, tc, tg);
-        cr_assert_eq(ws_cost_prefill_gpu(&cm, WS_PREFILL_CPU, q, 0), 0);
-        cr_assert_eq(ws_cost_prefill_gpu(&cm, WS_PREFILL_GPU, q, 0), 1);
-        if (prev >= 0 && a != prev) {
-            flips++;
-            /* the estimates cross between q-1 and q */
-            const double dc = ws_cost_prefill_layer_est(&cm, q - 1, 0, 0) -
-                              ws_cost_prefill_layer_est(&cm, q - 1, 0, 1);
-            cr_assert((dc > 0) != (tc - tg > 0), "chunk %d: no crossing", q);
-        }
+        cr_assert_eq(prefill_gpu(&cm, WS_PREFILL_CPU, q, 0), 0);
+        cr_assert_eq(prefill_gpu(&cm, WS_PREFILL_GPU, q, 0), 1);
+        flips += prev >= 0 && a != prev;
         prev = a;
     }
     cr_assert_eq(flips, 1, "one crossing on the paper's setup");
-    /* the estimate of the streamed path is the stream or the compute, whichever is longer */
-    const double G = ws_cost_prefill_layer_est(&cm, 2048, 0, 1);
-    cr_assert_geq(G, ws_cost_expert_stream(&cm, 2048));
+    /* the streamed step holds the copy engine for every MoE layer's stream, one after another */
+    double streams = 0;
+    for (int l = 0; l < cm.layers; l++)
+        streams += ws_cost_expert_stream(&cm, l, 2048);
+    cr_assert_geq(chunk_step(&cm, 2048, 0, 1, NULL), streams);
     cr_assert_eq(ws_prefill_mode_parse("gpu"), WS_PREFILL_GPU);
     cr_assert_eq(ws_prefill_mode_parse("fast"), -1);
     cr_assert_str_eq(ws_prefill_mode_name(WS_PREFILL_AUTO), "auto");
@@ -1004,18 +1022,18 @@ Test(cost, streamed_experts_take_the_cpu_experts_format)
     ws_cost_model cm;
     paper_model(&cm, &c);
     const double H = cm.hidden, I = cm.moe_inter, T = 2048;
-    const double D = ws_cost_distinct_cpu_experts(&cm, T), pairs = T * cm.cpu_q_sum;
-    near(ws_cost_expert_stream_bytes(&cm, T), D * 3 * H * I * f->bytes);
-    near(ws_cost_gpu_streamed_experts(&cm, T),
-         streamed_by_hand(&cm, &cm.hw.gpu_gemm_wc[f->gpu], T, D, pairs, f->bytes));
+    const double D = ws_cost_distinct_cpu_experts(&cm, cm.n_dense_layers, T), pairs = T * ws_cost_layer(&cm, cm.n_dense_layers)->cpu_q;
+    near(ws_cost_expert_stream_bytes(&cm, cm.n_dense_layers, T), D * 3 * H * I * f->bytes);
+    near(ws_cost_gpu_streamed_experts(&cm, cm.n_dense_layers, T),
+         streamed_by_hand(&cm, &cm.dep.hw.gpu_gemm_wc[f->gpu], T, D, pairs, f->bytes));
     ws_cost_model_free(&cm);
 }
 
 /* Layers wholly on the CPU (-ngl) under the GPU strategy: each streams its projections,
  * router, shared experts and the routed experts the chunk hits, and its KV before the chunk;
  * a GPU layer streams nothing of its own. With every GPU layer holding all its experts the
- * CPU layers alone decide: forced modes are honoured, auto compares the summed estimates,
- * and the GPU estimate is the longer of the stream and the compute. */
+ * CPU layers alone decide: forced modes are honoured, auto compares the played steps, and
+ * a streamed CPU layer waits for its stream. */
 Test(cost, cpu_layers_stream_their_weights_and_kv_under_the_gpu_strategy)
 {
     ws_cost_cfg c;
@@ -1024,27 +1042,26 @@ Test(cost, cpu_layers_stream_their_weights_and_kv_under_the_gpu_strategy)
     c.n_gpu_layers = 44; /* layers 0..3 of 48 on the CPU */
     ws_cost_model cm;
     paper_model(&cm, &c);
-    cr_assert_eq(cm.cpu_layers, 4);
+    cr_assert_eq(cm.dep.cpu_layers, 4);
     const double q = 512, ctx = 1000;
     const double D = ws_cost_distinct_experts(&cm, q);
-    const double want = (cm.qkv_params + cm.o_params + cm.router_params) * cm.wb_gpu +
-                        cm.shared_params * cm.wb_shared + D * cm.expert_params * cm.wb_cpu_exp +
+    const double want = (cm.qkv_params + cm.o_params + cm.router_params) * cm.dep.part[WS_PART_GPU].wb +
+                        cm.shared_params * cm.dep.part[WS_PART_SHARED].wb + D * cm.expert_params * cm.dep.part[WS_PART_CPU_EXP].wb +
                         ctx * cm.b_tok;
     near(ws_cost_cpu_layer_stream_bytes(&cm, 0, q, ctx), want);
     cr_assert_eq(ws_cost_cpu_layer_stream_bytes(&cm, 10, q, ctx), 0, "a GPU layer");
-    cr_assert_eq(ws_cost_cpu_layer_est(&cm, 10, q, ctx, 1), 0, "a GPU layer");
-    const double tg = ws_cost_cpu_layer_est(&cm, 0, q, ctx, 1),
-                 tc = ws_cost_cpu_layer_est(&cm, 0, q, ctx, 0);
-    cr_assert_geq(tg, ws_cost_h2d(&cm, want, 0));
-    cr_assert_gt(tc, ws_cost_cpu_experts_at(&cm, 0, q));
-    cr_assert_eq(ws_cost_prefill_gpu(&cm, WS_PREFILL_GPU, q, ctx), 1);
-    cr_assert_eq(ws_cost_prefill_gpu(&cm, WS_PREFILL_CPU, q, ctx), 0);
-    cr_assert_eq(ws_cost_prefill_gpu(&cm, WS_PREFILL_AUTO, q, ctx), tg < tc);
+    ws_sched_times lg[48], lc[48];
+    const double tg = chunk_step(&cm, q, ctx, 1, lg), tc = chunk_step(&cm, q, ctx, 0, lc);
+    cr_assert_geq(lg[0].t_end, ws_cost_h2d(&cm, want, 0), "layer 0 waits for its stream");
+    cr_assert_gt(lc[0].t_end, ws_cost_cpu_experts(&cm, 0, q));
+    cr_assert_eq(prefill_gpu(&cm, WS_PREFILL_GPU, q, ctx), 1);
+    cr_assert_eq(prefill_gpu(&cm, WS_PREFILL_CPU, q, ctx), 0);
+    cr_assert_eq(prefill_gpu(&cm, WS_PREFILL_AUTO, q, ctx), tg < tc);
     /* every layer on the GPU with all its experts: nothing in host memory to stream */
     c.n_gpu_layers = 0;
     ws_cost_model all;
     paper_model(&all, &c);
-    cr_assert_eq(ws_cost_prefill_gpu(&all, WS_PREFILL_GPU, q, ctx), 0);
+    cr_assert_eq(prefill_gpu(&all, WS_PREFILL_GPU, q, ctx), 0);
     ws_cost_model_free(&cm);
     ws_cost_model_free(&all);
 }

@@ -66,7 +66,7 @@ Test(policy, paper_setting_grows_with_context)
     ws_cost_model cm;
     paper(&cm);
     const int batch = 32;
-    const double t_moe = ws_cost_cpu_experts(&cm, batch);
+    const double t_moe = ws_cost_cpu_experts(&cm, cm.n_dense_layers, batch);
     ws_cost_split s;
     ws_cost_split_terms(&cm, batch * 128.0, t_moe, 0, 0, &s);
     cr_assert_gt(s.prefetch_s, 0);

@@ -197,8 +197,8 @@ Test(schedule, player_is_first_come_first_served_on_each_resource)
     const double step = ws_cost_step(&cm), qkv = ws_cost_add(&cm, 2) + ws_cost_norm(&cm, 2) +
                                                  ws_cost_qkv_proj(&cm, 2) + ws_cost_rope(&cm, 2);
     cr_assert_gt(step, 0, "the datasheet has a per-step overhead");
-    cr_assert_gt(ws_cost_norm(&cm, 2), cm.hw.gpu_elem[WS_ELEM_NORM].c0.v, "c0 + bytes / W");
-    cr_assert_gt(cm.hw.gpu_elem[WS_ELEM_NORM].c0.v, 0, "every kernel has a fixed cost");
+    cr_assert_gt(ws_cost_norm(&cm, 2), cm.dep.hw.gpu_elem[WS_ELEM_NORM].c0.v, "c0 + bytes / W");
+    cr_assert_gt(cm.dep.hw.gpu_elem[WS_ELEM_NORM].c0.v, 0, "every kernel has a fixed cost");
     cr_assert_geq(s.at[WS_OP_STEP], 0);
     cr_assert_float_eq(t0.t_start, 10.0 + step, 1e-12);
     cr_assert_float_eq(t0.qkv_end, 10.0 + step + qkv, 1e-12);
@@ -250,7 +250,7 @@ Test(schedule, layers_past_the_second_depend_only_on_their_kind)
         ws_sched_layer a, b;
         ws_sched_build(&cm, &sp, &in, 2 + 2 * pair, &a);
         ws_sched_build(&cm, &sp, &in, 3 + 2 * pair, &b);
-        cr_assert_eq(ws_cost_layer_is_moe(&cm, 2 + 2 * pair), pair);
+        cr_assert_eq(ws_cost_layer(&cm, 2 + 2 * pair)->moe, pair);
         cr_assert_eq(a.n, b.n);
         for (int i = 0; i < a.n; i++) {
             const ws_sched_op *x = &a.op[i], *y = &b.op[i];
@@ -411,7 +411,7 @@ Test(schedule, streamed_experts_pipeline_with_the_previous_layer)
     cr_assert(x0 >= 0 && x1 >= 0 && s0.at[WS_OP_EXP_CPU] < 0 && s1.at[WS_OP_EXP_STREAM] >= 0);
     cr_assert_eq(s1.op[x1].res, WS_RES_H2D);
     cr_assert_eq(s1.op[s1.at[WS_OP_ROUTER]].res, WS_RES_GPU);
-    const double stream = ws_cost_expert_stream(&cm, q);
+    const double stream = ws_cost_expert_stream(&cm, cm.n_dense_layers, q);
     cr_assert_float_eq(s1.op[x1].seconds, stream, 1e-15);
     cr_assert_float_eq(e0[x0], ws_cost_step(&cm) + stream, 1e-12);
     cr_assert_float_eq(e1[x1], e0[x0] + stream, 1e-12, "layer 1's stream follows layer 0's");

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "hw.h"
+#include "control.h"
 #include "schedule.h"
 #include "serve.h"
 #include "store.h"
@@ -909,10 +910,10 @@ Test(sim_serve, one_node_memory_reads_at_one_sockets_bandwidth)
         cc.n_gpu_layers = 24;
         tpot[one] = one_request_tpot(&m, &hw, &cc, WS_POLICY_GPU_ONLY, 0, NULL);
     }
-    cr_assert_float_eq(cm[1].hw.cpu_expert.W.v, cm[0].hw.cpu_expert.W.v / 2, 1e-9);
-    cr_assert_float_eq(cm[1].hw.cpu_attn.W.v, cm[0].hw.cpu_attn.W.v / 2, 1e-9);
-    cr_assert_float_eq(cm[1].hw.cpu_mem_bw.v, cm[0].hw.cpu_mem_bw.v / 2, 1e-9);
-    cr_assert_eq(cm[1].hw.cpu_expert.P.v, cm[0].hw.cpu_expert.P.v);
+    cr_assert_float_eq(cm[1].dep.hw.cpu_expert.W.v, cm[0].dep.hw.cpu_expert.W.v / 2, 1e-9);
+    cr_assert_float_eq(cm[1].dep.hw.cpu_attn.W.v, cm[0].dep.hw.cpu_attn.W.v / 2, 1e-9);
+    cr_assert_float_eq(cm[1].dep.hw.cpu_mem_bw.v, cm[0].dep.hw.cpu_mem_bw.v / 2, 1e-9);
+    cr_assert_eq(cm[1].dep.hw.cpu_expert.P.v, cm[0].dep.hw.cpu_expert.P.v);
     cr_assert_gt(tpot[1], 1.3 * tpot[0], "one node %.6g, pooled %.6g", tpot[1], tpot[0]);
     ws_cost_cfg cc;
     ws_cost_cfg_default(&cc);
@@ -921,14 +922,14 @@ Test(sim_serve, one_node_memory_reads_at_one_sockets_bandwidth)
     cr_assert_eq(ws_cost_model_init(&hw, &m, &cc, &both, &err), 0, "%s", err.msg);
     cc.one_node_memory = 1;
     cr_assert_eq(ws_cost_model_init(&hw, &m, &cc, &cm[2], &err), 0, "%s", err.msg);
-    cr_assert_eq(cm[2].hw.cpu_expert.W.v, both.hw.cpu_expert.W.v, "own copies: no one node");
+    cr_assert_eq(cm[2].dep.hw.cpu_expert.W.v, both.dep.hw.cpu_expert.W.v, "own copies: no one node");
     ws_cost_model_free(&both);
     ws_cost_hw one = hw;
     one.sockets.v = 1;
     ws_cost_model single;
     cc.cpu_sockets = 0;
     cr_assert_eq(ws_cost_model_init(&one, &m, &cc, &single, &err), 0, "%s", err.msg);
-    cr_assert_eq(single.hw.cpu_expert.W.v, cm[0].hw.cpu_expert.W.v, "one socket: its own node");
+    cr_assert_eq(single.dep.hw.cpu_expert.W.v, cm[0].dep.hw.cpu_expert.W.v, "one socket: its own node");
     ws_cost_model_free(&single);
     for (int i = 0; i < 3; i++)
         ws_cost_model_free(&cm[i]);
@@ -953,8 +954,8 @@ Test(sim_serve, cpu_threads_share_flops_and_cap_bandwidth)
         cc.cpu_threads = threads[i];
         ws_cost_model cm;
         cr_assert_eq(ws_cost_model_init(&hw, &m, &cc, &cm, &err), 0, "%s", err.msg);
-        P[i] = cm.hw.cpu_expert.P.v;
-        W[i] = cm.hw.cpu_expert.W.v;
+        P[i] = cm.dep.hw.cpu_expert.P.v;
+        W[i] = cm.dep.hw.cpu_expert.W.v;
         ws_cost_model_free(&cm);
         tpot[i] = one_request_tpot(&m, &hw, &cc, WS_POLICY_KTRANS, 64, NULL);
     }
@@ -976,8 +977,8 @@ Test(sim_serve, cpu_threads_share_flops_and_cap_bandwidth)
     cc.cpu_threads = 4;
     ws_cost_model cm;
     cr_assert_eq(ws_cost_model_init(&hw, &m, &cc, &cm, &err), 0, "%s", err.msg);
-    cr_assert_float_eq(cm.hw.cpu_expert.W.v, W[0], 1e-12 * W[0]);
-    cr_assert_float_eq(cm.hw.cpu_expert.P.v, P[0] / 16, 1e-9 * P[0]);
+    cr_assert_float_eq(cm.dep.hw.cpu_expert.W.v, W[0], 1e-12 * W[0]);
+    cr_assert_float_eq(cm.dep.hw.cpu_expert.P.v, P[0] / 16, 1e-9 * P[0]);
     ws_cost_model_free(&cm);
     cc.cpu_threads = -1;
     cr_assert_eq(ws_cost_model_init(&hw, &m, &cc, &cm, &err), WS_EINVAL);
@@ -1040,10 +1041,10 @@ Test(sim_serve, layers_on_the_cpu_move_weights_kv_and_work)
     cc.n_gpu_layers = 36;
     ws_cost_model cm;
     cr_assert_eq(ws_cost_model_init(&hw, &m, &cc, &cm, &err), 0, "%s", err.msg);
-    cr_assert_eq(cm.cpu_layers, 12);
-    cr_assert(ws_cost_layer_on_cpu(&cm, 11) && !ws_cost_layer_on_cpu(&cm, 12));
-    cr_assert_eq(ws_cost_layer_gpu_experts(&cm, 3), 0);
-    cr_assert_eq(ws_cost_layer_kind(&cm, 3), 4);
+    cr_assert_eq(cm.dep.cpu_layers, 12);
+    cr_assert(ws_cost_layer(&cm, 11)->on_cpu && !ws_cost_layer(&cm, 12)->on_cpu);
+    cr_assert_eq(ws_cost_layer(&cm, 3)->gpu_experts, 0);
+    cr_assert_eq(ws_cost_layer(&cm, 3)->kind, WS_LAYER_CPU_MOE);
     ws_cost_split sp;
     ws_cost_split_terms(&cm, 0, 0, 0, 0, &sp);
     ws_sched_in in = {.T = 1, .nospill = 1, .resident = 300, .n_seqs = 1};

@@ -55,8 +55,8 @@ Test(sim_step, nospill_decode_is_the_chain_of_cost_model_times)
      * GEMM, add, RMSNorm; the hidden states to the host; the router and its top-k; the
      * experts with their permute and combine, and their output back to the GPU, beside the
      * shared experts. One step overhead before layer 0. */
-    const double router = ws_cost_router(cm, T) + ws_cost_topk(cm, T),
-                 experts = ws_cost_cpu_experts(cm, T) + ws_cost_moe_permute_cpu(cm, T);
+    const double router = ws_cost_router(cm, cm->n_dense_layers, T) + ws_cost_topk(cm, cm->n_dense_layers, T),
+                 experts = ws_cost_cpu_experts(cm, cm->n_dense_layers, T) + ws_cost_moe_permute_cpu(cm, cm->n_dense_layers, T);
     const double layer = ws_cost_add(cm, T) + ws_cost_norm(cm, T) + ws_cost_qkv_proj(cm, T) +
                          ws_cost_rope(cm, T) + ws_cost_append(cm, T) + ws_cost_gpu_attn(cm, ctx) +
                          ws_cost_o_proj(cm, T) + ws_cost_add(cm, T) + ws_cost_norm(cm, T) +
@@ -68,7 +68,7 @@ Test(sim_step, nospill_decode_is_the_chain_of_cost_model_times)
     cr_assert(fabs((out.t1 - out.t0) - want) <= 1e-12 + 1e-9 * want, "step %.12g, want %.12g",
               out.t1 - out.t0, want);
     /* the router runs beside the CPU's routed experts */
-    cr_assert(ws_cost_router_on_cpu(cm));
+    cr_assert(ws_cost_layer(cm, cm->n_dense_layers)->router_on_cpu);
     cr_assert(fabs(out.busy[SIM_RES_CPU] - 6 * (router + experts)) < 1e-12);
     cr_assert_eq(out.busy[SIM_RES_H2D], 0);
     world_free(&w);

@@ -61,9 +61,9 @@ Test(wparts, bytes_per_part_set_gemm_bytes_and_memory)
     const double bq = b - H * N * 2.0 + H * N * q4->bytes;
     near(ws_cost_qkv_proj(&q, T), ws_cost_roof_time(&hw.gpu_gemm, f, bq));
     cr_assert_lt(ws_cost_shared_experts(&q, T), ws_cost_shared_experts(&base, T));
-    cr_assert_lt(ws_cost_cpu_experts(&q, T), ws_cost_cpu_experts(&base, T));
+    cr_assert_lt(ws_cost_cpu_experts(&q, q.n_dense_layers, T), ws_cost_cpu_experts(&base, base.n_dense_layers, T));
     /* routed experts on the GPU keep the model's dtype (not given) */
-    near(q.wb_gpu_exp, 2.0);
+    near(q.dep.part[WS_PART_GPU_EXP].wb, 2.0);
     /* memory: every routed expert on the CPU (gpu_experts 0) at q8_0 in host DRAM; the rest
      * on the GPU at q4_k_m */
     double g0, h0, g1, h1;
@@ -153,12 +153,12 @@ Test(wparts, cpu_compute_picks_fit_then_family)
     cc.w_cpu_experts = ws_wformat_find("int8");
     ws_cost_model cm;
     init(&real, &m, &cc, &cm);
-    cr_assert_eq(memcmp(&cm.roof_cpu_exp, &real.cpu_expert_wc[WS_WC_INT8], sizeof cm.roof_cpu_exp),
+    cr_assert_eq(memcmp(&cm.dep.part[WS_PART_CPU_EXP].roof, &real.cpu_expert_wc[WS_WC_INT8], sizeof cm.dep.part[WS_PART_CPU_EXP].roof),
                  0);
     ws_cost_model_free(&cm);
     cc.w_cpu_experts = ws_wformat_find("bf16");
     init(&real, &m, &cc, &cm);
-    cr_assert_eq(memcmp(&cm.roof_cpu_exp, &real.cpu_expert_wc[WS_WC_BF16], sizeof cm.roof_cpu_exp),
+    cr_assert_eq(memcmp(&cm.dep.part[WS_PART_CPU_EXP].roof, &real.cpu_expert_wc[WS_WC_BF16], sizeof cm.dep.part[WS_PART_CPU_EXP].roof),
                  0);
     ws_cost_model_free(&cm);
 }
@@ -196,14 +196,14 @@ Test(wparts, n_cpu_moe_puts_the_first_layers_on_the_cpu)
     const double T = 16;
     for (int l = 0; l < m.layers; l++) {
         const int cpu = l < 10;
-        cr_assert_eq(ws_cost_layer_gpu_experts(&cm, l), cpu ? 0 : m.n_experts, "layer %d", l);
-        cr_assert_eq(ws_cost_layer_kind(&cm, l), cpu ? 1 : 2);
-        cr_assert_eq(ws_cost_cpu_experts_at(&cm, l, T) > 0, cpu, "layer %d", l);
-        cr_assert_eq(ws_cost_gpu_experts_at(&cm, l, T) > 0, !cpu, "layer %d", l);
-        cr_assert_eq(ws_cost_router_on_cpu_at(&cm, l), cpu);
-        cr_assert_eq(ws_cost_layer_gpu_experts(&all_cpu, l), 0);
+        cr_assert_eq(ws_cost_layer(&cm, l)->gpu_experts, cpu ? 0 : m.n_experts, "layer %d", l);
+        cr_assert_eq(ws_cost_layer(&cm, l)->kind, cpu ? WS_LAYER_MOE : WS_LAYER_MOE_GPU);
+        cr_assert_eq(ws_cost_cpu_experts(&cm, l, T) > 0, cpu, "layer %d", l);
+        cr_assert_eq(ws_cost_gpu_experts(&cm, l, T) > 0, !cpu, "layer %d", l);
+        cr_assert_eq(ws_cost_layer(&cm, l)->router_on_cpu, cpu);
+        cr_assert_eq(ws_cost_layer(&all_cpu, l)->gpu_experts, 0);
     }
-    near(ws_cost_cpu_experts_at(&cm, 3, T), ws_cost_cpu_experts(&all_cpu, T));
+    near(ws_cost_cpu_experts(&cm, 3, T), ws_cost_cpu_experts(&all_cpu, all_cpu.n_dense_layers, T));
     /* the schedule: CPU experts only in the CPU layers */
     ws_cost_split sp;
     ws_cost_split_terms(&cm, 0, 0, 0, 0, &sp);

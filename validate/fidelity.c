@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "control.h"
 #include "hw.h"
 #include "oppoints.h"
 #include "model.h"

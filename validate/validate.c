@@ -347,9 +347,20 @@ static int compute_terms(const ws_validate_cfg *c, const ws_run_result *runs, in
     const int L = runs[0].layers;
     double steps = 0, step_s = 0, ca = 0, ca_pred = 0, ex = 0, ex_pred = 0, ro = 0, ov = 0;
     double sn = 0, snn = 0, st = 0, snt = 0, cnt = 0, nmin = INFINITY, nmax = 0, n_cpu_sum = 0;
-    int moe_layers = 0;
-    for (int l = 0; l < L; l++)
-        moe_layers += ws_cost_layer_is_moe(&cm, l) && e->model->n_experts > 0;
+    /* The played layers' MoE placement: their count, the CPU experts a decode step of the
+     * batch hits (mean per layer), the router's time, and whether any router is the CPU's. */
+    int moe_layers = 0, router_cpu = 0;
+    double D = 0, rpred = 0;
+    for (int l = 0; l < L; l++) {
+        const ws_deploy_layer *y = ws_cost_layer(&cm, l);
+        if (!y->moe)
+            continue;
+        moe_layers++;
+        router_cpu |= y->router_on_cpu;
+        D += ws_cost_distinct_cpu_experts(&cm, l, e->batch);
+        rpred += ws_cost_router(&cm, l, e->batch);
+    }
+    D = moe_layers > 0 ? D / moe_layers : 0;
     for (int k = 0; k < reps; k++) {
         const ws_run_result *x = &runs[k];
         for (int s = c->warmup; s < x->steps; s++) {
@@ -418,7 +429,6 @@ static int compute_terms(const ws_validate_cfg *c, const ws_run_result *runs, in
              "CPU half, measured vs the cost model on the runtime's own CPU tokens");
     /* experts: D c0 + max(F/P, B/W) per MoE layer */
     if (moe_layers > 0) {
-        const double D = ws_cost_distinct_cpu_experts(&cm, e->batch);
         const double fixed = D * e->hw->cpu_expert.c0.v * moe_layers;
         const double pred = ex_pred / S, meas = ex / S;
         const double gemm = pred - fixed;
@@ -438,11 +448,10 @@ static int compute_terms(const ws_validate_cfg *c, const ws_run_result *runs, in
                  "profile's W %.3g GB/s",
                  pred > 0 ? 100 * gemm / pred : 0, pred > 0 ? 100 * fixed / pred : 0, D,
                  1e3 * e->hw->cpu_expert.c0.v, rate, e->hw->cpu_expert.W.v / 1e9);
-        const double rpred = ws_cost_router(&cm, e->batch) * moe_layers;
         add_term(r, TERM_CAP, "router", ro / S, rpred, "s/step", ro / S - rpred, step,
                  "router GEMM and top-k beside the routed experts, on the %s: measured "
                  "(runtime) against modeled",
-                 ws_cost_router_on_cpu(&cm) ? "CPU" : "GPU");
+                 router_cpu ? "CPU" : "GPU");
     }
     add_term(r, TERM_CAP, "engine", ov / S, 0, "s/step", ov / S, step,
              "the engine's own CPU work (KV append, views, flush bookkeeping): not in the model");
