@@ -39,7 +39,9 @@ double ws_ctl_moe_estimate(const ws_ctl *c, double batch)
 
 double ws_ctl_play(const ws_ctl *c, const ws_sched_in *in, ws_sched_times *lay)
 {
-    return ws_sched_play_step(c->cm, NULL, in, c->cm->layers, lay);
+    ws_cost_split sp;
+    ws_cost_split_terms(c->cm, in->resident, 0, 0, 0, &sp);
+    return ws_sched_play_step(c->cm, &sp, in, c->cm->layers, lay);
 }
 
 double ws_ctl_target(const ws_ctl *c, double batch, double resident, double L)

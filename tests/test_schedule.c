@@ -432,6 +432,36 @@ Test(schedule, streamed_experts_pipeline_with_the_previous_layer)
     ws_cost_model_free(&cm);
 }
 
+/* A streamed chunk's GPU-resident experts pay their permute and combine, as a decode step's
+ * do: with 32 experts on the GPU and the first 4 layers wholly on the CPU, a GPU layer's
+ * GPU-experts op is their grouped GEMMs plus that layer's permute, in the streamed branch
+ * as in the CPU one (not the first MoE layer's, a CPU layer with no GPU experts). */
+Test(schedule, streamed_chunk_costs_the_gpu_experts_permute)
+{
+    ws_cost_cfg cc;
+    ws_cost_cfg_default(&cc);
+    cc.gpu_experts = 32;
+    cc.n_gpu_layers = 44;
+    ws_model m;
+    ws_cost_hw hw;
+    ws_cost_model cm;
+    qwen_on_paper_hw(&cc, &m, &hw, &cm);
+    cr_assert(ws_cost_layer(&cm, 0)->on_cpu && !ws_cost_layer(&cm, 10)->on_cpu);
+    const double q = 512;
+    for (int gpu = 0; gpu < 2; gpu++) {
+        const ws_sched_in in = {.T = q, .prefill_q = q, .prefill_ctx = 0, .prefill_gpu = gpu};
+        ws_sched_layer s;
+        ws_sched_build(&cm, NULL, &in, 10, &s);
+        const int eg = s.at[WS_OP_EXP_GPU];
+        cr_assert_geq(eg, 0);
+        const double perm = ws_cost_moe_permute_gpu(&cm, 10, q);
+        cr_assert_gt(perm, 0);
+        cr_assert_float_eq(s.op[eg].seconds, ws_cost_gpu_experts(&cm, 10, q) + perm, 1e-15,
+                           "strategy %d", gpu);
+    }
+    ws_cost_model_free(&cm);
+}
+
 /* Layers wholly on the CPU in a streamed prefill chunk: each streams its weights and KV on
  * the H2D engine (layer 1's right after layer 0's), then runs on the GPU from qkv on, qkv
  * after its stream; nothing holds the CPU. Not streamed, they run on the CPU. */

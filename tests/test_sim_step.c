@@ -5,7 +5,9 @@
  * shorter than the first layer's, which has nothing prefetched. */
 #include <criterion/criterion.h>
 #include <math.h>
+#include <stdio.h>
 
+#include "control.h"
 #include "hw.h"
 #include "step.h"
 #include "store.h"
@@ -117,4 +119,96 @@ Test(sim_step, fold_equals_layers_with_flushes)
     cr_assert_lt(ob.events, oa.events);
     world_free(&a);
     world_free(&b);
+}
+
+/* The controller's estimate of a layer is the layer the simulator plays: for every layer kind
+ * and placement (GPU experts, --n-cpu-moe, --n-gpu-layers; a model with a dense layer) and
+ * every prefill strategy, and for a decode step with both attention halves, each layer's
+ * span and end in ws_ctl_play (the schedule's player) equal those of the step's event graph
+ * (sim/step.c, unfolded) to 1e-9. */
+typedef struct placement {
+    const char *model;
+    int gpu_experts, n_cpu_moe, n_gpu_layers;
+} placement;
+
+static void check_layers(const char *what, const ws_sched_times *want, const sim_step *st,
+                         double t0, int L)
+{
+    for (int l = 0; l < L; l++) {
+        const sim_step_layer *g = &st->lay[l];
+        const double end = g->t_end - t0, span = g->t_end - g->t_start;
+        const double tol = 1e-9 * fmax(end, 1e-9);
+        cr_assert(fabs(end - want[l].t_end) <= tol, "%s layer %d: played end %.12g, controller %.12g",
+                  what, l, end, want[l].t_end);
+        cr_assert(fabs(span - (want[l].t_end - want[l].t_start)) <= tol,
+                  "%s layer %d: span %.12g vs %.12g", what, l, span,
+                  want[l].t_end - want[l].t_start);
+        cr_assert(fabs(g->moe_s - want[l].moe_s) <= tol, "%s layer %d: MoE phase", what, l);
+    }
+}
+
+Test(sim_step, controller_estimate_is_the_played_layer)
+{
+    static const placement P[] = {
+        {"qwen3-30b-a3b", 0, 0, 0},    {"qwen3-30b-a3b", 32, 0, 0},
+        {"qwen3-30b-a3b", 32, 10, 0},  {"qwen3-30b-a3b", 32, 0, 44},
+        {"qwen3-30b-a3b", 128, 0, 40}, {"deepseek-v2-lite", 8, 4, 25},
+        {"deepseek-v2-lite", 0, 0, 0},
+    };
+    int kinds_seen[WS_LAYER_KINDS] = {0};
+    for (size_t p = 0; p < sizeof P / sizeof P[0]; p++) {
+        ws_err err = {0};
+        ws_store *s;
+        ws_model m;
+        ws_cost_hw hw;
+        cr_assert_eq(ws_store_open_embedded(&s, &err), 0, "%s", err.msg);
+        cr_assert_eq(ws_hw_load(s, P[p].model, "a100-40gb-pcie", "xeon-gold-5318y", WS_DT_BF16,
+                                &m, &hw, NULL, &err),
+                     0, "%s", err.msg);
+        ws_store_close(s);
+        ws_cost_cfg cc;
+        ws_cost_cfg_default(&cc);
+        cc.gpu_experts = P[p].gpu_experts;
+        cc.n_cpu_moe = P[p].n_cpu_moe;
+        cc.n_gpu_layers = P[p].n_gpu_layers;
+        ws_cost_model cm;
+        cr_assert_eq(ws_cost_model_init(&hw, &m, &cc, &cm, &err), 0, "%s", err.msg);
+        for (int l = 0; l < cm.layers; l++)
+            kinds_seen[ws_cost_layer(&cm, l)->kind] = 1;
+        ws_policy_params par;
+        ws_policy_params_default(&par);
+        ws_ctl c;
+        cr_assert_eq(ws_ctl_init(&c, &cm, WS_POLICY_WRITESCOPE, &par, cm.layers, &err), 0);
+        const double q = 512, ctx = 1000;
+        sim_step_in steps[3] = {
+            {.T = q, .prefill_q = q, .prefill_ctx = ctx, .write_bytes = q * cm.b_tok},
+            {.T = q, .prefill_q = q, .prefill_ctx = ctx, .write_bytes = q * cm.b_tok,
+             .prefill_gpu = 1},
+            {.T = 8, .n_cpu = 8 * 9000.0, .m_xfer = 8 * 2000.0, .resident = 8 * 100.0,
+             .n_seqs = 8, .flush_bytes = 8 * 256 * cm.b_tok},
+        };
+        for (int k = 0; k < 3; k++) {
+            sim_engine e;
+            sim_step st;
+            cr_assert_eq(sim_engine_init(&e, 1, &err), 0);
+            cr_assert_eq(sim_step_init(&st, &e, 0, &cm, cm.layers, 24, 0, &err), 0, "%s",
+                         err.msg);
+            sim_step_out out;
+            cr_assert_eq(sim_step_run(&st, &steps[k], &out, &err), 0, "%s", err.msg);
+            ws_sched_times want[64];
+            cr_assert_leq(cm.layers, 64);
+            const double t = ws_ctl_play(&c, &steps[k], want);
+            char what[96];
+            snprintf(what, sizeof what, "%s gpu_experts %d n_cpu_moe %d ngl %d, step %d",
+                     P[p].model, P[p].gpu_experts, P[p].n_cpu_moe, P[p].n_gpu_layers, k);
+            check_layers(what, want, &st, out.t0, cm.layers);
+            cr_assert(fabs((out.t1 - out.t0) - t) <= 1e-9 * t, "%s: step %.12g vs %.12g", what,
+                      out.t1 - out.t0, t);
+            sim_step_free(&st);
+            sim_engine_free(&e);
+        }
+        ws_cost_model_free(&cm);
+    }
+    for (int k = 0; k < WS_LAYER_KINDS; k++)
+        cr_assert(kinds_seen[k], "no placement above has a %s layer", ws_layer_kind_name(k));
 }
