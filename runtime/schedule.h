@@ -1,58 +1,22 @@
-/* schedule: one layer of a forward step as data, built in one place for the simulator and the
- * live runtime. Each op has a kind, the resource it holds (GPU compute stream, H2D and D2H
- * copy engines, the CPU worker pool; none for a barrier), its predecessors and a duration
- * from runtime/cost. The simulator (sim/step.c) turns the ops into its event graph; the
- * runtime (run_engine.c) plays them with ws_sched_play, after putting the durations it
- * measured (CPU attention, router, experts, its own work, a reformat) in place of the
- * model's. Where an op runs is decided here only, and ws_cost_* agrees with it.
+/* schedule: one layer of a forward step as data, built in one place (ws_sched_build) for the
+ * simulator, the live runtime and the controller. Each op has a kind, the resource it holds
+ * (GPU compute stream, H2D and D2H copy engines, the CPU worker pool; none for a barrier),
+ * its predecessors in this layer or in layer l-1 or l-2 (their anchors: end, main op, last
+ * H2D copy) and a duration from runtime/cost. An op is the chain of kernels one stream runs
+ * back to back, each paying its fixed cost. Where an op runs is read from the deployment's
+ * per-layer table (deploy.h) and nowhere else decided.
  *
- * A decode layer l: qkv -> append (the new tokens' KV into the D-window) -> [indexer] ->
- * CPU half || GPU half -> merge -> o_proj -> router -> CPU experts || GPU experts || shared
- * experts -> layer end (dense layers: o_proj -> dense MLP). An op is the chain of kernels
- * one stream runs back to back, each paying its fixed cost (runtime/cost.h): qkv is the
- * residual add closing the previous layer, the input RMSNorm, the QKV GEMM and RoPE; o_proj
- * the output GEMM, the residual add and the post-attention RMSNorm; the router its GEMM and
- * the top-k; the experts on each device their permute, GEMMs, activation and combine; the
- * shared experts and the dense MLP gate-up GEMM, activation, down GEMM. Layer 0 of a step
- * first waits out the step's overhead (step: scheduling, launches, synchronisation; holds
- * no resource). The router runs beside the
- * routed experts: on the CPU when any of them run there (ws_cost_router_on_cpu), once the
- * layer's hidden states are on the host (to_host); the CPU experts' output comes back
- * (to_gpu) before the layer ends. The two hand-offs are latencies on the critical path
- * (ws_cost_handoff) that hold no copy engine: their bytes, T x hidden, are assumed not to be
- * delayed by the engines' KV traffic, so the write and flush stay D2H's only ops. The GPU
- * half is the XFER pages streamed H2D through the ping-pong buffers, pipelined with GPU
- * attention over them and the D-window: a prefetch copy (at most one ping-pong half) that
- * may start once the previous layer's pages are in and layer l-2's buffer half is free,
- * i.e. during layer l-1's MoE phase, then the rest, which waits for qkv; the half ends
- * when both the attention kernel and the last copy have. Layer 0's prefetch waits for its
- * own qkv (no prefetch into a step). A flush goes D2H after the layer's GPU attention; a
- * prefill chunk writes its KV D2H after qkv. host (the runtime's own CPU work, 0 in the
- * model) and migrate (a single-state cache's reformat) hold the CPU before the CPU half,
- * after the previous layer; each is in the layer only when it has a duration. The D2H ops
- * (write, flush) feed no other op, so a player may take them in closed form.
+ * A decode layer: qkv -> append -> [indexer] -> CPU half || GPU half (XFER pages streamed
+ * through the ping-pong buffers, prefetched during layer l-1's MoE phase) -> merge -> o_proj
+ * -> router -> CPU experts || GPU experts || shared experts -> layer end; a prefill chunk's
+ * layer runs prefill attention instead, and may stream its host-resident weights to the
+ * GPU (prefill_gpu). The full rules are in docs/design.md ("The layer schedule").
  *
- * A prefill chunk whose CPU experts run on the GPU (prefill_gpu, ws_cost_prefill_gpu): the
- * router runs on the GPU, and the MoE layer streams those experts' weights H2D (h2d_experts,
- * the layer's H2D anchor) once layer l-1's stream is in and layer l-2 has ended (its buffer
- * is free: two layers' experts in flight), so it overlaps the compute of layer l-1; the GPU
- * runs them (experts_streamed) after the router and the stream. Layer 0's stream waits only
- * for the step's overhead. A layer wholly on the CPU streams its weights and KV the same way
- * (ws_cost_cpu_layer_stream_bytes) and runs on the GPU: qkv after the stream, prefill
- * attention, o_proj, then its MoE phase as one experts_streamed op (or its dense MLP).
- *
- * From layer 2 on, a layer's ops depend on l only through its kind (ws_cost_layer_kind:
- * dense, MoE with experts on the CPU, MoE with all on the GPU past n_cpu_moe), so a player
- * of the model's durations may build them once per step and kind (sim/step.c does).
- *
- * Dependencies on earlier layers name anchors of layer l-1 or l-2: its end, its main op
- * (the GPU attention, or qkv in prefill: when its ping-pong half is free) and its last H2D
- * copy (inherited from the layer before when it streams nothing).
- *
- * ws_sched_play is the exact player of these ops on first-come first-served resources:
- * ops are taken in order of the time they become ready (ties: schedule order), each starts
- * when it is ready and its resource is free. Within a step every resource's ops are in
- * schedule order, so it equals the simulator's event graph on FIFO resources. */
+ * ws_sched_play is the exact player of these ops on first-come first-served resources (ops
+ * in order of readiness, ties in schedule order); within a step it equals the simulator's
+ * event graph on FIFO resources (sim/step.c), which tests hold to 1e-9. From layer 2 on a
+ * layer's ops depend on l only through its kind, so a player may build them once per step
+ * and kind. */
 #ifndef WS_SCHEDULE_H
 #define WS_SCHEDULE_H
 
