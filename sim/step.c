@@ -28,7 +28,7 @@ static int same_layer(const sim_step_layer *a, const sim_step_layer *b)
 static int periodic_at(const sim_step *st, int l)
 {
     const int first = st->cm->n_dense_layers > 1 ? st->cm->n_dense_layers : 1;
-    const int k = ws_cost_layer(st->cm, l)->kind;
+    const ws_layer_kind k = ws_cost_layer(st->cm, l)->kind;
     return l - 2 >= first && ws_cost_layer(st->cm, l - 2)->kind == k &&
            ws_cost_layer(st->cm, st->layers - 1)->kind == k &&
            same_layer(&st->lay[l - 2], &st->lay[l - 1]) &&
