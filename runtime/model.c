@@ -93,26 +93,17 @@ static int layer_is_moe(int i, int first_dense, int freq, int step, const unsign
     return !dense[i];
 }
 
-int ws_model_parse(const char *text, const char *origin, ws_model *m, ws_err *err)
-{
-    memset(m, 0, sizeof *m);
-    snprintf(m->path, sizeof m->path, "%s", origin);
-    json_error_t je;
-    json_t *root = json_loads(text, JSON_REJECT_DUPLICATES, &je);
-    if (!root)
-        return ws_err_set(err, WS_EPARSE, "%s: invalid JSON at line %d column %d: %s", origin,
-                          je.line, je.column, je.text);
-    int rc = 0;
-    if (!json_is_object(root)) {
-        rc = ws_err_set(err, WS_EPARSE, "%s: expected a JSON object (a config.json)", origin);
-        goto out;
-    }
-    json_t *c = root;
-    /* Multimodal checkpoints keep the language model under text_config. */
-    json_t *tc = json_object_get(root, "text_config");
-    if (json_is_object(tc) && !json_object_get(root, "hidden_size"))
-        c = tc;
+/* get_int of key into dst, returning its error. */
+#define GET_INT(key, def, max, dst)                                                             \
+    do {                                                                                        \
+        if ((rc = get_int(c, key, def, max, &(dst), origin, err)))                              \
+            return rc;                                                                          \
+    } while (0)
 
+/* What the config says about itself: provenance, model type, architecture, weight dtype;
+ * compressed attention is refused. */
+static int parse_meta(json_t *root, json_t *c, const char *origin, ws_model *m, ws_err *err)
+{
     get_str(root, "_provenance", m->provenance, sizeof m->provenance);
     json_t *approx = json_object_get(root, "_approximate");
     m->approximate = json_is_true(approx);
@@ -125,119 +116,157 @@ int ws_model_parse(const char *text, const char *origin, ws_model *m, ws_err *er
     json_t *td = json_object_get(c, "torch_dtype");
     if (!td)
         td = json_object_get(c, "dtype");
-    if (json_is_string(td) && ws_dtype_parse(json_string_value(td), &m->weight_dtype)) {
-        rc = ws_err_set(err, WS_EUNSUP, "%s: torch_dtype \"%s\" is not supported", origin,
-                        json_string_value(td));
-        goto out;
-    }
-    if (json_object_get(c, "compress_ratios")) {
-        rc = ws_err_set(err, WS_EUNSUP,
-                        "%s: compressed attention (compress_ratios, DeepSeek-V4) is not modelled; "
-                        "describe it as MLA with kv_lora_rank and index_topk",
-                        origin);
-        goto out;
-    }
+    if (json_is_string(td) && ws_dtype_parse(json_string_value(td), &m->weight_dtype))
+        return ws_err_set(err, WS_EUNSUP, "%s: torch_dtype \"%s\" is not supported", origin,
+                          json_string_value(td));
+    if (json_object_get(c, "compress_ratios"))
+        return ws_err_set(err, WS_EUNSUP,
+                          "%s: compressed attention (compress_ratios, DeepSeek-V4) is not "
+                          "modelled; describe it as MLA with kv_lora_rank and index_topk",
+                          origin);
+    return 0;
+}
 
-#define I(key, def, max, dst)                                                                   \
-    do {                                                                                        \
-        if ((rc = get_int(c, key, def, max, &(dst), origin, err)))                              \
-            goto out;                                                                           \
-    } while (0)
-    I("hidden_size", 0, WS_MODEL_MAX_HIDDEN, m->hidden);
-    I("num_hidden_layers", 0, WS_MODEL_MAX_LAYERS, m->layers);
-    I("num_attention_heads", 0, WS_MODEL_MAX_HEADS, m->n_q_heads);
-    I("vocab_size", 0, WS_MODEL_MAX_VOCAB, m->vocab);
+/* The dimensions: hidden size, layers, heads, vocabulary, attention's widths (GQA, MLA, the
+ * sparse indexer), the dense MLP, and the sliding window where it is switched on. */
+static int parse_dims(json_t *c, const char *origin, ws_model *m, ws_err *err)
+{
+    int rc;
+    GET_INT("hidden_size", 0, WS_MODEL_MAX_HIDDEN, m->hidden);
+    GET_INT("num_hidden_layers", 0, WS_MODEL_MAX_LAYERS, m->layers);
+    GET_INT("num_attention_heads", 0, WS_MODEL_MAX_HEADS, m->n_q_heads);
+    GET_INT("vocab_size", 0, WS_MODEL_MAX_VOCAB, m->vocab);
     if ((rc = require_pos(m->hidden, "hidden_size", origin, err)) ||
         (rc = require_pos(m->layers, "num_hidden_layers", origin, err)) ||
         (rc = require_pos(m->n_q_heads, "num_attention_heads", origin, err)) ||
         (rc = require_pos(m->vocab, "vocab_size", origin, err)))
-        goto out;
-    I("num_key_value_heads", m->n_q_heads, WS_MODEL_MAX_HEADS, m->n_kv_heads);
-    I("head_dim", m->hidden / m->n_q_heads, WS_MODEL_MAX_DIM, m->head_dim);
-    I("intermediate_size", 0, WS_MODEL_MAX_FFN, m->intermediate);
-    I("kv_lora_rank", 0, WS_MODEL_MAX_DIM, m->kv_lora_rank);
-    I("q_lora_rank", 0, WS_MODEL_MAX_DIM, m->q_lora_rank);
-    I("qk_rope_head_dim", 0, WS_MODEL_MAX_DIM, m->rope_dim);
-    I("qk_nope_head_dim", 0, WS_MODEL_MAX_DIM, m->nope_dim);
-    I("v_head_dim", m->head_dim, WS_MODEL_MAX_DIM, m->v_head_dim);
-    I("index_topk", 0, WS_MODEL_MAX_TOKENS, m->index_topk);
-    I("index_n_heads", 0, WS_MODEL_MAX_HEADS, m->index_n_heads);
-    I("index_head_dim", 0, WS_MODEL_MAX_DIM, m->index_head_dim);
+        return rc;
+    GET_INT("num_key_value_heads", m->n_q_heads, WS_MODEL_MAX_HEADS, m->n_kv_heads);
+    GET_INT("head_dim", m->hidden / m->n_q_heads, WS_MODEL_MAX_DIM, m->head_dim);
+    GET_INT("intermediate_size", 0, WS_MODEL_MAX_FFN, m->intermediate);
+    GET_INT("kv_lora_rank", 0, WS_MODEL_MAX_DIM, m->kv_lora_rank);
+    GET_INT("q_lora_rank", 0, WS_MODEL_MAX_DIM, m->q_lora_rank);
+    GET_INT("qk_rope_head_dim", 0, WS_MODEL_MAX_DIM, m->rope_dim);
+    GET_INT("qk_nope_head_dim", 0, WS_MODEL_MAX_DIM, m->nope_dim);
+    GET_INT("v_head_dim", m->head_dim, WS_MODEL_MAX_DIM, m->v_head_dim);
+    GET_INT("index_topk", 0, WS_MODEL_MAX_TOKENS, m->index_topk);
+    GET_INT("index_n_heads", 0, WS_MODEL_MAX_HEADS, m->index_n_heads);
+    GET_INT("index_head_dim", 0, WS_MODEL_MAX_DIM, m->index_head_dim);
     json_t *b = json_object_get(c, "tie_word_embeddings");
     m->tie_embeddings = json_is_true(b);
     m->attention_bias = json_is_true(json_object_get(c, "attention_bias"));
     /* Qwen configs carry sliding_window with use_sliding_window=false: honour the switch. */
     json_t *usw = json_object_get(c, "use_sliding_window");
     if (!usw || json_is_true(usw))
-        I("sliding_window", 0, WS_MODEL_MAX_TOKENS, m->sliding_window);
+        GET_INT("sliding_window", 0, WS_MODEL_MAX_TOKENS, m->sliding_window);
+    return 0;
+}
 
-    /* Experts: each family names the count differently. */
-    int n = 0;
-    I("n_routed_experts", 0, WS_MODEL_MAX_EXPERTS, n);
+/* The experts (each family names the count differently), their shared experts, and where
+ * the MoE layers are: *first_dense, *freq and *step. */
+static int parse_experts(json_t *c, const char *origin, ws_model *m, int *first_dense, int *freq,
+                         int *step, ws_err *err)
+{
+    int rc, n = 0;
+    GET_INT("n_routed_experts", 0, WS_MODEL_MAX_EXPERTS, n);
     if (!n)
-        I("num_experts", 0, WS_MODEL_MAX_EXPERTS, n);
+        GET_INT("num_experts", 0, WS_MODEL_MAX_EXPERTS, n);
     if (!n)
-        I("num_local_experts", 0, WS_MODEL_MAX_EXPERTS, n);
+        GET_INT("num_local_experts", 0, WS_MODEL_MAX_EXPERTS, n);
     m->n_experts = n;
-    I("num_experts_per_tok", 0, WS_MODEL_MAX_EXPERTS, m->experts_per_tok);
-    I("moe_intermediate_size", m->intermediate, WS_MODEL_MAX_FFN, m->moe_intermediate);
-    I("n_shared_experts", 0, WS_MODEL_MAX_EXPERTS, m->n_shared_experts);
+    GET_INT("num_experts_per_tok", 0, WS_MODEL_MAX_EXPERTS, m->experts_per_tok);
+    GET_INT("moe_intermediate_size", m->intermediate, WS_MODEL_MAX_FFN, m->moe_intermediate);
+    GET_INT("n_shared_experts", 0, WS_MODEL_MAX_EXPERTS, m->n_shared_experts);
     int qwen_shared = 0;
-    I("shared_expert_intermediate_size", 0, WS_MODEL_MAX_FFN, qwen_shared);
+    GET_INT("shared_expert_intermediate_size", 0, WS_MODEL_MAX_FFN, qwen_shared);
     m->shared_intermediate =
         qwen_shared ? qwen_shared : (long long)m->n_shared_experts * m->moe_intermediate;
     m->shared_expert_gate = qwen_shared > 0;
-    int first_dense = 0, freq = 1, step = 1;
-    I("first_k_dense_replace", 0, WS_MODEL_MAX_LAYERS, first_dense);
-    I("moe_layer_freq", 1, WS_MODEL_MAX_LAYERS, freq);
-    I("decoder_sparse_step", 1, WS_MODEL_MAX_LAYERS, step);
-#undef I
+    GET_INT("first_k_dense_replace", 0, WS_MODEL_MAX_LAYERS, *first_dense);
+    GET_INT("moe_layer_freq", 1, WS_MODEL_MAX_LAYERS, *freq);
+    GET_INT("decoder_sparse_step", 1, WS_MODEL_MAX_LAYERS, *step);
+    return 0;
+}
+#undef GET_INT
 
+/* The attention kind from the widths read, and the checks each kind and the experts need. */
+static int check_kinds(const char *origin, ws_model *m, ws_err *err)
+{
+    int rc;
     if (m->kv_lora_rank) {
         if ((rc = require_pos(m->rope_dim, "qk_rope_head_dim", origin, err)))
-            goto out;
+            return rc;
         m->attn = m->index_topk ? WS_ATTN_MLA_SPARSE : WS_ATTN_MLA;
         if (m->index_topk && ((rc = require_pos(m->index_n_heads, "index_n_heads", origin, err)) ||
                               (rc = require_pos(m->index_head_dim, "index_head_dim", origin, err))))
-            goto out;
+            return rc;
     } else {
-        if (m->index_topk) {
-            rc = ws_err_set(err, WS_EUNSUP, "%s: index_topk without kv_lora_rank is not supported",
-                            origin);
-            goto out;
-        }
-        if (m->n_kv_heads == 0 || m->n_q_heads % m->n_kv_heads) {
-            rc = ws_err_set(err, WS_EINVAL,
-                            "%s: num_attention_heads (%d) is not a multiple of "
-                            "num_key_value_heads (%d)",
-                            origin, m->n_q_heads, m->n_kv_heads);
-            goto out;
-        }
+        if (m->index_topk)
+            return ws_err_set(err, WS_EUNSUP,
+                              "%s: index_topk without kv_lora_rank is not supported", origin);
+        if (m->n_kv_heads == 0 || m->n_q_heads % m->n_kv_heads)
+            return ws_err_set(err, WS_EINVAL,
+                              "%s: num_attention_heads (%d) is not a multiple of "
+                              "num_key_value_heads (%d)",
+                              origin, m->n_q_heads, m->n_kv_heads);
         if ((rc = require_pos(m->head_dim, "head_dim", origin, err)))
-            goto out;
+            return rc;
         m->attn = m->n_kv_heads == m->n_q_heads ? WS_ATTN_MHA : WS_ATTN_GQA;
     }
     if (m->n_experts) {
-        if (m->experts_per_tok <= 0 || m->experts_per_tok > m->n_experts) {
-            rc = ws_err_set(err, WS_EINVAL, "%s: num_experts_per_tok = %d with %d experts", origin,
-                            m->experts_per_tok, m->n_experts);
-            goto out;
-        }
+        if (m->experts_per_tok <= 0 || m->experts_per_tok > m->n_experts)
+            return ws_err_set(err, WS_EINVAL, "%s: num_experts_per_tok = %d with %d experts",
+                              origin, m->experts_per_tok, m->n_experts);
         if ((rc = require_pos(m->moe_intermediate, "moe_intermediate_size", origin, err)))
-            goto out;
+            return rc;
     }
+    return 0;
+}
+
+/* The MoE and dense layers' counts. */
+static int count_layers(json_t *c, const char *origin, ws_model *m, int first_dense, int freq,
+                        int step, ws_err *err)
+{
     unsigned char dense[WS_MODEL_MAX_LAYERS] = {0};
-    if ((rc = get_mlp_only(c, m->layers, dense, origin, err)))
-        goto out;
+    int rc = get_mlp_only(c, m->layers, dense, origin, err);
+    if (rc)
+        return rc;
     for (int i = 0; i < m->layers; i++) {
         if (m->n_experts && layer_is_moe(i, first_dense, freq, step, dense))
             m->n_moe_layers++;
         else
             m->n_dense_layers++;
     }
-    if (m->n_dense_layers && (rc = require_pos(m->intermediate, "intermediate_size", origin, err)))
-        goto out;
-out:
+    if (m->n_dense_layers)
+        return require_pos(m->intermediate, "intermediate_size", origin, err);
+    return 0;
+}
+
+int ws_model_parse(const char *text, const char *origin, ws_model *m, ws_err *err)
+{
+    memset(m, 0, sizeof *m);
+    snprintf(m->path, sizeof m->path, "%s", origin);
+    json_error_t je;
+    json_t *root = json_loads(text, JSON_REJECT_DUPLICATES, &je);
+    if (!root)
+        return ws_err_set(err, WS_EPARSE, "%s: invalid JSON at line %d column %d: %s", origin,
+                          je.line, je.column, je.text);
+    int rc = 0;
+    if (!json_is_object(root)) {
+        rc = ws_err_set(err, WS_EPARSE, "%s: expected a JSON object (a config.json)", origin);
+        json_decref(root);
+        return rc;
+    }
+    json_t *c = root;
+    /* Multimodal checkpoints keep the language model under text_config. */
+    json_t *tc = json_object_get(root, "text_config");
+    if (json_is_object(tc) && !json_object_get(root, "hidden_size"))
+        c = tc;
+    int first_dense = 0, freq = 1, step = 1;
+    if (!(rc = parse_meta(root, c, origin, m, err)) && !(rc = parse_dims(c, origin, m, err)) &&
+        !(rc = parse_experts(c, origin, m, &first_dense, &freq, &step, err)) &&
+        !(rc = check_kinds(origin, m, err)))
+        rc = count_layers(c, origin, m, first_dense, freq, step, err);
     json_decref(root);
     return rc;
 }
