@@ -112,6 +112,103 @@ static void build_cpu_layer(const ws_cost_model *cm, const ws_sched_in *in, int 
     }
 }
 
+/* A decode layer's attention after qkv: the append (and the indexer), the runtime's own
+ * work and migrate's reformat before the CPU half, the GPU half (the XFER stream, its
+ * prefetch during layer l-1's MoE phase, attention over it and the D-window), the flush and
+ * the merge. Returns the merge's index. */
+static int build_decode_attn(const ws_cost_model *cm, const ws_cost_split *split,
+                             const ws_sched_in *in, int l, int qkv, ws_sched_layer *s)
+{
+    int a = ADD(WS_OP_APPEND, WS_RES_GPU, ws_cost_append(cm, in->n_seqs), HERE(qkv));
+    if (in->indexer_s > 0)
+        a = ADD(WS_OP_INDEX, WS_RES_GPU, in->indexer_s, HERE(a));
+    const ws_sched_dep prev = PREV(1, WS_ANCHOR_END);
+    const int host = in->host_s > 0 ? ADD(WS_OP_HOST, WS_RES_CPU, in->host_s, prev) : -1;
+    const int mig = in->migrate_bytes > 0
+                        ? ADD(WS_OP_MIGRATE, WS_RES_CPU, ws_cost_reformat(cm, in->migrate_bytes),
+                              prev)
+                        : -1;
+    const int cpu = in->n_cpu > 0
+                        ? ADD(WS_OP_CPU_ATTN, WS_RES_CPU, ws_cost_split_cpu(split, in->n_cpu),
+                              HERE(a), here_or_none(host), here_or_none(mig))
+                        : -1;
+    const double bytes = in->nospill ? 0 : in->m_xfer * cm->b_tok;
+    int gend;
+    if (bytes > 0) {
+        const double pre = fmin(cm->cfg.pingpong_bytes, bytes), rest = bytes - pre;
+        const int p = l == 0 ? ADD(WS_OP_H2D_PRE, WS_RES_H2D, ws_cost_h2d(cm, pre, 1), HERE(qkv))
+                             : ADD(WS_OP_H2D_PRE, WS_RES_H2D, ws_cost_h2d(cm, pre, 1),
+                                   PREV(1, WS_ANCHOR_H2D), PREV(2, WS_ANCHOR_MAIN));
+        const int g = ADD(WS_OP_GPU_ATTN, WS_RES_GPU,
+                          ws_cost_gpu_attn(cm, in->resident + in->m_xfer), HERE(a), HERE(p));
+        s->anchor[WS_ANCHOR_MAIN] = g;
+        int last = p;
+        if (rest > 0)
+            last = ADD(WS_OP_H2D_REST, WS_RES_H2D, ws_cost_h2d(cm, rest, 1), HERE(p), HERE(qkv));
+        s->anchor[WS_ANCHOR_H2D] = last;
+        gend = ADD(WS_OP_GPU_END, WS_RES_NONE, 0, HERE(g), HERE(last));
+    } else {
+        gend = ADD(WS_OP_GPU_ATTN, WS_RES_GPU, ws_cost_gpu_attn(cm, in->resident), HERE(a));
+        s->anchor[WS_ANCHOR_MAIN] = gend;
+    }
+    if (in->flush_bytes > 0)
+        ADD(WS_OP_FLUSH, WS_RES_D2H, ws_cost_d2h(cm, in->flush_bytes),
+            HERE(s->anchor[WS_ANCHOR_MAIN]));
+    /* The merge: one small kernel when there is a CPU part to merge. */
+    return ADD(WS_OP_MERGE, WS_RES_GPU, cpu >= 0 ? ws_cost_merge(cm, in->T) : 0, HERE(gend),
+               here_or_none(cpu));
+}
+
+/* A MoE layer's phase after o_proj in a prefill chunk that streams its CPU experts' weights:
+ * their stream (two layers in flight), the router on the GPU, the GPU-resident and shared
+ * experts, the streamed experts after their weights. */
+static void build_streamed_moe(const ws_cost_model *cm, const ws_sched_in *in, int l, int o,
+                               int step, ws_sched_layer *s)
+{
+    const double T = in->T;
+    const int x = l == 0 ? ADD(WS_OP_H2D_EXP, WS_RES_H2D, ws_cost_expert_stream(cm, l, T),
+                               here_or_none(step))
+                         : ADD(WS_OP_H2D_EXP, WS_RES_H2D, ws_cost_expert_stream(cm, l, T),
+                               PREV(1, WS_ANCHOR_H2D), PREV(2, WS_ANCHOR_END));
+    s->anchor[WS_ANCHOR_H2D] = x;
+    const int r = ADD(WS_OP_ROUTER, WS_RES_GPU, ws_cost_router_gpu(cm, T), HERE(o));
+    double tg = ws_cost_gpu_experts(cm, l, T);
+    tg += tg > 0 ? ws_cost_moe_permute_gpu(cm, l, T) : 0;
+    const double ts = ws_cost_shared_experts(cm, T);
+    const int eg = tg > 0 ? ADD(WS_OP_EXP_GPU, WS_RES_GPU, tg, HERE(r)) : -1;
+    const int sh = ts > 0 ? ADD(WS_OP_SHARED, WS_RES_GPU, ts, HERE(r)) : -1;
+    const int es = ADD(WS_OP_EXP_STREAM, WS_RES_GPU, ws_cost_gpu_streamed_experts(cm, l, T),
+                       HERE(r), HERE(x));
+    s->anchor[WS_ANCHOR_END] =
+        ADD(WS_OP_END, WS_RES_NONE, 0, HERE(es), here_or_none(eg), here_or_none(sh));
+}
+
+/* A MoE layer's phase after o_proj with its experts where they live: the router beside the
+ * routed experts (on the CPU once the hidden states are there when any run there), the CPU
+ * experts and their output's copy back, the GPU experts and the shared experts. */
+static void build_moe(const ws_cost_model *cm, const ws_sched_in *in, int l, int o,
+                      ws_sched_layer *s)
+{
+    const double T = in->T;
+    double tc = ws_cost_cpu_experts(cm, l, T), tg = ws_cost_gpu_experts(cm, l, T);
+    const double ts = ws_cost_shared_experts(cm, T);
+    tc += tc > 0 ? ws_cost_moe_permute_cpu(cm, l, T) : 0;
+    tg += tg > 0 ? ws_cost_moe_permute_gpu(cm, l, T) : 0;
+    const int out =
+        tc > 0 ? ADD(WS_OP_TO_HOST, WS_RES_NONE, ws_cost_handoff(cm, T, 1), HERE(o)) : -1;
+    const int cpu_r = ws_cost_layer(cm, l)->router_on_cpu;
+    const int r = ADD(WS_OP_ROUTER, cpu_r ? WS_RES_CPU : WS_RES_GPU,
+                      ws_cost_router(cm, l, T) + ws_cost_topk(cm, l, T), HERE(o),
+                      cpu_r ? here_or_none(out) : NO_DEP);
+    const int ec = tc > 0 ? ADD(WS_OP_EXP_CPU, WS_RES_CPU, tc, HERE(r), HERE(out)) : -1;
+    const int back =
+        ec >= 0 ? ADD(WS_OP_TO_GPU, WS_RES_NONE, ws_cost_handoff(cm, T, 0), HERE(ec)) : -1;
+    const int eg = tg > 0 ? ADD(WS_OP_EXP_GPU, WS_RES_GPU, tg, HERE(r)) : -1;
+    const int sh = ts > 0 ? ADD(WS_OP_SHARED, WS_RES_GPU, ts, HERE(r)) : -1;
+    s->anchor[WS_ANCHOR_END] = ADD(WS_OP_END, WS_RES_NONE, 0, HERE(r), here_or_none(back),
+                                   here_or_none(eg), here_or_none(sh));
+}
+
 void ws_sched_build(const ws_cost_model *cm, const ws_cost_split *split, const ws_sched_in *in,
                     int l, ws_sched_layer *s)
 {
@@ -124,7 +221,8 @@ void ws_sched_build(const ws_cost_model *cm, const ws_cost_split *split, const w
     const double T = in->T, t_step = l == 0 ? ws_cost_step(cm) : 0;
     const int step = t_step > 0 ? ADD(WS_OP_STEP, WS_RES_NONE, t_step, NO_DEP) : -1;
     const ws_sched_dep pe = step >= 0 ? HERE(step) : PREV(1, WS_ANCHOR_END);
-    if (ws_cost_layer(cm, l)->on_cpu) {
+    const ws_deploy_layer *y = ws_cost_layer(cm, l);
+    if (y->on_cpu) {
         build_cpu_layer(cm, in, l, pe, s);
         return;
     }
@@ -142,85 +240,16 @@ void ws_sched_build(const ws_cost_model *cm, const ws_cost_split *split, const w
         if (in->write_bytes > 0)
             ADD(WS_OP_WRITE, WS_RES_D2H, ws_cost_d2h(cm, in->write_bytes), HERE(qkv));
     } else {
-        int a = ADD(WS_OP_APPEND, WS_RES_GPU, ws_cost_append(cm, in->n_seqs), HERE(qkv));
-        if (in->indexer_s > 0)
-            a = ADD(WS_OP_INDEX, WS_RES_GPU, in->indexer_s, HERE(a));
-        const ws_sched_dep prev = PREV(1, WS_ANCHOR_END);
-        const int host = in->host_s > 0 ? ADD(WS_OP_HOST, WS_RES_CPU, in->host_s, prev) : -1;
-        const int mig = in->migrate_bytes > 0 ? ADD(WS_OP_MIGRATE, WS_RES_CPU,
-                                                    ws_cost_reformat(cm, in->migrate_bytes), prev)
-                                              : -1;
-        const int cpu = in->n_cpu > 0
-                            ? ADD(WS_OP_CPU_ATTN, WS_RES_CPU, ws_cost_split_cpu(split, in->n_cpu),
-                                  HERE(a), here_or_none(host), here_or_none(mig))
-                            : -1;
-        const double bytes = in->nospill ? 0 : in->m_xfer * cm->b_tok;
-        int gend;
-        if (bytes > 0) {
-            const double pre = fmin(cm->cfg.pingpong_bytes, bytes), rest = bytes - pre;
-            const int p = l == 0
-                              ? ADD(WS_OP_H2D_PRE, WS_RES_H2D, ws_cost_h2d(cm, pre, 1), HERE(qkv))
-                              : ADD(WS_OP_H2D_PRE, WS_RES_H2D, ws_cost_h2d(cm, pre, 1),
-                                    PREV(1, WS_ANCHOR_H2D), PREV(2, WS_ANCHOR_MAIN));
-            const int g = ADD(WS_OP_GPU_ATTN, WS_RES_GPU,
-                              ws_cost_gpu_attn(cm, in->resident + in->m_xfer), HERE(a), HERE(p));
-            s->anchor[WS_ANCHOR_MAIN] = g;
-            int last = p;
-            if (rest > 0)
-                last =
-                    ADD(WS_OP_H2D_REST, WS_RES_H2D, ws_cost_h2d(cm, rest, 1), HERE(p), HERE(qkv));
-            s->anchor[WS_ANCHOR_H2D] = last;
-            gend = ADD(WS_OP_GPU_END, WS_RES_NONE, 0, HERE(g), HERE(last));
-        } else {
-            gend = ADD(WS_OP_GPU_ATTN, WS_RES_GPU, ws_cost_gpu_attn(cm, in->resident), HERE(a));
-            s->anchor[WS_ANCHOR_MAIN] = gend;
-        }
-        if (in->flush_bytes > 0)
-            ADD(WS_OP_FLUSH, WS_RES_D2H, ws_cost_d2h(cm, in->flush_bytes),
-                HERE(s->anchor[WS_ANCHOR_MAIN]));
-        /* The merge: one small kernel when there is a CPU part to merge. */
-        attn_end = ADD(WS_OP_MERGE, WS_RES_GPU, cpu >= 0 ? ws_cost_merge(cm, T) : 0, HERE(gend),
-                       here_or_none(cpu));
+        attn_end = build_decode_attn(cm, split, in, l, qkv, s);
     }
     const int o = ADD(WS_OP_OPROJ, WS_RES_GPU,
                       ws_cost_o_proj(cm, T) + ws_cost_add(cm, T) + ws_cost_norm(cm, T),
                       HERE(attn_end));
-    if (ws_cost_layer(cm, l)->moe && in->prefill_q > 0 && in->prefill_gpu &&
+    if (y->moe && in->prefill_q > 0 && in->prefill_gpu &&
         ws_cost_expert_stream_bytes(cm, l, T) > 0 && ws_cost_cpu_experts(cm, l, T) > 0) {
-        const int x = l == 0 ? ADD(WS_OP_H2D_EXP, WS_RES_H2D, ws_cost_expert_stream(cm, l, T),
-                                   here_or_none(step))
-                             : ADD(WS_OP_H2D_EXP, WS_RES_H2D, ws_cost_expert_stream(cm, l, T),
-                                   PREV(1, WS_ANCHOR_H2D), PREV(2, WS_ANCHOR_END));
-        s->anchor[WS_ANCHOR_H2D] = x;
-        const int r = ADD(WS_OP_ROUTER, WS_RES_GPU, ws_cost_router_gpu(cm, T), HERE(o));
-        double tg = ws_cost_gpu_experts(cm, l, T);
-        tg += tg > 0 ? ws_cost_moe_permute_gpu(cm, l, T) : 0;
-        const double ts = ws_cost_shared_experts(cm, T);
-        const int eg = tg > 0 ? ADD(WS_OP_EXP_GPU, WS_RES_GPU, tg, HERE(r)) : -1;
-        const int sh = ts > 0 ? ADD(WS_OP_SHARED, WS_RES_GPU, ts, HERE(r)) : -1;
-        const int es =
-            ADD(WS_OP_EXP_STREAM, WS_RES_GPU, ws_cost_gpu_streamed_experts(cm, l, T), HERE(r), HERE(x));
-        s->anchor[WS_ANCHOR_END] = ADD(WS_OP_END, WS_RES_NONE, 0, HERE(es), here_or_none(eg),
-                                       here_or_none(sh));
-    } else if (ws_cost_layer(cm, l)->moe) {
-        double tc = ws_cost_cpu_experts(cm, l, T), tg = ws_cost_gpu_experts(cm, l, T);
-        const double ts = ws_cost_shared_experts(cm, T);
-        tc += tc > 0 ? ws_cost_moe_permute_cpu(cm, l, T) : 0;
-        tg += tg > 0 ? ws_cost_moe_permute_gpu(cm, l, T) : 0;
-        /* CPU experts: the hidden states go to the host first, their output comes back */
-        const int out =
-            tc > 0 ? ADD(WS_OP_TO_HOST, WS_RES_NONE, ws_cost_handoff(cm, T, 1), HERE(o)) : -1;
-        const int cpu_r = ws_cost_layer(cm, l)->router_on_cpu;
-        const int r = ADD(WS_OP_ROUTER, cpu_r ? WS_RES_CPU : WS_RES_GPU,
-                          ws_cost_router(cm, l, T) + ws_cost_topk(cm, l, T), HERE(o),
-                          cpu_r ? here_or_none(out) : NO_DEP);
-        const int ec = tc > 0 ? ADD(WS_OP_EXP_CPU, WS_RES_CPU, tc, HERE(r), HERE(out)) : -1;
-        const int back =
-            ec >= 0 ? ADD(WS_OP_TO_GPU, WS_RES_NONE, ws_cost_handoff(cm, T, 0), HERE(ec)) : -1;
-        const int eg = tg > 0 ? ADD(WS_OP_EXP_GPU, WS_RES_GPU, tg, HERE(r)) : -1;
-        const int sh = ts > 0 ? ADD(WS_OP_SHARED, WS_RES_GPU, ts, HERE(r)) : -1;
-        s->anchor[WS_ANCHOR_END] = ADD(WS_OP_END, WS_RES_NONE, 0, HERE(r), here_or_none(back),
-                                       here_or_none(eg), here_or_none(sh));
+        build_streamed_moe(cm, in, l, o, step, s);
+    } else if (y->moe) {
+        build_moe(cm, in, l, o, s);
     } else {
         const int d = ADD(WS_OP_DENSE, WS_RES_GPU, ws_cost_dense_mlp(cm, T), HERE(o));
         s->anchor[WS_ANCHOR_END] = ADD(WS_OP_END, WS_RES_NONE, 0, HERE(d));
