@@ -179,6 +179,68 @@ int sim_plot_speedup(ws_store *s, const ws_plot_req *req, char *what, size_t cap
 
 /* throughput */
 
+/* The run asked for (when one is): a closed batch of 'writescope sim', whose model and GPU
+ * the figure draws. */
+static int throughput_run(points_ctx *c, ws_simdb_run *run, const char **model, const char **gpu,
+                          ws_err *err)
+{
+    int rc = ws_simdb_get_run(c->s, c->req->run, run, err);
+    if (rc)
+        return rc;
+    if (strcmp(run->workload, "closed"))
+        return ws_err_set(err, WS_EINVAL,
+                          "simulation run %lld is not a closed batch: throughput against "
+                          "prompt length needs closed-batch runs",
+                          run->id);
+    if (strcmp(run->origin, "sim"))
+        return ws_err_set(err, WS_EINVAL,
+                          "simulation run %lld is a validation's (%d layers): throughput "
+                          "draws the runs of 'writescope sim'",
+                          run->id, run->layers);
+    *model = run->model;
+    *gpu = run->gpu_profile;
+    return 0;
+}
+
+/* Panel `panel`'s data files, one a policy: the points of the reference's hardware at the
+ * batch and output of pts[i]; the policies drawn into list (their numbers from 1). */
+static int throughput_panel(const points_ctx *c, const char *dir, const ws_simdb_point *pts,
+                            size_t n, size_t i, int panel, const char **pol, int np, char *list,
+                            size_t cap, ws_err *err)
+{
+    int rc = 0;
+    for (int k = 0; k < np && !rc; k++) {
+        char name[48];
+        snprintf(name, sizeof name, "%d-%d.dat", panel, k + 1);
+        FILE *f = NULL;
+        int rows = 0;
+        for (size_t j = i; j < n && !rc; j++) {
+            const ws_simdb_point *p = &pts[j];
+            if (!same_hw(p, &c->ref) || p->batch != pts[i].batch ||
+                p->output_tokens != pts[i].output_tokens || strcmp(p->policy, pol[k]) ||
+                !served(p))
+                continue;
+            if (!f) {
+                if (!(f = ws_gnuplot_open(dir, name, err))) {
+                    rc = err->code;
+                    break;
+                }
+                ws_gnuplot_text(f, pol[k]);
+                fputs("\tdecode tokens/s\n", f);
+            }
+            fprintf(f, "%lld\t%.6g\n", p->prompt_tokens, p->decode_tokens_per_s);
+            rows++;
+        }
+        if (f && (rc = ws_gnuplot_close(f, name, err)))
+            break;
+        if (rows) {
+            size_t l = strlen(list);
+            snprintf(list + l, cap - l, "%s%d", l ? " " : "", k + 1);
+        }
+    }
+    return rc;
+}
+
 static int write_throughput(void *vctx, const char *dir, int *n_out, ws_err *err)
 {
     points_ctx *c = vctx;
@@ -187,22 +249,8 @@ static int write_throughput(void *vctx, const char *dir, int *n_out, ws_err *err
     int rc;
     const char *model = c->req->model, *gpu = c->req->gpu;
     ws_simdb_run run;
-    if (c->req->run) {
-        if ((rc = ws_simdb_get_run(c->s, c->req->run, &run, err)))
-            return rc;
-        if (strcmp(run.workload, "closed"))
-            return ws_err_set(err, WS_EINVAL,
-                              "simulation run %lld is not a closed batch: throughput against "
-                              "prompt length needs closed-batch runs",
-                              run.id);
-        if (strcmp(run.origin, "sim"))
-            return ws_err_set(err, WS_EINVAL,
-                              "simulation run %lld is a validation's (%d layers): throughput "
-                              "draws the runs of 'writescope sim'",
-                              run.id, run.layers);
-        model = run.model;
-        gpu = run.gpu_profile;
-    }
+    if (c->req->run && (rc = throughput_run(c, &run, &model, &gpu, err)))
+        return rc;
     if ((rc = ws_simdb_list_points(c->s, model, gpu, c->req->grid, &pts, &n, err)))
         return rc;
     if (n == 0) {
@@ -244,35 +292,8 @@ static int write_throughput(void *vctx, const char *dir, int *n_out, ws_err *err
             continue;
         panel++;
         char list[256] = "";
-        for (int k = 0; k < np && !rc; k++) {
-            char name[48];
-            snprintf(name, sizeof name, "%d-%d.dat", panel, k + 1);
-            FILE *f = NULL;
-            int rows = 0;
-            for (size_t j = i; j < n && !rc; j++) {
-                const ws_simdb_point *p = &pts[j];
-                if (!same_hw(p, &c->ref) || p->batch != pts[i].batch ||
-                    p->output_tokens != pts[i].output_tokens || strcmp(p->policy, pol[k]) ||
-                    !served(p))
-                    continue;
-                if (!f) {
-                    if (!(f = ws_gnuplot_open(dir, name, err))) {
-                        rc = err->code;
-                        break;
-                    }
-                    ws_gnuplot_text(f, pol[k]);
-                    fputs("\tdecode tokens/s\n", f);
-                }
-                fprintf(f, "%lld\t%.6g\n", p->prompt_tokens, p->decode_tokens_per_s);
-                rows++;
-            }
-            if (f && (rc = ws_gnuplot_close(f, name, err)))
-                break;
-            if (rows) {
-                size_t l = strlen(list);
-                snprintf(list + l, sizeof list - l, "%s%d", l ? " " : "", k + 1);
-            }
-        }
+        if ((rc = throughput_panel(c, dir, pts, n, i, panel, pol, np, list, sizeof list, err)))
+            break;
         if (!*list) { /* every policy ran out of memory at this batch */
             panel--;
             continue;
