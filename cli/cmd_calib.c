@@ -392,28 +392,13 @@ static json_t *jnum(double v)
 
 static json_t *import_json(const ws_import_result *r)
 {
-    json_t *o = json_object(), *src = json_array(), *fits = json_array();
+    json_t *o = json_object(), *fits = json_array();
     json_object_set_new(o, "run", json_integer(r->run_id));
     json_object_set_new(o, "profile", json_string(r->profile));
     json_object_set_new(o, "gpu", json_string(r->gpu));
     json_object_set_new(o, "device", json_string(r->device));
     json_object_set_new(o, "rows", json_integer(r->rows));
     json_object_set_new(o, "heldout_rows", json_integer(r->heldout));
-    for (int i = 0; i < r->n_files; i++) {
-        const ws_calibdb_source *f = &r->files[i];
-        json_t *x = json_object();
-        json_object_set_new(x, "path", json_string(f->path));
-        json_object_set_new(x, "sha256", json_string(f->sha256));
-        json_object_set_new(x, "bytes", json_integer(f->bytes));
-        json_object_set_new(x, "rows", json_integer(f->rows));
-        json_object_set_new(x, "what", json_string(f->what));
-        json_object_set_new(x, "measured_by", json_string(f->measured_by));
-        json_object_set_new(x, "tool", json_string(f->tool));
-        json_object_set_new(x, "gpu", json_string(f->gpu));
-        json_object_set_new(x, "dtype", json_string(f->dtype));
-        json_object_set_new(x, "licence", json_string(f->licence));
-        json_array_append_new(src, x);
-    }
     for (int i = 0; i < r->n_fits; i++) {
         const ws_import_fit *f = &r->fits[i];
         const int sat = f->r.form == WS_FIT_SATURATING;
@@ -442,7 +427,7 @@ static json_t *import_json(const ws_import_result *r)
         json_object_set_new(x, "note", json_string(f->r.note));
         json_array_append_new(fits, x);
     }
-    json_object_set_new(o, "sources", src);
+    json_object_set_new(o, "sources", ws_calib_sources_json(r->files, r->n_files));
     json_object_set_new(o, "fits", fits);
     return o;
 }
