@@ -9,7 +9,7 @@
  * are someone else's measurements of a GPU, its host is that GPU (no CPU), its sources say
  * which files they came from, and its GPU profile has its own name. The rows themselves are
  * written and read by store/calibdb.c (the only code that sees SQL); the measurements are in
- * calib/measure.c; the CLI is cli/cmd_calib.c. */
+ * calib/measure.c; a whole run, measured to stored, is calib/calib_run.h. */
 #ifndef WS_CALIB_H
 #define WS_CALIB_H
 

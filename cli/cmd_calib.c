@@ -1,8 +1,10 @@
-/* cmd_calib: `writescope calib [run|show|import]` -- measure this machine with the project's
- * real kernels, fit the cost model's roofline parameters and store samples, fits and the
- * machine's profile in the database (one transaction per run: an interrupted run writes
- * nothing). `calib show` prints a run's fits; `calib import` fits a GPU from operator
- * profiles others measured (calib/import.h). */
+/* cmd_calib: `writescope calib [run|show|import|check|export|load]` -- parsing and printing.
+ * A run measures this machine with the project's real kernels, fits the cost model's
+ * roofline parameters and stores samples, fits and the machine's profile in the database
+ * (calib/calib_run.h; one transaction per run: an interrupted run writes nothing); here
+ * Ctrl-C becomes its stop flag and its progress a bar on stderr. `calib show` prints a
+ * run's fits; `calib import` fits a GPU from operator profiles others measured
+ * (calib/import.h); check, export and load are calib/calib_file.h and validate/oppoints.h. */
 #include <limits.h>
 #include <math.h>
 #include <signal.h>
@@ -11,14 +13,12 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "attn_cpu.h"
-#include "backend.h"
 #include "calib.h"
 #include "calib_file.h"
+#include "calib_run.h"
 #include "cli.h"
 #include "import.h"
 #include "oppoints.h"
-#include "measure.h"
 #include "opts.h"
 #include "pool.h"
 #include "ws_atomic.h"
@@ -231,93 +231,39 @@ static int calib_show(const char *db, long long id, int json)
     return CLI_EXIT_OK;
 }
 
-/* What --only (c->only, when given) asks for, on this machine's devices; derr says why
- * there is no GPU. */
-static int calib_devices(const calib_opts *c, int only_given, ws_calib_opts *o, int *has_gpu,
-                         ws_err *derr)
+static void on_notice(void *ctx, const char *line)
 {
-    const ws_backend *cuda = ws_backend_cuda(derr);
-    *has_gpu = cuda && cuda->device_count(derr) > 0;
-    if (!only_given) {
-        o->do_cpu = 1;
-        o->do_gpu = o->do_link = *has_gpu;
-        return 0;
-    }
-    const char *only = k_only[c->only];
-    if (!strcmp(only, "cpu")) {
-        o->do_cpu = 1;
-        return 0;
-    }
-    if (!*has_gpu) {
-        ws_err err;
-        ws_err_set(&err, WS_EDEVICE, "--only %s: no CUDA device (%s); nothing to calibrate", only,
-                   derr->msg[0] ? derr->msg : "none found");
-        return cli_fail(&err);
-    }
-    o->do_gpu = !strcmp(only, "gpu");
-    o->do_link = !strcmp(only, "link");
-    return 0;
-}
-
-/* Measures, fits and stores into s (closed here); *id is the stored run. */
-static int calib_measure(ws_store *s, ws_calib_opts *o, ws_calib_run *run, bar *b, long long *id,
-                         ws_err *err)
-{
-    o->progress = show_progress;
-    o->progress_ctx = b;
-    struct sigaction sa = {0}, old_int, old_term;
-    sa.sa_handler = on_signal;
-    sigaction(SIGINT, &sa, &old_int);
-    sigaction(SIGTERM, &sa, &old_term);
-    int rc = ws_calib_measure(o, run, err);
-    if (!rc)
-        rc = ws_calib_fit_all(run, err);
-    ws_utc_now(run->finished_at, sizeof run->finished_at);
-    /* A Ctrl-C that lands during the commit is held until it is done: the run is stored
-     * whole, and then it is not "interrupted". */
-    if (!rc && !g_stop)
-        rc = ws_calib_store(s, run, id, err);
-    else if (!rc)
-        rc = ws_err_set(err, WS_ECANCELED, "calibration interrupted; nothing was written");
-    sigaction(SIGINT, &old_int, NULL);
-    sigaction(SIGTERM, &old_term, NULL);
-    return rc;
+    (void)ctx;
+    fprintf(stderr, "calib: %s\n", line);
 }
 
 static int calib_run(const calib_opts *c, int only_given)
 {
-    ws_calib_opts o = {.quick = c->quick, .threads = c->threads, .stop = &g_stop};
-    ws_err err = {0}, derr = {0};
-    int has_gpu, rc;
-    if ((rc = calib_devices(c, only_given, &o, &has_gpu, &derr)))
-        return rc;
+    ws_calib_run_cfg cfg = {.quick = c->quick,
+                            .threads = c->threads,
+                            .stop = &g_stop,
+                            .progress = show_progress,
+                            .notice = on_notice};
+    ws_err err = {0};
+    if (ws_calib_run_devices(&cfg, only_given ? k_only[c->only] : NULL, &err))
+        return cli_fail(&err);
     /* Open (and so validate) the database before spending minutes measuring. */
     ws_store *s;
     if (cli_open_store(c->db, &s, &err))
         return cli_fail(&err);
-    ws_isa isa;
-    ws_calib_run run;
-    ws_calib_run_init(&run);
-    if ((rc = ws_isa_resolve(WS_ISA_AUTO, &isa, &err)) ||
-        (rc = ws_host_fp_detect(ws_isa_name(isa), &run.host, &err))) {
-        ws_store_close(s);
-        return cli_fail(&err);
-    }
-    snprintf(run.mode, sizeof run.mode, "%s", c->quick ? "quick" : "default");
-    snprintf(run.scope, sizeof run.scope, "%s", only_given ? k_only[c->only] : "all");
-    if (!only_given && !has_gpu) {
-        snprintf(run.note, sizeof run.note, "CPU only: %.200s",
-                 derr.msg[0] ? derr.msg : "no CUDA device");
-        fprintf(stderr, "calib: no CUDA device (%s): calibrating the CPU only\n",
-                derr.msg[0] ? derr.msg : "none found");
-    }
-    ws_utc_now(run.started_at, sizeof run.started_at);
     bar b = {.tty = isatty(2), .t0 = ws_now_s()};
-    long long id = 0;
-    rc = calib_measure(s, &o, &run, &b, &id, &err);
-    ws_calib_run_free(&run);
+    cfg.progress_ctx = &b;
+    /* Stopped by SIGINT/SIGTERM while measuring: the run ends cleanly and stores nothing. */
+    struct sigaction sa = {0}, old_int, old_term;
+    sa.sa_handler = on_signal;
+    sigaction(SIGINT, &sa, &old_int);
+    sigaction(SIGTERM, &sa, &old_term);
+    ws_calib_run_out out;
+    int rc = ws_calib_run_exec(s, &cfg, &out, &err);
+    sigaction(SIGINT, &old_int, NULL);
+    sigaction(SIGTERM, &old_term, NULL);
     if (rc) {
-        if (b.tty)
+        if (b.tty && out.measured)
             fputc('\n', stderr);
         ws_store_close(s);
         cli_fail(&err);
@@ -325,11 +271,11 @@ static int calib_run(const calib_opts *c, int only_given)
          * that the signal ended */
         return rc == WS_ECANCELED && g_stop ? 128 + g_stop : CLI_EXIT_FAIL;
     }
-    json_t *show = ws_calib_show(s, id, &err);
+    json_t *show = ws_calib_show(s, out.run_id, &err);
     ws_store_close(s);
     if (!show)
         return cli_fail(&err);
-    fprintf(stderr, "calib: stored run %lld (%.0f s)\n", id, ws_now_s() - b.t0);
+    fprintf(stderr, "calib: stored run %lld (%.0f s)\n", out.run_id, ws_now_s() - b.t0);
     if (c->json)
         return cli_print_json(show);
     print_fits(show);
