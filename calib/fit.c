@@ -362,6 +362,27 @@ static void judge(ws_fit_result *r)
                  r->heldout_mape_pct, WS_FIT_GOOD_MAPE_PCT);
 }
 
+/* A fit's start: out cleared and named, the points checked, GSL's aborting handler off. */
+static int fit_begin(ws_fit_result *out, ws_fit_form form, const ws_fit_point *pts, int n,
+                     ws_err *err)
+{
+    memset(out, 0, sizeof *out);
+    out->form = form;
+    out->n = n;
+    int rc = check_points(pts, n, err);
+    if (!rc)
+        gsl_set_error_handler_off();
+    return rc;
+}
+
+/* A fit's end: its error on the points it saw, its k-fold held-out error, its verdict. */
+static void fit_end(const ws_fit_point *pts, int n, const fold_model *fm, ws_fit_result *out)
+{
+    stats(pts, n, out, &out->r2, &out->train_mape_pct);
+    out->heldout_mape_pct = kfold_mape(pts, n, fm);
+    judge(out);
+}
+
 /* The roofline's fold: roof_fit_subset on the training points. */
 typedef struct roof_fold {
     fit_data *d;
@@ -387,15 +408,11 @@ static double roof_fold_predict(void *ctx, const ws_fit_point *p)
 int ws_fit_roofline(const ws_fit_point *pts, int n, double p_fix, double w_fix, ws_fit_result *out,
                     ws_err *err)
 {
-    memset(out, 0, sizeof *out);
-    out->form = WS_FIT_ROOFLINE;
-    out->n = n;
-    int rc = check_points(pts, n, err);
+    int rc = fit_begin(out, WS_FIT_ROOFLINE, pts, n, err);
     if (rc)
         return rc;
     if (p_fix > 0 && w_fix > 0)
         return ws_err_set(err, WS_EINVAL, "fit: cannot hold both P and W fixed");
-    gsl_set_error_handler_off();
     fit_data d = {.pts = pts, .free_p = !(p_fix > 0), .free_w = !(w_fix > 0),
                   .inv_p_fixed = p_fix > 0 ? RATE_UNIT / p_fix : 0,
                   .inv_w_fixed = w_fix > 0 ? RATE_UNIT / w_fix : 0};
@@ -424,14 +441,10 @@ int ws_fit_roofline(const ws_fit_point *pts, int n, double p_fix, double w_fix, 
     for (int i = 0; i < n; i++)
         on_compute += pts[i].flops / RATE_UNIT * ip > pts[i].bytes / RATE_UNIT * iw;
     out->compute_bound = 2 * on_compute > n;
-    stats(pts, n, out, &out->r2, &out->train_mape_pct);
-
-    /* k-fold held-out error. */
     roof_fold rf = {.d = &d};
     const fold_model fm = {roof_fold_fit, roof_fold_predict, &rf};
-    out->heldout_mape_pct = kfold_mape(pts, n, &fm);
+    fit_end(pts, n, &fm, out);
     free(all);
-    judge(out);
     return 0;
 }
 
@@ -519,13 +532,9 @@ static double lin_fold_predict(void *ctx, const ws_fit_point *p)
 
 int ws_fit_transfer(const ws_fit_point *pts, int n, ws_fit_result *out, ws_err *err)
 {
-    memset(out, 0, sizeof *out);
-    out->form = WS_FIT_TRANSFER;
-    out->n = n;
-    int rc = check_points(pts, n, err);
+    int rc = fit_begin(out, WS_FIT_TRANSFER, pts, n, err);
     if (rc)
         return rc;
-    gsl_set_error_handler_off();
     int *all = all_points(n);
     double a, b, cov[4], chisq;
     out->converged = lin_subset(pts, all, n, &a, &b, cov, &chisq) == GSL_SUCCESS;
@@ -534,12 +543,10 @@ int ws_fit_transfer(const ws_fit_point *pts, int n, ws_fit_result *out, ws_err *
     out->c0_se = sqrt(cov[0]);
     out->bandwidth = b > 0 ? RATE_UNIT / b : 0;
     out->bandwidth_se = b > 0 ? RATE_UNIT * sqrt(cov[3]) / (b * b) : 0;
-    stats(pts, n, out, &out->r2, &out->train_mape_pct);
     lin_fold lf = {.pts = pts};
     const fold_model fm = {lin_fold_fit, lin_fold_predict, &lf};
-    out->heldout_mape_pct = kfold_mape(pts, n, &fm);
+    fit_end(pts, n, &fm, out);
     free(all);
-    judge(out);
     return 0;
 }
 
@@ -618,13 +625,9 @@ static double serial_fold_predict(void *ctx, const ws_fit_point *p)
 
 int ws_fit_serial(const ws_fit_point *pts, int n, ws_fit_result *out, ws_err *err)
 {
-    memset(out, 0, sizeof *out);
-    out->form = WS_FIT_SERIAL;
-    out->n = n;
-    int rc = check_points(pts, n, err);
+    int rc = fit_begin(out, WS_FIT_SERIAL, pts, n, err);
     if (rc)
         return rc;
-    gsl_set_error_handler_off();
     int *all = all_points(n);
     double c[3], se[3];
     out->converged = serial_subset(pts, all, n, c, se) == GSL_SUCCESS;
@@ -641,21 +644,16 @@ int ws_fit_serial(const ws_fit_point *pts, int n, ws_fit_result *out, ws_err *er
         tb += c[2] * pts[i].bytes / RATE_UNIT;
     }
     out->compute_bound = tf > tb;
-    stats(pts, n, out, &out->r2, &out->train_mape_pct);
     serial_fold sf = {.pts = pts};
     const fold_model fm = {serial_fold_fit, serial_fold_predict, &sf};
-    out->heldout_mape_pct = kfold_mape(pts, n, &fm);
+    fit_end(pts, n, &fm, out);
     free(all);
-    judge(out);
     return 0;
 }
 
 int ws_fit_saturating(const ws_fit_point *pts, int n, ws_fit_result *out, ws_err *err)
 {
-    memset(out, 0, sizeof *out);
-    out->form = WS_FIT_SATURATING;
-    out->n = n;
-    int rc = check_points(pts, n, err);
+    int rc = fit_begin(out, WS_FIT_SATURATING, pts, n, err);
     if (rc)
         return rc;
     for (int i = 0; i < n; i++)
