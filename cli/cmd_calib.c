@@ -214,6 +214,16 @@ static void print_fits(json_t *show)
     }
 }
 
+/* A run as ws_calib_show gives it: the JSON itself, or its table (show is consumed). */
+static int print_show(json_t *show, int json)
+{
+    if (json)
+        return cli_print_json(show);
+    print_fits(show);
+    json_decref(show);
+    return CLI_EXIT_OK;
+}
+
 static int calib_show(const char *db, long long id, int json)
 {
     ws_err err = {0};
@@ -224,11 +234,7 @@ static int calib_show(const char *db, long long id, int json)
     ws_store_close(s);
     if (!show)
         return cli_fail(&err);
-    if (json)
-        return cli_print_json(show);
-    print_fits(show);
-    json_decref(show);
-    return CLI_EXIT_OK;
+    return print_show(show, json);
 }
 
 static void on_notice(void *ctx, const char *line)
@@ -276,11 +282,7 @@ static int calib_run(const calib_opts *c, int only_given)
     if (!show)
         return cli_fail(&err);
     fprintf(stderr, "calib: stored run %lld (%.0f s)\n", out.run_id, ws_now_s() - b.t0);
-    if (c->json)
-        return cli_print_json(show);
-    print_fits(show);
-    json_decref(show);
-    return CLI_EXIT_OK;
+    return print_show(show, c->json);
 }
 
 /* ---- calib import ------------------------------------------------------------------------ */
