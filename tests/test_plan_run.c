@@ -1,6 +1,7 @@
-/* test_plan_run: a whole plan as one call (sim/plan_run.h). In one process (no ws_par) it
- * finds what ws_plan_run finds, calls the progress callback once a round, and stores the plan
- * only when asked, saying where. */
+/* test_plan_run: a whole plan as one call (sim/plan_run.h). In one process it finds what
+ * ws_plan_run finds, calls the progress callback once a round, and stores the plan only when
+ * asked, saying where; through a ranks backend that evaluates each round's points in reverse
+ * order it finds the same, and agrees twice (after the search, after storing). */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <string.h>
@@ -69,6 +70,58 @@ Test(plan_run, one_call_searches_reports_and_stores)
     ws_plan_report_free(&ref);
     ws_store_close(st);
     cr_assert_eq(th_count_file(db, "SELECT count(*) FROM plan_runs"), 1);
+}
+
+/* One rank whose map runs the items last to first. */
+typedef struct fake_ranks {
+    int maps, agrees;
+} fake_ranks;
+
+static int fake_map_all(void *ctx, size_t n, size_t rec_size, ws_plan_item_fn fn, void *fn_ctx,
+                        void *out, ws_err *err)
+{
+    fake_ranks *f = ctx;
+    f->maps++;
+    memset(out, 0, n * rec_size);
+    for (size_t i = n; i-- > 0;) {
+        int rc = fn(fn_ctx, i, (char *)out + i * rec_size, err);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+static int fake_agree(void *ctx, int rc, ws_err *err)
+{
+    (void)err;
+    ((fake_ranks *)ctx)->agrees++;
+    return rc;
+}
+
+Test(plan_run, rounds_through_a_ranks_backend)
+{
+    ws_store *st;
+    ws_err err = {0};
+    cr_assert_eq(ws_store_open(":memory:", &st, &err), 0, "%s", err.msg);
+    ws_plan_spec s;
+    users_spec(&s);
+    ws_plan_run_result one, many;
+    const ws_plan_run_cfg cfg1 = {.spec = &s};
+    cr_assert_eq(ws_plan_run_all(st, &cfg1, &one, &err), 0, "%s", err.msg);
+    fake_ranks f = {0};
+    const ws_plan_ranks ranks = {0, fake_map_all, fake_agree, &f};
+    const ws_plan_run_cfg cfg = {.spec = &s, .ranks = &ranks, .store = 1};
+    cr_assert_eq(ws_plan_run_all(st, &cfg, &many, &err), 0, "%s", err.msg);
+    cr_assert_eq(f.maps, many.rep.rounds);
+    cr_assert_eq(f.agrees, 2);
+    cr_assert_gt(many.plan_id, 0);
+    cr_assert_eq(many.rep.n_evals, one.rep.n_evals);
+    for (size_t i = 0; i < one.rep.n_evals; i++)
+        cr_assert_eq(many.rep.evals[i].res.meets, one.rep.evals[i].res.meets);
+    cr_assert_eq(many.rep.search[0].max_load, one.rep.search[0].max_load);
+    ws_plan_run_result_free(&one);
+    ws_plan_run_result_free(&many);
+    ws_store_close(st);
 }
 
 Test(plan_run, a_bad_spec_is_an_error_and_stores_nothing)
