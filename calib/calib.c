@@ -507,36 +507,49 @@ int ws_calib_store(ws_store *store, const ws_calib_run *run, long long *run_id, 
 /* A number for JSON: null where the row has none. */
 static json_t *num(double v) { return isfinite(v) ? json_real(v) : json_null(); }
 
-json_t *ws_calib_show(ws_store *store, long long run_id, ws_err *err)
+json_t *ws_calib_sources_json(const ws_calibdb_source *src, int n)
 {
-    ws_calibdb_run run;
-    ws_calibdb_host host;
-    if (ws_calibdb_get_run(store, run_id, &run, &host, err))
-        return NULL;
-    ws_calibdb_fit *fits = NULL;
-    ws_calibdb_sample *samples = NULL;
-    int n_fits = 0, n_samples = 0;
-    if (ws_calibdb_get_fits(store, run.id, &fits, &n_fits, err) ||
-        ws_calibdb_get_samples(store, run.id, NULL, &samples, &n_samples, err)) {
-        free(fits);
-        return NULL;
+    json_t *arr = json_array();
+    for (int i = 0; i < n; i++) {
+        const ws_calibdb_source *x = &src[i];
+        json_t *o = json_object();
+        json_object_set_new(o, "path", json_string(x->path));
+        json_object_set_new(o, "sha256", json_string(x->sha256));
+        json_object_set_new(o, "bytes", json_integer(x->bytes));
+        json_object_set_new(o, "rows", json_integer(x->rows));
+        json_object_set_new(o, "what", json_string(x->what));
+        json_object_set_new(o, "measured_by", json_string(x->measured_by));
+        json_object_set_new(o, "tool", json_string(x->tool));
+        json_object_set_new(o, "gpu", json_string(x->gpu));
+        json_object_set_new(o, "dtype", json_string(x->dtype));
+        json_object_set_new(o, "licence", json_string(x->licence));
+        json_array_append_new(arr, o);
     }
-    json_t *out = json_object(), *r = json_object();
-    json_object_set_new(r, "id", json_integer(run.id));
-    json_object_set_new(r, "tool_version", json_string(run.tool_version));
-    json_object_set_new(r, "mode", json_string(run.mode));
-    json_object_set_new(r, "scope", json_string(run.scope));
-    json_object_set_new(r, "started_at", json_string(run.started_at));
-    json_object_set_new(r, "finished_at", json_string(run.finished_at));
-    json_object_set_new(r, "host", json_string(host.fingerprint));
-    json_object_set_new(r, "cpu_model", json_string(host.cpu_model));
-    json_object_set_new(r, "cpu_cores", json_integer(host.cpu_cores));
-    json_object_set_new(r, "isa", json_string(host.isa));
-    json_object_set_new(r, "gpu_name", host.has_gpu ? json_string(host.gpu_name) : json_null());
-    json_object_set_new(r, "samples", json_integer(run.n_samples));
-    json_object_set_new(r, "note", json_string(run.note));
-    json_object_set_new(out, "run", r);
+    return arr;
+}
 
+/* The run's row and its host's, as `calib show` prints them. */
+static json_t *show_run(const ws_calibdb_run *run, const ws_calibdb_host *host)
+{
+    json_t *r = json_object();
+    json_object_set_new(r, "id", json_integer(run->id));
+    json_object_set_new(r, "tool_version", json_string(run->tool_version));
+    json_object_set_new(r, "mode", json_string(run->mode));
+    json_object_set_new(r, "scope", json_string(run->scope));
+    json_object_set_new(r, "started_at", json_string(run->started_at));
+    json_object_set_new(r, "finished_at", json_string(run->finished_at));
+    json_object_set_new(r, "host", json_string(host->fingerprint));
+    json_object_set_new(r, "cpu_model", json_string(host->cpu_model));
+    json_object_set_new(r, "cpu_cores", json_integer(host->cpu_cores));
+    json_object_set_new(r, "isa", json_string(host->isa));
+    json_object_set_new(r, "gpu_name", host->has_gpu ? json_string(host->gpu_name) : json_null());
+    json_object_set_new(r, "samples", json_integer(run->n_samples));
+    json_object_set_new(r, "note", json_string(run->note));
+    return r;
+}
+
+static json_t *show_fits(const ws_calibdb_fit *fits, int n_fits)
+{
     json_t *arr = json_array();
     for (int i = 0; i < n_fits; i++) {
         const ws_calibdb_fit *f = &fits[i];
@@ -571,36 +584,12 @@ json_t *ws_calib_show(ws_store *store, long long run_id, ws_err *err)
         json_object_set_new(o, "half_keys_se", num(sat ? f->factor_se : NAN));
         json_array_append_new(arr, o);
     }
-    json_object_set_new(out, "fits", arr);
-    /* An imported run: the files its samples came from. */
-    ws_calibdb_source *src = NULL;
-    int n_src = 0;
-    if (ws_calibdb_get_sources(store, run.id, &src, &n_src, err)) {
-        free(fits);
-        free(samples);
-        json_decref(out);
-        return NULL;
-    }
-    json_t *sarr = json_array();
-    for (int i = 0; i < n_src; i++) {
-        const ws_calibdb_source *x = &src[i];
-        json_t *o = json_object();
-        json_object_set_new(o, "path", json_string(x->path));
-        json_object_set_new(o, "sha256", json_string(x->sha256));
-        json_object_set_new(o, "bytes", json_integer(x->bytes));
-        json_object_set_new(o, "rows", json_integer(x->rows));
-        json_object_set_new(o, "what", json_string(x->what));
-        json_object_set_new(o, "measured_by", json_string(x->measured_by));
-        json_object_set_new(o, "tool", json_string(x->tool));
-        json_object_set_new(o, "gpu", json_string(x->gpu));
-        json_object_set_new(o, "dtype", json_string(x->dtype));
-        json_object_set_new(o, "licence", json_string(x->licence));
-        json_array_append_new(sarr, o);
-    }
-    free(src);
-    json_object_set_new(out, "sources", sarr);
+    return arr;
+}
 
-    /* Single measurements of the machine (not fitted): rates from their samples. */
+/* Single measurements of the machine (not fitted): rates from their samples. */
+static json_t *show_measured(const ws_calibdb_sample *samples, int n_samples)
+{
     static const char *const single[] = {"membw_read_1t", "membw_triad", "peak_flops",
                                          "peak_flops_1t", NULL};
     json_t *meas = json_array();
@@ -620,7 +609,33 @@ json_t *ws_calib_show(ws_store *store, long long run_id, ws_err *err)
         json_object_set_new(m, "params", json_string(x->params));
         json_array_append_new(meas, m);
     }
-    json_object_set_new(out, "measured", meas);
+    return meas;
+}
+
+json_t *ws_calib_show(ws_store *store, long long run_id, ws_err *err)
+{
+    ws_calibdb_run run;
+    ws_calibdb_host host;
+    if (ws_calibdb_get_run(store, run_id, &run, &host, err))
+        return NULL;
+    ws_calibdb_fit *fits = NULL;
+    ws_calibdb_sample *samples = NULL;
+    ws_calibdb_source *src = NULL;
+    int n_fits = 0, n_samples = 0, n_src = 0;
+    if (ws_calibdb_get_fits(store, run.id, &fits, &n_fits, err) ||
+        ws_calibdb_get_samples(store, run.id, NULL, &samples, &n_samples, err) ||
+        ws_calibdb_get_sources(store, run.id, &src, &n_src, err)) {
+        free(fits);
+        free(samples);
+        return NULL;
+    }
+    json_t *out = json_object();
+    json_object_set_new(out, "run", show_run(&run, &host));
+    json_object_set_new(out, "fits", show_fits(fits, n_fits));
+    /* An imported run: the files its samples came from. */
+    json_object_set_new(out, "sources", ws_calib_sources_json(src, n_src));
+    json_object_set_new(out, "measured", show_measured(samples, n_samples));
+    free(src);
     free(fits);
     free(samples);
     return out;

@@ -9,7 +9,7 @@
  * are someone else's measurements of a GPU, its host is that GPU (no CPU), its sources say
  * which files they came from, and its GPU profile has its own name. The rows themselves are
  * written and read by store/calibdb.c (the only code that sees SQL); the measurements are in
- * calib/measure.c; the CLI is cli/cmd_calib.c. */
+ * calib/measure.c; a whole run, measured to stored, is calib/calib_run.h. */
 #ifndef WS_CALIB_H
 #define WS_CALIB_H
 
@@ -68,6 +68,10 @@ int ws_calib_fit_all(ws_calib_run *run, ws_err *err);
 int ws_calib_store(ws_store *store, const ws_calib_run *run, long long *run_id, ws_err *err);
 /* Fits of one run (run_id 0 = newest) as JSON: {run: {...}, fits: [...]}. */
 json_t *ws_calib_show(ws_store *store, long long run_id, ws_err *err);
+/* The files an imported run read, as the JSON array `calib show` and `calib import` print:
+ * one object per source (path, sha256, bytes, rows, what, measured_by, tool, gpu, dtype,
+ * licence). */
+json_t *ws_calib_sources_json(const ws_calibdb_source *src, int n);
 
 /* This machine's calibrated profile name, "host:<fingerprint>" (the fingerprint calib
  * stores it under), into buf; 1 when store s holds that profile, 0 when it does not (buf

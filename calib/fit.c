@@ -261,6 +261,51 @@ static int *fold_order(const ws_fit_point *pts, int n)
     return ord;
 }
 
+/* One form's fit of some of the points, for the k-fold error: fit() fits the points
+ * train[0..m) into ctx (non-zero: it failed), predict() is that fit's time of a point. */
+typedef struct fold_model {
+    int (*fit)(void *ctx, const int *train, int m);
+    double (*predict)(void *ctx, const ws_fit_point *p);
+    void *ctx;
+} fold_model;
+
+/* The k-fold held-out MAPE (%): the points in fold_order, fold f holding out every k-th from
+ * f and fitted on the rest; NAN when a fold's fit failed or no point was held out. */
+static double kfold_mape(const ws_fit_point *pts, int n, const fold_model *fm)
+{
+    const int k = n < WS_FIT_KFOLD ? n : WS_FIT_KFOLD;
+    int *ord = fold_order(pts, n), *train = malloc(sizeof(int) * (size_t)n);
+    double ape = 0;
+    int tested = 0, failed = 0;
+    for (int fold = 0; fold < k; fold++) {
+        int m = 0;
+        for (int i = 0; i < n; i++)
+            if (i % k != fold)
+                train[m++] = ord[i];
+        if (fm->fit(fm->ctx, train, m)) {
+            failed = 1;
+            break;
+        }
+        for (int i = fold; i < n; i += k) {
+            const ws_fit_point *p = &pts[ord[i]];
+            ape += fabs(fm->predict(fm->ctx, p) - p->t) / p->t;
+            tested++;
+        }
+    }
+    free(ord);
+    free(train);
+    return failed || !tested ? NAN : 100.0 * ape / tested;
+}
+
+/* The indices 0..n-1: every point. */
+static int *all_points(int n)
+{
+    int *all = malloc(sizeof(int) * (size_t)n);
+    for (int i = 0; all && i < n; i++)
+        all[i] = i;
+    return all;
+}
+
 static void stats(const ws_fit_point *pts, int n, const ws_fit_result *r, double *r2, double *mape)
 {
     double mean = 0, ss_tot = 0, ss_res = 0, ape = 0;
@@ -317,24 +362,61 @@ static void judge(ws_fit_result *r)
                  r->heldout_mape_pct, WS_FIT_GOOD_MAPE_PCT);
 }
 
+/* A fit's start: out cleared and named, the points checked, GSL's aborting handler off. */
+static int fit_begin(ws_fit_result *out, ws_fit_form form, const ws_fit_point *pts, int n,
+                     ws_err *err)
+{
+    memset(out, 0, sizeof *out);
+    out->form = form;
+    out->n = n;
+    int rc = check_points(pts, n, err);
+    if (!rc)
+        gsl_set_error_handler_off();
+    return rc;
+}
+
+/* A fit's end: its error on the points it saw, its k-fold held-out error, its verdict. */
+static void fit_end(const ws_fit_point *pts, int n, const fold_model *fm, ws_fit_result *out)
+{
+    stats(pts, n, out, &out->r2, &out->train_mape_pct);
+    out->heldout_mape_pct = kfold_mape(pts, n, fm);
+    judge(out);
+}
+
+/* The roofline's fold: roof_fit_subset on the training points. */
+typedef struct roof_fold {
+    fit_data *d;
+    double c0, ip, iw;
+} roof_fold;
+
+static int roof_fold_fit(void *ctx, const int *train, int m)
+{
+    roof_fold *f = ctx;
+    f->d->idx = train;
+    f->d->n = m;
+    double var[3];
+    int conv;
+    return m < 2 || roof_fit_subset(f->d, &f->c0, &f->ip, &f->iw, var, &conv);
+}
+
+static double roof_fold_predict(void *ctx, const ws_fit_point *p)
+{
+    const roof_fold *f = ctx;
+    return predict_raw(f->c0, f->ip, f->iw, p);
+}
+
 int ws_fit_roofline(const ws_fit_point *pts, int n, double p_fix, double w_fix, ws_fit_result *out,
                     ws_err *err)
 {
-    memset(out, 0, sizeof *out);
-    out->form = WS_FIT_ROOFLINE;
-    out->n = n;
-    int rc = check_points(pts, n, err);
+    int rc = fit_begin(out, WS_FIT_ROOFLINE, pts, n, err);
     if (rc)
         return rc;
     if (p_fix > 0 && w_fix > 0)
         return ws_err_set(err, WS_EINVAL, "fit: cannot hold both P and W fixed");
-    gsl_set_error_handler_off();
     fit_data d = {.pts = pts, .free_p = !(p_fix > 0), .free_w = !(w_fix > 0),
                   .inv_p_fixed = p_fix > 0 ? RATE_UNIT / p_fix : 0,
                   .inv_w_fixed = w_fix > 0 ? RATE_UNIT / w_fix : 0};
-    int *all = malloc(sizeof(int) * (size_t)n);
-    for (int i = 0; i < n; i++)
-        all[i] = i;
+    int *all = all_points(n);
     d.idx = all;
     d.n = n;
     double c0, ip, iw, var[3];
@@ -359,37 +441,10 @@ int ws_fit_roofline(const ws_fit_point *pts, int n, double p_fix, double w_fix, 
     for (int i = 0; i < n; i++)
         on_compute += pts[i].flops / RATE_UNIT * ip > pts[i].bytes / RATE_UNIT * iw;
     out->compute_bound = 2 * on_compute > n;
-    stats(pts, n, out, &out->r2, &out->train_mape_pct);
-
-    /* k-fold held-out error. */
-    int k = n < WS_FIT_KFOLD ? n : WS_FIT_KFOLD;
-    int *ord = fold_order(pts, n), *train = malloc(sizeof(int) * (size_t)n);
-    double ape = 0;
-    int tested = 0, failed = 0;
-    for (int fold = 0; fold < k; fold++) {
-        int m = 0;
-        for (int i = 0; i < n; i++)
-            if (i % k != fold)
-                train[m++] = ord[i];
-        d.idx = train;
-        d.n = m;
-        double fc0, fip, fiw, fvar[3];
-        int fconv;
-        if (m < 2 || roof_fit_subset(&d, &fc0, &fip, &fiw, fvar, &fconv)) {
-            failed = 1;
-            break;
-        }
-        for (int i = fold; i < n; i += k) {
-            const ws_fit_point *p = &pts[ord[i]];
-            ape += fabs(predict_raw(fc0, fip, fiw, p) - p->t) / p->t;
-            tested++;
-        }
-    }
-    out->heldout_mape_pct = failed || !tested ? NAN : 100.0 * ape / tested;
-    free(ord);
-    free(train);
+    roof_fold rf = {.d = &d};
+    const fold_model fm = {roof_fold_fit, roof_fold_predict, &rf};
+    fit_end(pts, n, &fm, out);
     free(all);
-    judge(out);
     return 0;
 }
 
@@ -455,18 +510,32 @@ static int lin_subset(const ws_fit_point *pts, const int *idx, int n, double *a,
     return rc;
 }
 
+/* The transfer form's fold: lin_subset on the training points. */
+typedef struct lin_fold {
+    const ws_fit_point *pts;
+    double a, b;
+} lin_fold;
+
+static int lin_fold_fit(void *ctx, const int *train, int m)
+{
+    lin_fold *f = ctx;
+    double cov[4], chisq;
+    lin_subset(f->pts, train, m, &f->a, &f->b, cov, &chisq);
+    return 0;
+}
+
+static double lin_fold_predict(void *ctx, const ws_fit_point *p)
+{
+    const lin_fold *f = ctx;
+    return f->a + f->b * p->bytes / RATE_UNIT;
+}
+
 int ws_fit_transfer(const ws_fit_point *pts, int n, ws_fit_result *out, ws_err *err)
 {
-    memset(out, 0, sizeof *out);
-    out->form = WS_FIT_TRANSFER;
-    out->n = n;
-    int rc = check_points(pts, n, err);
+    int rc = fit_begin(out, WS_FIT_TRANSFER, pts, n, err);
     if (rc)
         return rc;
-    gsl_set_error_handler_off();
-    int *all = malloc(sizeof(int) * (size_t)n);
-    for (int i = 0; i < n; i++)
-        all[i] = i;
+    int *all = all_points(n);
     double a, b, cov[4], chisq;
     out->converged = lin_subset(pts, all, n, &a, &b, cov, &chisq) == GSL_SUCCESS;
     out->c0_at_bound = a == 0;
@@ -474,29 +543,10 @@ int ws_fit_transfer(const ws_fit_point *pts, int n, ws_fit_result *out, ws_err *
     out->c0_se = sqrt(cov[0]);
     out->bandwidth = b > 0 ? RATE_UNIT / b : 0;
     out->bandwidth_se = b > 0 ? RATE_UNIT * sqrt(cov[3]) / (b * b) : 0;
-    stats(pts, n, out, &out->r2, &out->train_mape_pct);
-    int k = n < WS_FIT_KFOLD ? n : WS_FIT_KFOLD;
-    int *ord = fold_order(pts, n), *train = malloc(sizeof(int) * (size_t)n);
-    double ape = 0;
-    int tested = 0;
-    for (int fold = 0; fold < k; fold++) {
-        int m = 0;
-        for (int i = 0; i < n; i++)
-            if (i % k != fold)
-                train[m++] = ord[i];
-        double fa, fb, fcov[4], fchi;
-        lin_subset(pts, train, m, &fa, &fb, fcov, &fchi);
-        for (int i = fold; i < n; i += k) {
-            const ws_fit_point *p = &pts[ord[i]];
-            ape += fabs(fa + fb * p->bytes / RATE_UNIT - p->t) / p->t;
-            tested++;
-        }
-    }
-    out->heldout_mape_pct = tested ? 100.0 * ape / tested : NAN;
-    free(ord);
-    free(train);
+    lin_fold lf = {.pts = pts};
+    const fold_model fm = {lin_fold_fit, lin_fold_predict, &lf};
+    fit_end(pts, n, &fm, out);
     free(all);
-    judge(out);
     return 0;
 }
 
@@ -553,18 +603,32 @@ static int serial_subset(const ws_fit_point *pts, const int *idx, int n, double 
     return rc;
 }
 
+/* The serial form's fold: serial_subset on the training points. */
+typedef struct serial_fold {
+    const ws_fit_point *pts;
+    double c[3];
+} serial_fold;
+
+static int serial_fold_fit(void *ctx, const int *train, int m)
+{
+    serial_fold *f = ctx;
+    double se[3];
+    serial_subset(f->pts, train, m, f->c, se);
+    return 0;
+}
+
+static double serial_fold_predict(void *ctx, const ws_fit_point *p)
+{
+    const serial_fold *f = ctx;
+    return f->c[0] + (f->c[1] * p->flops + f->c[2] * p->bytes) / RATE_UNIT;
+}
+
 int ws_fit_serial(const ws_fit_point *pts, int n, ws_fit_result *out, ws_err *err)
 {
-    memset(out, 0, sizeof *out);
-    out->form = WS_FIT_SERIAL;
-    out->n = n;
-    int rc = check_points(pts, n, err);
+    int rc = fit_begin(out, WS_FIT_SERIAL, pts, n, err);
     if (rc)
         return rc;
-    gsl_set_error_handler_off();
-    int *all = malloc(sizeof(int) * (size_t)n), *train = malloc(sizeof(int) * (size_t)n);
-    for (int i = 0; i < n; i++)
-        all[i] = i;
+    int *all = all_points(n);
     double c[3], se[3];
     out->converged = serial_subset(pts, all, n, c, se) == GSL_SUCCESS;
     out->c0_at_bound = c[0] == 0;
@@ -580,37 +644,16 @@ int ws_fit_serial(const ws_fit_point *pts, int n, ws_fit_result *out, ws_err *er
         tb += c[2] * pts[i].bytes / RATE_UNIT;
     }
     out->compute_bound = tf > tb;
-    stats(pts, n, out, &out->r2, &out->train_mape_pct);
-    int k = n < WS_FIT_KFOLD ? n : WS_FIT_KFOLD, *ord = fold_order(pts, n), tested = 0;
-    double ape = 0;
-    for (int fold = 0; fold < k; fold++) {
-        int m = 0;
-        for (int i = 0; i < n; i++)
-            if (i % k != fold)
-                train[m++] = ord[i];
-        double fc[3], fse[3];
-        serial_subset(pts, train, m, fc, fse);
-        for (int i = fold; i < n; i += k) {
-            const ws_fit_point *p = &pts[ord[i]];
-            double mt = fc[0] + (fc[1] * p->flops + fc[2] * p->bytes) / RATE_UNIT;
-            ape += fabs(mt - p->t) / p->t;
-            tested++;
-        }
-    }
-    out->heldout_mape_pct = tested ? 100.0 * ape / tested : NAN;
-    free(ord);
-    free(train);
+    serial_fold sf = {.pts = pts};
+    const fold_model fm = {serial_fold_fit, serial_fold_predict, &sf};
+    fit_end(pts, n, &fm, out);
     free(all);
-    judge(out);
     return 0;
 }
 
 int ws_fit_saturating(const ws_fit_point *pts, int n, ws_fit_result *out, ws_err *err)
 {
-    memset(out, 0, sizeof *out);
-    out->form = WS_FIT_SATURATING;
-    out->n = n;
-    int rc = check_points(pts, n, err);
+    int rc = fit_begin(out, WS_FIT_SATURATING, pts, n, err);
     if (rc)
         return rc;
     for (int i = 0; i < n; i++)

@@ -391,149 +391,188 @@ static void progress(const ws_import_opts *o, double frac, const char *what)
         o->progress(o->progress_ctx, frac, what);
 }
 
-int ws_calib_import(ws_store *s, const ws_import_opts *o, ws_import_result *res, ws_err *err)
+/* One import as it goes: the options with their defaults filled in, the GPU, the rows. */
+typedef struct import_job {
+    const ws_import_opts *o;
+    const char *gpu, *dtype, *by, *tool;
+    double elem;   /* bytes per element of dtype */
+    double mem;    /* the GPU's memory, bytes (0: the profile does not say) */
+    ws_vidur_rows rows;
+    int kind_of_fit[WS_IMPORT_MAX_FITS]; /* k_kinds index of each fit */
+} import_job;
+
+/* The GPU measured: a datasheet GPU profile that names its device; the profile written. */
+static int import_gpu(ws_store *s, import_job *j, ws_import_result *res, ws_err *err)
 {
-    memset(res, 0, sizeof *res);
-    const char *gpu = o->gpu && *o->gpu ? o->gpu : "a100-80gb-sxm";
-    const char *dtype = o->dtype && *o->dtype ? o->dtype : "fp16";
-    ws_dtype dt;
-    if (ws_dtype_parse(dtype, &dt) || (dt != WS_DT_FP16 && dt != WS_DT_BF16 && dt != WS_DT_FP32))
-        return ws_err_set(err, WS_EINVAL, "calib import: precision '%s' (fp16, bf16 or fp32)",
-                          dtype);
-    const double elem = ws_dtype_size(dt);
-    /* The GPU: a datasheet profile that names its device. */
     char devs[4][128];
     int n_dev;
-    int rc = ws_profile_devices(s, gpu, devs, 4, &n_dev, err);
+    int rc = ws_profile_devices(s, j->gpu, devs, 4, &n_dev, err);
     if (rc)
         return rc;
     if (!n_dev)
         return ws_err_set(err, WS_EINVAL,
                           "%s: datasheet profile '%s' lists no device name to calibrate",
-                          ws_store_path(s), gpu);
+                          ws_store_path(s), j->gpu);
     ws_profile dp;
-    if ((rc = ws_profile_load(s, gpu, &dp, err)))
+    if ((rc = ws_profile_load(s, j->gpu, &dp, err)))
         return rc;
     const int is_gpu = !strcmp(dp.kind, "gpu");
-    double mem = 0;
-    ws_profile_value(&dp, "mem_bytes", &mem, NULL);
+    ws_profile_value(&dp, "mem_bytes", &j->mem, NULL);
     ws_profile_free(&dp);
     if (!is_gpu)
         return ws_err_set(err, WS_EINVAL, "calib import: '%s' is a host profile, not a GPU's",
-                          gpu);
-    snprintf(res->gpu, sizeof res->gpu, "%s", gpu);
+                          j->gpu);
+    snprintf(res->gpu, sizeof res->gpu, "%s", j->gpu);
     snprintf(res->device, sizeof res->device, "%s", devs[0]);
-    if (o->name && *o->name)
-        snprintf(res->profile, sizeof res->profile, "%s", o->name);
+    if (j->o->name && *j->o->name)
+        snprintf(res->profile, sizeof res->profile, "%s", j->o->name);
     else
-        snprintf(res->profile, sizeof res->profile, "imported:%s", gpu);
+        snprintf(res->profile, sizeof res->profile, "imported:%s", j->gpu);
+    return 0;
+}
 
-    progress(o, 0.0, "reading the profiles");
-    ws_vidur_rows rows = {0};
-    if ((rc = ws_import_read(o->paths, o->n_paths, &rows, res->files, &res->n_files, err))) {
-        ws_vidur_rows_free(&rows);
-        return rc;
-    }
-    const char *by = o->by && *o->by ? o->by : "Vidur (microsoft/vidur)";
-    const char *tool = o->tool && *o->tool ? o->tool
-                       : !strcmp(rows.method, "ProfileMethod.KINETO") || !rows.method[0]
-                           ? "PyTorch Kineto profiler"
-                           : rows.method;
+/* Every file's provenance past what ws_import_read found: who, with what, on which GPU, at
+ * which precision, under which licence. */
+static void import_provenance(import_job *j, ws_import_result *res)
+{
+    const ws_import_opts *o = j->o;
+    const char *method = j->rows.method;
+    j->by = o->by && *o->by ? o->by : "Vidur (microsoft/vidur)";
+    j->tool = o->tool && *o->tool ? o->tool
+              : !strcmp(method, "ProfileMethod.KINETO") || !method[0] ? "PyTorch Kineto profiler"
+                                                                        : method;
     for (int i = 0; i < res->n_files; i++) {
         ws_calibdb_source *f = &res->files[i];
-        snprintf(f->measured_by, sizeof f->measured_by, "%s", by);
-        snprintf(f->tool, sizeof f->tool, "%s", tool);
-        snprintf(f->gpu, sizeof f->gpu, "%.80s (%.40s)", devs[0], gpu);
-        snprintf(f->dtype, sizeof f->dtype, "%s", dtype);
+        snprintf(f->measured_by, sizeof f->measured_by, "%s", j->by);
+        snprintf(f->tool, sizeof f->tool, "%s", j->tool);
+        snprintf(f->gpu, sizeof f->gpu, "%.80s (%.40s)", res->device, j->gpu);
+        snprintf(f->dtype, sizeof f->dtype, "%s", j->dtype);
         if (o->licence && *o->licence)
             snprintf(f->licence, sizeof f->licence, "%s", o->licence);
         else if (!f->licence[0])
             snprintf(f->licence, sizeof f->licence, "not stated (no LICENSE beside the file)");
     }
-    res->rows = rows.n;
-    for (int i = 0; i < rows.n; i++)
-        res->heldout += rows.v[i].heldout;
+    res->rows = j->rows.n;
+    for (int i = 0; i < j->rows.n; i++)
+        res->heldout += j->rows.v[i].heldout;
+}
 
+/* One fit per operation kind the training rows hold (at least 3 rows each). */
+static int import_fits(import_job *j, ws_import_result *res, ws_err *err)
+{
+    const ws_vidur_rows *rows = &j->rows;
     /* The attention kind of the decode rows: grouped unless every q head has its own KV. */
     const char *kind = "gqa";
-    for (int i = 0; i < rows.n; i++)
-        if (rows.v[i].op <= WS_VOP_ATTN_PREFILL) {
-            kind = rows.v[i].q_heads == rows.v[i].kv_heads ? "mha" : "gqa";
+    for (int i = 0; i < rows->n; i++)
+        if (rows->v[i].op <= WS_VOP_ATTN_PREFILL) {
+            kind = rows->v[i].q_heads == rows->v[i].kv_heads ? "mha" : "gqa";
             break;
         }
-    int kind_of_fit[WS_IMPORT_MAX_FITS];
-    for (int k = 0; k < N_KINDS && !rc; k++) {
+    int rc;
+    for (int k = 0; k < N_KINDS; k++) {
         int n = 0;
-        for (int i = 0; i < rows.n; i++)
-            n += !rows.v[i].heldout && in_kind(&k_kinds[k], rows.v[i].op);
+        for (int i = 0; i < rows->n; i++)
+            n += !rows->v[i].heldout && in_kind(&k_kinds[k], rows->v[i].op);
         if (!n)
             continue;
         ws_import_fit *f = &res->fits[res->n_fits];
         memset(f, 0, sizeof *f);
         snprintf(f->key.device, sizeof f->key.device, "gpu");
         snprintf(f->key.op, sizeof f->key.op, "%s", k_kinds[k].op);
-        snprintf(f->key.dtype, sizeof f->key.dtype, "%s", dtype);
+        snprintf(f->key.dtype, sizeof f->key.dtype, "%s", j->dtype);
         snprintf(f->key.attn_kind, sizeof f->key.attn_kind, "%s", k_kinds[k].attn ? kind : "");
         char what[96], key[96];
         ws_import_key_name(&f->key, key, sizeof key);
         snprintf(what, sizeof what, "fitting %.64s (%d rows)", key, n);
-        progress(o, 0.1 + 0.8 * k / N_KINDS, what);
-        if (n < 3) {
-            rc = ws_err_set(err, WS_EINVAL, "calib import: %d training rows for %s, at least 3",
-                            n, key);
-            break;
-        }
-        if ((rc = fit_kind_rows(&rows, &k_kinds[k], elem, f, err)))
-            break;
-        kind_of_fit[res->n_fits++] = k;
+        progress(j->o, 0.1 + 0.8 * k / N_KINDS, what);
+        if (n < 3)
+            return ws_err_set(err, WS_EINVAL, "calib import: %d training rows for %s, at least 3",
+                              n, key);
+        if ((rc = fit_kind_rows(rows, &k_kinds[k], j->elem, f, err)))
+            return rc;
+        j->kind_of_fit[res->n_fits++] = k;
     }
-    if (!rc && !res->n_fits)
-        rc = ws_err_set(err, WS_EINVAL, "calib import: no operator rows to fit");
+    if (!res->n_fits)
+        return ws_err_set(err, WS_EINVAL, "calib import: no operator rows to fit");
+    return 0;
+}
 
+/* The run's header: its host is the GPU alone, its note says what was imported. */
+static void import_run_head(const import_job *j, const ws_import_result *res, ws_calib_run *run)
+{
+    ws_host_fp *h = &run->host;
+    snprintf(h->cpu_model, sizeof h->cpu_model, "imported: %.80s", j->by);
+    snprintf(h->isa, sizeof h->isa, "none (GPU measurements imported)");
+    h->has_gpu = 1;
+    snprintf(h->gpu_name, sizeof h->gpu_name, "%s", res->device);
+    h->gpu_mem_bytes = j->mem;
+    ws_host_fp_hash(h);
+    snprintf(run->mode, sizeof run->mode, "import");
+    snprintf(run->scope, sizeof run->scope, "gpu");
+    snprintf(run->note, sizeof run->note,
+             "imported: %.60s, %.40s, %s%s%.60s, %d files, %d rows (%d held out)", j->by, j->tool,
+             j->dtype, j->rows.backend[0] ? ", " : "", j->rows.backend, res->n_files, j->rows.n,
+             res->heldout);
+    snprintf(run->gpu_profile, sizeof run->gpu_profile, "%s", res->profile);
+    ws_utc_now(run->started_at, sizeof run->started_at);
+    snprintf(run->finished_at, sizeof run->finished_at, "%s", run->started_at);
+}
+
+/* The rows as samples, the fits and the sources as one calibration run, stored. */
+static int import_store(ws_store *s, const import_job *j, ws_import_result *res, ws_err *err)
+{
     ws_calib_run run;
     ws_calib_run_init(&run);
-    if (!rc) {
-        progress(o, 0.9, "storing the run");
-        ws_host_fp *h = &run.host;
-        snprintf(h->cpu_model, sizeof h->cpu_model, "imported: %.80s", by);
-        snprintf(h->isa, sizeof h->isa, "none (GPU measurements imported)");
-        h->has_gpu = 1;
-        snprintf(h->gpu_name, sizeof h->gpu_name, "%s", devs[0]);
-        h->gpu_mem_bytes = mem;
-        ws_host_fp_hash(h);
-        snprintf(run.mode, sizeof run.mode, "import");
-        snprintf(run.scope, sizeof run.scope, "gpu");
-        snprintf(run.note, sizeof run.note,
-                 "imported: %.60s, %.40s, %s%s%.60s, %d files, %d rows (%d held out)", by, tool,
-                 dtype, rows.backend[0] ? ", " : "", rows.backend, res->n_files, rows.n,
-                 res->heldout);
-        snprintf(run.gpu_profile, sizeof run.gpu_profile, "%s", res->profile);
-        run.sources = res->files;
-        run.n_sources = res->n_files;
-        ws_utc_now(run.started_at, sizeof run.started_at);
-        snprintf(run.finished_at, sizeof run.finished_at, "%s", run.started_at);
-        rc = add_samples(&run, &rows, res->fits, kind_of_fit, res->n_fits, res->files,
-                         res->n_files, elem, err);
-        for (int i = 0; i < res->n_fits && !rc; i++) {
-            ws_calib_fit cf = {.key = res->fits[i].key, .r = res->fits[i].r};
-            if (run.n_fits == run.cap_fits) {
-                const int cap = run.cap_fits ? 2 * run.cap_fits : 8;
-                ws_calib_fit *nf = realloc(run.fits, sizeof *nf * (size_t)cap);
-                if (!nf) {
-                    rc = ws_err_set(err, WS_ENOMEM, "calib import: out of memory");
-                    break;
-                }
-                run.fits = nf;
-                run.cap_fits = cap;
+    progress(j->o, 0.9, "storing the run");
+    import_run_head(j, res, &run);
+    run.sources = res->files;
+    run.n_sources = res->n_files;
+    int rc = add_samples(&run, &j->rows, res->fits, j->kind_of_fit, res->n_fits, res->files,
+                         res->n_files, j->elem, err);
+    for (int i = 0; i < res->n_fits && !rc; i++) {
+        ws_calib_fit cf = {.key = res->fits[i].key, .r = res->fits[i].r};
+        if (run.n_fits == run.cap_fits) {
+            const int cap = run.cap_fits ? 2 * run.cap_fits : 8;
+            ws_calib_fit *nf = realloc(run.fits, sizeof *nf * (size_t)cap);
+            if (!nf) {
+                rc = ws_err_set(err, WS_ENOMEM, "calib import: out of memory");
+                break;
             }
-            run.fits[run.n_fits++] = cf;
+            run.fits = nf;
+            run.cap_fits = cap;
         }
-        if (!rc)
-            rc = ws_calib_store(s, &run, &res->run_id, err);
-        run.sources = NULL;
-        ws_calib_run_free(&run);
+        run.fits[run.n_fits++] = cf;
     }
-    ws_vidur_rows_free(&rows);
+    if (!rc)
+        rc = ws_calib_store(s, &run, &res->run_id, err);
+    run.sources = NULL;
+    ws_calib_run_free(&run);
+    return rc;
+}
+
+int ws_calib_import(ws_store *s, const ws_import_opts *o, ws_import_result *res, ws_err *err)
+{
+    memset(res, 0, sizeof *res);
+    import_job j = {.o = o,
+                    .gpu = o->gpu && *o->gpu ? o->gpu : "a100-80gb-sxm",
+                    .dtype = o->dtype && *o->dtype ? o->dtype : "fp16"};
+    ws_dtype dt;
+    if (ws_dtype_parse(j.dtype, &dt) || (dt != WS_DT_FP16 && dt != WS_DT_BF16 && dt != WS_DT_FP32))
+        return ws_err_set(err, WS_EINVAL, "calib import: precision '%s' (fp16, bf16 or fp32)",
+                          j.dtype);
+    j.elem = ws_dtype_size(dt);
+    int rc = import_gpu(s, &j, res, err);
+    if (rc)
+        return rc;
+    progress(o, 0.0, "reading the profiles");
+    rc = ws_import_read(o->paths, o->n_paths, &j.rows, res->files, &res->n_files, err);
+    if (!rc) {
+        import_provenance(&j, res);
+        rc = import_fits(&j, res, err);
+    }
+    if (!rc)
+        rc = import_store(s, &j, res, err);
+    ws_vidur_rows_free(&j.rows);
     if (!rc)
         progress(o, 1.0, "done");
     return rc;

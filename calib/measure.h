@@ -10,7 +10,7 @@
  * memory; the expert GEMMs the runtime runs (bf16 and int8 weights) for the three models'
  * expert shapes over 1..512 tokens. With a CUDA device, the GPU and link sweeps of the
  * device backend (see measure_gpu in measure.c). Every sample is a median of repeats with min and max kept.
- * Called by `writescope calib` (cli/cmd_calib.c). */
+ * Called by a calibration run (calib/calib_run.h, `writescope calib`). */
 #ifndef WS_MEASURE_H
 #define WS_MEASURE_H
 

@@ -1,8 +1,10 @@
-/* cmd_calib: `writescope calib [run|show|import]` -- measure this machine with the project's
- * real kernels, fit the cost model's roofline parameters and store samples, fits and the
- * machine's profile in the database (one transaction per run: an interrupted run writes
- * nothing). `calib show` prints a run's fits; `calib import` fits a GPU from operator
- * profiles others measured (calib/import.h). */
+/* cmd_calib: `writescope calib [run|show|import|check|export|load]` -- parsing and printing.
+ * A run measures this machine with the project's real kernels, fits the cost model's
+ * roofline parameters and stores samples, fits and the machine's profile in the database
+ * (calib/calib_run.h; one transaction per run: an interrupted run writes nothing); here
+ * Ctrl-C becomes its stop flag and its progress a bar on stderr. `calib show` prints a
+ * run's fits; `calib import` fits a GPU from operator profiles others measured
+ * (calib/import.h); check, export and load are calib/calib_file.h and validate/oppoints.h. */
 #include <limits.h>
 #include <math.h>
 #include <signal.h>
@@ -11,14 +13,12 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "attn_cpu.h"
-#include "backend.h"
 #include "calib.h"
 #include "calib_file.h"
+#include "calib_run.h"
 #include "cli.h"
 #include "import.h"
 #include "oppoints.h"
-#include "measure.h"
 #include "opts.h"
 #include "pool.h"
 #include "ws_atomic.h"
@@ -214,6 +214,16 @@ static void print_fits(json_t *show)
     }
 }
 
+/* A run as ws_calib_show gives it: the JSON itself, or its table (show is consumed). */
+static int print_show(json_t *show, int json)
+{
+    if (json)
+        return cli_print_json(show);
+    print_fits(show);
+    json_decref(show);
+    return CLI_EXIT_OK;
+}
+
 static int calib_show(const char *db, long long id, int json)
 {
     ws_err err = {0};
@@ -224,100 +234,42 @@ static int calib_show(const char *db, long long id, int json)
     ws_store_close(s);
     if (!show)
         return cli_fail(&err);
-    if (json)
-        return cli_print_json(show);
-    print_fits(show);
-    json_decref(show);
-    return CLI_EXIT_OK;
+    return print_show(show, json);
 }
 
-/* What --only (c->only, when given) asks for, on this machine's devices; derr says why
- * there is no GPU. */
-static int calib_devices(const calib_opts *c, int only_given, ws_calib_opts *o, int *has_gpu,
-                         ws_err *derr)
+static void on_notice(void *ctx, const char *line)
 {
-    const ws_backend *cuda = ws_backend_cuda(derr);
-    *has_gpu = cuda && cuda->device_count(derr) > 0;
-    if (!only_given) {
-        o->do_cpu = 1;
-        o->do_gpu = o->do_link = *has_gpu;
-        return 0;
-    }
-    const char *only = k_only[c->only];
-    if (!strcmp(only, "cpu")) {
-        o->do_cpu = 1;
-        return 0;
-    }
-    if (!*has_gpu) {
-        ws_err err;
-        ws_err_set(&err, WS_EDEVICE, "--only %s: no CUDA device (%s); nothing to calibrate", only,
-                   derr->msg[0] ? derr->msg : "none found");
-        return cli_fail(&err);
-    }
-    o->do_gpu = !strcmp(only, "gpu");
-    o->do_link = !strcmp(only, "link");
-    return 0;
-}
-
-/* Measures, fits and stores into s (closed here); *id is the stored run. */
-static int calib_measure(ws_store *s, ws_calib_opts *o, ws_calib_run *run, bar *b, long long *id,
-                         ws_err *err)
-{
-    o->progress = show_progress;
-    o->progress_ctx = b;
-    struct sigaction sa = {0}, old_int, old_term;
-    sa.sa_handler = on_signal;
-    sigaction(SIGINT, &sa, &old_int);
-    sigaction(SIGTERM, &sa, &old_term);
-    int rc = ws_calib_measure(o, run, err);
-    if (!rc)
-        rc = ws_calib_fit_all(run, err);
-    ws_utc_now(run->finished_at, sizeof run->finished_at);
-    /* A Ctrl-C that lands during the commit is held until it is done: the run is stored
-     * whole, and then it is not "interrupted". */
-    if (!rc && !g_stop)
-        rc = ws_calib_store(s, run, id, err);
-    else if (!rc)
-        rc = ws_err_set(err, WS_ECANCELED, "calibration interrupted; nothing was written");
-    sigaction(SIGINT, &old_int, NULL);
-    sigaction(SIGTERM, &old_term, NULL);
-    return rc;
+    (void)ctx;
+    fprintf(stderr, "calib: %s\n", line);
 }
 
 static int calib_run(const calib_opts *c, int only_given)
 {
-    ws_calib_opts o = {.quick = c->quick, .threads = c->threads, .stop = &g_stop};
-    ws_err err = {0}, derr = {0};
-    int has_gpu, rc;
-    if ((rc = calib_devices(c, only_given, &o, &has_gpu, &derr)))
-        return rc;
+    ws_calib_run_cfg cfg = {.quick = c->quick,
+                            .threads = c->threads,
+                            .stop = &g_stop,
+                            .progress = show_progress,
+                            .notice = on_notice};
+    ws_err err = {0};
+    if (ws_calib_run_devices(&cfg, only_given ? k_only[c->only] : NULL, &err))
+        return cli_fail(&err);
     /* Open (and so validate) the database before spending minutes measuring. */
     ws_store *s;
     if (cli_open_store(c->db, &s, &err))
         return cli_fail(&err);
-    ws_isa isa;
-    ws_calib_run run;
-    ws_calib_run_init(&run);
-    if ((rc = ws_isa_resolve(WS_ISA_AUTO, &isa, &err)) ||
-        (rc = ws_host_fp_detect(ws_isa_name(isa), &run.host, &err))) {
-        ws_store_close(s);
-        return cli_fail(&err);
-    }
-    snprintf(run.mode, sizeof run.mode, "%s", c->quick ? "quick" : "default");
-    snprintf(run.scope, sizeof run.scope, "%s", only_given ? k_only[c->only] : "all");
-    if (!only_given && !has_gpu) {
-        snprintf(run.note, sizeof run.note, "CPU only: %.200s",
-                 derr.msg[0] ? derr.msg : "no CUDA device");
-        fprintf(stderr, "calib: no CUDA device (%s): calibrating the CPU only\n",
-                derr.msg[0] ? derr.msg : "none found");
-    }
-    ws_utc_now(run.started_at, sizeof run.started_at);
     bar b = {.tty = isatty(2), .t0 = ws_now_s()};
-    long long id = 0;
-    rc = calib_measure(s, &o, &run, &b, &id, &err);
-    ws_calib_run_free(&run);
+    cfg.progress_ctx = &b;
+    /* Stopped by SIGINT/SIGTERM while measuring: the run ends cleanly and stores nothing. */
+    struct sigaction sa = {0}, old_int, old_term;
+    sa.sa_handler = on_signal;
+    sigaction(SIGINT, &sa, &old_int);
+    sigaction(SIGTERM, &sa, &old_term);
+    ws_calib_run_out out;
+    int rc = ws_calib_run_exec(s, &cfg, &out, &err);
+    sigaction(SIGINT, &old_int, NULL);
+    sigaction(SIGTERM, &old_term, NULL);
     if (rc) {
-        if (b.tty)
+        if (b.tty && out.measured)
             fputc('\n', stderr);
         ws_store_close(s);
         cli_fail(&err);
@@ -325,16 +277,12 @@ static int calib_run(const calib_opts *c, int only_given)
          * that the signal ended */
         return rc == WS_ECANCELED && g_stop ? 128 + g_stop : CLI_EXIT_FAIL;
     }
-    json_t *show = ws_calib_show(s, id, &err);
+    json_t *show = ws_calib_show(s, out.run_id, &err);
     ws_store_close(s);
     if (!show)
         return cli_fail(&err);
-    fprintf(stderr, "calib: stored run %lld (%.0f s)\n", id, ws_now_s() - b.t0);
-    if (c->json)
-        return cli_print_json(show);
-    print_fits(show);
-    json_decref(show);
-    return CLI_EXIT_OK;
+    fprintf(stderr, "calib: stored run %lld (%.0f s)\n", out.run_id, ws_now_s() - b.t0);
+    return print_show(show, c->json);
 }
 
 /* ---- calib import ------------------------------------------------------------------------ */
@@ -392,28 +340,13 @@ static json_t *jnum(double v)
 
 static json_t *import_json(const ws_import_result *r)
 {
-    json_t *o = json_object(), *src = json_array(), *fits = json_array();
+    json_t *o = json_object(), *fits = json_array();
     json_object_set_new(o, "run", json_integer(r->run_id));
     json_object_set_new(o, "profile", json_string(r->profile));
     json_object_set_new(o, "gpu", json_string(r->gpu));
     json_object_set_new(o, "device", json_string(r->device));
     json_object_set_new(o, "rows", json_integer(r->rows));
     json_object_set_new(o, "heldout_rows", json_integer(r->heldout));
-    for (int i = 0; i < r->n_files; i++) {
-        const ws_calibdb_source *f = &r->files[i];
-        json_t *x = json_object();
-        json_object_set_new(x, "path", json_string(f->path));
-        json_object_set_new(x, "sha256", json_string(f->sha256));
-        json_object_set_new(x, "bytes", json_integer(f->bytes));
-        json_object_set_new(x, "rows", json_integer(f->rows));
-        json_object_set_new(x, "what", json_string(f->what));
-        json_object_set_new(x, "measured_by", json_string(f->measured_by));
-        json_object_set_new(x, "tool", json_string(f->tool));
-        json_object_set_new(x, "gpu", json_string(f->gpu));
-        json_object_set_new(x, "dtype", json_string(f->dtype));
-        json_object_set_new(x, "licence", json_string(f->licence));
-        json_array_append_new(src, x);
-    }
     for (int i = 0; i < r->n_fits; i++) {
         const ws_import_fit *f = &r->fits[i];
         const int sat = f->r.form == WS_FIT_SATURATING;
@@ -442,7 +375,7 @@ static json_t *import_json(const ws_import_result *r)
         json_object_set_new(x, "note", json_string(f->r.note));
         json_array_append_new(fits, x);
     }
-    json_object_set_new(o, "sources", src);
+    json_object_set_new(o, "sources", ws_calib_sources_json(r->files, r->n_files));
     json_object_set_new(o, "fits", fits);
     return o;
 }

@@ -1,6 +1,6 @@
 /* cmd_plan: `writescope plan` -- what-if capacity planning with the simulator. Parsing and
- * printing only: the search is ws_plan_run (sim/plan.h), storing ws_plan_store
- * (sim/plan_store.h), the figure ws_plan_plot (plots/plan_plot.h). Every figure is modeled
+ * printing only: the search over the ranks and its storing are ws_plan_run_all
+ * (sim/plan_run.h), the figure ws_plan_plot (plots/plan_plot.h). Every figure is modeled
  * from the named profiles and says so. */
 #include <math.h>
 #include <stdio.h>
@@ -11,6 +11,7 @@
 #include "cli.h"
 #include "plan.h"
 #include "plan_plot.h"
+#include "plan_run.h"
 #include "plan_store.h"
 #include "policy.h"
 #include "store.h"
@@ -543,25 +544,34 @@ static json_t *report_json(const ws_plan_spec *s, const ws_plan_report *rep, int
     return root;
 }
 
-/* One point of a round, for ws_par_map. */
-typedef struct round_work {
-    ws_plan *plan;
-    const ws_plan_point *pts;
-} round_work;
-
-static int round_point(void *ctx, size_t i, void *rec, ws_err *err)
+/* The figure, on rank 0: from the stored plan, or, not stored, from a copy in an in-memory
+ * database. */
+static int plan_plot(ws_store *st, const ws_plan_spec *s, const ws_plan_run_result *res,
+                     const char *plot, ws_err *err)
 {
-    round_work *w = ctx;
-    return ws_plan_eval_points(w->plan, &w->pts[i], 1, rec, err);
+    if (res->plan_id)
+        return ws_plan_plot(st, res->plan_id, plot, err);
+    ws_store *mem = NULL;
+    long long mid = 0;
+    int rc = ws_store_open(":memory:", &mem, err);
+    if (!rc)
+        rc = ws_plan_store(mem, s, &res->rep, &mid, err);
+    if (!rc)
+        rc = ws_plan_plot(mem, mid, plot, err);
+    ws_store_close(mem);
+    return rc;
 }
 
-/* A round's points spread over the ranks (one process: all here); every rank gets every
- * result, so each runs the same search and reaches the same next round. */
-static int round_par(void *ctx, ws_plan *plan, const ws_plan_point *pts, int n,
-                     ws_plan_result *out, ws_err *err)
+/* ws_par as the plan's ranks (sim/plan_run.h). */
+static int par_map_all(void *par, size_t n, size_t rec_size, ws_plan_item_fn fn, void *fn_ctx,
+                       void *out, ws_err *err)
 {
-    round_work w = {plan, pts};
-    return ws_par_map(ctx, (size_t)n, sizeof *out, round_point, &w, out, WS_PAR_TO_ALL, err);
+    return ws_par_map(par, n, rec_size, fn, fn_ctx, out, WS_PAR_TO_ALL, err);
+}
+
+static int par_agree(void *par, int rc, ws_err *err)
+{
+    return ws_par_agree(par, rc, err);
 }
 
 /* The plan on every rank of par (under mpirun/srun; else one): rank 0 creates the database
@@ -579,42 +589,29 @@ static int plan_ranks(ws_par *par, ws_plan_spec *s, const char *db, int store_it
         rc = cli_host_this(st, &s->host, this_host, sizeof this_host, &err);
     cli_progress pg;
     cli_progress_start(&pg);
-    if (!rank) {
-        s->progress = on_progress;
-        s->progress_ctx = &pg;
-    }
-    ws_plan_report rep = {0};
+    const ws_plan_ranks ranks = {rank, par_map_all, par_agree, par};
+    const ws_plan_run_cfg cfg = {.spec = s,
+                                 .ranks = &ranks,
+                                 .store = store_it,
+                                 .progress = on_progress,
+                                 .progress_ctx = &pg};
+    ws_plan_run_result res = {0};
     if ((rc = ws_par_agree(par, rc, &err)) == 0)
-        rc = ws_plan_run_rounds(st, s, round_par, par, &rep, &err);
+        rc = ws_plan_run_all(st, &cfg, &res, &err);
     cli_progress_end(&pg);
-    rc = ws_par_agree(par, rc, &err);
-    long long id = 0;
-    char dbpath[WS_PATH_MAX] = "";
-    if (!rc && !rank && store_it) {
-        snprintf(dbpath, sizeof dbpath, "%s", ws_store_path(st));
-        rc = ws_plan_store(st, s, &rep, &id, &err);
-    }
-    if (!rc && !rank && plot) {
-        /* Not stored: the figure is drawn from a copy in an in-memory database. */
-        ws_store *mem = NULL;
-        long long mid = id;
-        if (!store_it && !(rc = ws_store_open(":memory:", &mem, &err)))
-            rc = ws_plan_store(mem, s, &rep, &mid, &err);
-        if (!rc)
-            rc = ws_plan_plot(mem ? mem : st, mid, plot, &err);
-        ws_store_close(mem);
-    }
+    if (!rc && !rank && plot)
+        rc = plan_plot(st, s, &res, plot, &err);
     ws_store_close(st);
     rc = ws_par_agree(par, rc, &err);
     if (rc || rank) {
-        ws_plan_report_free(&rep);
+        ws_plan_run_result_free(&res);
         return rc ? (rank ? CLI_EXIT_FAIL : cli_fail(&err)) : CLI_EXIT_OK;
     }
     if (json)
-        rc = cli_print_json(report_json(s, &rep, embedded, id, dbpath, plot));
+        rc = cli_print_json(report_json(s, &res.rep, embedded, res.plan_id, res.database, plot));
     else
-        print_table(s, &rep, embedded, id, dbpath, plot);
-    ws_plan_report_free(&rep);
+        print_table(s, &res.rep, embedded, res.plan_id, res.database, plot);
+    ws_plan_run_result_free(&res);
     return rc;
 }
 

@@ -248,6 +248,170 @@ static double workload_context(const ws_plan_spec *s)
     return 32768;
 }
 
+/* Every search of a plan: one per (gpu, policy, setting) over load, then one per (gpu,
+ * policy, frontier batch) over context; a round's points and results beside them. */
+typedef struct searches {
+    search *sr;
+    ws_plan_point *base; /* the point each search evaluates, its load or context unset */
+    ws_plan_point *pts;  /* this round's points */
+    ws_plan_result *res; /* and their results */
+    int *who;            /* the search each of this round's points belongs to */
+    size_t n_load, n_fit, n_all;
+} searches;
+
+static void searches_free(searches *w)
+{
+    free(w->sr);
+    free(w->base);
+    free(w->pts);
+    free(w->res);
+    free(w->who);
+}
+
+/* Counts the searches and allocates them and the report's arrays. */
+static int searches_alloc(const ws_plan_spec *s, searches *w, ws_plan_report *rep, ws_err *err)
+{
+    const int np = WS_POLICY_COUNT, ng = s->n_gpus;
+    ws_plan_setting set[1 + 3 * WS_PLAN_MAX_CAND];
+    for (int p = 0; p < np; p++)
+        if (s->policies >> p & 1)
+            w->n_load += (size_t)ng * settings_of(s, p, set);
+    for (int p = 0; p < np; p++)
+        if (s->policies >> p & 1)
+            w->n_fit += (size_t)ng * s->n_fit;
+    const size_t n_all = w->n_all = w->n_load + w->n_fit;
+    w->sr = calloc(n_all, sizeof *w->sr);
+    w->base = calloc(n_all, sizeof *w->base);
+    w->pts = calloc(n_all, sizeof *w->pts);
+    w->res = calloc(n_all, sizeof *w->res);
+    w->who = calloc(n_all, sizeof *w->who);
+    rep->search = calloc(w->n_load ? w->n_load : 1, sizeof *rep->search);
+    rep->best = malloc((size_t)ng * np * sizeof *rep->best);
+    rep->fit = calloc(w->n_fit ? w->n_fit : 1, sizeof *rep->fit);
+    if (!w->sr || !w->base || !w->pts || !w->res || !w->who || !rep->search || !rep->best ||
+        !rep->fit)
+        return ws_err_set(err, WS_ENOMEM, "plan: out of memory");
+    return 0;
+}
+
+/* Each search's point and its starting bracket: load searches from the start load, frontier
+ * searches from the workload's context. */
+static void searches_init(const ws_plan_spec *s, double native_rate, searches *w)
+{
+    const int np = WS_POLICY_COUNT, ng = s->n_gpus;
+    ws_plan_setting set[1 + 3 * WS_PLAN_MAX_CAND];
+    const int users = s->load == WS_PLAN_USERS;
+    const double start = load_start(s, native_rate);
+    size_t k = 0;
+    for (int g = 0; g < ng; g++)
+        for (int p = 0; p < np; p++) {
+            if (!(s->policies >> p & 1))
+                continue;
+            const int ns = settings_of(s, p, set);
+            for (int i = 0; i < ns; i++, k++) {
+                w->base[k] = (ws_plan_point){.kind = WS_PLAN_PT_LOAD, .gpu = g, .policy = p,
+                                             .set = set[i]};
+                if (users)
+                    search_init(&w->sr[k], start, 1, s->max_users, 0, 1);
+                else
+                    search_init(&w->sr[k], start, 1e-6, s->max_rate, s->tol, 0);
+            }
+        }
+    const double ctx_units = fmax(1, floor(workload_context(s) / WS_PLAN_FIT_UNIT));
+    for (int g = 0; g < ng; g++)
+        for (int p = 0; p < np; p++) {
+            if (!(s->policies >> p & 1))
+                continue;
+            for (int i = 0; i < s->n_fit; i++, k++) {
+                w->base[k] = (ws_plan_point){.kind = WS_PLAN_PT_FIT, .gpu = g, .policy = p,
+                                             .batch = s->fit_batch[i]};
+                search_init(&w->sr[k], ctx_units, 1, (double)(s->fit_max / WS_PLAN_FIT_UNIT), 0,
+                            1);
+            }
+        }
+}
+
+/* The next point of every open search into w->pts; their number (0: all have ended). */
+static int round_points(searches *w)
+{
+    int n = 0;
+    for (size_t i = 0; i < w->n_all; i++) {
+        const double x = search_next(&w->sr[i]);
+        if (w->sr[i].done)
+            continue;
+        w->pts[n] = w->base[i];
+        if (w->base[i].kind == WS_PLAN_PT_LOAD)
+            w->pts[n].load = x;
+        else
+            w->pts[n].context = (long long)x * WS_PLAN_FIT_UNIT;
+        w->who[n++] = (int)i;
+    }
+    return n;
+}
+
+/* Rounds until every search has ended; each round's results recorded in rep. */
+static int search_rounds(const ws_plan_spec *s, ws_plan_eval_fn eval, void *ctx, searches *w,
+                         ws_plan_report *rep, ws_err *err)
+{
+    int rc;
+    for (int round = 1;; round++) {
+        const int n = round_points(w);
+        if (!n)
+            return 0;
+        rep->rounds = round;
+        memset(w->res, 0, (size_t)n * sizeof *w->res);
+        if ((rc = eval(ctx, w->pts, n, w->res, err)))
+            return rc;
+        for (int j = 0; j < n; j++) {
+            const ws_plan_point *pt = &w->pts[j];
+            const double x = pt->kind == WS_PLAN_PT_LOAD ? pt->load
+                                                         : (double)(pt->context / WS_PLAN_FIT_UNIT);
+            search_update(&w->sr[w->who[j]], x, &w->res[j]);
+            if ((rc = add_eval(rep, pt, &w->res[j], round, err)))
+                return rc;
+        }
+        if (s->progress) {
+            int open = 0;
+            for (size_t i = 0; i < w->n_all; i++)
+                open += !w->sr[i].done;
+            s->progress(s->progress_ctx, round, (long long)rep->n_evals, open);
+        }
+    }
+}
+
+/* The ended searches into the report: each load search's best, the best setting of every
+ * (gpu, policy), and the frontier. */
+static void searches_report(const ws_plan_spec *s, const searches *w, ws_plan_report *rep)
+{
+    const int np = WS_POLICY_COUNT, ng = s->n_gpus;
+    for (size_t i = 0; i < w->n_load; i++) {
+        ws_plan_best *b = &rep->search[i];
+        b->gpu = w->base[i].gpu;
+        b->policy = w->base[i].policy;
+        b->set = w->base[i].set;
+        b->max_load = w->sr[i].lo;
+        b->capped = w->sr[i].capped;
+        b->at = w->sr[i].at_lo;
+        b->evals = w->sr[i].evals;
+    }
+    rep->n_search = w->n_load;
+    for (int i = 0; i < ng * np; i++)
+        rep->best[i] = -1;
+    for (size_t i = 0; i < w->n_load; i++) {
+        int *b = &rep->best[rep->search[i].gpu * np + rep->search[i].policy];
+        if (*b < 0 || rep->search[i].max_load > rep->search[*b].max_load)
+            *b = (int)i;
+    }
+    for (size_t i = 0; i < w->n_fit; i++) {
+        const size_t j = w->n_load + i;
+        rep->fit[i] = (ws_plan_fit){.gpu = w->base[j].gpu, .policy = w->base[j].policy,
+                                    .batch = w->base[j].batch,
+                                    .max_context = (long long)w->sr[j].lo * WS_PLAN_FIT_UNIT,
+                                    .capped = w->sr[j].capped};
+    }
+    rep->n_fit = w->n_fit;
+}
+
 int ws_plan_search(const ws_plan_spec *s, ws_plan_eval_fn eval, void *ctx, double native_rate,
                    ws_plan_report *rep, ws_err *err)
 {
@@ -259,123 +423,16 @@ int ws_plan_search(const ws_plan_spec *s, ws_plan_eval_fn eval, void *ctx, doubl
     rep->native_rate = native_rate;
     snprintf(rep->model, sizeof rep->model, "%s", s->model);
     snprintf(rep->host, sizeof rep->host, "%s", s->host);
-    const int np = WS_POLICY_COUNT, ng = s->n_gpus;
-    ws_plan_setting set[1 + 3 * WS_PLAN_MAX_CAND];
-    size_t n_load = 0;
-    for (int p = 0; p < np; p++)
-        if (s->policies >> p & 1)
-            n_load += (size_t)ng * settings_of(s, p, set);
-    size_t n_fit = 0;
-    for (int p = 0; p < np; p++)
-        if (s->policies >> p & 1)
-            n_fit += (size_t)ng * s->n_fit;
-    const size_t n_all = n_load + n_fit;
-    search *sr = calloc(n_all, sizeof *sr);
-    ws_plan_point *base = calloc(n_all, sizeof *base), *pts = calloc(n_all, sizeof *pts);
-    ws_plan_result *res = calloc(n_all, sizeof *res);
-    int *who = calloc(n_all, sizeof *who);
-    rep->search = calloc(n_load ? n_load : 1, sizeof *rep->search);
-    rep->best = malloc((size_t)ng * np * sizeof *rep->best);
-    rep->fit = calloc(n_fit ? n_fit : 1, sizeof *rep->fit);
-    if (!sr || !base || !pts || !res || !who || !rep->search || !rep->best || !rep->fit) {
-        rc = ws_err_set(err, WS_ENOMEM, "plan: out of memory");
-        goto out;
+    searches w = {0};
+    if (!(rc = searches_alloc(s, &w, rep, err))) {
+        searches_init(s, native_rate, &w);
+        rc = search_rounds(s, eval, ctx, &w, rep, err);
     }
-    const int users = s->load == WS_PLAN_USERS;
-    const double start = load_start(s, native_rate);
-    size_t k = 0;
-    for (int g = 0; g < ng; g++)
-        for (int p = 0; p < np; p++) {
-            if (!(s->policies >> p & 1))
-                continue;
-            const int ns = settings_of(s, p, set);
-            for (int i = 0; i < ns; i++, k++) {
-                base[k] = (ws_plan_point){.kind = WS_PLAN_PT_LOAD, .gpu = g, .policy = p,
-                                          .set = set[i]};
-                if (users)
-                    search_init(&sr[k], start, 1, s->max_users, 0, 1);
-                else
-                    search_init(&sr[k], start, 1e-6, s->max_rate, s->tol, 0);
-            }
-        }
-    const double ctx_units = fmax(1, floor(workload_context(s) / WS_PLAN_FIT_UNIT));
-    for (int g = 0; g < ng; g++)
-        for (int p = 0; p < np; p++) {
-            if (!(s->policies >> p & 1))
-                continue;
-            for (int i = 0; i < s->n_fit; i++, k++) {
-                base[k] = (ws_plan_point){.kind = WS_PLAN_PT_FIT, .gpu = g, .policy = p,
-                                          .batch = s->fit_batch[i]};
-                search_init(&sr[k], ctx_units, 1, (double)(s->fit_max / WS_PLAN_FIT_UNIT), 0, 1);
-            }
-        }
-    for (int round = 1;; round++) {
-        int n = 0;
-        for (size_t i = 0; i < n_all; i++) {
-            const double x = search_next(&sr[i]);
-            if (sr[i].done)
-                continue;
-            pts[n] = base[i];
-            if (base[i].kind == WS_PLAN_PT_LOAD)
-                pts[n].load = x;
-            else
-                pts[n].context = (long long)x * WS_PLAN_FIT_UNIT;
-            who[n++] = (int)i;
-        }
-        if (!n)
-            break;
-        rep->rounds = round;
-        memset(res, 0, (size_t)n * sizeof *res);
-        if ((rc = eval(ctx, pts, n, res, err)))
-            goto out;
-        for (int j = 0; j < n; j++) {
-            const double x = pts[j].kind == WS_PLAN_PT_LOAD
-                                 ? pts[j].load
-                                 : (double)(pts[j].context / WS_PLAN_FIT_UNIT);
-            search_update(&sr[who[j]], x, &res[j]);
-            if ((rc = add_eval(rep, &pts[j], &res[j], round, err)))
-                goto out;
-        }
-        if (s->progress) {
-            int open = 0;
-            for (size_t i = 0; i < n_all; i++)
-                open += !sr[i].done;
-            s->progress(s->progress_ctx, round, (long long)rep->n_evals, open);
-        }
+    if (!rc) {
+        searches_report(s, &w, rep);
+        rep->wall_s = now_s() - t0;
     }
-    for (size_t i = 0; i < n_load; i++) {
-        ws_plan_best *b = &rep->search[i];
-        b->gpu = base[i].gpu;
-        b->policy = base[i].policy;
-        b->set = base[i].set;
-        b->max_load = sr[i].lo;
-        b->capped = sr[i].capped;
-        b->at = sr[i].at_lo;
-        b->evals = sr[i].evals;
-    }
-    rep->n_search = n_load;
-    for (int i = 0; i < ng * np; i++)
-        rep->best[i] = -1;
-    for (size_t i = 0; i < n_load; i++) {
-        int *b = &rep->best[rep->search[i].gpu * np + rep->search[i].policy];
-        if (*b < 0 || rep->search[i].max_load > rep->search[*b].max_load)
-            *b = (int)i;
-    }
-    for (size_t i = 0; i < n_fit; i++) {
-        const size_t j = n_load + i;
-        rep->fit[i] = (ws_plan_fit){.gpu = base[j].gpu, .policy = base[j].policy,
-                                    .batch = base[j].batch,
-                                    .max_context = (long long)sr[j].lo * WS_PLAN_FIT_UNIT,
-                                    .capped = sr[j].capped};
-    }
-    rep->n_fit = n_fit;
-    rep->wall_s = now_s() - t0;
-out:
-    free(sr);
-    free(base);
-    free(pts);
-    free(res);
-    free(who);
+    searches_free(&w);
     if (rc)
         ws_plan_report_free(rep);
     return rc;
@@ -559,6 +616,37 @@ static double share_within(const double *v, size_t n, double limit)
     return n ? (double)ok / n : 0;
 }
 
+/* A simulation's totals and tally as a point's result: FIT meets when every sequence was
+ * resident with no OOM; users when they all ran and enough steps met the SLOs; a rate when
+ * enough of its requests did. */
+static ws_plan_result result_of(const ws_plan_spec *s, int fit, int users, int want,
+                                const sim_totals *T, tally *t)
+{
+    ws_plan_result o = {.requests = T->requests, .served = T->served, .oom = T->oom,
+                        .peak_batch = t->peak, .goodput = T->goodput_rps};
+    o.ttft_q = pct_of(t->ttft, t->n_ttft, s->slo_pct);
+    o.tpot_q = pct_of(t->tpot, t->n_tpot, s->slo_pct);
+    if (fit) {
+        o.meets = T->oom == 0 && t->peak >= want;
+        o.attain = o.meets;
+        o.tokens_per_s = T->tokens_per_s;
+    } else if (users) {
+        double a = 1;
+        if (s->slo_tpot > 0)
+            a = fmin(a, share_within(t->tpot, t->n_tpot, s->slo_tpot));
+        if (s->slo_ttft > 0)
+            a = fmin(a, share_within(t->ttft, t->n_ttft, s->slo_ttft));
+        o.attain = T->oom ? 0 : a;
+        o.meets = T->oom == 0 && t->peak >= want && o.attain * 100 >= s->slo_pct - 1e-9;
+        o.tokens_per_s = T->decode_tps;
+    } else {
+        o.attain = T->slo_frac;
+        o.meets = o.attain * 100 >= s->slo_pct - 1e-9;
+        o.tokens_per_s = T->tokens_per_s;
+    }
+    return o;
+}
+
 static int eval_one(ws_plan *P, const ws_plan_point *pt, ws_plan_result *out, ws_err *err)
 {
     const ws_plan_spec *s = P->spec;
@@ -637,29 +725,7 @@ static int eval_one(ws_plan *P, const ws_plan_point *pt, ws_plan_result *out, ws
         free(t.tpot);
         return rc;
     }
-    const sim_totals *T = &r.tot;
-    ws_plan_result o = {.requests = T->requests, .served = T->served, .oom = T->oom,
-                        .peak_batch = t.peak, .goodput = T->goodput_rps};
-    o.ttft_q = pct_of(t.ttft, t.n_ttft, s->slo_pct);
-    o.tpot_q = pct_of(t.tpot, t.n_tpot, s->slo_pct);
-    if (fit) {
-        o.meets = T->oom == 0 && t.peak >= want;
-        o.attain = o.meets;
-        o.tokens_per_s = T->tokens_per_s;
-    } else if (users) {
-        double a = 1;
-        if (s->slo_tpot > 0)
-            a = fmin(a, share_within(t.tpot, t.n_tpot, s->slo_tpot));
-        if (s->slo_ttft > 0)
-            a = fmin(a, share_within(t.ttft, t.n_ttft, s->slo_ttft));
-        o.attain = T->oom ? 0 : a;
-        o.meets = T->oom == 0 && t.peak >= want && o.attain * 100 >= s->slo_pct - 1e-9;
-        o.tokens_per_s = T->decode_tps;
-    } else {
-        o.attain = T->slo_frac;
-        o.meets = o.attain * 100 >= s->slo_pct - 1e-9;
-        o.tokens_per_s = T->tokens_per_s;
-    }
+    ws_plan_result o = result_of(s, fit, users, want, &r.tot, &t);
     o.wall_s = now_s() - t0;
     *out = o;
     sim_results_free(&r);

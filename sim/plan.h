@@ -25,7 +25,8 @@
  * depend on how they were run. Settings search is coordinate-wise: the default, then each
  * candidate of one setting with the others at their defaults. Everything is modeled. A
  * report goes to the database through plan_store.h and is drawn from there by
- * plots/plan_plot.h; cli/cmd_plan.c drives all three. */
+ * plots/plan_plot.h; plan_run.h runs a whole plan over MPI ranks and stores it, as
+ * cli/cmd_plan.c asks. */
 #ifndef WS_SIM_PLAN_H
 #define WS_SIM_PLAN_H
 

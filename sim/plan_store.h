@@ -2,8 +2,8 @@
  * store/plandb.h -- the run row with the workload, SLOs and search settings, every evaluated
  * point, the best load of every (GPU, policy, setting) search and the OOM frontier -- in one
  * transaction. One mapping for every caller that stores a plan: `writescope plan --save`
- * and `--plot` (cli/cmd_plan.c; the figure, plots/plan_plot.h, reads the rows back) and the
- * tests. Percentiles with an OOM in them (INFINITY in the report), SLOs not given and
+ * (sim/plan_run.c) and `--plot` (cli/cmd_plan.c; the figure, plots/plan_plot.h, reads the
+ * rows back) and the tests. Percentiles with an OOM in them (INFINITY in the report), SLOs not given and
  * missing prices are stored as NULL; GPUs and policies by name. No SQL here. */
 #ifndef WS_SIM_PLAN_STORE_H
 #define WS_SIM_PLAN_STORE_H
