@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "store_priv.h"
+#include "ws_csv.h"
 #include "ws_util.h"
 
 #define S(f, t, u)                                                                                 \
@@ -216,21 +217,6 @@ void ws_row_csv_header(FILE *f, const char *prefix, const ws_col *cols)
     for (int i = 0; cols[i].name; i++)
         fprintf(f, "%s%s", i ? "," : "", cols[i].name);
     fputc('\n', f);
-}
-
-void ws_csv_field(FILE *f, const char *v)
-{
-    if (!strpbrk(v, ",\"\n\r")) {
-        fputs(v, f);
-        return;
-    }
-    fputc('"', f);
-    for (; *v; v++) {
-        if (*v == '"')
-            fputc('"', f);
-        fputc(*v, f);
-    }
-    fputc('"', f);
 }
 
 void ws_row_csv(FILE *f, const char *prefix, const ws_col *cols, const void *row)

@@ -89,8 +89,6 @@ int ws_rows_get(ws_store *s, const char *table, const ws_col *cols, size_t size,
 /* ---- files ---- */
 /* CSV: the header (the column names, after `prefix` columns when not NULL, e.g. "policy,"),
  * and one row (after the same prefix's values). NAN is written empty. */
-/* One CSV field: quoted when it holds a comma, a quote or a line break, quotes doubled. */
-void ws_csv_field(FILE *f, const char *v);
 void ws_row_csv_header(FILE *f, const char *prefix, const ws_col *cols);
 void ws_row_csv(FILE *f, const char *prefix, const ws_col *cols, const void *row);
 /* JSON: an object keyed by the column names (NAN as null, busy_other parsed). */

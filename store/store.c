@@ -11,8 +11,8 @@
 #include <unistd.h>
 
 #include "embedded.h"
-#include "steprow.h"
 #include "store_priv.h"
+#include "ws_csv.h"
 #include "ws_parse.h"
 #include "ws_util.h"
 
