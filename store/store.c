@@ -53,38 +53,6 @@ sqlite3 *ws_store_sqlite(ws_store *s) { return s->db; }
 const char *ws_store_path(const ws_store *s) { return s->path; }
 int ws_store_created(const ws_store *s) { return s->created; }
 
-int ws_store_read_rows(ws_store *s, sqlite3_stmt *st, size_t sz,
-                       void (*row)(sqlite3_stmt *st, void *elem), const char *what, void **out,
-                       size_t *n_out, ws_err *err)
-{
-    *out = NULL;
-    *n_out = 0;
-    char *a = NULL;
-    size_t n = 0, cap = 0;
-    int rc;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        if (n == cap) {
-            size_t c = cap ? 2 * cap : 32;
-            char *p = realloc(a, sz * c);
-            if (!p) {
-                free(a);
-                return ws_err_set(err, WS_ENOMEM, "%s: out of memory", what);
-            }
-            a = p;
-            cap = c;
-        }
-        memset(a + sz * n, 0, sz);
-        row(st, a + sz * n++);
-    }
-    if (rc != SQLITE_DONE) {
-        free(a);
-        return WS_DB_FAIL(s, err, what);
-    }
-    *out = a;
-    *n_out = n;
-    return 0;
-}
-
 static int exec(ws_store *s, const char *sql, ws_err *err)
 {
     char *msg = NULL;
