@@ -18,15 +18,10 @@
 
 /* Buffers grown on demand, one set per calling thread, 64-byte aligned, freed when the
  * thread exits (pthread key destructor: the engine's pool threads come and go). */
-typedef struct buf {
-    void *p;
-    size_t cap;
-} buf;
-
 enum { S_XB, S_GU, S_HB, S_H, S_W, S_N }; /* x bf16, gate|up, h bf16, h fp32, panel */
 
 typedef struct scratch {
-    buf b[S_N];
+    ws_abuf b[S_N];
 } scratch;
 
 static _Thread_local scratch *t_scr;
@@ -37,7 +32,7 @@ static void scratch_free(void *p)
 {
     scratch *s = p;
     for (int i = 0; s && i < S_N; i++)
-        free(s->b[i].p);
+        ws_abuf_free(&s->b[i]);
     free(s);
 }
 
@@ -57,18 +52,7 @@ static void *grow(int which, size_t bytes, ws_err *err)
         ws_err_set(err, WS_ENOMEM, "expert ffn: cannot allocate scratch");
         return NULL;
     }
-    buf *b = &t_scr->b[which];
-    if (b->cap >= bytes)
-        return b->p;
-    free(b->p);
-    b->cap = 0;
-    bytes = (bytes + 63) & ~(size_t)63;
-    if (!(b->p = aligned_alloc(64, bytes))) {
-        ws_err_set(err, WS_ENOMEM, "expert ffn: cannot allocate %zu B of scratch", bytes);
-        return NULL;
-    }
-    b->cap = bytes;
-    return b->p;
+    return ws_abuf_grow(&t_scr->b[which], bytes, "expert ffn", err);
 }
 
 static void set_threads(int threads)
@@ -549,11 +533,8 @@ void ws_gemm_bf16_release(void)
     }
     g_n_choice = 0;
     pthread_mutex_unlock(&g_lock);
-    for (int i = 0; t_scr && i < S_N; i++) {
-        free(t_scr->b[i].p);
-        t_scr->b[i].p = NULL;
-        t_scr->b[i].cap = 0;
-    }
+    for (int i = 0; t_scr && i < S_N; i++)
+        ws_abuf_free(&t_scr->b[i]);
 }
 
 void ws_expert_bf16_cost(int hidden, int inter, int m, double *flops, double *bytes)

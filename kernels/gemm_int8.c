@@ -11,6 +11,7 @@
 
 #include "dnnl_cache.h"
 #include "half.h"
+#include "ws_util.h"
 
 /* ---- quantization --------------------------------------------------------------------- */
 
@@ -194,16 +195,11 @@ static dnnl_status_t mm_pd(dnnl_engine_t engine, dnnl_primitive_desc_t *pd, int 
 
 /* ---- per-thread state: stream, primitive cache, scratch ------------------------------- */
 
-typedef struct buf {
-    void *p;
-    size_t cap;
-} buf;
-
 enum { S_XQ, S_SX, S_ACC, S_GU, S_H, S_HQ, S_SH, S_N };
 
 typedef struct tstate {
     ws_dnnl_cache cache;
-    buf b[S_N];
+    ws_abuf b[S_N];
 } tstate;
 
 static _Thread_local tstate *t_st;
@@ -217,7 +213,7 @@ static void tstate_free(void *p)
         return;
     ws_dnnl_cache_free(&s->cache);
     for (int i = 0; i < S_N; i++)
-        free(s->b[i].p);
+        ws_abuf_free(&s->b[i]);
     free(s);
 }
 
@@ -242,18 +238,7 @@ static tstate *state(ws_err *err)
 
 static void *grow(tstate *s, int which, size_t bytes, ws_err *err)
 {
-    buf *b = &s->b[which];
-    if (b->cap >= bytes)
-        return b->p;
-    free(b->p);
-    b->cap = 0;
-    bytes = (bytes + 63) & ~(size_t)63;
-    if (!(b->p = aligned_alloc(64, bytes))) {
-        ws_err_set(err, WS_ENOMEM, "int8 expert ffn: cannot allocate %zu B of scratch", bytes);
-        return NULL;
-    }
-    b->cap = bytes;
-    return b->p;
+    return ws_abuf_grow(&s->b[which], bytes, "int8 expert ffn", err);
 }
 
 /* ---- the FFN -------------------------------------------------------------------------- */

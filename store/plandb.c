@@ -131,30 +131,6 @@ static int put_points(ws_store *s, long long id, const ws_plandb_point *pts, siz
     return rc;
 }
 
-static int put_rows(ws_store *s, long long id, const ws_plandb_point *pts, size_t n_pts,
-                    const ws_plandb_result *res, size_t n_res, const ws_plandb_fit *fits,
-                    size_t n_fits, ws_err *err)
-{
-    int rc = put_points(s, id, pts, n_pts, err);
-    if (rc)
-        return rc;
-    const char *what = "cannot store the plan's results";
-    ws_row_writer *w;
-    rc = ws_row_writer_open(s, "plan_results", "plan_id", id, k_result_cols, what, what, &w, err);
-    for (size_t i = 0; i < n_res && !rc; i++) {
-        ws_plandb_result r = res[i];
-        if (!isfinite(r.max_load))
-            r.max_load = 0; /* no load met the SLOs */
-        rc = ws_row_add(w, &r, err);
-    }
-    ws_row_writer_close(w);
-    if (rc)
-        return rc;
-    what = "cannot store the plan's frontier";
-    return ws_rows_put(s, "plan_fits", "plan_id", id, k_fit_cols, fits, sizeof *fits, n_fits, what,
-                       what, err);
-}
-
 typedef struct plan_rows {
     ws_plandb_run *run;
     const ws_plandb_point *pts;
@@ -165,26 +141,37 @@ typedef struct plan_rows {
     size_t n_fits;
 } plan_rows;
 
-static int plan_body(ws_store *s, void *ctx, ws_err *err)
+/* The plan's run row, points, results and frontier, inside the transaction. */
+static int store_in_tx(ws_store *s, void *ctx, ws_err *err)
 {
-    plan_rows *r = ctx;
+    const plan_rows *r = ctx;
     int rc = put_run(s, r->run, err);
-    return rc ? rc
-              : put_rows(s, r->run->id, r->pts, r->n_pts, r->res, r->n_res, r->fits, r->n_fits,
-                         err);
+    const long long id = r->run->id;
+    if (rc || (rc = put_points(s, id, r->pts, r->n_pts, err)))
+        return rc;
+    const char *what = "cannot store the plan's results";
+    ws_row_writer *w;
+    rc = ws_row_writer_open(s, "plan_results", "plan_id", id, k_result_cols, what, what, &w, err);
+    for (size_t i = 0; i < r->n_res && !rc; i++) {
+        ws_plandb_result x = r->res[i];
+        if (!isfinite(x.max_load))
+            x.max_load = 0; /* no load met the SLOs */
+        rc = ws_row_add(w, &x, err);
+    }
+    ws_row_writer_close(w);
+    if (rc)
+        return rc;
+    what = "cannot store the plan's frontier";
+    return ws_rows_put(s, "plan_fits", "plan_id", id, k_fit_cols, r->fits, sizeof *r->fits,
+                       r->n_fits, what, what, err);
 }
 
 int ws_plandb_store(ws_store *s, ws_plandb_run *run, const ws_plandb_point *pts, size_t n_pts,
                     const ws_plandb_result *res, size_t n_res, const ws_plandb_fit *fits,
                     size_t n_fits, ws_err *err)
 {
-    const int own = !ws_store_in_transaction(s);
-    const long long id = run->id;
     plan_rows r = {run, pts, n_pts, res, n_res, fits, n_fits};
-    const int rc = ws_store_in_tx(s, plan_body, &r, err);
-    if (rc && own)
-        run->id = id; /* the row it named is gone */
-    return rc;
+    return ws_store_in_tx_id(s, store_in_tx, &r, &run->id, err);
 }
 
 int ws_plandb_get_run(ws_store *s, long long id, ws_plandb_run *run, ws_err *err)

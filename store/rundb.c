@@ -55,9 +55,19 @@ static const ws_col k_run_cols[] = {C(started_at, WS_COL_STR),
                                     {0}};
 #undef C
 
-static int store_in_tx(ws_store *s, ws_rundb_run *run, const ws_rundb_step *steps, size_t n_steps,
-                       const ws_rundb_layer *lay, size_t n_lay, ws_err *err)
+typedef struct run_rows {
+    ws_rundb_run *run;
+    const ws_rundb_step *steps;
+    size_t n_steps;
+    const ws_rundb_layer *lay;
+    size_t n_lay;
+} run_rows;
+
+/* The run, its steps and layers, inside the transaction. */
+static int store_in_tx(ws_store *s, void *ctx, ws_err *err)
 {
+    const run_rows *r = ctx;
+    ws_rundb_run *run = r->run;
     ws_store_stamp(run->started_at, sizeof run->started_at, run->tool_version,
                    sizeof run->tool_version);
     ws_rundb_run row = *run;
@@ -70,25 +80,11 @@ static int store_in_tx(ws_store *s, ws_rundb_run *run, const ws_rundb_step *step
     ws_row_bind(st, 1, k_run_cols, &row);
     if ((rc = ws_store_insert_id(s, st, "insert run_runs", &run->id, err)))
         return rc;
-    if ((rc = ws_rows_put(s, "run_steps", "run_id", run->id, ws_step_cols, steps, sizeof *steps,
-                          n_steps, NULL, NULL, err)))
+    if ((rc = ws_rows_put(s, "run_steps", "run_id", run->id, ws_step_cols, r->steps,
+                          sizeof *r->steps, r->n_steps, NULL, NULL, err)))
         return rc;
-    return ws_rows_put(s, "run_layers", "run_id", run->id, ws_layer_cols, lay, sizeof *lay, n_lay,
-                       NULL, NULL, err);
-}
-
-typedef struct run_rows {
-    ws_rundb_run *run;
-    const ws_rundb_step *steps;
-    size_t n_steps;
-    const ws_rundb_layer *lay;
-    size_t n_lay;
-} run_rows;
-
-static int run_body(ws_store *s, void *ctx, ws_err *err)
-{
-    run_rows *r = ctx;
-    return store_in_tx(s, r->run, r->steps, r->n_steps, r->lay, r->n_lay, err);
+    return ws_rows_put(s, "run_layers", "run_id", run->id, ws_layer_cols, r->lay, sizeof *r->lay,
+                       r->n_lay, NULL, NULL, err);
 }
 
 int ws_rundb_store_run(ws_store *s, ws_rundb_run *run, const ws_rundb_step *steps, size_t n_steps,
@@ -97,13 +93,8 @@ int ws_rundb_store_run(ws_store *s, ws_rundb_run *run, const ws_rundb_step *step
     int rc = check_run(s, run, err);
     if (rc)
         return rc;
-    const int own = !ws_store_in_transaction(s);
-    const long long id = run->id;
     run_rows r = {run, steps, n_steps, lay, n_lay};
-    rc = ws_store_in_tx(s, run_body, &r, err);
-    if (rc && own)
-        run->id = id; /* the row it named is gone */
-    return rc;
+    return ws_store_in_tx_id(s, store_in_tx, &r, &run->id, err);
 }
 
 int ws_rundb_get_run(ws_store *s, long long run_id, ws_rundb_run *run, ws_err *err)

@@ -223,23 +223,6 @@ void ws_simdb_writer_close(ws_simdb_writer *w)
     free(w);
 }
 
-static int store_in_tx(ws_store *s, ws_simdb_run *run, const ws_simdb_request *req, size_t n_req,
-                       const ws_simdb_step *steps, size_t n_steps, ws_err *err)
-{
-    int rc = ws_simdb_put_run(s, run, err);
-    if (rc)
-        return rc;
-    ws_simdb_writer *w;
-    if ((rc = ws_simdb_writer_open(s, run->id, &w, err)))
-        return rc;
-    for (size_t i = 0; !rc && i < n_req; i++)
-        rc = ws_simdb_add_request(w, &req[i], err);
-    for (size_t i = 0; !rc && i < n_steps; i++)
-        rc = ws_simdb_add_step(w, &steps[i], err);
-    ws_simdb_writer_close(w);
-    return rc;
-}
-
 typedef struct run_rows {
     ws_simdb_run *run;
     const ws_simdb_request *req;
@@ -248,10 +231,22 @@ typedef struct run_rows {
     size_t n_steps;
 } run_rows;
 
-static int run_body(ws_store *s, void *ctx, ws_err *err)
+/* The run row, its requests and steps, inside the transaction. */
+static int store_in_tx(ws_store *s, void *ctx, ws_err *err)
 {
-    run_rows *r = ctx;
-    return store_in_tx(s, r->run, r->req, r->n_req, r->steps, r->n_steps, err);
+    const run_rows *r = ctx;
+    int rc = ws_simdb_put_run(s, r->run, err);
+    if (rc)
+        return rc;
+    ws_simdb_writer *w;
+    if ((rc = ws_simdb_writer_open(s, r->run->id, &w, err)))
+        return rc;
+    for (size_t i = 0; !rc && i < r->n_req; i++)
+        rc = ws_simdb_add_request(w, &r->req[i], err);
+    for (size_t i = 0; !rc && i < r->n_steps; i++)
+        rc = ws_simdb_add_step(w, &r->steps[i], err);
+    ws_simdb_writer_close(w);
+    return rc;
 }
 
 int ws_simdb_store_run(ws_store *s, ws_simdb_run *run, const ws_simdb_request *req,
@@ -259,7 +254,7 @@ int ws_simdb_store_run(ws_store *s, ws_simdb_run *run, const ws_simdb_request *r
 {
     const long long id = run->id;
     run_rows r = {run, req, n_req, steps, n_steps};
-    int rc = ws_store_in_tx(s, run_body, &r, err);
+    int rc = ws_store_in_tx(s, store_in_tx, &r, err);
     if (rc)
         run->id = id; /* the row it named is gone */
     return rc;

@@ -921,6 +921,17 @@ int ws_store_in_tx(ws_store *s, int (*body)(ws_store *s, void *ctx, ws_err *err)
     return rc;
 }
 
+int ws_store_in_tx_id(ws_store *s, int (*body)(ws_store *s, void *ctx, ws_err *err), void *ctx,
+                      long long *id, ws_err *err)
+{
+    const int own = !ws_store_in_transaction(s);
+    const long long before = *id;
+    const int rc = ws_store_in_tx(s, body, ctx, err);
+    if (rc && own)
+        *id = before;
+    return rc;
+}
+
 int ws_store_check_params(ws_store *s, const char *what, const char *params, ws_err *err)
 {
     if (!params || !params[0])

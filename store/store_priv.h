@@ -36,6 +36,11 @@ int ws_store_insert_id(ws_store *s, sqlite3_stmt *st, const char *what, long lon
 int ws_store_in_tx(ws_store *s, int (*body)(ws_store *s, void *ctx, ws_err *err), void *ctx,
                    ws_err *err);
 
+/* ws_store_in_tx for a body that stores a new row and sets *id to it: when the transaction
+ * was its own and failed, *id is put back as it was (the row it named is gone). */
+int ws_store_in_tx_id(ws_store *s, int (*body)(ws_store *s, void *ctx, ws_err *err), void *ctx,
+                      long long *id, ws_err *err);
+
 /* Steps st, a query for one run (or grid) by id, 0 for the latest: 0 on its row (st stays
  * the caller's), else finalizes st and returns WS_EDB under `what`, or WS_ENOTFOUND "<db>:
  * no <noun> <id>" or, for the latest, "<db>: no <noun> yet (<hint>)". */

@@ -76,29 +76,6 @@ static const ws_col k_term_cols[] = {C(term, WS_COL_STR),      C(measured, WS_CO
                                      C(note, WS_COL_STR),       {0}};
 #undef C
 
-static int store_in_tx(ws_store *s, ws_validatedb_run *run, const ws_validatedb_stat *stat,
-                       size_t n_st, const ws_validatedb_point *pt, size_t n_pt,
-                       const ws_validatedb_term *tm, size_t n_tm, ws_err *err)
-{
-    ws_store_stamp(run->started_at, sizeof run->started_at, run->tool_version,
-                   sizeof run->tool_version);
-    sqlite3_stmt *st = NULL;
-    int rc = ws_rows_prep_insert(s, "INSERT INTO validate_runs", NULL, k_run_cols, NULL, &st, err);
-    if (rc)
-        return rc;
-    ws_row_bind(st, 1, k_run_cols, run);
-    if ((rc = ws_store_insert_id(s, st, "insert validate_runs", &run->id, err)))
-        return rc;
-    const long long id = run->id;
-    if ((rc = ws_rows_put(s, "validate_stats", "validate_id", id, k_stat_cols, stat, sizeof *stat,
-                          n_st, NULL, NULL, err)) ||
-        (rc = ws_rows_put(s, "validate_points", "validate_id", id, k_point_cols, pt, sizeof *pt,
-                          n_pt, NULL, NULL, err)))
-        return rc;
-    return ws_rows_put(s, "validate_terms", "validate_id", id, k_term_cols, tm, sizeof *tm, n_tm,
-                       NULL, NULL, err);
-}
-
 typedef struct val_rows {
     ws_validatedb_run *run;
     const ws_validatedb_stat *st;
@@ -109,10 +86,28 @@ typedef struct val_rows {
     size_t n_tm;
 } val_rows;
 
-static int val_body(ws_store *s, void *ctx, ws_err *err)
+/* The validation and its rows, inside the transaction. */
+static int store_in_tx(ws_store *s, void *ctx, ws_err *err)
 {
-    val_rows *r = ctx;
-    return store_in_tx(s, r->run, r->st, r->n_st, r->pt, r->n_pt, r->tm, r->n_tm, err);
+    const val_rows *r = ctx;
+    ws_validatedb_run *run = r->run;
+    ws_store_stamp(run->started_at, sizeof run->started_at, run->tool_version,
+                   sizeof run->tool_version);
+    sqlite3_stmt *st = NULL;
+    int rc = ws_rows_prep_insert(s, "INSERT INTO validate_runs", NULL, k_run_cols, NULL, &st, err);
+    if (rc)
+        return rc;
+    ws_row_bind(st, 1, k_run_cols, run);
+    if ((rc = ws_store_insert_id(s, st, "insert validate_runs", &run->id, err)))
+        return rc;
+    const long long id = run->id;
+    if ((rc = ws_rows_put(s, "validate_stats", "validate_id", id, k_stat_cols, r->st,
+                          sizeof *r->st, r->n_st, NULL, NULL, err)) ||
+        (rc = ws_rows_put(s, "validate_points", "validate_id", id, k_point_cols, r->pt,
+                          sizeof *r->pt, r->n_pt, NULL, NULL, err)))
+        return rc;
+    return ws_rows_put(s, "validate_terms", "validate_id", id, k_term_cols, r->tm, sizeof *r->tm,
+                       r->n_tm, NULL, NULL, err);
 }
 
 int ws_validatedb_store(ws_store *s, ws_validatedb_run *run, const ws_validatedb_stat *st,
@@ -122,13 +117,8 @@ int ws_validatedb_store(ws_store *s, ws_validatedb_run *run, const ws_validatedb
     int rc = check(s, run, st, n_st, err);
     if (rc)
         return rc;
-    const int own = !ws_store_in_transaction(s);
-    const long long id = run->id;
     val_rows r = {run, st, n_st, pt, n_pt, tm, n_tm};
-    rc = ws_store_in_tx(s, val_body, &r, err);
-    if (rc && own)
-        run->id = id; /* the row it named is gone */
-    return rc;
+    return ws_store_in_tx_id(s, store_in_tx, &r, &run->id, err);
 }
 
 /* ---- reading ---- */
