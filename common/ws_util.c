@@ -230,3 +230,24 @@ int ws_grow(void **p, size_t *cap, size_t n, size_t elem, size_t first)
     *cap = nc;
     return 0;
 }
+
+void *ws_abuf_grow(ws_abuf *b, size_t bytes, const char *who, ws_err *err)
+{
+    if (b->cap >= bytes)
+        return b->p;
+    ws_abuf_free(b);
+    bytes = (bytes + 63) & ~(size_t)63;
+    if (!(b->p = aligned_alloc(64, bytes))) {
+        ws_err_set(err, WS_ENOMEM, "%s: cannot allocate %zu B of scratch", who, bytes);
+        return NULL;
+    }
+    b->cap = bytes;
+    return b->p;
+}
+
+void ws_abuf_free(ws_abuf *b)
+{
+    free(b->p);
+    b->p = NULL;
+    b->cap = 0;
+}

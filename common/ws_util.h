@@ -31,6 +31,16 @@ int ws_open_regular(const char *path, long long max_bytes, ws_err *err);
  * *cap the capacity doubles (from `first`) until it holds n + 1. Returns 0, or -1 when out of
  * memory with *p and *cap unchanged (the caller says what it was growing). */
 int ws_grow(void **p, size_t *cap, size_t n, size_t elem, size_t first);
+/* A buffer kept between calls and grown on demand, 64-byte aligned (kernels' scratch). */
+typedef struct ws_abuf {
+    void *p;
+    size_t cap;
+} ws_abuf;
+/* b's buffer with room for `bytes`, reallocated (its contents lost) when smaller; NULL and
+ * WS_ENOMEM "<who>: cannot allocate N B of scratch" when out of memory. */
+void *ws_abuf_grow(ws_abuf *b, size_t bytes, const char *who, ws_err *err);
+/* Frees b's buffer; b is empty after. */
+void ws_abuf_free(ws_abuf *b);
 /* Project root (see above) into buf; returns 0 or sets err. */
 int ws_root_dir(char *buf, size_t cap, ws_err *err);
 /* Folder of the running executable into buf. */

@@ -2,34 +2,20 @@
  * top-k token lists) over the paged KV layout of attn.h, for bf16 and fp16 KV, with
  * run-time instruction-set dispatch and split-K work sharing over a ws_pool.
  *
- * Work is cut into (sequence, KV head, token chunk) tasks so that one long sequence at
- * batch 1 still keeps every worker busy; each task streams its chunk once for all the
- * query heads of its group and leaves (O, lse); chunks of one (sequence, KV head) are
- * merged by lse (GQA on the VDPBF16PS loop, every sequence one chunk and two or more per
- * thread: a task per sequence, walking its pages once, each page's KV heads in turn).
- * Where that leaves threads idle and a KV head has 16 or more query heads
- * (MLA), a chunk's heads are also cut into slices of 8 or more, a task each. On a pool
- * over several NUMA nodes (pool.h), when the page tables give the pages' nodes
- * (ws_attn_seq.page_nodes), a dense chunk also ends where its pages change node, and each
- * task runs on a thread of its node first (ws_pool_run_affine); sparse lists are not cut
- * by node. The result equals ws_attn_ref within float rounding (tests/test_attn_cpu.c).
+ * Work is cut into (sequence, KV head, token chunk) tasks, each leaving (O, lse), merged by
+ * lse, so that one long sequence at batch 1 still keeps every worker busy; MLA's head groups
+ * are cut into slices too, and on a pool over several NUMA nodes a chunk ends where its
+ * pages change node and runs on a thread of that node. The result equals ws_attn_ref within
+ * float rounding (tests/test_attn_cpu.c).
  *
- * Instruction paths (one binary, chosen at run time from cpu_features): scalar (portable
- * C); avx2 (AVX2 + FMA + F16C) and avx512 (F/BW/VL), fp32 FMA on KV converted in
- * registers; avx512bf16, VDPBF16PS for q.k and p.V on bf16 MLA and bf16 GQA in the bf16
- * precision (attn_cpu_fma.h) and for q.k in the generic loop, FMAs for exact GQA; amx,
- * AMX-BF16 tiles for q.k and p.V on bf16 KV (attn_cpu_amx.c; fp16 KV and shapes the tiles
- * do not serve run the avx512 loops). Precision (ws_attn_prec): exact attends q as given
- * (fp32; VDPBF16PS and AMX take q and p as bf16 hi + lo halves, as accurate as fp32 FMA);
- * bf16 takes q as bf16, as GPU kernels do (q is the model's bf16 activation), on every
- * path, and the VDPBF16PS loops round p to bf16 too, one product each: GQA then runs on
- * VDPBF16PS (K tiles and V pairs as stored), MLA with half its products; so do the AMX
- * tiles but for one head group on K rows (ws_attn_cpu_p_bf16). The error bound
- * holds against the reference of the rounded q. ws_isa_best() prefers amx, then
- * avx512bf16 where a run-time probe finds VDPBF16PS's products faster than FMA's
- * (ws_attn_cpu_dp_gain >= DP_GAIN_MIN), then avx512, avx512bf16, avx2, scalar;
- * WS_ISA_AUTO takes it, WRITESCOPE_ISA overrides it, and
- * a path this CPU lacks is an error. Why: docs/notes/cpu-attention.md.
+ * Instruction paths (one binary, chosen at run time from cpu_features): scalar, avx2,
+ * avx512, avx512bf16 (VDPBF16PS) and amx (AMX-BF16 tiles, attn_cpu_amx.c). Precision
+ * (ws_attn_prec): exact attends q as given (fp32); bf16 takes q as bf16, as GPU kernels do.
+ * ws_isa_best() prefers amx, then avx512bf16 where a run-time probe finds VDPBF16PS's
+ * products faster than FMA's (ws_attn_cpu_dp_gain >= DP_GAIN_MIN), then avx512,
+ * avx512bf16, avx2, scalar; WS_ISA_AUTO takes it, WRITESCOPE_ISA overrides it, and a path
+ * this CPU lacks is an error. The task split and each path and precision in detail:
+ * docs/design.md ("CPU decode attention"); why: docs/notes/cpu-attention.md.
  *
  * Shapes served: d_k and d_v multiples of 16 up to WS_ATTN_MAX_HEAD_DIM, group sizes
  * (query heads per KV head) 1..WS_ATTN_CPU_MAX_GROUP. Anything else is WS_EUNSUP.

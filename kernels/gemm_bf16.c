@@ -6,11 +6,11 @@
 #include <immintrin.h>
 #include <math.h>
 #include <omp.h>
-#include <oneapi/dnnl/dnnl.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "dnnl_cache.h"
 #include "half.h"
 #include "ws_util.h"
 
@@ -18,15 +18,10 @@
 
 /* Buffers grown on demand, one set per calling thread, 64-byte aligned, freed when the
  * thread exits (pthread key destructor: the engine's pool threads come and go). */
-typedef struct buf {
-    void *p;
-    size_t cap;
-} buf;
-
 enum { S_XB, S_GU, S_HB, S_H, S_W, S_N }; /* x bf16, gate|up, h bf16, h fp32, panel */
 
 typedef struct scratch {
-    buf b[S_N];
+    ws_abuf b[S_N];
 } scratch;
 
 static _Thread_local scratch *t_scr;
@@ -37,7 +32,7 @@ static void scratch_free(void *p)
 {
     scratch *s = p;
     for (int i = 0; s && i < S_N; i++)
-        free(s->b[i].p);
+        ws_abuf_free(&s->b[i]);
     free(s);
 }
 
@@ -57,18 +52,7 @@ static void *grow(int which, size_t bytes, ws_err *err)
         ws_err_set(err, WS_ENOMEM, "expert ffn: cannot allocate scratch");
         return NULL;
     }
-    buf *b = &t_scr->b[which];
-    if (b->cap >= bytes)
-        return b->p;
-    free(b->p);
-    b->cap = 0;
-    bytes = (bytes + 63) & ~(size_t)63;
-    if (!(b->p = aligned_alloc(64, bytes))) {
-        ws_err_set(err, WS_ENOMEM, "expert ffn: cannot allocate %zu B of scratch", bytes);
-        return NULL;
-    }
-    b->cap = bytes;
-    return b->p;
+    return ws_abuf_grow(&t_scr->b[which], bytes, "expert ffn", err);
 }
 
 static void set_threads(int threads)
@@ -185,173 +169,62 @@ static void to_bf16(const float *src, uint16_t *dst, long n, int threads)
 
 /* ---- oneDNN ------------------------------------------------------------------------- */
 
-/* One matmul [m x k] x [k x n] -> [m x n], bf16 x bf16 -> fp32; the weights stored [n x k]
- * (tag ba), each output's k inputs contiguous. The scratchpad is the primitive's own (user
- * mode), so primitives of different slots never share memory. */
-typedef struct mm {
-    dnnl_primitive_t prim;
-    dnnl_memory_t src, wei, dst, scratch;
-} mm;
-
-typedef struct dnn_entry {
-    int m, hidden, inter, threads;
-    mm gate_up, down;
-    unsigned long used;
-} dnn_entry;
-
-/* A calling thread's oneDNN state: its stream and its cache of primitive pairs (the least
- * recently used is replaced). Threads get slots in order of first use; past DNN_SLOTS they
- * share them, under the slot's lock, which is otherwise uncontended. */
-#define DNN_CACHE 64
-#define DNN_SLOTS 32
-typedef struct dnn_slot {
-    pthread_mutex_t lock;
-    dnnl_stream_t stream;
-    dnn_entry e[DNN_CACHE];
-    int n;
-    unsigned long tick;
-} dnn_slot;
-
-static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER; /* engine, slots, choices */
-static dnnl_engine_t g_engine;
-static dnn_slot g_slot[DNN_SLOTS];
-static int g_n_slot;
-static _Thread_local int t_slot = -1;
-static int g_dnn_state; /* 0 untried, 1 ready, -1 unavailable */
-
-static void mm_destroy(mm *p)
+/* A matmul [m x k] x [k x n] -> [m x n], bf16 x bf16 -> fp32; the weights stored [n x k]
+ * (tag ba), each output's k inputs contiguous: oneDNN's first implementation. */
+static dnnl_status_t mm_pd(dnnl_engine_t engine, dnnl_primitive_desc_t *pd, int m, int n, int k)
 {
-    if (p->prim)
-        dnnl_primitive_destroy(p->prim);
-    if (p->src)
-        dnnl_memory_destroy(p->src);
-    if (p->wei)
-        dnnl_memory_destroy(p->wei);
-    if (p->dst)
-        dnnl_memory_destroy(p->dst);
-    if (p->scratch)
-        dnnl_memory_destroy(p->scratch);
-    memset(p, 0, sizeof *p);
-}
-
-static int mm_create(mm *p, int m, int n, int k, ws_err *err)
-{
-    memset(p, 0, sizeof *p);
     dnnl_memory_desc_t s, w, d;
     dnnl_dims_t ds = {m, k}, dw = {k, n}, dd = {m, n};
     dnnl_matmul_desc_t md;
     dnnl_primitive_attr_t attr = NULL;
-    dnnl_primitive_desc_t pd = NULL;
     dnnl_status_t st;
-    if ((st = dnnl_memory_desc_init_by_tag(&s, 2, ds, dnnl_bf16, dnnl_ab)) ||
-        (st = dnnl_memory_desc_init_by_tag(&w, 2, dw, dnnl_bf16, dnnl_ba)) ||
-        (st = dnnl_memory_desc_init_by_tag(&d, 2, dd, dnnl_f32, dnnl_ab)) ||
-        (st = dnnl_matmul_desc_init(&md, &s, &w, NULL, &d)) ||
-        (st = dnnl_primitive_attr_create(&attr)) ||
-        (st = dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user)) ||
-        (st = dnnl_primitive_desc_create(&pd, &md, attr, g_engine, NULL)) ||
-        (st = dnnl_primitive_create(&p->prim, pd)) ||
-        (st = dnnl_memory_create(&p->src, &s, g_engine, DNNL_MEMORY_NONE)) ||
-        (st = dnnl_memory_create(&p->wei, &w, g_engine, DNNL_MEMORY_NONE)) ||
-        (st = dnnl_memory_create(&p->dst, &d, g_engine, DNNL_MEMORY_NONE)) ||
-        (st = dnnl_memory_create(&p->scratch,
-                                 dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0),
-                                 g_engine, DNNL_MEMORY_ALLOCATE))) {
-        if (pd)
-            dnnl_primitive_desc_destroy(pd);
-        if (attr)
-            dnnl_primitive_attr_destroy(attr);
-        mm_destroy(p);
-        return ws_err_set(err, WS_EDEVICE, "oneDNN: bf16 matmul %dx%dx%d: status %d", m, n, k,
-                          (int)st);
-    }
-    dnnl_primitive_desc_destroy(pd);
-    dnnl_primitive_attr_destroy(attr);
-    return 0;
+    *pd = NULL;
+    if (!(st = dnnl_memory_desc_init_by_tag(&s, 2, ds, dnnl_bf16, dnnl_ab)) &&
+        !(st = dnnl_memory_desc_init_by_tag(&w, 2, dw, dnnl_bf16, dnnl_ba)) &&
+        !(st = dnnl_memory_desc_init_by_tag(&d, 2, dd, dnnl_f32, dnnl_ab)) &&
+        !(st = dnnl_matmul_desc_init(&md, &s, &w, NULL, &d)) &&
+        !(st = dnnl_primitive_attr_create(&attr)) &&
+        !(st = dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user)))
+        st = dnnl_primitive_desc_create(pd, &md, attr, engine, NULL);
+    if (attr)
+        dnnl_primitive_attr_destroy(attr);
+    return st;
 }
 
-static int mm_run(mm *p, dnnl_stream_t stream, const void *a, const void *b, float *c,
-                  ws_err *err)
-{
-    dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, p->src},
-                               {DNNL_ARG_WEIGHTS, p->wei},
-                               {DNNL_ARG_DST, p->dst},
-                               {DNNL_ARG_SCRATCHPAD, p->scratch}};
-    dnnl_status_t st;
-    if ((st = dnnl_memory_set_data_handle(p->src, (void *)a)) ||
-        (st = dnnl_memory_set_data_handle(p->wei, (void *)b)) ||
-        (st = dnnl_memory_set_data_handle(p->dst, c)) ||
-        (st = dnnl_primitive_execute(p->prim, stream, 4, args)) ||
-        (st = dnnl_stream_wait(stream)))
-        return ws_err_set(err, WS_EDEVICE, "oneDNN: matmul failed: status %d", (int)st);
-    return 0;
-}
+/* A calling thread's oneDNN state: a primitive cache with its stream. Threads get slots in
+ * order of first use; past DNN_SLOTS they share them, under the slot's lock, which is
+ * otherwise uncontended. */
+#define DNN_SLOTS 32
+typedef struct dnn_slot {
+    pthread_mutex_t lock;
+    ws_dnnl_cache cache;
+} dnn_slot;
 
-/* Under g_lock. */
-static int dnn_init(void)
-{
-    if (g_dnn_state == 0)
-        g_dnn_state = dnnl_engine_create(&g_engine, dnnl_cpu, 0) == dnnl_success ? 1 : -1;
-    return g_dnn_state > 0;
-}
+static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER; /* slots, choices */
+static dnn_slot g_slot[DNN_SLOTS];
+static int g_n_slot;
+static _Thread_local int t_slot = -1;
 
-/* The calling thread's slot, locked, with its stream; NULL when oneDNN is unavailable. */
+/* The calling thread's slot, locked; NULL when oneDNN is unavailable. */
 static dnn_slot *slot_acquire(ws_err *err)
 {
-    pthread_mutex_lock(&g_lock);
-    dnn_slot *sl = NULL;
-    if (dnn_init()) {
-        if (t_slot < 0) {
-            t_slot = g_n_slot % DNN_SLOTS;
-            if (g_n_slot < DNN_SLOTS)
-                pthread_mutex_init(&g_slot[g_n_slot].lock, NULL);
-            g_n_slot++;
-        }
-        sl = &g_slot[t_slot];
-    }
-    pthread_mutex_unlock(&g_lock);
-    if (!sl) {
+    if (!ws_dnnl_engine()) {
         ws_err_set(err, WS_EUNSUP, "oneDNN: no CPU engine");
         return NULL;
     }
-    pthread_mutex_lock(&sl->lock);
-    if (!sl->stream &&
-        dnnl_stream_create(&sl->stream, g_engine, dnnl_stream_default_flags) != dnnl_success) {
-        sl->stream = NULL;
-        pthread_mutex_unlock(&sl->lock);
-        ws_err_set(err, WS_EDEVICE, "oneDNN: cannot create a stream");
-        return NULL;
-    }
-    return sl;
-}
-
-/* The slot's cached primitive pair for the shape, created on a miss. Under the slot's lock. */
-static dnn_entry *dnn_get(dnn_slot *sl, int m, int hd, int in, int threads, ws_err *err)
-{
-    dnn_entry *lru = NULL;
-    for (int i = 0; i < sl->n; i++) {
-        dnn_entry *e = &sl->e[i];
-        if (e->m == m && e->hidden == hd && e->inter == in && e->threads == threads) {
-            e->used = ++sl->tick;
-            return e;
+    pthread_mutex_lock(&g_lock);
+    if (t_slot < 0) {
+        t_slot = g_n_slot % DNN_SLOTS;
+        if (g_n_slot < DNN_SLOTS) {
+            pthread_mutex_init(&g_slot[g_n_slot].lock, NULL);
+            g_slot[g_n_slot].cache = (ws_dnnl_cache){.pd = mm_pd, .kind = "bf16"};
         }
-        if (!lru || e->used < lru->used)
-            lru = e;
+        g_n_slot++;
     }
-    dnn_entry ne = {.m = m, .hidden = hd, .inter = in, .threads = threads, .used = ++sl->tick};
-    if (mm_create(&ne.gate_up, m, 2 * in, hd, err))
-        return NULL;
-    if (mm_create(&ne.down, m, hd, in, err)) {
-        mm_destroy(&ne.gate_up);
-        return NULL;
-    }
-    dnn_entry *e = sl->n < DNN_CACHE ? &sl->e[sl->n++] : lru;
-    if (e == lru) {
-        mm_destroy(&e->gate_up);
-        mm_destroy(&e->down);
-    }
-    *e = ne;
-    return e;
+    dnn_slot *sl = &g_slot[t_slot];
+    pthread_mutex_unlock(&g_lock);
+    pthread_mutex_lock(&sl->lock);
+    return sl;
 }
 
 static int ffn_onednn(const ws_expert_bf16 *e, const float *x, float *y, int m, int threads,
@@ -368,13 +241,13 @@ static int ffn_onednn(const ws_expert_bf16 *e, const float *x, float *y, int m, 
     dnn_slot *sl = slot_acquire(err);
     if (!sl)
         return err ? err->code : WS_EUNSUP;
-    dnn_entry *d = dnn_get(sl, m, hd, in, threads, err);
+    ws_dnnl_pair *d = ws_dnnl_cache_get(&sl->cache, m, hd, in, threads, err);
     int rc = d ? 0 : (err ? err->code : WS_EDEVICE);
     if (!rc)
-        rc = mm_run(&d->gate_up, sl->stream, xb, e->w_gate_up, gu, err);
+        rc = ws_dnnl_mm_run(&d->gate_up, sl->cache.stream, xb, e->w_gate_up, gu, "matmul", err);
     if (!rc) {
         silu_mul(gu, m, in, NULL, hb, threads);
-        rc = mm_run(&d->down, sl->stream, hb, e->w_down, y, err);
+        rc = ws_dnnl_mm_run(&d->down, sl->cache.stream, hb, e->w_down, y, "matmul", err);
     }
     pthread_mutex_unlock(&sl->lock);
     return rc;
@@ -504,12 +377,7 @@ static const backend g_backends[WS_GEMM_BF16_N] = {
 int ws_gemm_bf16_present(ws_gemm_bf16_backend b)
 {
     switch (b) {
-    case WS_GEMM_BF16_ONEDNN: {
-        pthread_mutex_lock(&g_lock);
-        int ok = dnn_init();
-        pthread_mutex_unlock(&g_lock);
-        return ok;
-    }
+    case WS_GEMM_BF16_ONEDNN: return ws_dnnl_engine() != NULL;
     case WS_GEMM_BF16_SBGEMM: return sbgemm_get() != NULL;
     case WS_GEMM_BF16_FP32: return 1;
     default: return 0;
@@ -660,20 +528,13 @@ void ws_gemm_bf16_release(void)
     for (int k = 0; k < g_n_slot && k < DNN_SLOTS; k++) {
         dnn_slot *sl = &g_slot[k];
         pthread_mutex_lock(&sl->lock);
-        for (int i = 0; i < sl->n; i++) {
-            mm_destroy(&sl->e[i].gate_up);
-            mm_destroy(&sl->e[i].down);
-        }
-        sl->n = 0;
+        ws_dnnl_cache_clear(&sl->cache);
         pthread_mutex_unlock(&sl->lock);
     }
     g_n_choice = 0;
     pthread_mutex_unlock(&g_lock);
-    for (int i = 0; t_scr && i < S_N; i++) {
-        free(t_scr->b[i].p);
-        t_scr->b[i].p = NULL;
-        t_scr->b[i].cap = 0;
-    }
+    for (int i = 0; t_scr && i < S_N; i++)
+        ws_abuf_free(&t_scr->b[i]);
 }
 
 void ws_expert_bf16_cost(int hidden, int inter, int m, double *flops, double *bytes)

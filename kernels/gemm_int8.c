@@ -9,7 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dnnl_cache.h"
 #include "half.h"
+#include "ws_util.h"
 
 /* ---- quantization --------------------------------------------------------------------- */
 
@@ -139,44 +141,11 @@ static void dequant_rows(const int32_t *acc, int m, int n, const int32_t *sum, c
 
 /* ---- oneDNN --------------------------------------------------------------------------- */
 
-static dnnl_engine_t g_engine;
-static pthread_once_t g_engine_once = PTHREAD_ONCE_INIT;
-
-static void engine_init(void)
-{
-    if (dnnl_engine_create(&g_engine, dnnl_cpu, 0) != dnnl_success)
-        g_engine = NULL;
-}
-
-static dnnl_engine_t engine(void)
-{
-    pthread_once(&g_engine_once, engine_init);
-    return g_engine;
-}
-
-/* One matmul [m x k] u8 x [k x n] s8 -> [m x n] s32, the weights stored [n x k] (tag ba);
- * the scratchpad is the primitive's own. */
-typedef struct mm {
-    dnnl_primitive_t prim;
-    dnnl_memory_t src, wei, dst, scratch;
-} mm;
-
-static void mm_destroy(mm *p)
-{
-    if (p->prim)
-        dnnl_primitive_destroy(p->prim);
-    dnnl_memory_t *ms[] = {&p->src, &p->wei, &p->dst, &p->scratch};
-    for (int i = 0; i < 4; i++)
-        if (*ms[i])
-            dnnl_memory_destroy(*ms[i]);
-    memset(p, 0, sizeof *p);
-}
-
 /* The primitive descriptor of the matmul: of the implementations oneDNN offers in its
  * order, AMX's where there is one (the instructions the int8 format is for), else its JIT
  * gemm, else its first: with plain [n x k] weights its brgemm repacks them on every call, 1.5x
  * the gemm's time here (docs/notes/int8-experts.md); never a reference kernel. */
-static dnnl_status_t mm_pd(dnnl_primitive_desc_t *pd, int m, int n, int k)
+static dnnl_status_t mm_pd(dnnl_engine_t engine, dnnl_primitive_desc_t *pd, int m, int n, int k)
 {
     dnnl_memory_desc_t s, w, d;
     dnnl_dims_t ds = {m, k}, dw = {k, n}, dd = {m, n};
@@ -185,7 +154,7 @@ static dnnl_status_t mm_pd(dnnl_primitive_desc_t *pd, int m, int n, int k)
     dnnl_primitive_desc_iterator_t it = NULL;
     dnnl_status_t st;
     *pd = NULL;
-    if (!engine())
+    if (!engine)
         return dnnl_runtime_error;
     if ((st = dnnl_memory_desc_init_by_tag(&s, 2, ds, dnnl_u8, dnnl_ab)) ||
         (st = dnnl_memory_desc_init_by_tag(&w, 2, dw, dnnl_s8, dnnl_ba)) ||
@@ -193,7 +162,7 @@ static dnnl_status_t mm_pd(dnnl_primitive_desc_t *pd, int m, int n, int k)
         (st = dnnl_matmul_desc_init(&md, &s, &w, NULL, &d)) ||
         (st = dnnl_primitive_attr_create(&attr)) ||
         (st = dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user)) ||
-        (st = dnnl_primitive_desc_iterator_create(&it, &md, attr, g_engine, NULL))) {
+        (st = dnnl_primitive_desc_iterator_create(&it, &md, attr, engine, NULL))) {
         if (attr)
             dnnl_primitive_attr_destroy(attr);
         return st;
@@ -224,70 +193,13 @@ static dnnl_status_t mm_pd(dnnl_primitive_desc_t *pd, int m, int n, int k)
     return best >= 0 ? dnnl_success : dnnl_unimplemented;
 }
 
-static int mm_create(mm *p, int m, int n, int k, ws_err *err)
-{
-    memset(p, 0, sizeof *p);
-    dnnl_primitive_desc_t pd = NULL;
-    dnnl_status_t st;
-    if ((st = mm_pd(&pd, m, n, k)) || (st = dnnl_primitive_create(&p->prim, pd)) ||
-        (st = dnnl_memory_create(&p->src, dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0),
-                                 g_engine, DNNL_MEMORY_NONE)) ||
-        (st =
-             dnnl_memory_create(&p->wei, dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0),
-                                g_engine, DNNL_MEMORY_NONE)) ||
-        (st = dnnl_memory_create(&p->dst, dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0),
-                                 g_engine, DNNL_MEMORY_NONE)) ||
-        (st = dnnl_memory_create(&p->scratch,
-                                 dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0),
-                                 g_engine, DNNL_MEMORY_ALLOCATE))) {
-        if (pd)
-            dnnl_primitive_desc_destroy(pd);
-        mm_destroy(p);
-        return ws_err_set(err, WS_EDEVICE, "oneDNN: int8 matmul %dx%dx%d: status %d", m, n, k,
-                          (int)st);
-    }
-    dnnl_primitive_desc_destroy(pd);
-    return 0;
-}
-
-static int mm_run(mm *p, dnnl_stream_t stream, const uint8_t *a, const int8_t *b, int32_t *c,
-                  ws_err *err)
-{
-    dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, p->src},
-                               {DNNL_ARG_WEIGHTS, p->wei},
-                               {DNNL_ARG_DST, p->dst},
-                               {DNNL_ARG_SCRATCHPAD, p->scratch}};
-    dnnl_status_t st;
-    if ((st = dnnl_memory_set_data_handle(p->src, (void *)a)) ||
-        (st = dnnl_memory_set_data_handle(p->wei, (void *)b)) ||
-        (st = dnnl_memory_set_data_handle(p->dst, c)) ||
-        (st = dnnl_primitive_execute(p->prim, stream, 4, args)) || (st = dnnl_stream_wait(stream)))
-        return ws_err_set(err, WS_EDEVICE, "oneDNN: int8 matmul failed: status %d", (int)st);
-    return 0;
-}
-
 /* ---- per-thread state: stream, primitive cache, scratch ------------------------------- */
-
-typedef struct entry {
-    int m, hidden, inter, threads;
-    mm gate_up, down;
-    unsigned long used;
-} entry;
-
-typedef struct buf {
-    void *p;
-    size_t cap;
-} buf;
 
 enum { S_XQ, S_SX, S_ACC, S_GU, S_H, S_HQ, S_SH, S_N };
 
-#define CACHE 64
 typedef struct tstate {
-    dnnl_stream_t stream;
-    entry e[CACHE];
-    int n;
-    unsigned long tick;
-    buf b[S_N];
+    ws_dnnl_cache cache;
+    ws_abuf b[S_N];
 } tstate;
 
 static _Thread_local tstate *t_st;
@@ -299,14 +211,9 @@ static void tstate_free(void *p)
     tstate *s = p;
     if (!s)
         return;
-    for (int i = 0; i < s->n; i++) {
-        mm_destroy(&s->e[i].gate_up);
-        mm_destroy(&s->e[i].down);
-    }
-    if (s->stream)
-        dnnl_stream_destroy(s->stream);
+    ws_dnnl_cache_free(&s->cache);
     for (int i = 0; i < S_N; i++)
-        free(s->b[i].p);
+        ws_abuf_free(&s->b[i]);
     free(s);
 }
 
@@ -319,8 +226,10 @@ static tstate *state(ws_err *err)
 {
     if (!t_st) {
         pthread_once(&g_key_once, key_init);
-        if ((t_st = calloc(1, sizeof *t_st)))
+        if ((t_st = calloc(1, sizeof *t_st))) {
+            t_st->cache = (ws_dnnl_cache){.pd = mm_pd, .kind = "int8"};
             pthread_setspecific(g_key, t_st);
+        }
     }
     if (!t_st)
         ws_err_set(err, WS_ENOMEM, "int8 expert ffn: cannot allocate its state");
@@ -329,52 +238,7 @@ static tstate *state(ws_err *err)
 
 static void *grow(tstate *s, int which, size_t bytes, ws_err *err)
 {
-    buf *b = &s->b[which];
-    if (b->cap >= bytes)
-        return b->p;
-    free(b->p);
-    b->cap = 0;
-    bytes = (bytes + 63) & ~(size_t)63;
-    if (!(b->p = aligned_alloc(64, bytes))) {
-        ws_err_set(err, WS_ENOMEM, "int8 expert ffn: cannot allocate %zu B of scratch", bytes);
-        return NULL;
-    }
-    b->cap = bytes;
-    return b->p;
-}
-
-static entry *lookup(tstate *s, int m, int hd, int in, int threads, ws_err *err)
-{
-    if (!s->stream &&
-        dnnl_stream_create(&s->stream, g_engine, dnnl_stream_default_flags) != dnnl_success) {
-        s->stream = NULL;
-        ws_err_set(err, WS_EDEVICE, "oneDNN: cannot create a stream");
-        return NULL;
-    }
-    entry *lru = NULL;
-    for (int i = 0; i < s->n; i++) {
-        entry *e = &s->e[i];
-        if (e->m == m && e->hidden == hd && e->inter == in && e->threads == threads) {
-            e->used = ++s->tick;
-            return e;
-        }
-        if (!lru || e->used < lru->used)
-            lru = e;
-    }
-    entry ne = {.m = m, .hidden = hd, .inter = in, .threads = threads, .used = ++s->tick};
-    if (mm_create(&ne.gate_up, m, 2 * in, hd, err))
-        return NULL;
-    if (mm_create(&ne.down, m, hd, in, err)) {
-        mm_destroy(&ne.gate_up);
-        return NULL;
-    }
-    entry *e = s->n < CACHE ? &s->e[s->n++] : lru;
-    if (e == lru) {
-        mm_destroy(&e->gate_up);
-        mm_destroy(&e->down);
-    }
-    *e = ne;
-    return e;
+    return ws_abuf_grow(&s->b[which], bytes, "int8 expert ffn", err);
 }
 
 /* ---- the FFN -------------------------------------------------------------------------- */
@@ -397,7 +261,7 @@ int ws_expert_ffn_int8(const ws_expert_int8 *e, const float *x, float *y, int m,
                           "int8 expert ffn: weights of up to +-%d overflow oneDNN's %s int8 path "
                           "(no VNNI: 16-bit pair sums); quantize them to +-%d",
                           e->qmax, ws_gemm_int8_isa(), ws_gemm_int8_qmax());
-    if (!engine())
+    if (!ws_dnnl_engine())
         return ws_err_set(err, WS_EUNSUP, "oneDNN: no CPU engine");
     const int hd = e->hidden, in = e->inter;
     tstate *s = state(err);
@@ -413,17 +277,18 @@ int ws_expert_ffn_int8(const ws_expert_int8 *e, const float *x, float *y, int m,
         return err ? err->code : WS_ENOMEM;
     if (threads > 0)
         omp_set_num_threads(threads);
-    entry *d = lookup(s, m, hd, in, threads, err);
+    ws_dnnl_pair *d = ws_dnnl_cache_get(&s->cache, m, hd, in, threads, err);
     if (!d)
         return err ? err->code : WS_EDEVICE;
     quantize_rows(x, m, hd, xq, sx, threads);
-    int rc = mm_run(&d->gate_up, s->stream, xq, e->w_gate_up, acc, err);
+    const char *what = "int8 matmul";
+    int rc = ws_dnnl_mm_run(&d->gate_up, s->cache.stream, xq, e->w_gate_up, acc, what, err);
     if (rc)
         return rc;
     dequant_rows(acc, m, 2 * in, e->sum_gate_up, e->s_gate_up, sx, gu, threads);
     ws_expert_silu_mul(gu, m, in, h, threads);
     quantize_rows(h, m, in, hq, sh, threads);
-    if ((rc = mm_run(&d->down, s->stream, hq, e->w_down, acc, err)))
+    if ((rc = ws_dnnl_mm_run(&d->down, s->cache.stream, hq, e->w_down, acc, what, err)))
         return rc;
     dequant_rows(acc, m, hd, e->sum_down, e->s_down, sh, y, threads);
     return 0;
@@ -538,7 +403,7 @@ void ws_gemm_int8_impl(int hidden, int inter, int m, char *buf, size_t cap)
     const int shape[2][3] = {{m, 2 * inter, hidden}, {m, hidden, inter}};
     for (int i = 0; i < 2; i++) {
         dnnl_primitive_desc_t pd;
-        if (mm_pd(&pd, shape[i][0], shape[i][1], shape[i][2]) == dnnl_success) {
+        if (mm_pd(ws_dnnl_engine(), &pd, shape[i][0], shape[i][1], shape[i][2]) == dnnl_success) {
             if (dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &names[i]) ==
                 dnnl_success)
                 snprintf(copy[i], sizeof copy[i], "%s", names[i]);

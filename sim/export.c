@@ -11,6 +11,7 @@
 
 #include "resource.h"
 #include "ws_atomic.h"
+#include "ws_csv.h"
 #include "ws_util.h"
 
 /* ---- CSV ---- */

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "steprow.h"
+#include "rows.h"
 #include "store_priv.h"
 #include "ws_util.h"
 
@@ -21,60 +22,38 @@ static int check_run(ws_store *s, const ws_rundb_run *run, ws_err *err)
     return ws_store_check_params(s, "runtime run", run->params, err);
 }
 
-static int store_in_tx(ws_store *s, ws_rundb_run *run, const ws_rundb_step *steps, size_t n_steps,
-                       const ws_rundb_layer *lay, size_t n_lay, ws_err *err)
-{
-    ws_store_stamp(run->started_at, sizeof run->started_at, run->tool_version,
-                   sizeof run->tool_version);
-    sqlite3_stmt *st = NULL;
-    int rc = ws_store_prep(s,
-                  "INSERT INTO run_runs(started_at, tool_version, model, gpu, gpu_source, "
-                  "gpu_profile, host_profile, policy, batch, prompt_tokens, output_tokens, "
-                  "layers, model_layers, seed, params, wall_s, decode_s, prefill_modeled_s, "
-                  "tokens_out, tokens_per_s, step_p50, step_p99, share_cpu_attn, share_experts, "
-                  "share_overhead, share_gpu_wait, verify_max_err, bytes_moved, origin) VALUES "
-                  "(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, "
-                  "?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29)",
-                  &st, err);
-    if (rc)
-        return rc;
-    const char *txt[] = {run->started_at, run->tool_version, run->model,        run->gpu,
-                         run->gpu_source, run->gpu_profile,  run->host_profile, run->policy};
-    for (int i = 0; i < 8; i++)
-        sqlite3_bind_text(st, i + 1, txt[i], -1, SQLITE_STATIC);
-    const int ints[] = {run->batch, run->prompt_tokens, run->output_tokens, run->layers,
-                        run->model_layers};
-    for (int i = 0; i < 5; i++)
-        sqlite3_bind_int(st, 9 + i, ints[i]);
-    sqlite3_bind_int64(st, 14, (sqlite3_int64)run->seed);
-    sqlite3_bind_text(st, 15, run->params[0] ? run->params : "{}", -1, SQLITE_STATIC);
-    ws_store_bind_num(st, 16, run->wall_s);
-    ws_store_bind_num(st, 17, run->decode_s);
-    ws_store_bind_num(st, 18, run->prefill_modeled_s);
-    sqlite3_bind_int64(st, 19, run->tokens_out);
-    const double nums[] = {run->tokens_per_s,   run->step_p50,      run->step_p99,
-                           run->share_cpu_attn, run->share_experts, run->share_overhead,
-                           run->share_gpu_wait, run->verify_max_err};
-    for (int i = 0; i < 8; i++)
-        ws_store_bind_num(st, 20 + i, nums[i]);
-    sqlite3_bind_int64(st, 28, run->bytes_moved);
-    sqlite3_bind_text(st, 29, run->origin[0] ? run->origin : "run", -1, SQLITE_STATIC);
-    if ((rc = ws_store_insert_id(s, st, "insert run_runs", &run->id, err)))
-        return rc;
-
-    ws_row_writer *w;
-    if ((rc = ws_row_writer_open(s, "run_steps", ws_step_cols, run->id, &w, err)))
-        return rc;
-    for (size_t i = 0; !rc && i < n_steps; i++)
-        rc = ws_row_add(w, &steps[i], err);
-    ws_row_writer_close(w);
-    if (rc || (rc = ws_row_writer_open(s, "run_layers", ws_layer_cols, run->id, &w, err)))
-        return rc;
-    for (size_t i = 0; !rc && i < n_lay; i++)
-        rc = ws_row_add(w, &lay[i], err);
-    ws_row_writer_close(w);
-    return rc;
-}
+#define C(f, t) WS_COL_OF(ws_rundb_run, f, t)
+static const ws_col k_run_cols[] = {C(started_at, WS_COL_STR),
+                                    C(tool_version, WS_COL_STR),
+                                    C(model, WS_COL_STR),
+                                    C(gpu, WS_COL_STR),
+                                    C(gpu_source, WS_COL_STR),
+                                    C(gpu_profile, WS_COL_STR),
+                                    C(host_profile, WS_COL_STR),
+                                    C(policy, WS_COL_STR),
+                                    C(batch, WS_COL_INT),
+                                    C(prompt_tokens, WS_COL_INT),
+                                    C(output_tokens, WS_COL_INT),
+                                    C(layers, WS_COL_INT),
+                                    C(model_layers, WS_COL_INT),
+                                    C(seed, WS_COL_I64),
+                                    C(params, WS_COL_TEXT),
+                                    C(wall_s, WS_COL_REAL),
+                                    C(decode_s, WS_COL_REAL),
+                                    C(prefill_modeled_s, WS_COL_REAL),
+                                    C(tokens_out, WS_COL_I64),
+                                    C(tokens_per_s, WS_COL_REAL),
+                                    C(step_p50, WS_COL_REAL),
+                                    C(step_p99, WS_COL_REAL),
+                                    C(share_cpu_attn, WS_COL_REAL),
+                                    C(share_experts, WS_COL_REAL),
+                                    C(share_overhead, WS_COL_REAL),
+                                    C(share_gpu_wait, WS_COL_REAL),
+                                    C(verify_max_err, WS_COL_REAL),
+                                    C(bytes_moved, WS_COL_I64),
+                                    C(origin, WS_COL_STR),
+                                    {0}};
+#undef C
 
 typedef struct run_rows {
     ws_rundb_run *run;
@@ -84,10 +63,28 @@ typedef struct run_rows {
     size_t n_lay;
 } run_rows;
 
-static int run_body(ws_store *s, void *ctx, ws_err *err)
+/* The run, its steps and layers, inside the transaction. */
+static int store_in_tx(ws_store *s, void *ctx, ws_err *err)
 {
-    run_rows *r = ctx;
-    return store_in_tx(s, r->run, r->steps, r->n_steps, r->lay, r->n_lay, err);
+    const run_rows *r = ctx;
+    ws_rundb_run *run = r->run;
+    ws_store_stamp(run->started_at, sizeof run->started_at, run->tool_version,
+                   sizeof run->tool_version);
+    ws_rundb_run row = *run;
+    if (!row.origin[0])
+        snprintf(row.origin, sizeof row.origin, "run");
+    sqlite3_stmt *st = NULL;
+    int rc = ws_rows_prep_insert(s, "INSERT INTO run_runs", NULL, k_run_cols, NULL, &st, err);
+    if (rc)
+        return rc;
+    ws_row_bind(st, 1, k_run_cols, &row);
+    if ((rc = ws_store_insert_id(s, st, "insert run_runs", &run->id, err)))
+        return rc;
+    if ((rc = ws_rows_put(s, "run_steps", "run_id", run->id, ws_step_cols, r->steps,
+                          sizeof *r->steps, r->n_steps, NULL, NULL, err)))
+        return rc;
+    return ws_rows_put(s, "run_layers", "run_id", run->id, ws_layer_cols, r->lay, sizeof *r->lay,
+                       r->n_lay, NULL, NULL, err);
 }
 
 int ws_rundb_store_run(ws_store *s, ws_rundb_run *run, const ws_rundb_step *steps, size_t n_steps,
@@ -96,27 +93,20 @@ int ws_rundb_store_run(ws_store *s, ws_rundb_run *run, const ws_rundb_step *step
     int rc = check_run(s, run, err);
     if (rc)
         return rc;
-    const int own = !ws_store_in_transaction(s);
-    const long long id = run->id;
     run_rows r = {run, steps, n_steps, lay, n_lay};
-    rc = ws_store_in_tx(s, run_body, &r, err);
-    if (rc && own)
-        run->id = id; /* the row it named is gone */
-    return rc;
+    return ws_store_in_tx_id(s, store_in_tx, &r, &run->id, err);
 }
 
 int ws_rundb_get_run(ws_store *s, long long run_id, ws_rundb_run *run, ws_err *err)
 {
+    char names[1024], sql[1536];
+    ws_cols_names(names, sizeof names, "", k_run_cols, NULL);
+    snprintf(sql, sizeof sql,
+             "SELECT id, %s FROM run_runs WHERE (?1 = 0 AND origin = 'run') OR id = ?1 ORDER BY "
+             "id DESC LIMIT 1",
+             names);
     sqlite3_stmt *st;
-    int rc = ws_store_prep(s,
-                  "SELECT id, started_at, tool_version, model, gpu, gpu_source, gpu_profile, "
-                  "host_profile, policy, batch, prompt_tokens, output_tokens, layers, "
-                  "model_layers, seed, params, wall_s, decode_s, prefill_modeled_s, tokens_out, "
-                  "tokens_per_s, step_p50, step_p99, share_cpu_attn, share_experts, "
-                  "share_overhead, share_gpu_wait, verify_max_err, bytes_moved, origin FROM "
-                  "run_runs WHERE (?1 = 0 AND origin = 'run') OR id = ?1 ORDER BY id DESC "
-                  "LIMIT 1",
-                  &st, err);
+    int rc = ws_store_prep(s, sql, &st, err);
     if (rc)
         return rc;
     sqlite3_bind_int64(st, 1, run_id);
@@ -126,31 +116,7 @@ int ws_rundb_get_run(ws_store *s, long long run_id, ws_rundb_run *run, ws_err *e
         return rc;
     memset(run, 0, sizeof *run);
     run->id = sqlite3_column_int64(st, 0);
-    char *txt[] = {run->started_at, run->tool_version, run->model,        run->gpu,
-                   run->gpu_source, run->gpu_profile,  run->host_profile, run->policy};
-    const size_t cap[] = {sizeof run->started_at,   sizeof run->tool_version,
-                          sizeof run->model,        sizeof run->gpu,
-                          sizeof run->gpu_source,   sizeof run->gpu_profile,
-                          sizeof run->host_profile, sizeof run->policy};
-    for (int i = 0; i < 8; i++)
-        ws_store_col_text(st, 1 + i, txt[i], cap[i]);
-    int *ints[] = {&run->batch, &run->prompt_tokens, &run->output_tokens, &run->layers,
-                   &run->model_layers};
-    for (int i = 0; i < 5; i++)
-        *ints[i] = sqlite3_column_int(st, 9 + i);
-    run->seed = (unsigned long long)sqlite3_column_int64(st, 14);
-    ws_store_col_text(st, 15, run->params, sizeof run->params);
-    run->wall_s = ws_store_col_num(st, 16);
-    run->decode_s = ws_store_col_num(st, 17);
-    run->prefill_modeled_s = ws_store_col_num(st, 18);
-    run->tokens_out = sqlite3_column_int64(st, 19);
-    double *num[] = {&run->tokens_per_s,   &run->step_p50,      &run->step_p99,
-                     &run->share_cpu_attn, &run->share_experts, &run->share_overhead,
-                     &run->share_gpu_wait, &run->verify_max_err};
-    for (int i = 0; i < 8; i++)
-        *num[i] = ws_store_col_num(st, 20 + i);
-    run->bytes_moved = sqlite3_column_int64(st, 28);
-    ws_store_col_text(st, 29, run->origin, sizeof run->origin);
+    ws_row_read(st, 1, k_run_cols, run);
     sqlite3_finalize(st);
     return 0;
 }

@@ -8,12 +8,13 @@
 #include <string.h>
 
 #include "steprow.h"
+#include "rows.h"
 #include "store_priv.h"
 #include "ws_util.h"
 
 long long ws_simdb_fault_after_rows = -1;
 
-static const char *const k_outcomes[] = {"done", "oom", "unfinished"};
+static const char *const k_outcomes[] = {"done", "oom", "unfinished", NULL};
 
 const char *ws_simdb_outcome_name(int outcome)
 {
@@ -28,14 +29,80 @@ int ws_simdb_outcome_parse(const char *name)
     return -1;
 }
 
-/* A count, or NULL where it does not apply (0). */
-static void bind_count_or_null(sqlite3_stmt *st, int i, long long v)
-{
-    if (v > 0)
-        sqlite3_bind_int64(st, i, v);
-    else
-        sqlite3_bind_null(st, i);
-}
+/* sim_runs: what describes the run, then (from wall_s on) what finish_run rewrites */
+#define C(f, t) WS_COL_OF(ws_simdb_run, f, t)
+static const ws_col k_run_cols[] = {C(started_at, WS_COL_STR),
+                                    C(tool_version, WS_COL_STR),
+                                    C(model, WS_COL_STR),
+                                    C(gpu_profile, WS_COL_STR),
+                                    C(host_profile, WS_COL_STR),
+                                    C(policy, WS_COL_STR),
+                                    C(workload, WS_COL_STR),
+                                    C(batch, WS_COL_INT),
+                                    C(prompt_tokens, WS_COL_ID),
+                                    C(output_tokens, WS_COL_ID),
+                                    C(trace_path, WS_COL_STR),
+                                    C(trace_format, WS_COL_STR),
+                                    C(generator, WS_COL_STR),
+                                    C(detail, WS_COL_STR),
+                                    C(seed, WS_COL_I64),
+                                    C(label, WS_COL_STR),
+                                    C(grid_id, WS_COL_ID),
+                                    C(origin, WS_COL_STR),
+                                    C(wall_s, WS_COL_REAL),
+                                    C(events, WS_COL_I64),
+                                    C(sim_s, WS_COL_REAL),
+                                    C(requests, WS_COL_I64),
+                                    C(completed, WS_COL_I64),
+                                    C(oom, WS_COL_I64),
+                                    C(tokens_out, WS_COL_I64),
+                                    C(tokens_per_s, WS_COL_REAL),
+                                    C(ttft_p50, WS_COL_REAL),
+                                    C(ttft_p90, WS_COL_REAL),
+                                    C(ttft_p99, WS_COL_REAL),
+                                    C(tpot_p50, WS_COL_REAL),
+                                    C(tpot_p90, WS_COL_REAL),
+                                    C(tpot_p99, WS_COL_REAL),
+                                    C(slo_ttft, WS_COL_REAL),
+                                    C(slo_tpot, WS_COL_REAL),
+                                    C(slo_met, WS_COL_I64),
+                                    C(goodput, WS_COL_REAL),
+                                    C(params, WS_COL_TEXT),
+                                    {0}};
+#undef C
+#define N_RUN_DESC 18 /* the columns before wall_s */
+
+#define C(f, t) WS_COL_OF(ws_simdb_grid, f, t)
+static const ws_col k_grid_cols[] = {C(started_at, WS_COL_STR), C(tool_version, WS_COL_STR),
+                                     C(params, WS_COL_TEXT), C(ranks, WS_COL_INT), {0}};
+#undef C
+
+#define C(f, t) WS_COL_OF(ws_simdb_request, f, t)
+static const ws_col k_request_cols[] = {C(idx, WS_COL_I64),
+                                        C(arrival_s, WS_COL_F64),
+                                        C(prompt, WS_COL_I64),
+                                        C(output, WS_COL_I64),
+                                        C(ttft_s, WS_COL_REAL),
+                                        C(tpot_s, WS_COL_REAL),
+                                        C(e2e_s, WS_COL_REAL),
+                                        WS_COL_WORDS(ws_simdb_request, "outcome", outcome,
+                                                     WS_COL_WORD, k_outcomes),
+                                        {0}};
+#undef C
+
+#define C(f, t) WS_COL_OF(ws_simdb_point, f, t)
+static const ws_col k_point_cols[] = {C(model, WS_COL_STR),
+                                      C(gpu_profile, WS_COL_STR),
+                                      C(host_profile, WS_COL_STR),
+                                      C(policy, WS_COL_STR),
+                                      C(batch, WS_COL_INT),
+                                      C(prompt_tokens, WS_COL_I64),
+                                      C(output_tokens, WS_COL_I64),
+                                      C(requests, WS_COL_I64),
+                                      C(completed, WS_COL_I64),
+                                      C(oom, WS_COL_I64),
+                                      {0}};
+#undef C
 
 static int check_run(ws_store *s, const ws_simdb_run *run, ws_err *err)
 {
@@ -64,36 +131,11 @@ int ws_simdb_put_run(ws_store *s, ws_simdb_run *run, ws_err *err)
     if (!run->origin[0])
         snprintf(run->origin, sizeof run->origin, "sim");
     sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(ws_store_sqlite(s),
-                           "INSERT INTO sim_runs(started_at, tool_version, model, gpu_profile, "
-                           "host_profile, policy, workload, batch, prompt_tokens, output_tokens, "
-                           "trace_path, trace_format, generator, detail, seed, params, label, grid_id, "
-                           "origin) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,"
-                           "?17,?18,?19)",
-                           -1, &st, NULL) != SQLITE_OK)
-        return WS_DB_FAIL(s, err, "cannot store simulation run");
-    sqlite3_bind_text(st, 1, run->started_at, -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 2, run->tool_version, -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 3, run->model, -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 4, run->gpu_profile, -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 5, run->host_profile, -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 6, run->policy, -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 7, run->workload, -1, SQLITE_STATIC);
-    sqlite3_bind_int(st, 8, run->batch);
-    bind_count_or_null(st, 9, run->prompt_tokens);
-    bind_count_or_null(st, 10, run->output_tokens);
-    sqlite3_bind_text(st, 11, run->trace_path, -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 12, run->trace_format, -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 13, run->generator, -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 14, run->detail, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(st, 15, (sqlite3_int64)run->seed);
-    sqlite3_bind_text(st, 16, run->params[0] ? run->params : "{}", -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 17, run->label, -1, SQLITE_STATIC);
-    bind_count_or_null(st, 18, run->grid_id);
-    sqlite3_bind_text(st, 19, run->origin, -1, SQLITE_STATIC);
-    if ((rc = ws_store_insert_id(s, st, "cannot store simulation run", &run->id, err)))
+    if ((rc = ws_rows_prep_insert(s, "INSERT INTO sim_runs", NULL, k_run_cols,
+                                  "cannot store simulation run", &st, err)))
         return rc;
-    return ws_simdb_finish_run(s, run, err);
+    ws_row_bind(st, 1, k_run_cols, run);
+    return ws_store_insert_id(s, st, "cannot store simulation run", &run->id, err);
 }
 
 int ws_simdb_finish_run(ws_store *s, const ws_simdb_run *run, ws_err *err)
@@ -102,30 +144,12 @@ int ws_simdb_finish_run(ws_store *s, const ws_simdb_run *run, ws_err *err)
     if (rc)
         return rc;
     sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(ws_store_sqlite(s),
-                           "UPDATE sim_runs SET wall_s = ?2, events = ?3, sim_s = ?4, requests = ?5, "
-                           "completed = ?6, oom = ?7, tokens_out = ?8, tokens_per_s = ?9, "
-                           "ttft_p50 = ?10, ttft_p90 = ?11, ttft_p99 = ?12, tpot_p50 = ?13, "
-                           "tpot_p90 = ?14, tpot_p99 = ?15, slo_ttft = ?16, slo_tpot = ?17, "
-                           "slo_met = ?18, goodput = ?19, params = ?20 WHERE id = ?1",
-                           -1, &st, NULL) != SQLITE_OK)
-        return WS_DB_FAIL(s, err, "cannot store simulation totals");
+    const ws_col *totals = &k_run_cols[N_RUN_DESC];
+    if ((rc = ws_rows_prep_update(s, "sim_runs", totals, "cannot store simulation totals", &st,
+                                  err)))
+        return rc;
     sqlite3_bind_int64(st, 1, run->id);
-    ws_store_bind_num(st, 2, run->wall_s);
-    sqlite3_bind_int64(st, 3, run->events);
-    ws_store_bind_num(st, 4, run->sim_s);
-    sqlite3_bind_int64(st, 5, run->requests);
-    sqlite3_bind_int64(st, 6, run->completed);
-    sqlite3_bind_int64(st, 7, run->oom);
-    sqlite3_bind_int64(st, 8, run->tokens_out);
-    const double num[] = {run->tokens_per_s, run->ttft_p50, run->ttft_p90, run->ttft_p99,
-                          run->tpot_p50,     run->tpot_p90, run->tpot_p99, run->slo_ttft,
-                          run->slo_tpot};
-    for (int i = 0; i < 9; i++)
-        ws_store_bind_num(st, 9 + i, num[i]);
-    sqlite3_bind_int64(st, 18, run->slo_met);
-    ws_store_bind_num(st, 19, run->goodput);
-    sqlite3_bind_text(st, 20, run->params[0] ? run->params : "{}", -1, SQLITE_STATIC);
+    ws_row_bind(st, 2, totals, run);
     rc = sqlite3_step(st);
     sqlite3_finalize(st);
     if (rc != SQLITE_DONE)
@@ -138,9 +162,7 @@ int ws_simdb_finish_run(ws_store *s, const ws_simdb_run *run, ws_err *err)
 
 struct ws_simdb_writer {
     ws_store *s;
-    long long run_id;
-    sqlite3_stmt *req;
-    ws_row_writer *step; /* sim_steps through the step row's column table */
+    ws_row_writer *req, *step; /* sim_requests, sim_steps */
     long long rows;
 };
 
@@ -151,67 +173,43 @@ int ws_simdb_writer_open(ws_store *s, long long run_id, ws_simdb_writer **out, w
     if (!w)
         return ws_err_set(err, WS_ENOMEM, "out of memory");
     w->s = s;
-    w->run_id = run_id;
-    sqlite3 *db = ws_store_sqlite(s);
-    if (sqlite3_prepare_v2(db,
-                           "INSERT INTO sim_requests(run_id, idx, arrival_s, prompt, output, "
-                           "ttft_s, tpot_s, e2e_s, outcome) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9)",
-                           -1, &w->req, NULL) != SQLITE_OK) {
-        WS_DB_FAIL(s, err, "cannot store simulation rows");
-        ws_simdb_writer_close(w);
-        return WS_EDB;
-    }
-    int rc = ws_row_writer_open(s, "sim_steps", ws_step_cols, run_id, &w->step, err);
+    int rc = ws_row_writer_open(s, "sim_requests", "run_id", run_id, k_request_cols,
+                                "cannot store simulation rows", "cannot store simulation request",
+                                &w->req, err);
+    if (!rc)
+        rc = ws_row_writer_open(s, "sim_steps", "run_id", run_id, ws_step_cols, NULL, NULL,
+                                &w->step, err);
     if (rc) {
         ws_simdb_writer_close(w);
         return rc;
     }
-    sqlite3_bind_int64(w->req, 1, run_id);
     *out = w;
     return 0;
 }
 
-/* Steps an insert whose parameters are bound; counts the row. */
-static int insert_row(ws_simdb_writer *w, sqlite3_stmt *st, const char *what, ws_err *err)
+/* Inserts one row through rw and counts it. */
+static int add_row(ws_simdb_writer *w, ws_row_writer *rw, const void *row, ws_err *err)
 {
     if (ws_simdb_fault_after_rows >= 0 && w->rows >= ws_simdb_fault_after_rows)
         return ws_err_set(err, WS_EDB, "%s: injected fault after %lld rows", ws_store_path(w->s),
                           w->rows);
-    int rc = sqlite3_step(st);
-    sqlite3_reset(st);
-    if (rc != SQLITE_DONE)
-        return WS_DB_FAIL(w->s, err, what);
-    w->rows++;
-    return 0;
+    int rc = ws_row_add(rw, row, err);
+    if (!rc)
+        w->rows++;
+    return rc;
 }
 
 int ws_simdb_add_request(ws_simdb_writer *w, const ws_simdb_request *r, ws_err *err)
 {
-    const char *oc = ws_simdb_outcome_name(r->outcome);
-    if (!oc)
+    if (!ws_simdb_outcome_name(r->outcome))
         return ws_err_set(err, WS_EINVAL, "simulation request %lld: unknown outcome %d", r->idx,
                           r->outcome);
-    sqlite3_stmt *st = w->req;
-    sqlite3_bind_int64(st, 2, r->idx);
-    sqlite3_bind_double(st, 3, r->arrival_s);
-    sqlite3_bind_int64(st, 4, r->prompt);
-    sqlite3_bind_int64(st, 5, r->output);
-    ws_store_bind_num(st, 6, r->ttft_s);
-    ws_store_bind_num(st, 7, r->tpot_s);
-    ws_store_bind_num(st, 8, r->e2e_s);
-    sqlite3_bind_text(st, 9, oc, -1, SQLITE_STATIC);
-    return insert_row(w, st, "cannot store simulation request", err);
+    return add_row(w, w->req, r, err);
 }
 
 int ws_simdb_add_step(ws_simdb_writer *w, const ws_simdb_step *x, ws_err *err)
 {
-    if (ws_simdb_fault_after_rows >= 0 && w->rows >= ws_simdb_fault_after_rows)
-        return ws_err_set(err, WS_EDB, "%s: injected fault after %lld rows", ws_store_path(w->s),
-                          w->rows);
-    int rc = ws_row_add(w->step, x, err);
-    if (!rc)
-        w->rows++;
-    return rc;
+    return add_row(w, w->step, x, err);
 }
 
 long long ws_simdb_writer_rows(const ws_simdb_writer *w) { return w->rows; }
@@ -220,26 +218,9 @@ void ws_simdb_writer_close(ws_simdb_writer *w)
 {
     if (!w)
         return;
-    sqlite3_finalize(w->req);
+    ws_row_writer_close(w->req);
     ws_row_writer_close(w->step);
     free(w);
-}
-
-static int store_in_tx(ws_store *s, ws_simdb_run *run, const ws_simdb_request *req, size_t n_req,
-                       const ws_simdb_step *steps, size_t n_steps, ws_err *err)
-{
-    int rc = ws_simdb_put_run(s, run, err);
-    if (rc)
-        return rc;
-    ws_simdb_writer *w;
-    if ((rc = ws_simdb_writer_open(s, run->id, &w, err)))
-        return rc;
-    for (size_t i = 0; !rc && i < n_req; i++)
-        rc = ws_simdb_add_request(w, &req[i], err);
-    for (size_t i = 0; !rc && i < n_steps; i++)
-        rc = ws_simdb_add_step(w, &steps[i], err);
-    ws_simdb_writer_close(w);
-    return rc;
 }
 
 typedef struct run_rows {
@@ -250,10 +231,22 @@ typedef struct run_rows {
     size_t n_steps;
 } run_rows;
 
-static int run_body(ws_store *s, void *ctx, ws_err *err)
+/* The run row, its requests and steps, inside the transaction. */
+static int store_in_tx(ws_store *s, void *ctx, ws_err *err)
 {
-    run_rows *r = ctx;
-    return store_in_tx(s, r->run, r->req, r->n_req, r->steps, r->n_steps, err);
+    const run_rows *r = ctx;
+    int rc = ws_simdb_put_run(s, r->run, err);
+    if (rc)
+        return rc;
+    ws_simdb_writer *w;
+    if ((rc = ws_simdb_writer_open(s, r->run->id, &w, err)))
+        return rc;
+    for (size_t i = 0; !rc && i < r->n_req; i++)
+        rc = ws_simdb_add_request(w, &r->req[i], err);
+    for (size_t i = 0; !rc && i < r->n_steps; i++)
+        rc = ws_simdb_add_step(w, &r->steps[i], err);
+    ws_simdb_writer_close(w);
+    return rc;
 }
 
 int ws_simdb_store_run(ws_store *s, ws_simdb_run *run, const ws_simdb_request *req,
@@ -261,7 +254,7 @@ int ws_simdb_store_run(ws_store *s, ws_simdb_run *run, const ws_simdb_request *r
 {
     const long long id = run->id;
     run_rows r = {run, req, n_req, steps, n_steps};
-    int rc = ws_store_in_tx(s, run_body, &r, err);
+    int rc = ws_store_in_tx(s, store_in_tx, &r, err);
     if (rc)
         run->id = id; /* the row it named is gone */
     return rc;
@@ -282,16 +275,14 @@ static int grid_body(ws_store *s, void *ctx, ws_err *err)
         return rc;
     ws_store_stamp(g->started_at, sizeof g->started_at, g->tool_version,
                    sizeof g->tool_version);
+    ws_simdb_grid row = *g;
+    if (row.ranks < 1)
+        row.ranks = 1;
     sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(ws_store_sqlite(s),
-                           "INSERT INTO sim_grids(started_at, tool_version, params, ranks) "
-                           "VALUES (?1, ?2, ?3, ?4)",
-                           -1, &st, NULL) != SQLITE_OK)
-        return WS_DB_FAIL(s, err, "cannot store simulation grid");
-    sqlite3_bind_text(st, 1, g->started_at, -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 2, g->tool_version, -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 3, g->params[0] ? g->params : "{}", -1, SQLITE_STATIC);
-    sqlite3_bind_int(st, 4, g->ranks > 0 ? g->ranks : 1);
+    if ((rc = ws_rows_prep_insert(s, "INSERT INTO sim_grids", NULL, k_grid_cols,
+                                  "cannot store simulation grid", &st, err)))
+        return rc;
+    ws_row_bind(st, 1, k_grid_cols, &row);
     if ((rc = ws_store_insert_id(s, st, "cannot store simulation grid", &g->id, err)))
         return rc;
     for (size_t i = 0; !rc && i < x->n; i++) {
@@ -315,105 +306,45 @@ int ws_simdb_store_grid(ws_store *s, ws_simdb_grid *g, ws_simdb_run *runs, size_
 
 /* Reading. */
 
-#define RUN_COLS                                                                                \
-    "id, started_at, tool_version, model, gpu_profile, host_profile, policy, workload, batch, " \
-    "prompt_tokens, output_tokens, trace_path, trace_format, generator, detail, seed, %s, "     \
-    "wall_s, events, sim_s, requests, completed, oom, tokens_out, tokens_per_s, ttft_p50, "     \
-    "ttft_p90, ttft_p99, tpot_p50, tpot_p90, tpot_p99, slo_ttft, slo_tpot, slo_met, goodput, "  \
-    "label, grid_id, origin, CASE WHEN json_valid(params) THEN json_extract(params, "        \
-    "'$.layers') END"
-
-static void col_run(sqlite3_stmt *st, ws_simdb_run *r)
+/* A run's id and layers after its columns. */
+static void more_run(sqlite3_stmt *st, int col, void *elem)
 {
-    memset(r, 0, sizeof *r);
-    r->id = sqlite3_column_int64(st, 0);
-    ws_store_col_text(st, 1, r->started_at, sizeof r->started_at);
-    ws_store_col_text(st, 2, r->tool_version, sizeof r->tool_version);
-    ws_store_col_text(st, 3, r->model, sizeof r->model);
-    ws_store_col_text(st, 4, r->gpu_profile, sizeof r->gpu_profile);
-    ws_store_col_text(st, 5, r->host_profile, sizeof r->host_profile);
-    ws_store_col_text(st, 6, r->policy, sizeof r->policy);
-    ws_store_col_text(st, 7, r->workload, sizeof r->workload);
-    r->batch = sqlite3_column_int(st, 8);
-    r->prompt_tokens = sqlite3_column_int64(st, 9);
-    r->output_tokens = sqlite3_column_int64(st, 10);
-    ws_store_col_text(st, 11, r->trace_path, sizeof r->trace_path);
-    ws_store_col_text(st, 12, r->trace_format, sizeof r->trace_format);
-    ws_store_col_text(st, 13, r->generator, sizeof r->generator);
-    ws_store_col_text(st, 14, r->detail, sizeof r->detail);
-    r->seed = (unsigned long long)sqlite3_column_int64(st, 15);
-    ws_store_col_text(st, 16, r->params, sizeof r->params);
-    r->wall_s = ws_store_col_num(st, 17);
-    r->events = sqlite3_column_int64(st, 18);
-    r->sim_s = ws_store_col_num(st, 19);
-    r->requests = sqlite3_column_int64(st, 20);
-    r->completed = sqlite3_column_int64(st, 21);
-    r->oom = sqlite3_column_int64(st, 22);
-    r->tokens_out = sqlite3_column_int64(st, 23);
-    double *num[] = {&r->tokens_per_s, &r->ttft_p50, &r->ttft_p90, &r->ttft_p99, &r->tpot_p50,
-                     &r->tpot_p90,     &r->tpot_p99, &r->slo_ttft, &r->slo_tpot};
-    for (int i = 0; i < 9; i++)
-        *num[i] = ws_store_col_num(st, 24 + i);
-    r->slo_met = sqlite3_column_int64(st, 33);
-    r->goodput = ws_store_col_num(st, 34);
-    ws_store_col_text(st, 35, r->label, sizeof r->label);
-    r->grid_id = sqlite3_column_int64(st, 36);
-    ws_store_col_text(st, 37, r->origin, sizeof r->origin);
-    r->layers = sqlite3_column_int(st, 38);
+    ws_simdb_run *r = elem;
+    r->id = sqlite3_column_int64(st, col);
+    r->layers = sqlite3_column_int(st, col + 1);
 }
 
-/* Grows *arr (element size sz) to hold n + 1 elements. */
-/* Every row of `sql` (bound to run_id when >= 0) into a grown array of `sz`-byte elements,
- * each filled by row(); `what` is the failure message. */
-static int read_rows(ws_store *s, const char *sql, long long run_id, size_t sz,
-                     void (*row)(sqlite3_stmt *st, void *elem), const char *what, void **out,
+/* "SELECT <run columns>, id, <layers> FROM sim_runs <rest>" into sql; params read as '' when
+ * with_params is 0. */
+static void run_query(char *sql, size_t cap, int with_params, const char *rest)
+{
+    char names[1024];
+    ws_cols_names(names, sizeof names, "", k_run_cols, with_params ? NULL : "params");
+    snprintf(sql, cap,
+             "SELECT %s, id, CASE WHEN json_valid(params) THEN json_extract(params, '$.layers') "
+             "END FROM sim_runs %s",
+             names, rest);
+}
+
+static int read_runs(ws_store *s, const char *sql, long long id, ws_simdb_run **out,
                      size_t *n_out, ws_err *err)
 {
-    *out = NULL;
-    *n_out = 0;
-    sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(ws_store_sqlite(s), sql, -1, &st, NULL) != SQLITE_OK)
-        return WS_DB_FAIL(s, err, what);
-    if (run_id >= 0)
-        sqlite3_bind_int64(st, 1, run_id);
-    int rc = ws_store_read_rows(s, st, sz, row, what, out, n_out, err);
-    sqlite3_finalize(st);
-    return rc;
-}
-
-static void row_run(sqlite3_stmt *st, void *elem)
-{
-    col_run(st, elem);
-}
-
-static void row_request(sqlite3_stmt *st, void *elem)
-{
-    ws_simdb_request *r = elem;
-    r->idx = sqlite3_column_int64(st, 0);
-    r->arrival_s = sqlite3_column_double(st, 1);
-    r->prompt = sqlite3_column_int64(st, 2);
-    r->output = sqlite3_column_int64(st, 3);
-    r->ttft_s = ws_store_col_num(st, 4);
-    r->tpot_s = ws_store_col_num(st, 5);
-    r->e2e_s = ws_store_col_num(st, 6);
-    r->outcome = ws_simdb_outcome_parse((const char *)sqlite3_column_text(st, 7));
+    return ws_rows_query(s, sql, id, sizeof **out, k_run_cols, more_run,
+                         "cannot read simulation runs", (void **)out, n_out, err);
 }
 
 int ws_simdb_list_runs(ws_store *s, ws_simdb_run **out, size_t *n_out, ws_err *err)
 {
-    char sql[1024];
-    snprintf(sql, sizeof sql, "SELECT " RUN_COLS " FROM sim_runs ORDER BY id", "''");
-    return read_rows(s, sql, -1, sizeof **out, row_run, "cannot read simulation runs", (void **)out, n_out,
-                     err);
+    char sql[4096];
+    run_query(sql, sizeof sql, 0, "ORDER BY id");
+    return read_runs(s, sql, -1, out, n_out, err);
 }
 
 int ws_simdb_get_run(ws_store *s, long long run_id, ws_simdb_run *run, ws_err *err)
 {
-    char sql[1024];
-    snprintf(sql, sizeof sql,
-             "SELECT " RUN_COLS " FROM sim_runs WHERE (?1 = 0 AND origin = 'sim') OR id = ?1 "
-             "ORDER BY id DESC LIMIT 1",
-             "params");
+    char sql[4096];
+    run_query(sql, sizeof sql, 1,
+              "WHERE (?1 = 0 AND origin = 'sim') OR id = ?1 ORDER BY id DESC LIMIT 1");
     sqlite3_stmt *st;
     if (sqlite3_prepare_v2(ws_store_sqlite(s), sql, -1, &st, NULL) != SQLITE_OK)
         return WS_DB_FAIL(s, err, "cannot read simulation runs");
@@ -422,7 +353,8 @@ int ws_simdb_get_run(ws_store *s, long long run_id, ws_simdb_run *run, ws_err *e
                                     "run 'writescope sim ... --db PATH'", err);
     if (rc)
         return rc;
-    col_run(st, run);
+    memset(run, 0, sizeof *run);
+    more_run(st, ws_row_read(st, 0, k_run_cols, run), run);
     sqlite3_finalize(st);
     return 0;
 }
@@ -430,11 +362,8 @@ int ws_simdb_get_run(ws_store *s, long long run_id, ws_simdb_run *run, ws_err *e
 int ws_simdb_get_requests(ws_store *s, long long run_id, ws_simdb_request **out, size_t *n_out,
                           ws_err *err)
 {
-    return read_rows(s,
-                     "SELECT idx, arrival_s, prompt, output, ttft_s, tpot_s, e2e_s, outcome "
-                     "FROM sim_requests WHERE run_id = ?1 ORDER BY idx",
-                     run_id, sizeof **out, row_request, "cannot read simulation requests", (void **)out,
-                     n_out, err);
+    return ws_rows_of(s, "sim_requests", "run_id", run_id, "idx", k_request_cols, sizeof **out,
+                      "cannot read simulation requests", (void **)out, n_out, err);
 }
 
 int ws_simdb_get_steps(ws_store *s, long long run_id, ws_simdb_step **out, size_t *n_out,
@@ -447,11 +376,13 @@ int ws_simdb_get_steps(ws_store *s, long long run_id, ws_simdb_step **out, size_
 int ws_simdb_get_grid(ws_store *s, long long grid_id, ws_simdb_grid *g, ws_err *err)
 {
     memset(g, 0, sizeof *g);
+    char names[256], sql[512];
+    ws_cols_names(names, sizeof names, "", k_grid_cols, NULL);
+    snprintf(sql, sizeof sql,
+             "SELECT id, %s FROM sim_grids WHERE ?1 = 0 OR id = ?1 ORDER BY id DESC LIMIT 1",
+             names);
     sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(ws_store_sqlite(s),
-                           "SELECT id, started_at, tool_version, params, ranks FROM sim_grids "
-                           "WHERE ?1 = 0 OR id = ?1 ORDER BY id DESC LIMIT 1",
-                           -1, &st, NULL) != SQLITE_OK)
+    if (sqlite3_prepare_v2(ws_store_sqlite(s), sql, -1, &st, NULL) != SQLITE_OK)
         return WS_DB_FAIL(s, err, "cannot read simulation grids");
     sqlite3_bind_int64(st, 1, grid_id);
     const int rc = ws_store_run_row(s, st, grid_id, "cannot read simulation grids",
@@ -459,10 +390,7 @@ int ws_simdb_get_grid(ws_store *s, long long grid_id, ws_simdb_grid *g, ws_err *
     if (rc)
         return rc;
     g->id = sqlite3_column_int64(st, 0);
-    ws_store_col_text(st, 1, g->started_at, sizeof g->started_at);
-    ws_store_col_text(st, 2, g->tool_version, sizeof g->tool_version);
-    ws_store_col_text(st, 3, g->params, sizeof g->params);
-    g->ranks = sqlite3_column_int(st, 4);
+    ws_row_read(st, 1, k_grid_cols, g);
     sqlite3_finalize(st);
     return 0;
 }
@@ -470,56 +398,46 @@ int ws_simdb_get_grid(ws_store *s, long long grid_id, ws_simdb_grid *g, ws_err *
 int ws_simdb_get_grid_runs(ws_store *s, long long grid_id, ws_simdb_run **out, size_t *n_out,
                            ws_err *err)
 {
-    char sql[1024];
-    snprintf(sql, sizeof sql, "SELECT " RUN_COLS " FROM sim_runs WHERE grid_id = ?1 ORDER BY id",
-             "params");
-    return read_rows(s, sql, grid_id, sizeof **out, row_run, "cannot read simulation runs",
-                     (void **)out, n_out, err);
+    char sql[4096];
+    run_query(sql, sizeof sql, 1, "WHERE grid_id = ?1 ORDER BY id");
+    return read_runs(s, sql, grid_id, out, n_out, err);
 }
 
-static void row_point(sqlite3_stmt *st, void *elem)
+/* A point's id and decode rate after its columns. */
+static void more_point(sqlite3_stmt *st, int col, void *elem)
 {
     ws_simdb_point *p = elem;
-    p->id = sqlite3_column_int64(st, 0);
-    ws_store_col_text(st, 1, p->model, sizeof p->model);
-    ws_store_col_text(st, 2, p->gpu_profile, sizeof p->gpu_profile);
-    ws_store_col_text(st, 3, p->host_profile, sizeof p->host_profile);
-    ws_store_col_text(st, 4, p->policy, sizeof p->policy);
-    p->batch = sqlite3_column_int(st, 5);
-    p->prompt_tokens = sqlite3_column_int64(st, 6);
-    p->output_tokens = sqlite3_column_int64(st, 7);
-    p->requests = sqlite3_column_int64(st, 8);
-    p->completed = sqlite3_column_int64(st, 9);
-    p->oom = sqlite3_column_int64(st, 10);
-    p->decode_tokens_per_s = ws_store_col_num(st, 11);
+    p->id = sqlite3_column_int64(st, col);
+    p->decode_tokens_per_s = ws_store_col_num(st, col + 1);
 }
 
 int ws_simdb_list_points(ws_store *s, const char *model, const char *gpu, long long grid,
                          ws_simdb_point **out, size_t *n_out, ws_err *err)
 {
     const char *what = "cannot read simulation runs";
+    char names[512], sql[2048];
+    ws_cols_names(names, sizeof names, "", k_point_cols, NULL);
+    snprintf(sql, sizeof sql,
+             "SELECT %s, id, json_extract(params, '$.decode_tokens_per_s') FROM sim_runs r "
+             "WHERE workload = 'closed' AND origin = 'sim' AND (?1 IS NULL OR model = ?1) "
+             "AND (?2 IS NULL OR gpu_profile = ?2) AND (?3 = 0 OR grid_id = ?3) "
+             "AND id = (SELECT max(id) FROM sim_runs q "
+             "WHERE q.workload = 'closed' AND q.origin = 'sim' AND (?3 = 0 OR q.grid_id = ?3) "
+             "AND q.model = r.model AND q.gpu_profile = r.gpu_profile "
+             "AND q.host_profile = r.host_profile AND q.policy = r.policy AND q.batch = r.batch "
+             "AND q.prompt_tokens IS r.prompt_tokens AND q.output_tokens IS r.output_tokens) "
+             "ORDER BY model, gpu_profile, host_profile, batch, prompt_tokens, policy",
+             names);
     sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(
-            ws_store_sqlite(s),
-            "SELECT id, model, gpu_profile, host_profile, policy, batch, prompt_tokens, "
-            "output_tokens, requests, completed, oom, "
-            "json_extract(params, '$.decode_tokens_per_s') FROM sim_runs r "
-            "WHERE workload = 'closed' AND origin = 'sim' AND (?1 IS NULL OR model = ?1) "
-            "AND (?2 IS NULL OR gpu_profile = ?2) AND (?3 = 0 OR grid_id = ?3) "
-            "AND id = (SELECT max(id) FROM sim_runs q "
-            "WHERE q.workload = 'closed' AND q.origin = 'sim' AND (?3 = 0 OR q.grid_id = ?3) "
-            "AND q.model = r.model AND q.gpu_profile = r.gpu_profile "
-            "AND q.host_profile = r.host_profile AND q.policy = r.policy AND q.batch = r.batch "
-            "AND q.prompt_tokens IS r.prompt_tokens AND q.output_tokens IS r.output_tokens) "
-            "ORDER BY model, gpu_profile, host_profile, batch, prompt_tokens, policy",
-            -1, &st, NULL) != SQLITE_OK)
+    if (sqlite3_prepare_v2(ws_store_sqlite(s), sql, -1, &st, NULL) != SQLITE_OK)
         return WS_DB_FAIL(s, err, what);
     if (model)
         sqlite3_bind_text(st, 1, model, -1, SQLITE_STATIC);
     if (gpu)
         sqlite3_bind_text(st, 2, gpu, -1, SQLITE_STATIC);
     sqlite3_bind_int64(st, 3, grid);
-    int rc = ws_store_read_rows(s, st, sizeof **out, row_point, what, (void **)out, n_out, err);
+    int rc = ws_rows_read(s, st, sizeof **out, k_point_cols, more_point, what, (void **)out,
+                          n_out, err);
     sqlite3_finalize(st);
     return rc;
 }
@@ -539,12 +457,11 @@ int ws_simdb_list_siblings(ws_store *s, long long run_id, ws_simdb_run **out, si
         "AND q.output_tokens IS r.output_tokens AND q.trace_path = r.trace_path AND "
         "q.generator = r.generator AND q.seed = r.seed AND q.detail = r.detail AND "
         "q.origin = r.origin";
-    char sql[2048];
-    snprintf(sql, sizeof sql,
-             "SELECT " RUN_COLS " FROM sim_runs r WHERE EXISTS (SELECT 1 FROM sim_runs q WHERE "
-             "q.id = ?1 AND %s) AND id = (SELECT max(id) FROM sim_runs q WHERE q.policy = "
-             "r.policy AND %s) ORDER BY id",
-             "''", same, same);
-    return read_rows(s, sql, run.id, sizeof **out, row_run, "cannot read simulation runs",
-                     (void **)out, n_out, err);
+    char rest[1536], sql[4096];
+    snprintf(rest, sizeof rest,
+             "r WHERE EXISTS (SELECT 1 FROM sim_runs q WHERE q.id = ?1 AND %s) AND id = (SELECT "
+             "max(id) FROM sim_runs q WHERE q.policy = r.policy AND %s) ORDER BY id",
+             same, same);
+    run_query(sql, sizeof sql, 0, rest);
+    return read_runs(s, sql, run.id, out, n_out, err);
 }

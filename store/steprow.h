@@ -1,6 +1,6 @@
 /* steprow: the one row type for a step and the one for a layer of a step, shared by the
- * simulator, the live runtime, validate and the figures, and one column table for each
- * (name, type, unit, where the value sits in the row) that drives everything written of
+ * simulator, the live runtime, validate and the figures, and one column table (cols.h) for
+ * each (name, type, unit, where the value sits in the row) that drives everything written of
  * them: the SQLite insert and select (sim_steps, run_steps, run_layers), the CSV header and
  * rows, and the JSON keys. A quantity has one name everywhere; adding a column is one line
  * of the table plus its migration.
@@ -12,11 +12,7 @@
 #ifndef WS_STEPROW_H
 #define WS_STEPROW_H
 
-#include <stddef.h>
-#include <stdio.h>
-
-#include "store.h"
-#include "ws_err.h"
+#include "cols.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -52,50 +48,9 @@ typedef struct ws_layer_row {
     int flush_pages, flush_cpu_pages;
 } ws_layer_row;
 
-typedef enum ws_col_type {
-    WS_COL_INT = 0,    /* int */
-    WS_COL_I64 = 1,    /* long long */
-    WS_COL_REAL = 2,   /* double, NAN as NULL */
-    WS_COL_TEXT = 3,   /* char[], the JSON object busy_other */
-    WS_COL_SOURCE = 4, /* int 0/1 stored as 'modeled' / 'measured' */
-} ws_col_type;
-
-typedef struct ws_col {
-    const char *name; /* the SQL column, the CSV header, the JSON key */
-    ws_col_type type;
-    const char *unit; /* "s", "tokens", "1" (a share or count), "s/token", "json" */
-    size_t off;       /* offset in the row */
-    size_t cap;       /* TEXT: the buffer's size */
-} ws_col;
-
-/* The tables, NULL-name terminated, and their lengths. */
+/* The tables, NULL-name terminated. */
 extern const ws_col ws_step_cols[];
 extern const ws_col ws_layer_cols[];
-size_t ws_cols_count(const ws_col *cols);
-
-/* ---- storage (inside the caller's transaction) ---- */
-/* Prepared inserts of rows of `cols` into `table` (sim_steps, run_steps, run_layers) for
- * run_id. */
-typedef struct ws_row_writer ws_row_writer;
-int ws_row_writer_open(ws_store *s, const char *table, const ws_col *cols, long long run_id,
-                       ws_row_writer **out, ws_err *err);
-int ws_row_add(ws_row_writer *w, const void *row, ws_err *err);
-void ws_row_writer_close(ws_row_writer *w);
-/* The run's rows in order (steps by idx, layers by step then layer) into a heap array of
- * rows of `size` bytes (*out NULL when there are none; the caller frees). */
-int ws_rows_get(ws_store *s, const char *table, const ws_col *cols, size_t size, long long run_id,
-                void **out, size_t *n_out, ws_err *err);
-
-/* ---- files ---- */
-/* CSV: the header (the column names, after `prefix` columns when not NULL, e.g. "policy,"),
- * and one row (after the same prefix's values). NAN is written empty. */
-/* One CSV field: quoted when it holds a comma, a quote or a line break, quotes doubled. */
-void ws_csv_field(FILE *f, const char *v);
-void ws_row_csv_header(FILE *f, const char *prefix, const ws_col *cols);
-void ws_row_csv(FILE *f, const char *prefix, const ws_col *cols, const void *row);
-/* JSON: an object keyed by the column names (NAN as null, busy_other parsed). */
-struct json_t;
-struct json_t *ws_row_json(const ws_col *cols, const void *row);
 
 #ifdef __cplusplus
 }

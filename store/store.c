@@ -11,8 +11,8 @@
 #include <unistd.h>
 
 #include "embedded.h"
-#include "steprow.h"
 #include "store_priv.h"
+#include "ws_csv.h"
 #include "ws_parse.h"
 #include "ws_util.h"
 
@@ -52,38 +52,6 @@ int ws_store_default_path(char *buf, size_t cap, ws_err *err)
 sqlite3 *ws_store_sqlite(ws_store *s) { return s->db; }
 const char *ws_store_path(const ws_store *s) { return s->path; }
 int ws_store_created(const ws_store *s) { return s->created; }
-
-int ws_store_read_rows(ws_store *s, sqlite3_stmt *st, size_t sz,
-                       void (*row)(sqlite3_stmt *st, void *elem), const char *what, void **out,
-                       size_t *n_out, ws_err *err)
-{
-    *out = NULL;
-    *n_out = 0;
-    char *a = NULL;
-    size_t n = 0, cap = 0;
-    int rc;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        if (n == cap) {
-            size_t c = cap ? 2 * cap : 32;
-            char *p = realloc(a, sz * c);
-            if (!p) {
-                free(a);
-                return ws_err_set(err, WS_ENOMEM, "%s: out of memory", what);
-            }
-            a = p;
-            cap = c;
-        }
-        memset(a + sz * n, 0, sz);
-        row(st, a + sz * n++);
-    }
-    if (rc != SQLITE_DONE) {
-        free(a);
-        return WS_DB_FAIL(s, err, what);
-    }
-    *out = a;
-    *n_out = n;
-    return 0;
-}
 
 static int exec(ws_store *s, const char *sql, ws_err *err)
 {
@@ -309,12 +277,9 @@ static char *immutable_uri(const char *path)
 
 enum { OPEN_WRITE, OPEN_READ, OPEN_MEMORY }; /* how open_mode opens a store */
 
-/* Opens `path` for writing (creating, migrating and seeding it), for reading (an existing,
- * current database, touched by nothing), or as an in-memory seeded store (path is then
- * only the name messages use). */
-static int open_mode(const char *path, int mode, ws_store **out, ws_err *err)
+/* A store named `path`, not yet open, with the lock timeout of $WRITESCOPE_DB_TIMEOUT_MS. */
+static int store_new(const char *path, ws_store **out, ws_err *err)
 {
-    *out = NULL;
     ws_store *s = calloc(1, sizeof *s);
     if (!s)
         return ws_err_set(err, WS_ENOMEM, "out of memory");
@@ -334,28 +299,33 @@ static int open_mode(const char *path, int mode, ws_store **out, ws_err *err)
         return erc;
     }
     s->timeout_ms = (int)tm;
+    *out = s;
+    return 0;
+}
 
-    int exists = access(path, F_OK) == 0;
+/* 0 when the file at `path` can be opened as `mode` asks (*exists: it is there; a folder
+ * made for a new one), else why not. */
+static int check_file(const char *path, int mode, int *exists, ws_err *err)
+{
     struct stat sb;
-    int bad = 0;
+    *exists = mode != OPEN_MEMORY && access(path, F_OK) == 0;
     if (mode == OPEN_MEMORY)
-        exists = 0;
-    else if (exists && (stat(path, &sb) || !S_ISREG(sb.st_mode)))
-        bad = ws_err_set(err, WS_EIO, "%s: not a regular file", path);
-    else if (!exists && mode == OPEN_READ)
-        bad = ws_err_set(err, WS_ENOTFOUND, "%s: database does not exist", path);
-    else if (exists && mode == OPEN_READ && sb.st_size == 0)
-        bad = ws_err_set(err, WS_EDB, "%s: empty file, not a WriteScope database", path);
-    else if (!exists && ws_ensure_parent_dir(path, err))
-        bad = err ? err->code : WS_EIO;
-    if (bad) {
-        free(s);
-        return bad;
-    }
-    if (mode == OPEN_WRITE && (bad = writable_or_say(path, exists, err))) {
-        free(s);
-        return bad;
-    }
+        return 0;
+    if (*exists && (stat(path, &sb) || !S_ISREG(sb.st_mode)))
+        return ws_err_set(err, WS_EIO, "%s: not a regular file", path);
+    if (!*exists && mode == OPEN_READ)
+        return ws_err_set(err, WS_ENOTFOUND, "%s: database does not exist", path);
+    if (*exists && mode == OPEN_READ && sb.st_size == 0)
+        return ws_err_set(err, WS_EDB, "%s: empty file, not a WriteScope database", path);
+    if (!*exists && ws_ensure_parent_dir(path, err))
+        return err ? err->code : WS_EIO;
+    return mode == OPEN_WRITE ? writable_or_say(path, *exists, err) : 0;
+}
+
+/* Opens s->db on `path` (":memory:" for OPEN_MEMORY); a read-only database in WAL mode
+ * that nobody can be writing is read as immutable. On failure s->db is closed. */
+static int open_db(ws_store *s, const char *path, int mode, int exists, ws_err *err)
+{
     int flags = mode == OPEN_READ ? SQLITE_OPEN_READONLY
                                   : SQLITE_OPEN_READWRITE | (exists ? 0 : SQLITE_OPEN_CREATE);
     int rc = sqlite3_open_v2(mode == OPEN_MEMORY ? ":memory:" : path, &s->db, flags, NULL);
@@ -370,44 +340,52 @@ static int open_mode(const char *path, int mode, ws_store **out, ws_err *err)
         ws_err_set(err, WS_EDB, "%s: cannot open: %s", path,
                    s->db ? sqlite3_errmsg(s->db) : sqlite3_errstr(rc));
         sqlite3_close(s->db);
-        free(s);
+        s->db = NULL;
         return WS_EDB;
     }
     sqlite3_busy_timeout(s->db, s->timeout_ms);
-    s->created = !exists && mode == OPEN_WRITE;
+    return 0;
+}
 
-    int version = 0, tables = 0;
-    if (query_int(s, "PRAGMA user_version", &version, err))
-        goto fail;
-    if (version > WS_SCHEMA_VERSION) {
-        ws_err_set(err, WS_EDB,
-                   "%s: schema version %d is newer than this writescope supports (%d); "
-                   "upgrade writescope",
-                   path, version, WS_SCHEMA_VERSION);
-        goto fail;
-    }
+/* The open database's schema version in *version; refused when this build cannot use it
+ * as `mode` asks: newer, not WriteScope's, empty or older when only reading, or lacking
+ * what its version promises. */
+static int check_version(ws_store *s, int mode, int *version, ws_err *err)
+{
+    const char *path = s->path;
+    int tables = 0;
+    if (query_int(s, "PRAGMA user_version", version, err))
+        return WS_EDB;
+    if (*version > WS_SCHEMA_VERSION)
+        return ws_err_set(err, WS_EDB,
+                          "%s: schema version %d is newer than this writescope supports (%d); "
+                          "upgrade writescope",
+                          path, *version, WS_SCHEMA_VERSION);
     if (query_int(s, "SELECT count(*) FROM sqlite_master", &tables, err))
-        goto fail;
-    if (version == 0 && tables > 0) {
-        ws_err_set(err, WS_EDB, "%s: a SQLite database, but not a WriteScope one (no schema version)",
-                   path);
-        goto fail;
-    }
-    if (mode == OPEN_READ && version == 0) {
-        ws_err_set(err, WS_EDB, "%s: an empty SQLite database, not a WriteScope one", path);
-        goto fail;
-    }
-    if (mode == OPEN_READ && version < WS_SCHEMA_VERSION) {
-        ws_err_set(err, WS_EDB,
-                   "%s: schema version %d is older than this writescope's (%d); a writing "
-                   "command (writescope db init --db PATH) migrates it",
-                   path, version, WS_SCHEMA_VERSION);
-        goto fail;
-    }
-    if (version > 0 && check_schema(s, version, err))
-        goto fail;
+        return WS_EDB;
+    if (*version == 0 && tables > 0)
+        return ws_err_set(err, WS_EDB,
+                          "%s: a SQLite database, but not a WriteScope one (no schema version)",
+                          path);
+    if (mode == OPEN_READ && *version == 0)
+        return ws_err_set(err, WS_EDB, "%s: an empty SQLite database, not a WriteScope one",
+                          path);
+    if (mode == OPEN_READ && *version < WS_SCHEMA_VERSION)
+        return ws_err_set(err, WS_EDB,
+                          "%s: schema version %d is older than this writescope's (%d); a "
+                          "writing command (writescope db init --db PATH) migrates it",
+                          path, *version, WS_SCHEMA_VERSION);
+    if (*version > 0 && check_schema(s, *version, err))
+        return WS_EDB;
+    return 0;
+}
+
+/* Foreign keys on; for writing, WAL mode, and the migrations after `version` (with the
+ * datasheet profiles seeded into a new database) in one transaction. */
+static int set_up(ws_store *s, int mode, int version, ws_err *err)
+{
     if (exec(s, "PRAGMA foreign_keys = ON", err))
-        goto fail;
+        return WS_EDB;
     /* WAL: readers never wait for a writer, and a writer waits only for another writer. A
      * file system without shared memory keeps the rollback journal (still one transaction
      * per write); so does a database another connection holds in that mode right now. */
@@ -415,24 +393,43 @@ static int open_mode(const char *path, int mode, ws_store **out, ws_err *err)
         sqlite3_exec(s->db, "PRAGMA journal_mode = WAL", NULL, NULL, NULL);
     if (version < WS_SCHEMA_VERSION) {
         if (ws_store_begin(s, err))
-            goto fail;
+            return WS_EDB;
         /* Another process may have migrated while we waited for the lock. */
-        if (query_int(s, "PRAGMA user_version", &version, err) ||
-            migrate(s, version, err) ||
+        if (query_int(s, "PRAGMA user_version", &version, err) || migrate(s, version, err) ||
             (version == 0 && ws_store_seed_datasheet(s, NULL, err)) ||
             ws_store_commit(s, err)) {
             ws_store_rollback(s);
-            goto fail;
+            return WS_EDB;
         }
+    }
+    return 0;
+}
+
+/* Opens `path` for writing (creating, migrating and seeding it), for reading (an existing,
+ * current database, touched by nothing), or as an in-memory seeded store (path is then
+ * only the name messages use). */
+static int open_mode(const char *path, int mode, ws_store **out, ws_err *err)
+{
+    *out = NULL;
+    ws_store *s = NULL;
+    int exists = 0, version = 0;
+    int rc = store_new(path, &s, err);
+    if (rc)
+        return rc;
+    if ((rc = check_file(path, mode, &exists, err)) || (rc = open_db(s, path, mode, exists, err))) {
+        free(s);
+        return rc;
+    }
+    s->created = !exists && mode == OPEN_WRITE;
+    if (check_version(s, mode, &version, err) || set_up(s, mode, version, err)) {
+        sqlite3_close(s->db);
+        if (s->created)
+            unlink(path); /* never leave a half-made database behind */
+        free(s);
+        return err ? err->code : WS_EDB;
     }
     *out = s;
     return 0;
-fail:
-    sqlite3_close(s->db);
-    if (s->created)
-        unlink(path); /* never leave a half-made database behind */
-    free(s);
-    return err ? err->code : WS_EDB;
 }
 
 int ws_store_open(const char *path, ws_store **out, ws_err *err)
@@ -921,6 +918,17 @@ int ws_store_in_tx(ws_store *s, int (*body)(ws_store *s, void *ctx, ws_err *err)
             ws_store_rollback(s);
     }
     sigprocmask(SIG_SETMASK, &old, NULL);
+    return rc;
+}
+
+int ws_store_in_tx_id(ws_store *s, int (*body)(ws_store *s, void *ctx, ws_err *err), void *ctx,
+                      long long *id, ws_err *err)
+{
+    const int own = !ws_store_in_transaction(s);
+    const long long before = *id;
+    const int rc = ws_store_in_tx(s, body, ctx, err);
+    if (rc && own)
+        *id = before;
     return rc;
 }
 

@@ -1,4 +1,4 @@
-/* store_priv: what the modules of the storage layer (store.c, calibdb.c, profile.c,
+/* store_priv: what the modules of the storage layer (store.c, rows.c, calibdb.c, profile.c,
  * simdb.c, rundb.c, validatedb.c, plandb.c) share and nothing outside store/ includes: the
  * SQLite handle behind a ws_store, the message format of an unexpected SQLite failure and
  * the small statement helpers. Keeping the handle here is what keeps SQL inside store/. */
@@ -18,13 +18,6 @@ sqlite3 *ws_store_sqlite(ws_store *s);
     ws_err_set(err, WS_EDB, "%s: %s: %s (%s:%d)", ws_store_path(s), what,                       \
                sqlite3_errmsg(ws_store_sqlite(s)), __FILE__, __LINE__)
 
-/* Steps a prepared, bound query to its end into a heap array of `sz`-byte elements, each
- * filled by row() (the caller frees *out; the statement stays the caller's to finalize).
- * `what` is the message of a failed step ("cannot read fits"). */
-int ws_store_read_rows(ws_store *s, sqlite3_stmt *st, size_t sz,
-                       void (*row)(sqlite3_stmt *st, void *elem), const char *what, void **out,
-                       size_t *n_out, ws_err *err);
-
 /* Prepares sql on the store's connection; WS_EDB ("prepare") on failure. */
 int ws_store_prep(ws_store *s, const char *sql, sqlite3_stmt **st, ws_err *err);
 
@@ -42,6 +35,11 @@ int ws_store_insert_id(ws_store *s, sqlite3_stmt *st, const char *what, long lon
  * covers a kill -9); rolled back on failure. */
 int ws_store_in_tx(ws_store *s, int (*body)(ws_store *s, void *ctx, ws_err *err), void *ctx,
                    ws_err *err);
+
+/* ws_store_in_tx for a body that stores a new row and sets *id to it: when the transaction
+ * was its own and failed, *id is put back as it was (the row it named is gone). */
+int ws_store_in_tx_id(ws_store *s, int (*body)(ws_store *s, void *ctx, ws_err *err), void *ctx,
+                      long long *id, ws_err *err);
 
 /* Steps st, a query for one run (or grid) by id, 0 for the latest: 0 on its row (st stays
  * the caller's), else finalizes st and returns WS_EDB under `what`, or WS_ENOTFOUND "<db>:

@@ -3,41 +3,24 @@
  * One closed batch (model, batch, prompt, output, layers, policy, host and GPU profiles) is
  * served by the live engine (runtime/run_engine.h) `repeat` times and played once by the
  * simulator (sim/serve.h, every layer as ops) on the same cost model, and the two are
- * compared decode step by decode step and layer by layer. The simulator's prefill yields
- * the first token, so it plays output + 1 tokens to have the runtime's `output` decode steps,
- * step k attending the same context in both. Quantities (ws_validate_q): the step time (the
- * runtime's timeline: CPU measured, GPU as its label says), CPU attention and routed
- * experts per layer (measured), the realised CPU share per step, and the GPU half per layer
- * (modeled on both sides under gpu = modeled:<profile>; measured with cuda). For each:
- * the mean and p95 absolute percentage error over every point of every repeat; with
- * repeats, the same statistics of each later repeat against the first (the noise floor: the
- * runtime against itself). The first `warmup` decode steps of every run (default 1) are
- * run, kept as points and stored, but left out of the statistics and the terms: they pay
- * one-time costs the model has no term for. A point whose measured value is 0 has no percentage
- * error and is left out, also when the simulator's is 0 too (neither side measured anything:
- * no evidence either way); a quantity with no point left has n = 0 and no error (NAN, "n/a").
- *
- * Both sides put the step together from one controller and one layer schedule
- * (runtime/control.h, runtime/schedule.h): with the runtime's measured durations replaced by
- * the model's they agree exactly (tests/test_schedule.c), so every difference reported here
- * is a measurement. Terms: that error mixes two causes, a cost-model term off and a
- * placement that differs (the policy's feedback sees measured times in the runtime, modeled
- * ones in the simulator). So every term is also checked on the runtime's own token counts: CPU
- * attention's fixed cost C_cpu and per-token A (a line fitted over the (step, layer) points
- * when the CPU tokens vary enough, else the per-token rate implied by the model's C_cpu, with
- * the bandwidth or flop rate it means), the experts' GEMM and fixed parts, the router (on the
- * CPU beside the routed experts, in both), the engine's own work (not in the model), and
- * the placement. Each term carries its error and its share of the step; the
- * verdict names the term with the largest share when a CPU-side quantity misses the goal
- * (mean <= 3%, p95 <= 10%).
+ * compared decode step by decode step and layer by layer: the step time, CPU attention and
+ * routed experts per layer, the realised CPU share per step and the GPU half per layer
+ * (ws_validate_q), each as the mean and p95 absolute percentage error over every point of
+ * every repeat, beside the noise floor (later repeats against the first). The first
+ * `warmup` decode steps of every run are kept as points but left out of the statistics.
+ * Both sides build the step from one controller and one layer schedule (runtime/control.h,
+ * runtime/schedule.h), so every difference reported is a measurement; each cost-model term
+ * is also checked on the runtime's own token counts, and the verdict names the term with
+ * the largest share of the step when a CPU-side quantity misses the goal (mean <= 3%, p95
+ * <= 10%). Which points count, how the terms are estimated: docs/design.md ("`validate`:
+ * the comparison"); the command: docs/validate.md.
  *
  * Storage: with a store the runtime runs (rundb), the simulation (simdb) and the comparison
  * (validatedb, linked to both) are written in ONE transaction, taken once the runtime runs
  * are done: a validation interrupted, killed or out of space leaves none of them. Its runs
  * carry origin 'validate', so the figures over `sim` and `run` results leave them out. The
- * report's rows
- * are the database's row types, so a stored validation reads back as the same report, and
- * the figure (plots/validate_plot.h) draws either from those rows. */
+ * report's rows are the database's row types, so a stored validation reads back as the
+ * same report, and the figure (plots/validate_plot.h) draws either from those rows. */
 #ifndef WS_VALIDATE_H
 #define WS_VALIDATE_H
 
