@@ -23,16 +23,14 @@
 void ws_engine_cfg_default(ws_engine_cfg *c)
 {
     memset(c, 0, sizeof *c);
+    ws_serving_default(&c->srv);
     c->gpu = WS_ENGINE_GPU_MODELED;
-    c->policy = WS_POLICY_WRITESCOPE;
-    ws_policy_params_default(&c->par);
-    c->batch = 4;
+    c->batch = 4; /* the closed batch: 4 x (4096 + 32) tokens */
     c->prompt = 4096;
     c->output = 32;
-    c->mem_fraction = 0.5;
-    c->window = 256;
-    c->isa = WS_ISA_AUTO;
     c->seed = 1;
+    c->mem_fraction = 0.5;
+    c->isa = WS_ISA_AUTO;
 }
 
 /* ---- synthetic data: a counter-based generator, so any token's KV can be rebuilt ---- */
@@ -600,7 +598,7 @@ static int prefill(eng *e, ws_run_result *res, ws_err *err)
     res->prefill_wall_s = ws_now_s() - t0;
     /* The modeled compute: each prompt's chunks in the serving loop's order, each the layer
      * schedule played (its KV written D2H, its experts where the controller puts them). */
-    const int chunk = c->chunk > 0 ? c->chunk : 2048;
+    const int chunk = c->chunk;
     double model_s = 0;
     for (int i = 0; i < e->B; i++)
         for (int done = 0; done < N;) {
@@ -1258,8 +1256,8 @@ int ws_engine_run(const ws_engine_cfg *c, ws_run_result *res, ws_err *err)
                           "run: policy '%s' is not a runtime policy (writescope, static, "
                           "stream, cpu-attn, migrate)",
                           pi ? pi->name : "?");
-    if (c->batch < 1 || c->prompt < 1 || c->output < 1)
-        return ws_err_set(err, WS_EINVAL, "run: batch, prompt and output must be >= 1");
+    if (c->batch < 1 || c->prompt < 1 || c->output < 1 || c->chunk < 1)
+        return ws_err_set(err, WS_EINVAL, "run: batch, prompt, output and chunk must be >= 1");
     const int P = c->par.page_tokens;
     if (P < 1 || c->window < P || c->window % P)
         return ws_err_set(err, WS_EINVAL,

@@ -55,11 +55,7 @@ int sim_trace_source(struct ws_trace *t, sim_source *src, ws_err *err)
 void sim_cfg_default(sim_cfg *c)
 {
     memset(c, 0, sizeof *c);
-    c->policy = WS_POLICY_WRITESCOPE;
-    ws_policy_params_default(&c->par);
-    c->batch = 32;
-    c->chunk = 2048;
-    c->window = 256;
+    ws_serving_default(&c->srv);
     c->detail_layer = 1;
     c->cpu_workers = 1;
     c->keep_steps = 1;
@@ -673,13 +669,7 @@ int sim_run(const ws_model *m, const ws_cost_hw *hw, const ws_cost_cfg *ccfg, co
         goto out_q;
     if ((rc = sim_engine_init(&R.eng, cfg->seed, err)))
         goto out_q;
-    /* the CPU's work on cpu_sockets of the host's sockets (their share of its cores), on at
-     * most cpu_threads of them */
-    int workers = cc.cpu_sockets > 0 && cc.cpu_sockets < hw->sockets.v
-                      ? (int)fmax(1, cfg->cpu_workers * cc.cpu_sockets / hw->sockets.v)
-                      : cfg->cpu_workers;
-    if (cc.cpu_threads > 0 && cc.cpu_threads < workers)
-        workers = cc.cpu_threads;
+    const int workers = ws_serving_cpu_workers(cfg->cpu_workers, hw, &cc);
     if ((rc = sim_step_init(&R.st, &R.eng, K_OP, &R.cm, R.layers, workers,
                             !cfg->detail_layer, err)))
         goto out_eng;
