@@ -20,6 +20,11 @@
 #include "wformat.h"
 #include "ws_util.h"
 
+static int int8_experts(const ws_engine_cfg *c)
+{
+    return c->cpu_expert_weights && !strcmp(c->cpu_expert_weights->name, "int8");
+}
+
 void ws_engine_cfg_default(ws_engine_cfg *c)
 {
     memset(c, 0, sizeof *c);
@@ -31,6 +36,15 @@ void ws_engine_cfg_default(ws_engine_cfg *c)
     c->seed = 1;
     c->mem_fraction = 0.5;
     c->isa = WS_ISA_AUTO;
+}
+
+void ws_engine_cost_cfg(const ws_engine_cfg *c, ws_cost_cfg *cc)
+{
+    ws_cost_cfg_default(cc);
+    if (c->pingpong_bytes > 0)
+        cc->pingpong_bytes = c->pingpong_bytes;
+    if (int8_experts(c)) /* the bytes the CPU experts stream */
+        cc->cpu_expert_bytes = c->cpu_expert_weights->bytes;
 }
 
 /* ---- synthetic data: a counter-based generator, so any token's KV can be rebuilt ---- */
@@ -126,11 +140,6 @@ typedef struct eng {
     uint16_t *ref_pages;
     double *o_ref, *lse_ref;
 } eng;
-
-static int int8_experts(const ws_engine_cfg *c)
-{
-    return c->cpu_expert_weights && !strcmp(c->cpu_expert_weights->name, "int8");
-}
 
 /* An expert's weights: bf16 [2I x H] + [H x I], or their int8 copies and scales. */
 static double expert_weight_bytes(int H, int I, int int8)
@@ -371,13 +380,9 @@ static int eng_init(eng *e, const ws_engine_cfg *c, ws_run_result *res, ws_err *
     e->row_k = e->gl.n_kv_heads * e->gl.d_k;
     e->row_v = e->gl.v_shares_k ? 0 : e->gl.n_kv_heads * e->gl.d_v;
     ws_cost_cfg cc;
-    ws_cost_cfg_default(&cc);
-    if (c->pingpong_bytes > 0)
-        cc.pingpong_bytes = c->pingpong_bytes;
+    ws_engine_cost_cfg(c, &cc);
     e->int8 = int8_experts(c);
     e->expert_verify = c->verify && e->int8 ? 0 : NAN;
-    if (e->int8) /* the bytes the CPU experts stream */
-        cc.cpu_expert_bytes = c->cpu_expert_weights->bytes;
     if ((rc = ws_cost_model_init(c->hw, m, &cc, &e->cm, err)))
         return rc;
 

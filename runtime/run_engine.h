@@ -126,6 +126,10 @@ typedef struct ws_engine_cfg {
 } ws_engine_cfg;
 
 void ws_engine_cfg_default(ws_engine_cfg *c);
+/* The cost settings the engine's cost model is built on (defaults, the ping-pong half, the
+ * CPU experts' bytes per weight): the one conversion, which validate's simulator and terms
+ * take too. */
+void ws_engine_cost_cfg(const ws_engine_cfg *c, ws_cost_cfg *cc);
 
 typedef struct ws_run_result {
     char gpu_label[200]; /* "modeled:<profile>" or "cuda:<device>" */

@@ -115,22 +115,16 @@ static int run_sim(const ws_validate_cfg *c, int layers, ws_store *store, sim_si
     if (!side->dt || !side->share || !side->context || !side->n_cpu || !side->cpu || !side->exp ||
         !side->gpu)
         return ws_err_set(err, WS_ENOMEM, "validate: out of memory (simulator records)");
-    sim_cfg sc;
+    sim_cfg sc; /* the engine's serving settings, every layer played */
     sim_cfg_default(&sc);
-    sc.policy = e->policy;
-    sc.par = e->par;
-    sc.batch = e->batch;
-    sc.window = e->window;
+    sc.srv = e->srv;
     sc.layers = L;
     sc.detail_layer = 1;
     sc.cpu_workers = c->cpu_workers > 0 ? c->cpu_workers : 1;
-    sc.seed = e->seed;
     sc.keep_steps = 0;
     sc.keep_requests = 0;
     ws_cost_cfg cc;
-    ws_cost_cfg_default(&cc);
-    if (e->pingpong_bytes > 0)
-        cc.pingpong_bytes = e->pingpong_bytes;
+    ws_engine_cost_cfg(e, &cc);
     sim_closed closed;
     sim_source src;
     /* the prefill yields the first token: output + 1 tokens give `output` decode steps */
@@ -332,9 +326,7 @@ static int compute_terms(const ws_validate_cfg *c, const ws_run_result *runs, in
 {
     const ws_engine_cfg *e = &c->eng;
     ws_cost_cfg cc;
-    ws_cost_cfg_default(&cc);
-    if (e->pingpong_bytes > 0)
-        cc.pingpong_bytes = e->pingpong_bytes;
+    ws_engine_cost_cfg(e, &cc);
     ws_cost_model cm;
     int rc = ws_cost_model_init(e->hw, e->model, &cc, &cm, err);
     if (rc)
