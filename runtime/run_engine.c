@@ -10,6 +10,7 @@
 
 #include "attn_split.h"
 #include "backend.h"
+#include "decode.h"
 #include "gemm_bf16.h"
 #include "gemm_cpu.h"
 #include "gemm_int8.h"
@@ -1008,56 +1009,42 @@ static int attention(eng *e, int l, double n_tok, gpu_half *gh, double *cpu_s, w
     return rc;
 }
 
-/* The step's flush, decided once before its first layer as the simulator decides it: which
- * sequences' windows fill with this token, and how many of their pages go to the CPU.
- * Every layer then flushes the same. */
-typedef struct flush_plan {
-    int n_req, pages, cpu_pages;
-} flush_plan;
+/* ---- a decode step: the protocol is decode.h's, run on the real cache ---- */
 
-static void plan_flush(eng *e, double resident, double cpu_tok, double spilled, flush_plan *f)
+typedef struct dec_ctx {
+    eng *e;
+    int step, drift; /* drift: the CPU half's time scaled (cfg drift_factor) */
+    double t0;       /* the step's start on the timeline */
+    ws_run_step *st;
+    ws_run_layer *lays; /* [L] */
+    double *mig_s;      /* [L] each layer's reformat time */
+} dec_ctx;
+
+static void dec_sums(void *ctx, ws_decode_sums *s)
 {
-    *f = (flush_plan){0};
+    const eng *e = ((const dec_ctx *)ctx)->e;
+    double resident = 0, cpu, spilled;
     for (int i = 0; i < e->B; i++)
-        if (ws_ikv_tokens(e->kv, e->seqs[i], 0, WS_IKV_DWIN) + 1 >= e->W)
-            f->n_req++;
-    if (!f->n_req)
-        return;
-    f->pages = f->n_req * (e->W / e->P);
-    f->cpu_pages = ws_ctl_flush_cpu_pages(&e->ctl, e->B, resident - (double)f->n_req * e->W,
-                                          cpu_tok, spilled, f->pages);
+        resident += ws_ikv_tokens(e->kv, e->seqs[i], 0, WS_IKV_DWIN) + 1;
+    ws_ikv_spilled(e->kv, 0, NULL, 0, &cpu, &spilled);
+    *s = (ws_decode_sums){.batch = e->B, .spilled = spilled, .cpu = cpu, .resident = resident};
 }
 
-static int flush_layer(eng *e, int l, const flush_plan *f, ws_err *err)
+static int dec_full_windows(void *ctx)
 {
-    if (!f->n_req)
-        return 0;
-    ws_ikv_flush_req req[e->B > 0 ? e->B : 1];
-    int n = 0, cpu = f->cpu_pages;
+    const eng *e = ((const dec_ctx *)ctx)->e;
+    int n = 0;
     for (int i = 0; i < e->B; i++)
-        if (ws_ikv_tokens(e->kv, e->seqs[i], l, WS_IKV_DWIN) >= e->W) {
-            const int fp = ws_ikv_window_full_pages(e->kv, e->seqs[i], l);
-            req[n] = (ws_ikv_flush_req){.seq = e->seqs[i], .layer = l, .n_pages = fp};
-            req[n].n_cpu = cpu < fp ? cpu : fp;
-            cpu -= req[n].n_cpu;
-            n++;
-        }
-    return ws_ikv_flush(e->kv, req, n, err);
+        n += ws_ikv_tokens(e->kv, e->seqs[i], 0, WS_IKV_DWIN) + 1 >= e->W;
+    return n;
 }
 
-/* migrate at the step's start: the controller's decision by whole pages, taken from the
- * sequences in order (as the simulator takes them), reformatted in every layer through
- * the format's one path for it. *bytes: per layer; *secs[l]: each layer's reformat time. */
-static int migrate(eng *e, double rstar, double *bytes, double *secs, ws_err *err)
+/* migrate's move, taken from the sequences in order (as the simulator takes them) and
+ * reformatted in every layer through the format's one path for it, each layer timed. */
+static int dec_migrate(void *ctx, int move, ws_err *err)
 {
-    *bytes = 0;
-    double cpu_tok, spilled;
-    ws_ikv_spilled(e->kv, 0, NULL, 0, &cpu_tok, &spilled);
-    int move;
-    if (!ws_ctl_migrate(&e->ctl, rstar, (int)(cpu_tok / e->P), (int)(spilled / e->P), &move) ||
-        !move)
-        return 0;
-    *bytes = fabs((double)move) * e->P * e->cm.b_tok;
+    dec_ctx *d = ctx;
+    eng *e = d->e;
     const ws_ikv_region to = move > 0 ? WS_IKV_CPU : WS_IKV_XFER;
     for (int l = 0; l < e->L; l++) {
         const double t0 = ws_now_s();
@@ -1072,9 +1059,28 @@ static int migrate(eng *e, double rstar, double *bytes, double *secs, ws_err *er
                 return rc;
             left -= k;
         }
-        secs[l] = ws_now_s() - t0;
+        d->mig_s[l] = ws_now_s() - t0;
     }
     return 0;
+}
+
+/* Layer l's flush: every full window goes, as one batch, where the step's plan places it
+ * (the plan's CPU pages first, in sequence order). */
+static int flush_layer(eng *e, int l, const ws_decode_plan *p, ws_err *err)
+{
+    if (!p->flush_seqs)
+        return 0;
+    ws_ikv_flush_req req[e->B > 0 ? e->B : 1];
+    int n = 0, cpu = p->flush_cpu_pages;
+    for (int i = 0; i < e->B; i++)
+        if (ws_ikv_tokens(e->kv, e->seqs[i], l, WS_IKV_DWIN) >= e->W) {
+            const int fp = ws_ikv_window_full_pages(e->kv, e->seqs[i], l);
+            req[n] = (ws_ikv_flush_req){.seq = e->seqs[i], .layer = l, .n_pages = fp};
+            req[n].n_cpu = cpu < fp ? cpu : fp;
+            cpu -= req[n].n_cpu;
+            n++;
+        }
+    return ws_ikv_flush(e->kv, req, n, err);
 }
 
 /* Layer l's schedule (schedule.h) with the durations of the work this engine ran in place of
@@ -1106,100 +1112,94 @@ static void layer_schedule(const eng *e, int l, const ws_run_layer *y, const ws_
     }
 }
 
-static int decode_step(eng *e, int step, double t0_step, ws_run_step *st, ws_run_layer *lays,
-                       ws_err *err)
+/* Layer l's work for real, as the step's layer y: the new token, both attention halves,
+ * verify, the MoE phase (each timed), the flush. *sp: the layer's attention terms; *gh: the
+ * GPU half as run. */
+static int layer_work(dec_ctx *d, int l, const ws_decode_plan *p, ws_cost_split *sp,
+                      gpu_half *gh, ws_err *err)
 {
+    eng *e = d->e;
     const ws_engine_cfg *c = e->cfg;
     const ws_cost_model *cm = &e->cm;
-    const double wall0 = ws_now_s();
-    double verify_s = 0, cpu_tok, spilled, resident = 0;
-    for (int i = 0; i < e->B; i++)
-        resident += ws_ikv_tokens(e->kv, e->seqs[i], 0, WS_IKV_DWIN) + 1;
-    ws_ikv_spilled(e->kv, 0, NULL, 0, &cpu_tok, &spilled);
-    const double rstar = ws_ctl_target(&e->ctl, e->B, resident, spilled);
-    double mig_bytes = 0, mig_s[e->L > 0 ? e->L : 1];
-    for (int l = 0; l < e->L; l++)
-        mig_s[l] = 0;
-    int rc = migrate(e, rstar, &mig_bytes, mig_s, err);
+    ws_run_layer *y = &d->lays[l];
+    const double lw0 = ws_now_s();
+    double kern = 0, verify_s = 0, n_tok = 0, tc = 0;
+    int rc = new_tokens(e, d->step, l, err);
     if (rc)
         return rc;
-    ws_ikv_spilled(e->kv, 0, NULL, 0, &cpu_tok, &spilled);
-    flush_plan fp;
-    plan_flush(e, resident, cpu_tok, spilled, &fp);
-    const int drift = c->drift_factor > 0 && c->drift_factor != 1 && step >= c->drift_step;
-    *st = (ws_run_step){.idx = step,
+    for (int i = 0; i < e->B; i++) {
+        y->m_xfer += ws_ikv_tokens(e->kv, e->seqs[i], l, WS_IKV_XFER);
+        y->resident += ws_ikv_tokens(e->kv, e->seqs[i], l, WS_IKV_DWIN);
+    }
+    if ((rc = attn_views(e, l, 0, &n_tok, err)) || (rc = attention(e, l, n_tok, gh, &tc, err)))
+        return rc;
+    y->n_cpu = n_tok;
+    kern += tc;
+    ws_cost_split_terms(cm, y->resident, l > 0 ? d->lays[l - 1].t.moe_s : 0, 0, 0, sp);
+    y->pred_cpu_s = ws_cost_split_cpu(sp, n_tok);
+    y->pred_gpu_s = ws_cost_split_gpu(sp, y->m_xfer);
+    if (c->cpu_time_modeled)
+        tc = y->pred_cpu_s;
+    y->cpu_attn_s = d->drift ? tc * c->drift_factor : tc;
+    if (c->verify) {
+        const double a = ws_now_s();
+        double mx = 0;
+        if ((rc = verify_layer(e, l, &mx, err)))
+            return rc;
+        if (!(mx <= d->st->verify_err))
+            d->st->verify_err = mx;
+        verify_s += ws_now_s() - a;
+    }
+    /* the MoE phase, for real */
+    if (ws_cost_layer_is_moe(cm, l) && e->ex) {
+        const double a = ws_now_s(), v0 = verify_s;
+        if ((rc = moe(e, d->step, l, &y->router_s, &y->experts_s, &verify_s, err)))
+            return rc;
+        kern += ws_now_s() - a - (verify_s - v0);
+        y->pred_experts_s = ws_cost_cpu_experts(cm, e->B);
+        if (c->cpu_time_modeled) {
+            y->router_s = ws_cost_router(cm, e->B);
+            y->experts_s = y->pred_experts_s;
+        }
+    }
+    if ((rc = flush_layer(e, l, p, err)))
+        return rc;
+    y->flush_pages = p->flush_pages, y->flush_cpu_pages = p->flush_cpu_pages;
+    double lc, lsp;
+    ws_ikv_spilled(e->kv, l, NULL, 0, &lc, &lsp);
+    y->r_real = lsp > 0 ? lc / lsp : 0;
+    y->overhead_s = fmax(0.0, ws_now_s() - lw0 - kern - verify_s);
+    return 0;
+}
+
+/* The step's layers, each run and then played on the timeline with what ran measured. */
+static int dec_play(void *ctx, const ws_decode_plan *p, ws_decode_obs *obs, ws_err *err)
+{
+    dec_ctx *d = ctx;
+    eng *e = d->e;
+    const ws_engine_cfg *c = e->cfg;
+    ws_run_step *st = d->st;
+    *st = (ws_run_step){.idx = d->step,
                         .batch = e->B,
                         .tokens = e->B,
-                        .t_start = t0_step,
-                        .r_star = rstar,
-                        .r_real = spilled > 0 ? cpu_tok / spilled : 0,
+                        .t_start = d->t0,
+                        .r_star = p->r_star,
+                        .r_real = p->r_real,
                         .verify_err = c->verify ? 0 : NAN};
     ws_sched_play play;
-    ws_sched_play_start(&play, t0_step);
-    double t_moe_prev = 0, ctx = 0;
+    ws_sched_play_start(&play, d->t0);
+    double ctx_tok = 0;
     for (int l = 0; l < e->L; l++) {
-        ws_run_layer *y = &lays[l];
-        const double lw0 = ws_now_s();
-        double kern = 0;
+        ws_run_layer *y = &d->lays[l];
         memset(y, 0, sizeof *y);
-        y->step = step, y->layer = l, y->r_star = rstar;
-        if ((rc = new_tokens(e, step, l, err)))
-            return rc;
-        double n_tok = 0;
-        for (int i = 0; i < e->B; i++) {
-            y->m_xfer += ws_ikv_tokens(e->kv, e->seqs[i], l, WS_IKV_XFER);
-            y->resident += ws_ikv_tokens(e->kv, e->seqs[i], l, WS_IKV_DWIN);
-        }
-        if ((rc = attn_views(e, l, 0, &n_tok, err)))
-            return rc;
-        y->n_cpu = n_tok;
-        gpu_half gh;
-        double tc = 0;
-        if ((rc = attention(e, l, n_tok, &gh, &tc, err)))
-            return rc;
-        kern += tc;
+        y->step = d->step, y->layer = l, y->r_star = p->r_star;
         ws_cost_split sp;
-        ws_cost_split_terms(cm, y->resident, t_moe_prev, 0, 0, &sp);
-        y->pred_cpu_s = ws_cost_split_cpu(&sp, n_tok);
-        y->pred_gpu_s = ws_cost_split_gpu(&sp, y->m_xfer);
-        if (c->cpu_time_modeled)
-            tc = y->pred_cpu_s;
-        y->cpu_attn_s = drift ? tc * c->drift_factor : tc;
-        if (c->verify) {
-            const double a = ws_now_s();
-            double mx = 0;
-            if ((rc = verify_layer(e, l, &mx, err)))
-                return rc;
-            if (!(mx <= st->verify_err))
-                st->verify_err = mx;
-            verify_s += ws_now_s() - a;
-        }
-        /* the MoE phase, for real */
-        if (ws_cost_layer_is_moe(cm, l) && e->ex) {
-            const double a = ws_now_s(), v0 = verify_s;
-            if ((rc = moe(e, step, l, &y->router_s, &y->experts_s, &verify_s, err)))
-                return rc;
-            kern += ws_now_s() - a - (verify_s - v0);
-            y->pred_experts_s = ws_cost_cpu_experts(cm, e->B);
-            if (c->cpu_time_modeled) {
-                y->router_s = ws_cost_router(cm, e->B);
-                y->experts_s = y->pred_experts_s;
-            }
-        }
-        /* flush: a full window goes, as one batch, where the step's plan places it */
-        if ((rc = flush_layer(e, l, &fp, err)))
+        gpu_half gh;
+        int rc = layer_work(d, l, p, &sp, &gh, err);
+        if (rc)
             return rc;
-        y->flush_pages = fp.pages, y->flush_cpu_pages = fp.cpu_pages;
-        double lc, lsp;
-        ws_ikv_spilled(e->kv, l, NULL, 0, &lc, &lsp);
-        y->r_real = lsp > 0 ? lc / lsp : 0;
-        y->overhead_s = fmax(0.0, ws_now_s() - lw0 - kern - verify_s);
-        verify_s = 0;
-
-        /* the timeline: the layer's schedule, played with what ran measured */
         ws_sched_layer sl;
-        layer_schedule(e, l, y, &sp, (double)fp.pages * e->P * cm->b_tok, mig_bytes, mig_s[l],
-                       &gh, &sl);
+        layer_schedule(e, l, y, &sp, p->flush_bytes, p->migrate_bytes, d->mig_s[l], &gh, &sl);
         ws_sched_play_layer(&play, &sl, &y->t, NULL);
         y->gpu_s = y->t.gpu_end - y->t.attn_start;
         y->gpu_measured = e->be != NULL;
@@ -1208,22 +1208,46 @@ static int decode_step(eng *e, int step, double t0_step, ws_run_step *st, ws_run
         st->cpu_attn_s += y->cpu_attn_s;
         st->experts_s += y->router_s + y->experts_s;
         st->overhead_s += c->cpu_time_modeled ? 0 : y->overhead_s;
-        ctx += n_tok + y->m_xfer + y->resident;
-        t_moe_prev = y->t.moe_s;
-
-        /* feedback: the same observations the simulator makes */
-        ws_ctl_observe(&e->ctl, n_tok, y->cpu_attn_s, y->m_xfer, y->gpu_s, y->resident,
-                       l > 0 ? lays[l - 1].t.moe_s : 0);
-        y->A = ws_ctl_A(&e->ctl);
-        y->B = ws_ctl_B(&e->ctl);
+        ctx_tok += y->n_cpu + y->m_xfer + y->resident;
+        obs[l] = (ws_decode_obs){.n_cpu = y->n_cpu,
+                                 .cpu_s = y->cpu_attn_s,
+                                 .m_xfer = y->m_xfer,
+                                 .gpu_s = y->gpu_s,
+                                 .resident = y->resident,
+                                 .moe_s = y->t.moe_s};
     }
-    ws_ctl_step_end(&e->ctl, t_moe_prev);
     st->t_end = play.t_end;
     st->busy_gpu = play.busy[WS_RES_GPU];
     st->busy_h2d += play.busy[WS_RES_H2D];
     st->busy_d2h = play.busy[WS_RES_D2H];
     st->busy_cpu = play.busy[WS_RES_CPU];
-    st->context = llround(ctx / e->L);
+    st->context = llround(ctx_tok / e->L);
+    return 0;
+}
+
+static int decode_step(eng *e, int step, double t0_step, ws_run_step *st, ws_run_layer *lays,
+                       ws_err *err)
+{
+    static const ws_decode_ops ops = {dec_sums, dec_full_windows, dec_migrate, dec_play};
+    const ws_engine_cfg *c = e->cfg;
+    const double wall0 = ws_now_s();
+    double mig_s[e->L > 0 ? e->L : 1];
+    ws_decode_obs obs[e->L > 0 ? e->L : 1];
+    for (int l = 0; l < e->L; l++)
+        mig_s[l] = 0;
+    dec_ctx d = {.e = e,
+                 .step = step,
+                 .drift = c->drift_factor > 0 && c->drift_factor != 1 && step >= c->drift_step,
+                 .t0 = t0_step,
+                 .st = st,
+                 .lays = lays,
+                 .mig_s = mig_s};
+    ws_decode_plan p;
+    int rc = ws_decode_step(&e->ctl, e->L, e->W, &ops, &d, &p, obs, err);
+    if (rc)
+        return rc;
+    for (int l = 0; l < e->L; l++)
+        lays[l].A = obs[l].A, lays[l].B = obs[l].B;
     st->wall_s = ws_now_s() - wall0;
     return 0;
 }

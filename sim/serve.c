@@ -8,6 +8,7 @@
 
 #include "engine.h"
 #include "control.h"
+#include "decode.h"
 #include "quantile.h"
 #include "timeline.h"
 #include "trace.h"
@@ -96,7 +97,8 @@ typedef struct seq {
 typedef struct run {
     const sim_cfg *cfg;
     ws_cost_model cm;
-    ws_ctl ctl; /* the policy's decisions (runtime/control.h) */
+    ws_ctl ctl;         /* the policy's decisions (runtime/control.h) */
+    ws_decode_obs *obs; /* [layers] a decode step's layers as observed */
     sim_engine eng;
     sim_step st;
     int layers, spills, nospill;
@@ -471,26 +473,49 @@ static int prefill_step(run *R, seq *s, ws_err *err)
                        err);
 }
 
-/* migrate at the step's start: the share moves to r* by whole pages, taken from the running
- * sequences in slot order (the live runtime's order); the bytes are reformatted in every
- * layer. Returns the bytes per layer. */
-static double migrate(run *R, double rstar)
+/* ---- a decode step: the protocol is runtime/decode.h's, played on token counts ---- */
+
+/* A sequence that decodes at a decode step: running, past its prefill. */
+static int decoding(const seq *s)
 {
+    return s->live && s->generated > 0;
+}
+
+typedef struct dec_ctx {
+    run *R;
+    int n_dec;      /* sequences decoding */
+    sim_step_in in; /* the step as played */
+    sim_step_out so;
+} dec_ctx;
+
+static void dec_sums(void *ctx, ws_decode_sums *s)
+{
+    const dec_ctx *d = ctx;
+    double sp, c, w;
+    batch_sums(d->R, &sp, &c, &w, NULL);
+    /* the windows as attended this step: each holds its new token */
+    *s = (ws_decode_sums){.batch = d->R->n_run, .spilled = sp, .cpu = c, .resident = w + d->n_dec};
+}
+
+static int dec_full_windows(void *ctx)
+{
+    const run *R = ((const dec_ctx *)ctx)->R;
+    int n = 0;
+    for (int i = 0; i < R->cfg->batch; i++)
+        n += R->spills && decoding(&R->s[i]) && R->s[i].win + 1 >= R->cfg->window;
+    return n;
+}
+
+/* migrate's move: whole pages from the running sequences in slot order (the live runtime's
+ * order); the step's schedule reformats their bytes in every layer. */
+static int dec_migrate(void *ctx, int move, ws_err *err)
+{
+    (void)err;
+    run *R = ((dec_ctx *)ctx)->R;
     const int P = R->cfg->par.page_tokens;
-    int cpu_pages = 0, spilled_pages = 0, move;
-    for (int i = 0; i < R->cfg->batch; i++) {
-        const seq *s = &R->s[i];
-        if (s->live && s->generated > 0) {
-            cpu_pages += (int)(s->cpu / P);
-            spilled_pages += (int)((s->cpu + s->xfer) / P);
-        }
-    }
-    if (!ws_ctl_migrate(&R->ctl, rstar, cpu_pages, spilled_pages, &move) || !move)
-        return 0;
-    const double bytes = fabs((double)move) * P * R->b_tok;
     for (int i = 0; i < R->cfg->batch && move; i++) {
         seq *s = &R->s[i];
-        if (!s->live || s->generated == 0)
+        if (!decoding(s))
             continue;
         const int have = (int)((move > 0 ? s->xfer : s->cpu) / P);
         const int k = abs(move) < have ? abs(move) : have;
@@ -498,30 +523,19 @@ static double migrate(run *R, double rstar)
         s->cpu += d, s->xfer -= d;
         move -= move > 0 ? k : -k;
     }
-    return bytes;
+    return 0;
 }
 
-/* One decode step of every running sequence. */
-static int decode_step(run *R, ws_err *err)
+/* What the step attends per layer, summed over the batch: the windows, the CPU pages and
+ * the streamed ones; a sparse model attends at most attended_max tokens of a sequence, the
+ * window's first, and pays its indexer over the whole context. */
+static void dec_attended(const run *R, sim_step_in *in)
 {
     const ws_cost_model *cm = &R->cm;
-    const sim_cfg *cfg = R->cfg;
-    const int W = cfg->window, P = cfg->par.page_tokens;
     const double amax = (double)cm->st.attended_max;
-    double sp, c, w;
-    batch_sums(R, &sp, &c, &w, NULL);
-    int n_dec = 0;
-    for (int i = 0; i < cfg->batch; i++)
-        n_dec += R->s[i].live && R->s[i].generated > 0;
-    /* r* with the windows as attended this step: each holds its new token */
-    const double rstar = ws_ctl_target(&R->ctl, R->n_run, w + n_dec, sp);
-    sim_step_in in = {.nospill = R->nospill};
-    if (R->spills && sp > 0 && (in.migrate_bytes = migrate(R, rstar)) > 0)
-        batch_sums(R, &sp, &c, &w, NULL);
-    int n_flush = 0;
-    for (int i = 0; i < cfg->batch; i++) {
+    for (int i = 0; i < R->cfg->batch; i++) {
         const seq *s = &R->s[i];
-        if (!s->live || s->generated == 0)
+        if (!decoding(s))
             continue;
         const double res = s->win + 1, spill = s->cpu + s->xfer, ctx = s->ctx + 1;
         double frac = 1, res_att = res;
@@ -529,54 +543,79 @@ static int decode_step(run *R, ws_err *err)
             res_att = fmin(res, amax);
             frac = spill > 0 ? fmin(1.0, fmax(0.0, amax - res_att) / spill) : 0;
         }
-        in.resident += res_att;
-        in.n_cpu += s->cpu * frac;
-        in.m_xfer += s->xfer * frac;
+        in->resident += res_att;
+        in->n_cpu += s->cpu * frac;
+        in->m_xfer += s->xfer * frac;
         if (amax > 0)
-            in.indexer_s += ws_cost_gpu_indexer(cm, 1, ctx);
-        if (R->spills && res >= W)
-            n_flush++;
+            in->indexer_s += ws_cost_gpu_indexer(cm, 1, ctx);
     }
-    in.T = n_dec;
-    in.n_seqs = n_dec;
-    in.flush_bytes = n_flush * (double)W * cm->b_tok;
-    sim_step_out so;
-    int rc = sim_step_run(&R->st, &in, &so, err);
+}
+
+/* The planned flush: each full window's pages, the first cpu_pages of them (in slot order)
+ * to the CPU region, the rest to XFER. */
+static void dec_flush(run *R, int cpu_pages)
+{
+    const int W = R->cfg->window, P = R->cfg->par.page_tokens, ppw = W / P;
+    for (int i = 0; i < R->cfg->batch; i++) {
+        seq *s = &R->s[i];
+        if (!decoding(s) || s->win + 1 < W)
+            continue;
+        for (int k = 0; k < ppw; k++) {
+            if (cpu_pages > 0) {
+                s->cpu += P;
+                cpu_pages--;
+            } else {
+                s->xfer += P;
+            }
+        }
+        s->win -= W;
+    }
+}
+
+/* The step played as events, then its flush placed; every layer's halves, as the live
+ * runtime reports them. */
+static int dec_play(void *ctx, const ws_decode_plan *p, ws_decode_obs *obs, ws_err *err)
+{
+    dec_ctx *d = ctx;
+    run *R = d->R;
+    sim_step_in *in = &d->in;
+    *in = (sim_step_in){.nospill = R->nospill, .migrate_bytes = p->migrate_bytes};
+    dec_attended(R, in);
+    in->T = d->n_dec;
+    in->n_seqs = d->n_dec;
+    in->flush_bytes = p->flush_bytes;
+    int rc = sim_step_run(&R->st, in, &d->so, err);
     if (rc)
         return rc;
-    const double rreal = sp > 0 ? c / sp : 0;
-    const int batch = R->n_run;
-    /* Flushes, decided on the estimates of the step's start as the runtime decides them:
-     * the pages go where the realised share moves toward the share of L + flushed. */
-    if (n_flush) {
-        const int ppw = W / P;
-        int cpu_pages = ws_ctl_flush_cpu_pages(&R->ctl, batch, w + n_dec - (double)n_flush * W,
-                                               c, sp, n_flush * ppw);
-        for (int i = 0; i < cfg->batch; i++) {
-            seq *s = &R->s[i];
-            if (!s->live || s->generated == 0 || s->win + 1 < W)
-                continue;
-            for (int k = 0; k < ppw; k++) {
-                if (cpu_pages > 0) {
-                    s->cpu += P;
-                    cpu_pages--;
-                } else {
-                    s->xfer += P;
-                }
-            }
-            s->win -= W;
-        }
-    }
-    /* Feedback: every layer's halves, as the live runtime reports them. */
+    if (p->flush_seqs)
+        dec_flush(R, p->flush_cpu_pages);
     for (int l = 0; l < R->layers; l++) {
         const sim_step_layer *y = &R->st.lay[l];
-        ws_ctl_observe(&R->ctl, in.n_cpu, y->cpu_s, in.m_xfer, y->gpu_end - y->attn_start,
-                       in.resident, l > 0 ? R->st.lay[l - 1].moe_s : 0);
+        obs[l] = (ws_decode_obs){.n_cpu = in->n_cpu,
+                                 .cpu_s = y->cpu_s,
+                                 .m_xfer = in->m_xfer,
+                                 .gpu_s = y->gpu_end - y->attn_start,
+                                 .resident = in->resident,
+                                 .moe_s = y->moe_s};
     }
-    ws_ctl_step_end(&R->ctl, R->st.lay[R->layers - 1].moe_s);
-    for (int i = 0; i < cfg->batch; i++) {
+    return 0;
+}
+
+/* One decode step of every running sequence. */
+static int decode_step(run *R, ws_err *err)
+{
+    static const ws_decode_ops ops = {dec_sums, dec_full_windows, dec_migrate, dec_play};
+    dec_ctx d = {.R = R};
+    for (int i = 0; i < R->cfg->batch; i++)
+        d.n_dec += decoding(&R->s[i]);
+    ws_decode_plan p;
+    int rc = ws_decode_step(&R->ctl, R->layers, R->cfg->window, &ops, &d, &p, R->obs, err);
+    if (rc)
+        return rc;
+    const int batch = R->n_run;
+    for (int i = 0; i < R->cfg->batch; i++) {
         seq *s = &R->s[i];
-        if (!s->live || s->generated == 0)
+        if (!decoding(s))
             continue;
         s->ctx++;
         s->win++;
@@ -585,8 +624,9 @@ static int decode_step(run *R, ws_err *err)
         if (s->generated >= s->output && (rc = finish(R, s, err)))
             return rc;
     }
-    return record_step(R, &so, &in, batch, n_dec, 0, rstar, rreal, sp,
-                       in.resident + in.n_cpu + in.m_xfer, err);
+    const sim_step_in *in = &d.in;
+    return record_step(R, &d.so, in, batch, d.n_dec, 0, p.r_star, p.r_real, p.sums.spilled,
+                       in->resident + in->n_cpu + in->m_xfer, err);
 }
 
 static void summarise(run *R)
@@ -676,7 +716,8 @@ int sim_run(const ws_model *m, const ws_cost_hw *hw, const ws_cost_cfg *ccfg, co
     if (cfg->timeline)
         sim_dag_record(&R.st.g, cfg->timeline);
     R.s = calloc((size_t)cfg->batch, sizeof *R.s);
-    if (!R.s) {
+    R.obs = calloc((size_t)R.layers, sizeof *R.obs);
+    if (!R.s || !R.obs) {
         rc = ws_err_set(err, WS_ENOMEM, "sim: out of memory");
         goto out_st;
     }
@@ -741,6 +782,7 @@ int sim_run(const ws_model *m, const ws_cost_hw *hw, const ws_cost_cfg *ccfg, co
         cfg->progress(cfg->progress_ctx, sim_now(&R.eng), res->tot.steps, R.n_seen, R.n_seen);
 out_s:
     free(R.s);
+    free(R.obs);
     free(R.q);
     free(R.pend);
 out_st:
