@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "cli.h"
+#include "convert.h"
 #include "grid.h"
 #include "hw.h"
 #include "record.h"
@@ -525,9 +526,6 @@ static int cmd_grid(ws_par *par, const char *db, int store_runs, const char *hos
 typedef struct sim_opts {
     cli_workload w;
     const char *gpu, *csv, *ctrace;
-    double r_max, slo_ttft, slo_tpot, kv_gb, host_gb;
-    int cpu_sockets, one_node;
-    int window, gpu_experts;
     long long ctrace_limit;
 } sim_opts;
 
@@ -554,30 +552,29 @@ static const cli_optdef k_opts[] = {
     {"db", CLI_TUNE,
      .help = "read the profiles from PATH and store every run there (tables sim_runs, "
              "sim_requests, sim_steps; created or migrated as needed)"},
-    {"r-max", CLI_DOUBLE(SO, r_max), .arg = "R", .lo = 0, .hi = 1, .def = "1",
+    {"r-max", CLI_DOUBLE(SO, w.r_max), .arg = "R", .lo = 0, .hi = 1, .def = "1",
      .help = "clips the share r* that writescope and migrate aim for (1: no clip)"},
-    {"slo-ttft", CLI_DOUBLE(SO, slo_ttft), .arg = "S", .lo = 0, .hi = 1e9,
+    {"slo-ttft", CLI_DOUBLE(SO, w.slo_ttft), .arg = "S", .lo = 0, .hi = 1e9,
      .help = "time-to-first-token SLO (seconds) for the goodput"},
-    {"slo-tpot", CLI_DOUBLE(SO, slo_tpot), .arg = "S", .lo = 0, .hi = 1e9,
+    {"slo-tpot", CLI_DOUBLE(SO, w.slo_tpot), .arg = "S", .lo = 0, .hi = 1e9,
      .help = "time-per-output-token SLO (seconds) for the goodput"},
-    {"window", CLI_INT(SO, window), .arg = "W", .lo = 1, .hi = 1 << 24, .def = "256",
-     .help = "the newest tokens of each sequence kept on the GPU, a multiple of the page"},
-    {"gpu-kv-gb", CLI_DOUBLE(SO, kv_gb), .arg = "G", .lo = 0.001, .hi = 1e6,
+    {CLI_GROUP(SO, w, cli_workload, cli_window_opts)},
+    {"gpu-kv-gb", CLI_DOUBLE(SO, w.kv_gb), .arg = "G", .lo = 0.001, .hi = 1e6,
      .help = "the GPU's KV budget in GiB, by default 2 (0.3 for MLA models); a request that "
              "can never fit is counted as an out-of-memory (OOM) outcome"},
-    {"gpu-experts", CLI_INT(SO, gpu_experts), .arg = "E", .lo = 0, .hi = 65536, .def = "0",
+    {"gpu-experts", CLI_INT(SO, w.gpu_experts), .arg = "E", .lo = 0, .hi = 65536, .def = "0",
      .help = "routed experts per layer resident on the GPU (KTransformers' GPU experts)"},
-    {"cpu-sockets", CLI_INT(SO, cpu_sockets), .arg = "N", .lo = 0, .hi = 64, .def = "0",
+    {"cpu-sockets", CLI_INT(SO, w.cpu_sockets), .arg = "N", .lo = 0, .hi = 64, .def = "0",
      .help = "sockets whose cores and DRAM run the CPU's work, each with its own copy of the "
              "CPU experts (KTransformers' USE_NUMA=1; numactl --cpunodebind); 0: all sockets "
              "as one pooled memory with one copy"},
-    {"one-node-memory", CLI_FLAG(SO, one_node),
+    {"one-node-memory", CLI_FLAG(SO, w.one_node),
      .help = "with --cpu-sockets 0 on a host of more than one socket: the CPU's weights and KV "
              "in one socket's DRAM, read by every socket's cores at that socket's bandwidth "
              "(llama.cpp without --numa: its mmap'd page cache sits on the node that read the "
              "file)"},
     {CLI_GROUP(SO, w, cli_workload, cli_format_opts)},
-    {"host-mem", CLI_DOUBLE(SO, host_gb), .arg = "G", .lo = 0.001, .hi = 1e7,
+    {"host-mem", CLI_DOUBLE(SO, w.host_gb), .arg = "G", .lo = 0.001, .hi = 1e7,
      .help = "host DRAM in GiB for the CPU's routed experts and the spilled KV (default: the "
              "host profile's mem_bytes); experts that do not fit make every request OOM"},
     {"csv", CLI_STR(SO, csv), .arg = "DIR",
@@ -618,7 +615,7 @@ typedef struct sim_job {
 } sim_job;
 
 /* The workload and the simulation's settings from the options; usage errors first. */
-static int sim_check(const cli_args *a, int detail_layer, sim_job *j)
+static int sim_check(const cli_args *a, sim_job *j)
 {
     const sim_opts *o = j->o;
     const cli_workload *w = &o->w;
@@ -645,39 +642,21 @@ static int sim_check(const cli_args *a, int detail_layer, sim_job *j)
         return cli_usage_error("sim", "--rate, --cv, --clients, --think, --requests and the "
                                       "length specs go with --arrivals");
     sim_cfg *c = &j->cfg;
-    sim_cfg_default(c);
-    j->batch = cli_given(a, "batch") ? w->batch : j->trace || j->arrivals ? 32 : 4;
+    if ((rc = cli_to_sim_cfg("sim", a, w, c)))
+        return rc;
+    j->batch = c->batch;
     j->prompt = w->prompt;
     j->output = w->output;
-    c->layers = w->layers;
-    c->chunk = w->chunk;
-    c->prefill_mode = w->prefill;
-    c->window = o->window;
-    c->par.r_static = w->r;
-    c->par.r_max = o->r_max;
-    c->slo_ttft = o->slo_ttft;
-    c->slo_tpot = o->slo_tpot;
-    c->batch = j->batch;
-    c->detail_layer = detail_layer;
-    c->seed = j->tg.seed = (uint64_t)w->seed;
-    c->gpu_kv_budget = o->kv_gb * 1073741824.0;
-    c->host_limit = o->host_gb * 1073741824.0;
-    if (c->window % c->par.page_tokens)
-        return cli_usage_error("sim", "--window must be a multiple of the page (%d tokens)",
-                               c->par.page_tokens);
+    j->tg.seed = c->seed;
     j->all = !strcmp(w->policy, "all");
-    j->one = WS_POLICY_WRITESCOPE;
-    if (!j->all && ws_policy_from_name(w->policy, &j->one, &err))
-        return cli_fail(&err);
+    j->one = c->policy;
     j->ct = (sim_export_trace_opts){.max_spans = (size_t)o->ctrace_limit};
     if (cli_given(a, "chrome-trace-limit") && !o->ctrace)
         return cli_usage_error("sim", "--chrome-trace-limit goes with --chrome-trace");
     if (o->ctrace && j->all)
         return cli_usage_error("sim", "--chrome-trace holds the timeline of one run: give one "
                                       "--policy");
-    ws_cost_cfg_default(&j->cc);
-    j->cc.gpu_experts = o->gpu_experts;
-    return cli_formats_apply("sim", w, &j->cc);
+    return cli_to_cost_cfg("sim", w, &j->cc);
 }
 
 /* The store (kept open only to write runs), the model and profiles, and the result sink. */
@@ -689,12 +668,11 @@ static int sim_open(sim_job *j)
     if (j->store_runs ? cli_open_store(o->w.db, &j->s, &err)
                       : cli_open_store_ro(o->w.db, &j->s, &j->embedded, &err))
         return cli_fail(&err);
-    int cores = 1;
     char this_host[64];
     j->host = o->w.host;
     int rc = cli_host_this(j->s, &j->host, this_host, sizeof this_host, &err);
     if (!rc)
-        rc = ws_hw_load(j->s, o->w.model, o->gpu, j->host, j->cc.kv_dtype, &j->m, &j->hw, &cores,
+        rc = ws_hw_load(j->s, o->w.model, o->gpu, j->host, j->cc.kv_dtype, &j->m, &j->hw, NULL,
                         &err);
     if (!j->store_runs) {
         ws_store_close(j->s);
@@ -707,15 +685,9 @@ static int sim_open(sim_job *j)
         rc = sim_sink_open(j->s, o->csv, o->ctrace, &j->ct, &j->sink, &err);
     if (rc)
         return cli_fail(&err);
-    j->cfg.cpu_workers = cores;
-    j->cc.cpu_sockets = o->cpu_sockets;
-    j->cc.one_node_memory = o->one_node;
-    if (o->one_node && o->cpu_sockets > 0)
-        return cli_usage_error("sim", "--one-node-memory: the CPU's work on --cpu-sockets %d "
-                                      "reads each socket's own copy",
-                               o->cpu_sockets);
-    if (o->cpu_sockets > j->hw.sockets.v)
-        return cli_usage_error("sim", "--cpu-sockets %d: host %s has %g", o->cpu_sockets,
+    j->cfg.cpu_workers = ws_serving_cores(&j->hw);
+    if (j->cc.cpu_sockets > j->hw.sockets.v)
+        return cli_usage_error("sim", "--cpu-sockets %d: host %s has %g", j->cc.cpu_sockets,
                                j->hw.host, j->hw.sockets.v);
     return 0;
 }
@@ -1031,7 +1003,7 @@ int cmd_sim(int argc, char **argv)
     if (grid)
         return sim_grid_cmd(&o, &a, detail_layer);
     sim_job j = {.o = &o, .trace = o.w.trace, .arrivals = o.w.gen.arrivals};
-    if ((rc = sim_check(&a, detail_layer, &j)) || (rc = sim_open(&j)))
+    if ((rc = sim_check(&a, &j)) || (rc = sim_open(&j)))
         goto done;
     if (j.arrivals)
         sim_describe_gen(&j);

@@ -36,6 +36,11 @@ typedef struct cli_workload {
     cli_gen_args gen; /* cli_gen_opts, cli_closed_opts */
     const char *weights, *cpu_exp_w, *gpu_exp_w, *shared_w, *kv_dtype; /* cli_format_opts */
     int n_cpu_moe, cpu_threads, n_gpu_layers;
+    int window; /* cli_window_opts */
+    /* sim's own (cmd_sim.c declares them): the share's clip, the SLOs, the memory limits
+     * (GiB), the GPU's routed experts and the sockets of the CPU's work */
+    double r_max, slo_ttft, slo_tpot, kv_gb, host_gb;
+    int gpu_experts, cpu_sockets, one_node;
 } cli_workload;
 
 /* --model --host --policy --batch --prompt --output --seed --db --json: sim, plan, run,
@@ -56,13 +61,21 @@ extern const cli_optdef cli_trace_opts[];
 extern const cli_optdef cli_gen_opts[];
 /* --clients --think: a generator's closed loop (sim, trace gen). */
 extern const cli_optdef cli_closed_opts[];
+/* --window: the D-window (sim, run). */
+extern const cli_optdef cli_window_opts[];
 /* --weights --gpu-expert-weights --shared-expert-weights --cpu-expert-weights --kv-dtype
  * --n-cpu-moe --n-gpu-layers --cpu-threads: what the model runs in and where its layers and
  * experts sit (sim, plan). */
 extern const cli_optdef cli_format_opts[];
+/* --cpu-expert-weights --kv-dtype alone: the formats the live engine takes (run; part of
+ * cli_format_opts). */
+extern const cli_optdef cli_cpu_format_opts[];
 /* Those options into cc (kept where not given): weight formats (the GPU experts' and shared
  * experts' default to --weights), the KV dtype, n_cpu_moe, n_gpu_layers, cpu_threads. A usage error (one line naming
  * the known formats or dtypes) for a value it cannot express. */
 int cli_formats_apply(const char *cmd, const cli_workload *w, ws_cost_cfg *cc);
+/* --NAME's value v as a weight format into *out (v NULL: *out kept); a usage error naming
+ * the known formats. */
+int cli_format_opt(const char *cmd, const char *name, const char *v, const ws_wformat **out);
 
 #endif
