@@ -30,8 +30,7 @@ static int serving(const char *cmd, const cli_args *a, const cli_workload *w, in
         return cli_usage_error(cmd, "--window must be a multiple of the page (%d tokens)",
                                s->par.page_tokens);
     ws_err err = {0};
-    if (!(all_ok && !strcmp(w->policy, "all")) &&
-        ws_policy_from_name(w->policy, &s->policy, &err))
+    if (!(all_ok && !strcmp(w->policy, "all")) && ws_policy_from_name(w->policy, &s->policy, &err))
         return cli_fail(&err);
     return 0;
 }
@@ -88,8 +87,8 @@ static int engine_formats(const char *cmd, const cli_workload *w, ws_engine_cfg 
     return 0;
 }
 
-int cli_to_engine_cfg(const char *cmd, const cli_args *a, const cli_workload *w,
-                      ws_engine_cfg *c, const char **gpu_prof)
+int cli_to_engine_cfg(const char *cmd, const cli_args *a, const cli_workload *w, ws_engine_cfg *c,
+                      const char **gpu_prof)
 {
     ws_engine_cfg_default(c);
     int rc = cli_to_serving(cmd, a, w, &c->srv);

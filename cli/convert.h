@@ -25,8 +25,8 @@ int cli_to_cost_cfg(const char *cmd, const cli_workload *w, ws_cost_cfg *cc);
 /* The live engine's closed batch, depth, threads, a policy that spills, --gpu (cuda or
  * modeled:<profile>; *gpu_prof: the profile of the cost model's GPU) and the formats it
  * runs (bf16 KV; bf16 or int8 CPU experts); model, hardware and callbacks are the caller's. */
-int cli_to_engine_cfg(const char *cmd, const cli_args *a, const cli_workload *w,
-                      ws_engine_cfg *c, const char **gpu_prof);
+int cli_to_engine_cfg(const char *cmd, const cli_args *a, const cli_workload *w, ws_engine_cfg *c,
+                      const char **gpu_prof);
 /* The simulator's: serving (--policy all leaves the policy for the caller to set per run;
  * a closed batch runs 4 at once unless --batch says), layers, detail, the SLOs and the
  * memory limits; callbacks and keep_* are the caller's. */

@@ -43,8 +43,7 @@ int ws_decode_step(ws_ctl *ctl, int layers, int window, const ws_decode_ops *ops
 {
     memset(plan, 0, sizeof *plan);
     ops->sums(ctx, &plan->sums);
-    plan->r_star =
-        ws_ctl_target(ctl, plan->sums.batch, plan->sums.resident, plan->sums.spilled);
+    plan->r_star = ws_ctl_target(ctl, plan->sums.batch, plan->sums.resident, plan->sums.spilled);
     int rc = migrate(ctl, ops, ctx, plan, err);
     if (rc)
         return rc;

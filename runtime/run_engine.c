@@ -367,27 +367,11 @@ static void *gpu_half_run(void *arg)
     return NULL;
 }
 
-static int eng_init(eng *e, const ws_engine_cfg *c, ws_run_result *res, ws_err *err)
+/* The depth: --layers when they fit in mem_fraction of the RAM, else as many as fit. */
+static int eng_depth(eng *e, ws_run_result *res, ws_err *err)
 {
+    const ws_engine_cfg *c = e->cfg;
     const ws_model *m = c->model;
-    e->cfg = c;
-    e->m = m;
-    e->P = c->par.page_tokens;
-    e->W = c->window;
-    e->B = c->batch;
-    int rc = ws_model_attn_shape(m, WS_DT_BF16, e->P, &e->gl, &e->nq, &e->scale, err);
-    if (rc)
-        return rc;
-    e->row_k = e->gl.n_kv_heads * e->gl.d_k;
-    e->row_v = e->gl.v_shares_k ? 0 : e->gl.n_kv_heads * e->gl.d_v;
-    ws_cost_cfg cc;
-    ws_engine_cost_cfg(c, &cc);
-    e->int8 = int8_experts(c);
-    e->expert_verify = c->verify && e->int8 ? 0 : NAN;
-    if ((rc = ws_cost_model_init(c->hw, m, &cc, &e->cm, err)))
-        return rc;
-
-    /* depth */
     res->model_layers = m->layers;
     if (c->layers > m->layers)
         return ws_err_set(err, WS_EINVAL, "run: --layers %d: model %s has %d layers", c->layers,
@@ -418,19 +402,16 @@ static int eng_init(eng *e, const ws_engine_cfg *c, ws_run_result *res, ws_err *
                  "%d of %d layers (what fits in %.0f%% of %.1f GiB RAM)", e->L, m->layers,
                  100 * c->mem_fraction, ram / 1073741824.0);
     }
-    res->layers = e->L;
-    if ((rc = ws_ctl_init(&e->ctl, &e->cm, c->policy, &c->par, e->L, err)) ||
-        (rc = ws_ctl_set_prefill(&e->ctl, c->prefill_mode, err)))
-        return rc;
+    return 0;
+}
 
-    if (c->gpu == WS_ENGINE_GPU_CUDA && (rc = cuda_open(e, res, err)))
-        return rc;
-    ws_err perr = {0};
-    e->pool = ws_pool_create(c->threads, &perr);
-    if (!e->pool)
-        return ws_err_set(err, WS_ENOMEM, "run: thread pool: %s", perr.msg);
-    e->threads = ws_pool_threads(e->pool);
-
+/* The cache (InplaceKVCache) with its region limits, the attention buffers, the CUDA
+ * device's (with a device) and one sequence per slot of the batch. */
+static int eng_cache(eng *e, ws_run_result *res, ws_err *err)
+{
+    const ws_engine_cfg *c = e->cfg;
+    const ws_model *m = c->model;
+    int rc = 0;
     const double pb = (double)ws_kv_page_bytes(&e->gl);
     const int pps = pages_per_seq(c, e->P);
     const int ppp = pingpong_pages_for(c, e->P, pb, e->cm.cfg.pingpong_bytes);
@@ -477,7 +458,15 @@ static int eng_init(eng *e, const ws_engine_cfg *c, ws_run_result *res, ws_err *
         if ((rc = ws_ikv_seq_add(e->kv, &e->seqs[i], err)))
             return rc;
 
-    /* MoE: router and expert slots */
+    return 0;
+}
+
+/* MoE: the router and the expert slots, their weights seeded (int8: quantized at load). */
+static int eng_experts(eng *e, ws_run_result *res, ws_err *err)
+{
+    const ws_engine_cfg *c = e->cfg;
+    const ws_model *m = c->model;
+    int rc = 0, bad = 0;
     e->H = m->hidden;
     e->I = m->moe_intermediate;
     e->E = m->n_experts;
@@ -548,10 +537,48 @@ static int eng_init(eng *e, const ws_engine_cfg *c, ws_run_result *res, ws_err *
         if (rc)
             return rc;
     }
+    return 0;
+}
+
+static int eng_init(eng *e, const ws_engine_cfg *c, ws_run_result *res, ws_err *err)
+{
+    const ws_model *m = c->model;
+    e->cfg = c;
+    e->m = m;
+    e->P = c->par.page_tokens;
+    e->W = c->window;
+    e->B = c->batch;
+    int rc = ws_model_attn_shape(m, WS_DT_BF16, e->P, &e->gl, &e->nq, &e->scale, err);
+    if (rc)
+        return rc;
+    e->row_k = e->gl.n_kv_heads * e->gl.d_k;
+    e->row_v = e->gl.v_shares_k ? 0 : e->gl.n_kv_heads * e->gl.d_v;
+    ws_cost_cfg cc;
+    ws_engine_cost_cfg(c, &cc);
+    e->int8 = int8_experts(c);
+    e->expert_verify = c->verify && e->int8 ? 0 : NAN;
+    if ((rc = ws_cost_model_init(c->hw, m, &cc, &e->cm, err)))
+        return rc;
+    if ((rc = eng_depth(e, res, err)))
+        return rc;
+    res->layers = e->L;
+    if ((rc = ws_ctl_init(&e->ctl, &e->cm, c->policy, &c->par, e->L, err)) ||
+        (rc = ws_ctl_set_prefill(&e->ctl, c->prefill_mode, err)))
+        return rc;
+    if (c->gpu == WS_ENGINE_GPU_CUDA && (rc = cuda_open(e, res, err)))
+        return rc;
+    ws_err perr = {0};
+    e->pool = ws_pool_create(c->threads, &perr);
+    if (!e->pool)
+        return ws_err_set(err, WS_ENOMEM, "run: thread pool: %s", perr.msg);
+    e->threads = ws_pool_threads(e->pool);
+    if ((rc = eng_cache(e, res, err)) || (rc = eng_experts(e, res, err)))
+        return rc;
     if (c->verify) {
-        const size_t full = (size_t)pps * (size_t)pb;
+        int bad = 0;
+        const size_t pb = ws_kv_page_bytes(&e->gl), full = (size_t)pages_per_seq(c, e->P) * pb;
         e->ref_pages = malloc(full * (size_t)e->B);
-        e->o_ref = xcalloc((size_t)e->B * nqv, sizeof(double), &bad);
+        e->o_ref = xcalloc((size_t)e->B * e->nq * e->gl.d_v, sizeof(double), &bad);
         e->lse_ref = xcalloc((size_t)e->B * e->nq, sizeof(double), &bad);
         if (bad || !e->ref_pages)
             return ws_err_set(err, WS_ENOMEM, "run: out of memory (verify buffers)");
@@ -1269,6 +1296,68 @@ int ws_engine_expert_format_ok(const ws_wformat *f, ws_err *err)
     return 0;
 }
 
+/* The run's summary: step percentiles, throughput, the step time's shares, the cache's
+ * counters, the estimates and the experts' backend. */
+static void run_summary(eng *e, ws_run_result *res)
+{
+    const ws_engine_cfg *c = e->cfg;
+    const int S = c->output;
+    if (!e->be)
+        snprintf(res->gpu_label, sizeof res->gpu_label, "modeled:%s", c->hw->gpu);
+    snprintf(res->host, sizeof res->host, "%s", c->hw->host);
+    double *d = malloc((size_t)S * sizeof(double));
+    double sum = 0, ca = 0, ex = 0, ov = 0, busy = 0;
+    for (int s = 0; s < S; s++) {
+        const ws_run_step *st = &res->step[s];
+        const double dt = st->t_end - st->t_start;
+        if (d)
+            d[s] = dt;
+        sum += dt;
+        ca += st->cpu_attn_s, ex += st->experts_s, ov += st->overhead_s, busy += st->busy_cpu;
+        res->wall_s += st->wall_s;
+        if (c->verify && !(st->verify_err <= res->verify_max_err))
+            res->verify_max_err = isnan(res->verify_max_err)
+                                      ? st->verify_err
+                                      : fmax(res->verify_max_err, st->verify_err);
+    }
+    if (d) {
+        qsort(d, (size_t)S, sizeof *d, cmp_dbl);
+        res->step_p50 = d[(S - 1) / 2];
+        res->step_p99 = d[(int)ceil(0.99 * S) - 1];
+        free(d);
+    }
+    res->decode_s = sum;
+    res->tokens_per_s = sum > 0 ? (double)c->batch * S / sum : 0;
+    if (sum > 0) {
+        res->share_cpu_attn = ca / sum;
+        res->share_experts = ex / sum;
+        res->share_overhead = ov / sum;
+        res->share_gpu_wait = fmax(0.0, 1 - busy / sum);
+    }
+    ws_ikv_stats ks;
+    ws_ikv_stats_get(e->kv, &ks);
+    res->bytes_moved = ks.bytes_moved;
+    res->bytes_reformatted = ks.bytes_reformatted;
+    res->bytes_written_cpu = ks.bytes_written[WS_IKV_CPU];
+    res->bytes_written_xfer = ks.bytes_written[WS_IKV_XFER];
+    res->flushes = ks.flushes;
+    res->cpu_pages = ks.pages_in_use[WS_IKV_CPU];
+    res->xfer_pages = ks.pages_in_use[WS_IKV_XFER];
+    res->A_final = ws_ctl_A(&e->ctl);
+    res->B_final = ws_ctl_B(&e->ctl);
+    if (e->ex && e->int8)
+        ws_gemm_int8_describe(e->H, e->I, 1, res->expert_backend, sizeof res->expert_backend);
+    else if (e->ex)
+        ws_engine_experts_backend(e->H, e->I, e->B, res->expert_backend,
+                                  sizeof res->expert_backend);
+    else
+        snprintf(res->expert_backend, sizeof res->expert_backend, "none");
+    snprintf(res->expert_dtype, sizeof res->expert_dtype, "%s", e->int8 ? "int8" : "bf16");
+    res->expert_verify = e->expert_verify;
+    res->A_model = e->cm.A;
+    res->B_model = e->cm.B;
+}
+
 int ws_engine_run(const ws_engine_cfg *c, ws_run_result *res, ws_err *err)
 {
     memset(res, 0, sizeof *res);
@@ -1315,62 +1404,8 @@ int ws_engine_run(const ws_engine_cfg *c, ws_run_result *res, ws_err *err)
         if (c->on_step)
             c->on_step(c->on_step_ctx, &res->step[s], res->lay + (size_t)s * e.L, e.L);
     }
-    if (!rc) {
-        if (!e.be)
-            snprintf(res->gpu_label, sizeof res->gpu_label, "modeled:%s", c->hw->gpu);
-        snprintf(res->host, sizeof res->host, "%s", c->hw->host);
-        double *d = malloc((size_t)S * sizeof(double));
-        double sum = 0, ca = 0, ex = 0, ov = 0, busy = 0;
-        for (int s = 0; s < S; s++) {
-            const ws_run_step *st = &res->step[s];
-            const double dt = st->t_end - st->t_start;
-            if (d)
-                d[s] = dt;
-            sum += dt;
-            ca += st->cpu_attn_s, ex += st->experts_s, ov += st->overhead_s, busy += st->busy_cpu;
-            res->wall_s += st->wall_s;
-            if (c->verify && !(st->verify_err <= res->verify_max_err))
-                res->verify_max_err = isnan(res->verify_max_err)
-                                          ? st->verify_err
-                                          : fmax(res->verify_max_err, st->verify_err);
-        }
-        if (d) {
-            qsort(d, (size_t)S, sizeof *d, cmp_dbl);
-            res->step_p50 = d[(S - 1) / 2];
-            res->step_p99 = d[(int)ceil(0.99 * S) - 1];
-            free(d);
-        }
-        res->decode_s = sum;
-        res->tokens_per_s = sum > 0 ? (double)c->batch * S / sum : 0;
-        if (sum > 0) {
-            res->share_cpu_attn = ca / sum;
-            res->share_experts = ex / sum;
-            res->share_overhead = ov / sum;
-            res->share_gpu_wait = fmax(0.0, 1 - busy / sum);
-        }
-        ws_ikv_stats ks;
-        ws_ikv_stats_get(e.kv, &ks);
-        res->bytes_moved = ks.bytes_moved;
-        res->bytes_reformatted = ks.bytes_reformatted;
-        res->bytes_written_cpu = ks.bytes_written[WS_IKV_CPU];
-        res->bytes_written_xfer = ks.bytes_written[WS_IKV_XFER];
-        res->flushes = ks.flushes;
-        res->cpu_pages = ks.pages_in_use[WS_IKV_CPU];
-        res->xfer_pages = ks.pages_in_use[WS_IKV_XFER];
-        res->A_final = ws_ctl_A(&e.ctl);
-        res->B_final = ws_ctl_B(&e.ctl);
-        if (e.ex && e.int8)
-            ws_gemm_int8_describe(e.H, e.I, 1, res->expert_backend, sizeof res->expert_backend);
-        else if (e.ex)
-            ws_engine_experts_backend(e.H, e.I, e.B, res->expert_backend,
-                                      sizeof res->expert_backend);
-        else
-            snprintf(res->expert_backend, sizeof res->expert_backend, "none");
-        snprintf(res->expert_dtype, sizeof res->expert_dtype, "%s", e.int8 ? "int8" : "bf16");
-        res->expert_verify = e.expert_verify;
-        res->A_model = e.cm.A;
-        res->B_model = e.cm.B;
-    }
+    if (!rc)
+        run_summary(&e, res);
     eng_free(&e);
     if (rc)
         ws_run_result_free(res);

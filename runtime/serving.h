@@ -24,12 +24,12 @@ extern "C" {
 
 /* The fields, declared once for ws_serving and for the structs that embed it. */
 #define WS_SERVING_FIELDS                                                                          \
-    ws_policy_kind policy; /* the KV policy (default writescope) */                               \
-    ws_policy_params par;  /* its parameters: page_tokens P, r_static, r_max, feedback */         \
-    int batch;             /* most sequences running at once (default 32) */                      \
-    int chunk;             /* prefill chunk tokens (default 2048) */                              \
-    int window;            /* D-window tokens W, a multiple of par.page_tokens (default 256) */   \
-    int prefill_mode;      /* where a chunk's CPU experts run: ws_prefill_mode (default auto) */  \
+    ws_policy_kind policy; /* the KV policy (default writescope) */                                \
+    ws_policy_params par;  /* its parameters: page_tokens P, r_static, r_max, feedback */          \
+    int batch;             /* most sequences running at once (default 32) */                       \
+    int chunk;             /* prefill chunk tokens (default 2048) */                               \
+    int window;            /* D-window tokens W, a multiple of par.page_tokens (default 256) */    \
+    int prefill_mode;      /* where a chunk's CPU experts run: ws_prefill_mode (default auto) */   \
     uint64_t seed;         /* the run's seed (default 0) */
 
 typedef struct ws_serving {

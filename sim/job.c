@@ -22,26 +22,28 @@ void sim_job_gen_desc(const ws_trace_gen *g, char *buf, size_t cap)
     if (g->arrivals == WS_ARRIVALS_GAMMA)
         snprintf(cv, sizeof cv, " cv=%g", g->cv);
     snprintf(buf, cap, "arrivals=%s rate=%g%s requests=%llu prompt=%s output=%s",
-             ws_trace_arrivals_name(g->arrivals), g->rate, cv, (unsigned long long)g->requests,
-             pd, od);
+             ws_trace_arrivals_name(g->arrivals), g->rate, cv, (unsigned long long)g->requests, pd,
+             od);
 }
 
 /* The run row's workload and settings. */
 static sim_record_meta job_meta(const sim_job_cfg *c, const ws_trace *t)
 {
     const int closed = !c->trace && !c->gen;
-    return (sim_record_meta){
-        .model = c->m->name,
-        .gpu = c->hw->gpu,
-        .host = c->hw->host,
-        .workload = c->trace ? "trace" : c->gen ? "generator" : "closed",
-        .prompt = closed ? c->prompt : 0,
-        .output = closed ? c->output : 0,
-        .trace_path = c->trace,
-        .trace_format = c->trace && t ? ws_trace_format_name(ws_trace_format_of(t)) : NULL,
-        .generator = c->gen ? c->gen_desc : NULL,
-        .gpu_experts = c->cc.gpu_experts,
-        .cc = &c->cc};
+    return (sim_record_meta){.model = c->m->name,
+                             .gpu = c->hw->gpu,
+                             .host = c->hw->host,
+                             .workload = c->trace ? "trace"
+                                         : c->gen ? "generator"
+                                                  : "closed",
+                             .prompt = closed ? c->prompt : 0,
+                             .output = closed ? c->output : 0,
+                             .trace_path = c->trace,
+                             .trace_format =
+                                 c->trace && t ? ws_trace_format_name(ws_trace_format_of(t)) : NULL,
+                             .generator = c->gen ? c->gen_desc : NULL,
+                             .gpu_experts = c->cc.gpu_experts,
+                             .cc = &c->cc};
 }
 
 /* The workload's source: a trace (file or generator) opened into *t, or the closed batch. */

@@ -649,6 +649,98 @@ static void summarise(run *R)
     t->slo_frac = t->requests ? (double)t->slo_met / t->requests : 0;
 }
 
+/* Memory: KV bytes per token, the GPU KV budget, the pinned and host limits, and whether the
+ * weights the policy keeps on the GPU (and the CPU's in host DRAM) leave any room. */
+static void memory_limits(run *R, const ws_model *m, const ws_cost_hw *hw)
+{
+    const sim_cfg *cfg = R->cfg;
+    sim_totals *t = &R->res->tot;
+    R->b_tok = R->cm.b_tok;
+    /* memory is the whole model's, --layers or not: the GPU layers' KV, the CPU layers' */
+    R->b_all = R->cm.b_tok * (R->cm.layers - R->cm.cpu_layers);
+    R->b_host = R->cm.b_tok * R->cm.cpu_layers;
+    const int mla = m->attn == WS_ATTN_MLA || m->attn == WS_ATTN_MLA_SPARSE;
+    R->budget = cfg->gpu_kv_budget > 0 ? cfg->gpu_kv_budget : (mla ? 0.3 : 2.0) * 1073741824.0;
+    R->pinned = cfg->pinned_limit > 0 ? cfg->pinned_limit : 256 * 1073741824.0;
+    const double host_mem = cfg->host_limit > 0 ? cfg->host_limit
+                            : hw->host_mem.v > 0 ? hw->host_mem.v
+                                                 : WS_SIM_HOST_DEFAULT;
+    /* Weights on the GPU: everything but the routed experts left on the CPU, which sit in
+     * host DRAM beside the spilled KV; each part at its format. */
+    ws_cost_weight_bytes(&R->cm, &t->gpu_weight_bytes, &t->host_weight_bytes);
+    t->host_mem = host_mem;
+    R->host = host_mem - t->host_weight_bytes;
+    t->no_host_room = !(R->host > 0);
+    R->no_room = t->gpu_weight_bytes + R->budget > hw->gpu_mem.v || t->no_host_room;
+    t->no_room = t->gpu_weight_bytes + R->budget > hw->gpu_mem.v;
+    t->gpu_kv_budget = R->budget;
+    t->gpu_mem = hw->gpu_mem.v;
+}
+
+/* Arrivals up to now join the queue (and the results, in arrival order). */
+static int arrive(run *R, double *last_arrival, ws_err *err)
+{
+    const sim_req *nx;
+    while ((nx = arr_peek(R)) && nx->arrival_s <= sim_now(&R->eng)) {
+        const sim_req next = *nx;
+        if (next.prompt < 1 || next.output < 1 || !(next.arrival_s >= *last_arrival))
+            return ws_err_set(err, WS_EINVAL,
+                              "sim: request %llu: %d prompt and %d output tokens at %.9g s "
+                              "(each >= 1, arrivals in order)",
+                              (unsigned long long)R->n_seen, next.prompt, next.output,
+                              next.arrival_s);
+        *last_arrival = next.arrival_s;
+        int rc = push_result(R, &next, R->n_seen, err);
+        if (!rc)
+            rc = q_push(R, &next, R->n_seen, err);
+        if (rc)
+            return rc;
+        R->n_seen++;
+        if ((rc = arr_pop(R, err)))
+            return rc;
+    }
+    return 0;
+}
+
+/* The serving loop: arrivals, admission, then a step (the oldest prompt's next chunk, else
+ * a decode step of the batch), until the source is done and every request has ended. */
+static int serve(run *R, ws_err *err)
+{
+    const sim_cfg *cfg = R->cfg;
+    double last_arrival = 0;
+    int rc = 0;
+    if (R->src->clients > 0) {
+        for (int i = 0; i < R->src->clients && !R->src_done && !rc; i++)
+            rc = closed_draw(R, 0, err);
+    } else {
+        rc = arr_pop(R, err);
+    }
+    while (!rc) {
+        if ((rc = arrive(R, &last_arrival, err)) || (rc = admit(R, err)))
+            break;
+        if (R->n_run == 0) {
+            const sim_req *nx;
+            if (R->q_len)
+                continue; /* the head was an OOM outcome; admit the rest */
+            if (!(nx = arr_peek(R)))
+                break;
+            rc = sim_engine_run(&R->eng, nx->arrival_s, err);
+            continue;
+        }
+        seq *pf = NULL;
+        for (int i = 0; i < cfg->batch; i++) {
+            seq *s = &R->s[i];
+            if (s->live && s->prefilled < s->prompt && (!pf || s->order < pf->order))
+                pf = s;
+        }
+        rc = pf ? prefill_step(R, pf, err) : decode_step(R, err);
+        if (!rc && cfg->progress && R->res->tot.steps % 512 == 0)
+            cfg->progress(cfg->progress_ctx, sim_now(&R->eng), R->res->tot.steps, R->n_ended,
+                          R->n_seen);
+    }
+    return rc;
+}
+
 int sim_run(const ws_model *m, const ws_cost_hw *hw, const ws_cost_cfg *ccfg, const sim_cfg *cfg,
             const sim_source *src, sim_results *res, ws_err *err)
 {
@@ -680,26 +772,7 @@ int sim_run(const ws_model *m, const ws_cost_hw *hw, const ws_cost_cfg *ccfg, co
     R.layers = cfg->layers > 0 && cfg->layers < R.cm.layers ? cfg->layers : R.cm.layers;
     R.spills = pi->spills;
     R.nospill = !pi->spills;
-    R.b_tok = R.cm.b_tok;
-    /* memory is the whole model's, --layers or not: the GPU layers' KV, the CPU layers' */
-    R.b_all = R.cm.b_tok * (R.cm.layers - R.cm.cpu_layers);
-    R.b_host = R.cm.b_tok * R.cm.cpu_layers;
-    const int mla = m->attn == WS_ATTN_MLA || m->attn == WS_ATTN_MLA_SPARSE;
-    R.budget = cfg->gpu_kv_budget > 0 ? cfg->gpu_kv_budget : (mla ? 0.3 : 2.0) * 1073741824.0;
-    R.pinned = cfg->pinned_limit > 0 ? cfg->pinned_limit : 256 * 1073741824.0;
-    const double host_mem = cfg->host_limit > 0 ? cfg->host_limit
-                            : hw->host_mem.v > 0 ? hw->host_mem.v
-                                                 : WS_SIM_HOST_DEFAULT;
-    /* Weights on the GPU: everything but the routed experts left on the CPU, which sit in
-     * host DRAM beside the spilled KV; each part at its format. */
-    ws_cost_weight_bytes(&R.cm, &res->tot.gpu_weight_bytes, &res->tot.host_weight_bytes);
-    res->tot.host_mem = host_mem;
-    R.host = host_mem - res->tot.host_weight_bytes;
-    res->tot.no_host_room = !(R.host > 0);
-    R.no_room = res->tot.gpu_weight_bytes + R.budget > hw->gpu_mem.v || res->tot.no_host_room;
-    res->tot.no_room = res->tot.gpu_weight_bytes + R.budget > hw->gpu_mem.v;
-    res->tot.gpu_kv_budget = R.budget;
-    res->tot.gpu_mem = hw->gpu_mem.v;
+    memory_limits(&R, m, hw);
     if ((rc = ws_ctl_init(&R.ctl, &R.cm, cfg->policy, &cfg->par, R.layers, err)) ||
         (rc = ws_ctl_set_prefill(&R.ctl, cfg->prefill_mode, err)))
         goto out_cm;
@@ -717,75 +790,23 @@ int sim_run(const ws_model *m, const ws_cost_hw *hw, const ws_cost_cfg *ccfg, co
         sim_dag_record(&R.st.g, cfg->timeline);
     R.s = calloc((size_t)cfg->batch, sizeof *R.s);
     R.obs = calloc((size_t)R.layers, sizeof *R.obs);
-    if (!R.s || !R.obs) {
+    if (!R.s || !R.obs)
         rc = ws_err_set(err, WS_ENOMEM, "sim: out of memory");
-        goto out_st;
-    }
-    double last_arrival = 0;
-    if (src->clients > 0) {
-        for (int i = 0; i < src->clients && !R.src_done; i++)
-            if ((rc = closed_draw(&R, 0, err)))
-                goto out_s;
-    } else if ((rc = arr_pop(&R, err))) {
-        goto out_s;
-    }
-    for (;;) {
-        /* Arrivals up to now join the queue (and the results, in arrival order). */
-        const sim_req *nx;
-        while ((nx = arr_peek(&R)) && nx->arrival_s <= sim_now(&R.eng)) {
-            const sim_req next = *nx;
-            if (next.prompt < 1 || next.output < 1 || !(next.arrival_s >= last_arrival)) {
-                rc = ws_err_set(err, WS_EINVAL,
-                                "sim: request %llu: %d prompt and %d output tokens at %.9g s "
-                                "(each >= 1, arrivals in order)",
-                                (unsigned long long)R.n_seen, next.prompt, next.output,
-                                next.arrival_s);
-                goto out_s;
-            }
-            last_arrival = next.arrival_s;
-            if ((rc = push_result(&R, &next, R.n_seen, err)) ||
-                (rc = q_push(&R, &next, R.n_seen, err)))
-                goto out_s;
-            R.n_seen++;
-            if ((rc = arr_pop(&R, err)))
-                goto out_s;
-        }
-        if ((rc = admit(&R, err)))
-            goto out_s;
-        if (R.n_run == 0) {
-            if (R.q_len)
-                continue; /* the head was an OOM outcome; admit the rest */
-            if (!(nx = arr_peek(&R)))
-                break;
-            if ((rc = sim_engine_run(&R.eng, nx->arrival_s, err)))
-                goto out_s;
-            continue;
-        }
-        seq *pf = NULL;
-        for (int i = 0; i < cfg->batch; i++) {
-            seq *s = &R.s[i];
-            if (s->live && s->prefilled < s->prompt && (!pf || s->order < pf->order))
-                pf = s;
-        }
-        rc = pf ? prefill_step(&R, pf, err) : decode_step(&R, err);
-        if (rc)
-            goto out_s;
-        if (cfg->progress && res->tot.steps % 512 == 0)
-            cfg->progress(cfg->progress_ctx, sim_now(&R.eng), res->tot.steps, R.n_ended,
+    else
+        rc = serve(&R, err);
+    if (!rc) {
+        res->tot.events = R.eng.n_processed;
+        summarise(&R);
+        clock_gettime(CLOCK_MONOTONIC, &w1);
+        res->tot.wall_s = (w1.tv_sec - w0.tv_sec) + 1e-9 * (w1.tv_nsec - w0.tv_nsec);
+        if (cfg->progress)
+            cfg->progress(cfg->progress_ctx, sim_now(&R.eng), res->tot.steps, R.n_seen,
                           R.n_seen);
     }
-    res->tot.events = R.eng.n_processed;
-    summarise(&R);
-    clock_gettime(CLOCK_MONOTONIC, &w1);
-    res->tot.wall_s = (w1.tv_sec - w0.tv_sec) + 1e-9 * (w1.tv_nsec - w0.tv_nsec);
-    if (cfg->progress)
-        cfg->progress(cfg->progress_ctx, sim_now(&R.eng), res->tot.steps, R.n_seen, R.n_seen);
-out_s:
     free(R.s);
     free(R.obs);
     free(R.q);
     free(R.pend);
-out_st:
     sim_step_free(&R.st);
 out_eng:
     sim_engine_free(&R.eng);
