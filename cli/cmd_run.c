@@ -49,14 +49,8 @@ static const cli_optdef k_opts[] = {
     {CLI_GROUP(run_opts, w, cli_workload, cli_workload_opts)},
     {CLI_GROUP(run_opts, w, cli_workload, cli_engine_opts)},
     {CLI_GROUP(run_opts, w, cli_workload, cli_live_opts)},
-    {"batch", CLI_TUNE, .lo = 1, .hi = 4096, .def = "4"},
-    {"prompt", CLI_TUNE, .def = "4096"},
+    CLI_LIVE_TUNES,
     {"output", CLI_TUNE, .lo = 1, .hi = 1 << 20, .def = "32"},
-    {"seed", CLI_TUNE, .lo = 0, .hi = 1 << 30, .def = "1"},
-    {"policy", CLI_TUNE, .arg = "NAME", .def = "writescope",
-     .help = "the KV policy: writescope, static, stream, cpu-attn or migrate (a single-state "
-             "cache whose reformats really move pages); gpu-only and ktrans do not spill and "
-             "do not run live"},
     {"layers", CLI_TUNE,
      .help = "run K of the model's layers; by default what fits in --mem-fraction of the RAM"},
     {"host", CLI_TUNE,

@@ -61,6 +61,17 @@ extern const cli_optdef cli_trace_opts[];
 extern const cli_optdef cli_gen_opts[];
 /* --clients --think: a generator's closed loop (sim, trace gen). */
 extern const cli_optdef cli_closed_opts[];
+/* The live engine's closed batch and policy as run and validate tune the shared options (a
+ * table's own TUNE entries: a group cannot carry them): --batch 1..4096 (default 4),
+ * --prompt 4096, --seed 1, a --policy that spills (writescope). */
+#define CLI_LIVE_TUNES                                                                             \
+    {"batch", CLI_TUNE, .lo = 1, .hi = 4096, .def = "4"},                                          \
+    {"prompt", CLI_TUNE, .def = "4096"},                                                           \
+    {"seed", CLI_TUNE, .lo = 0, .hi = 1 << 30, .def = "1"},                                        \
+    {"policy", CLI_TUNE, .arg = "NAME", .def = "writescope",                                       \
+     .help = "the KV policy: writescope, static, stream, cpu-attn or migrate (a single-state "     \
+             "cache whose reformats really move pages); gpu-only and ktrans do not spill and "     \
+             "do not run live"}
 /* --window: the D-window (sim, run). */
 extern const cli_optdef cli_window_opts[];
 /* --weights --gpu-expert-weights --shared-expert-weights --cpu-expert-weights --kv-dtype
