@@ -245,28 +245,6 @@ static int grid_fail(const ws_par *par, const ws_err *err)
     return ws_par_rank(par) ? CLI_EXIT_FAIL : cli_fail(err);
 }
 
-/* Stores the grid's runs (rank 0, s open for writing); *gr gets the grid row. */
-static int grid_store(ws_store *s, const sim_grid_opts *o, int ranks, const sim_grid_point *p,
-                      size_t n, ws_simdb_grid *gr, long long *first, long long *last, ws_err *err)
-{
-    memset(gr, 0, sizeof *gr);
-    gr->ranks = ranks;
-    int rc = sim_grid_params(o, gr->params, sizeof gr->params, err);
-    if (rc)
-        return rc;
-    ws_simdb_run *runs = calloc(n ? n : 1, sizeof *runs);
-    if (!runs)
-        return ws_err_set(err, WS_ENOMEM, "sim grid: out of memory");
-    for (size_t i = 0; i < n; i++)
-        runs[i] = p[i].run;
-    if (!(rc = ws_simdb_store_grid(s, gr, runs, n, err)) && n) {
-        *first = runs[0].id;
-        *last = runs[n - 1].id;
-    }
-    free(runs);
-    return rc;
-}
-
 static void grid_json_points(json_t *root, const sim_grid_point *p, size_t n)
 {
     json_t *pts = json_array();
@@ -507,7 +485,7 @@ static int cmd_grid(ws_par *par, const char *db, int store_runs, const char *hos
     if (!rc && store_runs) { /* every rank exits non-zero when rank 0 could not store */
         if (!rank) {
             snprintf(wr.dbpath, sizeof wr.dbpath, "%s", ws_store_path(s));
-            rc = grid_store(s, &o, ws_par_size(par), p, n, &wr.gr, &wr.first, &wr.last, &err);
+            rc = sim_grid_store(s, &o, ws_par_size(par), p, n, &wr.gr, &wr.first, &wr.last, &err);
         }
         rc = ws_par_agree(par, rc, &err);
     }
