@@ -1,7 +1,8 @@
 /* cmd_sim: `writescope sim` -- a workload through the discrete-event simulator under one or
- * every KV policy, and `writescope sim grid` -- the reference paper's grid. Parsing and
- * printing only: the runs are sim_run and sim_grid_run. Every figure is modeled from the
- * named profiles and says so. */
+ * every KV policy, and `writescope sim grid` -- the reference paper's grid. Parsing, loading
+ * the profiles and printing only: a workload's runs are one sim_job_run (sim/job.h), the
+ * grid's points sim_grid_eval spread over the ranks and stored by sim_grid_store. Every
+ * figure is modeled from the named profiles and says so. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

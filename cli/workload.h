@@ -6,8 +6,8 @@
  * and declares only its own options beside them; where it takes a shared option with
  * another range, default or help line (run's --batch is 1..4096, sim's 1..2^20), a TUNE
  * entry in its table says so. Values that need the library to interpret them (policy and
- * profile names, trace formats, generator specs) stay strings here: each command parses
- * them in the order its checks need and with its messages. */
+ * profile names, trace formats, generator specs) stay strings here; the library's structs
+ * are filled from this one struct by cli/convert.h, one function per struct. */
 #ifndef WS_CLI_WORKLOAD_H
 #define WS_CLI_WORKLOAD_H
 
