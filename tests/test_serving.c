@@ -3,6 +3,7 @@
  * the fields embedded in sim_cfg and ws_engine_cfg are the same bytes as their `srv`; the
  * CPU's share of the host takes the sockets and threads the cost settings name. */
 #include <criterion/criterion.h>
+#include <string.h>
 
 #include "run_engine.h"
 #include "serve.h"
