@@ -8,11 +8,11 @@
 
 #include "calib.h"
 #include "cli.h"
+#include "convert.h"
 #include "hw.h"
 #include "profile.h"
 #include "run_engine.h"
 #include "run_store.h"
-#include "wformat.h"
 #include "store.h"
 #include "workload.h"
 #include "ws_util.h"
@@ -41,23 +41,16 @@ static void usage(FILE *out)
 
 typedef struct run_opts {
     cli_workload w;
-    int window, every, verify;
+    int every, verify;
     double mem_fraction;
-    const char *cpu_expert_weights, *kv_dtype;
 } run_opts;
 
 static const cli_optdef k_opts[] = {
     {CLI_GROUP(run_opts, w, cli_workload, cli_workload_opts)},
     {CLI_GROUP(run_opts, w, cli_workload, cli_engine_opts)},
     {CLI_GROUP(run_opts, w, cli_workload, cli_live_opts)},
-    {"batch", CLI_TUNE, .lo = 1, .hi = 4096, .def = "4"},
-    {"prompt", CLI_TUNE, .def = "4096"},
+    CLI_LIVE_TUNES,
     {"output", CLI_TUNE, .lo = 1, .hi = 1 << 20, .def = "32"},
-    {"seed", CLI_TUNE, .lo = 0, .hi = 1 << 30, .def = "1"},
-    {"policy", CLI_TUNE, .arg = "NAME", .def = "writescope",
-     .help = "the KV policy: writescope, static, stream, cpu-attn or migrate (a single-state "
-             "cache whose reformats really move pages); gpu-only and ktrans do not spill and "
-             "do not run live"},
     {"layers", CLI_TUNE,
      .help = "run K of the model's layers; by default what fits in --mem-fraction of the RAM"},
     {"host", CLI_TUNE,
@@ -66,8 +59,8 @@ static const cli_optdef k_opts[] = {
              "error when none is stored)"},
     {"db", CLI_TUNE,
      .help = "store the run there (created when missing); the profiles are read from it too"},
-    {"window", CLI_INT(run_opts, window), .arg = "W", .lo = 1, .hi = 1 << 20, .def = "256",
-     .help = "the newest tokens of each sequence kept on the GPU, a multiple of the page"},
+    {CLI_GROUP(run_opts, w, cli_workload, cli_window_opts)},
+    {"window", CLI_TUNE, .lo = 1, .hi = 1 << 20},
     {"every", CLI_INT(run_opts, every), .arg = "N", .lo = 0, .hi = 1 << 30, .def = "8",
      .help = "a progress line every N steps on stderr (0: none)"},
     {"mem-fraction", CLI_DOUBLE(run_opts, mem_fraction), .arg = "F", .lo = 0.01, .hi = 0.95,
@@ -75,12 +68,12 @@ static const cli_optdef k_opts[] = {
     {"verify", CLI_FLAG(run_opts, verify),
      .help = "compute the GPU half too and check every merged output against full attention; "
              "with int8 experts, every expert's output against the plain-C reference too"},
-    {"cpu-expert-weights", CLI_STR(run_opts, cpu_expert_weights), .arg = "bf16|int8",
-     .def = "bf16",
+    {CLI_GROUP(run_opts, w, cli_workload, cli_cpu_format_opts)},
+    {"cpu-expert-weights", CLI_TUNE, .arg = "bf16|int8", .def = "bf16",
      .help = "the CPU experts' weights: bf16, or int8 (per-channel int8 quantized at load, run "
              "through oneDNN's int8 matmul on AMX-INT8 / AVX512-VNNI / AVX2: KTransformers' "
              "AMXINT8, llama.cpp's q8_0 without its 32-weight blocks)"},
-    {"kv-dtype", CLI_STR(run_opts, kv_dtype), .arg = "bf16", .def = "bf16",
+    {"kv-dtype", CLI_TUNE, .arg = "bf16", .def = "bf16",
      .help = "the KV cache's element type: bf16, the one the live engine's pages and CPU "
              "attention kernels hold (sim and plan model fp16 and fp8 too: vLLM "
              "--kv-cache-dtype fp8, llama.cpp --cache-type-k/v)"},
@@ -189,53 +182,13 @@ static json_t *result_json(const ws_engine_cfg *c, const ws_run_result *r, const
 }
 
 /* The options into *c; *gpu_prof: the profile of the GPU's cost model. */
-static int run_config(const run_opts *o, ws_engine_cfg *c, const char **gpu_prof)
+static int run_config(const run_opts *o, const cli_args *a, ws_engine_cfg *c,
+                      const char **gpu_prof)
 {
-    const cli_workload *w = &o->w;
-    ws_engine_cfg_default(c);
-    c->batch = w->batch;
-    c->prompt = w->prompt;
-    c->output = w->output;
-    c->layers = w->layers;
-    c->window = o->window;
-    c->threads = w->threads;
-    c->seed = (uint64_t)w->seed;
-    c->par.r_static = w->r;
+    int rc = cli_to_engine_cfg("run", a, &o->w, c, gpu_prof);
     c->mem_fraction = o->mem_fraction;
     c->verify = o->verify;
-    ws_err ferr = {0};
-    if (ws_wformat_parse(o->cpu_expert_weights, &c->cpu_expert_weights, &ferr))
-        return cli_usage_error("run", "--cpu-expert-weights: %s", ferr.msg);
-    if (ws_engine_expert_format_ok(c->cpu_expert_weights, &ferr))
-        return cli_fail(&ferr);
-    if (strcmp(o->kv_dtype, "bf16"))
-        return cli_usage_error("run",
-                               "--kv-dtype %s: the live engine's KV pages and CPU attention "
-                               "kernels are bf16 only (sim and plan model fp16 and fp8)",
-                               o->kv_dtype);
-    if (c->window % c->par.page_tokens)
-        return cli_usage_error("run", "--window must be a multiple of the page (%d tokens)",
-                               c->par.page_tokens);
-    ws_err err = {0};
-    if (ws_policy_from_name(w->policy, &c->policy, &err))
-        return cli_fail(&err);
-    const ws_policy_info *pi = ws_policy_info_of(c->policy);
-    if (!pi->spills)
-        return cli_usage_error("run",
-                               "--policy %s is a simulator baseline; run serves "
-                               "writescope, static, stream, cpu-attn and migrate",
-                               w->policy);
-    const char *gpu = w->gpu;
-    if (!strcmp(gpu, "cuda") || !strncmp(gpu, "cuda:", 5)) {
-        c->gpu = WS_ENGINE_GPU_CUDA;
-        *gpu_prof = gpu[4] == ':' && gpu[5] ? gpu + 5 : CLI_DEFAULT_GPU;
-    } else if (strncmp(gpu, "modeled:", 8) || !gpu[8]) {
-        return cli_usage_error("run", "--gpu is cuda[:<profile>] or modeled:<profile>, not '%s'",
-                               gpu);
-    } else {
-        *gpu_prof = gpu + 8;
-    }
-    return 0;
+    return rc;
 }
 
 /* The model and the profiles (the host's: this machine's calibration when none is named). */
@@ -320,7 +273,7 @@ int cmd_run(int argc, char **argv)
         return cli_usage_error("run", "--model is required");
     ws_engine_cfg c;
     const char *gpu_prof = CLI_DEFAULT_GPU;
-    if ((rc = run_config(&o, &c, &gpu_prof)))
+    if ((rc = run_config(&o, &a, &c, &gpu_prof)))
         return rc;
     ws_model m;
     ws_cost_hw hw;

@@ -1,7 +1,8 @@
 /* cmd_sim: `writescope sim` -- a workload through the discrete-event simulator under one or
- * every KV policy, and `writescope sim grid` -- the reference paper's grid. Parsing and
- * printing only: the runs are sim_run and sim_grid_run. Every figure is modeled from the
- * named profiles and says so. */
+ * every KV policy, and `writescope sim grid` -- the reference paper's grid. Parsing, loading
+ * the profiles and printing only: a workload's runs are one sim_job_run (sim/job.h), the
+ * grid's points sim_grid_eval spread over the ranks and stored by sim_grid_store. Every
+ * figure is modeled from the named profiles and says so. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,8 +10,10 @@
 #include <time.h>
 
 #include "cli.h"
+#include "convert.h"
 #include "grid.h"
 #include "hw.h"
+#include "job.h"
 #include "record.h"
 #include "serve.h"
 #include "store.h"
@@ -241,28 +244,6 @@ static int grid_point(void *ctx, size_t i, void *rec, ws_err *err)
 static int grid_fail(const ws_par *par, const ws_err *err)
 {
     return ws_par_rank(par) ? CLI_EXIT_FAIL : cli_fail(err);
-}
-
-/* Stores the grid's runs (rank 0, s open for writing); *gr gets the grid row. */
-static int grid_store(ws_store *s, const sim_grid_opts *o, int ranks, const sim_grid_point *p,
-                      size_t n, ws_simdb_grid *gr, long long *first, long long *last, ws_err *err)
-{
-    memset(gr, 0, sizeof *gr);
-    gr->ranks = ranks;
-    int rc = sim_grid_params(o, gr->params, sizeof gr->params, err);
-    if (rc)
-        return rc;
-    ws_simdb_run *runs = calloc(n ? n : 1, sizeof *runs);
-    if (!runs)
-        return ws_err_set(err, WS_ENOMEM, "sim grid: out of memory");
-    for (size_t i = 0; i < n; i++)
-        runs[i] = p[i].run;
-    if (!(rc = ws_simdb_store_grid(s, gr, runs, n, err)) && n) {
-        *first = runs[0].id;
-        *last = runs[n - 1].id;
-    }
-    free(runs);
-    return rc;
 }
 
 static void grid_json_points(json_t *root, const sim_grid_point *p, size_t n)
@@ -505,7 +486,7 @@ static int cmd_grid(ws_par *par, const char *db, int store_runs, const char *hos
     if (!rc && store_runs) { /* every rank exits non-zero when rank 0 could not store */
         if (!rank) {
             snprintf(wr.dbpath, sizeof wr.dbpath, "%s", ws_store_path(s));
-            rc = grid_store(s, &o, ws_par_size(par), p, n, &wr.gr, &wr.first, &wr.last, &err);
+            rc = sim_grid_store(s, &o, ws_par_size(par), p, n, &wr.gr, &wr.first, &wr.last, &err);
         }
         rc = ws_par_agree(par, rc, &err);
     }
@@ -525,9 +506,6 @@ static int cmd_grid(ws_par *par, const char *db, int store_runs, const char *hos
 typedef struct sim_opts {
     cli_workload w;
     const char *gpu, *csv, *ctrace;
-    double r_max, slo_ttft, slo_tpot, kv_gb, host_gb;
-    int cpu_sockets, one_node;
-    int window, gpu_experts;
     long long ctrace_limit;
 } sim_opts;
 
@@ -554,30 +532,29 @@ static const cli_optdef k_opts[] = {
     {"db", CLI_TUNE,
      .help = "read the profiles from PATH and store every run there (tables sim_runs, "
              "sim_requests, sim_steps; created or migrated as needed)"},
-    {"r-max", CLI_DOUBLE(SO, r_max), .arg = "R", .lo = 0, .hi = 1, .def = "1",
+    {"r-max", CLI_DOUBLE(SO, w.r_max), .arg = "R", .lo = 0, .hi = 1, .def = "1",
      .help = "clips the share r* that writescope and migrate aim for (1: no clip)"},
-    {"slo-ttft", CLI_DOUBLE(SO, slo_ttft), .arg = "S", .lo = 0, .hi = 1e9,
+    {"slo-ttft", CLI_DOUBLE(SO, w.slo_ttft), .arg = "S", .lo = 0, .hi = 1e9,
      .help = "time-to-first-token SLO (seconds) for the goodput"},
-    {"slo-tpot", CLI_DOUBLE(SO, slo_tpot), .arg = "S", .lo = 0, .hi = 1e9,
+    {"slo-tpot", CLI_DOUBLE(SO, w.slo_tpot), .arg = "S", .lo = 0, .hi = 1e9,
      .help = "time-per-output-token SLO (seconds) for the goodput"},
-    {"window", CLI_INT(SO, window), .arg = "W", .lo = 1, .hi = 1 << 24, .def = "256",
-     .help = "the newest tokens of each sequence kept on the GPU, a multiple of the page"},
-    {"gpu-kv-gb", CLI_DOUBLE(SO, kv_gb), .arg = "G", .lo = 0.001, .hi = 1e6,
+    {CLI_GROUP(SO, w, cli_workload, cli_window_opts)},
+    {"gpu-kv-gb", CLI_DOUBLE(SO, w.kv_gb), .arg = "G", .lo = 0.001, .hi = 1e6,
      .help = "the GPU's KV budget in GiB, by default 2 (0.3 for MLA models); a request that "
              "can never fit is counted as an out-of-memory (OOM) outcome"},
-    {"gpu-experts", CLI_INT(SO, gpu_experts), .arg = "E", .lo = 0, .hi = 65536, .def = "0",
+    {"gpu-experts", CLI_INT(SO, w.gpu_experts), .arg = "E", .lo = 0, .hi = 65536, .def = "0",
      .help = "routed experts per layer resident on the GPU (KTransformers' GPU experts)"},
-    {"cpu-sockets", CLI_INT(SO, cpu_sockets), .arg = "N", .lo = 0, .hi = 64, .def = "0",
+    {"cpu-sockets", CLI_INT(SO, w.cpu_sockets), .arg = "N", .lo = 0, .hi = 64, .def = "0",
      .help = "sockets whose cores and DRAM run the CPU's work, each with its own copy of the "
              "CPU experts (KTransformers' USE_NUMA=1; numactl --cpunodebind); 0: all sockets "
              "as one pooled memory with one copy"},
-    {"one-node-memory", CLI_FLAG(SO, one_node),
+    {"one-node-memory", CLI_FLAG(SO, w.one_node),
      .help = "with --cpu-sockets 0 on a host of more than one socket: the CPU's weights and KV "
              "in one socket's DRAM, read by every socket's cores at that socket's bandwidth "
              "(llama.cpp without --numa: its mmap'd page cache sits on the node that read the "
              "file)"},
     {CLI_GROUP(SO, w, cli_workload, cli_format_opts)},
-    {"host-mem", CLI_DOUBLE(SO, host_gb), .arg = "G", .lo = 0.001, .hi = 1e7,
+    {"host-mem", CLI_DOUBLE(SO, w.host_gb), .arg = "G", .lo = 0.001, .hi = 1e7,
      .help = "host DRAM in GiB for the CPU's routed experts and the spilled KV (default: the "
              "host profile's mem_bytes); experts that do not fit make every request OOM"},
     {"csv", CLI_STR(SO, csv), .arg = "DIR",
@@ -591,185 +568,151 @@ static const cli_optdef k_opts[] = {
 #undef SO
 static const cli_spec k_spec = {"sim", k_opts, 2, usage};
 
-/* One `writescope sim` workload under one or every policy: the options as the runs take
- * them, what was loaded, and where the results go. */
-typedef struct sim_job {
+/* One `writescope sim`: the job as the library takes it (sim/job.h), what was loaded for
+ * it, and how its runs are printed. */
+typedef struct sim_cmd {
     const sim_opts *o;
-    const char *trace, *arrivals, *host;
-    sim_cfg cfg;
-    ws_cost_cfg cc;
-    ws_trace_opts topts;
+    sim_job_cfg jc;
     ws_trace_gen tg;
-    sim_export_trace_opts ct;
-    int batch, prompt, output, all, store_runs, embedded;
-    int kv_given; /* --gpu-kv-gb was on the command line */
-    ws_policy_kind one;
     ws_model m;
     ws_cost_hw hw;
-    ws_store *s;
-    sim_sink *sink;
+    ws_store *s; /* open while the runs are stored */
+    int store_runs, embedded, runs_done;
     char gen_desc[256], gen_line[256];
-    long long first_id, last_id;
     cli_progress pg;
     json_t *root, *runs; /* --json */
     FILE *out;           /* the table, written to stdout when every run has succeeded */
     char *text;
     size_t text_len;
-} sim_job;
+} sim_cmd;
 
 /* The workload and the simulation's settings from the options; usage errors first. */
-static int sim_check(const cli_args *a, int detail_layer, sim_job *j)
+static int sim_check(const cli_args *a, sim_cmd *j)
 {
     const sim_opts *o = j->o;
     const cli_workload *w = &o->w;
-    j->kv_given = cli_given(a, "gpu-kv-gb") > 0;
+    sim_job_cfg *jc = &j->jc;
+    const char *trace = w->trace, *arrivals = w->gen.arrivals;
+    jc->budget_given = cli_given(a, "gpu-kv-gb") > 0;
     if (!w->model || !o->gpu || !w->host)
         return cli_usage_error("sim", "--model, --gpu and --host are required");
     if (w->db && w->save)
         return cli_usage_error("sim", "--db and --save both name the database: give one");
-    if (j->trace && j->arrivals)
+    if (trace && arrivals)
         return cli_usage_error("sim", "--trace and --arrivals are two different workloads");
-    if ((j->trace || j->arrivals) && (cli_given(a, "prompt") || cli_given(a, "output")))
+    if ((trace || arrivals) && (cli_given(a, "prompt") || cli_given(a, "output")))
         return cli_usage_error("sim", "--prompt and --output make a closed batch; a trace or a "
                                       "generator gives its own lengths");
-    j->topts = (ws_trace_opts){.format = WS_TRACE_AUTO, .skip_bad = w->skip_bad};
+    jc->trace = trace;
+    jc->topts = (ws_trace_opts){.format = WS_TRACE_AUTO, .skip_bad = w->skip_bad};
     ws_err err = {0};
-    if (w->format && ws_trace_format_parse(w->format, &j->topts.format, &err))
+    if (w->format && ws_trace_format_parse(w->format, &jc->topts.format, &err))
         return cli_usage_error("sim", "%s", err.msg);
     int rc;
     const cli_gen_args *g = &w->gen;
-    if (j->arrivals && (rc = cli_gen_parse("sim", g, &j->tg)))
+    if (arrivals && (rc = cli_gen_parse("sim", g, &j->tg)))
         return rc;
-    if (!j->arrivals &&
+    if (!arrivals &&
         (g->rate || g->cv || g->clients || g->think || g->requests || g->pdist || g->odist))
         return cli_usage_error("sim", "--rate, --cv, --clients, --think, --requests and the "
                                       "length specs go with --arrivals");
-    sim_cfg *c = &j->cfg;
-    sim_cfg_default(c);
-    j->batch = cli_given(a, "batch") ? w->batch : j->trace || j->arrivals ? 32 : 4;
-    j->prompt = w->prompt;
-    j->output = w->output;
-    c->layers = w->layers;
-    c->chunk = w->chunk;
-    c->prefill_mode = w->prefill;
-    c->window = o->window;
-    c->par.r_static = w->r;
-    c->par.r_max = o->r_max;
-    c->slo_ttft = o->slo_ttft;
-    c->slo_tpot = o->slo_tpot;
-    c->batch = j->batch;
-    c->detail_layer = detail_layer;
-    c->seed = j->tg.seed = (uint64_t)w->seed;
-    c->gpu_kv_budget = o->kv_gb * 1073741824.0;
-    c->host_limit = o->host_gb * 1073741824.0;
-    if (c->window % c->par.page_tokens)
-        return cli_usage_error("sim", "--window must be a multiple of the page (%d tokens)",
-                               c->par.page_tokens);
-    j->all = !strcmp(w->policy, "all");
-    j->one = WS_POLICY_WRITESCOPE;
-    if (!j->all && ws_policy_from_name(w->policy, &j->one, &err))
-        return cli_fail(&err);
-    j->ct = (sim_export_trace_opts){.max_spans = (size_t)o->ctrace_limit};
+    if ((rc = cli_to_sim_cfg("sim", a, w, &jc->cfg)))
+        return rc;
+    jc->gen = arrivals ? &j->tg : NULL;
+    j->tg.seed = jc->cfg.seed;
+    jc->n = jc->cfg.batch;
+    jc->prompt = w->prompt;
+    jc->output = w->output;
+    jc->all = !strcmp(w->policy, "all");
+    jc->ct = (sim_export_trace_opts){.max_spans = (size_t)o->ctrace_limit};
     if (cli_given(a, "chrome-trace-limit") && !o->ctrace)
         return cli_usage_error("sim", "--chrome-trace-limit goes with --chrome-trace");
-    if (o->ctrace && j->all)
+    if (o->ctrace && jc->all)
         return cli_usage_error("sim", "--chrome-trace holds the timeline of one run: give one "
                                       "--policy");
-    ws_cost_cfg_default(&j->cc);
-    j->cc.gpu_experts = o->gpu_experts;
-    return cli_formats_apply("sim", w, &j->cc);
+    jc->csv = o->csv;
+    jc->chrome_trace = o->ctrace;
+    return cli_to_cost_cfg("sim", w, &jc->cc);
 }
 
-/* The store (kept open only to write runs), the model and profiles, and the result sink. */
-static int sim_open(sim_job *j)
+/* The store (kept open only to write runs), the model and profiles. */
+static int sim_open(sim_cmd *j)
 {
     const sim_opts *o = j->o;
+    sim_job_cfg *jc = &j->jc;
     ws_err err = {0};
     j->store_runs = o->w.db || o->w.save;
     if (j->store_runs ? cli_open_store(o->w.db, &j->s, &err)
                       : cli_open_store_ro(o->w.db, &j->s, &j->embedded, &err))
         return cli_fail(&err);
-    int cores = 1;
     char this_host[64];
-    j->host = o->w.host;
-    int rc = cli_host_this(j->s, &j->host, this_host, sizeof this_host, &err);
+    const char *host = o->w.host;
+    int rc = cli_host_this(j->s, &host, this_host, sizeof this_host, &err);
     if (!rc)
-        rc = ws_hw_load(j->s, o->w.model, o->gpu, j->host, j->cc.kv_dtype, &j->m, &j->hw, &cores,
+        rc = ws_hw_load(j->s, o->w.model, o->gpu, host, jc->cc.kv_dtype, &j->m, &j->hw, NULL,
                         &err);
     if (!j->store_runs) {
         ws_store_close(j->s);
         j->s = NULL;
     }
-    if (!rc && j->cfg.layers > j->m.layers)
-        return cli_usage_error("sim", "--layers %d: model %s has %d layers", j->cfg.layers,
-                               j->m.name, j->m.layers);
-    if (!rc && (j->store_runs || o->csv || o->ctrace))
-        rc = sim_sink_open(j->s, o->csv, o->ctrace, &j->ct, &j->sink, &err);
     if (rc)
         return cli_fail(&err);
-    j->cfg.cpu_workers = cores;
-    j->cc.cpu_sockets = o->cpu_sockets;
-    j->cc.one_node_memory = o->one_node;
-    if (o->one_node && o->cpu_sockets > 0)
-        return cli_usage_error("sim", "--one-node-memory: the CPU's work on --cpu-sockets %d "
-                                      "reads each socket's own copy",
-                               o->cpu_sockets);
-    if (o->cpu_sockets > j->hw.sockets.v)
-        return cli_usage_error("sim", "--cpu-sockets %d: host %s has %g", o->cpu_sockets,
+    if (jc->cfg.layers > j->m.layers)
+        return cli_usage_error("sim", "--layers %d: model %s has %d layers", jc->cfg.layers,
+                               j->m.name, j->m.layers);
+    jc->cfg.cpu_workers = ws_serving_cores(&j->hw);
+    if (jc->cc.cpu_sockets > j->hw.sockets.v)
+        return cli_usage_error("sim", "--cpu-sockets %d: host %s has %g", jc->cc.cpu_sockets,
                                j->hw.host, j->hw.sockets.v);
+    jc->m = &j->m;
+    jc->hw = &j->hw;
+    jc->db = j->s;
     return 0;
 }
 
-/* The generator in words: for the database (gen_desc) and the table (gen_line). */
-static void sim_describe_gen(sim_job *j)
+/* The generator in words: for the database and the JSON (gen_desc) and the table
+ * (gen_line). */
+static void sim_describe_gen(sim_cmd *j)
 {
     const ws_trace_gen *tg = &j->tg;
-    char pd[64], od[64], th[64];
-    ws_trace_len_format(&tg->prompt, pd, sizeof pd);
-    ws_trace_len_format(&tg->output, od, sizeof od);
-    ws_trace_think_format(tg, th, sizeof th);
+    sim_job_gen_desc(tg, j->gen_desc, sizeof j->gen_desc);
+    j->jc.gen_desc = j->gen_desc;
     if (tg->arrivals == WS_ARRIVALS_CLOSED) {
-        snprintf(j->gen_desc, sizeof j->gen_desc,
-                 "arrivals=closed clients=%d think=%s requests=%llu prompt=%s output=%s",
-                 tg->clients, th, (unsigned long long)tg->requests, pd, od);
+        char th[64];
+        ws_trace_think_format(tg, th, sizeof th);
         snprintf(j->gen_line, sizeof j->gen_line,
                  "%llu requests from a closed loop of %d clients, think time %s (s)",
                  (unsigned long long)tg->requests, tg->clients, th);
         return;
     }
-    char cv[32] = "";
-    if (tg->arrivals == WS_ARRIVALS_GAMMA)
-        snprintf(cv, sizeof cv, " cv=%g", tg->cv);
-    snprintf(j->gen_desc, sizeof j->gen_desc,
-             "arrivals=%s rate=%g%s requests=%llu prompt=%s output=%s", j->arrivals, tg->rate, cv,
-             (unsigned long long)tg->requests, pd, od);
     snprintf(j->gen_line, sizeof j->gen_line, "%llu %s arrivals at %g/s",
-             (unsigned long long)tg->requests, j->arrivals, tg->rate);
+             (unsigned long long)tg->requests, ws_trace_arrivals_name(tg->arrivals), tg->rate);
 }
 
-static void sim_json_begin(sim_job *j)
+static void sim_json_begin(sim_cmd *j)
 {
+    const sim_job_cfg *jc = &j->jc;
     json_t *root = j->root = json_object();
     j->runs = json_array();
     json_object_set_new(root, "source", json_string("modeled"));
     json_object_set_new(root, "model", json_string(j->m.name));
     json_object_set_new(root, "gpu", json_string(j->hw.gpu));
     json_object_set_new(root, "host", json_string(j->hw.host));
-    json_object_set_new(root, "batch", json_integer(j->batch));
-    if (j->trace)
-        json_object_set_new(root, "trace", json_string(j->trace));
-    else if (j->arrivals)
+    json_object_set_new(root, "batch", json_integer(jc->cfg.batch));
+    if (jc->trace)
+        json_object_set_new(root, "trace", json_string(jc->trace));
+    else if (jc->gen)
         json_object_set_new(root, "generator", json_string(j->gen_desc));
     else {
-        json_object_set_new(root, "prompt", json_integer(j->prompt));
-        json_object_set_new(root, "output", json_integer(j->output));
+        json_object_set_new(root, "prompt", json_integer(jc->prompt));
+        json_object_set_new(root, "output", json_integer(jc->output));
     }
-    json_object_set_new(root, "detail", json_string(j->cfg.detail_layer ? "layer" : "step"));
+    json_object_set_new(root, "detail", json_string(jc->cfg.detail_layer ? "layer" : "step"));
     json_object_set_new(root, "seed", json_integer(j->o->w.seed));
 }
 
 /* The table's head, into j->out (a memory stream: a failure prints only its error). */
-static int sim_table_begin(sim_job *j)
+static int sim_table_begin(sim_cmd *j)
 {
     FILE *o = j->out = open_memstream(&j->text, &j->text_len);
     if (!o) {
@@ -777,7 +720,8 @@ static int sim_table_begin(sim_job *j)
         ws_err_set(&err, WS_ENOMEM, "out of memory");
         return cli_fail(&err);
     }
-    const sim_cfg *c = &j->cfg;
+    const sim_job_cfg *jc = &j->jc;
+    const sim_cfg *c = &jc->cfg;
     const ws_model *m = &j->m;
     fprintf(o,
             "writescope sim: MODELED on gpu %s + host %s%s; model %s, %d of %d layers, "
@@ -785,9 +729,9 @@ static int sim_table_begin(sim_job *j)
             j->hw.gpu, j->hw.host, j->embedded ? " (embedded datasheet profiles)" : "", m->name,
             c->layers > 0 && c->layers < m->layers ? c->layers : m->layers, m->layers,
             c->detail_layer ? "layer" : "step");
-    if (j->trace) {
-        fprintf(o, "workload: trace %s, at most %d running\n", j->trace, c->batch);
-    } else if (j->arrivals) {
+    if (jc->trace) {
+        fprintf(o, "workload: trace %s, at most %d running\n", jc->trace, c->batch);
+    } else if (jc->gen) {
         char a[64], b[64];
         ws_trace_len_format(&j->tg.prompt, a, sizeof a);
         ws_trace_len_format(&j->tg.output, b, sizeof b);
@@ -797,71 +741,56 @@ static int sim_table_begin(sim_job *j)
         fprintf(o,
                 "workload: closed batch of %d requests x (%d prompt + %d output) tokens, at "
                 "most %d running\n",
-                j->batch, j->prompt, j->output, c->batch);
+                jc->n, jc->prompt, jc->output, c->batch);
     }
     print_header(o);
     return 0;
 }
 
-/* Policy k's run through the sink; *r holds its results when it returns 0. */
-static int sim_one(sim_job *j, int k, sim_results *r, ws_err *err)
+/* The warnings of a run whose weights leave no room: every request is an OOM outcome. */
+static void sim_warn_room(const sim_results *r)
 {
-    sim_cfg *c = &j->cfg;
-    c->policy = (ws_policy_kind)k;
-    sim_closed closed;
-    sim_source src;
-    ws_trace *t = NULL;
-    int rc = 0;
-    if (j->trace)
-        rc = ws_trace_open(j->trace, &j->topts, &t, err);
-    else if (j->arrivals)
-        rc = ws_trace_gen_open(&j->tg, &t, err);
-    else
-        sim_closed_source(&closed, j->batch, j->prompt, j->output, &src);
-    if (!rc && t)
-        rc = sim_trace_source(t, &src, err);
-    const int lengths = !j->trace && !j->arrivals;
-    const sim_record_meta meta = {
-        .model = j->m.name,
-        .gpu = j->hw.gpu,
-        .host = j->hw.host,
-        .workload = j->trace      ? "trace"
-                    : j->arrivals ? "generator"
-                                  : "closed",
-        .prompt = lengths ? j->prompt : 0,
-        .output = lengths ? j->output : 0,
-        .trace_path = j->trace,
-        .trace_format = j->trace && t ? ws_trace_format_name(ws_trace_format_of(t)) : NULL,
-        .generator = j->arrivals ? j->gen_desc : NULL,
-        .gpu_experts = j->cc.gpu_experts,
-        .cc = &j->cc};
-    if (!rc && j->sink)
-        rc = sim_sink_begin(j->sink, c, &meta, err);
-    if (!rc) {
-        rc = sim_run(&j->m, &j->hw, &j->cc, c, &src, r, err);
-        if (j->sink)
-            rc = rc ? (sim_sink_fail(j->sink), rc) : sim_sink_end(j->sink, r, err);
-        if (rc && !err->code)
-            err->code = rc;
-    }
-    if (!rc && j->sink && j->store_runs) {
-        j->last_id = sim_sink_run_id(j->sink);
-        if (!j->first_id)
-            j->first_id = j->last_id;
-    }
-    if (t) {
-        const ws_trace_counts *tc = ws_trace_get_counts(t);
-        if (!rc && (tc->bad || tc->failed) && j->out && k == (int)(j->all ? 0 : j->one))
-            fprintf(j->out,
-                    "trace: %llu malformed rows skipped, %llu failed requests skipped%s%s\n",
-                    (unsigned long long)tc->bad, (unsigned long long)tc->failed,
-                    tc->first_bad[0] ? "; first: " : "", tc->first_bad);
-        ws_trace_close(t);
-    }
-    return rc;
+    const double G = 1073741824.0;
+    if (r->tot.no_room)
+        fprintf(stderr,
+                "sim: %s: the GPU KV budget (%.3g GiB) and the %.3g GiB of weights this "
+                "policy keeps on the GPU exceed its %.3g GiB: every request is an OOM "
+                "outcome (lower --gpu-kv-gb)\n",
+                r->policy, r->tot.gpu_kv_budget / G, r->tot.gpu_weight_bytes / G,
+                r->tot.gpu_mem / G);
+    if (r->tot.no_host_room)
+        fprintf(stderr,
+                "sim: %s: the %.3g GiB of routed experts this policy keeps on the CPU fill "
+                "the host's %.3g GiB of DRAM: every request is an OOM outcome (more "
+                "--gpu-experts or --host-mem)\n",
+                r->policy, r->tot.host_weight_bytes / G, r->tot.host_mem / G);
 }
 
-static void sim_job_free(sim_job *j)
+/* A run has ended (sim_job_cfg.on_run): its warnings, then its JSON or its table row. */
+static int sim_on_run(void *ctx, const sim_results *r, long long run_id,
+                      const ws_trace_counts *tc, ws_err *err)
+{
+    (void)err;
+    sim_cmd *j = ctx;
+    cli_progress_end(&j->pg);
+    if (tc && (tc->bad || tc->failed) && j->out && j->runs_done == 0)
+        fprintf(j->out, "trace: %llu malformed rows skipped, %llu failed requests skipped%s%s\n",
+                (unsigned long long)tc->bad, (unsigned long long)tc->failed,
+                tc->first_bad[0] ? "; first: " : "", tc->first_bad);
+    j->runs_done++;
+    sim_warn_room(r);
+    if (j->root) {
+        json_t *x = totals_json(r);
+        if (j->store_runs)
+            json_object_set_new(x, "run_id", json_integer(run_id));
+        json_array_append_new(j->runs, x);
+    } else {
+        print_row(j->out, r, j->jc.cfg.slo_ttft > 0 || j->jc.cfg.slo_tpot > 0);
+    }
+    return 0;
+}
+
+static void sim_cmd_free(sim_cmd *j)
 {
     ws_store_close(j->s);
     json_decref(j->root);
@@ -871,116 +800,69 @@ static void sim_job_free(sim_job *j)
     free(j->text);
 }
 
-/* Every run asked for, each into the JSON or a table row. */
-static int sim_runs(sim_job *j)
-{
-    cli_progress_start(&j->pg);
-    j->cfg.keep_steps = j->o->w.json; /* the table needs only the totals; writers stream */
-    j->cfg.keep_requests = j->o->w.json;
-    j->cfg.progress = on_progress;
-    j->cfg.progress_ctx = &j->pg;
-    for (int k = 0; k < WS_POLICY_COUNT; k++) {
-        if (!j->all && k != (int)j->one)
-            continue;
-        ws_err err = {0};
-        sim_results r;
-        int rc = sim_one(j, k, &r, &err);
-        cli_progress_end(&j->pg);
-        if (rc) {
-            sim_sink_abort(j->sink);
-            j->sink = NULL;
-            return cli_fail(&err);
-        }
-        if (r.tot.no_room && j->kv_given && !j->all &&
-            r.tot.gpu_weight_bytes < j->hw.gpu_mem.v) {
-            /* a budget the user gave that cannot fit beside this policy's weights */
-            ws_err_set(&err, WS_EINVAL,
-                       "--gpu-kv-gb %.4g: %s keeps %.3g GiB of weights on the %.3g GiB GPU, so "
-                       "its KV budget is at most %.4g GiB",
-                       r.tot.gpu_kv_budget / 1073741824.0, r.policy,
-                       r.tot.gpu_weight_bytes / 1073741824.0, j->hw.gpu_mem.v / 1073741824.0,
-                       (j->hw.gpu_mem.v - r.tot.gpu_weight_bytes) / 1073741824.0);
-            sim_results_free(&r);
-            sim_sink_abort(j->sink);
-            j->sink = NULL;
-            return cli_fail(&err);
-        }
-        if (r.tot.no_room)
-            fprintf(stderr,
-                    "sim: %s: the GPU KV budget (%.3g GiB) and the %.3g GiB of weights this "
-                    "policy keeps on the GPU exceed its %.3g GiB: every request is an OOM "
-                    "outcome (lower --gpu-kv-gb)\n",
-                    r.policy, r.tot.gpu_kv_budget / 1073741824.0,
-                    r.tot.gpu_weight_bytes / 1073741824.0, j->hw.gpu_mem.v / 1073741824.0);
-        if (r.tot.no_host_room)
-            fprintf(stderr,
-                    "sim: %s: the %.3g GiB of routed experts this policy keeps on the CPU fill "
-                    "the host's %.3g GiB of DRAM: every request is an OOM outcome (more "
-                    "--gpu-experts or --host-mem)\n",
-                    r.policy, r.tot.host_weight_bytes / 1073741824.0,
-                    r.tot.host_mem / 1073741824.0);
-        if (j->root) {
-            json_t *x = totals_json(&r);
-            if (j->store_runs)
-                json_object_set_new(x, "run_id", json_integer(j->last_id));
-            json_array_append_new(j->runs, x);
-        } else {
-            print_row(j->out, &r, j->cfg.slo_ttft > 0 || j->cfg.slo_tpot > 0);
-        }
-        sim_results_free(&r);
-    }
-    return 0;
-}
-
-/* Closes the sink and prints what the runs wrote after the results. */
-static int sim_finish(sim_job *j)
+/* What the runs wrote, after the results: the JSON's "written", or the table's last lines. */
+static int sim_finish(sim_cmd *j, const sim_job_out *out)
 {
     const sim_opts *o = j->o;
-    const size_t spans = j->sink ? sim_sink_trace_written(j->sink) : 0,
-                 dropped = j->sink ? sim_sink_trace_dropped(j->sink) : 0;
     char dbpath[WS_PATH_MAX] = "";
     if (j->s)
         snprintf(dbpath, sizeof dbpath, "%s", ws_store_path(j->s));
-    ws_err err = {0};
-    int rc = j->sink ? sim_sink_close(j->sink, &err) : 0;
-    j->sink = NULL;
     ws_store_close(j->s);
     j->s = NULL;
-    if (rc)
-        return cli_fail(&err);
     if (j->root) {
         json_object_set_new(j->root, "runs", j->runs);
         j->runs = NULL;
         json_t *w = json_object();
         if (j->store_runs) {
             json_object_set_new(w, "database", json_string(dbpath));
-            json_object_set_new(w, "first_run_id", json_integer(j->first_id));
-            json_object_set_new(w, "last_run_id", json_integer(j->last_id));
+            json_object_set_new(w, "first_run_id", json_integer(out->first_id));
+            json_object_set_new(w, "last_run_id", json_integer(out->last_id));
         }
         if (o->csv)
             json_object_set_new(w, "csv", json_string(o->csv));
         if (o->ctrace) {
             json_object_set_new(w, "chrome_trace", json_string(o->ctrace));
-            json_object_set_new(w, "chrome_trace_spans", json_integer((json_int_t)spans));
-            json_object_set_new(w, "chrome_trace_dropped", json_integer((json_int_t)dropped));
+            json_object_set_new(w, "chrome_trace_spans", json_integer((json_int_t)out->spans));
+            json_object_set_new(w, "chrome_trace_dropped",
+                                json_integer((json_int_t)out->dropped));
         }
         json_object_set_new(j->root, "written", w);
-        rc = cli_print_json(j->root);
+        int rc = cli_print_json(j->root);
         j->root = NULL;
         return rc;
     }
     if (j->store_runs)
-        fprintf(j->out, "stored: runs %lld-%lld in %s (modeled)\n", j->first_id, j->last_id,
+        fprintf(j->out, "stored: runs %lld-%lld in %s (modeled)\n", out->first_id, out->last_id,
                 dbpath);
     if (o->csv)
         fprintf(j->out, "csv: %s/requests.csv, steps.csv, summary.csv\n", o->csv);
     if (o->ctrace)
-        fprintf(j->out, "chrome trace: %s, %zu spans (%zu more left out by the limit)\n", o->ctrace,
-                spans, dropped);
+        fprintf(j->out, "chrome trace: %s, %zu spans (%zu more left out by the limit)\n",
+                o->ctrace, out->spans, out->dropped);
     fclose(j->out);
     j->out = NULL;
     fwrite(j->text, 1, j->text_len, stdout);
     return CLI_EXIT_OK;
+}
+
+/* Every run asked for, in one call; then what they wrote. */
+static int sim_runs(sim_cmd *j)
+{
+    sim_job_cfg *jc = &j->jc;
+    cli_progress_start(&j->pg);
+    jc->cfg.keep_steps = j->o->w.json; /* the table needs only the totals; writers stream */
+    jc->cfg.keep_requests = j->o->w.json;
+    jc->cfg.progress = on_progress;
+    jc->cfg.progress_ctx = &j->pg;
+    jc->on_run = sim_on_run;
+    jc->on_run_ctx = j;
+    ws_err err = {0};
+    sim_job_out out;
+    if (sim_job_run(jc, &out, &err)) {
+        cli_progress_end(&j->pg);
+        return cli_fail(&err);
+    }
+    return sim_finish(j, &out);
 }
 
 /* `sim grid`: under mpirun/srun every rank runs this; only rank 0 prints. */
@@ -1030,20 +912,17 @@ int cmd_sim(int argc, char **argv)
     const int detail_layer = cli_given(&a, "detail") ? o.w.detail : !grid;
     if (grid)
         return sim_grid_cmd(&o, &a, detail_layer);
-    sim_job j = {.o = &o, .trace = o.w.trace, .arrivals = o.w.gen.arrivals};
-    if ((rc = sim_check(&a, detail_layer, &j)) || (rc = sim_open(&j)))
+    sim_cmd j = {.o = &o};
+    if ((rc = sim_check(&a, &j)) || (rc = sim_open(&j)))
         goto done;
-    if (j.arrivals)
+    if (j.jc.gen)
         sim_describe_gen(&j);
     if (o.w.json)
         sim_json_begin(&j);
     else if ((rc = sim_table_begin(&j)))
         goto done;
-    if (!(rc = sim_runs(&j)))
-        rc = sim_finish(&j);
+    rc = sim_runs(&j);
 done:
-    if (j.sink)
-        sim_sink_abort(j.sink);
-    sim_job_free(&j);
+    sim_cmd_free(&j);
     return rc;
 }

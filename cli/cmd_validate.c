@@ -10,6 +10,7 @@
 
 #include "calib.h"
 #include "cli.h"
+#include "convert.h"
 #include "hw.h"
 #include "validate.h"
 #include "validate_plot.h"
@@ -49,14 +50,8 @@ static const cli_optdef k_opts[] = {
     {CLI_GROUP(validate_opts, w, cli_workload, cli_workload_opts)},
     {CLI_GROUP(validate_opts, w, cli_workload, cli_engine_opts)},
     {CLI_GROUP(validate_opts, w, cli_workload, cli_live_opts)},
-    {"batch", CLI_TUNE, .lo = 1, .hi = 4096, .def = "4"},
-    {"prompt", CLI_TUNE, .def = "4096"},
+    CLI_LIVE_TUNES,
     {"output", CLI_TUNE, .lo = 1, .hi = 1 << 20, .def = "16"},
-    {"seed", CLI_TUNE, .lo = 0, .hi = 1 << 30, .def = "1"},
-    {"policy", CLI_TUNE, .arg = "NAME", .def = "writescope",
-     .help = "the KV policy: writescope, static, stream, cpu-attn or migrate (a single-state "
-             "cache whose reformats really move pages); gpu-only and ktrans do not spill and "
-             "do not run live"},
     {"layers", CLI_TUNE, .help = "K of the model's layers; by default what fits in the RAM"},
     {"host", CLI_TUNE,
      .help = "the host profile (default: this machine's calibration, else " CLI_FALLBACK_HOST
@@ -253,7 +248,8 @@ static void print_report(const ws_validate_report *r)
 
 /* The options into *c (the engine's model and profiles come later); *gpu_prof: the
  * profile of the GPU's cost model. */
-static int validate_config(const validate_opts *o, ws_validate_cfg *c, const char **gpu_prof)
+static int validate_config(const validate_opts *o, const cli_args *a, ws_validate_cfg *c,
+                           const char **gpu_prof)
 {
     const cli_workload *w = &o->w;
     if (w->db && o->save)
@@ -261,41 +257,17 @@ static int validate_config(const validate_opts *o, ws_validate_cfg *c, const cha
     if (w->host && o->calibrate)
         return cli_usage_error("validate", "--calibrate makes this machine's profile: drop --host");
     ws_validate_cfg_default(c);
-    ws_engine_cfg *e = &c->eng;
-    e->batch = w->batch;
-    e->prompt = w->prompt;
-    e->output = w->output;
-    e->layers = w->layers;
-    e->threads = w->threads;
-    e->seed = (uint64_t)w->seed;
-    e->par.r_static = w->r;
+    int rc = cli_to_engine_cfg("validate", a, w, &c->eng, gpu_prof);
+    if (rc)
+        return rc;
     c->repeat = o->repeat;
     c->warmup = o->warmup;
-    if (c->warmup >= e->output)
+    if (c->warmup >= c->eng.output)
         return cli_usage_error("validate", "--output %d leaves no step past the %d warm-up step%s",
-                               e->output, c->warmup, c->warmup == 1 ? "" : "s");
+                               c->eng.output, c->warmup, c->warmup == 1 ? "" : "s");
     if (o->plot && !ws_gnuplot_term(o->plot))
         return cli_usage_error("validate", "--plot needs a .png, .svg or .pdf file, not '%s'",
                                o->plot);
-    ws_err err = {0};
-    if (ws_policy_from_name(w->policy, &e->policy, &err))
-        return cli_fail(&err);
-    const ws_policy_info *pi = ws_policy_info_of(e->policy);
-    if (!pi->spills)
-        return cli_usage_error("validate",
-                               "--policy %s is a simulator baseline; the runtime serves "
-                               "writescope, static, stream, cpu-attn and migrate",
-                               w->policy);
-    const char *gpu = w->gpu;
-    if (!strcmp(gpu, "cuda") || !strncmp(gpu, "cuda:", 5)) {
-        e->gpu = WS_ENGINE_GPU_CUDA;
-        *gpu_prof = gpu[4] == ':' && gpu[5] ? gpu + 5 : CLI_DEFAULT_GPU;
-    } else if (strncmp(gpu, "modeled:", 8) || !gpu[8]) {
-        return cli_usage_error("validate",
-                               "--gpu is modeled:<profile> or cuda[:<profile>], not '%s'", gpu);
-    } else {
-        *gpu_prof = gpu + 8;
-    }
     return 0;
 }
 
@@ -307,7 +279,7 @@ static int validate_load(const validate_opts *o, ws_store *s, const char *gpu_pr
     ws_err err = {0};
     char hbuf[64];
     const char *host = o->w.host;
-    int fallback = 0, auto_host = 0, cores = 1;
+    int fallback = 0, auto_host = 0;
     *this_machine = 0;
     if (o->calibrate) {
         fprintf(stderr, "validate: quick calibration of this machine (calib --quick)\n");
@@ -329,7 +301,7 @@ static int validate_load(const validate_opts *o, ws_store *s, const char *gpu_pr
             return cli_fail(&err);
         *this_machine = ws_calib_host_profile(s, mine, sizeof mine) && !strcmp(mine, host);
     }
-    if (ws_hw_load(s, o->w.model, gpu_prof, host, WS_DT_BF16, m, hw, &cores, &err)) {
+    if (ws_hw_load(s, o->w.model, gpu_prof, host, WS_DT_BF16, m, hw, NULL, &err)) {
         if (auto_host)
             ws_err_prefix(&err,
                           "validate: this machine's calibrated profile %s cannot drive the cost "
@@ -349,7 +321,7 @@ static int validate_load(const validate_opts *o, ws_store *s, const char *gpu_pr
                 "validate: no calibration of this machine is stored; host profile %s (the "
                 "comparison is not this machine's: try --calibrate)\n",
                 host);
-    c->cpu_workers = cores;
+    c->cpu_workers = ws_serving_cores(hw);
     return 0;
 }
 
@@ -403,7 +375,7 @@ int cmd_validate(int argc, char **argv)
         return cli_usage_error("validate", "--model is required");
     ws_validate_cfg c;
     const char *gpu_prof = CLI_DEFAULT_GPU;
-    if ((rc = validate_config(&o, &c, &gpu_prof)))
+    if ((rc = validate_config(&o, &a, &c, &gpu_prof)))
         return rc;
     ws_err err = {0};
     if (o.plot && ws_gnuplot_check_out(o.plot, &err)) /* before the runs, not after */

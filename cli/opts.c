@@ -211,6 +211,11 @@ int cli_given(const cli_args *a, const char *name)
     return a->given[k];
 }
 
+int cli_declared(const cli_args *a, const char *name)
+{
+    return opts_index(a, name, strlen(name)) >= 0;
+}
+
 /* An integer bound as help shows it: 2^k for large powers of two. */
 static void fmt_int(long long v, char *buf, size_t cap)
 {

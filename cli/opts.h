@@ -112,6 +112,9 @@ void cli_opts_expand(const cli_spec *spec, cli_args *a);
 /* How many times option `name` was on the command line (0: not given; its default, if any,
  * is in place). Aborts when the command declares no such option. */
 int cli_given(const cli_args *a, const char *name);
+/* 1 when the command declares option `name` (given or not, its default in place), else 0:
+ * for code shared by commands that declare different options. */
+int cli_declared(const cli_args *a, const char *name);
 /* The usage text, then "options:" and one entry per option of the table, in table order:
  * "--name ARG", its help, its range and its default. */
 void cli_help(FILE *out, const cli_spec *spec);

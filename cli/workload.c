@@ -107,7 +107,12 @@ const cli_optdef cli_closed_opts[] = {
              "by default 0"},
     {0}};
 
-const cli_optdef cli_format_opts[] = {
+const cli_optdef cli_window_opts[] = {
+    {"window", CLI_INT(W, window), .arg = "W", .lo = 1, .hi = 1 << 24, .def = "256",
+     .help = "the newest tokens of each sequence kept on the GPU, a multiple of the page"},
+    {0}};
+
+static const cli_optdef k_gpu_format_opts[] = {
     {"weights", CLI_STR(W, weights), .arg = "FMT",
      .help = "the format of the weights on the GPU (attention, dense MLPs; the experts' "
              "default): bf16, fp16, fp8, int8, int4 (AWQ/GPTQ), mxfp4 or a GGUF type (q8_0, "
@@ -118,6 +123,9 @@ const cli_optdef cli_format_opts[] = {
              "GGUF's type of the exps tensors left on the GPU"},
     {"shared-expert-weights", CLI_STR(W, shared_w), .arg = "FMT",
      .help = "the shared experts' format (default --weights)"},
+    {0}};
+
+const cli_optdef cli_cpu_format_opts[] = {
     {"cpu-expert-weights", CLI_STR(W, cpu_exp_w), .arg = "FMT",
      .help = "the CPU-resident routed experts' format (default the model's dtype); "
              "KTransformers: the CPU expert type (AMXINT8 = int8, AMXINT4 = int4, a GGUF "
@@ -127,6 +135,9 @@ const cli_optdef cli_format_opts[] = {
      .help = "the KV cache's element type (default bf16); vLLM: --kv-cache-dtype fp8; "
              "llama.cpp: --cache-type-k/--cache-type-v (q8_0, q4_0: their block bytes, "
              "attended at bf16's rates); KTransformers --cache_q4: q4_0"},
+    {0}};
+
+static const cli_optdef k_placement_opts[] = {
     {"n-cpu-moe", CLI_INT(W, n_cpu_moe), .arg = "N", .lo = 1, .hi = 1 << 20,
      .help = "the routed experts of the first N MoE layers stay on the CPU, the rest on the "
              "GPU (llama.cpp --n-cpu-moe N); the CPU layers keep --gpu-experts of theirs on "
@@ -143,8 +154,13 @@ const cli_optdef cli_format_opts[] = {
              "membw_read_1t, or the profile's core_bw); default every core"},
     {0}};
 
-/* *out = the format named v (NULL: keep *out); a usage error naming the known ones. */
-static int format_opt(const char *cmd, const char *opt, const char *v, const ws_wformat **out)
+/* The three parts in the order --help lists them; each over cli_workload, as this table. */
+const cli_optdef cli_format_opts[] = {{.type = CLI_OPT_GROUP, .group = k_gpu_format_opts},
+                                      {.type = CLI_OPT_GROUP, .group = cli_cpu_format_opts},
+                                      {.type = CLI_OPT_GROUP, .group = k_placement_opts},
+                                      {0}};
+
+int cli_format_opt(const char *cmd, const char *opt, const char *v, const ws_wformat **out)
 {
     if (!v)
         return 0;
@@ -157,12 +173,12 @@ static int format_opt(const char *cmd, const char *opt, const char *v, const ws_
 int cli_formats_apply(const char *cmd, const cli_workload *w, ws_cost_cfg *cc)
 {
     int rc;
-    if ((rc = format_opt(cmd, "weights", w->weights, &cc->w_gpu)))
+    if ((rc = cli_format_opt(cmd, "weights", w->weights, &cc->w_gpu)))
         return rc;
     cc->w_gpu_experts = cc->w_shared = cc->w_gpu;
-    if ((rc = format_opt(cmd, "gpu-expert-weights", w->gpu_exp_w, &cc->w_gpu_experts)) ||
-        (rc = format_opt(cmd, "shared-expert-weights", w->shared_w, &cc->w_shared)) ||
-        (rc = format_opt(cmd, "cpu-expert-weights", w->cpu_exp_w, &cc->w_cpu_experts)))
+    if ((rc = cli_format_opt(cmd, "gpu-expert-weights", w->gpu_exp_w, &cc->w_gpu_experts)) ||
+        (rc = cli_format_opt(cmd, "shared-expert-weights", w->shared_w, &cc->w_shared)) ||
+        (rc = cli_format_opt(cmd, "cpu-expert-weights", w->cpu_exp_w, &cc->w_cpu_experts)))
         return rc;
     if (w->kv_dtype) {
         ws_dtype d;

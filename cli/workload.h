@@ -6,8 +6,8 @@
  * and declares only its own options beside them; where it takes a shared option with
  * another range, default or help line (run's --batch is 1..4096, sim's 1..2^20), a TUNE
  * entry in its table says so. Values that need the library to interpret them (policy and
- * profile names, trace formats, generator specs) stay strings here: each command parses
- * them in the order its checks need and with its messages. */
+ * profile names, trace formats, generator specs) stay strings here; the library's structs
+ * are filled from this one struct by cli/convert.h, one function per struct. */
 #ifndef WS_CLI_WORKLOAD_H
 #define WS_CLI_WORKLOAD_H
 
@@ -36,6 +36,11 @@ typedef struct cli_workload {
     cli_gen_args gen; /* cli_gen_opts, cli_closed_opts */
     const char *weights, *cpu_exp_w, *gpu_exp_w, *shared_w, *kv_dtype; /* cli_format_opts */
     int n_cpu_moe, cpu_threads, n_gpu_layers;
+    int window; /* cli_window_opts */
+    /* sim's own (cmd_sim.c declares them): the share's clip, the SLOs, the memory limits
+     * (GiB), the GPU's routed experts and the sockets of the CPU's work */
+    double r_max, slo_ttft, slo_tpot, kv_gb, host_gb;
+    int gpu_experts, cpu_sockets, one_node;
 } cli_workload;
 
 /* --model --host --policy --batch --prompt --output --seed --db --json: sim, plan, run,
@@ -56,13 +61,32 @@ extern const cli_optdef cli_trace_opts[];
 extern const cli_optdef cli_gen_opts[];
 /* --clients --think: a generator's closed loop (sim, trace gen). */
 extern const cli_optdef cli_closed_opts[];
+/* The live engine's closed batch and policy as run and validate tune the shared options (a
+ * table's own TUNE entries: a group cannot carry them): --batch 1..4096 (default 4),
+ * --prompt 4096, --seed 1, a --policy that spills (writescope). */
+#define CLI_LIVE_TUNES                                                                             \
+    {"batch", CLI_TUNE, .lo = 1, .hi = 4096, .def = "4"},                                          \
+    {"prompt", CLI_TUNE, .def = "4096"},                                                           \
+    {"seed", CLI_TUNE, .lo = 0, .hi = 1 << 30, .def = "1"},                                        \
+    {"policy", CLI_TUNE, .arg = "NAME", .def = "writescope",                                       \
+     .help = "the KV policy: writescope, static, stream, cpu-attn or migrate (a single-state "     \
+             "cache whose reformats really move pages); gpu-only and ktrans do not spill and "     \
+             "do not run live"}
+/* --window: the D-window (sim, run). */
+extern const cli_optdef cli_window_opts[];
 /* --weights --gpu-expert-weights --shared-expert-weights --cpu-expert-weights --kv-dtype
  * --n-cpu-moe --n-gpu-layers --cpu-threads: what the model runs in and where its layers and
  * experts sit (sim, plan). */
 extern const cli_optdef cli_format_opts[];
+/* --cpu-expert-weights --kv-dtype alone: the formats the live engine takes (run; part of
+ * cli_format_opts). */
+extern const cli_optdef cli_cpu_format_opts[];
 /* Those options into cc (kept where not given): weight formats (the GPU experts' and shared
  * experts' default to --weights), the KV dtype, n_cpu_moe, n_gpu_layers, cpu_threads. A usage error (one line naming
  * the known formats or dtypes) for a value it cannot express. */
 int cli_formats_apply(const char *cmd, const cli_workload *w, ws_cost_cfg *cc);
+/* --NAME's value v as a weight format into *out (v NULL: *out kept); a usage error naming
+ * the known formats. */
+int cli_format_opt(const char *cmd, const char *name, const char *v, const ws_wformat **out);
 
 #endif

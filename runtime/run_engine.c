@@ -10,6 +10,7 @@
 
 #include "attn_split.h"
 #include "backend.h"
+#include "decode.h"
 #include "gemm_bf16.h"
 #include "gemm_cpu.h"
 #include "gemm_int8.h"
@@ -20,19 +21,31 @@
 #include "wformat.h"
 #include "ws_util.h"
 
+static int int8_experts(const ws_engine_cfg *c)
+{
+    return c->cpu_expert_weights && !strcmp(c->cpu_expert_weights->name, "int8");
+}
+
 void ws_engine_cfg_default(ws_engine_cfg *c)
 {
     memset(c, 0, sizeof *c);
+    ws_serving_default(&c->srv);
     c->gpu = WS_ENGINE_GPU_MODELED;
-    c->policy = WS_POLICY_WRITESCOPE;
-    ws_policy_params_default(&c->par);
-    c->batch = 4;
+    c->batch = 4; /* the closed batch: 4 x (4096 + 32) tokens */
     c->prompt = 4096;
     c->output = 32;
-    c->mem_fraction = 0.5;
-    c->window = 256;
-    c->isa = WS_ISA_AUTO;
     c->seed = 1;
+    c->mem_fraction = 0.5;
+    c->isa = WS_ISA_AUTO;
+}
+
+void ws_engine_cost_cfg(const ws_engine_cfg *c, ws_cost_cfg *cc)
+{
+    ws_cost_cfg_default(cc);
+    if (c->pingpong_bytes > 0)
+        cc->pingpong_bytes = c->pingpong_bytes;
+    if (int8_experts(c)) /* the bytes the CPU experts stream */
+        cc->cpu_expert_bytes = c->cpu_expert_weights->bytes;
 }
 
 /* ---- synthetic data: a counter-based generator, so any token's KV can be rebuilt ---- */
@@ -128,11 +141,6 @@ typedef struct eng {
     uint16_t *ref_pages;
     double *o_ref, *lse_ref;
 } eng;
-
-static int int8_experts(const ws_engine_cfg *c)
-{
-    return c->cpu_expert_weights && !strcmp(c->cpu_expert_weights->name, "int8");
-}
 
 /* An expert's weights: bf16 [2I x H] + [H x I], or their int8 copies and scales. */
 static double expert_weight_bytes(int H, int I, int int8)
@@ -359,31 +367,11 @@ static void *gpu_half_run(void *arg)
     return NULL;
 }
 
-static int eng_init(eng *e, const ws_engine_cfg *c, ws_run_result *res, ws_err *err)
+/* The depth: --layers when they fit in mem_fraction of the RAM, else as many as fit. */
+static int eng_depth(eng *e, ws_run_result *res, ws_err *err)
 {
+    const ws_engine_cfg *c = e->cfg;
     const ws_model *m = c->model;
-    e->cfg = c;
-    e->m = m;
-    e->P = c->par.page_tokens;
-    e->W = c->window;
-    e->B = c->batch;
-    int rc = ws_model_attn_shape(m, WS_DT_BF16, e->P, &e->gl, &e->nq, &e->scale, err);
-    if (rc)
-        return rc;
-    e->row_k = e->gl.n_kv_heads * e->gl.d_k;
-    e->row_v = e->gl.v_shares_k ? 0 : e->gl.n_kv_heads * e->gl.d_v;
-    ws_cost_cfg cc;
-    ws_cost_cfg_default(&cc);
-    if (c->pingpong_bytes > 0)
-        cc.pingpong_bytes = c->pingpong_bytes;
-    e->int8 = int8_experts(c);
-    e->expert_verify = c->verify && e->int8 ? 0 : NAN;
-    if (e->int8) /* the bytes the CPU experts stream */
-        cc.cpu_expert_bytes = c->cpu_expert_weights->bytes;
-    if ((rc = ws_cost_model_init(c->hw, m, &cc, &e->cm, err)))
-        return rc;
-
-    /* depth */
     res->model_layers = m->layers;
     if (c->layers > m->layers)
         return ws_err_set(err, WS_EINVAL, "run: --layers %d: model %s has %d layers", c->layers,
@@ -414,19 +402,16 @@ static int eng_init(eng *e, const ws_engine_cfg *c, ws_run_result *res, ws_err *
                  "%d of %d layers (what fits in %.0f%% of %.1f GiB RAM)", e->L, m->layers,
                  100 * c->mem_fraction, ram / 1073741824.0);
     }
-    res->layers = e->L;
-    if ((rc = ws_ctl_init(&e->ctl, &e->cm, c->policy, &c->par, e->L, err)) ||
-        (rc = ws_ctl_set_prefill(&e->ctl, c->prefill_mode, err)))
-        return rc;
+    return 0;
+}
 
-    if (c->gpu == WS_ENGINE_GPU_CUDA && (rc = cuda_open(e, res, err)))
-        return rc;
-    ws_err perr = {0};
-    e->pool = ws_pool_create(c->threads, &perr);
-    if (!e->pool)
-        return ws_err_set(err, WS_ENOMEM, "run: thread pool: %s", perr.msg);
-    e->threads = ws_pool_threads(e->pool);
-
+/* The cache (InplaceKVCache) with its region limits, the attention buffers, the CUDA
+ * device's (with a device) and one sequence per slot of the batch. */
+static int eng_cache(eng *e, ws_run_result *res, ws_err *err)
+{
+    const ws_engine_cfg *c = e->cfg;
+    const ws_model *m = c->model;
+    int rc = 0;
     const double pb = (double)ws_kv_page_bytes(&e->gl);
     const int pps = pages_per_seq(c, e->P);
     const int ppp = pingpong_pages_for(c, e->P, pb, e->cm.cfg.pingpong_bytes);
@@ -473,7 +458,15 @@ static int eng_init(eng *e, const ws_engine_cfg *c, ws_run_result *res, ws_err *
         if ((rc = ws_ikv_seq_add(e->kv, &e->seqs[i], err)))
             return rc;
 
-    /* MoE: router and expert slots */
+    return 0;
+}
+
+/* MoE: the router and the expert slots, their weights seeded (int8: quantized at load). */
+static int eng_experts(eng *e, ws_run_result *res, ws_err *err)
+{
+    const ws_engine_cfg *c = e->cfg;
+    const ws_model *m = c->model;
+    int rc = 0, bad = 0;
     e->H = m->hidden;
     e->I = m->moe_intermediate;
     e->E = m->n_experts;
@@ -544,10 +537,48 @@ static int eng_init(eng *e, const ws_engine_cfg *c, ws_run_result *res, ws_err *
         if (rc)
             return rc;
     }
+    return 0;
+}
+
+static int eng_init(eng *e, const ws_engine_cfg *c, ws_run_result *res, ws_err *err)
+{
+    const ws_model *m = c->model;
+    e->cfg = c;
+    e->m = m;
+    e->P = c->par.page_tokens;
+    e->W = c->window;
+    e->B = c->batch;
+    int rc = ws_model_attn_shape(m, WS_DT_BF16, e->P, &e->gl, &e->nq, &e->scale, err);
+    if (rc)
+        return rc;
+    e->row_k = e->gl.n_kv_heads * e->gl.d_k;
+    e->row_v = e->gl.v_shares_k ? 0 : e->gl.n_kv_heads * e->gl.d_v;
+    ws_cost_cfg cc;
+    ws_engine_cost_cfg(c, &cc);
+    e->int8 = int8_experts(c);
+    e->expert_verify = c->verify && e->int8 ? 0 : NAN;
+    if ((rc = ws_cost_model_init(c->hw, m, &cc, &e->cm, err)))
+        return rc;
+    if ((rc = eng_depth(e, res, err)))
+        return rc;
+    res->layers = e->L;
+    if ((rc = ws_ctl_init(&e->ctl, &e->cm, c->policy, &c->par, e->L, err)) ||
+        (rc = ws_ctl_set_prefill(&e->ctl, c->prefill_mode, err)))
+        return rc;
+    if (c->gpu == WS_ENGINE_GPU_CUDA && (rc = cuda_open(e, res, err)))
+        return rc;
+    ws_err perr = {0};
+    e->pool = ws_pool_create(c->threads, &perr);
+    if (!e->pool)
+        return ws_err_set(err, WS_ENOMEM, "run: thread pool: %s", perr.msg);
+    e->threads = ws_pool_threads(e->pool);
+    if ((rc = eng_cache(e, res, err)) || (rc = eng_experts(e, res, err)))
+        return rc;
     if (c->verify) {
-        const size_t full = (size_t)pps * (size_t)pb;
+        int bad = 0;
+        const size_t pb = ws_kv_page_bytes(&e->gl), full = (size_t)pages_per_seq(c, e->P) * pb;
         e->ref_pages = malloc(full * (size_t)e->B);
-        e->o_ref = xcalloc((size_t)e->B * nqv, sizeof(double), &bad);
+        e->o_ref = xcalloc((size_t)e->B * e->nq * e->gl.d_v, sizeof(double), &bad);
         e->lse_ref = xcalloc((size_t)e->B * e->nq, sizeof(double), &bad);
         if (bad || !e->ref_pages)
             return ws_err_set(err, WS_ENOMEM, "run: out of memory (verify buffers)");
@@ -600,7 +631,7 @@ static int prefill(eng *e, ws_run_result *res, ws_err *err)
     res->prefill_wall_s = ws_now_s() - t0;
     /* The modeled compute: each prompt's chunks in the serving loop's order, each the layer
      * schedule played (its KV written D2H, its experts where the controller puts them). */
-    const int chunk = c->chunk > 0 ? c->chunk : 2048;
+    const int chunk = c->chunk;
     double model_s = 0;
     for (int i = 0; i < e->B; i++)
         for (int done = 0; done < N;) {
@@ -997,56 +1028,42 @@ static int attention(eng *e, int l, double n_tok, gpu_half *gh, double *cpu_s, w
     return rc;
 }
 
-/* The step's flush, decided once before its first layer as the simulator decides it: which
- * sequences' windows fill with this token, and how many of their pages go to the CPU.
- * Every layer then flushes the same. */
-typedef struct flush_plan {
-    int n_req, pages, cpu_pages;
-} flush_plan;
+/* ---- a decode step: the protocol is decode.h's, run on the real cache ---- */
 
-static void plan_flush(eng *e, double resident, double cpu_tok, double spilled, flush_plan *f)
+typedef struct dec_ctx {
+    eng *e;
+    int step, drift; /* drift: the CPU half's time scaled (cfg drift_factor) */
+    double t0;       /* the step's start on the timeline */
+    ws_run_step *st;
+    ws_run_layer *lays; /* [L] */
+    double *mig_s;      /* [L] each layer's reformat time */
+} dec_ctx;
+
+static void dec_sums(void *ctx, ws_decode_sums *s)
 {
-    *f = (flush_plan){0};
+    const eng *e = ((const dec_ctx *)ctx)->e;
+    double resident = 0, cpu, spilled;
     for (int i = 0; i < e->B; i++)
-        if (ws_ikv_tokens(e->kv, e->seqs[i], 0, WS_IKV_DWIN) + 1 >= e->W)
-            f->n_req++;
-    if (!f->n_req)
-        return;
-    f->pages = f->n_req * (e->W / e->P);
-    f->cpu_pages = ws_ctl_flush_cpu_pages(&e->ctl, e->B, resident - (double)f->n_req * e->W,
-                                          cpu_tok, spilled, f->pages);
+        resident += ws_ikv_tokens(e->kv, e->seqs[i], 0, WS_IKV_DWIN) + 1;
+    ws_ikv_spilled(e->kv, 0, NULL, 0, &cpu, &spilled);
+    *s = (ws_decode_sums){.batch = e->B, .spilled = spilled, .cpu = cpu, .resident = resident};
 }
 
-static int flush_layer(eng *e, int l, const flush_plan *f, ws_err *err)
+static int dec_full_windows(void *ctx)
 {
-    if (!f->n_req)
-        return 0;
-    ws_ikv_flush_req req[e->B > 0 ? e->B : 1];
-    int n = 0, cpu = f->cpu_pages;
+    const eng *e = ((const dec_ctx *)ctx)->e;
+    int n = 0;
     for (int i = 0; i < e->B; i++)
-        if (ws_ikv_tokens(e->kv, e->seqs[i], l, WS_IKV_DWIN) >= e->W) {
-            const int fp = ws_ikv_window_full_pages(e->kv, e->seqs[i], l);
-            req[n] = (ws_ikv_flush_req){.seq = e->seqs[i], .layer = l, .n_pages = fp};
-            req[n].n_cpu = cpu < fp ? cpu : fp;
-            cpu -= req[n].n_cpu;
-            n++;
-        }
-    return ws_ikv_flush(e->kv, req, n, err);
+        n += ws_ikv_tokens(e->kv, e->seqs[i], 0, WS_IKV_DWIN) + 1 >= e->W;
+    return n;
 }
 
-/* migrate at the step's start: the controller's decision by whole pages, taken from the
- * sequences in order (as the simulator takes them), reformatted in every layer through
- * the format's one path for it. *bytes: per layer; *secs[l]: each layer's reformat time. */
-static int migrate(eng *e, double rstar, double *bytes, double *secs, ws_err *err)
+/* migrate's move, taken from the sequences in order (as the simulator takes them) and
+ * reformatted in every layer through the format's one path for it, each layer timed. */
+static int dec_migrate(void *ctx, int move, ws_err *err)
 {
-    *bytes = 0;
-    double cpu_tok, spilled;
-    ws_ikv_spilled(e->kv, 0, NULL, 0, &cpu_tok, &spilled);
-    int move;
-    if (!ws_ctl_migrate(&e->ctl, rstar, (int)(cpu_tok / e->P), (int)(spilled / e->P), &move) ||
-        !move)
-        return 0;
-    *bytes = fabs((double)move) * e->P * e->cm.b_tok;
+    dec_ctx *d = ctx;
+    eng *e = d->e;
     const ws_ikv_region to = move > 0 ? WS_IKV_CPU : WS_IKV_XFER;
     for (int l = 0; l < e->L; l++) {
         const double t0 = ws_now_s();
@@ -1061,9 +1078,28 @@ static int migrate(eng *e, double rstar, double *bytes, double *secs, ws_err *er
                 return rc;
             left -= k;
         }
-        secs[l] = ws_now_s() - t0;
+        d->mig_s[l] = ws_now_s() - t0;
     }
     return 0;
+}
+
+/* Layer l's flush: every full window goes, as one batch, where the step's plan places it
+ * (the plan's CPU pages first, in sequence order). */
+static int flush_layer(eng *e, int l, const ws_decode_plan *p, ws_err *err)
+{
+    if (!p->flush_seqs)
+        return 0;
+    ws_ikv_flush_req req[e->B > 0 ? e->B : 1];
+    int n = 0, cpu = p->flush_cpu_pages;
+    for (int i = 0; i < e->B; i++)
+        if (ws_ikv_tokens(e->kv, e->seqs[i], l, WS_IKV_DWIN) >= e->W) {
+            const int fp = ws_ikv_window_full_pages(e->kv, e->seqs[i], l);
+            req[n] = (ws_ikv_flush_req){.seq = e->seqs[i], .layer = l, .n_pages = fp};
+            req[n].n_cpu = cpu < fp ? cpu : fp;
+            cpu -= req[n].n_cpu;
+            n++;
+        }
+    return ws_ikv_flush(e->kv, req, n, err);
 }
 
 /* Layer l's schedule (schedule.h) with the durations of the work this engine ran in place of
@@ -1095,100 +1131,96 @@ static void layer_schedule(const eng *e, int l, const ws_run_layer *y, const ws_
     }
 }
 
-static int decode_step(eng *e, int step, double t0_step, ws_run_step *st, ws_run_layer *lays,
-                       ws_err *err)
+/* Layer l's work for real, as the step's layer y: the new token, both attention halves,
+ * verify, the MoE phase (each timed), the flush. *sp: the layer's attention terms; *gh: the
+ * GPU half as run. */
+static int layer_work(dec_ctx *d, int l, const ws_decode_plan *p, ws_cost_split *sp,
+                      gpu_half *gh, ws_err *err)
 {
+    eng *e = d->e;
     const ws_engine_cfg *c = e->cfg;
     const ws_cost_model *cm = &e->cm;
-    const double wall0 = ws_now_s();
-    double verify_s = 0, cpu_tok, spilled, resident = 0;
-    for (int i = 0; i < e->B; i++)
-        resident += ws_ikv_tokens(e->kv, e->seqs[i], 0, WS_IKV_DWIN) + 1;
-    ws_ikv_spilled(e->kv, 0, NULL, 0, &cpu_tok, &spilled);
-    const double rstar = ws_ctl_target(&e->ctl, e->B, resident, spilled);
-    double mig_bytes = 0, mig_s[e->L > 0 ? e->L : 1];
-    for (int l = 0; l < e->L; l++)
-        mig_s[l] = 0;
-    int rc = migrate(e, rstar, &mig_bytes, mig_s, err);
+    ws_run_layer *y = &d->lays[l];
+    const double lw0 = ws_now_s();
+    double kern = 0, verify_s = 0, n_tok = 0, tc = 0;
+    int rc = new_tokens(e, d->step, l, err);
     if (rc)
         return rc;
-    ws_ikv_spilled(e->kv, 0, NULL, 0, &cpu_tok, &spilled);
-    flush_plan fp;
-    plan_flush(e, resident, cpu_tok, spilled, &fp);
-    const int drift = c->drift_factor > 0 && c->drift_factor != 1 && step >= c->drift_step;
-    *st = (ws_run_step){.idx = step,
+    for (int i = 0; i < e->B; i++) {
+        y->m_xfer += ws_ikv_tokens(e->kv, e->seqs[i], l, WS_IKV_XFER);
+        y->resident += ws_ikv_tokens(e->kv, e->seqs[i], l, WS_IKV_DWIN);
+    }
+    if ((rc = attn_views(e, l, 0, &n_tok, err)) || (rc = attention(e, l, n_tok, gh, &tc, err)))
+        return rc;
+    y->n_cpu = n_tok;
+    kern += tc;
+    ws_cost_split_terms(cm, y->resident, l > 0 ? d->lays[l - 1].t.moe_s : 0, 0, 0, sp);
+    y->pred_cpu_s = ws_cost_split_cpu(sp, n_tok);
+    y->pred_gpu_s = ws_cost_split_gpu(sp, y->m_xfer);
+    if (c->cpu_time_modeled)
+        tc = y->pred_cpu_s;
+    y->cpu_attn_s = d->drift ? tc * c->drift_factor : tc;
+    if (c->verify) {
+        const double a = ws_now_s();
+        double mx = 0;
+        if ((rc = verify_layer(e, l, &mx, err)))
+            return rc;
+        if (!(mx <= d->st->verify_err))
+            d->st->verify_err = mx;
+        verify_s += ws_now_s() - a;
+    }
+    /* the MoE phase, for real */
+    if (ws_cost_layer(cm, l)->moe && e->ex) {
+        const double a = ws_now_s(), v0 = verify_s;
+        if ((rc = moe(e, d->step, l, &y->router_s, &y->experts_s, &verify_s, err)))
+            return rc;
+        kern += ws_now_s() - a - (verify_s - v0);
+        /* the model's: the layer schedule's router and CPU experts (with their permute) */
+        const ws_sched_in in = {.T = e->B, .n_seqs = e->B};
+        y->pred_experts_s = ws_sched_op_time(cm, &in, l, WS_OP_EXP_CPU);
+        if (c->cpu_time_modeled) {
+            y->router_s = ws_sched_op_time(cm, &in, l, WS_OP_ROUTER);
+            y->experts_s = y->pred_experts_s;
+        }
+    }
+    if ((rc = flush_layer(e, l, p, err)))
+        return rc;
+    y->flush_pages = p->flush_pages, y->flush_cpu_pages = p->flush_cpu_pages;
+    double lc, lsp;
+    ws_ikv_spilled(e->kv, l, NULL, 0, &lc, &lsp);
+    y->r_real = lsp > 0 ? lc / lsp : 0;
+    y->overhead_s = fmax(0.0, ws_now_s() - lw0 - kern - verify_s);
+    return 0;
+}
+
+/* The step's layers, each run and then played on the timeline with what ran measured. */
+static int dec_play(void *ctx, const ws_decode_plan *p, ws_decode_obs *obs, ws_err *err)
+{
+    dec_ctx *d = ctx;
+    eng *e = d->e;
+    const ws_engine_cfg *c = e->cfg;
+    ws_run_step *st = d->st;
+    *st = (ws_run_step){.idx = d->step,
                         .batch = e->B,
                         .tokens = e->B,
-                        .t_start = t0_step,
-                        .r_star = rstar,
-                        .r_real = spilled > 0 ? cpu_tok / spilled : 0,
+                        .t_start = d->t0,
+                        .r_star = p->r_star,
+                        .r_real = p->r_real,
                         .verify_err = c->verify ? 0 : NAN};
     ws_sched_play play;
-    ws_sched_play_start(&play, t0_step);
-    double t_moe_prev = 0, ctx = 0;
+    ws_sched_play_start(&play, d->t0);
+    double ctx_tok = 0;
     for (int l = 0; l < e->L; l++) {
-        ws_run_layer *y = &lays[l];
-        const double lw0 = ws_now_s();
-        double kern = 0;
+        ws_run_layer *y = &d->lays[l];
         memset(y, 0, sizeof *y);
-        y->step = step, y->layer = l, y->r_star = rstar;
-        if ((rc = new_tokens(e, step, l, err)))
-            return rc;
-        double n_tok = 0;
-        for (int i = 0; i < e->B; i++) {
-            y->m_xfer += ws_ikv_tokens(e->kv, e->seqs[i], l, WS_IKV_XFER);
-            y->resident += ws_ikv_tokens(e->kv, e->seqs[i], l, WS_IKV_DWIN);
-        }
-        if ((rc = attn_views(e, l, 0, &n_tok, err)))
-            return rc;
-        y->n_cpu = n_tok;
-        gpu_half gh;
-        double tc = 0;
-        if ((rc = attention(e, l, n_tok, &gh, &tc, err)))
-            return rc;
-        kern += tc;
+        y->step = d->step, y->layer = l, y->r_star = p->r_star;
         ws_cost_split sp;
-        ws_cost_split_terms(cm, y->resident, t_moe_prev, 0, 0, &sp);
-        y->pred_cpu_s = ws_cost_split_cpu(&sp, n_tok);
-        y->pred_gpu_s = ws_cost_split_gpu(&sp, y->m_xfer);
-        if (c->cpu_time_modeled)
-            tc = y->pred_cpu_s;
-        y->cpu_attn_s = drift ? tc * c->drift_factor : tc;
-        if (c->verify) {
-            const double a = ws_now_s();
-            double mx = 0;
-            if ((rc = verify_layer(e, l, &mx, err)))
-                return rc;
-            if (!(mx <= st->verify_err))
-                st->verify_err = mx;
-            verify_s += ws_now_s() - a;
-        }
-        /* the MoE phase, for real */
-        if (ws_cost_layer(cm, l)->moe && e->ex) {
-            const double a = ws_now_s(), v0 = verify_s;
-            if ((rc = moe(e, step, l, &y->router_s, &y->experts_s, &verify_s, err)))
-                return rc;
-            kern += ws_now_s() - a - (verify_s - v0);
-            y->pred_experts_s = ws_cost_cpu_experts(cm, l, e->B);
-            if (c->cpu_time_modeled) {
-                y->router_s = ws_cost_router(cm, l, e->B);
-                y->experts_s = y->pred_experts_s;
-            }
-        }
-        /* flush: a full window goes, as one batch, where the step's plan places it */
-        if ((rc = flush_layer(e, l, &fp, err)))
+        gpu_half gh;
+        int rc = layer_work(d, l, p, &sp, &gh, err);
+        if (rc)
             return rc;
-        y->flush_pages = fp.pages, y->flush_cpu_pages = fp.cpu_pages;
-        double lc, lsp;
-        ws_ikv_spilled(e->kv, l, NULL, 0, &lc, &lsp);
-        y->r_real = lsp > 0 ? lc / lsp : 0;
-        y->overhead_s = fmax(0.0, ws_now_s() - lw0 - kern - verify_s);
-        verify_s = 0;
-
-        /* the timeline: the layer's schedule, played with what ran measured */
         ws_sched_layer sl;
-        layer_schedule(e, l, y, &sp, (double)fp.pages * e->P * cm->b_tok, mig_bytes, mig_s[l],
-                       &gh, &sl);
+        layer_schedule(e, l, y, &sp, p->flush_bytes, p->migrate_bytes, d->mig_s[l], &gh, &sl);
         ws_sched_play_layer(&play, &sl, &y->t, NULL);
         y->gpu_s = y->t.gpu_end - y->t.attn_start;
         y->gpu_measured = e->be != NULL;
@@ -1197,22 +1229,46 @@ static int decode_step(eng *e, int step, double t0_step, ws_run_step *st, ws_run
         st->cpu_attn_s += y->cpu_attn_s;
         st->experts_s += y->router_s + y->experts_s;
         st->overhead_s += c->cpu_time_modeled ? 0 : y->overhead_s;
-        ctx += n_tok + y->m_xfer + y->resident;
-        t_moe_prev = y->t.moe_s;
-
-        /* feedback: the same observations the simulator makes */
-        ws_ctl_observe(&e->ctl, n_tok, y->cpu_attn_s, y->m_xfer, y->gpu_s, y->resident,
-                       l > 0 ? lays[l - 1].t.moe_s : 0);
-        y->A = ws_ctl_A(&e->ctl);
-        y->B = ws_ctl_B(&e->ctl);
+        ctx_tok += y->n_cpu + y->m_xfer + y->resident;
+        obs[l] = (ws_decode_obs){.n_cpu = y->n_cpu,
+                                 .cpu_s = y->cpu_attn_s,
+                                 .m_xfer = y->m_xfer,
+                                 .gpu_s = y->gpu_s,
+                                 .resident = y->resident,
+                                 .moe_s = y->t.moe_s};
     }
-    ws_ctl_step_end(&e->ctl, t_moe_prev);
     st->t_end = play.t_end;
     st->busy_gpu = play.busy[WS_RES_GPU];
     st->busy_h2d += play.busy[WS_RES_H2D];
     st->busy_d2h = play.busy[WS_RES_D2H];
     st->busy_cpu = play.busy[WS_RES_CPU];
-    st->context = llround(ctx / e->L);
+    st->context = llround(ctx_tok / e->L);
+    return 0;
+}
+
+static int decode_step(eng *e, int step, double t0_step, ws_run_step *st, ws_run_layer *lays,
+                       ws_err *err)
+{
+    static const ws_decode_ops ops = {dec_sums, dec_full_windows, dec_migrate, dec_play};
+    const ws_engine_cfg *c = e->cfg;
+    const double wall0 = ws_now_s();
+    double mig_s[e->L > 0 ? e->L : 1];
+    ws_decode_obs obs[e->L > 0 ? e->L : 1];
+    for (int l = 0; l < e->L; l++)
+        mig_s[l] = 0;
+    dec_ctx d = {.e = e,
+                 .step = step,
+                 .drift = c->drift_factor > 0 && c->drift_factor != 1 && step >= c->drift_step,
+                 .t0 = t0_step,
+                 .st = st,
+                 .lays = lays,
+                 .mig_s = mig_s};
+    ws_decode_plan p;
+    int rc = ws_decode_step(&e->ctl, e->L, e->W, &ops, &d, &p, obs, err);
+    if (rc)
+        return rc;
+    for (int l = 0; l < e->L; l++)
+        lays[l].A = obs[l].A, lays[l].B = obs[l].B;
     st->wall_s = ws_now_s() - wall0;
     return 0;
 }
@@ -1234,6 +1290,68 @@ int ws_engine_expert_format_ok(const ws_wformat *f, ws_err *err)
     return 0;
 }
 
+/* The run's summary: step percentiles, throughput, the step time's shares, the cache's
+ * counters, the estimates and the experts' backend. */
+static void run_summary(eng *e, ws_run_result *res)
+{
+    const ws_engine_cfg *c = e->cfg;
+    const int S = c->output;
+    if (!e->be)
+        snprintf(res->gpu_label, sizeof res->gpu_label, "modeled:%s", c->hw->gpu);
+    snprintf(res->host, sizeof res->host, "%s", c->hw->host);
+    double *d = malloc((size_t)S * sizeof(double));
+    double sum = 0, ca = 0, ex = 0, ov = 0, busy = 0;
+    for (int s = 0; s < S; s++) {
+        const ws_run_step *st = &res->step[s];
+        const double dt = st->t_end - st->t_start;
+        if (d)
+            d[s] = dt;
+        sum += dt;
+        ca += st->cpu_attn_s, ex += st->experts_s, ov += st->overhead_s, busy += st->busy_cpu;
+        res->wall_s += st->wall_s;
+        if (c->verify && !(st->verify_err <= res->verify_max_err))
+            res->verify_max_err = isnan(res->verify_max_err)
+                                      ? st->verify_err
+                                      : fmax(res->verify_max_err, st->verify_err);
+    }
+    if (d) {
+        qsort(d, (size_t)S, sizeof *d, cmp_dbl);
+        res->step_p50 = d[(S - 1) / 2];
+        res->step_p99 = d[(int)ceil(0.99 * S) - 1];
+        free(d);
+    }
+    res->decode_s = sum;
+    res->tokens_per_s = sum > 0 ? (double)c->batch * S / sum : 0;
+    if (sum > 0) {
+        res->share_cpu_attn = ca / sum;
+        res->share_experts = ex / sum;
+        res->share_overhead = ov / sum;
+        res->share_gpu_wait = fmax(0.0, 1 - busy / sum);
+    }
+    ws_ikv_stats ks;
+    ws_ikv_stats_get(e->kv, &ks);
+    res->bytes_moved = ks.bytes_moved;
+    res->bytes_reformatted = ks.bytes_reformatted;
+    res->bytes_written_cpu = ks.bytes_written[WS_IKV_CPU];
+    res->bytes_written_xfer = ks.bytes_written[WS_IKV_XFER];
+    res->flushes = ks.flushes;
+    res->cpu_pages = ks.pages_in_use[WS_IKV_CPU];
+    res->xfer_pages = ks.pages_in_use[WS_IKV_XFER];
+    res->A_final = ws_ctl_A(&e->ctl);
+    res->B_final = ws_ctl_B(&e->ctl);
+    if (e->ex && e->int8)
+        ws_gemm_int8_describe(e->H, e->I, 1, res->expert_backend, sizeof res->expert_backend);
+    else if (e->ex)
+        ws_engine_experts_backend(e->H, e->I, e->B, res->expert_backend,
+                                  sizeof res->expert_backend);
+    else
+        snprintf(res->expert_backend, sizeof res->expert_backend, "none");
+    snprintf(res->expert_dtype, sizeof res->expert_dtype, "%s", e->int8 ? "int8" : "bf16");
+    res->expert_verify = e->expert_verify;
+    res->A_model = e->cm.A;
+    res->B_model = e->cm.B;
+}
+
 int ws_engine_run(const ws_engine_cfg *c, ws_run_result *res, ws_err *err)
 {
     memset(res, 0, sizeof *res);
@@ -1250,8 +1368,8 @@ int ws_engine_run(const ws_engine_cfg *c, ws_run_result *res, ws_err *err)
                           "run: policy '%s' is not a runtime policy (writescope, static, "
                           "stream, cpu-attn, migrate)",
                           pi ? pi->name : "?");
-    if (c->batch < 1 || c->prompt < 1 || c->output < 1)
-        return ws_err_set(err, WS_EINVAL, "run: batch, prompt and output must be >= 1");
+    if (c->batch < 1 || c->prompt < 1 || c->output < 1 || c->chunk < 1)
+        return ws_err_set(err, WS_EINVAL, "run: batch, prompt, output and chunk must be >= 1");
     const int P = c->par.page_tokens;
     if (P < 1 || c->window < P || c->window % P)
         return ws_err_set(err, WS_EINVAL,
@@ -1280,62 +1398,8 @@ int ws_engine_run(const ws_engine_cfg *c, ws_run_result *res, ws_err *err)
         if (c->on_step)
             c->on_step(c->on_step_ctx, &res->step[s], res->lay + (size_t)s * e.L, e.L);
     }
-    if (!rc) {
-        if (!e.be)
-            snprintf(res->gpu_label, sizeof res->gpu_label, "modeled:%s", c->hw->gpu);
-        snprintf(res->host, sizeof res->host, "%s", c->hw->host);
-        double *d = malloc((size_t)S * sizeof(double));
-        double sum = 0, ca = 0, ex = 0, ov = 0, busy = 0;
-        for (int s = 0; s < S; s++) {
-            const ws_run_step *st = &res->step[s];
-            const double dt = st->t_end - st->t_start;
-            if (d)
-                d[s] = dt;
-            sum += dt;
-            ca += st->cpu_attn_s, ex += st->experts_s, ov += st->overhead_s, busy += st->busy_cpu;
-            res->wall_s += st->wall_s;
-            if (c->verify && !(st->verify_err <= res->verify_max_err))
-                res->verify_max_err = isnan(res->verify_max_err)
-                                          ? st->verify_err
-                                          : fmax(res->verify_max_err, st->verify_err);
-        }
-        if (d) {
-            qsort(d, (size_t)S, sizeof *d, cmp_dbl);
-            res->step_p50 = d[(S - 1) / 2];
-            res->step_p99 = d[(int)ceil(0.99 * S) - 1];
-            free(d);
-        }
-        res->decode_s = sum;
-        res->tokens_per_s = sum > 0 ? (double)c->batch * S / sum : 0;
-        if (sum > 0) {
-            res->share_cpu_attn = ca / sum;
-            res->share_experts = ex / sum;
-            res->share_overhead = ov / sum;
-            res->share_gpu_wait = fmax(0.0, 1 - busy / sum);
-        }
-        ws_ikv_stats ks;
-        ws_ikv_stats_get(e.kv, &ks);
-        res->bytes_moved = ks.bytes_moved;
-        res->bytes_reformatted = ks.bytes_reformatted;
-        res->bytes_written_cpu = ks.bytes_written[WS_IKV_CPU];
-        res->bytes_written_xfer = ks.bytes_written[WS_IKV_XFER];
-        res->flushes = ks.flushes;
-        res->cpu_pages = ks.pages_in_use[WS_IKV_CPU];
-        res->xfer_pages = ks.pages_in_use[WS_IKV_XFER];
-        res->A_final = ws_ctl_A(&e.ctl);
-        res->B_final = ws_ctl_B(&e.ctl);
-        if (e.ex && e.int8)
-            ws_gemm_int8_describe(e.H, e.I, 1, res->expert_backend, sizeof res->expert_backend);
-        else if (e.ex)
-            ws_engine_experts_backend(e.H, e.I, e.B, res->expert_backend,
-                                      sizeof res->expert_backend);
-        else
-            snprintf(res->expert_backend, sizeof res->expert_backend, "none");
-        snprintf(res->expert_dtype, sizeof res->expert_dtype, "%s", e.int8 ? "int8" : "bf16");
-        res->expert_verify = e.expert_verify;
-        res->A_model = e.cm.A;
-        res->B_model = e.cm.B;
-    }
+    if (!rc)
+        run_summary(&e, res);
     eng_free(&e);
     if (rc)
         ws_run_result_free(res);

@@ -50,6 +50,7 @@
 #include "policy.h"
 #include "pool.h"
 #include "schedule.h"
+#include "serving.h"
 #include "steprow.h"
 #include "wformat.h"
 #include "ws_err.h"
@@ -91,16 +92,18 @@ typedef struct ws_engine_cfg {
     const ws_model *model;
     const ws_cost_hw *hw; /* the GPU and host profiles, loaded (ws_cost_hw_load) */
     ws_engine_gpu gpu;
-    ws_policy_kind policy; /* writescope, static, stream, cpu-attn, migrate */
-    ws_policy_params par;  /* par.page_tokens is P; r_static for static */
-    int batch, prompt, output;
+    /* The serving settings (serving.h): a policy that spills (writescope, static, stream,
+     * cpu-attn, migrate), par.page_tokens is P; batch, the closed batch's sequences (default
+     * 4); window W; seed (default 1). Prefill: each prompt in chunks of at most `chunk`
+     * tokens, each chunk's CPU experts where the controller puts them under prefill_mode,
+     * its compute the layer schedule's, modeled. */
+    WS_SERVING_MEMBERS;
+    int prompt, output;
     int layers;          /* 0: what fits in mem_fraction of the RAM */
     double mem_fraction; /* default 0.5 */
-    int window;          /* W, a multiple of P (default 256) */
     int threads;         /* CPU pool threads (0: one per CPU) */
     ws_isa isa;          /* CPU attention path (WS_ISA_AUTO) */
     int verify;          /* 1: check each layer's merged output against full attention */
-    uint64_t seed;
     size_t host_limit, pinned_limit; /* region limits in bytes (0: what the run needs) */
     double pingpong_bytes;           /* the cost model's ping-pong half, the prefetch cap (0: its
                                       * default) */
@@ -120,14 +123,13 @@ typedef struct ws_engine_cfg {
      * a reformat) is taken as the cost model's (the CPU half times the drift factor), so a
      * run's placements and timeline are deterministic: the simulator's. */
     int cpu_time_modeled;
-    /* Prefill: each prompt in chunks of at most `chunk` tokens (0: 2048, the simulator's
-     * default), each chunk's CPU experts where the controller puts them under prefill_mode
-     * (ws_prefill_mode, cost.h; 0: auto), its compute the layer schedule's, modeled. */
-    int chunk;
-    int prefill_mode;
 } ws_engine_cfg;
 
 void ws_engine_cfg_default(ws_engine_cfg *c);
+/* The cost settings the engine's cost model is built on (defaults, the ping-pong half, the
+ * CPU experts' bytes per weight): the one conversion, which validate's simulator and terms
+ * take too. */
+void ws_engine_cost_cfg(const ws_engine_cfg *c, ws_cost_cfg *cc);
 
 typedef struct ws_run_result {
     char gpu_label[200]; /* "modeled:<profile>" or "cuda:<device>" */

@@ -256,6 +256,15 @@ void ws_sched_build(const ws_cost_model *cm, const ws_cost_split *split, const w
     }
 }
 
+double ws_sched_op_time(const ws_cost_model *cm, const ws_sched_in *in, int l, int kind)
+{
+    ws_cost_split sp;
+    ws_cost_split_terms(cm, in->resident, 0, 0, 0, &sp);
+    ws_sched_layer s;
+    ws_sched_build(cm, &sp, in, l, &s);
+    return kind >= 0 && kind < WS_OP_KINDS && s.at[kind] >= 0 ? s.op[s.at[kind]].seconds : 0;
+}
+
 void ws_sched_set(ws_sched_layer *s, int kind, double seconds)
 {
     if (kind >= 0 && kind < WS_OP_KINDS && s->at[kind] >= 0)

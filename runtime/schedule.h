@@ -122,6 +122,9 @@ void ws_sched_build(const ws_cost_model *cm, const ws_cost_split *split, const w
                     int l, ws_sched_layer *out);
 /* The duration of the op of `kind` in s (no-op when the layer has none). */
 void ws_sched_set(ws_sched_layer *s, int kind, double seconds);
+/* The model's duration of layer l's op of `kind` for `in` as ws_sched_build makes it (0 when
+ * the layer has none): what a measured op is held against. */
+double ws_sched_op_time(const ws_cost_model *cm, const ws_sched_in *in, int l, int kind);
 
 /* One layer as played (seconds, absolute times): what both sides record. */
 typedef struct ws_sched_times {

@@ -223,3 +223,24 @@ double sim_grid_speedup(const sim_grid_point *pts, size_t n, int model, int gpu,
     *n_pairs = k;
     return k ? exp(lsum / k) : 0;
 }
+
+int sim_grid_store(ws_store *s, const sim_grid_opts *o, int ranks, const sim_grid_point *p,
+                   size_t n, ws_simdb_grid *gr, long long *first, long long *last, ws_err *err)
+{
+    memset(gr, 0, sizeof *gr);
+    gr->ranks = ranks;
+    int rc = sim_grid_params(o, gr->params, sizeof gr->params, err);
+    if (rc)
+        return rc;
+    ws_simdb_run *runs = calloc(n ? n : 1, sizeof *runs);
+    if (!runs)
+        return ws_err_set(err, WS_ENOMEM, "sim grid: out of memory");
+    for (size_t i = 0; i < n; i++)
+        runs[i] = p[i].run;
+    if (!(rc = ws_simdb_store_grid(s, gr, runs, n, err)) && n) {
+        *first = runs[0].id;
+        *last = runs[n - 1].id;
+    }
+    free(runs);
+    return rc;
+}

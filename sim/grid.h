@@ -71,6 +71,12 @@ void sim_grid_close(sim_grid *g);
  * policies, detail, CPU workers) into buf; returns 0, or WS_EINVAL when cap is too small. */
 int sim_grid_params(const sim_grid_opts *o, char *buf, size_t cap, ws_err *err);
 
+/* Stores the grid's n points (their runs under one grid row of the settings, ranks the
+ * processes that ran them) in s, open for writing, in one transaction; *gr gets the grid
+ * row, *first and *last its runs' ids. */
+int sim_grid_store(ws_store *s, const sim_grid_opts *o, int ranks, const sim_grid_point *p,
+                   size_t n, ws_simdb_grid *gr, long long *first, long long *last, ws_err *err);
+
 /* Runs the grid in this process; *pts (n = models x gpus x batches x prompts x WS_POLICY_COUNT, fewer with
  * only_*) allocated here (free()). */
 int sim_grid_run(ws_store *s, const sim_grid_opts *o, sim_grid_point **pts, size_t *n, ws_err *err);

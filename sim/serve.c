@@ -8,6 +8,7 @@
 
 #include "engine.h"
 #include "control.h"
+#include "decode.h"
 #include "quantile.h"
 #include "timeline.h"
 #include "trace.h"
@@ -55,11 +56,7 @@ int sim_trace_source(struct ws_trace *t, sim_source *src, ws_err *err)
 void sim_cfg_default(sim_cfg *c)
 {
     memset(c, 0, sizeof *c);
-    c->policy = WS_POLICY_WRITESCOPE;
-    ws_policy_params_default(&c->par);
-    c->batch = 32;
-    c->chunk = 2048;
-    c->window = 256;
+    ws_serving_default(&c->srv);
     c->detail_layer = 1;
     c->cpu_workers = 1;
     c->keep_steps = 1;
@@ -100,7 +97,8 @@ typedef struct seq {
 typedef struct run {
     const sim_cfg *cfg;
     ws_cost_model cm;
-    ws_ctl ctl; /* the policy's decisions (runtime/control.h) */
+    ws_ctl ctl;         /* the policy's decisions (runtime/control.h) */
+    ws_decode_obs *obs; /* [layers] a decode step's layers as observed */
     sim_engine eng;
     sim_step st;
     int layers, spills, nospill;
@@ -475,26 +473,49 @@ static int prefill_step(run *R, seq *s, ws_err *err)
                        err);
 }
 
-/* migrate at the step's start: the share moves to r* by whole pages, taken from the running
- * sequences in slot order (the live runtime's order); the bytes are reformatted in every
- * layer. Returns the bytes per layer. */
-static double migrate(run *R, double rstar)
+/* ---- a decode step: the protocol is runtime/decode.h's, played on token counts ---- */
+
+/* A sequence that decodes at a decode step: running, past its prefill. */
+static int decoding(const seq *s)
 {
+    return s->live && s->generated > 0;
+}
+
+typedef struct dec_ctx {
+    run *R;
+    int n_dec;      /* sequences decoding */
+    sim_step_in in; /* the step as played */
+    sim_step_out so;
+} dec_ctx;
+
+static void dec_sums(void *ctx, ws_decode_sums *s)
+{
+    const dec_ctx *d = ctx;
+    double sp, c, w;
+    batch_sums(d->R, &sp, &c, &w, NULL);
+    /* the windows as attended this step: each holds its new token */
+    *s = (ws_decode_sums){.batch = d->R->n_run, .spilled = sp, .cpu = c, .resident = w + d->n_dec};
+}
+
+static int dec_full_windows(void *ctx)
+{
+    const run *R = ((const dec_ctx *)ctx)->R;
+    int n = 0;
+    for (int i = 0; i < R->cfg->batch; i++)
+        n += R->spills && decoding(&R->s[i]) && R->s[i].win + 1 >= R->cfg->window;
+    return n;
+}
+
+/* migrate's move: whole pages from the running sequences in slot order (the live runtime's
+ * order); the step's schedule reformats their bytes in every layer. */
+static int dec_migrate(void *ctx, int move, ws_err *err)
+{
+    (void)err;
+    run *R = ((dec_ctx *)ctx)->R;
     const int P = R->cfg->par.page_tokens;
-    int cpu_pages = 0, spilled_pages = 0, move;
-    for (int i = 0; i < R->cfg->batch; i++) {
-        const seq *s = &R->s[i];
-        if (s->live && s->generated > 0) {
-            cpu_pages += (int)(s->cpu / P);
-            spilled_pages += (int)((s->cpu + s->xfer) / P);
-        }
-    }
-    if (!ws_ctl_migrate(&R->ctl, rstar, cpu_pages, spilled_pages, &move) || !move)
-        return 0;
-    const double bytes = fabs((double)move) * P * R->b_tok;
     for (int i = 0; i < R->cfg->batch && move; i++) {
         seq *s = &R->s[i];
-        if (!s->live || s->generated == 0)
+        if (!decoding(s))
             continue;
         const int have = (int)((move > 0 ? s->xfer : s->cpu) / P);
         const int k = abs(move) < have ? abs(move) : have;
@@ -502,30 +523,19 @@ static double migrate(run *R, double rstar)
         s->cpu += d, s->xfer -= d;
         move -= move > 0 ? k : -k;
     }
-    return bytes;
+    return 0;
 }
 
-/* One decode step of every running sequence. */
-static int decode_step(run *R, ws_err *err)
+/* What the step attends per layer, summed over the batch: the windows, the CPU pages and
+ * the streamed ones; a sparse model attends at most attended_max tokens of a sequence, the
+ * window's first, and pays its indexer over the whole context. */
+static void dec_attended(const run *R, sim_step_in *in)
 {
     const ws_cost_model *cm = &R->cm;
-    const sim_cfg *cfg = R->cfg;
-    const int W = cfg->window, P = cfg->par.page_tokens;
     const double amax = (double)cm->st.attended_max;
-    double sp, c, w;
-    batch_sums(R, &sp, &c, &w, NULL);
-    int n_dec = 0;
-    for (int i = 0; i < cfg->batch; i++)
-        n_dec += R->s[i].live && R->s[i].generated > 0;
-    /* r* with the windows as attended this step: each holds its new token */
-    const double rstar = ws_ctl_target(&R->ctl, R->n_run, w + n_dec, sp);
-    sim_step_in in = {.nospill = R->nospill};
-    if (R->spills && sp > 0 && (in.migrate_bytes = migrate(R, rstar)) > 0)
-        batch_sums(R, &sp, &c, &w, NULL);
-    int n_flush = 0;
-    for (int i = 0; i < cfg->batch; i++) {
+    for (int i = 0; i < R->cfg->batch; i++) {
         const seq *s = &R->s[i];
-        if (!s->live || s->generated == 0)
+        if (!decoding(s))
             continue;
         const double res = s->win + 1, spill = s->cpu + s->xfer, ctx = s->ctx + 1;
         double frac = 1, res_att = res;
@@ -533,54 +543,79 @@ static int decode_step(run *R, ws_err *err)
             res_att = fmin(res, amax);
             frac = spill > 0 ? fmin(1.0, fmax(0.0, amax - res_att) / spill) : 0;
         }
-        in.resident += res_att;
-        in.n_cpu += s->cpu * frac;
-        in.m_xfer += s->xfer * frac;
+        in->resident += res_att;
+        in->n_cpu += s->cpu * frac;
+        in->m_xfer += s->xfer * frac;
         if (amax > 0)
-            in.indexer_s += ws_cost_gpu_indexer(cm, 1, ctx);
-        if (R->spills && res >= W)
-            n_flush++;
+            in->indexer_s += ws_cost_gpu_indexer(cm, 1, ctx);
     }
-    in.T = n_dec;
-    in.n_seqs = n_dec;
-    in.flush_bytes = n_flush * (double)W * cm->b_tok;
-    sim_step_out so;
-    int rc = sim_step_run(&R->st, &in, &so, err);
+}
+
+/* The planned flush: each full window's pages, the first cpu_pages of them (in slot order)
+ * to the CPU region, the rest to XFER. */
+static void dec_flush(run *R, int cpu_pages)
+{
+    const int W = R->cfg->window, P = R->cfg->par.page_tokens, ppw = W / P;
+    for (int i = 0; i < R->cfg->batch; i++) {
+        seq *s = &R->s[i];
+        if (!decoding(s) || s->win + 1 < W)
+            continue;
+        for (int k = 0; k < ppw; k++) {
+            if (cpu_pages > 0) {
+                s->cpu += P;
+                cpu_pages--;
+            } else {
+                s->xfer += P;
+            }
+        }
+        s->win -= W;
+    }
+}
+
+/* The step played as events, then its flush placed; every layer's halves, as the live
+ * runtime reports them. */
+static int dec_play(void *ctx, const ws_decode_plan *p, ws_decode_obs *obs, ws_err *err)
+{
+    dec_ctx *d = ctx;
+    run *R = d->R;
+    sim_step_in *in = &d->in;
+    *in = (sim_step_in){.nospill = R->nospill, .migrate_bytes = p->migrate_bytes};
+    dec_attended(R, in);
+    in->T = d->n_dec;
+    in->n_seqs = d->n_dec;
+    in->flush_bytes = p->flush_bytes;
+    int rc = sim_step_run(&R->st, in, &d->so, err);
     if (rc)
         return rc;
-    const double rreal = sp > 0 ? c / sp : 0;
-    const int batch = R->n_run;
-    /* Flushes, decided on the estimates of the step's start as the runtime decides them:
-     * the pages go where the realised share moves toward the share of L + flushed. */
-    if (n_flush) {
-        const int ppw = W / P;
-        int cpu_pages = ws_ctl_flush_cpu_pages(&R->ctl, batch, w + n_dec - (double)n_flush * W,
-                                               c, sp, n_flush * ppw);
-        for (int i = 0; i < cfg->batch; i++) {
-            seq *s = &R->s[i];
-            if (!s->live || s->generated == 0 || s->win + 1 < W)
-                continue;
-            for (int k = 0; k < ppw; k++) {
-                if (cpu_pages > 0) {
-                    s->cpu += P;
-                    cpu_pages--;
-                } else {
-                    s->xfer += P;
-                }
-            }
-            s->win -= W;
-        }
-    }
-    /* Feedback: every layer's halves, as the live runtime reports them. */
+    if (p->flush_seqs)
+        dec_flush(R, p->flush_cpu_pages);
     for (int l = 0; l < R->layers; l++) {
         const sim_step_layer *y = &R->st.lay[l];
-        ws_ctl_observe(&R->ctl, in.n_cpu, y->cpu_s, in.m_xfer, y->gpu_end - y->attn_start,
-                       in.resident, l > 0 ? R->st.lay[l - 1].moe_s : 0);
+        obs[l] = (ws_decode_obs){.n_cpu = in->n_cpu,
+                                 .cpu_s = y->cpu_s,
+                                 .m_xfer = in->m_xfer,
+                                 .gpu_s = y->gpu_end - y->attn_start,
+                                 .resident = in->resident,
+                                 .moe_s = y->moe_s};
     }
-    ws_ctl_step_end(&R->ctl, R->st.lay[R->layers - 1].moe_s);
-    for (int i = 0; i < cfg->batch; i++) {
+    return 0;
+}
+
+/* One decode step of every running sequence. */
+static int decode_step(run *R, ws_err *err)
+{
+    static const ws_decode_ops ops = {dec_sums, dec_full_windows, dec_migrate, dec_play};
+    dec_ctx d = {.R = R};
+    for (int i = 0; i < R->cfg->batch; i++)
+        d.n_dec += decoding(&R->s[i]);
+    ws_decode_plan p;
+    int rc = ws_decode_step(&R->ctl, R->layers, R->cfg->window, &ops, &d, &p, R->obs, err);
+    if (rc)
+        return rc;
+    const int batch = R->n_run;
+    for (int i = 0; i < R->cfg->batch; i++) {
         seq *s = &R->s[i];
-        if (!s->live || s->generated == 0)
+        if (!decoding(s))
             continue;
         s->ctx++;
         s->win++;
@@ -589,8 +624,9 @@ static int decode_step(run *R, ws_err *err)
         if (s->generated >= s->output && (rc = finish(R, s, err)))
             return rc;
     }
-    return record_step(R, &so, &in, batch, n_dec, 0, rstar, rreal, sp,
-                       in.resident + in.n_cpu + in.m_xfer, err);
+    const sim_step_in *in = &d.in;
+    return record_step(R, &d.so, in, batch, d.n_dec, 0, p.r_star, p.r_real, p.sums.spilled,
+                       in->resident + in->n_cpu + in->m_xfer, err);
 }
 
 static void summarise(run *R)
@@ -611,6 +647,98 @@ static void summarise(run *R)
     t->decode_tps = t->decode_time_s > 0 ? t->decode_tokens / t->decode_time_s : 0;
     t->goodput_rps = t->makespan_s > 0 ? t->slo_met / t->makespan_s : 0;
     t->slo_frac = t->requests ? (double)t->slo_met / t->requests : 0;
+}
+
+/* Memory: KV bytes per token, the GPU KV budget, the pinned and host limits, and whether the
+ * weights the policy keeps on the GPU (and the CPU's in host DRAM) leave any room. */
+static void memory_limits(run *R, const ws_model *m, const ws_cost_hw *hw)
+{
+    const sim_cfg *cfg = R->cfg;
+    sim_totals *t = &R->res->tot;
+    R->b_tok = R->cm.b_tok;
+    /* memory is the whole model's, --layers or not: the GPU layers' KV, the CPU layers' */
+    R->b_all = R->cm.b_tok * (R->cm.layers - R->cm.dep.cpu_layers);
+    R->b_host = R->cm.b_tok * R->cm.dep.cpu_layers;
+    const int mla = m->attn == WS_ATTN_MLA || m->attn == WS_ATTN_MLA_SPARSE;
+    R->budget = cfg->gpu_kv_budget > 0 ? cfg->gpu_kv_budget : (mla ? 0.3 : 2.0) * 1073741824.0;
+    R->pinned = cfg->pinned_limit > 0 ? cfg->pinned_limit : 256 * 1073741824.0;
+    const double host_mem = cfg->host_limit > 0 ? cfg->host_limit
+                            : hw->host_mem.v > 0 ? hw->host_mem.v
+                                                 : WS_SIM_HOST_DEFAULT;
+    /* Weights on the GPU: everything but the routed experts left on the CPU, which sit in
+     * host DRAM beside the spilled KV; each part at its format. */
+    ws_cost_weight_bytes(&R->cm, &t->gpu_weight_bytes, &t->host_weight_bytes);
+    t->host_mem = host_mem;
+    R->host = host_mem - t->host_weight_bytes;
+    t->no_host_room = !(R->host > 0);
+    R->no_room = t->gpu_weight_bytes + R->budget > hw->gpu_mem.v || t->no_host_room;
+    t->no_room = t->gpu_weight_bytes + R->budget > hw->gpu_mem.v;
+    t->gpu_kv_budget = R->budget;
+    t->gpu_mem = hw->gpu_mem.v;
+}
+
+/* Arrivals up to now join the queue (and the results, in arrival order). */
+static int arrive(run *R, double *last_arrival, ws_err *err)
+{
+    const sim_req *nx;
+    while ((nx = arr_peek(R)) && nx->arrival_s <= sim_now(&R->eng)) {
+        const sim_req next = *nx;
+        if (next.prompt < 1 || next.output < 1 || !(next.arrival_s >= *last_arrival))
+            return ws_err_set(err, WS_EINVAL,
+                              "sim: request %llu: %d prompt and %d output tokens at %.9g s "
+                              "(each >= 1, arrivals in order)",
+                              (unsigned long long)R->n_seen, next.prompt, next.output,
+                              next.arrival_s);
+        *last_arrival = next.arrival_s;
+        int rc = push_result(R, &next, R->n_seen, err);
+        if (!rc)
+            rc = q_push(R, &next, R->n_seen, err);
+        if (rc)
+            return rc;
+        R->n_seen++;
+        if ((rc = arr_pop(R, err)))
+            return rc;
+    }
+    return 0;
+}
+
+/* The serving loop: arrivals, admission, then a step (the oldest prompt's next chunk, else
+ * a decode step of the batch), until the source is done and every request has ended. */
+static int serve(run *R, ws_err *err)
+{
+    const sim_cfg *cfg = R->cfg;
+    double last_arrival = 0;
+    int rc = 0;
+    if (R->src->clients > 0) {
+        for (int i = 0; i < R->src->clients && !R->src_done && !rc; i++)
+            rc = closed_draw(R, 0, err);
+    } else {
+        rc = arr_pop(R, err);
+    }
+    while (!rc) {
+        if ((rc = arrive(R, &last_arrival, err)) || (rc = admit(R, err)))
+            break;
+        if (R->n_run == 0) {
+            const sim_req *nx;
+            if (R->q_len)
+                continue; /* the head was an OOM outcome; admit the rest */
+            if (!(nx = arr_peek(R)))
+                break;
+            rc = sim_engine_run(&R->eng, nx->arrival_s, err);
+            continue;
+        }
+        seq *pf = NULL;
+        for (int i = 0; i < cfg->batch; i++) {
+            seq *s = &R->s[i];
+            if (s->live && s->prefilled < s->prompt && (!pf || s->order < pf->order))
+                pf = s;
+        }
+        rc = pf ? prefill_step(R, pf, err) : decode_step(R, err);
+        if (!rc && cfg->progress && R->res->tot.steps % 512 == 0)
+            cfg->progress(cfg->progress_ctx, sim_now(&R->eng), R->res->tot.steps, R->n_ended,
+                          R->n_seen);
+    }
+    return rc;
 }
 
 int sim_run(const ws_model *m, const ws_cost_hw *hw, const ws_cost_cfg *ccfg, const sim_cfg *cfg,
@@ -644,26 +772,7 @@ int sim_run(const ws_model *m, const ws_cost_hw *hw, const ws_cost_cfg *ccfg, co
     R.layers = cfg->layers > 0 && cfg->layers < R.cm.layers ? cfg->layers : R.cm.layers;
     R.spills = pi->spills;
     R.nospill = !pi->spills;
-    R.b_tok = R.cm.b_tok;
-    /* memory is the whole model's, --layers or not: the GPU layers' KV, the CPU layers' */
-    R.b_all = R.cm.b_tok * (R.cm.layers - R.cm.dep.cpu_layers);
-    R.b_host = R.cm.b_tok * R.cm.dep.cpu_layers;
-    const int mla = m->attn == WS_ATTN_MLA || m->attn == WS_ATTN_MLA_SPARSE;
-    R.budget = cfg->gpu_kv_budget > 0 ? cfg->gpu_kv_budget : (mla ? 0.3 : 2.0) * 1073741824.0;
-    R.pinned = cfg->pinned_limit > 0 ? cfg->pinned_limit : 256 * 1073741824.0;
-    const double host_mem = cfg->host_limit > 0 ? cfg->host_limit
-                            : hw->host_mem.v > 0 ? hw->host_mem.v
-                                                 : WS_SIM_HOST_DEFAULT;
-    /* Weights on the GPU: everything but the routed experts left on the CPU, which sit in
-     * host DRAM beside the spilled KV; each part at its format. */
-    ws_cost_weight_bytes(&R.cm, &res->tot.gpu_weight_bytes, &res->tot.host_weight_bytes);
-    res->tot.host_mem = host_mem;
-    R.host = host_mem - res->tot.host_weight_bytes;
-    res->tot.no_host_room = !(R.host > 0);
-    R.no_room = res->tot.gpu_weight_bytes + R.budget > hw->gpu_mem.v || res->tot.no_host_room;
-    res->tot.no_room = res->tot.gpu_weight_bytes + R.budget > hw->gpu_mem.v;
-    res->tot.gpu_kv_budget = R.budget;
-    res->tot.gpu_mem = hw->gpu_mem.v;
+    memory_limits(&R, m, hw);
     if ((rc = ws_ctl_init(&R.ctl, &R.cm, cfg->policy, &cfg->par, R.layers, err)) ||
         (rc = ws_ctl_set_prefill(&R.ctl, cfg->prefill_mode, err)))
         goto out_cm;
@@ -673,87 +782,31 @@ int sim_run(const ws_model *m, const ws_cost_hw *hw, const ws_cost_cfg *ccfg, co
         goto out_q;
     if ((rc = sim_engine_init(&R.eng, cfg->seed, err)))
         goto out_q;
-    /* the CPU's work on cpu_sockets of the host's sockets (their share of its cores), on at
-     * most cpu_threads of them */
-    int workers = cc.cpu_sockets > 0 && cc.cpu_sockets < hw->sockets.v
-                      ? (int)fmax(1, cfg->cpu_workers * cc.cpu_sockets / hw->sockets.v)
-                      : cfg->cpu_workers;
-    if (cc.cpu_threads > 0 && cc.cpu_threads < workers)
-        workers = cc.cpu_threads;
+    const int workers = ws_serving_cpu_workers(cfg->cpu_workers, hw, &cc);
     if ((rc = sim_step_init(&R.st, &R.eng, K_OP, &R.cm, R.layers, workers,
                             !cfg->detail_layer, err)))
         goto out_eng;
     if (cfg->timeline)
         sim_dag_record(&R.st.g, cfg->timeline);
     R.s = calloc((size_t)cfg->batch, sizeof *R.s);
-    if (!R.s) {
+    R.obs = calloc((size_t)R.layers, sizeof *R.obs);
+    if (!R.s || !R.obs)
         rc = ws_err_set(err, WS_ENOMEM, "sim: out of memory");
-        goto out_st;
-    }
-    double last_arrival = 0;
-    if (src->clients > 0) {
-        for (int i = 0; i < src->clients && !R.src_done; i++)
-            if ((rc = closed_draw(&R, 0, err)))
-                goto out_s;
-    } else if ((rc = arr_pop(&R, err))) {
-        goto out_s;
-    }
-    for (;;) {
-        /* Arrivals up to now join the queue (and the results, in arrival order). */
-        const sim_req *nx;
-        while ((nx = arr_peek(&R)) && nx->arrival_s <= sim_now(&R.eng)) {
-            const sim_req next = *nx;
-            if (next.prompt < 1 || next.output < 1 || !(next.arrival_s >= last_arrival)) {
-                rc = ws_err_set(err, WS_EINVAL,
-                                "sim: request %llu: %d prompt and %d output tokens at %.9g s "
-                                "(each >= 1, arrivals in order)",
-                                (unsigned long long)R.n_seen, next.prompt, next.output,
-                                next.arrival_s);
-                goto out_s;
-            }
-            last_arrival = next.arrival_s;
-            if ((rc = push_result(&R, &next, R.n_seen, err)) ||
-                (rc = q_push(&R, &next, R.n_seen, err)))
-                goto out_s;
-            R.n_seen++;
-            if ((rc = arr_pop(&R, err)))
-                goto out_s;
-        }
-        if ((rc = admit(&R, err)))
-            goto out_s;
-        if (R.n_run == 0) {
-            if (R.q_len)
-                continue; /* the head was an OOM outcome; admit the rest */
-            if (!(nx = arr_peek(&R)))
-                break;
-            if ((rc = sim_engine_run(&R.eng, nx->arrival_s, err)))
-                goto out_s;
-            continue;
-        }
-        seq *pf = NULL;
-        for (int i = 0; i < cfg->batch; i++) {
-            seq *s = &R.s[i];
-            if (s->live && s->prefilled < s->prompt && (!pf || s->order < pf->order))
-                pf = s;
-        }
-        rc = pf ? prefill_step(&R, pf, err) : decode_step(&R, err);
-        if (rc)
-            goto out_s;
-        if (cfg->progress && res->tot.steps % 512 == 0)
-            cfg->progress(cfg->progress_ctx, sim_now(&R.eng), res->tot.steps, R.n_ended,
+    else
+        rc = serve(&R, err);
+    if (!rc) {
+        res->tot.events = R.eng.n_processed;
+        summarise(&R);
+        clock_gettime(CLOCK_MONOTONIC, &w1);
+        res->tot.wall_s = (w1.tv_sec - w0.tv_sec) + 1e-9 * (w1.tv_nsec - w0.tv_nsec);
+        if (cfg->progress)
+            cfg->progress(cfg->progress_ctx, sim_now(&R.eng), res->tot.steps, R.n_seen,
                           R.n_seen);
     }
-    res->tot.events = R.eng.n_processed;
-    summarise(&R);
-    clock_gettime(CLOCK_MONOTONIC, &w1);
-    res->tot.wall_s = (w1.tv_sec - w0.tv_sec) + 1e-9 * (w1.tv_nsec - w0.tv_nsec);
-    if (cfg->progress)
-        cfg->progress(cfg->progress_ctx, sim_now(&R.eng), res->tot.steps, R.n_seen, R.n_seen);
-out_s:
     free(R.s);
+    free(R.obs);
     free(R.q);
     free(R.pend);
-out_st:
     sim_step_free(&R.st);
 out_eng:
     sim_engine_free(&R.eng);

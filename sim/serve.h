@@ -42,6 +42,7 @@
 #include "cost.h"
 #include "model.h"
 #include "policy.h"
+#include "serving.h"
 #include "step.h"
 #include "ws_err.h"
 
@@ -92,17 +93,12 @@ struct sim_timeline;
 #define WS_SIM_HOST_DEFAULT (512 * 1073741824.0) /* host DRAM when no profile says */
 
 typedef struct sim_cfg {
-    ws_policy_kind policy;
-    ws_policy_params par; /* r_static, page_tokens, feedback settings */
-    int batch;            /* most sequences running at once (default 32) */
-    int chunk;            /* prefill chunk tokens (default 2048) */
-    int prefill_mode;     /* where a chunk's CPU experts run: ws_prefill_mode (default auto) */
-    int window;           /* D-window tokens W, a multiple of page_tokens (default 256) */
-    int layers;           /* layers played (0: the model's); memory stays the model's */
-    int detail_layer;     /* 1: every layer as ops; 0: fold identical layers */
-    int cpu_workers;      /* CPU pool units (the host's cores; default 1); with the cost
-                           * settings' cpu_sockets, the run uses those sockets' share */
-    uint64_t seed;
+    WS_SERVING_MEMBERS; /* policy, par, batch, chunk, window, prefill_mode, seed (serving.h) */
+    int layers;         /* layers played (0: the model's); memory stays the model's */
+    int detail_layer;   /* 1: every layer as ops; 0: fold identical layers */
+    int cpu_workers;    /* CPU pool units (the host's cores; default 1); with the cost
+                         * settings' cpu_sockets and cpu_threads, the run uses their share
+                         * (ws_serving_cpu_workers) */
     double gpu_kv_budget;      /* B; 0: 2 GiB, 0.3 GiB for MLA models */
     double pinned_limit;       /* B; 0: 256 GiB */
     double host_limit;         /* B of host DRAM for the CPU's weights and the spilled KV; 0:

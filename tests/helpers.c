@@ -49,6 +49,16 @@ void th_paper_hw(ws_store *s, const ws_model *m, ws_cost_hw *hw)
         ws_store_close(own);
 }
 
+void th_tiny_cost_model(ws_model *m, ws_cost_hw *hw, ws_cost_model *cm)
+{
+    ws_err err = {0};
+    cr_assert_eq(ws_model_parse(th_tiny_moe, "tiny.json", m, &err), 0, "%s", err.msg);
+    th_paper_hw(NULL, m, hw);
+    ws_cost_cfg cc;
+    ws_cost_cfg_default(&cc);
+    cr_assert_eq(ws_cost_model_init(hw, m, &cc, cm, &err), 0, "%s", err.msg);
+}
+
 void th_expect_fail(const char *const *args, int status, const char *needle,
                     const char *const *env_kv)
 {

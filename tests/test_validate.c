@@ -17,6 +17,7 @@
 #include "store.h"
 #include "validate.h"
 #include "validate_plot.h"
+#include "wformat.h"
 
 static ws_model g_m;
 static ws_cost_hw g_hw;
@@ -181,4 +182,52 @@ Test(validate, bad_settings_are_errors)
     c.repeat = 1;
     c.eng.model = NULL;
     cr_assert_eq(ws_validate_run_all(&c, NULL, &r, &err), WS_EINVAL);
+}
+
+/* The simulator's CPU experts per MoE layer of a batch of 2 (their op: the GEMMs and the
+ * permute), on the cost model of the tiny model with CPU experts of `bytes` per weight. */
+static double sim_experts_s(double bytes)
+{
+    ws_cost_cfg cc;
+    ws_cost_cfg_default(&cc);
+    cc.pingpong_bytes = 1;
+    cc.cpu_expert_bytes = bytes;
+    ws_cost_model cm;
+    ws_err err = {0};
+    cr_assert_eq(ws_cost_model_init(&g_hw, &g_m, &cc, &cm, &err), 0, "%s", err.msg);
+    double s = 0;
+    int n = 0;
+    for (int l = 0; l < 2; l++)
+        if (ws_cost_layer(&cm, l)->moe) {
+            s += ws_cost_cpu_experts(&cm, l, 2) + ws_cost_moe_permute_cpu(&cm, l, 2);
+            n++;
+        }
+    ws_cost_model_free(&cm);
+    cr_assert_gt(n, 0, "the tiny model has MoE layers");
+    return s / n;
+}
+
+/* The engine's cost settings reach the simulator: with int8 CPU experts the runtime's cost
+ * model streams 1 B per expert weight, and so must the simulator's (validate once built its
+ * cost settings by hand, leaving the model's 2 B per weight there). */
+Test(validate, int8_experts_reach_the_simulator)
+{
+    ws_validate_cfg c;
+    tiny(&c);
+    c.eng.output = 8;
+    c.eng.cpu_time_modeled = 1;
+    c.eng.pingpong_bytes = 1;
+    c.eng.cpu_expert_weights = ws_wformat_find("int8");
+    cr_assert_not_null(c.eng.cpu_expert_weights);
+    ws_validate_report r;
+    ws_err err = {0};
+    cr_assert_eq(ws_validate_run_all(&c, NULL, &r, &err), 0, "%s", err.msg);
+    const double want = sim_experts_s(1), bf16 = sim_experts_s(2);
+    cr_assert_gt(bf16 - want, 0.05 * want, "int8 experts cost less than bf16 ones");
+    const ws_validate_stat *x = &r.stat[WS_VQ_EXPERTS];
+    cr_assert_gt(x->n, 0);
+    cr_assert(fabs(x->mean_predicted - want) <= 1e-9 * want,
+              "the simulator's experts %.9g s per layer, int8's %.9g, bf16's %.9g",
+              x->mean_predicted, want, bf16);
+    ws_validate_report_free(&r);
 }

@@ -115,22 +115,16 @@ static int run_sim(const ws_validate_cfg *c, int layers, ws_store *store, sim_si
     if (!side->dt || !side->share || !side->context || !side->n_cpu || !side->cpu || !side->exp ||
         !side->gpu)
         return ws_err_set(err, WS_ENOMEM, "validate: out of memory (simulator records)");
-    sim_cfg sc;
+    sim_cfg sc; /* the engine's serving settings, every layer played */
     sim_cfg_default(&sc);
-    sc.policy = e->policy;
-    sc.par = e->par;
-    sc.batch = e->batch;
-    sc.window = e->window;
+    sc.srv = e->srv;
     sc.layers = L;
     sc.detail_layer = 1;
     sc.cpu_workers = c->cpu_workers > 0 ? c->cpu_workers : 1;
-    sc.seed = e->seed;
     sc.keep_steps = 0;
     sc.keep_requests = 0;
     ws_cost_cfg cc;
-    ws_cost_cfg_default(&cc);
-    if (e->pingpong_bytes > 0)
-        cc.pingpong_bytes = e->pingpong_bytes;
+    ws_engine_cost_cfg(e, &cc);
     sim_closed closed;
     sim_source src;
     /* the prefill yields the first token: output + 1 tokens give `output` decode steps */
@@ -327,86 +321,61 @@ static int add_term(ws_validate_report *r, size_t cap, const char *name, double 
 
 #define TERM_CAP 12
 
-static int compute_terms(const ws_validate_cfg *c, const ws_run_result *runs, int reps,
-                         const sim_side *sim, ws_validate_report *r, ws_err *err)
+/* The runtime's sums past the warm-up steps of every repeat: per step, and per (step,
+ * layer) with those of the layers with CPU tokens for the line C_cpu + A n. */
+typedef struct run_sums {
+    double steps, step_s, ca, ca_pred, ex, ex_pred, ro, ov, n_cpu;
+    double sn, snn, st, snt, cnt, nmin, nmax; /* the line's points: n, n^2, t, n t, count */
+} run_sums;
+
+static void sum_runs(const ws_run_result *runs, int reps, int warmup, run_sums *u)
 {
-    const ws_engine_cfg *e = &c->eng;
-    ws_cost_cfg cc;
-    ws_cost_cfg_default(&cc);
-    if (e->pingpong_bytes > 0)
-        cc.pingpong_bytes = e->pingpong_bytes;
-    ws_cost_model cm;
-    int rc = ws_cost_model_init(e->hw, e->model, &cc, &cm, err);
-    if (rc)
-        return rc;
-    r->term = calloc(TERM_CAP, sizeof *r->term);
-    if (!r->term) {
-        ws_cost_model_free(&cm);
-        return ws_err_set(err, WS_ENOMEM, "validate: out of memory (terms)");
-    }
+    *u = (run_sums){.nmin = INFINITY};
     const int L = runs[0].layers;
-    double steps = 0, step_s = 0, ca = 0, ca_pred = 0, ex = 0, ex_pred = 0, ro = 0, ov = 0;
-    double sn = 0, snn = 0, st = 0, snt = 0, cnt = 0, nmin = INFINITY, nmax = 0, n_cpu_sum = 0;
-    /* The played layers' MoE placement: their count, the CPU experts a decode step of the
-     * batch hits (mean per layer), the router's time, and whether any router is the CPU's. */
-    int moe_layers = 0, router_cpu = 0;
-    double D = 0, rpred = 0;
-    for (int l = 0; l < L; l++) {
-        const ws_deploy_layer *y = ws_cost_layer(&cm, l);
-        if (!y->moe)
-            continue;
-        moe_layers++;
-        router_cpu |= y->router_on_cpu;
-        D += ws_cost_distinct_cpu_experts(&cm, l, e->batch);
-        rpred += ws_cost_router(&cm, l, e->batch);
-    }
-    D = moe_layers > 0 ? D / moe_layers : 0;
     for (int k = 0; k < reps; k++) {
         const ws_run_result *x = &runs[k];
-        for (int s = c->warmup; s < x->steps; s++) {
-            steps++;
-            step_s += x->step[s].t_end - x->step[s].t_start;
+        for (int s = warmup; s < x->steps; s++) {
+            u->steps++;
+            u->step_s += x->step[s].t_end - x->step[s].t_start;
             for (int l = 0; l < L; l++) {
                 const ws_run_layer *y = &x->lay[(size_t)s * L + l];
-                ca += y->cpu_attn_s, ca_pred += y->pred_cpu_s;
-                ex += y->experts_s, ex_pred += y->pred_experts_s;
-                ro += y->router_s, ov += y->overhead_s;
-                n_cpu_sum += y->n_cpu;
+                u->ca += y->cpu_attn_s, u->ca_pred += y->pred_cpu_s;
+                u->ex += y->experts_s, u->ex_pred += y->pred_experts_s;
+                u->ro += y->router_s, u->ov += y->overhead_s;
+                u->n_cpu += y->n_cpu;
                 if (y->n_cpu > 0) {
-                    cnt++;
-                    sn += y->n_cpu, snn += y->n_cpu * y->n_cpu;
-                    st += y->cpu_attn_s, snt += y->n_cpu * y->cpu_attn_s;
-                    nmin = fmin(nmin, y->n_cpu), nmax = fmax(nmax, y->n_cpu);
+                    u->cnt++;
+                    u->sn += y->n_cpu, u->snn += y->n_cpu * y->n_cpu;
+                    u->st += y->cpu_attn_s, u->snt += y->n_cpu * y->cpu_attn_s;
+                    u->nmin = fmin(u->nmin, y->n_cpu), u->nmax = fmax(u->nmax, y->n_cpu);
                 }
             }
         }
     }
-    const double S = steps > 0 ? steps : 1, step = step_s / S;
-    double sim_step = 0, sim_n = 0;
-    for (int k = c->warmup; k < sim->steps; k++)
-        sim_step += sim->dt[k], sim_n += sim->n_cpu[k];
-    sim_step /= sim->steps - c->warmup, sim_n /= sim->steps - c->warmup;
+}
 
-    add_term(r, TERM_CAP, "step", step, sim_step, "s/step", step - sim_step, step,
-             "decode step: runtime timeline (CPU measured, GPU %s) vs the simulator",
-             runs[0].gpu_label);
-    /* CPU attention: C_cpu + A n per layer */
-    const ws_cost_roof *ra = &e->hw->cpu_attn;
-    const double A = cm.A, C = ra->c0.v;
-    const double t_bw = ra->W.v > 0 ? cm.b_tok / ra->W.v : 0,
-                 t_fl = ra->P.v > 0 ? cm.f_tok / ra->P.v : 0;
+/* CPU attention, C_cpu + A n per layer: A and C fitted to the runtime's points where the CPU
+ * tokens vary enough, else A with the model's C; then the CPU half per step. */
+static void cpu_attn_terms(ws_validate_report *r, const ws_cost_model *cm, const ws_cost_hw *hw,
+                           const run_sums *u, double S, double step)
+{
+    const ws_cost_roof *ra = &hw->cpu_attn;
+    const double A = cm->A, C = ra->c0.v;
+    const double t_bw = ra->W.v > 0 ? cm->b_tok / ra->W.v : 0,
+                 t_fl = ra->P.v > 0 ? cm->f_tok / ra->P.v : 0;
     const int bw_bound = t_bw >= t_fl;
+    const double cnt = u->cnt, sn = u->sn, st = u->st, nmin = u->nmin, nmax = u->nmax;
     double A_meas = NAN, C_meas = NAN;
     const double mean_n = cnt > 0 ? sn / cnt : 0;
     if (cnt >= 3 && nmax - nmin >= 0.2 * mean_n) {
-        const double den = cnt * snn - sn * sn;
-        A_meas = (cnt * snt - sn * st) / den;
+        const double den = cnt * u->snn - sn * sn;
+        A_meas = (cnt * u->snt - sn * st) / den;
         C_meas = (st - A_meas * sn) / cnt;
     } else if (sn > 0) {
         A_meas = (st - C * cnt) / sn; /* the model's fixed cost taken as right */
     }
     if (cnt > 0) {
-        const double rate = bw_bound ? cm.b_tok / A_meas : cm.f_tok / A_meas;
+        const double rate = bw_bound ? cm->b_tok / A_meas : cm->f_tok / A_meas;
         const double prof = bw_bound ? ra->W.v : ra->P.v;
         add_term(r, TERM_CAP, "cpu_attn.per_token", A_meas, A, "s/token", (A_meas - A) * (sn / S),
                  step,
@@ -425,38 +394,89 @@ static int compute_terms(const ws_validate_cfg *c, const ws_run_result *runs, in
                      "A; A is measured with it taken as right",
                      ra->c0.from, nmin, nmax);
     }
-    add_term(r, TERM_CAP, "cpu_attn", ca / S, ca_pred / S, "s/step", (ca - ca_pred) / S, step,
-             "CPU half, measured vs the cost model on the runtime's own CPU tokens");
-    /* experts: D c0 + max(F/P, B/W) per MoE layer */
-    if (moe_layers > 0) {
-        const double fixed = D * e->hw->cpu_expert.c0.v * moe_layers;
-        const double pred = ex_pred / S, meas = ex / S;
-        const double gemm = pred - fixed;
-        const double wbytes = 3.0 * cm.hidden * cm.moe_inter *
-                              (cc.cpu_expert_bytes > 0 ? cc.cpu_expert_bytes : cm.w_elem) * D *
-                              moe_layers;
-        const int gemm_dom = gemm >= fixed;
-        char rate[96];
-        if (meas > fixed)
-            snprintf(rate, sizeof rate, "weights streamed at %.3g GB/s measured (GEMM part)",
-                     wbytes / (meas - fixed) / 1e9);
-        else
-            snprintf(rate, sizeof rate, "the measured time is below the model's fixed part alone");
-        add_term(r, TERM_CAP, gemm_dom ? "experts.gemm" : "experts.fixed", meas, pred, "s/step",
-                 meas - pred, step,
-                 "model: %.0f%% GEMM, %.0f%% fixed (%.1f experts x c0 %.3g ms); %s; the "
-                 "profile's W %.3g GB/s",
-                 pred > 0 ? 100 * gemm / pred : 0, pred > 0 ? 100 * fixed / pred : 0, D,
-                 1e3 * e->hw->cpu_expert.c0.v, rate, e->hw->cpu_expert.W.v / 1e9);
-        add_term(r, TERM_CAP, "router", ro / S, rpred, "s/step", ro / S - rpred, step,
-                 "router GEMM and top-k beside the routed experts, on the %s: measured "
-                 "(runtime) against modeled",
-                 router_cpu ? "CPU" : "GPU");
+    add_term(r, TERM_CAP, "cpu_attn", u->ca / S, u->ca_pred / S, "s/step", (u->ca - u->ca_pred) / S,
+             step, "CPU half, measured vs the cost model on the runtime's own CPU tokens");
+}
+
+/* The experts, D c0 + max(F/P, B/W) per MoE layer (D distinct experts of the batch, the
+ * played layers' mean), and the router beside them: the model's side of each is the op the
+ * layer schedule builds for a decode step of the batch. */
+static void expert_terms(ws_validate_report *r, const ws_cost_model *cm, const ws_engine_cfg *e,
+                         const run_sums *u, int L, double S, double step)
+{
+    const ws_sched_in in = {.T = e->batch, .n_seqs = e->batch};
+    int moe_layers = 0, router_cpu = 0;
+    double D = 0, rpred = 0;
+    for (int l = 0; l < L; l++) {
+        const ws_deploy_layer *y = ws_cost_layer(cm, l);
+        if (!y->moe)
+            continue;
+        moe_layers++;
+        router_cpu |= y->router_on_cpu;
+        D += ws_cost_distinct_cpu_experts(cm, l, e->batch);
+        rpred += ws_sched_op_time(cm, &in, l, WS_OP_ROUTER);
     }
-    add_term(r, TERM_CAP, "engine", ov / S, 0, "s/step", ov / S, step,
+    if (moe_layers == 0)
+        return;
+    D /= moe_layers;
+    const double fixed = D * e->hw->cpu_expert.c0.v * moe_layers;
+    const double pred = u->ex_pred / S, meas = u->ex / S;
+    const double gemm = pred - fixed;
+    const double wbytes = 3.0 * cm->hidden * cm->moe_inter *
+                          (cm->cfg.cpu_expert_bytes > 0 ? cm->cfg.cpu_expert_bytes : cm->w_elem) *
+                          D * moe_layers;
+    const int gemm_dom = gemm >= fixed;
+    char rate[96];
+    if (meas > fixed)
+        snprintf(rate, sizeof rate, "weights streamed at %.3g GB/s measured (GEMM part)",
+                 wbytes / (meas - fixed) / 1e9);
+    else
+        snprintf(rate, sizeof rate, "the measured time is below the model's fixed part alone");
+    add_term(r, TERM_CAP, gemm_dom ? "experts.gemm" : "experts.fixed", meas, pred, "s/step",
+             meas - pred, step,
+             "model: %.0f%% GEMM, %.0f%% fixed (%.1f experts x c0 %.3g ms); %s; the "
+             "profile's W %.3g GB/s",
+             pred > 0 ? 100 * gemm / pred : 0, pred > 0 ? 100 * fixed / pred : 0, D,
+             1e3 * e->hw->cpu_expert.c0.v, rate, e->hw->cpu_expert.W.v / 1e9);
+    add_term(r, TERM_CAP, "router", u->ro / S, rpred, "s/step", u->ro / S - rpred, step,
+             "router GEMM and top-k beside the routed experts, on the %s: measured "
+             "(runtime) against modeled",
+             router_cpu ? "CPU" : "GPU");
+}
+
+static int compute_terms(const ws_validate_cfg *c, const ws_run_result *runs, int reps,
+                         const sim_side *sim, ws_validate_report *r, ws_err *err)
+{
+    const ws_engine_cfg *e = &c->eng;
+    ws_cost_cfg cc;
+    ws_engine_cost_cfg(e, &cc);
+    ws_cost_model cm;
+    int rc = ws_cost_model_init(e->hw, e->model, &cc, &cm, err);
+    if (rc)
+        return rc;
+    r->term = calloc(TERM_CAP, sizeof *r->term);
+    if (!r->term) {
+        ws_cost_model_free(&cm);
+        return ws_err_set(err, WS_ENOMEM, "validate: out of memory (terms)");
+    }
+    const int L = runs[0].layers;
+    run_sums u;
+    sum_runs(runs, reps, c->warmup, &u);
+    const double S = u.steps > 0 ? u.steps : 1, step = u.step_s / S;
+    double sim_step = 0, sim_n = 0;
+    for (int k = c->warmup; k < sim->steps; k++)
+        sim_step += sim->dt[k], sim_n += sim->n_cpu[k];
+    sim_step /= sim->steps - c->warmup, sim_n /= sim->steps - c->warmup;
+
+    add_term(r, TERM_CAP, "step", step, sim_step, "s/step", step - sim_step, step,
+             "decode step: runtime timeline (CPU measured, GPU %s) vs the simulator",
+             runs[0].gpu_label);
+    cpu_attn_terms(r, &cm, e->hw, &u, S, step);
+    expert_terms(r, &cm, e, &u, L, S, step);
+    add_term(r, TERM_CAP, "engine", u.ov / S, 0, "s/step", u.ov / S, step,
              "the engine's own CPU work (KV append, views, flush bookkeeping): not in the model");
-    const double run_n = n_cpu_sum / (S * L);
-    add_term(r, TERM_CAP, "placement", run_n, sim_n, "CPU tokens/layer", (run_n - sim_n) * A * L,
+    const double run_n = u.n_cpu / (S * L);
+    add_term(r, TERM_CAP, "placement", run_n, sim_n, "CPU tokens/layer", (run_n - sim_n) * cm.A * L,
              step,
              "CPU-region tokens per layer: runtime (policy fed measured times, final A %.3g "
              "s/token) vs simulator (fed modeled times, A %.3g)",
@@ -551,6 +571,41 @@ static int add_points(ws_validate_report *r, size_t *cap, int rep, const ws_run_
     return 0;
 }
 
+/* The comparison's row: the workload, its labels, the links and the params. */
+static void fill_run(const ws_validate_cfg *c, const ws_run_result *runs, const sim_side *sim,
+                     long long sim_id, ws_validate_report *r)
+{
+    const ws_engine_cfg *e = &c->eng;
+    const int reps = c->repeat;
+    ws_validate_run *v = &r->run;
+    snprintf(v->model, sizeof v->model, "%s", e->model->name);
+    snprintf(v->gpu, sizeof v->gpu, "%s", runs[0].gpu_label);
+    snprintf(v->gpu_source, sizeof v->gpu_source, "%s",
+             strncmp(runs[0].gpu_label, "cuda:", 5) ? "modeled" : "measured");
+    snprintf(v->host_profile, sizeof v->host_profile, "%s", e->hw->host);
+    snprintf(v->policy, sizeof v->policy, "%s", ws_policy_name(e->policy));
+    snprintf(r->layers_note, sizeof r->layers_note, "%s", runs[0].layers_note);
+    v->batch = e->batch, v->prompt_tokens = e->prompt, v->output_tokens = e->output;
+    v->layers = runs[0].layers, v->repeats = reps, v->warmup = c->warmup;
+    v->run_id = r->rep_run_id[0];
+    v->sim_run_id = sim_id;
+    v->calib_run_id = c->calib_run_id;
+    double ctx_off = 0;
+    for (int s = 0; s < e->output; s++)
+        ctx_off = fmax(ctx_off, fabs(runs[0].step[s].context - sim->context[s]));
+    size_t len = (size_t)snprintf(v->params, sizeof v->params,
+                                  "{\"sim_output_tokens\": %d, \"context_mismatch_max\": %g, "
+                                  "\"sim_wall_s\": %.6g, \"run_wall_s\": %.6g, "
+                                  "\"expert_backend\": \"%s\", \"run_ids\": [",
+                                  e->output + 1, ctx_off, r->sim_wall_s, r->run_wall_s,
+                                  runs[0].expert_backend);
+    for (int k = 0; k < reps && len < sizeof v->params; k++)
+        len += (size_t)snprintf(v->params + len, sizeof v->params - len, "%s%lld", k ? ", " : "",
+                                r->rep_run_id[k]);
+    if (len < sizeof v->params)
+        snprintf(v->params + len, sizeof v->params - len, "]}");
+}
+
 int ws_validate_run_all(const ws_validate_cfg *c, ws_store *store, ws_validate_report *r,
                         ws_err *err)
 {
@@ -607,38 +662,12 @@ int ws_validate_run_all(const ws_validate_cfg *c, ws_store *store, ws_validate_r
     if (!rc)
         rc = compute_terms(c, runs, reps, &sim, r, err);
     if (!rc) {
-        ws_validate_run *v = &r->run;
-        snprintf(v->model, sizeof v->model, "%s", e->model->name);
-        snprintf(v->gpu, sizeof v->gpu, "%s", runs[0].gpu_label);
-        snprintf(v->gpu_source, sizeof v->gpu_source, "%s",
-                 strncmp(runs[0].gpu_label, "cuda:", 5) ? "modeled" : "measured");
-        snprintf(v->host_profile, sizeof v->host_profile, "%s", e->hw->host);
-        snprintf(v->policy, sizeof v->policy, "%s", ws_policy_name(e->policy));
-        snprintf(r->layers_note, sizeof r->layers_note, "%s", runs[0].layers_note);
-        v->batch = e->batch, v->prompt_tokens = e->prompt, v->output_tokens = e->output;
-        v->layers = runs[0].layers, v->repeats = reps, v->warmup = c->warmup;
-        v->run_id = r->rep_run_id[0];
-        v->sim_run_id = sim_id;
-        v->calib_run_id = c->calib_run_id;
-        double ctx_off = 0;
-        for (int s = 0; s < e->output; s++)
-            ctx_off = fmax(ctx_off, fabs(runs[0].step[s].context - sim.context[s]));
-        size_t len = (size_t)snprintf(v->params, sizeof v->params,
-                                      "{\"sim_output_tokens\": %d, \"context_mismatch_max\": %g, "
-                                      "\"sim_wall_s\": %.6g, \"run_wall_s\": %.6g, "
-                                      "\"expert_backend\": \"%s\", \"run_ids\": [",
-                                      e->output + 1, ctx_off, r->sim_wall_s, r->run_wall_s,
-                                      runs[0].expert_backend);
-        for (int k = 0; k < reps && len < sizeof v->params; k++)
-            len += (size_t)snprintf(v->params + len, sizeof v->params - len, "%s%lld",
-                                    k ? ", " : "", r->rep_run_id[k]);
-        if (len < sizeof v->params)
-            snprintf(v->params + len, sizeof v->params - len, "]}");
+        fill_run(c, runs, &sim, sim_id, r);
         verdict(r);
         if (store) {
             if (c->progress)
                 c->progress(c->progress_ctx, "store", 0, 1, 0, 0);
-            rc = ws_validatedb_store(store, v, r->stat, WS_VQ_COUNT, r->pt, r->n_pt, r->term,
+            rc = ws_validatedb_store(store, &r->run, r->stat, WS_VQ_COUNT, r->pt, r->n_pt, r->term,
                                      r->n_term, err);
         }
     }

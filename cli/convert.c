@@ -1,0 +1,127 @@
+/* convert: the command line into the library's structs (see convert.h). */
+#include "convert.h"
+
+#include <string.h>
+
+#include "cli.h"
+
+#define GIB 1073741824.0
+
+/* The serving settings; "all" policies (sim's default) leaves the policy at its default for
+ * the caller to set per run, when all_ok. */
+static int serving(const char *cmd, const cli_args *a, const cli_workload *w, int all_ok,
+                   ws_serving *s)
+{
+    ws_serving_default(s);
+    if (cli_declared(a, "r"))
+        s->par.r_static = w->r;
+    if (cli_declared(a, "r-max"))
+        s->par.r_max = w->r_max;
+    if (w->batch > 0)
+        s->batch = w->batch;
+    if (cli_declared(a, "chunk"))
+        s->chunk = w->chunk;
+    if (cli_declared(a, "prefill"))
+        s->prefill_mode = w->prefill;
+    if (cli_declared(a, "window"))
+        s->window = w->window;
+    s->seed = (uint64_t)w->seed;
+    if (s->window % s->par.page_tokens)
+        return cli_usage_error(cmd, "--window must be a multiple of the page (%d tokens)",
+                               s->par.page_tokens);
+    ws_err err = {0};
+    if (!(all_ok && !strcmp(w->policy, "all")) && ws_policy_from_name(w->policy, &s->policy, &err))
+        return cli_fail(&err);
+    return 0;
+}
+
+int cli_to_serving(const char *cmd, const cli_args *a, const cli_workload *w, ws_serving *s)
+{
+    return serving(cmd, a, w, 0, s);
+}
+
+int cli_to_cost_cfg(const char *cmd, const cli_workload *w, ws_cost_cfg *cc)
+{
+    ws_cost_cfg_default(cc);
+    cc->gpu_experts = w->gpu_experts;
+    cc->cpu_sockets = w->cpu_sockets;
+    cc->one_node_memory = w->one_node;
+    if (w->one_node && w->cpu_sockets > 0)
+        return cli_usage_error(cmd,
+                               "--one-node-memory: the CPU's work on --cpu-sockets %d reads "
+                               "each socket's own copy",
+                               w->cpu_sockets);
+    return cli_formats_apply(cmd, w, cc);
+}
+
+/* --gpu cuda[:<profile>] or modeled:<profile>. */
+static int engine_gpu(const char *cmd, const char *gpu, ws_engine_cfg *c, const char **gpu_prof)
+{
+    if (!strcmp(gpu, "cuda") || !strncmp(gpu, "cuda:", 5)) {
+        c->gpu = WS_ENGINE_GPU_CUDA;
+        *gpu_prof = gpu[4] == ':' && gpu[5] ? gpu + 5 : CLI_DEFAULT_GPU;
+        return 0;
+    }
+    if (strncmp(gpu, "modeled:", 8) || !gpu[8])
+        return cli_usage_error(cmd, "--gpu is cuda[:<profile>] or modeled:<profile>, not '%s'",
+                               gpu);
+    c->gpu = WS_ENGINE_GPU_MODELED;
+    *gpu_prof = gpu + 8;
+    return 0;
+}
+
+/* The CPU experts' format (one the engine runs) and the KV's (bf16, the only one it holds). */
+static int engine_formats(const char *cmd, const cli_workload *w, ws_engine_cfg *c)
+{
+    int rc = cli_format_opt(cmd, "cpu-expert-weights", w->cpu_exp_w, &c->cpu_expert_weights);
+    if (rc)
+        return rc;
+    ws_err err = {0};
+    if (ws_engine_expert_format_ok(c->cpu_expert_weights, &err))
+        return cli_fail(&err);
+    if (w->kv_dtype && strcmp(w->kv_dtype, "bf16"))
+        return cli_usage_error(cmd,
+                               "--kv-dtype %s: the live engine's KV pages and CPU attention "
+                               "kernels are bf16 only (sim and plan model fp16 and fp8)",
+                               w->kv_dtype);
+    return 0;
+}
+
+int cli_to_engine_cfg(const char *cmd, const cli_args *a, const cli_workload *w, ws_engine_cfg *c,
+                      const char **gpu_prof)
+{
+    ws_engine_cfg_default(c);
+    int rc = cli_to_serving(cmd, a, w, &c->srv);
+    if (rc)
+        return rc;
+    c->prompt = w->prompt;
+    c->output = w->output;
+    c->layers = w->layers;
+    c->threads = w->threads;
+    if (!ws_policy_info_of(c->policy)->spills)
+        return cli_usage_error(cmd,
+                               "--policy %s is a simulator baseline; the runtime serves "
+                               "writescope, static, stream, cpu-attn and migrate",
+                               w->policy);
+    if ((rc = engine_gpu(cmd, w->gpu, c, gpu_prof)))
+        return rc;
+    return engine_formats(cmd, w, c);
+}
+
+int cli_to_sim_cfg(const char *cmd, const cli_args *a, const cli_workload *w, sim_cfg *c)
+{
+    sim_cfg_default(c);
+    int rc = serving(cmd, a, w, 1, &c->srv);
+    if (rc)
+        return rc;
+    if (!cli_given(a, "batch") && !w->trace && !w->gen.arrivals)
+        c->batch = 4; /* the closed batch's requests, all running at once */
+    c->layers = w->layers;
+    if (cli_given(a, "detail"))
+        c->detail_layer = w->detail;
+    c->slo_ttft = w->slo_ttft;
+    c->slo_tpot = w->slo_tpot;
+    c->gpu_kv_budget = w->kv_gb * GIB;
+    c->host_limit = w->host_gb * GIB;
+    return 0;
+}
