@@ -660,7 +660,7 @@ static int sim_open(sim_cmd *j)
     if (jc->cfg.layers > j->m.layers)
         return cli_usage_error("sim", "--layers %d: model %s has %d layers", jc->cfg.layers,
                                j->m.name, j->m.layers);
-    jc->cfg.cpu_workers = ws_serving_cores(&j->hw);
+    jc->cfg.cpu_workers = ws_hw_cores(&j->hw);
     if (jc->cc.cpu_sockets > j->hw.sockets.v)
         return cli_usage_error("sim", "--cpu-sockets %d: host %s has %g", jc->cc.cpu_sockets,
                                j->hw.host, j->hw.sockets.v);

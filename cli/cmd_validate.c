@@ -321,7 +321,7 @@ static int validate_load(const validate_opts *o, ws_store *s, const char *gpu_pr
                 "validate: no calibration of this machine is stored; host profile %s (the "
                 "comparison is not this machine's: try --calibrate)\n",
                 host);
-    c->cpu_workers = ws_serving_cores(hw);
+    c->cpu_workers = ws_hw_cores(hw);
     return 0;
 }
 

@@ -66,6 +66,22 @@ static void scale_cpu(ws_cost_hw *hw, double fp, double fw, double wcap)
         hw->cpu_mem_bw.v = wcap;
 }
 
+/* The share of the host's sockets (and so of its cores and DRAM) the CPU's work runs on. */
+static double socket_share(const ws_cost_hw *hw, const ws_cost_cfg *cfg)
+{
+    return cfg->cpu_sockets > 0 && cfg->cpu_sockets < hw->sockets.v
+               ? cfg->cpu_sockets / hw->sockets.v
+               : 1.0;
+}
+
+int ws_deploy_cpu_workers(const ws_cost_hw *hw, const ws_cost_cfg *cfg, int units)
+{
+    int workers = socket_share(hw, cfg) < 1 ? (int)fmax(1, units * socket_share(hw, cfg)) : units;
+    if (cfg->cpu_threads > 0 && cfg->cpu_threads < workers)
+        workers = cfg->cpu_threads;
+    return workers;
+}
+
 /* The deployment's factors on the CPU's rates, each applied here once. */
 static void deploy_rates(const ws_cost_hw *hw, const ws_model *m, const ws_cost_cfg *cfg,
                          ws_cost_hw *out)
@@ -73,17 +89,16 @@ static void deploy_rates(const ws_cost_hw *hw, const ws_model *m, const ws_cost_
     *out = *hw;
     /* NUMA-aware engines run the CPU's work on the sockets given, each reading its own copy
      * from its own DRAM: their share of the host's cores and bandwidth. */
-    const int part = cfg->cpu_sockets > 0 && cfg->cpu_sockets < hw->sockets.v;
-    if (part)
-        scale_cpu(out, cfg->cpu_sockets / hw->sockets.v, cfg->cpu_sockets / hw->sockets.v, 0);
+    const double share = socket_share(hw, cfg);
+    if (share < 1)
+        scale_cpu(out, share, share, 0);
     /* One copy in one socket's DRAM: every core reads through that socket's memory
      * controllers, whatever socket it is on. */
     if (cfg->one_node_memory && cfg->cpu_sockets == 0 && hw->sockets.v > 1)
         scale_cpu(out, 1, 1 / hw->sockets.v, 0);
     /* Fewer threads than the sockets' cores: their share of the flop/s; the DRAM bandwidth
      * up to what that many cores can pull (threads x core_bw, where it is known). */
-    const double avail =
-        fmax(1.0, out->cores.v * (part ? cfg->cpu_sockets / hw->sockets.v : 1.0));
+    const double avail = fmax(1.0, out->cores.v * share);
     if (cfg->cpu_threads > 0 && cfg->cpu_threads < avail)
         scale_cpu(out, cfg->cpu_threads / avail, 1, cfg->cpu_threads * hw->core_bw.v);
     /* MoE models: every CPU attention call follows a MoE phase (the previous layer's, or the

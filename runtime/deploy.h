@@ -117,6 +117,10 @@ typedef struct ws_deploy {
 int ws_deploy_init(const ws_cost_hw *hw, const ws_model *m, const ws_cost_cfg *cfg, ws_deploy *d,
                    ws_err *err);
 void ws_deploy_free(ws_deploy *d);
+/* The CPU pool units a run's CPU work takes of `units` (the host's cores): their share on
+ * cfg->cpu_sockets of the host's sockets (at least one), at most cfg->cpu_threads; the
+ * share ws_deploy_init scales the CPU's rates by. */
+int ws_deploy_cpu_workers(const ws_cost_hw *hw, const ws_cost_cfg *cfg, int units);
 /* Layer l's entry (l clamped into the model's layers). */
 const ws_deploy_layer *ws_deploy_at(const ws_deploy *d, int l);
 /* Expected distinct experts among the popularity ranks [lo, hi) that T tokens hit. */

@@ -399,6 +399,12 @@ int ws_cost_hw_load_gpu(const ws_profile *gpu, ws_attn_kind kind, ws_dtype kv, w
     return 0;
 }
 
+int ws_hw_cores(const ws_cost_hw *hw)
+{
+    const double v = hw->cores.v;
+    return v >= 1 && v < 1e6 ? (int)v : 1;
+}
+
 int ws_hw_load(ws_store *s, const char *model, const char *gpu, const char *host, ws_dtype kv,
                ws_model *m, ws_cost_hw *hw, int *cores, ws_err *err)
 {
@@ -428,9 +434,8 @@ int ws_hw_load_model(ws_store *s, const ws_model *m, const char *gpu, const char
         rc = ws_err_set(err, WS_EINVAL, "profile '%s' is a %s profile, not a host's", host, h.kind);
     else if (!(rc = ws_profile_fill(s, &h, "kv_reformat_bw", err)))
         rc = ws_cost_hw_load(&g, &h, m->attn, kv, m->weight_dtype, hw, err);
-    const ws_profile_param *pc = ws_profile_get(&h, "cores");
     if (cores)
-        *cores = pc && pc->value >= 1 && pc->value < 1e6 ? (int)pc->value : 1;
+        *cores = rc ? 1 : ws_hw_cores(hw);
     ws_profile_free(&g);
     ws_profile_free(&h);
     return rc;

@@ -106,6 +106,8 @@ static inline double ws_cost_roof_time(const ws_cost_roof *r, double flops, doub
     return r->c0.v + (r->serial ? tf + tb : tf > tb ? tf : tb);
 }
 
+/* The host's cores: its profile's, 1 when it has none. */
+int ws_hw_cores(const ws_cost_hw *hw);
 /* Loads model `model` (a shipped name or a path) and the profiles `gpu` and `host` from s,
  * and the rates for the model's attention kind and weights, KV at kv; *cores (if non-NULL):
  * the host profile's cores (1 when it has none). The GPU profile must be a GPU's and the

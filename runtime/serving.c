@@ -1,4 +1,4 @@
-/* serving: the serving configuration's defaults and the CPU's share (see serving.h). */
+/* serving: the serving configuration's defaults (see serving.h). */
 #include "serving.h"
 
 #include <math.h>
@@ -13,20 +13,4 @@ void ws_serving_default(ws_serving *s)
     s->chunk = 2048;
     s->window = 256;
     s->prefill_mode = WS_PREFILL_AUTO;
-}
-
-int ws_serving_cores(const ws_cost_hw *hw)
-{
-    const double v = hw->cores.v;
-    return v >= 1 && v < 1e6 ? (int)v : 1;
-}
-
-int ws_serving_cpu_workers(int cores, const ws_cost_hw *hw, const ws_cost_cfg *cc)
-{
-    int workers = cc->cpu_sockets > 0 && cc->cpu_sockets < hw->sockets.v
-                      ? (int)fmax(1, cores * cc->cpu_sockets / hw->sockets.v)
-                      : cores;
-    if (cc->cpu_threads > 0 && cc->cpu_threads < workers)
-        workers = cc->cpu_threads;
-    return workers;
 }

@@ -6,10 +6,7 @@
  * fields read as its own (cfg.batch) and the whole set copies as one value (cfg.srv): the
  * command line fills it once (cli/workload.h, cli_to_serving) and validate hands the engine's
  * to the simulator unchanged.
- *
- * Beside it, the share of the host that a run's CPU work takes: the host's cores, on the
- * sockets the cost settings name, on at most their threads (ws_serving_cpu_workers). The
- * simulator sizes its CPU pool with it. Pure functions, no I/O. */
+ * Pure functions, no I/O. */
 #ifndef WS_SERVING_H
 #define WS_SERVING_H
 
@@ -49,12 +46,6 @@ typedef struct ws_serving {
 
 /* The defaults, the only place they are written. */
 void ws_serving_default(ws_serving *s);
-
-/* The host's cores: its profile's, 1 when it has none (as ws_hw_load reports them). */
-int ws_serving_cores(const ws_cost_hw *hw);
-/* The CPU pool units of a run's CPU work: `cores` of the host's, their share on
- * cc->cpu_sockets of its sockets (at least one), at most cc->cpu_threads. */
-int ws_serving_cpu_workers(int cores, const ws_cost_hw *hw, const ws_cost_cfg *cc);
 
 #ifdef __cplusplus
 }

@@ -782,7 +782,7 @@ int sim_run(const ws_model *m, const ws_cost_hw *hw, const ws_cost_cfg *ccfg, co
         goto out_q;
     if ((rc = sim_engine_init(&R.eng, cfg->seed, err)))
         goto out_q;
-    const int workers = ws_serving_cpu_workers(cfg->cpu_workers, hw, &cc);
+    const int workers = ws_deploy_cpu_workers(hw, &cc, cfg->cpu_workers);
     if ((rc = sim_step_init(&R.st, &R.eng, K_OP, &R.cm, R.layers, workers,
                             !cfg->detail_layer, err)))
         goto out_eng;

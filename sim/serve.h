@@ -98,7 +98,7 @@ typedef struct sim_cfg {
     int detail_layer;   /* 1: every layer as ops; 0: fold identical layers */
     int cpu_workers;    /* CPU pool units (the host's cores; default 1); with the cost
                          * settings' cpu_sockets and cpu_threads, the run uses their share
-                         * (ws_serving_cpu_workers) */
+                         * (ws_deploy_cpu_workers) */
     double gpu_kv_budget;      /* B; 0: 2 GiB, 0.3 GiB for MLA models */
     double pinned_limit;       /* B; 0: 256 GiB */
     double host_limit;         /* B of host DRAM for the CPU's weights and the spilled KV; 0:

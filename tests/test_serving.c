@@ -53,14 +53,14 @@ Test(serving, cpu_workers_share_the_host)
     hw.sockets.v = 2;
     ws_cost_cfg cc;
     ws_cost_cfg_default(&cc);
-    cr_assert_eq(ws_serving_cores(&hw), 24);
-    cr_assert_eq(ws_serving_cpu_workers(24, &hw, &cc), 24, "every core");
+    cr_assert_eq(ws_hw_cores(&hw), 24);
+    cr_assert_eq(ws_deploy_cpu_workers(&hw, &cc, 24), 24, "every core");
     cc.cpu_sockets = 1;
-    cr_assert_eq(ws_serving_cpu_workers(24, &hw, &cc), 12, "one socket's share");
+    cr_assert_eq(ws_deploy_cpu_workers(&hw, &cc, 24), 12, "one socket's share");
     cc.cpu_threads = 8;
-    cr_assert_eq(ws_serving_cpu_workers(24, &hw, &cc), 8, "at most the threads");
+    cr_assert_eq(ws_deploy_cpu_workers(&hw, &cc, 24), 8, "at most the threads");
     cc = (ws_cost_cfg){.cpu_sockets = 1};
-    cr_assert_eq(ws_serving_cpu_workers(1, &hw, &cc), 1, "at least one");
+    cr_assert_eq(ws_deploy_cpu_workers(&hw, &cc, 1), 1, "at least one");
     hw.cores.v = 0;
-    cr_assert_eq(ws_serving_cores(&hw), 1, "a host without cores has one");
+    cr_assert_eq(ws_hw_cores(&hw), 1, "a host without cores has one");
 }
