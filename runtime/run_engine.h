@@ -1,43 +1,15 @@
-/* run_engine: the live decode engine behind `writescope run`. A closed batch of B sequences
- * (prompt N, output M) of a model's real shapes, with synthetic seeded bf16 KV and expert
- * weights, served through the InplaceKVCache (ikv.h) under one placement policy
- * (policy.h) with the one cost model (cost.h).
- *
- * Prefill writes each layer's prompt KV straight into its final regions (each prompt's CPU
- * pages from the controller, control.h, as the simulator's serving loop decides them); its
- * compute is not run, only modeled. Each decode step: the controller's r*, migrate's page
- * moves (ws_ikv_reformat, the format's one path for them) and the step's flush split; then
- * per layer the new token's K/V into the D-window; the CPU half (CPU pages, ws_attn_cpu on
- * the pool) and the GPU half (D-window + XFER pages through ping-pong); the MoE phase on
- * the CPU (router GEMM, top-k, the routed experts through the bf16 expert GEMM
- * (gemm_bf16.h), or with cpu_expert_weights int8 the int8 one (gemm_int8.h, the weights
- * quantized at load), at the model's expert shapes, one pool task per expert); a full window
- * flushed as one batch. After every layer the controller observes the halves (the same
- * calls as the simulator's serving loop).
- *
- * The timeline: each layer's operations are the simulator's layer schedule (schedule.h),
- * played (ws_sched_play) with the durations this engine measured in place of the model's:
- * CPU attention, router, experts, its own work (an op of its own), a reformat; the GPU's
- * work (projections, append, the GPU half's attention, the H2D stream, the merge, the D2H
- * flushes) keeps the model's under WS_ENGINE_GPU_MODELED. cpu_time_modeled puts the
- * model's durations back everywhere: the run is then the simulator's to 1e-9
- * (tests/test_schedule.c). The GPU half's values are computed only under verify
- * (ws_ikv_stream, then the split-K reference), outside the timed path, and the merged
- * output is compared with full attention over the regenerated KV. Records carry the label
- * of every time: measured (CPU) or modeled (GPU).
- *
- * CUDA (WS_ENGINE_GPU_CUDA; written against the backend table, NOT YET RUN on a device):
- * the cache's GPU regions are device memory; per layer a second host thread streams the
- * XFER pages into a ping-pong half (the cache's copies) and runs the backend's attention
- * between two events while the calling thread runs the CPU half; the GPU half's time is
- * measured (stream wall time + kernel events) and the merge is on the host. The
- * projections and the prefetch during the previous MoE phase are not run on the device:
- * they stay modeled on the timeline.
- *
- * Depth: `layers` of the model's (0: as many as fit in mem_fraction of the RAM; the note
- * says which). Expert weights: a pool of distinct expert slots (enough for every expert a
- * step can hit) shared by the layers; expert e of a layer uses slot e mod slots.
- * Callers: cli/cmd_run.c, tests/test_engine*.c. */
+/* run_engine: the live decode engine behind `writescope run`: a closed batch of B sequences
+ * (prompt N, output M) of a model's real shapes, with synthetic seeded KV and expert weights,
+ * served through the InplaceKVCache (ikv.h) under one placement policy with the one cost
+ * model, controller and decode-step protocol the simulator uses. Prefill writes each layer's
+ * prompt KV straight into its final regions (its compute is modeled); each decode step runs
+ * per layer the new token's KV, the CPU half (ws_attn_cpu on the pool), the GPU half
+ * (D-window + XFER pages: modeled, or on a CUDA device through the backend table), the MoE
+ * phase on the CPU (router, top-k, the routed experts through the bf16 or int8 expert GEMM),
+ * and the window flushes. The timeline is the layer schedule (schedule.h) played with the
+ * durations this engine measured in place of the model's; cpu_time_modeled puts the model's
+ * back, and the run is then the simulator's to 1e-9. Records label every time measured or
+ * modeled. The full description is in docs/run.md ("Inside the engine"). */
 #ifndef WS_RUN_ENGINE_H
 #define WS_RUN_ENGINE_H
 

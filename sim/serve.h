@@ -1,38 +1,16 @@
-/* serve: the simulator's serving loop: requests from a source (a closed batch, or any
- * function that yields requests in arrival order: a trace reader, a generator), admitted
- * first-come first-served up to `batch` sequences under the memory limits, run as steps
- * (step.h) until every request has ended, under one placement policy (runtime/policy).
- *
- * Scheduling: prefill first. While an admitted request still has prompt tokens, the step
- * is one chunk (<= chunk tokens) of the oldest such prompt; otherwise every running
- * sequence decodes one token. The last prompt chunk yields the first output token. Each
- * chunk's CPU-resident experts run on the CPU or stream to the GPU as the controller
- * decides (ws_ctl_prefill_gpu under prefill_mode).
- *
- * KV placement follows the policy through the controller (runtime/control.h), the same
- * calls as the live runtime: a prompt's full pages go to the CPU region in the share the
- * controller gives for the batch's spilled tokens plus the running requests' tokens still
- * to come (decided at its first chunk), the partial last page starts the D-window; every W
- * decode tokens a sequence's window is flushed, its pages placed toward the share of
- * L + flushed, decided on the estimates of the step's start. migrate keeps one share for
- * the whole cache: when the controller moves it, whole pages change region (in slot order)
- * and every layer of that step pays ws_cost_reformat for their bytes. After each decode
- * step the controller is fed every layer's CPU and GPU half, as the live runtime feeds
- * measured ones; each step's layers are the one layer schedule (runtime/schedule.h).
- *
- * Memory: no-spill policies (gpu-only, ktrans) reserve a request's whole KV (prompt +
- * output, all layers) in the GPU KV budget; spilling ones reserve its D-window there, its
- * KV in host memory and the XFER share of it in pinned memory. The weights the policy keeps
- * on the GPU (all of them for gpu-only; all but the CPU's routed experts otherwise) plus
- * the KV budget must fit the GPU's memory; the routed experts left on the CPU (at their
- * format's bytes) plus the spilled KV must fit the host DRAM (the host profile's mem_bytes,
- * or host_limit). A request that cannot fit even alone is an out-of-memory outcome; one
- * that fits later waits (head of line).
- *
- * Results stream: each step's record goes to on_step, each request's to on_request when it
- * ends; totals are running sums, percentiles a bounded summary (quantile.h), so memory
- * follows the requests waiting or running, not the trace. The arrays of sim_results are
- * kept only when asked (keep_requests, keep_steps). */
+/* serve: the simulator's serving loop. Requests come from a source (a closed batch, or any
+ * function yielding them in arrival order: a trace reader, a generator), are admitted
+ * first-come first-served up to `batch` sequences under the memory limits, and run as steps
+ * (step.h) until every request has ended, under one placement policy. A step is one chunk
+ * of the oldest unfinished prompt while there is one (prefill first), else one token for
+ * every running sequence; each decode step is the one decode-step protocol (decode.h) on
+ * the controller (control.h) the live runtime also calls, its layers the one layer schedule.
+ * Memory: no-spill policies reserve a request's whole KV in the GPU KV budget, spilling
+ * ones its D-window there and the rest in host (and pinned) memory; weights and budgets
+ * must fit the GPU's and the host's memory, and a request that cannot fit even alone is an
+ * out-of-memory outcome. Results stream to on_step and on_request; totals are running sums
+ * and percentiles a bounded summary, so memory follows the running requests, not the trace.
+ * The full rules are in docs/sim.md ("The serving loop"). */
 #ifndef WS_SIM_SERVE_H
 #define WS_SIM_SERVE_H
 
