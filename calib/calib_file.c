@@ -282,7 +282,7 @@ int ws_calib_file_load(ws_store *s, const char *path, long long *ids, int max, i
 
 /* The profile's roofline for a sample's key, and a factor on its W (contention); 0 when the
  * cost model has no term for it. */
-static int roof_for(const ws_cost_hw *hw, const ws_calib_key *k, ws_cost_roof *roof)
+static int roof_for(const ws_hw *hw, const ws_calib_key *k, ws_hw_roof *roof)
 {
     const char *d = k->device, *op = k->op;
     if (!strcmp(d, "gpu") && !strcmp(op, "d2d"))
@@ -306,7 +306,7 @@ static int roof_for(const ws_cost_hw *hw, const ws_calib_key *k, ws_cost_roof *r
 static int check_run(const ws_profile *p, const ws_calib_run *run, ws_calib_check *out,
                      ws_err *err)
 {
-    ws_cost_hw *hw = calloc(1, sizeof *hw);
+    ws_hw *hw = calloc(1, sizeof *hw);
     double *ape = malloc(sizeof(double) * (size_t)(run->n_samples + 1)),
            *sgn = malloc(sizeof(double) * (size_t)(run->n_samples + 1));
     int rc = hw && ape && sgn ? 0 : ws_err_set(err, WS_ENOMEM, "calib check: out of memory");
@@ -329,9 +329,9 @@ static int check_run(const ws_profile *p, const ws_calib_run *run, ws_calib_chec
             dt = WS_DT_BF16;
         const ws_attn_kind kind = !strcmp(k->attn_kind, "mla") ? WS_ATTN_MLA : WS_ATTN_GQA;
         memset(hw, 0, sizeof *hw);
-        if ((rc = ws_cost_hw_load_gpu(p, kind, dt, dt, hw, err)))
+        if ((rc = ws_hw_gpu_from_profile(p, kind, dt, dt, hw, err)))
             break;
-        ws_cost_roof roof;
+        ws_hw_roof roof;
         int n = 0, on_p = 0, cnt = 0;
         for (int j = 0; j < run->n_samples; j++) {
             const ws_calib_sample *x = &run->samples[j];
@@ -340,7 +340,7 @@ static int check_run(const ws_profile *p, const ws_calib_run *run, ws_calib_chec
             cnt++;
             if (!roof_for(hw, k, &roof))
                 continue;
-            const double t = ws_cost_roof_time(&roof, x->flops, x->bytes);
+            const double t = ws_hw_roof_time(&roof, x->flops, x->bytes);
             sgn[n] = (t - x->t_median) / x->t_median;
             ape[n] = 100 * fabs(sgn[n]);
             n++;
@@ -365,7 +365,7 @@ static int check_run(const ws_profile *p, const ws_calib_run *run, ws_calib_chec
         o->bias_pct = 100 * ws_median_sort(sgn, n);
         const int use_p = 2 * on_p > n;
         snprintf(o->rate, sizeof o->rate, "%s", use_p ? "P" : "W");
-        const ws_cost_val *v = use_p ? &roof.P : &roof.W;
+        const ws_hw_val *v = use_p ? &roof.P : &roof.W;
         o->profile_rate = v->v;
         snprintf(o->profile_from, sizeof o->profile_from, "%s", v->from);
         o->fitted_rate = NAN;

@@ -613,7 +613,7 @@ static int calib_check(int argc, char **argv)
     if (cli_open_store_ro(c.db, &s, &embedded, &err))
         return cli_fail(&err);
     ws_vidur_rows rows;
-    ws_cost_hw *hw = calloc(1, sizeof *hw);
+    ws_hw *hw = calloc(1, sizeof *hw);
     ws_oppoints op;
     rc = hw ? ws_oppoints_check(s, (const char *const *)a.pos, a.npos, c.gpu, c.dtype, c.heldout,
                                 c.min_us * 1e-6, &rows, hw, &op, &err)

@@ -192,7 +192,7 @@ static int run_config(const run_opts *o, const cli_args *a, ws_engine_cfg *c,
 }
 
 /* The model and the profiles (the host's: this machine's calibration when none is named). */
-static int run_load(const cli_workload *w, const char *gpu_prof, ws_model *m, ws_cost_hw *hw,
+static int run_load(const cli_workload *w, const char *gpu_prof, ws_model *m, ws_hw *hw,
                     int *embedded, int *host_fallback)
 {
     ws_err err = {0};
@@ -276,7 +276,7 @@ int cmd_run(int argc, char **argv)
     if ((rc = run_config(&o, &a, &c, &gpu_prof)))
         return rc;
     ws_model m;
-    ws_cost_hw hw;
+    ws_hw hw;
     int embedded = 0, host_fallback = 0;
     if ((rc = run_load(&o.w, gpu_prof, &m, &hw, &embedded, &host_fallback)))
         return rc;

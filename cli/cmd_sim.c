@@ -575,7 +575,7 @@ typedef struct sim_cmd {
     sim_job_cfg jc;
     ws_trace_gen tg;
     ws_model m;
-    ws_cost_hw hw;
+    ws_hw hw;
     ws_store *s; /* open while the runs are stored */
     int store_runs, embedded, runs_done;
     char gen_desc[256], gen_line[256];

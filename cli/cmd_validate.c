@@ -274,7 +274,7 @@ static int validate_config(const validate_opts *o, const cli_args *a, ws_validat
 /* The host profile (after a quick calibration with --calibrate; by default this machine's
  * calibration, else the fallback), then the model and the profiles. */
 static int validate_load(const validate_opts *o, ws_store *s, const char *gpu_prof, prog *pg,
-                         ws_validate_cfg *c, ws_model *m, ws_cost_hw *hw, int *this_machine)
+                         ws_validate_cfg *c, ws_model *m, ws_hw *hw, int *this_machine)
 {
     ws_err err = {0};
     char hbuf[64];
@@ -388,7 +388,7 @@ int cmd_validate(int argc, char **argv)
         return cli_fail(&err);
     prog pg = {.tty = isatty(2), .t0 = ws_now_s()};
     ws_model m;
-    ws_cost_hw hw;
+    ws_hw hw;
     int this_machine = 0;
     rc = validate_load(&o, s, gpu_prof, &pg, &c, &m, &hw, &this_machine);
     if (!rc) {

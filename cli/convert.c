@@ -40,9 +40,9 @@ int cli_to_serving(const char *cmd, const cli_args *a, const cli_workload *w, ws
     return serving(cmd, a, w, 0, s);
 }
 
-int cli_to_cost_cfg(const char *cmd, const cli_workload *w, ws_cost_cfg *cc)
+int cli_to_cost_cfg(const char *cmd, const cli_workload *w, ws_deploy_cfg *cc)
 {
-    ws_cost_cfg_default(cc);
+    ws_deploy_cfg_default(cc);
     cc->gpu_experts = w->gpu_experts;
     cc->cpu_sockets = w->cpu_sockets;
     cc->one_node_memory = w->one_node;

@@ -21,7 +21,7 @@
 int cli_to_serving(const char *cmd, const cli_args *a, const cli_workload *w, ws_serving *s);
 /* The GPU's routed experts, the sockets of the CPU's work, the weight formats and the KV
  * dtype (cli_formats_apply), over the cost model's defaults. */
-int cli_to_cost_cfg(const char *cmd, const cli_workload *w, ws_cost_cfg *cc);
+int cli_to_cost_cfg(const char *cmd, const cli_workload *w, ws_deploy_cfg *cc);
 /* The live engine's closed batch, depth, threads, a policy that spills, --gpu (cuda or
  * modeled:<profile>; *gpu_prof: the profile of the cost model's GPU) and the formats it
  * runs (bf16 KV; bf16 or int8 CPU experts); model, hardware and callbacks are the caller's. */

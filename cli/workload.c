@@ -170,7 +170,7 @@ int cli_format_opt(const char *cmd, const char *opt, const char *v, const ws_wfo
     return 0;
 }
 
-int cli_formats_apply(const char *cmd, const cli_workload *w, ws_cost_cfg *cc)
+int cli_formats_apply(const char *cmd, const cli_workload *w, ws_deploy_cfg *cc)
 {
     int rc;
     if ((rc = cli_format_opt(cmd, "weights", w->weights, &cc->w_gpu)))

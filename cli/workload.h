@@ -84,7 +84,7 @@ extern const cli_optdef cli_cpu_format_opts[];
 /* Those options into cc (kept where not given): weight formats (the GPU experts' and shared
  * experts' default to --weights), the KV dtype, n_cpu_moe, n_gpu_layers, cpu_threads. A usage error (one line naming
  * the known formats or dtypes) for a value it cannot express. */
-int cli_formats_apply(const char *cmd, const cli_workload *w, ws_cost_cfg *cc);
+int cli_formats_apply(const char *cmd, const cli_workload *w, ws_deploy_cfg *cc);
 /* --NAME's value v as a weight format into *out (v NULL: *out kept); a usage error naming
  * the known formats. */
 int cli_format_opt(const char *cmd, const char *name, const char *v, const ws_wformat **out);

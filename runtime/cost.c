@@ -8,7 +8,7 @@
 
 /* ---- the model on the machine ---------------------------------------------------------- */
 
-int ws_cost_model_init(const ws_cost_hw *hw, const ws_model *m, const ws_cost_cfg *cfg,
+int ws_cost_model_init(const ws_hw *hw, const ws_model *m, const ws_deploy_cfg *cfg,
                        ws_cost_model *cm, ws_err *err)
 {
     memset(cm, 0, sizeof *cm);
@@ -26,7 +26,7 @@ int ws_cost_model_init(const ws_cost_hw *hw, const ws_model *m, const ws_cost_cf
         ws_deploy_free(&cm->dep);
         return ws_err_set(err, WS_EINVAL, "%s: model has no attention", m->name);
     }
-    const ws_cost_hw *dh = &cm->dep.hw;
+    const ws_hw *dh = &cm->dep.hw;
     cm->layers = m->layers;
     cm->n_dense_layers = m->n_dense_layers;
     cm->n_experts = m->n_experts;
@@ -112,13 +112,13 @@ double ws_cost_split_time(const ws_cost_split *s, double n, double m)
 
 double ws_cost_cpu_attn(const ws_cost_model *cm, double tokens)
 {
-    return tokens > 0 ? ws_cost_roof_time(&cm->dep.hw.cpu_attn, cm->f_tok * tokens, cm->b_tok * tokens)
+    return tokens > 0 ? ws_hw_roof_time(&cm->dep.hw.cpu_attn, cm->f_tok * tokens, cm->b_tok * tokens)
                       : 0;
 }
 
 double ws_cost_gpu_attn(const ws_cost_model *cm, double tokens)
 {
-    return tokens > 0 ? ws_cost_roof_time(&cm->dep.hw.gpu_attn, cm->f_tok * tokens, cm->b_tok * tokens)
+    return tokens > 0 ? ws_hw_roof_time(&cm->dep.hw.gpu_attn, cm->f_tok * tokens, cm->b_tok * tokens)
                       : 0;
 }
 
@@ -170,7 +170,7 @@ double ws_cost_gpu_indexer(const ws_cost_model *cm, double q, double ctx)
 {
     if (q <= 0 || !(cm->st.index_flops_tok_layer > 0))
         return 0;
-    return ws_cost_roof_time(&cm->dep.hw.gpu_attn, cm->st.index_flops_tok_layer * q * ctx,
+    return ws_hw_roof_time(&cm->dep.hw.gpu_attn, cm->st.index_flops_tok_layer * q * ctx,
                              cm->st.index_bytes_tok_layer * ctx);
 }
 
@@ -220,21 +220,21 @@ void ws_cost_gemm_work(double M, double K, double N, double elem, double *flops,
     *bytes = (M * K + K * N + M * N) * elem;
 }
 
-double ws_cost_gemm_time(const ws_cost_hw *hw, double M, double K, double N, double elem)
+double ws_cost_gemm_time(const ws_hw *hw, double M, double K, double N, double elem)
 {
     if (M <= 0 || K <= 0 || N <= 0)
         return 0;
     double f, b;
     ws_cost_gemm_work(M, K, N, elem, &f, &b);
-    return ws_cost_roof_time(&hw->gpu_gemm, f, b);
+    return ws_hw_roof_time(&hw->gpu_gemm, f, b);
 }
 
-double ws_cost_decode_attn_time(const ws_cost_hw *hw, double kv_bytes, double flops)
+double ws_cost_decode_attn_time(const ws_hw *hw, double kv_bytes, double flops)
 {
-    return kv_bytes > 0 ? ws_cost_roof_time(&hw->gpu_attn, flops, kv_bytes) : 0;
+    return kv_bytes > 0 ? ws_hw_roof_time(&hw->gpu_attn, flops, kv_bytes) : 0;
 }
 
-double ws_cost_prefill_attn_time(const ws_cost_hw *hw, double q, double ctx, double f_tok,
+double ws_cost_prefill_attn_time(const ws_hw *hw, double q, double ctx, double f_tok,
                                  double b_tok)
 {
     if (q <= 0)
@@ -242,7 +242,7 @@ double ws_cost_prefill_attn_time(const ws_cost_hw *hw, double q, double ctx, dou
     /* Causal pairs at the curve's rate for k = pairs / q keys per query; K/V read once per
      * 128-query block at the decode kernel's bandwidth (the memory side of short chunks). */
     const double pairs = ws_cost_causal_pairs(q, ctx), k = pairs / q;
-    const ws_cost_curve *c = &hw->gpu_prefill;
+    const ws_hw_curve *c = &hw->gpu_prefill;
     const double tf = c->P.v > 0 ? f_tok * pairs / c->P.v * (1.0 + fmax(c->half.v, 0) / k) : 0;
     const double W = hw->gpu_attn.W.v,
                  tb = W > 0 ? b_tok * (fmax(ctx, 0) + q) * ceil(q / 128.0) / W : 0;
@@ -269,11 +269,11 @@ double ws_cost_add_bytes(double T, double H, double elem)
     return T > 0 ? 3.0 * T * H * elem : 0;
 }
 
-double ws_cost_elem_time(const ws_cost_hw *hw, int kind, double bytes, double rows)
+double ws_cost_elem_time(const ws_hw *hw, int kind, double bytes, double rows)
 {
     if (!(bytes > 0) || kind < 0 || kind >= WS_ELEM_KINDS)
         return 0;
-    const ws_cost_roof *r = &hw->gpu_elem[kind];
+    const ws_hw_roof *r = &hw->gpu_elem[kind];
     const double all = r->W.v > 0 ? bytes / r->W.v : 0,
                  row = r->P.v > 0 && rows >= 1 ? bytes / rows / r->P.v : 0;
     return r->c0.v + (row > all ? row : all);
@@ -297,7 +297,7 @@ static double part_gemm(const ws_cost_model *cm, const ws_deploy_part *p, double
     ws_cost_gemm_work(T, K, N, cm->w_elem, &f, &b);
     if (p->wb != cm->w_elem)
         b += K * N * (p->wb - cm->w_elem);
-    return ws_cost_roof_time(&p->roof, f, b);
+    return ws_hw_roof_time(&p->roof, f, b);
 }
 
 static const ws_deploy_part *part(const ws_cost_model *cm, ws_part p)
@@ -346,7 +346,7 @@ double ws_cost_cpu_prefill_attn(const ws_cost_model *cm, double q, double ctx)
 {
     if (q <= 0)
         return 0;
-    return ws_cost_roof_time(&cm->dep.hw.cpu_attn, ws_cost_causal_pairs(q, ctx) * cm->f_tok,
+    return ws_hw_roof_time(&cm->dep.hw.cpu_attn, ws_cost_causal_pairs(q, ctx) * cm->f_tok,
                              (q + ctx) * cm->b_tok);
 }
 
@@ -357,7 +357,7 @@ double ws_cost_router(const ws_cost_model *cm, int layer, double T)
     if (T <= 0)
         return 0;
     const double ab = cm->cfg.act_bytes;
-    return ws_cost_roof_time(&cm->dep.hw.cpu_expert, 2.0 * T * cm->router_params,
+    return ws_hw_roof_time(&cm->dep.hw.cpu_expert, 2.0 * T * cm->router_params,
                              (cm->router_params + T * cm->hidden + T * cm->n_experts) * ab);
 }
 
@@ -481,7 +481,7 @@ static double experts_time(const ws_cost_model *cm, const ws_deploy_part *p, dou
     const double H = cm->hidden, I = cm->moe_inter;
     const double flops = pairs * (6.0 * H * I + 4.0 * I);
     const double bytes = D * cm->expert_params * p->wb + pairs * (2.0 * H + 4.0 * I) * abytes;
-    return ws_cost_roof_time(&p->roof, flops, bytes) + (calls - 1.0) * p->roof.c0.v;
+    return ws_hw_roof_time(&p->roof, flops, bytes) + (calls - 1.0) * p->roof.c0.v;
 }
 
 double ws_cost_cpu_experts(const ws_cost_model *cm, int layer, double T)

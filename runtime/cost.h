@@ -44,12 +44,12 @@ static inline void ws_cost_gqa_terms(double q_heads, double kv_heads, double dim
 double ws_cost_causal_pairs(double q, double ctx);
 /* An M x K by K x N GEMM at `elem` bytes per element: F = 2MKN, B = (MK + KN + MN) elem. */
 void ws_cost_gemm_work(double M, double K, double N, double elem, double *flops, double *bytes);
-double ws_cost_gemm_time(const ws_cost_hw *hw, double M, double K, double N, double elem);
+double ws_cost_gemm_time(const ws_hw *hw, double M, double K, double N, double elem);
 /* Decode attention reading kv_bytes of KV (all sequences) with `flops` of work. */
-double ws_cost_decode_attn_time(const ws_cost_hw *hw, double kv_bytes, double flops);
+double ws_cost_decode_attn_time(const ws_hw *hw, double kv_bytes, double flops);
 /* Prefill attention of q tokens after ctx (one sequence): f_tok flop per (query, key) pair,
  * b_tok KV bytes per token (read once per 128-query block, the memory side). */
-double ws_cost_prefill_attn_time(const ws_cost_hw *hw, double q, double ctx, double f_tok,
+double ws_cost_prefill_attn_time(const ws_hw *hw, double q, double ctx, double f_tok,
                                  double b_tok);
 /* Bytes the elementwise kernels read and write, T tokens at `elem` bytes per element:
  * RMSNorm over width H (plus its weight), RoPE of `heads` heads of `dim`, the gated
@@ -62,13 +62,13 @@ double ws_cost_add_bytes(double T, double H, double elem);
  * expert) pairs): c0 + max(bytes / W, bytes / rows / P), P the rate of one row where a
  * calibration measured it (a thread block per row: a kernel with too few rows to fill the
  * GPU takes one row's latency), else c0 + bytes / W. 0 bytes: nothing runs, 0 s. */
-double ws_cost_elem_time(const ws_cost_hw *hw, int kind, double bytes, double rows);
+double ws_cost_elem_time(const ws_hw *hw, int kind, double bytes, double rows);
 
 
 /* A model deployed on a machine: the per-token and per-operation constants, precomputed. It
  * owns the deployment's arrays: share it by pointer (read-only, any number of threads). */
 typedef struct ws_cost_model {
-    ws_cost_cfg cfg;
+    ws_deploy_cfg cfg;
     ws_deploy dep;              /* rates as deployed (dep.hw), parts, placement per layer */
     ws_model_stats st;
     int layers, n_dense_layers; /* dense layers come first (first_k_dense_replace) */
@@ -88,7 +88,7 @@ typedef struct ws_cost_model {
 
 /* Deploys m on hw under cfg (deploy.h) and builds the constants. WS_EINVAL for a model
  * without attention or a cfg out of range; WS_ENOMEM. Free with ws_cost_model_free. */
-int ws_cost_model_init(const ws_cost_hw *hw, const ws_model *m, const ws_cost_cfg *cfg,
+int ws_cost_model_init(const ws_hw *hw, const ws_model *m, const ws_deploy_cfg *cfg,
                        ws_cost_model *cm, ws_err *err);
 void ws_cost_model_free(ws_cost_model *cm);
 /* Layer l's row of the placement table. */

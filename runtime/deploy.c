@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-void ws_cost_cfg_default(ws_cost_cfg *c)
+void ws_deploy_cfg_default(ws_deploy_cfg *c)
 {
     memset(c, 0, sizeof *c);
     c->kv_dtype = WS_DT_BF16;
@@ -50,9 +50,9 @@ static void pick_probs(int E, int k, double s, double *q)
 
 /* Scales the CPU's rooflines (attention, experts, each weight format's) and its DRAM
  * bandwidth: flop/s by fp, bandwidth by fw, then the bandwidth capped at wcap (0: none). */
-static void scale_cpu(ws_cost_hw *hw, double fp, double fw, double wcap)
+static void scale_cpu(ws_hw *hw, double fp, double fw, double wcap)
 {
-    ws_cost_roof *cr[2 + WS_WC_COUNT] = {&hw->cpu_attn, &hw->cpu_expert};
+    ws_hw_roof *cr[2 + WS_WC_COUNT] = {&hw->cpu_attn, &hw->cpu_expert};
     for (int c = 0; c < WS_WC_COUNT; c++)
         cr[2 + c] = &hw->cpu_expert_wc[c];
     for (int i = 0; i < 2 + WS_WC_COUNT; i++) {
@@ -67,14 +67,14 @@ static void scale_cpu(ws_cost_hw *hw, double fp, double fw, double wcap)
 }
 
 /* The share of the host's sockets (and so of its cores and DRAM) the CPU's work runs on. */
-static double socket_share(const ws_cost_hw *hw, const ws_cost_cfg *cfg)
+static double socket_share(const ws_hw *hw, const ws_deploy_cfg *cfg)
 {
     return cfg->cpu_sockets > 0 && cfg->cpu_sockets < hw->sockets.v
                ? cfg->cpu_sockets / hw->sockets.v
                : 1.0;
 }
 
-int ws_deploy_cpu_workers(const ws_cost_hw *hw, const ws_cost_cfg *cfg, int units)
+int ws_deploy_cpu_workers(const ws_hw *hw, const ws_deploy_cfg *cfg, int units)
 {
     int workers = socket_share(hw, cfg) < 1 ? (int)fmax(1, units * socket_share(hw, cfg)) : units;
     if (cfg->cpu_threads > 0 && cfg->cpu_threads < workers)
@@ -83,8 +83,8 @@ int ws_deploy_cpu_workers(const ws_cost_hw *hw, const ws_cost_cfg *cfg, int unit
 }
 
 /* The deployment's factors on the CPU's rates, each applied here once. */
-static void deploy_rates(const ws_cost_hw *hw, const ws_model *m, const ws_cost_cfg *cfg,
-                         ws_cost_hw *out)
+static void deploy_rates(const ws_hw *hw, const ws_model *m, const ws_deploy_cfg *cfg,
+                         ws_hw *out)
 {
     *out = *hw;
     /* NUMA-aware engines run the CPU's work on the sockets given, each reading its own copy
@@ -112,9 +112,9 @@ static void deploy_rates(const ws_cost_hw *hw, const ws_model *m, const ws_cost_
 
 /* Each part's bytes per weight and roofline: its format's, else the model's dtype at
  * gpu_gemm / cpu_expert (the CPU experts' bytes: cpu_expert_bytes where set). */
-static void deploy_parts(ws_deploy *d, const ws_model *m, const ws_cost_cfg *cfg)
+static void deploy_parts(ws_deploy *d, const ws_model *m, const ws_deploy_cfg *cfg)
 {
-    const ws_cost_hw *hw = &d->hw;
+    const ws_hw *hw = &d->hw;
     const double ws = ws_dtype_size(m->weight_dtype);
     const ws_wformat *fg = cfg->w_gpu, *fs = cfg->w_shared, *fe = cfg->w_gpu_experts,
                      *fc = cfg->w_cpu_experts;
@@ -139,7 +139,7 @@ static void deploy_parts(ws_deploy *d, const ws_model *m, const ws_cost_cfg *cfg
 }
 
 /* The pick probabilities and the layers' placement and routing shares. */
-static void deploy_layers(ws_deploy *d, const ws_model *m, const ws_cost_cfg *cfg)
+static void deploy_layers(ws_deploy *d, const ws_model *m, const ws_deploy_cfg *cfg)
 {
     double gpu_q = 0, cpu_q = 0, all_q = 0;
     if (d->q) {
@@ -178,7 +178,7 @@ static void deploy_layers(ws_deploy *d, const ws_model *m, const ws_cost_cfg *cf
     }
 }
 
-int ws_deploy_init(const ws_cost_hw *hw, const ws_model *m, const ws_cost_cfg *cfg, ws_deploy *d,
+int ws_deploy_init(const ws_hw *hw, const ws_model *m, const ws_deploy_cfg *cfg, ws_deploy *d,
                    ws_err *err)
 {
     memset(d, 0, sizeof *d);

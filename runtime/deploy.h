@@ -21,7 +21,7 @@ extern "C" {
 #endif
 
 /* How a run deploys the model on the machine: choices the profiles do not hold. */
-typedef struct ws_cost_cfg {
+typedef struct ws_deploy_cfg {
     ws_dtype kv_dtype;       /* KV element type (default bf16) */
     double pingpong_bytes;   /* B, one ping-pong half: the prefetch cap (default 32 MiB) */
     double routing_skew;     /* Zipf exponent of expert popularity; 0 = uniform (default) */
@@ -39,7 +39,7 @@ typedef struct ws_cost_cfg {
      * and the dense MLPs on the GPU, the shared experts, the routed experts on the GPU and on
      * the CPU (w_cpu_experts overrides cpu_expert_bytes). A format's bytes per weight set its
      * GEMMs' weight bytes and the memory the weights take; its compute picks the peak
-     * (ws_cost_hw.gpu_gemm_wc, cpu_expert_wc). */
+     * (ws_hw.gpu_gemm_wc, cpu_expert_wc). */
     const ws_wformat *w_gpu, *w_shared, *w_gpu_experts, *w_cpu_experts;
     /* A block-quantized KV cache (q8_0, q4_0: llama.cpp --cache-type-k/v, KTransformers
      * --cache_q4), NULL for none: its bytes per element set the KV's bytes (memory, copies,
@@ -57,9 +57,9 @@ typedef struct ws_cost_cfg {
                       * --cpu_infer, llama.cpp -t), at most one per core of the sockets used:
                       * their share of those cores' flop/s, and of the DRAM bandwidth up to
                       * threads x core_bw; 0: every core */
-} ws_cost_cfg;
+} ws_deploy_cfg;
 
-void ws_cost_cfg_default(ws_cost_cfg *c);
+void ws_deploy_cfg_default(ws_deploy_cfg *c);
 
 /* A layer's kind: layers of one kind build the same operations (schedule.h). */
 typedef enum ws_layer_kind {
@@ -86,7 +86,7 @@ typedef enum ws_part {
 
 typedef struct ws_deploy_part {
     double wb;         /* bytes per weight */
-    ws_cost_roof roof; /* its GEMMs' roofline */
+    ws_hw_roof roof; /* its GEMMs' roofline */
 } ws_deploy_part;
 
 typedef struct ws_deploy_layer {
@@ -99,7 +99,7 @@ typedef struct ws_deploy_layer {
 } ws_deploy_layer;
 
 typedef struct ws_deploy {
-    ws_cost_hw hw;           /* the rates as deployed (ws_deploy_init) */
+    ws_hw hw;           /* the rates as deployed (ws_deploy_init) */
     int layers, cpu_layers;  /* the first cpu_layers layers run wholly on the CPU */
     int n_experts, top_k;
     double skew;             /* Zipf exponent of the pick probabilities (0: uniform) */
@@ -114,13 +114,13 @@ typedef struct ws_deploy {
  * threads and one-node memory; CPU attention's memory side slowed by the after-MoE factor
  * for a MoE model), the parts and the placement table. WS_EINVAL for a cfg out of range,
  * WS_ENOMEM. Free with ws_deploy_free; share by pointer. */
-int ws_deploy_init(const ws_cost_hw *hw, const ws_model *m, const ws_cost_cfg *cfg, ws_deploy *d,
+int ws_deploy_init(const ws_hw *hw, const ws_model *m, const ws_deploy_cfg *cfg, ws_deploy *d,
                    ws_err *err);
 void ws_deploy_free(ws_deploy *d);
 /* The CPU pool units a run's CPU work takes of `units` (the host's cores): their share on
  * cfg->cpu_sockets of the host's sockets (at least one), at most cfg->cpu_threads; the
  * share ws_deploy_init scales the CPU's rates by. */
-int ws_deploy_cpu_workers(const ws_cost_hw *hw, const ws_cost_cfg *cfg, int units);
+int ws_deploy_cpu_workers(const ws_hw *hw, const ws_deploy_cfg *cfg, int units);
 /* Layer l's entry (l clamped into the model's layers). */
 const ws_deploy_layer *ws_deploy_at(const ws_deploy *d, int l);
 /* Expected distinct experts among the popularity ranks [lo, hi) that T tokens hit. */

@@ -17,7 +17,7 @@ static ws_profile_source weaker(ws_profile_source a, ws_profile_source b)
     return rank[a] >= rank[b] ? a : b;
 }
 
-static void set_val(ws_cost_val *o, double v, ws_profile_source src, const char *from)
+static void set_val(ws_hw_val *o, double v, ws_profile_source src, const char *from)
 {
     o->v = v;
     o->src = src;
@@ -34,7 +34,7 @@ static const ws_profile_param *positive(const ws_profile *p, const char *key)
 /* *o = the calibrated key `pre.suffix` when the profile has it positive (zero_ok: or 0, a
  * fixed cost the fit put at its bound); returns 1 if so. */
 static int calibrated_at(const ws_profile *p, const char *pre, const char *suffix, int zero_ok,
-                         ws_cost_val *o)
+                         ws_hw_val *o)
 {
     char key[160];
     snprintf(key, sizeof key, "%s.%s", pre, suffix);
@@ -45,13 +45,13 @@ static int calibrated_at(const ws_profile *p, const char *pre, const char *suffi
     return 1;
 }
 
-static int calibrated(const ws_profile *p, const char *pre, const char *suffix, ws_cost_val *o)
+static int calibrated(const ws_profile *p, const char *pre, const char *suffix, ws_hw_val *o)
 {
     return calibrated_at(p, pre, suffix, 0, o);
 }
 
 /* *o = p[key] x p[eff] (eff absent: 1). */
-static int product(const ws_profile *p, const char *key, const char *eff, ws_cost_val *o,
+static int product(const ws_profile *p, const char *key, const char *eff, ws_hw_val *o,
                    ws_err *err)
 {
     const ws_profile_param *a = positive(p, key);
@@ -67,7 +67,7 @@ static int product(const ws_profile *p, const char *key, const char *eff, ws_cos
 
 /* *o = p[key] x p[eff], the first of the efficiencies effs[0..n) the profile has (none: 1). */
 static int product_of(const ws_profile *p, const char *key, const char *const *effs, int n,
-                      ws_cost_val *o, ws_err *err)
+                      ws_hw_val *o, ws_err *err)
 {
     for (int i = 0; i < n; i++)
         if (effs[i] && positive(p, effs[i]))
@@ -76,7 +76,7 @@ static int product_of(const ws_profile *p, const char *key, const char *const *e
 }
 
 /* The fixed cost: the datasheet's c0_key when the profile has it, else none (said so). */
-static void default_c0(const ws_profile *p, const char *c0_key, ws_cost_val *o)
+static void default_c0(const ws_profile *p, const char *c0_key, ws_hw_val *o)
 {
     if (!c0_key || product(p, c0_key, NULL, o, NULL))
         set_val(o, 0.0, WS_SOURCE_MODELED,
@@ -87,7 +87,7 @@ static void default_c0(const ws_profile *p, const char *c0_key, ws_cost_val *o)
 /* A roofline from the calibrated prefix `pre` where present, else the fallbacks: the fixed
  * cost c0_key, P = p_key x p_eff, W = w_key x w_eff. */
 static int roof(const ws_profile *p, const char *pre, const char *c0_key, const char *p_key,
-                const char *p_eff, const char *w_key, const char *w_eff, ws_cost_roof *r,
+                const char *p_eff, const char *w_key, const char *w_eff, ws_hw_roof *r,
                 ws_err *err)
 {
     int rc = 0;
@@ -99,13 +99,13 @@ static int roof(const ws_profile *p, const char *pre, const char *c0_key, const 
     if (!rc && (!pre || !calibrated(p, pre, "bandwidth", &r->W)))
         rc = w_key ? product(p, w_key, w_eff, &r->W, err)
                    : (set_val(&r->W, 0, WS_SOURCE_MODELED, "-"), 0);
-    ws_cost_val serial;
+    ws_hw_val serial;
     r->serial = pre && calibrated(p, pre, "serial", &serial) && serial.v > 0;
     return rc;
 }
 
 /* *o = alt, labelled as standing in for the datasheet key `key`; 0 when alt has no value. */
-static int stand_in(const ws_cost_val *alt, const char *key, ws_cost_val *o)
+static int stand_in(const ws_hw_val *alt, const char *key, ws_hw_val *o)
 {
     if (!alt || !(alt->v > 0))
         return 0;
@@ -117,8 +117,8 @@ static int stand_in(const ws_cost_val *alt, const char *key, ws_cost_val *o)
 
 /* A CPU roofline: the calibrated prefix, else the datasheet keys, else (a host with no
  * datasheet profile) the calibrated figures p_alt and w_alt it does have. */
-static int cpu_roof(const ws_profile *h, const char *pre, const ws_cost_val *p_alt,
-                    const ws_cost_val *w_alt, ws_cost_roof *r, ws_err *err)
+static int cpu_roof(const ws_profile *h, const char *pre, const ws_hw_val *p_alt,
+                    const ws_hw_val *w_alt, ws_hw_roof *r, ws_err *err)
 {
     const int ds_p = positive(h, "fp32_flops") != NULL, ds_w = positive(h, "dram_bw") != NULL;
     int rc = roof(h, pre, NULL, ds_p ? "fp32_flops" : NULL, "flops_eff", ds_w ? "dram_bw" : NULL,
@@ -210,7 +210,7 @@ static const char *gpu_flops_key(const ws_profile *p, ws_dtype dt)
     return positive(p, k) ? k : "fp16_flops";
 }
 
-const char *ws_cost_elem_name(int kind)
+const char *ws_hw_elem_name(int kind)
 {
     static const char *const names[WS_ELEM_KINDS] = {"rmsnorm", "rope", "act", "add",
                                                      "moe_route"};
@@ -221,7 +221,7 @@ const char *ws_cost_elem_name(int kind)
  * the datasheet: prefill_attn_c0, flops_key x prefill_attn_eff (a profile without it: x
  * tensor_eff, the GEMMs' efficiency), prefill_attn_half_keys (without: 0, a flat rate). */
 static int prefill_curve(const ws_profile *p, const char *pre, const char *flops_key,
-                         ws_cost_curve *c, ws_err *err)
+                         ws_hw_curve *c, ws_err *err)
 {
     static const char *const effs[] = {"prefill_attn_eff", "tensor_eff"};
     if (!calibrated(p, pre, "c0", &c->c0))
@@ -240,7 +240,7 @@ static int prefill_curve(const ws_profile *p, const char *pre, const char *flops
 
 /* A memory-bound kernel: the calibrated prefix (c0, bandwidth) where present, else elem_c0
  * and hbm_bw x <op>_eff (the add's for MoE routing; a profile without it: x hbm_eff). */
-static int elem_roof(const ws_profile *p, const char *pre, int kind, ws_cost_roof *r, ws_err *err)
+static int elem_roof(const ws_profile *p, const char *pre, int kind, ws_hw_roof *r, ws_err *err)
 {
     static const char *const eff[WS_ELEM_KINDS] = {"rmsnorm_eff", "rope_eff", "act_eff",
                                                    "add_eff", "add_eff"};
@@ -259,8 +259,8 @@ static int elem_roof(const ws_profile *p, const char *pre, int kind, ws_cost_roo
  * cpu.expert_gemm.<c>.* where the host has it; a peak it lacks from cpu_peak.<family> x
  * flops_eff, the first family the host has (int8: AMX, then AVX512-VNNI; bf16: AMX, then
  * AVX512-BF16), else fp32_flops x flops_eff (cpu_roof's fallbacks). */
-static int cpu_expert_wc(const ws_profile *h, ws_wcompute c, const ws_cost_val *p_alt,
-                         const ws_cost_val *w_alt, ws_cost_roof *r, ws_err *err)
+static int cpu_expert_wc(const ws_profile *h, ws_wcompute c, const ws_hw_val *p_alt,
+                         const ws_hw_val *w_alt, ws_hw_roof *r, ws_err *err)
 {
     static const char *const fam[WS_WC_COUNT][2] = {[WS_WC_BF16] = {"cpu_peak.amx_bf16",
                                                                     "cpu_peak.avx512_bf16"},
@@ -282,8 +282,8 @@ static int cpu_expert_wc(const ws_profile *h, ws_wcompute c, const ws_cost_val *
     return 0;
 }
 
-int ws_cost_hw_load(const ws_profile *gpu, const ws_profile *host, ws_attn_kind kind, ws_dtype kv,
-                    ws_dtype wt, ws_cost_hw *hw, ws_err *err)
+int ws_hw_from_profiles(const ws_profile *gpu, const ws_profile *host, ws_attn_kind kind, ws_dtype kv,
+                    ws_dtype wt, ws_hw *hw, ws_err *err)
 {
     memset(hw, 0, sizeof *hw);
     if (!gpu || !host)
@@ -304,7 +304,7 @@ int ws_cost_hw_load(const ws_profile *gpu, const ws_profile *host, ws_attn_kind 
     /* Without datasheet keys: attention's P from the experts' calibrated peak, the experts'
      * from attention's, W from the measured read bandwidth. */
     const char *xpre = expert_prefix(host);
-    ws_cost_val xpeak = {0};
+    ws_hw_val xpeak = {0};
     calibrated(host, xpre, "peak_flops", &xpeak);
     attn_prefix(host, "cpu", kind, kv, pre, sizeof pre);
     if ((rc = cpu_roof(host, pre, &xpeak, &hw->cpu_mem_bw, &hw->cpu_attn, err)) ||
@@ -335,11 +335,11 @@ int ws_cost_hw_load(const ws_profile *gpu, const ws_profile *host, ws_attn_kind 
         product(host, "core_bw", NULL, &hw->core_bw, NULL))
         set_val(&hw->core_bw, 0.0, WS_SOURCE_MODELED,
                 "no cpu.membw_read_1t or core_bw in the host profile: not known");
-    return ws_cost_hw_load_gpu(gpu, kind, kv, wt, hw, err);
+    return ws_hw_gpu_from_profile(gpu, kind, kv, wt, hw, err);
 }
 
-int ws_cost_hw_load_gpu(const ws_profile *gpu, ws_attn_kind kind, ws_dtype kv, ws_dtype wt,
-                        ws_cost_hw *hw, ws_err *err)
+int ws_hw_gpu_from_profile(const ws_profile *gpu, ws_attn_kind kind, ws_dtype kv, ws_dtype wt,
+                        ws_hw *hw, ws_err *err)
 {
     if (!gpu)
         return ws_err_set(err, WS_EINVAL, "cost: a GPU profile is needed");
@@ -365,7 +365,7 @@ int ws_cost_hw_load_gpu(const ws_profile *gpu, ws_attn_kind kind, ws_dtype kv, w
     static const char *const wc_key[WS_WC_COUNT] = {
         [WS_WC_FP32] = "fp32_flops", [WS_WC_FP8] = "fp8_flops", [WS_WC_INT8] = "int8_flops"};
     for (int c = 0; c < WS_WC_COUNT; c++) {
-        ws_cost_roof *r = &hw->gpu_gemm_wc[c];
+        ws_hw_roof *r = &hw->gpu_gemm_wc[c];
         *r = hw->gpu_gemm;
         if (!wc_key[c] || (c == WS_WC_FP32 && wt == WS_DT_FP32))
             continue;
@@ -380,7 +380,7 @@ int ws_cost_hw_load_gpu(const ws_profile *gpu, ws_attn_kind kind, ws_dtype kv, w
         }
     }
     for (int k = 0; k < WS_ELEM_KINDS; k++) {
-        calib_prefix(gpu, "gpu", ws_cost_elem_name(k), NULL, wt, pre, sizeof pre);
+        calib_prefix(gpu, "gpu", ws_hw_elem_name(k), NULL, wt, pre, sizeof pre);
         if ((rc = elem_roof(gpu, pre, k, &hw->gpu_elem[k], err)))
             return rc;
     }
@@ -399,14 +399,14 @@ int ws_cost_hw_load_gpu(const ws_profile *gpu, ws_attn_kind kind, ws_dtype kv, w
     return 0;
 }
 
-int ws_hw_cores(const ws_cost_hw *hw)
+int ws_hw_cores(const ws_hw *hw)
 {
     const double v = hw->cores.v;
     return v >= 1 && v < 1e6 ? (int)v : 1;
 }
 
 int ws_hw_load(ws_store *s, const char *model, const char *gpu, const char *host, ws_dtype kv,
-               ws_model *m, ws_cost_hw *hw, int *cores, ws_err *err)
+               ws_model *m, ws_hw *hw, int *cores, ws_err *err)
 {
     char path[4096];
     int rc = ws_model_resolve(model, path, sizeof path, err);
@@ -418,7 +418,7 @@ int ws_hw_load(ws_store *s, const char *model, const char *gpu, const char *host
 }
 
 int ws_hw_load_model(ws_store *s, const ws_model *m, const char *gpu, const char *host,
-                     ws_dtype kv, ws_cost_hw *hw, int *cores, ws_err *err)
+                     ws_dtype kv, ws_hw *hw, int *cores, ws_err *err)
 {
     int rc;
     ws_profile g = {0}, h = {0};
@@ -433,7 +433,7 @@ int ws_hw_load_model(ws_store *s, const ws_model *m, const char *gpu, const char
     else if (strcmp(h.kind, "host"))
         rc = ws_err_set(err, WS_EINVAL, "profile '%s' is a %s profile, not a host's", host, h.kind);
     else if (!(rc = ws_profile_fill(s, &h, "kv_reformat_bw", err)))
-        rc = ws_cost_hw_load(&g, &h, m->attn, kv, m->weight_dtype, hw, err);
+        rc = ws_hw_from_profiles(&g, &h, m->attn, kv, m->weight_dtype, hw, err);
     if (cores)
         *cores = rc ? 1 : ws_hw_cores(hw);
     ws_profile_free(&g);

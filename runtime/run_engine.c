@@ -39,9 +39,9 @@ void ws_engine_cfg_default(ws_engine_cfg *c)
     c->isa = WS_ISA_AUTO;
 }
 
-void ws_engine_cost_cfg(const ws_engine_cfg *c, ws_cost_cfg *cc)
+void ws_engine_cost_cfg(const ws_engine_cfg *c, ws_deploy_cfg *cc)
 {
-    ws_cost_cfg_default(cc);
+    ws_deploy_cfg_default(cc);
     if (c->pingpong_bytes > 0)
         cc->pingpong_bytes = c->pingpong_bytes;
     if (int8_experts(c)) /* the bytes the CPU experts stream */
@@ -553,7 +553,7 @@ static int eng_init(eng *e, const ws_engine_cfg *c, ws_run_result *res, ws_err *
         return rc;
     e->row_k = e->gl.n_kv_heads * e->gl.d_k;
     e->row_v = e->gl.v_shares_k ? 0 : e->gl.n_kv_heads * e->gl.d_v;
-    ws_cost_cfg cc;
+    ws_deploy_cfg cc;
     ws_engine_cost_cfg(c, &cc);
     e->int8 = int8_experts(c);
     e->expert_verify = c->verify && e->int8 ? 0 : NAN;

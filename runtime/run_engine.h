@@ -62,7 +62,7 @@ typedef ws_step_row ws_run_step;
 
 typedef struct ws_engine_cfg {
     const ws_model *model;
-    const ws_cost_hw *hw; /* the GPU and host profiles, loaded (ws_cost_hw_load) */
+    const ws_hw *hw; /* the GPU and host profiles, loaded (ws_hw_from_profiles) */
     ws_engine_gpu gpu;
     /* The serving settings (serving.h): a policy that spills (writescope, static, stream,
      * cpu-attn, migrate), par.page_tokens is P; batch, the closed batch's sequences (default
@@ -101,7 +101,7 @@ void ws_engine_cfg_default(ws_engine_cfg *c);
 /* The cost settings the engine's cost model is built on (defaults, the ping-pong half, the
  * CPU experts' bytes per weight): the one conversion, which validate's simulator and terms
  * take too. */
-void ws_engine_cost_cfg(const ws_engine_cfg *c, ws_cost_cfg *cc);
+void ws_engine_cost_cfg(const ws_engine_cfg *c, ws_deploy_cfg *cc);
 
 typedef struct ws_run_result {
     char gpu_label[200]; /* "modeled:<profile>" or "cuda:<device>" */

@@ -37,7 +37,7 @@ struct sim_grid {
     int n_pairs;
     int loaded[SIM_GRID_MODELS * SIM_GRID_GPUS];
     ws_model m[SIM_GRID_MODELS * SIM_GRID_GPUS];
-    ws_cost_hw hw[SIM_GRID_MODELS * SIM_GRID_GPUS];
+    ws_hw hw[SIM_GRID_MODELS * SIM_GRID_GPUS];
 };
 
 #define PER_PAIR ((size_t)SIM_GRID_BATCHES * SIM_GRID_PROMPTS * WS_POLICY_COUNT)
@@ -90,9 +90,9 @@ int sim_grid_eval(sim_grid *g, size_t i, sim_grid_point *out, ws_err *err)
         g->loaded[pair] = 1;
     }
     const ws_model *m = &g->m[pair];
-    const ws_cost_hw *hw = &g->hw[pair];
-    ws_cost_cfg cc;
-    ws_cost_cfg_default(&cc);
+    const ws_hw *hw = &g->hw[pair];
+    ws_deploy_cfg cc;
+    ws_deploy_cfg_default(&cc);
     sim_cfg cfg;
     sim_cfg_default(&cfg);
     cfg.policy = (ws_policy_kind)pol;

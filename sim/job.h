@@ -23,8 +23,8 @@ extern "C" {
 
 typedef struct sim_job_cfg {
     const ws_model *m;
-    const ws_cost_hw *hw;
-    ws_cost_cfg cc; /* the cost settings of every run */
+    const ws_hw *hw;
+    ws_deploy_cfg cc; /* the cost settings of every run */
     sim_cfg cfg;    /* the serving and simulator settings; cfg.policy is the one run unless
                      * all; on_step, on_request and timeline are the sinks' */
     int all;        /* 1: every policy in turn */

@@ -19,7 +19,7 @@ void ws_plan_spec_default(ws_plan_spec *s)
     s->load = WS_PLAN_RATE;
     s->topts.format = WS_TRACE_AUTO;
     s->gen.arrivals = WS_ARRIVALS_POISSON;
-    ws_cost_cfg_default(&s->cost);
+    ws_deploy_cfg_default(&s->cost);
     s->gen.cv = 1;
     s->gen.rate = 1;
     s->requests = 200;
@@ -467,7 +467,7 @@ double ws_plan_cost_per_mtok(const ws_plan_spec *s, const ws_plan_best *b)
 struct ws_plan {
     const ws_plan_spec *spec;
     ws_model m[WS_PLAN_MAX_GPUS];
-    ws_cost_hw hw[WS_PLAN_MAX_GPUS];
+    ws_hw hw[WS_PLAN_MAX_GPUS];
     int cores;
     double native_rate, first_arrival;
 };
@@ -716,7 +716,7 @@ static int eval_one(ws_plan *P, const ws_plan_point *pt, ws_plan_result *out, ws
         src = (sim_source){.next = scaled_next, .ctx = &sc, .clients = sc.in.clients};
     }
     sim_results r;
-    ws_cost_cfg cc = s->cost;
+    ws_deploy_cfg cc = s->cost;
     if (!rc)
         rc = sim_run(&P->m[pt->gpu], &P->hw[pt->gpu], &cc, &cfg, &src, &r, err);
     ws_trace_close(tr);

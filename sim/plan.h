@@ -129,7 +129,7 @@ typedef struct ws_plan_spec {
     int chunk;                  /* prefill chunk (2048) */
     int prefill_mode;           /* where chunks' CPU experts run: ws_prefill_mode (auto) */
     uint64_t seed;
-    ws_cost_cfg cost;           /* weight formats, KV dtype, expert placement (the defaults) */
+    ws_deploy_cfg cost;           /* weight formats, KV dtype, expert placement (the defaults) */
     /* after every round: points evaluated so far, open searches */
     void (*progress)(void *ctx, int round, long long points, int open);
     void *progress_ctx;

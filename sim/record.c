@@ -83,7 +83,7 @@ int sim_record_run(const sim_cfg *cfg, const sim_record_meta *meta, const sim_re
         cfg->cpu_workers, ws_prefill_mode_name(cfg->prefill_mode));
     size_t len = n > 0 ? (size_t)n : 0;
     if (meta->cc) { /* where the work and the weights sit, and in which formats */
-        const ws_cost_cfg *c = meta->cc;
+        const ws_deploy_cfg *c = meta->cc;
         const int m = snprintf(
             out->params + len, len < sizeof out->params ? sizeof out->params - len : 0,
             ",\"n_cpu_moe\":%d,\"n_gpu_layers\":%d,\"cpu_threads\":%d,\"cpu_sockets\":%d,"

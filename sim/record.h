@@ -45,7 +45,7 @@ typedef struct sim_record_meta {
     int prompt, output;              /* closed batch: N, M (else 0) */
     const char *trace_path, *trace_format, *generator; /* NULL: none */
     int gpu_experts;                 /* routed experts per layer on the GPU */
-    const ws_cost_cfg *cc;           /* the run's cost settings (placement, threads, formats);
+    const ws_deploy_cfg *cc;           /* the run's cost settings (placement, threads, formats);
                                       * NULL: not recorded */
     const char *origin;              /* the run's origin (simdb.h); NULL: "sim" */
 } sim_record_meta;

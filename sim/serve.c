@@ -651,7 +651,7 @@ static void summarise(run *R)
 
 /* Memory: KV bytes per token, the GPU KV budget, the pinned and host limits, and whether the
  * weights the policy keeps on the GPU (and the CPU's in host DRAM) leave any room. */
-static void memory_limits(run *R, const ws_model *m, const ws_cost_hw *hw)
+static void memory_limits(run *R, const ws_model *m, const ws_hw *hw)
 {
     const sim_cfg *cfg = R->cfg;
     sim_totals *t = &R->res->tot;
@@ -741,7 +741,7 @@ static int serve(run *R, ws_err *err)
     return rc;
 }
 
-int sim_run(const ws_model *m, const ws_cost_hw *hw, const ws_cost_cfg *ccfg, const sim_cfg *cfg,
+int sim_run(const ws_model *m, const ws_hw *hw, const ws_deploy_cfg *ccfg, const sim_cfg *cfg,
             const sim_source *src, sim_results *res, ws_err *err)
 {
     struct timespec w0, w1;
@@ -763,7 +763,7 @@ int sim_run(const ws_model *m, const ws_cost_hw *hw, const ws_cost_cfg *ccfg, co
     snprintf(res->gpu, sizeof res->gpu, "%s", hw->gpu);
     snprintf(res->host, sizeof res->host, "%s", hw->host);
     snprintf(res->policy, sizeof res->policy, "%s", pi->name);
-    ws_cost_cfg cc = *ccfg;
+    ws_deploy_cfg cc = *ccfg;
     if (!pi->cpu_experts)
         cc.gpu_experts = m->n_experts;
     int rc = ws_cost_model_init(hw, m, &cc, &R.cm, err);

@@ -183,7 +183,7 @@ typedef struct sim_results {
 /* Runs the workload from src under cfg on model m and hardware hw (cost settings ccfg;
  * gpu-only puts every routed expert on the GPU). res is filled (free with
  * sim_results_free). Bad cfg: WS_EINVAL; a source error is returned as it is. */
-int sim_run(const ws_model *m, const ws_cost_hw *hw, const ws_cost_cfg *ccfg, const sim_cfg *cfg,
+int sim_run(const ws_model *m, const ws_hw *hw, const ws_deploy_cfg *ccfg, const sim_cfg *cfg,
             const sim_source *src, sim_results *res, ws_err *err);
 void sim_results_free(sim_results *res);
 

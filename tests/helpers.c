@@ -30,7 +30,7 @@ const char *const th_tiny_moe =
     "\"moe_intermediate_size\": 32, \"num_experts\": 8, \"num_experts_per_tok\": 2, "
     "\"vocab_size\": 1000, \"torch_dtype\": \"bfloat16\"}";
 
-void th_paper_hw(ws_store *s, const ws_model *m, ws_cost_hw *hw)
+void th_paper_hw(ws_store *s, const ws_model *m, ws_hw *hw)
 {
     ws_err err = {0};
     ws_store *own = NULL;
@@ -41,7 +41,7 @@ void th_paper_hw(ws_store *s, const ws_model *m, ws_cost_hw *hw)
     ws_profile g, h;
     cr_assert_eq(ws_profile_load(s, "a100-40gb-pcie", &g, &err), 0, "%s", err.msg);
     cr_assert_eq(ws_profile_load(s, "xeon-gold-5318y", &h, &err), 0, "%s", err.msg);
-    cr_assert_eq(ws_cost_hw_load(&g, &h, m->attn, WS_DT_BF16, m->weight_dtype, hw, &err), 0, "%s",
+    cr_assert_eq(ws_hw_from_profiles(&g, &h, m->attn, WS_DT_BF16, m->weight_dtype, hw, &err), 0, "%s",
                  err.msg);
     ws_profile_free(&g);
     ws_profile_free(&h);
@@ -49,13 +49,13 @@ void th_paper_hw(ws_store *s, const ws_model *m, ws_cost_hw *hw)
         ws_store_close(own);
 }
 
-void th_tiny_cost_model(ws_model *m, ws_cost_hw *hw, ws_cost_model *cm)
+void th_tiny_cost_model(ws_model *m, ws_hw *hw, ws_cost_model *cm)
 {
     ws_err err = {0};
     cr_assert_eq(ws_model_parse(th_tiny_moe, "tiny.json", m, &err), 0, "%s", err.msg);
     th_paper_hw(NULL, m, hw);
-    ws_cost_cfg cc;
-    ws_cost_cfg_default(&cc);
+    ws_deploy_cfg cc;
+    ws_deploy_cfg_default(&cc);
     cr_assert_eq(ws_cost_model_init(hw, m, &cc, cm, &err), 0, "%s", err.msg);
 }
 

@@ -37,10 +37,10 @@ struct json_t *th_writescope_json(const char *const *args, const char *const *en
 extern const char *const th_tiny_moe;
 /* The hardware of the paper's setting (a100-40gb-pcie, xeon-gold-5318y) for model m from a
  * store, the embedded one when s is NULL (asserts on failure). */
-void th_paper_hw(ws_store *s, const ws_model *m, ws_cost_hw *hw);
+void th_paper_hw(ws_store *s, const ws_model *m, ws_hw *hw);
 /* th_tiny_moe on the paper's profiles, and its cost model with the default settings (free
  * with ws_cost_model_free). */
-void th_tiny_cost_model(ws_model *m, ws_cost_hw *hw, ws_cost_model *cm);
+void th_tiny_cost_model(ws_model *m, ws_hw *hw, ws_cost_model *cm);
 /* Runs writescope with args and env_kv, which must fail with exit `status`, one line on
  * stderr that contains needle, nothing on stdout. */
 void th_expect_fail(const char *const *args, int status, const char *needle,

@@ -9,7 +9,7 @@
 #include "helpers.h"
 
 static ws_model g_m;
-static ws_cost_hw g_hw;
+static ws_hw g_hw;
 static ws_cost_model g_cm;
 
 static void setup(void)
@@ -17,8 +17,8 @@ static void setup(void)
     ws_err err = {0};
     cr_assert_eq(ws_model_parse(th_tiny_moe, "tiny.json", &g_m, &err), 0, "%s", err.msg);
     th_paper_hw(NULL, &g_m, &g_hw);
-    ws_cost_cfg cc;
-    ws_cost_cfg_default(&cc);
+    ws_deploy_cfg cc;
+    ws_deploy_cfg_default(&cc);
     cr_assert_eq(ws_cost_model_init(&g_hw, &g_m, &cc, &g_cm, &err), 0, "%s", err.msg);
 }
 

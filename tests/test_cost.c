@@ -23,14 +23,14 @@ static void load_model(const char *name, ws_model *m)
     cr_assert_eq(ws_model_load(path, m, &err), 0, "%s", err.msg);
 }
 
-static void paper_model(ws_cost_model *cm, const ws_cost_cfg *cfg_in)
+static void paper_model(ws_cost_model *cm, const ws_deploy_cfg *cfg_in)
 {
     ws_model m;
     load_model("qwen3-30b-a3b", &m);
-    ws_cost_hw hw;
+    ws_hw hw;
     th_paper_hw(NULL, &m, &hw);
-    ws_cost_cfg cfg;
-    ws_cost_cfg_default(&cfg);
+    ws_deploy_cfg cfg;
+    ws_deploy_cfg_default(&cfg);
     if (cfg_in)
         cfg = *cfg_in;
     ws_err err = {0};
@@ -90,18 +90,18 @@ static const ws_profile *base_gpu(test_gpu *g, const ws_profile_param *extra, si
 
 Test(cost, roofline)
 {
-    ws_cost_roof r = {.c0 = {.v = 1e-5}, .P = {.v = 1e12}, .W = {.v = 1e11}};
-    near(ws_cost_roof_time(&r, 1e9, 1e6), 1e-5 + 1e-3); /* compute-bound */
-    near(ws_cost_roof_time(&r, 1e6, 1e9), 1e-5 + 1e-2); /* memory-bound */
+    ws_hw_roof r = {.c0 = {.v = 1e-5}, .P = {.v = 1e12}, .W = {.v = 1e11}};
+    near(ws_hw_roof_time(&r, 1e9, 1e6), 1e-5 + 1e-3); /* compute-bound */
+    near(ws_hw_roof_time(&r, 1e6, 1e9), 1e-5 + 1e-2); /* memory-bound */
     r.P.v = 0;                                          /* no compute side */
-    near(ws_cost_roof_time(&r, 1e15, 1e9), 1e-5 + 1e-2);
+    near(ws_hw_roof_time(&r, 1e15, 1e9), 1e-5 + 1e-2);
 }
 
 Test(cost, datasheet_rates_and_sources)
 {
     ws_model m;
     load_model("qwen3-30b-a3b", &m);
-    ws_cost_hw hw;
+    ws_hw hw;
     th_paper_hw(NULL, &m, &hw);
     near(hw.cpu_attn.W.v, 1.877e11 * 0.75);
     near(hw.cpu_attn.P.v, 3.2256e12 * 0.50);
@@ -130,13 +130,13 @@ Test(cost, v100_without_bf16_uses_fp16_rate)
     ws_profile g, h;
     cr_assert_eq(ws_profile_load(s, "v100-32gb-pcie", &g, &err), 0, "%s", err.msg);
     cr_assert_eq(ws_profile_load(s, "xeon-gold-5318y", &h, &err), 0, "%s", err.msg);
-    ws_cost_hw hw;
-    cr_assert_eq(ws_cost_hw_load(&g, &h, WS_ATTN_GQA, WS_DT_BF16, WS_DT_BF16, &hw, &err), 0, "%s",
+    ws_hw hw;
+    cr_assert_eq(ws_hw_from_profiles(&g, &h, WS_ATTN_GQA, WS_DT_BF16, WS_DT_BF16, &hw, &err), 0, "%s",
                  err.msg);
     near(hw.gpu_gemm.P.v, 1.12e14 * 0.70);
     cr_assert_str_eq(hw.gpu_gemm.P.from, "fp16_flops x tensor_eff");
     /* A host profile as the GPU: no GPU rates, one clear error. */
-    cr_assert_neq(ws_cost_hw_load(&h, &h, WS_ATTN_GQA, WS_DT_BF16, WS_DT_BF16, &hw, &err), 0);
+    cr_assert_neq(ws_hw_from_profiles(&h, &h, WS_ATTN_GQA, WS_DT_BF16, WS_DT_BF16, &hw, &err), 0);
     cr_assert(strstr(err.msg, "xeon-gold-5318y has no positive parameter"), "%s", err.msg);
     ws_profile_free(&g);
     ws_profile_free(&h);
@@ -167,10 +167,10 @@ Test(cost, calibrated_key_wins)
     ws_profile host = {.name = "h", .kind = "host", .params = hp, .n_params = 9};
     test_gpu tg;
     ws_profile gpu = *base_gpu(&tg, gx, sizeof gx / sizeof *gx);
-    ws_cost_hw hw;
+    ws_hw hw;
     ws_err err = {0};
     /* MHA finds the calibrator's gqa fit on the CPU and its own on the GPU. */
-    cr_assert_eq(ws_cost_hw_load(&gpu, &host, WS_ATTN_MHA, WS_DT_BF16, WS_DT_BF16, &hw, &err), 0,
+    cr_assert_eq(ws_hw_from_profiles(&gpu, &host, WS_ATTN_MHA, WS_DT_BF16, WS_DT_BF16, &hw, &err), 0,
                  "%s", err.msg);
     near(hw.cpu_attn.c0.v, 2e-5);
     near(hw.cpu_attn.P.v, 3e11);
@@ -197,7 +197,7 @@ Test(cost, calibrated_key_wins)
     /* Without the calibrated keys, the datasheet values (last ones dropped). */
     host.n_params = 4;
     gpu.n_params = 6;
-    cr_assert_eq(ws_cost_hw_load(&gpu, &host, WS_ATTN_GQA, WS_DT_BF16, WS_DT_BF16, &hw, &err), 0,
+    cr_assert_eq(ws_hw_from_profiles(&gpu, &host, WS_ATTN_GQA, WS_DT_BF16, WS_DT_BF16, &hw, &err), 0,
                  "%s", err.msg);
     near(hw.cpu_attn.W.v, 0.5e11);
     near(hw.h2d.W.v, 2e10);
@@ -205,7 +205,7 @@ Test(cost, calibrated_key_wins)
     cr_assert_eq(hw.h2d_contention.src, WS_SOURCE_MODELED);
     /* A profile from before h2d_contention existed: no contention, said so. */
     gpu.n_params = 5;
-    cr_assert_eq(ws_cost_hw_load(&gpu, &host, WS_ATTN_GQA, WS_DT_BF16, WS_DT_BF16, &hw, &err), 0,
+    cr_assert_eq(ws_hw_from_profiles(&gpu, &host, WS_ATTN_GQA, WS_DT_BF16, WS_DT_BF16, &hw, &err), 0,
                  "%s", err.msg);
     near(hw.h2d_contention.v, 1.0);
     cr_assert(strstr(hw.h2d_contention.from, "no h2d_contention"), "%s", hw.h2d_contention.from);
@@ -224,9 +224,9 @@ Test(cost, calibrated_only_host_falls_back)
     ws_profile host = {.name = "host:x", .kind = "host", .params = hp, .n_params = 4};
     test_gpu tg;
     ws_profile gpu = *base_gpu(&tg, NULL, 0);
-    ws_cost_hw hw;
+    ws_hw hw;
     ws_err err = {0};
-    cr_assert_eq(ws_cost_hw_load(&gpu, &host, WS_ATTN_GQA, WS_DT_BF16, WS_DT_BF16, &hw, &err), 0,
+    cr_assert_eq(ws_hw_from_profiles(&gpu, &host, WS_ATTN_GQA, WS_DT_BF16, WS_DT_BF16, &hw, &err), 0,
                  "%s", err.msg);
     near(hw.cpu_expert.P.v, 3e11);
     cr_assert_eq(hw.cpu_expert.P.src, WS_SOURCE_FITTED);
@@ -239,7 +239,7 @@ Test(cost, calibrated_only_host_falls_back)
     /* Attention without its fit either: W from the read bandwidth, no flops side. */
     host.params = hp + 3;
     host.n_params = 1;
-    cr_assert_eq(ws_cost_hw_load(&gpu, &host, WS_ATTN_GQA, WS_DT_BF16, WS_DT_BF16, &hw, &err), 0,
+    cr_assert_eq(ws_hw_from_profiles(&gpu, &host, WS_ATTN_GQA, WS_DT_BF16, WS_DT_BF16, &hw, &err), 0,
                  "%s", err.msg);
     near(hw.cpu_attn.W.v, 4.5e10);
     cr_assert(strstr(hw.cpu_attn.W.from, "no datasheet dram_bw"), "%s", hw.cpu_attn.W.from);
@@ -247,7 +247,7 @@ Test(cost, calibrated_only_host_falls_back)
     near(hw.cpu_expert.W.v, 4.5e10);
     /* Nothing to stand in for the bandwidth: an error naming it. */
     host.n_params = 0;
-    cr_assert_neq(ws_cost_hw_load(&gpu, &host, WS_ATTN_GQA, WS_DT_BF16, WS_DT_BF16, &hw, &err), 0);
+    cr_assert_neq(ws_hw_from_profiles(&gpu, &host, WS_ATTN_GQA, WS_DT_BF16, WS_DT_BF16, &hw, &err), 0);
 }
 
 /* A stored calibration of the paper's GPU with the link measured alone and under CPU expert
@@ -293,7 +293,7 @@ Test(cost, stored_calibration_sets_contention)
 
     ws_model m;
     load_model("qwen3-30b-a3b", &m);
-    ws_cost_hw hw;
+    ws_hw hw;
     th_paper_hw(s, &m, &hw);
     cr_assert_float_eq(hw.h2d.W.v, 24e9, 24e6);
     cr_assert_float_eq(hw.h2d_contention.v, 15.0 / 24.0, 1e-3);
@@ -336,7 +336,7 @@ Test(cost, contention_lowers_h2d)
     near(ws_cost_h2d(&cm, b, 1), 6e-6 + b / (2.52e10 * 0.587));
     cr_assert_gt(ws_cost_h2d(&cm, b, 1), ws_cost_h2d(&cm, b, 0));
     /* The streamed half's B follows the contended rate: without contention B shrinks. */
-    ws_cost_hw hw = cm.dep.hw;
+    ws_hw hw = cm.dep.hw;
     hw.h2d_contention.v = 1.0;
     ws_model m;
     load_model("qwen3-30b-a3b", &m);
@@ -425,10 +425,10 @@ static void small_cost(int E, int k, double skew, int gpu_experts, ws_cost_model
 {
     ws_model m;
     small_moe(E, k, &m);
-    ws_cost_hw hw;
+    ws_hw hw;
     th_paper_hw(NULL, &m, &hw);
-    ws_cost_cfg cfg;
-    ws_cost_cfg_default(&cfg);
+    ws_deploy_cfg cfg;
+    ws_deploy_cfg_default(&cfg);
     cfg.routing_skew = skew;
     cfg.gpu_experts = gpu_experts;
     ws_err err = {0};
@@ -514,7 +514,7 @@ Test(cost, cpu_expert_time)
     cr_assert_eq(ws_cost_cpu_experts(&cm, cm.n_dense_layers, 0), 0);
     /* More tokens, more time; half the experts on the GPU, less CPU time. */
     cr_assert_gt(ws_cost_cpu_experts(&cm, cm.n_dense_layers, 64), ws_cost_cpu_experts(&cm, cm.n_dense_layers, 32));
-    ws_cost_cfg cfg = cm.cfg;
+    ws_deploy_cfg cfg = cm.cfg;
     cfg.gpu_experts = 64;
     ws_cost_model half;
     paper_model(&half, &cfg);
@@ -540,11 +540,11 @@ Test(cost, gpu_ops)
      * roofline) while they run there, on the GPU once they all live on the GPU. */
     cr_assert(ws_cost_layer(&cm, cm.n_dense_layers)->router_on_cpu);
     near(ws_cost_router(&cm, cm.n_dense_layers, 32),
-         ws_cost_roof_time(&cm.dep.hw.cpu_expert, 2 * 32 * 2048.0 * 128,
+         ws_hw_roof_time(&cm.dep.hw.cpu_expert, 2 * 32 * 2048.0 * 128,
                            (2048.0 * 128 + 32 * 2048 + 32 * 128) * 4));
     ws_cost_model_free(&cm);
-    ws_cost_cfg all_gpu;
-    ws_cost_cfg_default(&all_gpu);
+    ws_deploy_cfg all_gpu;
+    ws_deploy_cfg_default(&all_gpu);
     all_gpu.gpu_experts = 128;
     paper_model(&cm, &all_gpu);
     cr_assert(!ws_cost_layer(&cm, cm.n_dense_layers)->router_on_cpu);
@@ -574,10 +574,10 @@ Test(cost, gpu_ops)
     /* DeepSeek-V2-Lite: a dense first layer, shared experts. */
     ws_model m;
     load_model("deepseek-v2-lite", &m);
-    ws_cost_hw hw;
+    ws_hw hw;
     th_paper_hw(NULL, &m, &hw);
-    ws_cost_cfg cfg;
-    ws_cost_cfg_default(&cfg);
+    ws_deploy_cfg cfg;
+    ws_deploy_cfg_default(&cfg);
     ws_err err = {0};
     cr_assert_eq(ws_cost_model_init(&hw, &m, &cfg, &cm, &err), 0, "%s", err.msg);
     cr_assert(!ws_cost_layer(&cm, 0)->moe && ws_cost_layer(&cm, 1)->moe);
@@ -590,16 +590,16 @@ Test(cost, bad_config)
 {
     ws_model m;
     load_model("mixtral-8x7b", &m);
-    ws_cost_hw hw;
+    ws_hw hw;
     th_paper_hw(NULL, &m, &hw);
-    ws_cost_cfg cfg;
-    ws_cost_cfg_default(&cfg);
+    ws_deploy_cfg cfg;
+    ws_deploy_cfg_default(&cfg);
     cfg.gpu_experts = 9; /* Mixtral has 8 */
     ws_cost_model cm;
     ws_err err = {0};
     cr_assert_eq(ws_cost_model_init(&hw, &m, &cfg, &cm, &err), WS_EINVAL);
     cr_assert(strstr(err.msg, "9 GPU experts"), "%s", err.msg);
-    ws_cost_cfg_default(&cfg);
+    ws_deploy_cfg_default(&cfg);
     cfg.routing_skew = -1;
     cr_assert_eq(ws_cost_model_init(&hw, &m, &cfg, &cm, &err), WS_EINVAL);
 }
@@ -623,11 +623,11 @@ Test(cost, every_model_on_every_profile)
             ws_profile gp;
             cr_assert_eq(ws_profile_load(s, gpus[g], &gp, &err), 0, "%s", err.msg);
             ws_dtype kv = g == 2 ? WS_DT_FP16 : WS_DT_BF16;
-            ws_cost_hw hw;
-            cr_assert_eq(ws_cost_hw_load(&gp, &h, m.attn, kv, m.weight_dtype, &hw, &err), 0,
+            ws_hw hw;
+            cr_assert_eq(ws_hw_from_profiles(&gp, &h, m.attn, kv, m.weight_dtype, &hw, &err), 0,
                          "%s %s: %s", names[i], gpus[g], err.msg);
-            ws_cost_cfg cfg;
-            ws_cost_cfg_default(&cfg);
+            ws_deploy_cfg cfg;
+            ws_deploy_cfg_default(&cfg);
             cfg.kv_dtype = kv;
             ws_cost_model cm;
             cr_assert_eq(ws_cost_model_init(&hw, &m, &cfg, &cm, &err), 0, "%s", err.msg);
@@ -664,9 +664,9 @@ Test(cost, expert_fit_prefers_bf16)
     ws_profile host = {.name = "h", .kind = "host", .params = hp, .n_params = 10};
     test_gpu tg;
     ws_profile gpu = *base_gpu(&tg, gx, sizeof gx / sizeof *gx);
-    ws_cost_hw hw;
+    ws_hw hw;
     ws_err err = {0};
-    cr_assert_eq(ws_cost_hw_load(&gpu, &host, WS_ATTN_GQA, WS_DT_BF16, WS_DT_BF16, &hw, &err), 0,
+    cr_assert_eq(ws_hw_from_profiles(&gpu, &host, WS_ATTN_GQA, WS_DT_BF16, WS_DT_BF16, &hw, &err), 0,
                  "%s", err.msg);
     near(hw.cpu_expert.W.v, 4e10);
     near(hw.cpu_expert.P.v, 6e11);
@@ -674,10 +674,10 @@ Test(cost, expert_fit_prefers_bf16)
     cr_assert_str_eq(hw.cpu_expert.W.from, "cpu.expert_gemm.bf16.bandwidth");
     cr_assert_eq(hw.cpu_expert.serial, 1);
     /* The serial form adds the terms: c0 + F/P + B/W. */
-    near(ws_cost_roof_time(&hw.cpu_expert, 6e9, 4e8), 2e-5 + 6e9 / 6e11 + 4e8 / 4e10);
+    near(ws_hw_roof_time(&hw.cpu_expert, 6e9, 4e8), 2e-5 + 6e9 / 6e11 + 4e8 / 4e10);
     /* An older profile with the fp32 sweep only. */
     host.n_params = 6;
-    cr_assert_eq(ws_cost_hw_load(&gpu, &host, WS_ATTN_GQA, WS_DT_BF16, WS_DT_BF16, &hw, &err), 0,
+    cr_assert_eq(ws_hw_from_profiles(&gpu, &host, WS_ATTN_GQA, WS_DT_BF16, WS_DT_BF16, &hw, &err), 0,
                  "%s", err.msg);
     near(hw.cpu_expert.W.v, 3e10);
     near(hw.cpu_expert.c0.v, 1e-5);
@@ -710,13 +710,13 @@ Test(cost, attention_after_moe_factor)
     dense = moe;
     dense.n_experts = 0;
     dense.experts_per_tok = 0;
-    ws_cost_cfg cfg;
-    ws_cost_cfg_default(&cfg);
+    ws_deploy_cfg cfg;
+    ws_deploy_cfg_default(&cfg);
     double A[3], t[3];
     for (int k = 0; k < 3; k++) {
         host.n_params = k == 2 ? 6 : 7; /* k 2: no factor measured */
-        ws_cost_hw hw;
-        cr_assert_eq(ws_cost_hw_load(&g, &host, WS_ATTN_GQA, WS_DT_BF16, WS_DT_BF16, &hw, &err), 0,
+        ws_hw hw;
+        cr_assert_eq(ws_hw_from_profiles(&g, &host, WS_ATTN_GQA, WS_DT_BF16, WS_DT_BF16, &hw, &err), 0,
                      "%s", err.msg);
         near(hw.cpu_attn.W.v, 4e10); /* the hardware as fitted; the model applies the factor */
         near(hw.cpu_attn_after_moe.v, k == 2 ? 1.0 : 1.25);
@@ -735,8 +735,8 @@ Test(cost, attention_after_moe_factor)
     near(t[0] - 2e-5, 1.25 * (t[2] - 2e-5));
     /* A factor below 1 is not a slow-down: ignored, said so. */
     hp[6].value = 0.9;
-    ws_cost_hw hw;
-    cr_assert_eq(ws_cost_hw_load(&g, &host, WS_ATTN_GQA, WS_DT_BF16, WS_DT_BF16, &hw, &err), 0,
+    ws_hw hw;
+    cr_assert_eq(ws_hw_from_profiles(&g, &host, WS_ATTN_GQA, WS_DT_BF16, WS_DT_BF16, &hw, &err), 0,
                  "%s", err.msg);
     near(hw.cpu_attn_after_moe.v, 1.0);
     ws_profile_free(&g);
@@ -750,7 +750,7 @@ Test(cost, fixed_costs_and_memory_bound_ops)
 {
     ws_cost_model cm;
     paper_model(&cm, NULL);
-    const ws_cost_hw *hw = &cm.dep.hw;
+    const ws_hw *hw = &cm.dep.hw;
     near(hw->gpu_attn.c0.v, 15e-6);
     cr_assert_str_eq(hw->gpu_attn.c0.from, "attn_c0");
     near(hw->gpu_gemm.c0.v, 8e-6);
@@ -766,7 +766,7 @@ Test(cost, fixed_costs_and_memory_bound_ops)
              {WS_ELEM_ACT, "act_eff", 0.49},      {WS_ELEM_ADD, "add_eff", 0.92},
              {WS_ELEM_MOE, "add_eff", 0.92}};
     for (int i = 0; i < 5; i++) {
-        const ws_cost_roof *r = &hw->gpu_elem[e[i].kind];
+        const ws_hw_roof *r = &hw->gpu_elem[e[i].kind];
         near(r->c0.v, 1.5e-6);
         near(r->W.v, 1.555e12 * e[i].v);
         char want[64];
@@ -794,8 +794,8 @@ Test(cost, fixed_costs_and_memory_bound_ops)
          (2 * pairs * H * 4 + (pairs + T) * H * 4) / (1.877e11 * 0.75));
     ws_cost_model_free(&cm);
     /* All experts on the GPU: the routing moves there, two kernels (permute, combine). */
-    ws_cost_cfg all_gpu;
-    ws_cost_cfg_default(&all_gpu);
+    ws_deploy_cfg all_gpu;
+    ws_deploy_cfg_default(&all_gpu);
     all_gpu.gpu_experts = 128;
     paper_model(&cm, &all_gpu);
     const double W = 1.555e12 * 0.92;
@@ -812,7 +812,7 @@ Test(cost, prefill_attention_has_its_own_curve)
 {
     ws_cost_model cm;
     paper_model(&cm, NULL);
-    const ws_cost_curve *c = &cm.dep.hw.gpu_prefill;
+    const ws_hw_curve *c = &cm.dep.hw.gpu_prefill;
     near(c->P.v, 3.12e14 * 0.43);
     cr_assert_str_eq(c->P.from, "bf16_flops x prefill_attn_eff");
     near(c->half.v, 1100);
@@ -853,9 +853,9 @@ Test(cost, calibrated_gpu_keys_and_old_profiles)
     ws_profile host = {.name = "h", .kind = "host", .params = hp, .n_params = 2};
     test_gpu tg;
     ws_profile gpu = *base_gpu(&tg, gx, sizeof gx / sizeof *gx);
-    ws_cost_hw hw;
+    ws_hw hw;
     ws_err err = {0};
-    cr_assert_eq(ws_cost_hw_load(&gpu, &host, WS_ATTN_GQA, WS_DT_BF16, WS_DT_BF16, &hw, &err), 0,
+    cr_assert_eq(ws_hw_from_profiles(&gpu, &host, WS_ATTN_GQA, WS_DT_BF16, WS_DT_BF16, &hw, &err), 0,
                  "%s", err.msg);
     near(hw.gpu_attn.c0.v, 1.6e-5);
     near(hw.gpu_attn.W.v, 1.6e12);
@@ -875,12 +875,12 @@ Test(cost, calibrated_gpu_keys_and_old_profiles)
         {"cpu.attn.gqa.fp16.bandwidth", 3e10, "B/s", WS_SOURCE_FITTED, ""},
     };
     ws_profile host2 = {.name = "h2", .kind = "host", .params = hp2, .n_params = 3};
-    cr_assert_eq(ws_cost_hw_load(&gpu, &host2, WS_ATTN_GQA, WS_DT_BF16, WS_DT_BF16, &hw, &err), 0,
+    cr_assert_eq(ws_hw_from_profiles(&gpu, &host2, WS_ATTN_GQA, WS_DT_BF16, WS_DT_BF16, &hw, &err), 0,
                  "%s", err.msg);
     near(hw.cpu_attn.W.v, 1e11);
     /* A profile from before the new keys (the datasheet part only) */
     gpu.n_params = 7;
-    cr_assert_eq(ws_cost_hw_load(&gpu, &host, WS_ATTN_GQA, WS_DT_BF16, WS_DT_BF16, &hw, &err), 0,
+    cr_assert_eq(ws_hw_from_profiles(&gpu, &host, WS_ATTN_GQA, WS_DT_BF16, WS_DT_BF16, &hw, &err), 0,
                  "%s", err.msg);
     cr_assert_eq(hw.gpu_gemm.c0.v, 0);
     cr_assert(strstr(hw.gpu_gemm.c0.from, "no fixed cost"), "%s", hw.gpu_gemm.c0.from);
@@ -911,11 +911,11 @@ Test(cost, elementwise_kernels_take_one_rows_latency)
     ws_profile host = {.name = "h", .kind = "host", .params = hp, .n_params = 2};
     test_gpu tg;
     ws_profile gpu = *base_gpu(&tg, gx, sizeof gx / sizeof *gx);
-    ws_cost_hw hw;
+    ws_hw hw;
     ws_err err = {0};
-    cr_assert_eq(ws_cost_hw_load(&gpu, &host, WS_ATTN_GQA, WS_DT_BF16, WS_DT_BF16, &hw, &err), 0,
+    cr_assert_eq(ws_hw_from_profiles(&gpu, &host, WS_ATTN_GQA, WS_DT_BF16, WS_DT_BF16, &hw, &err), 0,
                  "%s", err.msg);
-    const ws_cost_roof *n = &hw.gpu_elem[WS_ELEM_NORM];
+    const ws_hw_roof *n = &hw.gpu_elem[WS_ELEM_NORM];
     cr_assert_eq(n->c0.v, 0, "the fitted 0, not elem_c0");
     cr_assert_str_eq(n->c0.from, "gpu.rmsnorm.bf16.c0");
     near(n->P.v, 4e9);
@@ -925,7 +925,7 @@ Test(cost, elementwise_kernels_take_one_rows_latency)
     near(ws_cost_elem_time(&hw, WS_ELEM_NORM, 64 * one, 64), 64 * one / 64 / 4e9);
     cr_assert_eq(ws_cost_elem_time(&hw, WS_ELEM_NORM, 0, 0), 0, "nothing runs");
     /* the other kinds have no calibration: elem_c0 + B / hbm_bw, whatever the rows */
-    const ws_cost_roof *a = &hw.gpu_elem[WS_ELEM_ADD];
+    const ws_hw_roof *a = &hw.gpu_elem[WS_ELEM_ADD];
     cr_assert_eq(a->P.v, 0);
     near(ws_cost_elem_time(&hw, WS_ELEM_ADD, one, 1), 1.5e-6 + one / 1e12);
     near(ws_cost_elem_time(&hw, WS_ELEM_ADD, one, 1), ws_cost_elem_time(&hw, WS_ELEM_ADD, one, 99));
@@ -933,11 +933,11 @@ Test(cost, elementwise_kernels_take_one_rows_latency)
 
 /* The GPU's streamed experts worked out by hand: D experts' two grouped GEMMs at roofline g
  * (weights at wb B each, bf16 activations), their activation, permute and combine. */
-static double streamed_by_hand(const ws_cost_model *cm, const ws_cost_roof *g, double T, double D,
+static double streamed_by_hand(const ws_cost_model *cm, const ws_hw_roof *g, double T, double D,
                                double pairs, double wb)
 {
     const double H = cm->hidden, I = cm->moe_inter;
-    const double gemm = ws_cost_roof_time(g, pairs * (6 * H * I + 4 * I),
+    const double gemm = ws_hw_roof_time(g, pairs * (6 * H * I + 4 * I),
                                           D * 3 * H * I * wb + pairs * (2 * H + 4 * I) * 2.0) +
                         g->c0.v;
     const double perm = ws_cost_elem_time(&cm->dep.hw, WS_ELEM_MOE, 2 * pairs * H * 2.0, pairs) +
@@ -960,8 +960,8 @@ Test(cost, streamed_experts_are_bytes_over_h2d_plus_the_gpu_gemm)
     near(ws_cost_gpu_streamed_experts(&cm, cm.n_dense_layers, T),
          streamed_by_hand(&cm, &cm.dep.hw.gpu_gemm, T, D, pairs, 2.0));
     /* a quantized CPU format streams fewer bytes: Q4_K_M's 0.5625 B per weight */
-    ws_cost_cfg c;
-    ws_cost_cfg_default(&c);
+    ws_deploy_cfg c;
+    ws_deploy_cfg_default(&c);
     c.cpu_expert_bytes = 0.5625;
     ws_cost_model q;
     paper_model(&q, &c);
@@ -1016,8 +1016,8 @@ Test(cost, streamed_experts_take_the_cpu_experts_format)
 {
     const ws_wformat *f = ws_wformat_find("q4_k_m");
     cr_assert(f);
-    ws_cost_cfg c;
-    ws_cost_cfg_default(&c);
+    ws_deploy_cfg c;
+    ws_deploy_cfg_default(&c);
     c.w_cpu_experts = f;
     ws_cost_model cm;
     paper_model(&cm, &c);
@@ -1036,8 +1036,8 @@ Test(cost, streamed_experts_take_the_cpu_experts_format)
  * a streamed CPU layer waits for its stream. */
 Test(cost, cpu_layers_stream_their_weights_and_kv_under_the_gpu_strategy)
 {
-    ws_cost_cfg c;
-    ws_cost_cfg_default(&c);
+    ws_deploy_cfg c;
+    ws_deploy_cfg_default(&c);
     c.gpu_experts = 128;
     c.n_gpu_layers = 44; /* layers 0..3 of 48 on the CPU */
     ws_cost_model cm;

@@ -11,7 +11,7 @@
 #include "helpers.h"
 
 static ws_model g_m;
-static ws_cost_hw g_hw;
+static ws_hw g_hw;
 static ws_cost_model g_cm;
 
 static void setup(void)

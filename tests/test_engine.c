@@ -40,7 +40,7 @@ static const char *k_mla =
     "\"vocab_size\": 1000, \"torch_dtype\": \"bfloat16\"}";
 
 static ws_model g_m;
-static ws_cost_hw g_hw;
+static ws_hw g_hw;
 
 static void load(const char *json)
 {
@@ -175,8 +175,8 @@ Test(engine, unknown_runtime_policies_and_a_missing_device_are_refused)
 /* r* from the policy module on the cost model's terms, as the engine should compute it. */
 static double expected_rstar(const ws_engine_cfg *c, const ws_run_layer *y0, double last_moe)
 {
-    ws_cost_cfg cc;
-    ws_cost_cfg_default(&cc);
+    ws_deploy_cfg cc;
+    ws_deploy_cfg_default(&cc);
     cc.pingpong_bytes = c->pingpong_bytes;
     ws_cost_model cm;
     ws_err err = {0};

@@ -92,7 +92,7 @@ Test(fidelity, gpu_only_point_is_the_simulators_decode_rate)
 
     /* The same closed batch straight through the simulator. */
     ws_model m;
-    ws_cost_hw hw;
+    ws_hw hw;
     ws_err err = {0};
     int cores = 1;
     ws_store *s = NULL;
@@ -101,8 +101,8 @@ Test(fidelity, gpu_only_point_is_the_simulators_decode_rate)
                             &hw, &cores, &err),
                  0, "%s", err.msg);
     ws_store_close(s);
-    ws_cost_cfg cc;
-    ws_cost_cfg_default(&cc);
+    ws_deploy_cfg cc;
+    ws_deploy_cfg_default(&cc);
     sim_cfg cfg;
     sim_cfg_default(&cfg);
     cfg.policy = WS_POLICY_GPU_ONLY;
@@ -142,7 +142,7 @@ Test(fidelity, quantized_and_layer_placed_points_get_a_ratio)
     }
     /* the same point with bf16 weights: every expert on the CPU at 2 B a weight */
     ws_model m;
-    ws_cost_hw hw;
+    ws_hw hw;
     ws_err err = {0};
     int cores = 1;
     ws_store *s = NULL;
@@ -151,8 +151,8 @@ Test(fidelity, quantized_and_layer_placed_points_get_a_ratio)
                             &m, &hw, &cores, &err),
                  0, "%s", err.msg);
     ws_store_close(s);
-    ws_cost_cfg cc;
-    ws_cost_cfg_default(&cc);
+    ws_deploy_cfg cc;
+    ws_deploy_cfg_default(&cc);
     sim_cfg cfg;
     sim_cfg_default(&cfg);
     cfg.policy = WS_POLICY_KTRANS;

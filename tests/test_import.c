@@ -201,8 +201,8 @@ Test(import, fits_recover_the_parameters_and_the_profile_picks_them_up)
     const ws_profile_param *q = ws_profile_get(&p, "gpu.prefill_attn.gqa.fp16.half_keys");
     cr_assert_not_null(q);
     cr_assert_eq(q->source, WS_SOURCE_FITTED);
-    ws_cost_hw hw;
-    cr_assert_eq(ws_cost_hw_load_gpu(&p, WS_ATTN_GQA, WS_DT_BF16, WS_DT_BF16, &hw, &err), 0, "%s",
+    ws_hw hw;
+    cr_assert_eq(ws_hw_gpu_from_profile(&p, WS_ATTN_GQA, WS_DT_BF16, WS_DT_BF16, &hw, &err), 0, "%s",
                  err.msg);
     REL(hw.gpu_attn.c0.v, DEC_C0, 1e-3);
     REL(hw.gpu_prefill.half.v, PF_HALF, 1e-3);
@@ -272,7 +272,7 @@ Test(import, a100_heldout_rows_within_the_target, .timeout = 300)
     for (int i = 0; i < r->n_fits; i++)
         cr_assert(r->fits[i].r.good, "%s", r->fits[i].r.note);
     ws_vidur_rows rows;
-    ws_cost_hw hw;
+    ws_hw hw;
     ws_oppoints op;
     cr_assert_eq(ws_oppoints_check(s, paths, 1, "a100-80gb-sxm", NULL, 1, 100e-6, &rows, &hw, &op,
                                    &err),

@@ -11,7 +11,7 @@
 #include "profile.h"
 #include "store.h"
 
-static void a100(ws_cost_hw *hw)
+static void a100(ws_hw *hw)
 {
     ws_store *s;
     ws_err err = {0};
@@ -19,7 +19,7 @@ static void a100(ws_cost_hw *hw)
     ws_profile p;
     cr_assert_eq(ws_profile_load(s, "a100-80gb-sxm", &p, &err), 0, "%s", err.msg);
     memset(hw, 0, sizeof *hw);
-    cr_assert_eq(ws_cost_hw_load_gpu(&p, WS_ATTN_GQA, WS_DT_FP16, WS_DT_FP16, hw, &err), 0, "%s",
+    cr_assert_eq(ws_hw_gpu_from_profile(&p, WS_ATTN_GQA, WS_DT_FP16, WS_DT_FP16, hw, &err), 0, "%s",
                  err.msg);
     ws_profile_free(&p);
     ws_store_close(s);
@@ -29,7 +29,7 @@ static void a100(ws_cost_hw *hw)
 
 Test(oppoints, each_row_kind_on_its_kernel)
 {
-    ws_cost_hw hw;
+    ws_hw hw;
     a100(&hw);
     const double W = 2.039e12;
     /* decode: 8 sequences of 1024 tokens, 4 kv heads of 128 (fp16): 16 MiB of KV */
@@ -62,7 +62,7 @@ Test(oppoints, each_row_kind_on_its_kernel)
 
 Test(oppoints, statistics_per_group)
 {
-    ws_cost_hw hw;
+    ws_hw hw;
     a100(&hw);
     /* Ten GEMM rows whose times are the model's times 1.00 .. 1.09 times (errors 0..9%, as a
      * measured / predicted ratio r the error is |1/r - 1|), one of them held out; and one

@@ -44,11 +44,11 @@ static void paper(ws_cost_model *cm)
     ws_model m;
     cr_assert_eq(ws_model_resolve("qwen3-30b-a3b", path, sizeof path, &err), 0, "%s", err.msg);
     cr_assert_eq(ws_model_load(path, &m, &err), 0, "%s", err.msg);
-    ws_cost_hw hw;
-    cr_assert_eq(ws_cost_hw_load(&g, &h, m.attn, WS_DT_BF16, m.weight_dtype, &hw, &err), 0, "%s",
+    ws_hw hw;
+    cr_assert_eq(ws_hw_from_profiles(&g, &h, m.attn, WS_DT_BF16, m.weight_dtype, &hw, &err), 0, "%s",
                  err.msg);
-    ws_cost_cfg cfg;
-    ws_cost_cfg_default(&cfg);
+    ws_deploy_cfg cfg;
+    ws_deploy_cfg_default(&cfg);
     cr_assert_eq(ws_cost_model_init(&hw, &m, &cfg, cm, &err), 0, "%s", err.msg);
     ws_profile_free(&g);
     ws_profile_free(&h);

@@ -56,7 +56,7 @@ static int keep_step(void *ctx, const sim_step_rec *r, ws_err *err)
     return 0;
 }
 
-static void load(const char *json, ws_model *m, ws_cost_hw *hw)
+static void load(const char *json, ws_model *m, ws_hw *hw)
 {
     ws_err err = {0};
     cr_assert_eq(ws_model_parse(json, "tiny.json", m, &err), 0, "%s", err.msg);
@@ -66,7 +66,7 @@ static void load(const char *json, ws_model *m, ws_cost_hw *hw)
 static void compare(const char *json, ws_policy_kind pol)
 {
     ws_model m;
-    ws_cost_hw hw;
+    ws_hw hw;
     ws_err err = {0};
     load(json, &m, &hw);
     ws_engine_cfg c;
@@ -86,8 +86,8 @@ static void compare(const char *json, ws_policy_kind pol)
     ws_run_result r;
     cr_assert_eq(ws_engine_run(&c, &r, &err), 0, "%s: %s", ws_policy_name(pol), err.msg);
 
-    ws_cost_cfg cc;
-    ws_cost_cfg_default(&cc);
+    ws_deploy_cfg cc;
+    ws_deploy_cfg_default(&cc);
     cc.pingpong_bytes = c.pingpong_bytes;
     sim_cfg sc;
     sim_cfg_default(&sc);
@@ -174,11 +174,11 @@ Test(schedule, runtime_equals_simulator_per_step_and_layer_mla)
 Test(schedule, player_is_first_come_first_served_on_each_resource)
 {
     ws_model m;
-    ws_cost_hw hw;
+    ws_hw hw;
     ws_err err = {0};
     load(th_tiny_moe, &m, &hw);
-    ws_cost_cfg cc;
-    ws_cost_cfg_default(&cc);
+    ws_deploy_cfg cc;
+    ws_deploy_cfg_default(&cc);
     ws_cost_model cm;
     cr_assert_eq(ws_cost_model_init(&hw, &m, &cc, &cm, &err), 0, "%s", err.msg);
     const ws_sched_in in = {.T = 2, .n_cpu = 512, .m_xfer = 4096, .resident = 40, .n_seqs = 2};
@@ -234,11 +234,11 @@ Test(schedule, layers_past_the_second_depend_only_on_their_kind)
     p[strlen("\"num_hidden_layers\": ")] = '6';
     q[strlen("\"first_k_dense_replace\": ")] = '4';
     ws_model m;
-    ws_cost_hw hw;
+    ws_hw hw;
     ws_err err = {0};
     load(json, &m, &hw);
-    ws_cost_cfg cc;
-    ws_cost_cfg_default(&cc);
+    ws_deploy_cfg cc;
+    ws_deploy_cfg_default(&cc);
     cc.pingpong_bytes = 4096; /* both copies run */
     ws_cost_model cm;
     cr_assert_eq(ws_cost_model_init(&hw, &m, &cc, &cm, &err), 0, "%s", err.msg);
@@ -289,7 +289,7 @@ static int sum_prefill(void *ctx, const sim_step_rec *r, ws_err *err)
 static void compare_prefill(const char *json, ws_policy_kind pol, int mode)
 {
     ws_model m;
-    ws_cost_hw hw;
+    ws_hw hw;
     ws_err err = {0};
     load(json, &m, &hw);
     ws_engine_cfg c;
@@ -310,8 +310,8 @@ static void compare_prefill(const char *json, ws_policy_kind pol, int mode)
     ws_run_result r;
     cr_assert_eq(ws_engine_run(&c, &r, &err), 0, "%s: %s", ws_policy_name(pol), err.msg);
 
-    ws_cost_cfg cc;
-    ws_cost_cfg_default(&cc);
+    ws_deploy_cfg cc;
+    ws_deploy_cfg_default(&cc);
     sim_cfg sc;
     sim_cfg_default(&sc);
     sc.policy = pol;
@@ -365,15 +365,15 @@ Test(schedule, runtime_prefill_equals_simulator_per_strategy_mla)
 }
 
 /* Qwen3-30B-A3B on the paper's hardware with cfg cc (NULL: the defaults). */
-static void qwen_on_paper_hw(const ws_cost_cfg *cc, ws_model *m, ws_cost_hw *hw, ws_cost_model *cm)
+static void qwen_on_paper_hw(const ws_deploy_cfg *cc, ws_model *m, ws_hw *hw, ws_cost_model *cm)
 {
     ws_err err = {0};
     char path[4096];
     cr_assert_eq(ws_model_resolve("qwen3-30b-a3b", path, sizeof path, &err), 0, "%s", err.msg);
     cr_assert_eq(ws_model_load(path, m, &err), 0, "%s", err.msg);
     th_paper_hw(NULL, m, hw);
-    ws_cost_cfg def;
-    ws_cost_cfg_default(&def);
+    ws_deploy_cfg def;
+    ws_deploy_cfg_default(&def);
     cr_assert_eq(ws_cost_model_init(hw, m, cc ? cc : &def, cm, &err), 0, "%s", err.msg);
 }
 
@@ -396,7 +396,7 @@ static void play_two_layers(const ws_cost_model *cm, const ws_sched_in *in, ws_s
 Test(schedule, streamed_experts_pipeline_with_the_previous_layer)
 {
     ws_model m;
-    ws_cost_hw hw;
+    ws_hw hw;
     ws_cost_model cm;
     qwen_on_paper_hw(NULL, &m, &hw, &cm);
     /* a chunk after a long context: the GPU's attention makes each layer's compute longer
@@ -438,12 +438,12 @@ Test(schedule, streamed_experts_pipeline_with_the_previous_layer)
  * as in the CPU one (not the first MoE layer's, a CPU layer with no GPU experts). */
 Test(schedule, streamed_chunk_costs_the_gpu_experts_permute)
 {
-    ws_cost_cfg cc;
-    ws_cost_cfg_default(&cc);
+    ws_deploy_cfg cc;
+    ws_deploy_cfg_default(&cc);
     cc.gpu_experts = 32;
     cc.n_gpu_layers = 44;
     ws_model m;
-    ws_cost_hw hw;
+    ws_hw hw;
     ws_cost_model cm;
     qwen_on_paper_hw(&cc, &m, &hw, &cm);
     cr_assert(ws_cost_layer(&cm, 0)->on_cpu && !ws_cost_layer(&cm, 10)->on_cpu);
@@ -467,12 +467,12 @@ Test(schedule, streamed_chunk_costs_the_gpu_experts_permute)
  * after its stream; nothing holds the CPU. Not streamed, they run on the CPU. */
 Test(schedule, cpu_layers_stream_and_run_on_the_gpu)
 {
-    ws_cost_cfg cc;
-    ws_cost_cfg_default(&cc);
+    ws_deploy_cfg cc;
+    ws_deploy_cfg_default(&cc);
     cc.gpu_experts = 128;
     cc.n_gpu_layers = 46; /* layers 0 and 1 on the CPU */
     ws_model m;
-    ws_cost_hw hw;
+    ws_hw hw;
     ws_cost_model cm;
     qwen_on_paper_hw(&cc, &m, &hw, &cm);
     const double q = 512, ctx = 0;
@@ -502,12 +502,12 @@ Test(schedule, cpu_layers_stream_and_run_on_the_gpu)
 
 Test(schedule, cpu_experts_wait_for_the_hidden_states_hand_off)
 {
-    ws_cost_cfg cc;
-    ws_cost_cfg_default(&cc);
+    ws_deploy_cfg cc;
+    ws_deploy_cfg_default(&cc);
     cc.gpu_experts = 32;
     cc.n_cpu_moe = 1; /* MoE layer 0 keeps 96 experts on the CPU, layer 1 holds all 128 */
     ws_model m;
-    ws_cost_hw hw;
+    ws_hw hw;
     ws_cost_model cm;
     qwen_on_paper_hw(&cc, &m, &hw, &cm);
     const double T = 4;

@@ -48,18 +48,18 @@ Test(serving, fields_and_srv_are_the_same_bytes)
 
 Test(serving, cpu_workers_share_the_host)
 {
-    ws_cost_hw hw = {0};
+    ws_hw hw = {0};
     hw.cores.v = 24;
     hw.sockets.v = 2;
-    ws_cost_cfg cc;
-    ws_cost_cfg_default(&cc);
+    ws_deploy_cfg cc;
+    ws_deploy_cfg_default(&cc);
     cr_assert_eq(ws_hw_cores(&hw), 24);
     cr_assert_eq(ws_deploy_cpu_workers(&hw, &cc, 24), 24, "every core");
     cc.cpu_sockets = 1;
     cr_assert_eq(ws_deploy_cpu_workers(&hw, &cc, 24), 12, "one socket's share");
     cc.cpu_threads = 8;
     cr_assert_eq(ws_deploy_cpu_workers(&hw, &cc, 24), 8, "at most the threads");
-    cc = (ws_cost_cfg){.cpu_sockets = 1};
+    cc = (ws_deploy_cfg){.cpu_sockets = 1};
     cr_assert_eq(ws_deploy_cpu_workers(&hw, &cc, 1), 1, "at least one");
     hw.cores.v = 0;
     cr_assert_eq(ws_hw_cores(&hw), 1, "a host without cores has one");

@@ -67,8 +67,8 @@ Test(sim_record, mapping)
     cr_assert_null(json_object_get(p, "n_gpu_layers"), "no cost settings given");
     json_decref(p);
     /* with the cost settings: placement, threads and formats are in the row */
-    ws_cost_cfg cc;
-    ws_cost_cfg_default(&cc);
+    ws_deploy_cfg cc;
+    ws_deploy_cfg_default(&cc);
     cc.n_gpu_layers = 12, cc.cpu_threads = 8, cc.n_cpu_moe = 3;
     cc.w_kv = ws_wformat_find("q8_0");
     cc.w_cpu_experts = ws_wformat_find("q4_k_m");
@@ -85,7 +85,7 @@ Test(sim_record, mapping)
     json_decref(p);
 }
 
-static void load(ws_model *m, ws_cost_hw *hw)
+static void load(ws_model *m, ws_hw *hw)
 {
     ws_err err = {0};
     ws_store *s;
@@ -100,7 +100,7 @@ static void load(ws_model *m, ws_cost_hw *hw)
 static int run_one(ws_store *db, sim_sink *k, ws_policy_kind pol, sim_results *r, ws_err *err)
 {
     ws_model m;
-    ws_cost_hw hw;
+    ws_hw hw;
     load(&m, &hw);
     sim_cfg cfg;
     sim_cfg_default(&cfg);
@@ -117,8 +117,8 @@ static int run_one(ws_store *db, sim_sink *k, ws_policy_kind pol, sim_results *r
     sim_closed c;
     sim_source src;
     sim_closed_source(&c, 6, 700, 40, &src);
-    ws_cost_cfg cc;
-    ws_cost_cfg_default(&cc);
+    ws_deploy_cfg cc;
+    ws_deploy_cfg_default(&cc);
     rc = sim_run(&m, &hw, &cc, &cfg, &src, r, err);
     if (rc) {
         sim_sink_fail(k);

@@ -22,7 +22,7 @@
 #include "trace_gen.h"
 #include "ws_util.h"
 
-static void load(const char *model, const char *gpu, ws_model *m, ws_cost_hw *hw)
+static void load(const char *model, const char *gpu, ws_model *m, ws_hw *hw)
 {
     ws_err err = {0};
     ws_store *s;
@@ -53,25 +53,25 @@ static const sim_req k_mix[] = {
 };
 #define N_MIX ((int)(sizeof k_mix / sizeof k_mix[0]))
 
-static void run_mix(const ws_model *m, const ws_cost_hw *hw, sim_cfg *cfg, sim_results *r)
+static void run_mix(const ws_model *m, const ws_hw *hw, sim_cfg *cfg, sim_results *r)
 {
     ws_err err = {0};
     list_src l = {k_mix, N_MIX, 0};
     sim_source src = {list_next, &l, 0};
-    ws_cost_cfg cc;
-    ws_cost_cfg_default(&cc);
+    ws_deploy_cfg cc;
+    ws_deploy_cfg_default(&cc);
     cr_assert_eq(sim_run(m, hw, &cc, cfg, &src, r, &err), 0, "%s", err.msg);
 }
 
-static void run_closed(const ws_model *m, const ws_cost_hw *hw, sim_cfg *cfg, int b, int p, int o,
+static void run_closed(const ws_model *m, const ws_hw *hw, sim_cfg *cfg, int b, int p, int o,
                        sim_results *r)
 {
     ws_err err = {0};
     sim_closed c;
     sim_source src;
     sim_closed_source(&c, b, p, o, &src);
-    ws_cost_cfg cc;
-    ws_cost_cfg_default(&cc);
+    ws_deploy_cfg cc;
+    ws_deploy_cfg_default(&cc);
     cr_assert_eq(sim_run(m, hw, &cc, cfg, &src, r, &err), 0, "%s", err.msg);
 }
 
@@ -148,7 +148,7 @@ static void golden(const char *name, const char *text)
 Test(sim_serve, golden_small_workload)
 {
     ws_model m;
-    ws_cost_hw hw;
+    ws_hw hw;
     load("qwen3-30b-a3b", "a100-40gb-pcie", &m, &hw);
     const ws_policy_kind pols[] = {WS_POLICY_WRITESCOPE, WS_POLICY_STATIC, WS_POLICY_KTRANS};
     /* the CPU's experts at every chunk, and auto, which keeps 512-token chunks there on this
@@ -226,7 +226,7 @@ Test(sim_serve, conservation_every_policy)
     const char *models[] = {"qwen3-30b-a3b", "deepseek-v2-lite", "deepseek-v4-flash"};
     for (int mi = 0; mi < 3; mi++) {
         ws_model m;
-        ws_cost_hw hw;
+        ws_hw hw;
         load(models[mi], "a100-40gb-pcie", &m, &hw);
         for (int p = 0; p < WS_POLICY_COUNT; p++)
             for (int d = 0; d < 2; d++) {
@@ -266,7 +266,7 @@ static void expect_same(const sim_results *a, const sim_results *b)
 Test(sim_serve, stream_and_cpu_attn_are_static_at_0_and_1)
 {
     ws_model m;
-    ws_cost_hw hw;
+    ws_hw hw;
     load("qwen3-30b-a3b", "a100-40gb-pcie", &m, &hw);
     const struct {
         ws_policy_kind k;
@@ -294,7 +294,7 @@ Test(sim_serve, stream_and_cpu_attn_are_static_at_0_and_1)
 Test(sim_serve, same_seed_same_output)
 {
     ws_model m;
-    ws_cost_hw hw;
+    ws_hw hw;
     load("mixtral-8x7b", "v100-32gb-pcie", &m, &hw);
     sim_cfg cfg;
     sim_cfg_default(&cfg);
@@ -318,7 +318,7 @@ Test(sim_serve, detail_step_equals_detail_layer)
                             "deepseek-v4-flash"};
     for (int mi = 0; mi < 4; mi++) {
         ws_model m;
-        ws_cost_hw hw;
+        ws_hw hw;
         load(models[mi], "a100-40gb-pcie", &m, &hw);
         const ws_policy_kind pols[] = {WS_POLICY_WRITESCOPE, WS_POLICY_STREAM, WS_POLICY_STATIC,
                                        WS_POLICY_KTRANS, WS_POLICY_MIGRATE};
@@ -354,7 +354,7 @@ Test(sim_serve, detail_step_equals_detail_layer)
 Test(sim_serve, oom_outcomes_not_crashes)
 {
     ws_model m;
-    ws_cost_hw hw;
+    ws_hw hw;
     load("qwen3-30b-a3b", "a100-40gb-pcie", &m, &hw);
     sim_cfg cfg;
     sim_cfg_default(&cfg);
@@ -384,7 +384,7 @@ Test(sim_serve, oom_outcomes_not_crashes)
 static double h2d_per_decode_step(const char *model, int prompt)
 {
     ws_model m;
-    ws_cost_hw hw;
+    ws_hw hw;
     load(model, "a100-40gb-pcie", &m, &hw);
     sim_cfg cfg;
     sim_cfg_default(&cfg);
@@ -416,7 +416,7 @@ Test(sim_serve, sparse_attention_streams_the_top_k)
 Test(sim_serve, bad_settings_and_requests)
 {
     ws_model m;
-    ws_cost_hw hw;
+    ws_hw hw;
     load("qwen3-30b-a3b", "a100-40gb-pcie", &m, &hw);
     sim_cfg cfg;
     sim_cfg_default(&cfg);
@@ -425,8 +425,8 @@ Test(sim_serve, bad_settings_and_requests)
     sim_closed c;
     sim_source src;
     sim_closed_source(&c, 1, 10, 10, &src);
-    ws_cost_cfg cc;
-    ws_cost_cfg_default(&cc);
+    ws_deploy_cfg cc;
+    ws_deploy_cfg_default(&cc);
     sim_results r;
     cr_assert_eq(sim_run(&m, &hw, &cc, &cfg, &src, &r, &err), WS_EINVAL);
     sim_cfg_default(&cfg);
@@ -443,7 +443,7 @@ Test(sim_serve, bad_settings_and_requests)
 Test(sim_serve, detail_step_equals_layer_when_the_gpu_half_settles_late)
 {
     ws_model m;
-    ws_cost_hw hw;
+    ws_hw hw;
     load("qwen3-30b-a3b", "v100-32gb-pcie", &m, &hw);
     sim_cfg a;
     sim_cfg_default(&a);
@@ -489,7 +489,7 @@ static int on_step(void *ctx, const sim_step_rec *rec, ws_err *err)
 Test(sim_serve, step_callback_and_timeline)
 {
     ws_model m;
-    ws_cost_hw hw;
+    ws_hw hw;
     load("qwen3-30b-a3b", "a100-40gb-pcie", &m, &hw);
     sim_timeline tl;
     sim_timeline_init(&tl);
@@ -511,8 +511,8 @@ Test(sim_serve, step_callback_and_timeline)
     sim_closed c;
     sim_source src;
     sim_closed_source(&c, 2, 600, 20, &src);
-    ws_cost_cfg cc;
-    ws_cost_cfg_default(&cc);
+    ws_deploy_cfg cc;
+    ws_deploy_cfg_default(&cc);
     cr_assert_eq(sim_run(&m, &hw, &cc, &cfg, &src, &r, &err), WS_EIO);
     cr_assert_str_eq(err.msg, "writer failed");
     sim_timeline_free(&tl);
@@ -551,7 +551,7 @@ static int count_step(void *ctx, const sim_step_rec *rec, ws_err *err)
 Test(sim_serve, streamed_results_equal_kept_ones)
 {
     ws_model m;
-    ws_cost_hw hw;
+    ws_hw hw;
     load("qwen3-30b-a3b", "a100-40gb-pcie", &m, &hw);
     for (int pol = 0; pol < WS_POLICY_COUNT; pol++) {
         sim_cfg cfg;
@@ -596,7 +596,7 @@ Test(sim_serve, streamed_results_equal_kept_ones)
 Test(sim_serve, step_context)
 {
     ws_model m;
-    ws_cost_hw hw;
+    ws_hw hw;
     load("qwen3-30b-a3b", "a100-40gb-pcie", &m, &hw);
     sim_cfg cfg;
     sim_cfg_default(&cfg);
@@ -615,7 +615,7 @@ Test(sim_serve, step_context)
 }
 
 /* A closed-loop generator (traces/trace_gen.h) of `clients`, think spec `think`. */
-static void run_closed_loop(const ws_model *m, const ws_cost_hw *hw, sim_cfg *cfg, int clients,
+static void run_closed_loop(const ws_model *m, const ws_hw *hw, sim_cfg *cfg, int clients,
                             const char *think, uint64_t requests, uint64_t seed, sim_results *r)
 {
     ws_err err = {0};
@@ -629,8 +629,8 @@ static void run_closed_loop(const ws_model *m, const ws_cost_hw *hw, sim_cfg *cf
     sim_source src;
     cr_assert_eq(sim_trace_source(t, &src, &err), 0, "%s", err.msg);
     cr_assert_eq(src.clients, clients);
-    ws_cost_cfg cc;
-    ws_cost_cfg_default(&cc);
+    ws_deploy_cfg cc;
+    ws_deploy_cfg_default(&cc);
     cr_assert_eq(sim_run(m, hw, &cc, cfg, &src, r, &err), 0, "%s", err.msg);
     ws_trace_close(t);
 }
@@ -640,7 +640,7 @@ static void run_closed_loop(const ws_model *m, const ws_cost_hw *hw, sim_cfg *cf
 Test(sim_serve, closed_loop_one_client_serialises)
 {
     ws_model m;
-    ws_cost_hw hw;
+    ws_hw hw;
     load("qwen3-30b-a3b", "a100-40gb-pcie", &m, &hw);
     const char *thinks[] = {"fixed:0.25", "exp:0.5", "0"};
     for (int k = 0; k < 3; k++) {
@@ -682,7 +682,7 @@ Test(sim_serve, closed_loop_one_client_serialises)
 Test(sim_serve, closed_loop_at_most_n_in_flight)
 {
     ws_model m;
-    ws_cost_hw hw;
+    ws_hw hw;
     load("qwen3-30b-a3b", "a100-40gb-pcie", &m, &hw);
     const int batches[] = {32, 2};
     for (int b = 0; b < 2; b++) {
@@ -715,7 +715,7 @@ Test(sim_serve, closed_loop_at_most_n_in_flight)
 Test(sim_serve, closed_loop_deterministic_for_a_seed)
 {
     ws_model m;
-    ws_cost_hw hw;
+    ws_hw hw;
     load("qwen3-30b-a3b", "a100-40gb-pcie", &m, &hw);
     sim_cfg cfg;
     sim_cfg_default(&cfg);
@@ -737,7 +737,7 @@ Test(sim_serve, closed_loop_deterministic_for_a_seed)
 Test(sim_serve, migrate_pays_the_reformat_and_does_not_flap)
 {
     ws_model m;
-    ws_cost_hw hw;
+    ws_hw hw;
     load("qwen3-30b-a3b", "v100-32gb-pcie", &m, &hw);
     cr_assert_gt(hw.kv_reformat.v, 0);
     sim_cfg cfg;
@@ -776,7 +776,7 @@ Test(sim_serve, migrate_pays_the_reformat_and_does_not_flap)
 Test(sim_serve, cpu_experts_count_against_host_dram)
 {
     ws_model m;
-    ws_cost_hw hw;
+    ws_hw hw;
     load("qwen3-30b-a3b", "a100-40gb-pcie", &m, &hw);
     cr_assert_float_eq(hw.host_mem.v, 512 * 1073741824.0, 1);
     ws_model_stats st;
@@ -793,8 +793,8 @@ Test(sim_serve, cpu_experts_count_against_host_dram)
             cfg.layers = 2;
             cfg.batch = 2;
             cfg.host_limit = limits[k];
-            ws_cost_cfg cc;
-            ws_cost_cfg_default(&cc);
+            ws_deploy_cfg cc;
+            ws_deploy_cfg_default(&cc);
             cc.gpu_experts = gpu_experts;
             sim_closed cl;
             sim_source src;
@@ -813,8 +813,8 @@ Test(sim_serve, cpu_experts_count_against_host_dram)
     sim_cfg_default(&cfg);
     cfg.policy = WS_POLICY_GPU_ONLY;
     cfg.host_limit = 1.0;
-    ws_cost_cfg cc;
-    ws_cost_cfg_default(&cc);
+    ws_deploy_cfg cc;
+    ws_deploy_cfg_default(&cc);
     sim_closed cl;
     sim_source src;
     sim_closed_source(&cl, 1, 16, 2, &src);
@@ -826,7 +826,7 @@ Test(sim_serve, cpu_experts_count_against_host_dram)
 }
 
 /* Qwen3-30B-A3B on an RTX 5090 and the embedded profile of `host`. */
-static void load_qwen_5090(const char *host, ws_model *m, ws_cost_hw *hw)
+static void load_qwen_5090(const char *host, ws_model *m, ws_hw *hw)
 {
     ws_err err = {0};
     ws_store *s;
@@ -838,7 +838,7 @@ static void load_qwen_5090(const char *host, ws_model *m, ws_cost_hw *hw)
 
 /* One request of 256 prompt and 8 output tokens under `policy` and cc (cpu_workers > 0: the
  * CPU's workers): its TPOT, and the weights in host memory. */
-static double one_request_tpot(const ws_model *m, const ws_cost_hw *hw, const ws_cost_cfg *cc,
+static double one_request_tpot(const ws_model *m, const ws_hw *hw, const ws_deploy_cfg *cc,
                                ws_policy_kind policy, int cpu_workers, double *host_w)
 {
     ws_err err = {0};
@@ -866,14 +866,14 @@ static double one_request_tpot(const ws_model *m, const ws_cost_hw *hw, const ws
 Test(sim_serve, cpu_sockets_share_bandwidth_and_copy_the_experts)
 {
     ws_model m;
-    ws_cost_hw hw;
+    ws_hw hw;
     ws_err err = {0};
     load_qwen_5090("xeon-gold-6454s-2s", &m, &hw);
     cr_assert_eq(hw.sockets.v, 2);
     double tpot[3], host_w[3];
     for (int n = 0; n <= 2; n++) {
-        ws_cost_cfg cc;
-        ws_cost_cfg_default(&cc);
+        ws_deploy_cfg cc;
+        ws_deploy_cfg_default(&cc);
         cc.cpu_sockets = n;
         /* ktrans: every layer's experts on the CPU, so the 4 ms step overhead is not all */
         tpot[n] = one_request_tpot(&m, &hw, &cc, WS_POLICY_KTRANS, 0, &host_w[n]);
@@ -882,8 +882,8 @@ Test(sim_serve, cpu_sockets_share_bandwidth_and_copy_the_experts)
     cr_assert_gt(tpot[1], 1.3 * tpot[0], "one socket %.6g, both %.6g", tpot[1], tpot[0]);
     cr_assert_float_eq(host_w[1], host_w[0], 1e-9 * host_w[0]);
     cr_assert_float_eq(host_w[2], 2 * host_w[0], 1e-9 * host_w[0]);
-    ws_cost_cfg cc;
-    ws_cost_cfg_default(&cc);
+    ws_deploy_cfg cc;
+    ws_deploy_cfg_default(&cc);
     cc.cpu_sockets = 3;
     ws_cost_model cm;
     cr_assert_eq(ws_cost_model_init(&hw, &m, &cc, &cm, &err), WS_EINVAL);
@@ -896,15 +896,15 @@ Test(sim_serve, cpu_sockets_share_bandwidth_and_copy_the_experts)
 Test(sim_serve, one_node_memory_reads_at_one_sockets_bandwidth)
 {
     ws_model m;
-    ws_cost_hw hw;
+    ws_hw hw;
     ws_err err = {0};
     load_qwen_5090("xeon-gold-6454s-2s", &m, &hw);
     cr_assert_eq(hw.sockets.v, 2);
     ws_cost_model cm[3];
     double tpot[2];
     for (int one = 0; one <= 1; one++) {
-        ws_cost_cfg cc;
-        ws_cost_cfg_default(&cc);
+        ws_deploy_cfg cc;
+        ws_deploy_cfg_default(&cc);
         cc.one_node_memory = one;
         cr_assert_eq(ws_cost_model_init(&hw, &m, &cc, &cm[one], &err), 0, "%s", err.msg);
         cc.n_gpu_layers = 24;
@@ -915,8 +915,8 @@ Test(sim_serve, one_node_memory_reads_at_one_sockets_bandwidth)
     cr_assert_float_eq(cm[1].dep.hw.cpu_mem_bw.v, cm[0].dep.hw.cpu_mem_bw.v / 2, 1e-9);
     cr_assert_eq(cm[1].dep.hw.cpu_expert.P.v, cm[0].dep.hw.cpu_expert.P.v);
     cr_assert_gt(tpot[1], 1.3 * tpot[0], "one node %.6g, pooled %.6g", tpot[1], tpot[0]);
-    ws_cost_cfg cc;
-    ws_cost_cfg_default(&cc);
+    ws_deploy_cfg cc;
+    ws_deploy_cfg_default(&cc);
     cc.cpu_sockets = 2;
     ws_cost_model both;
     cr_assert_eq(ws_cost_model_init(&hw, &m, &cc, &both, &err), 0, "%s", err.msg);
@@ -924,7 +924,7 @@ Test(sim_serve, one_node_memory_reads_at_one_sockets_bandwidth)
     cr_assert_eq(ws_cost_model_init(&hw, &m, &cc, &cm[2], &err), 0, "%s", err.msg);
     cr_assert_eq(cm[2].dep.hw.cpu_expert.W.v, both.dep.hw.cpu_expert.W.v, "own copies: no one node");
     ws_cost_model_free(&both);
-    ws_cost_hw one = hw;
+    ws_hw one = hw;
     one.sockets.v = 1;
     ws_cost_model single;
     cc.cpu_sockets = 0;
@@ -941,7 +941,7 @@ Test(sim_serve, one_node_memory_reads_at_one_sockets_bandwidth)
 Test(sim_serve, cpu_threads_share_flops_and_cap_bandwidth)
 {
     ws_model m;
-    ws_cost_hw hw;
+    ws_hw hw;
     ws_err err = {0};
     load_qwen_5090("epyc-9355-2s", &m, &hw);
     cr_assert_eq(hw.cores.v, 64);
@@ -949,8 +949,8 @@ Test(sim_serve, cpu_threads_share_flops_and_cap_bandwidth)
     const int threads[] = {0, 64, 128, 16, 4};
     double P[5], W[5], tpot[5];
     for (int i = 0; i < 5; i++) {
-        ws_cost_cfg cc;
-        ws_cost_cfg_default(&cc);
+        ws_deploy_cfg cc;
+        ws_deploy_cfg_default(&cc);
         cc.cpu_threads = threads[i];
         ws_cost_model cm;
         cr_assert_eq(ws_cost_model_init(&hw, &m, &cc, &cm, &err), 0, "%s", err.msg);
@@ -972,8 +972,8 @@ Test(sim_serve, cpu_threads_share_flops_and_cap_bandwidth)
     cr_assert_gt(tpot[4], tpot[3], "4 threads %.6g, 16 threads %.6g", tpot[4], tpot[3]);
     /* no core_bw: the bandwidth stays, the flop/s still shrink */
     hw.core_bw.v = 0;
-    ws_cost_cfg cc;
-    ws_cost_cfg_default(&cc);
+    ws_deploy_cfg cc;
+    ws_deploy_cfg_default(&cc);
     cc.cpu_threads = 4;
     ws_cost_model cm;
     cr_assert_eq(ws_cost_model_init(&hw, &m, &cc, &cm, &err), 0, "%s", err.msg);
@@ -990,7 +990,7 @@ Test(sim_serve, cpu_threads_share_flops_and_cap_bandwidth)
 Test(sim_serve, layers_on_the_cpu_move_weights_kv_and_work)
 {
     ws_model m;
-    ws_cost_hw hw;
+    ws_hw hw;
     ws_err err = {0};
     ws_store *s;
     cr_assert_eq(ws_store_open_embedded(&s, &err), 0, "%s", err.msg);
@@ -1002,8 +1002,8 @@ Test(sim_serve, layers_on_the_cpu_move_weights_kv_and_work)
     const int ngl[] = {0, 48, 36, 12};
     double gw[4], hwb[4], tpot[4];
     for (int i = 0; i < 4; i++) {
-        ws_cost_cfg cc;
-        ws_cost_cfg_default(&cc);
+        ws_deploy_cfg cc;
+        ws_deploy_cfg_default(&cc);
         cc.w_gpu = cc.w_shared = cc.w_gpu_experts = cc.w_cpu_experts = q4;
         cc.n_gpu_layers = ngl[i];
         double t[2];
@@ -1036,8 +1036,8 @@ Test(sim_serve, layers_on_the_cpu_move_weights_kv_and_work)
     cr_assert_gt(tpot[2], tpot[0]);
     cr_assert_gt(tpot[3], tpot[2]);
     /* every op of a CPU layer holds the CPU (or nothing) */
-    ws_cost_cfg cc;
-    ws_cost_cfg_default(&cc);
+    ws_deploy_cfg cc;
+    ws_deploy_cfg_default(&cc);
     cc.n_gpu_layers = 36;
     ws_cost_model cm;
     cr_assert_eq(ws_cost_model_init(&hw, &m, &cc, &cm, &err), 0, "%s", err.msg);

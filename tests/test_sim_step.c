@@ -14,7 +14,7 @@
 
 typedef struct world {
     ws_model m;
-    ws_cost_hw hw;
+    ws_hw hw;
     ws_cost_model cm;
     sim_engine e;
     sim_step st;
@@ -29,8 +29,8 @@ static void world_init(world *w, int layers, int fold)
                             &w->m, &w->hw, NULL, &err),
                  0, "%s", err.msg);
     ws_store_close(s);
-    ws_cost_cfg cc;
-    ws_cost_cfg_default(&cc);
+    ws_deploy_cfg cc;
+    ws_deploy_cfg_default(&cc);
     cr_assert_eq(ws_cost_model_init(&w->hw, &w->m, &cc, &w->cm, &err), 0, "%s", err.msg);
     cr_assert_eq(sim_engine_init(&w->e, 1, &err), 0);
     cr_assert_eq(sim_step_init(&w->st, &w->e, 0, &w->cm, layers, 24, fold, &err), 0, "%s", err.msg);
@@ -160,14 +160,14 @@ Test(sim_step, controller_estimate_is_the_played_layer)
         ws_err err = {0};
         ws_store *s;
         ws_model m;
-        ws_cost_hw hw;
+        ws_hw hw;
         cr_assert_eq(ws_store_open_embedded(&s, &err), 0, "%s", err.msg);
         cr_assert_eq(ws_hw_load(s, P[p].model, "a100-40gb-pcie", "xeon-gold-5318y", WS_DT_BF16,
                                 &m, &hw, NULL, &err),
                      0, "%s", err.msg);
         ws_store_close(s);
-        ws_cost_cfg cc;
-        ws_cost_cfg_default(&cc);
+        ws_deploy_cfg cc;
+        ws_deploy_cfg_default(&cc);
         cc.gpu_experts = P[p].gpu_experts;
         cc.n_cpu_moe = P[p].n_cpu_moe;
         cc.n_gpu_layers = P[p].n_gpu_layers;

@@ -20,7 +20,7 @@
 #include "wformat.h"
 
 static ws_model g_m;
-static ws_cost_hw g_hw;
+static ws_hw g_hw;
 
 static void tiny(ws_validate_cfg *c)
 {
@@ -188,8 +188,8 @@ Test(validate, bad_settings_are_errors)
  * permute), on the cost model of the tiny model with CPU experts of `bytes` per weight. */
 static double sim_experts_s(double bytes)
 {
-    ws_cost_cfg cc;
-    ws_cost_cfg_default(&cc);
+    ws_deploy_cfg cc;
+    ws_deploy_cfg_default(&cc);
     cc.pingpong_bytes = 1;
     cc.cpu_expert_bytes = bytes;
     ws_cost_model cm;

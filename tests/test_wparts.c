@@ -22,7 +22,7 @@
     cr_assert(fabs((double)(a) - (double)(b)) <= 1e-9 * fabs((double)(b)) + 1e-300,                \
               "%s = %.12g, not %.12g", #a, (double)(a), (double)(b))
 
-static void load(const char *model, ws_model *m, ws_cost_hw *hw)
+static void load(const char *model, ws_model *m, ws_hw *hw)
 {
     ws_err err = {0};
     ws_store *s;
@@ -33,7 +33,7 @@ static void load(const char *model, ws_model *m, ws_cost_hw *hw)
     ws_store_close(s);
 }
 
-static void init(const ws_cost_hw *hw, const ws_model *m, const ws_cost_cfg *cc, ws_cost_model *cm)
+static void init(const ws_hw *hw, const ws_model *m, const ws_deploy_cfg *cc, ws_cost_model *cm)
 {
     ws_err err = {0};
     cr_assert_eq(ws_cost_model_init(hw, m, cc, cm, &err), 0, "%s", err.msg);
@@ -42,10 +42,10 @@ static void init(const ws_cost_hw *hw, const ws_model *m, const ws_cost_cfg *cc,
 Test(wparts, bytes_per_part_set_gemm_bytes_and_memory)
 {
     ws_model m;
-    ws_cost_hw hw;
+    ws_hw hw;
     load("deepseek-v2-lite", &m, &hw);
-    ws_cost_cfg cc;
-    ws_cost_cfg_default(&cc);
+    ws_deploy_cfg cc;
+    ws_deploy_cfg_default(&cc);
     ws_cost_model base, q;
     init(&hw, &m, &cc, &base);
     const ws_wformat *q4 = ws_wformat_find("Q4_K_M");
@@ -57,9 +57,9 @@ Test(wparts, bytes_per_part_set_gemm_bytes_and_memory)
     const double T = 1, H = m.hidden, N = base.qkv_out;
     double f, b;
     ws_cost_gemm_work(T, H, N, 2.0, &f, &b);
-    near(ws_cost_qkv_proj(&base, T), ws_cost_roof_time(&hw.gpu_gemm, f, b));
+    near(ws_cost_qkv_proj(&base, T), ws_hw_roof_time(&hw.gpu_gemm, f, b));
     const double bq = b - H * N * 2.0 + H * N * q4->bytes;
-    near(ws_cost_qkv_proj(&q, T), ws_cost_roof_time(&hw.gpu_gemm, f, bq));
+    near(ws_cost_qkv_proj(&q, T), ws_hw_roof_time(&hw.gpu_gemm, f, bq));
     cr_assert_lt(ws_cost_shared_experts(&q, T), ws_cost_shared_experts(&base, T));
     cr_assert_lt(ws_cost_cpu_experts(&q, q.n_dense_layers, T), ws_cost_cpu_experts(&base, base.n_dense_layers, T));
     /* routed experts on the GPU keep the model's dtype (not given) */
@@ -79,7 +79,7 @@ Test(wparts, bytes_per_part_set_gemm_bytes_and_memory)
 }
 
 /* A host with the given extra parameters beside the datasheet basics. */
-static void host_hw(const ws_profile_param *extra, int n, ws_cost_hw *hw)
+static void host_hw(const ws_profile_param *extra, int n, ws_hw *hw)
 {
     ws_profile_param hp[16] = {
         {"dram_bw", 1e11, "B/s", WS_SOURCE_DATASHEET, ""},
@@ -102,7 +102,7 @@ static void host_hw(const ws_profile_param *extra, int n, ws_cost_hw *hw)
     ws_profile host = {.name = "h", .kind = "host", .params = hp, .n_params = (size_t)(4 + n)};
     ws_profile gpu = {.name = "g", .kind = "gpu", .params = gp, .n_params = 8};
     ws_err err = {0};
-    cr_assert_eq(ws_cost_hw_load(&gpu, &host, WS_ATTN_GQA, WS_DT_BF16, WS_DT_BF16, hw, &err), 0,
+    cr_assert_eq(ws_hw_from_profiles(&gpu, &host, WS_ATTN_GQA, WS_DT_BF16, WS_DT_BF16, hw, &err), 0,
                  "%s", err.msg);
 }
 
@@ -115,7 +115,7 @@ Test(wparts, cpu_compute_picks_fit_then_family)
     const ws_profile_param fit8[] = {
         {"cpu.expert_gemm.int8.peak_flops", 2e12, "op/s", WS_SOURCE_FITTED, ""},
         {"cpu.expert_gemm.int8.bandwidth", 3e10, "B/s", WS_SOURCE_FITTED, ""}};
-    ws_cost_hw hw;
+    ws_hw hw;
     /* no family: fp32_flops x flops_eff for every compute */
     host_hw(NULL, 0, &hw);
     near(hw.cpu_expert_wc[WS_WC_INT8].P.v, 0.5e12);
@@ -143,13 +143,13 @@ Test(wparts, cpu_compute_picks_fit_then_family)
     near(hw.cpu_expert_wc[WS_WC_BF16].W.v, 1e11 * 0.5);
     /* the cost model uses the CPU experts' format's roofline */
     ws_model m;
-    ws_cost_hw real;
+    ws_hw real;
     load("qwen3-30b-a3b", &m, &real);
     /* the paper's Xeon has VNNI and no AVX512_BF16 or AMX */
     near(real.cpu_expert_wc[WS_WC_INT8].P.v, 1.29024e13 * 0.5);
     near(real.cpu_expert_wc[WS_WC_BF16].P.v, real.cpu_expert.P.v);
-    ws_cost_cfg cc;
-    ws_cost_cfg_default(&cc);
+    ws_deploy_cfg cc;
+    ws_deploy_cfg_default(&cc);
     cc.w_cpu_experts = ws_wformat_find("int8");
     ws_cost_model cm;
     init(&real, &m, &cc, &cm);
@@ -165,7 +165,7 @@ Test(wparts, cpu_compute_picks_fit_then_family)
 
 Test(wparts, gpu_fp8_uses_fp8_flops_where_present)
 {
-    ws_cost_hw hw;
+    ws_hw hw;
     host_hw(NULL, 0, &hw);
     near(hw.gpu_gemm_wc[WS_WC_FP8].P.v, 4e14 * 0.5);
     cr_assert_str_eq(hw.gpu_gemm_wc[WS_WC_FP8].P.from, "fp8_flops x tensor_eff");
@@ -175,7 +175,7 @@ Test(wparts, gpu_fp8_uses_fp8_flops_where_present)
     cr_assert_not_null(strstr(hw.gpu_gemm_wc[WS_WC_INT8].P.from, "no int8_flops"));
     /* the A100 profile has no fp8_flops: fp8 weights run at its 16-bit rate */
     ws_model m;
-    ws_cost_hw a100;
+    ws_hw a100;
     load("qwen3-30b-a3b", &m, &a100);
     near(a100.gpu_gemm_wc[WS_WC_FP8].P.v, a100.gpu_gemm.P.v);
     cr_assert_not_null(strstr(a100.gpu_gemm_wc[WS_WC_FP8].P.from, "no fp8_flops"));
@@ -184,10 +184,10 @@ Test(wparts, gpu_fp8_uses_fp8_flops_where_present)
 Test(wparts, n_cpu_moe_puts_the_first_layers_on_the_cpu)
 {
     ws_model m;
-    ws_cost_hw hw;
+    ws_hw hw;
     load("qwen3-30b-a3b", &m, &hw);
-    ws_cost_cfg cc;
-    ws_cost_cfg_default(&cc);
+    ws_deploy_cfg cc;
+    ws_deploy_cfg_default(&cc);
     cc.n_cpu_moe = 10;
     ws_cost_model cm, all_cpu;
     init(&hw, &m, &cc, &cm);
@@ -229,10 +229,10 @@ Test(wparts, n_cpu_moe_puts_the_first_layers_on_the_cpu)
 Test(wparts, folding_keeps_cpu_and_gpu_moe_layers_apart)
 {
     ws_model m;
-    ws_cost_hw hw;
+    ws_hw hw;
     load("qwen3-30b-a3b", &m, &hw);
-    ws_cost_cfg cc;
-    ws_cost_cfg_default(&cc);
+    ws_deploy_cfg cc;
+    ws_deploy_cfg_default(&cc);
     cc.n_cpu_moe = 12;
     ws_cost_model cm;
     init(&hw, &m, &cc, &cm);
@@ -313,7 +313,7 @@ Test(wparts, cli_flags_parse_and_refuse)
 Test(wparts, block_quantized_kv_takes_its_bytes)
 {
     ws_model m;
-    ws_cost_hw hw;
+    ws_hw hw;
     ws_err err = {0};
     ws_store *s;
     cr_assert_eq(ws_store_open_embedded(&s, &err), 0, "%s", err.msg);
@@ -323,8 +323,8 @@ Test(wparts, block_quantized_kv_takes_its_bytes)
     ws_store_close(s);
     const char *names[] = {"q8_0", "q4_0"};
     const double per[] = {34.0 / 32, 18.0 / 32};
-    ws_cost_cfg cc;
-    ws_cost_cfg_default(&cc);
+    ws_deploy_cfg cc;
+    ws_deploy_cfg_default(&cc);
     ws_cost_model base;
     cr_assert_eq(ws_cost_model_init(&hw, &m, &cc, &base, &err), 0, "%s", err.msg);
     for (int i = 0; i < 2; i++) {

@@ -225,7 +225,7 @@ static void assume(ws_fid_point *p, const char *fmt, ...)
 
 /* The policy standing for the point's placement (the experts of the first n_cpu_moe MoE
  * layers on the CPU where it says so), or missing names the knob. */
-static int point_policy(ws_fid_point *p, const ws_model *m, ws_policy_kind *k, ws_cost_cfg *cc)
+static int point_policy(ws_fid_point *p, const ws_model *m, ws_policy_kind *k, ws_deploy_cfg *cc)
 {
     const char *w = p->offload_what;
     cc->gpu_experts = 0;
@@ -265,7 +265,7 @@ static int point_policy(ws_fid_point *p, const ws_model *m, ws_policy_kind *k, w
  * experts' bytes where they differ), any other known format the parts' formats (the GPU
  * part's, the CPU experts' beside it); the KV dtype. Missing names what cannot be
  * expressed. */
-static int point_dtypes(ws_fid_point *p, ws_model *m, ws_dtype *kv, ws_cost_cfg *cc)
+static int point_dtypes(ws_fid_point *p, ws_model *m, ws_dtype *kv, ws_deploy_cfg *cc)
 {
     ws_dtype d;
     const ws_wformat *f = NULL;
@@ -394,15 +394,15 @@ static int predict_at(ws_store *s, ws_fid_point *p, int prompt, int output, ws_e
         return 0;
     }
     ws_dtype kv;
-    ws_cost_cfg cc;
-    ws_cost_cfg_default(&cc);
+    ws_deploy_cfg cc;
+    ws_deploy_cfg_default(&cc);
     if (point_dtypes(p, &m, &kv, &cc))
         return 0;
     ws_policy_kind k;
     if (point_policy(p, &m, &k, &cc))
         return 0;
     cc.kv_dtype = kv;
-    ws_cost_hw hw;
+    ws_hw hw;
     int cores = 1;
     int rc = ws_hw_load_model(s, &m, p->gpu, p->host, kv, &hw, &cores, &e);
     if (rc == WS_ENOTFOUND) {
@@ -420,7 +420,7 @@ static int predict_at(ws_store *s, ws_fid_point *p, int prompt, int output, ws_e
                               (prompt + output);
         int best = 0;
         for (int n = m.layers - 1; n >= 1 && !best; n--) {
-            ws_cost_cfg c2 = cc;
+            ws_deploy_cfg c2 = cc;
             c2.n_gpu_layers = n;
             c2.gpu_experts = m.n_experts;
             ws_cost_model cm;
@@ -570,7 +570,7 @@ int ws_fidelity_add_ops(ws_store *s, const char *dir, const char *gpu, int heldo
                         ws_fid_report *r, ws_err *err)
 {
     ws_vidur_rows rows = {0};
-    ws_cost_hw hw;
+    ws_hw hw;
     ws_oppoints st;
     const char *paths[] = {dir};
     int rc = ws_oppoints_check(s, paths, 1, gpu, NULL, heldout, 0, &rows, &hw, &st, err);

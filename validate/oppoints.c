@@ -8,7 +8,7 @@
 #include "import.h"
 #include "profile.h"
 
-double ws_oppoint_predict(const ws_vidur_row *w, const ws_cost_hw *hw, double elem)
+double ws_oppoint_predict(const ws_vidur_row *w, const ws_hw *hw, double elem)
 {
     double f_tok, b_tok;
     ws_cost_gqa_terms(w->q_heads, w->kv_heads, w->head_dim, elem, &f_tok, &b_tok);
@@ -64,7 +64,7 @@ static double rank(const err_row *e, int n, double q)
     return e[(k < 1 ? 1 : k > n ? n : k) - 1].pct;
 }
 
-int ws_oppoints_eval(const ws_vidur_rows *rows, const ws_cost_hw *hw, double elem,
+int ws_oppoints_eval(const ws_vidur_rows *rows, const ws_hw *hw, double elem,
                      int heldout_only, double min_s, ws_oppoints *out, ws_err *err)
 {
     memset(out, 0, sizeof *out);
@@ -113,7 +113,7 @@ int ws_oppoints_eval(const ws_vidur_rows *rows, const ws_cost_hw *hw, double ele
 
 int ws_oppoints_check(ws_store *s, const char *const *paths, int n_paths, const char *gpu,
                       const char *dtype, int heldout_only, double min_s, ws_vidur_rows *rows,
-                      ws_cost_hw *hw, ws_oppoints *out, ws_err *err)
+                      ws_hw *hw, ws_oppoints *out, ws_err *err)
 {
     memset(rows, 0, sizeof *rows);
     memset(hw, 0, sizeof *hw);
@@ -138,7 +138,7 @@ int ws_oppoints_check(ws_store *s, const char *const *paths, int n_paths, const 
     if (!(rc = ws_profile_load(s, gpu, &p, err))) {
         rc = strcmp(p.kind, "gpu")
                  ? ws_err_set(err, WS_EINVAL, "operator points: '%s' is not a GPU profile", gpu)
-                 : ws_cost_hw_load_gpu(&p, kind, dt, dt, hw, err);
+                 : ws_hw_gpu_from_profile(&p, kind, dt, dt, hw, err);
         ws_profile_free(&p);
     }
     if (!rc)

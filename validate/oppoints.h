@@ -43,10 +43,10 @@ typedef struct ws_oppoints {
 /* The model's time (s) of row w on hw, at `elem` bytes per element (the data's precision):
  * decode attention c0 + KV bytes / W, prefill attention on the prefill curve, the GEMM's
  * roofline, the elementwise kernel's c0 + bytes / W. */
-double ws_oppoint_predict(const ws_vidur_row *w, const ws_cost_hw *hw, double elem);
+double ws_oppoint_predict(const ws_vidur_row *w, const ws_hw *hw, double elem);
 
 /* Predicts every row (heldout_only: the held-out ones) and sums up the errors per group. */
-int ws_oppoints_eval(const ws_vidur_rows *rows, const ws_cost_hw *hw, double elem,
+int ws_oppoints_eval(const ws_vidur_rows *rows, const ws_hw *hw, double elem,
                      int heldout_only, double min_s, ws_oppoints *out, ws_err *err);
 
 /* The whole check: reads the profile files (calib/import.h ws_import_read; folders
@@ -56,7 +56,7 @@ int ws_oppoints_eval(const ws_vidur_rows *rows, const ws_cost_hw *hw, double ele
  * back for the caller (free the rows with ws_vidur_rows_free). */
 int ws_oppoints_check(ws_store *s, const char *const *paths, int n_paths, const char *gpu,
                       const char *dtype, int heldout_only, double min_s, ws_vidur_rows *rows,
-                      ws_cost_hw *hw, ws_oppoints *out, ws_err *err);
+                      ws_hw *hw, ws_oppoints *out, ws_err *err);
 
 #ifdef __cplusplus
 }

@@ -123,7 +123,7 @@ static int run_sim(const ws_validate_cfg *c, int layers, ws_store *store, sim_si
     sc.cpu_workers = c->cpu_workers > 0 ? c->cpu_workers : 1;
     sc.keep_steps = 0;
     sc.keep_requests = 0;
-    ws_cost_cfg cc;
+    ws_deploy_cfg cc;
     ws_engine_cost_cfg(e, &cc);
     sim_closed closed;
     sim_source src;
@@ -356,10 +356,10 @@ static void sum_runs(const ws_run_result *runs, int reps, int warmup, run_sums *
 
 /* CPU attention, C_cpu + A n per layer: A and C fitted to the runtime's points where the CPU
  * tokens vary enough, else A with the model's C; then the CPU half per step. */
-static void cpu_attn_terms(ws_validate_report *r, const ws_cost_model *cm, const ws_cost_hw *hw,
+static void cpu_attn_terms(ws_validate_report *r, const ws_cost_model *cm, const ws_hw *hw,
                            const run_sums *u, double S, double step)
 {
-    const ws_cost_roof *ra = &hw->cpu_attn;
+    const ws_hw_roof *ra = &hw->cpu_attn;
     const double A = cm->A, C = ra->c0.v;
     const double t_bw = ra->W.v > 0 ? cm->b_tok / ra->W.v : 0,
                  t_fl = ra->P.v > 0 ? cm->f_tok / ra->P.v : 0;
@@ -448,7 +448,7 @@ static int compute_terms(const ws_validate_cfg *c, const ws_run_result *runs, in
                          const sim_side *sim, ws_validate_report *r, ws_err *err)
 {
     const ws_engine_cfg *e = &c->eng;
-    ws_cost_cfg cc;
+    ws_deploy_cfg cc;
     ws_engine_cost_cfg(e, &cc);
     ws_cost_model cm;
     int rc = ws_cost_model_init(e->hw, e->model, &cc, &cm, err);
