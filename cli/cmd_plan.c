@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "cli.h"
+#include "convert.h"
 #include "plan.h"
 #include "plan_plot.h"
 #include "plan_run.h"
@@ -820,7 +821,7 @@ int cmd_plan(int argc, char **argv)
         return cli_usage_error("plan", "--db and --save both name the database: give one");
     s.model = o.w.model;
     s.host = o.w.host;
-    if ((rc = cli_formats_apply("plan", &o.w, &s.cost)))
+    if ((rc = cli_to_cost_cfg("plan", &o.w, &s.cost)))
         return rc;
     if ((rc = plan_prices(&o, &s)) || (rc = plan_slos(&o, &s)) || (rc = plan_load(&o, &a, &s)) ||
         (rc = plan_source(&o.w, &s, s.load == WS_PLAN_USERS)) || (rc = plan_search(&o, &a, &s)))

@@ -9,6 +9,7 @@
 #include "hw.h"
 #include "policy.h"
 #include "serve.h"
+#include "serving.h"
 #include "trace.h"
 #include "ws_util.h"
 
@@ -39,7 +40,11 @@ void ws_plan_spec_default(ws_plan_spec *s)
     s->n_fit = 3;
     memcpy(s->fit_batch, fit, sizeof fit);
     s->fit_max = 4LL << 20;
-    s->chunk = 2048;
+    ws_serving srv;
+    ws_serving_default(&srv);
+    s->chunk = srv.chunk;
+    s->prefill_mode = srv.prefill_mode;
+    s->seed = srv.seed;
 }
 
 int ws_plan_spec_check(const ws_plan_spec *s, ws_err *err)
