@@ -260,14 +260,17 @@ static int calib_run(const calib_opts *c, int only_given)
     bar b = {.tty = isatty(2), .t0 = ws_now_s()};
     cfg.progress_ctx = &b;
     /* Stopped by SIGINT/SIGTERM while measuring: the run ends cleanly and stores nothing. */
-    struct sigaction sa = {0}, old_int, old_term;
+    struct sigaction sa = {0}, old[2];
     sa.sa_handler = on_signal;
-    sigaction(SIGINT, &sa, &old_int);
-    sigaction(SIGTERM, &sa, &old_term);
+    const int sigs[] = {SIGINT, SIGTERM};
+    for (int i = 0; i < 2; i++)
+        /* as in main: a signal ignored by whoever started us stays ignored */
+        if (sigaction(sigs[i], NULL, &old[i]) == 0 && old[i].sa_handler != SIG_IGN)
+            sigaction(sigs[i], &sa, NULL);
     ws_calib_run_out out;
     int rc = ws_calib_run_exec(s, &cfg, &out, &err);
-    sigaction(SIGINT, &old_int, NULL);
-    sigaction(SIGTERM, &old_term, NULL);
+    for (int i = 0; i < 2; i++)
+        sigaction(sigs[i], &old[i], NULL);
     if (rc) {
         if (b.tty && out.measured)
             fputc('\n', stderr);

@@ -143,6 +143,10 @@ static void exec_writescope(const char *prog, const char *const *args, const cha
         bin = "bin/writescope";
     for (const char *const *e = env_kv; e && *e; e++)
         putenv((char *)*e);
+    /* the child meets a signal as a foreground command does, however the tests were
+     * started (a background job starts with SIGINT ignored) */
+    signal(SIGINT, SIG_DFL);
+    signal(SIGTERM, SIG_DFL);
     if (prog) {
         execvp(prog, (char *const *)args);
         fprintf(stderr, "exec %s failed\n", prog);

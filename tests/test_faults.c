@@ -78,6 +78,10 @@ static int spawn(const char *tag, const char *const *args, child_opts o)
         dup2(fe, 2);
         if (o.env)
             putenv((char *)o.env);
+        /* the child meets a signal as a foreground command does, however the tests were
+         * started (a background job starts with SIGINT ignored) */
+        signal(SIGINT, SIG_DFL);
+        signal(SIGTERM, SIG_DFL);
         if (o.fsize > 0) {
             signal(SIGXFSZ, SIG_IGN); /* kept across exec: a write past the limit is EFBIG */
             struct rlimit rl = {(rlim_t)o.fsize, (rlim_t)o.fsize};
