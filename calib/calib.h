@@ -14,6 +14,7 @@
 #define WS_CALIB_H
 
 #include <jansson.h>
+#include <signal.h>
 
 #include "calibdb.h"
 #include "fingerprint.h"
@@ -81,5 +82,24 @@ int ws_calib_host_profile(ws_store *s, char *buf, size_t cap);
 /* Test hook (fault injection): when >= 0, ws_calib_store fails after writing this many
  * sample rows, inside its transaction. */
 extern int ws_calib_fault_after_samples;
+
+/* How a run measures (calib/measure.c, calib/measure_gpu.c). */
+typedef void (*ws_calib_progress_fn)(void *ctx, double frac, const char *what);
+
+/* ws_calib_opts.sweeps: 0 runs every sweep of the scope; else only the CPU expert GEMM
+ * sweeps named by its bits (no machine figures: their fits need none, the token counts span
+ * intensities). */
+#define WS_CALIB_SWEEP_EXPERT_BF16 1 /* cpu.expert_gemm.bf16 */
+#define WS_CALIB_SWEEP_EXPERT_INT8 2 /* cpu.expert_gemm.int8 */
+
+typedef struct ws_calib_opts {
+    int quick;                  /* coarse sweep (< 60 s on 2 cores) */
+    int sweeps;                 /* 0: all; else WS_CALIB_SWEEP_* bits */
+    int do_cpu, do_gpu, do_link;
+    int threads;                /* 0 = every logical CPU */
+    ws_calib_progress_fn progress;
+    void *progress_ctx;
+    volatile sig_atomic_t *stop; /* set asynchronously to stop: WS_ECANCELED */
+} ws_calib_opts;
 
 #endif

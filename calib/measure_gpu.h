@@ -6,7 +6,7 @@
 #ifndef WS_MEASURE_GPU_H
 #define WS_MEASURE_GPU_H
 
-#include "measure.h"
+#include "calib.h"
 
 /* Adds the samples of the requested scopes (o->do_gpu, o->do_link) to run; progress is
  * reported as phases [phase0, phase0 + 2) of n_phases. */
