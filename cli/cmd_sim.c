@@ -136,6 +136,7 @@ static json_t *totals_json(const sim_results *r)
     json_object_set_new(o, "fold_inexact_steps", json_integer((json_int_t)t->fold_inexact));
     json_object_set_new(o, "prefill_cpu_steps", json_integer((json_int_t)t->prefill_cpu_steps));
     json_object_set_new(o, "prefill_gpu_steps", json_integer((json_int_t)t->prefill_gpu_steps));
+    json_object_set_new(o, "preempted", json_integer((json_int_t)t->preempted));
     json_object_set_new(o, "wall_s", json_real(t->wall_s));
     json_t *rq = json_array();
     for (size_t i = 0; i < r->n_req; i++) {
@@ -520,6 +521,7 @@ static const cli_optdef k_opts[] = {
     {CLI_GROUP(SO, w, cli_workload, cli_trace_opts)},
     {CLI_GROUP(SO, w, cli_workload, cli_gen_opts)},
     {CLI_GROUP(SO, w, cli_workload, cli_closed_opts)},
+    {CLI_GROUP(SO, w, cli_workload, cli_serve_opts)},
     {"batch", CLI_TUNE,
      .help = "the most sequences running at once (continuous batching; default 4, the "
              "closed batch, or 32 for traces and generators)"},
@@ -572,6 +574,8 @@ static const cli_spec k_spec = {"sim", k_opts, 2, usage};
  * it, and how its runs are printed. */
 typedef struct sim_cmd {
     const sim_opts *o;
+    const cli_args *a;
+    ws_server eng; /* --engine, as read (eng.name empty: none) */
     sim_job_cfg jc;
     ws_trace_gen tg;
     ws_model m;
@@ -657,6 +661,8 @@ static int sim_open(sim_cmd *j)
     }
     if (rc)
         return cli_fail(&err);
+    if ((rc = cli_serve_engine("sim", j->a, &o->w, &j->hw, &j->m, &jc->cfg, &jc->cc, &j->eng)))
+        return rc;
     if (jc->cfg.layers > j->m.layers)
         return cli_usage_error("sim", "--layers %d: model %s has %d layers", jc->cfg.layers,
                                j->m.name, j->m.layers);
@@ -729,6 +735,12 @@ static int sim_table_begin(sim_cmd *j)
             j->hw.gpu, j->hw.host, j->embedded ? " (embedded datasheet profiles)" : "", m->name,
             c->layers > 0 && c->layers < m->layers ? c->layers : m->layers, m->layers,
             c->detail_layer ? "layer" : "step");
+    fprintf(o, "serving: %s%s%s, %s scheduler, %d-token budget, chunk %d, prefix cache %s, "
+               "preemption %s\n",
+            j->eng.name[0] ? "engine " : "", j->eng.name[0] ? j->eng.name : "no engine",
+            j->eng.name[0] ? " (engines/, each value's reference there)" : "",
+            ws_batching_name(c->batching), c->token_budget, c->chunk,
+            c->prefix_cache ? "on" : "off", ws_preempt_name(c->preempt));
     if (jc->trace) {
         fprintf(o, "workload: trace %s, at most %d running\n", jc->trace, c->batch);
     } else if (jc->gen) {
@@ -912,7 +924,7 @@ int cmd_sim(int argc, char **argv)
     const int detail_layer = cli_given(&a, "detail") ? o.w.detail : !grid;
     if (grid)
         return sim_grid_cmd(&o, &a, detail_layer);
-    sim_cmd j = {.o = &o};
+    sim_cmd j = {.o = &o, .a = &a};
     if ((rc = sim_check(&a, &j)) || (rc = sim_open(&j)))
         goto done;
     if (j.jc.gen)

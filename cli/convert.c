@@ -7,24 +7,44 @@
 
 #define GIB 1073741824.0
 
+/* The serving flags given on the command line, over whatever s holds (the defaults, or an
+ * engine's values): each flag overrides one value. */
+static void serving_flags(const cli_args *a, const cli_workload *w, ws_serving *s)
+{
+#define GIVEN(name) (cli_declared(a, name) && cli_given(a, name))
+    if (GIVEN("r"))
+        s->par.r_static = w->r;
+    if (GIVEN("r-max"))
+        s->par.r_max = w->r_max;
+    if (GIVEN("batch"))
+        s->batch = w->batch;
+    if (GIVEN("chunk"))
+        s->chunk = w->chunk;
+    if (GIVEN("prefill"))
+        s->prefill_mode = w->prefill;
+    if (GIVEN("window"))
+        s->window = w->window;
+    if (GIVEN("scheduler"))
+        s->batching = w->sched;
+    if (GIVEN("token-budget"))
+        s->token_budget = w->token_budget;
+    if (GIVEN("prefix-cache"))
+        s->prefix_cache = w->prefix;
+    if (GIVEN("preempt"))
+        s->preempt = w->preempt;
+#undef GIVEN
+}
+
 /* The serving settings; "all" policies (sim's default) leaves the policy at its default for
  * the caller to set per run, when all_ok. */
 static int serving(const char *cmd, const cli_args *a, const cli_workload *w, int all_ok,
                    ws_serving *s)
 {
     ws_serving_default(s);
-    if (cli_declared(a, "r"))
-        s->par.r_static = w->r;
-    if (cli_declared(a, "r-max"))
-        s->par.r_max = w->r_max;
-    if (w->batch > 0)
+    /* a command's own default batch (its TUNE entry) where no engine may set it */
+    if (w->batch > 0 && !(cli_declared(a, "engine") && w->engine))
         s->batch = w->batch;
-    if (cli_declared(a, "chunk"))
-        s->chunk = w->chunk;
-    if (cli_declared(a, "prefill"))
-        s->prefill_mode = w->prefill;
-    if (cli_declared(a, "window"))
-        s->window = w->window;
+    serving_flags(a, w, s);
     s->seed = (uint64_t)w->seed;
     if (s->window % s->par.page_tokens)
         return cli_usage_error(cmd, "--window must be a multiple of the page (%d tokens)",
@@ -32,6 +52,22 @@ static int serving(const char *cmd, const cli_args *a, const cli_workload *w, in
     ws_err err = {0};
     if (!(all_ok && !strcmp(w->policy, "all")) && ws_policy_from_name(w->policy, &s->policy, &err))
         return cli_fail(&err);
+    return 0;
+}
+
+int cli_serve_engine(const char *cmd, const cli_args *a, const cli_workload *w, const ws_hw *hw,
+                     const ws_model *m, sim_cfg *c, ws_deploy_cfg *cc, ws_server *e)
+{
+    if (!cli_declared(a, "engine") || !w->engine)
+        return 0;
+    ws_err err = {0};
+    if (ws_server_load(w->engine, hw->gpu, hw->gpu_mem.v, m->max_ctx, e, &err))
+        return cli_fail(&err);
+    ws_server_apply(e, &c->srv, cc, &c->kv_mem);
+    serving_flags(a, w, &c->srv);
+    if (!cli_given(a, "batch") && !e->set[WS_SRV_MAX_SEQS] && w->batch > 0)
+        c->batch = w->batch;
+    (void)cmd;
     return 0;
 }
 
@@ -94,6 +130,7 @@ int cli_to_engine_cfg(const char *cmd, const cli_args *a, const cli_workload *w,
     int rc = cli_to_serving(cmd, a, w, &c->srv);
     if (rc)
         return rc;
+    c->batching = WS_BATCH_SERIAL; /* the runtime's scheduler */
     c->prompt = w->prompt;
     c->output = w->output;
     c->layers = w->layers;

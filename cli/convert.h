@@ -13,6 +13,7 @@
 #include "opts.h"
 #include "run_engine.h"
 #include "serve.h"
+#include "server.h"
 #include "serving.h"
 #include "workload.h"
 
@@ -31,5 +32,10 @@ int cli_to_engine_cfg(const char *cmd, const cli_args *a, const cli_workload *w,
  * a closed batch runs 4 at once unless --batch says), layers, detail, the SLOs and the
  * memory limits; callbacks and keep_* are the caller's. */
 int cli_to_sim_cfg(const char *cmd, const cli_args *a, const cli_workload *w, sim_cfg *c);
+/* --engine NAME (where the command takes it and it was given), once the model and the
+ * hardware are known: the engine's values over c's serving settings, its KV memory and cc's
+ * step overhead, then the serving flags given again over them; *e the engine as read. */
+int cli_serve_engine(const char *cmd, const cli_args *a, const cli_workload *w, const ws_hw *hw,
+                     const ws_model *m, sim_cfg *c, ws_deploy_cfg *cc, ws_server *e);
 
 #endif

@@ -73,6 +73,38 @@ const cli_optdef cli_sim_opts[] = {
              "results/writescope.db)"},
     {0}};
 
+const cli_optdef cli_serve_opts[] = {
+    {"engine", CLI_STR(W, engine), .arg = "NAME",
+     .help = "serve as this engine does (engines/NAME.json: vllm-v0, vllm-v1, sglang, "
+             "llama.cpp, ik_llama.cpp, ktransformers, tensorrt-llm): its scheduler, token "
+             "budget, sequence cap, chunk, prefix caching, KV memory, preemption and step "
+             "overhead, each from a public reference; the flags below and --batch, --chunk, "
+             "--gpu-kv-gb override one value each"},
+    {"scheduler", CLI_ENUM(W, sched),
+     .names = (const char *const[]){"chunked", "prefill-first", "slots", "serial", NULL},
+     .def = "chunked", .err = "--scheduler must be chunked, prefill-first, slots or serial",
+     .help = "how a step is filled: chunked (every running decode, then prompt chunks up to "
+             "--token-budget: vLLM V1, Sarathi-Serve, TensorRT-LLM), prefill-first (prompt "
+             "chunks up to the budget while any prompt has tokens left, else the decodes: vLLM "
+             "V0, SGLang), slots (llama.cpp's server: decodes and prompt tokens up to the "
+             "budget, n_batch, run as passes of --chunk, n_ubatch), serial (one chunk of the "
+             "oldest prompt, else the decodes: the live runtime's)"},
+    {"token-budget", CLI_INT(W, token_budget), .arg = "T", .lo = 1, .hi = 1 << 24,
+     .def = "2048",
+     .help = "tokens of one step, decodes and prompt chunks together (vLLM's "
+             "--max-num-batched-tokens, SGLang's --chunked-prefill-size, llama.cpp's -b)"},
+    {"prefix-cache", CLI_ENUM(W, prefix), .names = (const char *const[]){"off", "on", NULL},
+     .def = "off", .err = "--prefix-cache must be on or off",
+     .help = "on: a prompt's leading blocks already cached (a trace's block hashes) are not "
+             "prefilled again; the cache keeps unused blocks until their memory is needed "
+             "(least recently used first)"},
+    {"preempt", CLI_ENUM(W, preempt), .names = (const char *const[]){"none", "recompute", NULL},
+     .def = "none", .err = "--preempt must be none or recompute",
+     .help = "none: a request reserves its whole KV when admitted; recompute: KV grows a token "
+             "at a time and, when it runs out, the newest sequences give theirs back and "
+             "prefill again later (vLLM, SGLang)"},
+    {0}};
+
 const cli_optdef cli_trace_opts[] = {
     {"format", CLI_STR(W, format), .arg = "F",
      .help = "the trace's format: ours, azure, mooncake, burstgpt or vidur (default: detected "

@@ -37,6 +37,8 @@ typedef struct cli_workload {
     const char *weights, *cpu_exp_w, *gpu_exp_w, *shared_w, *kv_dtype; /* cli_format_opts */
     int n_cpu_moe, cpu_threads, n_gpu_layers;
     int window; /* cli_window_opts */
+    const char *engine; /* cli_serve_opts */
+    int sched, token_budget, prefix, preempt;
     /* sim's own (cmd_sim.c declares them): the share's clip, the SLOs, the memory limits
      * (GiB), the GPU's routed experts and the sockets of the CPU's work */
     double r_max, slo_ttft, slo_tpot, kv_gb, host_gb;
@@ -72,6 +74,10 @@ extern const cli_optdef cli_closed_opts[];
      .help = "the KV policy: writescope, static, stream, cpu-attn or migrate (a single-state "     \
              "cache whose reformats really move pages); gpu-only and ktrans do not spill and "     \
              "do not run live"}
+/* --engine --scheduler --token-budget --prefix-cache --preempt: how a server fills its steps
+ * and keeps its KV (sim, plan, fidelity); --engine sets them as that engine does, the others
+ * each override one value. */
+extern const cli_optdef cli_serve_opts[];
 /* --window: the D-window (sim, run). */
 extern const cli_optdef cli_window_opts[];
 /* --weights --gpu-expert-weights --shared-expert-weights --cpu-expert-weights --kv-dtype

@@ -12,6 +12,7 @@ void ws_deploy_cfg_default(ws_deploy_cfg *c)
     c->kv_dtype = WS_DT_BF16;
     c->pingpong_bytes = 32.0 * 1024 * 1024;
     c->act_bytes = 4;
+    c->step_overhead = -1;
 }
 
 const char *ws_layer_kind_name(int kind)
@@ -87,6 +88,11 @@ static void deploy_rates(const ws_hw *hw, const ws_model *m, const ws_deploy_cfg
                          ws_hw *out)
 {
     *out = *hw;
+    if (cfg->step_overhead >= 0) {
+        out->step.v = cfg->step_overhead;
+        out->step.src = WS_SOURCE_MODELED;
+        snprintf(out->step.from, sizeof out->step.from, "%s", cfg->step_from);
+    }
     /* NUMA-aware engines run the CPU's work on the sockets given, each reading its own copy
      * from its own DRAM: their share of the host's cores and bandwidth. */
     const double share = socket_share(hw, cfg);

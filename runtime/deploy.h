@@ -53,6 +53,10 @@ typedef struct ws_deploy_cfg {
                        * wholly on the CPU (llama.cpp -ngl N): their weights and KV in host
                        * DRAM, their projections, attention and experts on the CPU's cores;
                        * 0 (or >= the model's layers): every layer on the GPU */
+    double step_overhead; /* >= 0: s the serving engine leaves the GPU idle per step (its
+                           * file, server.h), step_from saying where it was read; < 0 (the
+                           * default): the GPU profile's step_overhead */
+    char step_from[160];
     int cpu_threads; /* > 0: the CPU's work runs on this many threads (KTransformers
                       * --cpu_infer, llama.cpp -t), at most one per core of the sockets used:
                       * their share of those cores' flop/s, and of the DRAM bandwidth up to

@@ -136,6 +136,7 @@ static int parse_dims(json_t *c, const char *origin, ws_model *m, ws_err *err)
     GET_INT("num_hidden_layers", 0, WS_MODEL_MAX_LAYERS, m->layers);
     GET_INT("num_attention_heads", 0, WS_MODEL_MAX_HEADS, m->n_q_heads);
     GET_INT("vocab_size", 0, WS_MODEL_MAX_VOCAB, m->vocab);
+    GET_INT("max_position_embeddings", 0, 1 << 30, m->max_ctx);
     if ((rc = require_pos(m->hidden, "hidden_size", origin, err)) ||
         (rc = require_pos(m->layers, "num_hidden_layers", origin, err)) ||
         (rc = require_pos(m->n_q_heads, "num_attention_heads", origin, err)) ||

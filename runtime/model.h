@@ -57,6 +57,7 @@ typedef struct ws_model {
     int kv_lora_rank, q_lora_rank, rope_dim, nope_dim; /* MLA (0 when not MLA) */
     int index_topk, index_n_heads, index_head_dim;   /* sparse indexer (0 when dense) */
     int sliding_window;     /* tokens, 0 = none */
+    int max_ctx;            /* max_position_embeddings: the longest context, 0 = not given */
 
     int intermediate;       /* dense MLP width */
     int n_experts, experts_per_tok, moe_intermediate;

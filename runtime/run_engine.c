@@ -30,6 +30,7 @@ void ws_engine_cfg_default(ws_engine_cfg *c)
 {
     memset(c, 0, sizeof *c);
     ws_serving_default(&c->srv);
+    c->batching = WS_BATCH_SERIAL; /* the closed batch's prompts one chunk at a time */
     c->gpu = WS_ENGINE_GPU_MODELED;
     c->batch = 4; /* the closed batch: 4 x (4096 + 32) tokens */
     c->prompt = 4096;
@@ -1370,6 +1371,10 @@ int ws_engine_run(const ws_engine_cfg *c, ws_run_result *res, ws_err *err)
                           pi ? pi->name : "?");
     if (c->batch < 1 || c->prompt < 1 || c->output < 1 || c->chunk < 1)
         return ws_err_set(err, WS_EINVAL, "run: batch, prompt, output and chunk must be >= 1");
+    if (c->batching != WS_BATCH_SERIAL || c->prefix_cache || c->preempt != WS_PREEMPT_NONE)
+        return ws_err_set(err, WS_EUNSUP,
+                          "run: the runtime serves its closed batch one prompt chunk at a time "
+                          "(--scheduler serial), without prefix caching or preemption");
     const int P = c->par.page_tokens;
     if (P < 1 || c->window < P || c->window % P)
         return ws_err_set(err, WS_EINVAL,

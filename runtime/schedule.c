@@ -47,6 +47,45 @@ static ws_sched_dep here_or_none(int i)
     return i >= 0 ? HERE(i) : NO_DEP;
 }
 
+/* The step's chunks: its list, or the one chunk of prefill_q after prefill_ctx. */
+static int chunks_of(const ws_sched_in *in, const ws_sched_chunk **c, ws_sched_chunk *one)
+{
+    if (in->n_chunks > 0) {
+        *c = in->chunks;
+        return in->n_chunks;
+    }
+    *one = (ws_sched_chunk){in->prefill_q, in->prefill_ctx};
+    *c = one;
+    return in->prefill_q > 0;
+}
+
+/* Prefill attention of every chunk of the step, on the GPU (with the indexer of a sparse
+ * model) or on the CPU: one kernel per chunk. */
+static double pf_attn(const ws_cost_model *cm, const ws_sched_in *in, int on_cpu)
+{
+    ws_sched_chunk one;
+    const ws_sched_chunk *c;
+    const int n = chunks_of(in, &c, &one);
+    double t = 0;
+    for (int i = 0; i < n; i++)
+        t += on_cpu ? ws_cost_cpu_prefill_attn(cm, c[i].q, c[i].ctx)
+                    : ws_cost_gpu_prefill_attn(cm, c[i].q, c[i].ctx) +
+                          ws_cost_gpu_indexer(cm, c[i].q, c[i].ctx + c[i].q);
+    return t;
+}
+
+/* Tokens of the step's prompts before their chunks, summed. */
+static double pf_ctx(const ws_sched_in *in)
+{
+    ws_sched_chunk one;
+    const ws_sched_chunk *c;
+    const int n = chunks_of(in, &c, &one);
+    double t = 0;
+    for (int i = 0; i < n; i++)
+        t += c[i].ctx;
+    return t;
+}
+
 /* A layer wholly on the CPU in a prefill chunk under the GPU strategy (cost.h,
  * ws_cost_cpu_layer_stream_bytes): its weights and KV stream H2D (two layers in flight, as a
  * GPU layer's streamed experts), then it runs on the GPU as a GPU layer does. The chunk's new
@@ -55,8 +94,8 @@ static ws_sched_dep here_or_none(int i)
 static void build_streamed_cpu_layer(const ws_cost_model *cm, const ws_sched_in *in, int l,
                                      ws_sched_dep pe, ws_sched_layer *s)
 {
-    const double T = in->T, q = in->prefill_q, ctx = in->prefill_ctx;
-    const double t_x = ws_cost_h2d(cm, ws_cost_cpu_layer_stream_bytes(cm, l, q, ctx), 0);
+    const double T = in->T, q = in->prefill_q;
+    const double t_x = ws_cost_h2d(cm, ws_cost_cpu_layer_stream_bytes(cm, l, q, pf_ctx(in)), 0);
     const int x = l == 0 ? ADD(WS_OP_H2D_EXP, WS_RES_H2D, t_x, pe)
                          : ADD(WS_OP_H2D_EXP, WS_RES_H2D, t_x, PREV(1, WS_ANCHOR_H2D),
                                PREV(2, WS_ANCHOR_END));
@@ -66,9 +105,7 @@ static void build_streamed_cpu_layer(const ws_cost_model *cm, const ws_sched_in 
                             ws_cost_rope(cm, T),
                         pe, HERE(x));
     s->anchor[WS_ANCHOR_MAIN] = qkv;
-    const int a =
-        ADD(WS_OP_PF_ATTN, WS_RES_GPU,
-            ws_cost_gpu_prefill_attn(cm, q, ctx) + ws_cost_gpu_indexer(cm, q, ctx + q), HERE(qkv));
+    const int a = ADD(WS_OP_PF_ATTN, WS_RES_GPU, pf_attn(cm, in, 0), HERE(qkv));
     const int o = ADD(WS_OP_OPROJ, WS_RES_GPU,
                       ws_cost_o_proj(cm, T) + ws_cost_add(cm, T) + ws_cost_norm(cm, T), HERE(a));
     const int kind = ws_cost_layer(cm, l)->moe ? WS_OP_EXP_STREAM : WS_OP_DENSE;
@@ -77,7 +114,7 @@ static void build_streamed_cpu_layer(const ws_cost_model *cm, const ws_sched_in 
 }
 
 /* A layer wholly on the CPU (n_gpu_layers): qkv, attention over every KV token of the layer
- * (host memory), o_proj, then the router, routed and shared experts (MoE) or the dense MLP,
+ * (host memory: the decoding sequences' and the chunks' own), o_proj, then the router, routed and shared experts (MoE) or the dense MLP,
  * all on the CPU pool, in that order. It streams nothing, so its H2D anchor is the layer
  * before's; its main anchor (a free ping-pong half) is its qkv. The hidden state's copy to
  * the first GPU layer (T x hidden elements, once a step) is left out: a few KB. */
@@ -85,15 +122,15 @@ static void build_cpu_layer(const ws_cost_model *cm, const ws_sched_in *in, int 
                             ws_sched_dep pe, ws_sched_layer *s)
 {
     const double T = in->T;
-    if (in->prefill_q > 0 && in->prefill_gpu) {
+    if (in->prefill_q > 0 && in->prefill_gpu && !(in->n_seqs > 0)) {
         build_streamed_cpu_layer(cm, in, l, pe, s);
         return;
     }
     const int qkv = ADD(WS_OP_QKV, WS_RES_CPU, ws_cost_cpu_qkv_proj(cm, T), pe);
     s->anchor[WS_ANCHOR_MAIN] = qkv;
-    const double attn = in->prefill_q > 0
-                            ? ws_cost_cpu_prefill_attn(cm, in->prefill_q, in->prefill_ctx)
-                            : ws_cost_cpu_attn(cm, in->n_cpu + in->m_xfer + in->resident);
+    const double dec = in->n_cpu + in->m_xfer + in->resident;
+    const double attn = (in->prefill_q > 0 ? pf_attn(cm, in, 1) : 0) +
+                        (dec > 0 ? ws_cost_cpu_attn(cm, dec) : 0);
     const int a = ADD(WS_OP_CPU_ATTN, WS_RES_CPU, attn, HERE(qkv));
     const int o = ADD(WS_OP_OPROJ, WS_RES_CPU, ws_cost_cpu_o_proj(cm, T), HERE(a));
     if (ws_cost_layer(cm, l)->moe) {
@@ -115,9 +152,11 @@ static void build_cpu_layer(const ws_cost_model *cm, const ws_sched_in *in, int 
 /* A decode layer's attention after qkv: the append (and the indexer), the runtime's own
  * work and migrate's reformat before the CPU half, the GPU half (the XFER stream, its
  * prefetch during layer l-1's MoE phase, attention over it and the D-window), the flush and
- * the merge. Returns the merge's index. */
+ * the merge. x >= 0: this layer's expert weights' stream (a mixed step's), which the XFER
+ * stream follows, so the copy engine serves the layers' copies in layer order. Returns the
+ * merge's index. */
 static int build_decode_attn(const ws_cost_model *cm, const ws_cost_split *split,
-                             const ws_sched_in *in, int l, int qkv, ws_sched_layer *s)
+                             const ws_sched_in *in, int l, int qkv, int x, ws_sched_layer *s)
 {
     int a = ADD(WS_OP_APPEND, WS_RES_GPU, ws_cost_append(cm, in->n_seqs), HERE(qkv));
     if (in->indexer_s > 0)
@@ -136,9 +175,11 @@ static int build_decode_attn(const ws_cost_model *cm, const ws_cost_split *split
     int gend;
     if (bytes > 0) {
         const double pre = fmin(cm->cfg.pingpong_bytes, bytes), rest = bytes - pre;
-        const int p = l == 0 ? ADD(WS_OP_H2D_PRE, WS_RES_H2D, ws_cost_h2d(cm, pre, 1), HERE(qkv))
-                             : ADD(WS_OP_H2D_PRE, WS_RES_H2D, ws_cost_h2d(cm, pre, 1),
-                                   PREV(1, WS_ANCHOR_H2D), PREV(2, WS_ANCHOR_MAIN));
+        const ws_sched_dep after = x >= 0 ? HERE(x) : PREV(1, WS_ANCHOR_H2D);
+        const int p = l == 0 ? ADD(WS_OP_H2D_PRE, WS_RES_H2D, ws_cost_h2d(cm, pre, 1), HERE(qkv),
+                                   here_or_none(x))
+                             : ADD(WS_OP_H2D_PRE, WS_RES_H2D, ws_cost_h2d(cm, pre, 1), after,
+                                   PREV(2, WS_ANCHOR_MAIN));
         const int g = ADD(WS_OP_GPU_ATTN, WS_RES_GPU,
                           ws_cost_gpu_attn(cm, in->resident + in->m_xfer), HERE(a), HERE(p));
         s->anchor[WS_ANCHOR_MAIN] = g;
@@ -159,18 +200,26 @@ static int build_decode_attn(const ws_cost_model *cm, const ws_cost_split *split
                here_or_none(cpu));
 }
 
-/* A MoE layer's phase after o_proj in a prefill chunk that streams its CPU experts' weights:
- * their stream (two layers in flight), the router on the GPU, the GPU-resident and shared
+/* The stream of a MoE layer's CPU experts' weights to the GPU in a prefill chunk (two layers
+ * in flight). */
+static int add_expert_stream(const ws_cost_model *cm, const ws_sched_in *in, int l, int step,
+                             ws_sched_layer *s)
+{
+    const double t = ws_cost_expert_stream(cm, l, in->T);
+    return l == 0 ? ADD(WS_OP_H2D_EXP, WS_RES_H2D, t, here_or_none(step))
+                  : ADD(WS_OP_H2D_EXP, WS_RES_H2D, t, PREV(1, WS_ANCHOR_H2D),
+                        PREV(2, WS_ANCHOR_END));
+}
+
+/* A MoE layer's phase after o_proj in a prefill chunk that streams its CPU experts' weights
+ * (their stream x, added before): the router on the GPU, the GPU-resident and shared
  * experts, the streamed experts after their weights. */
 static void build_streamed_moe(const ws_cost_model *cm, const ws_sched_in *in, int l, int o,
-                               int step, ws_sched_layer *s)
+                               int x, ws_sched_layer *s)
 {
     const double T = in->T;
-    const int x = l == 0 ? ADD(WS_OP_H2D_EXP, WS_RES_H2D, ws_cost_expert_stream(cm, l, T),
-                               here_or_none(step))
-                         : ADD(WS_OP_H2D_EXP, WS_RES_H2D, ws_cost_expert_stream(cm, l, T),
-                               PREV(1, WS_ANCHOR_H2D), PREV(2, WS_ANCHOR_END));
-    s->anchor[WS_ANCHOR_H2D] = x;
+    if (s->anchor[WS_ANCHOR_H2D] < 0)
+        s->anchor[WS_ANCHOR_H2D] = x;
     const int r = ADD(WS_OP_ROUTER, WS_RES_GPU, ws_cost_router_gpu(cm, T), HERE(o));
     double tg = ws_cost_gpu_experts(cm, l, T);
     tg += tg > 0 ? ws_cost_moe_permute_gpu(cm, l, T) : 0;
@@ -226,28 +275,31 @@ void ws_sched_build(const ws_cost_model *cm, const ws_cost_split *split, const w
         build_cpu_layer(cm, in, l, pe, s);
         return;
     }
+    const int streams = y->moe && in->prefill_q > 0 && in->prefill_gpu &&
+                        ws_cost_expert_stream_bytes(cm, l, T) > 0 && ws_cost_cpu_experts(cm, l, T) > 0;
+    const int decodes = in->n_seqs > 0 || !(in->prefill_q > 0);
+    /* With decodes in the step the weights' stream comes first, the XFER pages' after it. */
+    const int x = streams && decodes ? add_expert_stream(cm, in, l, step, s) : -1;
     const int qkv = ADD(WS_OP_QKV, WS_RES_GPU,
                         ws_cost_add(cm, T) + ws_cost_norm(cm, T) + ws_cost_qkv_proj(cm, T) +
                             ws_cost_rope(cm, T),
                         pe);
-    int attn_end;
+    /* The decode tokens' attention, then the chunks' (after the merge, so that the decode
+     * halves the controller observes are their own); the chunks' KV leaves D2H once qkv
+     * has made it. */
+    int attn_end = decodes ? build_decode_attn(cm, split, in, l, qkv, x, s) : qkv;
     if (in->prefill_q > 0) {
-        attn_end = ADD(WS_OP_PF_ATTN, WS_RES_GPU,
-                       ws_cost_gpu_prefill_attn(cm, in->prefill_q, in->prefill_ctx) +
-                           ws_cost_gpu_indexer(cm, in->prefill_q, in->prefill_ctx + in->prefill_q),
-                       HERE(qkv));
-        s->anchor[WS_ANCHOR_MAIN] = qkv; /* the chunk's KV exists once qkv has run */
+        attn_end = ADD(WS_OP_PF_ATTN, WS_RES_GPU, pf_attn(cm, in, 0), HERE(attn_end));
+        if (!decodes)
+            s->anchor[WS_ANCHOR_MAIN] = qkv; /* the chunk's KV exists once qkv has run */
         if (in->write_bytes > 0)
             ADD(WS_OP_WRITE, WS_RES_D2H, ws_cost_d2h(cm, in->write_bytes), HERE(qkv));
-    } else {
-        attn_end = build_decode_attn(cm, split, in, l, qkv, s);
     }
     const int o = ADD(WS_OP_OPROJ, WS_RES_GPU,
                       ws_cost_o_proj(cm, T) + ws_cost_add(cm, T) + ws_cost_norm(cm, T),
                       HERE(attn_end));
-    if (y->moe && in->prefill_q > 0 && in->prefill_gpu &&
-        ws_cost_expert_stream_bytes(cm, l, T) > 0 && ws_cost_cpu_experts(cm, l, T) > 0) {
-        build_streamed_moe(cm, in, l, o, step, s);
+    if (streams) {
+        build_streamed_moe(cm, in, l, o, x >= 0 ? x : add_expert_stream(cm, in, l, step, s), s);
     } else if (y->moe) {
         build_moe(cm, in, l, o, s);
     } else {

@@ -99,7 +99,15 @@ typedef struct ws_sched_layer {
     int anchor[WS_ANCHORS]; /* op index, -1: none (H2D: the layer before's) */
 } ws_sched_layer;
 
-/* What one step does in a layer (token counts summed over the batch). */
+/* One prompt's chunk in a step: q new tokens after ctx of its tokens already in the KV. */
+typedef struct ws_sched_chunk {
+    double q, ctx;
+} ws_sched_chunk;
+
+/* What one step does in a layer (token counts summed over the batch). A step is a decode
+ * step (n_seqs > 0), a prefill step (prefill_q > 0) or both at once (a mixed batch: the
+ * decode and prompt tokens share the projections and the experts, each sequence attends
+ * its own KV). */
 typedef struct ws_sched_in {
     double T;             /* tokens through the GEMMs (decode tokens or the chunk) */
     int nospill;          /* 1: all KV in HBM (gpu-only, ktrans) */
@@ -108,13 +116,17 @@ typedef struct ws_sched_in {
     double resident;      /* attended tokens in HBM (D-windows; everything for no-spill) */
     double n_seqs;        /* decode sequences (for the append) */
     double indexer_s;     /* GPU indexer time per layer (sparse models), s */
-    double prefill_q;     /* prefill chunk tokens (0: decode step) */
-    double prefill_ctx;   /* tokens of that prompt before the chunk */
+    double prefill_q;     /* prompt tokens of the step, summed over its chunks (0: none) */
+    double prefill_ctx;   /* one chunk (n_chunks 0): tokens of its prompt before it */
+    const ws_sched_chunk *chunks; /* n_chunks > 0: the step's chunks (their q sum to
+                                   * prefill_q); the caller's, valid while the step plays */
+    int n_chunks;
     double write_bytes;   /* prefill KV written D2H per layer, B */
     double flush_bytes;   /* D-window flush D2H per layer, B (0: none) */
     double migrate_bytes; /* host bytes reformatted per layer (migrate), B */
     double host_s;        /* the runtime's own CPU work in the layer, s (0: none) */
-    int prefill_gpu;      /* 1: the chunk's CPU experts and CPU layers streamed to the GPU */
+    int prefill_gpu;      /* 1: the chunks' CPU experts streamed to the GPU, and the CPU layers
+                           * too when no sequence decodes in the step */
 } ws_sched_in;
 
 /* Layer l's ops for `in`, durations from cm (the CPU half from the split's terms). */

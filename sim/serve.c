@@ -68,10 +68,13 @@ const char *sim_outcome_name(int outcome)
     return outcome == SIM_OUT_OOM ? "oom" : "done";
 }
 
-/* A request waiting for admission. */
+/* A request waiting for admission; a preempted one keeps its first token's time and the
+ * tokens it has generated. */
 typedef struct qent {
     sim_req rq;
     uint64_t id;
+    double first_s; /* -1: none yet */
+    int generated;
 } qent;
 
 /* A closed loop's request waiting for its arrival time (a min-heap on t, then seq). */
@@ -87,7 +90,11 @@ typedef struct seq {
     uint64_t id;    /* arrival order */
     double arrival_s, first_s;
     int prompt, output;
+    int need;                    /* tokens to prefill: the prompt, or after a preemption the
+                                  * prompt and the tokens generated before it */
     int prefilled, generated;
+    double kv_tok;               /* tokens whose KV the bytes below hold */
+    double r_adm;                /* the share at admission (the pinned part of the XFER KV) */
     int cpu_pages;               /* prompt pages placed in the CPU region */
     double ctx;                  /* tokens in its KV */
     double cpu, xfer, win;       /* tokens: CPU region, XFER region, D-window */
@@ -111,6 +118,9 @@ typedef struct run {
     seq *s;
     int n_run;
     uint64_t n_admitted, n_ended;
+    ws_sched_chunk *pc; /* [batch] a step's prompt chunks */
+    seq **pc_seq;       /* [batch] their sequences */
+    seq **pend_pf;      /* [batch] sequences with prompt tokens left, by admission order */
     qent *q; /* arrived, not admitted: a ring */
     size_t q_head, q_len, q_cap;
     const sim_source *src;
@@ -122,6 +132,7 @@ typedef struct run {
     uint64_t n_seen;       /* requests arrived */
     double first_arr, last_end; /* of the served requests */
     sim_quantile ttft, tpot;
+    uint64_t preempted;
     sim_results *res;
 } run;
 
@@ -247,7 +258,7 @@ static int end_request(run *R, const sim_req_result *o, ws_err *err)
     return R->cfg->on_request ? R->cfg->on_request(R->cfg->on_request_ctx, o, err) : 0;
 }
 
-static int q_push(run *R, const sim_req *rq, uint64_t id, ws_err *err)
+static int q_grow(run *R, ws_err *err)
 {
     if (R->q_len == R->q_cap) {
         size_t cap = R->q_cap ? 2 * R->q_cap : 64;
@@ -261,7 +272,27 @@ static int q_push(run *R, const sim_req *rq, uint64_t id, ws_err *err)
         R->q_head = 0;
         R->q_cap = cap;
     }
-    R->q[(R->q_head + R->q_len) % R->q_cap] = (qent){*rq, id};
+    return 0;
+}
+
+static int q_push(run *R, const sim_req *rq, uint64_t id, ws_err *err)
+{
+    int rc = q_grow(R, err);
+    if (rc)
+        return rc;
+    R->q[(R->q_head + R->q_len) % R->q_cap] = (qent){*rq, id, -1, 0};
+    R->q_len++;
+    return 0;
+}
+
+/* A preempted sequence waits at the queue's head. */
+static int q_push_front(run *R, const qent *e, ws_err *err)
+{
+    int rc = q_grow(R, err);
+    if (rc)
+        return rc;
+    R->q_head = (R->q_head + R->q_cap - 1) % R->q_cap;
+    R->q[R->q_head] = *e;
     R->q_len++;
     return 0;
 }
@@ -277,7 +308,7 @@ static void batch_sums(const run *R, double *spilled, double *cpu, double *win, 
         sp += s->cpu + s->xfer;
         c += s->cpu;
         w += s->win;
-        l += (s->prompt - s->prefilled) + (s->output - s->generated);
+        l += (s->need - s->prefilled) + (s->output - s->generated);
     }
     *spilled = sp, *cpu = c, *win = w;
     if (left)
@@ -290,13 +321,13 @@ static double share(const run *R, double resident, double L)
     return ws_ctl_share(&R->ctl, R->n_run > 0 ? R->n_run : 1, resident, L);
 }
 
-/* Memory a request needs; *never = 1 when it cannot fit even alone. */
-static void need(const run *R, const sim_req *rq, double r, double *g, double *h, double *p,
-                 int *never)
+/* Memory of tok tokens of one sequence at share r: the KV of layers on the GPU (b_all)
+ * follows the policy (no-spill: in the GPU KV budget; spilling: a D-window there, the rest
+ * in host and, for the XFER share, pinned memory); that of layers wholly on the CPU
+ * (b_host) sits in host DRAM. */
+static void need(const run *R, double tok, double r, double *g, double *h, double *p)
 {
-    /* the KV of layers on the GPU (b_all) follows the policy; that of layers wholly on the
-     * CPU (b_host) sits in host DRAM */
-    const double tok = (double)(rq->prompt + rq->output), kv = tok * R->b_all;
+    const double kv = tok * R->b_all;
     if (R->nospill) {
         *g = kv, *p = 0;
         *h = tok * R->b_host;
@@ -305,7 +336,12 @@ static void need(const run *R, const sim_req *rq, double r, double *g, double *h
         *h = kv + tok * R->b_host;
         *p = kv * (1 - r);
     }
-    *never = R->no_room || *g > R->budget || *h > R->host || *p > R->pinned;
+}
+
+static int fits(const run *R, double g, double h, double p)
+{
+    return R->gpu_used + g <= R->budget && R->host_used + h <= R->host &&
+           R->pin_used + p <= R->pinned;
 }
 
 static int admit(run *R, ws_err *err)
@@ -317,8 +353,14 @@ static int admit(run *R, ws_err *err)
         batch_sums(R, &sp, &c, &w, &l);
         const double r = share(R, w, sp + l + rq->prompt + rq->output);
         double g, h, p;
-        int never;
-        need(R, rq, r, &g, &h, &p, &never);
+        need(R, (double)rq->prompt + rq->output, r, &g, &h, &p);
+        const int never = R->no_room || g > R->budget || h > R->host || p > R->pinned;
+        /* Reserved now: the whole request, or (preemption) the tokens to prefill. */
+        const double tok = R->cfg->preempt == WS_PREEMPT_RECOMPUTE
+                               ? (double)rq->prompt + qe->generated
+                               : (double)rq->prompt + rq->output;
+        if (!never)
+            need(R, tok, r, &g, &h, &p);
         if (never) {
             sim_req_result o = unserved(rq, qe->id);
             o.outcome = SIM_OUT_OOM;
@@ -326,8 +368,7 @@ static int admit(run *R, ws_err *err)
             if (rc)
                 return rc;
         } else {
-            if (R->gpu_used + g > R->budget || R->host_used + h > R->host ||
-                R->pin_used + p > R->pinned)
+            if (!fits(R, g, h, p))
                 break;
             int i = 0;
             while (R->s[i].live)
@@ -337,9 +378,13 @@ static int admit(run *R, ws_err *err)
                        .order = R->n_admitted++,
                        .id = qe->id,
                        .arrival_s = rq->arrival_s,
-                       .first_s = -1,
+                       .first_s = qe->first_s,
                        .prompt = rq->prompt,
                        .output = rq->output,
+                       .need = rq->prompt + qe->generated,
+                       .generated = qe->generated,
+                       .kv_tok = tok,
+                       .r_adm = r,
                        .gpu_b = g,
                        .host_b = h,
                        .pin_b = p,
@@ -429,47 +474,106 @@ static int record_step(run *R, const sim_step_out *so, const sim_step_in *in, in
     return 0;
 }
 
-/* One prefill chunk of the oldest admitted prompt not yet done. */
-static int prefill_step(run *R, seq *s, ws_err *err)
+/* ---- prompt chunks ----------------------------------------------------------------- */
+
+/* A prompt whose chunk just ran: once its last token is in, its KV is placed (the CPU pages
+ * decided at its first chunk, whole pages to XFER, the tail in the D-window) and it yields
+ * a token. */
+static int chunk_done(run *R, seq *s, int q, ws_err *err)
 {
     const int P = R->cfg->par.page_tokens;
-    if (s->cpu_pages < 0) {
-        double sp, c, w, l;
-        batch_sums(R, &sp, &c, &w, &l);
-        s->cpu_pages = ws_ctl_prefill_cpu_pages(&R->ctl, R->n_run, w, sp + l, s->prompt / P);
+    s->prefilled += q;
+    if (s->prefilled < s->need)
+        return 0;
+    const int pages = s->need / P;
+    s->ctx = s->need;
+    if (R->spills) {
+        s->cpu = (double)s->cpu_pages * P;
+        s->xfer = (double)(pages - s->cpu_pages) * P;
+        s->win = s->need - pages * P;
+    } else {
+        s->win = s->need;
     }
-    const int q =
-        s->prompt - s->prefilled < R->cfg->chunk ? s->prompt - s->prefilled : R->cfg->chunk;
-    sim_step_in in = {.T = q,
-                      .nospill = R->nospill,
-                      .prefill_q = q,
-                      .prefill_ctx = s->prefilled,
-                      .write_bytes = R->spills ? q * R->b_tok : 0};
+    s->generated++;
+    if (s->first_s < 0)
+        s->first_s = sim_now(&R->eng);
+    R->res->tot.output_tokens++;
+    return s->generated >= s->output ? finish(R, s, err) : 0;
+}
+
+/* The chunks' prompts advanced after their step. */
+static int chunks_done(run *R, int n, ws_err *err)
+{
+    int rc = 0;
+    for (int i = 0; i < n && !rc; i++)
+        rc = chunk_done(R, R->pc_seq[i], (int)R->pc[i].q, err);
+    return rc;
+}
+
+/* A step's chunks over the prompt tokens (at most `left`, at most `cap` of one prompt, of at
+ * most `most` prompts) of the running sequences, in admission order; a prompt's CPU pages
+ * are decided at its first chunk (control.h). Returns how many; *tokens their sum. */
+static int pick_chunks(run *R, int left, int cap, int most, double *tokens)
+{
+    int n = 0, m = 0;
+    *tokens = 0;
+    for (int i = 0; i < R->cfg->batch; i++) {
+        seq *s = &R->s[i];
+        if (s->live && s->prefilled < s->need) {
+            int j = m++;
+            for (; j > 0 && R->pend_pf[j - 1]->order > s->order; j--)
+                R->pend_pf[j] = R->pend_pf[j - 1];
+            R->pend_pf[j] = s;
+        }
+    }
+    for (int i = 0; i < m && i < most && left > 0; i++) {
+        seq *s = R->pend_pf[i];
+        const int want = s->need - s->prefilled < cap ? s->need - s->prefilled : cap;
+        const int q = want < left ? want : left;
+        if (s->cpu_pages < 0) {
+            double sp, c, w, l;
+            batch_sums(R, &sp, &c, &w, &l);
+            s->cpu_pages = ws_ctl_prefill_cpu_pages(&R->ctl, R->n_run, w, sp + l,
+                                                    s->need / R->cfg->par.page_tokens);
+        }
+        R->pc[n] = (ws_sched_chunk){q, s->prefilled};
+        R->pc_seq[n++] = s;
+        left -= q;
+        *tokens += q;
+    }
+    return n;
+}
+
+/* The prompt part of a step's input: n chunks of `tokens` in all. */
+static void add_chunks(const run *R, sim_step_in *in, int n, double tokens)
+{
+    in->T += tokens;
+    in->prefill_q = tokens;
+    in->chunks = R->pc;
+    in->n_chunks = n;
+    in->write_bytes = R->spills ? tokens * R->b_tok : 0;
+}
+
+/* A step of prompt chunks only. */
+static int prefill_step(run *R, int n, double tokens, ws_err *err)
+{
+    sim_step_in in = {.nospill = R->nospill};
+    add_chunks(R, &in, n, tokens);
     in.prefill_gpu = ws_ctl_prefill_gpu(&R->ctl, &in);
     sim_step_out so;
     int rc = sim_step_run(&R->st, &in, &so, err);
+    double context = 0;
+    for (int i = 0; i < n; i++)
+        context += R->pc[i].ctx + R->pc[i].q;
     if (rc)
         return rc;
-    s->prefilled += q;
+    /* the share as the step found it: the chunks' own KV is placed once their prompt ends */
     double sp, c, w;
     batch_sums(R, &sp, &c, &w, NULL);
-    if (s->prefilled == s->prompt) {
-        const int pages = s->prompt / P;
-        s->ctx = s->prompt;
-        if (R->spills) {
-            s->cpu = (double)s->cpu_pages * P;
-            s->xfer = (double)(pages - s->cpu_pages) * P;
-            s->win = s->prompt - pages * P;
-        } else {
-            s->win = s->prompt;
-        }
-        s->generated = 1;
-        s->first_s = sim_now(&R->eng);
-        R->res->tot.output_tokens++;
-        if (s->generated >= s->output && (rc = finish(R, s, err)))
-            return rc;
-    }
-    return record_step(R, &so, &in, R->n_run, 0, q, 0, sp > 0 ? c / sp : 0, sp, in.prefill_ctx + q,
+    const int batch = R->n_run;
+    if ((rc = chunks_done(R, n, err)))
+        return rc;
+    return record_step(R, &so, &in, batch, 0, (int)tokens, 0, sp > 0 ? c / sp : 0, sp, context,
                        err);
 }
 
@@ -478,12 +582,14 @@ static int prefill_step(run *R, seq *s, ws_err *err)
 /* A sequence that decodes at a decode step: running, past its prefill. */
 static int decoding(const seq *s)
 {
-    return s->live && s->generated > 0;
+    return s->live && s->prefilled >= s->need;
 }
 
 typedef struct dec_ctx {
     run *R;
     int n_dec;      /* sequences decoding */
+    int n_pc;       /* prompt chunks in the step (R->pc) */
+    double pc_tok;  /* their tokens */
     sim_step_in in; /* the step as played */
     sim_step_out so;
 } dec_ctx;
@@ -584,6 +690,10 @@ static int dec_play(void *ctx, const ws_decode_plan *p, ws_decode_obs *obs, ws_e
     in->T = d->n_dec;
     in->n_seqs = d->n_dec;
     in->flush_bytes = p->flush_bytes;
+    if (d->n_pc) {
+        add_chunks(R, in, d->n_pc, d->pc_tok);
+        in->prefill_gpu = ws_ctl_prefill_gpu(&R->ctl, in);
+    }
     int rc = sim_step_run(&R->st, in, &d->so, err);
     if (rc)
         return rc;
@@ -601,11 +711,12 @@ static int dec_play(void *ctx, const ws_decode_plan *p, ws_decode_obs *obs, ws_e
     return 0;
 }
 
-/* One decode step of every running sequence. */
-static int decode_step(run *R, ws_err *err)
+/* One decode step of every running sequence past its prompt, with n prompt chunks of
+ * `tokens` in the same step (a mixed batch) when n > 0. */
+static int decode_step(run *R, int n, double tokens, ws_err *err)
 {
     static const ws_decode_ops ops = {dec_sums, dec_full_windows, dec_migrate, dec_play};
-    dec_ctx d = {.R = R};
+    dec_ctx d = {.R = R, .n_pc = n, .pc_tok = tokens};
     for (int i = 0; i < R->cfg->batch; i++)
         d.n_dec += decoding(&R->s[i]);
     ws_decode_plan p;
@@ -624,15 +735,121 @@ static int decode_step(run *R, ws_err *err)
         if (s->generated >= s->output && (rc = finish(R, s, err)))
             return rc;
     }
+    double context = d.in.resident + d.in.n_cpu + d.in.m_xfer;
+    for (int i = 0; i < n; i++)
+        context += R->pc[i].ctx + R->pc[i].q;
+    if ((rc = chunks_done(R, n, err)))
+        return rc;
     const sim_step_in *in = &d.in;
-    return record_step(R, &d.so, in, batch, d.n_dec, 0, p.r_star, p.r_real, p.sums.spilled,
-                       in->resident + in->n_cpu + in->m_xfer, err);
+    return record_step(R, &d.so, in, batch, d.n_dec, (int)tokens, p.r_star, p.r_real,
+                       p.sums.spilled, context, err);
+}
+
+/* ---- a step of the scheduler ------------------------------------------------------- */
+
+/* Preemption by recompute: the newest running sequence gives its KV back and waits at the
+ * queue's head to prefill its prompt and its generated tokens again. */
+static int preempt(run *R, seq *s, ws_err *err)
+{
+    R->gpu_used -= s->gpu_b, R->host_used -= s->host_b, R->pin_used -= s->pin_b;
+    s->live = 0;
+    R->n_run--;
+    R->preempted++;
+    const qent e = {.rq = {.arrival_s = s->arrival_s, .prompt = s->prompt, .output = s->output},
+                    .id = s->id,
+                    .first_s = s->first_s,
+                    .generated = s->generated};
+    return q_push_front(R, &e, err);
+}
+
+/* Under preemption the decoding sequences' KV grows by the step's token; while that does
+ * not fit, the newest running sequence is preempted (never the last one). */
+static int grow(run *R, ws_err *err)
+{
+    if (R->cfg->preempt != WS_PREEMPT_RECOMPUTE)
+        return 0;
+    for (;;) {
+        double g = 0, h = 0, p = 0;
+        seq *newest = NULL;
+        for (int i = 0; i < R->cfg->batch; i++) {
+            seq *s = &R->s[i];
+            if (!s->live)
+                continue;
+            if (!newest || s->order > newest->order)
+                newest = s;
+            if (decoding(s) && s->kv_tok < s->ctx + 1) {
+                double g1, h1, p1;
+                need(R, s->ctx + 1, s->r_adm, &g1, &h1, &p1);
+                g += g1 - s->gpu_b, h += h1 - s->host_b, p += p1 - s->pin_b;
+            }
+        }
+        if (fits(R, g, h, p) || R->n_run <= 1)
+            break;
+        int rc = preempt(R, newest, err);
+        if (rc)
+            return rc;
+    }
+    for (int i = 0; i < R->cfg->batch; i++) {
+        seq *s = &R->s[i];
+        if (!decoding(s) || s->kv_tok >= s->ctx + 1)
+            continue;
+        double g1, h1, p1;
+        need(R, s->ctx + 1, s->r_adm, &g1, &h1, &p1);
+        R->gpu_used += g1 - s->gpu_b, R->host_used += h1 - s->host_b, R->pin_used += p1 - s->pin_b;
+        s->gpu_b = g1, s->host_b = h1, s->pin_b = p1;
+        s->kv_tok = s->ctx + 1;
+    }
+    return 0;
+}
+
+/* One step as the scheduler fills it (serving.h, ws_batching): the decodes and prompt
+ * chunks up to the token budget, or (prefill first) chunks alone while any prompt has
+ * tokens left; llama.cpp's slots run their budget as passes of `chunk` tokens, the decodes
+ * in the last. */
+static int serve_step(run *R, ws_err *err)
+{
+    const sim_cfg *cfg = R->cfg;
+    int rc = grow(R, err);
+    if (rc)
+        return rc;
+    int n_dec = 0;
+    long long pending = 0;
+    for (int i = 0; i < cfg->batch; i++) {
+        const seq *s = &R->s[i];
+        n_dec += decoding(s);
+        pending += s->live ? s->need - s->prefilled : 0;
+    }
+    const int first = cfg->batching == WS_BATCH_PREFILL_FIRST || cfg->batching == WS_BATCH_SERIAL;
+    const int dec = n_dec > 0 && !(first && pending > 0);
+    int left = cfg->token_budget - (dec ? n_dec : 0);
+    double tok = 0;
+    if (cfg->batching == WS_BATCH_SERIAL) {
+        const int n = dec ? 0 : pick_chunks(R, cfg->chunk, cfg->chunk, 1, &tok);
+        return dec ? decode_step(R, 0, 0, err) : prefill_step(R, n, tok, err);
+    }
+    if (cfg->batching != WS_BATCH_SLOTS) {
+        const int n = pick_chunks(R, left, cfg->chunk, INT32_MAX, &tok);
+        return dec ? decode_step(R, n, tok, err) : prefill_step(R, n, tok, err);
+    }
+    long long todo = pending < left ? pending : left;
+    while (todo + (dec ? n_dec : 0) > cfg->chunk && todo > 0) {
+        const int q = todo < cfg->chunk ? (int)todo : cfg->chunk;
+        const int n = pick_chunks(R, q, INT32_MAX, INT32_MAX, &tok);
+        if ((rc = prefill_step(R, n, tok, err)))
+            return rc;
+        todo -= q;
+    }
+    const int n = todo > 0 ? pick_chunks(R, (int)todo, INT32_MAX, INT32_MAX, &tok) : 0;
+    if (!dec && !n)
+        return 0; /* the passes ended every prompt's request */
+    return dec ? decode_step(R, n, tok, err) : prefill_step(R, n, tok, err);
 }
 
 static void summarise(run *R)
 {
     sim_totals *t = &R->res->tot;
     t->requests = R->n_seen;
+    t->preempted = R->preempted;
     t->pct_exact = sim_quantile_exact(&R->ttft) && sim_quantile_exact(&R->tpot);
     /* No sample (nothing served, or no request past its first token): no percentile. */
     const int has_ttft = R->ttft.n > 0, has_tpot = R->tpot.n > 0;
@@ -660,7 +877,6 @@ static void memory_limits(run *R, const ws_model *m, const ws_hw *hw)
     R->b_all = R->cm.b_tok * (R->cm.layers - R->cm.dep.cpu_layers);
     R->b_host = R->cm.b_tok * R->cm.dep.cpu_layers;
     const int mla = m->attn == WS_ATTN_MLA || m->attn == WS_ATTN_MLA_SPARSE;
-    R->budget = cfg->gpu_kv_budget > 0 ? cfg->gpu_kv_budget : (mla ? 0.3 : 2.0) * 1073741824.0;
     R->pinned = cfg->pinned_limit > 0 ? cfg->pinned_limit : 256 * 1073741824.0;
     const double host_mem = cfg->host_limit > 0 ? cfg->host_limit
                             : hw->host_mem.v > 0 ? hw->host_mem.v
@@ -668,6 +884,20 @@ static void memory_limits(run *R, const ws_model *m, const ws_hw *hw)
     /* Weights on the GPU: everything but the routed experts left on the CPU, which sit in
      * host DRAM beside the spilled KV; each part at its format. */
     ws_cost_weight_bytes(&R->cm, &t->gpu_weight_bytes, &t->host_weight_bytes);
+    /* The KV budget: given, or the engine's share of the GPU (what the weights leave of a
+     * fraction of it, or a fraction of what they leave), or its context's KV. */
+    const ws_server_kv *kv = &cfg->kv_mem;
+    const double gmem = hw->gpu_mem.v, wgpu = t->gpu_weight_bytes;
+    if (cfg->gpu_kv_budget > 0)
+        R->budget = cfg->gpu_kv_budget;
+    else if (kv->kind == WS_KV_MEM_TOTAL)
+        R->budget = fmax(kv->frac * gmem - wgpu, 0);
+    else if (kv->kind == WS_KV_MEM_FREE)
+        R->budget = fmax(kv->frac * (gmem - wgpu), 0);
+    else if (kv->kind == WS_KV_MEM_CONTEXT)
+        R->budget = (kv->ctx > 0 ? kv->ctx : m->max_ctx > 0 ? m->max_ctx : 4096) * R->b_all;
+    else
+        R->budget = (mla ? 0.3 : 2.0) * 1073741824.0;
     t->host_mem = host_mem;
     R->host = host_mem - t->host_weight_bytes;
     t->no_host_room = !(R->host > 0);
@@ -727,13 +957,7 @@ static int serve(run *R, ws_err *err)
             rc = sim_engine_run(&R->eng, nx->arrival_s, err);
             continue;
         }
-        seq *pf = NULL;
-        for (int i = 0; i < cfg->batch; i++) {
-            seq *s = &R->s[i];
-            if (s->live && s->prefilled < s->prompt && (!pf || s->order < pf->order))
-                pf = s;
-        }
-        rc = pf ? prefill_step(R, pf, err) : decode_step(R, err);
+        rc = serve_step(R, err);
         if (!rc && cfg->progress && R->res->tot.steps % 512 == 0)
             cfg->progress(cfg->progress_ctx, sim_now(&R->eng), R->res->tot.steps, R->n_ended,
                           R->n_seen);
@@ -748,7 +972,7 @@ int sim_run(const ws_model *m, const ws_hw *hw, const ws_deploy_cfg *ccfg, const
     clock_gettime(CLOCK_MONOTONIC, &w0);
     memset(res, 0, sizeof *res);
     const int P = cfg->par.page_tokens;
-    if (cfg->batch < 1 || cfg->chunk < 1 || P < 1 || cfg->window < P || cfg->window % P ||
+    if (cfg->batch < 1 || cfg->chunk < 1 || cfg->token_budget < 1 || P < 1 || cfg->window < P || cfg->window % P ||
         cfg->layers < 0 || cfg->cpu_workers < 1 || cfg->gpu_kv_budget < 0 ||
         cfg->pinned_limit < 0 || cfg->host_limit < 0)
         return ws_err_set(err, WS_EINVAL,
@@ -790,7 +1014,10 @@ int sim_run(const ws_model *m, const ws_hw *hw, const ws_deploy_cfg *ccfg, const
         sim_dag_record(&R.st.g, cfg->timeline);
     R.s = calloc((size_t)cfg->batch, sizeof *R.s);
     R.obs = calloc((size_t)R.layers, sizeof *R.obs);
-    if (!R.s || !R.obs)
+    R.pc = calloc((size_t)cfg->batch, sizeof *R.pc);
+    R.pc_seq = calloc((size_t)cfg->batch, sizeof *R.pc_seq);
+    R.pend_pf = calloc((size_t)cfg->batch, sizeof *R.pend_pf);
+    if (!R.s || !R.obs || !R.pc || !R.pc_seq || !R.pend_pf)
         rc = ws_err_set(err, WS_ENOMEM, "sim: out of memory");
     else
         rc = serve(&R, err);
@@ -805,6 +1032,9 @@ int sim_run(const ws_model *m, const ws_hw *hw, const ws_deploy_cfg *ccfg, const
     }
     free(R.s);
     free(R.obs);
+    free(R.pc);
+    free(R.pc_seq);
+    free(R.pend_pf);
     free(R.q);
     free(R.pend);
     sim_step_free(&R.st);

@@ -20,6 +20,7 @@
 #include "cost.h"
 #include "model.h"
 #include "policy.h"
+#include "server.h"
 #include "serving.h"
 #include "step.h"
 #include "ws_err.h"
@@ -77,7 +78,8 @@ typedef struct sim_cfg {
     int cpu_workers;    /* CPU pool units (the host's cores; default 1); with the cost
                          * settings' cpu_sockets and cpu_threads, the run uses their share
                          * (ws_deploy_cpu_workers) */
-    double gpu_kv_budget;      /* B; 0: 2 GiB, 0.3 GiB for MLA models */
+    double gpu_kv_budget;      /* B; 0: kv_mem's, else 2 GiB (0.3 GiB for MLA models) */
+    ws_server_kv kv_mem;       /* an engine's KV sizing (server.h; default: the budget) */
     double pinned_limit;       /* B; 0: 256 GiB */
     double host_limit;         /* B of host DRAM for the CPU's weights and the spilled KV; 0:
                                 * the host profile's mem_bytes, else WS_SIM_HOST_DEFAULT */
@@ -168,6 +170,7 @@ typedef struct sim_totals {
     /* prefill chunks whose CPU-resident experts ran on the CPU / were streamed to the GPU
      * (neither where every expert is on the GPU) */
     uint64_t prefill_cpu_steps, prefill_gpu_steps;
+    uint64_t preempted; /* sequences preempted (their KV freed, recomputed later) */
     double wall_s; /* host time the run took */
 } sim_totals;
 

@@ -198,17 +198,21 @@ int sim_step_run(sim_step *st, const sim_step_in *in, sim_step_out *out, ws_err 
         t1 = st->lay[L - 1].t_end;
     }
     if (st->fold) {
-        /* The D2H chain in closed form: it feeds no other op. */
-        const double bytes = in->prefill_q > 0 ? in->write_bytes : in->flush_bytes;
-        if (bytes > 0) {
-            const double d = ws_cost_d2h(cm, bytes);
+        /* The D2H chain in closed form: it feeds no other op. A layer's chunk KV write is
+         * ready at its qkv's end, its flush at its GPU attention's, both before the next
+         * layer's qkv ends. */
+        const double dw = in->prefill_q > 0 && in->write_bytes > 0
+                              ? ws_cost_d2h(cm, in->write_bytes) : 0;
+        const double df = in->flush_bytes > 0 ? ws_cost_d2h(cm, in->flush_bytes) : 0;
+        if (dw > 0 || df > 0) {
             double f = -INFINITY;
             for (int l = 0; l < L; l++) {
-                const double ready =
-                    in->prefill_q > 0 ? st->lay[l].qkv_end : st->lay[l].gpu_main_end;
-                f = fmax(f, ready) + d;
+                if (dw > 0)
+                    f = fmax(f, st->lay[l].qkv_end) + dw;
+                if (df > 0)
+                    f = fmax(f, st->lay[l].gpu_main_end) + df;
             }
-            st->busy[SIM_RES_D2H] += L * d;
+            st->busy[SIM_RES_D2H] += L * (dw + df);
             t1 = fmax(t1, f);
         }
         if (t1 > sim_now(st->eng) && (rc = sim_engine_run(st->eng, t1, err)))

@@ -320,6 +320,7 @@ static void compare_prefill(const char *json, ws_policy_kind pol, int mode)
     sc.window = c.window;
     sc.layers = c.layers;
     sc.chunk = c.chunk;
+    sc.batching = c.batching;
     sc.prefill_mode = mode;
     pf_sum ps = {0};
     sc.on_step = sum_prefill;

@@ -1,5 +1,6 @@
 /* test_serving: the one serving configuration (runtime/serving.h): its defaults, written
- * once, are the simulator's and (but for the engine's closed batch and seed) the engine's;
+ * once, are the simulator's and (but for the engine's closed batch, scheduler and seed) the
+ * engine's;
  * the fields embedded in sim_cfg and ws_engine_cfg are the same bytes as their `srv`; the
  * CPU's share of the host takes the sockets and threads the cost settings name. */
 #include <criterion/criterion.h>
@@ -27,6 +28,9 @@ Test(serving, one_set_of_defaults)
     cr_assert_eq(ec.chunk, s.chunk);
     cr_assert_eq(ec.window, s.window);
     cr_assert_eq(ec.batch, 4, "the engine's closed batch");
+    cr_assert_eq(s.batching, WS_BATCH_CHUNKED);
+    cr_assert_eq(s.token_budget, 2048);
+    cr_assert_eq(ec.batching, WS_BATCH_SERIAL, "the runtime's prompts one chunk at a time");
     cr_assert_eq(ec.seed, 1);
 }
 

@@ -165,6 +165,7 @@ Test(sim_serve, golden_small_workload)
             cfg.layers = 4;
             cfg.batch = 3;
             cfg.chunk = 512;
+            cfg.batching = WS_BATCH_SERIAL; /* golden_mixed_workload has the mixed batches */
             cfg.gpu_kv_budget = 2.0 * 1073741824.0;
             cfg.slo_ttft = 5, cfg.slo_tpot = 0.05;
             sim_results r;
@@ -602,6 +603,7 @@ Test(sim_serve, step_context)
     sim_cfg_default(&cfg);
     cfg.layers = 2;
     cfg.chunk = 1000;
+    cfg.batching = WS_BATCH_SERIAL;
     sim_results r;
     run_closed(&m, &hw, &cfg, 2, 1500, 4, &r);
     /* chunks: 1000, 500 of the first prompt, then of the second, then decode steps */
@@ -744,6 +746,7 @@ Test(sim_serve, migrate_pays_the_reformat_and_does_not_flap)
     sim_cfg_default(&cfg);
     cfg.policy = WS_POLICY_MIGRATE;
     cfg.detail_layer = 0;
+    cfg.batching = WS_BATCH_SERIAL; /* every prompt in before the first decode step */
     sim_results r;
     run_closed(&m, &hw, &cfg, 4, 32768, 256, &r);
     cr_assert_eq(r.tot.served, 4);

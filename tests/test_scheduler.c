@@ -1,0 +1,280 @@
+/* test_scheduler: how the serving loop fills its steps and keeps its KV (sim/serve.c under
+ * runtime/serving.h's schedulers), and the engines' files (runtime/server.h). A mixed step
+ * plays the same in the exact player and in the event graph, folded or not; each scheduler
+ * keeps its rules on every step (the token budget, decodes beside chunks or not, llama.cpp's
+ * passes); preemption by recompute serves everything within the budget; every shipped
+ * engine file loads with a reference on every value, and the GPU-dependent defaults follow
+ * the GPU. No timing assertions. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "hw.h"
+#include "schedule.h"
+#include "serve.h"
+#include "server.h"
+#include "step.h"
+#include "store.h"
+
+static void load(const char *model, const char *gpu, ws_model *m, ws_hw *hw)
+{
+    ws_err err = {0};
+    ws_store *s;
+    cr_assert_eq(ws_store_open_embedded(&s, &err), 0, "%s", err.msg);
+    cr_assert_eq(ws_hw_load(s, model, gpu, "xeon-gold-5318y", WS_DT_BF16, m, hw, NULL, &err), 0,
+                 "%s", err.msg);
+    ws_store_close(s);
+}
+
+/* A mixed step (decodes with streamed XFER pages beside prompt chunks, the chunks' CPU
+ * experts streamed or not): the exact player, the graph and the folded graph agree. */
+Test(scheduler, mixed_step_plays_alike_everywhere)
+{
+    ws_model m;
+    ws_hw hw;
+    load("qwen3-30b-a3b", "v100-32gb-pcie", &m, &hw);
+    ws_err err = {0};
+    ws_deploy_cfg cc;
+    ws_deploy_cfg_default(&cc);
+    ws_cost_model cm;
+    cr_assert_eq(ws_cost_model_init(&hw, &m, &cc, &cm, &err), 0, "%s", err.msg);
+    const ws_sched_chunk ch[2] = {{4000, 90000}, {189, 0}};
+    for (int gpu = 0; gpu < 2; gpu++) {
+        for (int xfer = 0; xfer < 2; xfer++) {
+            sim_step_in in = {.T = 3 + 4189, .n_cpu = 30000, .m_xfer = xfer ? 60000 : 0,
+                              .resident = 600, .n_seqs = 3, .prefill_q = 4189, .chunks = ch,
+                              .n_chunks = 2, .write_bytes = 4189 * cm.b_tok,
+                              .flush_bytes = 3 * 256 * cm.b_tok, .prefill_gpu = gpu};
+            ws_cost_split sp;
+            ws_cost_split_terms(&cm, in.resident, 0, 0, 0, &sp);
+            const double want = ws_sched_play_step(&cm, &sp, &in, cm.layers, NULL);
+            for (int fold = 0; fold < 2; fold++) {
+                sim_engine e;
+                sim_step st;
+                sim_step_out o;
+                cr_assert_eq(sim_engine_init(&e, 0, &err), 0);
+                cr_assert_eq(sim_step_init(&st, &e, 0, &cm, cm.layers, 16, fold, &err), 0);
+                cr_assert_eq(sim_step_run(&st, &in, &o, &err), 0, "%s", err.msg);
+                cr_assert(fabs((o.t1 - o.t0) - want) <= 1e-9 * want,
+                          "gpu %d xfer %d fold %d: graph %.12g, player %.12g", gpu, xfer, fold,
+                          o.t1 - o.t0, want);
+                cr_assert_eq(o.fold_inexact, 0);
+                sim_step_free(&st);
+                sim_engine_free(&e);
+            }
+        }
+    }
+    ws_cost_model_free(&cm);
+}
+
+/* Requests arriving while others decode. */
+typedef struct list_src {
+    const sim_req *v;
+    int n, i;
+} list_src;
+
+static int list_next(void *ctx, sim_req *r, ws_err *err)
+{
+    (void)err;
+    list_src *l = ctx;
+    if (l->i >= l->n)
+        return 0;
+    *r = l->v[l->i++];
+    return 1;
+}
+
+static const sim_req k_load[] = {
+    {0.0, 3000, 200}, {0.0, 700, 150}, {0.2, 5000, 40}, {0.4, 300, 90}, {0.5, 2600, 120},
+    {0.9, 9000, 30},  {1.0, 64, 8},   {1.2, 1500, 60}, {3.0, 800, 200}, {3.1, 4100, 1},
+};
+#define N_LOAD ((int)(sizeof k_load / sizeof k_load[0]))
+
+static void run_load(const ws_model *m, const ws_hw *hw, sim_cfg *cfg, sim_results *r)
+{
+    ws_err err = {0};
+    list_src l = {k_load, N_LOAD, 0};
+    sim_source src = {list_next, &l, 0};
+    ws_deploy_cfg cc;
+    ws_deploy_cfg_default(&cc);
+    cr_assert_eq(sim_run(m, hw, &cc, cfg, &src, r, &err), 0, "%s", err.msg);
+    cr_assert_eq(r->tot.served, (uint64_t)N_LOAD, "%s: %llu served, %llu OOM", r->policy,
+                 (unsigned long long)r->tot.served, (unsigned long long)r->tot.oom);
+    uint64_t pf = 0;
+    for (size_t i = 0; i < r->n_step; i++)
+        pf += (uint64_t)r->step[i].prefill_tokens;
+    uint64_t want = 0;
+    for (int i = 0; i < N_LOAD; i++)
+        want += (uint64_t)k_load[i].prompt;
+    cr_assert_geq(pf, want, "every prompt token is prefilled (again after a preemption)");
+}
+
+Test(scheduler, chunked_mixes_decodes_and_chunks_within_the_budget)
+{
+    ws_model m;
+    ws_hw hw;
+    load("qwen3-30b-a3b", "a100-80gb-sxm", &m, &hw);
+    const ws_policy_kind pols[] = {WS_POLICY_WRITESCOPE, WS_POLICY_GPU_ONLY, WS_POLICY_KTRANS};
+    for (int p = 0; p < 3; p++) {
+        sim_cfg cfg;
+        sim_cfg_default(&cfg);
+        cfg.policy = pols[p];
+        cfg.layers = 4;
+        cfg.batch = 8;
+        cfg.token_budget = 1024;
+        cfg.chunk = 700;
+        cfg.gpu_kv_budget = 8.0 * 1073741824.0;
+        sim_results r;
+        run_load(&m, &hw, &cfg, &r);
+        int mixed = 0;
+        for (size_t i = 0; i < r.n_step; i++) {
+            const sim_step_rec *s = &r.step[i];
+            cr_assert_leq(s->decode_tokens + s->prefill_tokens, 1024, "step %zu", i);
+            mixed += s->decode_tokens > 0 && s->prefill_tokens > 0;
+        }
+        cr_assert_gt(mixed, 0, "%s: no decode ran beside a prompt", r.policy);
+        sim_results_free(&r);
+    }
+}
+
+Test(scheduler, prefill_first_never_mixes)
+{
+    ws_model m;
+    ws_hw hw;
+    load("qwen3-30b-a3b", "a100-40gb-pcie", &m, &hw);
+    sim_cfg cfg;
+    sim_cfg_default(&cfg);
+    cfg.layers = 4;
+    cfg.batch = 8;
+    cfg.batching = WS_BATCH_PREFILL_FIRST;
+    cfg.token_budget = 4096;
+    cfg.chunk = 4096;
+    sim_results r;
+    run_load(&m, &hw, &cfg, &r);
+    int packed = 0;
+    for (size_t i = 0; i < r.n_step; i++) {
+        const sim_step_rec *s = &r.step[i];
+        cr_assert(!(s->decode_tokens > 0 && s->prefill_tokens > 0), "step %zu mixes", i);
+        cr_assert_leq(s->prefill_tokens, 4096);
+        packed += s->prefill_tokens > 0 && s->context > s->prefill_tokens; /* after a prompt */
+    }
+    cr_assert_gt(packed, 0);
+    sim_results_free(&r);
+}
+
+/* llama.cpp's slots: passes of at most n_ubatch prompt tokens; a pass with decodes is the
+ * iteration's last and holds its remaining prompt tokens. */
+Test(scheduler, slots_run_their_budget_in_passes)
+{
+    ws_model m;
+    ws_hw hw;
+    load("qwen3-30b-a3b", "a100-40gb-pcie", &m, &hw);
+    sim_cfg cfg;
+    sim_cfg_default(&cfg);
+    cfg.layers = 4;
+    cfg.batch = 4;
+    cfg.batching = WS_BATCH_SLOTS;
+    cfg.token_budget = 2048;
+    cfg.chunk = 512;
+    sim_results r;
+    run_load(&m, &hw, &cfg, &r);
+    for (size_t i = 0; i < r.n_step; i++) {
+        const sim_step_rec *s = &r.step[i];
+        cr_assert_leq(s->decode_tokens + s->prefill_tokens, 512 > s->decode_tokens ? 512 : s->decode_tokens,
+                      "step %zu: %d + %d tokens", i, s->decode_tokens, s->prefill_tokens);
+    }
+    sim_results_free(&r);
+}
+
+/* Eight requests of 1000 + 500 tokens in a KV budget of 6000 tokens under gpu-only:
+ * recompute admits six prompts, preempts as their outputs grow and still serves every
+ * request in full; none reserves whole requests (four at a time) and preempts nothing. */
+Test(scheduler, recompute_preempts_and_serves_everything)
+{
+    ws_model m;
+    ws_hw hw;
+    load("qwen3-30b-a3b", "a100-80gb-sxm", &m, &hw);
+    for (int mode = WS_PREEMPT_NONE; mode <= WS_PREEMPT_RECOMPUTE; mode++) {
+        sim_cfg cfg;
+        sim_cfg_default(&cfg);
+        cfg.policy = WS_POLICY_GPU_ONLY;
+        cfg.layers = 4;
+        cfg.batch = 8;
+        cfg.preempt = mode;
+        cfg.gpu_kv_budget = 6000.0 * 48 * 4 * 128 * 2 * 2; /* 6000 tokens of the model's KV */
+        ws_err err = {0};
+        sim_closed c;
+        sim_source src;
+        sim_closed_source(&c, 8, 1000, 500, &src);
+        ws_deploy_cfg cc;
+        ws_deploy_cfg_default(&cc);
+        sim_results r;
+        cr_assert_eq(sim_run(&m, &hw, &cc, &cfg, &src, &r, &err), 0, "%s", err.msg);
+        cr_assert_eq(r.tot.served, 8);
+        if (mode == WS_PREEMPT_NONE)
+            cr_assert_eq(r.tot.preempted, 0);
+        else
+            cr_assert_gt(r.tot.preempted, 0);
+        for (size_t i = 0; i < r.n_req; i++)
+            cr_assert_eq(r.req[i].generated, 500, "request %zu", i);
+        sim_results_free(&r);
+    }
+}
+
+/* Every shipped engine loads, each value it gives with its reference; vLLM V1's defaults
+ * follow the GPU (2048 tokens on an A100, 8192 on an H100). */
+Test(scheduler, engine_files_load_with_references)
+{
+    char names[32][64];
+    const int n = ws_server_list(names, 32);
+    cr_assert_geq(n, 7, "engines/ holds %d files", n);
+    for (int i = 0; i < n; i++) {
+        ws_server e;
+        ws_err err = {0};
+        cr_assert_eq(ws_server_load(names[i], "a100-40gb-pcie", 40.0 * 1073741824, 40960, &e,
+                                    &err),
+                     0, "%s: %s", names[i], err.msg);
+        cr_assert_str_eq(e.name, names[i]);
+        for (int f = 0; f < WS_SRV_FIELDS; f++)
+            cr_assert_gt(strlen(e.ref[f]), 10, "%s: %s has no reference", names[i],
+                         ws_server_field_name(f));
+        ws_serving s;
+        ws_serving_default(&s);
+        ws_deploy_cfg cc;
+        ws_deploy_cfg_default(&cc);
+        ws_server_kv kv = {0};
+        ws_server_apply(&e, &s, &cc, &kv);
+        cr_assert_geq(cc.step_overhead, 0, "%s: the engine's step overhead replaces the GPU's",
+                      names[i]);
+        cr_assert_geq(s.token_budget, 1);
+    }
+    ws_server a, h;
+    ws_err err = {0};
+    cr_assert_eq(ws_server_load("vllm-v1", "a100-80gb-sxm", 80.0 * 1073741824, 0, &a, &err), 0);
+    cr_assert_eq(ws_server_load("vllm-v1", "h100-sxm", 80.0 * 1073741824, 0, &h, &err), 0);
+    cr_assert_eq(a.token_budget, 2048);
+    cr_assert_eq(h.token_budget, 8192);
+    cr_assert_eq(a.kv.kind, WS_KV_MEM_TOTAL);
+    cr_assert_float_eq(a.kv.frac, 0.9, 1e-12);
+    cr_assert_neq(ws_server_load("no-such-engine", "h100-sxm", 8e10, 0, &a, &err), 0);
+    cr_assert(strstr(err.msg, "vllm-v1") != NULL, "the error lists the engines: %s", err.msg);
+}
+
+/* A value without its reference is refused. */
+Test(scheduler, engine_value_without_reference_refused)
+{
+    char path[] = "/tmp/ws_engine_XXXXXX.json";
+    int fd = mkstemps(path, 5);
+    cr_assert_geq(fd, 0);
+    const char *text =
+        "{\"name\":\"x\",\"desc\":\"d\",\"scheduler\":{\"value\":\"chunked\"}}";
+    cr_assert_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+    close(fd);
+    ws_server e;
+    ws_err err = {0};
+    cr_assert_neq(ws_server_load(path, "h100-sxm", 8e10, 0, &e, &err), 0);
+    cr_assert(strstr(err.msg, "ref") != NULL, "%s", err.msg);
+    unlink(path);
+}
