@@ -254,6 +254,11 @@ int cli_gen_parse(const char *cmd, const cli_gen_args *a, ws_trace_gen *g)
     if (ws_parse_int64(a->requests, 1, 1LL << 40, &n))
         return cli_usage_error(cmd, "--requests '%s': not an integer in 1..2^40", a->requests);
     g->requests = (uint64_t)n;
+    long long sp = 0;
+    if (a->shared && ws_parse_int64(a->shared, 0, WS_TRACE_TOKENS_MAX, &sp))
+        return cli_usage_error(cmd, "--shared-prefix '%s': not a token count in 0..%d",
+                               a->shared, WS_TRACE_TOKENS_MAX);
+    g->shared_prefix = (int)sp;
     if (g->arrivals == WS_ARRIVALS_CLOSED) {
         if (!a->clients)
             return cli_usage_error(cmd, "--arrivals closed needs --clients C");

@@ -98,7 +98,7 @@ void cli_note_embedded(void);
 
 /* A generator's options as given (NULL: not given), for `trace gen` and `sim`. */
 typedef struct cli_gen_args {
-    const char *arrivals, *rate, *cv, *clients, *think, *requests, *pdist, *odist;
+    const char *arrivals, *rate, *cv, *clients, *think, *requests, *pdist, *odist, *shared;
 } cli_gen_args;
 /* Checks and parses them into *g (its seed left as it is): poisson and gamma need --rate
  * (gamma also --cv), closed needs --clients (--think optional); all need --requests,

@@ -85,6 +85,7 @@ static const cli_optdef k_opts[] = {
     {CLI_GROUP(PO, w, cli_workload, cli_trace_opts)},
     {CLI_GROUP(PO, w, cli_workload, cli_gen_opts)},
     {CLI_GROUP(PO, w, cli_workload, cli_format_opts)},
+    {CLI_GROUP(PO, w, cli_workload, cli_serve_opts)},
     {"policy", CLI_TUNE, .arg = "NAME[,NAME...]|all",
      .help = "the KV policies (writescope, gpu-only, ktrans, stream, cpu-attn, static, "
              "migrate), comma-separated, or all"},
@@ -765,6 +766,17 @@ static int plan_search(const plan_opts *o, const cli_args *a, ws_plan_spec *s)
     s->start = o->start;
     s->chunk = w->chunk;
     s->prefill_mode = w->prefill;
+    s->batching = w->sched;
+    s->token_budget = w->token_budget;
+    s->prefix_cache = w->prefix;
+    s->preempt = w->preempt;
+    s->engine = w->engine;
+    s->given = (cli_given(a, "scheduler") ? WS_PLAN_GIVEN_BATCHING : 0) |
+               (cli_given(a, "token-budget") ? WS_PLAN_GIVEN_BUDGET : 0) |
+               (cli_given(a, "prefix-cache") ? WS_PLAN_GIVEN_PREFIX : 0) |
+               (cli_given(a, "preempt") ? WS_PLAN_GIVEN_PREEMPT : 0) |
+               (cli_given(a, "batch") ? WS_PLAN_GIVEN_BATCH : 0) |
+               (cli_given(a, "chunk") ? WS_PLAN_GIVEN_CHUNK : 0);
     int rc;
     if (strcmp(w->policy, "all")) {
         char buf[256];

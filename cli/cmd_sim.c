@@ -137,6 +137,10 @@ static json_t *totals_json(const sim_results *r)
     json_object_set_new(o, "prefill_cpu_steps", json_integer((json_int_t)t->prefill_cpu_steps));
     json_object_set_new(o, "prefill_gpu_steps", json_integer((json_int_t)t->prefill_gpu_steps));
     json_object_set_new(o, "preempted", json_integer((json_int_t)t->preempted));
+    json_object_set_new(o, "prefix_blocks", json_integer((json_int_t)t->prefix_blocks));
+    json_object_set_new(o, "prefix_hits", json_integer((json_int_t)t->prefix_hits));
+    json_object_set_new(o, "prefix_repeats", json_integer((json_int_t)t->prefix_repeats));
+    json_object_set_new(o, "prefix_tier", json_string(t->prefix_tier));
     json_object_set_new(o, "wall_s", json_real(t->wall_s));
     json_t *rq = json_array();
     for (size_t i = 0; i < r->n_req; i++) {
@@ -198,6 +202,12 @@ static void print_row(FILE *o, const sim_results *r, int slo)
     if (t->prefill_cpu_steps + t->prefill_gpu_steps)
         fprintf(o, "  prefill experts: cpu %llu gpu %llu chunks",
                 (unsigned long long)t->prefill_cpu_steps, (unsigned long long)t->prefill_gpu_steps);
+    if (t->prefix_blocks)
+        fprintf(o, "  prefix hits (%s): %.1f%% of %llu blocks (the trace repeats %.1f%%)",
+                t->prefix_tier, 100.0 * t->prefix_hits / t->prefix_blocks,
+                (unsigned long long)t->prefix_blocks, 100.0 * t->prefix_repeats / t->prefix_blocks);
+    if (t->preempted)
+        fprintf(o, "  preempted %llu", (unsigned long long)t->preempted);
     /* why every request was out of memory, where it is the weights */
     const double G = 1073741824.0;
     if (t->no_room)

@@ -128,6 +128,9 @@ const cli_optdef cli_gen_opts[] = {
              "(tokens; drawn values rounded and clipped to 1..16777216)"},
     {"output-dist", CLI_STR(W, gen.odist), .arg = "SPEC",
      .help = "output lengths, as --prompt-dist"},
+    {"shared-prefix", CLI_STR(W, gen.shared), .arg = "T",
+     .help = "every prompt starts with the same T tokens (a system prompt): its whole 512-token "
+             "blocks hash alike, for --prefix-cache"},
     {0}};
 
 const cli_optdef cli_closed_opts[] = {

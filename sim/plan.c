@@ -44,6 +44,10 @@ void ws_plan_spec_default(ws_plan_spec *s)
     ws_serving_default(&srv);
     s->chunk = srv.chunk;
     s->prefill_mode = srv.prefill_mode;
+    s->batching = srv.batching;
+    s->token_budget = srv.token_budget;
+    s->prefix_cache = srv.prefix_cache;
+    s->preempt = srv.preempt;
     s->seed = srv.seed;
 }
 
@@ -473,6 +477,7 @@ struct ws_plan {
     const ws_plan_spec *spec;
     ws_model m[WS_PLAN_MAX_GPUS];
     ws_hw hw[WS_PLAN_MAX_GPUS];
+    ws_server eng[WS_PLAN_MAX_GPUS]; /* spec->engine on each GPU */
     int cores;
     double native_rate, first_arrival;
 };
@@ -509,7 +514,11 @@ int ws_plan_open(ws_store *store, const ws_plan_spec *s, ws_plan **out, ws_err *
     p->spec = s;
     for (int g = 0; g < s->n_gpus && !rc; g++)
         rc = ws_hw_load(store, s->model, s->gpus[g], s->host, s->cost.kv_dtype, &p->m[g], &p->hw[g],
-                        &p->cores, err);
+                        &p->cores, err) ||
+             (s->engine && ws_server_load(s->engine, p->hw[g].gpu, p->hw[g].gpu_mem.v,
+                                          p->m[g].max_ctx, &p->eng[g], err));
+    if (rc && err && err->code)
+        rc = err->code;
     if (!rc && s->load == WS_PLAN_RATE && s->trace) {
         ws_trace *t;
         ws_trace_req q;
@@ -666,6 +675,29 @@ static int eval_one(ws_plan *P, const ws_plan_point *pt, ws_plan_result *out, ws
     cfg.seed = s->seed;
     cfg.chunk = s->chunk;
     cfg.prefill_mode = s->prefill_mode;
+    cfg.batching = s->batching;
+    cfg.token_budget = s->token_budget;
+    cfg.prefix_cache = s->prefix_cache;
+    cfg.preempt = s->preempt;
+    cfg.batch = s->batch;
+    ws_deploy_cfg cc = s->cost;
+    if (s->engine) {
+        /* the engine's values, then the settings given over them */
+        const ws_serving given = cfg.srv;
+        ws_server_apply(&P->eng[pt->gpu], &cfg.srv, &cc, &cfg.kv_mem);
+        if (s->given & WS_PLAN_GIVEN_BATCHING)
+            cfg.batching = given.batching;
+        if (s->given & WS_PLAN_GIVEN_BUDGET)
+            cfg.token_budget = given.token_budget;
+        if (s->given & WS_PLAN_GIVEN_PREFIX)
+            cfg.prefix_cache = given.prefix_cache;
+        if (s->given & WS_PLAN_GIVEN_PREEMPT)
+            cfg.preempt = given.preempt;
+        if (s->given & WS_PLAN_GIVEN_BATCH)
+            cfg.batch = given.batch;
+        if (s->given & WS_PLAN_GIVEN_CHUNK)
+            cfg.chunk = given.chunk;
+    }
     cfg.cpu_workers = P->cores;
     cfg.keep_steps = cfg.keep_requests = 0;
     if (pt->set.page > 0)
@@ -702,7 +734,6 @@ static int eval_one(ws_plan *P, const ws_plan_point *pt, ws_plan_result *out, ws
     } else {
         if (!(pt->load > 0) || !isfinite(pt->load))
             return ws_err_set(err, WS_EINVAL, "plan: bad rate %g", pt->load);
-        cfg.batch = s->batch;
         if (s->trace) {
             rc = ws_trace_open(s->trace, &s->topts, &tr, err);
             sc.speed = pt->load / P->native_rate;
@@ -721,7 +752,6 @@ static int eval_one(ws_plan *P, const ws_plan_point *pt, ws_plan_result *out, ws
         src = (sim_source){.next = scaled_next, .ctx = &sc, .clients = sc.in.clients};
     }
     sim_results r;
-    ws_deploy_cfg cc = s->cost;
     if (!rc)
         rc = sim_run(&P->m[pt->gpu], &P->hw[pt->gpu], &cc, &cfg, &src, &r, err);
     ws_trace_close(tr);

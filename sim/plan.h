@@ -128,12 +128,27 @@ typedef struct ws_plan_spec {
     int detail_layer;           /* 0: fold identical layers (default) */
     int chunk;                  /* prefill chunk (2048) */
     int prefill_mode;           /* where chunks' CPU experts run: ws_prefill_mode (auto) */
+    int batching, token_budget; /* how steps are filled (serving.h; chunked, 2048) */
+    int prefix_cache, preempt;  /* serving.h (off, none) */
+    const char *engine;         /* serve as this engine does (engines/NAME.json, resolved per
+                                 * GPU), NULL: none; then the settings above that `given`
+                                 * marks (WS_PLAN_GIVEN_*) override its values */
+    unsigned given;
     uint64_t seed;
     ws_deploy_cfg cost;           /* weight formats, KV dtype, expert placement (the defaults) */
     /* after every round: points evaluated so far, open searches */
     void (*progress)(void *ctx, int round, long long points, int open);
     void *progress_ctx;
 } ws_plan_spec;
+
+enum {
+    WS_PLAN_GIVEN_BATCHING = 1,
+    WS_PLAN_GIVEN_BUDGET = 2,
+    WS_PLAN_GIVEN_PREFIX = 4,
+    WS_PLAN_GIVEN_PREEMPT = 8,
+    WS_PLAN_GIVEN_BATCH = 16,
+    WS_PLAN_GIVEN_CHUNK = 32,
+};
 
 /* Defaults: all policies, 99 %, tol 0.05, batch 32, 200 requests, candidates kv 1/2/4/8 GiB,
  * page 128/256/512, window 256/512/1024, frontier batches 1/8/32, step detail. */

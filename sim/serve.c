@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "engine.h"
+#include "prefix.h"
 #include "control.h"
 #include "decode.h"
 #include "quantile.h"
@@ -41,8 +42,11 @@ static int trace_next(void *ctx, sim_req *req, ws_err *err)
         return -(err && err->code ? err->code : WS_EIO);
     if (rc == 0)
         return 0;
-    *req =
-        (sim_req){.arrival_s = r.arrival_s, .prompt = r.prompt_tokens, .output = r.output_tokens};
+    *req = (sim_req){.arrival_s = r.arrival_s,
+                     .prompt = r.prompt_tokens,
+                     .output = r.output_tokens,
+                     .blocks = r.blocks,
+                     .n_blocks = r.n_blocks};
     return 1;
 }
 
@@ -75,6 +79,8 @@ typedef struct qent {
     uint64_t id;
     double first_s; /* -1: none yet */
     int generated;
+    int64_t *blocks; /* its own copy of rq.blocks (prefix caching), or NULL */
+    int seen;        /* 1: its blocks counted in the prefix statistics */
 } qent;
 
 /* A closed loop's request waiting for its arrival time (a min-heap on t, then seq). */
@@ -93,7 +99,13 @@ typedef struct seq {
     int need;                    /* tokens to prefill: the prompt, or after a preemption the
                                   * prompt and the tokens generated before it */
     int prefilled, generated;
-    double kv_tok;               /* tokens whose KV the bytes below hold */
+    double kv_tok;               /* tokens whose KV it holds: its own and shared blocks */
+    int64_t *blocks;             /* its prompt blocks' hashes (prefix caching), owned */
+    int n_blocks;
+    int held;                    /* leading blocks it holds in the prefix cache */
+    double shared_tok;           /* their tokens: its own bytes cover kv_tok - shared_tok */
+    int hit_tok;                 /* prompt tokens found cached at admission */
+    double hit_cpu;              /* of which in the CPU region */
     double r_adm;                /* the share at admission (the pinned part of the XFER KV) */
     int cpu_pages;               /* prompt pages placed in the CPU region */
     double ctx;                  /* tokens in its KV */
@@ -133,6 +145,8 @@ typedef struct run {
     double first_arr, last_end; /* of the served requests */
     sim_quantile ttft, tpot;
     uint64_t preempted;
+    int prefix;        /* prefix caching on */
+    sim_prefix cache;  /* its blocks */
     sim_results *res;
 } run;
 
@@ -280,7 +294,18 @@ static int q_push(run *R, const sim_req *rq, uint64_t id, ws_err *err)
     int rc = q_grow(R, err);
     if (rc)
         return rc;
-    R->q[(R->q_head + R->q_len) % R->q_cap] = (qent){*rq, id, -1, 0};
+    qent e = {*rq, id, -1, 0, NULL, 0};
+    e.rq.blocks = NULL;
+    e.rq.n_blocks = 0;
+    const int nb = rq->n_blocks < rq->prompt / WS_TRACE_BLOCK_TOKENS
+                       ? rq->n_blocks : rq->prompt / WS_TRACE_BLOCK_TOKENS;
+    if (R->prefix && nb > 0) {
+        if (!(e.blocks = malloc((size_t)nb * sizeof *e.blocks)))
+            return ws_err_set(err, WS_ENOMEM, "sim: out of memory (prompt blocks)");
+        memcpy(e.blocks, rq->blocks, (size_t)nb * sizeof *e.blocks);
+        e.rq.n_blocks = nb;
+    }
+    R->q[(R->q_head + R->q_len) % R->q_cap] = e;
     R->q_len++;
     return 0;
 }
@@ -344,6 +369,24 @@ static int fits(const run *R, double g, double h, double p)
            R->pin_used + p <= R->pinned;
 }
 
+/* Evicts cached blocks no sequence holds, oldest release first, until g, h, p fit. */
+static int make_room(run *R, double g, double h, double p)
+{
+    double a, b, c;
+    while (!fits(R, g, h, p)) {
+        if (!R->prefix || !sim_prefix_evict(&R->cache, &a, &b, &c))
+            return 0;
+        R->gpu_used -= a, R->host_used -= b, R->pin_used -= c;
+    }
+    return 1;
+}
+
+/* A sequence's own bytes: its KV but the shared blocks'. */
+static void own_bytes(const run *R, const seq *s, double kv_tok, double *g, double *h, double *p)
+{
+    need(R, kv_tok - s->shared_tok, s->r_adm, g, h, p);
+}
+
 static int admit(run *R, ws_err *err)
 {
     while (R->q_len && R->n_run < R->cfg->batch) {
@@ -355,21 +398,42 @@ static int admit(run *R, ws_err *err)
         double g, h, p;
         need(R, (double)rq->prompt + rq->output, r, &g, &h, &p);
         const int never = R->no_room || g > R->budget || h > R->host || p > R->pinned;
-        /* Reserved now: the whole request, or (preemption) the tokens to prefill. */
-        const double tok = R->cfg->preempt == WS_PREEMPT_RECOMPUTE
-                               ? (double)rq->prompt + qe->generated
-                               : (double)rq->prompt + rq->output;
-        if (!never)
-            need(R, tok, r, &g, &h, &p);
         if (never) {
             sim_req_result o = unserved(rq, qe->id);
             o.outcome = SIM_OUT_OOM;
+            free(qe->blocks);
             int rc = end_request(R, &o, err);
             if (rc)
                 return rc;
         } else {
-            if (!fits(R, g, h, p))
+            /* Cached leading blocks (never the prompt's last token) are held, not prefilled;
+             * the rest is reserved now: the whole request, or (preemption) the tokens to
+             * prefill. */
+            const int kmax = (rq->prompt - 1) / WS_TRACE_BLOCK_TOKENS;
+            const int k = R->prefix ? sim_prefix_match(&R->cache, qe->blocks,
+                                                       qe->rq.n_blocks < kmax ? qe->rq.n_blocks
+                                                                              : kmax)
+                                    : 0;
+            const double hit = (double)k * WS_TRACE_BLOCK_TOKENS;
+            const double tok = R->cfg->preempt == WS_PREEMPT_RECOMPUTE
+                                   ? (double)rq->prompt + qe->generated
+                                   : (double)rq->prompt + rq->output;
+            need(R, tok - hit, r, &g, &h, &p);
+            double hit_cpu = 0;
+            sim_prefix_hold(&R->cache, qe->blocks, k, &hit_cpu);
+            if (!make_room(R, g, h, p)) {
+                sim_prefix_release(&R->cache, qe->blocks, k);
                 break;
+            }
+            if (R->prefix && !qe->seen) {
+                sim_totals *t = &R->res->tot;
+                const int before = sim_prefix_see(&R->cache, qe->blocks, qe->rq.n_blocks, err);
+                if (before < 0)
+                    return -before;
+                t->prefix_blocks += (uint64_t)qe->rq.n_blocks;
+                t->prefix_hits += (uint64_t)k;
+                t->prefix_repeats += (uint64_t)before;
+            }
             int i = 0;
             while (R->s[i].live)
                 i++;
@@ -382,8 +446,15 @@ static int admit(run *R, ws_err *err)
                        .prompt = rq->prompt,
                        .output = rq->output,
                        .need = rq->prompt + qe->generated,
+                       .prefilled = k * WS_TRACE_BLOCK_TOKENS,
                        .generated = qe->generated,
                        .kv_tok = tok,
+                       .blocks = qe->blocks,
+                       .n_blocks = qe->rq.n_blocks,
+                       .held = k,
+                       .shared_tok = hit,
+                       .hit_tok = k * WS_TRACE_BLOCK_TOKENS,
+                       .hit_cpu = hit_cpu,
                        .r_adm = r,
                        .gpu_b = g,
                        .host_b = h,
@@ -416,8 +487,14 @@ static int finish(run *R, seq *s, ws_err *err)
                (!(R->cfg->slo_tpot > 0) || o.tpot <= R->cfg->slo_tpot);
     R->gpu_used -= s->gpu_b, R->host_used -= s->host_b, R->pin_used -= s->pin_b;
     s->live = 0;
-    if (--R->n_run == 0)
-        R->gpu_used = R->host_used = R->pin_used = 0; /* no rounding residue */
+    sim_prefix_release(&R->cache, s->blocks, s->held);
+    free(s->blocks);
+    s->blocks = NULL;
+    if (--R->n_run == 0) { /* no rounding residue: what is left is the cache's */
+        R->gpu_used = R->cache.g;
+        R->host_used = R->cache.h;
+        R->pin_used = R->cache.p;
+    }
     return end_request(R, &o, err);
 }
 
@@ -479,21 +556,51 @@ static int record_step(run *R, const sim_step_out *so, const sim_step_in *in, in
 /* A prompt whose chunk just ran: once its last token is in, its KV is placed (the CPU pages
  * decided at its first chunk, whole pages to XFER, the tail in the D-window) and it yields
  * a token. */
+/* Its prompt's whole blocks past those it holds join the prefix cache (a block another
+ * sequence added meanwhile is shared, this copy's bytes given back); each keeps the region
+ * its pages were written in (the first cpu_pages of its own pages in the CPU region). */
+static int cache_blocks(run *R, seq *s, ws_err *err)
+{
+    const int P = R->cfg->par.page_tokens, B = WS_TRACE_BLOCK_TOKENS, ppb = B / P;
+    const int first = s->hit_tok / P, nb = s->n_blocks;
+    for (int j = s->held; j < nb; j++) {
+        const int lo = j * ppb > first ? j * ppb : first, hi = (j + 1) * ppb;
+        const int cpu_hi = first + s->cpu_pages;
+        const double cpu = R->spills && cpu_hi > lo ? (double)((cpu_hi < hi ? cpu_hi : hi) - lo) * P
+                                                    : 0;
+        double g0, h0, p0, g1, h1, p1;
+        own_bytes(R, s, s->kv_tok, &g0, &h0, &p0);
+        s->shared_tok += B;
+        own_bytes(R, s, s->kv_tok, &g1, &h1, &p1);
+        const int rc = sim_prefix_add(&R->cache, s->blocks[j], cpu, g0 - g1, h0 - h1, p0 - p1, err);
+        if (rc < 0)
+            return -rc;
+        if (rc == 0) /* shared with its first writer: this copy is freed */
+            R->gpu_used -= g0 - g1, R->host_used -= h0 - h1, R->pin_used -= p0 - p1;
+        s->gpu_b = g1, s->host_b = h1, s->pin_b = p1;
+        s->held = j + 1;
+    }
+    return 0;
+}
+
 static int chunk_done(run *R, seq *s, int q, ws_err *err)
 {
     const int P = R->cfg->par.page_tokens;
     s->prefilled += q;
     if (s->prefilled < s->need)
         return 0;
-    const int pages = s->need / P;
+    const int pages = s->need / P, hit_pages = s->hit_tok / P;
     s->ctx = s->need;
     if (R->spills) {
-        s->cpu = (double)s->cpu_pages * P;
-        s->xfer = (double)(pages - s->cpu_pages) * P;
+        s->cpu = s->hit_cpu + (double)s->cpu_pages * P;
+        s->xfer = (s->hit_tok - s->hit_cpu) + (double)(pages - hit_pages - s->cpu_pages) * P;
         s->win = s->need - pages * P;
     } else {
         s->win = s->need;
     }
+    int rc;
+    if (R->prefix && (rc = cache_blocks(R, s, err)))
+        return rc;
     s->generated++;
     if (s->first_s < 0)
         s->first_s = sim_now(&R->eng);
@@ -533,8 +640,9 @@ static int pick_chunks(run *R, int left, int cap, int most, double *tokens)
         if (s->cpu_pages < 0) {
             double sp, c, w, l;
             batch_sums(R, &sp, &c, &w, &l);
+            const int P = R->cfg->par.page_tokens;
             s->cpu_pages = ws_ctl_prefill_cpu_pages(&R->ctl, R->n_run, w, sp + l,
-                                                    s->need / R->cfg->par.page_tokens);
+                                                    s->need / P - s->hit_tok / P);
         }
         R->pc[n] = (ws_sched_chunk){q, s->prefilled};
         R->pc_seq[n++] = s;
@@ -755,10 +863,17 @@ static int preempt(run *R, seq *s, ws_err *err)
     s->live = 0;
     R->n_run--;
     R->preempted++;
-    const qent e = {.rq = {.arrival_s = s->arrival_s, .prompt = s->prompt, .output = s->output},
+    sim_prefix_release(&R->cache, s->blocks, s->held);
+    const qent e = {.rq = {.arrival_s = s->arrival_s,
+                           .prompt = s->prompt,
+                           .output = s->output,
+                           .n_blocks = s->n_blocks},
                     .id = s->id,
                     .first_s = s->first_s,
-                    .generated = s->generated};
+                    .generated = s->generated,
+                    .blocks = s->blocks,
+                    .seen = 1};
+    s->blocks = NULL;
     return q_push_front(R, &e, err);
 }
 
@@ -779,11 +894,11 @@ static int grow(run *R, ws_err *err)
                 newest = s;
             if (decoding(s) && s->kv_tok < s->ctx + 1) {
                 double g1, h1, p1;
-                need(R, s->ctx + 1, s->r_adm, &g1, &h1, &p1);
+                own_bytes(R, s, s->ctx + 1, &g1, &h1, &p1);
                 g += g1 - s->gpu_b, h += h1 - s->host_b, p += p1 - s->pin_b;
             }
         }
-        if (fits(R, g, h, p) || R->n_run <= 1)
+        if (make_room(R, g, h, p) || R->n_run <= 1)
             break;
         int rc = preempt(R, newest, err);
         if (rc)
@@ -794,7 +909,7 @@ static int grow(run *R, ws_err *err)
         if (!decoding(s) || s->kv_tok >= s->ctx + 1)
             continue;
         double g1, h1, p1;
-        need(R, s->ctx + 1, s->r_adm, &g1, &h1, &p1);
+        own_bytes(R, s, s->ctx + 1, &g1, &h1, &p1);
         R->gpu_used += g1 - s->gpu_b, R->host_used += h1 - s->host_b, R->pin_used += p1 - s->pin_b;
         s->gpu_b = g1, s->host_b = h1, s->pin_b = p1;
         s->kv_tok = s->ctx + 1;
@@ -1000,6 +1115,15 @@ int sim_run(const ws_model *m, const ws_hw *hw, const ws_deploy_cfg *ccfg, const
     if ((rc = ws_ctl_init(&R.ctl, &R.cm, cfg->policy, &cfg->par, R.layers, err)) ||
         (rc = ws_ctl_set_prefill(&R.ctl, cfg->prefill_mode, err)))
         goto out_cm;
+    R.prefix = cfg->prefix_cache;
+    if (R.prefix && WS_TRACE_BLOCK_TOKENS % P) {
+        rc = ws_err_set(err, WS_EINVAL, "sim: prefix caching needs a page that divides the "
+                                        "%d-token block, not %d", WS_TRACE_BLOCK_TOKENS, P);
+        goto out_cm;
+    }
+    if (R.prefix && (rc = sim_prefix_init(&R.cache, err)))
+        goto out_cm;
+    snprintf(res->tot.prefix_tier, sizeof res->tot.prefix_tier, "%s", R.nospill ? "gpu" : "host");
     if ((rc = sim_quantile_init(&R.ttft, err)))
         goto out_cm;
     if ((rc = sim_quantile_init(&R.tpot, err)))
@@ -1030,6 +1154,11 @@ int sim_run(const ws_model *m, const ws_hw *hw, const ws_deploy_cfg *ccfg, const
             cfg->progress(cfg->progress_ctx, sim_now(&R.eng), res->tot.steps, R.n_seen,
                           R.n_seen);
     }
+    for (int i = 0; R.s && i < cfg->batch; i++)
+        free(R.s[i].blocks);
+    for (size_t i = 0; i < R.q_len; i++)
+        free(R.q[(R.q_head + i) % R.q_cap].blocks);
+    sim_prefix_free(&R.cache);
     free(R.s);
     free(R.obs);
     free(R.pc);

@@ -35,6 +35,10 @@ typedef struct sim_req {
     double arrival_s; /* seconds from the start */
     int prompt;       /* prompt tokens, >= 1 */
     int output;       /* output tokens, >= 1 */
+    /* The hashes of the prompt's leading blocks of WS_TRACE_BLOCK_TOKENS tokens (a trace's
+     * hash_ids; the source's, valid until its next call), for the prefix cache; NULL: none */
+    const int64_t *blocks;
+    int n_blocks;
 } sim_req;
 
 /* Yields the next request (arrivals non-decreasing): 1 = *req filled, 0 = no more, or a
@@ -171,6 +175,11 @@ typedef struct sim_totals {
      * (neither where every expert is on the GPU) */
     uint64_t prefill_cpu_steps, prefill_gpu_steps;
     uint64_t preempted; /* sequences preempted (their KV freed, recomputed later) */
+    /* Prefix caching: the requests' hashed prompt blocks, those found cached at admission,
+     * and those repeating a block seen before (the trace's own bound on hits); the tier the
+     * cache lives in: "gpu" (no-spill policies) or "host". */
+    uint64_t prefix_blocks, prefix_hits, prefix_repeats;
+    char prefix_tier[8];
     double wall_s; /* host time the run took */
 } sim_totals;
 

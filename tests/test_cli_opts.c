@@ -13,6 +13,7 @@
 
 #include "cli.h"
 #include "opts.h"
+#include "serving.h"
 #include "workload.h"
 
 typedef struct t_opts {
@@ -252,6 +253,7 @@ static const cli_optdef k_all[] = {{CLI_GROUP(all_opts, w, cli_workload, cli_wor
                                    {CLI_GROUP(all_opts, w, cli_workload, cli_trace_opts)},
                                    {CLI_GROUP(all_opts, w, cli_workload, cli_gen_opts)},
                                    {CLI_GROUP(all_opts, w, cli_workload, cli_closed_opts)},
+                                   {CLI_GROUP(all_opts, w, cli_workload, cli_serve_opts)},
                                    {0}};
 
 Test(cli_opts, shared_groups_fit_one_table_and_help_lists_them_all)
@@ -260,7 +262,8 @@ Test(cli_opts, shared_groups_fit_one_table_and_help_lists_them_all)
     char *text = help_text(&spec);
     cli_args a;
     cli_opts_expand(&spec, &a);
-    cr_assert_eq(a.n, 28); /* with sim's --prefill */
+    cr_assert_eq(a.n, 34); /* with sim's --prefill, the generator's --shared-prefix, the
+                            * serving group's five */
     for (int k = 0; k < a.n; k++) {
         char want[64];
         snprintf(want, sizeof want, "\n  --%s", a.opt[k].name);
@@ -271,8 +274,11 @@ Test(cli_opts, shared_groups_fit_one_table_and_help_lists_them_all)
     /* every value lands in its own field */
     all_opts o = {0};
     char *ok[] = {"all",      "--model", "m",          "--threads", "3", "--think", "fixed:1",
-                  "--detail", "layer",   "--skip-bad", "--seed",    "9", NULL};
-    cr_assert_eq(cli_opts_parse(&spec, 12, ok, &o, &a), 0);
+                  "--detail", "layer",   "--skip-bad", "--seed",    "9", "--engine", "sglang",
+                  "--scheduler", "slots", NULL};
+    cr_assert_eq(cli_opts_parse(&spec, 16, ok, &o, &a), 0);
+    cr_assert_str_eq(o.w.engine, "sglang");
+    cr_assert_eq(o.w.sched, WS_BATCH_SLOTS);
     cr_assert_str_eq(o.w.model, "m");
     cr_assert_eq(o.w.threads, 3);
     cr_assert_str_eq(o.w.gen.think, "fixed:1");

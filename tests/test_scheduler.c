@@ -18,6 +18,8 @@
 #include "server.h"
 #include "step.h"
 #include "store.h"
+#include "trace.h"
+#include "trace_gen.h"
 
 static void load(const char *model, const char *gpu, ws_model *m, ws_hw *hw)
 {
@@ -87,8 +89,8 @@ static int list_next(void *ctx, sim_req *r, ws_err *err)
 }
 
 static const sim_req k_load[] = {
-    {0.0, 3000, 200}, {0.0, 700, 150}, {0.2, 5000, 40}, {0.4, 300, 90}, {0.5, 2600, 120},
-    {0.9, 9000, 30},  {1.0, 64, 8},   {1.2, 1500, 60}, {3.0, 800, 200}, {3.1, 4100, 1},
+    {0.0, 3000, 200, NULL, 0}, {0.0, 700, 150, NULL, 0}, {0.2, 5000, 40, NULL, 0}, {0.4, 300, 90, NULL, 0}, {0.5, 2600, 120, NULL, 0},
+    {0.9, 9000, 30, NULL, 0},  {1.0, 64, 8, NULL, 0},   {1.2, 1500, 60, NULL, 0}, {3.0, 800, 200, NULL, 0}, {3.1, 4100, 1, NULL, 0},
 };
 #define N_LOAD ((int)(sizeof k_load / sizeof k_load[0]))
 
@@ -277,4 +279,58 @@ Test(scheduler, engine_value_without_reference_refused)
     cr_assert_neq(ws_server_load(path, "h100-sxm", 8e10, 0, &e, &err), 0);
     cr_assert(strstr(err.msg, "ref") != NULL, "%s", err.msg);
     unlink(path);
+}
+
+/* A shared system prompt: with the cache on, later requests find its blocks cached and
+ * prefill only the rest (every request still served in full); the hits never exceed the
+ * trace's own repeats. A tight GPU KV budget under gpu-only evicts and still serves all. */
+Test(scheduler, prefix_cache_skips_cached_blocks)
+{
+    ws_model m;
+    ws_hw hw;
+    load("qwen3-30b-a3b", "a100-80gb-sxm", &m, &hw);
+    const double budgets[2] = {16.0 * 1073741824.0, 12000.0 * 48 * 4 * 128 * 2 * 2};
+    for (int pol = 0; pol < 2; pol++) {
+        for (int bi = 0; bi < 2; bi++) {
+            uint64_t pf[2] = {0, 0};
+            for (int on = 0; on < 2; on++) {
+                ws_err err = {0};
+                ws_trace_gen g = {.arrivals = WS_ARRIVALS_POISSON, .rate = 2, .requests = 30,
+                                  .shared_prefix = 2048, .seed = 3};
+                cr_assert_eq(ws_trace_len_parse("uniform:2100:4000", &g.prompt, &err), 0);
+                cr_assert_eq(ws_trace_len_parse("uniform:10:60", &g.output, &err), 0);
+                ws_trace *t;
+                cr_assert_eq(ws_trace_gen_open(&g, &t, &err), 0, "%s", err.msg);
+                sim_source src;
+                cr_assert_eq(sim_trace_source(t, &src, &err), 0);
+                sim_cfg cfg;
+                sim_cfg_default(&cfg);
+                cfg.policy = pol ? WS_POLICY_GPU_ONLY : WS_POLICY_WRITESCOPE;
+                cfg.layers = 4;
+                cfg.batch = 8;
+                cfg.prefix_cache = on;
+                cfg.gpu_kv_budget = budgets[bi];
+                cfg.preempt = WS_PREEMPT_RECOMPUTE;
+                ws_deploy_cfg cc;
+                ws_deploy_cfg_default(&cc);
+                sim_results r;
+                cr_assert_eq(sim_run(&m, &hw, &cc, &cfg, &src, &r, &err), 0, "%s", err.msg);
+                ws_trace_close(t);
+                cr_assert_eq(r.tot.served, 30, "%s on %d budget %d", r.policy, on, bi);
+                for (size_t i = 0; i < r.n_req; i++)
+                    cr_assert_eq(r.req[i].generated, r.req[i].output);
+                for (size_t i = 0; i < r.n_step; i++)
+                    pf[on] += (uint64_t)r.step[i].prefill_tokens;
+                if (on) {
+                    cr_assert_eq(r.tot.prefix_blocks, 30 * 4, "four shared blocks a request");
+                    cr_assert_gt(r.tot.prefix_hits, 0, "%s", r.policy);
+                    cr_assert_leq(r.tot.prefix_hits, r.tot.prefix_repeats);
+                    cr_assert_eq(r.tot.prefix_repeats, 29 * 4);
+                    cr_assert_str_eq(r.tot.prefix_tier, pol ? "gpu" : "host");
+                }
+                sim_results_free(&r);
+            }
+            cr_assert_lt(pf[1], pf[0], "the hits are not prefilled again");
+        }
+    }
 }

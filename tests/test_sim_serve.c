@@ -49,7 +49,7 @@ static int list_next(void *ctx, sim_req *r, ws_err *err)
 }
 
 static const sim_req k_mix[] = {
-    {0.0, 700, 300}, {0.0, 300, 40}, {0.5, 1200, 5}, {2.0, 90, 1}, {2.0, 513, 260}, {40.0, 64, 8},
+    {0.0, 700, 300, NULL, 0}, {0.0, 300, 40, NULL, 0}, {0.5, 1200, 5, NULL, 0}, {2.0, 90, 1, NULL, 0}, {2.0, 513, 260, NULL, 0}, {40.0, 64, 8, NULL, 0},
 };
 #define N_MIX ((int)(sizeof k_mix / sizeof k_mix[0]))
 
@@ -431,7 +431,7 @@ Test(sim_serve, bad_settings_and_requests)
     sim_results r;
     cr_assert_eq(sim_run(&m, &hw, &cc, &cfg, &src, &r, &err), WS_EINVAL);
     sim_cfg_default(&cfg);
-    const sim_req bad[] = {{1.0, 10, 10}, {0.5, 10, 10}}; /* out of order */
+    const sim_req bad[] = {{1.0, 10, 10, NULL, 0}, {0.5, 10, 10, NULL, 0}}; /* out of order */
     list_src l = {bad, 2, 0};
     sim_source s2 = {list_next, &l, 0};
     cr_assert_eq(sim_run(&m, &hw, &cc, &cfg, &s2, &r, &err), WS_EINVAL);

@@ -113,6 +113,26 @@ Test(trace, azure_timestamps_relative_to_the_first_row)
                WS_TRACE_AUTO, 2, "ContextTokens 'x'");
 }
 
+/* The hash_ids come through with their request, valid until the next one is read. */
+Test(trace, mooncake_hash_ids)
+{
+    const char *text = "{\"timestamp\": 0, \"input_length\": 1100, \"output_length\": 5, "
+                       "\"hash_ids\": [7, 8, 9]}\n"
+                       "{\"timestamp\": 10, \"input_length\": 40, \"output_length\": 5}\n";
+    ws_trace *t;
+    ws_err err = {0};
+    cr_assert_eq(ws_trace_open_mem("m", text, strlen(text), NULL, &t, &err), 0, "%s", err.msg);
+    ws_trace_req r;
+    cr_assert_eq(ws_trace_next(t, &r, &err), 1);
+    cr_assert_eq(r.n_blocks, 3);
+    cr_assert_eq(r.blocks[0], 7);
+    cr_assert_eq(r.blocks[2], 9);
+    cr_assert_eq(ws_trace_next(t, &r, &err), 1);
+    cr_assert_eq(r.n_blocks, 0);
+    cr_assert_null(r.blocks);
+    ws_trace_close(t);
+}
+
 Test(trace, mooncake_jsonl)
 {
     got g = read_all("{\"timestamp\": 1000, \"input_length\": 6758, \"output_length\": 500, "
@@ -132,6 +152,12 @@ Test(trace, mooncake_jsonl)
     expect_bad("{\"timestamp\": 0, \"input_length\": 1, \"output_length\": 1}\n"
                "{\"timestamp\": 1, \"input_length\": 1}\n",
                WS_TRACE_AUTO, 2, "no \"output_length\"");
+    expect_bad("{\"timestamp\": 0, \"input_length\": 600, \"output_length\": 1, "
+               "\"hash_ids\": [1, 2, 3]}\n",
+               WS_TRACE_AUTO, 1, "at most 2 hashes");
+    expect_bad("{\"timestamp\": 0, \"input_length\": 600, \"output_length\": 1, "
+               "\"hash_ids\": [1, -2]}\n",
+               WS_TRACE_AUTO, 1, "non-negative integer");
     expect_bad(
         "{\"timestamp\": 0, \"input_length\": 1, \"output_length\": 1}\n{\"timestamp\": 1,\n",
         WS_TRACE_AUTO, 2, "not JSON");

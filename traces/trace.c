@@ -179,6 +179,7 @@ void ws_trace_close(ws_trace *t)
     if (t->lr.fd >= 0)
         close(t->lr.fd);
     free(t->lr.buf);
+    free(t->blocks);
     if (t->gen_free)
         t->gen_free(t->gen);
     free(t);

@@ -35,6 +35,7 @@ extern "C" {
 #define WS_TRACE_LINE_MAX (1 << 20)      /* longest line, bytes (Mooncake hash_ids) */
 #define WS_TRACE_FILE_MAX (64LL << 30)   /* largest trace file, bytes */
 #define WS_TRACE_SESSION_MAX (1LL << 62) /* largest session id */
+#define WS_TRACE_BLOCK_TOKENS 512         /* tokens of a prompt block (Mooncake's hash_ids) */
 
 typedef enum ws_trace_format {
     WS_TRACE_AUTO = 0, /* detect from the header / first line */
@@ -52,6 +53,11 @@ typedef struct ws_trace_req {
     int32_t prompt_tokens; /* 1..WS_TRACE_TOKENS_MAX */
     int32_t output_tokens; /* 1..WS_TRACE_TOKENS_MAX */
     int64_t session_id;    /* 0..WS_TRACE_SESSION_MAX, or -1: none */
+    /* The hashes of the prompt's blocks of WS_TRACE_BLOCK_TOKENS tokens, in order (equal
+     * hashes: equal prefixes up to that block); the source's, valid until its next call.
+     * NULL, 0: none (prefix caching sees no hit). */
+    const int64_t *blocks;
+    int n_blocks;
 } ws_trace_req;
 
 typedef struct ws_trace_opts {

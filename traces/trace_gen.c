@@ -205,6 +205,7 @@ typedef struct gen_state {
     zipf z_prompt, z_output;
     double t;
     uint64_t i;
+    int64_t *blocks; /* the shared prefix's block hashes: 0, 1, ... */
 } gen_state;
 
 static int32_t draw_len(const ws_trace_len *l, const zipf *z, gsl_rng *r)
@@ -253,6 +254,9 @@ static int gen_next(ws_trace *t, ws_trace_req *req, ws_err *err)
     }
     r.prompt_tokens = draw_len(&g->prompt, &s->z_prompt, s->r_prompt);
     r.output_tokens = draw_len(&g->output, &s->z_output, s->r_output);
+    const int shared = g->shared_prefix < r.prompt_tokens ? g->shared_prefix : r.prompt_tokens;
+    r.n_blocks = shared / WS_TRACE_BLOCK_TOKENS;
+    r.blocks = r.n_blocks ? s->blocks : NULL;
     s->i++;
     *req = r;
     return 1;
@@ -269,6 +273,7 @@ static void gen_free(void *p)
         gsl_rng_free(s->r_prompt);
     if (s->r_output)
         gsl_rng_free(s->r_output);
+    free(s->blocks);
     free(s);
 }
 
@@ -317,6 +322,9 @@ int ws_trace_gen_open(const ws_trace_gen *g, ws_trace **out, ws_err *err)
                           (unsigned long long)g->requests);
     if (check_len(&g->prompt, "prompt", err) || check_len(&g->output, "output", err))
         return WS_EINVAL;
+    if (g->shared_prefix < 0 || g->shared_prefix > WS_TRACE_TOKENS_MAX)
+        return ws_err_set(err, WS_EINVAL, "generator: shared prefix %d outside 0..%d tokens",
+                          g->shared_prefix, WS_TRACE_TOKENS_MAX);
 
     ws_trace *t = calloc(1, sizeof *t);
     gen_state *s = calloc(1, sizeof *s);
@@ -326,6 +334,14 @@ int ws_trace_gen_open(const ws_trace_gen *g, ws_trace **out, ws_err *err)
         return ws_err_set(err, WS_ENOMEM, "out of memory for the generator");
     }
     s->g = *g;
+    const int nb = g->shared_prefix / WS_TRACE_BLOCK_TOKENS;
+    if (nb > 0 && !(s->blocks = malloc((size_t)nb * sizeof *s->blocks))) {
+        gen_free(s);
+        free(t);
+        return ws_err_set(err, WS_ENOMEM, "out of memory for the generator");
+    }
+    for (int i = 0; i < nb; i++)
+        s->blocks[i] = i;
     gsl_rng **rs[] = {&s->r_arr, &s->r_prompt, &s->r_output};
     for (int i = 0; i < 3; i++) {
         *rs[i] = gsl_rng_alloc(gsl_rng_mt19937);

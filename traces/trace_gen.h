@@ -57,6 +57,9 @@ typedef struct ws_trace_gen {
     int think_fixed;   /* closed: 1 = every think time is think_s; 0 = exponential */
     uint64_t requests; /* requests to generate; >= 1 */
     ws_trace_len prompt, output;
+    int shared_prefix; /* tokens every prompt starts with (a system prompt): the whole
+                        * WS_TRACE_BLOCK_TOKENS blocks of it that the prompt holds carry the
+                        * same hashes in every request (0: none) */
     uint64_t seed;
 } ws_trace_gen;
 

@@ -59,6 +59,8 @@ struct ws_trace {
     int col[8];
     int has_sessions;
     int closed_clients;
+    int64_t *blocks; /* the last request's block hashes (ws_trace_req.blocks) */
+    size_t cap_blocks;
     /* generator */
     void *gen;
     int (*gen_next)(ws_trace *t, ws_trace_req *req, ws_err *err);

@@ -1,10 +1,11 @@
 /* trace_mooncake: the Mooncake trace, JSON lines (no header), one object a line with
- * `timestamp` (ms), `input_length`, `output_length` and `hash_ids` (the 512-token prefix
- * blocks, which the simulator does not use yet; other keys are ignored too). Found by a
+ * `timestamp` (ms), `input_length`, `output_length` and `hash_ids` (the hashes of the
+ * prompt's 512-token blocks, at most one per block of the prompt; other keys are ignored). Found by a
  * first line that opens a JSON object. Each line is parsed by jansson with duplicate keys
  * refused; the timestamp is shifted so the first row arrives at 0. */
 #include <jansson.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "trace_io.h"
@@ -41,6 +42,37 @@ static int tokens(json_t *o, const char *key, int32_t *out, ws_err *err)
     return 0;
 }
 
+/* hash_ids, when present: non-negative integers, at most one per block of the prompt. */
+static int hashes(ws_trace *t, json_t *o, ws_trace_req *r, ws_err *err)
+{
+    json_t *h = json_object_get(o, "hash_ids");
+    r->blocks = NULL;
+    r->n_blocks = 0;
+    if (!h)
+        return 0;
+    const size_t n = json_array_size(h);
+    const size_t most = ((size_t)r->prompt_tokens + WS_TRACE_BLOCK_TOKENS - 1) / WS_TRACE_BLOCK_TOKENS;
+    if (!json_is_array(h) || n > most)
+        return ws_err_set(err, WS_EPARSE, "\"hash_ids\": not a list of at most %zu hashes (one "
+                                          "per %d-token block)", most, WS_TRACE_BLOCK_TOKENS);
+    if (n > t->cap_blocks) {
+        int64_t *b = realloc(t->blocks, n * sizeof *b);
+        if (!b)
+            return ws_err_set(err, WS_ENOMEM, "out of memory (hash_ids)");
+        t->blocks = b;
+        t->cap_blocks = n;
+    }
+    for (size_t i = 0; i < n; i++) {
+        json_t *x = json_array_get(h, i);
+        if (!json_is_integer(x) || json_integer_value(x) < 0)
+            return ws_err_set(err, WS_EPARSE, "\"hash_ids\"[%zu]: not a non-negative integer", i);
+        t->blocks[i] = (int64_t)json_integer_value(x);
+    }
+    r->blocks = t->blocks;
+    r->n_blocks = (int)n;
+    return 0;
+}
+
 static int row(ws_trace *t, char *line, size_t len, ws_trace_req *r, ws_err *err)
 {
     json_error_t je;
@@ -55,7 +87,7 @@ static int row(ws_trace *t, char *line, size_t len, ws_trace_req *r, ws_err *err
         ws_err_set(err, WS_EPARSE, "not a JSON object");
     else if (!number(o, "timestamp", &ms, err) &&
              !tokens(o, "input_length", &r->prompt_tokens, err) &&
-             !tokens(o, "output_length", &r->output_tokens, err)) {
+             !tokens(o, "output_length", &r->output_tokens, err) && !hashes(t, o, r, err)) {
         if (!(ms >= 0 && ms <= 1e15))
             ws_err_set(err, WS_EINVAL, "\"timestamp\" %g: outside 0..1e15 ms", ms);
         else {
