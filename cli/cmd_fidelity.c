@@ -1,6 +1,7 @@
 /* cmd_fidelity: `writescope fidelity` -- the simulator against measurements others
  * published (validate/fidelity.h): each point's published and predicted figure, their
- * ratio or the knob the model lacks, and per group the median and worst absolute error. */
+ * ratio or the knob the model lacks, and per group the median and worst absolute error and
+ * the host time its simulations took. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -16,14 +17,18 @@ static void usage(FILE *out)
     fprintf(out,
             "usage: writescope fidelity [--points FILE] [--db PATH] [--group G]\n"
             "           [--ops DIR [--ops-gpu PROFILE] [--heldout] | --no-ops] [--json]\n"
-            "\nRuns the simulator (MODELED) on every published end-to-end point in FILE\n"
-            "(fidelity/e2e.json: decode tok/s, TPOT, TTFT, prefill tok/s of MoE models on\n"
-            "one GPU, with and without CPU offload, each with its source; fidelity/README.md)\n"
-            "on the closest setup it can express, and prints predicted, published and their\n"
-            "ratio, or the knob it lacks. The summary gives the median and worst |ratio - 1|\n"
-            "per group. Operator points: every kernel of public A100 profiles (Vidur's\n"
-            "Kineto CSVs) predicted by the cost model on --ops-gpu. Profiles come from --db\n"
-            "(else the default database, else the embedded datasheet profiles).\n");
+            "\nRuns the simulator (MODELED) on every published point (fidelity/README.md):\n"
+            "end-to-end points (fidelity/e2e.json: decode tok/s, TPOT, TTFT, prefill tok/s\n"
+            "of MoE models on one GPU, with and without CPU offload, each a closed batch) on\n"
+            "the closest setup it can express, and serving points (fidelity/serving.json:\n"
+            "latency statistics and throughputs of an engine under a published load: all\n"
+            "requests at once, Poisson arrivals, or a closed loop of clients), each under\n"
+            "its engine's file (engines/). Prints predicted, published and their ratio, or\n"
+            "the knob it lacks. The summary gives the median and worst |ratio - 1| per group\n"
+            "and the host time its simulations took. Operator points: every kernel of public\n"
+            "A100 profiles (Vidur's Kineto CSVs) predicted by the cost model on --ops-gpu.\n"
+            "Profiles come from --db (else the default database, else the embedded datasheet\n"
+            "profiles).\n");
 }
 
 typedef struct fid_opts {
@@ -33,11 +38,13 @@ typedef struct fid_opts {
 
 static const cli_optdef k_opts[] = {
     {"points", CLI_STR(fid_opts, points), .arg = "FILE",
-     .help = "the end-to-end points (default: fidelity/e2e.json in the project folder)"},
+     .help = "the points, end-to-end or serving (default: fidelity/e2e.json and "
+             "fidelity/serving.json in the project folder)"},
     {"db", CLI_STR(fid_opts, db), .arg = "PATH",
      .help = "database with the profiles (default: the default database)"},
     {"group", CLI_STR(fid_opts, group), .arg = "G",
-     .help = "only points of this group (e2e gpu-only, e2e offload, e2e quantized, ...)"},
+     .help = "only points of this group (e2e gpu-only, e2e offload, e2e quantized, serving, "
+             "op GEMM, ...)"},
     {"ops", CLI_STR(fid_opts, ops), .arg = "DIR",
      .help = "operator profiles in Vidur's CSV format (default: ../shared/profiling/vidur-a100 "
              "beside the project folder, when it is there)"},
@@ -72,6 +79,10 @@ static int print_json(const ws_fid_report *r)
         json_object_set_new(o, "kind", json_string(p->kind));
         json_object_set_new(o, "group", json_string(p->group));
         json_object_set_new(o, "engine", json_string(p->engine));
+        json_object_set_new(o, "engine_version",
+                            *p->engine_version ? json_string(p->engine_version) : json_null());
+        json_object_set_new(o, "engine_file",
+                            *p->engine_file ? json_string(p->engine_file) : json_null());
         json_object_set_new(o, "source", json_string(p->source));
         json_object_set_new(o, "url", json_string(p->url));
         json_object_set_new(o, "hardware", json_string(p->hw_desc));
@@ -79,9 +90,21 @@ static int print_json(const ws_fid_report *r)
         json_object_set_new(o, "host", json_string(p->host));
         json_object_set_new(o, "model", json_string(p->model));
         json_object_set_new(o, "metric", json_string(p->metric));
+        json_object_set_new(o, "stat", *p->stat ? json_string(p->stat) : json_null());
         json_object_set_new(o, "offload", json_boolean(p->offload));
         json_object_set_new(o, "quantized", json_boolean(p->quantized));
-        json_object_set_new(o, "batch", json_integer(p->batch));
+        if (!strcmp(p->kind, "serving")) {
+            const ws_fid_workload *l = &p->load;
+            json_t *w = json_object();
+            json_object_set_new(w, "arrival", json_string(l->arrival));
+            json_object_set_new(w, "rate_rps", num_or_null(l->rate_rps));
+            json_object_set_new(w, "concurrency",
+                                l->concurrency ? json_integer(l->concurrency) : json_null());
+            json_object_set_new(w, "num_requests", json_integer(l->requests));
+            json_object_set_new(w, "lengths", json_string(l->lengths));
+            json_object_set_new(o, "workload", w);
+        }
+        json_object_set_new(o, "batch", p->batch ? json_integer(p->batch) : json_null());
         json_object_set_new(o, "prompt", p->prompt < 0 ? json_null() : json_integer(p->prompt));
         json_object_set_new(o, "output", json_integer(p->output));
         json_object_set_new(o, "policy", *p->policy ? json_string(p->policy) : json_null());
@@ -90,6 +113,8 @@ static int print_json(const ws_fid_report *r)
         json_object_set_new(o, "ratio", num_or_null(p->ratio));
         json_object_set_new(o, "missing", *p->missing ? json_string(p->missing) : json_null());
         json_object_set_new(o, "assumed", *p->assumed ? json_string(p->assumed) : json_null());
+        if (strcmp(p->kind, "op"))
+            json_object_set_new(o, "wall_s", json_real(p->wall_s));
         json_array_append_new(pts, o);
     }
     for (size_t k = 0; k < r->ng; k++) {
@@ -101,6 +126,7 @@ static int print_json(const ws_fid_report *r)
         json_object_set_new(o, "median_abs_err", num_or_null(g->median_err));
         json_object_set_new(o, "worst_abs_err", num_or_null(g->worst_err));
         json_object_set_new(o, "worst_point", g->expressed ? json_string(g->worst_id) : json_null());
+        json_object_set_new(o, "wall_s", json_real(g->wall_s));
         json_array_append_new(gs, o);
     }
     json_object_set_new(root, "points", pts);
@@ -112,7 +138,7 @@ static void print_table(const ws_fid_report *r, int embedded)
 {
     printf("writescope fidelity: the simulator (MODELED%s) against published measurements\n",
            embedded ? ", embedded datasheet profiles" : "");
-    printf("%-34s %-16s %-14s %12s %12s %7s  %s\n", "point", "metric", "policy", "published",
+    printf("%-34s %-24s %-14s %12s %12s %7s  %s\n", "point", "metric", "policy", "published",
            "predicted", "ratio", "source / missing knob");
     size_t n_op = 0;
     for (size_t i = 0; i < r->n; i++) {
@@ -126,23 +152,28 @@ static void print_table(const ws_fid_report *r, int embedded)
             snprintf(pred, sizeof pred, "%.4g", p->predicted);
             snprintf(ratio, sizeof ratio, "%.2f", p->ratio);
         }
-        printf("%-34s %-16s %-14s %12.4g %12s %7s  %s%s%s\n", p->id, p->metric,
+        char metric[40];
+        snprintf(metric, sizeof metric, "%s%s%s", p->metric, *p->stat ? " " : "", p->stat);
+        printf("%-34s %-24s %-14s %12.4g %12s %7s  %s%s\n", p->id, metric,
                *p->policy ? p->policy : "-", p->published, pred, ratio,
-               *p->missing ? "MISSING " : "", *p->missing ? p->missing : p->source, "");
+               *p->missing ? "MISSING " : "", *p->missing ? p->missing : p->source);
     }
     if (n_op)
         printf("(%zu operator points, one per profiled kernel: in --json; summarised below)\n",
                n_op);
-    printf("\n%-28s %7s %10s %13s %12s  %s\n", "group", "points", "expressed", "median |err|",
-           "worst |err|", "worst point");
+    printf("\n%-28s %7s %10s %13s %12s %8s  %s\n", "group", "points", "expressed",
+           "median |err|", "worst |err|", "sim s", "worst point");
     for (size_t k = 0; k < r->ng; k++) {
         const ws_fid_group *g = &r->g[k];
+        char wall[16] = "-";
+        if (g->wall_s > 0)
+            snprintf(wall, sizeof wall, "%.1f", g->wall_s);
         if (!g->expressed) {
-            printf("%-28s %7d %10d %13s %12s\n", g->group, g->n, 0, "n/a", "n/a");
+            printf("%-28s %7d %10d %13s %12s %8s\n", g->group, g->n, 0, "n/a", "n/a", wall);
             continue;
         }
-        printf("%-28s %7d %10d %12.1f%% %11.1f%%  %s\n", g->group, g->n, g->expressed,
-               100 * g->median_err, 100 * g->worst_err, g->worst_id);
+        printf("%-28s %7d %10d %12.1f%% %11.1f%% %8s  %s\n", g->group, g->n, g->expressed,
+               100 * g->median_err, 100 * g->worst_err, wall, g->worst_id);
     }
 }
 
@@ -156,6 +187,24 @@ static void keep_group(ws_fid_report *r, const char *group)
     r->n = w;
 }
 
+/* The default points: every file of k_point_files in the project folder's fidelity/. */
+static const char *const k_point_files[] = {"fidelity/e2e.json", "fidelity/serving.json"};
+
+static int load_points(const char *points, ws_fid_report *r, ws_err *err)
+{
+    if (points)
+        return ws_fidelity_load(points, r, err);
+    char root[WS_PATH_MAX], path[WS_PATH_MAX];
+    if (ws_root_dir(root, sizeof root, err))
+        return err->code;
+    for (size_t i = 0; i < sizeof k_point_files / sizeof *k_point_files; i++) {
+        int rc = ws_path_join(path, sizeof path, root, k_point_files[i], err);
+        if (rc || (rc = ws_fidelity_load(path, r, err)))
+            return rc;
+    }
+    return 0;
+}
+
 int cmd_fidelity(int argc, char **argv)
 {
     fid_opts o = {0};
@@ -164,23 +213,10 @@ int cmd_fidelity(int argc, char **argv)
     if (rc)
         return rc == CLI_PARSE_HELP ? CLI_EXIT_OK : rc;
     ws_err err = {0};
-    char root[WS_PATH_MAX], path[WS_PATH_MAX];
-    const char *points = o.points;
-    if (!points) {
-        if (ws_root_dir(root, sizeof root, &err) ||
-            ws_path_join(path, sizeof path, root, "fidelity/e2e.json", &err))
-            return cli_fail(&err);
-        points = path;
-    }
     ws_fid_report r = {0};
-    if (ws_fidelity_load_e2e(points, &r, &err))
+    if (load_points(o.points, &r, &err)) {
+        ws_fidelity_free(&r);
         return cli_fail(&err);
-    if (o.group) {
-        keep_group(&r, o.group);
-        if (!r.n) {
-            ws_fidelity_free(&r);
-            return cli_usage_error("fidelity", "no point in group '%s'", o.group);
-        }
     }
     ws_store *s = NULL;
     int embedded = 0;
@@ -188,8 +224,10 @@ int cmd_fidelity(int argc, char **argv)
         ws_fidelity_free(&r);
         return cli_fail(&err);
     }
-    char ops[WS_PATH_MAX];
-    if (!o.no_ops && !o.ops) {
+    char root[WS_PATH_MAX], ops[WS_PATH_MAX];
+    /* operator points only where they are asked for: every group, or one of theirs */
+    const int want_ops = !o.no_ops && (!o.group || !strncmp(o.group, "op ", 3));
+    if (want_ops && !o.ops) {
         if (!ws_root_dir(root, sizeof root, &err) &&
             !ws_path_join(ops, sizeof ops, root, "../shared/profiling/vidur-a100", &err) &&
             ws_dir_exists(ops))
@@ -197,18 +235,25 @@ int cmd_fidelity(int argc, char **argv)
         else
             fprintf(stderr, "fidelity: no operator profiles (../shared/profiling/vidur-a100 "
                             "is not beside the project folder; --ops DIR): end-to-end "
-                            "points only\n");
+                            "and serving points only\n");
         err = (ws_err){0};
     }
-    if (!o.no_ops && o.ops &&
-        (rc = ws_fidelity_add_ops(s, o.ops, o.ops_gpu, o.heldout, &r, &err))) {
+    if (want_ops && o.ops && (rc = ws_fidelity_add_ops(s, o.ops, o.ops_gpu, o.heldout, &r, &err))) {
         ws_store_close(s);
         ws_fidelity_free(&r);
         return cli_fail(&err);
     }
+    if (o.group) {
+        keep_group(&r, o.group);
+        if (!r.n) {
+            ws_store_close(s);
+            ws_fidelity_free(&r);
+            return cli_usage_error("fidelity", "no point in group '%s'", o.group);
+        }
+    }
     cli_progress prog;
     cli_progress_start(&prog);
-    rc = ws_fidelity_predict_e2e(s, &r, on_progress, &prog, &err);
+    rc = ws_fidelity_predict(s, &r, on_progress, &prog, &err);
     cli_progress_end(&prog);
     ws_store_close(s);
     if (!rc)

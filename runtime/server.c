@@ -298,9 +298,8 @@ void ws_server_apply(const ws_server *e, ws_serving *s, ws_deploy_cfg *cc, ws_se
         s->preempt = e->preempt;
     if (e->set[WS_SRV_KV_MEM] && kv)
         *kv = e->kv;
-    if (cc) {
-        /* Not published: nothing beyond each kernel's own fixed cost. */
-        cc->step_overhead = e->set[WS_SRV_STEP_OVERHEAD] ? e->step_s : 0;
+    if (cc && e->set[WS_SRV_STEP_OVERHEAD]) { /* else the GPU profile's (modeled) */
+        cc->step_overhead = e->step_s;
         snprintf(cc->step_from, sizeof cc->step_from, "engine %.60s: %.90s", e->name,
                  e->ref[WS_SRV_STEP_OVERHEAD]);
     }

@@ -76,7 +76,7 @@ int ws_server_load(const char *name, const char *gpu, double gpu_mem, int model_
 /* The engines' names (sorted) into names; returns how many (at most max). */
 int ws_server_list(char names[][64], int max);
 /* The engine's published values over s, cc (its step overhead) and kv; unpublished ones are
- * left as they are. */
+ * left as they are (an unpublished step overhead: the GPU profile's modeled one). */
 void ws_server_apply(const ws_server *e, ws_serving *s, ws_deploy_cfg *cc, ws_server_kv *kv);
 
 #ifdef __cplusplus

@@ -1,7 +1,7 @@
 /* Tests for validate/fidelity: reading published points, predicting them with the
- * simulator on the setup they name, the knobs named where a setup cannot be expressed, and
- * the summary's statistics; the shipped fidelity/e2e.json loads and names a source for
- * every point. */
+ * simulator on the setup they name under the engine they name, the knobs named where a
+ * setup cannot be expressed, and the summary's statistics; the shipped fidelity/e2e.json
+ * loads and names a source for every point. Serving points: test_fidelity_serving.c. */
 #include <criterion/criterion.h>
 #include <jansson.h>
 #include <math.h>
@@ -12,16 +12,18 @@
 #include "helpers.h"
 #include "hw.h"
 #include "serve.h"
+#include "server.h"
+#include "store.h"
 #include "ws_util.h"
 
 static const char *k_points =
     "{\"points\": [\n"
-    " {\"id\": \"gpu\", \"engine\": \"t\", \"source\": {\"where\": \"here\"},"
+    " {\"id\": \"gpu\", \"source\": {\"where\": \"here\"},"
     "  \"hardware\": {\"gpu\": \"h100-sxm\", \"host\": \"xeon-gold-5318y\"},"
     "  \"model\": \"qwen3-30b-a3b\", \"weights\": {\"gpu_part\": \"bf16\"}, \"quantized\": false,"
     "  \"offload\": false, \"batch\": 2, \"prompt\": 256, \"output\": 16,"
     "  \"metric\": \"decode_tok_s\", \"published\": 100},\n"
-    " {\"id\": \"kt\", \"engine\": \"t\", \"source\": \"there\","
+    " {\"id\": \"kt\", \"source\": \"there\","
     "  \"hardware\": {\"gpu\": \"a100-40gb-pcie\", \"host\": \"xeon-gold-5318y\"},"
     "  \"model\": \"qwen3-30b-a3b\", \"offload\": true, \"offload_what\": \"experts\","
     "  \"placement\": {\"gpu_experts\": 8}, \"batch\": 1, \"prompt\": 256, \"output\": 8,"
@@ -67,11 +69,11 @@ static ws_fid_report load_points(const char *text, size_t n)
     th_write(dir, "p.json", text, path, sizeof path);
     ws_fid_report r = {0};
     ws_err err = {0};
-    cr_assert_eq(ws_fidelity_load_e2e(path, &r, &err), 0, "%s", err.msg);
+    cr_assert_eq(ws_fidelity_load(path, &r, &err), 0, "%s", err.msg);
     cr_assert_eq(r.n, n);
     ws_store *s = NULL;
     cr_assert_eq(ws_store_open_embedded(&s, &err), 0, "%s", err.msg);
-    cr_assert_eq(ws_fidelity_predict_e2e(s, &r, NULL, NULL, &err), 0, "%s", err.msg);
+    cr_assert_eq(ws_fidelity_predict(s, &r, NULL, NULL, &err), 0, "%s", err.msg);
     ws_store_close(s);
     cr_assert_eq(ws_fidelity_summarise(&r, &err), 0, "%s", err.msg);
     return r;
@@ -249,7 +251,7 @@ Test(fidelity, bad_points_are_one_line_errors)
         th_write(dir, "b.json", bad[i], path, sizeof path);
         ws_fid_report r = {0};
         ws_err err = {0};
-        cr_assert_neq(ws_fidelity_load_e2e(path, &r, &err), 0, "%s", bad[i]);
+        cr_assert_neq(ws_fidelity_load(path, &r, &err), 0, "%s", bad[i]);
         cr_assert(strstr(err.msg, "b.json") && !strchr(err.msg, '\n'), "%s", err.msg);
         ws_fidelity_free(&r);
     }
@@ -262,7 +264,7 @@ Test(fidelity, shipped_points_load_with_sources)
     cr_assert_eq(ws_root_dir(root, sizeof root, &err), 0, "%s", err.msg);
     cr_assert_eq(ws_path_join(path, sizeof path, root, "fidelity/e2e.json", &err), 0);
     ws_fid_report r = {0};
-    cr_assert_eq(ws_fidelity_load_e2e(path, &r, &err), 0, "%s", err.msg);
+    cr_assert_eq(ws_fidelity_load(path, &r, &err), 0, "%s", err.msg);
     cr_assert_geq(r.n, 15);
     for (size_t i = 0; i < r.n; i++) {
         cr_assert(strlen(r.pt[i].source) > 5, "%s has no source", r.pt[i].id);
@@ -370,7 +372,7 @@ Test(fidelity, prompt_range_bounds_an_unpublished_prompt)
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         th_write(dir, "b.json", bad[i], path, sizeof path);
         ws_fid_report b = {0};
-        cr_assert_neq(ws_fidelity_load_e2e(path, &b, &err), 0, "%s", bad[i]);
+        cr_assert_neq(ws_fidelity_load(path, &b, &err), 0, "%s", bad[i]);
         cr_assert(strstr(err.msg, "prompt_range") && !strchr(err.msg, '\n'), "%s", err.msg);
         ws_fidelity_free(&b);
     }
@@ -409,4 +411,64 @@ Test(fidelity, prefill_placement_and_one_node_reach_the_simulator)
     cr_assert_float_eq(v[0], fmax(v[1], v[2]), 1e-9 * v[0], "auto takes the faster");
     cr_assert_neq(v[1], v[2]);
     cr_assert_lt(v[4], v[3], "one node decodes slower: %g, %g", v[4], v[3]);
+}
+
+/* Published engine names map to engines/ files: vLLM before 0.8 ran V0, KTransformers from
+ * 0.4 serves through SGLang, a name without a table row is its own file's. */
+Test(fidelity, engine_names_map_to_engine_files)
+{
+    cr_assert_str_eq(ws_fidelity_engine_file("vllm", NULL), "vllm-v1");
+    cr_assert_str_eq(ws_fidelity_engine_file("vllm", "0.6.3"), "vllm-v0");
+    cr_assert_str_eq(ws_fidelity_engine_file("vLLM", "v0.5.4"), "vllm-v0");
+    cr_assert_str_eq(ws_fidelity_engine_file("vllm", "0.8.0"), "vllm-v1");
+    cr_assert_str_eq(ws_fidelity_engine_file("vllm", "v0.20.1"), "vllm-v1");
+    cr_assert_str_eq(ws_fidelity_engine_file("ktransformers", "0.2.1"), "ktransformers");
+    cr_assert_str_eq(ws_fidelity_engine_file("ktransformers", "0.5.2"), "sglang");
+    cr_assert_str_eq(ws_fidelity_engine_file("ktransformers", NULL), "ktransformers");
+    cr_assert_str_eq(ws_fidelity_engine_file("llama.cpp", "b5269"), "llama.cpp");
+    cr_assert_str_eq(ws_fidelity_engine_file("vllm-v0", NULL), "vllm-v0");
+    cr_assert_null(ws_fidelity_engine_file("", NULL));
+    cr_assert_null(ws_fidelity_engine_file(NULL, NULL));
+}
+
+/* An e2e point runs under its engine's file: the version read from the source's text
+ * picks vLLM V0, whose step overhead (engines/vllm-v0.json) lengthens each decode step of
+ * a single stream by that much over V1's (none published); an engine without a file is the
+ * knob missing. */
+Test(fidelity, e2e_points_run_under_their_engine)
+{
+#define VLLM_PT(id, engine, where)                                                                 \
+    " {\"id\": \"" id "\", \"engine\": \"" engine "\", \"source\": {\"where\": \"" where "\"},"  \
+    "  \"hardware\": {\"gpu\": \"h100-sxm\"}, \"model\": \"qwen3-30b-a3b\","                      \
+    "  \"weights\": {\"gpu_part\": \"bf16\"}, \"batch\": 1, \"prompt\": 256, \"output\": 16,"    \
+    "  \"metric\": \"tpot_s\", \"published\": 0.01}"
+    const char *pts = "{\"points\": [\n" VLLM_PT("v0", "vllm", "a table (vLLM v0.5.4)") ",\n" VLLM_PT(
+        "v1", "vllm", "a table (vLLM 0.9.1)") ",\n" VLLM_PT("none", "no-such-engine", "x") "\n]}\n";
+#undef VLLM_PT
+    ws_fid_report r = load_points(pts, 3);
+    cr_assert_str_eq(r.pt[0].engine_version, "0.5.4");
+    cr_assert_str_eq(r.pt[0].engine_file, "vllm-v0");
+    cr_assert_str_eq(r.pt[1].engine_file, "vllm-v1");
+    for (int i = 0; i < 2; i++)
+        cr_assert_str_empty(r.pt[i].missing, "%s", r.pt[i].missing);
+    ws_server v0, v1;
+    ws_err err = {0};
+    cr_assert_eq(ws_server_load("vllm-v0", "h100-sxm", 80e9, 0, &v0, &err), 0, "%s", err.msg);
+    cr_assert_eq(ws_server_load("vllm-v1", "h100-sxm", 80e9, 0, &v1, &err), 0, "%s", err.msg);
+    /* an engine that publishes no step overhead keeps the GPU profile's */
+    ws_store *st;
+    ws_model m;
+    ws_hw hw;
+    cr_assert_eq(ws_store_open_embedded(&st, &err), 0, "%s", err.msg);
+    cr_assert_eq(ws_hw_load(st, "qwen3-30b-a3b", "h100-sxm", WS_FIDELITY_HOST, WS_DT_BF16, &m, &hw,
+                            NULL, &err),
+                 0, "%s", err.msg);
+    ws_store_close(st);
+    const double s0 = v0.set[WS_SRV_STEP_OVERHEAD] ? v0.step_s : hw.step.v,
+                 s1 = v1.set[WS_SRV_STEP_OVERHEAD] ? v1.step_s : hw.step.v;
+    cr_assert_float_eq(r.pt[0].predicted - r.pt[1].predicted, s0 - s1, 1e-9,
+                       "v0 %g, v1 %g", r.pt[0].predicted, r.pt[1].predicted);
+    cr_assert(strstr(r.pt[2].missing, "engine 'no-such-engine'"), "%s", r.pt[2].missing);
+    cr_assert(isnan(r.pt[2].ratio));
+    ws_fidelity_free(&r);
 }

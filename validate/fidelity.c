@@ -4,8 +4,10 @@
 #include <jansson.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "control.h"
 #include "hw.h"
@@ -13,6 +15,8 @@
 #include "model.h"
 #include "policy.h"
 #include "serve.h"
+#include "server.h"
+#include "trace_gen.h"
 #include "wformat.h"
 #include "ws_dtype.h"
 #include "ws_util.h"
@@ -53,6 +57,60 @@ static int get_count(json_t *o, const char *key, int def, int *out)
     return 0;
 }
 
+/* The version a text gives right after the engine's name ("vLLM v0.20.1", "vllm 0.6.3")
+ * into out; out stays as it is when there is none. */
+static void version_in_text(const char *engine, const char *text, char *out, size_t cap)
+{
+    if (!*engine || !text)
+        return;
+    for (const char *t = strcasestr(text, engine); t; t = strcasestr(t + 1, engine)) {
+        const char *v = t + strlen(engine);
+        while (*v == ' ')
+            v++;
+        v += *v == 'v' || *v == 'V';
+        size_t n = strspn(v, "0123456789.");
+        while (n && v[n - 1] == '.') /* "0.4.6.post1" */
+            n--;
+        if (n && v[0] != '.' && memchr(v, '.', n)) {
+            snprintf(out, cap, "%.*s", (int)n, v);
+            return;
+        }
+    }
+}
+
+/* The workload, stat and group of a serving point (the rest is read as for an e2e
+ * point). */
+static int serving_parse(json_t *o, const char *path, ws_fid_point *p, ws_err *err)
+{
+    json_t *w = json_object_get(o, "workload");
+    if (!json_is_object(w))
+        return ws_err_set(err, WS_EINVAL, "%s: point '%s': a serving point has a workload",
+                          path, p->id);
+    ws_fid_workload *l = &p->load;
+    copy_str(l->arrival, sizeof l->arrival, w, "arrival");
+    copy_str(l->lengths, sizeof l->lengths, w, "lengths");
+    copy_str(l->dataset, sizeof l->dataset, w, "dataset");
+    json_t *rate = json_object_get(w, "rate_rps");
+    l->rate_rps = NAN;
+    if (json_is_number(rate))
+        l->rate_rps = json_number_value(rate);
+    else if (rate && !json_is_null(rate))
+        return ws_err_set(err, WS_EINVAL, "%s: point '%s': workload.rate_rps is a number",
+                          path, p->id);
+    if (get_count(w, "concurrency", 0, &l->concurrency) ||
+        get_count(w, "num_requests", 0, &l->requests) ||
+        get_count(w, "prompt", -1, &p->prompt) || get_count(w, "output", 0, &p->output))
+        return ws_err_set(err, WS_EINVAL,
+                          "%s: point '%s': workload counts must be whole numbers >= 0", path,
+                          p->id);
+    p->batch = 0;
+    copy_str(p->stat, sizeof p->stat, o, "stat");
+    copy_str(p->group, sizeof p->group, o, "group");
+    if (!*p->group)
+        snprintf(p->group, sizeof p->group, "serving");
+    return 0;
+}
+
 static int point_parse(json_t *o, const char *path, size_t i, ws_fid_point *p, ws_err *err)
 {
     memset(p, 0, sizeof *p);
@@ -61,7 +119,13 @@ static int point_parse(json_t *o, const char *path, size_t i, ws_fid_point *p, w
     copy_str(p->id, sizeof p->id, o, "id");
     if (!*p->id)
         return ws_err_set(err, WS_EINVAL, "%s: point %zu has no id", path, i);
-    snprintf(p->kind, sizeof p->kind, "e2e");
+    copy_str(p->kind, sizeof p->kind, o, "kind");
+    if (!*p->kind)
+        snprintf(p->kind, sizeof p->kind, "e2e");
+    const int serving = !strcmp(p->kind, "serving");
+    if (!serving && strcmp(p->kind, "e2e"))
+        return ws_err_set(err, WS_EINVAL, "%s: point '%s': kind is e2e or serving, not '%s'",
+                          path, p->id, p->kind);
     copy_str(p->engine, sizeof p->engine, o, "engine");
     json_t *src = json_object_get(o, "source");
     if (json_is_object(src)) {
@@ -71,6 +135,12 @@ static int point_parse(json_t *o, const char *path, size_t i, ws_fid_point *p, w
         copy_str(p->source, sizeof p->source, o, "source");
     if (!*p->source)
         return ws_err_set(err, WS_EINVAL, "%s: point '%s' has no source", path, p->id);
+    copy_str(p->engine_version, sizeof p->engine_version, o, "engine_version");
+    if (!*p->engine_version)
+        version_in_text(p->engine, p->source, p->engine_version, sizeof p->engine_version);
+    if (!*p->engine_version)
+        version_in_text(p->engine, json_string_value(json_object_get(o, "notes")),
+                        p->engine_version, sizeof p->engine_version);
     p->quantized = json_is_true(json_object_get(o, "quantized"));
     p->offload = json_is_true(json_object_get(o, "offload"));
     json_t *hw = json_object_get(o, "hardware");
@@ -143,6 +213,8 @@ static int point_parse(json_t *o, const char *path, size_t i, ws_fid_point *p, w
                           "%s: point '%s': prompt_range needs prompt null and 1 <= lo <= hi", path,
                           p->id);
     p->predicted = p->ratio = NAN;
+    if (serving)
+        return serving_parse(o, path, p, err);
     snprintf(p->group, sizeof p->group, "e2e %s",
              p->offload && p->quantized ? "offload+quantized"
              : p->offload               ? "offload"
@@ -151,7 +223,7 @@ static int point_parse(json_t *o, const char *path, size_t i, ws_fid_point *p, w
     return 0;
 }
 
-int ws_fidelity_load_e2e(const char *path, ws_fid_report *r, ws_err *err)
+int ws_fidelity_load(const char *path, ws_fid_report *r, ws_err *err)
 {
     json_error_t je;
     json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
@@ -319,6 +391,70 @@ static double metric_value(const ws_fid_point *p, const sim_totals *t, const pre
     return t->tokens_per_s;
 }
 
+/* ---- engines --------------------------------------------------------------------------- */
+
+/* A published engine name and the engines/ file it ran as: `file`, or `other` for a
+ * version below `split` (other_below) or at or above it (!other_below), versions compared
+ * as major * 100 + minor; a point without a version runs `file`.
+ *   - vLLM made its V1 engine the default in 0.8.0: an older vLLM ran V0; one without a
+ *     version is taken as V1, the engine of every release since.
+ *   - KTransformers serves through SGLang from 0.4 (kt-kernel; the note in
+ *     engines/ktransformers.json, whose values are those of the older balance_serve
+ *     server). */
+static const struct {
+    const char *engine, *file, *other;
+    int split, other_below;
+} k_engine_files[] = {
+    {"vllm", "vllm-v1", "vllm-v0", 8, 1},
+    {"ktransformers", "ktransformers", "sglang", 4, 0},
+    {"sglang", "sglang", NULL, 0, 0},
+    {"tensorrt-llm", "tensorrt-llm", NULL, 0, 0},
+    {"llama.cpp", "llama.cpp", NULL, 0, 0},
+    {"ik_llama.cpp", "ik_llama.cpp", NULL, 0, 0},
+};
+
+const char *ws_fidelity_engine_file(const char *engine, const char *version)
+{
+    if (!engine || !*engine)
+        return NULL;
+    for (size_t i = 0; i < sizeof k_engine_files / sizeof *k_engine_files; i++) {
+        if (strcasecmp(engine, k_engine_files[i].engine))
+            continue;
+        const char *v = version ? version : "";
+        v += *v == 'v' || *v == 'V';
+        int major = 0, minor = 0;
+        if (k_engine_files[i].other && sscanf(v, "%d.%d", &major, &minor) == 2 &&
+            (major * 100 + minor < k_engine_files[i].split) == k_engine_files[i].other_below)
+            return k_engine_files[i].other;
+        return k_engine_files[i].file;
+    }
+    return engine;
+}
+
+/* The point's engine file read for its GPU and model into e (*have = 1); *have = 0 where
+ * the point names no engine (the serving defaults stay, said in assumed) or names one
+ * without a file (missing says so). */
+static int point_engine(ws_fid_point *p, const ws_hw *hw, const ws_model *m, ws_server *e,
+                        int *have, ws_err *err)
+{
+    *have = 0;
+    const char *f = p->engine_file;
+    if (!*f) {
+        assume(p, "no engine: the simulator's serving defaults");
+        return 0;
+    }
+    ws_err e2 = {0};
+    int rc = ws_server_load(f, hw->gpu, hw->gpu_mem.v, m->max_ctx, e, &e2);
+    if (rc == WS_ENOTFOUND) {
+        snprintf(p->missing, sizeof p->missing, "engine '%s' (no engines/%s.json)", p->engine, f);
+        return 0;
+    }
+    if (rc)
+        return ws_err_set(err, rc, "point '%s': %s", p->id, e2.msg);
+    *have = 1;
+    return 0;
+}
+
 static int predict_at(ws_store *s, ws_fid_point *p, int prompt, int output, ws_err *err);
 
 static int predict_one(ws_store *s, ws_fid_point *p, ws_err *err)
@@ -440,8 +576,21 @@ static int predict_at(ws_store *s, ws_fid_point *p, int prompt, int output, ws_e
         cc.n_gpu_layers = best;
         assume(p, "n_gpu_layers %d: the most that fit (-ngl not published)", best);
     }
+    ws_server eng;
+    int have = 0;
+    if ((rc = point_engine(p, &hw, &m, &eng, &have, err)) || *p->missing)
+        return rc;
     sim_cfg cfg;
     sim_cfg_default(&cfg);
+    if (have) {
+        /* The engine's scheduler, token budget, preemption and step overhead; the point's
+         * own closed batch and the serving default chunk stay, and so does the KV budget
+         * below (one that holds the whole batch), in place of the engine's sizing. */
+        ws_server_kv kv_mem = cfg.kv_mem;
+        const int chunk = cfg.chunk;
+        ws_server_apply(&eng, &cfg.srv, &cc, &kv_mem);
+        cfg.chunk = chunk;
+    }
     cfg.policy = k;
     cfg.prefill_mode = p->prefill_mode;
     cfg.batch = p->batch;
@@ -476,6 +625,7 @@ static int predict_at(ws_store *s, ws_fid_point *p, int prompt, int output, ws_e
     rc = sim_run(&m, &hw, &cc, &cfg, &src, &res, &e);
     if (rc)
         return ws_err_set(err, rc, "point '%s': %s", p->id, e.msg);
+    p->wall_s += res.tot.wall_s;
     if (res.tot.no_room || res.tot.served < res.tot.requests)
         snprintf(p->missing, sizeof p->missing, "memory: %s",
                  res.tot.no_room ? "the weights and KV exceed the GPU profile's memory"
@@ -488,17 +638,276 @@ static int predict_at(ws_store *s, ws_fid_point *p, int prompt, int output, ws_e
     return 0;
 }
 
-int ws_fidelity_predict_e2e(ws_store *s, ws_fid_report *r,
-                            void (*progress)(void *ctx, size_t done, size_t n), void *ctx,
-                            ws_err *err)
+/* ---- predicting one serving point ---------------------------------------------------- */
+
+/* A serving point's metrics: latencies with a statistic over the served requests,
+ * throughputs over the makespan. */
+typedef enum srv_metric {
+    SRV_TTFT, SRV_TPOT, SRV_ITL, SRV_E2E, /* with a stat */
+    SRV_OUT_TPUT, SRV_TOTAL_TPUT, SRV_REQ_TPUT,
+    SRV_METRICS
+} srv_metric;
+static const char *const srv_metrics[SRV_METRICS] = {
+    "ttft_s", "tpot_s", "itl_s", "e2e_s", "output_throughput_tok_s", "total_throughput_tok_s",
+    "request_throughput_rps"};
+
+/* What the served requests add up to: the metric's per-request values, the inter-token
+ * time and gaps (ITL's mean: every gap of every request), tokens. */
+typedef struct srv_acc {
+    srv_metric metric;
+    double *v;
+    size_t n, cap;
+    double itl_s, itl_gaps;
+    double prompt, output, served;
+} srv_acc;
+
+static int srv_on_request(void *ctx, const sim_req_result *rec, ws_err *err)
+{
+    srv_acc *a = ctx;
+    if (rec->outcome != SIM_OUT_DONE)
+        return 0;
+    a->served++;
+    a->prompt += rec->prompt;
+    a->output += rec->generated;
+    if (rec->generated > 1) {
+        a->itl_s += rec->end_s - rec->first_s;
+        a->itl_gaps += rec->generated - 1;
+    }
+    double v;
+    if (a->metric == SRV_TTFT)
+        v = rec->ttft;
+    else if (a->metric == SRV_E2E)
+        v = rec->e2e;
+    else if (a->metric == SRV_TPOT && rec->generated > 1)
+        v = rec->tpot; /* as benchmark clients count it: requests of more than one token */
+    else
+        return 0;
+    if (ws_grow((void **)&a->v, &a->cap, a->n + 1, sizeof *a->v, 1024))
+        return ws_err_set(err, WS_ENOMEM, "out of memory");
+    a->v[a->n++] = v;
+    return 0;
+}
+
+static int cmp_double(const void *a, const void *b);
+
+/* mean, or the quantile of the sorted values as numpy's default (linear between the two
+ * nearest ranks) computes it, which the published benchmark clients use. */
+static double srv_stat(double *v, size_t n, const char *stat)
+{
+    if (!n)
+        return NAN;
+    if (!strcmp(stat, "mean")) {
+        double sum = 0;
+        for (size_t i = 0; i < n; i++)
+            sum += v[i];
+        return sum / n;
+    }
+    const double q = !strcmp(stat, "median") ? 0.5 : !strcmp(stat, "p90") ? 0.9 : 0.99;
+    qsort(v, n, sizeof *v, cmp_double);
+    const double h = (n - 1) * q;
+    const size_t lo = (size_t)h;
+    return lo + 1 < n ? v[lo] + (h - lo) * (v[lo + 1] - v[lo]) : v[lo];
+}
+
+/* The point's metric and workload as the simulator runs them, or missing names what is
+ * not expressed. */
+static int serving_metric(ws_fid_point *p, srv_metric *mt)
+{
+    const ws_fid_workload *l = &p->load;
+    int k = 0;
+    while (k < SRV_METRICS && strcmp(p->metric, srv_metrics[k]))
+        k++;
+    if (!strcmp(p->metric, "capacity_rps")) {
+        snprintf(p->missing, sizeof p->missing,
+                 "metric capacity_rps (the highest rate within an SLO: a search over rates)");
+        return -1;
+    }
+    if (k == SRV_METRICS) {
+        snprintf(p->missing, sizeof p->missing, "metric '%s'", p->metric);
+        return -1;
+    }
+    *mt = (srv_metric)k;
+    const int latency = *mt <= SRV_E2E;
+    if (latency && strcmp(p->stat, "mean") && strcmp(p->stat, "median") &&
+        strcmp(p->stat, "p90") && strcmp(p->stat, "p99")) {
+        snprintf(p->missing, sizeof p->missing,
+                 *p->stat ? "stat '%s' (mean, median, p90, p99)"
+                          : "not published: the statistic%s",
+                 p->stat);
+        return -1;
+    }
+    if (*mt == SRV_ITL && strcmp(p->stat, "mean")) {
+        snprintf(p->missing, sizeof p->missing,
+                 "itl_s %s (each token's gap: the simulator gives a request's first and last)",
+                 p->stat);
+        return -1;
+    }
+    if (p->offload) {
+        snprintf(p->missing, sizeof p->missing, "offload '%s' (serving points run gpu-only)",
+                 p->offload_what);
+        return -1;
+    }
+    const char *why = NULL;
+    if (strcmp(l->lengths, "fixed"))
+        why = "lengths other than fixed";
+    else if (p->prompt < 1 || p->output < 1)
+        why = "not published: the prompt or output length";
+    else if (l->requests < 1)
+        why = "not published: the number of requests";
+    else if (!strcmp(l->arrival, "poisson") && !(l->rate_rps > 0 && isfinite(l->rate_rps)))
+        why = "not published: the request rate";
+    else if (!strcmp(l->arrival, "closed") && l->concurrency < 1)
+        why = "not published: the concurrency";
+    else if (strcmp(l->arrival, "all_at_once") && strcmp(l->arrival, "poisson") &&
+             strcmp(l->arrival, "closed"))
+        why = "arrival";
+    if (why) {
+        snprintf(p->missing, sizeof p->missing, "workload: %s%s%s", why,
+                 !strcmp(why, "arrival") ? " " : "", !strcmp(why, "arrival") ? l->arrival : "");
+        return -1;
+    }
+    return 0;
+}
+
+/* The point's requests as a source: the batch at t = 0, or a generator (Poisson arrivals,
+ * or a closed loop of clients with no think time) of fixed lengths; *t is the generator to
+ * close (NULL for the batch). */
+static int serving_source(const ws_fid_point *p, sim_closed *cl, ws_trace **t, sim_source *src,
+                          ws_err *err)
+{
+    const ws_fid_workload *l = &p->load;
+    *t = NULL;
+    if (!strcmp(l->arrival, "all_at_once")) {
+        sim_closed_source(cl, l->requests, p->prompt, p->output, src);
+        return 0;
+    }
+    ws_trace_gen g;
+    memset(&g, 0, sizeof g);
+    g.requests = (uint64_t)l->requests;
+    g.prompt = (ws_trace_len){WS_LEN_FIXED, p->prompt, 0};
+    g.output = (ws_trace_len){WS_LEN_FIXED, p->output, 0};
+    g.seed = WS_FIDELITY_SEED;
+    g.cv = 1;
+    if (!strcmp(l->arrival, "poisson")) {
+        g.arrivals = WS_ARRIVALS_POISSON;
+        g.rate = l->rate_rps;
+    } else {
+        g.arrivals = WS_ARRIVALS_CLOSED;
+        g.clients = l->concurrency;
+        g.think_s = 0;
+        g.think_fixed = 1;
+    }
+    int rc = ws_trace_gen_open(&g, t, err);
+    if (!rc && (rc = sim_trace_source(*t, src, err))) {
+        ws_trace_close(*t);
+        *t = NULL;
+    }
+    return rc;
+}
+
+/* A serving point: the workload under its engine (scheduler, token budget, sequence cap,
+ * KV sizing, preemption, step overhead), gpu-only, layers folded. */
+static int predict_serving(ws_store *s, ws_fid_point *p, ws_err *err)
+{
+    srv_metric mt;
+    if (serving_metric(p, &mt))
+        return 0;
+    char path[4096];
+    ws_model m;
+    ws_err e = {0};
+    if (ws_model_resolve(p->model, path, sizeof path, &e) || ws_model_load(path, &m, &e)) {
+        snprintf(p->missing, sizeof p->missing, "model config '%s'", p->model);
+        return 0;
+    }
+    ws_dtype kv;
+    ws_deploy_cfg cc;
+    ws_deploy_cfg_default(&cc);
+    if (point_dtypes(p, &m, &kv, &cc))
+        return 0;
+    cc.kv_dtype = kv;
+    ws_hw hw;
+    int cores = 1;
+    int rc = ws_hw_load_model(s, &m, p->gpu, p->host, kv, &hw, &cores, &e);
+    if (rc == WS_ENOTFOUND) {
+        snprintf(p->missing, sizeof p->missing, "a profile: %.170s", e.msg);
+        return 0;
+    }
+    if (rc)
+        return ws_err_set(err, rc, "point '%s': %s", p->id, e.msg);
+    ws_server eng;
+    int have = 0;
+    if ((rc = point_engine(p, &hw, &m, &eng, &have, err)) || *p->missing)
+        return rc;
+    sim_cfg cfg;
+    sim_cfg_default(&cfg);
+    if (have)
+        ws_server_apply(&eng, &cfg.srv, &cc, &cfg.kv_mem);
+    cfg.policy = WS_POLICY_GPU_ONLY;
+    snprintf(p->policy, sizeof p->policy, "%s", ws_policy_name(cfg.policy));
+    cfg.seed = WS_FIDELITY_SEED;
+    cfg.cpu_workers = cores;
+    cfg.detail_layer = 0;
+    cfg.keep_steps = cfg.keep_requests = 0;
+    srv_acc acc = {.metric = mt};
+    cfg.on_request = srv_on_request;
+    cfg.on_request_ctx = &acc;
+    sim_closed cl;
+    ws_trace *t = NULL;
+    sim_source src;
+    if ((rc = serving_source(p, &cl, &t, &src, &e)))
+        return ws_err_set(err, rc, "point '%s': %s", p->id, e.msg);
+    sim_results res;
+    rc = sim_run(&m, &hw, &cc, &cfg, &src, &res, &e);
+    if (t)
+        ws_trace_close(t);
+    if (rc) {
+        free(acc.v);
+        return ws_err_set(err, rc, "point '%s': %s", p->id, e.msg);
+    }
+    p->wall_s += res.tot.wall_s;
+    const double span = res.tot.makespan_s;
+    if (res.tot.no_room)
+        snprintf(p->missing, sizeof p->missing,
+                 "memory: the weights and the engine's KV share exceed the GPU profile's");
+    else if (res.tot.served < res.tot.requests)
+        snprintf(p->missing, sizeof p->missing,
+                 "memory: %llu requests do not fit the engine's KV even alone",
+                 (unsigned long long)(res.tot.requests - res.tot.served));
+    else {
+        if (mt == SRV_ITL)
+            p->predicted = acc.itl_gaps > 0 ? acc.itl_s / acc.itl_gaps : NAN;
+        else if (mt == SRV_OUT_TPUT)
+            p->predicted = span > 0 ? acc.output / span : NAN;
+        else if (mt == SRV_TOTAL_TPUT)
+            p->predicted = span > 0 ? (acc.prompt + acc.output) / span : NAN;
+        else if (mt == SRV_REQ_TPUT)
+            p->predicted = span > 0 ? acc.served / span : NAN;
+        else
+            p->predicted = srv_stat(acc.v, acc.n, p->stat);
+        p->ratio = p->predicted / p->published;
+        if (res.tot.preempted)
+            assume(p, "%llu preemptions", (unsigned long long)res.tot.preempted);
+    }
+    free(acc.v);
+    sim_results_free(&res);
+    return 0;
+}
+
+int ws_fidelity_predict(ws_store *s, ws_fid_report *r,
+                        void (*progress)(void *ctx, size_t done, size_t n), void *ctx,
+                        ws_err *err)
 {
     for (size_t i = 0; i < r->n; i++) {
         ws_fid_point *p = &r->pt[i];
-        if (strcmp(p->kind, "e2e"))
+        const int e2e = !strcmp(p->kind, "e2e");
+        if (!e2e && strcmp(p->kind, "serving"))
             continue;
         p->missing[0] = p->policy[0] = '\0';
+        const char *f = ws_fidelity_engine_file(p->engine, p->engine_version);
+        snprintf(p->engine_file, sizeof p->engine_file, "%s", f ? f : "");
         p->predicted = p->ratio = NAN;
-        int rc = predict_one(s, p, err);
+        p->wall_s = 0;
+        int rc = e2e ? predict_one(s, p, err) : predict_serving(s, p, err);
         if (rc)
             return rc;
         if (progress)
@@ -544,6 +953,7 @@ int ws_fidelity_summarise(ws_fid_report *r, ws_err *err)
             if (strcmp(p->group, g->group))
                 continue;
             g->n++;
+            g->wall_s += p->wall_s;
             if (!isfinite(p->ratio))
                 continue;
             double a = fabs(p->ratio - 1.0);
