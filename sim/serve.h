@@ -1,16 +1,21 @@
 /* serve: the simulator's serving loop. Requests come from a source (a closed batch, or any
  * function yielding them in arrival order: a trace reader, a generator), are admitted
  * first-come first-served up to `batch` sequences under the memory limits, and run as steps
- * (step.h) until every request has ended, under one placement policy. A step is one chunk
- * of the oldest unfinished prompt while there is one (prefill first), else one token for
- * every running sequence; each decode step is the one decode-step protocol (decode.h) on
- * the controller (control.h) the live runtime also calls, its layers the one layer schedule.
- * Memory: no-spill policies reserve a request's whole KV in the GPU KV budget, spilling
- * ones its D-window there and the rest in host (and pinned) memory; weights and budgets
- * must fit the GPU's and the host's memory, and a request that cannot fit even alone is an
- * out-of-memory outcome. Results stream to on_step and on_request; totals are running sums
- * and percentiles a bounded summary, so memory follows the running requests, not the trace.
- * The full rules are in docs/sim.md ("The serving loop"). */
+ * (step.h) until every request has ended, under one placement policy. The scheduler
+ * (serving.h, ws_batching) fills each step: the running decodes and prompt chunks up to a
+ * token budget (chunked, llama.cpp's slots), chunks alone while any prompt has tokens left
+ * (prefill-first), or one chunk of the oldest prompt (serial); a step's decodes follow the
+ * one decode-step protocol (decode.h) on the controller (control.h) the live runtime also
+ * calls, its layers the one layer schedule, a mixed step's too.
+ * Memory: no-spill policies keep a request's KV in the GPU KV budget, spilling ones its
+ * D-window there and the rest in host (and pinned) memory; a request reserves its whole KV
+ * at admission, or (preemption by recompute) its prompt, growing per token, the newest
+ * sequences preempted when it runs out. Prefix caching (prefix.h) shares cached prompt
+ * blocks. Weights and budgets must fit the GPU's and the host's memory; a request that
+ * cannot fit even alone is an out-of-memory outcome. Results stream to on_step and
+ * on_request; totals are running sums and percentiles a bounded summary, so memory follows
+ * the running requests (and the prefix cache's blocks), not the trace. The full rules are
+ * in docs/sim.md ("The serving loop"). */
 #ifndef WS_SIM_SERVE_H
 #define WS_SIM_SERVE_H
 
