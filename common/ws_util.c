@@ -1,6 +1,7 @@
 /* ws_util: see ws_util.h. */
 #include "ws_util.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
@@ -250,4 +251,32 @@ void ws_abuf_free(ws_abuf *b)
     free(b->p);
     b->p = NULL;
     b->cap = 0;
+}
+
+static int cmp_name(const void *a, const void *b)
+{
+    return strcmp(a, b);
+}
+
+int ws_root_names(const char *folder, const char *ext, char names[][64], int max)
+{
+    char root[WS_PATH_MAX], dir[WS_PATH_MAX];
+    if (ws_root_dir(root, sizeof root, NULL) || ws_path_join(dir, sizeof dir, root, folder, NULL))
+        return 0;
+    DIR *d = opendir(dir);
+    if (!d)
+        return 0;
+    const size_t le = strlen(ext);
+    int n = 0;
+    struct dirent *e;
+    while (n < max && (e = readdir(d))) {
+        const size_t l = strlen(e->d_name);
+        if (l > le && l - le < 64 && !strcmp(e->d_name + l - le, ext)) {
+            memcpy(names[n], e->d_name, l - le);
+            names[n++][l - le] = '\0';
+        }
+    }
+    closedir(d);
+    qsort(names, (size_t)n, sizeof names[0], cmp_name);
+    return n;
 }

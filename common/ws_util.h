@@ -48,6 +48,10 @@ int ws_exe_dir(char *buf, size_t cap, ws_err *err);
 /* Joins a and b with one '/', into buf; returns 0, or WS_EINVAL if it would not fit. */
 int ws_path_join(char *buf, size_t cap, const char *a, const char *b, ws_err *err);
 int ws_file_exists(const char *path);
+/* The names, without `ext`, of the files ending in ext in the project root's `folder`
+ * (models, engines), sorted, at most max of fewer than 64 characters; returns how many (0
+ * when the folder is missing). */
+int ws_root_names(const char *folder, const char *ext, char names[][64], int max);
 int ws_dir_exists(const char *path);
 /* Creates the parent folder of `path` if it is missing (one level). */
 int ws_ensure_parent_dir(const char *path, ws_err *err);

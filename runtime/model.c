@@ -1,7 +1,6 @@
 /* model: parsing of Hugging Face config.json files and derived sizes (see model.h). */
 #include "model.h"
 
-#include <dirent.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
@@ -323,29 +322,10 @@ int ws_model_resolve(const char *arg, char *out, size_t cap, ws_err *err)
                       arg, n ? list : "none");
 }
 
-static int cmp_name(const void *a, const void *b) { return strcmp(a, b); }
-
 int ws_model_list(char names[][64], int max, ws_err *err)
 {
-    char root[WS_PATH_MAX], dir[WS_PATH_MAX];
-    if (ws_root_dir(root, sizeof root, err) || ws_path_join(dir, sizeof dir, root, "models", err))
-        return 0;
-    DIR *d = opendir(dir);
-    if (!d)
-        return 0;
-    int n = 0;
-    struct dirent *e;
-    while ((e = readdir(d)) && n < max) {
-        size_t l = strlen(e->d_name);
-        if (l > 5 && l < 64 + 5 && !strcmp(e->d_name + l - 5, ".json")) {
-            memcpy(names[n], e->d_name, l - 5);
-            names[n][l - 5] = '\0';
-            n++;
-        }
-    }
-    closedir(d);
-    qsort(names, (size_t)n, sizeof names[0], cmp_name);
-    return n;
+    (void)err;
+    return ws_root_names("models", ".json", names, max);
 }
 
 void ws_model_derive(const ws_model *m, ws_dtype kv_dtype, ws_model_stats *s)

@@ -1,7 +1,6 @@
 /* server: an engine's file read and applied (see server.h). */
 #include "server.h"
 
-#include <dirent.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
@@ -253,31 +252,9 @@ int ws_server_load(const char *name, const char *gpu, double gpu_mem, int model_
     return rc;
 }
 
-static int cmp_name(const void *a, const void *b)
-{
-    return strcmp(a, b);
-}
-
 int ws_server_list(char names[][64], int max)
 {
-    char root[WS_PATH_MAX], dir[WS_PATH_MAX];
-    if (ws_root_dir(root, sizeof root, NULL) || ws_path_join(dir, sizeof dir, root, "engines", NULL))
-        return 0;
-    DIR *d = opendir(dir);
-    if (!d)
-        return 0;
-    int n = 0;
-    struct dirent *de;
-    while (n < max && (de = readdir(d))) {
-        const size_t l = strlen(de->d_name);
-        if (l > 5 && l < 64 && !strcmp(de->d_name + l - 5, ".json")) {
-            memcpy(names[n], de->d_name, l - 5);
-            names[n++][l - 5] = '\0';
-        }
-    }
-    closedir(d);
-    qsort(names, (size_t)n, sizeof names[0], cmp_name);
-    return n;
+    return ws_root_names("engines", ".json", names, max);
 }
 
 void ws_server_apply(const ws_server *e, ws_serving *s, ws_deploy_cfg *cc, ws_server_kv *kv)

@@ -1,5 +1,6 @@
 /* helpers: see helpers.h. */
 #include "helpers.h"
+#include "serve.h"
 
 #include <criterion/criterion.h>
 #include <criterion/hooks.h>
@@ -29,6 +30,32 @@ const char *const th_tiny_moe =
     "\"num_key_value_heads\": 2, \"head_dim\": 32, \"intermediate_size\": 128, "
     "\"moe_intermediate_size\": 32, \"num_experts\": 8, \"num_experts_per_tok\": 2, "
     "\"vocab_size\": 1000, \"torch_dtype\": \"bfloat16\"}";
+
+void th_load_hw(const char *model, const char *gpu, ws_model *m, ws_hw *hw)
+{
+    ws_err err = {0};
+    ws_store *s;
+    cr_assert_eq(ws_store_open_embedded(&s, &err), 0, "%s", err.msg);
+    cr_assert_eq(ws_hw_load(s, model, gpu, "xeon-gold-5318y", WS_DT_BF16, m, hw, NULL, &err), 0,
+                 "%s", err.msg);
+    ws_store_close(s);
+}
+
+static int list_next(void *ctx, sim_req *r, ws_err *err)
+{
+    (void)err;
+    th_list_src *l = ctx;
+    if (l->i >= l->n)
+        return 0;
+    *r = l->v[l->i++];
+    return 1;
+}
+
+void th_list_src_init(th_list_src *l, const sim_req *v, int n, sim_source *src)
+{
+    *l = (th_list_src){v, n, 0};
+    *src = (sim_source){list_next, l, 0};
+}
 
 void th_paper_hw(ws_store *s, const ws_model *m, ws_hw *hw)
 {

@@ -38,6 +38,18 @@ extern const char *const th_tiny_moe;
 /* The hardware of the paper's setting (a100-40gb-pcie, xeon-gold-5318y) for model m from a
  * store, the embedded one when s is NULL (asserts on failure). */
 void th_paper_hw(ws_store *s, const ws_model *m, ws_hw *hw);
+/* A shipped model on a GPU profile and xeon-gold-5318y from the embedded store (asserts). */
+void th_load_hw(const char *model, const char *gpu, ws_model *m, ws_hw *hw);
+
+/* A fixed list of requests as a simulator source (sim/serve.h): th_list_src_init fills the
+ * source over l, which must outlive the run. */
+struct sim_req;
+struct sim_source;
+typedef struct th_list_src {
+    const struct sim_req *v;
+    int n, i;
+} th_list_src;
+void th_list_src_init(th_list_src *l, const struct sim_req *v, int n, struct sim_source *src);
 /* th_tiny_moe on the paper's profiles, and its cost model with the default settings (free
  * with ws_cost_model_free). */
 void th_tiny_cost_model(ws_model *m, ws_hw *hw, ws_cost_model *cm);

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "helpers.h"
 #include "hw.h"
 #include "schedule.h"
 #include "serve.h"
@@ -21,15 +22,7 @@
 #include "trace.h"
 #include "trace_gen.h"
 
-static void load(const char *model, const char *gpu, ws_model *m, ws_hw *hw)
-{
-    ws_err err = {0};
-    ws_store *s;
-    cr_assert_eq(ws_store_open_embedded(&s, &err), 0, "%s", err.msg);
-    cr_assert_eq(ws_hw_load(s, model, gpu, "xeon-gold-5318y", WS_DT_BF16, m, hw, NULL, &err), 0,
-                 "%s", err.msg);
-    ws_store_close(s);
-}
+#define load th_load_hw
 
 /* A mixed step (decodes with streamed XFER pages beside prompt chunks, the chunks' CPU
  * experts streamed or not): the exact player, the graph and the folded graph agree. */
@@ -73,21 +66,6 @@ Test(scheduler, mixed_step_plays_alike_everywhere)
 }
 
 /* Requests arriving while others decode. */
-typedef struct list_src {
-    const sim_req *v;
-    int n, i;
-} list_src;
-
-static int list_next(void *ctx, sim_req *r, ws_err *err)
-{
-    (void)err;
-    list_src *l = ctx;
-    if (l->i >= l->n)
-        return 0;
-    *r = l->v[l->i++];
-    return 1;
-}
-
 static const sim_req k_load[] = {
     {0.0, 3000, 200, NULL, 0}, {0.0, 700, 150, NULL, 0}, {0.2, 5000, 40, NULL, 0}, {0.4, 300, 90, NULL, 0}, {0.5, 2600, 120, NULL, 0},
     {0.9, 9000, 30, NULL, 0},  {1.0, 64, 8, NULL, 0},   {1.2, 1500, 60, NULL, 0}, {3.0, 800, 200, NULL, 0}, {3.1, 4100, 1, NULL, 0},
@@ -97,8 +75,9 @@ static const sim_req k_load[] = {
 static void run_load(const ws_model *m, const ws_hw *hw, sim_cfg *cfg, sim_results *r)
 {
     ws_err err = {0};
-    list_src l = {k_load, N_LOAD, 0};
-    sim_source src = {list_next, &l, 0};
+    th_list_src l;
+    sim_source src;
+    th_list_src_init(&l, k_load, N_LOAD, &src);
     ws_deploy_cfg cc;
     ws_deploy_cfg_default(&cc);
     cr_assert_eq(sim_run(m, hw, &cc, cfg, &src, r, &err), 0, "%s", err.msg);

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "helpers.h"
 #include "hw.h"
 #include "control.h"
 #include "schedule.h"
@@ -22,42 +23,20 @@
 #include "trace_gen.h"
 #include "ws_util.h"
 
-static void load(const char *model, const char *gpu, ws_model *m, ws_hw *hw)
-{
-    ws_err err = {0};
-    ws_store *s;
-    cr_assert_eq(ws_store_open_embedded(&s, &err), 0, "%s", err.msg);
-    cr_assert_eq(ws_hw_load(s, model, gpu, "xeon-gold-5318y", WS_DT_BF16, m, hw, NULL, &err), 0,
-                 "%s", err.msg);
-    ws_store_close(s);
-}
-
-/* A fixed list of requests, through the source interface. */
-typedef struct list_src {
-    const sim_req *v;
-    int n, i;
-} list_src;
-
-static int list_next(void *ctx, sim_req *r, ws_err *err)
-{
-    (void)err;
-    list_src *l = ctx;
-    if (l->i >= l->n)
-        return 0;
-    *r = l->v[l->i++];
-    return 1;
-}
+#define load th_load_hw
 
 static const sim_req k_mix[] = {
-    {0.0, 700, 300, NULL, 0}, {0.0, 300, 40, NULL, 0}, {0.5, 1200, 5, NULL, 0}, {2.0, 90, 1, NULL, 0}, {2.0, 513, 260, NULL, 0}, {40.0, 64, 8, NULL, 0},
+    {0.0, 700, 300, NULL, 0}, {0.0, 300, 40, NULL, 0},  {0.5, 1200, 5, NULL, 0},
+    {2.0, 90, 1, NULL, 0},    {2.0, 513, 260, NULL, 0}, {40.0, 64, 8, NULL, 0},
 };
 #define N_MIX ((int)(sizeof k_mix / sizeof k_mix[0]))
 
 static void run_mix(const ws_model *m, const ws_hw *hw, sim_cfg *cfg, sim_results *r)
 {
     ws_err err = {0};
-    list_src l = {k_mix, N_MIX, 0};
-    sim_source src = {list_next, &l, 0};
+    th_list_src l;
+    sim_source src;
+    th_list_src_init(&l, k_mix, N_MIX, &src);
     ws_deploy_cfg cc;
     ws_deploy_cfg_default(&cc);
     cr_assert_eq(sim_run(m, hw, &cc, cfg, &src, r, &err), 0, "%s", err.msg);
@@ -432,8 +411,9 @@ Test(sim_serve, bad_settings_and_requests)
     cr_assert_eq(sim_run(&m, &hw, &cc, &cfg, &src, &r, &err), WS_EINVAL);
     sim_cfg_default(&cfg);
     const sim_req bad[] = {{1.0, 10, 10, NULL, 0}, {0.5, 10, 10, NULL, 0}}; /* out of order */
-    list_src l = {bad, 2, 0};
-    sim_source s2 = {list_next, &l, 0};
+    th_list_src l;
+    sim_source s2;
+    th_list_src_init(&l, bad, 2, &s2);
     cr_assert_eq(sim_run(&m, &hw, &cc, &cfg, &s2, &r, &err), WS_EINVAL);
     cr_assert_neq(strstr(err.msg, "request 1"), NULL, "%s", err.msg);
 }
