@@ -517,22 +517,29 @@ static int predict_one(ws_store *s, ws_fid_point *p, ws_err *err)
     return predict_at(s, p, mid, output, err);
 }
 
+/* The point's model and formats: 1 with p->missing set where one cannot be expressed. */
+static int point_model(ws_fid_point *p, ws_model *m, ws_dtype *kv, ws_deploy_cfg *cc)
+{
+    char path[4096];
+    ws_err e = {0};
+    if (ws_model_resolve(p->model, path, sizeof path, &e) || ws_model_load(path, m, &e)) {
+        snprintf(p->missing, sizeof p->missing, "model config '%s'", p->model);
+        return 1;
+    }
+    ws_deploy_cfg_default(cc);
+    return point_dtypes(p, m, kv, cc) != 0;
+}
+
 /* The point simulated with `prompt` and `output` tokens per request: predicted and ratio,
  * or missing naming what cannot be expressed. */
 static int predict_at(ws_store *s, ws_fid_point *p, int prompt, int output, ws_err *err)
 {
     p->predicted = p->ratio = NAN;
-    char path[4096];
     ws_model m;
     ws_err e = {0};
-    if (ws_model_resolve(p->model, path, sizeof path, &e) || ws_model_load(path, &m, &e)) {
-        snprintf(p->missing, sizeof p->missing, "model config '%s'", p->model);
-        return 0;
-    }
     ws_dtype kv;
     ws_deploy_cfg cc;
-    ws_deploy_cfg_default(&cc);
-    if (point_dtypes(p, &m, &kv, &cc))
+    if (point_model(p, &m, &kv, &cc))
         return 0;
     ws_policy_kind k;
     if (point_policy(p, &m, &k, &cc))
@@ -812,17 +819,11 @@ static int predict_serving(ws_store *s, ws_fid_point *p, ws_err *err)
     srv_metric mt;
     if (serving_metric(p, &mt))
         return 0;
-    char path[4096];
     ws_model m;
     ws_err e = {0};
-    if (ws_model_resolve(p->model, path, sizeof path, &e) || ws_model_load(path, &m, &e)) {
-        snprintf(p->missing, sizeof p->missing, "model config '%s'", p->model);
-        return 0;
-    }
     ws_dtype kv;
     ws_deploy_cfg cc;
-    ws_deploy_cfg_default(&cc);
-    if (point_dtypes(p, &m, &kv, &cc))
+    if (point_model(p, &m, &kv, &cc))
         return 0;
     cc.kv_dtype = kv;
     ws_hw hw;
