@@ -8,6 +8,7 @@
 
 #include "cli.h"
 #include "fidelity.h"
+#include "server.h"
 #include "opts.h"
 #include "store.h"
 #include "ws_util.h"
@@ -32,7 +33,7 @@ static void usage(FILE *out)
 }
 
 typedef struct fid_opts {
-    const char *points, *db, *group, *ops, *ops_gpu;
+    const char *points, *db, *group, *ops, *ops_gpu, *engine;
     int json, heldout, no_ops;
 } fid_opts;
 
@@ -54,6 +55,9 @@ static const cli_optdef k_opts[] = {
     {"heldout", CLI_FLAG(fid_opts, heldout),
      .help = "operator points: only the rows a `calib import` of the same files never saw"},
     {"no-ops", CLI_FLAG(fid_opts, no_ops), .help = "end-to-end points only"},
+    {"engine", CLI_STR(fid_opts, engine), .arg = "NAME",
+     .help = "run every end-to-end and serving point under this engine (engines/NAME.json) "
+             "instead of its own: what the same setups would give served by another engine"},
     {"json", CLI_FLAG(fid_opts, json), .help = "machine-readable output"},
     {0}};
 static const cli_spec k_spec = {"fidelity", k_opts, 0, usage};
@@ -250,6 +254,20 @@ int cmd_fidelity(int argc, char **argv)
             ws_fidelity_free(&r);
             return cli_usage_error("fidelity", "no point in group '%s'", o.group);
         }
+    }
+    if (o.engine) {
+        char names[32][64];
+        const int n = ws_server_list(names, 32);
+        int known = 0;
+        for (int i = 0; i < n; i++)
+            known |= !strcmp(names[i], o.engine);
+        if (!known) {
+            ws_store_close(s);
+            ws_fidelity_free(&r);
+            return cli_usage_error("fidelity", "--engine '%s': no engines/%s.json", o.engine,
+                                   o.engine);
+        }
+        snprintf(r.engine, sizeof r.engine, "%s", o.engine);
     }
     cli_progress prog;
     cli_progress_start(&prog);

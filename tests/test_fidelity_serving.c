@@ -280,5 +280,18 @@ Test(fidelity_serving, cli_group_serving_json)
     cr_assert_eq(json_array_size(gs), 1);
     cr_assert_str_eq(json_string_value(json_object_get(json_array_get(gs, 0), "group")),
                      "serving");
+    const double own = json_number_value(json_object_get(p, "predicted"));
     json_decref(j);
+    /* --engine runs the point under another engine's file; an unknown one is refused */
+    const char *other[] = {"fidelity", "--points", path, "--group", "serving", "--engine",
+                           "llama.cpp", "--json", NULL};
+    j = th_writescope_json(other, NULL);
+    p = json_array_get(json_object_get(j, "points"), 0);
+    cr_assert_str_eq(json_string_value(json_object_get(p, "engine_file")), "llama.cpp");
+    cr_assert(json_number_value(json_object_get(p, "predicted")) > 0);
+    cr_assert(json_number_value(json_object_get(p, "predicted")) != own,
+              "one llama.cpp slot, not SGLang's batch, serves the four clients");
+    json_decref(j);
+    const char *bad[] = {"fidelity", "--points", path, "--engine", "no-such", NULL};
+    th_expect_fail(bad, 2, "--engine 'no-such'", NULL);
 }

@@ -904,7 +904,8 @@ int ws_fidelity_predict(ws_store *s, ws_fid_report *r,
         if (!e2e && strcmp(p->kind, "serving"))
             continue;
         p->missing[0] = p->policy[0] = '\0';
-        const char *f = ws_fidelity_engine_file(p->engine, p->engine_version);
+        const char *f =
+            r->engine[0] ? r->engine : ws_fidelity_engine_file(p->engine, p->engine_version);
         snprintf(p->engine_file, sizeof p->engine_file, "%s", f ? f : "");
         p->predicted = p->ratio = NAN;
         p->wall_s = 0;

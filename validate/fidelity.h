@@ -119,6 +119,8 @@ typedef struct ws_fid_report {
     size_t n, cap;
     ws_fid_group *g;
     size_t ng;
+    char engine[48]; /* non-empty: every point runs under this engines/ file instead of its
+                      * own (a what-if: these setups served by another engine) */
 } ws_fid_report;
 
 /* Appends the points of a JSON file (an array, or an object with "points"): end-to-end
