@@ -36,8 +36,17 @@ struct ws_ikv {
     int *take_id;        /* scratch for batches */
     unsigned char *take_reg;
     int take_cap;
+    int *extra[2];       /* [pool page id] holders beyond the first (ws_ikv_share), CPU and
+                          * XFER; NULL until a page is shared */
     ws_ikv_stats st;
 };
+
+/* Holders of pool page id of region beyond its first. */
+static int extra_holders(const ws_ikv *c, int region, int id)
+{
+    const int *x = c->extra[region == WS_IKV_CPU ? 0 : 1];
+    return x ? x[id] : 0;
+}
 
 const char *ws_ikv_region_name(ws_ikv_region r)
 {
@@ -260,6 +269,8 @@ void ws_ikv_destroy(ws_ikv *c)
         free(c->seq[s].ring);
     }
     free(c->seq);
+    free(c->extra[0]);
+    free(c->extra[1]);
     gpu_release(c, c->dwin);
     gpu_release(c, c->pp);
     ws_ikv_pool_destroy(c->cpu);
@@ -333,13 +344,66 @@ int ws_ikv_seq_free(ws_ikv *c, int seq, ws_err *err)
     seqst *q = &c->seq[seq];
     for (int l = 0; l < c->n_layers; l++) {
         ptab *t = &q->pt[l];
-        for (int i = 0; i < t->n; i++)
-            ws_ikv_pool_give(t->region[i] == WS_IKV_CPU ? c->cpu : c->xfer, t->id[i]);
+        for (int i = 0; i < t->n; i++) {
+            const int r = t->region[i] == WS_IKV_CPU ? 0 : 1;
+            if (extra_holders(c, t->region[i], t->id[i]) > 0)
+                c->extra[r][t->id[i]]--; /* another sequence still holds it */
+            else
+                ws_ikv_pool_give(r == 0 ? c->cpu : c->xfer, t->id[i]);
+        }
         t->n = t->n_cpu = 0;
         ws_ring_init(&q->ring[l], c->W, c->P, NULL);
     }
     q->live = 0;
     return 0;
+}
+
+static int ptab_reserve(ptab *t, int more, ws_err *err);
+
+int ws_ikv_share(ws_ikv *c, int seq, int src, int n_pages, ws_err *err)
+{
+    int rc = check_sl(c, seq, 0, err);
+    if (rc || (rc = check_sl(c, src, 0, err)))
+        return rc;
+    if (seq == src || n_pages < 0)
+        return ws_err_set(err, WS_EINVAL, "InplaceKVCache: sequence %d cannot share %d pages "
+                          "of sequence %d", seq, n_pages, src);
+    for (int l = 0; l < c->n_layers; l++) {
+        if (c->seq[seq].pt[l].n || c->seq[seq].ring[l].count)
+            return ws_err_set(err, WS_EINVAL, "InplaceKVCache: sequence %d already holds "
+                              "tokens in layer %d", seq, l);
+        if (c->seq[src].pt[l].n < n_pages)
+            return ws_err_set(err, WS_EINVAL, "InplaceKVCache: sequence %d holds %d host pages "
+                              "in layer %d, not %d", src, c->seq[src].pt[l].n, l, n_pages);
+    }
+    for (int r = 0; r < 2 && n_pages > 0; r++)
+        if (!c->extra[r]) {
+            const int cap = ws_ikv_pool_capacity(r == 0 ? c->cpu : c->xfer);
+            if (!(c->extra[r] = calloc((size_t)(cap > 0 ? cap : 1), sizeof(int))))
+                return ws_err_set(err, WS_ENOMEM, "InplaceKVCache: out of memory");
+        }
+    for (int l = 0; l < c->n_layers; l++) {
+        ptab *t = &c->seq[seq].pt[l];
+        const ptab *f = &c->seq[src].pt[l];
+        if ((rc = ptab_reserve(t, n_pages, err)))
+            return rc;
+        for (int i = 0; i < n_pages; i++) {
+            t->id[i] = f->id[i];
+            t->region[i] = f->region[i];
+            t->n_cpu += f->region[i] == WS_IKV_CPU;
+            c->extra[f->region[i] == WS_IKV_CPU ? 0 : 1][f->id[i]]++;
+        }
+        t->n = n_pages;
+    }
+    return 0;
+}
+
+int ws_ikv_page_holders(const ws_ikv *c, int seq, int layer, int i)
+{
+    if (check_sl(c, seq, layer, NULL) || i < 0 || i >= c->seq[seq].pt[layer].n)
+        return 0;
+    const ptab *t = &c->seq[seq].pt[layer];
+    return 1 + extra_holders(c, t->region[i], t->id[i]);
 }
 
 int ws_ikv_tokens(const ws_ikv *c, int seq, int layer, ws_ikv_region r)
@@ -477,9 +541,9 @@ int ws_ikv_prefill(ws_ikv *c, int seq, int layer, int n, const void *k, const vo
         return rc0;
     ptab *t = &c->seq[seq].pt[layer];
     ws_ring *ring = &c->seq[seq].ring[layer];
-    if (t->n || ring->count)
+    if (ring->count)
         return ws_err_set(err, WS_EINVAL, "InplaceKVCache: prefill of sequence %d layer %d, "
-                          "which already holds tokens", seq, layer);
+                          "whose window already holds tokens", seq, layer);
     if (n < 0 || (n > 0 && (!k || (!v && !c->gkv.v_shares_k))))
         return ws_err_set(err, WS_EINVAL, "InplaceKVCache: prefill of %d tokens without K/V", n);
     const int full = n / c->P, tail = n % c->P;
@@ -495,7 +559,7 @@ int ws_ikv_prefill(ws_ikv *c, int seq, int layer, int n, const void *k, const vo
     for (int j = 0; j < full; j++) {
         c->take_reg[j] = j < n_cpu_pages ? WS_IKV_CPU : WS_IKV_XFER;
         sq[j] = seq;
-        sq[full + j] = j;
+        sq[full + j] = t->n + j;
     }
     rc = take_pages(c, full, sq, sq + full, err);
     free(sq);
@@ -661,6 +725,11 @@ int ws_ikv_reformat(ws_ikv *c, int seq, int layer, int n_pages, ws_ikv_region to
     for (int j = t->n - 1, m = 0; m < n_pages; j--)
         if (t->region[j] == from)
             slot[m++] = j;
+    for (int m = 0; m < n_pages; m++)
+        if (extra_holders(c, from, t->id[slot[m]]) > 0)
+            return ws_err_set(err, WS_EINVAL, "InplaceKVCache: reformat of sequence %d layer "
+                              "%d would move page %d, which another sequence shares",
+                              seq, layer, slot[m]);
     ws_ikv_pool *dst = pool_of(c, to), *src = pool_of(c, from);
     for (int m = 0; m < n_pages; m++) {
         const int node = ws_numa_place(seq, slot[m], c->P, c->n_nodes);

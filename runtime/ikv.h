@@ -17,7 +17,9 @@
  *
  * Prefill writes a prompt's full pages straight into CPU or XFER (a CPU page count from
  * the policy) and its last partial page into the D-window; so host pages are always full
- * and a sequence's tokens are its host pages in order, then its window. "Moved after
+ * and a sequence's tokens are its host pages in order, then its window. A sequence may
+ * start from another's leading host pages (ws_ikv_share: a cached prompt prefix), held by
+ * both, counted, and never moved while shared. "Moved after
  * placement" counts bytes of a placed (CPU or XFER) page written again, to the same or
  * another place: no call does it (a flush writes pages fresh out of the window, streaming
  * only reads XFER pages), and the counter proves it. Capacities are enforced: the GPU
@@ -103,15 +105,24 @@ const char *ws_ikv_note(const ws_ikv *c);
 /* A new, empty sequence; *seq is its handle (0 .. max_seqs - 1). WS_ENOMEM when every
  * slot is held. */
 int ws_ikv_seq_add(ws_ikv *c, int *seq, ws_err *err);
-/* Returns every page of the sequence to its pool and empties its windows. */
+/* Returns every page of the sequence to its pool (a shared one when its last holder goes)
+ * and empties its windows. */
 int ws_ikv_seq_free(ws_ikv *c, int seq, ws_err *err);
+/* Prefix caching: the empty sequence seq takes the first n_pages host pages of src, in
+ * every layer, as its own first pages (the same pages: nothing is copied or moves); it may
+ * then prefill the rest of its prompt. A shared page is never reformatted (WS_EINVAL names
+ * it) and returns to its pool when its last holder is freed. */
+int ws_ikv_share(ws_ikv *c, int seq, int src, int n_pages, ws_err *err);
+/* The sequences holding page i of (seq, layer): 1 for its own alone; 0 for no such page. */
+int ws_ikv_page_holders(const ws_ikv *c, int seq, int layer, int i);
 /* Tokens held for (seq, layer): all, in the CPU region, in XFER, in the D-window. */
 int ws_ikv_tokens(const ws_ikv *c, int seq, int layer, ws_ikv_region r);
 int ws_ikv_seq_tokens(const ws_ikv *c, int seq, int layer);
 /* Full pages in the window of (seq, layer), what a flush can take. */
 int ws_ikv_window_full_pages(const ws_ikv *c, int seq, int layer);
 
-/* Prefill of an empty (seq, layer) with n tokens: k [n][n_kv_heads][d_k], v
+/* Prefill of (seq, layer), empty or holding only full host pages (shared ones), with n
+ * tokens appended after them: k [n][n_kv_heads][d_k], v
  * [n][n_kv_heads][d_v] (NULL when V shares K), KV dtype, host memory. Of the n / P full
  * pages, the first n_cpu_pages go to the CPU region and the rest to XFER; the last n % P
  * tokens go to the window. WS_ENOMEM (nothing written) when a region lacks the pages. */

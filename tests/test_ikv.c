@@ -914,3 +914,66 @@ Test(ikv, cpu_pages_are_placed_on_the_pools_nodes)
     ws_ikv_destroy(c);
     ws_pool_destroy(pool);
 }
+
+/* Prefix caching in the format: a second sequence takes the first two host pages of the
+ * first (a CPU and an XFER page) as its own, prefills the rest after them; the shared pages
+ * are the same pages, never written again or reformatted, and go back to their pools only
+ * when their last holder is freed. */
+Test(ikv, shared_prefix_pages_stay_put_and_are_counted)
+{
+    const size_t pb = ws_kv_page_bytes(&small_kv);
+    ws_err err = {0};
+    ws_ikv *c = small_cache(pb * 64, pb * 64, pb * 64, 4, 2, &err);
+    cr_assert_not_null(c, "%s", err.msg);
+    for (size_t i = 0; i < sizeof g_kv / sizeof g_kv[0]; i++)
+        g_kv[i] = ws_f32_to_bf16(frand());
+    int a, b, nd;
+    cr_assert_eq(ws_ikv_seq_add(c, &a, &err), 0);
+    cr_assert_eq(ws_ikv_seq_add(c, &b, &err), 0);
+    for (int l = 0; l < 2; l++) /* 3 full pages (1 CPU, 2 XFER) and 2 tokens in the window */
+        cr_assert_eq(ws_ikv_prefill(c, a, l, 14, g_kv, g_kv, 1, &err), 0, "%s", err.msg);
+    cr_assert_eq(ws_ikv_share(c, a, b, 1, &err), WS_EINVAL, "b holds nothing to share");
+    cr_assert_eq(ws_ikv_share(c, b, a, 2, &err), 0, "%s", err.msg);
+    cr_assert_eq(ws_ikv_share(c, b, a, 1, &err), WS_EINVAL, "b is no longer empty");
+    for (int l = 0; l < 2; l++) /* its own: one more XFER page and a token in the window */
+        cr_assert_eq(ws_ikv_prefill(c, b, l, 5, g_kv + 512, g_kv + 512, 0, &err), 0, "%s",
+                     err.msg);
+    ws_ikv_stats st;
+    ws_ikv_stats_get(c, &st);
+    cr_assert_eq(st.pages_in_use[WS_IKV_CPU] + st.pages_in_use[WS_IKV_XFER], 2 * (3 + 1));
+    for (int l = 0; l < 2; l++) {
+        cr_assert_eq(ws_ikv_host_pages(c, b, l), 3);
+        cr_assert_eq(ws_ikv_seq_tokens(c, b, l), 2 * 4 + 4 + 1);
+        cr_assert_eq(ws_ikv_tokens(c, b, l, WS_IKV_CPU), 4);
+        for (int i = 0; i < 3; i++) {
+            ws_ikv_region ra, rb;
+            const void *pa = NULL, *pbp = NULL;
+            cr_assert_eq(ws_ikv_page(c, b, l, i, &rb, &pbp, &nd, &err), 0);
+            if (i < 2) {
+                cr_assert_eq(ws_ikv_page(c, a, l, i, &ra, &pa, &nd, &err), 0);
+                cr_assert_eq(pa, pbp, "page %d is the same page", i);
+                cr_assert_eq(ra, rb);
+            }
+            cr_assert_eq(ws_ikv_page_holders(c, b, l, i), i < 2 ? 2 : 1);
+        }
+    }
+    /* a shared page never moves: a's XFER page 1 is shared, its page 2 is its own */
+    cr_assert_eq(ws_ikv_reformat(c, a, 0, 2, WS_IKV_CPU, &err), WS_EINVAL);
+    cr_assert(strstr(err.msg, "shares"), "%s", err.msg);
+    cr_assert_eq(ws_ikv_reformat(c, a, 0, 1, WS_IKV_CPU, &err), 0, "%s", err.msg);
+    const void *kept;
+    ws_ikv_region kr;
+    cr_assert_eq(ws_ikv_page(c, b, 1, 1, &kr, &kept, &nd, &err), 0);
+    const uint64_t h = fnv(kept, pb);
+    cr_assert_eq(ws_ikv_seq_free(c, a, &err), 0);
+    ws_ikv_stats_get(c, &st);
+    cr_assert_eq(st.pages_in_use[WS_IKV_CPU] + st.pages_in_use[WS_IKV_XFER], 2 * 3,
+                 "b's three pages a layer remain");
+    cr_assert_eq(ws_ikv_page_holders(c, b, 1, 1), 1);
+    cr_assert_eq(fnv(kept, pb), h, "the shared page outlives its first holder unchanged");
+    cr_assert_eq(st.bytes_moved, 0);
+    cr_assert_eq(ws_ikv_seq_free(c, b, &err), 0);
+    ws_ikv_stats_get(c, &st);
+    cr_assert_eq(st.pages_in_use[WS_IKV_CPU] + st.pages_in_use[WS_IKV_XFER], 0);
+    ws_ikv_destroy(c);
+}
