@@ -216,6 +216,16 @@ int cmd_fidelity(int argc, char **argv)
     int rc = cli_opts_parse(&k_spec, argc, argv, &o, &a);
     if (rc)
         return rc == CLI_PARSE_HELP ? CLI_EXIT_OK : rc;
+    if (o.engine) { /* a usage error before any work */
+        char names[32][64];
+        const int n = ws_server_list(names, 32);
+        int known = 0;
+        for (int i = 0; i < n; i++)
+            known |= !strcmp(names[i], o.engine);
+        if (!known)
+            return cli_usage_error("fidelity", "--engine '%s': no engines/%s.json", o.engine,
+                                   o.engine);
+    }
     ws_err err = {0};
     ws_fid_report r = {0};
     if (load_points(o.points, &r, &err)) {
@@ -255,20 +265,8 @@ int cmd_fidelity(int argc, char **argv)
             return cli_usage_error("fidelity", "no point in group '%s'", o.group);
         }
     }
-    if (o.engine) {
-        char names[32][64];
-        const int n = ws_server_list(names, 32);
-        int known = 0;
-        for (int i = 0; i < n; i++)
-            known |= !strcmp(names[i], o.engine);
-        if (!known) {
-            ws_store_close(s);
-            ws_fidelity_free(&r);
-            return cli_usage_error("fidelity", "--engine '%s': no engines/%s.json", o.engine,
-                                   o.engine);
-        }
+    if (o.engine)
         snprintf(r.engine, sizeof r.engine, "%s", o.engine);
-    }
     cli_progress prog;
     cli_progress_start(&prog);
     rc = ws_fidelity_predict(s, &r, on_progress, &prog, &err);
