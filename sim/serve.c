@@ -102,8 +102,8 @@ typedef struct seq {
     double kv_tok;               /* tokens whose KV it holds: its own and shared blocks */
     int64_t *blocks;             /* its prompt blocks' hashes (prefix caching), owned */
     int n_blocks;
-    int held;                    /* leading blocks it holds in the prefix cache */
-    double shared_tok;           /* their tokens: its own bytes cover kv_tok - shared_tok */
+    int held;                    /* leading blocks it holds in the prefix cache: its own
+                                  * bytes cover the KV of the tokens past them */
     int hit_tok;                 /* prompt tokens found cached at admission */
     double hit_cpu;              /* of which in the CPU region */
     double r_adm;                /* the share at admission (the pinned part of the XFER KV) */
@@ -381,10 +381,10 @@ static int make_room(run *R, double g, double h, double p)
     return 1;
 }
 
-/* A sequence's own bytes: its KV but the shared blocks'. */
+/* A sequence's own bytes for kv_tok tokens of KV: all but the blocks it holds in the cache. */
 static void own_bytes(const run *R, const seq *s, double kv_tok, double *g, double *h, double *p)
 {
-    need(R, kv_tok - s->shared_tok, s->r_adm, g, h, p);
+    need(R, kv_tok - (double)s->held * WS_TRACE_BLOCK_TOKENS, s->r_adm, g, h, p);
 }
 
 static int admit(run *R, ws_err *err)
@@ -452,7 +452,6 @@ static int admit(run *R, ws_err *err)
                        .blocks = qe->blocks,
                        .n_blocks = qe->rq.n_blocks,
                        .held = k,
-                       .shared_tok = hit,
                        .hit_tok = k * WS_TRACE_BLOCK_TOKENS,
                        .hit_cpu = hit_cpu,
                        .r_adm = r,
@@ -570,7 +569,7 @@ static int cache_blocks(run *R, seq *s, ws_err *err)
                                                     : 0;
         double g0, h0, p0, g1, h1, p1;
         own_bytes(R, s, s->kv_tok, &g0, &h0, &p0);
-        s->shared_tok += B;
+        s->held = j + 1;
         own_bytes(R, s, s->kv_tok, &g1, &h1, &p1);
         const int rc = sim_prefix_add(&R->cache, s->blocks[j], cpu, g0 - g1, h0 - h1, p0 - p1, err);
         if (rc < 0)
@@ -578,7 +577,6 @@ static int cache_blocks(run *R, seq *s, ws_err *err)
         if (rc == 0) /* shared with its first writer: this copy is freed */
             R->gpu_used -= g0 - g1, R->host_used -= h0 - h1, R->pin_used -= p0 - p1;
         s->gpu_b = g1, s->host_b = h1, s->pin_b = p1;
-        s->held = j + 1;
     }
     return 0;
 }
@@ -652,6 +650,15 @@ static int pick_chunks(run *R, int left, int cap, int most, double *tokens)
     return n;
 }
 
+/* The KV the step's n chunks attend: each prompt so far and its chunk. */
+static double chunks_context(const run *R, int n)
+{
+    double t = 0;
+    for (int i = 0; i < n; i++)
+        t += R->pc[i].ctx + R->pc[i].q;
+    return t;
+}
+
 /* The prompt part of a step's input: n chunks of `tokens` in all. */
 static void add_chunks(const run *R, sim_step_in *in, int n, double tokens)
 {
@@ -670,9 +677,7 @@ static int prefill_step(run *R, int n, double tokens, ws_err *err)
     in.prefill_gpu = ws_ctl_prefill_gpu(&R->ctl, &in);
     sim_step_out so;
     int rc = sim_step_run(&R->st, &in, &so, err);
-    double context = 0;
-    for (int i = 0; i < n; i++)
-        context += R->pc[i].ctx + R->pc[i].q;
+    const double context = chunks_context(R, n);
     if (rc)
         return rc;
     /* the share as the step found it: the chunks' own KV is placed once their prompt ends */
@@ -843,9 +848,7 @@ static int decode_step(run *R, int n, double tokens, ws_err *err)
         if (s->generated >= s->output && (rc = finish(R, s, err)))
             return rc;
     }
-    double context = d.in.resident + d.in.n_cpu + d.in.m_xfer;
-    for (int i = 0; i < n; i++)
-        context += R->pc[i].ctx + R->pc[i].q;
+    const double context = d.in.resident + d.in.n_cpu + d.in.m_xfer + chunks_context(R, n);
     if ((rc = chunks_done(R, n, err)))
         return rc;
     const sim_step_in *in = &d.in;

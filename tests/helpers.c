@@ -1,5 +1,6 @@
 /* helpers: see helpers.h. */
 #include "helpers.h"
+#include "fidelity.h"
 #include "serve.h"
 
 #include <criterion/criterion.h>
@@ -55,6 +56,20 @@ void th_list_src_init(th_list_src *l, const sim_req *v, int n, sim_source *src)
 {
     *l = (th_list_src){v, n, 0};
     *src = (sim_source){list_next, l, 0};
+}
+
+void th_expect_bad_points(const char *const *bad, size_t n)
+{
+    char dir[256], path[512];
+    th_tmpdir(dir, sizeof dir);
+    for (size_t i = 0; i < n; i++) {
+        th_write(dir, "b.json", bad[i], path, sizeof path);
+        ws_fid_report r = {0};
+        ws_err err = {0};
+        cr_assert_neq(ws_fidelity_load(path, &r, &err), 0, "%s", bad[i]);
+        cr_assert(strstr(err.msg, "b.json") && !strchr(err.msg, '\n'), "%s", err.msg);
+        ws_fidelity_free(&r);
+    }
 }
 
 void th_paper_hw(ws_store *s, const ws_model *m, ws_hw *hw)

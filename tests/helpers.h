@@ -50,6 +50,9 @@ typedef struct th_list_src {
     int n, i;
 } th_list_src;
 void th_list_src_init(th_list_src *l, const struct sim_req *v, int n, struct sim_source *src);
+/* Each text, written as a fidelity points file, is refused by ws_fidelity_load with one line
+ * naming the file. */
+void th_expect_bad_points(const char *const *bad, size_t n);
 /* th_tiny_moe on the paper's profiles, and its cost model with the default settings (free
  * with ws_cost_model_free). */
 void th_tiny_cost_model(ws_model *m, ws_hw *hw, ws_cost_model *cm);

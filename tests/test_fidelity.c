@@ -237,8 +237,6 @@ Test(fidelity, summary_groups_and_statistics)
 
 Test(fidelity, bad_points_are_one_line_errors)
 {
-    char dir[256], path[512];
-    th_tmpdir(dir, sizeof dir);
     const char *bad[] = {"[{\"id\": \"a\", \"source\": \"s\", \"published\": -1}]",
                          "[{\"id\": \"a\", \"published\": 1}]",
                          "[{\"id\": \"a\", \"source\": \"s\", \"published\": 1},"
@@ -247,14 +245,7 @@ Test(fidelity, bad_points_are_one_line_errors)
                                           " \"batch\": -2}]",
                          "[{\"id\": \"a\", \"source\": \"s\", \"published\": 1,"
                          " \"placement\": {\"prefill\": \"fast\"}}]"};
-    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
-        th_write(dir, "b.json", bad[i], path, sizeof path);
-        ws_fid_report r = {0};
-        ws_err err = {0};
-        cr_assert_neq(ws_fidelity_load(path, &r, &err), 0, "%s", bad[i]);
-        cr_assert(strstr(err.msg, "b.json") && !strchr(err.msg, '\n'), "%s", err.msg);
-        ws_fidelity_free(&r);
-    }
+    th_expect_bad_points(bad, sizeof bad / sizeof *bad);
 }
 
 Test(fidelity, shipped_points_load_with_sources)

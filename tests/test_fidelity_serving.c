@@ -235,22 +235,13 @@ Test(fidelity_serving, loads_it_cannot_play_are_named)
 
 Test(fidelity_serving, bad_serving_points_are_one_line_errors)
 {
-    char dir[256], path[512];
-    th_tmpdir(dir, sizeof dir);
     const char *bad[] = {"[{\"id\": \"a\", \"kind\": \"serving\", \"source\": \"s\", \"published\": 1}]",
                          "[{\"id\": \"a\", \"kind\": \"bench\", \"source\": \"s\", \"published\": 1}]",
                          "[{\"id\": \"a\", \"kind\": \"serving\", \"source\": \"s\", \"published\": 1,"
                          " \"workload\": {\"num_requests\": -3}}]",
                          "[{\"id\": \"a\", \"kind\": \"serving\", \"source\": \"s\", \"published\": 1,"
                          " \"workload\": {\"rate_rps\": \"fast\"}}]"};
-    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
-        th_write(dir, "b.json", bad[i], path, sizeof path);
-        ws_fid_report r = {0};
-        ws_err err = {0};
-        cr_assert_neq(ws_fidelity_load(path, &r, &err), 0, "%s", bad[i]);
-        cr_assert(strstr(err.msg, "b.json") && !strchr(err.msg, '\n'), "%s", err.msg);
-        ws_fidelity_free(&r);
-    }
+    th_expect_bad_points(bad, sizeof bad / sizeof *bad);
 }
 
 /* `writescope fidelity --group serving --json`: only serving points, each with group

@@ -530,6 +530,20 @@ static int point_model(ws_fid_point *p, ws_model *m, ws_dtype *kv, ws_deploy_cfg
     return point_dtypes(p, m, kv, cc) != 0;
 }
 
+/* The point's GPU and host profiles for model m: 0 with p->missing set where a profile is
+ * missing, or an error naming the point. */
+static int point_hw(ws_store *s, ws_fid_point *p, const ws_model *m, ws_dtype kv, ws_hw *hw,
+                    int *cores, ws_err *err)
+{
+    ws_err e = {0};
+    const int rc = ws_hw_load_model(s, m, p->gpu, p->host, kv, hw, cores, &e);
+    if (rc == WS_ENOTFOUND) {
+        snprintf(p->missing, sizeof p->missing, "a profile: %.170s", e.msg);
+        return 0;
+    }
+    return rc ? ws_err_set(err, rc, "point '%s': %s", p->id, e.msg) : 0;
+}
+
 /* The point simulated with `prompt` and `output` tokens per request: predicted and ratio,
  * or missing naming what cannot be expressed. */
 static int predict_at(ws_store *s, ws_fid_point *p, int prompt, int output, ws_err *err)
@@ -547,13 +561,9 @@ static int predict_at(ws_store *s, ws_fid_point *p, int prompt, int output, ws_e
     cc.kv_dtype = kv;
     ws_hw hw;
     int cores = 1;
-    int rc = ws_hw_load_model(s, &m, p->gpu, p->host, kv, &hw, &cores, &e);
-    if (rc == WS_ENOTFOUND) {
-        snprintf(p->missing, sizeof p->missing, "a profile: %.170s", e.msg);
-        return 0;
-    }
-    if (rc)
-        return ws_err_set(err, rc, "point '%s': %s", p->id, e.msg);
+    int rc = point_hw(s, p, &m, kv, &hw, &cores, err);
+    if (rc || *p->missing)
+        return rc;
     if (!strcmp(p->offload_what, "layers") && p->n_gpu_layers < 1) {
         /* -ngl not published: the most layers whose weights and the batch's KV fit the
          * GPU, as users choose it */
@@ -828,13 +838,9 @@ static int predict_serving(ws_store *s, ws_fid_point *p, ws_err *err)
     cc.kv_dtype = kv;
     ws_hw hw;
     int cores = 1;
-    int rc = ws_hw_load_model(s, &m, p->gpu, p->host, kv, &hw, &cores, &e);
-    if (rc == WS_ENOTFOUND) {
-        snprintf(p->missing, sizeof p->missing, "a profile: %.170s", e.msg);
-        return 0;
-    }
-    if (rc)
-        return ws_err_set(err, rc, "point '%s': %s", p->id, e.msg);
+    int rc = point_hw(s, p, &m, kv, &hw, &cores, err);
+    if (rc || *p->missing)
+        return rc;
     ws_server eng;
     int have = 0;
     if ((rc = point_engine(p, &hw, &m, &eng, &have, err)) || *p->missing)
