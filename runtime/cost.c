@@ -189,7 +189,17 @@ double ws_cost_d2h(const ws_cost_model *cm, double bytes)
 double ws_cost_handoff(const ws_cost_model *cm, double T, int to_host)
 {
     const double bytes = T * cm->hidden * cm->w_elem;
-    return to_host ? ws_cost_d2h(cm, bytes) : ws_cost_h2d(cm, bytes, 0);
+    const ws_hw *hw = &cm->dep.hw;
+    if (!(bytes > 0))
+        return 0;
+    const ws_hw_roof *r = to_host ? &hw->d2h : &hw->h2d;
+    return fmax(r->c0.v, hw->handoff_c0.v) + bytes / r->W.v;
+}
+
+double ws_cost_weights_h2d(const ws_cost_model *cm, double bytes)
+{
+    const ws_hw_roof *r = &cm->dep.hw.h2d_weights;
+    return bytes > 0 ? r->c0.v + bytes / r->W.v : 0;
 }
 
 double ws_cost_flush(const ws_cost_model *cm, int n_seqs, int window_tokens)
@@ -519,7 +529,7 @@ double ws_cost_expert_stream_bytes(const ws_cost_model *cm, int layer, double T)
 
 double ws_cost_expert_stream(const ws_cost_model *cm, int layer, double T)
 {
-    return ws_cost_h2d(cm, ws_cost_expert_stream_bytes(cm, layer, T), 0);
+    return ws_cost_weights_h2d(cm, ws_cost_expert_stream_bytes(cm, layer, T));
 }
 
 /* The GPU's grouped GEMMs over D streamed experts and their (token, expert) pairs, with their
@@ -561,6 +571,15 @@ double ws_cost_cpu_layer_stream_bytes(const ws_cost_model *cm, int layer, double
     else
         b += cm->dense_params * wb_gpu;
     return b + fmax(ctx, 0) * cm->b_tok;
+}
+
+double ws_cost_cpu_layer_stream(const ws_cost_model *cm, int layer, double q, double ctx)
+{
+    const double b = ws_cost_cpu_layer_stream_bytes(cm, layer, q, ctx);
+    if (!(b > 0))
+        return 0;
+    const double kv = fmax(ctx, 0) * cm->b_tok;
+    return ws_cost_weights_h2d(cm, b - kv) + kv / cm->dep.hw.h2d.W.v;
 }
 
 double ws_cost_cpu_layer_streamed_moe(const ws_cost_model *cm, int layer, double q)

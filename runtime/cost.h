@@ -139,8 +139,13 @@ double ws_cost_gpu_indexer(const ws_cost_model *cm, double q, double ctx);
 double ws_cost_h2d(const ws_cost_model *cm, double bytes, int contended);
 double ws_cost_d2h(const ws_cost_model *cm, double bytes);
 /* T tokens' hidden states between the devices around a layer's CPU experts: to_host 1, the
- * copy before the router and experts run there; 0, their output's copy back. */
+ * copy before the router and experts run there; 0, their output's copy back. Its fixed cost
+ * is the engine's hand-off cost where one is deployed (the host's synchronisation around
+ * the copy), else the copy's c0. */
 double ws_cost_handoff(const ws_cost_model *cm, double T, int to_host);
+/* Host-memory weights copied to the GPU: at the pageable H2D rate where the deployment's
+ * weights are pageable, else pinned; uncontended. */
+double ws_cost_weights_h2d(const ws_cost_model *cm, double bytes);
 /* D2H of one D-window flush: window tokens of each of n_seqs sequences, one layer. */
 double ws_cost_flush(const ws_cost_model *cm, int n_seqs, int window_tokens);
 /* Host-side move of bytes (read + write at the DRAM rate). */
@@ -179,7 +184,7 @@ void ws_cost_weight_bytes(const ws_cost_model *cm, double *gpu, double *host);
 /* ---- prefill chunks with host-resident weights streamed to the GPU -------------------- */
 
 /* A MoE layer's CPU experts that a chunk of T tokens hits: their bytes, their uncontended
- * H2D copy, and the GPU's grouped GEMMs over them (with activation, permute, combine). */
+ * H2D copy (ws_cost_weights_h2d), and the GPU's grouped GEMMs over them (with activation, permute, combine). */
 double ws_cost_expert_stream_bytes(const ws_cost_model *cm, int layer, double T);
 double ws_cost_expert_stream(const ws_cost_model *cm, int layer, double T);
 double ws_cost_gpu_streamed_experts(const ws_cost_model *cm, int layer, double T);
@@ -189,6 +194,8 @@ double ws_cost_router_gpu(const ws_cost_model *cm, double T);
  * formats, the routed experts the chunk hits, its KV before the chunk) and its MoE phase
  * (router, shared and streamed experts) or dense MLP on the GPU for q tokens. */
 double ws_cost_cpu_layer_stream_bytes(const ws_cost_model *cm, int layer, double q, double ctx);
+/* Their copy: the weights as ws_cost_weights_h2d copies them, the KV pinned. */
+double ws_cost_cpu_layer_stream(const ws_cost_model *cm, int layer, double q, double ctx);
 double ws_cost_cpu_layer_streamed_moe(const ws_cost_model *cm, int layer, double q);
 
 #ifdef __cplusplus

@@ -93,6 +93,18 @@ static void deploy_rates(const ws_hw *hw, const ws_model *m, const ws_deploy_cfg
         out->step.src = WS_SOURCE_MODELED;
         snprintf(out->step.from, sizeof out->step.from, "%s", cfg->step_from);
     }
+    /* Pageable host weights (an mmap'd model file) stream to the GPU through the driver's
+     * staging buffers, at the GPU's pageable H2D rate. */
+    if (cfg->host_weights_pageable) {
+        out->h2d_weights.W.v = hw->h2d.W.v * hw->h2d_pageable.v;
+        out->h2d_weights.W.src = hw->h2d_pageable.src;
+        snprintf(out->h2d_weights.W.from, sizeof out->h2d_weights.W.from, "%.90s x %.90s",
+                 hw->h2d.W.from, hw->h2d_pageable.from);
+    }
+    if (cfg->handoff_c0 > 0) {
+        out->handoff_c0.v = cfg->handoff_c0;
+        snprintf(out->handoff_c0.from, sizeof out->handoff_c0.from, "%s", cfg->handoff_from);
+    }
     /* NUMA-aware engines run the CPU's work on the sockets given, each reading its own copy
      * from its own DRAM: their share of the host's cores and bandwidth. */
     const double share = socket_share(hw, cfg);
@@ -190,7 +202,8 @@ int ws_deploy_init(const ws_hw *hw, const ws_model *m, const ws_deploy_cfg *cfg,
     memset(d, 0, sizeof *d);
     if (!(cfg->pingpong_bytes >= 0) || !(cfg->routing_skew >= 0) || !isfinite(cfg->routing_skew) ||
         cfg->gpu_experts < 0 || !(cfg->cpu_expert_bytes >= 0) || !(cfg->act_bytes >= 0) ||
-        cfg->n_cpu_moe < 0 || cfg->cpu_threads < 0 || cfg->n_gpu_layers < 0)
+        cfg->n_cpu_moe < 0 || cfg->cpu_threads < 0 || cfg->n_gpu_layers < 0 ||
+        !(cfg->handoff_c0 >= 0 && cfg->handoff_c0 < 0.1))
         return ws_err_set(err, WS_EINVAL, "cost: configuration out of range");
     if (m->n_experts > 0 && cfg->gpu_experts > m->n_experts)
         return ws_err_set(err, WS_EINVAL, "cost: %d GPU experts, the model has %d",

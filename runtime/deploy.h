@@ -57,6 +57,13 @@ typedef struct ws_deploy_cfg {
                            * file, server.h), step_from saying where it was read; < 0 (the
                            * default): the GPU profile's step_overhead */
     char step_from[160];
+    int host_weights_pageable; /* 1: the host-memory weights a prefill streams to the GPU are
+                                * pageable (mmap'd: llama.cpp's default), copied at the GPU's
+                                * pageable H2D rate (ws_hw.h2d_pageable); 0: pinned */
+    double handoff_c0;         /* > 0: s, fixed cost of one hand-off of a layer's hidden states
+                                * between the GPU and the CPU's experts, the host's
+                                * synchronisation included (the engine's file); 0: a copy's c0 */
+    char handoff_from[160];
     int cpu_threads; /* > 0: the CPU's work runs on this many threads (KTransformers
                       * --cpu_infer, llama.cpp -t), at most one per core of the sockets used:
                       * their share of those cores' flop/s, and of the DRAM bandwidth up to

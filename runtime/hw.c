@@ -396,6 +396,20 @@ int ws_hw_gpu_from_profile(const ws_profile *gpu, ws_attn_kind kind, ws_dtype kv
     if (hw->h2d_contention.v > 1.0)
         return ws_err_set(err, WS_EINVAL, "profile %s: H2D contention factor %g is above 1 (%s)",
                           gpu->name, hw->h2d_contention.v, hw->h2d_contention.from);
+    /* The pageable share: the calibrator's two copy fits' ratio, else the profile's. */
+    ws_hw_val pw;
+    if (calibrated(gpu, "link.h2d_pageable", "bandwidth", &pw) && hw->h2d.W.v > 0) {
+        set_val(&hw->h2d_pageable, fmin(1.0, pw.v / hw->h2d.W.v), pw.src,
+                "link.h2d_pageable.bandwidth / the H2D rate");
+    } else if (product(gpu, "h2d_pageable", NULL, &hw->h2d_pageable, NULL)) {
+        set_val(&hw->h2d_pageable, 1.0, WS_SOURCE_MODELED,
+                "no h2d_pageable in the profile (writescope db init adds it): as pinned");
+    }
+    if (!(hw->h2d_pageable.v > 0 && hw->h2d_pageable.v <= 1.0))
+        return ws_err_set(err, WS_EINVAL, "profile %s: h2d_pageable %g is not in (0, 1] (%s)",
+                          gpu->name, hw->h2d_pageable.v, hw->h2d_pageable.from);
+    hw->h2d_weights = hw->h2d;
+    set_val(&hw->handoff_c0, 0.0, WS_SOURCE_MODELED, "a copy's c0 (no engine hand-off cost)");
     return 0;
 }
 

@@ -80,6 +80,11 @@ typedef struct ws_hw {
     ws_hw_val step;           /* s per forward step: scheduling, launches, synchronisation */
     ws_hw_roof h2d, d2h;      /* pinned copies: c0 + bytes / W (P unused) */
     ws_hw_val h2d_contention; /* W_h2d(CPU computing) / W_h2d, in (0, 1] */
+    ws_hw_val h2d_pageable;   /* W_h2d(pageable host memory) / W_h2d(pinned), in (0, 1] */
+    ws_hw_roof h2d_weights;   /* the stream of host-memory weights to the GPU: h2d, at the
+                               * pageable rate where the deployment's weights are pageable */
+    ws_hw_val handoff_c0;     /* s, fixed cost of one CPU<->GPU hand-off of hidden states; 0:
+                               * the copy's own c0 (the deployment sets an engine's) */
     ws_hw_val gpu_mem;        /* B of device memory */
     ws_hw_val host_mem;       /* B of host DRAM (host mem_bytes); 0: not in the profile */
     ws_hw_val sockets;        /* CPU sockets (host sockets; 1 when not given) */

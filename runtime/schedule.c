@@ -95,7 +95,7 @@ static void build_streamed_cpu_layer(const ws_cost_model *cm, const ws_sched_in 
                                      ws_sched_dep pe, ws_sched_layer *s)
 {
     const double T = in->T, q = in->prefill_q;
-    const double t_x = ws_cost_h2d(cm, ws_cost_cpu_layer_stream_bytes(cm, l, q, pf_ctx(in)), 0);
+    const double t_x = ws_cost_cpu_layer_stream(cm, l, q, pf_ctx(in));
     const int x = l == 0 ? ADD(WS_OP_H2D_EXP, WS_RES_H2D, t_x, pe)
                          : ADD(WS_OP_H2D_EXP, WS_RES_H2D, t_x, PREV(1, WS_ANCHOR_H2D),
                                PREV(2, WS_ANCHOR_END));

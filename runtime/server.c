@@ -11,7 +11,8 @@
 
 static const char *const field_names[WS_SRV_FIELDS] = {
     "scheduler", "token_budget", "max_seqs", "chunk",
-    "prefix_cache", "kv_mem_frac", "preempt", "step_overhead_s"};
+    "prefix_cache", "kv_mem_frac", "preempt", "step_overhead_s", "host_weights",
+    "handoff_c0_s"};
 
 const char *ws_server_field_name(int f)
 {
@@ -153,6 +154,23 @@ static int get_step(const rd *r, json_t *o)
     return 0;
 }
 
+static int parse_host_weights(const char *s)
+{
+    return !strcmp(s, "pageable") ? 1 : !strcmp(s, "pinned") ? 0 : -1;
+}
+
+static int get_handoff(const rd *r, json_t *o)
+{
+    json_t *v;
+    int rc = entry(r, o, WS_SRV_HANDOFF_C0, &v);
+    if (rc || !v)
+        return rc;
+    if (!json_is_number(v) || !(json_number_value(v) > 0 && json_number_value(v) < 0.1))
+        return bad(r, "handoff_c0_s", "not a time in (0, 0.1) s");
+    r->e->handoff_c0 = json_number_value(v);
+    return 0;
+}
+
 /* The token budget may follow the model's context (vLLM V0 without chunked prefill:
  * max(max_model_len, min)); an engine may switch scheduler above a context length (vLLM V0
  * turns chunked prefill on above 32K). */
@@ -201,7 +219,9 @@ static int parse_file(const rd *r, json_t *o)
         (rc = get_count(r, o, WS_SRV_CHUNK, 1, &e->chunk)) ||
         (rc = get_name(r, o, WS_SRV_PREFIX_CACHE, parse_bool, &e->prefix_cache)) ||
         (rc = get_kv(r, o)) || (rc = get_name(r, o, WS_SRV_PREEMPT, ws_preempt_parse, &e->preempt)) ||
-        (rc = get_step(r, o)) || (rc = model_rules(r, o)))
+        (rc = get_step(r, o)) ||
+        (rc = get_name(r, o, WS_SRV_HOST_WEIGHTS, parse_host_weights, &e->host_pageable)) ||
+        (rc = get_handoff(r, o)) || (rc = model_rules(r, o)))
         return rc;
     return 0;
 }
@@ -275,9 +295,18 @@ void ws_server_apply(const ws_server *e, ws_serving *s, ws_deploy_cfg *cc, ws_se
         s->preempt = e->preempt;
     if (e->set[WS_SRV_KV_MEM] && kv)
         *kv = e->kv;
-    if (cc && e->set[WS_SRV_STEP_OVERHEAD]) { /* else the GPU profile's (modeled) */
+    if (!cc)
+        return;
+    if (e->set[WS_SRV_STEP_OVERHEAD]) { /* else the GPU profile's (modeled) */
         cc->step_overhead = e->step_s;
         snprintf(cc->step_from, sizeof cc->step_from, "engine %.60s: %.90s", e->name,
                  e->ref[WS_SRV_STEP_OVERHEAD]);
+    }
+    if (e->set[WS_SRV_HOST_WEIGHTS])
+        cc->host_weights_pageable = e->host_pageable;
+    if (e->set[WS_SRV_HANDOFF_C0]) {
+        cc->handoff_c0 = e->handoff_c0;
+        snprintf(cc->handoff_from, sizeof cc->handoff_from, "engine %.60s: %.90s", e->name,
+                 e->ref[WS_SRV_HANDOFF_C0]);
     }
 }

@@ -48,6 +48,8 @@ typedef enum ws_server_field {
     WS_SRV_KV_MEM,
     WS_SRV_PREEMPT,
     WS_SRV_STEP_OVERHEAD,
+    WS_SRV_HOST_WEIGHTS,
+    WS_SRV_HANDOFF_C0,
     WS_SRV_FIELDS
 } ws_server_field;
 /* "scheduler", "token_budget", ... (the keys of the file). */
@@ -64,6 +66,10 @@ typedef struct ws_server {
     ws_server_kv kv;
     int preempt;       /* ws_preempt */
     double step_s;     /* s the GPU idles per step */
+    int host_pageable; /* 1: its host-memory weights are pageable (mmap'd), so streamed at
+                        * the GPU's pageable H2D rate; 0: pinned */
+    double handoff_c0; /* s, fixed cost of one CPU<->GPU hand-off of a layer's hidden
+                        * states: the copy with the host's synchronisation around it */
     int set[WS_SRV_FIELDS];        /* 1: the file gives the value; 0: null, not published */
     char ref[WS_SRV_FIELDS][320];  /* where each value was read (or why it is null) */
 } ws_server;
@@ -75,8 +81,9 @@ int ws_server_load(const char *name, const char *gpu, double gpu_mem, int model_
                    ws_server *out, ws_err *err);
 /* The engines' names (sorted) into names; returns how many (at most max). */
 int ws_server_list(char names[][64], int max);
-/* The engine's published values over s, cc (its step overhead) and kv; unpublished ones are
- * left as they are (an unpublished step overhead: the GPU profile's modeled one). */
+/* The engine's published values over s, cc (its step overhead, host-weight memory and
+ * hand-off cost) and kv; unpublished ones are left as they are (an unpublished step
+ * overhead: the GPU profile's modeled one; host weights: pinned; hand-offs: the copies). */
 void ws_server_apply(const ws_server *e, ws_serving *s, ws_deploy_cfg *cc, ws_server_kv *kv);
 
 #ifdef __cplusplus

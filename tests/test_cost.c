@@ -979,6 +979,44 @@ Test(cost, streamed_experts_are_bytes_over_h2d_plus_the_gpu_gemm)
     ws_cost_model_free(&all);
 }
 
+/* Pageable host weights stream at the GPU's pageable share of the pinned rate; the KV and the
+ * hidden states' copies keep the pinned rate. An engine's hand-off cost replaces the copy's
+ * c0 in each hand-off, and only there. */
+Test(cost, pageable_weights_and_engine_handoff)
+{
+    ws_cost_model pin, pg;
+    paper_model(&pin, NULL);
+    ws_deploy_cfg c;
+    ws_deploy_cfg_default(&c);
+    c.host_weights_pageable = 1;
+    c.handoff_c0 = 4.31e-5;
+    snprintf(c.handoff_from, sizeof c.handoff_from, "engine test");
+    paper_model(&pg, &c);
+    const int l = pin.n_dense_layers;
+    const double T = 2048, f = pin.dep.hw.h2d_pageable.v;
+    cr_assert(f > 0 && f < 1, "the A100 profile's pageable share %g", f);
+    const double bytes = ws_cost_expert_stream_bytes(&pin, l, T);
+    near(ws_cost_expert_stream(&pg, l, T), pin.dep.hw.h2d.c0.v + bytes / (pin.dep.hw.h2d.W.v * f));
+    near(ws_cost_expert_stream(&pin, l, T), pin.dep.hw.h2d.c0.v + bytes / pin.dep.hw.h2d.W.v);
+    near(ws_cost_h2d(&pg, bytes, 0), ws_cost_h2d(&pin, bytes, 0));
+    const double hb = 4 * pin.hidden * pin.w_elem;
+    near(ws_cost_handoff(&pin, 4, 1), pin.dep.hw.d2h.c0.v + hb / pin.dep.hw.d2h.W.v);
+    near(ws_cost_handoff(&pg, 4, 1), 4.31e-5 + hb / pin.dep.hw.d2h.W.v);
+    near(ws_cost_handoff(&pg, 4, 0), 4.31e-5 + hb / pin.dep.hw.h2d.W.v);
+    cr_assert(strstr(pg.dep.hw.handoff_c0.from, "engine test") != NULL);
+    near(ws_cost_d2h(&pg, hb), ws_cost_d2h(&pin, hb));
+    ws_model m;
+    load_model("qwen3-30b-a3b", &m);
+    ws_hw hw;
+    th_paper_hw(NULL, &m, &hw);
+    c.handoff_c0 = -1;
+    ws_cost_model bad;
+    ws_err err = {0};
+    cr_assert_neq(ws_cost_model_init(&hw, &m, &c, &bad, &err), 0, "a negative hand-off cost");
+    ws_cost_model_free(&pin);
+    ws_cost_model_free(&pg);
+}
+
 /* On the paper's setup a 2K chunk streams (its CPU experts take seconds), a 16-token one
  * stays on the CPU (it touches few experts' weights, read from DRAM faster than streamed);
  * auto takes the shorter played step at every chunk size, so it flips once, where they

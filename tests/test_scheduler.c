@@ -244,6 +244,72 @@ Test(scheduler, engine_files_load_with_references)
     cr_assert(strstr(err.msg, "vllm-v1") != NULL, "the error lists the engines: %s", err.msg);
 }
 
+/* llama.cpp's file: mmap'd (pageable) host weights and a measured hand-off cost, both carried
+ * into the deployment; vLLM's publishes neither and leaves the defaults (pinned, copy c0). */
+Test(scheduler, engine_host_weights_and_handoff_reach_the_deployment)
+{
+    ws_server e;
+    ws_err err = {0};
+    cr_assert_eq(ws_server_load("llama.cpp", "rtx-4090", 24.0 * 1073741824, 0, &e, &err), 0,
+                 "%s", err.msg);
+    cr_assert(e.set[WS_SRV_HOST_WEIGHTS] && e.host_pageable == 1);
+    cr_assert(e.set[WS_SRV_HANDOFF_C0] && e.handoff_c0 > 1e-5 && e.handoff_c0 < 1e-4);
+    ws_serving s;
+    ws_serving_default(&s);
+    ws_deploy_cfg cc;
+    ws_deploy_cfg_default(&cc);
+    ws_server_apply(&e, &s, &cc, NULL);
+    cr_assert_eq(cc.host_weights_pageable, 1);
+    cr_assert_float_eq(cc.handoff_c0, e.handoff_c0, 1e-15);
+    cr_assert(strstr(cc.handoff_from, "llama.cpp") != NULL, "%s", cc.handoff_from);
+    cr_assert_eq(ws_server_load("vllm-v1", "h100-sxm", 8e10, 0, &e, &err), 0, "%s", err.msg);
+    ws_deploy_cfg_default(&cc);
+    ws_server_apply(&e, &s, &cc, NULL);
+    cr_assert_eq(cc.host_weights_pageable, 0);
+    cr_assert_eq(cc.handoff_c0, 0);
+}
+
+/* A host_weights name or a hand-off time out of range is refused, naming the key. */
+Test(scheduler, engine_bad_host_weights_or_handoff_refused)
+{
+    const char *base = "{\"name\":\"x\",\"desc\":\"d\","
+        "\"scheduler\":{\"value\":\"chunked\",\"ref\":\"r r r r r\"},"
+        "\"token_budget\":{\"value\":512,\"ref\":\"r r r r r\"},"
+        "\"max_seqs\":{\"value\":8,\"ref\":\"r r r r r\"},"
+        "\"chunk\":{\"value\":null,\"ref\":\"r r r r r\"},"
+        "\"prefix_cache\":{\"value\":false,\"ref\":\"r r r r r\"},"
+        "\"kv_mem_frac\":{\"value\":0.9,\"kv_mem_kind\":\"total\",\"ref\":\"r r r r r\"},"
+        "\"preempt\":{\"value\":\"none\",\"ref\":\"r r r r r\"},"
+        "\"step_overhead_s\":{\"value\":null,\"ref\":\"r r r r r\"},";
+    const char *tails[3][2] = {
+        {"\"host_weights\":{\"value\":\"swapped\",\"ref\":\"r r r r r\"},"
+         "\"handoff_c0_s\":{\"value\":null,\"ref\":\"r r r r r\"}}", "host_weights"},
+        {"\"host_weights\":{\"value\":\"pinned\",\"ref\":\"r r r r r\"},"
+         "\"handoff_c0_s\":{\"value\":-1e-5,\"ref\":\"r r r r r\"}}", "handoff_c0_s"},
+        {"\"host_weights\":{\"value\":\"pinned\",\"ref\":\"r r r r r\"},"
+         "\"handoff_c0_s\":{\"value\":1e-5,\"ref\":\"r r r r r\"}}", NULL},
+    };
+    for (int i = 0; i < 3; i++) {
+        char path[] = "/tmp/ws_engine_XXXXXX.json";
+        int fd = mkstemps(path, 5);
+        cr_assert_geq(fd, 0);
+        cr_assert_eq(write(fd, base, strlen(base)), (ssize_t)strlen(base));
+        cr_assert_eq(write(fd, tails[i][0], strlen(tails[i][0])), (ssize_t)strlen(tails[i][0]));
+        close(fd);
+        ws_server e;
+        ws_err err = {0};
+        const int rc = ws_server_load(path, "h100-sxm", 8e10, 0, &e, &err);
+        unlink(path);
+        if (tails[i][1]) {
+            cr_assert_neq(rc, 0, "case %d accepted", i);
+            cr_assert(strstr(err.msg, tails[i][1]) != NULL, "%s", err.msg);
+        } else {
+            cr_assert_eq(rc, 0, "%s", err.msg);
+            cr_assert_float_eq(e.handoff_c0, 1e-5, 1e-18);
+        }
+    }
+}
+
 /* A value without its reference is refused. */
 Test(scheduler, engine_value_without_reference_refused)
 {
