@@ -83,7 +83,7 @@ static int is_transfer_op(const char *op)
 static int is_unfitted_op(const char *op)
 {
     return !strcmp(op, "peak_flops") || !strcmp(op, "peak_flops_1t") || !strcmp(op, "pinned_cmp") ||
-           !strcmp(op, "moe_cmp") ||
+           !strcmp(op, "moe_cmp") || !strcmp(op, "copy_cmp") ||
            !strcmp(op, "membw_read_1t") || !strcmp(op, "membw_triad");
 }
 
@@ -153,11 +153,13 @@ static int pair_factor(ws_calib_run *run, const ws_calib_sample *num, const ws_c
 
 /* Factor fits from paired samples: op "pinned_cmp" with params "memory": pinned/pageable
  * gives key op "pinned_read_factor" = t(pinned) / t(pageable); op "moe_cmp" with "phase":
- * after_moe/alone gives "attn_after_moe_factor". */
+ * after_moe/alone gives "attn_after_moe_factor"; op "copy_cmp" with "phase": alone/with_copy
+ * gives "expert_copy_factor" = t(alone) / t(with copy), the experts' share of their
+ * bandwidth beside a copy. */
 static int fit_factors(ws_calib_run *run, ws_err *err)
 {
     const ws_calib_sample *after_moe = NULL, *attn_alone = NULL;
-    const ws_calib_sample *num = NULL, *den = NULL;
+    const ws_calib_sample *num = NULL, *den = NULL, *x_alone = NULL, *x_copy = NULL;
     for (int i = 0; i < run->n_samples; i++) {
         const ws_calib_sample *s = &run->samples[i];
         if (!strcmp(s->key.op, "moe_cmp")) {
@@ -165,6 +167,12 @@ static int fit_factors(ws_calib_run *run, ws_err *err)
                 after_moe = s;
             else if (strstr(s->params, "\"phase\": \"alone\""))
                 attn_alone = s;
+        }
+        if (!strcmp(s->key.op, "copy_cmp")) {
+            if (strstr(s->params, "\"phase\": \"with_copy\""))
+                x_copy = s;
+            else if (strstr(s->params, "\"phase\": \"alone\""))
+                x_alone = s;
         }
         if (strcmp(s->key.op, "pinned_cmp"))
             continue;
@@ -210,6 +218,8 @@ static int fit_factors(ws_calib_run *run, ws_err *err)
         rc = pair_factor(run, num, den, "pinned_read_factor", err);
     if (!rc)
         rc = pair_factor(run, after_moe, attn_alone, "attn_after_moe_factor", err);
+    if (!rc)
+        rc = pair_factor(run, x_alone, x_copy, "expert_copy_factor", err);
     return rc;
 }
 

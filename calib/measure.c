@@ -2,6 +2,7 @@
 #include "measure.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -485,6 +486,33 @@ static void moe_run(void *ctx, ws_pool *pool)
     ws_pool_run(pool, MOE_CMP_EXPERTS, moe_task, ctx);
 }
 
+/* The MoE phase's experts: MOE_CMP_EXPERTS bf16 experts of m's shape on huge pages (*w, to
+ * free with *x and *y), a token x and one output row per thread of `threads`. */
+static int moe_phase_alloc(ctx *c, const ws_model *m, int threads, moe_phase *mp, uint16_t **w,
+                           float **x, float **y, size_t *w_bytes)
+{
+    const int H = m->hidden, I = m->moe_intermediate;
+    const size_t wn = (size_t)3 * H * I, huge = (size_t)2 << 20;
+    const size_t wb = (sizeof(uint16_t) * wn * MOE_CMP_EXPERTS + huge - 1) / huge * huge;
+    *w = aligned_alloc(huge, wb);
+    *x = malloc(sizeof(float) * (size_t)H);
+    *y = malloc(sizeof(float) * (size_t)H * threads);
+    if (!*w || !*x || !*y)
+        return ws_err_set(c->err, WS_ENOMEM, "calib: cannot allocate the MoE phase's experts");
+    madvise(*w, wb, MADV_HUGEPAGE);
+    for (size_t i = 0; i < wn * MOE_CMP_EXPERTS; i++)
+        (*w)[i] = ws_f32_to_bf16((float)((i * 2654435761u) % 1000) * 1e-4f - 0.05f);
+    for (int i = 0; i < H; i++)
+        (*x)[i] = (float)(i % 17) * 0.01f - 0.08f;
+    *mp = (moe_phase){.x = *x, .y = *y, .threads = threads};
+    for (int e = 0; e < MOE_CMP_EXPERTS; e++) {
+        const uint16_t *we = *w + wn * (size_t)e;
+        mp->ex[e] = (ws_expert_bf16){H, I, we, we + (size_t)H * 2 * I};
+    }
+    *w_bytes = sizeof(uint16_t) * (double)wn * MOE_CMP_EXPERTS;
+    return 0;
+}
+
 static int moe_vs_alone(ctx *c)
 {
     attn_shape sh;
@@ -496,25 +524,12 @@ static int moe_vs_alone(ctx *c)
     if (rc)
         return rc;
     const int ctx_tok = 16384, batch = 4, reps = c->o->quick ? 5 : 9;
-    const int H = m.hidden, I = m.moe_intermediate, threads = ws_pool_threads(c->pool);
-    const size_t wn = (size_t)3 * H * I, huge = (size_t)2 << 20;
-    const size_t wb = (sizeof(uint16_t) * wn * MOE_CMP_EXPERTS + huge - 1) / huge * huge;
-    uint16_t *w = aligned_alloc(huge, wb);
-    float *x = malloc(sizeof(float) * (size_t)H), *y = malloc(sizeof(float) * (size_t)H * threads);
-    moe_phase mp = {.x = x, .y = y, .threads = threads};
-    if (!w || !x || !y) {
-        rc = ws_err_set(c->err, WS_ENOMEM, "calib: cannot allocate the MoE phase's experts");
+    uint16_t *w = NULL;
+    float *x = NULL, *y = NULL;
+    size_t wbytes = 0;
+    moe_phase mp;
+    if ((rc = moe_phase_alloc(c, &m, ws_pool_threads(c->pool), &mp, &w, &x, &y, &wbytes)))
         goto out;
-    }
-    madvise(w, wb, MADV_HUGEPAGE);
-    for (size_t i = 0; i < wn * MOE_CMP_EXPERTS; i++)
-        w[i] = ws_f32_to_bf16((float)((i * 2654435761u) % 1000) * 1e-4f - 0.05f);
-    for (int i = 0; i < H; i++)
-        x[i] = (float)(i % 17) * 0.01f - 0.08f;
-    for (int e = 0; e < MOE_CMP_EXPERTS; e++) {
-        const uint16_t *we = w + wn * (size_t)e;
-        mp.ex[e] = (ws_expert_bf16){H, I, we, we + (size_t)H * 2 * I};
-    }
     const size_t bytes_pool = KV_SPARE_BYTES + (size_t)ctx_tok * batch * 2048;
     if (!(c->kv = alloc_kv(c, bytes_pool, 0))) {
         rc = c->err->code;
@@ -535,11 +550,111 @@ static int moe_vs_alone(ctx *c)
         rc = add(c, "cpu", "moe_cmp", "bf16", "gqa", flops, bytes, t[k], reps,
                  "{\"model\": \"qwen3-30b-a3b\", \"ctx\": %d, \"batch\": %d, \"phase\": \"%s\", "
                  "\"experts\": %d, \"expert_mb\": %.0f}",
-                 ctx_tok, batch, k ? "after_moe" : "alone", MOE_CMP_EXPERTS,
-                 sizeof(uint16_t) * (double)wn * MOE_CMP_EXPERTS / 1e6);
+                 ctx_tok, batch, k ? "after_moe" : "alone", MOE_CMP_EXPERTS, wbytes / 1e6);
     ws_kv_slab_destroy(c->kv);
     c->kv = NULL;
 out:
+    free(w);
+    free(x);
+    free(y);
+    return rc;
+}
+
+/* The MoE phase with a host-memory copy running beside it. A GPU's H2D engine reads the
+ * next layer's KV pages from host DRAM while the CPU's experts stream their weights from
+ * it; without a GPU, one thread copying a buffer far larger than the caches stands in for
+ * the DMA engine (a copy reads and writes, a DMA read only reads: the stand-in loads the
+ * memory system at least as much). The experts run on every thread but one, the copy on
+ * that one, in both arms, so the two arms differ only in the copy; alternated rounds. The
+ * factor t(alone) / t(with copy) is the cost model's cpu.expert_copy_factor.moe.bf16. */
+#define COPY_CMP_BYTES ((size_t)256 << 20)
+
+typedef struct copy_loop {
+    char *src, *dst;
+    volatile int stop;
+    double bytes; /* copied, for the sample's note */
+} copy_loop;
+
+static void *copy_thread(void *arg)
+{
+    copy_loop *cl = arg;
+    while (!cl->stop) {
+        memcpy(cl->dst, cl->src, COPY_CMP_BYTES);
+        cl->bytes += (double)COPY_CMP_BYTES;
+    }
+    return NULL;
+}
+
+static int moe_vs_copy(ctx *c)
+{
+    const int threads = ws_pool_threads(c->pool) - 1;
+    if (threads < 1) {
+        progress(c, 1.0, "experts beside a copy: skipped (one thread: no core for the copy)");
+        return 0;
+    }
+    char path[WS_PATH_MAX];
+    ws_model m;
+    int rc = ws_model_resolve("qwen3-30b-a3b", path, sizeof path, c->err);
+    if (!rc)
+        rc = ws_model_load(path, &m, c->err);
+    if (rc)
+        return rc;
+    const int reps = c->o->quick ? 5 : 9;
+    uint16_t *w = NULL;
+    float *x = NULL, *y = NULL;
+    size_t wbytes = 0;
+    moe_phase mp;
+    ws_pool *pool = NULL;
+    copy_loop cl = {0};
+    cl.src = aligned_alloc(4096, COPY_CMP_BYTES);
+    cl.dst = aligned_alloc(4096, COPY_CMP_BYTES);
+    if (!cl.src || !cl.dst) {
+        rc = ws_err_set(c->err, WS_ENOMEM, "calib: cannot allocate the copy's buffers");
+        goto out;
+    }
+    memset(cl.src, 1, COPY_CMP_BYTES);
+    memset(cl.dst, 2, COPY_CMP_BYTES);
+    if ((rc = moe_phase_alloc(c, &m, threads, &mp, &w, &x, &y, &wbytes)))
+        goto out;
+    if (!(pool = ws_pool_create(threads, c->err))) {
+        rc = c->err->code;
+        goto out;
+    }
+    moe_run(&mp, pool); /* untimed: first touch */
+    double t[2][MAX_REPEATS];
+    for (int r = 0; r < reps && !rc; r++)
+        for (int k = 0; k < 2 && !rc; k++) {
+            progress(c, (2 * r + k) / (double)(2 * reps),
+                     k ? "experts beside a host-memory copy" : "experts alone");
+            if ((rc = stopped(c)))
+                break;
+            pthread_t th;
+            cl.stop = 0;
+            if (k && pthread_create(&th, NULL, copy_thread, &cl)) {
+                rc = ws_err_set(c->err, WS_EIO, "calib: cannot start the copy thread");
+                break;
+            }
+            const double t0 = ws_now_s();
+            moe_run(&mp, pool);
+            moe_run(&mp, pool);
+            t[k][r] = (ws_now_s() - t0) / 2;
+            if (k) {
+                cl.stop = 1;
+                pthread_join(th, NULL);
+            }
+        }
+    const double flops = 2.0 * MOE_CMP_EXPERTS * 6.0 * m.hidden * m.moe_intermediate;
+    for (int k = 0; k < 2 && !rc; k++)
+        rc = add(c, "cpu", "copy_cmp", "bf16", "moe", flops, (double)wbytes, t[k], reps,
+                 "{\"model\": \"qwen3-30b-a3b\", \"phase\": \"%s\", \"experts\": %d, "
+                 "\"expert_mb\": %.0f, \"threads\": %d, \"copy\": \"memcpy of %zu MiB on one "
+                 "thread\"}",
+                 k ? "with_copy" : "alone", MOE_CMP_EXPERTS, wbytes / 1e6, threads,
+                 COPY_CMP_BYTES >> 20);
+out:
+    ws_pool_destroy(pool);
+    free(cl.src);
+    free(cl.dst);
     free(w);
     free(x);
     free(y);
@@ -702,12 +817,13 @@ int ws_calib_measure(const ws_calib_opts *o, ws_calib_run *run, ws_err *err)
         return err->code;
     }
     static const char *const models[] = {"qwen3-30b-a3b", "deepseek-v2-lite", "deepseek-v4-flash"};
-    /* Phases: bandwidth, 3 kinds x bf16, 2 (quick) or 3 kinds x fp16, pinned, MoE, the
+    /* Phases: bandwidth, 3 kinds x bf16, 2 (quick) or 3 kinds x fp16, pinned, MoE, MoE
+     * beside a copy, the
      * expert GEMM in bf16 and in int8; o->sweeps may keep the expert GEMMs alone. */
     const int experts_only = o->sweeps != 0;
     const int want[2] = {!experts_only || (o->sweeps & WS_CALIB_SWEEP_EXPERT_BF16),
                          !experts_only || (o->sweeps & WS_CALIB_SWEEP_EXPERT_INT8)};
-    c.n_phases = (o->do_cpu ? (experts_only ? 0 : o->quick ? 8 : 9) + want[0] + want[1] : 0) +
+    c.n_phases = (o->do_cpu ? (experts_only ? 0 : o->quick ? 9 : 10) + want[0] + want[1] : 0) +
                  (o->do_gpu || o->do_link ? 2 : 0);
     if (o->do_cpu && !experts_only) {
         rc = measure_membw(&c);
@@ -733,6 +849,9 @@ int ws_calib_measure(const ws_calib_opts *o, ws_calib_run *run, ws_err *err)
         c.phase++;
         if (!rc)
             rc = moe_vs_alone(&c);
+        c.phase++;
+        if (!rc)
+            rc = moe_vs_copy(&c);
         c.phase++;
     }
     for (int int8 = 0; int8 < 2 && o->do_cpu && !rc; int8++) {

@@ -494,15 +494,28 @@ static double experts_time(const ws_cost_model *cm, const ws_deploy_part *p, dou
     return ws_hw_roof_time(&p->roof, flops, bytes) + (calls - 1.0) * p->roof.c0.v;
 }
 
-double ws_cost_cpu_experts(const ws_cost_model *cm, int layer, double T)
+/* The CPU's routed experts of a layer for T tokens, their bandwidth scaled by w_share: one
+ * FFN call per expert hit (the runtime's, and the calibrator's c0). */
+static double cpu_experts(const ws_cost_model *cm, int layer, double T, double w_share)
 {
     const ws_deploy_layer *y = ws_cost_layer(cm, layer);
     if (!(y->cpu_q > 0))
         return 0;
-    /* the CPU runs one FFN call per expert hit (the runtime's, and the calibrator's c0) */
     const double D = y->on_cpu ? ws_cost_distinct_experts(cm, T)
                                : ws_deploy_distinct(&cm->dep, y->gpu_experts, cm->n_experts, T);
-    return experts_time(cm, part(cm, WS_PART_CPU_EXP), D, T * y->cpu_q, cm->cfg.act_bytes, D);
+    ws_deploy_part p = *part(cm, WS_PART_CPU_EXP);
+    p.roof.W.v *= w_share;
+    return experts_time(cm, &p, D, T * y->cpu_q, cm->cfg.act_bytes, D);
+}
+
+double ws_cost_cpu_experts(const ws_cost_model *cm, int layer, double T)
+{
+    return cpu_experts(cm, layer, T, 1.0);
+}
+
+double ws_cost_cpu_experts_copying(const ws_cost_model *cm, int layer, double T)
+{
+    return cpu_experts(cm, layer, T, cm->dep.hw.cpu_copy_contention.v);
 }
 
 double ws_cost_gpu_experts(const ws_cost_model *cm, int layer, double T)

@@ -173,6 +173,9 @@ double ws_cost_topk(const ws_cost_model *cm, int layer, double T);
 double ws_cost_moe_permute_gpu(const ws_cost_model *cm, int layer, double T);
 double ws_cost_moe_permute_cpu(const ws_cost_model *cm, int layer, double T);
 double ws_cost_cpu_experts(const ws_cost_model *cm, int layer, double T);
+/* The same while H2D copies read host memory beside them (the next layer's prefetch): their
+ * bandwidth at the host's cpu_copy_contention share. */
+double ws_cost_cpu_experts_copying(const ws_cost_model *cm, int layer, double T);
 double ws_cost_gpu_experts(const ws_cost_model *cm, int layer, double T);
 /* Expected distinct experts T tokens hit: of all, of the layer's CPU / GPU experts. */
 double ws_cost_distinct_experts(const ws_cost_model *cm, double T);

@@ -323,6 +323,15 @@ int ws_hw_from_profiles(const ws_profile *gpu, const ws_profile *host, ws_attn_k
         !(hw->cpu_attn_after_moe.v >= 1.0))
         set_val(&hw->cpu_attn_after_moe, 1.0, WS_SOURCE_MODELED,
                 "no cpu.attn_after_moe_factor measured for the kind (or below 1): none");
+    /* The CPU experts' share of their bandwidth while H2D copies read host memory beside
+     * them: the calibrator's paired measurement, else the host profile's. */
+    if (!calibrated(host, "cpu.expert_copy_factor.moe.bf16", "factor", &hw->cpu_copy_contention) &&
+        product(host, "cpu_copy_contention", NULL, &hw->cpu_copy_contention, NULL))
+        set_val(&hw->cpu_copy_contention, 1.0, WS_SOURCE_MODELED,
+                "no cpu_copy_contention in the profile (writescope db init adds it): none");
+    if (hw->cpu_copy_contention.v > 1.0)
+        set_val(&hw->cpu_copy_contention, 1.0, hw->cpu_copy_contention.src,
+                "cpu.expert_copy_factor above 1 (no contention seen): 1");
     /* Host DRAM: the profile's mem_bytes; a host profile without one is left unlimited (0),
      * and the simulator falls back to its default. */
     if (product(host, "mem_bytes", NULL, &hw->host_mem, NULL))

@@ -60,6 +60,10 @@ typedef struct ws_hw {
     ws_hw_val cpu_attn_after_moe; /* t(attention right after a MoE phase) / t(alone), the
                                      * calibrator's cpu.attn_after_moe_factor; 1 without one */
     ws_hw_roof cpu_expert;    /* one routed-expert FFN call on all CPU cores */
+    ws_hw_val cpu_copy_contention; /* W(CPU experts, host-memory copies running beside
+                                    * them) / W(alone), in (0, 1]: the calibrator's
+                                    * cpu.expert_copy_factor, else the host's
+                                    * cpu_copy_contention; 1 without either */
     ws_hw_val cpu_mem_bw;     /* B/s, DRAM read on all cores (host copies) */
     ws_hw_val kv_reformat;    /* B/s, re-laying a single-state KV cache (host kv_reformat_bw) */
     ws_hw_roof gpu_attn;      /* GPU decode attention over HBM-resident pages */

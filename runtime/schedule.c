@@ -239,7 +239,9 @@ static void build_moe(const ws_cost_model *cm, const ws_sched_in *in, int l, int
                       ws_sched_layer *s)
 {
     const double T = in->T;
-    double tc = ws_cost_cpu_experts(cm, l, T), tg = ws_cost_gpu_experts(cm, l, T);
+    /* With XFER pages in the step the next layer's prefetch reads host memory beside them. */
+    double tc = in->m_xfer > 0 ? ws_cost_cpu_experts_copying(cm, l, T) : ws_cost_cpu_experts(cm, l, T);
+    double tg = ws_cost_gpu_experts(cm, l, T);
     const double ts = ws_cost_shared_experts(cm, T);
     tc += tc > 0 ? ws_cost_moe_permute_cpu(cm, l, T) : 0;
     tg += tg > 0 ? ws_cost_moe_permute_gpu(cm, l, T) : 0;

@@ -64,6 +64,16 @@ static void synth_run(ws_calib_run *run, double W)
     moe.t_median = 1.0e-2;
     snprintf(moe.params, sizeof moe.params, "{\"phase\": \"alone\"}");
     cr_assert_eq(ws_calib_add_sample(run, &moe, &err), 0);
+    /* The experts beside a host-memory copy vs alone: the share of bandwidth left. */
+    ws_calib_sample cp = {.key = {"cpu", "copy_cmp", "bf16", "moe"}, .flops = 1, .bytes = 1,
+                          .repeats = 3, .t_median = 1.0e-2, .t_min = 0.98e-2, .t_max = 1.1e-2};
+    snprintf(cp.params, sizeof cp.params, "{\"phase\": \"with_copy\"}");
+    cr_assert_eq(ws_calib_add_sample(run, &cp, &err), 0);
+    cp.t_median = 0.8e-2;
+    cp.t_min = 0.78e-2;
+    cp.t_max = 0.85e-2;
+    snprintf(cp.params, sizeof cp.params, "{\"phase\": \"alone\"}");
+    cr_assert_eq(ws_calib_add_sample(run, &cp, &err), 0);
     /* Two samples only: reported as too few, never good. */
     for (int i = 0; i < 2; i++) {
         ws_calib_sample s = {.key = {"cpu", "attn", "fp16", "mla"}, .flops = 30e6, .bytes = 1e6,
@@ -89,7 +99,7 @@ Test(calib, fit_store_show_roundtrip)
     synth_run(&run, 12e9);
     ws_err err = {0};
     cr_assert_eq(ws_calib_fit_all(&run, &err), 0, "%s", err.msg);
-    cr_assert_eq(run.n_fits, 5);
+    cr_assert_eq(run.n_fits, 6);
     snprintf(run.note, sizeof run.note, "triad/read 2.00: DISAGREE");
     ws_store *s = fresh_store();
     long long id = 0;
@@ -124,8 +134,8 @@ Test(calib, fit_store_show_roundtrip)
     cr_assert_str_eq(json_string_value(json_object_get(json_object_get(show, "run"), "note")),
                      "triad/read 2.00: DISAGREE");
     json_t *fits = json_object_get(show, "fits");
-    cr_assert_eq(json_array_size(fits), 5);
-    int seen_gqa = 0, seen_bad = 0, seen_factor = 0, seen_moe = 0;
+    cr_assert_eq(json_array_size(fits), 6);
+    int seen_gqa = 0, seen_bad = 0, seen_factor = 0, seen_moe = 0, seen_copy = 0;
     size_t i;
     json_t *f;
     json_array_foreach(fits, i, f)
@@ -152,12 +162,16 @@ Test(calib, fit_store_show_roundtrip)
             cr_assert_str_eq(json_string_value(json_object_get(f, "form")), "factor");
             cr_assert_float_eq(json_number_value(json_object_get(f, "factor")), 1.25, 1e-9);
         }
+        if (!strcmp(key, "cpu.expert_copy_factor.moe.bf16")) {
+            seen_copy = 1;
+            cr_assert_float_eq(json_number_value(json_object_get(f, "factor")), 0.8, 1e-9);
+        }
         if (!strcmp(key, "cpu.attn.mla.fp16")) {
             seen_bad = 1;
             cr_assert(json_is_false(json_object_get(f, "good")));
         }
     }
-    cr_assert(seen_gqa && seen_bad && seen_factor && seen_moe);
+    cr_assert(seen_gqa && seen_bad && seen_factor && seen_moe && seen_copy);
     json_decref(show);
 
     /* The fitted profile holds the good fits only. */

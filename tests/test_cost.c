@@ -11,6 +11,7 @@
 #include "calib.h"
 #include "control.h"
 #include "cost.h"
+#include "schedule.h"
 #include "helpers.h"
 
 #define A100 "NVIDIA A100-PCIE-40GB" /* the CUDA name datasheet.json lists for a100-40gb-pcie */
@@ -740,6 +741,75 @@ Test(cost, attention_after_moe_factor)
     cr_assert_eq(ws_hw_from_profiles(&g, &host, WS_ATTN_GQA, WS_DT_BF16, WS_DT_BF16, &hw, &err), 0,
                  "%s", err.msg);
     near(hw.cpu_attn_after_moe.v, 1.0);
+    ws_profile_free(&g);
+    ws_store_close(s);
+}
+
+/* The CPU experts beside a host-memory copy: the calibrated cpu.expert_copy_factor, else the
+ * host's cpu_copy_contention, else none; their memory side at that share, and the layer
+ * schedule takes the contended time only in a step that streams XFER pages (whose prefetch
+ * runs beside the experts). */
+Test(cost, cpu_experts_beside_copies)
+{
+    ws_profile_param hp[] = {
+        {"cpu.expert_gemm.bf16.c0", 1e-6, "s", WS_SOURCE_FITTED, ""},
+        {"cpu.expert_gemm.bf16.bandwidth", 3e10, "B/s", WS_SOURCE_FITTED, ""},
+        {"cpu.expert_gemm.bf16.peak_flops", 1e13, "flop/s", WS_SOURCE_FITTED, ""},
+        {"cpu.membw_read.bandwidth", 4.5e10, "B/s", WS_SOURCE_FITTED, ""},
+        {"cpu.attn.gqa.bf16.bandwidth", 4e10, "B/s", WS_SOURCE_FITTED, ""},
+        {"cpu.attn.gqa.bf16.peak_flops", 1e12, "flop/s", WS_SOURCE_MEASURED, ""},
+        {"cpu.expert_copy_factor.moe.bf16.factor", 0.75, "1", WS_SOURCE_FITTED, ""},
+        {"cpu_copy_contention", 0.6, "1", WS_SOURCE_MODELED, ""},
+    };
+    ws_profile host = {.name = "h", .kind = "host", .params = hp, .n_params = 8};
+    ws_store *s = NULL;
+    ws_err err = {0};
+    ws_profile g;
+    cr_assert_eq(ws_store_open(":memory:", &s, &err), 0, "%s", err.msg);
+    cr_assert_eq(ws_profile_load(s, "a100-40gb-pcie", &g, &err), 0, "%s", err.msg);
+    ws_model m;
+    load_model("qwen3-30b-a3b", &m);
+    ws_deploy_cfg cfg;
+    ws_deploy_cfg_default(&cfg);
+    const double want[3] = {0.75, 0.6, 1.0};
+    for (int k = 0; k < 3; k++) {
+        ws_profile hk = host;
+        ws_profile_param sub[8];
+        memcpy(sub, hp, sizeof hp);
+        if (k == 1) { /* no calibrated factor: the profile's */
+            sub[6] = sub[7];
+            hk.n_params = 7;
+        } else if (k == 2) { /* neither */
+            hk.n_params = 6;
+        }
+        hk.params = sub;
+        ws_hw hw;
+        cr_assert_eq(ws_hw_from_profiles(&g, &hk, WS_ATTN_GQA, WS_DT_BF16, WS_DT_BF16, &hw, &err),
+                     0, "%s", err.msg);
+        near(hw.cpu_copy_contention.v, want[k]);
+        ws_cost_model cm;
+        cr_assert_eq(ws_cost_model_init(&hw, &m, &cfg, &cm, &err), 0, "%s", err.msg);
+        const int l = cm.n_dense_layers;
+        const double T = 4, alone = ws_cost_cpu_experts(&cm, l, T);
+        const double beside = ws_cost_cpu_experts_copying(&cm, l, T);
+        cr_assert_gt(alone, 0);
+        if (k < 2)
+            cr_assert_gt(beside, alone * 1.1, "memory-bound decode experts slow beside a copy");
+        else
+            near(beside, alone);
+        ws_sched_in in = {.T = T, .n_seqs = T, .n_cpu = 4096, .resident = 512};
+        near(ws_sched_op_time(&cm, &in, l, WS_OP_EXP_CPU) -
+                 ws_cost_moe_permute_cpu(&cm, l, T), alone);
+        in.m_xfer = 4096;
+        near(ws_sched_op_time(&cm, &in, l, WS_OP_EXP_CPU) -
+                 ws_cost_moe_permute_cpu(&cm, l, T), beside);
+        ws_cost_model_free(&cm);
+    }
+    hp[6].value = 1.5; /* a measured factor above 1 saw no contention */
+    ws_hw hw;
+    cr_assert_eq(ws_hw_from_profiles(&g, &host, WS_ATTN_GQA, WS_DT_BF16, WS_DT_BF16, &hw, &err), 0,
+                 "%s", err.msg);
+    near(hw.cpu_copy_contention.v, 1.0);
     ws_profile_free(&g);
     ws_store_close(s);
 }
