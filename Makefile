@@ -62,8 +62,9 @@ ifneq ($(FUZZ),)
 CFLAGS  += -fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer \
            -fno-sanitize-recover=all
 DIRS    := $(filter-out kernels platform calib calib/probe,$(DIRS))
-# calib's parser of outside input (Vidur's profiling CSVs) needs common/ only: kept.
-FUZZ_SRC := calib/vidur_csv.c
+# calib's readers of outside input (Vidur's profiling CSVs, the files and folders holding
+# them) need common/ only: kept.
+FUZZ_SRC := calib/vidur_csv.c calib/import_files.c
 endif
 
 # MPI (platform/ws_par.c's "mpi" backend): Open MPI's compiler wrapper gives the flags; only

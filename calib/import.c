@@ -1,209 +1,15 @@
 /* import: operator profiles measured elsewhere into a calibration (see import.h). */
 #include "import.h"
 
-#include <dirent.h>
-#include <errno.h>
-#include <fcntl.h>
+#include <jansson.h>
 #include <math.h>
-#include <nettle/sha2.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "cost.h"
 #include "profile.h"
 #include "ws_util.h"
-
-#define FILE_MAX_BYTES (1LL << 30) /* a profile larger than this is not one */
-
-/* ---- reading the files ------------------------------------------------------------------ */
-
-/* The whole file into *buf (NUL-terminated), its SHA-256 in hex. */
-static int slurp(const char *path, char **buf, size_t *len, char hex[65], ws_err *err)
-{
-    const int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return ws_err_set(err, WS_EIO, "%s: %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
-        close(fd);
-        return ws_err_set(err, WS_EIO, "%s: not a regular file", path);
-    }
-    if (st.st_size > FILE_MAX_BYTES) {
-        close(fd);
-        return ws_err_set(err, WS_EINVAL, "%s: %lld bytes, more than a profile (%lld) has", path,
-                          (long long)st.st_size, FILE_MAX_BYTES);
-    }
-    char *b = malloc((size_t)st.st_size + 1);
-    if (!b) {
-        close(fd);
-        return ws_err_set(err, WS_ENOMEM, "%s: out of memory", path);
-    }
-    size_t n = 0;
-    while (n < (size_t)st.st_size) {
-        const ssize_t r = read(fd, b + n, (size_t)st.st_size - n);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0) {
-            const int e = r < 0 ? errno : EIO;
-            free(b);
-            close(fd);
-            return ws_err_set(err, WS_EIO, "%s: %s", path, r < 0 ? strerror(e) : "file shrank");
-        }
-        n += (size_t)r;
-    }
-    close(fd);
-    b[n] = '\0';
-    struct sha256_ctx h;
-    uint8_t d[SHA256_DIGEST_SIZE];
-    sha256_init(&h);
-    sha256_update(&h, n, (const uint8_t *)b);
-    sha256_digest(&h, sizeof d, d);
-    for (int i = 0; i < SHA256_DIGEST_SIZE; i++)
-        snprintf(hex + 2 * i, 3, "%02x", d[i]);
-    *buf = b;
-    *len = n;
-    return 0;
-}
-
-/* The licence beside `path`: the first line of LICENSE (or LICENSE.txt, LICENSE.md, COPYING)
- * in its folder and its first "Copyright" line, e.g. "MIT License, Copyright (c) Microsoft
- * Corporation."; "" when there is none. */
-static void licence_beside(const char *path, char *out, size_t cap)
-{
-    static const char *const names[] = {"LICENSE", "LICENSE.txt", "LICENSE.md", "COPYING"};
-    out[0] = '\0';
-    const char *slash = strrchr(path, '/');
-    const int dl = slash ? (int)(slash - path) : 1;
-    const char *dir = slash ? path : ".";
-    for (int i = 0; i < 4 && !out[0]; i++) {
-        char p[1200];
-        snprintf(p, sizeof p, "%.*s/%s", dl, dir, names[i]);
-        FILE *f = fopen(p, "r");
-        if (!f)
-            continue;
-        char line[256], first[160] = "", copy[160] = "";
-        for (int k = 0; k < 40 && fgets(line, sizeof line, f); k++) {
-            char *s = line;
-            while (*s == ' ' || *s == '\t')
-                s++;
-            s[strcspn(s, "\r\n")] = '\0';
-            if (!*s)
-                continue;
-            if (!first[0])
-                snprintf(first, sizeof first, "%.100s", s);
-            else if (!copy[0] && !strncmp(s, "Copyright", 9))
-                snprintf(copy, sizeof copy, "%.100s", s);
-        }
-        fclose(f);
-        if (first[0])
-            snprintf(out, cap, "%.60s%s%.70s (%s)", first, copy[0] ? ", " : "", copy, names[i]);
-    }
-}
-
-static int cmp_str(const void *a, const void *b)
-{
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-/* The *.csv files of folder `dir`, in name order, appended to list (paths owned). */
-static int folder_csvs(const char *dir, char **list, int *n, int max, ws_err *err)
-{
-    DIR *d = opendir(dir);
-    if (!d)
-        return ws_err_set(err, WS_EIO, "%s: %s", dir, strerror(errno));
-    const int n0 = *n;
-    struct dirent *e;
-    int rc = 0;
-    while ((e = readdir(d))) {
-        const size_t l = strlen(e->d_name);
-        if (l < 5 || strcmp(e->d_name + l - 4, ".csv") || e->d_name[0] == '.')
-            continue;
-        if (*n == max) {
-            rc = ws_err_set(err, WS_EINVAL, "%s: more than %d profile files", dir, max);
-            break;
-        }
-        char *p = malloc(strlen(dir) + l + 2);
-        if (!p) {
-            rc = ws_err_set(err, WS_ENOMEM, "out of memory");
-            break;
-        }
-        sprintf(p, "%s%s%s", dir, dir[strlen(dir) - 1] == '/' ? "" : "/", e->d_name);
-        list[(*n)++] = p;
-    }
-    closedir(d);
-    if (!rc && *n == n0)
-        rc = ws_err_set(err, WS_ENOTFOUND, "%s: no .csv files in the folder", dir);
-    if (!rc)
-        qsort(list + n0, (size_t)(*n - n0), sizeof *list, cmp_str);
-    return rc;
-}
-
-/* What a file measured, from its rows [r0, r1). */
-static void describe(const ws_vidur_rows *rows, int r0, int r1, const char *path, char *out,
-                     size_t cap)
-{
-    int n[WS_VIDUR_GROUPS] = {0};
-    for (int i = r0; i < r1; i++)
-        n[ws_vidur_op_group(rows->v[i].op)]++;
-    const char *base = strrchr(path, '/');
-    base = base ? base + 1 : path;
-    if (!strcmp(rows->kind, "attention"))
-        snprintf(out, cap, "attention: %d decode and %d prefill rows (%.60s)",
-                 n[WS_VIDUR_DECODE_ATTN], n[WS_VIDUR_PREFILL_ATTN],
-                 rows->backend[0] ? rows->backend : "backend not stated");
-    else
-        snprintf(out, cap, "a dense layer's operations (%.60s): %d GEMM and %d elementwise rows",
-                 base, n[WS_VIDUR_GEMM], n[WS_VIDUR_ELEM]);
-}
-
-int ws_import_read(const char *const *paths, int n_paths, ws_vidur_rows *rows,
-                   ws_calibdb_source *files, int *n_files, ws_err *err)
-{
-    *n_files = 0;
-    char *list[WS_IMPORT_MAX_FILES];
-    int n = 0, rc = 0;
-    if (n_paths < 1)
-        return ws_err_set(err, WS_EINVAL, "calib import: no profile files or folders given");
-    for (int i = 0; i < n_paths && !rc; i++) {
-        struct stat st;
-        if (stat(paths[i], &st))
-            rc = ws_err_set(err, WS_EIO, "%s: %s", paths[i], strerror(errno));
-        else if (S_ISDIR(st.st_mode))
-            rc = folder_csvs(paths[i], list, &n, WS_IMPORT_MAX_FILES, err);
-        else if (n == WS_IMPORT_MAX_FILES)
-            rc = ws_err_set(err, WS_EINVAL, "calib import: more than %d profile files",
-                            WS_IMPORT_MAX_FILES);
-        else if (!(list[n] = strdup(paths[i])))
-            rc = ws_err_set(err, WS_ENOMEM, "out of memory");
-        else
-            n++;
-    }
-    for (int i = 0; i < n && !rc; i++) {
-        ws_calibdb_source *f = &files[i];
-        memset(f, 0, sizeof *f);
-        char *text = NULL;
-        size_t len = 0;
-        if ((rc = slurp(list[i], &text, &len, f->sha256, err)))
-            break;
-        const int r0 = rows->n;
-        rc = ws_vidur_parse(text, len, list[i], rows, err);
-        free(text);
-        if (rc)
-            break;
-        snprintf(f->path, sizeof f->path, "%s", list[i]);
-        f->bytes = (long long)len;
-        f->rows = rows->n - r0;
-        describe(rows, r0, rows->n, list[i], f->what, sizeof f->what);
-        licence_beside(list[i], f->licence, sizeof f->licence);
-        (*n_files)++;
-    }
-    for (int i = 0; i < n; i++)
-        free(list[i]);
-    return rc;
-}
 
 /* ---- the fits ----------------------------------------------------------------------------- */
 
@@ -273,9 +79,52 @@ static int cmp_dbl(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+/* The GPU measured as its datasheet states it: the limits of a physical fit. */
+typedef struct gpu_limits {
+    double peak;          /* flop/s at the data's precision (0: not stated) */
+    char peak_key[24];    /* its datasheet key, fp16_flops */
+    double hbm;           /* memory bandwidth, bytes/s (0: not stated) */
+} gpu_limits;
+
+/* Why fit f (nh held-out rows) is not used, into why ("" when it is): not converged, a
+ * fixed cost or a rate that no GPU of limits g has, a rate not positive, the held-out rows'
+ * median error over the calibrator's bound. */
+static void not_used(const ws_import_fit *f, int nh, const gpu_limits *g, char *why, size_t cap)
+{
+    const ws_fit_result *r = &f->r;
+    const double m = WS_IMPORT_RATE_MARGIN;
+    const int sat = r->form == WS_FIT_SATURATING, has_p = r->form != WS_FIT_TRANSFER,
+              has_w = !sat;
+    why[0] = '\0';
+    if (!r->converged)
+        snprintf(why, cap, "the fit did not converge");
+    else if (!isfinite(r->c0) || (has_p && !isfinite(r->peak_flops)) ||
+             (has_w && !isfinite(r->bandwidth)))
+        snprintf(why, cap, "a parameter is not finite");
+    else if (r->c0 > WS_IMPORT_C0_MAX_S)
+        snprintf(why, cap, "fixed cost %.3g s above %g s", r->c0, WS_IMPORT_C0_MAX_S);
+    else if ((has_p && !(r->peak_flops > 0)) || (has_w && !(r->bandwidth > 0)) ||
+             (sat && !(r->factor >= 0)))
+        snprintf(why, cap, "a fitted rate is not positive");
+    else if (has_p && !f->per_row && g->peak > 0 && r->peak_flops > m * g->peak)
+        snprintf(why, cap, "peak %.3g flop/s above %gx the datasheet's %s %.3g", r->peak_flops, m,
+                 g->peak_key, g->peak);
+    else if (has_p && f->per_row && g->hbm > 0 && r->peak_flops > m * g->hbm)
+        snprintf(why, cap, "one row's %.3g B/s above %gx the datasheet's hbm_bw %.3g",
+                 r->peak_flops, m, g->hbm);
+    else if (has_w && g->hbm > 0 && r->bandwidth > m * g->hbm)
+        snprintf(why, cap, "bandwidth %.3g B/s above %gx the datasheet's hbm_bw %.3g",
+                 r->bandwidth, m, g->hbm);
+    else if (!nh)
+        snprintf(why, cap, "no held-out rows");
+    else if (!(f->ho_median_pct <= WS_FIT_GOOD_MAPE_PCT))
+        snprintf(why, cap, "held-out median %.1f%% above %g%%", f->ho_median_pct,
+                 WS_FIT_GOOD_MAPE_PCT);
+}
+
 /* Fits kind k over the training rows; the held-out rows' errors into f. */
 static int fit_kind_rows(const ws_vidur_rows *rows, const fit_kind *k, double elem,
-                         ws_import_fit *f, ws_err *err)
+                         const gpu_limits *lim, ws_import_fit *f, ws_err *err)
 {
     ws_fit_point *tr = malloc(sizeof *tr * (size_t)(rows->n + 1)),
                  *ho = malloc(sizeof *ho * (size_t)(rows->n + 1));
@@ -312,17 +161,17 @@ static int fit_kind_rows(const ws_vidur_rows *rows, const fit_kind *k, double el
         f->ho_mape_pct = nh ? sum / nh : NAN;
         f->ho_median_pct = nh ? (nh % 2 ? ape[nh / 2] : 0.5 * (ape[nh / 2 - 1] + ape[nh / 2])) : NAN;
         f->ho_worst_pct = nh ? ape[nh - 1] : NAN;
-        /* Used when converged with positive rates and the held-out rows' median error is
-         * within the calibrator's bound (import.h says why the median). */
-        const int rates = f->r.form == WS_FIT_SATURATING
-                              ? f->r.peak_flops > 0 && f->r.factor >= 0
-                              : f->r.bandwidth > 0 && (f->r.form == WS_FIT_TRANSFER ||
-                                                       f->r.peak_flops > 0);
-        f->r.good = f->r.converged && rates && nh > 0 && f->ho_median_pct <= WS_FIT_GOOD_MAPE_PCT;
+        /* Used when converged with positive, physical rates and the held-out rows' median
+         * error is within the calibrator's bound (import.h says why the median). */
+        char why[sizeof f->why];
+        not_used(f, nh, lim, why, sizeof why);
+        memcpy(f->why, why, sizeof why);
+        f->r.good = !why[0];
         snprintf(f->r.note, sizeof f->r.note,
-                 "%s; held-out rows (every %dth, %d): MAPE %.1f%%, median %.1f%%, worst %.1f%%",
-                 f->r.good ? "used: held-out median within 10%" : "not used", WS_VIDUR_HOLDOUT_EVERY,
-                 nh, f->ho_mape_pct, f->ho_median_pct, f->ho_worst_pct);
+                 "%s%s%s; held-out rows (every %dth, %d): MAPE %.1f%%, median %.1f%%, worst %.1f%%",
+                 f->r.good ? "used: held-out median within 10%" : "not used", why[0] ? ": " : "",
+                 why, WS_VIDUR_HOLDOUT_EVERY, nh, f->ho_mape_pct, f->ho_median_pct,
+                 f->ho_worst_pct);
     }
     free(tr);
     free(ho);
@@ -337,6 +186,44 @@ void ws_import_key_name(const ws_calib_key *k, char *buf, size_t cap)
 }
 
 /* ---- the run ------------------------------------------------------------------------------ */
+
+/* A sample's params, one JSON object text of at most cap - 1 bytes: the file's name (at most
+ * 48 bytes, cut where it must be to fit, never inside a character; '?' for each byte of a
+ * name that is not UTF-8) and the row's line, operation, shape and held-out mark. */
+static void sample_params(const char *base, const ws_vidur_row *w, char *out, size_t cap)
+{
+    char ascii[49];
+    size_t len = strlen(base) > 48 ? 48 : strlen(base);
+    out[0] = '\0';
+    for (;;) {
+        while (len && ((unsigned char)base[len] & 0xC0) == 0x80)
+            len--; /* base[len], the first byte left out, must start a character */
+        json_t *name = json_stringn(base, len);
+        if (!name) {
+            for (size_t i = 0; i < len; i++)
+                ascii[i] = (unsigned char)base[i] < 0x80 ? base[i] : '?';
+            name = json_stringn(ascii, len);
+        }
+        json_t *o =
+            w->op <= WS_VOP_ATTN_PREFILL
+                ? json_pack("{s:o, s:i, s:s, s:i, s:i, s:i, s:i}", "file", name, "line", w->line,
+                            "op", ws_vidur_op_name(w->op), "batch", w->batch, "kv", w->kv,
+                            "chunk", w->chunk, "heldout", w->heldout)
+                : json_pack("{s:o, s:i, s:s, s:I, s:I, s:I, s:i, s:i}", "file", name, "line",
+                            w->line, "op", ws_vidur_op_name(w->op), "M", (json_int_t)w->M, "K",
+                            (json_int_t)w->K, "N", (json_int_t)w->N, "tp", w->tp, "heldout",
+                            w->heldout);
+        char *t = o ? json_dumps(o, JSON_PRESERVE_ORDER) : NULL;
+        json_decref(o);
+        const int fits = t && strlen(t) < cap;
+        if (fits || !len)
+            snprintf(out, cap, "%s", fits ? t : "{}");
+        free(t);
+        if (fits || !len)
+            return;
+        len = len > 8 ? len - 8 : 0;
+    }
+}
 
 /* The rows as samples of the run (all of them, the held-out ones marked). */
 static int add_samples(ws_calib_run *run, const ws_vidur_rows *rows, const ws_import_fit *fits,
@@ -365,19 +252,7 @@ static int add_samples(ws_calib_run *run, const ws_vidur_rows *rows, const ws_im
             x.bytes = b_tok * w->batch * ((double)w->kv + w->chunk);
         }
         const char *base = strrchr(files[file].path, '/');
-        base = base ? base + 1 : files[file].path;
-        if (w->op <= WS_VOP_ATTN_PREFILL)
-            snprintf(x.params, sizeof x.params,
-                     "{\"file\": \"%.48s\", \"line\": %d, \"op\": \"%s\", \"batch\": %d, "
-                     "\"kv\": %d, \"chunk\": %d, \"heldout\": %d}",
-                     base, w->line, ws_vidur_op_name(w->op), w->batch, w->kv, w->chunk,
-                     w->heldout);
-        else
-            snprintf(x.params, sizeof x.params,
-                     "{\"file\": \"%.48s\", \"line\": %d, \"op\": \"%s\", \"M\": %.0f, "
-                     "\"K\": %.0f, \"N\": %.0f, \"tp\": %d, \"heldout\": %d}",
-                     base, w->line, ws_vidur_op_name(w->op), w->M, w->K, w->N, w->tp,
-                     w->heldout);
+        sample_params(base ? base + 1 : files[file].path, w, x.params, sizeof x.params);
         int rc = ws_calib_add_sample(run, &x, err);
         if (rc)
             return rc;
@@ -395,11 +270,36 @@ static void progress(const ws_import_opts *o, double frac, const char *what)
 typedef struct import_job {
     const ws_import_opts *o;
     const char *gpu, *dtype, *by, *tool;
+    char file_tool[64]; /* the files' profile_method, escaped */
     double elem;   /* bytes per element of dtype */
+    gpu_limits lim;
     double mem;    /* the GPU's memory, bytes (0: the profile does not say) */
     ws_vidur_rows rows;
     int kind_of_fit[WS_IMPORT_MAX_FITS]; /* k_kinds index of each fit */
 } import_job;
+
+/* Whether the profile `name` may be written: not stored, or an earlier import's GPU profile
+ * (unless keep: an explicit name must not replace one without being asked to). */
+static int import_name_free(ws_store *s, const char *name, int keep, ws_err *err)
+{
+    ws_profile_info pi;
+    int rc = ws_profile_info_get(s, name, &pi, err);
+    if (rc || !pi.found)
+        return rc;
+    if (strcmp(pi.kind, "gpu"))
+        return ws_err_set(err, WS_EINVAL, "calib import: profile '%s' exists and is a %s profile, "
+                          "not a GPU's: choose another --name", name, pi.kind);
+    if (!pi.calibrated)
+        return ws_err_set(err, WS_EINVAL, "calib import: profile '%s' is a datasheet profile: "
+                          "choose another --name", name);
+    if (strcmp(pi.run_mode, "import"))
+        return ws_err_set(err, WS_EINVAL, "calib import: profile '%s' is a calibration measured "
+                          "here, not an import: choose another --name", name);
+    if (keep)
+        return ws_err_set(err, WS_EINVAL, "calib import: profile '%s' exists (an earlier import): "
+                          "--replace replaces it", name);
+    return 0;
+}
 
 /* The GPU measured: a datasheet GPU profile that names its device; the profile written. */
 static int import_gpu(ws_store *s, import_job *j, ws_import_result *res, ws_err *err)
@@ -418,17 +318,24 @@ static int import_gpu(ws_store *s, import_job *j, ws_import_result *res, ws_err 
         return rc;
     const int is_gpu = !strcmp(dp.kind, "gpu");
     ws_profile_value(&dp, "mem_bytes", &j->mem, NULL);
+    /* the limits as the datasheet states them, whatever a calibration lays over them */
+    snprintf(j->lim.peak_key, sizeof j->lim.peak_key, "%s_flops", j->dtype);
+    const ws_profile_param *pk = ws_profile_get(&dp, j->lim.peak_key),
+                           *bw = ws_profile_get(&dp, "hbm_bw");
+    j->lim.peak = pk && pk->source == WS_SOURCE_DATASHEET ? pk->value : 0;
+    j->lim.hbm = bw && bw->source == WS_SOURCE_DATASHEET ? bw->value : 0;
     ws_profile_free(&dp);
     if (!is_gpu)
         return ws_err_set(err, WS_EINVAL, "calib import: '%s' is a host profile, not a GPU's",
                           j->gpu);
     snprintf(res->gpu, sizeof res->gpu, "%s", j->gpu);
     snprintf(res->device, sizeof res->device, "%s", devs[0]);
-    if (j->o->name && *j->o->name)
+    const int named = j->o->name && *j->o->name;
+    if (named)
         snprintf(res->profile, sizeof res->profile, "%s", j->o->name);
     else
         snprintf(res->profile, sizeof res->profile, "imported:%s", j->gpu);
-    return 0;
+    return import_name_free(s, res->profile, named && !j->o->replace, err);
 }
 
 /* Every file's provenance past what ws_import_read found: who, with what, on which GPU, at
@@ -437,10 +344,11 @@ static void import_provenance(import_job *j, ws_import_result *res)
 {
     const ws_import_opts *o = j->o;
     const char *method = j->rows.method;
+    ws_text_escape(method, j->file_tool, sizeof j->file_tool);
     j->by = o->by && *o->by ? o->by : "Vidur (microsoft/vidur)";
     j->tool = o->tool && *o->tool ? o->tool
               : !strcmp(method, "ProfileMethod.KINETO") || !method[0] ? "PyTorch Kineto profiler"
-                                                                        : method;
+                                                                        : j->file_tool;
     for (int i = 0; i < res->n_files; i++) {
         ws_calibdb_source *f = &res->files[i];
         snprintf(f->measured_by, sizeof f->measured_by, "%s", j->by);
@@ -488,7 +396,7 @@ static int import_fits(import_job *j, ws_import_result *res, ws_err *err)
         if (n < 3)
             return ws_err_set(err, WS_EINVAL, "calib import: %d training rows for %s, at least 3",
                               n, key);
-        if ((rc = fit_kind_rows(rows, &k_kinds[k], j->elem, f, err)))
+        if ((rc = fit_kind_rows(rows, &k_kinds[k], j->elem, &j->lim, f, err)))
             return rc;
         j->kind_of_fit[res->n_fits++] = k;
     }
@@ -509,10 +417,11 @@ static void import_run_head(const import_job *j, const ws_import_result *res, ws
     ws_host_fp_hash(h);
     snprintf(run->mode, sizeof run->mode, "import");
     snprintf(run->scope, sizeof run->scope, "gpu");
+    char backend[64];
+    ws_text_escape(j->rows.backend, backend, sizeof backend);
     snprintf(run->note, sizeof run->note,
              "imported: %.60s, %.40s, %s%s%.60s, %d files, %d rows (%d held out)", j->by, j->tool,
-             j->dtype, j->rows.backend[0] ? ", " : "", j->rows.backend, res->n_files, j->rows.n,
-             res->heldout);
+             j->dtype, backend[0] ? ", " : "", backend, res->n_files, j->rows.n, res->heldout);
     snprintf(run->gpu_profile, sizeof run->gpu_profile, "%s", res->profile);
     ws_utc_now(run->started_at, sizeof run->started_at);
     snprintf(run->finished_at, sizeof run->finished_at, "%s", run->started_at);
@@ -550,6 +459,24 @@ static int import_store(ws_store *s, const import_job *j, ws_import_result *res,
     return rc;
 }
 
+int ws_import_dtype(const char *name, ws_dtype *dt, ws_err *err)
+{
+    const char *n = name && *name ? name : "fp16";
+    if (ws_dtype_parse(n, dt) || (*dt != WS_DT_FP16 && *dt != WS_DT_BF16 && *dt != WS_DT_FP32))
+        return ws_err_set(err, WS_EINVAL, "precision '%s' (fp16, bf16 or fp32)", n);
+    return 0;
+}
+
+/* Text given for the provenance: no control character (it is stored and printed). */
+static int plain_text(const char *what, const char *v, ws_err *err)
+{
+    for (const unsigned char *p = (const unsigned char *)(v ? v : ""); *p; p++)
+        if (*p < 0x20 || *p == 0x7f || (*p == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f))
+            return ws_err_set(err, WS_EINVAL, "calib import: %s holds a control character "
+                              "(byte %ld)", what, (long)(p - (const unsigned char *)v) + 1);
+    return 0;
+}
+
 int ws_calib_import(ws_store *s, const ws_import_opts *o, ws_import_result *res, ws_err *err)
 {
     memset(res, 0, sizeof *res);
@@ -557,11 +484,16 @@ int ws_calib_import(ws_store *s, const ws_import_opts *o, ws_import_result *res,
                     .gpu = o->gpu && *o->gpu ? o->gpu : "a100-80gb-sxm",
                     .dtype = o->dtype && *o->dtype ? o->dtype : "fp16"};
     ws_dtype dt;
-    if (ws_dtype_parse(j.dtype, &dt) || (dt != WS_DT_FP16 && dt != WS_DT_BF16 && dt != WS_DT_FP32))
-        return ws_err_set(err, WS_EINVAL, "calib import: precision '%s' (fp16, bf16 or fp32)",
-                          j.dtype);
+    int rc = ws_import_dtype(j.dtype, &dt, err);
+    if (rc) {
+        ws_err_prefix(err, "calib import");
+        return rc;
+    }
+    if ((rc = plain_text("--name", o->name, err)) || (rc = plain_text("--by", o->by, err)) ||
+        (rc = plain_text("--tool", o->tool, err)) || (rc = plain_text("--licence", o->licence, err)))
+        return rc;
     j.elem = ws_dtype_size(dt);
-    int rc = import_gpu(s, &j, res, err);
+    rc = import_gpu(s, &j, res, err);
     if (rc)
         return rc;
     progress(o, 0.0, "reading the profiles");

@@ -132,11 +132,19 @@ static void cols_free(cols *c)
 /* A field quoted for a message: at most 40 characters. */
 #define SHOW(s) (int)(strlen(s) > 40 ? 40 : strlen(s)), (s), (strlen(s) > 40 ? "..." : "")
 
+/* The model a file measures (its first row's) and the attention kind of the list. */
+typedef struct model {
+    int line;              /* the row that set it (0: none yet) */
+    int embd, qh, kvh;
+    int mha;               /* attention rows of the list: 1 MHA, 0 GQA, -1 none yet */
+} model;
+
 typedef struct rowctx {
     const reader *r;
     const cols *c;
     char **f;
     ws_err *err;
+    model *m;
 } rowctx;
 
 static int bad(const rowctx *x, const char *col, const char *fmt, const char *v)
@@ -205,6 +213,8 @@ static int get_ms(const rowctx *x, int col, int positive, double *s, int *presen
         return bad(x, x->c->name[col], "not a time in milliseconds (0..1e9)", v);
     if (positive && !(d > 0))
         return bad(x, x->c->name[col], "a median time of 0 cannot be fitted", v);
+    if (positive && d < WS_VIDUR_T_MIN_MS)
+        return bad(x, x->c->name[col], "a median below 1 ns is no kernel's time", v);
     *s = d * 1e-3;
     *present = 1;
     return 0;
@@ -219,6 +229,13 @@ static int get_times(const rowctx *x, tcols tc, ws_vidur_row *w, int *has)
         rc = get_ms(x, tc.min, 0, &w->t_min, &p);
     if (!rc)
         rc = get_ms(x, tc.max, 0, &w->t_max, &p);
+    /* min <= median <= max, up to the last digits a float printed in decimal may differ by */
+    const double tol = 1e-9 * w->t;
+    if (!rc && *has && (w->t_min > w->t + tol || w->t > w->t_max + tol))
+        rc = ws_err_set(x->err, WS_EPARSE, "%s:%d: time_stats.%s: min %.6g, median %.6g, max "
+                        "%.6g ms are not in order",
+                        x->r->name, x->r->line, ws_vidur_op_name(w->op), w->t_min * 1e3,
+                        w->t * 1e3, w->t_max * 1e3);
     return rc;
 }
 
@@ -248,9 +265,18 @@ enum { M_QH, M_KVH, M_EMBD, M_INTER, M_TOKENS, M_TP, M_N };
 static const char *const k_mlp_cols[M_N] = {"n_head",          "n_kv_head",  "n_embd",
                                             "n_expanded_embd", "num_tokens", "num_tensor_parallel_workers"};
 
-/* Heads per GPU and the head width from n_embd, q and kv heads and the workers. */
+/* Heads per GPU and the head width from n_embd, q and kv heads and the workers; the model
+ * must be the file's first row's (its kind and shapes would otherwise come from that row). */
 static int heads(const rowctx *x, int embd, int qh, int kvh, int tp, ws_vidur_row *w)
 {
+    model *m = x->m;
+    if (!m->line)
+        *m = (model){x->r->line, embd, qh, kvh, m->mha};
+    else if (embd != m->embd || qh != m->qh || kvh != m->kvh)
+        return ws_err_set(x->err, WS_EPARSE,
+                          "%s:%d: n_embd %d with %d q / %d kv heads, where line %d has %d with "
+                          "%d / %d: one model per file",
+                          x->r->name, x->r->line, embd, qh, kvh, m->line, m->embd, m->qh, m->kvh);
     if (qh % tp || kvh % tp || embd % qh || qh % kvh)
         return ws_err_set(x->err, WS_EPARSE,
                           "%s:%d: %d q and %d kv heads over n_embd %d do not split over %d "
@@ -278,6 +304,15 @@ static int attn_row(const rowctx *x, const int *col, const tcols *tc, ws_vidur_r
     if (rc)
         return rc;
     w.op = v[A_PREFILL] ? WS_VOP_ATTN_PREFILL : WS_VOP_ATTN_DECODE;
+    const int mha = w.q_heads == w.kv_heads;
+    if (x->m->mha < 0)
+        x->m->mha = mha;
+    else if (mha != x->m->mha)
+        return ws_err_set(x->err, WS_EPARSE,
+                          "%s:%d: %s attention (%d q / %d kv heads), where the files before "
+                          "hold %s attention: one attention kind per list",
+                          x->r->name, x->r->line, mha ? "MHA" : "GQA", v[A_QH], v[A_KVH],
+                          mha ? "GQA" : "MHA");
     if (v[A_PREFILL] && !(w.chunk > 0))
         return ws_err_set(x->err, WS_EPARSE, "%s:%d: a prefill row with prefill_chunk_size 0",
                           x->r->name, x->r->line);
@@ -353,10 +388,12 @@ static void first_text(char **f, int col, char *out, size_t cap)
         snprintf(out, cap, "%s", f[col]);
 }
 
-static void mark_heldout(ws_vidur_rows *o)
+/* The held-out rows of one file, rows [n0, n): a row's place among its file's rows of its
+ * operation decides, whatever else is read with it. */
+static void mark_heldout(ws_vidur_rows *o, int n0)
 {
     int seen[WS_VOP_COUNT] = {0};
-    for (int i = 0; i < o->n; i++) {
+    for (int i = n0; i < o->n; i++) {
         ws_vidur_row *w = &o->v[i];
         w->heldout = seen[w->op]++ % WS_VIDUR_HOLDOUT_EVERY == WS_VIDUR_HOLDOUT_EVERY - 1;
     }
@@ -428,12 +465,23 @@ static int parse(reader *r, ws_vidur_rows *o, ws_err *err)
             }
     const int gated = col_find(&c, "use_gated_mlp"), backend = col_find(&c, "attention_backend"),
               method = col_find(&c, "profile_method");
+    model m = {.mha = -1};
+    for (int i = 0; i < o->n && m.mha < 0; i++)
+        if (o->v[i].op <= WS_VOP_ATTN_PREFILL)
+            m.mha = o->v[i].q_heads == o->v[i].kv_heads;
     snprintf(o->kind, sizeof o->kind, "%s", attn ? "attention" : "mlp");
     int rows = 0;
     size_t raw;
     while ((rc = next_line(r, &line, &raw)) > 0) {
-        if (!raw && r->p >= r->end) {
-            rc = 0; /* an empty last line: the file ended with a blank line */
+        if (strspn(line, " \t") == raw) { /* a blank line: the end, when only blanks follow */
+            const char *q = r->p;
+            while (q < r->end && (*q == ' ' || *q == '\t' || *q == '\r' || *q == '\n'))
+                q++;
+            if (q == r->end) {
+                rc = 0;
+                break;
+            }
+            rc = ws_err_set(err, WS_EPARSE, "%s:%d: a blank line between rows", r->name, r->line);
             break;
         }
         const int n = split(line, raw, f, WS_VIDUR_FIELDS_MAX, &why);
@@ -446,7 +494,7 @@ static int parse(reader *r, ws_vidur_rows *o, ws_err *err)
                             r->line, n, c.n);
             break;
         }
-        const rowctx x = {r, &c, f, err};
+        const rowctx x = {r, &c, f, err, &m};
         if ((rc = attn ? attn_row(&x, col, tc, o) : mlp_row(&x, col, gated, tc, o)))
             break;
         first_text(f, backend, o->backend, sizeof o->backend);
@@ -486,7 +534,7 @@ int ws_vidur_parse(const char *text, size_t len, const char *name, ws_vidur_rows
         memcpy(out->backend, be, sizeof be);
     if (!out->method[0])
         memcpy(out->method, me, sizeof me);
-    mark_heldout(out);
+    mark_heldout(out, n0);
     return 0;
 }
 

@@ -15,11 +15,14 @@
  * past: the cost model has no such operation.
  *
  * Files come from anywhere: every field is checked (numbers whole and finite, shapes positive
- * and bounded, heads divisible by the workers, the median present and > 0 where the row has
- * the operation) and a problem is one line naming the file, the line and the column. Pure
- * parsing: no I/O, no allocation but the rows. The held-out split (every 5th row of each
- * operation, in file order) is defined here once, so the importer fits on rows the checks
- * never reuse. */
+ * and bounded, heads divisible by the workers, the median present and at least 1 ns where
+ * the row has the operation, min <= median <= max, one model per file and one attention
+ * kind per list, blank lines only at the end) and a problem is one line naming the file,
+ * the line and the column. Pure parsing: no I/O, no allocation but the rows. The held-out
+ * split is defined here once, so the importer fits on rows the checks never reuse: every
+ * 5th row of each operation in its own file's order, a property of the file and the row
+ * whatever other files are read with it (checking one file of a folder imported whole
+ * holds out the rows the import held out). */
 #ifndef WS_VIDUR_CSV_H
 #define WS_VIDUR_CSV_H
 
@@ -31,7 +34,8 @@
 extern "C" {
 #endif
 
-#define WS_VIDUR_HOLDOUT_EVERY 5    /* rows i % 5 == 4 of each operation are held out */
+#define WS_VIDUR_HOLDOUT_EVERY 5    /* rows i % 5 == 4 of each operation of a file held out */
+#define WS_VIDUR_T_MIN_MS 1e-6      /* the shortest median a row may have: 1 ns */
 #define WS_VIDUR_DIM_MAX (1 << 24)  /* bound on every shape field */
 #define WS_VIDUR_FIELDS_MAX 256     /* columns a file may have */
 
@@ -85,7 +89,7 @@ typedef struct ws_vidur_rows {
 
 /* Parses one file's text (len bytes; need not be NUL-terminated) named `name` in messages,
  * appending its rows to *out (zeroed or from an earlier call: a folder's files in one list;
- * kind is the last file's). Marks the held-out rows of the whole list. 0, or an error
+ * kind is the last file's). Marks the file's held-out rows. 0, or an error
  * "<name>:<line>: <problem>" (WS_EPARSE) with *out as it was before the call. */
 int ws_vidur_parse(const char *text, size_t len, const char *name, ws_vidur_rows *out,
                    ws_err *err);

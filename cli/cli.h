@@ -34,10 +34,8 @@ void cli_open_stdout(void);
  * prints "writescope: stdout: <reason>" and returns CLI_EXIT_FAIL if rc was CLI_EXIT_OK;
  * otherwise returns rc (a failed command has already said why). */
 int cli_close_stdout(int rc);
-/* Text read from a database or a file, made safe for a terminal into buf: control
- * characters (ESC, newlines, C1 controls, DEL) become \n, \t, \r or \xNN, a backslash
- * becomes \\, so a stored string can neither move the cursor nor start a fake line.
- * NULL gives "". Truncated to cap with "...". Returns buf. */
+/* Text read from a database or a file, made safe for a terminal into buf (common/ws_util.h
+ * ws_text_escape). */
 const char *cli_text(const char *s, char *buf, size_t cap);
 /* A JSON number: an integer when v is integral and exact in a double, else a real. */
 json_t *cli_num(double v);

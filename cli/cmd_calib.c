@@ -153,18 +153,13 @@ static void print_fits(json_t *show)
     }
     json_array_foreach(json_object_get(show, "sources"), k, m)
     {
+        char path[1200], sha[80], what[256], by[160], tool[128], gpu[256], dt[64], lic[256];
         printf("source    %s  %lld rows, %lld bytes, sha256 %s\n          %s; measured by %s "
                "with the %s on %s, %s; licence %s\n",
-               json_string_value(json_object_get(m, "path")),
-               (long long)json_integer_value(json_object_get(m, "rows")),
-               (long long)json_integer_value(json_object_get(m, "bytes")),
-               json_string_value(json_object_get(m, "sha256")),
-               json_string_value(json_object_get(m, "what")),
-               json_string_value(json_object_get(m, "measured_by")),
-               json_string_value(json_object_get(m, "tool")),
-               json_string_value(json_object_get(m, "gpu")),
-               json_string_value(json_object_get(m, "dtype")),
-               json_string_value(json_object_get(m, "licence")));
+               TXT(m, "path", path), (long long)json_integer_value(json_object_get(m, "rows")),
+               (long long)json_integer_value(json_object_get(m, "bytes")), TXT(m, "sha256", sha),
+               TXT(m, "what", what), TXT(m, "measured_by", by), TXT(m, "tool", tool),
+               TXT(m, "gpu", gpu), TXT(m, "dtype", dt), TXT(m, "licence", lic));
     }
     printf("%-34s %-8s %-18s %-24s %-24s %-7s %-8s %s\n", "key", "form", "c0 (fitted)",
            "P flop/s", "W bytes/s", "R^2", "held-out", "verdict");
@@ -293,8 +288,8 @@ static int calib_run(const calib_opts *c, int only_given)
 static void usage_import(FILE *out)
 {
     fprintf(out,
-            "usage: writescope calib import PATH... [--gpu NAME] [--name NAME] [--by TEXT]\n"
-            "                               [--tool TEXT] [--dtype fp16|bf16|fp32]\n"
+            "usage: writescope calib import PATH... [--gpu NAME] [--name NAME [--replace]]\n"
+            "                               [--by TEXT] [--tool TEXT] [--dtype fp16|bf16|fp32]\n"
             "                               [--licence TEXT] [--db PATH] [--json]\n"
             "\n"
             "Fits the cost model's GPU parameters from operator profiles measured by others on a\n"
@@ -302,18 +297,24 @@ static void usage_import(FILE *out)
             "files): decode attention (c0 + KV bytes / W), prefill attention (c0 + flops at a\n"
             "rate rising with the keys per query), the GEMMs at their per-GPU shapes\n"
             "(c0 + max(F/P, B/W)), RMSNorm, RoPE, the activation and the residual add\n"
-            "(c0 + bytes / W), with GSL. Every 5th row of each operation is held out: each fit\n"
-            "reports its k-fold held-out MAPE and the held-out rows' MAPE, median and worst.\n"
+            "(c0 + bytes / W), with GSL. Every 5th row of each operation of a file is held out:\n"
+            "each fit reports its k-fold held-out MAPE and the held-out rows' MAPE, median and\n"
+            "worst. A fit is used only when physical for the GPU: a fixed cost of at most\n"
+            "1 s, a flop rate at most 1.5x the datasheet's peak at the precision, a bandwidth\n"
+            "at most 1.5x its memory bandwidth (else NOT USED, with the bound it broke).\n"
             "Stores samples, fits and the files' provenance (path, SHA-256, who measured, the\n"
             "tool, the GPU, the precision, the licence) as a calibration run, and the profile\n"
             "imported:<gpu>, which the datasheet profile <gpu> picks up (`writescope db show\n"
-            "<gpu>`) like any calibration of its device. One transaction: a malformed file is\n"
-            "one error naming the file and row, and nothing is written.\n");
+            "<gpu>`) like any calibration of its device. --name writes another name instead;\n"
+            "it may not be a profile of another kind, a datasheet profile or this machine's\n"
+            "calibration, and replaces an earlier import's only with --replace. One\n"
+            "transaction: a malformed file is one error naming the file and row, and nothing\n"
+            "is written (a database this import created is removed).\n");
 }
 
 typedef struct import_opts {
     const char *db, *gpu, *name, *by, *tool, *dtype, *licence;
-    int json;
+    int json, replace;
 } import_opts;
 
 static const cli_optdef k_import_opts[] = {
@@ -321,7 +322,10 @@ static const cli_optdef k_import_opts[] = {
      .help = "the datasheet profile of the GPU that was measured (it must list the device); "
              "Vidur's profiles are of an A100 80GB"},
     {"name", CLI_STR(import_opts, name), .arg = "NAME",
-     .help = "the profile to write (default: imported:<gpu>)"},
+     .help = "the profile to write (default: imported:<gpu>); not a datasheet profile, a "
+             "host's or a calibration measured here"},
+    {"replace", CLI_FLAG(import_opts, replace),
+     .help = "--name may be an earlier import's GPU profile, replaced"},
     {"by", CLI_STR(import_opts, by), .arg = "TEXT", .def = "Vidur (microsoft/vidur)",
      .help = "who measured, for the provenance"},
     {"tool", CLI_STR(import_opts, tool), .arg = "TEXT",
@@ -389,10 +393,12 @@ static void import_print(const ws_import_result *r)
            r->run_id, r->profile, r->device, r->gpu);
     for (int i = 0; i < r->n_files; i++) {
         const ws_calibdb_source *f = &r->files[i];
+        char path[1200], what[256], lic[256];
         printf("source  %s: %d rows, sha256 %.16s..., %s\n        measured by %s with the %s, "
                "%s; licence %s\n",
-               f->path, f->rows, f->sha256, f->what, f->measured_by, f->tool, f->dtype,
-               f->licence);
+               cli_text(f->path, path, sizeof path), f->rows, f->sha256,
+               cli_text(f->what, what, sizeof what), f->measured_by, f->tool, f->dtype,
+               cli_text(f->licence, lic, sizeof lic));
     }
     printf("%-26s %-10s %-9s %-12s %-13s %7s %7s | %-5s %7s %7s %7s  %s\n", "key", "form", "c0",
            "P flop/s*", "W B/s", "R^2", "k-fold", "held", "MAPE", "median", "worst", "verdict");
@@ -408,10 +414,11 @@ static void import_print(const ws_import_result *r)
         else
             snprintf(W, sizeof W, "%s", si(f->r.bandwidth, "", c0));
         snprintf(c0, sizeof c0, "%.2f us", f->r.c0 * 1e6);
-        printf("%-26s %-10s %-9s %-12s %-13s %7.4f %6.1f%% | %5d %6.1f%% %6.1f%% %6.1f%%  %s\n", key,
-               f->r.form == WS_FIT_TRANSFER ? "transfer" : sat ? "saturating" : "roofline", c0, P,
-               W, f->r.r2, f->r.heldout_mape_pct, f->n_heldout, f->ho_mape_pct, f->ho_median_pct,
-               f->ho_worst_pct, f->r.good ? "used" : "NOT USED");
+        printf("%-26s %-10s %-9s %-12s %-13s %7.4f %6.1f%% | %5d %6.1f%% %6.1f%% %6.1f%%  %s%s%s\n",
+               key, f->r.form == WS_FIT_TRANSFER ? "transfer" : sat ? "saturating" : "roofline",
+               c0, P, W, f->r.r2, f->r.heldout_mape_pct, f->n_heldout, f->ho_mape_pct,
+               f->ho_median_pct, f->ho_worst_pct, f->r.good ? "used" : "NOT USED",
+               f->why[0] ? ": " : "", f->why);
     }
     printf("* an elementwise kernel's P is one row's bytes/s: c0 + max(B / W, B / rows / P)\n");
 }
@@ -425,6 +432,8 @@ static int calib_import(int argc, char **argv)
         return rc == CLI_PARSE_HELP ? CLI_EXIT_OK : rc;
     if (a.npos < 1)
         return cli_usage_error("calib import", "give the profile files or a folder of them");
+    if (c.replace && !c.name)
+        return cli_usage_error("calib import", "--replace goes with --name");
     ws_err err = {0};
     ws_store *s;
     if (cli_open_store(c.db, &s, &err))
@@ -439,15 +448,19 @@ static int calib_import(int argc, char **argv)
                               .tool = c.tool,
                               .dtype = c.dtype,
                               .licence = c.licence,
+                              .replace = c.replace,
                               .progress = b.tty ? show_progress : NULL,
                               .progress_ctx = &b};
     ws_import_result *r = calloc(1, sizeof *r);
     if (!r) {
-        ws_store_close(s);
+        ws_store_close_discard(s);
         return cli_fail(&(ws_err){.code = WS_ENOMEM, .msg = "out of memory"});
     }
     rc = ws_calib_import(s, &o, r, &err);
-    ws_store_close(s);
+    if (rc)
+        ws_store_close_discard(s); /* a database this import created goes with it */
+    else
+        ws_store_close(s);
     if (rc) {
         if (b.tty)
             fputc('\n', stderr);
@@ -480,7 +493,8 @@ static void usage_check(FILE *out)
             "(decode attention, prefill attention, GEMM, elementwise): rows, median, mean and\n"
             "worst (with its file line), and the median and worst over the rows measured at\n"
             "T us or longer. --heldout: only the rows `calib import` holds out (every 5th of\n"
-            "each operation): the rows a calibration imported from these files never saw.\n"
+            "each operation of a file, whatever else is read with it): the rows a calibration\n"
+            "imported from these files never saw.\n"
             "\n"
             "With a calibration file (`calib export`, profiles/measured/): predicts its GPU and\n"
             "link samples (device copy, decode attention, GEMM, pinned H2D/D2H, H2D under CPU\n"
@@ -514,10 +528,11 @@ static const cli_optdef k_check_opts[] = {
     {0}};
 static const cli_spec k_check = {"calib check", k_check_opts, CLI_POS_MAX, usage_check};
 
+/* Row i as "attn_decode line 12" in buf, or NULL when there is none (i < 0). */
 static const char *row_where(const ws_vidur_rows *rows, int i, char *buf, size_t cap)
 {
     if (i < 0)
-        return "-";
+        return NULL;
     const ws_vidur_row *w = &rows->v[i];
     snprintf(buf, cap, "%s line %d", ws_vidur_op_name(w->op), w->line);
     return buf;
@@ -638,15 +653,15 @@ static int calib_check(int argc, char **argv)
                "worst", "worst row", "rows", "median", "worst", c.min_us);
     for (int g = 0; g < WS_VIDUR_GROUPS; g++) {
         const ws_oppoint_stats *x = &op.group[g];
-        char w1[96], w2[96];
-        row_where(&rows, x->worst_row, w1, sizeof w1);
-        row_where(&rows, x->worst_long_row, w2, sizeof w2);
+        char b1[96], b2[96];
+        const char *w1 = row_where(&rows, x->worst_row, b1, sizeof b1),
+                   *w2 = row_where(&rows, x->worst_long_row, b2, sizeof b2);
         if (!c.json && x->n)
             printf("%-18s %6d %7.1f%% %7.1f%% %7.1f%% %7.1f%% %7.1f%%  %-28s | %6d %7.1f%% %7.1f%%  "
                    "%s\n",
                    ws_vidur_group_name(g), x->n, x->median_pct, x->mean_pct, x->p90_pct,
-                   x->p95_pct, x->worst_pct, w1, x->n_long, x->median_long_pct,
-                   x->worst_long_pct, w2);
+                   x->p95_pct, x->worst_pct, w1 ? w1 : "-", x->n_long, x->median_long_pct,
+                   x->worst_long_pct, w2 ? w2 : "-");
         json_t *j = json_object();
         json_object_set_new(j, "group", json_string(ws_vidur_group_name(g)));
         json_object_set_new(j, "rows", json_integer(x->n));
@@ -655,11 +670,11 @@ static int calib_check(int argc, char **argv)
         json_object_set_new(j, "p90_pct", jnum(x->p90_pct));
         json_object_set_new(j, "p95_pct", jnum(x->p95_pct));
         json_object_set_new(j, "worst_pct", jnum(x->worst_pct));
-        json_object_set_new(j, "worst_row", json_string(w1));
+        json_object_set_new(j, "worst_row", w1 ? json_string(w1) : json_null());
         json_object_set_new(j, "long_rows", json_integer(x->n_long));
         json_object_set_new(j, "median_long_pct", jnum(x->median_long_pct));
         json_object_set_new(j, "worst_long_pct", jnum(x->worst_long_pct));
-        json_object_set_new(j, "worst_long_row", json_string(w2));
+        json_object_set_new(j, "worst_long_row", w2 ? json_string(w2) : json_null());
         json_array_append_new(groups, j);
     }
     json_object_set_new(o, "groups", groups);

@@ -280,3 +280,35 @@ int ws_root_names(const char *folder, const char *ext, char names[][64], int max
     qsort(names, (size_t)n, sizeof names[0], cmp_name);
     return n;
 }
+
+const char *ws_text_escape(const char *s, char *buf, size_t cap)
+{
+    size_t o = 0;
+    int cut = 0;
+    for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p && !cut; p++) {
+        char e[8];
+        const unsigned char c = *p;
+        if (c == '\n' || c == '\t' || c == '\r' || c == '\\')
+            snprintf(e, sizeof e, "\\%c",
+                     c == '\n'   ? 'n'
+                     : c == '\t' ? 't'
+                     : c == '\r' ? 'r'
+                                 : '\\');
+        else if (c < 0x20 || c == 0x7f)
+            snprintf(e, sizeof e, "\\x%02x", c);
+        else if (c == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f) /* U+0080..U+009F: C1 controls */
+            snprintf(e, sizeof e, "\\x%02x", *++p);
+        else
+            e[0] = (char)c, e[1] = 0;
+        const size_t l = strlen(e);
+        if (o + l + 4 > cap) /* room for "..." and the NUL */
+            cut = 1;
+        else
+            memcpy(buf + o, e, l), o += l;
+    }
+    if (cut && cap >= 4)
+        memcpy(buf + o, "...", 3), o += 3;
+    if (cap)
+        buf[o < cap ? o : cap - 1] = 0;
+    return buf;
+}

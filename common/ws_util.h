@@ -55,6 +55,11 @@ int ws_root_names(const char *folder, const char *ext, char names[][64], int max
 int ws_dir_exists(const char *path);
 /* Creates the parent folder of `path` if it is missing (one level). */
 int ws_ensure_parent_dir(const char *path, ws_err *err);
+/* s made safe to print and store: control characters (ESC, newlines, C1 controls, DEL)
+ * become \n, \t, \r or \xNN and a backslash \\, so text read from outside can neither move
+ * a terminal's cursor nor start a fake line. NULL gives "". Truncated to cap with "...".
+ * Returns buf. */
+const char *ws_text_escape(const char *s, char *buf, size_t cap);
 /* UTC time stamp "YYYY-MM-DDTHH:MM:SSZ" into buf (at least 21 bytes). */
 void ws_utc_now(char *buf, size_t cap);
 /* Monotonic seconds, for timing. */

@@ -4,9 +4,9 @@
  *
  * Each input is parsed twice into one list (as a folder's files are): every row it accepts
  * keeps the reader's promises (a known operation, a line past the header, positive per-GPU
- * shapes within bounds, a median time finite and > 0, min and max finite or NAN, every 5th
- * row of each operation held out) and a rejected input is one line naming the file, with the
- * list left as it was. A broken promise aborts. */
+ * shapes within bounds, a median time finite and at least 1 ns, min <= median <= max where
+ * given, every 5th row of each operation of each pass held out) and a rejected input is one
+ * line naming the file, with the list left as it was. A broken promise aborts. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -17,14 +17,17 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-static void check_rows(const ws_vidur_rows *r)
+/* The rows [n0, n) one parse added. */
+static void check_rows(const ws_vidur_rows *r, int n0)
 {
     int seen[WS_VOP_COUNT] = {0};
-    for (int i = 0; i < r->n; i++) {
+    for (int i = n0; i < r->n; i++) {
         const ws_vidur_row *w = &r->v[i];
-        int ok = w->op >= 0 && w->op < WS_VOP_COUNT && w->line >= 2 && w->t > 0 &&
-                 isfinite(w->t) && (isnan(w->t_min) || (w->t_min >= 0 && isfinite(w->t_min))) &&
-                 (isnan(w->t_max) || (w->t_max >= 0 && isfinite(w->t_max))) && w->tp >= 1 &&
+        const double tol = 1e-9 * w->t;
+        int ok = w->op >= 0 && w->op < WS_VOP_COUNT && w->line >= 2 &&
+                 w->t >= WS_VIDUR_T_MIN_MS * 1e-3 && isfinite(w->t) &&
+                 (isnan(w->t_min) || (w->t_min >= 0 && w->t_min <= w->t + tol)) &&
+                 (isnan(w->t_max) || (isfinite(w->t_max) && w->t <= w->t_max + tol)) && w->tp >= 1 &&
                  w->q_heads >= 1 && w->kv_heads >= 1 && w->head_dim >= 1 &&
                  w->heldout == (seen[w->op]++ % WS_VIDUR_HOLDOUT_EVERY ==
                                 WS_VIDUR_HOLDOUT_EVERY - 1);
@@ -49,7 +52,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         const int n0 = r.n;
         ws_err err = {0};
         if (ws_vidur_parse((const char *)data, size, "fuzz.csv", &r, &err) == 0) {
-            check_rows(&r);
+            check_rows(&r, n0);
             continue;
         }
         if (r.n != n0 || !strstr(err.msg, "fuzz.csv") || strchr(err.msg, '\n')) {

@@ -301,6 +301,28 @@ int ws_profile_devices(ws_store *s, const char *name, char (*out)[128], int max,
     return rc;
 }
 
+int ws_profile_info_get(ws_store *s, const char *name, ws_profile_info *out, ws_err *err)
+{
+    memset(out, 0, sizeof *out);
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(ws_store_sqlite(s),
+                           "SELECT p.kind, p.host_id IS NOT NULL, r.mode FROM profiles p LEFT JOIN "
+                           "calib_runs r ON r.id = p.run_id WHERE p.name = ?1",
+                           -1, &st, NULL) != SQLITE_OK)
+        return WS_DB_FAIL(s, err, "cannot read profiles");
+    sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+    int rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) {
+        out->found = 1;
+        ws_store_col_text(st, 0, out->kind, sizeof out->kind);
+        out->calibrated = sqlite3_column_int(st, 1);
+        ws_store_col_text(st, 2, out->run_mode, sizeof out->run_mode);
+    }
+    rc = rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : WS_DB_FAIL(s, err, "cannot read profiles");
+    sqlite3_finalize(st);
+    return rc;
+}
+
 void ws_profile_free(ws_profile *p)
 {
     free(p->params);

@@ -65,6 +65,14 @@ int ws_profile_fill(ws_store *s, ws_profile *p, const char *key, ws_err *err);
  * named '<name>'" when there is no such datasheet profile. */
 int ws_profile_devices(ws_store *s, const char *name, char (*out)[128], int max, int *n,
                        ws_err *err);
+/* What is stored under a profile name, before anything is written under it. */
+typedef struct ws_profile_info {
+    int found;            /* 0: no profile of that name (the rest empty) */
+    char kind[8];         /* gpu | host */
+    int calibrated;       /* 1: built from a calibration run (else a datasheet profile) */
+    char run_mode[16];    /* calibrated: its run's mode (quick | default | import) */
+} ws_profile_info;
+int ws_profile_info_get(ws_store *s, const char *name, ws_profile_info *out, ws_err *err);
 /* The parameter `key`, or NULL. */
 const ws_profile_param *ws_profile_get(const ws_profile *p, const char *key);
 /* Its value; WS_ENOTFOUND "profile <name> has no parameter '<key>'" when missing. */

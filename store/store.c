@@ -503,6 +503,24 @@ void ws_store_close(ws_store *s)
     free(s);
 }
 
+void ws_store_close_discard(ws_store *s)
+{
+    if (!s)
+        return;
+    const int created = s->created;
+    char path[sizeof s->path];
+    memcpy(path, s->path, sizeof path);
+    ws_store_close(s);
+    if (!created)
+        return;
+    static const char *const side[] = {"", "-wal", "-shm", "-journal"};
+    for (int i = 0; i < 4; i++) {
+        char p[sizeof path + 16];
+        snprintf(p, sizeof p, "%s%s", path, side[i]);
+        unlink(p);
+    }
+}
+
 static int valid_source(const char *src)
 {
     for (int i = 0; k_sources[i]; i++)

@@ -1,6 +1,10 @@
 /* test_cli_calib: `writescope calib` end to end: an interrupted run writes nothing, the
  * GPU-only scope without a device is a clear error, `calib show` on an empty database;
- * `plot calib` treats what it reads from the database and its --out path as data. */
+ * `plot calib` treats what it reads from the database and its --out path as data; `calib
+ * import` and `calib check` of operator profiles: one-line errors that leave no new database,
+ * a fit not used printed with its reason, no row named for a group without one, the held-out
+ * rows of a file the same whether it is read alone or with its folder, and no hang on a
+ * FIFO among the files (fidelity --ops too). */
 #include <criterion/criterion.h>
 #include <signal.h>
 #include <sqlite3.h>
@@ -273,5 +277,147 @@ Test(cli_calib, import_errors_are_one_line)
                    "no datasheet profile named 'h9000'", NULL);
     th_expect_fail((const char *[]){"calib", "check", "/nonexistent/x.csv", NULL}, 1,
                    "/nonexistent/x.csv", NULL);
-    cr_assert_eq(th_count_file(db, "SELECT count(*) FROM calib_runs"), 0);
+    th_expect_fail((const char *[]){"calib", "check", dir, "--dtype", "fp8", NULL}, 1,
+                   "precision 'fp8' (fp16, bf16 or fp32)", NULL);
+    th_expect_fail((const char *[]){"calib", "import", path, "--tool", "a\x1b[2J", "--db", db,
+                                    NULL},
+                   1, "--tool holds a control character (byte 2)", NULL);
+    th_expect_fail((const char *[]){"calib", "import", path, "--replace", "--db", db, NULL}, 2,
+                   "--replace goes with --name", NULL);
+    th_expect_fail((const char *[]){"calib", "foo", NULL}, 2,
+                   "unknown subcommand 'foo' (run, show, import, check, export or load)", NULL);
+    /* each failed import created the database and took it away again */
+    cr_assert_neq(access(db, F_OK), 0, "a failed import left %s behind", db);
+}
+
+/* A group without rows names no worst row (JSON null, "-" in text), never another group's. */
+Test(cli_calib, check_names_no_row_for_a_group_without_one)
+{
+    char dir[64], db[128], csv[256];
+    th_tmpdir(dir, sizeof dir);
+    snprintf(db, sizeof db, "%s/ws.db", dir);
+    vidur_attention(dir, csv, sizeof csv);
+    json_t *j = th_writescope_json(
+        (const char *[]){"calib", "import", csv, "--db", db, "--licence", "CC0", "--json", NULL},
+        NULL);
+    json_decref(j);
+    j = th_writescope_json((const char *[]){"calib", "check", csv, "--db", db, "--heldout",
+                                            "--min-us", "1e9", "--json", NULL},
+                           NULL);
+    json_t *groups = json_object_get(j, "groups");
+    cr_assert_eq(json_array_size(groups), 4);
+    for (size_t g = 0; g < 4; g++) {
+        json_t *x = json_array_get(groups, g);
+        const long long rows = json_integer_value(json_object_get(x, "rows"));
+        cr_assert_eq(rows, g ? 0 : 7, "group %zu", g);
+        cr_assert(g ? json_is_null(json_object_get(x, "worst_row"))
+                    : json_is_string(json_object_get(x, "worst_row")),
+                  "group %zu's worst row", g);
+        cr_assert(json_is_null(json_object_get(x, "worst_long_row")), "no row of 1000 s");
+    }
+    json_decref(j);
+    th_run r = th_writescope(
+        (const char *[]){"calib", "check", csv, "--db", db, "--min-us", "1e9", NULL}, NULL);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    const char *line = strstr(r.out, "\ndecode attention");
+    cr_assert_not_null(line, "%s", r.out);
+    const char *end = strchr(line + 1, '\n');
+    cr_assert(end && !strncmp(end - 3, "  -", 3), "no long row, yet one named: %.*s",
+              (int)(end ? end - line : 0), line);
+    cr_assert_eq(th_lines(r.out), 3, "no line for the empty groups: %s", r.out);
+    th_run_free(&r);
+}
+
+/* Decode rows of c0 10 us + KV bytes / 1.6 TB/s at batch 1..n into dir/name. */
+static void decode_rows(const char *dir, const char *name, int n)
+{
+    char text[4096] = "time_stats.attn_decode.median,n_embd,n_q_head,n_kv_head,"
+                      "num_tensor_parallel_workers,batch_size,kv_cache_size,prefill_chunk_size,"
+                      "is_prefill\n",
+         path[256];
+    for (int b = 1; b <= n; b++) {
+        char row[128];
+        snprintf(row, sizeof row, "%.12g,8192,64,8,2,%d,1024,0,False\n",
+                 1e3 * (10e-6 + b * 1024.0 * 2048 / 1.6e12), b);
+        strcat(text, row);
+    }
+    th_write(dir, name, text, path, sizeof path);
+}
+
+/* `calib check --heldout` of one file of a folder imported whole judges exactly the rows the
+ * import held out of that file. */
+Test(cli_calib, check_heldout_rows_are_those_the_import_held_out)
+{
+    char dir[64], sub[96], db[128], b[160];
+    th_tmpdir(dir, sizeof dir);
+    snprintf(sub, sizeof sub, "%s/p", dir);
+    cr_assert_eq(mkdir(sub, 0700), 0);
+    snprintf(db, sizeof db, "%s/ws.db", dir);
+    decode_rows(sub, "a.csv", 4);
+    decode_rows(sub, "b.csv", 6);
+    snprintf(b, sizeof b, "%s/b.csv", sub);
+    json_t *j = th_writescope_json(
+        (const char *[]){"calib", "import", sub, "--db", db, "--licence", "CC0", "--json", NULL},
+        NULL);
+    json_decref(j);
+    const int held = th_count_file(db, "SELECT count(*) FROM samples WHERE json_extract(params, "
+                                       "'$.file') = 'b.csv' AND json_extract(params, "
+                                       "'$.heldout') = 1");
+    const int line6 = th_count_file(db, "SELECT count(*) FROM samples WHERE json_extract(params, "
+                                        "'$.file') = 'b.csv' AND json_extract(params, "
+                                        "'$.heldout') = 1 AND json_extract(params, '$.line') = 6");
+    j = th_writescope_json(
+        (const char *[]){"calib", "check", b, "--db", db, "--heldout", "--json", NULL}, NULL);
+    json_t *g = json_array_get(json_object_get(j, "groups"), 0);
+    cr_assert_eq(json_integer_value(json_object_get(g, "rows")), held,
+                 "check holds out %lld rows of b.csv, the import held out %d",
+                 (long long)json_integer_value(json_object_get(g, "rows")), held);
+    cr_assert_eq(held, 1);
+    cr_assert_eq(line6, 1, "the 5th row of b.csv, line 6");
+    cr_assert_str_eq(json_string_value(json_object_get(g, "worst_row")), "attn_decode line 6");
+    json_decref(j);
+}
+
+/* A fit outside the GPU's bounds is printed NOT USED with the bound it broke. */
+Test(cli_calib, import_prints_why_a_fit_is_not_used)
+{
+    char dir[64], db[128], path[256];
+    th_tmpdir(dir, sizeof dir);
+    snprintf(db, sizeof db, "%s/ws.db", dir);
+    char text[4096] = "time_stats.attn_decode.median,n_embd,n_q_head,n_kv_head,"
+                      "num_tensor_parallel_workers,batch_size,kv_cache_size,prefill_chunk_size,"
+                      "is_prefill\n";
+    for (int b = 1; b <= 10; b++) { /* every kernel 1e9 ms: a fixed cost of 1e6 s */
+        char row[64];
+        snprintf(row, sizeof row, "1e9,8192,64,8,2,%d,1024,0,False\n", b);
+        strcat(text, row);
+    }
+    th_write(dir, "attention.csv", text, path, sizeof path);
+    th_run r = th_writescope((const char *[]){"calib", "import", path, "--db", db, NULL}, NULL);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cr_assert_neq(strstr(r.out, "NOT USED: fixed cost 1e+06 s above 1 s"), NULL, "%s", r.out);
+    th_run_free(&r);
+    cr_assert_eq(th_count_file(db, "SELECT count(*) FROM fits WHERE good = 1"), 0);
+}
+
+/* A FIFO among the files, or as the LICENSE beside them, is one error, never a hang. */
+Test(cli_calib, a_fifo_among_the_files_is_an_error, .timeout = 60)
+{
+    char dir[64], db[128], csv[256], fifo[160];
+    th_tmpdir(dir, sizeof dir);
+    snprintf(db, sizeof db, "%s/ws.db", dir);
+    vidur_attention(dir, csv, sizeof csv);
+    snprintf(fifo, sizeof fifo, "%s/pipe.csv", dir);
+    cr_assert_eq(mkfifo(fifo, 0600), 0);
+    th_expect_fail((const char *[]){"calib", "import", dir, "--db", db, NULL}, 1,
+                   "pipe.csv: not a regular file", NULL);
+    th_expect_fail((const char *[]){"calib", "check", dir, NULL}, 1,
+                   "pipe.csv: not a regular file", NULL);
+    th_expect_fail((const char *[]){"fidelity", "--ops", dir, "--group", "op GEMM", NULL}, 1,
+                   "pipe.csv: not a regular file", NULL);
+    cr_assert_eq(unlink(fifo), 0);
+    snprintf(fifo, sizeof fifo, "%s/LICENSE", dir);
+    cr_assert_eq(mkfifo(fifo, 0600), 0);
+    th_expect_fail((const char *[]){"calib", "check", csv, NULL}, 1,
+                   "LICENSE: not a regular file", NULL);
 }

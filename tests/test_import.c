@@ -6,12 +6,17 @@
  * A100 profiles (../shared/profiling/vidur-a100, skipped when absent): the held-out rows,
  * which the fits never saw, are predicted by the imported profile within the issue's target
  * (median <= 10% per group) and 9 rows in 10 within 30%; the importer's held-out errors and
- * the cost model's agree, so both use one definition of each operation's work. */
+ * the cost model's agree, so both use one definition of each operation's work. Fits outside
+ * the GPU's datasheet bounds are not used; --name never takes another profile's place
+ * unasked; the files are read safely (FIFOs, /proc, a file given twice, long paths) and what
+ * is stored from them is escaped. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "calib.h"
 #include "helpers.h"
@@ -43,8 +48,9 @@ static void put(FILE *f, double seconds)
     fprintf(f, "%.17g", seconds * 1e3); /* Vidur's milliseconds */
 }
 
-/* attention.csv: decode and prefill rows of 32 q / 4 kv heads of 128 per GPU. */
-static void write_attention(const char *dir)
+/* attention.csv: decode and prefill rows of 32 q / 4 kv heads of 128 per GPU, decode times
+ * dec_c0 + KV bytes / dec_w, prefill times on a peak pf_p. */
+static void write_attention_as(const char *dir, double dec_c0, double dec_w, double pf_p)
 {
     char path[256];
     snprintf(path, sizeof path, "%s/attention.csv", dir);
@@ -55,7 +61,7 @@ static void write_attention(const char *dir)
                "prefill_chunk_size,is_prefill,attention_backend,profile_method\n");
     for (int b = 1; b <= 64; b *= 2)
         for (int kv = 64; kv <= 4096; kv *= 2) {
-            put(f, DEC_C0 + b * (double)kv * 2048 / DEC_W);
+            put(f, dec_c0 + b * (double)kv * 2048 / dec_w);
             fprintf(f, ",,8192,64,8,2,%d,%d,0,False,AttentionBackend.FLASH_ATTENTION,"
                        "ProfileMethod.KINETO\n", b, kv);
         }
@@ -63,7 +69,7 @@ static void write_attention(const char *dir)
         for (int kv = 0; kv <= 2048; kv += 512) {
             const double pairs = q * (double)kv + q * (q + 1.0) / 2, k = pairs / q;
             fprintf(f, ",");
-            put(f, PF_C0 + 4.0 * 32 * 128 * pairs / (PF_P * k / (k + PF_HALF)));
+            put(f, PF_C0 + 4.0 * 32 * 128 * pairs / (pf_p * k / (k + PF_HALF)));
             fprintf(f, ",8192,64,8,2,1,%d,%d,True,AttentionBackend.FLASH_ATTENTION,"
                        "ProfileMethod.KINETO\n", kv, q);
         }
@@ -72,6 +78,11 @@ static void write_attention(const char *dir)
     f = fopen(path, "w");
     fprintf(f, "  MIT License\n\n  Copyright (c) Somebody.\n\n  Permission is hereby granted\n");
     fclose(f);
+}
+
+static void write_attention(const char *dir)
+{
+    write_attention_as(dir, DEC_C0, DEC_W, PF_P);
 }
 
 /* mlp_tiny.csv: the nine operations of a dense layer (32 q / 8 kv heads of 128, hidden 4096,
@@ -308,5 +319,216 @@ Test(import, a100_heldout_rows_within_the_target, .timeout = 300)
         fit_of(r, "gpu.prefill_attn.gqa.fp16")->ho_mape_pct, 1e-6);
     ws_vidur_rows_free(&rows);
     free(r);
+    ws_store_close(s);
+}
+
+/* A fit outside what the GPU can do is not used, whatever its errors, and says which bound it
+ * broke: a fixed cost of 2 s per decode kernel, a prefill peak 16x the A100's fp16 tensor
+ * peak, a decode bandwidth 5x its HBM's; the profile then carries none of them. */
+Test(import, unphysical_fits_are_not_used)
+{
+    char dir[64], two[80];
+    th_tmpdir(dir, sizeof dir);
+    write_attention_as(dir, 2.0, DEC_W, 5e15);
+    ws_store *s = open_store(dir);
+    const char *paths[] = {dir};
+    ws_import_opts o = {.paths = paths, .n_paths = 1};
+    ws_import_result *r = calloc(1, sizeof *r);
+    ws_err err = {0};
+    cr_assert_eq(ws_calib_import(s, &o, r, &err), 0, "%s", err.msg);
+    const ws_import_fit *f = fit_of(r, "gpu.attn.gqa.fp16");
+    cr_assert_not_null(f);
+    REL(f->r.c0, 2.0, 1e-3);
+    cr_assert(!f->r.good, "%s", f->r.note);
+    cr_assert_str_eq(f->why, "fixed cost 2 s above 1 s");
+    cr_assert_neq(strstr(f->r.note, "not used: fixed cost 2 s above 1 s"), NULL, "%s", f->r.note);
+    f = fit_of(r, "gpu.prefill_attn.gqa.fp16");
+    cr_assert_not_null(f);
+    cr_assert(!f->r.good, "%s", f->r.note);
+    cr_assert_neq(strstr(f->why, "above 1.5x the datasheet's fp16_flops 3.12e+14"), NULL, "%s",
+                  f->why);
+    snprintf(two, sizeof two, "%s/w", dir);
+    cr_assert_eq(mkdir(two, 0700), 0);
+    write_attention_as(two, DEC_C0, 1e13, PF_P);
+    paths[0] = two;
+    cr_assert_eq(ws_calib_import(s, &o, r, &err), 0, "%s", err.msg);
+    f = fit_of(r, "gpu.attn.gqa.fp16");
+    cr_assert(!f->r.good, "%s", f->r.note);
+    cr_assert_neq(strstr(f->why, "bandwidth 1e+13 B/s above 1.5x the datasheet's hbm_bw 2.04e+12"),
+                  NULL, "%s", f->why);
+    cr_assert(fit_of(r, "gpu.prefill_attn.gqa.fp16")->r.good, "a physical fit is used");
+    ws_profile p;
+    cr_assert_eq(ws_profile_load(s, "a100-80gb-sxm", &p, &err), 0, "%s", err.msg);
+    cr_assert_null(ws_profile_get(&p, "gpu.attn.gqa.fp16.bandwidth"), "an unphysical fit carried");
+    cr_assert_null(ws_profile_get(&p, "gpu.attn.gqa.fp16.c0"), "an unphysical fit carried");
+    cr_assert_not_null(ws_profile_get(&p, "gpu.prefill_attn.gqa.fp16.half_keys"));
+    ws_profile_free(&p);
+    free(r);
+    ws_store_close(s);
+}
+
+/* --name never turns another kind of profile, a datasheet profile or an earlier import into
+ * this one unless asked (replace, for an earlier import only). */
+Test(import, a_taken_name_is_refused)
+{
+    char dir[64];
+    th_tmpdir(dir, sizeof dir);
+    write_attention(dir);
+    ws_store *s = open_store(dir);
+    const char *paths[] = {dir};
+    ws_import_opts o = {.paths = paths, .n_paths = 1, .name = "xeon-gold-5318y"};
+    ws_import_result *r = calloc(1, sizeof *r);
+    ws_err err = {0};
+    cr_assert_eq(ws_calib_import(s, &o, r, &err), WS_EINVAL);
+    cr_assert_str_eq(err.msg, "calib import: profile 'xeon-gold-5318y' exists and is a host "
+                              "profile, not a GPU's: choose another --name");
+    o.name = "a100-80gb-sxm";
+    o.replace = 1;
+    cr_assert_eq(ws_calib_import(s, &o, r, &err), WS_EINVAL);
+    cr_assert_str_eq(err.msg, "calib import: profile 'a100-80gb-sxm' is a datasheet profile: "
+                              "choose another --name");
+    o.name = "mine";
+    o.replace = 0;
+    cr_assert_eq(ws_calib_import(s, &o, r, &err), 0, "%s", err.msg);
+    cr_assert_str_eq(r->profile, "mine");
+    cr_assert_eq(ws_calib_import(s, &o, r, &err), WS_EINVAL);
+    cr_assert_str_eq(err.msg, "calib import: profile 'mine' exists (an earlier import): "
+                              "--replace replaces it");
+    o.replace = 1;
+    cr_assert_eq(ws_calib_import(s, &o, r, &err), 0, "%s", err.msg);
+    o.name = NULL; /* the default name is the import's own: imported again at will */
+    o.replace = 0;
+    cr_assert_eq(ws_calib_import(s, &o, r, &err), 0, "%s", err.msg);
+    cr_assert_eq(ws_calib_import(s, &o, r, &err), 0, "%s", err.msg);
+    ws_profile p;
+    cr_assert_eq(ws_profile_load(s, "xeon-gold-5318y", &p, &err), 0, "%s", err.msg);
+    cr_assert_str_eq(p.kind, "host");
+    ws_profile_free(&p);
+    cr_assert_eq(ws_profile_load(s, "a100-80gb-sxm", &p, &err), 0, "%s", err.msg);
+    const ws_profile_param *hbm = ws_profile_get(&p, "hbm_bw");
+    cr_assert(hbm && hbm->source == WS_SOURCE_DATASHEET, "the datasheet keys are kept");
+    ws_profile_free(&p);
+    free(r);
+    ws_store_close(s);
+}
+
+/* Every file the import reads (the LICENSE beside them too) is a regular file opened without
+ * blocking: a FIFO named *.csv or LICENSE is one error, not a hang (the test's timeout);
+ * /proc's files are named for what they are; a file given twice is read once; a path longer
+ * than the database keeps is refused, not cut. */
+Test(import, files_are_read_once_and_never_block, .timeout = 60)
+{
+    char dir[64], fifo[128], csv[128], link[128], lic[128];
+    th_tmpdir(dir, sizeof dir);
+    write_attention(dir);
+    snprintf(csv, sizeof csv, "%s/attention.csv", dir);
+    snprintf(fifo, sizeof fifo, "%s/pipe.csv", dir);
+    snprintf(link, sizeof link, "%s/link.csv", dir);
+    snprintf(lic, sizeof lic, "%s/LICENSE", dir);
+    ws_vidur_rows rows = {0};
+    ws_calibdb_source files[WS_IMPORT_MAX_FILES];
+    int n = 0;
+    ws_err err = {0};
+    cr_assert_eq(mkfifo(fifo, 0600), 0);
+    const char *one[] = {dir};
+    cr_assert_neq(ws_import_read(one, 1, &rows, files, &n, &err), 0);
+    cr_assert_neq(strstr(err.msg, "pipe.csv: not a regular file"), NULL, "%s", err.msg);
+    ws_vidur_rows_free(&rows);
+    cr_assert_eq(unlink(fifo), 0);
+    cr_assert_eq(unlink(lic), 0);
+    cr_assert_eq(mkfifo(lic, 0600), 0);
+    cr_assert_neq(ws_import_read(one, 1, &rows, files, &n, &err), 0);
+    cr_assert_neq(strstr(err.msg, "LICENSE: not a regular file"), NULL, "%s", err.msg);
+    ws_vidur_rows_free(&rows);
+    cr_assert_eq(unlink(lic), 0);
+    const char *proc[] = {"/proc/self/status"};
+    cr_assert_neq(ws_import_read(proc, 1, &rows, files, &n, &err), 0);
+    cr_assert_str_eq(err.msg, "/proc/self/status: not a regular file on disk: its size is unknown "
+                              "(0 bytes by stat, yet it reads)");
+    ws_vidur_rows_free(&rows);
+    /* the file, its folder and a link to it: one file */
+    cr_assert_eq(symlink("attention.csv", link), 0);
+    const char *twice[] = {csv, dir, link};
+    cr_assert_eq(ws_import_read(twice, 3, &rows, files, &n, &err), 0, "%s", err.msg);
+    cr_assert_eq(n, 1);
+    cr_assert_eq(rows.n, 79);
+    ws_vidur_rows_free(&rows);
+    /* a path of 1100 bytes to the same file */
+    char longp[1200];
+    int l = snprintf(longp, sizeof longp, "%s", dir);
+    while (l < 1080)
+        l += snprintf(longp + l, sizeof longp - (size_t)l, "/.");
+    snprintf(longp + l, sizeof longp - (size_t)l, "/attention.csv");
+    const char *lp[] = {longp};
+    cr_assert_neq(ws_import_read(lp, 1, &rows, files, &n, &err), 0, "a long path was cut");
+    cr_assert_neq(strstr(err.msg, "longer than the 1023 a calibration's sources keep"), NULL, "%s",
+                  err.msg);
+    ws_vidur_rows_free(&rows);
+}
+
+/* What the import stores from outside is safe to print and to parse: a LICENSE's control
+ * characters escaped, a file name with '"' and '\' valid JSON in each sample's params, and
+ * provenance text given with a control character refused. */
+Test(import, provenance_is_escaped_or_refused)
+{
+    char dir[64], from[128], to[128], lic[128], db[128];
+    th_tmpdir(dir, sizeof dir);
+    write_attention(dir);
+    snprintf(from, sizeof from, "%s/attention.csv", dir);
+    snprintf(to, sizeof to, "%s/q\"b\\s.csv", dir);
+    cr_assert_eq(rename(from, to), 0);
+    snprintf(lic, sizeof lic, "%s/LICENSE", dir);
+    FILE *f = fopen(lic, "w");
+    fprintf(f, "MIT \x1b[31mLicense\x7f\n");
+    fclose(f);
+    ws_store *s = open_store(dir);
+    const char *paths[] = {dir};
+    ws_import_opts o = {.paths = paths, .n_paths = 1, .tool = "Kineto\x1b[2J"};
+    ws_import_result *r = calloc(1, sizeof *r);
+    ws_err err = {0};
+    cr_assert_eq(ws_calib_import(s, &o, r, &err), WS_EINVAL);
+    cr_assert_str_eq(err.msg, "calib import: --tool holds a control character (byte 7)");
+    o.tool = NULL;
+    o.licence = "MIT\n";
+    cr_assert_eq(ws_calib_import(s, &o, r, &err), WS_EINVAL);
+    cr_assert_str_eq(err.msg, "calib import: --licence holds a control character (byte 4)");
+    o.licence = NULL;
+    cr_assert_eq(ws_calib_import(s, &o, r, &err), 0, "%s", err.msg);
+    cr_assert_str_eq(r->files[0].licence, "MIT \\x1b[31mLicense\\x7f (LICENSE)");
+    free(r);
+    ws_store_close(s);
+    snprintf(db, sizeof db, "%s/ws.db", dir);
+    cr_assert_eq(th_count_file(db, "SELECT count(*) FROM samples"), 79);
+    cr_assert_eq(th_count_file(db, "SELECT count(*) FROM samples WHERE json_valid(params) AND "
+                                   "json_extract(params, '$.file') = 'q\"b\\s.csv'"),
+                 79);
+}
+
+/* `calib check` takes the precisions `calib import` takes, and no other. */
+Test(import, check_takes_the_precisions_import_takes)
+{
+    char dir[64];
+    th_tmpdir(dir, sizeof dir);
+    write_attention(dir);
+    ws_store *s;
+    ws_err err = {0};
+    cr_assert_eq(ws_store_open_embedded(&s, &err), 0, "%s", err.msg);
+    const char *paths[] = {dir};
+    ws_vidur_rows rows;
+    ws_hw hw;
+    ws_oppoints op;
+    cr_assert_eq(ws_oppoints_check(s, paths, 1, "a100-80gb-sxm", "fp8", 0, 0, &rows, &hw, &op,
+                                   &err),
+                 WS_EINVAL);
+    cr_assert_str_eq(err.msg, "operator points: precision 'fp8' (fp16, bf16 or fp32)");
+    ws_import_opts o = {.paths = paths, .n_paths = 1, .dtype = "fp8"};
+    ws_import_result *r = calloc(1, sizeof *r);
+    cr_assert_eq(ws_calib_import(s, &o, r, &err), WS_EINVAL);
+    cr_assert_str_eq(err.msg, "calib import: precision 'fp8' (fp16, bf16 or fp32)");
+    free(r);
+    cr_assert_eq(ws_oppoints_check(s, paths, 1, "a100-80gb-sxm", "bf16", 0, 0, &rows, &hw, &op,
+                                   &err),
+                 0, "%s", err.msg);
+    ws_vidur_rows_free(&rows);
     ws_store_close(s);
 }

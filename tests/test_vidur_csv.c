@@ -1,8 +1,10 @@
 /* test_vidur_csv: Vidur's profiling CSVs into operator rows (calib/vidur_csv.c), on small
  * hand-made files in its format: the per-GPU shapes of an attention row and of the nine
  * operations of an MLP row under tensor parallelism, times in seconds, the held-out split
- * (every 5th row of each operation), CRLF and a byte order mark, and every malformed input
- * as one error naming the file and line, the list left as it was. */
+ * (every 5th row of each operation of a file, whatever was read before it), CRLF, a byte
+ * order mark and blank lines at the end, and every malformed input (times below 1 ns or out
+ * of order, two models in a file, two attention kinds in a list) as one error naming the
+ * file and line, the list left as it was. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>
@@ -121,14 +123,48 @@ Test(vidur_csv, every_fifth_row_of_each_operation_is_held_out)
     }
     cr_assert_eq(held[0], 2); /* rows 5 and 10 of 12 */
     cr_assert_eq(held[1], 2);
-    /* A second file continues each operation's count. */
-    cr_assert_eq(parse(ATTN_HEAD "0.01,0.01,0.01,,8192,64,8,2,1,0,64,False,x,y\n"
-                                 "0.01,0.01,0.01,,8192,64,8,2,1,0,64,False,x,y\n"
-                                 "0.01,0.01,0.01,,8192,64,8,2,1,0,64,False,x,y\n",
+    ws_vidur_rows_free(&r);
+}
+
+/* The held-out rows are a property of the file and the row: a file parsed after others holds
+ * out the rows it holds out alone (`calib check` of one file of a folder imported whole
+ * judges the rows the import never fitted). */
+Test(vidur_csv, heldout_rows_are_the_files_own)
+{
+    char a[4096] = ATTN_HEAD, b[4096] = ATTN_HEAD;
+    for (int i = 0; i < 7; i++) {
+        char row[128];
+        snprintf(row, sizeof row, "0.01,0.01,0.01,,8192,64,8,2,%d,0,64,False,x,y\n", i + 1);
+        strcat(i < 3 ? a : b, row);
+        if (i >= 3)
+            strcat(a, row); /* a: 7 rows, b: its last 4 */
+    }
+    strcat(b, "0.01,0.01,0.01,,8192,64,8,2,9,0,64,False,x,y\n"); /* b: 5 rows */
+    ws_vidur_rows alone = {0}, after = {0};
+    ws_err err = {0};
+    cr_assert_eq(parse(b, &alone, &err), 0, "%s", err.msg);
+    cr_assert_eq(parse(a, &after, &err), 0, "%s", err.msg);
+    cr_assert_eq(parse(b, &after, &err), 0, "%s", err.msg);
+    cr_assert_eq(alone.n, 5);
+    cr_assert_eq(after.n, 12);
+    for (int i = 0; i < 5; i++) {
+        cr_assert_eq(after.v[7 + i].line, alone.v[i].line);
+        cr_assert_eq(after.v[7 + i].heldout, alone.v[i].heldout, "line %d of b", alone.v[i].line);
+        cr_assert_eq(alone.v[i].heldout, i == 4, "the 5th row of b");
+    }
+    ws_vidur_rows_free(&alone);
+    ws_vidur_rows_free(&after);
+}
+
+/* Blank lines closing a file are its end, however many; one between rows is an error. */
+Test(vidur_csv, trailing_blank_lines_end_the_file)
+{
+    ws_vidur_rows r = {0};
+    ws_err err = {0};
+    cr_assert_eq(parse(ATTN_HEAD "0.01,0.01,0.01,,8192,64,8,2,1,0,64,False,x,y\n\n\n \r\n\t\n",
                        &r, &err),
                  0, "%s", err.msg);
-    cr_assert_eq(r.n, 27);
-    cr_assert_eq(r.v[26].heldout, 1, "the 15th decode row");
+    cr_assert_eq(r.n, 1);
     ws_vidur_rows_free(&r);
 }
 
@@ -159,6 +195,26 @@ Test(vidur_csv, malformed_files_are_one_line_errors)
     bad(ATTN_HEAD "0.01,abc,0.01,,8192,64,8,2,1,0,64,False,x,y\n",
         "p.csv:2: time_stats.attn_decode.median 'abc'");
     bad(ATTN_HEAD "0.01,0,0.01,,8192,64,8,2,1,0,64,False,x,y\n", "median time of 0");
+    bad(ATTN_HEAD "0,1e-300,0.01,,8192,64,8,2,1,0,64,False,x,y\n",
+        "p.csv:2: time_stats.attn_decode.median '1e-300': a median below 1 ns");
+    bad(ATTN_HEAD "0.02,0.01,0.03,,8192,64,8,2,1,0,64,False,x,y\n",
+        "p.csv:2: time_stats.attn_decode: min 0.02, median 0.01, max 0.03 ms are not in order");
+    bad(ATTN_HEAD "0.01,0.04,0.03,,8192,64,8,2,1,0,64,False,x,y\n",
+        "p.csv:2: time_stats.attn_decode: min 0.01, median 0.04, max 0.03 ms are not in order");
+    bad(ATTN_HEAD "0.01,0.01,0.01,,8192,64,8,2,1,0,64,False,x,y\n\n"
+                  "0.01,0.01,0.01,,8192,64,8,2,1,0,64,False,x,y\n",
+        "p.csv:3: a blank line between rows");
+    /* one model per file: its kind and shapes are not its first row's alone */
+    bad(ATTN_HEAD "0.01,0.01,0.01,,8192,64,8,2,1,0,64,False,x,y\n"
+                  "0.01,0.01,0.01,,8192,64,64,2,1,0,64,False,x,y\n",
+        "p.csv:3: n_embd 8192 with 64 q / 64 kv heads, where line 2 has 8192 with 64 / 8: one "
+        "model per file");
+    bad(MLP_HEAD "0.1,0.01,0.02,0.005,0.012,0.011,0.05,0.006,0.03,0.004,32,8,4096,14336,True,64,2\n"
+                 "0.1,0.01,0.02,0.005,0.012,0.011,0.05,0.006,0.03,0.004,32,32,4096,11008,True,64,2\n",
+        "p.csv:3: n_embd 4096 with 32 q / 32 kv heads, where line 2 has 4096 with 32 / 8");
+    /* one attention kind per list: bad() reads a GQA file first */
+    bad(ATTN_HEAD "0.01,0.01,0.01,,8192,64,64,2,1,0,64,False,x,y\n",
+        "p.csv:2: MHA attention (64 q / 64 kv heads), where the files before hold GQA attention");
     bad(ATTN_HEAD "0.01,-1,0.01,,8192,64,8,2,1,0,64,False,x,y\n", "not a time");
     bad(ATTN_HEAD "0.01,nan,0.01,,8192,64,8,2,1,0,64,False,x,y\n", "not a time");
     bad(ATTN_HEAD "0.01,0.01,0.01,,8192,64,8,3,1,0,64,False,x,y\n", "do not split over 3 workers");

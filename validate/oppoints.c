@@ -118,12 +118,14 @@ int ws_oppoints_check(ws_store *s, const char *const *paths, int n_paths, const 
     memset(rows, 0, sizeof *rows);
     memset(hw, 0, sizeof *hw);
     ws_dtype dt;
-    if (ws_dtype_parse(dtype && *dtype ? dtype : "fp16", &dt))
-        return ws_err_set(err, WS_EINVAL, "operator points: precision '%s' (fp16, bf16, fp32)",
-                          dtype);
+    int rc = ws_import_dtype(dtype, &dt, err); /* the precisions `calib import` takes */
+    if (rc) {
+        ws_err_prefix(err, "operator points");
+        return rc;
+    }
     ws_calibdb_source files[WS_IMPORT_MAX_FILES];
     int n_files;
-    int rc = ws_import_read(paths, n_paths, rows, files, &n_files, err);
+    rc = ws_import_read(paths, n_paths, rows, files, &n_files, err);
     if (rc) {
         ws_vidur_rows_free(rows);
         return rc;

@@ -49,10 +49,11 @@ double ws_oppoint_predict(const ws_vidur_row *w, const ws_hw *hw, double elem);
 int ws_oppoints_eval(const ws_vidur_rows *rows, const ws_hw *hw, double elem,
                      int heldout_only, double min_s, ws_oppoints *out, ws_err *err);
 
-/* The whole check: reads the profile files (calib/import.h ws_import_read; folders
+/* The whole check: reads the profile files (calib/import_files.h ws_import_read; folders
  * expanded), loads GPU profile `gpu` from s as every command does (a datasheet name gives
  * the datasheet with its newest calibration laid over it), its kernels at precision dtype
- * (NULL: fp16) for the rows' attention kind, and evaluates. The rows and the hardware come
+ * (NULL: fp16; the precisions `calib import` takes) for the rows' attention kind, and
+ * evaluates. The rows and the hardware come
  * back for the caller (free the rows with ws_vidur_rows_free). */
 int ws_oppoints_check(ws_store *s, const char *const *paths, int n_paths, const char *gpu,
                       const char *dtype, int heldout_only, double min_s, ws_vidur_rows *rows,
