@@ -210,7 +210,7 @@ int cli_open_store(const char *db, ws_store **out, ws_err *err)
     }
     int rc = ws_store_open(db, out, err);
     if (!rc && (rc = ws_store_check_writable(*out, err))) {
-        ws_store_close(*out);
+        ws_store_discard(*out);
         *out = NULL;
     }
     return rc;

@@ -269,7 +269,10 @@ int cmd_db(int argc, char **argv)
         rc = export_to(s, format, table, output, &err);
     }
     free(seed_text);
-    ws_store_close(s);
+    if (rc && !strcmp(sub, "init"))
+        ws_store_discard(s); /* a database this init created goes with its failure */
+    else
+        ws_store_close(s);
     if (rc)
         return cli_fail(&err);
     if (embedded)

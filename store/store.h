@@ -54,6 +54,9 @@ void ws_store_close(ws_store *s);
 const char *ws_store_path(const ws_store *s);
 /* 1 if this open created the file. */
 int ws_store_created(const ws_store *s);
+/* Closes s, and removes its file when this open created it: a command that failed leaves
+ * no new database behind (one it found stays, as its last transaction left it). */
+void ws_store_discard(ws_store *s);
 /* 1 while a transaction (ws_store_begin) is open. */
 int ws_store_in_transaction(ws_store *s);
 /* Before work whose results go to s: the file and its folder are writable and a test write
