@@ -107,6 +107,19 @@ static json_t *time_json(double v)
     return isfinite(v) && v >= 0 ? json_real(v) : json_null();
 }
 
+/* The memory tiers of sim_totals.kv_oom_need, as the table names them. */
+static const char *const k_kv_tier[3] = {"GPU KV budget", "host DRAM left beside the weights",
+                                         "pinned-memory limit"};
+
+/* The first tier a KV out-of-memory request overflows. */
+static int kv_oom_tier(const sim_totals *t)
+{
+    for (int k = 0; k < 3; k++)
+        if (t->kv_oom_need[k] > t->kv_oom_room[k])
+            return k;
+    return 0;
+}
+
 static json_t *totals_json(const sim_results *r)
 {
     const sim_totals *t = &r->tot;
@@ -137,6 +150,16 @@ static json_t *totals_json(const sim_results *r)
     json_object_set_new(o, "prefill_cpu_steps", json_integer((json_int_t)t->prefill_cpu_steps));
     json_object_set_new(o, "prefill_gpu_steps", json_integer((json_int_t)t->prefill_gpu_steps));
     json_object_set_new(o, "preempted", json_integer((json_int_t)t->preempted));
+    json_object_set_new(o, "kv_oom", json_integer((json_int_t)t->kv_oom));
+    if (t->kv_oom) {
+        json_t *k = json_object();
+        const int tier = kv_oom_tier(t);
+        json_object_set_new(k, "tier", json_string(k_kv_tier[tier]));
+        json_object_set_new(k, "tokens", json_integer(t->kv_oom_tokens));
+        json_object_set_new(k, "kv_bytes", json_real(t->kv_oom_need[tier]));
+        json_object_set_new(k, "room_bytes", json_real(t->kv_oom_room[tier]));
+        json_object_set_new(o, "kv_oom_first", k);
+    }
     json_object_set_new(o, "prefix_blocks", json_integer((json_int_t)t->prefix_blocks));
     json_object_set_new(o, "prefix_hits", json_integer((json_int_t)t->prefix_hits));
     json_object_set_new(o, "prefix_repeats", json_integer((json_int_t)t->prefix_repeats));
@@ -216,6 +239,13 @@ static void print_row(FILE *o, const sim_results *r, int slo)
     else if (t->no_host_room)
         fprintf(o, "  OOM: CPU-resident weights %.1f GiB exceed host memory %.1f GiB",
                 t->host_weight_bytes / G, t->host_mem / G);
+    else if (t->kv_oom) {
+        const int k = kv_oom_tier(t);
+        fprintf(o, "  OOM: %llu request(s) whose own KV exceeds the %s (first: %d tokens, "
+                   "%.3g GiB > %.3g GiB)",
+                (unsigned long long)t->kv_oom, k_kv_tier[k], t->kv_oom_tokens,
+                t->kv_oom_need[k] / G, t->kv_oom_room[k] / G);
+    }
     fprintf(o, "\n");
 }
 

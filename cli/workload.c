@@ -5,6 +5,7 @@
 #include <strings.h>
 
 #include "pool.h"
+#include "serve.h"
 
 #define W cli_workload
 
@@ -18,7 +19,7 @@ const cli_optdef cli_workload_opts[] = {
     {"policy", CLI_STR(W, policy), .arg = "NAME|all", .def = "all",
      .help = "the KV policy: writescope, gpu-only, ktrans, stream, cpu-attn, static or migrate; "
              "all: each of them"},
-    {"batch", CLI_INT(W, batch), .arg = "B", .lo = 1, .hi = 1 << 20,
+    {"batch", CLI_INT(W, batch), .arg = "B", .lo = 1, .hi = SIM_BATCH_MAX,
      .help = "the most sequences running at once"},
     {"prompt", CLI_INT(W, prompt), .arg = "N", .lo = 1, .hi = 1 << 24,
      .help = "prompt tokens of each request of a closed batch"},

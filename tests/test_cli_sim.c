@@ -462,3 +462,31 @@ Test(cli_sim, prefill_strategy_flag)
     cr_assert_eq(ttft[2], ttft[1]);
     th_expect_fail((const char *[]){BASE, "--prefill", "fast", NULL}, 2, "--prefill", g_env);
 }
+
+/* Requests whose own KV does not fit say why, as weights that do not fit do: the table's row
+ * names the tier with the first request's tokens and bytes, the JSON the same fields. */
+Test(cli_sim, kv_oom_says_why)
+{
+    const char *args[] = {BASE,    "--policy", "ktrans", "--batch", "2",      "--prompt",
+                          "32768", "--output", "2",      "--layers", "2", "--gpu-kv-gb",
+                          "1",     NULL};
+    th_run r = th_writescope(args, g_env);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cr_assert_neq(strstr(r.out, "OOM: 2 request(s) whose own KV exceeds the GPU KV budget (first: "
+                                "32770 tokens, 3 GiB > 1 GiB)"),
+                  NULL, "%s", r.out);
+    th_run_free(&r);
+    json_t *v = th_writescope_json((const char *[]){BASE, "--policy", "ktrans", "--batch", "2",
+                                                    "--prompt", "32768", "--output", "2",
+                                                    "--layers", "2", "--gpu-kv-gb", "1",
+                                                    "--json", NULL},
+                                   g_env);
+    json_t *run = json_array_get(json_object_get(v, "runs"), 0);
+    cr_assert_eq(json_integer_value(json_object_get(run, "kv_oom")), 2);
+    json_t *k = json_object_get(run, "kv_oom_first");
+    cr_assert_str_eq(json_string_value(json_object_get(k, "tier")), "GPU KV budget");
+    cr_assert_eq(json_integer_value(json_object_get(k, "tokens")), 32770);
+    cr_assert_float_eq(json_number_value(json_object_get(k, "room_bytes")), 1073741824.0, 1);
+    cr_assert_gt(json_number_value(json_object_get(k, "kv_bytes")), 3 * 1073741824.0 * 0.99);
+    json_decref(v);
+}
