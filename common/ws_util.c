@@ -280,3 +280,13 @@ int ws_root_names(const char *folder, const char *ext, char names[][64], int max
     qsort(names, (size_t)n, sizeof names[0], cmp_name);
     return n;
 }
+
+const char *ws_bytes_text(double v, char *buf, size_t cap)
+{
+    static const char *const unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    int i = 0;
+    while (v >= 1024.0 && i < 4)
+        v /= 1024.0, i++;
+    snprintf(buf, cap, "%.4g %s", v, unit[i]);
+    return buf;
+}
