@@ -852,6 +852,23 @@ static void sim_cmd_free(sim_cmd *j)
     free(j->text);
 }
 
+/* The ids of the runs this command stored, consecutive ones as a range: "1-3, 7". */
+static const char *id_ranges(const sim_job_out *out, char *buf, size_t cap)
+{
+    size_t n = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < out->n_ids && n < cap; i++) {
+        int j = i;
+        while (j + 1 < out->n_ids && out->ids[j + 1] == out->ids[j] + 1)
+            j++;
+        n += (size_t)(j > i ? snprintf(buf + n, cap - n, "%s%lld-%lld", i ? ", " : "",
+                                       out->ids[i], out->ids[j])
+                            : snprintf(buf + n, cap - n, "%s%lld", i ? ", " : "", out->ids[i]));
+        i = j;
+    }
+    return buf;
+}
+
 /* What the runs wrote, after the results: the JSON's "written", or the table's last lines. */
 static int sim_finish(sim_cmd *j, const sim_job_out *out)
 {
@@ -869,6 +886,10 @@ static int sim_finish(sim_cmd *j, const sim_job_out *out)
             json_object_set_new(w, "database", json_string(dbpath));
             json_object_set_new(w, "first_run_id", json_integer(out->first_id));
             json_object_set_new(w, "last_run_id", json_integer(out->last_id));
+            json_t *ids = json_array();
+            for (int i = 0; i < out->n_ids; i++)
+                json_array_append_new(ids, json_integer(out->ids[i]));
+            json_object_set_new(w, "run_ids", ids);
         }
         if (o->csv)
             json_object_set_new(w, "csv", json_string(o->csv));
@@ -883,9 +904,11 @@ static int sim_finish(sim_cmd *j, const sim_job_out *out)
         j->root = NULL;
         return rc;
     }
-    if (j->store_runs)
-        fprintf(j->out, "stored: runs %lld-%lld in %s (modeled)\n", out->first_id, out->last_id,
-                dbpath);
+    if (j->store_runs) {
+        char ids[WS_POLICY_COUNT * 48];
+        fprintf(j->out, "stored: run%s %s in %s (modeled)\n", out->n_ids > 1 ? "s" : "",
+                id_ranges(out, ids, sizeof ids), dbpath);
+    }
     if (o->csv)
         fprintf(j->out, "csv: %s/requests.csv, steps.csv, summary.csv\n", o->csv);
     if (o->ctrace)

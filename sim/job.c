@@ -124,6 +124,7 @@ static int job_runs(const sim_job_cfg *c, sim_sink *sink, sim_job_out *out, ws_e
             id = out->last_id = sim_sink_run_id(sink);
             if (!out->first_id)
                 out->first_id = id;
+            out->ids[out->n_ids++] = id;
         }
         if (!(rc = job_budget(c, &r, err)) && c->on_run)
             rc = c->on_run(c->on_run_ctx, &r, id, tc, err);

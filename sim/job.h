@@ -54,6 +54,9 @@ typedef struct sim_job_cfg {
 /* What the job wrote. */
 typedef struct sim_job_out {
     long long first_id, last_id; /* the runs' database ids (0: not stored) */
+    long long ids[WS_POLICY_COUNT]; /* every run this job stored, in order: another writer's
+                                     * runs may lie between first_id and last_id */
+    int n_ids;
     size_t spans, dropped;       /* the Chrome trace's spans written and left out by its caps */
 } sim_job_out;
 

@@ -251,8 +251,37 @@ Test(cli_sim, db_stores_every_run)
     /* The table output says where the runs went. */
     th_run r = th_writescope((const char *[]){SMALL, "--db", db, "--policy", "stream", NULL}, g_env);
     cr_assert_eq(r.status, 0, "%s", r.err);
-    cr_assert_neq(strstr(r.out, "stored: runs 8-8 in"), NULL, "%s", r.out);
+    cr_assert_neq(strstr(r.out, "stored: run 8 in"), NULL, "%s", r.out);
     th_run_free(&r);
+}
+
+/* The runs a command reports stored are its own: another writer's run that lands between
+ * two of them (a trigger inserts one right after this command's first) is not among them. */
+Test(cli_sim, stored_ids_are_this_commands)
+{
+    char dir[64], db[256];
+    th_tmpdir(dir, sizeof dir);
+    snprintf(db, sizeof db, "%s/runs.db", dir);
+    th_run r = th_writescope((const char *[]){"db", "init", "--db", db, NULL}, g_env);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    th_run_free(&r);
+    th_exec_sql(db, "CREATE TRIGGER other_writer AFTER INSERT ON sim_runs WHEN NEW.model <> "
+                    "'other' AND NEW.policy = 'writescope' BEGIN INSERT INTO sim_runs("
+                    "started_at, tool_version, model, gpu_profile, host_profile, policy, "
+                    "workload, batch, detail, seed) VALUES ('2026-01-01T00:00:00Z', 'x', "
+                    "'other', 'g', 'h', 'stream', 'closed', 1, 'step', 0); END");
+    r = th_writescope((const char *[]){SMALL, "--db", db, NULL}, g_env);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cr_assert_neq(strstr(r.out, "stored: runs 1, 3-8 in"), NULL, "%s", r.out);
+    th_run_free(&r);
+    json_t *v = th_writescope_json((const char *[]){SMALL, "--db", db, "--json", NULL}, g_env);
+    json_t *ids = json_object_get(json_object_get(v, "written"), "run_ids");
+    cr_assert_eq(json_array_size(ids), 7);
+    cr_assert_eq(json_integer_value(json_array_get(ids, 0)), 9);
+    for (size_t i = 1; i < 7; i++)
+        cr_assert_eq(json_integer_value(json_array_get(ids, i)), 10 + (json_int_t)i);
+    json_decref(v);
+    cr_assert_eq(th_count_file(db, "SELECT count(*) FROM sim_runs WHERE model = 'other'"), 2);
 }
 
 Test(cli_sim, csv_files_and_rows)
