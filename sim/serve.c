@@ -526,7 +526,8 @@ static int record_step(run *R, const sim_step_out *so, const sim_step_in *in, in
     t->fold_inexact += so->fold_inexact;
     t->r_final = rreal;
     t->folded_layers += (uint64_t)so->folded;
-    if (pf && R->cm.dep.q && R->cm.cfg.gpu_experts < R->cm.n_experts) {
+    if (pf && R->cm.dep.q && R->cm.cfg.gpu_experts < R->cm.n_experts &&
+        R->cm.cfg.n_cpu_moe != WS_DEPLOY_NO_CPU_MOE) {
         t->prefill_gpu_steps += in->prefill_gpu != 0;
         t->prefill_cpu_steps += in->prefill_gpu == 0;
     }

@@ -92,7 +92,7 @@ Test(cli_sim, bad_names_one_line)
     th_expect_fail((const char *[]){"sim", "--model", "qwen3-30b-a3b", "--gpu", "a100-40gb-pcie",
                                     "--host", "no-host", NULL},
                    1, "no-host", g_env);
-    th_expect_fail((const char *[]){BASE, "--policy", "bogus", NULL}, 1, "unknown policy 'bogus'",
+    th_expect_fail((const char *[]){BASE, "--policy", "bogus", NULL}, 2, "unknown policy 'bogus'",
                    g_env);
     th_expect_fail((const char *[]){"sim", "--model", "qwen3-30b-a3b", "--gpu", "xeon-gold-5318y",
                                     "--host", "xeon-gold-5318y", NULL},
@@ -518,4 +518,149 @@ Test(cli_sim, kv_oom_says_why)
     cr_assert_float_eq(json_number_value(json_object_get(k, "room_bytes")), 1073741824.0, 1);
     cr_assert_gt(json_number_value(json_object_get(k, "kv_bytes")), 3 * 1073741824.0 * 0.99);
     json_decref(v);
+}
+
+#define TINYRUN BASE, "--batch", "2", "--prompt", "512", "--output", "4", "--layers", "2"
+
+/* An option only work on the CPU uses, given with a policy that runs none there, is a usage
+ * error naming the option and the policy; with a policy list that has one that does (all
+ * among them), or with layers put on the CPU, it runs. */
+Test(cli_sim, options_a_policy_ignores_are_refused)
+{
+    static const char *const cpu_only[][2] = {
+        {"--n-cpu-moe", "3"},      {"--gpu-experts", "4"}, {"--cpu-expert-weights", "int8"},
+        {"--prefill", "gpu"},      {"--cpu-threads", "4"}, {"--cpu-sockets", "1"},
+    };
+    char want[96];
+    for (size_t i = 0; i < sizeof cpu_only / sizeof cpu_only[0]; i++) {
+        snprintf(want, sizeof want, "%s does not apply to --policy gpu-only, which", cpu_only[i][0]);
+        th_expect_fail((const char *[]){TINYRUN, "--policy", "gpu-only", cpu_only[i][0],
+                                        cpu_only[i][1], NULL},
+                       2, want, g_env);
+        th_run r = th_writescope((const char *[]){TINYRUN, "--policy", "all", cpu_only[i][0],
+                                                  cpu_only[i][1], NULL},
+                                 g_env);
+        cr_assert_eq(r.status, 0, "%s %s: %s", cpu_only[i][0], cpu_only[i][1], r.err);
+        th_run_free(&r);
+        r = th_writescope((const char *[]){TINYRUN, "--policy", "gpu-only,ktrans", cpu_only[i][0],
+                                           cpu_only[i][1], NULL},
+                          g_env);
+        cr_assert_eq(r.status, 0, "%s %s: %s", cpu_only[i][0], cpu_only[i][1], r.err);
+        th_run_free(&r);
+    }
+    /* layers wholly on the CPU use the CPU's options under any policy, not the expert split */
+    th_run r = th_writescope((const char *[]){TINYRUN, "--policy", "gpu-only", "--n-gpu-layers",
+                                              "40", "--cpu-threads", "4", "--prefill", "cpu",
+                                              NULL},
+                             g_env);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    th_run_free(&r);
+    th_expect_fail((const char *[]){TINYRUN, "--policy", "gpu-only", "--n-gpu-layers", "40",
+                                    "--n-cpu-moe", "3", NULL},
+                   2, "--n-cpu-moe does not apply to --policy gpu-only", g_env);
+    th_expect_fail((const char *[]){"plan", "--model", "qwen3-30b-a3b", "--host",
+                                    "xeon-gold-5318y", "--gpu", "a100-40gb-pcie", "--prompt", "64",
+                                    "--output", "2", "--slo-tpot", "1", "--policy", "gpu-only",
+                                    "--cpu-threads", "4", NULL},
+                   2, "--cpu-threads does not apply to --policy gpu-only", g_env);
+}
+
+/* More CPU threads than the host's cores (of the sockets used) are refused, not clipped. */
+Test(cli_sim, cpu_threads_above_the_cores_are_refused)
+{
+    th_expect_fail((const char *[]){TINYRUN, "--policy", "writescope", "--cpu-threads", "25",
+                                    NULL},
+                   2, "--cpu-threads 25: host xeon-gold-5318y has 24 cores", g_env);
+    th_run r = th_writescope((const char *[]){TINYRUN, "--policy", "writescope", "--cpu-threads",
+                                              "24", NULL},
+                             g_env);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    th_run_free(&r);
+    const char *two[] = {"sim",      "--model",  "qwen3-30b-a3b", "--gpu",          "h200",
+                         "--host",   "xeon-gold-6454s-2s", "--batch", "1", "--prompt", "256",
+                         "--output", "2",        "--layers",      "2",              "--policy",
+                         "ktrans",   "--cpu-sockets", "1",         "--cpu-threads", "33", NULL};
+    th_expect_fail(two, 2, "--cpu-threads 33: host xeon-gold-6454s-2s has 32 cores on the sockets "
+                           "used", g_env);
+    th_expect_fail((const char *[]){"plan", "--model", "qwen3-30b-a3b", "--host",
+                                    "xeon-gold-5318y", "--gpu", "a100-40gb-pcie", "--prompt", "64",
+                                    "--output", "2", "--slo-tpot", "1", "--policy", "writescope",
+                                    "--cpu-threads", "48", NULL},
+                   1, "--cpu-threads 48: host xeon-gold-5318y has 24 cores", g_env);
+}
+
+/* --n-cpu-moe 0 (the fidelity points' "no layer's experts on the CPU") puts every routed
+ * expert on the GPU: ktrans then runs as gpu-only does, step for step. */
+Test(cli_sim, n_cpu_moe_zero_puts_every_expert_on_the_gpu)
+{
+    const char *pol[2] = {"ktrans", "gpu-only"};
+    double tpot[2], ttft[2];
+    for (int i = 0; i < 2; i++) {
+        json_t *v = th_writescope_json(
+            (const char *[]){"sim", "--model", "qwen3-30b-a3b", "--gpu", "h200", "--host",
+                             "xeon-gold-5318y", "--batch", "2", "--prompt", "512", "--output",
+                             "4", "--layers", "2", "--policy", pol[i], "--json",
+                             i ? NULL : "--n-cpu-moe", "0", NULL},
+            g_env);
+        json_t *r0 = json_array_get(json_object_get(v, "runs"), 0);
+        cr_assert_eq(json_integer_value(json_object_get(r0, "served")), 2);
+        tpot[i] = json_number_value(json_object_get(r0, "tpot_p50_s"));
+        ttft[i] = json_number_value(json_object_get(r0, "ttft_p50_s"));
+        json_decref(v);
+    }
+    cr_assert_eq(tpot[0], tpot[1]);
+    cr_assert_eq(ttft[0], ttft[1]);
+}
+
+/* --policy takes a comma-separated list, as plan's does: its runs in the policies' order. */
+Test(cli_sim, policy_list_like_plan)
+{
+    json_t *v = th_writescope_json(
+        (const char *[]){TINYRUN, "--policy", "ktrans,writescope", "--json", NULL}, g_env);
+    json_t *runs = json_object_get(v, "runs");
+    cr_assert_eq(json_array_size(runs), 2);
+    cr_assert_str_eq(json_string_value(json_object_get(json_array_get(runs, 0), "policy")),
+                     "writescope");
+    cr_assert_str_eq(json_string_value(json_object_get(json_array_get(runs, 1), "policy")),
+                     "ktrans");
+    json_decref(v);
+    th_expect_fail((const char *[]){TINYRUN, "--policy", "ktrans,bogus", NULL}, 2,
+                   "unknown policy 'bogus'", g_env);
+    th_expect_fail((const char *[]){TINYRUN, "--policy", ",", NULL}, 2, "names no policy", g_env);
+    th_expect_fail((const char *[]){TINYRUN, "--policy", "ktrans,writescope", "--chrome-trace",
+                                    "x.json", NULL},
+                   2, "one --policy", g_env);
+}
+
+/* --weights is the CPU experts' format too (a GGUF file's experts are its type wherever they
+ * run), and the header says what each part runs at; --cpu-expert-weights still overrides. */
+Test(cli_sim, weights_cover_the_cpu_experts)
+{
+    double tpot[3];
+    const char *const extra[3][4] = {{"--weights", "q4_k_m", NULL, NULL},
+                                     {"--weights", "q4_k_m", "--cpu-expert-weights", "q4_k_m"},
+                                     {"--weights", "q4_k_m", "--cpu-expert-weights", "bf16"}};
+    for (int i = 0; i < 3; i++) {
+        json_t *v = th_writescope_json((const char *[]){TINYRUN, "--policy", "ktrans",
+                                                        extra[i][0], extra[i][1], "--json",
+                                                        extra[i][2], extra[i][3], NULL},
+                                       g_env);
+        json_t *w = json_object_get(v, "weights");
+        cr_assert_str_eq(json_string_value(json_object_get(w, "cpu_experts")),
+                         i == 2 ? "bf16" : "q4_k_m");
+        cr_assert_str_eq(json_string_value(json_object_get(w, "gpu")), "q4_k_m");
+        tpot[i] = json_number_value(
+            json_object_get(json_array_get(json_object_get(v, "runs"), 0), "tpot_p50_s"));
+        json_decref(v);
+    }
+    cr_assert_eq(tpot[0], tpot[1]);
+    cr_assert_neq(tpot[0], tpot[2]);
+    th_run r = th_writescope((const char *[]){TINYRUN, "--policy", "ktrans", "--weights",
+                                              "q4_k_m", NULL},
+                             g_env);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cr_assert_neq(strstr(r.out, "weights: attention and dense q4_k_m, GPU experts q4_k_m, shared "
+                                "experts q4_k_m, CPU experts q4_k_m; KV bf16"),
+                  NULL, "%s", r.out);
+    th_run_free(&r);
 }
