@@ -280,11 +280,14 @@ Test(cli, db_init_seed_refuses_unphysical_values)
     static const struct {
         const char *kind, *param, *needle;
     } bad[] = {
-        {"host", "\"sockets\": {\"value\": 1e9", "sockets = 1000000000: a count of CPU sockets is [1, 16]"},
+        {"host", "\"sockets\": {\"value\": 1e9",
+         "sockets = 1000000000: a count of CPU sockets is [1, 16]"},
         {"host", "\"cores\": {\"value\": 0", "cores = 0:"},
-        {"host", "\"cores\": {\"value\": 2.5", "cores = 2.5: a count of CPU cores is [1, 4096], a whole number"},
+        {"host", "\"cores\": {\"value\": 2.5",
+         "cores = 2.5: a count of CPU cores is [1, 4096], a whole number"},
         {"host", "\"dram_eff\": {\"value\": -0.5", "dram_eff = -0.5: an efficiency"},
-        {"host", "\"flops_eff\": {\"value\": 0", "flops_eff = 0: an efficiency (a fraction of the peak) is (0, 1]"},
+        {"host", "\"flops_eff\": {\"value\": 0",
+         "flops_eff = 0: an efficiency (a fraction of the peak) is (0, 1]"},
         {"host", "\"mem_bytes\": {\"value\": 0", "mem_bytes = 0: a memory size (B) is [1e+06,"},
         {"gpu", "\"hbm_eff\": {\"value\": 5", "hbm_eff = 5:"},
         {"gpu", "\"hbm_bw\": {\"value\": 5e-324", "hbm_bw = 4.9406564584124654e-324:"},

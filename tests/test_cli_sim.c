@@ -533,7 +533,8 @@ Test(cli_sim, options_a_policy_ignores_are_refused)
     };
     char want[96];
     for (size_t i = 0; i < sizeof cpu_only / sizeof cpu_only[0]; i++) {
-        snprintf(want, sizeof want, "%s does not apply to --policy gpu-only, which", cpu_only[i][0]);
+        snprintf(want, sizeof want, "%s does not apply to --policy gpu-only, which",
+                 cpu_only[i][0]);
         th_expect_fail((const char *[]){TINYRUN, "--policy", "gpu-only", cpu_only[i][0],
                                         cpu_only[i][1], NULL},
                        2, want, g_env);

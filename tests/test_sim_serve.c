@@ -394,9 +394,9 @@ Test(sim_serve, kv_oom_names_the_tier_and_the_bytes)
 }
 
 /* Admission over the largest batch: SIM_BATCH_MAX requests at once, none of which fits,
- * each an OOM outcome. Admitting n requests costs O(n + batch): it used to cost O(n x batch)
- * (the batch's sums and a free slot looked for from slot 0 per request), hours at this size
- * where it now takes a second. */
+ * each an OOM outcome. Admitting n requests costs O(n + batch), about a second here; at
+ * O(n x batch) (the batch's sums, or a free slot searched from slot 0, per request) this
+ * size takes hours. */
 Test(sim_serve, admission_is_linear_in_the_batch)
 {
     ws_model m;
