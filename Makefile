@@ -248,6 +248,12 @@ FUZZ_NAMES    := $(patsubst fuzz/fuzz_%.c,%,$(wildcard fuzz/fuzz_*.c))
 .SECONDARY: $(patsubst %,$(O)/obj/fuzz/fuzz_%.o,$(FUZZ_NAMES))
 $(O)/fuzz_%: $(O)/obj/fuzz/fuzz_%.o $(LIBWS)
 	$(CC) $(CFLAGS) -fsanitize=fuzzer $(LDFLAGS) $^ $(LDLIBS) -o $@
+# The option parser's target also links the two CLI files it drives: the parser and the
+# checks sim and plan share (cli/opts.c, cli/workload.c; neither needs MPI, calib or a store).
+$(O)/obj/fuzz/fuzz_cli_opts.o: CFLAGS += -Icli
+$(O)/fuzz_cli_opts: $(O)/obj/fuzz/fuzz_cli_opts.o $(O)/obj/cli/opts.o $(O)/obj/cli/workload.o \
+                    $(LIBWS)
+	$(CC) $(CFLAGS) -fsanitize=fuzzer $(LDFLAGS) $^ $(LDLIBS) -o $@
 
 fuzz-bins: $(addprefix $(O)/fuzz_,$(FUZZ_NAMES))
 

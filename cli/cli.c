@@ -16,49 +16,6 @@
 #include "ws_parse.h"
 #include "ws_util.h"
 
-int cli_fail(const ws_err *err)
-{
-    fprintf(stderr, "writescope: %s\n", err && err->msg[0] ? err->msg : "failed");
-    return CLI_EXIT_FAIL;
-}
-
-int cli_usage_error(const char *cmd, const char *fmt, ...)
-{
-    va_list ap;
-    fprintf(stderr, "writescope %s: ", cmd);
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fprintf(stderr, " (see 'writescope %s --help')\n", cmd);
-    return CLI_EXIT_USAGE;
-}
-
-int cli_opt_ll(const char *cmd, const char *opt, const char *v, long long lo, long long hi,
-               long long *out)
-{
-    if (ws_parse_int64(v, lo, hi, out))
-        return cli_usage_error(cmd, "--%s needs an integer in [%lld, %lld], not '%s'", opt, lo, hi,
-                               v);
-    return 0;
-}
-
-int cli_opt_int(const char *cmd, const char *opt, const char *v, int lo, int hi, int *out)
-{
-    long long x;
-    int rc = cli_opt_ll(cmd, opt, v, lo, hi, &x);
-    if (!rc)
-        *out = (int)x;
-    return rc;
-}
-
-int cli_opt_double(const char *cmd, const char *opt, const char *v, double lo, double hi,
-                   double *out)
-{
-    if (ws_parse_double(v, lo, hi, out))
-        return cli_usage_error(cmd, "--%s needs a number in [%g, %g], not '%s'", opt, lo, hi, v);
-    return 0;
-}
-
 /* errno of the first failed write to stdout. stdio forgets it: a failed flush discards the
  * buffer, and a later fflush or fclose with nothing left to write reports success, so the
  * writes themselves go through stdout_write, which keeps it. */
@@ -183,7 +140,7 @@ int cli_open_store(const char *db, ws_store **out, ws_err *err)
     }
     int rc = ws_store_open(db, out, err);
     if (!rc && (rc = ws_store_check_writable(*out, err))) {
-        ws_store_close(*out);
+        ws_store_discard(*out);
         *out = NULL;
     }
     return rc;

@@ -1,29 +1,15 @@
 /* cli: shared helpers of the `writescope` command-line front end: the command table,
- * error reporting and exit codes, number formatting and JSON printing. Only code under
- * cli/ prints to the terminal or exits; it calls the library and reports its ws_err. */
+ * number formatting and JSON printing (error reporting and exit codes: opts.h). Only code
+ * under cli/ prints to the terminal or exits; it calls the library and reports its ws_err. */
 #ifndef WS_CLI_H
 #define WS_CLI_H
 
 #include <jansson.h>
 #include <stdio.h>
 
+#include "opts.h"
 #include "ws_err.h"
 
-#define CLI_EXIT_OK 0    /* success */
-#define CLI_EXIT_FAIL 1  /* the operation failed (bad input file, database, device) */
-#define CLI_EXIT_USAGE 2 /* wrong command line */
-
-/* Prints "writescope: <msg>" to stderr and returns CLI_EXIT_FAIL. */
-int cli_fail(const ws_err *err);
-/* Prints "writescope: <formatted>" plus a --help hint and returns CLI_EXIT_USAGE. */
-int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* Option --opt's value v as a whole integer (or number) in [lo, hi] into *out; else a usage
- * error naming the option and the range, returning CLI_EXIT_USAGE. */
-int cli_opt_ll(const char *cmd, const char *opt, const char *v, long long lo, long long hi,
-               long long *out);
-int cli_opt_int(const char *cmd, const char *opt, const char *v, int lo, int hi, int *out);
-int cli_opt_double(const char *cmd, const char *opt, const char *v, double lo, double hi,
-                   double *out);
 /* Prints the JSON value indented to stdout (with a newline); steals the reference. A
  * failed write is left to cli_close_stdout. */
 int cli_print_json(json_t *v);

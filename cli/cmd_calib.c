@@ -453,12 +453,12 @@ static int calib_import(int argc, char **argv)
                               .progress_ctx = &b};
     ws_import_result *r = calloc(1, sizeof *r);
     if (!r) {
-        ws_store_close_discard(s);
+        ws_store_discard(s);
         return cli_fail(&(ws_err){.code = WS_ENOMEM, .msg = "out of memory"});
     }
     rc = ws_calib_import(s, &o, r, &err);
     if (rc)
-        ws_store_close_discard(s); /* a database this import created goes with it */
+        ws_store_discard(s); /* a database this import created goes with it */
     else
         ws_store_close(s);
     if (rc) {

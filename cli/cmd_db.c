@@ -65,13 +65,8 @@ static const char *unit_text(double v, const char *unit, char *buf, int cap)
 {
     if (!strcmp(unit, "1"))
         snprintf(buf, (size_t)cap, "%g", v);
-    else if (!strcmp(unit, "B")) { /* capacities read best in binary units */
-        static const char *const bin[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-        int i = 0;
-        while (v >= 1024.0 && i < 4)
-            v /= 1024.0, i++;
-        snprintf(buf, (size_t)cap, "%.4g %s", v, bin[i]);
-    }
+    else if (!strcmp(unit, "B")) /* capacities read best in binary units */
+        ws_bytes_text(v, buf, (size_t)cap);
     else
         cli_si(v, unit, buf, cap);
     return buf;
@@ -269,7 +264,10 @@ int cmd_db(int argc, char **argv)
         rc = export_to(s, format, table, output, &err);
     }
     free(seed_text);
-    ws_store_close(s);
+    if (rc && !strcmp(sub, "init"))
+        ws_store_discard(s); /* a database this init created goes with its failure */
+    else
+        ws_store_close(s);
     if (rc)
         return cli_fail(&err);
     if (embedded)

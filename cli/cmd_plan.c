@@ -37,7 +37,8 @@ static void usage(FILE *out)
             "           [--max-rate R] [--price PROFILE=USD_PER_HOUR ...] [--tune]\n"
             "           [--kv-gb-list G,..] [--page-list P,..] [--window-list W,..]\n"
             "           [--fit-batches B,..|none] [--fit-max TOKENS] [--detail step|layer]\n"
-            "           [--seed S] [--chunk T] [--prefill auto|cpu|gpu] [--db PATH | --save]\n"
+            "           [--seed S] [--chunk T] [--prefill auto|cpu|gpu] [--host-mem G]\n"
+            "           [--cpu-sockets N] [--one-node-memory] [--db PATH | --save]\n"
             "           [--plot FILE.png|svg|pdf] [--json]\n"
             "\n"
             "Finds with the simulator, per GPU profile and KV policy, the highest load that\n"
@@ -84,6 +85,7 @@ static const cli_optdef k_opts[] = {
     {CLI_GROUP(PO, w, cli_workload, cli_sim_opts)},
     {CLI_GROUP(PO, w, cli_workload, cli_trace_opts)},
     {CLI_GROUP(PO, w, cli_workload, cli_gen_opts)},
+    {CLI_GROUP(PO, w, cli_workload, cli_host_opts)},
     {CLI_GROUP(PO, w, cli_workload, cli_format_opts)},
     {CLI_GROUP(PO, w, cli_workload, cli_serve_opts)},
     {"policy", CLI_TUNE, .arg = "NAME[,NAME...]|all",
@@ -778,21 +780,9 @@ static int plan_search(const plan_opts *o, const cli_args *a, ws_plan_spec *s)
                (cli_given(a, "batch") ? WS_PLAN_GIVEN_BATCH : 0) |
                (cli_given(a, "chunk") ? WS_PLAN_GIVEN_CHUNK : 0);
     int rc;
-    if (strcmp(w->policy, "all")) {
-        char buf[256];
-        snprintf(buf, sizeof buf, "%s", w->policy);
-        s->policies = 0;
-        char *save_p = NULL;
-        ws_err perr = {0};
-        for (char *t = strtok_r(buf, ",", &save_p); t; t = strtok_r(NULL, ",", &save_p)) {
-            ws_policy_kind k;
-            if (ws_policy_from_name(t, &k, &perr))
-                return cli_usage_error("plan", "%s", perr.msg);
-            s->policies |= 1u << k;
-        }
-        if (!s->policies)
-            return cli_usage_error("plan", "--policy names no policy");
-    }
+    if ((rc = cli_policy_list("plan", w->policy, &s->policies)) ||
+        (rc = cli_policy_opts("plan", a, w->policy, s->policies)))
+        return rc;
     s->tune = o->tune;
     if (!o->tune && (o->kv_l || o->page_l || o->win_l))
         return cli_usage_error("plan", "--kv-gb-list, --page-list and --window-list go with "
@@ -833,8 +823,9 @@ int cmd_plan(int argc, char **argv)
         return cli_usage_error("plan", "--db and --save both name the database: give one");
     s.model = o.w.model;
     s.host = o.w.host;
-    if ((rc = cli_to_cost_cfg("plan", &o.w, &s.cost)))
+    if ((rc = cli_to_cost_cfg("plan", &a, &o.w, &s.cost)))
         return rc;
+    s.host_limit = o.w.host_gb * 1073741824.0;
     if ((rc = plan_prices(&o, &s)) || (rc = plan_slos(&o, &s)) || (rc = plan_load(&o, &a, &s)) ||
         (rc = plan_source(&o.w, &s, s.load == WS_PLAN_USERS)) || (rc = plan_search(&o, &a, &s)))
         return rc;

@@ -30,8 +30,9 @@ static void usage(FILE *out)
             "           [--batch B] [--prompt N --output M | --trace FILE [--format F]\n"
             "           [--skip-bad] | --arrivals poisson|gamma|closed [--rate R] [--cv C]\n"
             "           [--clients C] [--think T] --requests K --prompt-dist SPEC\n"
-            "           --output-dist SPEC] [--policy NAME|all] [--r R] [--r-max R]\n"
-            "           [--detail step|layer] [--layers K] [--slo-ttft S --slo-tpot S]\n"
+            "           --output-dist SPEC] [--policy NAME[,NAME...]|all] [--r R]\n"
+            "           [--r-max R] [--detail step|layer] [--layers K]\n"
+            "           [--slo-ttft S --slo-tpot S]\n"
             "           [--seed S] [--chunk T] [--prefill auto|cpu|gpu] [--window W]\n"
             "           [--gpu-kv-gb G] [--gpu-experts E] [--host-mem G]\n"
             "           [--cpu-sockets N] [--one-node-memory]\n"
@@ -44,8 +45,8 @@ static void usage(FILE *out)
             "by hardware profiles (datasheet names such as a100-40gb-pcie, v100-32gb-pcie,\n"
             "xeon-gold-5318y, or calibrated ones; see `writescope db show`; --host this: this\n"
             "machine's newest calibration), under the KV policies writescope, gpu-only,\n"
-            "ktrans, stream, cpu-attn, static (--r) and migrate, or all of them (--policy all,\n"
-            "the default).\n"
+            "ktrans, stream, cpu-attn, static (--r) and migrate: a comma-separated list of\n"
+            "them, or all (--policy all, the default).\n"
             "\n"
             "Workload: a closed batch of B requests of N prompt and M output tokens at time 0\n"
             "(defaults 4, 2048, 256); or a trace FILE (ours, azure, mooncake, burstgpt, vidur;\n"
@@ -107,6 +108,19 @@ static json_t *time_json(double v)
     return isfinite(v) && v >= 0 ? json_real(v) : json_null();
 }
 
+/* The memory tiers of sim_totals.kv_oom_need, as the table names them. */
+static const char *const k_kv_tier[3] = {"GPU KV budget", "host DRAM left beside the weights",
+                                         "pinned-memory limit"};
+
+/* The first tier a KV out-of-memory request overflows. */
+static int kv_oom_tier(const sim_totals *t)
+{
+    for (int k = 0; k < 3; k++)
+        if (t->kv_oom_need[k] > t->kv_oom_room[k])
+            return k;
+    return 0;
+}
+
 static json_t *totals_json(const sim_results *r)
 {
     const sim_totals *t = &r->tot;
@@ -137,6 +151,16 @@ static json_t *totals_json(const sim_results *r)
     json_object_set_new(o, "prefill_cpu_steps", json_integer((json_int_t)t->prefill_cpu_steps));
     json_object_set_new(o, "prefill_gpu_steps", json_integer((json_int_t)t->prefill_gpu_steps));
     json_object_set_new(o, "preempted", json_integer((json_int_t)t->preempted));
+    json_object_set_new(o, "kv_oom", json_integer((json_int_t)t->kv_oom));
+    if (t->kv_oom) {
+        json_t *k = json_object();
+        const int tier = kv_oom_tier(t);
+        json_object_set_new(k, "tier", json_string(k_kv_tier[tier]));
+        json_object_set_new(k, "tokens", json_integer(t->kv_oom_tokens));
+        json_object_set_new(k, "kv_bytes", json_real(t->kv_oom_need[tier]));
+        json_object_set_new(k, "room_bytes", json_real(t->kv_oom_room[tier]));
+        json_object_set_new(o, "kv_oom_first", k);
+    }
     json_object_set_new(o, "prefix_blocks", json_integer((json_int_t)t->prefix_blocks));
     json_object_set_new(o, "prefix_hits", json_integer((json_int_t)t->prefix_hits));
     json_object_set_new(o, "prefix_repeats", json_integer((json_int_t)t->prefix_repeats));
@@ -216,6 +240,13 @@ static void print_row(FILE *o, const sim_results *r, int slo)
     else if (t->no_host_room)
         fprintf(o, "  OOM: CPU-resident weights %.1f GiB exceed host memory %.1f GiB",
                 t->host_weight_bytes / G, t->host_mem / G);
+    else if (t->kv_oom) {
+        const int k = kv_oom_tier(t);
+        fprintf(o, "  OOM: %llu request(s) whose own KV exceeds the %s (first: %d tokens, "
+                   "%.3g GiB > %.3g GiB)",
+                (unsigned long long)t->kv_oom, k_kv_tier[k], t->kv_oom_tokens,
+                t->kv_oom_need[k] / G, t->kv_oom_room[k] / G);
+    }
     fprintf(o, "\n");
 }
 
@@ -556,19 +587,8 @@ static const cli_optdef k_opts[] = {
              "can never fit is counted as an out-of-memory (OOM) outcome"},
     {"gpu-experts", CLI_INT(SO, w.gpu_experts), .arg = "E", .lo = 0, .hi = 65536, .def = "0",
      .help = "routed experts per layer resident on the GPU (KTransformers' GPU experts)"},
-    {"cpu-sockets", CLI_INT(SO, w.cpu_sockets), .arg = "N", .lo = 0, .hi = 64, .def = "0",
-     .help = "sockets whose cores and DRAM run the CPU's work, each with its own copy of the "
-             "CPU experts (KTransformers' USE_NUMA=1; numactl --cpunodebind); 0: all sockets "
-             "as one pooled memory with one copy"},
-    {"one-node-memory", CLI_FLAG(SO, w.one_node),
-     .help = "with --cpu-sockets 0 on a host of more than one socket: the CPU's weights and KV "
-             "in one socket's DRAM, read by every socket's cores at that socket's bandwidth "
-             "(llama.cpp without --numa: its mmap'd page cache sits on the node that read the "
-             "file)"},
+    {CLI_GROUP(SO, w, cli_workload, cli_host_opts)},
     {CLI_GROUP(SO, w, cli_workload, cli_format_opts)},
-    {"host-mem", CLI_DOUBLE(SO, w.host_gb), .arg = "G", .lo = 0.001, .hi = 1e7,
-     .help = "host DRAM in GiB for the CPU's routed experts and the spilled KV (default: the "
-             "host profile's mem_bytes); experts that do not fit make every request OOM"},
     {"csv", CLI_STR(SO, csv), .arg = "DIR",
      .help = "DIR/requests.csv, steps.csv, summary.csv (every policy run)"},
     {"chrome-trace", CLI_STR(SO, ctrace), .arg = "FILE",
@@ -637,16 +657,18 @@ static int sim_check(const cli_args *a, sim_cmd *j)
     jc->n = jc->cfg.batch;
     jc->prompt = w->prompt;
     jc->output = w->output;
-    jc->all = !strcmp(w->policy, "all");
+    if ((rc = cli_policy_list("sim", w->policy, &jc->policies)) ||
+        (rc = cli_policy_opts("sim", a, w->policy, jc->policies)))
+        return rc;
     jc->ct = (sim_export_trace_opts){.max_spans = (size_t)o->ctrace_limit};
     if (cli_given(a, "chrome-trace-limit") && !o->ctrace)
         return cli_usage_error("sim", "--chrome-trace-limit goes with --chrome-trace");
-    if (o->ctrace && jc->all)
+    if (o->ctrace && (jc->policies & (jc->policies - 1)))
         return cli_usage_error("sim", "--chrome-trace holds the timeline of one run: give one "
                                       "--policy");
     jc->csv = o->csv;
     jc->chrome_trace = o->ctrace;
-    return cli_to_cost_cfg("sim", w, &jc->cc);
+    return cli_to_cost_cfg("sim", a, w, &jc->cc);
 }
 
 /* The store (kept open only to write runs), the model and profiles. */
@@ -677,9 +699,8 @@ static int sim_open(sim_cmd *j)
         return cli_usage_error("sim", "--layers %d: model %s has %d layers", jc->cfg.layers,
                                j->m.name, j->m.layers);
     jc->cfg.cpu_workers = ws_hw_cores(&j->hw);
-    if (jc->cc.cpu_sockets > j->hw.sockets.v)
-        return cli_usage_error("sim", "--cpu-sockets %d: host %s has %g", jc->cc.cpu_sockets,
-                               j->hw.host, j->hw.sockets.v);
+    if (ws_deploy_check_host(&j->hw, &jc->cc, &err))
+        return cli_usage_error("sim", "%s", err.msg);
     jc->m = &j->m;
     jc->hw = &j->hw;
     jc->db = j->s;
@@ -705,6 +726,17 @@ static void sim_describe_gen(sim_cmd *j)
              (unsigned long long)tg->requests, ws_trace_arrivals_name(tg->arrivals), tg->rate);
 }
 
+/* Part i's weight format as the runs use it: the format given, else the model's dtype. */
+static const char *part_format(const sim_cmd *j, int i)
+{
+    const ws_deploy_cfg *c = &j->jc.cc;
+    const ws_wformat *f[4] = {c->w_gpu, c->w_gpu_experts, c->w_shared, c->w_cpu_experts};
+    return f[i] ? f[i]->name : ws_dtype_name(j->m.weight_dtype);
+}
+
+static const char *const k_parts[4] = {"attention and dense", "GPU experts", "shared experts",
+                                       "CPU experts"};
+
 static void sim_json_begin(sim_cmd *j)
 {
     const sim_job_cfg *jc = &j->jc;
@@ -724,6 +756,11 @@ static void sim_json_begin(sim_cmd *j)
         json_object_set_new(root, "output", json_integer(jc->output));
     }
     json_object_set_new(root, "detail", json_string(jc->cfg.detail_layer ? "layer" : "step"));
+    static const char *const keys[4] = {"gpu", "gpu_experts", "shared_experts", "cpu_experts"};
+    json_t *wf = json_object();
+    for (int i = 0; i < 4; i++)
+        json_object_set_new(wf, keys[i], json_string(part_format(j, i)));
+    json_object_set_new(root, "weights", wf);
     json_object_set_new(root, "seed", json_integer(j->o->w.seed));
 }
 
@@ -745,6 +782,11 @@ static int sim_table_begin(sim_cmd *j)
             j->hw.gpu, j->hw.host, j->embedded ? " (embedded datasheet profiles)" : "", m->name,
             c->layers > 0 && c->layers < m->layers ? c->layers : m->layers, m->layers,
             c->detail_layer ? "layer" : "step");
+    fprintf(o, "weights:");
+    for (int i = 0; i < 4; i++)
+        fprintf(o, "%s %s %s", i ? "," : "", k_parts[i], part_format(j, i));
+    fprintf(o, "; KV %s\n",
+            jc->cc.w_kv ? jc->cc.w_kv->name : ws_dtype_name(jc->cc.kv_dtype));
     fprintf(o, "serving: %s%s%s, %s scheduler, %d-token budget, chunk %d, prefix cache %s, "
                "preemption %s\n",
             j->eng.name[0] ? "engine " : "", j->eng.name[0] ? j->eng.name : "no engine",
@@ -822,6 +864,23 @@ static void sim_cmd_free(sim_cmd *j)
     free(j->text);
 }
 
+/* The ids of the runs this command stored, consecutive ones as a range: "1-3, 7". */
+static const char *id_ranges(const sim_job_out *out, char *buf, size_t cap)
+{
+    size_t n = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < out->n_ids && n < cap; i++) {
+        int j = i;
+        while (j + 1 < out->n_ids && out->ids[j + 1] == out->ids[j] + 1)
+            j++;
+        n += (size_t)(j > i ? snprintf(buf + n, cap - n, "%s%lld-%lld", i ? ", " : "",
+                                       out->ids[i], out->ids[j])
+                            : snprintf(buf + n, cap - n, "%s%lld", i ? ", " : "", out->ids[i]));
+        i = j;
+    }
+    return buf;
+}
+
 /* What the runs wrote, after the results: the JSON's "written", or the table's last lines. */
 static int sim_finish(sim_cmd *j, const sim_job_out *out)
 {
@@ -839,6 +898,10 @@ static int sim_finish(sim_cmd *j, const sim_job_out *out)
             json_object_set_new(w, "database", json_string(dbpath));
             json_object_set_new(w, "first_run_id", json_integer(out->first_id));
             json_object_set_new(w, "last_run_id", json_integer(out->last_id));
+            json_t *ids = json_array();
+            for (int i = 0; i < out->n_ids; i++)
+                json_array_append_new(ids, json_integer(out->ids[i]));
+            json_object_set_new(w, "run_ids", ids);
         }
         if (o->csv)
             json_object_set_new(w, "csv", json_string(o->csv));
@@ -853,9 +916,11 @@ static int sim_finish(sim_cmd *j, const sim_job_out *out)
         j->root = NULL;
         return rc;
     }
-    if (j->store_runs)
-        fprintf(j->out, "stored: runs %lld-%lld in %s (modeled)\n", out->first_id, out->last_id,
-                dbpath);
+    if (j->store_runs) {
+        char ids[WS_POLICY_COUNT * 48];
+        fprintf(j->out, "stored: run%s %s in %s (modeled)\n", out->n_ids > 1 ? "s" : "",
+                id_ranges(out, ids, sizeof ids), dbpath);
+    }
     if (o->csv)
         fprintf(j->out, "csv: %s/requests.csv, steps.csv, summary.csv\n", o->csv);
     if (o->ctrace)

@@ -35,9 +35,9 @@ static void serving_flags(const cli_args *a, const cli_workload *w, ws_serving *
 #undef GIVEN
 }
 
-/* The serving settings; "all" policies (sim's default) leaves the policy at its default for
- * the caller to set per run, when all_ok. */
-static int serving(const char *cmd, const cli_args *a, const cli_workload *w, int all_ok,
+/* The serving settings; with list_ok the policy stays at its default for the caller to set
+ * per run (sim's --policy is a list or all: cli_policy_list). */
+static int serving(const char *cmd, const cli_args *a, const cli_workload *w, int list_ok,
                    ws_serving *s)
 {
     ws_serving_default(s);
@@ -50,7 +50,7 @@ static int serving(const char *cmd, const cli_args *a, const cli_workload *w, in
         return cli_usage_error(cmd, "--window must be a multiple of the page (%d tokens)",
                                s->par.page_tokens);
     ws_err err = {0};
-    if (!(all_ok && !strcmp(w->policy, "all")) && ws_policy_from_name(w->policy, &s->policy, &err))
+    if (!list_ok && ws_policy_from_name(w->policy, &s->policy, &err))
         return cli_fail(&err);
     return 0;
 }
@@ -76,7 +76,7 @@ int cli_to_serving(const char *cmd, const cli_args *a, const cli_workload *w, ws
     return serving(cmd, a, w, 0, s);
 }
 
-int cli_to_cost_cfg(const char *cmd, const cli_workload *w, ws_deploy_cfg *cc)
+int cli_to_cost_cfg(const char *cmd, const cli_args *a, const cli_workload *w, ws_deploy_cfg *cc)
 {
     ws_deploy_cfg_default(cc);
     cc->gpu_experts = w->gpu_experts;
@@ -87,7 +87,7 @@ int cli_to_cost_cfg(const char *cmd, const cli_workload *w, ws_deploy_cfg *cc)
                                "--one-node-memory: the CPU's work on --cpu-sockets %d reads "
                                "each socket's own copy",
                                w->cpu_sockets);
-    return cli_formats_apply(cmd, w, cc);
+    return cli_formats_apply(cmd, a, w, cc);
 }
 
 /* --gpu cuda[:<profile>] or modeled:<profile>. */

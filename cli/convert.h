@@ -22,13 +22,13 @@
 int cli_to_serving(const char *cmd, const cli_args *a, const cli_workload *w, ws_serving *s);
 /* The GPU's routed experts, the sockets of the CPU's work, the weight formats and the KV
  * dtype (cli_formats_apply), over the cost model's defaults. */
-int cli_to_cost_cfg(const char *cmd, const cli_workload *w, ws_deploy_cfg *cc);
+int cli_to_cost_cfg(const char *cmd, const cli_args *a, const cli_workload *w, ws_deploy_cfg *cc);
 /* The live engine's closed batch, depth, threads, a policy that spills, --gpu (cuda or
  * modeled:<profile>; *gpu_prof: the profile of the cost model's GPU) and the formats it
  * runs (bf16 KV; bf16 or int8 CPU experts); model, hardware and callbacks are the caller's. */
 int cli_to_engine_cfg(const char *cmd, const cli_args *a, const cli_workload *w, ws_engine_cfg *c,
                       const char **gpu_prof);
-/* The simulator's: serving (--policy all leaves the policy for the caller to set per run;
+/* The simulator's: serving (the policy left for the caller to set per run: cli_policy_list;
  * a closed batch runs 4 at once unless --batch says), layers, detail, the SLOs and the
  * memory limits; callbacks and keep_* are the caller's. */
 int cli_to_sim_cfg(const char *cmd, const cli_args *a, const cli_workload *w, sim_cfg *c);

@@ -2,14 +2,57 @@
 #include "opts.h"
 
 #include <limits.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli.h"
 #include "ws_parse.h"
 
 #define HELP_COL 24   /* where an option's help starts */
 #define HELP_WIDTH 79 /* help lines are wrapped before this column */
+
+int cli_fail(const ws_err *err)
+{
+    fprintf(stderr, "writescope: %s\n", err && err->msg[0] ? err->msg : "failed");
+    return CLI_EXIT_FAIL;
+}
+
+int cli_usage_error(const char *cmd, const char *fmt, ...)
+{
+    va_list ap;
+    fprintf(stderr, "writescope %s: ", cmd);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, " (see 'writescope %s --help')\n", cmd);
+    return CLI_EXIT_USAGE;
+}
+
+int cli_opt_ll(const char *cmd, const char *opt, const char *v, long long lo, long long hi,
+               long long *out)
+{
+    if (ws_parse_int64(v, lo, hi, out))
+        return cli_usage_error(cmd, "--%s needs an integer in [%lld, %lld], not '%s'", opt, lo, hi,
+                               v);
+    return 0;
+}
+
+int cli_opt_int(const char *cmd, const char *opt, const char *v, int lo, int hi, int *out)
+{
+    long long x;
+    int rc = cli_opt_ll(cmd, opt, v, lo, hi, &x);
+    if (!rc)
+        *out = (int)x;
+    return rc;
+}
+
+int cli_opt_double(const char *cmd, const char *opt, const char *v, double lo, double hi,
+                   double *out)
+{
+    if (ws_parse_double(v, lo, hi, out))
+        return cli_usage_error(cmd, "--%s needs a number in [%g, %g], not '%s'", opt, lo, hi, v);
+    return 0;
+}
 
 /* A table that breaks the rules of opts.h: a bug in the command, not in its input. */
 static void opts_bug(const char *what, const char *name)

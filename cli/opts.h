@@ -16,12 +16,31 @@
  *
  * Values are checked as they are read, in argv order; what depends on several options
  * (one workload or another, an option that goes with another) stays the command's, which
- * asks cli_given whether an option was on the command line. */
+ * asks cli_given whether an option was on the command line. The usage errors and exit codes
+ * of every command are here too, so the parser stands alone (fuzz/fuzz_cli_opts.c). */
 #ifndef WS_CLI_OPTS_H
 #define WS_CLI_OPTS_H
 
 #include <stddef.h>
 #include <stdio.h>
+
+#include "ws_err.h"
+
+#define CLI_EXIT_OK 0    /* success */
+#define CLI_EXIT_FAIL 1  /* the operation failed (bad input file, database, device) */
+#define CLI_EXIT_USAGE 2 /* wrong command line */
+
+/* Prints "writescope: <msg>" to stderr and returns CLI_EXIT_FAIL. */
+int cli_fail(const ws_err *err);
+/* Prints "writescope: <formatted>" plus a --help hint and returns CLI_EXIT_USAGE. */
+int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Option --opt's value v as a whole integer (or number) in [lo, hi] into *out; else a usage
+ * error naming the option and the range, returning CLI_EXIT_USAGE. */
+int cli_opt_ll(const char *cmd, const char *opt, const char *v, long long lo, long long hi,
+               long long *out);
+int cli_opt_int(const char *cmd, const char *opt, const char *v, int lo, int hi, int *out);
+int cli_opt_double(const char *cmd, const char *opt, const char *v, double lo, double hi,
+                   double *out);
 
 #define CLI_OPTS_MAX 64 /* options of one command, its groups included */
 #define CLI_POS_MAX 4   /* positional arguments a command may take */

@@ -4,7 +4,9 @@
 #include <string.h>
 #include <strings.h>
 
+#include "policy.h"
 #include "pool.h"
+#include "serve.h"
 
 #define W cli_workload
 
@@ -15,10 +17,10 @@ const cli_optdef cli_workload_opts[] = {
     {"host", CLI_STR(W, host), .arg = "PROFILE",
      .help = "the host's hardware profile: a datasheet name (xeon-gold-5318y), "
              "host:<fingerprint>, or this: this machine's newest calibration"},
-    {"policy", CLI_STR(W, policy), .arg = "NAME|all", .def = "all",
-     .help = "the KV policy: writescope, gpu-only, ktrans, stream, cpu-attn, static or migrate; "
-             "all: each of them"},
-    {"batch", CLI_INT(W, batch), .arg = "B", .lo = 1, .hi = 1 << 20,
+    {"policy", CLI_STR(W, policy), .arg = "NAME[,NAME...]|all", .def = "all",
+     .help = "the KV policies, comma-separated: writescope, gpu-only, ktrans, stream, cpu-attn, "
+             "static or migrate; all: each of them"},
+    {"batch", CLI_INT(W, batch), .arg = "B", .lo = 1, .hi = SIM_BATCH_MAX,
      .help = "the most sequences running at once"},
     {"prompt", CLI_INT(W, prompt), .arg = "N", .lo = 1, .hi = 1 << 24,
      .help = "prompt tokens of each request of a closed batch"},
@@ -149,10 +151,11 @@ const cli_optdef cli_window_opts[] = {
 
 static const cli_optdef k_gpu_format_opts[] = {
     {"weights", CLI_STR(W, weights), .arg = "FMT",
-     .help = "the format of the weights on the GPU (attention, dense MLPs; the experts' "
-             "default): bf16, fp16, fp8, int8, int4 (AWQ/GPTQ), mxfp4 or a GGUF type (q8_0, "
-             "q6_k, q5_k_m, q4_k_m, q4_0, q3_k_m, q2_k ...); default the model's dtype. "
-             "llama.cpp: the GGUF file's type; vLLM: --quantization"},
+     .help = "the format of the weights (attention, dense MLPs, and the default of every "
+             "expert's: the GPU's, the shared and the CPU's routed experts): bf16, fp16, fp8, "
+             "int8, int4 (AWQ/GPTQ), mxfp4 or a GGUF type (q8_0, q6_k, q5_k_m, q4_k_m, q4_0, "
+             "q3_k_m, q2_k ...); default the model's dtype. llama.cpp: the GGUF file's type; "
+             "vLLM: --quantization"},
     {"gpu-expert-weights", CLI_STR(W, gpu_exp_w), .arg = "FMT",
      .help = "the GPU-resident routed experts' format (default --weights); llama.cpp: the "
              "GGUF's type of the exps tensors left on the GPU"},
@@ -162,7 +165,8 @@ static const cli_optdef k_gpu_format_opts[] = {
 
 const cli_optdef cli_cpu_format_opts[] = {
     {"cpu-expert-weights", CLI_STR(W, cpu_exp_w), .arg = "FMT",
-     .help = "the CPU-resident routed experts' format (default the model's dtype); "
+     .help = "the CPU-resident routed experts' format (default --weights where the command "
+             "takes it, else the model's dtype); "
              "KTransformers: the CPU expert type (AMXINT8 = int8, AMXINT4 = int4, a GGUF "
              "type); llama.cpp -ot exps=CPU keeps the GGUF's type. Its compute picks the "
              "CPU's peak (int8: AMX, AVX512-VNNI; bf16: AMX, AVX512-BF16)"},
@@ -173,10 +177,10 @@ const cli_optdef cli_cpu_format_opts[] = {
     {0}};
 
 static const cli_optdef k_placement_opts[] = {
-    {"n-cpu-moe", CLI_INT(W, n_cpu_moe), .arg = "N", .lo = 1, .hi = 1 << 20,
+    {"n-cpu-moe", CLI_INT(W, n_cpu_moe), .arg = "N", .lo = 0, .hi = 1 << 20,
      .help = "the routed experts of the first N MoE layers stay on the CPU, the rest on the "
-             "GPU (llama.cpp --n-cpu-moe N); the CPU layers keep --gpu-experts of theirs on "
-             "the GPU"},
+             "GPU (llama.cpp --n-cpu-moe N; 0: none, every routed expert on the GPU); the CPU "
+             "layers keep --gpu-experts of theirs on the GPU"},
     {"n-gpu-layers", CLI_INT(W, n_gpu_layers), .arg = "N", .lo = 1, .hi = 1 << 20,
      .help = "only the last N layers run on the GPU, the others wholly on the CPU: their "
              "weights and KV in host DRAM, their attention, projections and experts on its "
@@ -184,9 +188,24 @@ static const cli_optdef k_placement_opts[] = {
              "With a policy that keeps experts on the CPU, the GPU layers follow --gpu-experts"},
     {"cpu-threads", CLI_INT(W, cpu_threads), .arg = "N", .lo = 1, .hi = 1 << 20,
      .help = "threads that run the CPU's work (KTransformers --cpu_infer, llama.cpp -t), at "
-             "most one per core of the sockets used: their share of the cores' flop/s, and "
-             "DRAM bandwidth up to N x the host's one-core bandwidth (calibrated "
-             "membw_read_1t, or the profile's core_bw); default every core"},
+             "most one per core of the sockets used (more is refused): their share of the "
+             "cores' flop/s, and DRAM bandwidth up to N x the host's one-core bandwidth "
+             "(calibrated membw_read_1t, or the profile's core_bw); default every core"},
+    {0}};
+
+const cli_optdef cli_host_opts[] = {
+    {"host-mem", CLI_DOUBLE(W, host_gb), .arg = "G", .lo = 0.001, .hi = 1e7,
+     .help = "host DRAM in GiB for the CPU's routed experts and the spilled KV (default: the "
+             "host profile's mem_bytes); experts that do not fit make every request OOM"},
+    {"cpu-sockets", CLI_INT(W, cpu_sockets), .arg = "N", .lo = 0, .hi = 64, .def = "0",
+     .help = "sockets whose cores and DRAM run the CPU's work, each with its own copy of the "
+             "CPU experts (KTransformers' USE_NUMA=1; numactl --cpunodebind); 0: all sockets "
+             "as one pooled memory with one copy"},
+    {"one-node-memory", CLI_FLAG(W, one_node),
+     .help = "with --cpu-sockets 0 on a host of more than one socket: the CPU's weights and KV "
+             "in one socket's DRAM, read by every socket's cores at that socket's bandwidth "
+             "(llama.cpp without --numa: its mmap'd page cache sits on the node that read the "
+             "file)"},
     {0}};
 
 /* The three parts in the order --help lists them; each over cli_workload, as this table. */
@@ -205,12 +224,14 @@ int cli_format_opt(const char *cmd, const char *opt, const char *v, const ws_wfo
     return 0;
 }
 
-int cli_formats_apply(const char *cmd, const cli_workload *w, ws_deploy_cfg *cc)
+int cli_formats_apply(const char *cmd, const cli_args *a, const cli_workload *w,
+                      ws_deploy_cfg *cc)
 {
     int rc;
     if ((rc = cli_format_opt(cmd, "weights", w->weights, &cc->w_gpu)))
         return rc;
-    cc->w_gpu_experts = cc->w_shared = cc->w_gpu;
+    /* every format a CPU can run: a GGUF file's experts are its type on either device */
+    cc->w_gpu_experts = cc->w_shared = cc->w_cpu_experts = cc->w_gpu;
     if ((rc = cli_format_opt(cmd, "gpu-expert-weights", w->gpu_exp_w, &cc->w_gpu_experts)) ||
         (rc = cli_format_opt(cmd, "shared-expert-weights", w->shared_w, &cc->w_shared)) ||
         (rc = cli_format_opt(cmd, "cpu-expert-weights", w->cpu_exp_w, &cc->w_cpu_experts)))
@@ -229,11 +250,75 @@ int cli_formats_apply(const char *cmd, const cli_workload *w, ws_deploy_cfg *cc)
             cc->w_kv = NULL;
         }
     }
-    if (w->n_cpu_moe > 0)
-        cc->n_cpu_moe = w->n_cpu_moe;
+    if (cli_declared(a, "n-cpu-moe") && cli_given(a, "n-cpu-moe"))
+        cc->n_cpu_moe = w->n_cpu_moe > 0 ? w->n_cpu_moe : WS_DEPLOY_NO_CPU_MOE;
     if (w->cpu_threads > 0)
         cc->cpu_threads = w->cpu_threads;
     if (w->n_gpu_layers > 0)
         cc->n_gpu_layers = w->n_gpu_layers;
+    return 0;
+}
+
+int cli_policy_list(const char *cmd, const char *v, unsigned *mask)
+{
+    *mask = 0;
+    if (!strcmp(v, "all")) {
+        *mask = (1u << WS_POLICY_COUNT) - 1;
+        return 0;
+    }
+    const char *p = v;
+    for (;;) {
+        const size_t l = strcspn(p, ",");
+        char name[32];
+        ws_policy_kind k;
+        ws_err err = {0};
+        if (l >= sizeof name)
+            return cli_usage_error(cmd, "--policy: '%.*s...' is no policy", 24, p);
+        memcpy(name, p, l);
+        name[l] = '\0';
+        if (l && ws_policy_from_name(name, &k, &err))
+            return cli_usage_error(cmd, "%s", err.msg);
+        if (l)
+            *mask |= 1u << k;
+        if (!p[l])
+            break;
+        p += l + 1;
+    }
+    if (!*mask)
+        return cli_usage_error(cmd, "--policy names no policy");
+    return 0;
+}
+
+/* The options only a policy that runs work on the CPU uses (one that keeps routed experts
+ * there), and whether layers wholly on the CPU (--n-gpu-layers) use them under any policy. */
+static const struct {
+    const char *name;
+    int cpu_layers;
+    const char *why;
+} k_cpu_opts[] = {
+    {"n-cpu-moe", 0, "keeps every routed expert on the GPU"},
+    {"gpu-experts", 0, "keeps every routed expert on the GPU"},
+    {"cpu-expert-weights", 1, "keeps no routed expert on the CPU"},
+    {"prefill", 1, "runs no expert on the CPU"},
+    {"cpu-threads", 1, "runs no work on the CPU"},
+    {"cpu-sockets", 1, "runs no work on the CPU"},
+    {"one-node-memory", 1, "keeps no weights in host memory"},
+};
+
+int cli_policy_opts(const char *cmd, const cli_args *a, const char *policy, unsigned mask)
+{
+    for (int k = 0; k < WS_POLICY_COUNT; k++)
+        if ((mask & 1u << k) && ws_policy_info_of((ws_policy_kind)k)->cpu_experts)
+            return 0;
+    const int cpu_layers = cli_declared(a, "n-gpu-layers") && cli_given(a, "n-gpu-layers");
+    for (size_t i = 0; i < sizeof k_cpu_opts / sizeof k_cpu_opts[0]; i++) {
+        const char *o = k_cpu_opts[i].name;
+        if (cli_declared(a, o) && cli_given(a, o) && !(k_cpu_opts[i].cpu_layers && cpu_layers))
+            return cli_usage_error(cmd, "--%s does not apply to --policy %s, which %s%s", o,
+                                   policy, k_cpu_opts[i].why,
+                                   k_cpu_opts[i].cpu_layers
+                                       ? " unless --n-gpu-layers puts layers there"
+                                       : "");
+    }
     return 0;
 }

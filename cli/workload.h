@@ -39,10 +39,12 @@ typedef struct cli_workload {
     int window; /* cli_window_opts */
     const char *engine; /* cli_serve_opts */
     int sched, token_budget, prefix, preempt;
-    /* sim's own (cmd_sim.c declares them): the share's clip, the SLOs, the memory limits
-     * (GiB), the GPU's routed experts and the sockets of the CPU's work */
-    double r_max, slo_ttft, slo_tpot, kv_gb, host_gb;
-    int gpu_experts, cpu_sockets, one_node;
+    double host_gb; /* cli_host_opts */
+    int cpu_sockets, one_node;
+    /* sim's own (cmd_sim.c declares them): the share's clip, the SLOs, the GPU KV budget
+     * (GiB), the GPU's routed experts */
+    double r_max, slo_ttft, slo_tpot, kv_gb;
+    int gpu_experts;
 } cli_workload;
 
 /* --model --host --policy --batch --prompt --output --seed --db --json: sim, plan, run,
@@ -87,10 +89,24 @@ extern const cli_optdef cli_format_opts[];
 /* --cpu-expert-weights --kv-dtype alone: the formats the live engine takes (run; part of
  * cli_format_opts). */
 extern const cli_optdef cli_cpu_format_opts[];
-/* Those options into cc (kept where not given): weight formats (the GPU experts' and shared
- * experts' default to --weights), the KV dtype, n_cpu_moe, n_gpu_layers, cpu_threads. A usage error (one line naming
- * the known formats or dtypes) for a value it cannot express. */
-int cli_formats_apply(const char *cmd, const cli_workload *w, ws_deploy_cfg *cc);
+/* --host-mem --cpu-sockets --one-node-memory: the host's memory and sockets as a run uses
+ * them (sim, plan). */
+extern const cli_optdef cli_host_opts[];
+/* Those options into cc (kept where not given): weight formats (every expert's, GPU, shared
+ * and CPU, defaults to --weights), the KV dtype, n_cpu_moe (0 given: WS_DEPLOY_NO_CPU_MOE),
+ * n_gpu_layers, cpu_threads. A usage error (one line naming the known formats or dtypes)
+ * for a value it cannot express. */
+int cli_formats_apply(const char *cmd, const cli_args *a, const cli_workload *w,
+                      ws_deploy_cfg *cc);
+/* --policy's value v: "all", or names separated by commas, into a mask of ws_policy_kind
+ * bits; a usage error naming an unknown policy. (sim, plan) */
+int cli_policy_list(const char *cmd, const char *v, unsigned *mask);
+/* The options that only work on the CPU uses (--n-cpu-moe, --gpu-experts,
+ * --cpu-expert-weights, --prefill, --cpu-threads, --cpu-sockets, --one-node-memory), given
+ * while none of the policies in mask runs routed experts on the CPU (gpu-only): a usage error
+ * naming the option and `policy` (--policy's text), unless --n-gpu-layers puts layers on the
+ * CPU, which use all but the first two. */
+int cli_policy_opts(const char *cmd, const cli_args *a, const char *policy, unsigned mask);
 /* --NAME's value v as a weight format into *out (v NULL: *out kept); a usage error naming
  * the known formats. */
 int cli_format_opt(const char *cmd, const char *name, const char *v, const ws_wformat **out);

@@ -312,3 +312,13 @@ const char *ws_text_escape(const char *s, char *buf, size_t cap)
         buf[o < cap ? o : cap - 1] = 0;
     return buf;
 }
+
+const char *ws_bytes_text(double v, char *buf, size_t cap)
+{
+    static const char *const unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    int i = 0;
+    while (v >= 1024.0 && i < 4)
+        v /= 1024.0, i++;
+    snprintf(buf, cap, "%.4g %s", v, unit[i]);
+    return buf;
+}

@@ -67,6 +67,8 @@ double ws_now_s(void);
 /* Sorts v[0..n) ascending in place (so v[0] and v[n - 1] are the extremes) and returns its
  * median (the mean of the middle two when n is even); n >= 1. */
 double ws_median_sort(double *v, int n);
+/* A size in binary units, four significant digits: "12 KiB", "1.5 GiB", "512 B". Returns buf. */
+const char *ws_bytes_text(double bytes, char *buf, size_t cap);
 
 #ifdef __cplusplus
 }

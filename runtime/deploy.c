@@ -75,6 +75,23 @@ static double socket_share(const ws_hw *hw, const ws_deploy_cfg *cfg)
                : 1.0;
 }
 
+int ws_deploy_check_host(const ws_hw *hw, const ws_deploy_cfg *cfg, ws_err *err)
+{
+    if (cfg->cpu_sockets > hw->sockets.v)
+        return ws_err_set(err, WS_EINVAL, "--cpu-sockets %d: host %s has %g", cfg->cpu_sockets,
+                          hw->host, hw->sockets.v);
+    /* hw.c labels the cores "cores" when the profile gives them; without, it assumed one */
+    if (cfg->cpu_threads <= 0 || strcmp(hw->cores.from, "cores"))
+        return 0;
+    const double share = socket_share(hw, cfg), cores = floor(hw->cores.v * share);
+    if (cfg->cpu_threads > fmax(1, cores))
+        return ws_err_set(err, WS_EINVAL,
+                          "--cpu-threads %d: host %s has %g cores%s (one thread per core)",
+                          cfg->cpu_threads, hw->host, fmax(1, cores),
+                          share < 1 ? " on the sockets used" : "");
+    return 0;
+}
+
 int ws_deploy_cpu_workers(const ws_hw *hw, const ws_deploy_cfg *cfg, int units)
 {
     int workers = socket_share(hw, cfg) < 1 ? (int)fmax(1, units * socket_share(hw, cfg)) : units;
@@ -181,7 +198,8 @@ static void deploy_layers(ws_deploy *d, const ws_model *m, const ws_deploy_cfg *
         } else if (y->on_cpu) {
             y->kind = WS_LAYER_CPU_MOE;
             y->cpu_q = all_q;
-        } else if (cfg->n_cpu_moe > 0 && l - m->n_dense_layers >= cfg->n_cpu_moe &&
+        } else if ((cfg->n_cpu_moe == WS_DEPLOY_NO_CPU_MOE ||
+                    (cfg->n_cpu_moe > 0 && l - m->n_dense_layers >= cfg->n_cpu_moe)) &&
                    m->n_experts != cfg->gpu_experts) {
             y->kind = WS_LAYER_MOE_GPU;
             y->gpu_experts = m->n_experts;
@@ -202,7 +220,7 @@ int ws_deploy_init(const ws_hw *hw, const ws_model *m, const ws_deploy_cfg *cfg,
     memset(d, 0, sizeof *d);
     if (!(cfg->pingpong_bytes >= 0) || !(cfg->routing_skew >= 0) || !isfinite(cfg->routing_skew) ||
         cfg->gpu_experts < 0 || !(cfg->cpu_expert_bytes >= 0) || !(cfg->act_bytes >= 0) ||
-        cfg->n_cpu_moe < 0 || cfg->cpu_threads < 0 || cfg->n_gpu_layers < 0 ||
+        cfg->n_cpu_moe < WS_DEPLOY_NO_CPU_MOE || cfg->cpu_threads < 0 || cfg->n_gpu_layers < 0 ||
         !(cfg->handoff_c0 >= 0 && cfg->handoff_c0 < 0.1))
         return ws_err_set(err, WS_EINVAL, "cost: configuration out of range");
     if (m->n_experts > 0 && cfg->gpu_experts > m->n_experts)

@@ -20,6 +20,8 @@
 extern "C" {
 #endif
 
+#define WS_DEPLOY_NO_CPU_MOE (-1) /* n_cpu_moe: no MoE layer keeps routed experts on the CPU */
+
 /* How a run deploys the model on the machine: choices the profiles do not hold. */
 typedef struct ws_deploy_cfg {
     ws_dtype kv_dtype;       /* KV element type (default bf16) */
@@ -48,7 +50,8 @@ typedef struct ws_deploy_cfg {
     const ws_wformat *w_kv;
     int n_cpu_moe; /* > 0: only the first n_cpu_moe MoE layers keep routed experts on the CPU
                     * (gpu_experts of them on the GPU), the rest hold all on the GPU (llama.cpp
-                    * --n-cpu-moe); 0: every MoE layer holds gpu_experts */
+                    * --n-cpu-moe); 0: every MoE layer holds gpu_experts; WS_DEPLOY_NO_CPU_MOE:
+                    * none keeps any on the CPU, each holds all on the GPU (--n-cpu-moe 0) */
     int n_gpu_layers; /* > 0: only the last n_gpu_layers layers run on the GPU, the others
                        * wholly on the CPU (llama.cpp -ngl N): their weights and KV in host
                        * DRAM, their projections, attention and experts on the CPU's cores;
@@ -128,6 +131,10 @@ typedef struct ws_deploy {
 int ws_deploy_init(const ws_hw *hw, const ws_model *m, const ws_deploy_cfg *cfg, ws_deploy *d,
                    ws_err *err);
 void ws_deploy_free(ws_deploy *d);
+/* cfg's sockets and threads against the host's: WS_EINVAL "--cpu-sockets N: host H has S"
+ * for more sockets than it has, "--cpu-threads N: host H has C cores" (of the sockets used)
+ * for more threads than those cores, where its profile gives its cores. */
+int ws_deploy_check_host(const ws_hw *hw, const ws_deploy_cfg *cfg, ws_err *err);
 /* The CPU pool units a run's CPU work takes of `units` (the host's cores): their share on
  * cfg->cpu_sockets of the host's sockets (at least one), at most cfg->cpu_threads; the
  * share ws_deploy_init scales the CPU's rates by. */

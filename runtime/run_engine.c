@@ -512,9 +512,12 @@ static int eng_experts(eng *e, ws_run_result *res, ws_err *err)
             void *mem = aligned_alloc(align, bytes);
             if (!mem) {
                 free(tmp), free(wb);
+                char one[32], all[32];
                 return ws_err_set(err, WS_ENOMEM,
-                                  "run: out of memory for expert weights (%d slots of %.1f MB)",
-                                  e->slots, bytes / 1e6);
+                                  "run: out of memory for expert weights (slot %d of %d, %s "
+                                  "each, %s in all)",
+                                  s + 1, e->slots, ws_bytes_text((double)bytes, one, sizeof one),
+                                  ws_bytes_text((double)bytes * e->slots, all, sizeof all));
             }
             if (align > 64)
                 madvise(mem, bytes, MADV_HUGEPAGE); /* advice: 4 KiB pages still work */
@@ -570,8 +573,8 @@ static int eng_init(eng *e, const ws_engine_cfg *c, ws_run_result *res, ws_err *
         return rc;
     ws_err perr = {0};
     e->pool = ws_pool_create(c->threads, &perr);
-    if (!e->pool)
-        return ws_err_set(err, WS_ENOMEM, "run: thread pool: %s", perr.msg);
+    if (!e->pool) /* the pool's message names it */
+        return ws_err_set(err, perr.code ? perr.code : WS_ENOMEM, "run: %s", perr.msg);
     e->threads = ws_pool_threads(e->pool);
     if ((rc = eng_cache(e, res, err)) || (rc = eng_experts(e, res, err)))
         return rc;

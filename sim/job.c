@@ -97,7 +97,8 @@ static int job_one(const sim_job_cfg *c, sim_sink *sink, int k, sim_results *r,
 static int job_budget(const sim_job_cfg *c, const sim_results *r, ws_err *err)
 {
     const sim_totals *t = &r->tot;
-    if (!t->no_room || !c->budget_given || c->all || !(t->gpu_weight_bytes < c->hw->gpu_mem.v))
+    const int alone = c->policies && !(c->policies & (c->policies - 1));
+    if (!t->no_room || !c->budget_given || !alone || !(t->gpu_weight_bytes < c->hw->gpu_mem.v))
         return 0;
     const double G = 1073741824.0;
     return ws_err_set(err, WS_EINVAL,
@@ -111,7 +112,7 @@ static int job_budget(const sim_job_cfg *c, const sim_results *r, ws_err *err)
 static int job_runs(const sim_job_cfg *c, sim_sink *sink, sim_job_out *out, ws_err *err)
 {
     for (int k = 0; k < WS_POLICY_COUNT; k++) {
-        if (!c->all && k != (int)c->cfg.policy)
+        if (!(c->policies & 1u << k))
             continue;
         sim_results r;
         ws_trace_counts tc_buf;
@@ -124,6 +125,7 @@ static int job_runs(const sim_job_cfg *c, sim_sink *sink, sim_job_out *out, ws_e
             id = out->last_id = sim_sink_run_id(sink);
             if (!out->first_id)
                 out->first_id = id;
+            out->ids[out->n_ids++] = id;
         }
         if (!(rc = job_budget(c, &r, err)) && c->on_run)
             rc = c->on_run(c->on_run_ctx, &r, id, tc, err);

@@ -25,9 +25,9 @@ typedef struct sim_job_cfg {
     const ws_model *m;
     const ws_hw *hw;
     ws_deploy_cfg cc; /* the cost settings of every run */
-    sim_cfg cfg;    /* the serving and simulator settings; cfg.policy is the one run unless
-                     * all; on_step, on_request and timeline are the sinks' */
-    int all;        /* 1: every policy in turn */
+    sim_cfg cfg;    /* the serving and simulator settings (cfg.policy is each run's); on_step,
+                     * on_request and timeline are the sinks' */
+    unsigned policies; /* bit k: a run under ws_policy_kind k, in that order */
     /* The workload: the trace file when set, else the generator when set, else a closed
      * batch of n requests of prompt and output tokens. */
     const char *trace;
@@ -40,7 +40,7 @@ typedef struct sim_job_cfg {
     ws_store *db;
     const char *csv, *chrome_trace;
     sim_export_trace_opts ct;
-    /* 1: the GPU KV budget is the user's: a single policy whose GPU weights leave it no room
+    /* 1: the GPU KV budget is the user's: one policy alone whose GPU weights leave it no room
      * is an error (WS_EINVAL) rather than a run of out-of-memory outcomes. */
     int budget_given;
     /* Called after each run with its results (valid during the call), its database id (0:
@@ -54,6 +54,9 @@ typedef struct sim_job_cfg {
 /* What the job wrote. */
 typedef struct sim_job_out {
     long long first_id, last_id; /* the runs' database ids (0: not stored) */
+    long long ids[WS_POLICY_COUNT]; /* every run this job stored, in order: another writer's
+                                     * runs may lie between first_id and last_id */
+    int n_ids;
     size_t spans, dropped;       /* the Chrome trace's spans written and left out by its caps */
 } sim_job_out;
 

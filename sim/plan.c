@@ -60,6 +60,9 @@ int ws_plan_spec_check(const ws_plan_spec *s, ws_err *err)
         return ws_err_set(err, WS_EINVAL, "plan: a model and a host profile are needed");
     if (!(s->policies & ((1u << WS_POLICY_COUNT) - 1)))
         return ws_err_set(err, WS_EINVAL, "plan: no policy to plan for");
+    if (!(s->host_limit >= 0) || !isfinite(s->host_limit))
+        return ws_err_set(err, WS_EINVAL, "plan: host memory is bytes >= 0, not %g",
+                          s->host_limit);
     if (!(s->slo_ttft > 0) && !(s->slo_tpot > 0))
         return ws_err_set(err, WS_EINVAL, "plan: give an SLO (TTFT or TPOT, seconds > 0)");
     if (s->slo_ttft < 0 || s->slo_tpot < 0 || !isfinite(s->slo_ttft) || !isfinite(s->slo_tpot))
@@ -515,6 +518,7 @@ int ws_plan_open(ws_store *store, const ws_plan_spec *s, ws_plan **out, ws_err *
     for (int g = 0; g < s->n_gpus && !rc; g++)
         rc = ws_hw_load(store, s->model, s->gpus[g], s->host, s->cost.kv_dtype, &p->m[g], &p->hw[g],
                         &p->cores, err) ||
+             ws_deploy_check_host(&p->hw[g], &s->cost, err) ||
              (s->engine && ws_server_load(s->engine, p->hw[g].gpu, p->hw[g].gpu_mem.v,
                                           p->m[g].max_ctx, &p->eng[g], err));
     if (rc && err && err->code)
@@ -706,6 +710,7 @@ static int eval_one(ws_plan *P, const ws_plan_point *pt, ws_plan_result *out, ws
     const int W = pt->set.window > 0 ? pt->set.window : cfg.window;
     cfg.window = (W + Pg - 1) / Pg * Pg;
     cfg.gpu_kv_budget = pt->set.gpu_kv_gb * 1073741824.0;
+    cfg.host_limit = s->host_limit;
     if (!fit) {
         cfg.slo_ttft = s->slo_ttft;
         cfg.slo_tpot = users ? 0 : s->slo_tpot;

@@ -136,6 +136,7 @@ typedef struct ws_plan_spec {
     unsigned given;
     uint64_t seed;
     ws_deploy_cfg cost;           /* weight formats, KV dtype, expert placement (the defaults) */
+    double host_limit;            /* B of host DRAM (sim_cfg.host_limit); 0: the profile's */
     /* after every round: points evaluated so far, open searches */
     void (*progress)(void *ctx, int round, long long points, int open);
     void *progress_ctx;

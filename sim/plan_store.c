@@ -35,10 +35,12 @@ int ws_plan_store(ws_store *store, const ws_plan_spec *s, const ws_plan_report *
              "{\"detail\": \"%s\", \"chunk\": %d, \"prefill\": \"%s\", \"seed\": %llu, "
              "\"tune\": %d, "
              "\"native_rate\": %.17g, \"max_rate\": %.17g, \"max_users\": %d, "
-             "\"batch\": %d, \"requests\": %llu}",
+             "\"batch\": %d, \"requests\": %llu, \"host_limit_bytes\": %.17g, "
+             "\"cpu_sockets\": %d, \"one_node_memory\": %d}",
              s->detail_layer ? "layer" : "step", s->chunk, ws_prefill_mode_name(s->prefill_mode), (unsigned long long)s->seed, s->tune,
              rep->native_rate, s->max_rate, s->max_users, s->batch,
-             (unsigned long long)s->requests);
+             (unsigned long long)s->requests, s->host_limit, s->cost.cpu_sockets,
+             s->cost.one_node_memory);
     ws_plandb_point *pts = calloc(rep->n_evals ? rep->n_evals : 1, sizeof *pts);
     ws_plandb_result *res = calloc(rep->n_search ? rep->n_search : 1, sizeof *res);
     ws_plandb_fit *fits = calloc(rep->n_fit ? rep->n_fit : 1, sizeof *fits);

@@ -387,18 +387,37 @@ static void own_bytes(const run *R, const seq *s, double kv_tok, double *g, doub
     need(R, kv_tok - (double)s->held * WS_TRACE_BLOCK_TOKENS, s->r_adm, g, h, p);
 }
 
+/* A request whose own KV (g, h, p bytes) exceeds a tier: counted, the first one kept. */
+static void kv_oom(run *R, const sim_req *rq, double g, double h, double p)
+{
+    sim_totals *t = &R->res->tot;
+    if (!t->kv_oom++) {
+        t->kv_oom_tokens = rq->prompt + rq->output;
+        t->kv_oom_need[0] = g, t->kv_oom_need[1] = h, t->kv_oom_need[2] = p;
+        t->kv_oom_room[0] = R->budget, t->kv_oom_room[1] = R->host, t->kv_oom_room[2] = R->pinned;
+    }
+}
+
+/* Admits queued requests while the batch has room. The batch's sums are taken once: within
+ * the loop only the sequences admitted change them, each by its own tokens to come (its
+ * placed tokens are none yet), and a free slot is looked for past the last one taken, so
+ * admitting n requests costs O(n + batch). */
 static int admit(run *R, ws_err *err)
 {
+    double sp = 0, c = 0, w = 0, l = 0;
+    int summed = 0, slot = 0;
     while (R->q_len && R->n_run < R->cfg->batch) {
         const qent *qe = &R->q[R->q_head];
         const sim_req *rq = &qe->rq;
-        double sp, c, w, l;
-        batch_sums(R, &sp, &c, &w, &l);
+        if (!summed)
+            batch_sums(R, &sp, &c, &w, &l), summed = 1;
         const double r = share(R, w, sp + l + rq->prompt + rq->output);
         double g, h, p;
         need(R, (double)rq->prompt + rq->output, r, &g, &h, &p);
         const int never = R->no_room || g > R->budget || h > R->host || p > R->pinned;
         if (never) {
+            if (!R->no_room)
+                kv_oom(R, rq, g, h, p);
             sim_req_result o = unserved(rq, qe->id);
             o.outcome = SIM_OUT_OOM;
             free(qe->blocks);
@@ -434,10 +453,9 @@ static int admit(run *R, ws_err *err)
                 t->prefix_hits += (uint64_t)k;
                 t->prefix_repeats += (uint64_t)before;
             }
-            int i = 0;
-            while (R->s[i].live)
-                i++;
-            seq *s = &R->s[i];
+            while (R->s[slot].live)
+                slot++;
+            seq *s = &R->s[slot];
             *s = (seq){.live = 1,
                        .order = R->n_admitted++,
                        .id = qe->id,
@@ -461,6 +479,7 @@ static int admit(run *R, ws_err *err)
                        .cpu_pages = -1};
             R->gpu_used += g, R->host_used += h, R->pin_used += p;
             R->n_run++;
+            l += (s->need - s->prefilled) + (s->output - s->generated);
         }
         R->q_head = (R->q_head + 1) % R->q_cap;
         R->q_len--;
@@ -507,7 +526,8 @@ static int record_step(run *R, const sim_step_out *so, const sim_step_in *in, in
     t->fold_inexact += so->fold_inexact;
     t->r_final = rreal;
     t->folded_layers += (uint64_t)so->folded;
-    if (pf && R->cm.dep.q && R->cm.cfg.gpu_experts < R->cm.n_experts) {
+    if (pf && R->cm.dep.q && R->cm.cfg.gpu_experts < R->cm.n_experts &&
+        R->cm.cfg.n_cpu_moe != WS_DEPLOY_NO_CPU_MOE) {
         t->prefill_gpu_steps += in->prefill_gpu != 0;
         t->prefill_cpu_steps += in->prefill_gpu == 0;
     }
@@ -618,26 +638,35 @@ static int chunks_done(run *R, int n, ws_err *err)
 /* A step's chunks over the prompt tokens (at most `left`, at most `cap` of one prompt, of at
  * most `most` prompts) of the running sequences, in admission order; a prompt's CPU pages
  * are decided at its first chunk (control.h). Returns how many; *tokens their sum. */
+static int by_order(const void *a, const void *b)
+{
+    const uint64_t x = (*(seq *const *)a)->order, y = (*(seq *const *)b)->order;
+    return (x > y) - (x < y);
+}
+
+/* The batch's sums are the same for every prompt picked (deciding CPU pages changes none of
+ * them): taken once, when a first prompt needs them. */
 static int pick_chunks(run *R, int left, int cap, int most, double *tokens)
 {
-    int n = 0, m = 0;
+    int n = 0, m = 0, sorted = 1, summed = 0;
+    double sp = 0, c = 0, w = 0, l = 0;
     *tokens = 0;
     for (int i = 0; i < R->cfg->batch; i++) {
         seq *s = &R->s[i];
         if (s->live && s->prefilled < s->need) {
-            int j = m++;
-            for (; j > 0 && R->pend_pf[j - 1]->order > s->order; j--)
-                R->pend_pf[j] = R->pend_pf[j - 1];
-            R->pend_pf[j] = s;
+            sorted &= m == 0 || R->pend_pf[m - 1]->order < s->order;
+            R->pend_pf[m++] = s;
         }
     }
+    if (!sorted) /* admission order: orders are distinct, so the order is fixed */
+        qsort(R->pend_pf, (size_t)m, sizeof *R->pend_pf, by_order);
     for (int i = 0; i < m && i < most && left > 0; i++) {
         seq *s = R->pend_pf[i];
         const int want = s->need - s->prefilled < cap ? s->need - s->prefilled : cap;
         const int q = want < left ? want : left;
         if (s->cpu_pages < 0) {
-            double sp, c, w, l;
-            batch_sums(R, &sp, &c, &w, &l);
+            if (!summed)
+                batch_sums(R, &sp, &c, &w, &l), summed = 1;
             const int P = R->cfg->par.page_tokens;
             s->cpu_pages = ws_ctl_prefill_cpu_pages(&R->ctl, R->n_run, w, sp + l,
                                                     s->need / P - s->hit_tok / P);
@@ -1090,6 +1119,9 @@ int sim_run(const ws_model *m, const ws_hw *hw, const ws_deploy_cfg *ccfg, const
     clock_gettime(CLOCK_MONOTONIC, &w0);
     memset(res, 0, sizeof *res);
     const int P = cfg->par.page_tokens;
+    if (cfg->batch > SIM_BATCH_MAX)
+        return ws_err_set(err, WS_EINVAL, "sim: a batch of %d sequences is more than %d",
+                          cfg->batch, SIM_BATCH_MAX);
     if (cfg->batch < 1 || cfg->chunk < 1 || cfg->token_budget < 1 || P < 1 || cfg->window < P || cfg->window % P ||
         cfg->layers < 0 || cfg->cpu_workers < 1 || cfg->gpu_kv_budget < 0 ||
         cfg->pinned_limit < 0 || cfg->host_limit < 0)

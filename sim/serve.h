@@ -79,6 +79,8 @@ struct sim_timeline;
 /* ---- configuration ------------------------------------------------------------------ */
 
 #define WS_SIM_HOST_DEFAULT (512 * 1073741824.0) /* host DRAM when no profile says */
+#define SIM_BATCH_MAX (1 << 20) /* the most sequences running at once (sim --batch, a points
+                                 * file's batch): admission and each step are linear in it */
 
 typedef struct sim_cfg {
     WS_SERVING_MEMBERS; /* policy, par, batch, chunk, window, prefill_mode, seed (serving.h) */
@@ -175,6 +177,13 @@ typedef struct sim_totals {
     double host_weight_bytes; /* routed experts resident in host DRAM */
     double host_mem;          /* host DRAM in force, B */
     int no_host_room;         /* 1: those weights fill the host DRAM: all OOM */
+    /* Requests out of memory because their own KV exceeds a tier even with nothing else
+     * running, and the first one's: its tokens, its bytes in the GPU KV budget, host DRAM and
+     * pinned memory, and what each tier holds for KV (the budget, the host DRAM the weights
+     * leave, the pinned limit). */
+    uint64_t kv_oom;
+    int kv_oom_tokens;
+    double kv_oom_need[3], kv_oom_room[3]; /* B: GPU KV budget, host DRAM, pinned */
     uint64_t steps, events, fold_inexact, folded_layers;
     /* prefill chunks whose CPU-resident experts ran on the CPU / were streamed to the GPU
      * (neither where every expert is on the GPU) */

@@ -1,6 +1,7 @@
 /* profile: hardware profiles by name, datasheet and calibration merged (see profile.h). */
 #include "profile.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +21,90 @@ static ws_profile_source source_of(const char *s)
         if (!strcmp(s, k_sources[i]))
             return (ws_profile_source)i;
     return WS_SOURCE_MODELED; /* the schema allows only the four */
+}
+
+/* ---- physical bounds --------------------------------------------------------------- */
+
+enum {
+    B_OPEN = 1, /* lo itself is excluded: (lo, hi] */
+    B_INT = 2,  /* a whole number (a count) */
+    B_ZERO = 4, /* 0 is also allowed: the device lacks it (a V100's bf16_flops) */
+};
+
+/* A key's range. `key` is a whole key, or ".suffix" for a calibrated key's last part, or
+ * "prefix." for a family of keys. */
+typedef struct bound {
+    const char *key;
+    double lo, hi;
+    int flags;
+    const char *what; /* the quantity, with its unit where it has one */
+} bound;
+
+#define EFF(k) {k, 0, 1, B_OPEN, "an efficiency (a fraction of the peak)"}
+#define FLOPS(k) {k, 1e8, 1e17, B_ZERO, "a peak rate (flop/s or op/s)"}
+#define C0(k) {k, 0, 1, 0, "a fixed cost (s)"}
+static const bound k_bounds[] = {
+    EFF("hbm_eff"), EFF("tensor_eff"), EFF("pcie_eff"), EFF("prefill_attn_eff"),
+    EFF("rmsnorm_eff"), EFF("rope_eff"), EFF("act_eff"), EFF("add_eff"), EFF("dram_eff"),
+    EFF("flops_eff"),
+    {"h2d_contention", 0, 1, B_OPEN, "a bandwidth ratio"},
+    FLOPS("fp32_flops"), FLOPS("fp16_flops"), FLOPS("bf16_flops"), FLOPS("fp8_flops"),
+    FLOPS("int8_flops"), FLOPS("cpu_peak."),
+    {"hbm_bw", 1e9, 1e14, 0, "a device memory bandwidth (B/s)"},
+    {"pcie_bw", 1e8, 1e13, 0, "a link bandwidth (B/s)"},
+    {"h2d_bw", 1e8, 1e13, 0, "a link bandwidth (B/s)"},
+    {"d2h_bw", 1e8, 1e13, 0, "a link bandwidth (B/s)"},
+    {"dram_bw", 1e8, 1e14, 0, "a DRAM bandwidth (B/s)"},
+    {"core_bw", 1e7, 1e12, 0, "one core's DRAM bandwidth (B/s)"},
+    {"kv_reformat_bw", 1e6, 1e13, 0, "a reformat rate (B/s)"},
+    {"mem_bytes", 1e6, 1e15, B_INT, "a memory size (B)"},
+    {"l3_bytes", 0, 1e11, B_INT, "a cache size (B)"},
+    {"sockets", 1, 16, B_INT, "a count of CPU sockets"},
+    {"cores", 1, 4096, B_INT, "a count of CPU cores"},
+    {"threads", 1, 8192, B_INT, "a count of hardware threads"},
+    {"pcie_lanes", 1, 1024, B_INT, "a count of PCIe lanes"},
+    {"avx512_bf16", 0, 1, B_INT, "a flag"},
+    {"base_clock", 1e8, 1e10, 0, "a clock (Hz)"},
+    C0("attn_c0"), C0("copy_c0"), C0("elem_c0"), C0("gemm_c0"), C0("prefill_attn_c0"),
+    {"step_overhead", 0, 10, 0, "a step's overhead (s)"},
+    {"prefill_attn_half_keys", 0, 1e9, 0, "a count of keys"},
+    {".bandwidth", 1e3, 1e16, 0, "a fitted bandwidth (B/s)"},
+    {".peak_flops", 1e3, 1e19, 0, "a fitted peak (flop/s)"},
+    {".c0", 0, 100, 0, "a fitted fixed cost (s)"},
+    {".factor", 0, 1e3, B_OPEN, "a fitted factor"},
+    {".serial", 0, 1, B_INT, "a flag"},
+    {".half_keys", 0, 1e9, 0, "a count of keys"},
+};
+#undef EFF
+#undef FLOPS
+#undef C0
+
+static const bound *bound_of(const char *key)
+{
+    const size_t n = strlen(key);
+    for (size_t i = 0; i < sizeof k_bounds / sizeof k_bounds[0]; i++) {
+        const char *b = k_bounds[i].key;
+        const size_t m = strlen(b);
+        if (b[0] == '.' ? n > m && !strcmp(key + n - m, b)
+            : b[m - 1] == '.' ? n > m && !strncmp(key, b, m)
+                              : !strcmp(key, b))
+            return &k_bounds[i];
+    }
+    return NULL;
+}
+
+int ws_profile_check_param(const char *key, double value, ws_err *err)
+{
+    const bound *b = bound_of(key);
+    if (!b)
+        return 0;
+    const int in = (b->flags & B_OPEN ? value > b->lo : value >= b->lo) && value <= b->hi &&
+                   (!(b->flags & B_INT) || value == floor(value));
+    if (in || ((b->flags & B_ZERO) && value == 0))
+        return 0;
+    return ws_err_set(err, WS_EINVAL, "param %s = %.17g: %s is %s%s%g, %g]%s", key, value,
+                      b->what, b->flags & B_ZERO ? "0 or " : "", b->flags & B_OPEN ? "(" : "[",
+                      b->lo, b->hi, b->flags & B_INT ? ", a whole number" : "");
 }
 
 /* One stored profile row. */
@@ -114,7 +199,9 @@ static int find_key(const plist *l, const char *key)
     return -1;
 }
 
-static int read_params(ws_store *s, long long profile_id, plist *l, ws_err *err)
+/* The parameters of profile `name` (row profile_id), each within its bounds. */
+static int read_params(ws_store *s, long long profile_id, const char *name, plist *l,
+                       ws_err *err)
 {
     sqlite3_stmt *st;
     if (sqlite3_prepare_v2(ws_store_sqlite(s),
@@ -138,6 +225,12 @@ static int read_params(ws_store *s, long long profile_id, plist *l, ws_err *err)
         p->source = source_of(src);
         ws_store_col_text(st, 4, p->reference, sizeof p->reference);
         ws_store_col_text(st, 5, l->by[l->n - 1], sizeof l->by[0]);
+        ws_err bad;
+        if (ws_profile_check_param(p->key, p->value, &bad)) {
+            sqlite3_finalize(st);
+            return ws_err_set(err, WS_EINVAL, "%s: profile %s: %s", ws_store_path(s), name,
+                              bad.msg);
+        }
     }
     rc = rc == SQLITE_DONE ? 0 : WS_DB_FAIL(s, err, "cannot read profile parameters");
     sqlite3_finalize(st);
@@ -215,8 +308,8 @@ int ws_profile_load(ws_store *s, const char *name, ws_profile *out, ws_err *err)
             cal = &o;
     }
     plist l = {0}, c = {0};
-    if ((sheet && (rc = read_params(s, sheet->id, &l, err))) ||
-        (cal && (rc = read_params(s, cal->id, &c, err))) ||
+    if ((sheet && (rc = read_params(s, sheet->id, sheet->name, &l, err))) ||
+        (cal && (rc = read_params(s, cal->id, cal->name, &c, err))) ||
         (cal && (rc = overlay(&l, &c, cal->name, err)))) {
         plist_free(&l);
         plist_free(&c);
@@ -266,6 +359,13 @@ int ws_profile_fill(ws_store *s, ws_profile *p, const char *key, ws_err *err)
         ws_store_col_text(st, 2, q->unit, sizeof q->unit);
         ws_store_col_text(st, 3, ref, sizeof ref);
         q->source = WS_SOURCE_MODELED;
+        ws_err bad;
+        if (ws_profile_check_param(key, q->value, &bad)) {
+            p->n_params--;
+            sqlite3_finalize(st);
+            return ws_err_set(err, WS_EINVAL, "%s: profile %s: %s", ws_store_path(s), sheet,
+                              bad.msg);
+        }
         if (snprintf(q->reference, sizeof q->reference, "not in %s: datasheet %s's value: %s",
                      p->name, sheet, ref) >= (int)sizeof q->reference)
             q->reference[sizeof q->reference - 1] = '\0'; /* cut to the field */

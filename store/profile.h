@@ -77,6 +77,14 @@ int ws_profile_info_get(ws_store *s, const char *name, ws_profile_info *out, ws_
 const ws_profile_param *ws_profile_get(const ws_profile *p, const char *key);
 /* Its value; WS_ENOTFOUND "profile <name> has no parameter '<key>'" when missing. */
 int ws_profile_value(const ws_profile *p, const char *key, double *out, ws_err *err);
+/* The physical range of parameter `key`: 0 when value lies in it (or the key has none),
+ * else WS_EINVAL "param <key> = <value>: <what> is <range>" (one line, the bound named).
+ * Every key the cost model reads has one (counts are whole numbers, efficiencies in
+ * (0, 1], rates and sizes within what any machine has), and so does each calibrated key by
+ * its last part (".bandwidth", ".c0", ...); other keys are only descriptive. Every profile
+ * imported (ws_store_import_profiles: db init, --seed, a calibration) and every profile
+ * loaded (ws_profile_load) passes its parameters through it. */
+int ws_profile_check_param(const char *key, double value, ws_err *err);
 /* "datasheet", "measured", "fitted", "modeled". */
 const char *ws_profile_source_name(ws_profile_source src);
 

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "embedded.h"
+#include "profile.h"
 #include "store_priv.h"
 #include "ws_csv.h"
 #include "ws_parse.h"
@@ -503,7 +504,7 @@ void ws_store_close(ws_store *s)
     free(s);
 }
 
-void ws_store_close_discard(ws_store *s)
+void ws_store_discard(ws_store *s)
 {
     if (!s)
         return;
@@ -575,6 +576,9 @@ static int insert_profile(ws_store *s, json_t *p, const char *origin, int index,
         if (!isfinite(json_number_value(val)))
             return ws_err_set(err, WS_EINVAL, "%s: profile %s, param %s: value is not finite",
                               origin, name, key);
+        ws_err bad;
+        if (ws_profile_check_param(key, json_number_value(val), &bad))
+            return ws_err_set(err, WS_EINVAL, "%s: profile %s: %s", origin, name, bad.msg);
         json_t *by = json_object_get(v, "calibrated_by");
         if (by && !json_is_string(by))
             return ws_err_set(err, WS_EPARSE, "%s: profile %s, param %s: calibrated_by must be "

@@ -51,12 +51,13 @@ int ws_store_open_embedded(ws_store **out, ws_err *err);
  * read-only, or -- when it does not exist yet -- the embedded store, with *embedded = 1. */
 int ws_store_open_for_reading(const char *path, ws_store **out, int *embedded, ws_err *err);
 void ws_store_close(ws_store *s);
-/* Closes s and, when this open created the file, removes it (with its -wal, -shm and
- * -journal files): a write that failed leaves no new database behind. */
-void ws_store_close_discard(ws_store *s);
 const char *ws_store_path(const ws_store *s);
 /* 1 if this open created the file. */
 int ws_store_created(const ws_store *s);
+/* Closes s, and removes its file (with its -wal, -shm and -journal files) when this open
+ * created it: a command that failed leaves no new database behind (one it found stays, as
+ * its last transaction left it). */
+void ws_store_discard(ws_store *s);
 /* 1 while a transaction (ws_store_begin) is open. */
 int ws_store_in_transaction(ws_store *s);
 /* Before work whose results go to s: the file and its folder are writable and a test write

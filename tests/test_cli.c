@@ -247,13 +247,70 @@ Test(cli, db_bad_files)
     th_write(dir, "seed.json", "{\"profiles\": [ {\"name\": \"x\"} ]}", seed, sizeof seed);
     snprintf(db, sizeof db, "%s/fresh.db", dir);
     expect_fail((const char *[]){"db", "init", "--db", db, "--seed", seed, NULL}, "seed.json");
-    /* The failed seed left the seeded datasheet profiles only. */
-    json_t *v = run_json((const char *[]){"db", "show", "--db", db, "--json", NULL});
-    cr_assert_eq(json_array_size(json_object_get(v, "profiles")), th_datasheet_profiles(NULL));
-    json_decref(v);
     char missing[300];
     snprintf(missing, sizeof missing, "%s/none.json", dir);
     expect_fail((const char *[]){"db", "init", "--db", db, "--seed", missing, NULL}, "cannot open");
+}
+
+/* A seed that fails leaves no database behind when the command created it, and one it
+ * found as it was (its datasheet profiles only). */
+Test(cli, db_init_failed_seed_leaves_no_new_database)
+{
+    char dir[64], seed[256], db[256];
+    th_tmpdir(dir, sizeof dir);
+    th_write(dir, "seed.json", "{\"profiles\": [ {\"name\": \"x\"} ]}", seed, sizeof seed);
+    snprintf(db, sizeof db, "%s/fresh.db", dir);
+    expect_fail((const char *[]){"db", "init", "--db", db, "--seed", seed, NULL}, "seed.json");
+    struct stat st;
+    cr_assert_neq(stat(db, &st), 0, "%s was left behind", db);
+    cr_assert_eq(th_dir_entries(dir), 1, "only the seed file is left");
+    th_run r = run((const char *[]){"db", "init", "--db", db, NULL});
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    th_run_free(&r);
+    expect_fail((const char *[]){"db", "init", "--db", db, "--seed", seed, NULL}, "seed.json");
+    json_t *v = run_json((const char *[]){"db", "show", "--db", db, "--json", NULL});
+    cr_assert_eq(json_array_size(json_object_get(v, "profiles")), th_datasheet_profiles(NULL));
+    json_decref(v);
+}
+
+/* A seeded profile whose values no hardware has is refused with one line naming the key, the
+ * value and the bound, and nothing is written. */
+Test(cli, db_init_seed_refuses_unphysical_values)
+{
+    static const struct {
+        const char *kind, *param, *needle;
+    } bad[] = {
+        {"host", "\"sockets\": {\"value\": 1e9",
+         "sockets = 1000000000: a count of CPU sockets is [1, 16]"},
+        {"host", "\"cores\": {\"value\": 0", "cores = 0:"},
+        {"host", "\"cores\": {\"value\": 2.5",
+         "cores = 2.5: a count of CPU cores is [1, 4096], a whole number"},
+        {"host", "\"dram_eff\": {\"value\": -0.5", "dram_eff = -0.5: an efficiency"},
+        {"host", "\"flops_eff\": {\"value\": 0",
+         "flops_eff = 0: an efficiency (a fraction of the peak) is (0, 1]"},
+        {"host", "\"mem_bytes\": {\"value\": 0", "mem_bytes = 0: a memory size (B) is [1e+06,"},
+        {"gpu", "\"hbm_eff\": {\"value\": 5", "hbm_eff = 5:"},
+        {"gpu", "\"hbm_bw\": {\"value\": 5e-324", "hbm_bw = 4.9406564584124654e-324:"},
+        {"gpu", "\"link.h2d.bandwidth\": {\"value\": 5e-324", "link.h2d.bandwidth ="},
+    };
+    char dir[64], seed[256], db[256], text[1024];
+    th_tmpdir(dir, sizeof dir);
+    snprintf(db, sizeof db, "%s/ws.db", dir);
+    th_run r = run((const char *[]){"db", "init", "--db", db, NULL});
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    th_run_free(&r);
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        snprintf(text, sizeof text,
+                 "{\"profiles\": [{\"name\": \"odd\", \"kind\": \"%s\", \"description\": \"\", "
+                 "\"params\": {%s, \"unit\": \"1\", \"source\": \"datasheet\", "
+                 "\"reference\": \"\"}}}]}",
+                 bad[i].kind, bad[i].param);
+        th_write(dir, "odd.json", text, seed, sizeof seed);
+        expect_fail((const char *[]){"db", "init", "--db", db, "--seed", seed, NULL},
+                    bad[i].needle);
+    }
+    char q[] = "SELECT count(*) FROM profiles WHERE name = 'odd'";
+    cr_assert_eq(th_count_file(db, q), 0);
 }
 
 Test(cli, device_runs_without_gpu)

@@ -180,3 +180,33 @@ Test(cli_plan, fit_batches_bounded_and_db_or_save, .timeout = 60)
     th_expect_fail((const char *[]){SMALL, "--db", db, "--save", NULL}, 2, "--db and --save",
                    g_env);
 }
+
+/* plan takes sim's host options, parsed and checked by the same code: --host-mem (experts
+ * that do not fit host DRAM: no load is met), --cpu-sockets (more than the host has is an
+ * error), --one-node-memory (not with per-socket copies). */
+Test(cli_plan, host_options_as_sim_takes_them)
+{
+    json_t *v = th_writescope_json((const char *[]){SMALL, "--max-users", "2", "--fit-batches",
+                                                    "none", "--json", NULL},
+                                   g_env);
+    json_t *x = json_array_get(json_object_get(v, "results"), 0);
+    cr_assert_gt(json_real_value(json_object_get(x, "max_load")), 0);
+    json_decref(v);
+    v = th_writescope_json((const char *[]){SMALL, "--max-users", "2", "--fit-batches", "none",
+                                            "--host-mem", "1", "--json", NULL},
+                           g_env);
+    x = json_array_get(json_object_get(v, "results"), 0);
+    cr_assert_eq(json_real_value(json_object_get(x, "max_load")), 0,
+                 "60 GB of CPU experts do not fit 1 GiB of host DRAM");
+    json_decref(v);
+    th_expect_fail((const char *[]){SMALL, "--cpu-sockets", "2", NULL}, 1,
+                   "--cpu-sockets 2: host xeon-gold-5318y has 1", g_env);
+    th_expect_fail((const char *[]){SMALL, "--cpu-sockets", "1", "--one-node-memory", NULL}, 2,
+                   "--one-node-memory", g_env);
+    th_expect_fail((const char *[]){SMALL, "--host-mem", "0", NULL}, 2, "--host-mem", g_env);
+    th_run r = th_writescope((const char *[]){"plan", "--help", NULL}, g_env);
+    cr_assert_neq(strstr(r.out, "--host-mem G"), NULL, "%s", r.out);
+    cr_assert_neq(strstr(r.out, "--cpu-sockets N"), NULL, "%s", r.out);
+    cr_assert_neq(strstr(r.out, "--one-node-memory"), NULL, "%s", r.out);
+    th_run_free(&r);
+}

@@ -92,7 +92,7 @@ Test(cli_sim, bad_names_one_line)
     th_expect_fail((const char *[]){"sim", "--model", "qwen3-30b-a3b", "--gpu", "a100-40gb-pcie",
                                     "--host", "no-host", NULL},
                    1, "no-host", g_env);
-    th_expect_fail((const char *[]){BASE, "--policy", "bogus", NULL}, 1, "unknown policy 'bogus'",
+    th_expect_fail((const char *[]){BASE, "--policy", "bogus", NULL}, 2, "unknown policy 'bogus'",
                    g_env);
     th_expect_fail((const char *[]){"sim", "--model", "qwen3-30b-a3b", "--gpu", "xeon-gold-5318y",
                                     "--host", "xeon-gold-5318y", NULL},
@@ -251,8 +251,37 @@ Test(cli_sim, db_stores_every_run)
     /* The table output says where the runs went. */
     th_run r = th_writescope((const char *[]){SMALL, "--db", db, "--policy", "stream", NULL}, g_env);
     cr_assert_eq(r.status, 0, "%s", r.err);
-    cr_assert_neq(strstr(r.out, "stored: runs 8-8 in"), NULL, "%s", r.out);
+    cr_assert_neq(strstr(r.out, "stored: run 8 in"), NULL, "%s", r.out);
     th_run_free(&r);
+}
+
+/* The runs a command reports stored are its own: another writer's run that lands between
+ * two of them (a trigger inserts one right after this command's first) is not among them. */
+Test(cli_sim, stored_ids_are_this_commands)
+{
+    char dir[64], db[256];
+    th_tmpdir(dir, sizeof dir);
+    snprintf(db, sizeof db, "%s/runs.db", dir);
+    th_run r = th_writescope((const char *[]){"db", "init", "--db", db, NULL}, g_env);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    th_run_free(&r);
+    th_exec_sql(db, "CREATE TRIGGER other_writer AFTER INSERT ON sim_runs WHEN NEW.model <> "
+                    "'other' AND NEW.policy = 'writescope' BEGIN INSERT INTO sim_runs("
+                    "started_at, tool_version, model, gpu_profile, host_profile, policy, "
+                    "workload, batch, detail, seed) VALUES ('2026-01-01T00:00:00Z', 'x', "
+                    "'other', 'g', 'h', 'stream', 'closed', 1, 'step', 0); END");
+    r = th_writescope((const char *[]){SMALL, "--db", db, NULL}, g_env);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cr_assert_neq(strstr(r.out, "stored: runs 1, 3-8 in"), NULL, "%s", r.out);
+    th_run_free(&r);
+    json_t *v = th_writescope_json((const char *[]){SMALL, "--db", db, "--json", NULL}, g_env);
+    json_t *ids = json_object_get(json_object_get(v, "written"), "run_ids");
+    cr_assert_eq(json_array_size(ids), 7);
+    cr_assert_eq(json_integer_value(json_array_get(ids, 0)), 9);
+    for (size_t i = 1; i < 7; i++)
+        cr_assert_eq(json_integer_value(json_array_get(ids, i)), 10 + (json_int_t)i);
+    json_decref(v);
+    cr_assert_eq(th_count_file(db, "SELECT count(*) FROM sim_runs WHERE model = 'other'"), 2);
 }
 
 Test(cli_sim, csv_files_and_rows)
@@ -461,4 +490,178 @@ Test(cli_sim, prefill_strategy_flag)
     cr_assert_lt(ttft[1], ttft[0]);
     cr_assert_eq(ttft[2], ttft[1]);
     th_expect_fail((const char *[]){BASE, "--prefill", "fast", NULL}, 2, "--prefill", g_env);
+}
+
+/* Requests whose own KV does not fit say why, as weights that do not fit do: the table's row
+ * names the tier with the first request's tokens and bytes, the JSON the same fields. */
+Test(cli_sim, kv_oom_says_why)
+{
+    const char *args[] = {BASE,    "--policy", "ktrans", "--batch", "2",      "--prompt",
+                          "32768", "--output", "2",      "--layers", "2", "--gpu-kv-gb",
+                          "1",     NULL};
+    th_run r = th_writescope(args, g_env);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cr_assert_neq(strstr(r.out, "OOM: 2 request(s) whose own KV exceeds the GPU KV budget (first: "
+                                "32770 tokens, 3 GiB > 1 GiB)"),
+                  NULL, "%s", r.out);
+    th_run_free(&r);
+    json_t *v = th_writescope_json((const char *[]){BASE, "--policy", "ktrans", "--batch", "2",
+                                                    "--prompt", "32768", "--output", "2",
+                                                    "--layers", "2", "--gpu-kv-gb", "1",
+                                                    "--json", NULL},
+                                   g_env);
+    json_t *run = json_array_get(json_object_get(v, "runs"), 0);
+    cr_assert_eq(json_integer_value(json_object_get(run, "kv_oom")), 2);
+    json_t *k = json_object_get(run, "kv_oom_first");
+    cr_assert_str_eq(json_string_value(json_object_get(k, "tier")), "GPU KV budget");
+    cr_assert_eq(json_integer_value(json_object_get(k, "tokens")), 32770);
+    cr_assert_float_eq(json_number_value(json_object_get(k, "room_bytes")), 1073741824.0, 1);
+    cr_assert_gt(json_number_value(json_object_get(k, "kv_bytes")), 3 * 1073741824.0 * 0.99);
+    json_decref(v);
+}
+
+#define TINYRUN BASE, "--batch", "2", "--prompt", "512", "--output", "4", "--layers", "2"
+
+/* An option only work on the CPU uses, given with a policy that runs none there, is a usage
+ * error naming the option and the policy; with a policy list that has one that does (all
+ * among them), or with layers put on the CPU, it runs. */
+Test(cli_sim, options_a_policy_ignores_are_refused)
+{
+    static const char *const cpu_only[][2] = {
+        {"--n-cpu-moe", "3"},      {"--gpu-experts", "4"}, {"--cpu-expert-weights", "int8"},
+        {"--prefill", "gpu"},      {"--cpu-threads", "4"}, {"--cpu-sockets", "1"},
+    };
+    char want[96];
+    for (size_t i = 0; i < sizeof cpu_only / sizeof cpu_only[0]; i++) {
+        snprintf(want, sizeof want, "%s does not apply to --policy gpu-only, which",
+                 cpu_only[i][0]);
+        th_expect_fail((const char *[]){TINYRUN, "--policy", "gpu-only", cpu_only[i][0],
+                                        cpu_only[i][1], NULL},
+                       2, want, g_env);
+        th_run r = th_writescope((const char *[]){TINYRUN, "--policy", "all", cpu_only[i][0],
+                                                  cpu_only[i][1], NULL},
+                                 g_env);
+        cr_assert_eq(r.status, 0, "%s %s: %s", cpu_only[i][0], cpu_only[i][1], r.err);
+        th_run_free(&r);
+        r = th_writescope((const char *[]){TINYRUN, "--policy", "gpu-only,ktrans", cpu_only[i][0],
+                                           cpu_only[i][1], NULL},
+                          g_env);
+        cr_assert_eq(r.status, 0, "%s %s: %s", cpu_only[i][0], cpu_only[i][1], r.err);
+        th_run_free(&r);
+    }
+    /* layers wholly on the CPU use the CPU's options under any policy, not the expert split */
+    th_run r = th_writescope((const char *[]){TINYRUN, "--policy", "gpu-only", "--n-gpu-layers",
+                                              "40", "--cpu-threads", "4", "--prefill", "cpu",
+                                              NULL},
+                             g_env);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    th_run_free(&r);
+    th_expect_fail((const char *[]){TINYRUN, "--policy", "gpu-only", "--n-gpu-layers", "40",
+                                    "--n-cpu-moe", "3", NULL},
+                   2, "--n-cpu-moe does not apply to --policy gpu-only", g_env);
+    th_expect_fail((const char *[]){"plan", "--model", "qwen3-30b-a3b", "--host",
+                                    "xeon-gold-5318y", "--gpu", "a100-40gb-pcie", "--prompt", "64",
+                                    "--output", "2", "--slo-tpot", "1", "--policy", "gpu-only",
+                                    "--cpu-threads", "4", NULL},
+                   2, "--cpu-threads does not apply to --policy gpu-only", g_env);
+}
+
+/* More CPU threads than the host's cores (of the sockets used) are refused, not clipped. */
+Test(cli_sim, cpu_threads_above_the_cores_are_refused)
+{
+    th_expect_fail((const char *[]){TINYRUN, "--policy", "writescope", "--cpu-threads", "25",
+                                    NULL},
+                   2, "--cpu-threads 25: host xeon-gold-5318y has 24 cores", g_env);
+    th_run r = th_writescope((const char *[]){TINYRUN, "--policy", "writescope", "--cpu-threads",
+                                              "24", NULL},
+                             g_env);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    th_run_free(&r);
+    const char *two[] = {"sim",      "--model",  "qwen3-30b-a3b", "--gpu",          "h200",
+                         "--host",   "xeon-gold-6454s-2s", "--batch", "1", "--prompt", "256",
+                         "--output", "2",        "--layers",      "2",              "--policy",
+                         "ktrans",   "--cpu-sockets", "1",         "--cpu-threads", "33", NULL};
+    th_expect_fail(two, 2, "--cpu-threads 33: host xeon-gold-6454s-2s has 32 cores on the sockets "
+                           "used", g_env);
+    th_expect_fail((const char *[]){"plan", "--model", "qwen3-30b-a3b", "--host",
+                                    "xeon-gold-5318y", "--gpu", "a100-40gb-pcie", "--prompt", "64",
+                                    "--output", "2", "--slo-tpot", "1", "--policy", "writescope",
+                                    "--cpu-threads", "48", NULL},
+                   1, "--cpu-threads 48: host xeon-gold-5318y has 24 cores", g_env);
+}
+
+/* --n-cpu-moe 0 (the fidelity points' "no layer's experts on the CPU") puts every routed
+ * expert on the GPU: ktrans then runs as gpu-only does, step for step. */
+Test(cli_sim, n_cpu_moe_zero_puts_every_expert_on_the_gpu)
+{
+    const char *pol[2] = {"ktrans", "gpu-only"};
+    double tpot[2], ttft[2];
+    for (int i = 0; i < 2; i++) {
+        json_t *v = th_writescope_json(
+            (const char *[]){"sim", "--model", "qwen3-30b-a3b", "--gpu", "h200", "--host",
+                             "xeon-gold-5318y", "--batch", "2", "--prompt", "512", "--output",
+                             "4", "--layers", "2", "--policy", pol[i], "--json",
+                             i ? NULL : "--n-cpu-moe", "0", NULL},
+            g_env);
+        json_t *r0 = json_array_get(json_object_get(v, "runs"), 0);
+        cr_assert_eq(json_integer_value(json_object_get(r0, "served")), 2);
+        tpot[i] = json_number_value(json_object_get(r0, "tpot_p50_s"));
+        ttft[i] = json_number_value(json_object_get(r0, "ttft_p50_s"));
+        json_decref(v);
+    }
+    cr_assert_eq(tpot[0], tpot[1]);
+    cr_assert_eq(ttft[0], ttft[1]);
+}
+
+/* --policy takes a comma-separated list, as plan's does: its runs in the policies' order. */
+Test(cli_sim, policy_list_like_plan)
+{
+    json_t *v = th_writescope_json(
+        (const char *[]){TINYRUN, "--policy", "ktrans,writescope", "--json", NULL}, g_env);
+    json_t *runs = json_object_get(v, "runs");
+    cr_assert_eq(json_array_size(runs), 2);
+    cr_assert_str_eq(json_string_value(json_object_get(json_array_get(runs, 0), "policy")),
+                     "writescope");
+    cr_assert_str_eq(json_string_value(json_object_get(json_array_get(runs, 1), "policy")),
+                     "ktrans");
+    json_decref(v);
+    th_expect_fail((const char *[]){TINYRUN, "--policy", "ktrans,bogus", NULL}, 2,
+                   "unknown policy 'bogus'", g_env);
+    th_expect_fail((const char *[]){TINYRUN, "--policy", ",", NULL}, 2, "names no policy", g_env);
+    th_expect_fail((const char *[]){TINYRUN, "--policy", "ktrans,writescope", "--chrome-trace",
+                                    "x.json", NULL},
+                   2, "one --policy", g_env);
+}
+
+/* --weights is the CPU experts' format too (a GGUF file's experts are its type wherever they
+ * run), and the header says what each part runs at; --cpu-expert-weights still overrides. */
+Test(cli_sim, weights_cover_the_cpu_experts)
+{
+    double tpot[3];
+    const char *const extra[3][4] = {{"--weights", "q4_k_m", NULL, NULL},
+                                     {"--weights", "q4_k_m", "--cpu-expert-weights", "q4_k_m"},
+                                     {"--weights", "q4_k_m", "--cpu-expert-weights", "bf16"}};
+    for (int i = 0; i < 3; i++) {
+        json_t *v = th_writescope_json((const char *[]){TINYRUN, "--policy", "ktrans",
+                                                        extra[i][0], extra[i][1], "--json",
+                                                        extra[i][2], extra[i][3], NULL},
+                                       g_env);
+        json_t *w = json_object_get(v, "weights");
+        cr_assert_str_eq(json_string_value(json_object_get(w, "cpu_experts")),
+                         i == 2 ? "bf16" : "q4_k_m");
+        cr_assert_str_eq(json_string_value(json_object_get(w, "gpu")), "q4_k_m");
+        tpot[i] = json_number_value(
+            json_object_get(json_array_get(json_object_get(v, "runs"), 0), "tpot_p50_s"));
+        json_decref(v);
+    }
+    cr_assert_eq(tpot[0], tpot[1]);
+    cr_assert_neq(tpot[0], tpot[2]);
+    th_run r = th_writescope((const char *[]){TINYRUN, "--policy", "ktrans", "--weights",
+                                              "q4_k_m", NULL},
+                             g_env);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cr_assert_neq(strstr(r.out, "weights: attention and dense q4_k_m, GPU experts q4_k_m, shared "
+                                "experts q4_k_m, CPU experts q4_k_m; KV bf16"),
+                  NULL, "%s", r.out);
+    th_run_free(&r);
 }

@@ -10,6 +10,9 @@
 #include <criterion/criterion.h>
 #include <math.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "gemm_bf16.h"
 #include "gemm_int8.h"
@@ -150,6 +153,90 @@ Test(engine, capacities_are_a_clear_error)
     c.policy = WS_POLICY_STREAM;
     cr_assert_eq(ws_engine_run(&c, &r, &err), WS_ENOMEM);
     cr_assert(strcasestr(err.msg, "xfer region"), "%s", err.msg);
+}
+
+/* A pool that cannot be made is the engine's error with the pool's own words, once. */
+Test(engine, pool_error_named_once)
+{
+    load(k_gqa);
+    ws_engine_cfg c;
+    tiny_cfg(&c);
+    c.threads = WS_POOL_MAX_THREADS + 1;
+    ws_run_result r;
+    ws_err err = {0};
+    cr_assert_eq(ws_engine_run(&c, &r, &err), WS_EINVAL, "%s", err.msg);
+    char want[96];
+    snprintf(want, sizeof want, "run: thread pool: %d threads is more than %d",
+             WS_POOL_MAX_THREADS + 1, WS_POOL_MAX_THREADS);
+    cr_assert_str_eq(err.msg, want);
+}
+
+#if defined(__SANITIZE_ADDRESS__)
+#define TH_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define TH_ASAN 1
+#endif
+#endif
+
+/* Expert slots that do not fit the address space (RLIMIT_AS in a child) are an error that
+ * gives the slots' sizes in units that show them: 65536 slots of 24 KiB each, not "0.0 MB". */
+Test(engine, expert_oom_gives_readable_sizes)
+{
+#ifdef TH_ASAN
+    cr_skip_test("AddressSanitizer reserves the address space an RLIMIT_AS would cut");
+#else
+    static const char *many =
+        "{\"architectures\": [\"Qwen3MoeForCausalLM\"], \"model_type\": \"qwen3_moe\", "
+        "\"hidden_size\": 64, \"num_hidden_layers\": 2, \"num_attention_heads\": 8, "
+        "\"num_key_value_heads\": 2, \"head_dim\": 32, \"intermediate_size\": 128, "
+        "\"moe_intermediate_size\": 64, \"num_experts\": 65536, \"num_experts_per_tok\": 64, "
+        "\"vocab_size\": 1000, \"torch_dtype\": \"bfloat16\"}";
+    load(many);
+    ws_engine_cfg c;
+    tiny_cfg(&c);
+    c.batch = 1024; /* x 64 routed: a slot for each of the 65536 experts */
+    c.prompt = 16;
+    c.output = 1;
+    c.threads = 1;
+    int fd[2];
+    cr_assert_eq(pipe(fd), 0);
+    const pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) {
+        close(fd[0]);
+        long pages = 0;
+        FILE *f = fopen("/proc/self/statm", "r");
+        if (!f || fscanf(f, "%ld", &pages) != 1)
+            _exit(2);
+        fclose(f);
+        /* 768 MiB past what the process maps now (about 300 MiB go before the slots): the
+         * 1.5 GiB of slots cannot fit */
+        const rlim_t cap = (rlim_t)pages * (rlim_t)sysconf(_SC_PAGESIZE) + ((rlim_t)768 << 20);
+        const struct rlimit rl = {cap, cap};
+        if (setrlimit(RLIMIT_AS, &rl))
+            _exit(3);
+        ws_run_result r;
+        ws_err err = {0};
+        const int rc = ws_engine_run(&c, &r, &err);
+        if (write(fd[1], err.msg, strlen(err.msg)) < 0)
+            _exit(4);
+        _exit(rc == WS_ENOMEM ? 0 : 5);
+    }
+    close(fd[1]);
+    char msg[WS_ERR_MSG_MAX + 1] = "";
+    size_t n = 0;
+    ssize_t k;
+    while (n < WS_ERR_MSG_MAX && (k = read(fd[0], msg + n, WS_ERR_MSG_MAX - n)) > 0)
+        n += (size_t)k;
+    msg[n] = '\0';
+    close(fd[0]);
+    int status;
+    cr_assert_eq(waitpid(pid, &status, 0), pid);
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "status %d: %s", status, msg);
+    cr_assert_neq(strstr(msg, "run: out of memory for expert weights (slot "), NULL, "%s", msg);
+    cr_assert_neq(strstr(msg, " of 65536, 24 KiB each, 1.5 GiB in all)"), NULL, "%s", msg);
+#endif
 }
 
 Test(engine, unknown_runtime_policies_and_a_missing_device_are_refused)

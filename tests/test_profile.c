@@ -4,6 +4,7 @@
  * datasheets' CPU GEMM peaks per instruction family (cpu_peak.*). */
 #include <criterion/criterion.h>
 #include <math.h>
+#include <sqlite3.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -198,6 +199,90 @@ Test(profile, unknown_name)
     cr_assert_neq(strstr(err.msg, "no profile named 'no-such-gpu'"), NULL, "%s", err.msg);
     cr_assert_eq(strchr(err.msg, '\n'), NULL);
     cr_assert_eq(ws_profile_load(s, "gpu:" H100, &p, &err), WS_ENOTFOUND);
+    ws_store_close(s);
+}
+
+/* Every value the datasheet ships is within its key's bounds, and the values no hardware has
+ * are not: counts that are not whole or out of range, efficiencies outside (0, 1], sizes of
+ * 0, denormal bandwidths, each refused by one line naming the key, the value and the bound. */
+Test(profile, bounds_refuse_what_no_hardware_has)
+{
+    ws_store *s = fresh_store();
+    ws_err err = {0};
+    json_t *all = ws_store_profiles(s, NULL, &err);
+    cr_assert_not_null(all, "%s", err.msg);
+    size_t i, j, checked = 0;
+    json_t *p, *q;
+    json_array_foreach(all, i, p) json_array_foreach(json_object_get(p, "params"), j, q)
+    {
+        const char *key = json_string_value(json_object_get(q, "key"));
+        cr_assert_eq(ws_profile_check_param(key, json_number_value(json_object_get(q, "value")),
+                                            &err),
+                     0, "%s", err.msg);
+        checked++;
+    }
+    json_decref(all);
+    cr_assert_gt(checked, 100);
+    static const struct {
+        const char *key;
+        double v;
+        const char *bound;
+    } bad[] = {{"sockets", 1e9, "[1, 16], a whole number"},
+               {"sockets", 0, "[1, 16]"},
+               {"cores", 0, "[1, 4096]"},
+               {"cores", 2.5, "a whole number"},
+               {"threads", -4, "[1, 8192]"},
+               {"hbm_eff", 5, "(0, 1]"},
+               {"hbm_eff", 0, "(0, 1]"},
+               {"dram_eff", -1, "(0, 1]"},
+               {"h2d_contention", 1.5, "(0, 1]"},
+               {"mem_bytes", 0, "[1e+06, 1e+15]"},
+               {"hbm_bw", 5e-324, "[1e+09, 1e+14]"},
+               {"dram_bw", 1e30, "[1e+08, 1e+14]"},
+               {"bf16_flops", -1, "0 or [1e+08, 1e+17]"},
+               {"cpu_peak.amx_int8", 1, "0 or [1e+08, 1e+17]"},
+               {"attn_c0", -1e-6, "[0, 1]"},
+               {"link.h2d.bandwidth", 5e-324, "[1000, 1e+16]"},
+               {"cpu.attn.gqa.bf16.c0", 1e9, "[0, 100]"}};
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        err = (ws_err){0};
+        cr_assert_eq(ws_profile_check_param(bad[k].key, bad[k].v, &err), WS_EINVAL, "%s %g",
+                     bad[k].key, bad[k].v);
+        char head[160];
+        snprintf(head, sizeof head, "param %s = %.17g: ", bad[k].key, bad[k].v);
+        cr_assert(strstr(err.msg, head) == err.msg, "%s", err.msg);
+        cr_assert_neq(strstr(err.msg, bad[k].bound), NULL, "%s", err.msg);
+        cr_assert_eq(strchr(err.msg, '\n'), NULL);
+    }
+    /* 0: a family or a type the device lacks; a key with no bound is descriptive */
+    cr_assert_eq(ws_profile_check_param("bf16_flops", 0, &err), 0);
+    cr_assert_eq(ws_profile_check_param("cpu_peak.amx_bf16", 0, &err), 0);
+    cr_assert_eq(ws_profile_check_param("vendor_note", -1, &err), 0);
+    ws_store_close(s);
+}
+
+/* The bounds hold for every path a profile comes by: an import (db init --seed, a
+ * calibration) is refused whole, and a value written into the database by other means is
+ * refused when the profile is loaded. */
+Test(profile, bounds_hold_on_import_and_on_load)
+{
+    ws_store *s = fresh_store();
+    ws_err err = {0};
+    int n = 0;
+    const char *odd = "{\"profiles\": [{\"name\": \"odd\", \"kind\": \"host\", "
+                      "\"description\": \"\", \"params\": {\"sockets\": {\"value\": 1e9, "
+                      "\"unit\": \"1\", \"source\": \"datasheet\", \"reference\": \"\"}}}]}";
+    cr_assert_eq(ws_store_import_profiles(s, odd, "odd.json", &n, &err), WS_EINVAL);
+    cr_assert_neq(strstr(err.msg, "odd.json: profile odd: param sockets = 1000000000: "), NULL,
+                  "%s", err.msg);
+    ws_profile p;
+    cr_assert_eq(ws_profile_load(s, "odd", &p, &err), WS_ENOTFOUND, "nothing was written");
+    th_exec_sql(ws_store_path(s),
+                "UPDATE profile_params SET value = 0 WHERE key = 'hbm_eff' AND "
+                "profile_id = (SELECT id FROM profiles WHERE name = 'h100-sxm')");
+    cr_assert_eq(ws_profile_load(s, "h100-sxm", &p, &err), WS_EINVAL);
+    cr_assert_neq(strstr(err.msg, "profile h100-sxm: param hbm_eff = 0: an efficiency"), NULL,
+                  "%s", err.msg);
     ws_store_close(s);
 }
 

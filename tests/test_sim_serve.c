@@ -360,6 +360,72 @@ Test(sim_serve, oom_outcomes_not_crashes)
     sim_results_free(&r);
 }
 
+/* A request whose own KV exceeds a tier is an OOM outcome that says so: how many, and the
+ * first one's tokens, its bytes and the tier's room (weights that do not fit are not). */
+Test(sim_serve, kv_oom_names_the_tier_and_the_bytes)
+{
+    ws_model m;
+    ws_hw hw;
+    load("qwen3-30b-a3b", "a100-40gb-pcie", &m, &hw);
+    sim_cfg cfg;
+    sim_cfg_default(&cfg);
+    cfg.policy = WS_POLICY_KTRANS; /* all KV in the 1 GiB budget */
+    cfg.detail_layer = 0;
+    cfg.gpu_kv_budget = 1073741824.0;
+    sim_results r;
+    run_closed(&m, &hw, &cfg, 2, 32768, 2, &r);
+    cr_assert_eq(r.tot.oom, 2);
+    cr_assert_eq(r.tot.kv_oom, 2);
+    cr_assert_eq(r.tot.no_room, 0);
+    cr_assert_eq(r.tot.kv_oom_tokens, 32770);
+    cr_assert_float_eq(r.tot.kv_oom_room[0], 1073741824.0, 1);
+    const double kv = 32770.0 * m.layers * 2 * m.n_kv_heads * m.head_dim * 2; /* GQA bf16 */
+    cr_assert_float_eq(r.tot.kv_oom_need[0], kv, 1e-6 * kv, "%g vs %g", r.tot.kv_oom_need[0], kv);
+    cr_assert_gt(r.tot.kv_oom_need[0], r.tot.kv_oom_room[0]);
+    sim_results_free(&r);
+    /* weights that leave no room are the other reason, not this one */
+    sim_cfg_default(&cfg);
+    cfg.layers = 4;
+    cfg.policy = WS_POLICY_GPU_ONLY;
+    run_closed(&m, &hw, &cfg, 3, 128, 4, &r);
+    cr_assert_eq(r.tot.oom, 3);
+    cr_assert_eq(r.tot.kv_oom, 0);
+    sim_results_free(&r);
+}
+
+/* Admission over the largest batch: SIM_BATCH_MAX requests at once, none of which fits,
+ * each an OOM outcome. Admitting n requests costs O(n + batch), about a second here; at
+ * O(n x batch) (the batch's sums, or a free slot searched from slot 0, per request) this
+ * size takes hours. */
+Test(sim_serve, admission_is_linear_in_the_batch)
+{
+    ws_model m;
+    ws_hw hw;
+    load("qwen3-30b-a3b", "a100-40gb-pcie", &m, &hw);
+    sim_cfg cfg;
+    sim_cfg_default(&cfg);
+    cfg.policy = WS_POLICY_KTRANS;
+    cfg.detail_layer = 0;
+    cfg.keep_requests = cfg.keep_steps = 0;
+    cfg.batch = SIM_BATCH_MAX;
+    cfg.gpu_kv_budget = 1073741824.0;
+    sim_results r;
+    run_closed(&m, &hw, &cfg, SIM_BATCH_MAX, 32768, 1, &r);
+    cr_assert_eq(r.tot.oom, SIM_BATCH_MAX);
+    cr_assert_eq(r.tot.kv_oom, SIM_BATCH_MAX);
+    sim_results_free(&r);
+    /* one more than the cap is refused, not run */
+    cfg.batch = SIM_BATCH_MAX + 1;
+    ws_err err = {0};
+    sim_closed c;
+    sim_source src;
+    sim_closed_source(&c, 1, 10, 10, &src);
+    ws_deploy_cfg cc;
+    ws_deploy_cfg_default(&cc);
+    cr_assert_eq(sim_run(&m, &hw, &cc, &cfg, &src, &r, &err), WS_EINVAL);
+    cr_assert_neq(strstr(err.msg, "more than 1048576"), NULL, "%s", err.msg);
+}
+
 /* Decode H2D time per step for a prompt length (stream: every spilled token streamed). */
 static double h2d_per_decode_step(const char *model, int prompt)
 {
