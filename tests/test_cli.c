@@ -420,7 +420,7 @@ Test(cli, db_show_profile_by_name)
     cr_assert_str_eq(json_string_value(json_object_get(p, "name")), "h100-sxm");
     cr_assert_str_eq(json_string_value(json_object_get(p, "datasheet")), "h100-sxm");
     cr_assert(json_is_null(json_object_get(p, "calibrated")));
-    cr_assert_eq(json_array_size(json_object_get(p, "params")), 24);
+    cr_assert_eq(json_array_size(json_object_get(p, "params")), 25);
     json_decref(v);
     expect_fail((const char *[]){"db", "show", "no-such-gpu", NULL}, "no profile named 'no-such-gpu'");
     expect_fail((const char *[]){"db", "show", "gpu:Nothing", "--json", NULL}, "no profile named");

@@ -43,8 +43,10 @@ static const layer layers[] = {
     {"plots", "common store"},
     {"cli", "common platform store kernels kernels/cuda calib calib/probe runtime sim traces "
             "validate plots"},
-    /* the parsers of outside input; calib's is its profiling-CSV reader */
-    {"fuzz", "common store runtime traces calib:vidur_csv.h"},
+    /* the parsers of outside input: calib's profiling-CSV reader and the import's file layer,
+     * the command line's option parser */
+    {"fuzz", "common store runtime traces calib:vidur_csv.h calib:import_files.h cli:opts.h "
+             "cli:workload.h"},
 };
 #define N_LAYERS (sizeof layers / sizeof layers[0])
 

@@ -64,7 +64,7 @@ Test(profile, datasheet_alone)
     cr_assert_str_eq(p.kind, "gpu");
     cr_assert_str_eq(p.datasheet, "h100-sxm");
     cr_assert_str_eq(p.calibrated, "");
-    cr_assert_eq(p.n_params, 24);
+    cr_assert_eq(p.n_params, 25);
     const ws_profile_param *q = ws_profile_get(&p, "hbm_bw");
     cr_assert_not_null(q);
     cr_assert_eq(q->value, 3.35e12);
@@ -111,7 +111,7 @@ static void check_merged(ws_store *s, const char *name, double W)
     cr_assert_not_null(q);
     cr_assert_float_eq(q->value, W, W * 1e-3);
     cr_assert_not_null(ws_profile_get(&p, "link.h2d.c0"));
-    cr_assert_eq(p.n_params, 24 + 2);
+    cr_assert_eq(p.n_params, 25 + 2);
     ws_profile_free(&p);
 }
 
