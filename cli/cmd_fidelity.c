@@ -25,7 +25,8 @@ static void usage(FILE *out)
             "latency statistics and throughputs of an engine under a published load: all\n"
             "requests at once, Poisson arrivals, or a closed loop of clients), each under\n"
             "its engine's file (engines/). Prints predicted, published and their ratio, or\n"
-            "the knob it lacks. The summary gives the median and worst |ratio - 1| per group\n"
+            "the knob it lacks, or BAD and why a point cannot run as written (the others\n"
+            "still run). The summary gives the median and worst |ratio - 1| per group\n"
             "and the host time its simulations took. Operator points: every kernel of public\n"
             "A100 profiles (Vidur's Kineto CSVs) predicted by the cost model on --ops-gpu.\n"
             "Profiles come from --db (else the default database, else the embedded datasheet\n"
@@ -116,6 +117,7 @@ static int print_json(const ws_fid_report *r)
         json_object_set_new(o, "predicted", num_or_null(p->predicted));
         json_object_set_new(o, "ratio", num_or_null(p->ratio));
         json_object_set_new(o, "missing", *p->missing ? json_string(p->missing) : json_null());
+        json_object_set_new(o, "bad", *p->bad ? json_string(p->bad) : json_null());
         json_object_set_new(o, "assumed", *p->assumed ? json_string(p->assumed) : json_null());
         if (strcmp(p->kind, "op"))
             json_object_set_new(o, "wall_s", json_real(p->wall_s));
@@ -138,8 +140,11 @@ static int print_json(const ws_fid_report *r)
     return cli_print_json(root);
 }
 
+/* Strings from the points files (ids aside, which are refused with control characters) go
+ * to the terminal through cli_text: escaped, cut to their column's buffer. */
 static void print_table(const ws_fid_report *r, int embedded)
 {
+    char id[128], metric[96], what[512], group[128];
     printf("writescope fidelity: the simulator (MODELED%s) against published measurements\n",
            embedded ? ", embedded datasheet profiles" : "");
     printf("%-34s %-24s %-14s %12s %12s %7s  %s\n", "point", "metric", "policy", "published",
@@ -156,11 +161,14 @@ static void print_table(const ws_fid_report *r, int embedded)
             snprintf(pred, sizeof pred, "%.4g", p->predicted);
             snprintf(ratio, sizeof ratio, "%.2f", p->ratio);
         }
-        char metric[40];
-        snprintf(metric, sizeof metric, "%s%s%s", p->metric, *p->stat ? " " : "", p->stat);
-        printf("%-34s %-24s %-14s %12.4g %12s %7s  %s%s\n", p->id, metric,
-               *p->policy ? p->policy : "-", p->published, pred, ratio,
-               *p->missing ? "MISSING " : "", *p->missing ? p->missing : p->source);
+        char ms[40];
+        snprintf(ms, sizeof ms, "%s%s%s", p->metric, *p->stat ? " " : "", p->stat);
+        const char *tag = *p->bad ? "BAD " : *p->missing ? "MISSING " : "";
+        printf("%-34s %-24s %-14s %12.4g %12s %7s  %s%s\n", cli_text(p->id, id, sizeof id),
+               cli_text(ms, metric, sizeof metric), *p->policy ? p->policy : "-", p->published,
+               pred, ratio, tag,
+               cli_text(*p->bad ? p->bad : *p->missing ? p->missing : p->source, what,
+                        sizeof what));
     }
     if (n_op)
         printf("(%zu operator points, one per profiled kernel: in --json; summarised below)\n",
@@ -172,12 +180,13 @@ static void print_table(const ws_fid_report *r, int embedded)
         char wall[16] = "-";
         if (g->wall_s > 0)
             snprintf(wall, sizeof wall, "%.1f", g->wall_s);
+        cli_text(g->group, group, sizeof group);
         if (!g->expressed) {
-            printf("%-28s %7d %10d %13s %12s %8s\n", g->group, g->n, 0, "n/a", "n/a", wall);
+            printf("%-28s %7d %10d %13s %12s %8s\n", group, g->n, 0, "n/a", "n/a", wall);
             continue;
         }
-        printf("%-28s %7d %10d %12.1f%% %11.1f%% %8s  %s\n", g->group, g->n, g->expressed,
-               100 * g->median_err, 100 * g->worst_err, wall, g->worst_id);
+        printf("%-28s %7d %10d %12.1f%% %11.1f%% %8s  %s\n", group, g->n, g->expressed,
+               100 * g->median_err, 100 * g->worst_err, wall, cli_text(g->worst_id, id, sizeof id));
     }
 }
 
@@ -209,6 +218,14 @@ static int load_points(const char *points, ws_fid_report *r, ws_err *err)
     return 0;
 }
 
+/* The error, its text escaped: it names files and echoes what they hold. */
+static int fid_fail(const ws_err *err)
+{
+    ws_err e = {.code = err->code};
+    cli_text(err->msg, e.msg, sizeof e.msg);
+    return cli_fail(&e);
+}
+
 int cmd_fidelity(int argc, char **argv)
 {
     fid_opts o = {0};
@@ -216,27 +233,40 @@ int cmd_fidelity(int argc, char **argv)
     int rc = cli_opts_parse(&k_spec, argc, argv, &o, &a);
     if (rc)
         return rc == CLI_PARSE_HELP ? CLI_EXIT_OK : rc;
+    /* the operator points' options, where no operator point is read */
+    const int op_opts = o.ops || o.heldout || cli_given(&a, "ops-gpu");
+    if (o.no_ops && op_opts)
+        return cli_usage_error("fidelity", "--no-ops contradicts --ops, --ops-gpu and --heldout");
+    char group[160] = "";
+    if (o.group)
+        cli_text(o.group, group, sizeof group);
+    if (o.group && strncmp(o.group, "op ", 3) && op_opts)
+        return cli_usage_error("fidelity", "--ops, --ops-gpu and --heldout are for operator "
+                                           "points, not group '%s'",
+                               group);
     if (o.engine) { /* a usage error before any work */
         char names[32][64];
         const int n = ws_server_list(names, 32);
         int known = 0;
         for (int i = 0; i < n; i++)
             known |= !strcmp(names[i], o.engine);
-        if (!known)
-            return cli_usage_error("fidelity", "--engine '%s': no engines/%s.json", o.engine,
-                                   o.engine);
+        if (!known) {
+            char eng[160];
+            cli_text(o.engine, eng, sizeof eng);
+            return cli_usage_error("fidelity", "--engine '%s': no engines/%s.json", eng, eng);
+        }
     }
     ws_err err = {0};
     ws_fid_report r = {0};
     if (load_points(o.points, &r, &err)) {
         ws_fidelity_free(&r);
-        return cli_fail(&err);
+        return fid_fail(&err);
     }
     ws_store *s = NULL;
     int embedded = 0;
     if (cli_open_store_ro(o.db, &s, &embedded, &err)) {
         ws_fidelity_free(&r);
-        return cli_fail(&err);
+        return fid_fail(&err);
     }
     char root[WS_PATH_MAX], ops[WS_PATH_MAX];
     /* operator points only where they are asked for: every group, or one of theirs */
@@ -255,14 +285,14 @@ int cmd_fidelity(int argc, char **argv)
     if (want_ops && o.ops && (rc = ws_fidelity_add_ops(s, o.ops, o.ops_gpu, o.heldout, &r, &err))) {
         ws_store_close(s);
         ws_fidelity_free(&r);
-        return cli_fail(&err);
+        return fid_fail(&err);
     }
     if (o.group) {
         keep_group(&r, o.group);
         if (!r.n) {
             ws_store_close(s);
             ws_fidelity_free(&r);
-            return cli_usage_error("fidelity", "no point in group '%s'", o.group);
+            return cli_usage_error("fidelity", "no point in group '%s'", group);
         }
     }
     if (o.engine)
@@ -276,13 +306,21 @@ int cmd_fidelity(int argc, char **argv)
         rc = ws_fidelity_summarise(&r, &err);
     if (rc) {
         ws_fidelity_free(&r);
-        return cli_fail(&err);
+        return fid_fail(&err);
     }
     if (o.json)
         rc = print_json(&r);
     else {
         print_table(&r, embedded);
         rc = CLI_EXIT_OK;
+    }
+    size_t bad = 0;
+    for (size_t i = 0; i < r.n; i++)
+        bad += r.pt[i].bad[0] != '\0';
+    if (bad) {
+        fflush(stdout); /* after the report, also when both go to one pipe */
+        fprintf(stderr, "fidelity: %zu bad point%s (each says why): the others ran\n", bad,
+                bad == 1 ? "" : "s");
     }
     ws_fidelity_free(&r);
     return rc;

@@ -463,3 +463,131 @@ Test(fidelity, e2e_points_run_under_their_engine)
     cr_assert(isnan(r.pt[2].ratio));
     ws_fidelity_free(&r);
 }
+
+/* A GPU named by a host's profile, or a host by a GPU's, is a bad point with the reason;
+ * the other points still run, in the library and in the command (exit 0, BAD in the table
+ * and "bad" in --json, a line on stderr counting them). */
+Test(fidelity, a_profile_of_the_wrong_kind_is_a_bad_point)
+{
+#define HW_PT(id, hw, extra)                                                                       \
+    " {\"id\": \"" id "\", \"source\": \"x\", \"hardware\": {" hw "}, \"model\": \"qwen3-30b-a3b\"," \
+    " \"batch\": 1, \"prompt\": 64, \"output\": 8, \"metric\": \"ttft_s\", \"published\": 0.1" extra "}"
+    const char *text =
+        "[" HW_PT("hostgpu", "\"gpu\": \"xeon-gold-5318y\"", "") "," HW_PT(
+            "gpuhost", "\"gpu\": \"h100-sxm\", \"host\": \"a100-40gb-pcie\"",
+            ", \"offload\": true") "," HW_PT("ok", "\"gpu\": \"h100-sxm\"", "") "]";
+#undef HW_PT
+    ws_fid_report r = load_points(text, 3);
+    cr_assert(strstr(r.pt[0].bad, "profile 'xeon-gold-5318y' is a host profile, not a GPU's"),
+              "%s", r.pt[0].bad);
+    cr_assert(strstr(r.pt[1].bad, "profile 'a100-40gb-pcie' is a gpu profile, not a host's"),
+              "%s", r.pt[1].bad);
+    for (int i = 0; i < 2; i++)
+        cr_assert(isnan(r.pt[i].ratio) && !*r.pt[i].missing, "%s", r.pt[i].id);
+    cr_assert_str_empty(r.pt[2].bad, "%s", r.pt[2].bad);
+    cr_assert(r.pt[2].predicted > 0 && isfinite(r.pt[2].ratio));
+    cr_assert_eq(r.g[0].n, 2);
+    cr_assert_eq(r.g[0].expressed, 1);
+    ws_fidelity_free(&r);
+
+    char dir[256], path[512];
+    th_tmpdir(dir, sizeof dir);
+    th_write(dir, "p.json", text, path, sizeof path);
+    const char *table[] = {"fidelity", "--points", path, "--no-ops", NULL};
+    th_run run = th_writescope(table, NULL);
+    cr_assert_eq(run.status, 0, "%s", run.err);
+    cr_assert(strstr(run.out, "BAD profile 'xeon-gold-5318y' is a host profile, not a GPU's"),
+              "%s", run.out);
+    cr_assert(strstr(run.err, "fidelity: 2 bad points"), "%s", run.err);
+    th_run_free(&run);
+    const char *json[] = {"fidelity", "--points", path, "--no-ops", "--json", NULL};
+    json_t *j = th_writescope_json(json, NULL);
+    json_t *pts = json_object_get(j, "points");
+    cr_assert(strstr(json_string_value(json_object_get(json_array_get(pts, 1), "bad")),
+                     "not a host's"));
+    cr_assert(json_is_null(json_object_get(json_array_get(pts, 2), "bad")));
+    cr_assert(json_is_number(json_object_get(json_array_get(pts, 2), "ratio")));
+    json_decref(j);
+}
+
+/* A point's simulations are bounded: steps x (batch + 256) past the report's bound stop
+ * the run and make the point bad (end-to-end and serving alike), a run whose admissions
+ * would scan more than 2^32 batch slots is bad before it starts; the same points within
+ * the default bound run. */
+Test(fidelity, a_point_past_its_work_bound_is_bad)
+{
+    const char *text =
+        "[{\"id\": \"e\", \"source\": \"x\", \"hardware\": {\"gpu\": \"h100-sxm\"},"
+        "  \"model\": \"qwen3-30b-a3b\", \"batch\": 2, \"prompt\": 256, \"output\": 16,"
+        "  \"metric\": \"decode_tok_s\", \"published\": 100},"
+        " {\"id\": \"s\", \"kind\": \"serving\", \"engine\": \"vllm\", \"source\": \"x\","
+        "  \"hardware\": {\"gpu\": \"h100-sxm\"}, \"model\": \"qwen3-14b\","
+        "  \"workload\": {\"arrival\": \"closed\", \"concurrency\": 1, \"num_requests\": 4,"
+        "  \"prompt\": 64, \"output\": 32, \"lengths\": \"fixed\"}, \"metric\": \"tpot_s\","
+        "  \"stat\": \"mean\", \"published\": 0.01},"
+        " {\"id\": \"wide\", \"source\": \"x\", \"hardware\": {\"gpu\": \"h100-sxm\"},"
+        "  \"model\": \"qwen3-30b-a3b\", \"batch\": 262144, \"prompt\": 32, \"output\": 32,"
+        "  \"metric\": \"tpot_s\", \"published\": 1}]";
+    char dir[256], path[512];
+    th_tmpdir(dir, sizeof dir);
+    th_write(dir, "p.json", text, path, sizeof path);
+    ws_fid_report r = {0};
+    ws_err err = {0};
+    cr_assert_eq(ws_fidelity_load(path, &r, &err), 0, "%s", err.msg);
+    ws_store *s = NULL;
+    cr_assert_eq(ws_store_open_embedded(&s, &err), 0, "%s", err.msg);
+    r.slot_steps_max = 2000;
+    cr_assert_eq(ws_fidelity_predict(s, &r, NULL, NULL, &err), 0, "%s", err.msg);
+    for (int i = 0; i < 2; i++) {
+        cr_assert(strstr(r.pt[i].bad, "too long to simulate: past 2000 step-slots"), "%s: %s",
+                  r.pt[i].id, r.pt[i].bad);
+        cr_assert(isnan(r.pt[i].ratio));
+    }
+    cr_assert(strstr(r.pt[2].bad, "too long to simulate: 262144 requests admitted into a batch "
+                                  "of 262144"),
+              "%s", r.pt[2].bad);
+    r.slot_steps_max = 0;
+    cr_assert_eq(ws_fidelity_predict(s, &r, NULL, NULL, &err), 0, "%s", err.msg);
+    ws_store_close(s);
+    for (int i = 0; i < 2; i++)
+        cr_assert(!*r.pt[i].bad && r.pt[i].predicted > 0, "%s: %s", r.pt[i].id, r.pt[i].bad);
+    ws_fidelity_free(&r);
+}
+
+/* --no-ops with an operator points' option, or those options with a group of no operator
+ * point, are one-line usage errors before anything is read. */
+Test(fidelity, cli_refuses_contradictory_operator_flags)
+{
+    const char *a[] = {"fidelity", "--no-ops", "--ops", "/tmp", NULL};
+    const char *b[] = {"fidelity", "--heldout", "--no-ops", NULL};
+    const char *c[] = {"fidelity", "--no-ops", "--ops-gpu", "h100-sxm", NULL};
+    const char *d[] = {"fidelity", "--group", "serving", "--ops", "/tmp", NULL};
+    th_expect_fail(a, 2, "--no-ops contradicts --ops, --ops-gpu and --heldout", NULL);
+    th_expect_fail(b, 2, "--no-ops contradicts", NULL);
+    th_expect_fail(c, 2, "--no-ops contradicts", NULL);
+    th_expect_fail(d, 2, "are for operator points, not group 'serving'", NULL);
+}
+
+/* A points file that cannot be opened is one line, "path: cannot open: reason", with no
+ * line number; control characters in it, and in the text of a points file the table
+ * prints (a source), reach the terminal escaped. */
+Test(fidelity, cli_prints_what_points_files_say_escaped)
+{
+    char dir[256], path[512], nope[600];
+    th_tmpdir(dir, sizeof dir);
+    snprintf(nope, sizeof nope, "%s/no\x1b[2Jpe.json", dir);
+    const char *missing[] = {"fidelity", "--points", nope, "--no-ops", NULL};
+    th_expect_fail(missing, 1, "/no\\x1b[2Jpe.json: cannot open: No such file or directory",
+                   NULL);
+    th_write(dir, "p.json",
+             "[{\"id\": \"a\", \"source\": {\"where\": \"x\\u001b[2Jy\\u0085z\"},"
+             " \"hardware\": {\"gpu\": \"h100-sxm\"}, \"model\": \"qwen3-30b-a3b\", \"batch\": 1,"
+             " \"prompt\": 64, \"output\": 8, \"metric\": \"ttft_s\", \"published\": 0.1}]",
+             path, sizeof path);
+    const char *args[] = {"fidelity", "--points", path, "--no-ops", NULL};
+    th_run r = th_writescope(args, NULL);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cr_assert(strstr(r.out, "x\\x1b[2Jy\\x85z"), "%s", r.out);
+    cr_assert(!strchr(r.out, '\x1b') && !strstr(r.out, "\xc2\x85"), "%s", r.out);
+    th_run_free(&r);
+}

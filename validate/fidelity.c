@@ -21,253 +21,97 @@
 #include "ws_dtype.h"
 #include "ws_util.h"
 
-int ws_fidelity_add(ws_fid_report *r, const ws_fid_point *p, ws_err *err)
-{
-    if (ws_grow((void **)&r->pt, &r->cap, r->n + 1, sizeof *r->pt, 64))
-        return ws_err_set(err, WS_ENOMEM, "out of memory");
-    r->pt[r->n++] = *p;
-    return 0;
-}
-
-void ws_fidelity_free(ws_fid_report *r)
-{
-    free(r->pt);
-    free(r->g);
-    memset(r, 0, sizeof *r);
-}
-
-/* ---- reading the points ------------------------------------------------------------- */
-
-static void copy_str(char *dst, size_t cap, json_t *o, const char *key)
-{
-    const char *s = json_string_value(json_object_get(o, key));
-    snprintf(dst, cap, "%s", s ? s : "");
-}
-
-static int get_count(json_t *o, const char *key, int def, int *out)
-{
-    json_t *v = json_object_get(o, key);
-    if (!v || json_is_null(v)) {
-        *out = def;
-        return 0;
-    }
-    if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > (1 << 26))
-        return -1;
-    *out = (int)json_integer_value(v);
-    return 0;
-}
-
-/* The version a text gives right after the engine's name ("vLLM v0.20.1", "vllm 0.6.3")
- * into out; out stays as it is when there is none. */
-static void version_in_text(const char *engine, const char *text, char *out, size_t cap)
-{
-    if (!*engine || !text)
-        return;
-    for (const char *t = strcasestr(text, engine); t; t = strcasestr(t + 1, engine)) {
-        const char *v = t + strlen(engine);
-        while (*v == ' ')
-            v++;
-        v += *v == 'v' || *v == 'V';
-        size_t n = strspn(v, "0123456789.");
-        while (n && v[n - 1] == '.') /* "0.4.6.post1" */
-            n--;
-        if (n && v[0] != '.' && memchr(v, '.', n)) {
-            snprintf(out, cap, "%.*s", (int)n, v);
-            return;
-        }
-    }
-}
-
-/* The workload, stat and group of a serving point (the rest is read as for an e2e
- * point). */
-static int serving_parse(json_t *o, const char *path, ws_fid_point *p, ws_err *err)
-{
-    json_t *w = json_object_get(o, "workload");
-    if (!json_is_object(w))
-        return ws_err_set(err, WS_EINVAL, "%s: point '%s': a serving point has a workload",
-                          path, p->id);
-    ws_fid_workload *l = &p->load;
-    copy_str(l->arrival, sizeof l->arrival, w, "arrival");
-    copy_str(l->lengths, sizeof l->lengths, w, "lengths");
-    copy_str(l->dataset, sizeof l->dataset, w, "dataset");
-    json_t *rate = json_object_get(w, "rate_rps");
-    l->rate_rps = NAN;
-    if (json_is_number(rate))
-        l->rate_rps = json_number_value(rate);
-    else if (rate && !json_is_null(rate))
-        return ws_err_set(err, WS_EINVAL, "%s: point '%s': workload.rate_rps is a number",
-                          path, p->id);
-    if (get_count(w, "concurrency", 0, &l->concurrency) ||
-        get_count(w, "num_requests", 0, &l->requests) ||
-        get_count(w, "prompt", -1, &p->prompt) || get_count(w, "output", 0, &p->output))
-        return ws_err_set(err, WS_EINVAL,
-                          "%s: point '%s': workload counts must be whole numbers >= 0", path,
-                          p->id);
-    p->batch = 0;
-    copy_str(p->stat, sizeof p->stat, o, "stat");
-    copy_str(p->group, sizeof p->group, o, "group");
-    if (!*p->group)
-        snprintf(p->group, sizeof p->group, "serving");
-    return 0;
-}
-
-static int point_parse(json_t *o, const char *path, size_t i, ws_fid_point *p, ws_err *err)
-{
-    memset(p, 0, sizeof *p);
-    if (!json_is_object(o))
-        return ws_err_set(err, WS_EPARSE, "%s: point %zu is not an object", path, i);
-    copy_str(p->id, sizeof p->id, o, "id");
-    if (!*p->id)
-        return ws_err_set(err, WS_EINVAL, "%s: point %zu has no id", path, i);
-    copy_str(p->kind, sizeof p->kind, o, "kind");
-    if (!*p->kind)
-        snprintf(p->kind, sizeof p->kind, "e2e");
-    const int serving = !strcmp(p->kind, "serving");
-    if (!serving && strcmp(p->kind, "e2e"))
-        return ws_err_set(err, WS_EINVAL, "%s: point '%s': kind is e2e or serving, not '%s'",
-                          path, p->id, p->kind);
-    copy_str(p->engine, sizeof p->engine, o, "engine");
-    json_t *src = json_object_get(o, "source");
-    if (json_is_object(src)) {
-        copy_str(p->source, sizeof p->source, src, "where");
-        copy_str(p->url, sizeof p->url, src, "url");
-    } else
-        copy_str(p->source, sizeof p->source, o, "source");
-    if (!*p->source)
-        return ws_err_set(err, WS_EINVAL, "%s: point '%s' has no source", path, p->id);
-    copy_str(p->engine_version, sizeof p->engine_version, o, "engine_version");
-    if (!*p->engine_version)
-        version_in_text(p->engine, p->source, p->engine_version, sizeof p->engine_version);
-    if (!*p->engine_version)
-        version_in_text(p->engine, json_string_value(json_object_get(o, "notes")),
-                        p->engine_version, sizeof p->engine_version);
-    p->quantized = json_is_true(json_object_get(o, "quantized"));
-    p->offload = json_is_true(json_object_get(o, "offload"));
-    json_t *hw = json_object_get(o, "hardware");
-    copy_str(p->gpu, sizeof p->gpu, hw, "gpu");
-    copy_str(p->host, sizeof p->host, hw, "host");
-    char gd[92], hd[92];
-    copy_str(gd, sizeof gd, hw, "gpu_desc");
-    copy_str(hd, sizeof hd, hw, "host_desc");
-    snprintf(p->hw_desc, sizeof p->hw_desc, "%s%s%s", gd, *gd && *hd ? " + " : "", hd);
-    if (!*p->host && !p->offload) {
-        /* Nothing runs on the host of a GPU-only point: any host profile serves. */
-        snprintf(p->host, sizeof p->host, "%s", WS_FIDELITY_HOST);
-        snprintf(p->assumed, sizeof p->assumed, "host %s (not published; unused)",
-                 WS_FIDELITY_HOST);
-    }
-    copy_str(p->model, sizeof p->model, o, "model");
-    copy_str(p->metric, sizeof p->metric, o, "metric");
-    copy_str(p->unit, sizeof p->unit, o, "unit");
-    json_t *w = json_object_get(o, "weights");
-    if (json_is_string(w))
-        copy_str(p->weights_gpu, sizeof p->weights_gpu, o, "weights");
-    else {
-        copy_str(p->weights_gpu, sizeof p->weights_gpu, w, "gpu_part");
-        copy_str(p->weights_cpu, sizeof p->weights_cpu, w, "cpu_experts");
-    }
-    if (!strcmp(p->weights_cpu, "none"))
-        p->weights_cpu[0] = '\0';
-    copy_str(p->kv_dtype, sizeof p->kv_dtype, o, "kv_dtype");
-    char counts[24];
-    copy_str(counts, sizeof counts, o, "throughput_counts");
-    if (*counts && strcmp(counts, "output") && strcmp(counts, "prompt+output"))
-        return ws_err_set(err, WS_EINVAL,
-                          "%s: point '%s': throughput_counts is output or prompt+output", path,
-                          p->id);
-    p->count_prompt = !strcmp(counts, "prompt+output");
-    copy_str(p->offload_what, sizeof p->offload_what, o, "offload_what");
-    if (!*p->offload_what)
-        snprintf(p->offload_what, sizeof p->offload_what, "%s", p->offload ? "experts" : "none");
-    json_t *pl = json_object_get(o, "placement");
-    p->all_experts_cpu = json_is_true(json_object_get(pl, "all_experts_cpu"));
-    p->one_node = json_is_true(json_object_get(pl, "weights_one_node"));
-    if (get_count(o, "batch", 1, &p->batch) || get_count(o, "prompt", -1, &p->prompt) ||
-        get_count(o, "output", 0, &p->output) ||
-        get_count(pl, "gpu_experts", -1, &p->gpu_experts) ||
-        get_count(pl, "n_cpu_moe", -1, &p->n_cpu_moe) ||
-        get_count(pl, "n_gpu_layers", -1, &p->n_gpu_layers) ||
-        get_count(pl, "sockets_used", 0, &p->cpu_sockets) ||
-        get_count(pl, "cpu_infer_threads", 0, &p->cpu_threads) ||
-        (!p->cpu_threads && get_count(pl, "cpu_threads", 0, &p->cpu_threads)) ||
-        get_count(json_object_get(o, "prompt_range"), "lo", 0, &p->prompt_lo) ||
-        get_count(json_object_get(o, "prompt_range"), "hi", 0, &p->prompt_hi))
-        return ws_err_set(err, WS_EINVAL,
-                          "%s: point '%s': batch, prompt, output and placement counts must be "
-                          "whole numbers >= 0",
-                          path, p->id);
-    char pf[16];
-    copy_str(pf, sizeof pf, pl, "prefill");
-    p->prefill_mode = *pf ? ws_prefill_mode_parse(pf) : WS_PREFILL_AUTO;
-    if (p->prefill_mode < 0)
-        return ws_err_set(err, WS_EINVAL, "%s: point '%s': placement.prefill is auto, cpu or gpu",
-                          path, p->id);
-    json_t *pub = json_object_get(o, "published");
-    if (!json_is_number(pub) || !(json_number_value(pub) > 0) || !isfinite(json_number_value(pub)))
-        return ws_err_set(err, WS_EINVAL, "%s: point '%s': published must be a number > 0", path,
-                          p->id);
-    p->published = json_number_value(pub);
-    if ((p->prompt_lo || p->prompt_hi) &&
-        (p->prompt >= 0 || p->prompt_lo < 1 || p->prompt_hi < p->prompt_lo))
-        return ws_err_set(err, WS_EINVAL,
-                          "%s: point '%s': prompt_range needs prompt null and 1 <= lo <= hi", path,
-                          p->id);
-    p->predicted = p->ratio = NAN;
-    if (serving)
-        return serving_parse(o, path, p, err);
-    snprintf(p->group, sizeof p->group, "e2e %s",
-             p->offload && p->quantized ? "offload+quantized"
-             : p->offload               ? "offload"
-             : p->quantized             ? "quantized"
-                                        : "gpu-only");
-    return 0;
-}
-
-int ws_fidelity_load(const char *path, ws_fid_report *r, ws_err *err)
-{
-    json_error_t je;
-    json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
-    if (!root)
-        return ws_err_set(err, json_error_code(&je) == json_error_cannot_open_file ? WS_EIO
-                                                                                   : WS_EPARSE,
-                          "%s:%d: %s", path, je.line, je.text);
-    json_t *arr = json_is_array(root) ? root : json_object_get(root, "points");
-    int rc = 0;
-    if (!json_is_array(arr))
-        rc = ws_err_set(err, WS_EPARSE, "%s: expected an array of points or {\"points\": [...]}",
-                        path);
-    for (size_t i = 0; !rc && i < json_array_size(arr); i++) {
-        ws_fid_point p;
-        rc = point_parse(json_array_get(arr, i), path, i, &p, err);
-        for (size_t k = 0; !rc && k < r->n; k++)
-            if (!strcmp(r->pt[k].id, p.id))
-                rc = ws_err_set(err, WS_EINVAL, "%s: two points named '%s'", path, p.id);
-        if (!rc)
-            rc = ws_fidelity_add(r, &p, err);
-    }
-    json_decref(root);
-    return rc;
-}
-
 /* ---- predicting one end-to-end point ------------------------------------------------- */
 
 static const char *const metrics[] = {"decode_tok_s", "tpot_s", "ttft_s", "prefill_tok_s",
                                       "throughput_tok_s"};
 
-/* Prefill time and tokens, summed over the prefill steps. */
+/* The work a point's simulations have done, in step-slots (fidelity.h): each step adds
+ * the batch's slots and WS_FIDELITY_STEP_SLOTS; past max (WS_FIDELITY_SLOT_STEPS_MAX, or
+ * the report's own) the run stops and the point is bad. */
+typedef struct fid_budget {
+    long long used, max;
+    int slots; /* the running simulation's batch (cfg.batch) */
+    int over;  /* 1: the run stopped at max */
+} fid_budget;
+
+static fid_budget budget_of(const ws_fid_report *r)
+{
+    return (fid_budget){.max = r->slot_steps_max > 0 ? r->slot_steps_max
+                                                     : WS_FIDELITY_SLOT_STEPS_MAX};
+}
+
+static int budget_step(fid_budget *b, const sim_step_rec *rec, ws_err *err)
+{
+    b->used += (long long)b->slots + WS_FIDELITY_STEP_SLOTS;
+    if (b->used <= b->max)
+        return 0;
+    b->over = 1;
+    return ws_err_set(err, WS_ECANCELED,
+                      "too long to simulate: past %lld step-slots (steps x (batch %d + %d)) at "
+                      "step %llu",
+                      b->max, b->slots, WS_FIDELITY_STEP_SLOTS, (unsigned long long)rec->idx + 1);
+}
+
+/* 1 with the point bad where a run of `requests` into `slots` would admit past the bound. */
+static int admit_over(ws_fid_point *p, long long requests, int slots)
+{
+    if (requests * slots <= WS_FIDELITY_ADMIT_SLOTS_MAX)
+        return 0;
+    snprintf(p->bad, sizeof p->bad,
+             "too long to simulate: %lld requests admitted into a batch of %d (at most %lld "
+             "requests x slots)",
+             requests, slots, (long long)WS_FIDELITY_ADMIT_SLOTS_MAX);
+    p->predicted = p->ratio = NAN;
+    return 1;
+}
+
+static int budget_on_step(void *ctx, const sim_step_rec *rec, ws_err *err)
+{
+    return budget_step(ctx, rec, err);
+}
+
+/* Prefill time and tokens, summed over the prefill steps, and the point's budget. */
 typedef struct prefill_acc {
     double s, tokens;
+    fid_budget *b;
 } prefill_acc;
 
 static int on_step(void *ctx, const sim_step_rec *rec, ws_err *err)
 {
-    (void)err;
     prefill_acc *a = ctx;
     if (rec->prefill_tokens > 0) {
         a->s += rec->t_end - rec->t_start;
         a->tokens += rec->prefill_tokens;
     }
+    return budget_step(a->b, rec, err);
+}
+
+/* An error the point's own values caused (WS_EINVAL: a profile of the wrong kind, a value
+ * the simulator or the generator refuses; WS_EPARSE, WS_EIO: the engine file it names; a
+ * run stopped at the budget b, NULL for none) marks it bad and the report goes on; others
+ * stop the report. */
+static int point_failed(ws_fid_point *p, int rc, const fid_budget *b, const ws_err *e,
+                        ws_err *err)
+{
+    if (rc != WS_EINVAL && rc != WS_EPARSE && rc != WS_EIO && !(b && b->over))
+        return ws_err_set(err, rc, "point '%s': %s", p->id, e->msg);
+    size_t n = strlen(e->msg);
+    if (n >= sizeof p->bad) { /* cut before the character that does not fit whole */
+        n = sizeof p->bad - 1;
+        while (n > 0 && ((unsigned char)e->msg[n] & 0xc0) == 0x80)
+            n--;
+    }
+    memcpy(p->bad, e->msg, n);
+    p->bad[n] = '\0';
+    p->predicted = p->ratio = NAN;
     return 0;
+}
+
+/* 1 where the point has stopped: missing a knob, or bad. */
+static int stopped(const ws_fid_point *p)
+{
+    return *p->missing || *p->bad;
 }
 
 /* Appends one assumption to the point's list ("; "-separated). */
@@ -432,8 +276,8 @@ const char *ws_fidelity_engine_file(const char *engine, const char *version)
 }
 
 /* The point's engine file read for its GPU and model into e (*have = 1); *have = 0 where
- * the point names no engine (the serving defaults stay, said in assumed) or names one
- * without a file (missing says so). */
+ * the point names no engine (the serving defaults stay, said in assumed), names one
+ * without a file (missing says so) or one whose file is refused (bad). */
 static int point_engine(ws_fid_point *p, const ws_hw *hw, const ws_model *m, ws_server *e,
                         int *have, ws_err *err)
 {
@@ -450,14 +294,15 @@ static int point_engine(ws_fid_point *p, const ws_hw *hw, const ws_model *m, ws_
         return 0;
     }
     if (rc)
-        return ws_err_set(err, rc, "point '%s': %s", p->id, e2.msg);
+        return point_failed(p, rc, NULL, &e2, err);
     *have = 1;
     return 0;
 }
 
-static int predict_at(ws_store *s, ws_fid_point *p, int prompt, int output, ws_err *err);
+static int predict_at(ws_store *s, ws_fid_point *p, int prompt, int output, fid_budget *b,
+                      ws_err *err);
 
-static int predict_one(ws_store *s, ws_fid_point *p, ws_err *err)
+static int predict_one(ws_store *s, ws_fid_point *p, fid_budget b, ws_err *err)
 {
     int known = 0;
     for (size_t i = 0; i < sizeof metrics / sizeof *metrics; i++)
@@ -485,10 +330,10 @@ static int predict_one(ws_store *s, ws_fid_point *p, ws_err *err)
     }
     if (p->prompt == 0) { /* a decode rate from an empty context (llama-bench tg N) */
         assume(p, "prompt 1 for an empty context");
-        return predict_at(s, p, 1, output, err);
+        return predict_at(s, p, 1, output, &b, err);
     }
     if (p->prompt > 0)
-        return predict_at(s, p, p->prompt, output, err);
+        return predict_at(s, p, p->prompt, output, &b, err);
     /* A decode rate published without its prompt: the rate at the short prompts chat
      * benchmarks use, where it barely depends on the prompt; where it does, not expressed.
      * A source that bounds the prompt (its text, the chat before it) narrows that range. */
@@ -498,8 +343,8 @@ static int predict_one(ws_store *s, ws_fid_point *p, ws_err *err)
                          ranged ? p->prompt_hi : WS_FIDELITY_PROMPT_HI};
     const int mid = ranged ? (p->prompt_lo + p->prompt_hi) / 2 : WS_FIDELITY_PROMPT_MID;
     for (int i = 0; i < 2; i++) {
-        int rc = predict_at(s, p, lens[i], output, err);
-        if (rc || *p->missing)
+        int rc = predict_at(s, p, lens[i], output, &b, err);
+        if (rc || stopped(p))
             return rc;
         at[i] = p->predicted;
     }
@@ -514,7 +359,7 @@ static int predict_one(ws_store *s, ws_fid_point *p, ws_err *err)
     }
     assume(p, "prompt %d (not published; %d..%d tokens%s give %.4g..%.4g)", mid, lens[0], lens[1],
            ranged ? ", the source's bounds," : "", at[0], at[1]);
-    return predict_at(s, p, mid, output, err);
+    return predict_at(s, p, mid, output, &b, err);
 }
 
 /* The point's model and formats: 1 with p->missing set where one cannot be expressed. */
@@ -531,7 +376,8 @@ static int point_model(ws_fid_point *p, ws_model *m, ws_dtype *kv, ws_deploy_cfg
 }
 
 /* The point's GPU and host profiles for model m: 0 with p->missing set where a profile is
- * missing, or an error naming the point. */
+ * missing, p->bad where one is refused (a host's profile named as the GPU, or the
+ * reverse), or an error naming the point. */
 static int point_hw(ws_store *s, ws_fid_point *p, const ws_model *m, ws_dtype kv, ws_hw *hw,
                     int *cores, ws_err *err)
 {
@@ -541,12 +387,13 @@ static int point_hw(ws_store *s, ws_fid_point *p, const ws_model *m, ws_dtype kv
         snprintf(p->missing, sizeof p->missing, "a profile: %.170s", e.msg);
         return 0;
     }
-    return rc ? ws_err_set(err, rc, "point '%s': %s", p->id, e.msg) : 0;
+    return rc ? point_failed(p, rc, NULL, &e, err) : 0;
 }
 
-/* The point simulated with `prompt` and `output` tokens per request: predicted and ratio,
- * or missing naming what cannot be expressed. */
-static int predict_at(ws_store *s, ws_fid_point *p, int prompt, int output, ws_err *err)
+/* The point simulated with `prompt` and `output` tokens per request within the point's
+ * budget b: predicted and ratio, or missing naming what cannot be expressed, or bad. */
+static int predict_at(ws_store *s, ws_fid_point *p, int prompt, int output, fid_budget *b,
+                      ws_err *err)
 {
     p->predicted = p->ratio = NAN;
     ws_model m;
@@ -562,7 +409,7 @@ static int predict_at(ws_store *s, ws_fid_point *p, int prompt, int output, ws_e
     ws_hw hw;
     int cores = 1;
     int rc = point_hw(s, p, &m, kv, &hw, &cores, err);
-    if (rc || *p->missing)
+    if (rc || stopped(p))
         return rc;
     if (!strcmp(p->offload_what, "layers") && p->n_gpu_layers < 1) {
         /* -ngl not published: the most layers whose weights and the batch's KV fit the
@@ -578,7 +425,7 @@ static int predict_at(ws_store *s, ws_fid_point *p, int prompt, int output, ws_e
             c2.gpu_experts = m.n_experts;
             ws_cost_model cm;
             if (ws_cost_model_init(&hw, &m, &c2, &cm, &e))
-                return ws_err_set(err, e.code, "point '%s': %s", p->id, e.msg);
+                return point_failed(p, e.code, NULL, &e, err);
             double g, h;
             ws_cost_weight_bytes(&cm, &g, &h);
             ws_cost_model_free(&cm);
@@ -595,7 +442,7 @@ static int predict_at(ws_store *s, ws_fid_point *p, int prompt, int output, ws_e
     }
     ws_server eng;
     int have = 0;
-    if ((rc = point_engine(p, &hw, &m, &eng, &have, err)) || *p->missing)
+    if ((rc = point_engine(p, &hw, &m, &eng, &have, err)) || stopped(p))
         return rc;
     sim_cfg cfg;
     sim_cfg_default(&cfg);
@@ -624,7 +471,10 @@ static int predict_at(ws_store *s, ws_fid_point *p, int prompt, int output, ws_e
         cc.cpu_threads = p->cpu_threads;
     cc.one_node_memory = p->one_node;
     cfg.keep_steps = cfg.keep_requests = 0;
-    prefill_acc acc = {0};
+    if (admit_over(p, p->batch, cfg.batch))
+        return 0;
+    prefill_acc acc = {.b = b};
+    b->slots = cfg.batch;
     cfg.on_step = on_step;
     cfg.on_step_ctx = &acc;
     if (!ws_policy_info_of(k)->spills) {
@@ -641,7 +491,7 @@ static int predict_at(ws_store *s, ws_fid_point *p, int prompt, int output, ws_e
     sim_results res;
     rc = sim_run(&m, &hw, &cc, &cfg, &src, &res, &e);
     if (rc)
-        return ws_err_set(err, rc, "point '%s': %s", p->id, e.msg);
+        return point_failed(p, rc, b, &e, err);
     p->wall_s += res.tot.wall_s;
     if (res.tot.no_room || res.tot.served < res.tot.requests)
         snprintf(p->missing, sizeof p->missing, "memory: %s",
@@ -824,7 +674,7 @@ static int serving_source(const ws_fid_point *p, sim_closed *cl, ws_trace **t, s
 
 /* A serving point: the workload under its engine (scheduler, token budget, sequence cap,
  * KV sizing, preemption, step overhead), gpu-only, layers folded. */
-static int predict_serving(ws_store *s, ws_fid_point *p, ws_err *err)
+static int predict_serving(ws_store *s, ws_fid_point *p, fid_budget b, ws_err *err)
 {
     srv_metric mt;
     if (serving_metric(p, &mt))
@@ -839,11 +689,11 @@ static int predict_serving(ws_store *s, ws_fid_point *p, ws_err *err)
     ws_hw hw;
     int cores = 1;
     int rc = point_hw(s, p, &m, kv, &hw, &cores, err);
-    if (rc || *p->missing)
+    if (rc || stopped(p))
         return rc;
     ws_server eng;
     int have = 0;
-    if ((rc = point_engine(p, &hw, &m, &eng, &have, err)) || *p->missing)
+    if ((rc = point_engine(p, &hw, &m, &eng, &have, err)) || stopped(p))
         return rc;
     sim_cfg cfg;
     sim_cfg_default(&cfg);
@@ -855,21 +705,26 @@ static int predict_serving(ws_store *s, ws_fid_point *p, ws_err *err)
     cfg.cpu_workers = cores;
     cfg.detail_layer = 0;
     cfg.keep_steps = cfg.keep_requests = 0;
+    if (admit_over(p, p->load.requests, cfg.batch))
+        return 0;
     srv_acc acc = {.metric = mt};
     cfg.on_request = srv_on_request;
     cfg.on_request_ctx = &acc;
+    b.slots = cfg.batch;
+    cfg.on_step = budget_on_step;
+    cfg.on_step_ctx = &b;
     sim_closed cl;
     ws_trace *t = NULL;
     sim_source src;
     if ((rc = serving_source(p, &cl, &t, &src, &e)))
-        return ws_err_set(err, rc, "point '%s': %s", p->id, e.msg);
+        return point_failed(p, rc, NULL, &e, err);
     sim_results res;
     rc = sim_run(&m, &hw, &cc, &cfg, &src, &res, &e);
     if (t)
         ws_trace_close(t);
     if (rc) {
         free(acc.v);
-        return ws_err_set(err, rc, "point '%s': %s", p->id, e.msg);
+        return point_failed(p, rc, &b, &e, err);
     }
     p->wall_s += res.tot.wall_s;
     const double span = res.tot.makespan_s;
@@ -909,13 +764,14 @@ int ws_fidelity_predict(ws_store *s, ws_fid_report *r,
         const int e2e = !strcmp(p->kind, "e2e");
         if (!e2e && strcmp(p->kind, "serving"))
             continue;
-        p->missing[0] = p->policy[0] = '\0';
+        p->missing[0] = p->bad[0] = p->policy[0] = '\0';
         const char *f =
             r->engine[0] ? r->engine : ws_fidelity_engine_file(p->engine, p->engine_version);
         snprintf(p->engine_file, sizeof p->engine_file, "%s", f ? f : "");
         p->predicted = p->ratio = NAN;
         p->wall_s = 0;
-        int rc = e2e ? predict_one(s, p, err) : predict_serving(s, p, err);
+        int rc = e2e ? predict_one(s, p, budget_of(r), err)
+                     : predict_serving(s, p, budget_of(r), err);
         if (rc)
             return rc;
         if (progress)
