@@ -260,10 +260,11 @@ int ws_server_load(const char *name, const char *gpu, double gpu_mem, int model_
     json_error_t je;
     json_t *o = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
     free(text);
+    if (!o)
+        return ws_err_set(err, WS_EPARSE, "%s:%d: not JSON: %s", path, je.line, je.text);
     if (!json_is_object(o)) {
         json_decref(o);
-        return ws_err_set(err, WS_EPARSE, "%s: not a JSON object (%s, line %d)", path, je.text,
-                          je.line);
+        return ws_err_set(err, WS_EPARSE, "%s: not a JSON object", path);
     }
     const rd r = {.path = path, .gpu = gpu ? gpu : "", .gpu_gib = gpu_mem / 1073741824.0,
                   .model_ctx = model_ctx, .e = out, .err = err};

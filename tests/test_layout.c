@@ -44,9 +44,9 @@ static const layer layers[] = {
     {"cli", "common platform store kernels kernels/cuda calib calib/probe runtime sim traces "
             "validate plots"},
     /* the parsers of outside input: calib's profiling-CSV reader and the import's file layer,
-     * the command line's option parser */
+     * the command line's option parser, the fidelity points reader */
     {"fuzz", "common store runtime traces calib:vidur_csv.h calib:import_files.h cli:opts.h "
-             "cli:workload.h"},
+             "cli:workload.h validate:fidelity_points.h"},
 };
 #define N_LAYERS (sizeof layers / sizeof layers[0])
 

@@ -310,6 +310,26 @@ Test(scheduler, engine_bad_host_weights_or_handoff_refused)
     }
 }
 
+/* An engine file that is JSON but not an object, or not JSON: one line, a line number only
+ * where the parser has one. */
+Test(scheduler, engine_file_not_an_object_is_one_line)
+{
+    const char *texts[2] = {"[1, 2]", "{\"name\": \n"};
+    for (int i = 0; i < 2; i++) {
+        char path[] = "/tmp/ws_engine_XXXXXX.json";
+        int fd = mkstemps(path, 5);
+        cr_assert_geq(fd, 0);
+        cr_assert_eq(write(fd, texts[i], strlen(texts[i])), (ssize_t)strlen(texts[i]));
+        close(fd);
+        ws_server e;
+        ws_err err = {0};
+        cr_assert_neq(ws_server_load(path, "h100-sxm", 8e10, 0, &e, &err), 0);
+        unlink(path);
+        cr_assert(strstr(err.msg, "-1") == NULL && strchr(err.msg, '\n') == NULL, "%s", err.msg);
+        cr_assert(strstr(err.msg, i ? "not JSON" : "not a JSON object") != NULL, "%s", err.msg);
+    }
+}
+
 /* A value without its reference is refused. */
 Test(scheduler, engine_value_without_reference_refused)
 {

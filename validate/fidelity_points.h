@@ -18,6 +18,7 @@
 
 #include <stddef.h>
 
+#include "serve.h"
 #include "ws_err.h"
 
 #ifdef __cplusplus
@@ -39,7 +40,7 @@ extern "C" {
 /* Bounds of a point, those of `writescope sim` where it has one. Prompt and output tokens
  * per request are bounded by WS_TRACE_TOKENS_MAX (traces/trace.h), as generated requests
  * are. */
-#define WS_FIDELITY_BATCH_MAX (1 << 20)     /* batch: sim's --batch (cli/workload.c) */
+#define WS_FIDELITY_BATCH_MAX SIM_BATCH_MAX /* batch: sim's --batch (sim/serve.h) */
 #define WS_FIDELITY_CLIENTS_MAX 1000000     /* workload.concurrency: the generator's clients
                                              * (traces/trace_gen.c, sim's --clients) */
 #define WS_FIDELITY_RATE_MAX 1e9            /* workload.rate_rps, requests/s: the generator's
