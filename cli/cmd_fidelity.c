@@ -73,56 +73,87 @@ static json_t *num_or_null(double v)
     return isfinite(v) ? json_real(v) : json_null();
 }
 
+static json_t *point_json(const ws_fid_point *p)
+{
+    json_t *o = json_object();
+    json_object_set_new(o, "id", json_string(p->id));
+    json_object_set_new(o, "kind", json_string(p->kind));
+    json_object_set_new(o, "group", json_string(p->group));
+    json_object_set_new(o, "engine", json_string(p->engine));
+    json_object_set_new(o, "engine_version",
+                        *p->engine_version ? json_string(p->engine_version) : json_null());
+    json_object_set_new(o, "engine_file",
+                        *p->engine_file ? json_string(p->engine_file) : json_null());
+    json_object_set_new(o, "source", json_string(p->source));
+    json_object_set_new(o, "url", json_string(p->url));
+    json_object_set_new(o, "hardware", json_string(p->hw_desc));
+    json_object_set_new(o, "gpu", json_string(p->gpu));
+    json_object_set_new(o, "host", json_string(p->host));
+    json_object_set_new(o, "model", json_string(p->model));
+    json_object_set_new(o, "metric", json_string(p->metric));
+    json_object_set_new(o, "stat", *p->stat ? json_string(p->stat) : json_null());
+    json_object_set_new(o, "offload", json_boolean(p->offload));
+    json_object_set_new(o, "quantized", json_boolean(p->quantized));
+    if (!strcmp(p->kind, "serving")) {
+        const ws_fid_workload *l = &p->load;
+        json_t *w = json_object();
+        json_object_set_new(w, "arrival", json_string(l->arrival));
+        json_object_set_new(w, "rate_rps", num_or_null(l->rate_rps));
+        json_object_set_new(w, "concurrency",
+                            l->concurrency ? json_integer(l->concurrency) : json_null());
+        json_object_set_new(w, "num_requests", json_integer(l->requests));
+        json_object_set_new(w, "lengths", json_string(l->lengths));
+        json_object_set_new(o, "workload", w);
+    }
+    json_object_set_new(o, "batch", p->batch ? json_integer(p->batch) : json_null());
+    json_object_set_new(o, "prompt", p->prompt < 0 ? json_null() : json_integer(p->prompt));
+    json_object_set_new(o, "output", json_integer(p->output));
+    json_object_set_new(o, "policy", *p->policy ? json_string(p->policy) : json_null());
+    json_object_set_new(o, "published", json_real(p->published));
+    json_object_set_new(o, "predicted", num_or_null(p->predicted));
+    json_object_set_new(o, "ratio", num_or_null(p->ratio));
+    json_object_set_new(o, "missing", *p->missing ? json_string(p->missing) : json_null());
+    json_object_set_new(o, "bad", *p->bad ? json_string(p->bad) : json_null());
+    json_object_set_new(o, "assumed", *p->assumed ? json_string(p->assumed) : json_null());
+    if (strcmp(p->kind, "op"))
+        json_object_set_new(o, "wall_s", json_real(p->wall_s));
+    return o;
+}
+
+/* One point as a line of the "points" array (a report may hold a million operator points:
+ * each is made, written and freed in turn); 0, or -1 when out of memory. */
+static int put_point(const ws_fid_point *p, int first)
+{
+    json_t *o = point_json(p);
+    char *t = o ? json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10))
+                : NULL;
+    json_decref(o);
+    if (!t)
+        return -1;
+    printf("%s\n    %s", first ? "" : ",", t);
+    free(t);
+    return 0;
+}
+
 static int print_json(const ws_fid_report *r)
 {
-    json_t *root = json_object(), *pts = json_array(), *gs = json_array();
-    json_object_set_new(root, "source", json_string("modeled"));
-    for (size_t i = 0; i < r->n; i++) {
-        const ws_fid_point *p = &r->pt[i];
-        json_t *o = json_object();
-        json_object_set_new(o, "id", json_string(p->id));
-        json_object_set_new(o, "kind", json_string(p->kind));
-        json_object_set_new(o, "group", json_string(p->group));
-        json_object_set_new(o, "engine", json_string(p->engine));
-        json_object_set_new(o, "engine_version",
-                            *p->engine_version ? json_string(p->engine_version) : json_null());
-        json_object_set_new(o, "engine_file",
-                            *p->engine_file ? json_string(p->engine_file) : json_null());
-        json_object_set_new(o, "source", json_string(p->source));
-        json_object_set_new(o, "url", json_string(p->url));
-        json_object_set_new(o, "hardware", json_string(p->hw_desc));
-        json_object_set_new(o, "gpu", json_string(p->gpu));
-        json_object_set_new(o, "host", json_string(p->host));
-        json_object_set_new(o, "model", json_string(p->model));
-        json_object_set_new(o, "metric", json_string(p->metric));
-        json_object_set_new(o, "stat", *p->stat ? json_string(p->stat) : json_null());
-        json_object_set_new(o, "offload", json_boolean(p->offload));
-        json_object_set_new(o, "quantized", json_boolean(p->quantized));
-        if (!strcmp(p->kind, "serving")) {
-            const ws_fid_workload *l = &p->load;
-            json_t *w = json_object();
-            json_object_set_new(w, "arrival", json_string(l->arrival));
-            json_object_set_new(w, "rate_rps", num_or_null(l->rate_rps));
-            json_object_set_new(w, "concurrency",
-                                l->concurrency ? json_integer(l->concurrency) : json_null());
-            json_object_set_new(w, "num_requests", json_integer(l->requests));
-            json_object_set_new(w, "lengths", json_string(l->lengths));
-            json_object_set_new(o, "workload", w);
-        }
-        json_object_set_new(o, "batch", p->batch ? json_integer(p->batch) : json_null());
-        json_object_set_new(o, "prompt", p->prompt < 0 ? json_null() : json_integer(p->prompt));
-        json_object_set_new(o, "output", json_integer(p->output));
-        json_object_set_new(o, "policy", *p->policy ? json_string(p->policy) : json_null());
-        json_object_set_new(o, "published", json_real(p->published));
-        json_object_set_new(o, "predicted", num_or_null(p->predicted));
-        json_object_set_new(o, "ratio", num_or_null(p->ratio));
-        json_object_set_new(o, "missing", *p->missing ? json_string(p->missing) : json_null());
-        json_object_set_new(o, "bad", *p->bad ? json_string(p->bad) : json_null());
-        json_object_set_new(o, "assumed", *p->assumed ? json_string(p->assumed) : json_null());
-        if (strcmp(p->kind, "op"))
-            json_object_set_new(o, "wall_s", json_real(p->wall_s));
-        json_array_append_new(pts, o);
+    json_t *gs = json_array();
+    printf("{\n  \"source\": \"modeled\",\n  \"points\": [");
+    int rc = 0;
+    for (size_t i = 0; i < r->n && !rc; i++)
+        rc = put_point(&r->pt[i], i == 0);
+    for (size_t i = 0; i < r->n_op && !rc; i++) {
+        ws_fid_point p;
+        ws_fidelity_op_point(r, i, &p);
+        rc = put_point(&p, r->n + i == 0);
     }
+    if (rc) {
+        json_decref(gs);
+        ws_err err;
+        ws_err_set(&err, WS_ENOMEM, "out of memory formatting JSON output");
+        return cli_fail(&err);
+    }
+    printf("\n  ],\n  \"groups\": ");
     for (size_t k = 0; k < r->ng; k++) {
         const ws_fid_group *g = &r->g[k];
         json_t *o = json_object();
@@ -135,9 +166,16 @@ static int print_json(const ws_fid_report *r)
         json_object_set_new(o, "wall_s", json_real(g->wall_s));
         json_array_append_new(gs, o);
     }
-    json_object_set_new(root, "points", pts);
-    json_object_set_new(root, "groups", gs);
-    return cli_print_json(root);
+    char *t = json_dumps(gs, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10));
+    json_decref(gs);
+    if (!t) {
+        ws_err err;
+        ws_err_set(&err, WS_ENOMEM, "out of memory formatting JSON output");
+        return cli_fail(&err);
+    }
+    printf("%s\n}\n", t);
+    free(t);
+    return CLI_EXIT_OK;
 }
 
 /* Strings from the points files (ids aside, which are refused with control characters) go
@@ -149,13 +187,9 @@ static void print_table(const ws_fid_report *r, int embedded)
            embedded ? ", embedded datasheet profiles" : "");
     printf("%-34s %-24s %-14s %12s %12s %7s  %s\n", "point", "metric", "policy", "published",
            "predicted", "ratio", "source / missing knob");
-    size_t n_op = 0;
+    const size_t n_op = r->n_op;
     for (size_t i = 0; i < r->n; i++) {
         const ws_fid_point *p = &r->pt[i];
-        if (!strcmp(p->kind, "op")) {
-            n_op++;
-            continue;
-        }
         char pred[32] = "-", ratio[16] = "-";
         if (isfinite(p->ratio)) {
             snprintf(pred, sizeof pred, "%.4g", p->predicted);
@@ -198,6 +232,12 @@ static void keep_group(ws_fid_report *r, const char *group)
         if (!strcmp(r->pt[i].group, group))
             r->pt[w++] = r->pt[i];
     r->n = w;
+    char g[48];
+    w = 0;
+    for (size_t i = 0; i < r->n_op; i++)
+        if (!strcmp(ws_fidelity_op_group(&r->op[i], g, sizeof g), group))
+            r->op[w++] = r->op[i];
+    r->n_op = w;
 }
 
 /* The default points: every file of k_point_files in the project folder's fidelity/. */
@@ -289,7 +329,7 @@ int cmd_fidelity(int argc, char **argv)
     }
     if (o.group) {
         keep_group(&r, o.group);
-        if (!r.n) {
+        if (!r.n && !r.n_op) {
             ws_store_close(s);
             ws_fidelity_free(&r);
             return cli_usage_error("fidelity", "no point in group '%s'", group);

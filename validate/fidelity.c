@@ -788,57 +788,132 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* Item i of r's points and then its operator points: its group, ratio and host time. */
+static const char *item(const ws_fid_report *r, size_t i, char *buf, size_t cap, double *ratio,
+                        double *wall)
+{
+    if (i < r->n) {
+        *ratio = r->pt[i].ratio;
+        *wall = r->pt[i].wall_s;
+        return r->pt[i].group;
+    }
+    const ws_fid_op *o = &r->op[i - r->n];
+    *ratio = o->published > 0 ? o->predicted / o->published : NAN;
+    *wall = 0;
+    return ws_fidelity_op_group(o, buf, cap);
+}
+
 int ws_fidelity_summarise(ws_fid_report *r, ws_err *err)
 {
     free(r->g);
     r->g = NULL;
     r->ng = 0;
-    if (!r->n)
+    const size_t total = r->n + r->n_op;
+    if (!total)
         return 0;
-    r->g = calloc(r->n, sizeof *r->g);
-    double *e = malloc(r->n * sizeof *e);
-    if (!r->g || !e) {
+    /* groups in order of first appearance, and each item's group */
+    size_t cap_g = 16;
+    r->g = calloc(cap_g, sizeof *r->g);
+    unsigned *gi = malloc(total * sizeof *gi);
+    double *e = malloc(total * sizeof *e);
+    if (!r->g || !gi || !e) {
+        free(gi);
         free(e);
         return ws_err_set(err, WS_ENOMEM, "out of memory");
     }
-    for (size_t i = 0; i < r->n; i++) {
+    char buf[48];
+    double ratio, wall;
+    for (size_t i = 0; i < total; i++) {
+        const char *g = item(r, i, buf, sizeof buf, &ratio, &wall);
         size_t k = 0;
-        while (k < r->ng && strcmp(r->g[k].group, r->pt[i].group))
+        while (k < r->ng && strcmp(r->g[k].group, g))
             k++;
-        if (k == r->ng)
-            snprintf(r->g[r->ng++].group, sizeof r->g->group, "%s", r->pt[i].group);
+        if (k == r->ng) {
+            if (r->ng == cap_g) {
+                ws_fid_group *n = realloc(r->g, 2 * cap_g * sizeof *n);
+                if (!n) {
+                    free(gi);
+                    free(e);
+                    return ws_err_set(err, WS_ENOMEM, "out of memory");
+                }
+                memset(n + cap_g, 0, cap_g * sizeof *n);
+                r->g = n;
+                cap_g *= 2;
+            }
+            snprintf(r->g[r->ng++].group, sizeof r->g->group, "%s", g);
+        }
+        gi[i] = (unsigned)k;
     }
     for (size_t k = 0; k < r->ng; k++) {
         ws_fid_group *g = &r->g[k];
         int n = 0;
+        size_t worst = 0;
         g->worst_err = -1;
-        for (size_t i = 0; i < r->n; i++) {
-            const ws_fid_point *p = &r->pt[i];
-            if (strcmp(p->group, g->group))
+        for (size_t i = 0; i < total; i++) {
+            if (gi[i] != k)
                 continue;
+            item(r, i, buf, sizeof buf, &ratio, &wall);
             g->n++;
-            g->wall_s += p->wall_s;
-            if (!isfinite(p->ratio))
+            g->wall_s += wall;
+            if (!isfinite(ratio))
                 continue;
-            double a = fabs(p->ratio - 1.0);
+            double a = fabs(ratio - 1.0);
             e[n++] = a;
             if (a > g->worst_err) {
                 g->worst_err = a;
-                snprintf(g->worst_id, sizeof g->worst_id, "%s", p->id);
+                worst = i;
             }
         }
         g->expressed = n;
         if (n) {
+            if (worst < r->n) {
+                snprintf(g->worst_id, sizeof g->worst_id, "%s", r->pt[worst].id);
+            } else {
+                ws_fid_point p;
+                ws_fidelity_op_point(r, worst - r->n, &p);
+                snprintf(g->worst_id, sizeof g->worst_id, "%s", p.id);
+            }
             qsort(e, (size_t)n, sizeof *e, cmp_double);
             g->median_err = n % 2 ? e[n / 2] : 0.5 * (e[n / 2 - 1] + e[n / 2]);
         } else
             g->median_err = g->worst_err = NAN;
     }
+    free(gi);
     free(e);
     return 0;
 }
 
 /* ---- operator points ------------------------------------------------------------------- */
+
+const char *ws_fidelity_op_group(const ws_fid_op *o, char *buf, size_t cap)
+{
+    snprintf(buf, cap, "op %s", ws_vidur_group_name(ws_vidur_op_group(o->op)));
+    return buf;
+}
+
+void ws_fidelity_op_point(const ws_fid_report *r, size_t i, ws_fid_point *p)
+{
+    const ws_fid_op *o = &r->op[i];
+    memset(p, 0, sizeof *p);
+    snprintf(p->kind, sizeof p->kind, "op");
+    snprintf(p->id, sizeof p->id, "op-%d-%s-line%d", o->row, ws_vidur_op_name(o->op), o->line);
+    ws_fidelity_op_group(o, p->group, sizeof p->group);
+    snprintf(p->engine, sizeof p->engine, "Vidur (Kineto)");
+    snprintf(p->source, sizeof p->source,
+             "microsoft/vidur data/profiling (MIT), %.200s: %s row at line %d", r->op_dir,
+             ws_vidur_op_name(o->op), o->line);
+    snprintf(p->gpu, sizeof p->gpu, "%s", r->op_gpu);
+    snprintf(p->hw_desc, sizeof p->hw_desc, "NVIDIA A100 80 GB, fp16");
+    snprintf(p->metric, sizeof p->metric, "time_s");
+    snprintf(p->unit, sizeof p->unit, "s");
+    snprintf(p->weights_gpu, sizeof p->weights_gpu, "fp16");
+    snprintf(p->offload_what, sizeof p->offload_what, "none");
+    p->batch = o->batch;
+    p->gpu_experts = p->n_cpu_moe = -1;
+    p->published = o->published;
+    p->predicted = o->predicted;
+    p->ratio = o->published > 0 ? o->predicted / o->published : NAN;
+}
 
 int ws_fidelity_add_ops(ws_store *s, const char *dir, const char *gpu, int heldout,
                         ws_fid_report *r, ws_err *err)
@@ -848,31 +923,19 @@ int ws_fidelity_add_ops(ws_store *s, const char *dir, const char *gpu, int heldo
     ws_oppoints st;
     const char *paths[] = {dir};
     int rc = ws_oppoints_check(s, paths, 1, gpu, NULL, heldout, 0, &rows, &hw, &st, err);
+    snprintf(r->op_dir, sizeof r->op_dir, "%s", dir);
+    snprintf(r->op_gpu, sizeof r->op_gpu, "%s", gpu);
     for (int i = 0; !rc && i < rows.n; i++) {
         const ws_vidur_row *w = &rows.v[i];
         if (heldout && !w->heldout)
             continue;
-        ws_fid_point p;
-        memset(&p, 0, sizeof p);
-        snprintf(p.kind, sizeof p.kind, "op");
-        snprintf(p.id, sizeof p.id, "op-%d-%s-line%d", i, ws_vidur_op_name(w->op), w->line);
-        snprintf(p.group, sizeof p.group, "op %s", ws_vidur_group_name(ws_vidur_op_group(w->op)));
-        snprintf(p.engine, sizeof p.engine, "Vidur (Kineto)");
-        snprintf(p.source, sizeof p.source,
-                 "microsoft/vidur data/profiling (MIT), %s: %s row at line %d", dir,
-                 ws_vidur_op_name(w->op), w->line);
-        snprintf(p.gpu, sizeof p.gpu, "%s", gpu);
-        snprintf(p.hw_desc, sizeof p.hw_desc, "NVIDIA A100 80 GB, fp16");
-        snprintf(p.metric, sizeof p.metric, "time_s");
-        snprintf(p.unit, sizeof p.unit, "s");
-        snprintf(p.weights_gpu, sizeof p.weights_gpu, "fp16");
-        snprintf(p.offload_what, sizeof p.offload_what, "none");
-        p.batch = w->batch;
-        p.gpu_experts = p.n_cpu_moe = -1;
-        p.published = w->t;
-        p.predicted = ws_oppoint_predict(w, &hw, 2.0);
-        p.ratio = w->t > 0 ? p.predicted / w->t : NAN;
-        rc = ws_fidelity_add(r, &p, err);
+        if (ws_grow((void **)&r->op, &r->cap_op, r->n_op + 1, sizeof *r->op, 1024)) {
+            rc = ws_err_set(err, WS_ENOMEM, "out of memory");
+            break;
+        }
+        r->op[r->n_op++] = (ws_fid_op){.row = i, .op = w->op, .line = w->line,
+                                       .batch = (int)w->batch, .published = w->t,
+                                       .predicted = ws_oppoint_predict(w, &hw, 2.0)};
     }
     ws_vidur_rows_free(&rows);
     return rc;

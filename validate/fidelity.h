@@ -72,7 +72,13 @@ int ws_fidelity_predict(ws_store *s, ws_fid_report *r,
 int ws_fidelity_add_ops(ws_store *s, const char *dir, const char *gpu, int heldout,
                         ws_fid_report *r, ws_err *err);
 
-/* Groups the points (in order of first appearance) and their error statistics. */
+/* Operator point i of r as a point (its id, group, source and figures). */
+void ws_fidelity_op_point(const ws_fid_report *r, size_t i, ws_fid_point *p);
+/* Its group's name ("op GEMM", ...) into buf. */
+const char *ws_fidelity_op_group(const ws_fid_op *o, char *buf, size_t cap);
+
+/* Groups the points and then the operator points (in order of first appearance) and their
+ * error statistics. */
 int ws_fidelity_summarise(ws_fid_report *r, ws_err *err);
 
 #ifdef __cplusplus

@@ -24,6 +24,7 @@ int ws_fidelity_add(ws_fid_report *r, const ws_fid_point *p, ws_err *err)
 void ws_fidelity_free(ws_fid_report *r)
 {
     free(r->pt);
+    free(r->op);
     free(r->g);
     memset(r, 0, sizeof *r);
 }

@@ -119,9 +119,20 @@ typedef struct ws_fid_group {
     double wall_s; /* host time its points' simulations took */
 } ws_fid_group;
 
+/* An operator point, kept compact (a profiling file may hold a million rows): the row's
+ * place among the rows read, its operation (ws_vidur_op), line and batch, the published and
+ * predicted times. ws_fidelity_op_point (fidelity.h) expands one into a point. */
+typedef struct ws_fid_op {
+    int row, op, line, batch;
+    double published, predicted;
+} ws_fid_op;
+
 typedef struct ws_fid_report {
     ws_fid_point *pt;
     size_t n, cap;
+    ws_fid_op *op; /* operator points (ws_fidelity_add_ops) */
+    size_t n_op, cap_op;
+    char op_dir[512], op_gpu[64]; /* where they were read, the GPU profile they ran on */
     ws_fid_group *g;
     size_t ng;
     char engine[48]; /* non-empty: every point runs under this engines/ file instead of its
