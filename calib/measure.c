@@ -4,6 +4,7 @@
 #include <math.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -571,17 +572,14 @@ out:
 
 typedef struct copy_loop {
     char *src, *dst;
-    volatile int stop;
-    double bytes; /* copied, for the sample's note */
+    atomic_int stop;
 } copy_loop;
 
 static void *copy_thread(void *arg)
 {
     copy_loop *cl = arg;
-    while (!cl->stop) {
+    while (!atomic_load(&cl->stop))
         memcpy(cl->dst, cl->src, COPY_CMP_BYTES);
-        cl->bytes += (double)COPY_CMP_BYTES;
-    }
     return NULL;
 }
 
@@ -629,7 +627,7 @@ static int moe_vs_copy(ctx *c)
             if ((rc = stopped(c)))
                 break;
             pthread_t th;
-            cl.stop = 0;
+            atomic_store(&cl.stop, 0);
             if (k && pthread_create(&th, NULL, copy_thread, &cl)) {
                 rc = ws_err_set(c->err, WS_EIO, "calib: cannot start the copy thread");
                 break;
@@ -639,7 +637,7 @@ static int moe_vs_copy(ctx *c)
             moe_run(&mp, pool);
             t[k][r] = (ws_now_s() - t0) / 2;
             if (k) {
-                cl.stop = 1;
+                atomic_store(&cl.stop, 1);
                 pthread_join(th, NULL);
             }
         }
