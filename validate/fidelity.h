@@ -41,9 +41,9 @@ extern "C" {
 /* The work of one point's simulations, bounded so that none runs for minutes (about half a
  * minute each on the development machine): a step costs the simulator about the same per
  * slot of its batch (cfg.batch), plus a fixed part counted as STEP_SLOTS slots, summed over
- * every step of the point and stopped past SLOT_STEPS_MAX; admitting a request scans the
- * batch's slots, so a run's requests times its slots is checked against ADMIT_SLOTS_MAX
- * before it starts. */
+ * every step of the point and stopped past SLOT_STEPS_MAX; before it starts, a run's
+ * requests times its slots is checked against ADMIT_SLOTS_MAX, so a load that cannot pass
+ * through its batch within the bound is refused without being run. */
 #define WS_FIDELITY_SLOT_STEPS_MAX (1LL << 28)
 #define WS_FIDELITY_STEP_SLOTS 256
 #define WS_FIDELITY_ADMIT_SLOTS_MAX (1LL << 32)
