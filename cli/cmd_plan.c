@@ -768,6 +768,7 @@ static int plan_search(const plan_opts *o, const cli_args *a, ws_plan_spec *s)
     s->start = o->start;
     s->chunk = w->chunk;
     s->prefill_mode = w->prefill;
+    s->prefill_gpu_tokens = w->prefill_gpu_tokens;
     s->batching = w->sched;
     s->token_budget = w->token_budget;
     s->prefix_cache = w->prefix;

@@ -22,6 +22,8 @@ static void serving_flags(const cli_args *a, const cli_workload *w, ws_serving *
         s->chunk = w->chunk;
     if (GIVEN("prefill"))
         s->prefill_mode = w->prefill;
+    if (GIVEN("prefill-gpu-tokens"))
+        s->prefill_gpu_tokens = w->prefill_gpu_tokens;
     if (GIVEN("window"))
         s->window = w->window;
     if (GIVEN("scheduler"))

@@ -70,6 +70,11 @@ const cli_optdef cli_sim_opts[] = {
              "once the batch reaches GGML_OP_OFFLOAD_MIN_BATCH, 32 tokens, per -ub/"
              "--ubatch-size, unless --no-op-offload), or auto: per chunk, the cheaper by the "
              "cost model"},
+    {"prefill-gpu-tokens", CLI_INT(W, prefill_gpu_tokens), .arg = "T", .lo = 1, .hi = 1 << 24,
+     .help = "with --prefill auto: a step of T prompt tokens or more streams (gpu), a smaller "
+             "one runs on the CPU, as an engine's threshold does (KTransformers' kt-kernel: "
+             "--kt-gpu-prefill-token-threshold); by default the engine's, else the cost "
+             "model's choice"},
     {"save", CLI_FLAG(W, save),
      .help = "store as --db does, in the default database ($WRITESCOPE_DB, else "
              "results/writescope.db)"},
@@ -78,7 +83,7 @@ const cli_optdef cli_sim_opts[] = {
 const cli_optdef cli_serve_opts[] = {
     {"engine", CLI_STR(W, engine), .arg = "NAME",
      .help = "serve as this engine does (engines/NAME.json: vllm-v0, vllm-v1, sglang, "
-             "llama.cpp, ik_llama.cpp, ktransformers, tensorrt-llm): its scheduler, token "
+             "llama.cpp, ik_llama.cpp, ktransformers, kt-kernel, tensorrt-llm): its scheduler, token "
              "budget, sequence cap, chunk, prefix caching, KV memory, preemption and step "
              "overhead, each from a public reference; the flags below and --batch, --chunk, "
              "--gpu-kv-gb override one value each"},
@@ -300,6 +305,7 @@ static const struct {
     {"gpu-experts", 0, "keeps every routed expert on the GPU"},
     {"cpu-expert-weights", 1, "keeps no routed expert on the CPU"},
     {"prefill", 1, "runs no expert on the CPU"},
+    {"prefill-gpu-tokens", 1, "runs no expert on the CPU"},
     {"cpu-threads", 1, "runs no work on the CPU"},
     {"cpu-sockets", 1, "runs no work on the CPU"},
     {"one-node-memory", 1, "keeps no weights in host memory"},

@@ -31,6 +31,7 @@ typedef struct cli_workload {
     int detail;        /* 0 step, 1 layer */
     int chunk, save;
     int prefill;        /* ws_prefill_mode: 0 auto, 1 cpu, 2 gpu */
+    int prefill_gpu_tokens; /* --prefill-gpu-tokens, 0: not given */
     const char *format; /* cli_trace_opts */
     int skip_bad;
     cli_gen_args gen; /* cli_gen_opts, cli_closed_opts */

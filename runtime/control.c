@@ -109,11 +109,14 @@ void ws_ctl_step_end(ws_ctl *c, double t_moe)
     c->last_moe = t_moe;
 }
 
-int ws_ctl_set_prefill(ws_ctl *c, int mode, ws_err *err)
+int ws_ctl_set_prefill(ws_ctl *c, int mode, int gpu_tokens, ws_err *err)
 {
     if (mode < WS_PREFILL_AUTO || mode > WS_PREFILL_GPU)
         return ws_err_set(err, WS_EINVAL, "control: unknown prefill mode %d", mode);
+    if (gpu_tokens < 0)
+        return ws_err_set(err, WS_EINVAL, "control: prefill GPU threshold %d tokens", gpu_tokens);
     c->prefill_mode = mode;
+    c->prefill_gpu_tokens = gpu_tokens;
     return 0;
 }
 
@@ -136,6 +139,8 @@ int ws_ctl_prefill_gpu(const ws_ctl *c, const ws_sched_in *in)
         return 0;
     if (c->prefill_mode == WS_PREFILL_GPU)
         return 1;
+    if (c->prefill_gpu_tokens > 0)
+        return in->prefill_q >= c->prefill_gpu_tokens;
     ws_sched_in a = *in;
     a.prefill_gpu = 0;
     const double cpu = ws_ctl_play(c, &a, NULL);

@@ -53,6 +53,7 @@ typedef struct ws_ctl {
     double last_moe; /* the last decode step's final MoE phase, s (0: none yet) */
     double r_cur;    /* migrate: the cache's one share (the others: unused) */
     int prefill_mode; /* ws_prefill_mode: auto after ws_ctl_init */
+    int prefill_gpu_tokens; /* > 0: auto streams a step of this many prompt tokens or more */
     int layers;       /* the played layers (the last one's MoE phase is the estimate) */
     int streams;      /* 1: some weights sit in host memory, so a chunk may stream them */
 } ws_ctl;
@@ -96,10 +97,14 @@ void ws_ctl_observe(ws_ctl *c, double n, double cpu_s, double m, double gpu_s, d
 /* The step is over: t_moe is its last layer's MoE phase. */
 void ws_ctl_step_end(ws_ctl *c, double t_moe);
 
-/* The prefill strategy mode (ws_prefill_mode); WS_EINVAL for another value. */
-int ws_ctl_set_prefill(ws_ctl *c, int mode, ws_err *err);
+/* The prefill strategy mode (ws_prefill_mode) and, for auto, an engine's threshold: a step
+ * of gpu_tokens prompt tokens or more streams (0: none, the cost model decides). WS_EINVAL
+ * for another mode or a negative threshold. */
+int ws_ctl_set_prefill(ws_ctl *c, int mode, int gpu_tokens, ws_err *err);
 /* 1: the prefill chunk `in` describes (its prefill_gpu ignored) streams its host-resident
- * weights to the GPU; 0: they run on the CPU. Forced modes are honoured; auto plays the
+ * weights to the GPU; 0: they run on the CPU. Forced modes are honoured; auto with a
+ * threshold compares the step's prompt tokens with it (KTransformers' kt-kernel prefills
+ * layer-wise on the GPU above --kt-gpu-prefill-token-threshold); auto without one plays the
  * chunk's step both ways (ws_ctl_play) and takes the shorter, the CPU on a tie. */
 int ws_ctl_prefill_gpu(const ws_ctl *c, const ws_sched_in *in);
 

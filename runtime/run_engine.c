@@ -567,7 +567,7 @@ static int eng_init(eng *e, const ws_engine_cfg *c, ws_run_result *res, ws_err *
         return rc;
     res->layers = e->L;
     if ((rc = ws_ctl_init(&e->ctl, &e->cm, c->policy, &c->par, e->L, err)) ||
-        (rc = ws_ctl_set_prefill(&e->ctl, c->prefill_mode, err)))
+        (rc = ws_ctl_set_prefill(&e->ctl, c->prefill_mode, c->prefill_gpu_tokens, err)))
         return rc;
     if (c->gpu == WS_ENGINE_GPU_CUDA && (rc = cuda_open(e, res, err)))
         return rc;

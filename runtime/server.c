@@ -12,7 +12,7 @@
 static const char *const field_names[WS_SRV_FIELDS] = {
     "scheduler", "token_budget", "max_seqs", "chunk",
     "prefix_cache", "kv_mem_frac", "preempt", "step_overhead_s", "host_weights",
-    "handoff_c0_s"};
+    "handoff_c0_s", "prefill_gpu_tokens"};
 
 const char *ws_server_field_name(int f)
 {
@@ -24,6 +24,7 @@ typedef struct rd {
     const char *path, *gpu;
     double gpu_gib;
     int model_ctx;
+    int has_base; /* 1: a field the file leaves out keeps its base engine's value */
     ws_server *e;
     ws_err *err;
 } rd;
@@ -35,11 +36,15 @@ static int bad(const rd *r, const char *key, const char *what)
 
 /* The entry of key: an object with "value" and "ref"; its value as chosen for the GPU (the
  * first "by_gpu" rule whose min_mem_gib the GPU has, unless its name starts with the rule's
- * "except"). *v is NULL when the value is null. */
+ * "except"). *v is NULL when the value is null, or when a file with a base leaves the key
+ * out (its base's value and reference stay). */
 static int entry(const rd *r, json_t *o, int f, json_t **v)
 {
     const char *key = field_names[f];
     json_t *x = json_object_get(o, key);
+    *v = NULL;
+    if (!x && r->has_base)
+        return 0;
     if (!json_is_object(x))
         return bad(r, key, "missing, or not an object with \"value\" and \"ref\"");
     json_t *ref = json_object_get(x, "ref");
@@ -118,7 +123,7 @@ static int get_kv(const rd *r, json_t *o)
 {
     json_t *v;
     int rc = entry(r, o, WS_SRV_KV_MEM, &v);
-    if (rc)
+    if (rc || (!json_object_get(o, "kv_mem_frac") && r->has_base))
         return rc;
     json_t *x = json_object_get(o, "kv_mem_frac"), *k = json_object_get(x, "kv_mem_kind");
     const int kind = json_is_string(k) ? parse_kv_kind(json_string_value(k)) : -1;
@@ -221,13 +226,42 @@ static int parse_file(const rd *r, json_t *o)
         (rc = get_kv(r, o)) || (rc = get_name(r, o, WS_SRV_PREEMPT, ws_preempt_parse, &e->preempt)) ||
         (rc = get_step(r, o)) ||
         (rc = get_name(r, o, WS_SRV_HOST_WEIGHTS, parse_host_weights, &e->host_pageable)) ||
-        (rc = get_handoff(r, o)) || (rc = model_rules(r, o)))
+        (rc = get_handoff(r, o)) ||
+        (rc = get_count(r, o, WS_SRV_PREFILL_GPU, 1, &e->prefill_gpu_tokens)) ||
+        (rc = model_rules(r, o)))
         return rc;
     return 0;
 }
 
+static int load(const char *name, const char *gpu, double gpu_mem, int model_ctx, int depth,
+                ws_server *out, ws_err *err);
+
+/* A file's "base": absent (0), or the engine loaded into out first (1); a base that is not
+ * an engine's name, or a chain of bases, is an error. */
+static int load_base(const rd *r, json_t *o, int depth, int *has)
+{
+    json_t *b = json_object_get(o, "base");
+    *has = 0;
+    if (!b)
+        return 0;
+    if (!json_is_string(b) || !json_string_length(b) || strchr(json_string_value(b), '/'))
+        return ws_err_set(r->err, WS_EPARSE, "%s: \"base\": not an engine's name", r->path);
+    if (depth > 0)
+        return ws_err_set(r->err, WS_EPARSE, "%s: \"base\": a base engine has no base of its "
+                                             "own", r->path);
+    *has = 1;
+    return load(json_string_value(b), r->gpu, r->gpu_gib * 1073741824.0, r->model_ctx, depth + 1,
+                r->e, r->err);
+}
+
 int ws_server_load(const char *name, const char *gpu, double gpu_mem, int model_ctx,
                    ws_server *out, ws_err *err)
+{
+    return load(name, gpu, gpu_mem, model_ctx, 0, out, err);
+}
+
+static int load(const char *name, const char *gpu, double gpu_mem, int model_ctx, int depth,
+                ws_server *out, ws_err *err)
 {
     memset(out, 0, sizeof *out);
     char path[WS_PATH_MAX];
@@ -266,9 +300,11 @@ int ws_server_load(const char *name, const char *gpu, double gpu_mem, int model_
         json_decref(o);
         return ws_err_set(err, WS_EPARSE, "%s: not a JSON object", path);
     }
-    const rd r = {.path = path, .gpu = gpu ? gpu : "", .gpu_gib = gpu_mem / 1073741824.0,
-                  .model_ctx = model_ctx, .e = out, .err = err};
-    rc = parse_file(&r, o);
+    rd r = {.path = path, .gpu = gpu ? gpu : "", .gpu_gib = gpu_mem / 1073741824.0,
+            .model_ctx = model_ctx, .e = out, .err = err};
+    rc = load_base(&r, o, depth, &r.has_base);
+    if (!rc)
+        rc = parse_file(&r, o);
     json_decref(o);
     return rc;
 }
@@ -294,6 +330,8 @@ void ws_server_apply(const ws_server *e, ws_serving *s, ws_deploy_cfg *cc, ws_se
         s->prefix_cache = e->prefix_cache;
     if (e->set[WS_SRV_PREEMPT])
         s->preempt = e->preempt;
+    if (e->set[WS_SRV_PREFILL_GPU])
+        s->prefill_gpu_tokens = e->prefill_gpu_tokens;
     if (e->set[WS_SRV_KV_MEM] && kv)
         *kv = e->kv;
     if (!cc)

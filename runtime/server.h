@@ -7,7 +7,9 @@
  * chosen here by the GPU's name and memory; one the engine does not publish is null and
  * leaves the serving default in place.
  *
- * ws_server_load reads and resolves a file once; ws_server_apply writes it over a serving
+ * A file may name a "base" engine (KTransformers' kt-kernel serves through SGLang): the
+ * base's values first, then each field the file gives. ws_server_load reads and resolves a
+ * file once; ws_server_apply writes it over a serving
  * configuration (serving.h) and the cost settings (the step overhead, deploy.h), so a
  * command line sets an engine first and its own flags after, each flag overriding one
  * value. Library code: no printing. */
@@ -50,6 +52,7 @@ typedef enum ws_server_field {
     WS_SRV_STEP_OVERHEAD,
     WS_SRV_HOST_WEIGHTS,
     WS_SRV_HANDOFF_C0,
+    WS_SRV_PREFILL_GPU,
     WS_SRV_FIELDS
 } ws_server_field;
 /* "scheduler", "token_budget", ... (the keys of the file). */
@@ -70,6 +73,8 @@ typedef struct ws_server {
                         * the GPU's pageable H2D rate; 0: pinned */
     double handoff_c0; /* s, fixed cost of one CPU<->GPU hand-off of a layer's hidden
                         * states: the copy with the host's synchronisation around it */
+    int prefill_gpu_tokens; /* a step of this many prompt tokens or more streams its host
+                             * experts to the GPU, a smaller one runs them on the CPU */
     int set[WS_SRV_FIELDS];        /* 1: the file gives the value; 0: null, not published */
     char ref[WS_SRV_FIELDS][320];  /* where each value was read (or why it is null) */
 } ws_server;
@@ -81,8 +86,8 @@ int ws_server_load(const char *name, const char *gpu, double gpu_mem, int model_
                    ws_server *out, ws_err *err);
 /* The engines' names (sorted) into names; returns how many (at most max). */
 int ws_server_list(char names[][64], int max);
-/* The engine's published values over s, cc (its step overhead, host-weight memory and
- * hand-off cost) and kv; unpublished ones are left as they are (an unpublished step
+/* The engine's published values over s (its prefill threshold too), cc (its step overhead,
+ * host-weight memory and hand-off cost) and kv; unpublished ones are left as they are (an unpublished step
  * overhead: the GPU profile's modeled one; host weights: pinned; hand-offs: the copies). */
 void ws_server_apply(const ws_server *e, ws_serving *s, ws_deploy_cfg *cc, ws_server_kv *kv);
 

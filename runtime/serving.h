@@ -61,6 +61,9 @@ int ws_preempt_parse(const char *name);
     int chunk;             /* prefill chunk tokens (default 2048) */                               \
     int window;            /* D-window tokens W, a multiple of par.page_tokens (default 256) */    \
     int prefill_mode;      /* where a chunk's CPU experts run: ws_prefill_mode (default auto) */   \
+    int prefill_gpu_tokens; /* > 0, under auto: a step of this many prompt tokens or more     \
+                             * streams them to the GPU, a smaller one runs them on the CPU    \
+                             * (an engine's threshold); 0: the cost model picks (default) */   \
     int batching;          /* ws_batching (default chunked) */                                     \
     int token_budget;      /* tokens of one step, decodes and prompt chunks (default 2048) */      \
     int prefix_cache;      /* 1: full prompt blocks already cached are not prefilled again */      \

@@ -702,6 +702,8 @@ static int eval_one(ws_plan *P, const ws_plan_point *pt, ws_plan_result *out, ws
         if (s->given & WS_PLAN_GIVEN_CHUNK)
             cfg.chunk = given.chunk;
     }
+    if (s->prefill_gpu_tokens > 0)
+        cfg.prefill_gpu_tokens = s->prefill_gpu_tokens;
     cfg.cpu_workers = P->cores;
     cfg.keep_steps = cfg.keep_requests = 0;
     if (pt->set.page > 0)

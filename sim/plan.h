@@ -128,6 +128,7 @@ typedef struct ws_plan_spec {
     int detail_layer;           /* 0: fold identical layers (default) */
     int chunk;                  /* prefill chunk (2048) */
     int prefill_mode;           /* where chunks' CPU experts run: ws_prefill_mode (auto) */
+    int prefill_gpu_tokens;     /* > 0: auto's threshold over the engine's (0: the engine's) */
     int batching, token_budget; /* how steps are filled (serving.h; chunked, 2048) */
     int prefix_cache, preempt;  /* serving.h (off, none) */
     const char *engine;         /* serve as this engine does (engines/NAME.json, resolved per

@@ -1148,7 +1148,7 @@ int sim_run(const ws_model *m, const ws_hw *hw, const ws_deploy_cfg *ccfg, const
     R.nospill = !pi->spills;
     memory_limits(&R, m, hw);
     if ((rc = ws_ctl_init(&R.ctl, &R.cm, cfg->policy, &cfg->par, R.layers, err)) ||
-        (rc = ws_ctl_set_prefill(&R.ctl, cfg->prefill_mode, err)))
+        (rc = ws_ctl_set_prefill(&R.ctl, cfg->prefill_mode, cfg->prefill_gpu_tokens, err)))
         goto out_cm;
     R.prefix = cfg->prefix_cache;
     if (R.prefix && WS_TRACE_BLOCK_TOKENS % P) {

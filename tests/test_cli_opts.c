@@ -262,7 +262,7 @@ Test(cli_opts, shared_groups_fit_one_table_and_help_lists_them_all)
     char *text = help_text(&spec);
     cli_args a;
     cli_opts_expand(&spec, &a);
-    cr_assert_eq(a.n, 34); /* with sim's --prefill, the generator's --shared-prefix, the
+    cr_assert_eq(a.n, 35); /* with sim's --prefill and --prefill-gpu-tokens, --shared-prefix, the
                             * serving group's five */
     for (int k = 0; k < a.n; k++) {
         char want[64];

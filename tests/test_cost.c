@@ -40,7 +40,8 @@ static void paper_model(ws_cost_model *cm, const ws_deploy_cfg *cfg_in)
 
 /* The controller's prefill strategy under `mode` for a chunk of q tokens after ctx, and the
  * step it plays for that chunk under a strategy (gpu 1: streamed). */
-static int prefill_gpu(const ws_cost_model *cm, int mode, double q, double ctx)
+static int prefill_gpu_at(const ws_cost_model *cm, int mode, int threshold, double q,
+                          double ctx)
 {
     ws_policy_params par;
     ws_policy_params_default(&par);
@@ -48,9 +49,14 @@ static int prefill_gpu(const ws_cost_model *cm, int mode, double q, double ctx)
     ws_err err = {0};
     cr_assert_eq(ws_ctl_init(&c, cm, WS_POLICY_WRITESCOPE, &par, cm->layers, &err), 0, "%s",
                  err.msg);
-    cr_assert_eq(ws_ctl_set_prefill(&c, mode, &err), 0);
+    cr_assert_eq(ws_ctl_set_prefill(&c, mode, threshold, &err), 0);
     const ws_sched_in in = {.T = q, .prefill_q = q, .prefill_ctx = ctx};
     return ws_ctl_prefill_gpu(&c, &in);
+}
+
+static int prefill_gpu(const ws_cost_model *cm, int mode, double q, double ctx)
+{
+    return prefill_gpu_at(cm, mode, 0, q, ctx);
 }
 
 static double chunk_step(const ws_cost_model *cm, double q, double ctx, int gpu,
@@ -1091,6 +1097,29 @@ Test(cost, pageable_weights_and_engine_handoff)
  * stays on the CPU (it touches few experts' weights, read from DRAM faster than streamed);
  * auto takes the shorter played step at every chunk size, so it flips once, where they
  * cross; the forced modes are honoured whatever the steps. */
+/* An engine's threshold decides auto by the step's prompt tokens, against the cost model
+ * on both sides of the paper setup's crossing; forced modes stay forced; a negative
+ * threshold is refused. */
+Test(cost, prefill_threshold_decides_auto)
+{
+    ws_cost_model cm;
+    paper_model(&cm, NULL);
+    cr_assert_eq(prefill_gpu(&cm, WS_PREFILL_AUTO, 2048, 0), 1); /* the cost model streams */
+    cr_assert_eq(prefill_gpu_at(&cm, WS_PREFILL_AUTO, 4096, 2048, 0), 0);
+    cr_assert_eq(prefill_gpu_at(&cm, WS_PREFILL_AUTO, 4096, 4096, 0), 1);
+    cr_assert_eq(prefill_gpu(&cm, WS_PREFILL_AUTO, 16, 0), 0); /* the cost model stays */
+    cr_assert_eq(prefill_gpu_at(&cm, WS_PREFILL_AUTO, 8, 16, 0), 1);
+    cr_assert_eq(prefill_gpu_at(&cm, WS_PREFILL_CPU, 8, 16, 0), 0);
+    cr_assert_eq(prefill_gpu_at(&cm, WS_PREFILL_GPU, 4096, 16, 0), 1);
+    ws_policy_params par;
+    ws_policy_params_default(&par);
+    ws_ctl c;
+    ws_err err = {0};
+    cr_assert_eq(ws_ctl_init(&c, &cm, WS_POLICY_WRITESCOPE, &par, cm.layers, &err), 0);
+    cr_assert_eq(ws_ctl_set_prefill(&c, WS_PREFILL_AUTO, -1, &err), WS_EINVAL);
+    ws_cost_model_free(&cm);
+}
+
 Test(cost, prefill_strategy_by_cost_or_forced)
 {
     ws_cost_model cm;

@@ -151,6 +151,29 @@ Test(fidelity_points, counts_are_bounded_as_sim_bounds_them)
     ws_fidelity_free(&r);
 }
 
+/* A run's own chunk and prefill threshold are read where given (0: the engine's), and
+ * refused at 0 or past the tokens a prompt may have. */
+Test(fidelity_points, run_chunk_and_prefill_threshold)
+{
+    ws_fid_report r;
+    accepted(E2E(", \"published\": 1, \"placement\": {\"chunk\": 32768, "
+                 "\"prefill_gpu_tokens\": 400}"),
+             &r);
+    cr_assert_eq(r.pt[0].chunk, 32768);
+    cr_assert_eq(r.pt[0].prefill_gpu_tokens, 400);
+    ws_fidelity_free(&r);
+    accepted(E2E(", \"published\": 1"), &r);
+    cr_assert_eq(r.pt[0].chunk, 0);
+    cr_assert_eq(r.pt[0].prefill_gpu_tokens, 0);
+    ws_fidelity_free(&r);
+    refused(E2E(", \"published\": 1, \"placement\": {\"chunk\": 0}"),
+            "placement.chunk must be a whole number from 1", NULL);
+    refused(E2E(", \"published\": 1, \"placement\": {\"prefill_gpu_tokens\": 0}"),
+            "placement.prefill_gpu_tokens must be a whole number from 1", NULL);
+    refused(E2E(", \"published\": 1, \"placement\": {\"chunk\": 16777217}"),
+            "placement.chunk must be a whole number from 0 to 16777216", NULL);
+}
+
 /* A point simulates at most 2^24 tokens: batch (a serving point's requests) times prompt and
  * output, an unpublished prompt at the longest one tried (2048, or prompt_range's hi) and
  * an unpublished output at 64. */

@@ -287,7 +287,8 @@ Test(scheduler, engine_bad_host_weights_or_handoff_refused)
         {"\"host_weights\":{\"value\":\"pinned\",\"ref\":\"r r r r r\"},"
          "\"handoff_c0_s\":{\"value\":-1e-5,\"ref\":\"r r r r r\"}}", "handoff_c0_s"},
         {"\"host_weights\":{\"value\":\"pinned\",\"ref\":\"r r r r r\"},"
-         "\"handoff_c0_s\":{\"value\":1e-5,\"ref\":\"r r r r r\"}}", NULL},
+         "\"handoff_c0_s\":{\"value\":1e-5,\"ref\":\"r r r r r\"},"
+         "\"prefill_gpu_tokens\":{\"value\":null,\"ref\":\"r r r r r\"}}", NULL},
     };
     for (int i = 0; i < 3; i++) {
         char path[] = "/tmp/ws_engine_XXXXXX.json";
@@ -327,6 +328,48 @@ Test(scheduler, engine_file_not_an_object_is_one_line)
         unlink(path);
         cr_assert(strstr(err.msg, "-1") == NULL && strchr(err.msg, '\n') == NULL, "%s", err.msg);
         cr_assert(strstr(err.msg, i ? "not JSON" : "not a JSON object") != NULL, "%s", err.msg);
+    }
+}
+
+/* kt-kernel names SGLang as its base: SGLang's values where it gives none, its own (`kt
+ * run`'s defaults) where it does, each with its reference; the threshold reaches the serving
+ * configuration. A base with a base of its own, or a path as a base, is refused. */
+Test(scheduler, engine_base_then_its_own_values)
+{
+    ws_server sg, kt;
+    ws_err err = {0};
+    const double mem = 48.0 * 1073741824;
+    cr_assert_eq(ws_server_load("sglang", "rtx-4090-48gb", mem, 0, &sg, &err), 0, "%s", err.msg);
+    cr_assert_eq(ws_server_load("kt-kernel", "rtx-4090-48gb", mem, 0, &kt, &err), 0, "%s",
+                 err.msg);
+    cr_assert_str_eq(kt.name, "kt-kernel");
+    cr_assert_eq(kt.batching, sg.batching);
+    cr_assert_eq(kt.prefix_cache, sg.prefix_cache);
+    cr_assert_str_eq(kt.ref[WS_SRV_SCHEDULER], sg.ref[WS_SRV_SCHEDULER]);
+    cr_assert(!sg.set[WS_SRV_PREFILL_GPU]);
+    cr_assert(kt.set[WS_SRV_PREFILL_GPU] && kt.prefill_gpu_tokens == 4096);
+    cr_assert(kt.set[WS_SRV_CHUNK] && kt.chunk == 4096 && kt.token_budget == 4096);
+    cr_assert(strstr(kt.ref[WS_SRV_PREFILL_GPU], "run.py") != NULL);
+    ws_serving s;
+    ws_serving_default(&s);
+    ws_server_apply(&kt, &s, NULL, NULL);
+    cr_assert_eq(s.prefill_gpu_tokens, 4096);
+    const char *bad[][2] = {{"{\"name\":\"x\",\"desc\":\"d\",\"base\":\"kt-kernel\"}",
+                             "has no base of its own"},
+                            {"{\"name\":\"x\",\"desc\":\"d\",\"base\":\"../sglang\"}",
+                             "not an engine's name"},
+                            {"{\"name\":\"x\",\"desc\":\"d\",\"base\":\"sglang\","
+                             "\"prefill_gpu_tokens\":{\"value\":0,\"ref\":\"r r r\"}}",
+                             "prefill_gpu_tokens"}};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        char path[] = "/tmp/ws_engine_XXXXXX.json";
+        int fd = mkstemps(path, 5);
+        cr_assert_geq(fd, 0);
+        cr_assert_eq(write(fd, bad[i][0], strlen(bad[i][0])), (ssize_t)strlen(bad[i][0]));
+        close(fd);
+        cr_assert_neq(ws_server_load(path, "h100-sxm", 8e10, 0, &kt, &err), 0, "%s", bad[i][0]);
+        cr_assert(strstr(err.msg, bad[i][1]) != NULL, "%s", err.msg);
+        unlink(path);
     }
 }
 

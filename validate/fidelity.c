@@ -242,15 +242,16 @@ static double metric_value(const ws_fid_point *p, const sim_totals *t, const pre
  * as major * 100 + minor; a point without a version runs `file`.
  *   - vLLM made its V1 engine the default in 0.8.0: an older vLLM ran V0; one without a
  *     version is taken as V1, the engine of every release since.
- *   - KTransformers serves through SGLang from 0.4 (kt-kernel; the note in
- *     engines/ktransformers.json, whose values are those of the older balance_serve
- *     server). */
+ *   - KTransformers serves through SGLang from 0.4 (ktransformers.json holds the older
+ *     balance_serve server's values); a point launched by `kt run`, whose defaults set the
+ *     prefill threshold and chunk, names engine kt-kernel (engines/kt-kernel.json). */
 static const struct {
     const char *engine, *file, *other;
     int split, other_below;
 } k_engine_files[] = {
     {"vllm", "vllm-v1", "vllm-v0", 8, 1},
     {"ktransformers", "ktransformers", "sglang", 4, 0},
+    {"kt-kernel", "kt-kernel", NULL, 0, 0},
     {"sglang", "sglang", NULL, 0, 0},
     {"tensorrt-llm", "tensorrt-llm", NULL, 0, 0},
     {"llama.cpp", "llama.cpp", NULL, 0, 0},
@@ -455,6 +456,15 @@ static int predict_at(ws_store *s, ws_fid_point *p, int prompt, int output, fid_
         ws_server_apply(&eng, &cfg.srv, &cc, &kv_mem);
         cfg.chunk = chunk;
     }
+    if (p->chunk > 0) {
+        /* the run's own chunk, and a step budget that holds it (SGLang's
+         * --chunked-prefill-size is both) */
+        cfg.chunk = p->chunk;
+        if (cfg.token_budget < p->chunk)
+            cfg.token_budget = p->chunk;
+    }
+    if (p->prefill_gpu_tokens > 0)
+        cfg.prefill_gpu_tokens = p->prefill_gpu_tokens;
     cfg.policy = k;
     cfg.prefill_mode = p->prefill_mode;
     cfg.batch = p->batch;

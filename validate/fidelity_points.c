@@ -343,6 +343,8 @@ static int point_parse(rd *c, json_t *o, ws_fid_point *p)
         rd_count(c, pl, in, "cpu_infer_threads", 0, pmax, &infer_threads) ||
         rd_count(c, pl, in, "cpu_threads", 0, pmax, &threads) ||
         rd_str(c, pl, in, "prefill", pf, sizeof pf, 0) ||
+        rd_count(c, pl, in, "chunk", 0, WS_TRACE_TOKENS_MAX, &p->chunk) ||
+        rd_count(c, pl, in, "prefill_gpu_tokens", 0, WS_TRACE_TOKENS_MAX, &p->prefill_gpu_tokens) ||
         rd_count(c, o, "", "batch", 1, WS_FIDELITY_BATCH_MAX, &p->batch) ||
         rd_count(c, o, "", "prompt", -1, WS_TRACE_TOKENS_MAX, &p->prompt) ||
         rd_count(c, o, "", "output", 0, WS_TRACE_TOKENS_MAX, &p->output) ||
@@ -352,6 +354,11 @@ static int point_parse(rd *c, json_t *o, ws_fid_point *p)
         rd_positive(c, o, "", "published", INFINITY, 1, &p->published))
         return c->rc;
     p->cpu_threads = infer_threads ? infer_threads : threads;
+    if ((rd_get(pl, "chunk") && p->chunk < 1) ||
+        (rd_get(pl, "prefill_gpu_tokens") && p->prefill_gpu_tokens < 1))
+        return rd_fail(c, "placement.%s must be a whole number from 1 to %d",
+                       p->chunk < 1 && rd_get(pl, "chunk") ? "chunk" : "prefill_gpu_tokens",
+                       WS_TRACE_TOKENS_MAX);
     p->prefill_mode = *pf ? ws_prefill_mode_parse(pf) : WS_PREFILL_AUTO;
     if (p->prefill_mode < 0)
         return rd_fail(c, "placement.prefill is auto, cpu or gpu");

@@ -101,6 +101,10 @@ typedef struct ws_fid_point {
                           * reading them (placement.weights_one_node) */
     int prefill_mode;    /* where prefill's host-memory weights ran (placement.prefill, a
                           * ws_prefill_mode); auto when not given */
+    int chunk;           /* prompt tokens of one step the run used (placement.chunk: SGLang's
+                          * --chunked-prefill-size, llama.cpp's -ub), 0: not given */
+    int prefill_gpu_tokens; /* the run's prefill threshold (placement.prefill_gpu_tokens:
+                             * kt-kernel's --kt-gpu-prefill-token-threshold), 0: the engine's */
     char policy[24];     /* the simulator's policy used, "" when not run */
     double published, predicted, ratio; /* ratio = predicted / published; NAN when missing */
     char missing[192];                  /* the knob or data it lacks, "" when expressed */
