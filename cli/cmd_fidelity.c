@@ -27,7 +27,8 @@ static void usage(FILE *out)
             "its engine's file (engines/). Prints predicted, published and their ratio, or\n"
             "the knob it lacks, or BAD and why a point cannot run as written (the others\n"
             "still run). The summary gives the median and worst |ratio - 1| per group\n"
-            "and the host time its simulations took. Operator points: every kernel of public\n"
+            "(the offload points also all together, 'offload, all', and per engine file,\n"
+            "'offload @ENGINE') and the host time its simulations took. Operator points: every kernel of public\n"
             "A100 profiles (Vidur's Kineto CSVs) predicted by the cost model on --ops-gpu.\n"
             "Profiles come from --db (else the default database, else the embedded datasheet\n"
             "profiles).\n");

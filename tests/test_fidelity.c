@@ -218,7 +218,7 @@ Test(fidelity, prompts_not_published_and_threads)
 Test(fidelity, summary_groups_and_statistics)
 {
     ws_fid_report r = load();
-    cr_assert_eq(r.ng, 3);
+    cr_assert_geq(r.ng, 5);
     cr_assert_str_eq(r.g[0].group, "e2e gpu-only");
     cr_assert_eq(r.g[0].n, 2);        /* gpu, nogpu */
     cr_assert_eq(r.g[0].expressed, 1);
@@ -232,6 +232,17 @@ Test(fidelity, summary_groups_and_statistics)
     const double e2 = fabs(r.pt[2].ratio - 1), e7 = fabs(r.pt[7].ratio - 1);
     cr_assert_float_eq(r.g[2].median_err, (e2 + e7) / 2, 1e-12);
     cr_assert_float_eq(r.g[2].worst_err, fmax(e2, e7), 1e-12);
+    /* both offload groups again as one, and by engine file: every offload point once */
+    cr_assert_str_eq(r.g[3].group, "offload, all");
+    cr_assert_eq(r.g[3].n, 8);
+    cr_assert_eq(r.g[3].expressed, 6);
+    cr_assert_float_eq(r.g[3].worst_err, fmax(r.g[1].worst_err, r.g[2].worst_err), 1e-12);
+    int by_engine = 0;
+    for (size_t k = 4; k < r.ng; k++) {
+        cr_assert(!strncmp(r.g[k].group, "offload @", 9), "%s", r.g[k].group);
+        by_engine += r.g[k].n;
+    }
+    cr_assert_eq(by_engine, 8);
     ws_fidelity_free(&r);
 }
 

@@ -813,6 +813,31 @@ static const char *item(const ws_fid_report *r, size_t i, char *buf, size_t cap,
     return ws_fidelity_op_group(o, buf, cap);
 }
 
+/* The index of group `name` in r->g, added at the end when new (*cap: r->g's room); -1 when
+ * out of memory. */
+static long group_at(ws_fid_report *r, const char *name, size_t *cap)
+{
+    size_t k = 0;
+    while (k < r->ng && strcmp(r->g[k].group, name))
+        k++;
+    if (k < r->ng)
+        return (long)k;
+    if (r->ng == *cap) {
+        ws_fid_group *n = realloc(r->g, 2 * *cap * sizeof *n);
+        if (!n)
+            return -1;
+        memset(n + *cap, 0, *cap * sizeof *n);
+        r->g = n;
+        *cap *= 2;
+    }
+    snprintf(r->g[r->ng].group, sizeof r->g->group, "%.47s", name);
+    return (long)r->ng++;
+}
+
+/* The groups an item is summarised in: its own, and for an end-to-end offload point (either
+ * offload group) "offload, all" and "offload @ENGINE" (its engine file). */
+#define FID_ITEM_GROUPS 3
+
 int ws_fidelity_summarise(ws_fid_report *r, ws_err *err)
 {
     free(r->g);
@@ -821,38 +846,38 @@ int ws_fidelity_summarise(ws_fid_report *r, ws_err *err)
     const size_t total = r->n + r->n_op;
     if (!total)
         return 0;
-    /* groups in order of first appearance, and each item's group */
+    /* groups in order of first appearance, and each item's groups (-1: none) */
     size_t cap_g = 16;
     r->g = calloc(cap_g, sizeof *r->g);
-    unsigned *gi = malloc(total * sizeof *gi);
+    long *gi = malloc(total * FID_ITEM_GROUPS * sizeof *gi);
     double *e = malloc(total * sizeof *e);
     if (!r->g || !gi || !e) {
         free(gi);
         free(e);
         return ws_err_set(err, WS_ENOMEM, "out of memory");
     }
-    char buf[48];
+    char buf[48], name[FID_ITEM_GROUPS][48];
     double ratio, wall;
-    for (size_t i = 0; i < total; i++) {
-        const char *g = item(r, i, buf, sizeof buf, &ratio, &wall);
-        size_t k = 0;
-        while (k < r->ng && strcmp(r->g[k].group, g))
-            k++;
-        if (k == r->ng) {
-            if (r->ng == cap_g) {
-                ws_fid_group *n = realloc(r->g, 2 * cap_g * sizeof *n);
-                if (!n) {
+    /* the items' own groups first, then the offload rows */
+    for (int pass = 0; pass < 2; pass++) {
+        for (size_t i = 0; i < total; i++) {
+            int m = 0;
+            snprintf(name[m++], sizeof name[0], "%s", item(r, i, buf, sizeof buf, &ratio, &wall));
+            if (i < r->n && !strncmp(r->pt[i].group, "e2e offload", 11)) {
+                snprintf(name[m++], sizeof name[0], "offload, all");
+                snprintf(name[m++], sizeof name[0], "offload @%.36s",
+                         *r->pt[i].engine_file ? r->pt[i].engine_file : "none");
+            }
+            for (int j = pass ? 1 : 0; j < (pass ? FID_ITEM_GROUPS : 1); j++) {
+                long *at = gi + i * FID_ITEM_GROUPS + j;
+                *at = j < m ? group_at(r, name[j], &cap_g) : -1;
+                if (j < m && *at < 0) {
                     free(gi);
                     free(e);
                     return ws_err_set(err, WS_ENOMEM, "out of memory");
                 }
-                memset(n + cap_g, 0, cap_g * sizeof *n);
-                r->g = n;
-                cap_g *= 2;
             }
-            snprintf(r->g[r->ng++].group, sizeof r->g->group, "%s", g);
         }
-        gi[i] = (unsigned)k;
     }
     for (size_t k = 0; k < r->ng; k++) {
         ws_fid_group *g = &r->g[k];
@@ -860,7 +885,8 @@ int ws_fidelity_summarise(ws_fid_report *r, ws_err *err)
         size_t worst = 0;
         g->worst_err = -1;
         for (size_t i = 0; i < total; i++) {
-            if (gi[i] != k)
+            const long *in = gi + i * FID_ITEM_GROUPS;
+            if (in[0] != (long)k && in[1] != (long)k && in[2] != (long)k)
                 continue;
             item(r, i, buf, sizeof buf, &ratio, &wall);
             g->n++;
