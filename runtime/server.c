@@ -12,7 +12,7 @@
 static const char *const field_names[WS_SRV_FIELDS] = {
     "scheduler", "token_budget", "max_seqs", "chunk",
     "prefix_cache", "kv_mem_frac", "preempt", "step_overhead_s", "host_weights",
-    "handoff_c0_s", "prefill_gpu_tokens"};
+    "handoff_c0_s", "prefill_gpu_tokens", "numa"};
 
 const char *ws_server_field_name(int f)
 {
@@ -164,6 +164,11 @@ static int parse_host_weights(const char *s)
     return !strcmp(s, "pageable") ? 1 : !strcmp(s, "pinned") ? 0 : -1;
 }
 
+static int parse_numa(const char *s)
+{
+    return !strcmp(s, "one-node") ? 1 : !strcmp(s, "pooled") ? 0 : -1;
+}
+
 static int get_handoff(const rd *r, json_t *o)
 {
     json_t *v;
@@ -228,6 +233,7 @@ static int parse_file(const rd *r, json_t *o)
         (rc = get_name(r, o, WS_SRV_HOST_WEIGHTS, parse_host_weights, &e->host_pageable)) ||
         (rc = get_handoff(r, o)) ||
         (rc = get_count(r, o, WS_SRV_PREFILL_GPU, 1, &e->prefill_gpu_tokens)) ||
+        (rc = get_name(r, o, WS_SRV_NUMA, parse_numa, &e->numa_one_node)) ||
         (rc = model_rules(r, o)))
         return rc;
     return 0;
@@ -343,6 +349,8 @@ void ws_server_apply(const ws_server *e, ws_serving *s, ws_deploy_cfg *cc, ws_se
     }
     if (e->set[WS_SRV_HOST_WEIGHTS])
         cc->host_weights_pageable = e->host_pageable;
+    if (e->set[WS_SRV_NUMA])
+        cc->one_node_memory = e->numa_one_node;
     if (e->set[WS_SRV_HANDOFF_C0]) {
         cc->handoff_c0 = e->handoff_c0;
         snprintf(cc->handoff_from, sizeof cc->handoff_from, "engine %.60s: %.90s", e->name,

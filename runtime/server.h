@@ -53,6 +53,7 @@ typedef enum ws_server_field {
     WS_SRV_HOST_WEIGHTS,
     WS_SRV_HANDOFF_C0,
     WS_SRV_PREFILL_GPU,
+    WS_SRV_NUMA,
     WS_SRV_FIELDS
 } ws_server_field;
 /* "scheduler", "token_budget", ... (the keys of the file). */
@@ -75,6 +76,9 @@ typedef struct ws_server {
                         * states: the copy with the host's synchronisation around it */
     int prefill_gpu_tokens; /* a step of this many prompt tokens or more streams its host
                              * experts to the GPU, a smaller one runs them on the CPU */
+    int numa_one_node; /* where its host weights sit on a host of several sockets: 1 in one
+                        * node's DRAM, read by every socket (one-node); 0 spread over all
+                        * sockets' DRAM as one pool (pooled) */
     int set[WS_SRV_FIELDS];        /* 1: the file gives the value; 0: null, not published */
     char ref[WS_SRV_FIELDS][320];  /* where each value was read (or why it is null) */
 } ws_server;
@@ -87,7 +91,7 @@ int ws_server_load(const char *name, const char *gpu, double gpu_mem, int model_
 /* The engines' names (sorted) into names; returns how many (at most max). */
 int ws_server_list(char names[][64], int max);
 /* The engine's published values over s (its prefill threshold too), cc (its step overhead,
- * host-weight memory and hand-off cost) and kv; unpublished ones are left as they are (an unpublished step
+ * host-weight memory, hand-off cost and NUMA placement) and kv; unpublished ones are left as they are (an unpublished step
  * overhead: the GPU profile's modeled one; host weights: pinned; hand-offs: the copies). */
 void ws_server_apply(const ws_server *e, ws_serving *s, ws_deploy_cfg *cc, ws_server_kv *kv);
 

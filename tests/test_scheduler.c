@@ -244,8 +244,9 @@ Test(scheduler, engine_files_load_with_references)
     cr_assert(strstr(err.msg, "vllm-v1") != NULL, "the error lists the engines: %s", err.msg);
 }
 
-/* llama.cpp's file: mmap'd (pageable) host weights and a measured hand-off cost, both carried
- * into the deployment; vLLM's publishes neither and leaves the defaults (pinned, copy c0). */
+/* llama.cpp's file: mmap'd (pageable) host weights in one node's DRAM and a measured hand-off
+ * cost, carried into the deployment; vLLM's publishes none and leaves the defaults (pinned,
+ * pooled, copy c0). */
 Test(scheduler, engine_host_weights_and_handoff_reach_the_deployment)
 {
     ws_server e;
@@ -260,6 +261,7 @@ Test(scheduler, engine_host_weights_and_handoff_reach_the_deployment)
     ws_deploy_cfg_default(&cc);
     ws_server_apply(&e, &s, &cc, NULL);
     cr_assert_eq(cc.host_weights_pageable, 1);
+    cr_assert_eq(cc.one_node_memory, 1); /* mmap'd without --numa: one node's page cache */
     cr_assert_float_eq(cc.handoff_c0, e.handoff_c0, 1e-15);
     cr_assert(strstr(cc.handoff_from, "llama.cpp") != NULL, "%s", cc.handoff_from);
     cr_assert_eq(ws_server_load("vllm-v1", "h100-sxm", 8e10, 0, &e, &err), 0, "%s", err.msg);
@@ -267,6 +269,7 @@ Test(scheduler, engine_host_weights_and_handoff_reach_the_deployment)
     ws_server_apply(&e, &s, &cc, NULL);
     cr_assert_eq(cc.host_weights_pageable, 0);
     cr_assert_eq(cc.handoff_c0, 0);
+    cr_assert_eq(cc.one_node_memory, 0);
 }
 
 /* A host_weights name or a hand-off time out of range is refused, naming the key. */
@@ -288,7 +291,8 @@ Test(scheduler, engine_bad_host_weights_or_handoff_refused)
          "\"handoff_c0_s\":{\"value\":-1e-5,\"ref\":\"r r r r r\"}}", "handoff_c0_s"},
         {"\"host_weights\":{\"value\":\"pinned\",\"ref\":\"r r r r r\"},"
          "\"handoff_c0_s\":{\"value\":1e-5,\"ref\":\"r r r r r\"},"
-         "\"prefill_gpu_tokens\":{\"value\":null,\"ref\":\"r r r r r\"}}", NULL},
+         "\"prefill_gpu_tokens\":{\"value\":null,\"ref\":\"r r r r r\"},"
+         "\"numa\":{\"value\":null,\"ref\":\"r r r r r\"}}", NULL},
     };
     for (int i = 0; i < 3; i++) {
         char path[] = "/tmp/ws_engine_XXXXXX.json";

@@ -479,7 +479,8 @@ static int predict_at(ws_store *s, ws_fid_point *p, int prompt, int output, fid_
     }
     if (ws_policy_info_of(k)->cpu_experts)
         cc.cpu_threads = p->cpu_threads;
-    cc.one_node_memory = p->one_node;
+    if (p->one_node)
+        cc.one_node_memory = 1; /* else the engine's placement (pooled where it gives none) */
     cfg.keep_steps = cfg.keep_requests = 0;
     if (admit_over(p, p->batch, cfg.batch))
         return 0;
