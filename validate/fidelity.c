@@ -391,6 +391,30 @@ static int point_hw(ws_store *s, ws_fid_point *p, const ws_model *m, ws_dtype kv
     return rc ? point_failed(p, rc, NULL, &e, err) : 0;
 }
 
+/* An end-to-end point's serving settings: the engine's scheduler, token budget, preemption,
+ * step overhead and prefill threshold (eng NULL: the defaults); the point's own closed batch
+ * and the serving default chunk stay, and so does the KV budget predict_at sets (one that
+ * holds the whole batch), in place of the engine's sizing; then the run's own chunk (with a
+ * step budget that holds it: SGLang's --chunked-prefill-size is both) and threshold. */
+static void point_serving(const ws_fid_point *p, const ws_server *eng, sim_cfg *cfg,
+                          ws_deploy_cfg *cc)
+{
+    sim_cfg_default(cfg);
+    if (eng) {
+        ws_server_kv kv_mem = cfg->kv_mem;
+        const int chunk = cfg->chunk;
+        ws_server_apply(eng, &cfg->srv, cc, &kv_mem);
+        cfg->chunk = chunk;
+    }
+    if (p->chunk > 0) {
+        cfg->chunk = p->chunk;
+        if (cfg->token_budget < p->chunk)
+            cfg->token_budget = p->chunk;
+    }
+    if (p->prefill_gpu_tokens > 0)
+        cfg->prefill_gpu_tokens = p->prefill_gpu_tokens;
+}
+
 /* The point simulated with `prompt` and `output` tokens per request within the point's
  * budget b: predicted and ratio, or missing naming what cannot be expressed, or bad. */
 static int predict_at(ws_store *s, ws_fid_point *p, int prompt, int output, fid_budget *b,
@@ -446,25 +470,7 @@ static int predict_at(ws_store *s, ws_fid_point *p, int prompt, int output, fid_
     if ((rc = point_engine(p, &hw, &m, &eng, &have, err)) || stopped(p))
         return rc;
     sim_cfg cfg;
-    sim_cfg_default(&cfg);
-    if (have) {
-        /* The engine's scheduler, token budget, preemption and step overhead; the point's
-         * own closed batch and the serving default chunk stay, and so does the KV budget
-         * below (one that holds the whole batch), in place of the engine's sizing. */
-        ws_server_kv kv_mem = cfg.kv_mem;
-        const int chunk = cfg.chunk;
-        ws_server_apply(&eng, &cfg.srv, &cc, &kv_mem);
-        cfg.chunk = chunk;
-    }
-    if (p->chunk > 0) {
-        /* the run's own chunk, and a step budget that holds it (SGLang's
-         * --chunked-prefill-size is both) */
-        cfg.chunk = p->chunk;
-        if (cfg.token_budget < p->chunk)
-            cfg.token_budget = p->chunk;
-    }
-    if (p->prefill_gpu_tokens > 0)
-        cfg.prefill_gpu_tokens = p->prefill_gpu_tokens;
+    point_serving(p, have ? &eng : NULL, &cfg, &cc);
     cfg.policy = k;
     cfg.prefill_mode = p->prefill_mode;
     cfg.batch = p->batch;
