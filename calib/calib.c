@@ -14,7 +14,11 @@
 
 int ws_calib_fault_after_samples = -1;
 
-void ws_calib_run_init(ws_calib_run *run) { memset(run, 0, sizeof *run); }
+void ws_calib_run_init(ws_calib_run *run)
+{
+    memset(run, 0, sizeof *run);
+    run->drift_pct = NAN;
+}
 
 void ws_calib_run_free(ws_calib_run *run)
 {
@@ -44,12 +48,18 @@ int ws_calib_add_timed(ws_calib_run *run, ws_err *err, const char *device, const
     if (n <= 0)
         return ws_err_set(err, WS_EINVAL, "calib: %s: no timed repeat", op);
     const double med = ws_median_sort(t, n); /* t is sorted: extremes at both ends */
+    const int half = (n + 1) / 2;
+    const double est = half % 2 ? t[half / 2] : 0.5 * (t[half / 2 - 1] + t[half / 2]);
     ws_calib_sample x = {.flops = flops,
                          .bytes = bytes,
                          .repeats = n,
                          .t_median = med,
                          .t_min = t[0],
-                         .t_max = t[n - 1]};
+                         .t_max = t[n - 1],
+                         .t_est = est,
+                         .spread_pct = n >= 4 && est > 0
+                                           ? 100.0 * (t[(3 * (n - 1)) / 4] - t[(n - 1) / 4]) / est
+                                           : NAN};
     snprintf(x.key.device, sizeof x.key.device, "%s", device);
     snprintf(x.key.op, sizeof x.key.op, "%s", op);
     snprintf(x.key.dtype, sizeof x.key.dtype, "%s", dtype);
@@ -155,11 +165,13 @@ static int pair_factor(ws_calib_run *run, const ws_calib_sample *num, const ws_c
  * gives key op "pinned_read_factor" = t(pinned) / t(pageable); op "moe_cmp" with "phase":
  * after_moe/alone gives "attn_after_moe_factor"; op "copy_cmp" with "phase": alone/with_copy
  * gives "expert_copy_factor" = t(alone) / t(with copy), the experts' share of their
- * bandwidth beside a copy. */
+ * bandwidth beside a copy (attention kind "moe"), and "attn_copy_factor" the same for CPU
+ * attention (kind "gqa"). */
 static int fit_factors(ws_calib_run *run, ws_err *err)
 {
     const ws_calib_sample *after_moe = NULL, *attn_alone = NULL;
     const ws_calib_sample *num = NULL, *den = NULL, *x_alone = NULL, *x_copy = NULL;
+    const ws_calib_sample *a_alone = NULL, *a_copy = NULL;
     for (int i = 0; i < run->n_samples; i++) {
         const ws_calib_sample *s = &run->samples[i];
         if (!strcmp(s->key.op, "moe_cmp")) {
@@ -169,10 +181,11 @@ static int fit_factors(ws_calib_run *run, ws_err *err)
                 attn_alone = s;
         }
         if (!strcmp(s->key.op, "copy_cmp")) {
+            const int attn = !strcmp(s->key.attn_kind, "gqa");
             if (strstr(s->params, "\"phase\": \"with_copy\""))
-                x_copy = s;
+                *(attn ? &a_copy : &x_copy) = s;
             else if (strstr(s->params, "\"phase\": \"alone\""))
-                x_alone = s;
+                *(attn ? &a_alone : &x_alone) = s;
         }
         if (strcmp(s->key.op, "pinned_cmp"))
             continue;
@@ -220,6 +233,8 @@ static int fit_factors(ws_calib_run *run, ws_err *err)
         rc = pair_factor(run, after_moe, attn_alone, "attn_after_moe_factor", err);
     if (!rc)
         rc = pair_factor(run, x_alone, x_copy, "expert_copy_factor", err);
+    if (!rc)
+        rc = pair_factor(run, a_alone, a_copy, "attn_copy_factor", err);
     return rc;
 }
 
@@ -233,10 +248,107 @@ static int add_fit(ws_calib_run *run, const ws_calib_key *k, const ws_fit_result
         run->fits = n;
         run->cap_fits = cap;
     }
-    run->fits[run->n_fits].key = *k;
-    run->fits[run->n_fits].r = *r;
+    ws_calib_fit *f = &run->fits[run->n_fits];
+    memset(f, 0, sizeof *f);
+    f->key = *k;
+    f->r = *r;
+    f->spread_pct = f->fallback_mape_pct = NAN;
     run->n_fits++;
     return 0;
+}
+
+/* The fallback the cost model takes for a key this run does not fit well (runtime/hw.c):
+ * no fixed cost, the run's measured peak and read bandwidth (the GPU's best GEMM rate and
+ * copy bandwidth). Named in name; 0 when the run measured neither (or the key is one of
+ * those measurements). */
+static int fallback_roof(const ws_calib_run *run, const ws_calib_key *k, ws_fit_result *fb,
+                         char *name, size_t cap)
+{
+    if (is_transfer_op(k->op))
+        return 0;
+    const int one_thread = strstr(k->op, "_1t") != NULL, gpu = !strcmp(k->device, "gpu");
+    const double P = gpu ? run->gpu_peak : run->peak_flops[one_thread];
+    const double W = gpu ? run->gpu_bw : one_thread ? run->read_bw_1t : run->read_bw;
+    if (!(P > 0) && !(W > 0))
+        return 0;
+    memset(fb, 0, sizeof *fb);
+    fb->form = WS_FIT_ROOFLINE;
+    fb->peak_flops = P > 0 ? P : 0;
+    fb->bandwidth = W > 0 ? W : 0;
+    snprintf(name, cap, "c0 0, %s peak %.4g Gflop/s, %s %.4g GB/s", gpu ? "GEMM" : "measured",
+             P / 1e9, gpu ? "copy" : "read", W / 1e9);
+    return 1;
+}
+
+/* The fallback's MAPE (%) on the points, and the verdict between it and the fit r: a fit is
+ * used when it is valid and its held-out error is below the fallback's; without a fallback,
+ * when it is valid and within WS_FIT_GOOD_MAPE_PCT (fit.c's judge). The note says which. */
+static void against_fallback(const ws_calib_run *run, const ws_fit_point *pts, int n,
+                             ws_calib_fit *f)
+{
+    ws_fit_result fb;
+    f->fallback[0] = '\0';
+    f->fallback_mape_pct = NAN;
+    if (!fallback_roof(run, &f->key, &fb, f->fallback, sizeof f->fallback))
+        return;
+    double ape = 0;
+    for (int i = 0; i < n; i++)
+        ape += fabs(ws_fit_predict(&fb, pts[i].flops, pts[i].bytes) - pts[i].t) / pts[i].t;
+    f->fallback_mape_pct = 100.0 * ape / n;
+    ws_fit_result *r = &f->r;
+    const int poor = !!strstr(r->note, "poor: held-out");
+    const int valid = r->converged && isfinite(r->heldout_mape_pct) && (r->good || poor);
+    const int better = valid && r->heldout_mape_pct < f->fallback_mape_pct;
+    if (r->good == better)
+        return;
+    r->good = better;
+    char was[sizeof r->note];
+    snprintf(was, sizeof was, "%s", r->note);
+    if (better) /* over the threshold, but better than what would stand in */
+        snprintf(r->note, sizeof r->note, "used: held-out %.1f%% beats the fallback's %.1f%%%s%.100s",
+                 r->heldout_mape_pct, f->fallback_mape_pct, *was && !poor ? "; " : "",
+                 poor ? "" : was);
+    else
+        snprintf(r->note, sizeof r->note, "fallback used (%.1f%% against the fit's %.1f%%)%s%.90s",
+                 f->fallback_mape_pct, r->heldout_mape_pct, *was ? "; " : "", was);
+}
+
+/* The median of the key's samples' spreads (NAN: none kept). */
+static double key_spread(const ws_calib_run *run, const ws_calib_key *k)
+{
+    double v[512];
+    int n = 0;
+    for (int i = 0; i < run->n_samples && n < 512; i++)
+        if (same_key(k, &run->samples[i].key) && isfinite(run->samples[i].spread_pct))
+            v[n++] = run->samples[i].spread_pct;
+    return n ? ws_median_sort(v, n) : NAN;
+}
+
+/* The time a fit takes for a sample: its robust estimate, the median where none was kept. */
+static double sample_t(const ws_calib_sample *s)
+{
+    return s->t_est > 0 ? s->t_est : s->t_median;
+}
+
+#define PIECE_MARGIN_PTS 0.1 /* held-out points a piecewise fit must gain over a simpler one */
+
+/* The expert GEMM's candidate forms besides the roofline: the serial and the piecewise in two
+ * and three pieces (oneDNN switches kernels as the tokens per expert grow); the best held-out
+ * one wins. */
+static void expert_candidates(const ws_fit_point *pts, int n, ws_fit_result *r)
+{
+    ws_fit_result c;
+    ws_err ferr = {0};
+    for (int form = 0; form < 3; form++) {
+        const int rc = form ? ws_fit_piecewise(pts, n, form + 1, &c, &ferr)
+                            : ws_fit_serial(pts, n, &c, &ferr);
+        const int rates = form ? c.converged : c.converged && c.peak_flops > 0 && c.bandwidth > 0;
+        /* pieces add parameters: kept only when better by more than PIECE_MARGIN_PTS */
+        const double margin = form ? PIECE_MARGIN_PTS : 0;
+        if (!rc && rates && isfinite(c.heldout_mape_pct) &&
+            !(c.heldout_mape_pct + margin >= r->heldout_mape_pct))
+            *r = c;
+    }
 }
 
 int ws_calib_fit_all(ws_calib_run *run, ws_err *err)
@@ -260,7 +372,7 @@ int ws_calib_fit_all(ws_calib_run *run, ws_err *err)
                 continue;
             done[j] = 1;
             const ws_calib_sample *s = &run->samples[j];
-            pts[n++] = (ws_fit_point){s->flops, s->bytes, s->t_median};
+            pts[n++] = (ws_fit_point){s->flops, s->bytes, sample_t(s)};
             double ai = s->bytes > 0 ? s->flops / s->bytes : 0;
             ai_min = fmin(ai_min, ai);
             ai_max = fmax(ai_max, ai);
@@ -294,21 +406,34 @@ int ws_calib_fit_all(ws_calib_run *run, ws_err *err)
                 return ws_err_set(err, ferr.code, "calib: %s: %s", k->op, ferr.msg);
             if (isinf(p_fix))
                 r.p_fixed = 0; /* P was left out, not held at a measurement */
-            /* The expert GEMM streams its weights and computes in turn (oneDNN at decode
-             * sizes): t = c0 + F/P + B/W, kept when it predicts held-out samples better. */
-            ws_fit_result rs;
-            if (!strcmp(k->op, "expert_gemm") && ai_max > 1.5 * ai_min &&
-                !ws_fit_serial(pts, n, &rs, &ferr) && rs.converged && rs.peak_flops > 0 &&
-                rs.bandwidth > 0 && !(rs.heldout_mape_pct >= r.heldout_mape_pct))
-                r = rs;
+            if (!strcmp(k->op, "expert_gemm") && ai_max > 1.5 * ai_min)
+                expert_candidates(pts, n, &r);
             if (!strcmp(k->op, "expert_gemm"))
                 note_family(run, k, &r);
         }
-        rc = add_fit(run, k, &r, err);
+        if ((rc = add_fit(run, k, &r, err)))
+            break;
+        ws_calib_fit *f = &run->fits[run->n_fits - 1];
+        f->spread_pct = key_spread(run, k);
+        if (n >= 3)
+            against_fallback(run, pts, n, f);
     }
     free(done);
     free(pts);
-    return rc ? rc : fit_factors(run, err);
+    if (!rc)
+        rc = fit_factors(run, err);
+    /* a flagged run is kept as a record, but its profile takes none of its fits */
+    for (int i = 0; !rc && run->flagged && i < run->n_fits; i++) {
+        ws_fit_result *r = &run->fits[i].r;
+        if (!r->good)
+            continue;
+        r->good = 0;
+        char was[sizeof r->note];
+        snprintf(was, sizeof was, "%s", r->note);
+        snprintf(r->note, sizeof r->note, "not used: the run is flagged as noisy%s%.110s",
+                 *was ? "; the fit: " : "", was);
+    }
+    return rc;
 }
 
 /* A fit as a database row; the rates a form leaves out are NAN (NULL in the table). */
@@ -322,12 +447,14 @@ static void fit_row(const ws_calib_fit *f, ws_calibdb_fit *row)
              : r->form == WS_FIT_FACTOR     ? "factor"
              : r->form == WS_FIT_SERIAL     ? "serial"
              : r->form == WS_FIT_SATURATING ? "saturating"
+             : r->form == WS_FIT_PIECEWISE  ? "piecewise"
                                             : "roofline");
     row->c0 = r->c0;
     row->c0_se = r->c0_se;
     const int sat = r->form == WS_FIT_SATURATING;
-    const int has_p =
-        (r->form == WS_FIT_ROOFLINE || r->form == WS_FIT_SERIAL || sat) && r->peak_flops > 0;
+    const int pw = r->form == WS_FIT_PIECEWISE;
+    const int has_p = (r->form == WS_FIT_ROOFLINE || r->form == WS_FIT_SERIAL || sat || pw) &&
+                      r->peak_flops > 0;
     row->peak_flops = has_p ? r->peak_flops : NAN;
     row->peak_flops_se = has_p ? r->peak_flops_se : NAN;
     row->bandwidth = sat ? NAN : r->bandwidth;
@@ -343,6 +470,20 @@ static void fit_row(const ws_calib_fit *f, ws_calibdb_fit *row)
     row->w_fixed = r->w_fixed;
     row->compute_bound = r->compute_bound;
     snprintf(row->note, sizeof row->note, "%s", r->note);
+    row->spread_pct = f->spread_pct;
+    snprintf(row->fallback, sizeof row->fallback, "%s", f->fallback);
+    row->fallback_mape_pct = f->fallback_mape_pct;
+    if (pw && r->n_low > 0) {
+        json_t *a = json_array();
+        for (int k = 0; k < r->n_low; k++)
+            json_array_append_new(a, json_pack("{s:f, s:f, s:f, s:f}", "upto", r->low[k].upto, "c0",
+                                               r->low[k].c0, "peak_flops", r->low[k].peak_flops,
+                                               "bandwidth", r->low[k].bandwidth));
+        char *text = json_dumps(a, JSON_COMPACT | JSON_REAL_PRECISION(6));
+        snprintf(row->pieces, sizeof row->pieces, "%s", text ? text : "");
+        free(text);
+        json_decref(a);
+    }
 }
 
 /* "device.op[.attn_kind][.dtype]", the key profiles and `calib show` name a fit by. */
@@ -350,6 +491,31 @@ static void key_name(const ws_calib_key *k, char *buf, size_t cap)
 {
     snprintf(buf, cap, "%s.%s%s%s%s%s", k->device, k->op, *k->attn_kind ? "." : "", k->attn_kind,
              *k->dtype ? "." : "", k->dtype);
+}
+
+/* A piecewise fit's lower pieces as profile parameters <key>.low<k>.{upto, c0, peak_flops,
+ * bandwidth}, k from 1 (runtime/hw.h reads them); a rate of 0 (left out) is not written. */
+static void profile_pieces(json_t *params, const char *key, const char *ref, const char *text)
+{
+    json_t *a = json_loads(text, 0, NULL), *pc;
+    size_t k;
+    json_array_foreach(a, k, pc)
+    {
+        static const struct {
+            const char *name, *unit;
+        } f[4] = {{"upto", "flop/B"}, {"c0", "s"}, {"peak_flops", "flop/s"}, {"bandwidth", "B/s"}};
+        for (int j = 0; j < 4; j++) {
+            const double v = json_number_value(json_object_get(pc, f[j].name));
+            if (!(v > 0) && j != 1)
+                continue;
+            char pk[200];
+            snprintf(pk, sizeof pk, "%s.low%zu.%s", key, k + 1, f[j].name);
+            json_object_set_new(params, pk,
+                                json_pack("{s:f, s:s, s:s, s:s}", "value", v, "unit", f[j].unit,
+                                          "source", "fitted", "reference", ref));
+        }
+    }
+    json_decref(a);
 }
 
 /* Rebuilds profile `name` from the newest good fit of every key of this host whose
@@ -373,6 +539,7 @@ static int rebuild_profile(ws_store *st, long long host_id, const char *name, co
         snprintf(ref, sizeof ref, "fit %lld of run %lld%s%s", f->id, f->run_id, fam ? ", " : "",
                  fam ? fam : "");
         const int factor = !strcmp(f->form, "factor"), sat = !strcmp(f->form, "saturating");
+        const int pw = !strcmp(f->form, "piecewise");
         const struct {
             const char *suffix, *unit;
             double v;
@@ -382,10 +549,11 @@ static int rebuild_profile(ws_store *st, long long host_id, const char *name, co
                     {"bandwidth", "B/s", f->bandwidth, f->w_fixed},
                     {"factor", "1", factor ? f->factor : NAN, 0},
                     /* 1: t = c0 + F/P + B/W (runtime/cost.h), not the max */
-                    {"serial", "1", strcmp(f->form, "serial") ? NAN : 1.0, 0},
+                    {"serial", "1", strcmp(f->form, "serial") && !pw ? NAN : 1.0, 0},
                     /* the keys per query at half the rate (runtime/cost.h, prefill) */
-                    {"half_keys", "tokens", sat ? f->factor : NAN, 0}};
-        for (int c = 0; c < 6; c++) {
+                    {"half_keys", "tokens", sat ? f->factor : NAN, 0},
+                    };
+        for (int c = 0; c < (int)(sizeof cols / sizeof cols[0]); c++) {
             double v = cols[c].v;
             if (isnan(v) || (c > 0 && !(v > 0)) || (c == 0 && factor))
                 continue; /* a factor has no fixed cost */
@@ -400,6 +568,8 @@ static int rebuild_profile(ws_store *st, long long host_id, const char *name, co
                                     : json_string(ref));
             json_object_set_new(params, pk, p);
         }
+        if (pw)
+            profile_pieces(params, key, ref, f->pieces);
     }
     free(fits);
     json_t *profile = json_object();
@@ -443,6 +613,9 @@ static int store_in_tx(ws_store *st, const ws_calib_run *run, long long *run_id,
     snprintf(row.started_at, sizeof row.started_at, "%s", run->started_at);
     snprintf(row.finished_at, sizeof row.finished_at, "%s", run->finished_at);
     snprintf(row.note, sizeof row.note, "%s", run->note);
+    row.drift_pct = run->drift_pct;
+    row.remeasured = run->remeasured;
+    row.flagged = run->flagged;
     if ((rc = ws_calibdb_put_run(st, &row, err)))
         return rc;
 
@@ -555,6 +728,9 @@ static json_t *show_run(const ws_calibdb_run *run, const ws_calibdb_host *host)
     json_object_set_new(r, "gpu_name", host->has_gpu ? json_string(host->gpu_name) : json_null());
     json_object_set_new(r, "samples", json_integer(run->n_samples));
     json_object_set_new(r, "note", json_string(run->note));
+    json_object_set_new(r, "drift_pct", num(run->drift_pct));
+    json_object_set_new(r, "remeasured", json_boolean(run->remeasured));
+    json_object_set_new(r, "flagged", json_boolean(run->flagged));
     return r;
 }
 
@@ -592,6 +768,11 @@ static json_t *show_fits(const ws_calibdb_fit *fits, int n_fits)
         json_object_set_new(o, "factor_se", num(sat ? NAN : f->factor_se));
         json_object_set_new(o, "half_keys", num(sat ? f->factor : NAN));
         json_object_set_new(o, "half_keys_se", num(sat ? f->factor_se : NAN));
+        json_object_set_new(o, "spread_pct", num(f->spread_pct));
+        json_object_set_new(o, "fallback", *f->fallback ? json_string(f->fallback) : json_null());
+        json_object_set_new(o, "fallback_mape_pct", num(f->fallback_mape_pct));
+        json_t *pieces = *f->pieces ? json_loads(f->pieces, 0, NULL) : NULL;
+        json_object_set_new(o, "pieces", pieces ? pieces : json_array());
         json_array_append_new(arr, o);
     }
     return arr;

@@ -29,6 +29,9 @@ typedef ws_calibdb_sample ws_calib_sample;
 typedef struct ws_calib_fit {
     ws_calib_key key;
     ws_fit_result r;
+    double spread_pct;        /* median spread of the key's samples (NAN: none kept) */
+    char fallback[96];        /* what the cost model would use without the fit ("": none) */
+    double fallback_mape_pct; /* that fallback's error on the key's samples (NAN: none) */
 } ws_calib_fit;
 
 typedef struct ws_calib_run {
@@ -48,6 +51,11 @@ typedef struct ws_calib_run {
     double peak_flops[2];        /* flop/s of the attention dot-product path: [all, 1 thread] */
     double gpu_bw;               /* bytes/s, device copy (read + write) */
     double gpu_peak;             /* flop/s, best cuBLAS GEMM rate seen in the run */
+    /* The reference probe (below): its drift over the run in percent (NAN: not probed),
+     * whether the run was measured again for it, and whether it is flagged (still drifting
+     * or loaded: stored, none of its fits used). */
+    double drift_pct;
+    int remeasured, flagged;
     /* An imported run (calib/import.h): the files read, and the GPU profile's name ("": the
      * calibrator's "gpu:<device name>"). */
     const ws_calibdb_source *sources;
@@ -59,11 +67,18 @@ void ws_calib_run_init(ws_calib_run *run);
 void ws_calib_run_free(ws_calib_run *run);
 int ws_calib_add_sample(ws_calib_run *run, const ws_calib_sample *s, ws_err *err);
 /* Adds a sample of key (device, op, dtype, attention kind) from the n repeat times in t
- * (sorted in place): median, min and max; params_fmt formats its JSON object text. */
+ * (sorted in place): median, min, max, the robust estimate fits use (t_est, the median of
+ * the fastest half: a repeat slowed by other load on the host moves it least) and the
+ * spread (interquartile range / t_est); params_fmt formats its JSON object text. */
 int ws_calib_add_timed(ws_calib_run *run, ws_err *err, const char *device, const char *op,
                        const char *dtype, const char *kind, double flops, double bytes, double *t,
                        int n, const char *params_fmt, ...) __attribute__((format(printf, 11, 12)));
-/* Fits every key of the run's samples (appends to run->fits). */
+/* Fits every key of the run's samples (appends to run->fits), each from its samples' robust
+ * estimates: the better held-out of the forms tried is kept, and used (good) only where it
+ * beats the fallback the cost model would take without it (its machine figures: c0 0, the
+ * measured peak and bandwidth), which the fit names with that fallback's error; a key with
+ * no fallback (the bandwidth sweeps themselves) is used within WS_FIT_GOOD_MAPE_PCT. A
+ * flagged run's fits are all kept unused. */
 int ws_calib_fit_all(ws_calib_run *run, ws_err *err);
 /* Stores the whole run in one transaction; returns its id in *run_id. */
 int ws_calib_store(ws_store *store, const ws_calib_run *run, long long *run_id, ws_err *err);
@@ -83,7 +98,20 @@ int ws_calib_host_profile(ws_store *s, char *buf, size_t cap);
  * sample rows, inside its transaction. */
 extern int ws_calib_fault_after_samples;
 
-/* How a run measures (calib/measure.c, calib/measure_gpu.c). */
+/* How a run measures (calib/measure.c, calib/measure_gpu.c). A reference probe (a read of
+ * 128 MB from DRAM, the fastest of 7 over ~100 ms) is timed before the first sweep and after
+ * every one. A shared host's bandwidth dips for seconds at a time (on the 2-vCPU development
+ * VM the probe alone ranged 35-79 GB/s within 90 s); the round-robin rounds and each sample's
+ * fastest-half estimate ride out such dips, so what the probe judges is whether the run as
+ * a whole moved: its drift (the median of the second half of probes against the first's)
+ * beyond WS_CALIB_DRIFT_PCT, or more than WS_CALIB_DIP_SHARE of probes WS_CALIB_DIP_PCT
+ * slower than the fastest (loaded from elsewhere most of the time). Such a run is measured
+ * once more, and if that one is too it is stored flagged, none of its fits used. */
+#define WS_CALIB_DRIFT_PCT 10.0
+#define WS_CALIB_DIP_PCT 15.0
+#define WS_CALIB_DIP_SHARE 0.5
+#define WS_CALIB_STR_(x) #x
+#define WS_CALIB_STR(x) WS_CALIB_STR_(x)
 typedef void (*ws_calib_progress_fn)(void *ctx, double frac, const char *what);
 
 /* ws_calib_opts.sweeps: 0 runs every sweep of the scope; else only the CPU expert GEMM

@@ -77,6 +77,10 @@ static json_t *export_run(ws_store *s, long long id, ws_err *err)
         json_object_set_new(o, "t_median", json_real(y->t_median));
         json_object_set_new(o, "t_min", json_real(y->t_min));
         json_object_set_new(o, "t_max", json_real(y->t_max));
+        if (y->t_est > 0) /* the robust estimate fits use, and the spread, where kept */
+            json_object_set_new(o, "t_est", json_real(y->t_est));
+        if (isfinite(y->spread_pct))
+            json_object_set_new(o, "spread_pct", json_real(y->spread_pct));
         json_array_append_new(samples, o);
     }
     free(x);
@@ -205,6 +209,11 @@ static int read_run(const char *path, int idx, const json_t *r, ws_calib_run *ru
                               path, idx + 1, i + 1);
         }
         x.repeats = (int)reps;
+        /* optional: a file from before they were kept has neither */
+        if (!num_field(o, "t_est", &x.t_est, 0) || !(x.t_est >= x.t_min && x.t_est <= x.t_max))
+            x.t_est = 0;
+        if (!num_field(o, "spread_pct", &x.spread_pct, 0))
+            x.spread_pct = NAN;
         int rc = ws_calib_add_sample(run, &x, err);
         if (rc) {
             ws_calib_run_free(run);

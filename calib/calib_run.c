@@ -79,6 +79,7 @@ int ws_calib_run_exec(ws_store *s, const ws_calib_run_cfg *cfg, ws_calib_run_out
     rc = ws_calib_measure(&o, &run, err);
     if (!rc)
         rc = ws_calib_fit_all(&run, err);
+
     ws_utc_now(run.finished_at, sizeof run.finished_at);
     /* ws_calib_store holds a stop that lands during the commit until it is done: the run is
      * stored whole, and then it is not "interrupted". */

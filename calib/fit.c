@@ -221,9 +221,13 @@ static int roof_fit_once(fit_data *d, double *c0, double *ip, double *iw, double
 
 double ws_fit_predict(const ws_fit_result *f, double flops, double bytes)
 {
+    for (int k = 0; f->form == WS_FIT_PIECEWISE && k < f->n_low; k++)
+        if (bytes > 0 && flops <= f->low[k].upto * bytes)
+            return f->low[k].c0 + (f->low[k].peak_flops > 0 ? flops / f->low[k].peak_flops : 0.0) +
+                   (f->low[k].bandwidth > 0 ? bytes / f->low[k].bandwidth : 0.0);
     double tf = f->peak_flops > 0 ? flops / f->peak_flops : 0.0;
     double tb = f->bandwidth > 0 ? bytes / f->bandwidth : 0.0;
-    if (f->form == WS_FIT_SERIAL)
+    if (f->form == WS_FIT_SERIAL || f->form == WS_FIT_PIECEWISE)
         return f->c0 + tf + tb;
     if (f->form == WS_FIT_SATURATING)
         return f->c0 + (bytes > 0 ? tf * (1.0 + f->factor / bytes) : tf);
@@ -344,6 +348,20 @@ static void judge(ws_fit_result *r)
             snprintf(r->note, sizeof r->note, "did not converge");
         else if (!(r->peak_flops > 0) || !(r->factor >= 0))
             snprintf(r->note, sizeof r->note, "non-positive rate or half point");
+        else if (!(r->heldout_mape_pct <= WS_FIT_GOOD_MAPE_PCT))
+            snprintf(r->note, sizeof r->note, "poor: held-out MAPE %.1f%% > %.0f%%",
+                     r->heldout_mape_pct, WS_FIT_GOOD_MAPE_PCT);
+        return;
+    }
+    if (r->form == WS_FIT_PIECEWISE) {
+        /* each piece needs a rate */
+        int rates = r->bandwidth > 0 || r->peak_flops > 0;
+        for (int k = 0; k < r->n_low; k++)
+            rates &= r->low[k].bandwidth > 0 || r->low[k].peak_flops > 0;
+        r->good = r->converged && rates && isfinite(r->heldout_mape_pct) &&
+                  r->heldout_mape_pct <= WS_FIT_GOOD_MAPE_PCT;
+        if (!rates)
+            snprintf(r->note, sizeof r->note, "a piece without a rate");
         else if (!(r->heldout_mape_pct <= WS_FIT_GOOD_MAPE_PCT))
             snprintf(r->note, sizeof r->note, "poor: held-out MAPE %.1f%% > %.0f%%",
                      r->heldout_mape_pct, WS_FIT_GOOD_MAPE_PCT);
@@ -646,6 +664,190 @@ int ws_fit_serial(const ws_fit_point *pts, int n, ws_fit_result *out, ws_err *er
     out->compute_bound = tf > tb;
     serial_fold sf = {.pts = pts};
     const fold_model fm = {serial_fold_fit, serial_fold_predict, &sf};
+    fit_end(pts, n, &fm, out);
+    free(all);
+    return 0;
+}
+
+/* ---- piecewise: the serial form on each piece of the intensity axis ------------------ */
+
+#define PIECE_GAP 1.3 /* consecutive intensities at least this far apart may be split */
+#define PIECE_MAX (WS_FIT_MAX_LOW + 1)
+
+static double intensity(const ws_fit_point *p)
+{
+    return p->bytes > 0 ? p->flops / p->bytes : 0;
+}
+
+/* The fit of one piece, the points idx, with no negative rate: the serial form where the
+ * piece spans intensities, else (or where a coefficient comes out negative) one rate, the
+ * transfer form over the bytes (or over the flops). c[] as serial_subset's; the sum of
+ * |relative error| in *sae. */
+static void piece_fit(const ws_fit_point *pts, const int *idx, int n, double c[3], double *sae)
+{
+    double amin = INFINITY, amax = 0, se[3];
+    for (int i = 0; i < n; i++)
+        amin = fmin(amin, intensity(&pts[idx[i]])), amax = fmax(amax, intensity(&pts[idx[i]]));
+    c[0] = c[1] = c[2] = -1;
+    if (amax > PIECE_GAP * amin)
+        serial_subset(pts, idx, n, c, se);
+    if (c[1] < 0 || c[2] < 0) {
+        const int on_flops = c[2] < 0 && c[1] >= 0;
+        ws_fit_point *q = malloc(sizeof *q * (size_t)n);
+        int *all = all_points(n);
+        double a = 0, b = 0, cov[4], chisq;
+        if (q && all) {
+            for (int i = 0; i < n; i++)
+                q[i] = (ws_fit_point){0, on_flops ? pts[idx[i]].flops : pts[idx[i]].bytes,
+                                      pts[idx[i]].t};
+            lin_subset(q, all, n, &a, &b, cov, &chisq);
+        }
+        free(q);
+        free(all);
+        c[0] = a;
+        c[1] = on_flops ? fmax(b, 0) : 0;
+        c[2] = on_flops ? 0 : fmax(b, 0);
+    }
+    *sae = 0;
+    for (int i = 0; i < n; i++) {
+        const ws_fit_point *p = &pts[idx[i]];
+        *sae += fabs(c[0] + (c[1] * p->flops + c[2] * p->bytes) / RATE_UNIT - p->t) / p->t;
+    }
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    const double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* A piecewise model in raw coefficients: piece k covers intensities up to cut[k] (the top
+ * piece: cut INFINITY). */
+typedef struct pieces {
+    int n;
+    double cut[PIECE_MAX], c[PIECE_MAX][3];
+} pieces;
+
+static const double *piece_of(const pieces *m, const ws_fit_point *p)
+{
+    const double x = intensity(p);
+    int k = 0;
+    while (k + 1 < m->n && x > m->cut[k])
+        k++;
+    return m->c[k];
+}
+
+/* Fits the points idx in pieces cut at cuts[0..np-1) (rising); the sum of |relative
+ * error|, INFINITY when a piece holds fewer than 3 points. */
+static double fit_cuts(const ws_fit_point *pts, const int *idx, int n, const double *cuts, int np,
+                       int *buf, pieces *out)
+{
+    double total = 0;
+    out->n = np;
+    for (int k = 0; k < np; k++) {
+        const double lo = k ? cuts[k - 1] : -INFINITY, hi = k + 1 < np ? cuts[k] : INFINITY;
+        int m = 0;
+        for (int i = 0; i < n; i++) {
+            const double x = intensity(&pts[idx[i]]);
+            if (x > lo && x <= hi)
+                buf[m++] = idx[i];
+        }
+        if (m < 3)
+            return INFINITY;
+        double sae;
+        piece_fit(pts, buf, m, out->c[k], &sae);
+        out->cut[k] = hi;
+        total += sae;
+    }
+    return total;
+}
+
+/* The best cuts of the points idx into np pieces, every gap between consecutive
+ * intensities (PIECE_GAP apart) a candidate; non-zero when no choice works. */
+static int piece_subset(const ws_fit_point *pts, const int *idx, int n, int np, pieces *best)
+{
+    double *ai = malloc(sizeof(double) * (size_t)n), *gap = malloc(sizeof(double) * (size_t)n);
+    int *buf = malloc(sizeof(int) * (size_t)n), ng = 0;
+    double best_e = INFINITY;
+    if (!ai || !gap || !buf) {
+        free(ai), free(gap), free(buf);
+        return 1;
+    }
+    for (int i = 0; i < n; i++)
+        ai[i] = intensity(&pts[idx[i]]);
+    qsort(ai, (size_t)n, sizeof *ai, cmp_double);
+    for (int g = 0; g + 1 < n; g++)
+        if (ai[g + 1] > PIECE_GAP * ai[g])
+            gap[ng++] = sqrt(ai[g] * ai[g + 1]);
+    pieces m;
+    for (int i = 0; i < ng; i++)
+        for (int j = i + 1; j <= (np == 3 ? ng - 1 : i + 1); j++) {
+            /* two pieces: the cut gap[i] alone (j only counts once) */
+            const double cuts[2] = {gap[i], np == 3 ? gap[j] : INFINITY};
+            const double e = fit_cuts(pts, idx, n, cuts, np, buf, &m);
+            if (e < best_e)
+                best_e = e, *best = m;
+        }
+    free(ai), free(gap), free(buf);
+    return !isfinite(best_e);
+}
+
+typedef struct piece_fold {
+    const ws_fit_point *pts;
+    int np;
+    pieces m;
+} piece_fold;
+
+static int piece_fold_fit(void *ctx, const int *train, int m)
+{
+    piece_fold *f = ctx;
+    return piece_subset(f->pts, train, m, f->np, &f->m);
+}
+
+static double piece_fold_predict(void *ctx, const ws_fit_point *p)
+{
+    const piece_fold *f = ctx;
+    const double *c = piece_of(&f->m, p);
+    return c[0] + (c[1] * p->flops + c[2] * p->bytes) / RATE_UNIT;
+}
+
+int ws_fit_piecewise(const ws_fit_point *pts, int n, int np, ws_fit_result *out, ws_err *err)
+{
+    int rc = fit_begin(out, WS_FIT_PIECEWISE, pts, n, err);
+    if (rc)
+        return rc;
+    if (np < 2 || np > PIECE_MAX)
+        return ws_err_set(err, WS_EINVAL, "fit: %d pieces (2..%d)", np, PIECE_MAX);
+    int *all = all_points(n);
+    if (!all)
+        return ws_err_set(err, WS_ENOMEM, "fit: out of memory");
+    pieces m;
+    if (piece_subset(pts, all, n, np, &m)) {
+        free(all);
+        return ws_err_set(err, WS_EINVAL,
+                          "fit: no %d pieces of 3 samples each between the intensities' gaps", np);
+    }
+    out->converged = 1;
+    const double *top = m.c[np - 1];
+    out->c0 = top[0];
+    out->c0_at_bound = top[0] == 0;
+    out->peak_flops = top[1] > 0 ? RATE_UNIT / top[1] : 0;
+    out->bandwidth = top[2] > 0 ? RATE_UNIT / top[2] : 0;
+    out->n_low = np - 1;
+    for (int k = 0; k + 1 < np; k++)
+        out->low[k] = (ws_fit_piece){.upto = m.cut[k],
+                                     .c0 = m.c[k][0],
+                                     .peak_flops = m.c[k][1] > 0 ? RATE_UNIT / m.c[k][1] : 0,
+                                     .bandwidth = m.c[k][2] > 0 ? RATE_UNIT / m.c[k][2] : 0};
+    double tf = 0, tb = 0;
+    for (int i = 0; i < n; i++) {
+        const double *c = piece_of(&m, &pts[i]);
+        tf += c[1] * pts[i].flops;
+        tb += c[2] * pts[i].bytes;
+    }
+    out->compute_bound = tf > tb;
+    piece_fold pf = {.pts = pts, .np = np};
+    const fold_model fm = {piece_fold_fit, piece_fold_predict, &pf};
     fit_end(pts, n, &fm, out);
     free(all);
     return 0;

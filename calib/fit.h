@@ -7,6 +7,12 @@
  *   saturating t = c0 + F / (P x / (x + x_h)) (a rate that rises with x toward P, half of it
  *                                            at x_h: prefill attention over x keys per
  *                                            query; the serial fit of F and F / x)
+ *   piecewise  two or three pieces along the intensity F/B, each the serial form (the
+ *              transfer form where a piece holds one intensity): a kernel whose library
+ *              switches kernels as the rows grow (oneDNN's expert GEMM: a GEMV at one token,
+ *              a memory-bound GEMM, a compute-bound one); the splits are the gaps between
+ *              sample intensities that fit best, every piece holds >= 3 samples, and a rate
+ *              a piece cannot use (a negative coefficient) is left out (0)
  *
  * Residuals are relative ((model - t) / t), because samples span orders of magnitude and
  * the cost model is judged by its relative error; the fits minimise the sum of |relative
@@ -40,7 +46,16 @@ typedef enum ws_fit_form {
     WS_FIT_FACTOR = 2,   /* a ratio of two measured times (contention, pinned memory) */
     WS_FIT_SERIAL = 3,   /* c0 + F/P + B/W */
     WS_FIT_SATURATING = 4, /* c0 + F/(P x/(x + x_h)), x in the point's `bytes`, x_h in factor */
+    WS_FIT_PIECEWISE = 5,  /* the top piece in c0/P/W, the pieces below it in low[] */
 } ws_fit_form;
+
+#define WS_FIT_MAX_LOW 2 /* pieces below the top one in a piecewise fit */
+
+/* A piece of a piecewise fit below its top one: it applies to intensities F/B <= upto (and
+ * above the previous piece's upto); c0 + F/P + B/W, a rate of 0 left out. */
+typedef struct ws_fit_piece {
+    double upto, c0, peak_flops, bandwidth;
+} ws_fit_piece;
 
 typedef struct ws_fit_result {
     ws_fit_form form;
@@ -50,6 +65,8 @@ typedef struct ws_fit_result {
     double bandwidth, bandwidth_se;    /* bytes/s; se 0 when fixed */
     double factor, factor_se;          /* WS_FIT_FACTOR; WS_FIT_SATURATING: x_h */
     int p_fixed, w_fixed;              /* 1: held at the value given, not fitted */
+    int n_low;                         /* WS_FIT_PIECEWISE: pieces below the top (1..2) */
+    ws_fit_piece low[WS_FIT_MAX_LOW];  /* by rising upto */
     int compute_bound;                 /* samples mostly on the F/P side of the max */
     double r2;
     double train_mape_pct, heldout_mape_pct;
@@ -65,6 +82,10 @@ int ws_fit_serial(const ws_fit_point *pts, int n, ws_fit_result *out, ws_err *er
 /* Saturating fit; each point's `bytes` holds its x (> 0). Needs n >= 3 and more than one
  * x. */
 int ws_fit_saturating(const ws_fit_point *pts, int n, ws_fit_result *out, ws_err *err);
+/* Piecewise fit in `pieces` pieces (2 or 3; the calibrator keeps whichever predicts held-out
+ * samples better). Needs 3 points a piece and pieces - 1 gaps between intensities. */
+int ws_fit_piecewise(const ws_fit_point *pts, int n, int pieces, ws_fit_result *out,
+                     ws_err *err);
 /* Transfer fit. Needs n >= 3. */
 int ws_fit_transfer(const ws_fit_point *pts, int n, ws_fit_result *out, ws_err *err);
 /* Factor = t_num / t_den from two samples given as (median, min, max) over n repeats

@@ -10,9 +10,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include "attn_cpu.h"
 #include "cpu_features.h"
+#include "experts.h"
 #include "gemm_bf16.h"
 #include "gemm_int8.h"
 #include "half.h"
@@ -28,6 +30,12 @@
 #define ROUNDS_QUICK 9  /* the same with --quick */
 #define MAX_REPEATS ROUNDS
 #define KV_SPARE_BYTES ((size_t)256 << 20) /* KV pool beyond the largest problem */
+#define PROBE_BYTES ((size_t)128 << 20)    /* the reference probe: one read of this, evicted */
+#define PROBE_PASSES 7                     /* fastest of this many passes a probe, */
+#define PROBE_GAP_US                                                                               \
+    15000 /* this far apart: a burst of load shorter than                                          \
+           * ~100 ms from elsewhere does not move it */
+#define PROBE_MAX 32
 
 typedef struct ctx {
     const ws_calib_opts *o;
@@ -39,6 +47,10 @@ typedef struct ctx {
      * repeat is dealt the next pages of its nodes' slices (cold-cache rotation). */
     ws_kv_slab *kv;
     ws_err *err;
+    /* The reference probe, timed at the start and after every phase: its times. */
+    ws_membw_reader *probe;
+    double probe_t[PROBE_MAX];
+    int n_probe;
 } ctx;
 
 static int stopped(ctx *c)
@@ -54,6 +66,63 @@ static void progress(ctx *c, double in_phase, const char *what)
     if (c->o->progress)
         c->o->progress(c->o->progress_ctx,
                        fmin(1.0, (c->phase + fmin(1.0, in_phase)) / (double)c->n_phases), what);
+}
+
+/* Times the reference probe (the fastest of PROBE_PASSES reads of PROBE_BYTES, each
+ * evicted first, PROBE_GAP_US apart) into c->probe_t. */
+static void probe(ctx *c)
+{
+    if (!c->probe || c->n_probe >= PROBE_MAX)
+        return;
+    double best = INFINITY;
+    for (int i = 0; i < PROBE_PASSES; i++) {
+        if (i)
+            usleep(PROBE_GAP_US);
+        best = fmin(best, ws_membw_reader_pass(c->probe, PROBE_BYTES, NULL));
+    }
+    c->probe_t[c->n_probe++] = best;
+}
+
+/* The probe's drift over the run: the median of its second half of times over the median of
+ * its first half, less 1, in percent (either way); *dips gets the share of probes more than
+ * WS_CALIB_DIP_PCT slower than the fastest (the host loaded from elsewhere at that moment). */
+static double probe_drift(const ctx *c, double *dips)
+{
+    const int n = c->n_probe, h = n / 2;
+    double a[PROBE_MAX], b[PROBE_MAX], lo = INFINITY;
+    int slow = 0;
+    for (int i = 0; i < n; i++)
+        lo = fmin(lo, c->probe_t[i]);
+    for (int i = 0; i < n; i++)
+        slow += c->probe_t[i] > lo * (1.0 + WS_CALIB_DIP_PCT / 100.0);
+    *dips = n ? (double)slow / n : 0;
+    if (h < 1)
+        return 0;
+    for (int i = 0; i < h; i++)
+        a[i] = c->probe_t[i], b[i] = c->probe_t[n - h + i];
+    const double r = ws_median_sort(b, h) / ws_median_sort(a, h);
+    return 100.0 * fabs(r > 1 ? r - 1.0 : 1.0 / r - 1.0);
+}
+
+/* Ends a phase: the probe timed, and one progress line with what the phase measured, the
+ * median spread of its samples (from sample `first` on) and the probe's latest time
+ * against its first. */
+static void phase_end(ctx *c, const char *name, int first)
+{
+    probe(c);
+    double v[512];
+    int n = 0;
+    for (int i = first; i < c->run->n_samples && n < 512; i++)
+        if (isfinite(c->run->samples[i].spread_pct))
+            v[n++] = c->run->samples[i].spread_pct;
+    char what[160], spread[32] = "";
+    const double last = c->n_probe ? c->probe_t[c->n_probe - 1] : NAN;
+    if (n)
+        snprintf(spread, sizeof spread, "spread %.1f%%, ", ws_median_sort(v, n));
+    snprintf(what, sizeof what, "done: %s: %sprobe %.1f GB/s (%+.1f%% of the first)", name, spread,
+             PROBE_BYTES / last / 1e9, 100.0 * (c->probe_t[0] / last - 1.0));
+    progress(c, 1.0, what);
+    c->phase++;
 }
 
 /* Adds a sample to the run (see ws_calib_add_timed). */
@@ -108,9 +177,9 @@ static int measure_membw(ctx *c)
     /* Read (the largest size) and triad of the same rounds against each other (membw.h): a
      * run where they disagree says so in its triad sample and in the run's note. */
     double ratio;
-    const int agree = ws_membw_triad_check_rounds(t + (size_t)(n - 1) * (size_t)rounds,
-                                                  (double)covered[n - 1], t3, (double)counted,
-                                                  rounds, &ratio);
+    const int agree =
+        ws_membw_triad_check_rounds(t + (size_t)(n - 1) * (size_t)rounds, (double)covered[n - 1],
+                                    t3, (double)counted, rounds, &ratio);
     for (int i = 0; i < n; i++) {
         double *ti = t + (size_t)i * (size_t)rounds;
         if ((rc = add(c, "cpu", "membw_read", "", "", 0, (double)covered[i], ti, rounds,
@@ -219,8 +288,7 @@ typedef struct attn_shape {
 /* The model's attention shape as the CPU region stores it for path isa (V in token pairs
  * and K in tiles where the path multiplies them as stored, ws_attn_cpu_v_pairs and
  * ws_attn_cpu_k_tiles). */
-static int shape_from_model(const char *name, ws_dtype dt, ws_isa isa, attn_shape *s,
-                            ws_err *err)
+static int shape_from_model(const char *name, ws_dtype dt, ws_isa isa, attn_shape *s, ws_err *err)
 {
     char path[WS_PATH_MAX];
     ws_model m;
@@ -371,7 +439,8 @@ static int attn_sweep(ctx *c, const char *model, ws_dtype dt, int full)
                     (attn_cfg){.op = "attn", .ctx = sctx, .batch = batches[bi], .topk = topks[ki]};
     } else {
         /* Contexts of one layer from 1K to 1M tokens, batch 4 at every other size; the
-         * shorter sweep (fp16, and quick) takes every other size. One thread at five. */
+         * shorter sweep (fp16, and quick) takes every other size. One thread at five; in
+         * the full sweep batches 2 and 8 at two contexts each. */
         int ctx_d[] = {1024,  2048,   4096,   8192,   16384,  32768,
                        65536, 131072, 262144, 524288, 1048576};
         int ctx_q[] = {1024, 4096, 16384, 65536, 262144, 1048576};
@@ -385,6 +454,10 @@ static int attn_sweep(ctx *c, const char *model, ws_dtype dt, int full)
         int ctx1[] = {2048, 8192, 65536, 262144, 1048576};
         for (int i = 0; full && i < 5; i++)
             cfg[n++] = (attn_cfg){.op = "attn_1t", .ctx = ctx1[i], .batch = 1};
+        /* the batches the runtime runs a step's CPU half at (2, 8), at its contexts */
+        const int rb[4][2] = {{2, 16384}, {2, 65536}, {8, 8192}, {8, 32768}};
+        for (int i = 0; full && !c->o->quick && i < 4; i++)
+            cfg[n++] = (attn_cfg){.op = "attn", .ctx = rb[i][1], .batch = rb[i][0]};
     }
     /* Round robin: repeat r of every configuration before repeat r + 1 of any, so a burst
      * of load from elsewhere on the host lands on one repeat of many samples, and each
@@ -659,33 +732,176 @@ out:
     return rc;
 }
 
+/* CPU attention with a host-memory copy running beside it: what a decode step's CPU half
+ * meets while the GPU's copy engine streams the next layer's spilled KV (the transferred
+ * region) over PCIe from the same DRAM. Without a GPU, one thread copying a buffer far larger
+ * than the caches stands in for the DMA engine, as in moe_vs_copy. Qwen3-30B-A3B's GQA shape
+ * over 4 x 16K tokens on every thread but one, in both arms, the copy on that one;
+ * alternated repeats. The factor t(alone) / t(with copy) is the cost model's
+ * cpu.attn_copy_factor.gqa.bf16 (a share of the attention's bandwidth). */
+static int attn_vs_copy(ctx *c)
+{
+    const int threads = ws_pool_threads(c->pool) - 1;
+    if (threads < 1) {
+        progress(c, 1.0, "attention beside a copy: skipped (one thread: no core for the copy)");
+        return 0;
+    }
+    attn_shape sh;
+    int rc = shape_from_model("qwen3-30b-a3b", WS_DT_BF16, c->isa, &sh, c->err);
+    if (rc)
+        return rc;
+    const int ctx_tok = 16384, batch = 4, reps = c->o->quick ? 5 : 9;
+    ws_pool *pool = NULL;
+    copy_loop cl = {0};
+    cl.src = aligned_alloc(4096, COPY_CMP_BYTES);
+    cl.dst = aligned_alloc(4096, COPY_CMP_BYTES);
+    if (!cl.src || !cl.dst) {
+        rc = ws_err_set(c->err, WS_ENOMEM, "calib: cannot allocate the copy's buffers");
+        goto out;
+    }
+    memset(cl.src, 1, COPY_CMP_BYTES);
+    memset(cl.dst, 2, COPY_CMP_BYTES);
+    if (!(pool = ws_pool_create(threads, c->err))) {
+        rc = c->err->code;
+        goto out;
+    }
+    if (!(c->kv = alloc_kv(c, KV_SPARE_BYTES + (size_t)ctx_tok * batch * 2048, 0))) {
+        rc = c->err->code;
+        goto out;
+    }
+    rc = kv_cut(c, &sh.kv);
+    double t[2][MAX_REPEATS], bytes = 0, flops = 0;
+    for (int r = 0; r < reps && !rc; r++)
+        for (int k = 0; k < 2 && !rc; k++) {
+            progress(c, (2 * r + k) / (double)(2 * reps),
+                     k ? "attention beside a host-memory copy" : "attention, copy idle");
+            if ((rc = stopped(c)))
+                break;
+            pthread_t th;
+            atomic_store(&cl.stop, 0);
+            if (k && pthread_create(&th, NULL, copy_thread, &cl)) {
+                rc = ws_err_set(c->err, WS_EIO, "calib: cannot start the copy thread");
+                break;
+            }
+            rc = time_attn(c, &sh, pool, ctx_tok, batch, 0, r == 0, 1, NULL, &t[k][r], &bytes,
+                           &flops);
+            if (k) {
+                atomic_store(&cl.stop, 1);
+                pthread_join(th, NULL);
+            }
+        }
+    for (int k = 0; k < 2 && !rc; k++)
+        rc = add(c, "cpu", "copy_cmp", "bf16", "gqa", flops, bytes, t[k], reps,
+                 "{\"model\": \"qwen3-30b-a3b\", \"ctx\": %d, \"batch\": %d, \"phase\": \"%s\", "
+                 "\"threads\": %d, \"copy\": \"memcpy of %zu MiB on one thread\"}",
+                 ctx_tok, batch, k ? "with_copy" : "alone", threads, COPY_CMP_BYTES >> 20);
+out:
+    ws_kv_slab_destroy(c->kv);
+    c->kv = NULL;
+    ws_pool_destroy(pool);
+    free(cl.src);
+    free(cl.dst);
+    return rc;
+}
+
 /* ---- CPU expert GEMM ---------------------------------------------------------------- */
 
-/* The runtime's routed-expert FFN at the shipped models' expert shapes and the token
- * counts per expert a decode step hits, once per weight format the runtime runs: bf16
- * (gemm_bf16.h: fp32 activations, the backend its probe picks for the shape) and int8
- * (gemm_int8.h: oneDNN's int8 matmul on the instructions it picks: AMX-INT8, AVX512-VNNI,
- * ...). A step that hits D experts streams each one from DRAM, so every timed call starts
- * with its expert's weights evicted from every cache (ws_membw_evict); x stays warm, as it
- * does in a step. The configurations are timed in round-robin rounds (drift is shared, not
- * tilted into the fit), after one untimed call each (the probe, oneDNN's primitive
- * creation). The instruction family each ran on goes into its samples' params (and from
- * there into the fit's note). The int8 weights are a fixed pattern within the kernel's
- * qmax: the time does not depend on the values. With --quick the int8 sweep leaves
- * Mixtral out (its 512-token call alone takes ~1 s on 2 cores; Qwen3's and DeepSeek's
- * shapes reach the compute-bound side from ~32 tokens on) and takes 7 rounds. */
+/* The runtime's routed-expert phase at the shipped models' expert shapes, once per weight
+ * format the runtime runs: bf16 (gemm_bf16.h: fp32 activations, the backend its probe picks
+ * for the shape) and int8 (gemm_int8.h: oneDNN's int8 matmul on the instructions it picks).
+ * Each timed call is what a decode step runs (ws_experts_run_bf16): a phase of E distinct
+ * experts of the shape, one pool task each, every task a single-threaded FFN over its m
+ * tokens, all E experts' weights evicted from every cache just before (a step streams them
+ * from DRAM); x stays warm, as it does in a step. A sample is one expert's share of the phase
+ * (its time / E) at m = 1..512 tokens, so the fit's c0 is the per-expert cost the cost
+ * model charges per expert hit. E is what about 256 MB of the shape's weights hold, at least
+ * two per thread and at most 16 (Qwen3-30B-A3B 16, DeepSeek-V2-Lite 14, Mixtral 4).
+ * Configurations are timed in round-robin rounds (drift is shared, not tilted into the fit)
+ * after one untimed round (the backend probe, oneDNN's primitive creation). The instruction
+ * family each ran on goes into its samples' params (and from there into the fit's note).
+ * The int8 weights are a fixed pattern within the kernel's qmax: the time does not depend on
+ * the values. With --quick the int8 sweep leaves Mixtral out and takes 7 rounds. */
 #define EXPERT_MODELS 3
 #define EXPERT_TOKS 10
+#define EXPERT_PHASE_MAX 16
+#define EXPERT_PHASE_BYTES ((size_t)256 << 20)
 
 /* The instruction family of the bf16 FFN's backend. */
 static const char *bf16_family(const char *backend)
 {
     if (strcmp(backend, "onednn"))
-        return "fp32"; /* OpenBLAS sgemm or sbgemm */
+        return "fp32";                    /* OpenBLAS sgemm or sbgemm */
     const char *isa = ws_gemm_int8_isa(); /* oneDNN's, the same for every data type */
     return !strcmp(isa, "avx512_core_amx")    ? "amx_bf16"
            : !strcmp(isa, "avx512_core_bf16") ? "avx512_bf16"
                                               : "fp32";
+}
+
+/* One shape's phase: E experts' weights (one allocation, huge pages), their descriptors. */
+typedef struct expert_set {
+    int H, I, E;
+    size_t one; /* bytes of one expert */
+    void *w;
+    ws_expert_bf16 bf[EXPERT_PHASE_MAX];
+    ws_expert_int8 q8[EXPERT_PHASE_MAX];
+    const ws_expert_bf16 *pbf[EXPERT_PHASE_MAX];
+    const ws_expert_int8 *pq8[EXPERT_PHASE_MAX];
+} expert_set;
+
+static int expert_set_alloc(ctx *c, const char *model, int int8, expert_set *s)
+{
+    char path[WS_PATH_MAX];
+    ws_model m;
+    int rc = ws_model_resolve(model, path, sizeof path, c->err);
+    if (rc || (rc = ws_model_load(path, &m, c->err)))
+        return rc;
+    const int H = s->H = m.hidden, I = s->I = m.moe_intermediate, qmax = ws_gemm_int8_qmax();
+    const size_t wn = (size_t)3 * H * I, huge = (size_t)2 << 20;
+    s->one = int8 ? (ws_expert_int8_bytes(H, I) + 63) / 64 * 64 : sizeof(uint16_t) * wn;
+    int e = (int)(EXPERT_PHASE_BYTES / s->one), lo = 2 * ws_pool_threads(c->pool);
+    s->E = e < lo ? lo : e > EXPERT_PHASE_MAX ? EXPERT_PHASE_MAX : e;
+    if (s->E > EXPERT_PHASE_MAX)
+        s->E = EXPERT_PHASE_MAX;
+    /* Huge pages (a hint), as the runtime's weights: with 4 KiB pages a wide expert
+     * (Mixtral's 352 MB) streams at the TLB's pace, not DRAM's. */
+    const size_t wb = (s->one * (size_t)s->E + huge - 1) / huge * huge;
+    if (!(s->w = aligned_alloc(huge, wb)))
+        return ws_err_set(c->err, WS_ENOMEM, "calib: cannot allocate %d experts of %s (%.0f MB)",
+                          s->E, model, wb / 1e6);
+    madvise(s->w, wb, MADV_HUGEPAGE);
+    for (int x = 0; x < s->E; x++) {
+        char *base = (char *)s->w + s->one * (size_t)x;
+        if (int8) {
+            int8_t *q = (int8_t *)base;
+            for (size_t i = 0; i < wn; i++)
+                q[i] = (int8_t)((int)(((i + (size_t)x) * 2654435761u) % (unsigned)(2 * qmax + 1)) -
+                                qmax);
+            float *sc = (float *)(base + (ws_expert_int8_bytes(H, I) - 8 * (size_t)(2 * I + H)));
+            int32_t *sum = (int32_t *)(sc + 2 * I + H);
+            for (int i = 0; i < 2 * I + H; i++)
+                sc[i] = 1e-3f;
+            ws_int8_row_sums(q, 2 * I, H, sum);
+            ws_int8_row_sums(q + (size_t)2 * I * H, H, I, sum + 2 * I);
+            s->q8[x] = (ws_expert_int8){.hidden = H,
+                                        .inter = I,
+                                        .w_gate_up = q,
+                                        .s_gate_up = sc,
+                                        .sum_gate_up = sum,
+                                        .w_down = q + (size_t)2 * I * H,
+                                        .s_down = sc + 2 * I,
+                                        .sum_down = sum + 2 * I,
+                                        .qmax = qmax};
+            s->pq8[x] = &s->q8[x];
+        } else {
+            uint16_t *b = (uint16_t *)base;
+            for (size_t i = 0; i < wn; i++)
+                b[i] =
+                    ws_f32_to_bf16((float)(((i + (size_t)x) * 2654435761u) % 1000) * 1e-4f - 0.05f);
+            s->bf[x] = (ws_expert_bf16){H, I, b, b + (size_t)H * 2 * I};
+            s->pbf[x] = &s->bf[x];
+        }
+    }
+    return 0;
 }
 
 static int expert_sweep(ctx *c, int int8)
@@ -695,110 +911,138 @@ static int expert_sweep(ctx *c, int int8)
     static const int toks[EXPERT_TOKS] = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512};
     const int rounds = int8 ? (c->o->quick ? 7 : 15) : c->o->quick ? 9 : 15;
     const int n_models = int8 && c->o->quick ? 2 : EXPERT_MODELS, n_tok = EXPERT_TOKS;
-    const int max_m = 512;
-    const int threads = ws_pool_threads(c->pool), qmax = ws_gemm_int8_qmax();
-    int rc = 0, hd[EXPERT_MODELS], in[EXPERT_MODELS], max_h = 0;
-    void *w[EXPERT_MODELS] = {0};
-    size_t wbytes[EXPERT_MODELS] = {0};
-    ws_expert_int8 q8[EXPERT_MODELS];
-    for (int mi = 0; mi < n_models && !rc; mi++) {
-        char path[WS_PATH_MAX];
-        ws_model m;
-        if ((rc = ws_model_resolve(models[mi], path, sizeof path, c->err)) ||
-            (rc = ws_model_load(path, &m, c->err)))
-            break;
-        const int H = hd[mi] = m.hidden, I = in[mi] = m.moe_intermediate;
-        max_h = H > max_h ? H : max_h;
-        const size_t wn = (size_t)3 * H * I;
-        wbytes[mi] = int8 ? ws_expert_int8_bytes(H, I) : sizeof(uint16_t) * wn;
-        /* Huge pages (a hint), as the runtime's weights: with 4 KiB pages a wide expert
-         * (Mixtral's 352 MB) streams at the TLB's pace, not DRAM's. */
-        const size_t huge = (size_t)2 << 20, wb = (wbytes[mi] + huge - 1) / huge * huge;
-        if ((w[mi] = aligned_alloc(huge, wb)))
-            madvise(w[mi], wb, MADV_HUGEPAGE);
-        if (!w[mi]) {
-            rc = ws_err_set(c->err, WS_ENOMEM, "calib: cannot allocate expert weights");
-            break;
-        }
-        if (int8) {
-            int8_t *q = w[mi];
-            for (size_t i = 0; i < wn; i++)
-                q[i] = (int8_t)((int)((i * 2654435761u) % (unsigned)(2 * qmax + 1)) - qmax);
-            float *sc = (float *)((char *)w[mi] + (wbytes[mi] - 8 * (size_t)(2 * I + H)));
-            int32_t *sum = (int32_t *)(sc + 2 * I + H);
-            for (int i = 0; i < 2 * I + H; i++)
-                sc[i] = 1e-3f;
-            ws_int8_row_sums(q, 2 * I, H, sum);
-            ws_int8_row_sums(q + (size_t)2 * I * H, H, I, sum + 2 * I);
-            q8[mi] = (ws_expert_int8){.hidden = H,
-                                      .inter = I,
-                                      .w_gate_up = q,
-                                      .s_gate_up = sc,
-                                      .sum_gate_up = sum,
-                                      .w_down = q + (size_t)2 * I * H,
-                                      .s_down = sc + 2 * I,
-                                      .sum_down = sum + 2 * I,
-                                      .qmax = qmax};
-        } else {
-            uint16_t *b = w[mi];
-            for (size_t i = 0; i < wn; i++)
-                b[i] = ws_f32_to_bf16((float)((i * 2654435761u) % 1000) * 1e-4f - 0.05f);
-        }
-    }
-    float *x = rc ? NULL : malloc(sizeof(float) * max_m * max_h);
-    float *y = rc ? NULL : malloc(sizeof(float) * max_m * max_h);
+    const int max_m = 512, threads = ws_pool_threads(c->pool), qmax = ws_gemm_int8_qmax();
+    int rc = 0, off[EXPERT_PHASE_MAX + 1];
+    size_t max_rows = 0;
+    expert_set set[EXPERT_MODELS];
+    memset(set, 0, sizeof set);
+    for (int mi = 0; mi < n_models && !rc; mi++)
+        if (!(rc = expert_set_alloc(c, models[mi], int8, &set[mi])) &&
+            (size_t)set[mi].E * max_m * set[mi].H > max_rows)
+            max_rows = (size_t)set[mi].E * max_m * set[mi].H;
+    float *x = rc ? NULL : malloc(sizeof(float) * max_rows);
+    float *y = rc ? NULL : malloc(sizeof(float) * max_rows);
     static double t[EXPERT_MODELS][EXPERT_TOKS][MAX_REPEATS];
     if (!rc && (!x || !y))
         rc = ws_err_set(c->err, WS_ENOMEM, "calib: cannot allocate expert activations");
-    for (size_t i = 0; !rc && i < (size_t)max_m * max_h; i++)
+    for (size_t i = 0; !rc && i < max_rows; i++)
         x[i] = (float)(i % 17) * 0.01f - 0.08f;
     const int n_cfg = n_models * n_tok;
     const char *dt = int8 ? "int8" : "bf16";
     for (int r = -1; r < rounds && !rc; r++)
         for (int k = 0; k < n_cfg && !rc; k++) {
             const int mi = k / n_tok, ti = k % n_tok, m = toks[ti];
-            const uint16_t *b = w[mi];
-            ws_expert_bf16 e = {hd[mi], in[mi], b, b + (size_t)hd[mi] * 2 * in[mi]};
-            char label[96];
-            snprintf(label, sizeof label, "expert GEMM %s %s, %d tokens", dt, models[mi], m);
+            const expert_set *s = &set[mi];
+            char label[112];
+            snprintf(label, sizeof label, "expert GEMM %s %s, %d x %d tokens, round %d of %d", dt,
+                     models[mi], s->E, m, r + 2, rounds + 1);
             progress(c, ((r + 1) * n_cfg + k) / (double)((rounds + 1) * n_cfg), label);
-            ws_membw_evict(w[mi], wbytes[mi]);
+            for (int e = 0; e <= s->E; e++)
+                off[e] = e * m;
+            ws_membw_evict(s->w, s->one * (size_t)s->E);
             double t0 = ws_now_s();
-            rc = int8 ? ws_expert_ffn_int8(&q8[mi], x, y, m, threads, c->err)
-                      : ws_expert_ffn_bf16(&e, x, y, m, threads, c->err);
+            rc = int8 ? ws_experts_run_int8(c->pool, s->pq8, s->E, off, x, y, c->err)
+                      : ws_experts_run_bf16(c->pool, s->pbf, s->E, off, x, y, c->err);
             if (r >= 0)
-                t[mi][ti][r] = ws_now_s() - t0;
+                t[mi][ti][r] = (ws_now_s() - t0) / s->E;
             if (!rc)
                 rc = stopped(c);
         }
     for (int k = 0; k < n_cfg && !rc; k++) {
         const int mi = k / n_tok, ti = k % n_tok, m = toks[ti];
+        const expert_set *s = &set[mi];
         double flops, bytes;
         if (int8) {
             char impl[140];
-            ws_expert_int8_cost(hd[mi], in[mi], m, &flops, &bytes);
-            ws_gemm_int8_impl(hd[mi], in[mi], m, impl, sizeof impl);
+            ws_expert_int8_cost(s->H, s->I, m, &flops, &bytes);
+            ws_gemm_int8_impl(s->H, s->I, m, impl, sizeof impl);
             rc = add(c, "cpu", "expert_gemm", dt, "", flops, bytes, t[mi][ti], rounds,
-                     "{\"model\": \"%s\", \"tokens\": %d, \"threads\": %d, \"weights\": "
-                     "\"int8/%d, evicted\", \"impl\": \"%s\", \"isa\": \"%s\", "
+                     "{\"model\": \"%s\", \"tokens\": %d, \"experts\": %d, \"pool\": %d, "
+                     "\"weights\": \"int8/%d\", \"impl\": \"%s\", \"isa\": \"%s\", "
                      "\"family\": \"%s\"}",
-                     models[mi], m, threads, qmax, impl, ws_gemm_int8_isa(),
-                     ws_gemm_int8_family(hd[mi], in[mi], m));
+                     models[mi], m, s->E, threads, qmax, impl, ws_gemm_int8_isa(),
+                     ws_gemm_int8_family(s->H, s->I, m));
         } else {
-            const char *be = ws_gemm_bf16_backend_name(hd[mi], in[mi], m, threads);
-            ws_expert_bf16_cost(hd[mi], in[mi], m, &flops, &bytes);
+            const char *be = ws_gemm_bf16_backend_name(s->H, s->I, m, 1);
+            ws_expert_bf16_cost(s->H, s->I, m, &flops, &bytes);
             rc = add(c, "cpu", "expert_gemm", dt, "", flops, bytes, t[mi][ti], rounds,
                      "{\"model\": \"%s\", \"tokens\": %d, \"hidden\": %d, \"inter\": %d, "
-                     "\"threads\": %d, \"weights\": \"bf16, evicted before each call\", "
-                     "\"backend\": \"%s\", \"family\": \"%s\"}",
-                     models[mi], m, hd[mi], in[mi], threads, be, bf16_family(be));
+                     "\"experts\": %d, \"pool\": %d, \"backend\": \"%s\", \"family\": \"%s\"}",
+                     models[mi], m, s->H, s->I, s->E, threads, be, bf16_family(be));
         }
     }
     for (int mi = 0; mi < n_models; mi++)
-        free(w[mi]);
+        free(set[mi].w);
     free(x), free(y);
     if (int8)
         ws_gemm_int8_release();
+    return rc;
+}
+
+/* One pass over every sweep of the options into c->run, the probe timed between phases. */
+static int measure_once(ctx *c)
+{
+    const ws_calib_opts *o = c->o;
+    static const char *const models[] = {"qwen3-30b-a3b", "deepseek-v2-lite", "deepseek-v4-flash"};
+    /* Phases: bandwidth, 3 kinds x bf16, 2 (quick) or 3 kinds x fp16, pinned, MoE, MoE
+     * beside a copy, attention beside a copy, the expert GEMM in bf16 and in int8;
+     * o->sweeps may keep the expert GEMMs alone. */
+    const int experts_only = o->sweeps != 0;
+    const int want[2] = {!experts_only || (o->sweeps & WS_CALIB_SWEEP_EXPERT_BF16),
+                         !experts_only || (o->sweeps & WS_CALIB_SWEEP_EXPERT_INT8)};
+    c->phase = 0;
+    c->n_phases = (o->do_cpu ? (experts_only ? 0
+                                : o->quick   ? 10
+                                             : 11) +
+                                   want[0] + want[1]
+                             : 0) +
+                  (o->do_gpu || o->do_link ? 2 : 0);
+    int rc = 0, first = c->run->n_samples;
+    probe(c);
+    if (o->do_cpu && !experts_only) {
+        rc = measure_membw(c);
+        phase_end(c, "read bandwidth, triad, peak", first);
+        /* One pool for every attention shape: the largest problem (1M tokens of GQA,
+         * 2 GiB) plus spare pages to rotate through (each repeat's pages are evicted
+         * before it, so no size here depends on the caches). */
+        const size_t pool_bytes = (size_t)1048576 * 2048 + KV_SPARE_BYTES;
+        if (!rc && !(c->kv = alloc_kv(c, pool_bytes, 0)))
+            rc = c->err->code;
+        for (int dt = 0; dt < 2 && !rc; dt++)
+            for (int m = 0; m < 3 && !rc; m++) {
+                /* fp16 (V100-era hosts) in a shorter sweep; quick skips fp16 sparse. */
+                if (dt == 1 && m == 2 && o->quick)
+                    continue;
+                char name[96];
+                snprintf(name, sizeof name, "attention %s %s", models[m], dt ? "fp16" : "bf16");
+                first = c->run->n_samples;
+                rc = attn_sweep(c, models[m], dt ? WS_DT_FP16 : WS_DT_BF16, dt == 0);
+                phase_end(c, name, first);
+            }
+        ws_kv_slab_destroy(c->kv);
+        c->kv = NULL;
+        static const struct {
+            int (*run)(ctx *);
+            const char *name;
+        } cmp[] = {{pinned_vs_pageable, "pinned vs pageable"},
+                   {moe_vs_alone, "attention after the experts"},
+                   {moe_vs_copy, "experts beside a copy"},
+                   {attn_vs_copy, "attention beside a copy"}};
+        for (int i = 0; i < 4 && !rc; i++) {
+            first = c->run->n_samples;
+            rc = cmp[i].run(c);
+            phase_end(c, cmp[i].name, first);
+        }
+    }
+    for (int int8 = 0; int8 < 2 && o->do_cpu && !rc; int8++) {
+        if (!want[int8])
+            continue;
+        first = c->run->n_samples;
+        rc = expert_sweep(c, int8);
+        phase_end(c, int8 ? "expert GEMM int8" : "expert GEMM bf16", first);
+    }
+    if (!rc && (o->do_gpu || o->do_link))
+        rc = ws_calib_measure_gpu(o, c->run, c->phase, c->n_phases, c->err);
     return rc;
 }
 
@@ -810,56 +1054,46 @@ int ws_calib_measure(const ws_calib_opts *o, ws_calib_run *run, ws_err *err)
         return rc;
     if (!(c.pool = ws_pool_create(o->threads, err)))
         return err->code;
-    if (!(c.pool1 = ws_pool_create(1, err))) {
+    if (!(c.pool1 = ws_pool_create(1, err)) ||
+        !(c.probe = ws_membw_reader_create(c.pool, PROBE_BYTES, err))) {
+        ws_pool_destroy(c.pool1);
         ws_pool_destroy(c.pool);
         return err->code;
     }
-    static const char *const models[] = {"qwen3-30b-a3b", "deepseek-v2-lite", "deepseek-v4-flash"};
-    /* Phases: bandwidth, 3 kinds x bf16, 2 (quick) or 3 kinds x fp16, pinned, MoE, MoE
-     * beside a copy, the
-     * expert GEMM in bf16 and in int8; o->sweeps may keep the expert GEMMs alone. */
-    const int experts_only = o->sweeps != 0;
-    const int want[2] = {!experts_only || (o->sweeps & WS_CALIB_SWEEP_EXPERT_BF16),
-                         !experts_only || (o->sweeps & WS_CALIB_SWEEP_EXPERT_INT8)};
-    c.n_phases = (o->do_cpu ? (experts_only ? 0 : o->quick ? 9 : 10) + want[0] + want[1] : 0) +
-                 (o->do_gpu || o->do_link ? 2 : 0);
-    if (o->do_cpu && !experts_only) {
-        rc = measure_membw(&c);
-        c.phase++;
-        /* One pool for every attention shape: the largest problem (1M tokens of GQA,
-         * 2 GiB) plus spare pages to rotate through (each repeat's pages are evicted
-         * before it, so no size here depends on the caches). */
-        const size_t pool_bytes = (size_t)1048576 * 2048 + KV_SPARE_BYTES;
-        if (!rc && !(c.kv = alloc_kv(&c, pool_bytes, 0)))
-            rc = err->code;
-        for (int dt = 0; dt < 2 && !rc; dt++)
-            for (int m = 0; m < 3 && !rc; m++) {
-                /* fp16 (V100-era hosts) in a shorter sweep; quick skips fp16 sparse. */
-                if (dt == 1 && m == 2 && o->quick)
-                    continue;
-                rc = attn_sweep(&c, models[m], dt ? WS_DT_FP16 : WS_DT_BF16, dt == 0);
-                c.phase++;
-            }
-        ws_kv_slab_destroy(c.kv);
-        c.kv = NULL;
-        if (!rc)
-            rc = pinned_vs_pageable(&c);
-        c.phase++;
-        if (!rc)
-            rc = moe_vs_alone(&c);
-        c.phase++;
-        if (!rc)
-            rc = moe_vs_copy(&c);
-        c.phase++;
+    /* A run the probe finds drifting (or loaded from elsewhere most of the time) is measured
+     * once more, from the start; if that one is too it is kept, flagged (calib.h). */
+    char note[sizeof run->note], why[160] = "";
+    snprintf(note, sizeof note, "%s", run->note);
+    for (int attempt = 0; attempt < 2 && !rc; attempt++) {
+        if (attempt) {
+            char what[200];
+            snprintf(what, sizeof what, "reference probe: %s; measuring again", why);
+            progress(&c, 0.0, what);
+            run->n_samples = 0;
+            run->read_bw = run->read_bw_1t = run->gpu_bw = run->gpu_peak = 0;
+            run->peak_flops[0] = run->peak_flops[1] = 0;
+            snprintf(run->note, sizeof run->note, "%s", note);
+            run->remeasured = 1;
+        }
+        c.n_probe = 0;
+        rc = measure_once(&c);
+        double dips;
+        run->drift_pct = probe_drift(&c, &dips);
+        const int drift = run->drift_pct > WS_CALIB_DRIFT_PCT, loaded = dips > WS_CALIB_DIP_SHARE;
+        snprintf(why, sizeof why, "drift %.1f%%%s, %.0f%% of %d probes over %.0f%% slow%s",
+                 run->drift_pct, drift ? " (> " WS_CALIB_STR(WS_CALIB_DRIFT_PCT) "%)" : "",
+                 100 * dips, c.n_probe, WS_CALIB_DIP_PCT, loaded ? " (more than half)" : "");
+        run->flagged = !rc && (drift || loaded);
+        if (!run->flagged)
+            break;
     }
-    for (int int8 = 0; int8 < 2 && o->do_cpu && !rc; int8++) {
-        if (!want[int8])
-            continue;
-        rc = expert_sweep(&c, int8);
-        c.phase++;
+    if (!rc) {
+        size_t len = strlen(run->note);
+        snprintf(run->note + len, sizeof run->note - len, "%sreference probe: %s%s",
+                 len ? "; " : "", why,
+                 run->flagged ? "; FLAGGED in both attempts: no fit of this run is used" : "");
     }
-    if (!rc && (o->do_gpu || o->do_link))
-        rc = ws_calib_measure_gpu(o, run, c.phase, c.n_phases, err);
+    ws_membw_reader_destroy(c.probe);
     ws_pool_destroy(c.pool);
     ws_pool_destroy(c.pool1);
     if (!rc && o->progress)

@@ -7,8 +7,9 @@
  * tokens of one layer, batch sizes and 1 vs all threads -- each repeat on pages evicted
  * from every cache level just before (cold, as in a real decode step), repeats taken
  * round robin over the sweep so host load spreads over samples; attention over pinned vs pageable
- * memory; the expert GEMMs the runtime runs (bf16 and int8 weights) for the three models'
- * expert shapes over 1..512 tokens. With a CUDA device, the GPU and link sweeps of the
+ * memory; the routed-expert phases the runtime runs (bf16 and int8 weights: distinct experts
+ * one per pool thread, each single-threaded, as runtime/run_engine.h runs them) for the three
+ * models' expert shapes over 1..512 tokens an expert. With a CUDA device, the GPU and link sweeps of the
  * device backend (calib/measure_gpu.c). Every sample is a median of repeats with min and max kept.
  * Called by a calibration run (calib/calib_run.h, `writescope calib`); its options,
  * ws_calib_opts, are in calib.h, where measure_gpu reads them too. */

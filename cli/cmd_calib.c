@@ -38,13 +38,19 @@ static void usage(FILE *out)
             "run (default)  time the project's kernels on this machine: read bandwidth, triad,\n"
             "               the attention dot-product peak, CPU decode attention (GQA, MLA,\n"
             "               sparse MLA; bf16 and fp16; contexts 1K..1M tokens of one layer;\n"
-            "               batch; 1 vs all threads), pinned vs pageable reads, expert GEMMs;\n"
-            "               with a CUDA device also the GPU and PCIe link. Fits\n"
+            "               batch; 1 vs all threads), pinned vs pageable reads, attention\n"
+            "               after the experts and beside a copy, the experts as the runtime\n"
+            "               runs them; with a CUDA device also the GPU and PCIe link. Each\n"
+            "               sample is the median of the fastest half of its round-robin\n"
+            "               repeats; a reference read is timed between sweeps, and a run\n"
+            "               that drifts (or is loaded from elsewhere most of the time) is\n"
+            "               measured again, then stored flagged and not used. Fits\n"
             "               t = c0 + max(F/P, B/W) (transfers t = c0 + B/W) per (device, op,\n"
             "               dtype, attention kind) with GSL and stores samples, fits and the\n"
             "               profile host:<fingerprint> (gpu:<name>) in one transaction.\n"
-            "show           the fits of run N (default: the newest) with standard errors, R^2\n"
-            "               and the k-fold held-out MAPE; a poor fit is marked, not used\n"
+            "show           the fits of run N (default: the newest) with standard errors, R^2,\n"
+            "               the k-fold held-out MAPE, the samples' spread and the fallback the\n"
+            "               cost model takes without the fit (a fit is used only when better)\n"
             "import         fit a GPU's parameters from operator profiles measured elsewhere\n"
             "check          a GPU profile's predictions against such operator profiles, or\n"
             "               against a calibration file's GPU and link samples\n"
@@ -144,6 +150,12 @@ static void print_fits(json_t *show)
     const char *run_note = json_string_value(json_object_get(r, "note"));
     if (run_note && *run_note)
         printf("note      %s\n", TXT(r, "note", note));
+    const double drift = json_number_value(json_object_get(r, "drift_pct"));
+    if (json_is_number(json_object_get(r, "drift_pct")))
+        printf("probe     reference read drifted %.1f%% between the run's halves (bound %.0f%%)%s%s\n",
+               drift, WS_CALIB_DRIFT_PCT,
+               json_is_true(json_object_get(r, "remeasured")) ? "; measured twice" : "",
+               json_is_true(json_object_get(r, "flagged")) ? "; FLAGGED: no fit of it is used" : "");
     json_array_foreach(json_object_get(show, "measured"), k, m)
     {
         char v[32], key[256], unit[64], params[1024];
@@ -161,8 +173,8 @@ static void print_fits(json_t *show)
                TXT(m, "what", what), TXT(m, "measured_by", by), TXT(m, "tool", tool),
                TXT(m, "gpu", gpu), TXT(m, "dtype", dt), TXT(m, "licence", lic));
     }
-    printf("%-34s %-8s %-18s %-24s %-24s %-7s %-8s %s\n", "key", "form", "c0 (fitted)",
-           "P flop/s", "W bytes/s", "R^2", "held-out", "verdict");
+    printf("%-34s %-9s %-18s %-24s %-24s %-7s %-8s %-7s %s\n", "key", "form", "c0 (fitted)",
+           "P flop/s", "W bytes/s", "R^2", "held-out", "spread", "verdict");
     size_t i;
     json_t *f;
     json_array_foreach(json_object_get(show, "fits"), i, f)
@@ -198,14 +210,35 @@ static void print_fits(json_t *show)
             snprintf(W, sizeof W, "%s +-%s", si(json_number_value(json_object_get(f, "bandwidth")), "", d),
                      si(json_number_value(json_object_get(f, "bandwidth_se")), "", c));
         const char *note = json_string_value(json_object_get(f, "note"));
-        printf("%-34s %-8s %-18s %-24s %-24s %-7.4f %6.2f%%  %s%s%s\n", TXT(f, "key", key),
+        char spread[16] = "-";
+        if (json_is_number(json_object_get(f, "spread_pct")))
+            snprintf(spread, sizeof spread, "%5.1f%%",
+                     json_number_value(json_object_get(f, "spread_pct")));
+        printf("%-34s %-9s %-18s %-24s %-24s %-7.4f %6.2f%%  %-7s %s%s%s\n", TXT(f, "key", key),
                cli_text(form, form_t, sizeof form_t), C0, strcmp(form, "transfer") ? P : "-", W, r2,
-               mape,
+               mape, spread,
                good ? (json_is_true(json_object_get(f, "compute_bound")) ? "good, compute bound"
                        : strcmp(form, "transfer")                        ? "good, memory bound"
                                                                          : "good")
                     : "POOR",
                note && *note ? ": " : "", note ? TXT(f, "note", fnote) : "");
+        json_t *pc;
+        size_t j;
+        json_array_foreach(json_object_get(f, "pieces"), j, pc)
+        {
+            char pa[32], pb[32], pd[32];
+            printf("%-34s %-9s %-18s %-24s %-24s up to %.3g flop/B\n", "", "  piece",
+                   si(json_number_value(json_object_get(pc, "c0")), "s", pa),
+                   si(json_number_value(json_object_get(pc, "peak_flops")), "", pb),
+                   si(json_number_value(json_object_get(pc, "bandwidth")), "", pd),
+                   json_number_value(json_object_get(pc, "upto")));
+        }
+        if (json_is_string(json_object_get(f, "fallback"))) {
+            char fb[256];
+            printf("%-34s fallback  %s: %.2f%% on these samples%s\n", "", TXT(f, "fallback", fb),
+                   json_number_value(json_object_get(f, "fallback_mape_pct")),
+                   note && strstr(note, "fallback used") ? " (used instead)" : "");
+        }
     }
 }
 

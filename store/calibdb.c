@@ -36,7 +36,9 @@ static const ws_col k_host_cols[] = {C(fingerprint, WS_COL_STR), C(cpu_model, WS
 static const ws_col k_run_cols[] = {C(host_id, WS_COL_I64),    C(tool_version, WS_COL_STR),
                                     C(mode, WS_COL_STR),       C(scope, WS_COL_STR),
                                     C(started_at, WS_COL_STR), C(finished_at, WS_COL_STR),
-                                    C(note, WS_COL_STR),       {0}};
+                                    C(note, WS_COL_STR),       C(drift_pct, WS_COL_REAL),
+                                    C(remeasured, WS_COL_INT), C(flagged, WS_COL_INT),
+                                    {0}};
 #undef C
 
 #define C(f, t) WS_COL_OF(ws_calibdb_sample, f, t)
@@ -44,6 +46,7 @@ static const ws_col k_sample_cols[] = {KEY_COLS(ws_calibdb_sample), C(params, WS
                                        C(flops, WS_COL_F64),         C(bytes, WS_COL_F64),
                                        C(repeats, WS_COL_INT),       C(t_median, WS_COL_F64),
                                        C(t_min, WS_COL_F64),         C(t_max, WS_COL_F64),
+                                       C(t_est, WS_COL_REAL),        C(spread_pct, WS_COL_REAL),
                                        {0}};
 #undef C
 
@@ -66,6 +69,10 @@ static const ws_col k_fit_cols[] = {KEY_COLS(ws_calibdb_fit),
                                     C(compute_bound, WS_COL_INT),
                                     C(factor, WS_COL_REAL),
                                     C(factor_se, WS_COL_REAL),
+                                    C(spread_pct, WS_COL_REAL),
+                                    C(fallback, WS_COL_STR),
+                                    C(fallback_mape_pct, WS_COL_REAL),
+                                    C(pieces, WS_COL_STR),
                                     {0}};
 #undef C
 

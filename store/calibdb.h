@@ -46,6 +46,9 @@ typedef struct ws_calibdb_run {
     char started_at[32], finished_at[32];
     char note[256];
     int n_samples;      /* read: samples stored with the run */
+    double drift_pct;   /* the reference probe's drift over the run (NAN: none) */
+    int remeasured;     /* 1: measured again because the probe drifted */
+    int flagged;        /* 1: still drifting when measured again: no fit of it is used */
 } ws_calibdb_run;
 
 /* One measured configuration: median and spread of its timed repeats. */
@@ -55,17 +58,26 @@ typedef struct ws_calibdb_sample {
     double flops, bytes;
     int repeats;
     double t_median, t_min, t_max; /* seconds */
+    double t_est;                  /* the estimate fits use: median of the fastest half (0:
+                                    * not kept; the median stands in) */
+    double spread_pct;             /* interquartile range of the repeats / t_est (NAN: not
+                                    * kept) */
 } ws_calibdb_sample;
 
 typedef struct ws_calibdb_fit {
     long long id, run_id; /* read only */
     ws_calibdb_key key;
-    char form[12];        /* roofline | transfer | factor */
+    char form[12];        /* roofline | transfer | factor | serial | saturating | piecewise */
     double c0, c0_se;     /* seconds */
     double peak_flops, peak_flops_se, bandwidth, bandwidth_se, factor, factor_se;
     double r2, heldout_mape_pct;
     int n_samples, good, p_fixed, w_fixed, compute_bound;
     char note[160];
+    double spread_pct;        /* the samples' median spread of repeats (NAN: not kept) */
+    char fallback[96];        /* what the cost model uses without this fit ("": none) */
+    double fallback_mape_pct; /* its error on the same samples (NAN: none) */
+    char pieces[320];         /* piecewise: the pieces below the top one, a JSON array of
+                               * {upto, c0, peak_flops, bandwidth} ("": one piece) */
 } ws_calibdb_fit;
 
 /* A file an imported calibration read (calib import): what, by whom, where from. */

@@ -30,7 +30,7 @@
 extern "C" {
 #endif
 
-#define WS_SCHEMA_VERSION 11 /* newest migration this build knows */
+#define WS_SCHEMA_VERSION 12 /* newest migration this build knows */
 #define WS_STORE_EMBEDDED "(embedded datasheet profiles)" /* path of the in-memory store */
 #define WS_STORE_TIMEOUT_MS 600000 /* default wait for another writer's lock: 10 minutes */
 

@@ -59,7 +59,8 @@ static const ws_col k_stat_cols[] = {C(quantity, WS_COL_STR),       C(scope, WS_
                                      C(n, WS_COL_I64),               C(mean_ape, WS_COL_REAL),
                                      C(p95_ape, WS_COL_REAL),        C(noise_mean_ape, WS_COL_REAL),
                                      C(noise_p95_ape, WS_COL_REAL),  C(mean_measured, WS_COL_REAL),
-                                     C(mean_predicted, WS_COL_REAL), {0}};
+                                     C(mean_predicted, WS_COL_REAL), C(verdict, WS_COL_STR),
+                                     {0}};
 #undef C
 
 #define C(f, t) WS_COL_OF(ws_validatedb_point, f, t)

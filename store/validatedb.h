@@ -43,6 +43,7 @@ typedef struct ws_validatedb_stat {
     double mean_ape, p95_ape;             /* percent */
     double noise_mean_ape, noise_p95_ape; /* percent; NAN: one run */
     double mean_measured, mean_predicted;
+    char verdict[192];                    /* against the noise floor (validate.h) */
 } ws_validatedb_stat;
 
 typedef struct ws_validatedb_point {

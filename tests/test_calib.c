@@ -36,37 +36,61 @@ static void synth_run(ws_calib_run *run, double W)
     /* GQA attention: 8 flop/byte, memory bound at W. */
     for (int i = 0; i < 12; i++) {
         double ctx = 1024.0 * (1 << i), B = ctx * 2048, t = 25e-6 + B / W;
-        ws_calib_sample s = {.key = {"cpu", "attn", "bf16", "gqa"}, .flops = 8 * B, .bytes = B,
-                             .repeats = 3, .t_median = t, .t_min = t * 0.98, .t_max = t * 1.05};
+        ws_calib_sample s = {.key = {"cpu", "attn", "bf16", "gqa"},
+                             .flops = 8 * B,
+                             .bytes = B,
+                             .repeats = 3,
+                             .t_median = t,
+                             .t_min = t * 0.98,
+                             .t_max = t * 1.05};
         snprintf(s.params, sizeof s.params, "{\"ctx\": %.0f, \"batch\": 1}", ctx);
         cr_assert_eq(ws_calib_add_sample(run, &s, &err), 0);
     }
     /* Read bandwidth over sizes. */
     for (int i = 0; i < 5; i++) {
         double B = 256e6 * (i + 1), t = 5e-6 + B / W;
-        ws_calib_sample s = {.key = {"cpu", "membw_read", "", ""}, .bytes = B, .repeats = 3,
-                             .t_median = t, .t_min = t, .t_max = t};
+        ws_calib_sample s = {.key = {"cpu", "membw_read", "", ""},
+                             .bytes = B,
+                             .repeats = 3,
+                             .t_median = t,
+                             .t_min = t,
+                             .t_max = t};
         cr_assert_eq(ws_calib_add_sample(run, &s, &err), 0);
     }
     /* Attention over pinned vs pageable memory: a factor, not a fit. */
-    ws_calib_sample pin = {.key = {"cpu", "pinned_cmp", "bf16", "gqa"}, .flops = 1, .bytes = 1,
-                           .repeats = 3, .t_median = 1.1e-2, .t_min = 1.0e-2, .t_max = 1.2e-2};
+    ws_calib_sample pin = {.key = {"cpu", "pinned_cmp", "bf16", "gqa"},
+                           .flops = 1,
+                           .bytes = 1,
+                           .repeats = 3,
+                           .t_median = 1.1e-2,
+                           .t_min = 1.0e-2,
+                           .t_max = 1.2e-2};
     snprintf(pin.params, sizeof pin.params, "{\"memory\": \"pinned\"}");
     cr_assert_eq(ws_calib_add_sample(run, &pin, &err), 0);
     pin.t_median = 1.0e-2;
     snprintf(pin.params, sizeof pin.params, "{\"memory\": \"pageable\"}");
     cr_assert_eq(ws_calib_add_sample(run, &pin, &err), 0);
     /* Attention right after a MoE phase vs alone: a factor too. */
-    ws_calib_sample moe = {.key = {"cpu", "moe_cmp", "bf16", "gqa"}, .flops = 1, .bytes = 1,
-                           .repeats = 3, .t_median = 1.25e-2, .t_min = 1.2e-2, .t_max = 1.3e-2};
+    ws_calib_sample moe = {.key = {"cpu", "moe_cmp", "bf16", "gqa"},
+                           .flops = 1,
+                           .bytes = 1,
+                           .repeats = 3,
+                           .t_median = 1.25e-2,
+                           .t_min = 1.2e-2,
+                           .t_max = 1.3e-2};
     snprintf(moe.params, sizeof moe.params, "{\"phase\": \"after_moe\"}");
     cr_assert_eq(ws_calib_add_sample(run, &moe, &err), 0);
     moe.t_median = 1.0e-2;
     snprintf(moe.params, sizeof moe.params, "{\"phase\": \"alone\"}");
     cr_assert_eq(ws_calib_add_sample(run, &moe, &err), 0);
     /* The experts beside a host-memory copy vs alone: the share of bandwidth left. */
-    ws_calib_sample cp = {.key = {"cpu", "copy_cmp", "bf16", "moe"}, .flops = 1, .bytes = 1,
-                          .repeats = 3, .t_median = 1.0e-2, .t_min = 0.98e-2, .t_max = 1.1e-2};
+    ws_calib_sample cp = {.key = {"cpu", "copy_cmp", "bf16", "moe"},
+                          .flops = 1,
+                          .bytes = 1,
+                          .repeats = 3,
+                          .t_median = 1.0e-2,
+                          .t_min = 0.98e-2,
+                          .t_max = 1.1e-2};
     snprintf(cp.params, sizeof cp.params, "{\"phase\": \"with_copy\"}");
     cr_assert_eq(ws_calib_add_sample(run, &cp, &err), 0);
     cp.t_median = 0.8e-2;
@@ -76,8 +100,13 @@ static void synth_run(ws_calib_run *run, double W)
     cr_assert_eq(ws_calib_add_sample(run, &cp, &err), 0);
     /* Two samples only: reported as too few, never good. */
     for (int i = 0; i < 2; i++) {
-        ws_calib_sample s = {.key = {"cpu", "attn", "fp16", "mla"}, .flops = 30e6, .bytes = 1e6,
-                             .repeats = 1, .t_median = 1e-3, .t_min = 1e-3, .t_max = 1e-3};
+        ws_calib_sample s = {.key = {"cpu", "attn", "fp16", "mla"},
+                             .flops = 30e6,
+                             .bytes = 1e6,
+                             .repeats = 1,
+                             .t_median = 1e-3,
+                             .t_min = 1e-3,
+                             .t_max = 1e-3};
         cr_assert_eq(ws_calib_add_sample(run, &s, &err), 0);
     }
 }
@@ -205,8 +234,9 @@ Test(calib, fit_store_show_roundtrip)
     cr_assert_gt(id2, id);
     cr_assert_eq(th_count_file(ws_store_path(s), "SELECT count(*) FROM calib_runs"), 2);
     cr_assert_eq(th_count_file(ws_store_path(s), "SELECT count(*) FROM hosts"), 1);
-    cr_assert_eq(th_count_file(ws_store_path(s), "SELECT count(*) FROM profile_params WHERE key = "
-                          "'cpu.attn.gqa.bf16.bandwidth' AND value BETWEEN 14.9e9 AND 15.1e9"),
+    cr_assert_eq(th_count_file(ws_store_path(s),
+                               "SELECT count(*) FROM profile_params WHERE key = "
+                               "'cpu.attn.gqa.bf16.bandwidth' AND value BETWEEN 14.9e9 AND 15.1e9"),
                  1);
     ws_calib_run_free(&run);
     ws_calib_run_free(&run2);
@@ -300,7 +330,7 @@ Test(calib, constant_intensity_without_machine_figures)
     long long id;
     cr_assert_eq(ws_calib_store(s, &run, &id, &err), 0, "%s", err.msg);
     cr_assert_eq(th_count_file(ws_store_path(s), "SELECT count(*) FROM fits WHERE op = 'attn' AND "
-                                          "attn_kind = 'gqa' AND peak_flops IS NULL"),
+                                                 "attn_kind = 'gqa' AND peak_flops IS NULL"),
                  1);
     ws_store_close(s);
     ws_calib_run_free(&run);
@@ -329,8 +359,11 @@ Test(calib, link_contention_factor_is_at_most_one)
         for (int k = 0; k < 3; k++)
             for (int i = 0; i < 6; i++) {
                 double B = 4096.0 * (1 << (2 * i)), t = 5e-6 + B / W[k];
-                ws_calib_sample x = {.key = {"link", "", "", ""}, .bytes = B, .repeats = 3,
-                                     .t_median = t * (1 + 0.002 * (i % 3)), .t_min = t,
+                ws_calib_sample x = {.key = {"link", "", "", ""},
+                                     .bytes = B,
+                                     .repeats = 3,
+                                     .t_median = t * (1 + 0.002 * (i % 3)),
+                                     .t_min = t,
                                      .t_max = t * 1.01};
                 snprintf(x.key.op, sizeof x.key.op, "%s", ops[k]);
                 cr_assert_eq(ws_calib_add_sample(&run, &x, &err), 0);
@@ -366,8 +399,13 @@ Test(calib, expert_gemm_int8_fit_names_its_family)
         double F, B;
         ws_expert_int8_cost(2048, i < 10 ? 768 : 1408, 1 << (i % 10), &F, &B);
         const double t = c0 + F / P + B / W;
-        ws_calib_sample s = {.key = {"cpu", "expert_gemm", "int8", ""}, .flops = F, .bytes = B,
-                             .repeats = 5, .t_median = t, .t_min = t, .t_max = t * 1.01};
+        ws_calib_sample s = {.key = {"cpu", "expert_gemm", "int8", ""},
+                             .flops = F,
+                             .bytes = B,
+                             .repeats = 5,
+                             .t_median = t,
+                             .t_min = t,
+                             .t_max = t * 1.01};
         snprintf(s.params, sizeof s.params,
                  "{\"model\": \"%s\", \"tokens\": %d, \"threads\": 2, \"weights\": "
                  "\"int8/127, evicted\", \"impl\": \"gemm:jit\", \"isa\": \"avx512_core_bf16\", "
@@ -410,8 +448,7 @@ Test(calib, expert_gemm_int8_fit_names_its_family)
  * on the host's load (and a sanitizer's slowdown): logged, not asserted. */
 Test(calib, quick_sweep_fits_the_int8_expert_gemm, .timeout = 300)
 {
-    ws_calib_opts o = {.quick = 1, .do_cpu = 1, .threads = 2,
-                       .sweeps = WS_CALIB_SWEEP_EXPERT_INT8};
+    ws_calib_opts o = {.quick = 1, .do_cpu = 1, .threads = 2, .sweeps = WS_CALIB_SWEEP_EXPERT_INT8};
     ws_calib_run run;
     ws_calib_run_init(&run);
     ws_err err = {0};
@@ -433,7 +470,8 @@ Test(calib, quick_sweep_fits_the_int8_expert_gemm, .timeout = 300)
     const ws_fit_result *r = &run.fits[0].r;
     cr_assert_str_eq(run.fits[0].key.dtype, "int8");
     cr_assert_eq(r->n, 20);
-    cr_assert(r->form == WS_FIT_SERIAL || r->form == WS_FIT_ROOFLINE);
+    cr_assert(r->form == WS_FIT_SERIAL || r->form == WS_FIT_ROOFLINE ||
+              r->form == WS_FIT_PIECEWISE);
     char ran[80];
     snprintf(ran, sizeof ran, "ran on %s", ws_gemm_int8_family(2048, 768, 1));
     cr_assert_neq(strstr(r->note, ran), NULL, "%s", r->note);
@@ -442,4 +480,144 @@ Test(calib, quick_sweep_fits_the_int8_expert_gemm, .timeout = 300)
                 r->c0, r->peak_flops, r->bandwidth, r->heldout_mape_pct, r->note);
     ws_calib_run_free(&run);
     ws_gemm_int8_release();
+}
+
+/* A sample keeps its median and, for the fits, the median of its fastest half (a repeat
+ * slowed by other load moves it least) and the interquartile spread over it. */
+Test(calib, sample_keeps_the_fastest_half_and_its_spread)
+{
+    ws_calib_run run;
+    ws_calib_run_init(&run);
+    ws_err err = {0};
+    double t[9] = {8, 100, 3, 1, 7, 2, 6, 5, 4};
+    cr_assert_eq(ws_calib_add_timed(&run, &err, "cpu", "attn", "bf16", "gqa", 1, 1, t, 9, "{}"), 0);
+    const ws_calib_sample *x = &run.samples[0];
+    cr_assert_float_eq(x->t_median, 5, 1e-12);
+    cr_assert_float_eq(x->t_est, 3, 1e-12);
+    cr_assert_float_eq(x->spread_pct, 100.0 * (7 - 3) / 3, 1e-9);
+    cr_assert_float_eq(x->t_min, 1, 0);
+    cr_assert_float_eq(x->t_max, 100, 0);
+    double two[2] = {2, 1};
+    cr_assert_eq(ws_calib_add_timed(&run, &err, "cpu", "attn", "bf16", "gqa", 1, 1, two, 2, "{}"),
+                 0);
+    cr_assert_float_eq(run.samples[1].t_est, 1, 0);
+    cr_assert(isnan(run.samples[1].spread_pct)); /* too few repeats for quartiles */
+    ws_calib_run_free(&run);
+}
+
+/* Samples `key` of t = c0 + B / W with relative noise `amp` alternating in sign. */
+static void add_noisy(ws_calib_run *run, const char *kind, double c0, double W, double amp)
+{
+    ws_err err = {0};
+    for (int i = 0; i < 10; i++) {
+        const double B = 4e6 * (1 << i), t = (c0 + B / W) * (1 + (i % 2 ? amp : -amp));
+        ws_calib_sample s = {.key = {"cpu", "attn", "fp16", ""},
+                             .flops = 2 * B,
+                             .bytes = B,
+                             .repeats = 5,
+                             .t_median = t,
+                             .t_min = t,
+                             .t_max = t * 1.1};
+        snprintf(s.key.attn_kind, sizeof s.key.attn_kind, "%s", kind);
+        cr_assert_eq(ws_calib_add_sample(run, &s, &err), 0);
+    }
+}
+
+static const ws_calib_fit *fit_kind(const ws_calib_run *run, const char *kind)
+{
+    for (int i = 0; i < run->n_fits; i++)
+        if (!strcmp(run->fits[i].key.op, "attn") && !strcmp(run->fits[i].key.dtype, "fp16") &&
+            !strcmp(run->fits[i].key.attn_kind, kind))
+            return &run->fits[i];
+    cr_assert_fail("no attn fit of kind %s", kind);
+    return NULL;
+}
+
+/* Between a fit and the fallback the cost model would take without it (no fixed cost, the
+ * run's peak and read bandwidth), the better on the samples is used, and the fit names it:
+ * a fit over the 10% threshold that beats a far worse fallback is used; a fit within 10%
+ * that the fallback beats is not. */
+Test(calib, a_fit_is_used_only_where_it_beats_its_fallback)
+{
+    ws_calib_run run;
+    const double W = 40e9;
+    synth_run(&run, W);
+    add_noisy(&run, "gqa", 30e-6, W / 3, 0.14); /* slow and noisy: the fallback far off */
+    add_noisy(&run, "mla-sparse", 0, W, 0.01);  /* the fallback itself, within 1% */
+    ws_err err = {0};
+    cr_assert_eq(ws_calib_fit_all(&run, &err), 0, "%s", err.msg);
+    const ws_calib_fit *a = fit_kind(&run, "gqa"), *b = fit_kind(&run, "mla-sparse");
+    cr_assert_gt(a->r.heldout_mape_pct, WS_FIT_GOOD_MAPE_PCT, "%.2f%% %s", a->r.heldout_mape_pct,
+                 a->r.note);
+    cr_assert_gt(a->fallback_mape_pct, 2 * a->r.heldout_mape_pct);
+    cr_assert(a->r.good, "%s", a->r.note);
+    cr_assert(strstr(a->r.note, "beats the fallback"), "%s", a->r.note);
+    cr_assert(strstr(a->fallback, "read 40 GB/s"), "%s", a->fallback);
+    cr_assert_lt(b->r.heldout_mape_pct, WS_FIT_GOOD_MAPE_PCT);
+    cr_assert_lt(b->fallback_mape_pct, b->r.heldout_mape_pct);
+    cr_assert(!b->r.good, "%s", b->r.note);
+    cr_assert(strstr(b->r.note, "fallback used"), "%s", b->r.note);
+    /* the transfer sweep has no fallback: the threshold alone */
+    for (int i = 0; i < run.n_fits; i++)
+        if (!strcmp(run.fits[i].key.op, "membw_read")) {
+            cr_assert_str_eq(run.fits[i].fallback, "");
+            cr_assert(isnan(run.fits[i].fallback_mape_pct));
+        }
+    /* stored and shown: the fallback, its error and the spread beside the fit */
+    ws_store *s = fresh_store();
+    long long id;
+    cr_assert_eq(ws_calib_store(s, &run, &id, &err), 0, "%s", err.msg);
+    json_t *show = ws_calib_show(s, id, &err);
+    cr_assert_not_null(show, "%s", err.msg);
+    size_t i;
+    json_t *f;
+    int seen = 0;
+    json_array_foreach(json_object_get(show, "fits"), i, f)
+    {
+        if (strcmp(json_string_value(json_object_get(f, "key")), "cpu.attn.gqa.fp16"))
+            continue;
+        seen = 1;
+        cr_assert(json_is_string(json_object_get(f, "fallback")));
+        cr_assert_float_eq(json_number_value(json_object_get(f, "fallback_mape_pct")),
+                           a->fallback_mape_pct, 1e-9);
+        cr_assert(json_is_number(json_object_get(f, "spread_pct")));
+    }
+    cr_assert(seen);
+    json_decref(show);
+    ws_store_close(s);
+    ws_calib_run_free(&run);
+}
+
+/* A run flagged as noisy (its reference probe drifted) is stored as a record with its drift,
+ * and its host profile takes none of its fits. */
+Test(calib, a_flagged_run_is_stored_and_not_used)
+{
+    ws_calib_run run;
+    synth_run(&run, 12e9);
+    run.flagged = 1;
+    run.remeasured = 1;
+    run.drift_pct = 31.5;
+    ws_err err = {0};
+    cr_assert_eq(ws_calib_fit_all(&run, &err), 0, "%s", err.msg);
+    for (int i = 0; i < run.n_fits; i++) {
+        cr_assert(!run.fits[i].r.good, "%s", run.fits[i].key.op);
+        if (run.fits[i].r.n < 3)
+            continue; /* too few samples to fit: that note stands */
+        cr_assert(strstr(run.fits[i].r.note, "flagged"), "%s", run.fits[i].r.note);
+    }
+    ws_store *s = fresh_store();
+    long long id;
+    cr_assert_eq(ws_calib_store(s, &run, &id, &err), 0, "%s", err.msg);
+    json_t *show = ws_calib_show(s, id, &err);
+    json_t *r = json_object_get(show, "run");
+    cr_assert(json_is_true(json_object_get(r, "flagged")));
+    cr_assert(json_is_true(json_object_get(r, "remeasured")));
+    cr_assert_float_eq(json_number_value(json_object_get(r, "drift_pct")), 31.5, 1e-12);
+    json_decref(show);
+    char name[160];
+    snprintf(name, sizeof name, "host:%s", run.host.id);
+    ws_profile p;
+    cr_assert_neq(ws_profile_load(s, name, &p, NULL), 0, "no profile from a flagged run");
+    ws_store_close(s);
+    ws_calib_run_free(&run);
 }

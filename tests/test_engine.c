@@ -14,6 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "experts.h"
 #include "gemm_bf16.h"
 #include "gemm_int8.h"
 #include "half.h"
@@ -435,7 +436,7 @@ Test(engine, experts_on_the_pool_equal_serial_calls)
     ws_err err = {0};
     ws_pool *pool = ws_pool_create(2, &err);
     cr_assert(pool, "%s", err.msg);
-    cr_assert_eq(ws_engine_experts_run(pool, ep, N, off, xb, yb, &err), 0, "%s", err.msg);
+    cr_assert_eq(ws_experts_run_bf16(pool, ep, N, off, xb, yb, &err), 0, "%s", err.msg);
     for (int i = 0; i < N; i++)
         cr_assert_eq(ws_expert_ffn_bf16(&ex[i], xb + (size_t)off[i] * H, ys + (size_t)off[i] * H,
                                         m[i], 1, &err),
@@ -445,7 +446,7 @@ Test(engine, experts_on_the_pool_equal_serial_calls)
                      i % H, yb[i], ys[i]);
     /* a second run (every class probed) on the pool alone */
     memset(yb, 0, sizeof(float) * rows * H);
-    cr_assert_eq(ws_engine_experts_run(pool, ep, N, off, xb, yb, &err), 0, "%s", err.msg);
+    cr_assert_eq(ws_experts_run_bf16(pool, ep, N, off, xb, yb, &err), 0, "%s", err.msg);
     cr_assert_eq(memcmp(yb, ys, sizeof(float) * rows * H), 0);
     char b[96];
     ws_engine_experts_backend(H, I, 4, b, sizeof b);
@@ -510,7 +511,7 @@ Test(engine, int8_experts_on_the_pool_equal_serial_calls)
     }
     ws_pool *pool = ws_pool_create(2, &err);
     cr_assert(pool, "%s", err.msg);
-    cr_assert_eq(ws_engine_experts_run_int8(pool, ep, N, off, xb, yb, &err), 0, "%s", err.msg);
+    cr_assert_eq(ws_experts_run_int8(pool, ep, N, off, xb, yb, &err), 0, "%s", err.msg);
     for (int i = 0; i < N; i++)
         cr_assert_eq(ws_expert_ffn_int8(&ex[i], xb + (size_t)off[i] * H, ys + (size_t)off[i] * H,
                                         m[i], 1, &err),

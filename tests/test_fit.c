@@ -2,6 +2,7 @@
  * with noise, report held-out errors, and flag data that is not a roofline. */
 #include <criterion/criterion.h>
 #include <math.h>
+#include <string.h>
 
 #include "fit.h"
 
@@ -185,4 +186,61 @@ Test(fit, saturating_recovers_peak_and_half_point)
     pts[3].bytes = 0;
     ws_err err = {0};
     cr_assert_eq(ws_fit_saturating(pts, 60, &s, &err), WS_EINVAL);
+}
+
+/* A kernel whose library switches kernels along the intensity axis (oneDNN's expert GEMM: a
+ * GEMV at one row, a memory-bound GEMM, then a compute-bound one): the three-piece fit puts
+ * its cuts in the gaps and predicts held-out samples within the noise, where one serial
+ * form cannot follow; each piece's time is its own c0 + F/P + B/W. */
+Test(fit, piecewise_finds_the_kernel_switches)
+{
+    ws_fit_point pts[50];
+    int n = 0;
+    for (int s = 0; s < 5; s++)
+        for (int k = 0; k < 10; k++) {
+            const double B = 5e6 * (1 + 4 * s), m = pow(2, k), F = 2 * m * B;
+            const double t = m == 1   ? 5e-6 + B / 60e9              /* GEMV */
+                             : m < 16 ? 40e-6 + B / 25e9 + F / 4e12  /* memory-bound GEMM */
+                                      : 20e-6 + B / 40e9 + F / 1e12; /* compute-bound */
+            pts[n++] = (ws_fit_point){F, B, t * (1 + noise(0.01))};
+        }
+    ws_fit_result s, p2, p3;
+    cr_assert_eq(ws_fit_serial(pts, n, &s, NULL), 0);
+    cr_assert_eq(ws_fit_piecewise(pts, n, 2, &p2, NULL), 0);
+    cr_assert_eq(ws_fit_piecewise(pts, n, 3, &p3, NULL), 0);
+    cr_assert_eq(p3.form, WS_FIT_PIECEWISE);
+    cr_assert_eq(p3.n_low, 2);
+    cr_assert(p3.good, "%s", p3.note);
+    cr_assert_lt(p3.heldout_mape_pct, 2.0, "three pieces: %.2f%%", p3.heldout_mape_pct);
+    cr_assert_gt(s.heldout_mape_pct, 3 * p3.heldout_mape_pct, "serial %.2f%%, pieces %.2f%%",
+                 s.heldout_mape_pct, p3.heldout_mape_pct);
+    cr_assert_gt(p2.heldout_mape_pct, p3.heldout_mape_pct);
+    /* the cuts sit between the regimes' intensities (2 | 4 and 16 | 32 flop/byte) */
+    cr_assert(p3.low[0].upto > 2 && p3.low[0].upto < 4, "cut %g", p3.low[0].upto);
+    cr_assert(p3.low[1].upto > 16 && p3.low[1].upto < 32, "cut %g", p3.low[1].upto);
+    cr_assert_float_eq(p3.peak_flops, 1e12, 0.05e12);
+    cr_assert_float_eq(p3.low[0].bandwidth, 60e9, 3e9);
+    /* prediction takes each point's piece */
+    const double B = 5e6, g = ws_fit_predict(&p3, 2 * B, B), c = ws_fit_predict(&p3, 64 * B, B);
+    cr_assert_float_eq(g,
+                       p3.low[0].c0 + B / p3.low[0].bandwidth +
+                           (p3.low[0].peak_flops > 0 ? 2 * B / p3.low[0].peak_flops : 0),
+                       1e-12);
+    cr_assert_float_eq(c, p3.c0 + 64 * B / p3.peak_flops + B / p3.bandwidth, 1e-12);
+}
+
+/* Too few samples for the pieces, or no gap between intensities: an error, not a fit. */
+Test(fit, piecewise_needs_gaps_and_samples)
+{
+    ws_fit_point one[6], few[4];
+    for (int i = 0; i < 6; i++)
+        one[i] = (ws_fit_point){2e6 * (i + 1), 1e6 * (i + 1), 1e-5 * (i + 1)};
+    for (int i = 0; i < 4; i++)
+        few[i] = (ws_fit_point){1e6 * pow(4, i), 1e6, 1e-5 * (i + 1)};
+    ws_fit_result r;
+    ws_err err = {0};
+    cr_assert_neq(ws_fit_piecewise(one, 6, 2, &r, &err), 0);
+    cr_assert(strstr(err.msg, "pieces"), "%s", err.msg);
+    cr_assert_neq(ws_fit_piecewise(few, 4, 3, &r, &err), 0);
+    cr_assert_neq(ws_fit_piecewise(few, 4, 4, &r, &err), 0);
 }
