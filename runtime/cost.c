@@ -38,7 +38,10 @@ int ws_cost_model_init(const ws_hw *hw, const ws_model *m, const ws_deploy_cfg *
     cm->f_tok = cm->st.attn_flops_tok_layer;
     cm->w_h2d_eff = hw->h2d.W.v * hw->h2d_contention.v;
     const double b = cm->b_tok, f = cm->f_tok;
-    cm->A = fmax(dh->cpu_attn.P.v > 0 ? f / dh->cpu_attn.P.v : 0, b / dh->cpu_attn.W.v);
+    /* A decode step's CPU half runs while the copy engine streams the XFER pages from the
+     * same DRAM: its memory side at the calibrated share of W beside a copy */
+    const double w_copy = cfg->no_copies || !(dh->cpu_attn_copy.v > 0) ? 1.0 : dh->cpu_attn_copy.v;
+    cm->A = fmax(dh->cpu_attn.P.v > 0 ? f / dh->cpu_attn.P.v : 0, b / (dh->cpu_attn.W.v * w_copy));
     cm->t_res = fmax(hw->gpu_attn.P.v > 0 ? f / hw->gpu_attn.P.v : 0, b / hw->gpu_attn.W.v);
     cm->B = fmax(b / cm->w_h2d_eff, cm->t_res);
 
@@ -482,7 +485,8 @@ double ws_cost_distinct_gpu_experts(const ws_cost_model *cm, int layer, double T
 }
 
 /* D experts hit by `pairs` (token, expert) assignments in `calls` kernel calls:
- * calls c0 + max(F/P, B/W). */
+ * calls c0 + max(F/P, B/W), the piece of a piecewise roofline chosen by F/B (the tokens per
+ * expert). */
 static double experts_time(const ws_cost_model *cm, const ws_deploy_part *p, double D, double pairs,
                            double abytes, double calls)
 {
@@ -491,7 +495,8 @@ static double experts_time(const ws_cost_model *cm, const ws_deploy_part *p, dou
     const double H = cm->hidden, I = cm->moe_inter;
     const double flops = pairs * (6.0 * H * I + 4.0 * I);
     const double bytes = D * cm->expert_params * p->wb + pairs * (2.0 * H + 4.0 * I) * abytes;
-    return ws_hw_roof_time(&p->roof, flops, bytes) + (calls - 1.0) * p->roof.c0.v;
+    return ws_hw_roof_time(&p->roof, flops, bytes) +
+           (calls - 1.0) * ws_hw_roof_c0(&p->roof, flops, bytes);
 }
 
 /* The CPU's routed experts of a layer for T tokens, their bandwidth scaled by w_share: one
@@ -515,7 +520,7 @@ double ws_cost_cpu_experts(const ws_cost_model *cm, int layer, double T)
 
 double ws_cost_cpu_experts_copying(const ws_cost_model *cm, int layer, double T)
 {
-    return cpu_experts(cm, layer, T, cm->dep.hw.cpu_copy_contention.v);
+    return cpu_experts(cm, layer, T, cm->cfg.no_copies ? 1.0 : cm->dep.hw.cpu_copy_contention.v);
 }
 
 double ws_cost_gpu_experts(const ws_cost_model *cm, int layer, double T)

@@ -7,9 +7,11 @@
  * their resources, and every estimate of a layer is that schedule played.
  *
  * Attention split (DESIGN section 3), per layer, n tokens in the CPU region, m streamed:
- *     t_cpu(n) = C_cpu + A n,   A = max(f_tok / P_cpu, b_tok / W_cpu)
+ *     t_cpu(n) = C_cpu + A n,   A = max(f_tok / P_cpu, b_tok / (W_cpu c_copy))
  *     t_gpu(m) = C_gpu + B m,   B = max(b_tok / W_h2d_eff, f_tok / P_gpu, b_tok / W_hbm)
- * with W_h2d_eff the H2D rate while the CPU computes (the profile's contention factor),
+ * with c_copy the CPU attention's share of W beside the copy engine's reads (the calibrated
+ * cpu.attn_copy_factor; 1 where no copy runs), W_h2d_eff the H2D rate while the CPU
+ * computes (the profile's contention factor),
  * C_gpu = c0(gpu attn) + c0(h2d) + D t_res - prefetch, D resident tokens at t_res each and
  * prefetch the XFER bytes that arrived during the previous layer's MoE phase (capped at one
  * ping-pong half). Routed experts: T tokens each pick k of E experts with probabilities q_i;

@@ -61,6 +61,12 @@ static void scale_cpu(ws_hw *hw, double fp, double fw, double wcap)
         cr[i]->W.v *= fw;
         if (wcap > 0 && cr[i]->W.v > wcap)
             cr[i]->W.v = wcap;
+        for (int k = 0; k < cr[i]->n_low; k++) {
+            cr[i]->low[k].P.v *= fp;
+            cr[i]->low[k].W.v *= fw;
+            if (wcap > 0 && cr[i]->low[k].W.v > wcap)
+                cr[i]->low[k].W.v = wcap;
+        }
     }
     hw->cpu_mem_bw.v *= fw;
     if (wcap > 0 && hw->cpu_mem_bw.v > wcap)

@@ -37,6 +37,9 @@ typedef struct ws_deploy_cfg {
                               * at that socket's bandwidth (llama.cpp without --numa: the
                               * mmap'd file's page cache lands on the node that read it) */
     double act_bytes;        /* B per activation element in the expert GEMMs (default 4) */
+    int no_copies;           /* 1: no host-memory copy runs beside the CPU's work (the live
+                              * runtime with a modeled GPU): the copy contention factors
+                              * (ws_hw.cpu_attn_copy, cpu_copy_contention) are left out */
     /* Weight formats per part (NULL: the model's dtype, its bytes and its rates): attention
      * and the dense MLPs on the GPU, the shared experts, the routed experts on the GPU and on
      * the CPU (w_cpu_experts overrides cpu_expert_bytes). A format's bytes per weight set its

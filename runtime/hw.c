@@ -101,6 +101,21 @@ static int roof(const ws_profile *p, const char *pre, const char *c0_key, const 
                    : (set_val(&r->W, 0, WS_SOURCE_MODELED, "-"), 0);
     ws_hw_val serial;
     r->serial = pre && calibrated(p, pre, "serial", &serial) && serial.v > 0;
+    /* a piecewise fit's lower pieces, in order, while their bounds rise */
+    r->n_low = 0;
+    for (int k = 0; pre && k < 2; k++) {
+        char lp[176];
+        struct ws_hw_piece *q = &r->low[k];
+        snprintf(lp, sizeof lp, "%s.low%d", pre, k + 1);
+        if (!calibrated(p, lp, "upto", &q->upto) || (k && !(q->upto.v > r->low[k - 1].upto.v)))
+            break;
+        static const char *const sfx[3] = {"c0", "peak_flops", "bandwidth"};
+        ws_hw_val *o[3] = {&q->c0, &q->P, &q->W};
+        for (int i = 0; i < 3; i++)
+            if (!calibrated(p, lp, sfx[i], o[i]))
+                set_val(o[i], 0, WS_SOURCE_MODELED, "not in the piecewise fit: left out");
+        r->n_low = k + 1;
+    }
     return rc;
 }
 
@@ -325,6 +340,15 @@ int ws_hw_from_profiles(const ws_profile *gpu, const ws_profile *host, ws_attn_k
                 "no cpu.attn_after_moe_factor measured for the kind (or below 1): none");
     /* The CPU experts' share of their bandwidth while H2D copies read host memory beside
      * them: the calibrator's paired measurement, else the host profile's. */
+    char copy_key[96];
+    snprintf(copy_key, sizeof copy_key, "cpu.attn_copy_factor.%s.%s", ws_attn_kind_name(kind),
+             ws_dtype_name(kv));
+    if (!calibrated(host, copy_key, "factor", &hw->cpu_attn_copy))
+        set_val(&hw->cpu_attn_copy, 1.0, WS_SOURCE_MODELED,
+                "no cpu.attn_copy_factor measured for the kind: none");
+    else if (hw->cpu_attn_copy.v > 1.0)
+        set_val(&hw->cpu_attn_copy, 1.0, hw->cpu_attn_copy.src,
+                "cpu.attn_copy_factor above 1 (no contention seen): 1");
     if (!calibrated(host, "cpu.expert_copy_factor.moe.bf16", "factor", &hw->cpu_copy_contention) &&
         product(host, "cpu_copy_contention", NULL, &hw->cpu_copy_contention, NULL))
         set_val(&hw->cpu_copy_contention, 1.0, WS_SOURCE_MODELED,

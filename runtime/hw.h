@@ -33,6 +33,13 @@ typedef struct ws_hw_roof {
     ws_hw_val c0, P, W;
     int serial; /* 1: c0 + F/P + B/W (the profile's <prefix>.serial), a kernel that streams and
                  * computes in turn; 0: the roofline's max */
+    /* A piecewise fit (<prefix>.low<k>.*): an operation of intensity F/B at most low[k].upto
+     * (the first such k) takes that piece's c0, P and W (a rate of 0 is left out), in the
+     * same form; above the last, the fields above. */
+    int n_low;
+    struct ws_hw_piece {
+        ws_hw_val upto, c0, P, W;
+    } low[2];
 } ws_hw_roof;
 
 /* Prefill attention: t = c0 + F / (P k / (k + half)), k the keys attended per query. */
@@ -60,6 +67,9 @@ typedef struct ws_hw {
     ws_hw_val cpu_attn_after_moe; /* t(attention right after a MoE phase) / t(alone), the
                                      * calibrator's cpu.attn_after_moe_factor; 1 without one */
     ws_hw_roof cpu_expert;    /* one routed-expert FFN call on all CPU cores */
+    ws_hw_val cpu_attn_copy;      /* W(CPU decode attention beside a host-memory copy) /
+                                   * W(alone), the calibrator's cpu.attn_copy_factor for the
+                                   * kind (at most 1); 1 without one */
     ws_hw_val cpu_copy_contention; /* W(CPU experts, host-memory copies running beside
                                     * them) / W(alone), in (0, 1]: the calibrator's
                                     * cpu.expert_copy_factor, else the host's
@@ -108,11 +118,38 @@ int ws_hw_from_profiles(const ws_profile *gpu, const ws_profile *host, ws_attn_k
 int ws_hw_gpu_from_profile(const ws_profile *gpu, ws_attn_kind kind, ws_dtype kv, ws_dtype wt,
                         ws_hw *hw, ws_err *err);
 
+/* The piece of r an operation of flops over bytes takes: a low piece, or NULL for r's own
+ * c0, P and W. */
+static inline const struct ws_hw_piece *ws_hw_roof_piece(const ws_hw_roof *r, double flops,
+                                                         double bytes)
+{
+    for (int k = 0; k < r->n_low; k++)
+        if (bytes > 0 && flops <= r->low[k].upto.v * bytes)
+            return &r->low[k];
+    return NULL;
+}
+
+/* The fixed cost of one operation of flops over bytes (its piece's). */
+static inline double ws_hw_roof_c0(const ws_hw_roof *r, double flops, double bytes)
+{
+    const struct ws_hw_piece *p = ws_hw_roof_piece(r, flops, bytes);
+    return p ? p->c0.v : r->c0.v;
+}
+
+/* The bandwidth of an operation of flops over bytes (its piece's). */
+static inline double ws_hw_roof_W(const ws_hw_roof *r, double flops, double bytes)
+{
+    const struct ws_hw_piece *p = ws_hw_roof_piece(r, flops, bytes);
+    return p ? p->W.v : r->W.v;
+}
+
 /* The roofline time of one operation (s). */
 static inline double ws_hw_roof_time(const ws_hw_roof *r, double flops, double bytes)
 {
-    double tf = r->P.v > 0 ? flops / r->P.v : 0.0, tb = r->W.v > 0 ? bytes / r->W.v : 0.0;
-    return r->c0.v + (r->serial ? tf + tb : tf > tb ? tf : tb);
+    const struct ws_hw_piece *p = ws_hw_roof_piece(r, flops, bytes);
+    const double P = p ? p->P.v : r->P.v, W = p ? p->W.v : r->W.v;
+    double tf = P > 0 ? flops / P : 0.0, tb = W > 0 ? bytes / W : 0.0;
+    return (p ? p->c0.v : r->c0.v) + (r->serial ? tf + tb : tf > tb ? tf : tb);
 }
 
 /* The host's cores: its profile's, 1 when it has none. */

@@ -11,13 +11,14 @@
 #include "attn_split.h"
 #include "backend.h"
 #include "decode.h"
+#include "experts.h"
 #include "gemm_bf16.h"
 #include "gemm_cpu.h"
 #include "gemm_int8.h"
 #include "half.h"
 #include "ikv.h"
-#include "schedule.h"
 #include "pool.h"
+#include "schedule.h"
 #include "wformat.h"
 #include "ws_util.h"
 
@@ -43,6 +44,8 @@ void ws_engine_cfg_default(ws_engine_cfg *c)
 void ws_engine_cost_cfg(const ws_engine_cfg *c, ws_deploy_cfg *cc)
 {
     ws_deploy_cfg_default(cc);
+    /* a modeled GPU copies nothing: no copy runs beside the engine's CPU work */
+    cc->no_copies = c->gpu == WS_ENGINE_GPU_MODELED;
     if (c->pingpong_bytes > 0)
         cc->pingpong_bytes = c->pingpong_bytes;
     if (int8_experts(c)) /* the bytes the CPU experts stream */
@@ -530,8 +533,8 @@ static int eng_experts(eng *e, ws_run_result *res, ws_err *err)
             fill_uniform(tmp, dn, c->seed, GEN_W, 2, (uint64_t)s, 0);
             for (size_t i = 0; i < dn; i++)
                 b[gu + i] = ws_f32_to_bf16(tmp[i] * wd);
-            e->ex[s].w = (ws_expert_bf16){
-                .hidden = e->H, .inter = e->I, .w_gate_up = b, .w_down = b + gu};
+            e->ex[s].w =
+                (ws_expert_bf16){.hidden = e->H, .inter = e->I, .w_gate_up = b, .w_down = b + gu};
             if (e->int8) {
                 rc = ws_expert_int8_from_bf16(&e->ex[s].w, qmax, mem, &e->ex[s].q, err);
                 e->ex[s].w = (ws_expert_bf16){0}; /* wb is reused by the next slot */
@@ -640,10 +643,8 @@ static int prefill(eng *e, ws_run_result *res, ws_err *err)
     for (int i = 0; i < e->B; i++)
         for (int done = 0; done < N;) {
             const int q = N - done < chunk ? N - done : chunk;
-            ws_sched_in in = {.T = q,
-                              .prefill_q = q,
-                              .prefill_ctx = done,
-                              .write_bytes = q * e->cm.b_tok};
+            ws_sched_in in = {
+                .T = q, .prefill_q = q, .prefill_ctx = done, .write_bytes = q * e->cm.b_tok};
             in.prefill_gpu = ws_ctl_prefill_gpu(&e->ctl, &in);
             model_s += ws_sched_play_step(&e->cm, NULL, &in, e->L, NULL);
             res->prefill_chunks++;
@@ -767,87 +768,6 @@ static int verify_layer(eng *e, int layer, double *max_err, ws_err *err)
 
 /* ---- the MoE phase ---- */
 
-typedef struct experts_job {
-    const ws_expert_bf16 *const *ex;
-    const ws_expert_int8 *const *q; /* int8 experts instead of ex */
-    const float *xb;
-    float *yb;
-    const int *off;
-    unsigned char *done;
-    int rc;
-    ws_err err;
-} experts_job;
-
-/* One hit expert on its rows, one pool thread each with a single-threaded GEMM: BLAS or
- * OpenMP threads of their own would keep spinning after the GEMM and take a core from the
- * next layer's CPU attention (docs/notes/runtime-engine.md). */
-static void expert_task(void *ctx, int task, int thread)
-{
-    (void)thread;
-    experts_job *j = ctx;
-    if (j->done[task])
-        return;
-    const int off = j->off[task], m = j->off[task + 1] - off;
-    const int H = j->q ? j->q[task]->hidden : j->ex[task]->hidden;
-    ws_err err = {0};
-    const float *x = j->xb + (size_t)off * H;
-    float *y = j->yb + (size_t)off * H;
-    const int rc = j->q ? ws_expert_ffn_int8(j->q[task], x, y, m, 1, &err)
-                        : ws_expert_ffn_bf16(j->ex[task], x, y, m, 1, &err);
-    if (rc && !__atomic_exchange_n(&j->rc, rc, __ATOMIC_ACQ_REL))
-        j->err = err;
-}
-
-int ws_engine_experts_run(ws_pool *pool, const ws_expert_bf16 *const *ex, int n, const int *off,
-                          const float *xb, float *yb, ws_err *err)
-{
-    if (n <= 0)
-        return 0;
-    unsigned char done_s[256], *done = n <= 256 ? done_s : calloc((size_t)n, 1);
-    if (!done)
-        return ws_err_set(err, WS_ENOMEM, "run: out of memory (experts)");
-    memset(done, 0, (size_t)n);
-    int rc = 0;
-    /* A shape class's first call probes every backend by timing it: on this thread, alone,
-     * so concurrent probes neither skew each other's timings nor race to record a choice. */
-    for (int i = 0; i < n && !rc; i++) {
-        const int m = off[i + 1] - off[i];
-        if (strcmp(ws_gemm_bf16_backend_name(ex[i]->hidden, ex[i]->inter, m, 1), "unprobed"))
-            continue;
-        rc = ws_expert_ffn_bf16(ex[i], xb + (size_t)off[i] * ex[i]->hidden,
-                                yb + (size_t)off[i] * ex[i]->hidden, m, 1, err);
-        done[i] = 1;
-    }
-    if (!rc) {
-        experts_job j = {.ex = ex, .xb = xb, .yb = yb, .off = off, .done = done};
-        ws_pool_run(pool, n, expert_task, &j);
-        if ((rc = j.rc) && err)
-            *err = j.err;
-    }
-    if (done != done_s)
-        free(done);
-    return rc;
-}
-
-int ws_engine_experts_run_int8(ws_pool *pool, const ws_expert_int8 *const *ex, int n,
-                               const int *off, const float *xb, float *yb, ws_err *err)
-{
-    if (n <= 0)
-        return 0;
-    unsigned char done_s[256], *done = n <= 256 ? done_s : calloc((size_t)n, 1);
-    if (!done)
-        return ws_err_set(err, WS_ENOMEM, "run: out of memory (experts)");
-    memset(done, 0, (size_t)n);
-    experts_job j = {.q = ex, .xb = xb, .yb = yb, .off = off, .done = done};
-    ws_pool_run(pool, n, expert_task, &j);
-    int rc = j.rc;
-    if (rc && err)
-        *err = j.err;
-    if (done != done_s)
-        free(done);
-    return rc;
-}
-
 /* Verify: every hit int8 expert's rows against the reference (gemm_int8.h), the worst
  * |y - reference| / bound into e->expert_verify. */
 static int experts_verify(eng *e, ws_err *err)
@@ -956,9 +876,8 @@ static int moe(eng *e, int step, int layer, double *router_s, double *experts_s,
         e->hit_ex[i] = &e->ex[e->hit[i] % e->slots].w;
         e->hit_q[i] = &e->ex[e->hit[i] % e->slots].q;
     }
-    rc = e->int8
-             ? ws_engine_experts_run_int8(e->pool, e->hit_q, e->n_hit, e->hit_off, e->xb, e->yb, err)
-             : ws_engine_experts_run(e->pool, e->hit_ex, e->n_hit, e->hit_off, e->xb, e->yb, err);
+    rc = e->int8 ? ws_experts_run_int8(e->pool, e->hit_q, e->n_hit, e->hit_off, e->xb, e->yb, err)
+                 : ws_experts_run_bf16(e->pool, e->hit_ex, e->n_hit, e->hit_off, e->xb, e->yb, err);
     if (rc)
         return rc;
     memset(e->y, 0, (size_t)T * H * sizeof(float));
@@ -1138,8 +1057,8 @@ static void layer_schedule(const eng *e, int l, const ws_run_layer *y, const ws_
 /* Layer l's work for real, as the step's layer y: the new token, both attention halves,
  * verify, the MoE phase (each timed), the flush. *sp: the layer's attention terms; *gh: the
  * GPU half as run. */
-static int layer_work(dec_ctx *d, int l, const ws_decode_plan *p, ws_cost_split *sp,
-                      gpu_half *gh, ws_err *err)
+static int layer_work(dec_ctx *d, int l, const ws_decode_plan *p, ws_cost_split *sp, gpu_half *gh,
+                      ws_err *err)
 {
     eng *e = d->e;
     const ws_engine_cfg *c = e->cfg;

@@ -149,17 +149,6 @@ void ws_run_result_free(ws_run_result *res);
  * takes at most `bytes`; 0 when not even one does. */
 int ws_engine_layers_fit(const ws_engine_cfg *cfg, double bytes);
 
-/* The routed experts of one MoE phase as the engine runs them: expert i (weights ex[i]) on
- * rows off[i] .. off[i+1]-1 of xb [rows x H], into the same rows of yb; one pool task per
- * expert, each a single-threaded ws_expert_ffn_bf16. A shape class not yet probed is run
- * first on the calling thread, alone, so the probe's timings are not skewed. */
-struct ws_expert_bf16; /* gemm_bf16.h */
-int ws_engine_experts_run(ws_pool *pool, const struct ws_expert_bf16 *const *ex, int n,
-                          const int *off, const float *xb, float *yb, ws_err *err);
-/* The same with int8 experts (ws_expert_ffn_int8, single-threaded per task). */
-struct ws_expert_int8; /* gemm_int8.h */
-int ws_engine_experts_run_int8(ws_pool *pool, const struct ws_expert_int8 *const *ex, int n,
-                               const int *off, const float *xb, float *yb, ws_err *err);
 /* The backend the experts' GEMM chose (threads 1, m up to max_m) into buf. */
 void ws_engine_experts_backend(int hidden, int inter, int max_m, char *buf, size_t cap);
 

@@ -1203,3 +1203,52 @@ Test(cost, cpu_layers_stream_their_weights_and_kv_under_the_gpu_strategy)
     ws_cost_model_free(&cm);
     ws_cost_model_free(&all);
 }
+
+/* A piecewise expert fit (the profile's cpu.expert_gemm.bf16.low<k>.*): an operation takes
+ * the first piece whose bound covers its intensity F/B, the top piece above them all; the
+ * fixed cost charged per expert hit is its piece's. */
+Test(cost, piecewise_expert_fit_takes_the_operations_piece)
+{
+    ws_profile_param hp[] = {
+        {"dram_bw", 1e11, "B/s", WS_SOURCE_DATASHEET, ""},
+        {"fp32_flops", 1e12, "flop/s", WS_SOURCE_DATASHEET, ""},
+        {"cpu.expert_gemm.bf16.bandwidth", 4e10, "B/s", WS_SOURCE_FITTED, ""},
+        {"cpu.expert_gemm.bf16.peak_flops", 8e11, "flop/s", WS_SOURCE_FITTED, ""},
+        {"cpu.expert_gemm.bf16.c0", 2e-5, "s", WS_SOURCE_FITTED, ""},
+        {"cpu.expert_gemm.bf16.serial", 1, "1", WS_SOURCE_FITTED, ""},
+        {"cpu.expert_gemm.bf16.low1.upto", 1.5, "flop/B", WS_SOURCE_FITTED, ""},
+        {"cpu.expert_gemm.bf16.low1.c0", 5e-6, "s", WS_SOURCE_FITTED, ""},
+        {"cpu.expert_gemm.bf16.low1.bandwidth", 6e10, "B/s", WS_SOURCE_FITTED, ""},
+        {"cpu.expert_gemm.bf16.low2.upto", 12, "flop/B", WS_SOURCE_FITTED, ""},
+        {"cpu.expert_gemm.bf16.low2.c0", 4e-5, "s", WS_SOURCE_FITTED, ""},
+        {"cpu.expert_gemm.bf16.low2.bandwidth", 2.5e10, "B/s", WS_SOURCE_FITTED, ""},
+        {"cpu.expert_gemm.bf16.low2.peak_flops", 4e12, "flop/s", WS_SOURCE_FITTED, ""},
+    };
+    ws_profile host = {.name = "h", .kind = "host", .params = hp, .n_params = 13};
+    test_gpu tg;
+    ws_profile gpu = *base_gpu(&tg, NULL, 0);
+    ws_hw hw;
+    ws_err err = {0};
+    cr_assert_eq(ws_hw_from_profiles(&gpu, &host, WS_ATTN_GQA, WS_DT_BF16, WS_DT_BF16, &hw, &err), 0,
+                 "%s", err.msg);
+    const ws_hw_roof *r = &hw.cpu_expert;
+    cr_assert_eq(r->n_low, 2);
+    const double B = 1e7;
+    near(ws_hw_roof_time(r, 1 * B, B), 5e-6 + B / 6e10);                  /* one token: GEMV */
+    near(ws_hw_roof_time(r, 8 * B, B), 4e-5 + B / 2.5e10 + 8 * B / 4e12); /* the middle piece */
+    near(ws_hw_roof_time(r, 64 * B, B), 2e-5 + B / 4e10 + 64 * B / 8e11); /* the top piece */
+    near(ws_hw_roof_c0(r, 1 * B, B), 5e-6);
+    near(ws_hw_roof_c0(r, 64 * B, B), 2e-5);
+    near(ws_hw_roof_W(r, 8 * B, B), 2.5e10);
+    /* a second bound not above the first ends the pieces there */
+    hp[9].value = 1.0;
+    cr_assert_eq(ws_hw_from_profiles(&gpu, &host, WS_ATTN_GQA, WS_DT_BF16, WS_DT_BF16, &hw, &err), 0,
+                 "%s", err.msg);
+    cr_assert_eq(hw.cpu_expert.n_low, 1);
+    /* without pieces: one roofline */
+    host.n_params = 6;
+    cr_assert_eq(ws_hw_from_profiles(&gpu, &host, WS_ATTN_GQA, WS_DT_BF16, WS_DT_BF16, &hw, &err), 0,
+                 "%s", err.msg);
+    cr_assert_eq(hw.cpu_expert.n_low, 0);
+    near(ws_hw_roof_time(&hw.cpu_expert, B, B), 2e-5 + B / 4e10 + B / 8e11);
+}

@@ -86,9 +86,8 @@ static void compare(const char *json, ws_policy_kind pol)
     ws_run_result r;
     cr_assert_eq(ws_engine_run(&c, &r, &err), 0, "%s: %s", ws_policy_name(pol), err.msg);
 
-    ws_deploy_cfg cc;
-    ws_deploy_cfg_default(&cc);
-    cc.pingpong_bytes = c.pingpong_bytes;
+    ws_deploy_cfg cc; /* the runtime's own conversion: the same copies, the same prefetch */
+    ws_engine_cost_cfg(&c, &cc);
     sim_cfg sc;
     sim_cfg_default(&sc);
     sc.policy = pol;
