@@ -144,6 +144,11 @@ static json_t *report_json(const ws_validate_report *r)
     json_object_set_new(goal, "mean_ape_pct", cli_num(WS_VALIDATE_GOAL_MEAN));
     json_object_set_new(goal, "p95_ape_pct", cli_num(WS_VALIDATE_GOAL_P95));
     json_object_set_new(o, "goal_cpu_side", goal);
+    json_t *nf = json_object();
+    json_object_set_new(nf, "mean_ape_pct_min", cli_num(WS_VALIDATE_NOISE_MEAN_MIN));
+    json_object_set_new(nf, "mean_ape_points_over_noise", cli_num(WS_VALIDATE_NOISE_MEAN_PTS));
+    json_object_set_new(nf, "p95_ape_points_over_noise", cli_num(WS_VALIDATE_NOISE_P95_PTS));
+    json_object_set_new(o, "within_noise_bound", nf);
     json_t *qs = json_object();
     for (int q = 0; q < WS_VQ_COUNT; q++) {
         const ws_validate_stat *s = &r->stat[q];
@@ -160,6 +165,11 @@ static json_t *report_json(const ws_validate_report *r)
         json_object_set_new(x, "noise_p95_ape_pct", num_or_null(s->noise_p95_ape));
         json_object_set_new(x, "mean_runtime", num_or_null(s->mean_measured));
         json_object_set_new(x, "mean_simulator", num_or_null(s->mean_predicted));
+        json_object_set_new(x, "verdict", *s->verdict ? json_string(s->verdict) : json_null());
+        json_object_set_new(x, "within_noise",
+                            ws_validate_q_cpu_side(q) && s->n
+                                ? json_boolean(ws_validate_within_noise(s))
+                                : json_null());
         json_object_set_new(qs, s->quantity, x);
     }
     json_object_set_new(o, "quantities", qs);
@@ -233,6 +243,9 @@ static void print_report(const ws_validate_report *r)
                pct(s->noise_p95_ape, d), val(s->mean_measured, s->unit, e),
                val(s->mean_predicted, s->unit, f));
     }
+    for (int q = 0; q < WS_VQ_COUNT; q++)
+        if (*r->stat[q].verdict)
+            printf("  %-10s %s\n", r->stat[q].quantity, r->stat[q].verdict);
     printf("cost-model terms on the runtime's own tokens (runtime measured vs model predicted):\n");
     printf("  %-20s %14s %14s %9s %9s  %s\n", "term", "runtime", "model", "error", "of step",
            "note");

@@ -117,7 +117,28 @@ Test(validate, modeled_cpu_agrees_and_one_run_has_no_noise_floor)
     for (int q = 0; q < WS_VQ_COUNT; q++)
         cr_assert(isnan(r.stat[q].noise_mean_ape), "%s: one run has no noise floor",
                   r.stat[q].quantity);
+    /* without a floor the CPU-side quantities are judged by the goal */
+    cr_assert_str_eq(r.stat[WS_VQ_CPU_ATTN].verdict, "within the goal");
     ws_validate_report_free(&r);
+}
+
+/* Against the noise floor: within it when mean <= max(5%, noise mean + 2) and p95 <= noise
+ * p95 + 5; one run (no floor): the goal, mean <= 3% and p95 <= 10%. */
+Test(validate, within_noise_bounds)
+{
+    ws_validate_stat s = {.mean_ape = 4.9, .p95_ape = 20, .noise_mean_ape = 1, .noise_p95_ape = 15};
+    cr_assert(ws_validate_within_noise(&s));
+    s.mean_ape = 5.1;
+    cr_assert(!ws_validate_within_noise(&s));
+    s.noise_mean_ape = 3.2;
+    cr_assert(ws_validate_within_noise(&s));
+    s.p95_ape = 20.1;
+    cr_assert(!ws_validate_within_noise(&s));
+    s = (ws_validate_stat){.mean_ape = 2.9, .p95_ape = 9.9, .noise_mean_ape = NAN,
+                           .noise_p95_ape = NAN};
+    cr_assert(ws_validate_within_noise(&s));
+    s.mean_ape = 3.1;
+    cr_assert(!ws_validate_within_noise(&s));
 }
 
 Test(validate, stored_linked_and_read_back)
