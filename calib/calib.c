@@ -18,6 +18,7 @@ void ws_calib_run_init(ws_calib_run *run)
 {
     memset(run, 0, sizeof *run);
     run->drift_pct = NAN;
+    run->probe_bw = NAN;
 }
 
 void ws_calib_run_free(ws_calib_run *run)
@@ -80,9 +81,17 @@ static int same_key(const ws_calib_key *a, const ws_calib_key *b)
 /* Ops whose cost is a transfer (t = c0 + B/W); everything else is a roofline. */
 static int is_transfer_op(const char *op)
 {
-    static const char *const ops[] = {"membw_read", "membw_read_1t", "membw_triad", "h2d",
-                                      "h2d_pageable", "d2h", "d2h_pageable", "d2d",
-                                      "h2d_concurrent", "h2d_under_gemm", NULL};
+    static const char *const ops[] = {"membw_read",
+                                      "membw_read_1t",
+                                      "membw_triad",
+                                      "h2d",
+                                      "h2d_pageable",
+                                      "d2h",
+                                      "d2h_pageable",
+                                      "d2d",
+                                      "h2d_concurrent",
+                                      "h2d_under_gemm",
+                                      NULL};
     for (int i = 0; ops[i]; i++)
         if (!strcmp(op, ops[i]))
             return 1;
@@ -93,8 +102,8 @@ static int is_transfer_op(const char *op)
 static int is_unfitted_op(const char *op)
 {
     return !strcmp(op, "peak_flops") || !strcmp(op, "peak_flops_1t") || !strcmp(op, "pinned_cmp") ||
-           !strcmp(op, "moe_cmp") || !strcmp(op, "copy_cmp") ||
-           !strcmp(op, "membw_read_1t") || !strcmp(op, "membw_triad");
+           !strcmp(op, "moe_cmp") || !strcmp(op, "copy_cmp") || !strcmp(op, "membw_read_1t") ||
+           !strcmp(op, "membw_triad");
 }
 
 static int add_fit(ws_calib_run *run, const ws_calib_key *k, const ws_fit_result *r, ws_err *err);
@@ -114,7 +123,8 @@ static void note_family(const ws_calib_run *run, const ws_calib_key *k, ws_fit_r
             const char *name;
             char *out;
             size_t cap;
-        } f[3] = {{"\"family\": \"", NULL, 0}, {"\"impl\": \"", impl, sizeof impl},
+        } f[3] = {{"\"family\": \"", NULL, 0},
+                  {"\"impl\": \"", impl, sizeof impl},
                   {"\"isa\": \"", isa, sizeof isa}};
         for (int j = 0; j < 3; j++) {
             const char *p = strstr(s->params, f[j].name);
@@ -152,8 +162,10 @@ static int pair_factor(ws_calib_run *run, const ws_calib_sample *num, const ws_c
     if (!num || !den)
         return 0;
     ws_fit_result r;
-    double a[3] = {num->t_median, num->t_min, num->t_max}, b[3] = {den->t_median, den->t_min, den->t_max};
-    int rc = ws_fit_factor(a, b, num->repeats < den->repeats ? num->repeats : den->repeats, &r, err);
+    double a[3] = {num->t_median, num->t_min, num->t_max},
+           b[3] = {den->t_median, den->t_min, den->t_max};
+    int rc =
+        ws_fit_factor(a, b, num->repeats < den->repeats ? num->repeats : den->repeats, &r, err);
     if (rc)
         return rc;
     ws_calib_key k = num->key;
@@ -211,10 +223,15 @@ static int fit_factors(ws_calib_run *run, ws_err *err)
                                                                   : NULL;
         if (!name || !f->r.good)
             continue;
-        ws_fit_result r = {.form = WS_FIT_FACTOR, .n = f->r.n, .converged = 1, .good = 1,
-                           .r2 = NAN, .heldout_mape_pct = NAN};
+        ws_fit_result r = {.form = WS_FIT_FACTOR,
+                           .n = f->r.n,
+                           .converged = 1,
+                           .good = 1,
+                           .r2 = NAN,
+                           .heldout_mape_pct = NAN};
         const double ratio = f->r.bandwidth / alone->r.bandwidth;
-        double a = f->r.bandwidth_se / f->r.bandwidth, b = alone->r.bandwidth_se / alone->r.bandwidth;
+        double a = f->r.bandwidth_se / f->r.bandwidth,
+               b = alone->r.bandwidth_se / alone->r.bandwidth;
         r.factor = fmin(ratio, 1.0);
         r.factor_se = ratio * sqrt(a * a + b * b);
         if (ratio > 1.0)
@@ -305,9 +322,9 @@ static void against_fallback(const ws_calib_run *run, const ws_fit_point *pts, i
     char was[sizeof r->note];
     snprintf(was, sizeof was, "%s", r->note);
     if (better) /* over the threshold, but better than what would stand in */
-        snprintf(r->note, sizeof r->note, "used: held-out %.1f%% beats the fallback's %.1f%%%s%.100s",
-                 r->heldout_mape_pct, f->fallback_mape_pct, *was && !poor ? "; " : "",
-                 poor ? "" : was);
+        snprintf(r->note, sizeof r->note,
+                 "used: held-out %.1f%% beats the fallback's %.1f%%%s%.100s", r->heldout_mape_pct,
+                 f->fallback_mape_pct, *was && !poor ? "; " : "", poor ? "" : was);
     else
         snprintf(r->note, sizeof r->note, "fallback used (%.1f%% against the fit's %.1f%%)%s%.90s",
                  f->fallback_mape_pct, r->heldout_mape_pct, *was ? "; " : "", was);
@@ -340,8 +357,8 @@ static void expert_candidates(const ws_fit_point *pts, int n, ws_fit_result *r)
     ws_fit_result c;
     ws_err ferr = {0};
     for (int form = 0; form < 3; form++) {
-        const int rc = form ? ws_fit_piecewise(pts, n, form + 1, &c, &ferr)
-                            : ws_fit_serial(pts, n, &c, &ferr);
+        const int rc =
+            form ? ws_fit_piecewise(pts, n, form + 1, &c, &ferr) : ws_fit_serial(pts, n, &c, &ferr);
         const int rates = form ? c.converged : c.converged && c.peak_flops > 0 && c.bandwidth > 0;
         /* pieces add parameters: kept only when better by more than PIECE_MARGIN_PTS */
         const double margin = form ? PIECE_MARGIN_PTS : 0;
@@ -453,8 +470,8 @@ static void fit_row(const ws_calib_fit *f, ws_calibdb_fit *row)
     row->c0_se = r->c0_se;
     const int sat = r->form == WS_FIT_SATURATING;
     const int pw = r->form == WS_FIT_PIECEWISE;
-    const int has_p = (r->form == WS_FIT_ROOFLINE || r->form == WS_FIT_SERIAL || sat || pw) &&
-                      r->peak_flops > 0;
+    const int has_p =
+        (r->form == WS_FIT_ROOFLINE || r->form == WS_FIT_SERIAL || sat || pw) && r->peak_flops > 0;
     row->peak_flops = has_p ? r->peak_flops : NAN;
     row->peak_flops_se = has_p ? r->peak_flops_se : NAN;
     row->bandwidth = sat ? NAN : r->bandwidth;
@@ -544,15 +561,16 @@ static int rebuild_profile(ws_store *st, long long host_id, const char *name, co
             const char *suffix, *unit;
             double v;
             int fixed;
-        } cols[] = {{"c0", "s", f->c0, 0},
-                    {"peak_flops", "flop/s", f->peak_flops, f->p_fixed},
-                    {"bandwidth", "B/s", f->bandwidth, f->w_fixed},
-                    {"factor", "1", factor ? f->factor : NAN, 0},
-                    /* 1: t = c0 + F/P + B/W (runtime/cost.h), not the max */
-                    {"serial", "1", strcmp(f->form, "serial") && !pw ? NAN : 1.0, 0},
-                    /* the keys per query at half the rate (runtime/cost.h, prefill) */
-                    {"half_keys", "tokens", sat ? f->factor : NAN, 0},
-                    };
+        } cols[] = {
+            {"c0", "s", f->c0, 0},
+            {"peak_flops", "flop/s", f->peak_flops, f->p_fixed},
+            {"bandwidth", "B/s", f->bandwidth, f->w_fixed},
+            {"factor", "1", factor ? f->factor : NAN, 0},
+            /* 1: t = c0 + F/P + B/W (runtime/cost.h), not the max */
+            {"serial", "1", strcmp(f->form, "serial") && !pw ? NAN : 1.0, 0},
+            /* the keys per query at half the rate (runtime/cost.h, prefill) */
+            {"half_keys", "tokens", sat ? f->factor : NAN, 0},
+        };
         for (int c = 0; c < (int)(sizeof cols / sizeof cols[0]); c++) {
             double v = cols[c].v;
             if (isnan(v) || (c > 0 && !(v > 0)) || (c == 0 && factor))
@@ -562,16 +580,31 @@ static int rebuild_profile(ws_store *st, long long host_id, const char *name, co
             json_object_set_new(p, "value", json_real(v));
             json_object_set_new(p, "unit", json_string(cols[c].unit));
             json_object_set_new(p, "source", json_string(cols[c].fixed ? "measured" : "fitted"));
-            json_object_set_new(p, "reference",
-                                cols[c].fixed
-                                    ? json_sprintf("%s (held at the run's measured peak/bandwidth)", ref)
-                                    : json_string(ref));
+            json_object_set_new(
+                p, "reference",
+                cols[c].fixed ? json_sprintf("%s (held at the run's measured peak/bandwidth)", ref)
+                              : json_string(ref));
             json_object_set_new(params, pk, p);
         }
         if (pw)
             profile_pieces(params, key, ref, f->pieces);
     }
     free(fits);
+    /* the host's reference probe when calibrated: what validate holds the host against */
+    double probe_bw;
+    long long probe_run;
+    ws_err perr = {0};
+    if (!strcmp(kind, "host") &&
+        !ws_calibdb_newest_probe(st, host_id, &probe_bw, &probe_run, &perr)) {
+        json_t *p = json_object();
+        json_object_set_new(p, "value", json_real(probe_bw));
+        json_object_set_new(p, "unit", json_string("B/s"));
+        json_object_set_new(p, "source", json_string("measured"));
+        json_object_set_new(
+            p, "reference",
+            json_sprintf("run %lld's reference probe (median; calib/measure.h)", probe_run));
+        json_object_set_new(params, "cpu.reference_read.bandwidth", p);
+    }
     json_t *profile = json_object();
     json_object_set_new(profile, "name", json_string(name));
     json_object_set_new(profile, "kind", json_string(kind));
@@ -616,11 +649,12 @@ static int store_in_tx(ws_store *st, const ws_calib_run *run, long long *run_id,
     row.drift_pct = run->drift_pct;
     row.remeasured = run->remeasured;
     row.flagged = run->flagged;
+    row.probe_bw = run->probe_bw;
     if ((rc = ws_calibdb_put_run(st, &row, err)))
         return rc;
 
-    const int fault = ws_calib_fault_after_samples >= 0 &&
-                      ws_calib_fault_after_samples < run->n_samples;
+    const int fault =
+        ws_calib_fault_after_samples >= 0 && ws_calib_fault_after_samples < run->n_samples;
     if ((rc = ws_calibdb_put_samples(st, row.id, run->samples,
                                      fault ? ws_calib_fault_after_samples : run->n_samples, err)))
         return rc;
@@ -628,8 +662,8 @@ static int store_in_tx(ws_store *st, const ws_calib_run *run, long long *run_id,
         return ws_err_set(err, WS_EDB, "%s: injected fault after %d samples", ws_store_path(st),
                           ws_calib_fault_after_samples);
 
-    if (run->n_sources && (rc = ws_calibdb_put_sources(st, row.id, run->sources, run->n_sources,
-                                                       err)))
+    if (run->n_sources &&
+        (rc = ws_calibdb_put_sources(st, row.id, run->sources, run->n_sources, err)))
         return rc;
     ws_calibdb_fit *rows = calloc((size_t)run->n_fits + 1, sizeof *rows);
     if (!rows)
@@ -688,7 +722,10 @@ int ws_calib_store(ws_store *store, const ws_calib_run *run, long long *run_id, 
 }
 
 /* A number for JSON: null where the row has none. */
-static json_t *num(double v) { return isfinite(v) ? json_real(v) : json_null(); }
+static json_t *num(double v)
+{
+    return isfinite(v) ? json_real(v) : json_null();
+}
 
 json_t *ws_calib_sources_json(const ws_calibdb_source *src, int n)
 {
@@ -731,6 +768,7 @@ static json_t *show_run(const ws_calibdb_run *run, const ws_calibdb_host *host)
     json_object_set_new(r, "drift_pct", num(run->drift_pct));
     json_object_set_new(r, "remeasured", json_boolean(run->remeasured));
     json_object_set_new(r, "flagged", json_boolean(run->flagged));
+    json_object_set_new(r, "probe_gbps", num(run->probe_bw / 1e9));
     return r;
 }
 

@@ -56,6 +56,7 @@ typedef struct ws_calib_run {
      * or loaded: stored, none of its fits used). */
     double drift_pct;
     int remeasured, flagged;
+    double probe_bw; /* the probe's median read rate over the run, B/s (NAN: not probed) */
     /* An imported run (calib/import.h): the files read, and the GPU profile's name ("": the
      * calibrator's "gpu:<device name>"). */
     const ws_calibdb_source *sources;

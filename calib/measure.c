@@ -68,19 +68,38 @@ static void progress(ctx *c, double in_phase, const char *what)
                        fmin(1.0, (c->phase + fmin(1.0, in_phase)) / (double)c->n_phases), what);
 }
 
-/* Times the reference probe (the fastest of PROBE_PASSES reads of PROBE_BYTES, each
- * evicted first, PROBE_GAP_US apart) into c->probe_t. */
-static void probe(ctx *c)
+/* The reference probe's time: the fastest of PROBE_PASSES reads of PROBE_BYTES, each
+ * evicted first, PROBE_GAP_US apart. */
+static double probe_time(ws_membw_reader *r)
 {
-    if (!c->probe || c->n_probe >= PROBE_MAX)
-        return;
     double best = INFINITY;
     for (int i = 0; i < PROBE_PASSES; i++) {
         if (i)
             usleep(PROBE_GAP_US);
-        best = fmin(best, ws_membw_reader_pass(c->probe, PROBE_BYTES, NULL));
+        best = fmin(best, ws_membw_reader_pass(r, PROBE_BYTES, NULL));
     }
-    c->probe_t[c->n_probe++] = best;
+    return best;
+}
+
+static void probe(ctx *c)
+{
+    if (c->probe && c->n_probe < PROBE_MAX)
+        c->probe_t[c->n_probe++] = probe_time(c->probe);
+}
+
+int ws_calib_probe(ws_pool *pool, int n, double *bw, ws_err *err)
+{
+    if (n < 1 || n > PROBE_MAX)
+        return ws_err_set(err, WS_EINVAL, "probe: 1..%d probes, not %d", PROBE_MAX, n);
+    ws_membw_reader *r = ws_membw_reader_create(pool, PROBE_BYTES, err);
+    if (!r)
+        return err ? err->code : WS_ENOMEM;
+    double t[PROBE_MAX];
+    for (int i = 0; i < n; i++)
+        t[i] = probe_time(r);
+    ws_membw_reader_destroy(r);
+    *bw = PROBE_BYTES / ws_median_sort(t, n);
+    return 0;
 }
 
 /* The probe's drift over the run: the median of its second half of times over the median of
@@ -1079,6 +1098,11 @@ int ws_calib_measure(const ws_calib_opts *o, ws_calib_run *run, ws_err *err)
         rc = measure_once(&c);
         double dips;
         run->drift_pct = probe_drift(&c, &dips);
+        if (c.n_probe) {
+            double t[PROBE_MAX];
+            memcpy(t, c.probe_t, sizeof(double) * (size_t)c.n_probe);
+            run->probe_bw = PROBE_BYTES / ws_median_sort(t, c.n_probe);
+        }
         const int drift = run->drift_pct > WS_CALIB_DRIFT_PCT, loaded = dips > WS_CALIB_DIP_SHARE;
         snprintf(why, sizeof why, "drift %.1f%%%s, %.0f%% of %d probes over %.0f%% slow%s",
                  run->drift_pct, drift ? " (> " WS_CALIB_STR(WS_CALIB_DRIFT_PCT) "%)" : "",

@@ -152,10 +152,12 @@ static void print_fits(json_t *show)
         printf("note      %s\n", TXT(r, "note", note));
     const double drift = json_number_value(json_object_get(r, "drift_pct"));
     if (json_is_number(json_object_get(r, "drift_pct")))
-        printf("probe     reference read drifted %.1f%% between the run's halves (bound %.0f%%)%s%s\n",
-               drift, WS_CALIB_DRIFT_PCT,
+        printf("probe     reference read %.1f GB/s (median), drifted %.1f%% between the run's "
+               "halves (bound %.0f%%)%s%s\n",
+               json_number_value(json_object_get(r, "probe_gbps")), drift, WS_CALIB_DRIFT_PCT,
                json_is_true(json_object_get(r, "remeasured")) ? "; measured twice" : "",
-               json_is_true(json_object_get(r, "flagged")) ? "; FLAGGED: no fit of it is used" : "");
+               json_is_true(json_object_get(r, "flagged")) ? "; FLAGGED: no fit of it is used"
+                                                           : "");
     json_array_foreach(json_object_get(show, "measured"), k, m)
     {
         char v[32], key[256], unit[64], params[1024];
@@ -198,16 +200,20 @@ static void print_fits(json_t *show)
             snprintf(W, sizeof W, "half at %.0f keys",
                      json_number_value(json_object_get(f, "half_keys")));
         if (json_is_true(json_object_get(f, "p_fixed")))
-            snprintf(P, sizeof P, "%s (measured)", si(json_number_value(json_object_get(f, "peak_flops")), "", b));
+            snprintf(P, sizeof P, "%s (measured)",
+                     si(json_number_value(json_object_get(f, "peak_flops")), "", b));
         else
-            snprintf(P, sizeof P, "%s +-%s", si(json_number_value(json_object_get(f, "peak_flops")), "", b),
+            snprintf(P, sizeof P, "%s +-%s",
+                     si(json_number_value(json_object_get(f, "peak_flops")), "", b),
                      si(json_number_value(json_object_get(f, "peak_flops_se")), "", c));
         if (!strcmp(form, "saturating"))
             ;
         else if (json_is_true(json_object_get(f, "w_fixed")))
-            snprintf(W, sizeof W, "%s (measured)", si(json_number_value(json_object_get(f, "bandwidth")), "", d));
+            snprintf(W, sizeof W, "%s (measured)",
+                     si(json_number_value(json_object_get(f, "bandwidth")), "", d));
         else
-            snprintf(W, sizeof W, "%s +-%s", si(json_number_value(json_object_get(f, "bandwidth")), "", d),
+            snprintf(W, sizeof W, "%s +-%s",
+                     si(json_number_value(json_object_get(f, "bandwidth")), "", d),
                      si(json_number_value(json_object_get(f, "bandwidth_se")), "", c));
         const char *note = json_string_value(json_object_get(f, "note"));
         char spread[16] = "-";
@@ -394,9 +400,10 @@ static json_t *import_json(const ws_import_result *r)
         ws_import_key_name(&f->key, key, sizeof key);
         json_t *x = json_object();
         json_object_set_new(x, "key", json_string(key));
-        json_object_set_new(x, "form", json_string(f->r.form == WS_FIT_TRANSFER ? "transfer"
-                                                   : sat                         ? "saturating"
-                                                                                 : "roofline"));
+        json_object_set_new(x, "form",
+                            json_string(f->r.form == WS_FIT_TRANSFER ? "transfer"
+                                        : sat                        ? "saturating"
+                                                                     : "roofline"));
         json_object_set_new(x, "c0", jnum(f->r.c0));
         json_object_set_new(
             x, "peak_flops",
@@ -422,8 +429,8 @@ static json_t *import_json(const ws_import_result *r)
 
 static void import_print(const ws_import_result *r)
 {
-    printf("calib import: run %lld, profile %s (%s; the datasheet profile %s uses it)\n",
-           r->run_id, r->profile, r->device, r->gpu);
+    printf("calib import: run %lld, profile %s (%s; the datasheet profile %s uses it)\n", r->run_id,
+           r->profile, r->device, r->gpu);
     for (int i = 0; i < r->n_files; i++) {
         const ws_calibdb_source *f = &r->files[i];
         char path[1200], what[256], lic[256];
@@ -448,7 +455,10 @@ static void import_print(const ws_import_result *r)
             snprintf(W, sizeof W, "%s", si(f->r.bandwidth, "", c0));
         snprintf(c0, sizeof c0, "%.2f us", f->r.c0 * 1e6);
         printf("%-26s %-10s %-9s %-12s %-13s %7.4f %6.1f%% | %5d %6.1f%% %6.1f%% %6.1f%%  %s%s%s\n",
-               key, f->r.form == WS_FIT_TRANSFER ? "transfer" : sat ? "saturating" : "roofline",
+               key,
+               f->r.form == WS_FIT_TRANSFER ? "transfer"
+               : sat                        ? "saturating"
+                                            : "roofline",
                c0, P, W, f->r.r2, f->r.heldout_mape_pct, f->n_heldout, f->ho_mape_pct,
                f->ho_median_pct, f->ho_worst_pct, f->r.good ? "used" : "NOT USED",
                f->why[0] ? ": " : "", f->why);
@@ -514,27 +524,28 @@ static int calib_import(int argc, char **argv)
 
 static void usage_check(FILE *out)
 {
-    fprintf(out,
-            "usage: writescope calib check PATH... [--gpu NAME] [--heldout] [--min-us T]\n"
-            "                              [--dtype fp16|bf16|fp32] [--db PATH] [--json]\n"
-            "       writescope calib check FILE.json --gpu NAME [--datasheet] [--db PATH] [--json]\n"
-            "\n"
-            "Predicts every operator row of profiles measured by others on a real GPU (Vidur's\n"
-            "CSV format, as `calib import` reads them) with the cost model on GPU profile NAME\n"
-            "as every command loads it (a datasheet name: the datasheet with its newest\n"
-            "calibration over it), and prints the absolute percentage error per group\n"
-            "(decode attention, prefill attention, GEMM, elementwise): rows, median, mean and\n"
-            "worst (with its file line), and the median and worst over the rows measured at\n"
-            "T us or longer. --heldout: only the rows `calib import` holds out (every 5th of\n"
-            "each operation of a file, whatever else is read with it): the rows a calibration\n"
-            "imported from these files never saw.\n"
-            "\n"
-            "With a calibration file (`calib export`, profiles/measured/): predicts its GPU and\n"
-            "link samples (device copy, decode attention, GEMM, pinned H2D/D2H, H2D under CPU\n"
-            "GEMMs) with the cost model's rooflines on profile NAME, and prints per operation the\n"
-            "errors, their median sign (bias: < 0, the profile is optimistic) and the rate that\n"
-            "decides them, the profile's against the one the samples fit: which figure is off\n"
-            "and by how much. --datasheet: the profiles as shipped, whatever the database holds.\n");
+    fprintf(
+        out,
+        "usage: writescope calib check PATH... [--gpu NAME] [--heldout] [--min-us T]\n"
+        "                              [--dtype fp16|bf16|fp32] [--db PATH] [--json]\n"
+        "       writescope calib check FILE.json --gpu NAME [--datasheet] [--db PATH] [--json]\n"
+        "\n"
+        "Predicts every operator row of profiles measured by others on a real GPU (Vidur's\n"
+        "CSV format, as `calib import` reads them) with the cost model on GPU profile NAME\n"
+        "as every command loads it (a datasheet name: the datasheet with its newest\n"
+        "calibration over it), and prints the absolute percentage error per group\n"
+        "(decode attention, prefill attention, GEMM, elementwise): rows, median, mean and\n"
+        "worst (with its file line), and the median and worst over the rows measured at\n"
+        "T us or longer. --heldout: only the rows `calib import` holds out (every 5th of\n"
+        "each operation of a file, whatever else is read with it): the rows a calibration\n"
+        "imported from these files never saw.\n"
+        "\n"
+        "With a calibration file (`calib export`, profiles/measured/): predicts its GPU and\n"
+        "link samples (device copy, decode attention, GEMM, pinned H2D/D2H, H2D under CPU\n"
+        "GEMMs) with the cost model's rooflines on profile NAME, and prints per operation the\n"
+        "errors, their median sign (bias: < 0, the profile is optimistic) and the rate that\n"
+        "decides them, the profile's against the one the samples fit: which figure is off\n"
+        "and by how much. --datasheet: the profiles as shipped, whatever the database holds.\n");
 }
 
 typedef struct check_opts {
@@ -583,7 +594,8 @@ static int check_file(const check_opts *c, const char *path)
     ws_err err = {0};
     ws_store *s;
     int embedded = c->datasheet;
-    if (c->datasheet ? ws_store_open_embedded(&s, &err) : cli_open_store_ro(c->db, &s, &embedded, &err))
+    if (c->datasheet ? ws_store_open_embedded(&s, &err)
+                     : cli_open_store_ro(c->db, &s, &embedded, &err))
         return cli_fail(&err);
     ws_calib_check k;
     int rc = ws_calib_file_check(s, path, c->gpu, &k, &err);
@@ -599,10 +611,10 @@ static int check_file(const check_opts *c, const char *path)
     if (!c->json)
         printf("calib check: %s against the samples of %s (%s%s%s)\n"
                "%-26s %3s %8s %8s %8s %8s  %-4s %14s %14s %9s  %s\n",
-               k.profile, path, k.calibrated[0] ? "calibrated by " : "datasheet only",
-               k.calibrated, embedded ? "; the embedded datasheet profiles" : "", "operation",
-               "n", "median", "mean", "worst", "bias", "rate", "profile", "samples' fit",
-               "profile/fit", "profile's figure from");
+               k.profile, path, k.calibrated[0] ? "calibrated by " : "datasheet only", k.calibrated,
+               embedded ? "; the embedded datasheet profiles" : "", "operation", "n", "median",
+               "mean", "worst", "bias", "rate", "profile", "samples' fit", "profile/fit",
+               "profile's figure from");
     for (int i = 0; i < k.n_op; i++) {
         const ws_calib_check_op *x = &k.op[i];
         const char *unit = x->rate[0] == 'P' ? "flop/s" : "B/s";
@@ -690,11 +702,12 @@ static int calib_check(int argc, char **argv)
         const char *w1 = row_where(&rows, x->worst_row, b1, sizeof b1),
                    *w2 = row_where(&rows, x->worst_long_row, b2, sizeof b2);
         if (!c.json && x->n)
-            printf("%-18s %6d %7.1f%% %7.1f%% %7.1f%% %7.1f%% %7.1f%%  %-28s | %6d %7.1f%% %7.1f%%  "
-                   "%s\n",
-                   ws_vidur_group_name(g), x->n, x->median_pct, x->mean_pct, x->p90_pct,
-                   x->p95_pct, x->worst_pct, w1 ? w1 : "-", x->n_long, x->median_long_pct,
-                   x->worst_long_pct, w2 ? w2 : "-");
+            printf(
+                "%-18s %6d %7.1f%% %7.1f%% %7.1f%% %7.1f%% %7.1f%%  %-28s | %6d %7.1f%% %7.1f%%  "
+                "%s\n",
+                ws_vidur_group_name(g), x->n, x->median_pct, x->mean_pct, x->p90_pct, x->p95_pct,
+                x->worst_pct, w1 ? w1 : "-", x->n_long, x->median_long_pct, x->worst_long_pct,
+                w2 ? w2 : "-");
         json_t *j = json_object();
         json_object_set_new(j, "group", json_string(ws_vidur_group_name(g)));
         json_object_set_new(j, "rows", json_integer(x->n));
@@ -878,7 +891,8 @@ int cmd_calib(int argc, char **argv)
     if (!strcmp(sub, "show"))
         return calib_show(c.db, c.run, c.json);
     if (strcmp(sub, "run"))
-        return cli_usage_error("calib", "unknown subcommand '%s' (run, show, import, check, export or load)", sub);
+        return cli_usage_error(
+            "calib", "unknown subcommand '%s' (run, show, import, check, export or load)", sub);
     if (cli_given(&a, "run"))
         return cli_usage_error("calib", "--run goes with 'calib show'");
     return calib_run(&c, cli_given(&a, "only") > 0);

@@ -51,8 +51,7 @@ static int calibrated(const ws_profile *p, const char *pre, const char *suffix, 
 }
 
 /* *o = p[key] x p[eff] (eff absent: 1). */
-static int product(const ws_profile *p, const char *key, const char *eff, ws_hw_val *o,
-                   ws_err *err)
+static int product(const ws_profile *p, const char *key, const char *eff, ws_hw_val *o, ws_err *err)
 {
     const ws_profile_param *a = positive(p, key);
     if (!a)
@@ -87,8 +86,7 @@ static void default_c0(const ws_profile *p, const char *c0_key, ws_hw_val *o)
 /* A roofline from the calibrated prefix `pre` where present, else the fallbacks: the fixed
  * cost c0_key, P = p_key x p_eff, W = w_key x w_eff. */
 static int roof(const ws_profile *p, const char *pre, const char *c0_key, const char *p_key,
-                const char *p_eff, const char *w_key, const char *w_eff, ws_hw_roof *r,
-                ws_err *err)
+                const char *p_eff, const char *w_key, const char *w_eff, ws_hw_roof *r, ws_err *err)
 {
     int rc = 0;
     if (!pre || !calibrated(p, pre, "c0", &r->c0))
@@ -227,8 +225,7 @@ static const char *gpu_flops_key(const ws_profile *p, ws_dtype dt)
 
 const char *ws_hw_elem_name(int kind)
 {
-    static const char *const names[WS_ELEM_KINDS] = {"rmsnorm", "rope", "act", "add",
-                                                     "moe_route"};
+    static const char *const names[WS_ELEM_KINDS] = {"rmsnorm", "rope", "act", "add", "moe_route"};
     return kind >= 0 && kind < WS_ELEM_KINDS ? names[kind] : "?";
 }
 
@@ -257,8 +254,8 @@ static int prefill_curve(const ws_profile *p, const char *pre, const char *flops
  * and hbm_bw x <op>_eff (the add's for MoE routing; a profile without it: x hbm_eff). */
 static int elem_roof(const ws_profile *p, const char *pre, int kind, ws_hw_roof *r, ws_err *err)
 {
-    static const char *const eff[WS_ELEM_KINDS] = {"rmsnorm_eff", "rope_eff", "act_eff",
-                                                   "add_eff", "add_eff"};
+    static const char *const eff[WS_ELEM_KINDS] = {"rmsnorm_eff", "rope_eff", "act_eff", "add_eff",
+                                                   "add_eff"};
     const char *effs[2] = {eff[kind], "hbm_eff"};
     if (!calibrated_at(p, pre, "c0", 1, &r->c0))
         default_c0(p, "elem_c0", &r->c0);
@@ -277,10 +274,9 @@ static int elem_roof(const ws_profile *p, const char *pre, int kind, ws_hw_roof 
 static int cpu_expert_wc(const ws_profile *h, ws_wcompute c, const ws_hw_val *p_alt,
                          const ws_hw_val *w_alt, ws_hw_roof *r, ws_err *err)
 {
-    static const char *const fam[WS_WC_COUNT][2] = {[WS_WC_BF16] = {"cpu_peak.amx_bf16",
-                                                                    "cpu_peak.avx512_bf16"},
-                                                    [WS_WC_INT8] = {"cpu_peak.amx_int8",
-                                                                    "cpu_peak.avx512_vnni"}};
+    static const char *const fam[WS_WC_COUNT][2] = {
+        [WS_WC_BF16] = {"cpu_peak.amx_bf16", "cpu_peak.avx512_bf16"},
+        [WS_WC_INT8] = {"cpu_peak.amx_int8", "cpu_peak.avx512_vnni"}};
     const ws_wcompute k = c == WS_WC_INT8 || c == WS_WC_BF16 ? c : WS_WC_FP32;
     char pre[64];
     snprintf(pre, sizeof pre, "cpu.expert_gemm.%s", ws_wcompute_name(k));
@@ -297,8 +293,8 @@ static int cpu_expert_wc(const ws_profile *h, ws_wcompute c, const ws_hw_val *p_
     return 0;
 }
 
-int ws_hw_from_profiles(const ws_profile *gpu, const ws_profile *host, ws_attn_kind kind, ws_dtype kv,
-                    ws_dtype wt, ws_hw *hw, ws_err *err)
+int ws_hw_from_profiles(const ws_profile *gpu, const ws_profile *host, ws_attn_kind kind,
+                        ws_dtype kv, ws_dtype wt, ws_hw *hw, ws_err *err)
 {
     memset(hw, 0, sizeof *hw);
     if (!gpu || !host)
@@ -338,8 +334,7 @@ int ws_hw_from_profiles(const ws_profile *gpu, const ws_profile *host, ws_attn_k
         !(hw->cpu_attn_after_moe.v >= 1.0))
         set_val(&hw->cpu_attn_after_moe, 1.0, WS_SOURCE_MODELED,
                 "no cpu.attn_after_moe_factor measured for the kind (or below 1): none");
-    /* The CPU experts' share of their bandwidth while H2D copies read host memory beside
-     * them: the calibrator's paired measurement, else the host profile's. */
+    /* CPU attention's share of its bandwidth beside a host-memory copy: measured, else none. */
     char copy_key[96];
     snprintf(copy_key, sizeof copy_key, "cpu.attn_copy_factor.%s.%s", ws_attn_kind_name(kind),
              ws_dtype_name(kv));
@@ -349,6 +344,11 @@ int ws_hw_from_profiles(const ws_profile *gpu, const ws_profile *host, ws_attn_k
     else if (hw->cpu_attn_copy.v > 1.0)
         set_val(&hw->cpu_attn_copy, 1.0, hw->cpu_attn_copy.src,
                 "cpu.attn_copy_factor above 1 (no contention seen): 1");
+    /* The reference probe's read rate when the host was calibrated (0: not calibrated) */
+    if (!calibrated(host, "cpu.reference_read", "bandwidth", &hw->cpu_probe_bw))
+        set_val(&hw->cpu_probe_bw, 0, WS_SOURCE_MODELED, "no calibration timed a reference probe");
+    /* The CPU experts' share of their bandwidth while H2D copies read host memory beside
+     * them: the calibrator's paired measurement, else the host profile's. */
     if (!calibrated(host, "cpu.expert_copy_factor.moe.bf16", "factor", &hw->cpu_copy_contention) &&
         product(host, "cpu_copy_contention", NULL, &hw->cpu_copy_contention, NULL))
         set_val(&hw->cpu_copy_contention, 1.0, WS_SOURCE_MODELED,
@@ -372,7 +372,7 @@ int ws_hw_from_profiles(const ws_profile *gpu, const ws_profile *host, ws_attn_k
 }
 
 int ws_hw_gpu_from_profile(const ws_profile *gpu, ws_attn_kind kind, ws_dtype kv, ws_dtype wt,
-                        ws_hw *hw, ws_err *err)
+                           ws_hw *hw, ws_err *err)
 {
     if (!gpu)
         return ws_err_set(err, WS_EINVAL, "cost: a GPU profile is needed");
@@ -380,8 +380,8 @@ int ws_hw_gpu_from_profile(const ws_profile *gpu, ws_attn_kind kind, ws_dtype kv
     char pre[160];
     int rc;
     attn_prefix(gpu, "gpu", kind, kv, pre, sizeof pre);
-    if ((rc = roof(gpu, pre, "attn_c0", gpu_flops_key(gpu, kv), "tensor_eff", "hbm_bw",
-                   "hbm_eff", &hw->gpu_attn, err)))
+    if ((rc = roof(gpu, pre, "attn_c0", gpu_flops_key(gpu, kv), "tensor_eff", "hbm_bw", "hbm_eff",
+                   &hw->gpu_attn, err)))
         return rc;
     calib_prefix(gpu, "gpu", "prefill_attn", ws_attn_kind_name(kind), kv, pre, sizeof pre);
     if ((rc = prefill_curve(gpu, pre, gpu_flops_key(gpu, kv), &hw->gpu_prefill, err)))
@@ -464,8 +464,8 @@ int ws_hw_load(ws_store *s, const char *model, const char *gpu, const char *host
     return ws_hw_load_model(s, m, gpu, host, kv, hw, cores, err);
 }
 
-int ws_hw_load_model(ws_store *s, const ws_model *m, const char *gpu, const char *host,
-                     ws_dtype kv, ws_hw *hw, int *cores, ws_err *err)
+int ws_hw_load_model(ws_store *s, const ws_model *m, const char *gpu, const char *host, ws_dtype kv,
+                     ws_hw *hw, int *cores, ws_err *err)
 {
     int rc;
     ws_profile g = {0}, h = {0};

@@ -12,8 +12,8 @@
 
 #include "model.h"
 #include "profile.h"
-#include "wformat.h"
 #include "store.h"
+#include "wformat.h"
 #include "ws_dtype.h"
 #include "ws_err.h"
 
@@ -62,35 +62,39 @@ const char *ws_hw_elem_name(int kind);
 
 /* The hardware as the cost model sees it. */
 typedef struct ws_hw {
-    char gpu[160], host[160];   /* profile names */
-    ws_hw_roof cpu_attn;      /* CPU decode attention for the model's kind and KV dtype */
-    ws_hw_val cpu_attn_after_moe; /* t(attention right after a MoE phase) / t(alone), the
-                                     * calibrator's cpu.attn_after_moe_factor; 1 without one */
-    ws_hw_roof cpu_expert;    /* one routed-expert FFN call on all CPU cores */
-    ws_hw_val cpu_attn_copy;      /* W(CPU decode attention beside a host-memory copy) /
-                                   * W(alone), the calibrator's cpu.attn_copy_factor for the
-                                   * kind (at most 1); 1 without one */
+    char gpu[160], host[160];      /* profile names */
+    ws_hw_roof cpu_attn;           /* CPU decode attention for the model's kind and KV dtype */
+    ws_hw_val cpu_attn_after_moe;  /* t(attention right after a MoE phase) / t(alone), the
+                                    * calibrator's cpu.attn_after_moe_factor; 1 without one */
+    ws_hw_roof cpu_expert;         /* one routed-expert FFN call on all CPU cores */
+    ws_hw_val cpu_attn_copy;       /* W(CPU decode attention beside a host-memory copy) /
+                                    * W(alone), the calibrator's cpu.attn_copy_factor for the
+                                    * kind (at most 1); 1 without one */
+    ws_hw_val cpu_probe_bw;        /* B/s of the calibrator's reference probe when this host
+                                    * was calibrated (cpu.reference_read.bandwidth); 0 without
+                                    * one. Not in the cost model: validate holds the host's
+                                    * probe now against it */
     ws_hw_val cpu_copy_contention; /* W(CPU experts, host-memory copies running beside
                                     * them) / W(alone), in (0, 1]: the calibrator's
                                     * cpu.expert_copy_factor, else the host's
                                     * cpu_copy_contention; 1 without either */
-    ws_hw_val cpu_mem_bw;     /* B/s, DRAM read on all cores (host copies) */
-    ws_hw_val kv_reformat;    /* B/s, re-laying a single-state KV cache (host kv_reformat_bw) */
-    ws_hw_roof gpu_attn;      /* GPU decode attention over HBM-resident pages */
-    ws_hw_curve gpu_prefill;  /* GPU prefill attention (FlashAttention's own curve) */
-    ws_hw_roof gpu_gemm;      /* GPU GEMM at the weight dtype (projections, experts, MLPs) */
-    ws_hw_roof gpu_gemm_wc[WS_WC_COUNT]; /* gpu_gemm with the peak of each weight format's
+    ws_hw_val cpu_mem_bw;          /* B/s, DRAM read on all cores (host copies) */
+    ws_hw_val kv_reformat;   /* B/s, re-laying a single-state KV cache (host kv_reformat_bw) */
+    ws_hw_roof gpu_attn;     /* GPU decode attention over HBM-resident pages */
+    ws_hw_curve gpu_prefill; /* GPU prefill attention (FlashAttention's own curve) */
+    ws_hw_roof gpu_gemm;     /* GPU GEMM at the weight dtype (projections, experts, MLPs) */
+    ws_hw_roof gpu_gemm_wc[WS_WC_COUNT];   /* gpu_gemm with the peak of each weight format's
                                             * compute: bf16/fp16 the tensor rate, fp8 fp8_flops,
                                             * int8 int8_flops, fp32 fp32_flops (each x
                                             * tensor_eff; a key the GPU lacks: the fp16 rate) */
     ws_hw_roof cpu_expert_wc[WS_WC_COUNT]; /* cpu_expert per compute: the calibrated
-                                              * cpu.expert_gemm.<bf16|int8|fp32>.* fit, else
-                                              * cpu_peak.<family> x flops_eff for the family the
-                                              * host has (int8: amx_int8, avx512_vnni; bf16:
-                                              * amx_bf16, avx512_bf16), else fp32_flops x
-                                              * flops_eff */
+                                            * cpu.expert_gemm.<bf16|int8|fp32>.* fit, else
+                                            * cpu_peak.<family> x flops_eff for the family the
+                                            * host has (int8: amx_int8, avx512_vnni; bf16:
+                                            * amx_bf16, avx512_bf16), else fp32_flops x
+                                            * flops_eff */
     ws_hw_roof gpu_elem[WS_ELEM_KINDS];    /* memory-bound kernels: c0 + B / W, and P the bytes/s
-                                              * of one row where calibrated (0: none) */
+                                            * of one row where calibrated (0: none) */
     ws_hw_val step;           /* s per forward step: scheduling, launches, synchronisation */
     ws_hw_roof h2d, d2h;      /* pinned copies: c0 + bytes / W (P unused) */
     ws_hw_val h2d_contention; /* W_h2d(CPU computing) / W_h2d, in (0, 1] */
@@ -104,19 +108,19 @@ typedef struct ws_hw {
     ws_hw_val sockets;        /* CPU sockets (host sockets; 1 when not given) */
     ws_hw_val cores;          /* CPU cores over all sockets (host cores; 1 when not given) */
     ws_hw_val core_bw;        /* B/s one core reads from DRAM alone: the calibrated
-                                 * cpu.membw_read_1t.bandwidth, else the host's core_bw; 0:
-                                 * not known (fewer threads then keep the sockets' bandwidth) */
+                               * cpu.membw_read_1t.bandwidth, else the host's core_bw; 0:
+                               * not known (fewer threads then keep the sockets' bandwidth) */
 } ws_hw;
 
 /* Reads the rates for attention kind `kind` with `kv` KV and `wt` weights. Missing keys with
  * no fallback: WS_ENOTFOUND naming the profile and key; a rate <= 0 where one is needed
  * (a V100's bf16_flops): the fp16 rate, else WS_EINVAL. */
-int ws_hw_from_profiles(const ws_profile *gpu, const ws_profile *host, ws_attn_kind kind, ws_dtype kv,
-                    ws_dtype wt, ws_hw *hw, ws_err *err);
+int ws_hw_from_profiles(const ws_profile *gpu, const ws_profile *host, ws_attn_kind kind,
+                        ws_dtype kv, ws_dtype wt, ws_hw *hw, ws_err *err);
 /* The GPU's half of it alone (the GPU fields and name; the rest as hw held): what the GPU's
  * kernels cost, for checks against a GPU's operator measurements (validate/oppoints.h). */
 int ws_hw_gpu_from_profile(const ws_profile *gpu, ws_attn_kind kind, ws_dtype kv, ws_dtype wt,
-                        ws_hw *hw, ws_err *err);
+                           ws_hw *hw, ws_err *err);
 
 /* The piece of r an operation of flops over bytes takes: a low piece, or NULL for r's own
  * c0, P and W. */
@@ -161,8 +165,8 @@ int ws_hw_cores(const ws_hw *hw);
 int ws_hw_load(ws_store *s, const char *model, const char *gpu, const char *host, ws_dtype kv,
                ws_model *m, ws_hw *hw, int *cores, ws_err *err);
 /* The same for a model already loaded (and perhaps changed: another weight dtype). */
-int ws_hw_load_model(ws_store *s, const ws_model *m, const char *gpu, const char *host,
-                     ws_dtype kv, ws_hw *hw, int *cores, ws_err *err);
+int ws_hw_load_model(ws_store *s, const ws_model *m, const char *gpu, const char *host, ws_dtype kv,
+                     ws_hw *hw, int *cores, ws_err *err);
 
 #ifdef __cplusplus
 }

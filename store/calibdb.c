@@ -13,40 +13,49 @@
 /* The key's columns in a row of type T (its field `key`). */
 #define KEY_COLS(T)                                                                                \
     WS_COL_AS(T, "device", key.device, WS_COL_STR, NULL),                                          \
-    WS_COL_AS(T, "op", key.op, WS_COL_STR, NULL),                                                  \
-    WS_COL_AS(T, "dtype", key.dtype, WS_COL_STR, NULL),                                            \
-    WS_COL_AS(T, "attn_kind", key.attn_kind, WS_COL_STR, NULL)
+        WS_COL_AS(T, "op", key.op, WS_COL_STR, NULL),                                              \
+        WS_COL_AS(T, "dtype", key.dtype, WS_COL_STR, NULL),                                        \
+        WS_COL_AS(T, "attn_kind", key.attn_kind, WS_COL_STR, NULL)
 
 #define C(f, t) WS_COL_OF(ws_calibdb_key, f, t)
-static const ws_col k_key_cols[] = {C(device, WS_COL_STR), C(op, WS_COL_STR),
-                                    C(dtype, WS_COL_STR), C(attn_kind, WS_COL_STR), {0}};
+static const ws_col k_key_cols[] = {
+    C(device, WS_COL_STR), C(op, WS_COL_STR), C(dtype, WS_COL_STR), C(attn_kind, WS_COL_STR), {0}};
 #undef C
 
 /* hosts: the machine, then (from gpu_name on) its GPU, NULL when it has none */
 #define C(f, t) WS_COL_OF(ws_calibdb_host, f, t)
-static const ws_col k_host_cols[] = {C(fingerprint, WS_COL_STR), C(cpu_model, WS_COL_STR),
-                                     C(cpu_cores, WS_COL_INT),   C(mem_bytes, WS_COL_F64),
-                                     C(isa, WS_COL_STR),         C(gpu_name, WS_COL_STR),
-                                     C(gpu_cc, WS_COL_STR),      C(gpu_mem_bytes, WS_COL_F64),
-                                     C(gpu_driver, WS_COL_STR),  C(pcie_link, WS_COL_STR),
+static const ws_col k_host_cols[] = {C(fingerprint, WS_COL_STR),
+                                     C(cpu_model, WS_COL_STR),
+                                     C(cpu_cores, WS_COL_INT),
+                                     C(mem_bytes, WS_COL_F64),
+                                     C(isa, WS_COL_STR),
+                                     C(gpu_name, WS_COL_STR),
+                                     C(gpu_cc, WS_COL_STR),
+                                     C(gpu_mem_bytes, WS_COL_F64),
+                                     C(gpu_driver, WS_COL_STR),
+                                     C(pcie_link, WS_COL_STR),
                                      {0}};
 #undef C
 
 #define C(f, t) WS_COL_OF(ws_calibdb_run, f, t)
-static const ws_col k_run_cols[] = {C(host_id, WS_COL_I64),    C(tool_version, WS_COL_STR),
-                                    C(mode, WS_COL_STR),       C(scope, WS_COL_STR),
-                                    C(started_at, WS_COL_STR), C(finished_at, WS_COL_STR),
-                                    C(note, WS_COL_STR),       C(drift_pct, WS_COL_REAL),
-                                    C(remeasured, WS_COL_INT), C(flagged, WS_COL_INT),
-                                    {0}};
+static const ws_col k_run_cols[] = {
+    C(host_id, WS_COL_I64), C(tool_version, WS_COL_STR), C(mode, WS_COL_STR),
+    C(scope, WS_COL_STR),   C(started_at, WS_COL_STR),   C(finished_at, WS_COL_STR),
+    C(note, WS_COL_STR),    C(drift_pct, WS_COL_REAL),   C(remeasured, WS_COL_INT),
+    C(flagged, WS_COL_INT), C(probe_bw, WS_COL_REAL),    {0}};
 #undef C
 
 #define C(f, t) WS_COL_OF(ws_calibdb_sample, f, t)
-static const ws_col k_sample_cols[] = {KEY_COLS(ws_calibdb_sample), C(params, WS_COL_TEXT),
-                                       C(flops, WS_COL_F64),         C(bytes, WS_COL_F64),
-                                       C(repeats, WS_COL_INT),       C(t_median, WS_COL_F64),
-                                       C(t_min, WS_COL_F64),         C(t_max, WS_COL_F64),
-                                       C(t_est, WS_COL_REAL),        C(spread_pct, WS_COL_REAL),
+static const ws_col k_sample_cols[] = {KEY_COLS(ws_calibdb_sample),
+                                       C(params, WS_COL_TEXT),
+                                       C(flops, WS_COL_F64),
+                                       C(bytes, WS_COL_F64),
+                                       C(repeats, WS_COL_INT),
+                                       C(t_median, WS_COL_F64),
+                                       C(t_min, WS_COL_F64),
+                                       C(t_max, WS_COL_F64),
+                                       C(t_est, WS_COL_REAL),
+                                       C(spread_pct, WS_COL_REAL),
                                        {0}};
 #undef C
 
@@ -77,11 +86,16 @@ static const ws_col k_fit_cols[] = {KEY_COLS(ws_calibdb_fit),
 #undef C
 
 #define C(f, t) WS_COL_OF(ws_calibdb_source, f, t)
-static const ws_col k_source_cols[] = {C(path, WS_COL_STR),    C(sha256, WS_COL_STR),
-                                       C(bytes, WS_COL_I64),   C(rows, WS_COL_INT),
-                                       C(what, WS_COL_STR),    C(measured_by, WS_COL_STR),
-                                       C(tool, WS_COL_STR),    C(gpu, WS_COL_STR),
-                                       C(dtype, WS_COL_STR),   C(licence, WS_COL_STR),
+static const ws_col k_source_cols[] = {C(path, WS_COL_STR),
+                                       C(sha256, WS_COL_STR),
+                                       C(bytes, WS_COL_I64),
+                                       C(rows, WS_COL_INT),
+                                       C(what, WS_COL_STR),
+                                       C(measured_by, WS_COL_STR),
+                                       C(tool, WS_COL_STR),
+                                       C(gpu, WS_COL_STR),
+                                       C(dtype, WS_COL_STR),
+                                       C(licence, WS_COL_STR),
                                        {0}};
 #undef C
 
@@ -119,8 +133,8 @@ int ws_calibdb_put_host(ws_store *s, const ws_calibdb_host *h, long long *host_i
 int ws_calibdb_put_run(ws_store *s, ws_calibdb_run *run, ws_err *err)
 {
     sqlite3_stmt *st;
-    int rc = ws_rows_prep_insert(s, "INSERT INTO calib_runs", NULL, k_run_cols,
-                                 "cannot store run", &st, err);
+    int rc = ws_rows_prep_insert(s, "INSERT INTO calib_runs", NULL, k_run_cols, "cannot store run",
+                                 &st, err);
     if (rc)
         return rc;
     ws_row_bind(st, 1, k_run_cols, run);
@@ -134,11 +148,10 @@ int ws_calibdb_put_samples(ws_store *s, long long run_id, const ws_calibdb_sampl
                        n > 0 ? (size_t)n : 0, "cannot store samples", "cannot store sample", err);
 }
 
-int ws_calibdb_put_fits(ws_store *s, long long run_id, const ws_calibdb_fit *f, int n,
-                        ws_err *err)
+int ws_calibdb_put_fits(ws_store *s, long long run_id, const ws_calibdb_fit *f, int n, ws_err *err)
 {
-    return ws_rows_put(s, "fits", "run_id", run_id, k_fit_cols, f, sizeof *f,
-                       n > 0 ? (size_t)n : 0, "cannot store fits", "cannot store fit", err);
+    return ws_rows_put(s, "fits", "run_id", run_id, k_fit_cols, f, sizeof *f, n > 0 ? (size_t)n : 0,
+                       "cannot store fits", "cannot store fit", err);
 }
 
 int ws_calibdb_put_sources(ws_store *s, long long run_id, const ws_calibdb_source *src, int n,
@@ -237,6 +250,32 @@ int ws_calibdb_newest_good_fits(ws_store *s, long long host_id, const char *cons
                      n_out, err);
 }
 
+int ws_calibdb_newest_probe(ws_store *s, long long host_id, double *bw, long long *run_id,
+                            ws_err *err)
+{
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(ws_store_sqlite(s),
+                           "SELECT id, probe_bw FROM calib_runs WHERE host_id = ?1 AND flagged = 0 "
+                           "AND probe_bw > 0 ORDER BY id DESC LIMIT 1",
+                           -1, &st, NULL) != SQLITE_OK)
+        return ws_err_set(err, WS_EDB, "%s: cannot read the reference probe: %s", ws_store_path(s),
+                          sqlite3_errmsg(ws_store_sqlite(s)));
+    sqlite3_bind_int64(st, 1, host_id);
+    const int step = sqlite3_step(st);
+    int rc = 0;
+    if (step == SQLITE_ROW) {
+        *run_id = sqlite3_column_int64(st, 0);
+        *bw = sqlite3_column_double(st, 1);
+    } else if (step == SQLITE_DONE) {
+        rc = ws_err_set(err, WS_ENOTFOUND, "no calibration of this host timed a reference probe");
+    } else {
+        rc = ws_err_set(err, WS_EDB, "%s: cannot read the reference probe: %s", ws_store_path(s),
+                        sqlite3_errmsg(ws_store_sqlite(s)));
+    }
+    sqlite3_finalize(st);
+    return rc;
+}
+
 int ws_calibdb_get_run(ws_store *s, long long run_id, ws_calibdb_run *run, ws_calibdb_host *host,
                        ws_err *err)
 {
@@ -301,6 +340,6 @@ int ws_calibdb_get_samples(ws_store *s, long long run_id, const ws_calibdb_key *
     sqlite3_bind_int64(st, 1, run_id);
     if (key)
         ws_row_bind(st, 2, k_key_cols, key);
-    return read_rows(s, st, sizeof **out, k_sample_cols, NULL, "cannot read samples",
-                     (void **)out, n_out, err);
+    return read_rows(s, st, sizeof **out, k_sample_cols, NULL, "cannot read samples", (void **)out,
+                     n_out, err);
 }

@@ -30,7 +30,7 @@ typedef struct ws_calibdb_host {
     int cpu_cores;
     double mem_bytes;
     char isa[160];
-    int has_gpu;        /* 0: the gpu_* fields and pcie_link are NULL */
+    int has_gpu; /* 0: the gpu_* fields and pcie_link are NULL */
     char gpu_name[128];
     char gpu_cc[8];
     double gpu_mem_bytes;
@@ -41,20 +41,21 @@ typedef struct ws_calibdb_host {
 typedef struct ws_calibdb_run {
     long long id, host_id;
     char tool_version[16];
-    char mode[16];      /* quick | default */
-    char scope[16];     /* all | cpu | gpu | link */
+    char mode[16];  /* quick | default */
+    char scope[16]; /* all | cpu | gpu | link */
     char started_at[32], finished_at[32];
     char note[256];
-    int n_samples;      /* read: samples stored with the run */
-    double drift_pct;   /* the reference probe's drift over the run (NAN: none) */
-    int remeasured;     /* 1: measured again because the probe drifted */
-    int flagged;        /* 1: still drifting when measured again: no fit of it is used */
+    int n_samples;    /* read: samples stored with the run */
+    double drift_pct; /* the reference probe's drift over the run (NAN: none) */
+    int remeasured;   /* 1: measured again because the probe drifted */
+    int flagged;      /* 1: still drifting when measured again: no fit of it is used */
+    double probe_bw;  /* the reference probe's median read rate over the run, B/s (NAN) */
 } ws_calibdb_run;
 
 /* One measured configuration: median and spread of its timed repeats. */
 typedef struct ws_calibdb_sample {
     ws_calibdb_key key;
-    char params[192];   /* JSON object: ctx, batch, threads, bytes, model, ... */
+    char params[192]; /* JSON object: ctx, batch, threads, bytes, model, ... */
     double flops, bytes;
     int repeats;
     double t_median, t_min, t_max; /* seconds */
@@ -67,8 +68,8 @@ typedef struct ws_calibdb_sample {
 typedef struct ws_calibdb_fit {
     long long id, run_id; /* read only */
     ws_calibdb_key key;
-    char form[12];        /* roofline | transfer | factor | serial | saturating | piecewise */
-    double c0, c0_se;     /* seconds */
+    char form[12];    /* roofline | transfer | factor | serial | saturating | piecewise */
+    double c0, c0_se; /* seconds */
     double peak_flops, peak_flops_se, bandwidth, bandwidth_se, factor, factor_se;
     double r2, heldout_mape_pct;
     int n_samples, good, p_fixed, w_fixed, compute_bound;
@@ -86,10 +87,10 @@ typedef struct ws_calibdb_source {
     char sha256[65];
     long long bytes;
     int rows;
-    char what[160];        /* the operations it holds */
-    char measured_by[96];  /* who measured: "Vidur (microsoft/vidur)" */
-    char tool[64];         /* "PyTorch Kineto profiler" */
-    char gpu[128];         /* the device */
+    char what[160];       /* the operations it holds */
+    char measured_by[96]; /* who measured: "Vidur (microsoft/vidur)" */
+    char tool[64];        /* "PyTorch Kineto profiler" */
+    char gpu[128];        /* the device */
     char dtype[16];
     char licence[160];
 } ws_calibdb_source;
@@ -101,8 +102,7 @@ int ws_calibdb_put_host(ws_store *s, const ws_calibdb_host *h, long long *host_i
 int ws_calibdb_put_run(ws_store *s, ws_calibdb_run *run, ws_err *err);
 int ws_calibdb_put_samples(ws_store *s, long long run_id, const ws_calibdb_sample *x, int n,
                            ws_err *err);
-int ws_calibdb_put_fits(ws_store *s, long long run_id, const ws_calibdb_fit *f, int n,
-                        ws_err *err);
+int ws_calibdb_put_fits(ws_store *s, long long run_id, const ws_calibdb_fit *f, int n, ws_err *err);
 int ws_calibdb_put_sources(ws_store *s, long long run_id, const ws_calibdb_source *src, int n,
                            ws_err *err);
 /* Records that profile `name` was rebuilt from host_id's fits as of run run_id. */
@@ -113,6 +113,11 @@ int ws_calibdb_link_profile(ws_store *s, const char *name, long long host_id, lo
  * ordered by device, op, attention kind, dtype. *out is NULL when there is none. */
 int ws_calibdb_newest_good_fits(ws_store *s, long long host_id, const char *const *devices,
                                 int n_devices, ws_calibdb_fit **out, int *n_out, ws_err *err);
+
+/* The reference probe's median read rate (B/s) of host_id's newest unflagged run that
+ * probed, and that run's id; WS_ENOTFOUND when there is none. */
+int ws_calibdb_newest_probe(ws_store *s, long long host_id, double *bw, long long *run_id,
+                            ws_err *err);
 
 /* Reading: run run_id (0 = the newest) and its host; WS_ENOTFOUND when there is none. */
 int ws_calibdb_get_run(ws_store *s, long long run_id, ws_calibdb_run *run, ws_calibdb_host *host,

@@ -563,12 +563,24 @@ Test(calib, a_fit_is_used_only_where_it_beats_its_fallback)
             cr_assert_str_eq(run.fits[i].fallback, "");
             cr_assert(isnan(run.fits[i].fallback_mape_pct));
         }
-    /* stored and shown: the fallback, its error and the spread beside the fit */
+    /* stored and shown: the fallback, its error and the spread beside the fit; the run's
+     * reference probe, and in the profile for validate to hold the host against */
+    run.probe_bw = 41e9;
     ws_store *s = fresh_store();
     long long id;
     cr_assert_eq(ws_calib_store(s, &run, &id, &err), 0, "%s", err.msg);
     json_t *show = ws_calib_show(s, id, &err);
     cr_assert_not_null(show, "%s", err.msg);
+    cr_assert_float_eq(
+        json_number_value(json_object_get(json_object_get(show, "run"), "probe_gbps")), 41.0, 1e-9);
+    char pname[160];
+    snprintf(pname, sizeof pname, "host:%s", run.host.id);
+    ws_profile prof;
+    cr_assert_eq(ws_profile_load(s, pname, &prof, &err), 0, "%s", err.msg);
+    const ws_profile_param *pp = ws_profile_get(&prof, "cpu.reference_read.bandwidth");
+    cr_assert_not_null(pp);
+    cr_assert_float_eq(pp->value, 41e9, 1);
+    ws_profile_free(&prof);
     size_t i;
     json_t *f;
     int seen = 0;

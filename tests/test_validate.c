@@ -134,8 +134,8 @@ Test(validate, within_noise_bounds)
     cr_assert(ws_validate_within_noise(&s));
     s.p95_ape = 20.1;
     cr_assert(!ws_validate_within_noise(&s));
-    s = (ws_validate_stat){.mean_ape = 2.9, .p95_ape = 9.9, .noise_mean_ape = NAN,
-                           .noise_p95_ape = NAN};
+    s = (ws_validate_stat){
+        .mean_ape = 2.9, .p95_ape = 9.9, .noise_mean_ape = NAN, .noise_p95_ape = NAN};
     cr_assert(ws_validate_within_noise(&s));
     s.mean_ape = 3.1;
     cr_assert(!ws_validate_within_noise(&s));
@@ -189,6 +189,43 @@ Test(validate, stored_linked_and_read_back)
     cr_assert_eq(rc, 0, "%s", err.msg);
     struct stat st;
     cr_assert(stat(png, &st) == 0 && st.st_size > 1000, "a PNG was drawn");
+}
+
+/* The calibrator's reference probe is timed around the runtime's runs and held against the
+ * probe of the calibration the host profile came from: a host far from it (here a profile
+ * that says the host read 1 PB/s when calibrated) is named in the verdict, stored and read
+ * back; a profile without a probe has no drift to judge. */
+Test(validate, the_host_is_held_against_its_calibration)
+{
+    ws_validate_cfg c;
+    tiny(&c);
+    c.eng.output = 8;
+    c.repeat = 2;
+    ws_validate_report r;
+    ws_err err = {0};
+    cr_assert_eq(ws_validate_run_all(&c, NULL, &r, &err), 0, "%s", err.msg);
+    cr_assert(r.probe_bw > 1e8 && r.probe_bw < 1e13, "probe %g B/s", r.probe_bw);
+    cr_assert(isnan(r.calib_probe_bw) && isnan(r.host_drift_pct));
+    cr_assert_null(strstr(r.run.verdict, "host moved"), "%s", r.run.verdict);
+    ws_validate_report_free(&r);
+
+    g_hw.cpu_probe_bw.v = 1e15;
+    char dir[64], db[128];
+    th_tmpdir(dir, sizeof dir);
+    snprintf(db, sizeof db, "%s/v.db", dir);
+    ws_store *s = NULL;
+    cr_assert_eq(ws_store_open(db, &s, &err), 0, "%s", err.msg);
+    cr_assert_eq(ws_validate_run_all(&c, s, &r, &err), 0, "%s", err.msg);
+    cr_assert_float_eq(r.calib_probe_bw, 1e15, 1);
+    cr_assert_lt(r.host_drift_pct, -99.0);
+    cr_assert(strstr(r.run.verdict, "the host moved since its calibration"), "%s", r.run.verdict);
+    ws_validate_report back;
+    cr_assert_eq(ws_validate_load(s, r.run.id, &back, &err), 0, "%s", err.msg);
+    cr_assert_float_eq(back.probe_bw, r.probe_bw, 1e-3 * r.probe_bw);
+    cr_assert_float_eq(back.host_drift_pct, r.host_drift_pct, 0.01);
+    ws_validate_report_free(&back);
+    ws_validate_report_free(&r);
+    ws_store_close(s);
 }
 
 Test(validate, bad_settings_are_errors)

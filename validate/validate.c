@@ -1,6 +1,7 @@
 /* validate: the live runtime against the simulator (see validate.h). */
 #include "validate.h"
 
+#include <jansson.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -442,8 +443,7 @@ static void expert_terms(ws_validate_report *r, const ws_cost_model *cm, const w
              meas - pred, step,
              "model: %.0f%% GEMM, %.0f%% fixed (%.1f experts x c0 %.3g ms); %s; the "
              "profile's W %.3g GB/s",
-             pred > 0 ? 100 * gemm / pred : 0, pred > 0 ? 100 * fixed / pred : 0, D,
-             1e3 * c0, rate,
+             pred > 0 ? 100 * gemm / pred : 0, pred > 0 ? 100 * fixed / pred : 0, D, 1e3 * c0, rate,
              ws_hw_roof_W(xr, f1, b1) / 1e9);
     add_term(r, TERM_CAP, "router", u->ro / S, rpred, "s/step", u->ro / S - rpred, step,
              "router GEMM and top-k beside the routed experts, on the %s: measured "
@@ -496,8 +496,8 @@ int ws_validate_within_noise(const ws_validatedb_stat *s)
 {
     if (!isfinite(s->noise_mean_ape) || !isfinite(s->noise_p95_ape))
         return s->mean_ape <= WS_VALIDATE_GOAL_MEAN && s->p95_ape <= WS_VALIDATE_GOAL_P95;
-    return s->mean_ape <= fmax(WS_VALIDATE_NOISE_MEAN_MIN,
-                               s->noise_mean_ape + WS_VALIDATE_NOISE_MEAN_PTS) &&
+    return s->mean_ape <=
+               fmax(WS_VALIDATE_NOISE_MEAN_MIN, s->noise_mean_ape + WS_VALIDATE_NOISE_MEAN_PTS) &&
            s->p95_ape <= s->noise_p95_ape + WS_VALIDATE_NOISE_P95_PTS;
 }
 
@@ -513,8 +513,8 @@ static const ws_validate_term *term_most_off(const ws_validate_report *r,
             continue;
         int ok = !prefixes && strcmp(t->term, "step") && strcmp(t->term, "cpu_attn");
         for (int k = 0; prefixes && prefixes[k]; k++)
-            ok |= !strncmp(t->term, prefixes[k], strlen(prefixes[k])) &&
-                  strcmp(t->term, "cpu_attn");
+            ok |=
+                !strncmp(t->term, prefixes[k], strlen(prefixes[k])) && strcmp(t->term, "cpu_attn");
         if (ok && (!best || fabs(t->step_share_pct) > fabs(best->step_share_pct)))
             best = t;
     }
@@ -525,7 +525,8 @@ static const ws_validate_term *term_most_off(const ws_validate_report *r,
  * quantities off, each with its term. */
 static void verdict(ws_validate_report *r)
 {
-    static const char *const attn[] = {"cpu_attn.", NULL}, *const ex[] = {"experts.", "router", NULL};
+    static const char *const attn[] = {"cpu_attn.", NULL}, *const ex[] = {"experts.", "router",
+                                                                          NULL};
     char *v = r->run.verdict;
     const size_t cap = sizeof r->run.verdict;
     size_t len = 0;
@@ -536,22 +537,26 @@ static void verdict(ws_validate_report *r)
             continue;
         const int floor = isfinite(s->noise_mean_ape) && isfinite(s->noise_p95_ape);
         if (ws_validate_within_noise(s)) {
-            snprintf(s->verdict, sizeof s->verdict, "%s", floor ? "within noise" : "within the goal");
+            snprintf(s->verdict, sizeof s->verdict, "%s",
+                     floor ? "within noise" : "within the goal");
             continue;
         }
-        const ws_validate_term *t =
-            term_most_off(r, q == WS_VQ_CPU_ATTN ? attn : q == WS_VQ_EXPERTS ? ex : NULL);
+        const ws_validate_term *t = term_most_off(r, q == WS_VQ_CPU_ATTN  ? attn
+                                                     : q == WS_VQ_EXPERTS ? ex
+                                                                          : NULL);
         char bound[64];
         if (floor)
-            snprintf(bound, sizeof bound, "mean > %.1f%% or p95 > %.1f%%",
-                     fmax(WS_VALIDATE_NOISE_MEAN_MIN, s->noise_mean_ape + WS_VALIDATE_NOISE_MEAN_PTS),
-                     s->noise_p95_ape + WS_VALIDATE_NOISE_P95_PTS);
+            snprintf(
+                bound, sizeof bound, "mean > %.1f%% or p95 > %.1f%%",
+                fmax(WS_VALIDATE_NOISE_MEAN_MIN, s->noise_mean_ape + WS_VALIDATE_NOISE_MEAN_PTS),
+                s->noise_p95_ape + WS_VALIDATE_NOISE_P95_PTS);
         else
             snprintf(bound, sizeof bound, "no noise floor; goal %.0f%% / %.0f%%",
                      WS_VALIDATE_GOAL_MEAN, WS_VALIDATE_GOAL_P95);
         if (t)
             snprintf(s->verdict, sizeof s->verdict, "off (%s): %s %+.1f%% of the step%s", bound,
-                     t->term, t->step_share_pct, isfinite(t->error_pct) ? "" : ", not in the model");
+                     t->term, t->step_share_pct,
+                     isfinite(t->error_pct) ? "" : ", not in the model");
         else
             snprintf(s->verdict, sizeof s->verdict, "off (%s)", bound);
         len += (size_t)snprintf(v + len, len < cap ? cap - len : 0,
@@ -562,9 +567,17 @@ static void verdict(ws_validate_report *r)
             return;
     }
     if (!len)
-        snprintf(v, cap, "every CPU-side quantity within the runtime's noise floor (mean <= "
-                         "max(%.0f%%, noise + %.0f), p95 <= noise + %.0f)",
-                 WS_VALIDATE_NOISE_MEAN_MIN, WS_VALIDATE_NOISE_MEAN_PTS, WS_VALIDATE_NOISE_P95_PTS);
+        len = (size_t)snprintf(v, cap,
+                               "every CPU-side quantity within the runtime's noise floor (mean <= "
+                               "max(%.0f%%, noise + %.0f), p95 <= noise + %.0f)",
+                               WS_VALIDATE_NOISE_MEAN_MIN, WS_VALIDATE_NOISE_MEAN_PTS,
+                               WS_VALIDATE_NOISE_P95_PTS);
+    if (len < cap && fabs(r->host_drift_pct) > WS_CALIB_DRIFT_PCT)
+        snprintf(v + len, cap - len,
+                 "; the host moved since its calibration: reference read %.1f GB/s now, %.1f "
+                 "when calibrated (%+.0f%%, bound %.0f%%): recalibrate (--calibrate) or rerun "
+                 "when the host is back",
+                 r->probe_bw / 1e9, r->calib_probe_bw / 1e9, r->host_drift_pct, WS_CALIB_DRIFT_PCT);
 }
 
 /* ---- the whole comparison ---- */
@@ -641,8 +654,20 @@ static void fill_run(const ws_validate_cfg *c, const ws_run_result *runs, const 
     for (int k = 0; k < reps && len < sizeof v->params; k++)
         len += (size_t)snprintf(v->params + len, sizeof v->params - len, "%s%lld", k ? ", " : "",
                                 r->rep_run_id[k]);
+    /* the reference probe now and when calibrated, GB/s (null: not timed) */
+    const double pr[3] = {r->probe_bw / 1e9, r->calib_probe_bw / 1e9, r->host_drift_pct};
+    static const char *const pk[3] = {"probe_gbps", "calib_probe_gbps", "host_drift_pct"};
     if (len < sizeof v->params)
-        snprintf(v->params + len, sizeof v->params - len, "]}");
+        len += (size_t)snprintf(v->params + len, sizeof v->params - len, "]");
+    for (int i = 0; i < 3 && len < sizeof v->params; i++) {
+        char num[32] = "null";
+        if (isfinite(pr[i]))
+            snprintf(num, sizeof num, "%.4g", pr[i]);
+        len +=
+            (size_t)snprintf(v->params + len, sizeof v->params - len, ", \"%s\": %s", pk[i], num);
+    }
+    if (len < sizeof v->params)
+        snprintf(v->params + len, sizeof v->params - len, "}");
 }
 
 int ws_validate_run_all(const ws_validate_cfg *c, ws_store *store, ws_validate_report *r,
@@ -667,7 +692,12 @@ int ws_validate_run_all(const ws_validate_cfg *c, ws_store *store, ws_validate_r
         return ws_err_set(err, WS_ENOMEM, "validate: out of memory");
     }
     int rc = 0, done = 0;
-    double t0 = ws_now_s();
+    double t0 = ws_now_s(), probe[101];
+    ws_pool *pool = ws_pool_create(e->threads, err);
+    if (!pool)
+        rc = err->code;
+    if (!rc)
+        rc = ws_calib_probe(pool, 1, &probe[0], err);
     for (int k = 0; k < reps && !rc; k++) {
         ws_engine_cfg ec = *e;
         run_ctx rx = {.c = c, .rep = k};
@@ -676,8 +706,13 @@ int ws_validate_run_all(const ws_validate_cfg *c, ws_store *store, ws_validate_r
         if ((rc = ws_engine_run(&ec, &runs[k], err)))
             break;
         done = k + 1;
+        rc = ws_calib_probe(pool, 1, &probe[k + 1], err);
     }
+    ws_pool_destroy(pool);
     r->run_wall_s = ws_now_s() - t0;
+    r->probe_bw = rc ? NAN : ws_median_sort(probe, reps + 1);
+    r->calib_probe_bw = e->hw->cpu_probe_bw.v > 0 ? e->hw->cpu_probe_bw.v : NAN;
+    r->host_drift_pct = 100.0 * (r->probe_bw / r->calib_probe_bw - 1.0);
     /* The runtime runs, the simulation and the comparison are stored in one transaction
      * (the caller's when one is open): a validation stopped or failing anywhere before the
      * commit leaves none of them. The lock is taken after the runtime runs, for the short
@@ -738,6 +773,15 @@ int ws_validate_load(ws_store *s, long long id, ws_validate_report *r, ws_err *e
             r->stat[q] = st[i];
     }
     free(st);
+    /* the reference probe, kept in the run's params */
+    json_t *p = json_loads(r->run.params, 0, NULL);
+    double *const dst[3] = {&r->probe_bw, &r->calib_probe_bw, &r->host_drift_pct};
+    static const char *const pk[3] = {"probe_gbps", "calib_probe_gbps", "host_drift_pct"};
+    for (int i = 0; i < 3; i++) {
+        json_t *x = json_object_get(p, pk[i]);
+        *dst[i] = json_is_number(x) ? json_number_value(x) * (i < 2 ? 1e9 : 1) : NAN;
+    }
+    json_decref(p);
     return 0;
 }
 
@@ -775,6 +819,12 @@ int ws_validate_calibrate(ws_store *s, int threads,
     ws_utc_now(run.finished_at, sizeof run.finished_at);
     if (!rc)
         rc = ws_calib_store(s, &run, calib_id, err);
+    if (!rc && run.flagged) /* stored as a record; no profile takes it */
+        rc = ws_err_set(err, WS_EDEVICE,
+                        "validate: the calibration (run %lld) is flagged as noisy and refused: "
+                        "its reference probe drifted %.1f%% (bound %.0f%%); rerun when the host "
+                        "is quieter",
+                        *calib_id, run.drift_pct, WS_CALIB_DRIFT_PCT);
     if (!rc)
         snprintf(host, cap, "host:%s", run.host.id);
     ws_calib_run_free(&run);

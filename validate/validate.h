@@ -79,6 +79,12 @@ typedef struct ws_validate_report {
     double sim_wall_s, run_wall_s; /* real time of the simulation and of all runtime runs */
     char layers_note[200];
     int host_is_this_machine; /* set by the caller (the CLI knows how it chose --host) */
+    /* The calibrator's reference probe (calib/measure.h) timed before and after every
+     * runtime run: its median now, its median when the host profile was calibrated (NAN:
+     * none), and the host's drift between the two, percent (negative: slower now). Past
+     * WS_CALIB_DRIFT_PCT the host is not the one the calibration measured, and the verdict
+     * says so. */
+    double probe_bw, calib_probe_bw, host_drift_pct;
 } ws_validate_report;
 
 typedef struct ws_validate_cfg {

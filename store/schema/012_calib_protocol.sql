@@ -7,7 +7,8 @@
 -- it is better), and, for the piecewise form, the pieces below its top one (a JSON array of
 -- {upto, c0, peak_flops, bandwidth}, upto the intensity in flop/byte each applies to). A run keeps its reference probe: how far the probe drifted between its
 -- first and its slowest repeat (percent), whether the run was measured again for it, and
--- whether it is flagged as noisy (flagged runs are stored but none of their fits is used).
+-- whether it is flagged as noisy (flagged runs are stored but none of their fits is used),
+-- and the probe's median read rate (B/s): what `validate` holds the host against later.
 ALTER TABLE samples ADD COLUMN t_est REAL;
 ALTER TABLE samples ADD COLUMN spread_pct REAL;
 ALTER TABLE fits ADD COLUMN spread_pct REAL;
@@ -17,6 +18,7 @@ ALTER TABLE fits ADD COLUMN pieces TEXT NOT NULL DEFAULT '';
 ALTER TABLE calib_runs ADD COLUMN drift_pct REAL;
 ALTER TABLE calib_runs ADD COLUMN remeasured INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE calib_runs ADD COLUMN flagged INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE calib_runs ADD COLUMN probe_bw REAL;
 -- A validation keeps a verdict per quantity against the runtime's own noise floor: within
 -- it, or the term of the cost model most off.
 ALTER TABLE validate_stats ADD COLUMN verdict TEXT NOT NULL DEFAULT '';
