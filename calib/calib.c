@@ -42,15 +42,21 @@ int ws_calib_add_sample(ws_calib_run *run, const ws_calib_sample *s, ws_err *err
     return 0;
 }
 
+double ws_calib_estimate(double *t, int n)
+{
+    ws_median_sort(t, n); /* sorts */
+    const int half = (n + 1) / 2;
+    return half % 2 ? t[half / 2] : 0.5 * (t[half / 2 - 1] + t[half / 2]);
+}
+
 int ws_calib_add_timed(ws_calib_run *run, ws_err *err, const char *device, const char *op,
                        const char *dtype, const char *kind, double flops, double bytes, double *t,
                        int n, const char *params_fmt, ...)
 {
     if (n <= 0)
         return ws_err_set(err, WS_EINVAL, "calib: %s: no timed repeat", op);
-    const double med = ws_median_sort(t, n); /* t is sorted: extremes at both ends */
-    const int half = (n + 1) / 2;
-    const double est = half % 2 ? t[half / 2] : 0.5 * (t[half / 2 - 1] + t[half / 2]);
+    const double est = ws_calib_estimate(t, n); /* t is sorted: extremes at both ends */
+    const double med = ws_median_sort(t, n);
     ws_calib_sample x = {.flops = flops,
                          .bytes = bytes,
                          .repeats = n,

@@ -36,8 +36,8 @@ typedef struct ws_calib_fit {
 
 typedef struct ws_calib_run {
     ws_host_fp host;
-    char mode[16];        /* quick | default */
-    char scope[16];       /* all | cpu | gpu | link */
+    char mode[16];  /* quick | default */
+    char scope[16]; /* all | cpu | gpu | link */
     char started_at[32], finished_at[32];
     char note[256];
     ws_calib_sample *samples;
@@ -46,17 +46,17 @@ typedef struct ws_calib_run {
     int n_fits, cap_fits;
     /* Machine figures measured in this run; they decide which roofline rate a fit of
      * constant-intensity samples holds fixed (0 = not measured). */
-    double read_bw;              /* bytes/s, all threads */
-    double read_bw_1t;           /* bytes/s, one thread */
-    double peak_flops[2];        /* flop/s of the attention dot-product path: [all, 1 thread] */
-    double gpu_bw;               /* bytes/s, device copy (read + write) */
-    double gpu_peak;             /* flop/s, best cuBLAS GEMM rate seen in the run */
+    double read_bw;       /* bytes/s, all threads */
+    double read_bw_1t;    /* bytes/s, one thread */
+    double peak_flops[2]; /* flop/s of the attention dot-product path: [all, 1 thread] */
+    double gpu_bw;        /* bytes/s, device copy (read + write) */
+    double gpu_peak;      /* flop/s, best cuBLAS GEMM rate seen in the run */
     /* The reference probe (below): its drift over the run in percent (NAN: not probed),
      * whether the run was measured again for it, and whether it is flagged (still drifting
      * or loaded: stored, none of its fits used). */
     double drift_pct;
     int remeasured, flagged;
-    double probe_bw; /* the probe's median read rate over the run, B/s (NAN: not probed) */
+    double probe_bw; /* the probe's read rate over the run (ws_calib_estimate), B/s; NAN */
     /* An imported run (calib/import.h): the files read, and the GPU profile's name ("": the
      * calibrator's "gpu:<device name>"). */
     const ws_calibdb_source *sources;
@@ -67,6 +67,10 @@ typedef struct ws_calib_run {
 void ws_calib_run_init(ws_calib_run *run);
 void ws_calib_run_free(ws_calib_run *run);
 int ws_calib_add_sample(ws_calib_run *run, const ws_calib_sample *s, ws_err *err);
+/* The protocol's robust estimate of n > 0 repeat times (sorted in place): the median of the
+ * fastest half. Load from elsewhere only ever slows a call, so the fastest half is the
+ * machine's own speed, and its median is not one lucky call. */
+double ws_calib_estimate(double *t, int n);
 /* Adds a sample of key (device, op, dtype, attention kind) from the n repeat times in t
  * (sorted in place): median, min, max, the robust estimate fits use (t_est, the median of
  * the fastest half: a repeat slowed by other load on the host moves it least) and the
@@ -122,10 +126,10 @@ typedef void (*ws_calib_progress_fn)(void *ctx, double frac, const char *what);
 #define WS_CALIB_SWEEP_EXPERT_INT8 2 /* cpu.expert_gemm.int8 */
 
 typedef struct ws_calib_opts {
-    int quick;                  /* coarse sweep (< 60 s on 2 cores) */
-    int sweeps;                 /* 0: all; else WS_CALIB_SWEEP_* bits */
+    int quick;  /* coarse sweep (< 60 s on 2 cores) */
+    int sweeps; /* 0: all; else WS_CALIB_SWEEP_* bits */
     int do_cpu, do_gpu, do_link;
-    int threads;                /* 0 = every logical CPU */
+    int threads; /* 0 = every logical CPU */
     ws_calib_progress_fn progress;
     void *progress_ctx;
     volatile sig_atomic_t *stop; /* set asynchronously to stop: WS_ECANCELED */

@@ -98,7 +98,7 @@ int ws_calib_probe(ws_pool *pool, int n, double *bw, ws_err *err)
     for (int i = 0; i < n; i++)
         t[i] = probe_time(r);
     ws_membw_reader_destroy(r);
-    *bw = PROBE_BYTES / ws_median_sort(t, n);
+    *bw = PROBE_BYTES / ws_calib_estimate(t, n);
     return 0;
 }
 
@@ -1101,7 +1101,7 @@ int ws_calib_measure(const ws_calib_opts *o, ws_calib_run *run, ws_err *err)
         if (c.n_probe) {
             double t[PROBE_MAX];
             memcpy(t, c.probe_t, sizeof(double) * (size_t)c.n_probe);
-            run->probe_bw = PROBE_BYTES / ws_median_sort(t, c.n_probe);
+            run->probe_bw = PROBE_BYTES / ws_calib_estimate(t, c.n_probe);
         }
         const int drift = run->drift_pct > WS_CALIB_DRIFT_PCT, loaded = dips > WS_CALIB_DIP_SHARE;
         snprintf(why, sizeof why, "drift %.1f%%%s, %.0f%% of %d probes over %.0f%% slow%s",

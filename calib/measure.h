@@ -27,8 +27,8 @@
 /* Runs the sweeps into run->samples (and the machine figures into run). */
 int ws_calib_measure(const ws_calib_opts *o, ws_calib_run *run, ws_err *err);
 
-/* The reference probe on its own, n times on the pool's threads: *bw the median read rate
- * (B/s), the figure a run stores as probe_bw. For holding the host later against the
+/* The reference probe on its own, n times on the pool's threads: *bw the read rate of the
+ * protocol's estimate (ws_calib_estimate), B/s, the figure a run stores as probe_bw. For holding the host later against the
  * minutes it was calibrated in (validate). */
 int ws_calib_probe(ws_pool *pool, int n, double *bw, ws_err *err);
 

@@ -152,12 +152,12 @@ static void print_fits(json_t *show)
         printf("note      %s\n", TXT(r, "note", note));
     const double drift = json_number_value(json_object_get(r, "drift_pct"));
     if (json_is_number(json_object_get(r, "drift_pct")))
-        printf("probe     reference read %.1f GB/s (median), drifted %.1f%% between the run's "
-               "halves (bound %.0f%%)%s%s\n",
-               json_number_value(json_object_get(r, "probe_gbps")), drift, WS_CALIB_DRIFT_PCT,
-               json_is_true(json_object_get(r, "remeasured")) ? "; measured twice" : "",
-               json_is_true(json_object_get(r, "flagged")) ? "; FLAGGED: no fit of it is used"
-                                                           : "");
+        printf(
+            "probe     reference read %.1f GB/s (fastest half), drifted %.1f%% between the run's "
+            "halves (bound %.0f%%)%s%s\n",
+            json_number_value(json_object_get(r, "probe_gbps")), drift, WS_CALIB_DRIFT_PCT,
+            json_is_true(json_object_get(r, "remeasured")) ? "; measured twice" : "",
+            json_is_true(json_object_get(r, "flagged")) ? "; FLAGGED: no fit of it is used" : "");
     json_array_foreach(json_object_get(show, "measured"), k, m)
     {
         char v[32], key[256], unit[64], params[1024];

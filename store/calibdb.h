@@ -49,7 +49,7 @@ typedef struct ws_calibdb_run {
     double drift_pct; /* the reference probe's drift over the run (NAN: none) */
     int remeasured;   /* 1: measured again because the probe drifted */
     int flagged;      /* 1: still drifting when measured again: no fit of it is used */
-    double probe_bw;  /* the reference probe's median read rate over the run, B/s (NAN) */
+    double probe_bw;  /* the reference probe's read rate over the run (its estimate), B/s */
 } ws_calibdb_run;
 
 /* One measured configuration: median and spread of its timed repeats. */

@@ -80,10 +80,10 @@ typedef struct ws_validate_report {
     char layers_note[200];
     int host_is_this_machine; /* set by the caller (the CLI knows how it chose --host) */
     /* The calibrator's reference probe (calib/measure.h) timed before and after every
-     * runtime run: its median now, its median when the host profile was calibrated (NAN:
-     * none), and the host's drift between the two, percent (negative: slower now). Past
-     * WS_CALIB_DRIFT_PCT the host is not the one the calibration measured, and the verdict
-     * says so. */
+     * runtime run: its rate now and when the host profile was calibrated (NAN: none), each
+     * by the protocol's estimate (ws_calib_estimate), and the host's drift between the two, percent
+     * (negative: slower now). Past WS_CALIB_DRIFT_PCT the host is not the one the calibration
+     * measured, and the verdict says so. */
     double probe_bw, calib_probe_bw, host_drift_pct;
 } ws_validate_report;
 

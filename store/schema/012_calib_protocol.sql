@@ -8,7 +8,7 @@
 -- {upto, c0, peak_flops, bandwidth}, upto the intensity in flop/byte each applies to). A run keeps its reference probe: how far the probe drifted between its
 -- first and its slowest repeat (percent), whether the run was measured again for it, and
 -- whether it is flagged as noisy (flagged runs are stored but none of their fits is used),
--- and the probe's median read rate (B/s): what `validate` holds the host against later.
+-- and the probe's read rate (B/s, the median of its fastest half): what `validate` holds the host against later.
 ALTER TABLE samples ADD COLUMN t_est REAL;
 ALTER TABLE samples ADD COLUMN spread_pct REAL;
 ALTER TABLE fits ADD COLUMN spread_pct REAL;
