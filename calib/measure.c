@@ -675,6 +675,23 @@ static void *copy_thread(void *arg)
     return NULL;
 }
 
+/* Starts the copy beside the timed arm (on: the "with copy" arm), else nothing. */
+static int copy_start(ctx *c, copy_loop *cl, pthread_t *th, int on)
+{
+    atomic_store(&cl->stop, 0);
+    if (on && pthread_create(th, NULL, copy_thread, cl))
+        return ws_err_set(c->err, WS_EIO, "calib: cannot start the copy thread");
+    return 0;
+}
+
+static void copy_stop(copy_loop *cl, pthread_t th, int on)
+{
+    if (on) {
+        atomic_store(&cl->stop, 1);
+        pthread_join(th, NULL);
+    }
+}
+
 static int moe_vs_copy(ctx *c)
 {
     const int threads = ws_pool_threads(c->pool) - 1;
@@ -719,19 +736,13 @@ static int moe_vs_copy(ctx *c)
             if ((rc = stopped(c)))
                 break;
             pthread_t th;
-            atomic_store(&cl.stop, 0);
-            if (k && pthread_create(&th, NULL, copy_thread, &cl)) {
-                rc = ws_err_set(c->err, WS_EIO, "calib: cannot start the copy thread");
+            if ((rc = copy_start(c, &cl, &th, k)))
                 break;
-            }
             const double t0 = ws_now_s();
             moe_run(&mp, pool);
             moe_run(&mp, pool);
             t[k][r] = (ws_now_s() - t0) / 2;
-            if (k) {
-                atomic_store(&cl.stop, 1);
-                pthread_join(th, NULL);
-            }
+            copy_stop(&cl, th, k);
         }
     const double flops = 2.0 * MOE_CMP_EXPERTS * 6.0 * m.hidden * m.moe_intermediate;
     for (int k = 0; k < 2 && !rc; k++)
@@ -797,17 +808,11 @@ static int attn_vs_copy(ctx *c)
             if ((rc = stopped(c)))
                 break;
             pthread_t th;
-            atomic_store(&cl.stop, 0);
-            if (k && pthread_create(&th, NULL, copy_thread, &cl)) {
-                rc = ws_err_set(c->err, WS_EIO, "calib: cannot start the copy thread");
+            if ((rc = copy_start(c, &cl, &th, k)))
                 break;
-            }
             rc = time_attn(c, &sh, pool, ctx_tok, batch, 0, r == 0, 1, NULL, &t[k][r], &bytes,
                            &flops);
-            if (k) {
-                atomic_store(&cl.stop, 1);
-                pthread_join(th, NULL);
-            }
+            copy_stop(&cl, th, k);
         }
     for (int k = 0; k < 2 && !rc; k++)
         rc = add(c, "cpu", "copy_cmp", "bf16", "gqa", flops, bytes, t[k], reps,
@@ -879,8 +884,6 @@ static int expert_set_alloc(ctx *c, const char *model, int int8, expert_set *s)
     s->one = int8 ? (ws_expert_int8_bytes(H, I) + 63) / 64 * 64 : sizeof(uint16_t) * wn;
     int e = (int)(EXPERT_PHASE_BYTES / s->one), lo = 2 * ws_pool_threads(c->pool);
     s->E = e < lo ? lo : e > EXPERT_PHASE_MAX ? EXPERT_PHASE_MAX : e;
-    if (s->E > EXPERT_PHASE_MAX)
-        s->E = EXPERT_PHASE_MAX;
     /* Huge pages (a hint), as the runtime's weights: with 4 KiB pages a wide expert
      * (Mixtral's 352 MB) streams at the TLB's pace, not DRAM's. */
     const size_t wb = (s->one * (size_t)s->E + huge - 1) / huge * huge;
@@ -888,39 +891,27 @@ static int expert_set_alloc(ctx *c, const char *model, int int8, expert_set *s)
         return ws_err_set(c->err, WS_ENOMEM, "calib: cannot allocate %d experts of %s (%.0f MB)",
                           s->E, model, wb / 1e6);
     madvise(s->w, wb, MADV_HUGEPAGE);
-    for (int x = 0; x < s->E; x++) {
+    /* Weights of no meaning: int8 experts quantized (as the runtime loads them) from bf16
+     * ones filled the same way, through one expert's bf16 buffer */
+    uint16_t *tmp = int8 ? malloc(sizeof(uint16_t) * wn) : NULL;
+    if (int8 && !tmp)
+        return ws_err_set(c->err, WS_ENOMEM, "calib: out of memory (int8 experts)");
+    for (int x = 0; x < s->E && !rc; x++) {
         char *base = (char *)s->w + s->one * (size_t)x;
+        uint16_t *b = int8 ? tmp : (uint16_t *)base;
+        for (size_t i = 0; i < wn; i++)
+            b[i] = ws_f32_to_bf16((float)(((i + (size_t)x) * 2654435761u) % 1000) * 1e-4f - 0.05f);
+        const ws_expert_bf16 e = {H, I, b, b + (size_t)H * 2 * I};
         if (int8) {
-            int8_t *q = (int8_t *)base;
-            for (size_t i = 0; i < wn; i++)
-                q[i] = (int8_t)((int)(((i + (size_t)x) * 2654435761u) % (unsigned)(2 * qmax + 1)) -
-                                qmax);
-            float *sc = (float *)(base + (ws_expert_int8_bytes(H, I) - 8 * (size_t)(2 * I + H)));
-            int32_t *sum = (int32_t *)(sc + 2 * I + H);
-            for (int i = 0; i < 2 * I + H; i++)
-                sc[i] = 1e-3f;
-            ws_int8_row_sums(q, 2 * I, H, sum);
-            ws_int8_row_sums(q + (size_t)2 * I * H, H, I, sum + 2 * I);
-            s->q8[x] = (ws_expert_int8){.hidden = H,
-                                        .inter = I,
-                                        .w_gate_up = q,
-                                        .s_gate_up = sc,
-                                        .sum_gate_up = sum,
-                                        .w_down = q + (size_t)2 * I * H,
-                                        .s_down = sc + 2 * I,
-                                        .sum_down = sum + 2 * I,
-                                        .qmax = qmax};
+            rc = ws_expert_int8_from_bf16(&e, qmax, base, &s->q8[x], c->err);
             s->pq8[x] = &s->q8[x];
         } else {
-            uint16_t *b = (uint16_t *)base;
-            for (size_t i = 0; i < wn; i++)
-                b[i] =
-                    ws_f32_to_bf16((float)(((i + (size_t)x) * 2654435761u) % 1000) * 1e-4f - 0.05f);
-            s->bf[x] = (ws_expert_bf16){H, I, b, b + (size_t)H * 2 * I};
+            s->bf[x] = e;
             s->pbf[x] = &s->bf[x];
         }
     }
-    return 0;
+    free(tmp);
+    return rc;
 }
 
 static int expert_sweep(ctx *c, int int8)

@@ -38,8 +38,10 @@ static void expert_task(void *ctx, int task, int thread)
         j->err = err;
 }
 
-int ws_experts_run_bf16(ws_pool *pool, const ws_expert_bf16 *const *ex, int n, const int *off,
-                        const float *xb, float *yb, ws_err *err)
+/* Either kind: ex (bf16) or q (int8) non-NULL. */
+static int experts_run(ws_pool *pool, const ws_expert_bf16 *const *ex,
+                       const ws_expert_int8 *const *q, int n, const int *off, const float *xb,
+                       float *yb, ws_err *err)
 {
     if (n <= 0)
         return 0;
@@ -48,9 +50,10 @@ int ws_experts_run_bf16(ws_pool *pool, const ws_expert_bf16 *const *ex, int n, c
         return ws_err_set(err, WS_ENOMEM, "experts: out of memory");
     memset(done, 0, (size_t)n);
     int rc = 0;
-    /* A shape class's first call probes every backend by timing it: on this thread, alone,
-     * so concurrent probes neither skew each other's timings nor race to record a choice. */
-    for (int i = 0; i < n && !rc; i++) {
+    /* A bf16 shape class's first call probes every backend by timing it: on this thread,
+     * alone, so concurrent probes neither skew each other's timings nor race to record a
+     * choice. */
+    for (int i = 0; ex && i < n && !rc; i++) {
         const int m = off[i + 1] - off[i];
         if (strcmp(ws_gemm_bf16_backend_name(ex[i]->hidden, ex[i]->inter, m, 1), "unprobed"))
             continue;
@@ -59,7 +62,7 @@ int ws_experts_run_bf16(ws_pool *pool, const ws_expert_bf16 *const *ex, int n, c
         done[i] = 1;
     }
     if (!rc) {
-        experts_job j = {.ex = ex, .xb = xb, .yb = yb, .off = off, .done = done};
+        experts_job j = {.ex = ex, .q = q, .xb = xb, .yb = yb, .off = off, .done = done};
         ws_pool_run(pool, n, expert_task, &j);
         if ((rc = j.rc) && err)
             *err = j.err;
@@ -69,21 +72,14 @@ int ws_experts_run_bf16(ws_pool *pool, const ws_expert_bf16 *const *ex, int n, c
     return rc;
 }
 
+int ws_experts_run_bf16(ws_pool *pool, const ws_expert_bf16 *const *ex, int n, const int *off,
+                        const float *xb, float *yb, ws_err *err)
+{
+    return experts_run(pool, ex, NULL, n, off, xb, yb, err);
+}
+
 int ws_experts_run_int8(ws_pool *pool, const ws_expert_int8 *const *ex, int n, const int *off,
                         const float *xb, float *yb, ws_err *err)
 {
-    if (n <= 0)
-        return 0;
-    unsigned char done_s[256], *done = n <= 256 ? done_s : calloc((size_t)n, 1);
-    if (!done)
-        return ws_err_set(err, WS_ENOMEM, "experts: out of memory");
-    memset(done, 0, (size_t)n);
-    experts_job j = {.q = ex, .xb = xb, .yb = yb, .off = off, .done = done};
-    ws_pool_run(pool, n, expert_task, &j);
-    int rc = j.rc;
-    if (rc && err)
-        *err = j.err;
-    if (done != done_s)
-        free(done);
-    return rc;
+    return experts_run(pool, NULL, ex, n, off, xb, yb, err);
 }
