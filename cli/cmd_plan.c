@@ -150,8 +150,8 @@ static const cli_spec k_spec = {"plan", k_opts, 0, usage};
 
 static void on_progress(void *ctx, int round, long long points, int open)
 {
-    cli_progress_line(ctx, 0, "plan: round %d, %lld simulations, %d searches open", round,
-                      points, open);
+    cli_progress_line(ctx, 0, "plan: round %d, %lld simulations, %d searches open", round, points,
+                      open);
 }
 
 /* Seconds: "0.2", "0.2s" or "200ms"; > 0. */
@@ -194,8 +194,7 @@ static int parse_list(const char *opt, const char *v, double lo, double hi, doub
     return 0;
 }
 
-static int parse_int_list(const char *opt, const char *v, int lo, int hi, int *out, int cap,
-                          int *n)
+static int parse_int_list(const char *opt, const char *v, int lo, int hi, int *out, int cap, int *n)
 {
     double d[WS_PLAN_MAX_CAND];
     int rc = parse_list(opt, v, lo, hi, d, cap, n);
@@ -246,12 +245,12 @@ static json_t *num_or_null(double v)
 static json_t *setting_json(const ws_plan_setting *set)
 {
     json_t *o = json_object();
-    json_object_set_new(o, "gpu_kv_gb", set->gpu_kv_gb > 0 ? json_real(set->gpu_kv_gb)
-                                                           : json_string("default"));
-    json_object_set_new(o, "page", set->page > 0 ? json_integer(set->page)
-                                                 : json_string("default"));
-    json_object_set_new(o, "window", set->window > 0 ? json_integer(set->window)
-                                                     : json_string("default"));
+    json_object_set_new(o, "gpu_kv_gb",
+                        set->gpu_kv_gb > 0 ? json_real(set->gpu_kv_gb) : json_string("default"));
+    json_object_set_new(o, "page",
+                        set->page > 0 ? json_integer(set->page) : json_string("default"));
+    json_object_set_new(o, "window",
+                        set->window > 0 ? json_integer(set->window) : json_string("default"));
     return o;
 }
 
@@ -286,8 +285,8 @@ static int ranking(const ws_plan_spec *s, const ws_plan_report *rep, int by_cost
             if (!b || !(b->max_load > 0))
                 continue;
             const double k = by_cost ? ws_plan_cost_per_mtok(s, b) : ws_plan_goodput(s, b);
-            if (best.policy < 0 || (by_cost ? (!isnan(k) && (isnan(best.key) || k < best.key))
-                                            : k > best.key))
+            if (best.policy < 0 ||
+                (by_cost ? (!isnan(k) && (isnan(best.key) || k < best.key)) : k > best.key))
                 best = (rank_row){g, p, k};
         }
         rows[n++] = best;
@@ -324,8 +323,37 @@ static void print_head(const ws_plan_spec *s, const ws_plan_report *rep, int emb
     else
         printf("search: rate x4 from %.4g req/s, then bisected to %g%% relative; %d rounds, %zu "
                "simulations, %.2f s\n",
-               s->start > 0 ? s->start : rep->native_rate > 0 ? rep->native_rate : s->gen.rate,
+               s->start > 0           ? s->start
+               : rep->native_rate > 0 ? rep->native_rate
+                                      : s->gen.rate,
                100 * s->tol, rep->rounds, rep->n_evals, rep->wall_s);
+}
+
+/* What bound a search that met nothing, at the lowest load it tried: the SLOs whose
+ * percentile missed ("ttft", "tpot", both, or "oom" for requests that did not fit). */
+static const char *none_binding(const ws_plan_spec *s, const ws_plan_best *x)
+{
+    const ws_plan_result *m = &x->miss;
+    const int t = s->slo_ttft > 0 && !(m->ttft_q <= s->slo_ttft);
+    const int p = s->slo_tpot > 0 && !(m->tpot_q <= s->slo_tpot);
+    return m->oom ? "oom" : t && p ? "ttft+tpot" : t ? "ttft" : p ? "tpot" : "attainment";
+}
+
+/* Why a row says none: the lowest load tried, the share that missed there and the SLO. */
+static void print_none(const ws_plan_spec *s, const ws_plan_best *x)
+{
+    const ws_plan_result *m = &x->miss;
+    char a[32], b[32], c[32] = "no SLO", d[32] = "no SLO";
+    if (s->slo_ttft > 0)
+        fmt_secs(s->slo_ttft, c, sizeof c);
+    if (s->slo_tpot > 0)
+        fmt_secs(s->slo_tpot, d, sizeof d);
+    printf("  why none (%s, %s): at %.4g %s, the lowest load tried, %.1f%% of requests missed "
+           "(p%g TTFT %s against %s, TPOT %s against %s%s); binding: %s\n",
+           s->gpus[x->gpu], ws_policy_name(x->policy), x->miss_load,
+           s->load == WS_PLAN_USERS ? "users" : "req/s", 100 * (1 - m->attain), s->slo_pct,
+           fmt_secs(m->ttft_q, a, sizeof a), c, fmt_secs(m->tpot_q, b, sizeof b), d,
+           m->oom ? "; some did not fit (OOM)" : "", none_binding(s, x));
 }
 
 /* One row per GPU and policy (per setting with --tune: the best). */
@@ -359,7 +387,14 @@ static void print_results(const ws_plan_spec *s, const ws_plan_report *rep)
                        some ? fmt_secs(x->at.tpot_q, b, sizeof b) : "-", x->evals, cost, "");
             }
         }
-    printf("(%s, %s: at the highest load that met the SLOs%s)\n", tq, pq, users ? "; TPOT: decode steps with every user running" : "");
+    printf("(%s, %s: at the highest load that met the SLOs%s)\n", tq, pq,
+           users ? "; TPOT: decode steps with every user running" : "");
+    for (size_t i = 0; i < rep->n_search; i++) {
+        const ws_plan_best *x = &rep->search[i];
+        if (!(x->max_load > 0) && x->miss_load > 0 &&
+            (!s->tune || x == ws_plan_best_of(rep, s, x->gpu, x->policy)))
+            print_none(s, x);
+    }
     if (s->tune) {
         printf("(--tune: the best setting of each policy among the default and, one at a time,");
         for (int i = 0; i < s->n_kv; i++)
@@ -500,8 +535,8 @@ static json_t *report_json(const ws_plan_spec *s, const ws_plan_report *rep, int
         json_object_set_new(o, "gpu", json_string(s->gpus[x->gpu]));
         json_object_set_new(o, "policy", json_string(ws_policy_name(x->policy)));
         json_object_set_new(o, "setting", setting_json(&x->set));
-        json_object_set_new(o, "best", json_boolean(ws_plan_best_of(rep, s, x->gpu, x->policy) ==
-                                                    x));
+        json_object_set_new(o, "best",
+                            json_boolean(ws_plan_best_of(rep, s, x->gpu, x->policy) == x));
         json_object_set_new(o, "max_load", json_real(x->max_load));
         json_object_set_new(o, "capped", json_boolean(x->capped));
         json_object_set_new(o, "goodput", some ? json_real(ws_plan_goodput(s, x)) : json_null());
@@ -511,6 +546,16 @@ static json_t *report_json(const ws_plan_spec *s, const ws_plan_report *rep, int
         json_object_set_new(o, "attainment", some ? json_real(x->at.attain) : json_null());
         json_object_set_new(o, "cost_per_mtok", num_or_null(ws_plan_cost_per_mtok(s, x)));
         json_object_set_new(o, "simulations", json_integer(x->evals));
+        if (!some && x->miss_load > 0) { /* what failed at the lowest load tried */
+            json_t *w = json_object();
+            json_object_set_new(w, "load", json_real(x->miss_load));
+            json_object_set_new(w, "attainment", json_real(x->miss.attain));
+            json_object_set_new(w, "ttft_q_s", num_or_null(x->miss.ttft_q));
+            json_object_set_new(w, "tpot_q_s", num_or_null(x->miss.tpot_q));
+            json_object_set_new(w, "oom", json_integer((json_int_t)x->miss.oom));
+            json_object_set_new(w, "binding", json_string(none_binding(s, x)));
+            json_object_set_new(o, "why_none", w);
+        }
         json_array_append_new(res, o);
     }
     json_object_set_new(root, "results", res);
@@ -531,9 +576,9 @@ static json_t *report_json(const ws_plan_spec *s, const ws_plan_report *rep, int
         for (int i = 0; i < n; i++) {
             json_t *o = json_object();
             json_object_set_new(o, "gpu", json_string(s->gpus[rows[i].gpu]));
-            json_object_set_new(o, "policy", rows[i].policy >= 0
-                                                 ? json_string(ws_policy_name(rows[i].policy))
-                                                 : json_null());
+            json_object_set_new(o, "policy",
+                                rows[i].policy >= 0 ? json_string(ws_policy_name(rows[i].policy))
+                                                    : json_null());
             json_object_set_new(o, by_cost ? "cost_per_mtok" : "goodput", num_or_null(rows[i].key));
             json_array_append_new(r, o);
         }

@@ -61,8 +61,7 @@ int ws_plan_spec_check(const ws_plan_spec *s, ws_err *err)
     if (!(s->policies & ((1u << WS_POLICY_COUNT) - 1)))
         return ws_err_set(err, WS_EINVAL, "plan: no policy to plan for");
     if (!(s->host_limit >= 0) || !isfinite(s->host_limit))
-        return ws_err_set(err, WS_EINVAL, "plan: host memory is bytes >= 0, not %g",
-                          s->host_limit);
+        return ws_err_set(err, WS_EINVAL, "plan: host memory is bytes >= 0, not %g", s->host_limit);
     if (!(s->slo_ttft > 0) && !(s->slo_tpot > 0))
         return ws_err_set(err, WS_EINVAL, "plan: give an SLO (TTFT or TPOT, seconds > 0)");
     if (s->slo_ttft < 0 || s->slo_tpot < 0 || !isfinite(s->slo_ttft) || !isfinite(s->slo_tpot))
@@ -126,11 +125,11 @@ int ws_plan_spec_check(const ws_plan_spec *s, ws_err *err)
 /* ---- the search: bracket, then bisection ------------------------------------------------ */
 
 typedef struct search {
-    double lo, hi;   /* lo met (0: none yet), hi did not (0: none yet) */
+    double lo, hi; /* lo met (0: none yet), hi did not (0: none yet) */
     double start, min, max, tol;
-    int integer;     /* users, context units: whole numbers, to 1 */
+    int integer; /* users, context units: whole numbers, to 1 */
     int done, capped;
-    ws_plan_result at_lo;
+    ws_plan_result at_lo, at_hi;
     int evals;
 } search;
 
@@ -181,10 +180,19 @@ static void search_update(search *s, double x, const ws_plan_result *r)
         s->lo = x;
         s->at_lo = *r;
     } else {
-        s->hi = x;
-        /* Requests that ran alone missed: a lower rate only spaces them further apart. */
-        if (!s->integer && r->peak_batch <= 1)
+        /* Requests that ran alone missed: a lower rate only spaces them further apart. So
+         * did requests that no longer wait for each other: while none met, a lower rate that
+         * changed neither the share within the SLOs, nor the TTFT at the percentile, nor the
+         * most sequences at once (requests that arrive together stay together at any rate). */
+        const ws_plan_result *h = &s->at_hi;
+        const int same_ttft =
+            r->ttft_q == h->ttft_q || fabs(r->ttft_q - h->ttft_q) <= 0.01 * h->ttft_q;
+        const int unchanged = !(s->lo > 0) && s->hi > 0 && r->attain <= h->attain &&
+                              r->peak_batch == h->peak_batch && same_ttft;
+        if (!s->integer && (r->peak_batch <= 1 || unchanged))
             s->done = 1;
+        s->hi = x;
+        s->at_hi = *r;
     }
 }
 
@@ -223,8 +231,8 @@ void ws_plan_report_free(ws_plan_report *r)
     memset(r, 0, sizeof *r);
 }
 
-static int add_eval(ws_plan_report *r, const ws_plan_point *p, const ws_plan_result *res,
-                    int round, ws_err *err)
+static int add_eval(ws_plan_report *r, const ws_plan_point *p, const ws_plan_result *res, int round,
+                    ws_err *err)
 {
     if (ws_grow((void **)&r->evals, &r->cap_evals, r->n_evals, sizeof *r->evals, 256))
         return ws_err_set(err, WS_ENOMEM, "plan: out of memory");
@@ -321,8 +329,8 @@ static void searches_init(const ws_plan_spec *s, double native_rate, searches *w
                 continue;
             const int ns = settings_of(s, p, set);
             for (int i = 0; i < ns; i++, k++) {
-                w->base[k] = (ws_plan_point){.kind = WS_PLAN_PT_LOAD, .gpu = g, .policy = p,
-                                             .set = set[i]};
+                w->base[k] =
+                    (ws_plan_point){.kind = WS_PLAN_PT_LOAD, .gpu = g, .policy = p, .set = set[i]};
                 if (users)
                     search_init(&w->sr[k], start, 1, s->max_users, 0, 1);
                 else
@@ -335,10 +343,9 @@ static void searches_init(const ws_plan_spec *s, double native_rate, searches *w
             if (!(s->policies >> p & 1))
                 continue;
             for (int i = 0; i < s->n_fit; i++, k++) {
-                w->base[k] = (ws_plan_point){.kind = WS_PLAN_PT_FIT, .gpu = g, .policy = p,
-                                             .batch = s->fit_batch[i]};
-                search_init(&w->sr[k], ctx_units, 1, (double)(s->fit_max / WS_PLAN_FIT_UNIT), 0,
-                            1);
+                w->base[k] = (ws_plan_point){
+                    .kind = WS_PLAN_PT_FIT, .gpu = g, .policy = p, .batch = s->fit_batch[i]};
+                search_init(&w->sr[k], ctx_units, 1, (double)(s->fit_max / WS_PLAN_FIT_UNIT), 0, 1);
             }
         }
 }
@@ -376,8 +383,8 @@ static int search_rounds(const ws_plan_spec *s, ws_plan_eval_fn eval, void *ctx,
             return rc;
         for (int j = 0; j < n; j++) {
             const ws_plan_point *pt = &w->pts[j];
-            const double x = pt->kind == WS_PLAN_PT_LOAD ? pt->load
-                                                         : (double)(pt->context / WS_PLAN_FIT_UNIT);
+            const double x =
+                pt->kind == WS_PLAN_PT_LOAD ? pt->load : (double)(pt->context / WS_PLAN_FIT_UNIT);
             search_update(&w->sr[w->who[j]], x, &w->res[j]);
             if ((rc = add_eval(rep, pt, &w->res[j], round, err)))
                 return rc;
@@ -404,6 +411,8 @@ static void searches_report(const ws_plan_spec *s, const searches *w, ws_plan_re
         b->max_load = w->sr[i].lo;
         b->capped = w->sr[i].capped;
         b->at = w->sr[i].at_lo;
+        b->miss_load = w->sr[i].hi;
+        b->miss = w->sr[i].at_hi;
         b->evals = w->sr[i].evals;
     }
     rep->n_search = w->n_load;
@@ -416,7 +425,8 @@ static void searches_report(const ws_plan_spec *s, const searches *w, ws_plan_re
     }
     for (size_t i = 0; i < w->n_fit; i++) {
         const size_t j = w->n_load + i;
-        rep->fit[i] = (ws_plan_fit){.gpu = w->base[j].gpu, .policy = w->base[j].policy,
+        rep->fit[i] = (ws_plan_fit){.gpu = w->base[j].gpu,
+                                    .policy = w->base[j].policy,
                                     .batch = w->base[j].batch,
                                     .max_context = (long long)w->sr[j].lo * WS_PLAN_FIT_UNIT,
                                     .capped = w->sr[j].capped};
@@ -468,8 +478,8 @@ double ws_plan_goodput(const ws_plan_spec *s, const ws_plan_best *b)
 
 double ws_plan_cost_per_mtok(const ws_plan_spec *s, const ws_plan_best *b)
 {
-    if (!b || b->gpu < 0 || b->gpu >= s->n_gpus || !(s->price[b->gpu] > 0) ||
-        !(b->max_load > 0) || !(b->at.tokens_per_s > 0))
+    if (!b || b->gpu < 0 || b->gpu >= s->n_gpus || !(s->price[b->gpu] > 0) || !(b->max_load > 0) ||
+        !(b->at.tokens_per_s > 0))
         return NAN;
     return s->price[b->gpu] / 3600.0 / b->at.tokens_per_s * 1e6;
 }
@@ -640,8 +650,11 @@ static double share_within(const double *v, size_t n, double limit)
 static ws_plan_result result_of(const ws_plan_spec *s, int fit, int users, int want,
                                 const sim_totals *T, tally *t)
 {
-    ws_plan_result o = {.requests = T->requests, .served = T->served, .oom = T->oom,
-                        .peak_batch = t->peak, .goodput = T->goodput_rps};
+    ws_plan_result o = {.requests = T->requests,
+                        .served = T->served,
+                        .oom = T->oom,
+                        .peak_batch = t->peak,
+                        .goodput = T->goodput_rps};
     o.ttft_q = pct_of(t->ttft, t->n_ttft, s->slo_pct);
     o.tpot_q = pct_of(t->tpot, t->n_tpot, s->slo_pct);
     if (fit) {
@@ -793,8 +806,7 @@ typedef struct round_ctx {
     ws_plan *plan;
 } round_ctx;
 
-static int round_eval(void *ctx, const ws_plan_point *pts, int n, ws_plan_result *out,
-                      ws_err *err)
+static int round_eval(void *ctx, const ws_plan_point *pts, int n, ws_plan_result *out, ws_err *err)
 {
     round_ctx *r = ctx;
     return r->round(r->ctx, r->plan, pts, n, out, err);
@@ -845,8 +857,10 @@ void ws_plan_workload_text(const ws_plan_spec *s, char *buf, size_t cap)
         snprintf(buf, cap, "closed batch of concurrent users, %d prompt + %d output tokens each",
                  s->prompt, s->output);
     else if (s->trace && s->requests)
-        snprintf(buf, cap, "trace %s (first %llu requests), arrivals scaled in time, at most %d "
-                 "running", s->trace, (unsigned long long)s->requests, s->batch);
+        snprintf(buf, cap,
+                 "trace %s (first %llu requests), arrivals scaled in time, at most %d "
+                 "running",
+                 s->trace, (unsigned long long)s->requests, s->batch);
     else if (s->trace)
         snprintf(buf, cap, "trace %s (every request), arrivals scaled in time, at most %d running",
                  s->trace, s->batch);
@@ -858,7 +872,7 @@ void ws_plan_workload_text(const ws_plan_spec *s, char *buf, size_t cap)
         if (s->gen.arrivals == WS_ARRIVALS_GAMMA)
             snprintf(cv, sizeof cv, " (cv %g)", s->gen.cv);
         snprintf(buf, cap, "%llu %s arrivals%s, prompts %s, outputs %s, at most %d running",
-                 (unsigned long long)s->requests, ws_trace_arrivals_name(s->gen.arrivals), cv, a,
-                 b, s->batch);
+                 (unsigned long long)s->requests, ws_trace_arrivals_name(s->gen.arrivals), cv, a, b,
+                 s->batch);
     }
 }

@@ -15,8 +15,11 @@
  * bisection at the geometric midpoint until hi/lo - 1 <= tol (users and contexts: to 1), so
  * the answer lo meets and lies within a factor 1 + tol below the threshold; it assumes
  * attainment falls as load rises. A rate that misses with every request running alone
- * (peak_batch <= 1) ends its search with none: lower rates only space them further apart. The OOM frontier bisects the prompt length (in 1024-token
- * units) of a closed batch of B sequences that must all be resident at once.
+ * (peak_batch <= 1) ends its search with none: lower rates only space them further apart; so
+ * does, while none met, a rate whose 4x lower neighbour changed neither the attainment, the
+ * TTFT at the percentile nor the peak batch (ws_plan_best.miss keeps what failed). The OOM
+ * frontier bisects the prompt length (in 1024-token units) of a closed batch of B sequences
+ * that must all be resident at once.
  *
  * Every search advances in ROUNDS: each round collects one point from every open search
  * into one array and hands it to one evaluation function (ws_plan_eval_fn). The points of a
@@ -166,6 +169,10 @@ typedef struct ws_plan_best {
     double max_load;
     int capped;
     ws_plan_result at; /* at max_load (zero when none) */
+    /* The lowest load tried that missed (0: none missed) and its result: where none met,
+     * what failed at the lowest load (the SLO, the share of requests, OOM). */
+    double miss_load;
+    ws_plan_result miss;
     int evals;
 } ws_plan_best;
 

@@ -27,6 +27,7 @@ typedef struct fake {
     long long fit_tokens; /* batch x context that fits */
     long long calls, points;
     int max_round_size;
+    double floor_attain; /* > 0: misses at every rate, requests no longer waiting (below) */
 } fake;
 
 static int fake_eval(void *ctx, const ws_plan_point *pts, int n, ws_plan_result *out, ws_err *err)
@@ -48,7 +49,10 @@ static int fake_eval(void *ctx, const ws_plan_point *pts, int n, ws_plan_result 
             out[i].attain = out[i].meets ? 1 : 0.5;
             out[i].goodput = out[i].meets ? pts[i].load : 0;
             out[i].tokens_per_s = 100 * pts[i].load;
-            out[i].peak_batch = 4; /* requests overlapped: a miss is not from running alone */
+            out[i].peak_batch = 4;       /* requests overlapped: a miss is not from running alone */
+            out[i].ttft_q = pts[i].load; /* they queue: a lower rate waits less */
+            if (f->floor_attain > 0 && !out[i].meets) /* a miss no rate removes */
+                out[i].attain = f->floor_attain, out[i].ttft_q = 13.8, out[i].peak_batch = 2;
         }
     }
     return 0;
@@ -113,8 +117,8 @@ Test(plan, search_tighter_tolerance_and_edges)
     s.max_rate = 100;
     fake f = {0};
     f.thr[WS_POLICY_WRITESCOPE] = 7.77;
-    f.thr[WS_POLICY_GPU_ONLY] = 0;   /* nothing meets: none */
-    f.thr[WS_POLICY_KTRANS] = 1e9;   /* everything meets: capped at max_rate */
+    f.thr[WS_POLICY_GPU_ONLY] = 0; /* nothing meets: none */
+    f.thr[WS_POLICY_KTRANS] = 1e9; /* everything meets: capped at max_rate */
     ws_plan_report rep;
     ws_err err = {0};
     cr_assert_eq(ws_plan_search(&s, fake_eval, &f, 0, &rep, &err), 0, "%s", err.msg);
@@ -126,6 +130,31 @@ Test(plan, search_tighter_tolerance_and_edges)
     const ws_plan_best *c = ws_plan_best_of(&rep, &s, 0, WS_POLICY_KTRANS);
     cr_assert_eq(c->max_load, 100);
     cr_assert(c->capped);
+    ws_plan_report_free(&rep);
+}
+
+/* A trace whose first two requests arrive together, each too long for the TTFT SLO alone:
+ * lowering the rate changes neither the attainment, the TTFT nor the two at once, so the
+ * search stops after two misses (not halving towards 1e-6) and reports what failed at the
+ * lowest load it tried. */
+Test(plan, search_stops_where_a_lower_rate_changes_nothing)
+{
+    ws_plan_spec s;
+    spec_two_gpus(&s);
+    s.n_gpus = 1;
+    s.policies = 1u << WS_POLICY_WRITESCOPE;
+    s.n_fit = 0;
+    s.gen.rate = 2;
+    fake f = {.floor_attain = 0.96};
+    ws_plan_report rep;
+    ws_err err = {0};
+    cr_assert_eq(ws_plan_search(&s, fake_eval, &f, 0, &rep, &err), 0, "%s", err.msg);
+    const ws_plan_best *b = ws_plan_best_of(&rep, &s, 0, WS_POLICY_WRITESCOPE);
+    cr_assert_eq(b->max_load, 0);
+    cr_assert_eq(b->evals, 2, "%d evaluations", b->evals);
+    cr_assert_float_eq(b->miss_load, 0.5, 1e-12);
+    cr_assert_float_eq(b->miss.attain, 0.96, 1e-12);
+    cr_assert_float_eq(b->miss.ttft_q, 13.8, 1e-12);
     ws_plan_report_free(&rep);
 }
 
@@ -241,8 +270,7 @@ Test(plan, small_real_plan_has_the_right_shape)
                 const ws_plan_eval_rec *e = &rep.evals[i];
                 if (e->pt.kind == WS_PLAN_PT_LOAD && e->pt.gpu == g && e->pt.policy == pol &&
                     e->pt.load > b->max_load) {
-                    cr_assert_eq(e->res.meets, 0, "load %g above %g met", e->pt.load,
-                                 b->max_load);
+                    cr_assert_eq(e->res.meets, 0, "load %g above %g met", e->pt.load, b->max_load);
                     above_missed = 1;
                 }
             }
