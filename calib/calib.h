@@ -110,11 +110,13 @@ extern int ws_calib_fault_after_samples;
  * fastest-half estimate ride out such dips, so what the probe judges is whether the run as
  * a whole moved: its drift (the median of the second half of probes against the first's)
  * beyond WS_CALIB_DRIFT_PCT, or more than WS_CALIB_DIP_SHARE of probes WS_CALIB_DIP_PCT
- * slower than the fastest (loaded from elsewhere most of the time). Such a run is measured
+ * slower than the run's quiet speed (the median of its fastest half: at most half the probes
+ * are slower at all, so a quarter this slow is a host loaded from elsewhere much of the
+ * time). Such a run is measured
  * once more, and if that one is too it is stored flagged, none of its fits used. */
 #define WS_CALIB_DRIFT_PCT 10.0
 #define WS_CALIB_DIP_PCT 15.0
-#define WS_CALIB_DIP_SHARE 0.5
+#define WS_CALIB_DIP_SHARE 0.25
 #define WS_CALIB_STR_(x) #x
 #define WS_CALIB_STR(x) WS_CALIB_STR_(x)
 typedef void (*ws_calib_progress_fn)(void *ctx, double frac, const char *what);
