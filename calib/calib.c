@@ -541,6 +541,44 @@ static void profile_pieces(json_t *params, const char *key, const char *ref, con
     json_decref(a);
 }
 
+/* The attention reference of run run_id (calib.h): for every model whose bf16 attention the
+ * run timed at the reference shape, cpu.reference_attn.<model>.bf16.bandwidth, the sample's
+ * KV read rate at its estimate. A run without such samples adds nothing. */
+static void reference_attn(ws_store *st, long long run_id, json_t *params)
+{
+    static const char *const kinds[] = {"gqa", "mla"};
+    for (int k = 0; k < 2; k++) {
+        ws_calibdb_key key = {.device = "cpu", .op = "attn", .dtype = "bf16"};
+        snprintf(key.attn_kind, sizeof key.attn_kind, "%s", kinds[k]);
+        ws_calibdb_sample *x = NULL;
+        int n = 0;
+        ws_err err = {0};
+        if (ws_calibdb_get_samples(st, run_id, &key, &x, &n, &err))
+            continue;
+        for (int i = 0; i < n; i++) {
+            json_t *sp = json_loads(x[i].params, 0, NULL);
+            const char *model = json_string_value(json_object_get(sp, "model"));
+            const double t = x[i].t_est > 0 ? x[i].t_est : x[i].t_median;
+            if (model && t > 0 &&
+                json_integer_value(json_object_get(sp, "batch")) == WS_CALIB_ATTN_REF_BATCH &&
+                json_integer_value(json_object_get(sp, "ctx")) == WS_CALIB_ATTN_REF_CTX) {
+                char pk[160];
+                snprintf(pk, sizeof pk, "cpu.reference_attn.%s.bf16.bandwidth", model);
+                json_object_set_new(
+                    params, pk,
+                    json_pack("{s:f, s:s, s:s, s:o}", "value", x[i].bytes / t, "unit", "B/s",
+                              "source", "measured", "reference",
+                              json_sprintf("run %lld's attention sample %s %d x %d tokens "
+                                           "(median of the fastest half; calib/calib.h)",
+                                           run_id, model, WS_CALIB_ATTN_REF_BATCH,
+                                           WS_CALIB_ATTN_REF_CTX)));
+            }
+            json_decref(sp);
+        }
+        free(x);
+    }
+}
+
 /* Rebuilds profile `name` from the newest good fit of every key of this host whose
  * device is one of the n `devices`. */
 static int rebuild_profile(ws_store *st, long long host_id, const char *name, const char *kind,
@@ -610,6 +648,7 @@ static int rebuild_profile(ws_store *st, long long host_id, const char *name, co
             p, "reference",
             json_sprintf("run %lld's reference probe (median; calib/measure.h)", probe_run));
         json_object_set_new(params, "cpu.reference_read.bandwidth", p);
+        reference_attn(st, probe_run, params);
     }
     json_t *profile = json_object();
     json_object_set_new(profile, "name", json_string(name));

@@ -117,6 +117,14 @@ extern int ws_calib_fault_after_samples;
 #define WS_CALIB_DRIFT_PCT 10.0
 #define WS_CALIB_DIP_PCT 15.0
 #define WS_CALIB_DIP_SHARE 0.25
+/* The attention reference: every bf16 attention sweep of a dense-attention model times
+ * WS_CALIB_ATTN_REF_BATCH sequences of WS_CALIB_ATTN_REF_CTX tokens, and the host profile
+ * keeps that sample's read rate as cpu.reference_attn.<model>.bf16.bandwidth. A read probe
+ * misses some of what slows a kernel on shared cores (a neighbour taking the core's
+ * caches): validate times the same call again (ws_calib_attn_probe, measure.h) and holds
+ * it against this one. */
+#define WS_CALIB_ATTN_REF_BATCH 4
+#define WS_CALIB_ATTN_REF_CTX 8192
 #define WS_CALIB_STR_(x) #x
 #define WS_CALIB_STR(x) WS_CALIB_STR_(x)
 typedef void (*ws_calib_progress_fn)(void *ctx, double frac, const char *what);

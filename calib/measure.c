@@ -432,6 +432,36 @@ out:
     return rc;
 }
 
+int ws_calib_attn_probe(ws_pool *pool, const char *model, int reps, double *bw, ws_err *err)
+{
+    if (reps < 1 || reps > MAX_REPEATS)
+        return ws_err_set(err, WS_EINVAL, "attention probe: 1..%d repeats, not %d", MAX_REPEATS,
+                          reps);
+    ctx c = {.pool = pool, .err = err};
+    attn_shape sh;
+    const int batch = WS_CALIB_ATTN_REF_BATCH, ctx_tok = WS_CALIB_ATTN_REF_CTX;
+    int rc = ws_isa_resolve(WS_ISA_AUTO, &c.isa, err);
+    if (rc || (rc = shape_from_model(model, WS_DT_BF16, c.isa, &sh, err)))
+        return rc;
+    if (!strcmp(sh.kind, "mla-sparse"))
+        return ws_err_set(err, WS_EINVAL,
+                          "attention probe: %s's attention is sparse; the sweep times no "
+                          "reference shape for it",
+                          model);
+    /* the sweep's pool rotation, at the size of this problem */
+    const size_t need = (size_t)batch * ws_kv_page_bytes(&sh.kv) *
+                        (size_t)((ctx_tok + PAGE_TOKENS - 1) / PAGE_TOKENS);
+    if (!(c.kv = alloc_kv(&c, need + KV_SPARE_BYTES, 0)))
+        return err->code;
+    double t[MAX_REPEATS], bytes, flops;
+    if (!(rc = kv_cut(&c, &sh.kv)))
+        rc = time_attn(&c, &sh, pool, ctx_tok, batch, 0, 1, reps, NULL, t, &bytes, &flops);
+    ws_kv_slab_destroy(c.kv);
+    if (!rc)
+        *bw = bytes / ws_calib_estimate(t, reps);
+    return rc;
+}
+
 /* One configuration of an attention sweep. */
 typedef struct attn_cfg {
     const char *op; /* attn | attn_1t */
@@ -479,6 +509,10 @@ static int attn_sweep(ctx *c, const char *model, ws_dtype dt, int full)
         const int rb[4][2] = {{2, 16384}, {2, 65536}, {8, 8192}, {8, 32768}};
         for (int i = 0; full && !c->o->quick && i < 4; i++)
             cfg[n++] = (attn_cfg){.op = "attn", .ctx = rb[i][1], .batch = rb[i][0]};
+        /* the attention reference (calib.h) in every bf16 sweep; the full one has it */
+        if (dt == WS_DT_BF16 && (!full || c->o->quick))
+            cfg[n++] = (attn_cfg){
+                .op = "attn", .ctx = WS_CALIB_ATTN_REF_CTX, .batch = WS_CALIB_ATTN_REF_BATCH};
     }
     /* Round robin: repeat r of every configuration before repeat r + 1 of any, so a burst
      * of load from elsewhere on the host lands on one repeat of many samples, and each

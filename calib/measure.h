@@ -28,8 +28,16 @@
 int ws_calib_measure(const ws_calib_opts *o, ws_calib_run *run, ws_err *err);
 
 /* The reference probe on its own, n times on the pool's threads: *bw the read rate of the
- * protocol's estimate (ws_calib_estimate), B/s, the figure a run stores as probe_bw. For holding the host later against the
- * minutes it was calibrated in (validate). */
+ * protocol's estimate (ws_calib_estimate), B/s, the figure a run stores as probe_bw. For holding
+ * the host later against the minutes it was calibrated in (validate). */
 int ws_calib_probe(ws_pool *pool, int n, double *bw, ws_err *err);
+
+/* The attention reference on its own: model's bf16 decode attention at the reference shape
+ * (WS_CALIB_ATTN_REF_BATCH sequences of WS_CALIB_ATTN_REF_CTX tokens, calib.h), timed as
+ * the attention sweep times it (cold KV, the CPU region's layout for this ISA) reps times
+ * on the pool's threads; *bw its KV read rate at the protocol's estimate, B/s. A read probe
+ * does not see all that slows a kernel on shared cores: validate holds this one against the
+ * calibration's sample of the same call. WS_EINVAL for a sparse model. */
+int ws_calib_attn_probe(ws_pool *pool, const char *model, int reps, double *bw, ws_err *err);
 
 #endif

@@ -156,8 +156,15 @@ static json_t *report_json(const ws_validate_report *r)
     json_object_set_new(hp, "calibrated_gbps", cli_num(r->calib_probe_bw / 1e9));
     json_object_set_new(hp, "drift_pct", cli_num(r->host_drift_pct));
     json_object_set_new(hp, "bound_pct", cli_num(WS_CALIB_DRIFT_PCT));
+    json_object_set_new(hp, "attn_now_gbps", cli_num(r->attn_probe_bw / 1e9));
+    json_object_set_new(hp, "attn_calibrated_gbps", cli_num(r->calib_attn_bw / 1e9));
+    json_object_set_new(hp, "attn_drift_pct", cli_num(r->attn_drift_pct));
+    json_object_set_new(
+        hp, "attn_shape",
+        json_pack("{s:i, s:i}", "batch", WS_CALIB_ATTN_REF_BATCH, "ctx", WS_CALIB_ATTN_REF_CTX));
     json_object_set_new(hp, "host_moved",
-                        json_boolean(fabs(r->host_drift_pct) > WS_CALIB_DRIFT_PCT));
+                        json_boolean(fabs(r->host_drift_pct) > WS_CALIB_DRIFT_PCT ||
+                                     fabs(r->attn_drift_pct) > WS_CALIB_DRIFT_PCT));
     json_object_set_new(o, "reference_probe", hp);
     json_t *qs = json_object();
     for (int q = 0; q < WS_VQ_COUNT; q++) {
@@ -241,6 +248,13 @@ static void print_report(const ws_validate_report *r)
         printf("      %.1f GB/s when calibrated: %+.1f%% (bound %.0f%%: %s)\n",
                r->calib_probe_bw / 1e9, r->host_drift_pct, WS_CALIB_DRIFT_PCT,
                fabs(r->host_drift_pct) > WS_CALIB_DRIFT_PCT ? "the host moved since its calibration"
+                                                            : "the host the calibration measured");
+    if (isfinite(r->attn_drift_pct))
+        printf("      attention reference (%d x %d tokens): %.1f GB/s now, %.1f when calibrated: "
+               "%+.1f%% (bound %.0f%%: %s)\n",
+               WS_CALIB_ATTN_REF_BATCH, WS_CALIB_ATTN_REF_CTX, r->attn_probe_bw / 1e9,
+               r->calib_attn_bw / 1e9, r->attn_drift_pct, WS_CALIB_DRIFT_PCT,
+               fabs(r->attn_drift_pct) > WS_CALIB_DRIFT_PCT ? "the host moved since its calibration"
                                                             : "the host the calibration measured");
     printf("%-10s %-5s %-30s %6s %9s %9s %11s %11s %12s %12s\n", "quantity", "scope",
            "runtime side", "n", "mean APE", "p95 APE", "noise mean", "noise p95", "runtime",

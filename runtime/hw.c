@@ -481,6 +481,12 @@ int ws_hw_load_model(ws_store *s, const ws_model *m, const char *gpu, const char
         rc = ws_err_set(err, WS_EINVAL, "profile '%s' is a %s profile, not a host's", host, h.kind);
     else if (!(rc = ws_profile_fill(s, &h, "kv_reformat_bw", err)))
         rc = ws_hw_from_profiles(&g, &h, m->attn, kv, m->weight_dtype, hw, err);
+    /* the model's attention reference when this host was calibrated (0: none) */
+    char ref[160];
+    snprintf(ref, sizeof ref, "cpu.reference_attn.%s.bf16", m->name);
+    if (!rc && !calibrated(&h, ref, "bandwidth", &hw->cpu_attn_ref_bw))
+        set_val(&hw->cpu_attn_ref_bw, 0, WS_SOURCE_MODELED,
+                "no calibration timed this model's attention reference");
     if (cores)
         *cores = rc ? 1 : ws_hw_cores(hw);
     ws_profile_free(&g);

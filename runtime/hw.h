@@ -74,6 +74,10 @@ typedef struct ws_hw {
                                     * was calibrated (cpu.reference_read.bandwidth); 0 without
                                     * one. Not in the cost model: validate holds the host's
                                     * probe now against it */
+    ws_hw_val cpu_attn_ref_bw;     /* B/s of the model's attention reference when this host
+                                    * was calibrated (cpu.reference_attn.<model>.bf16, calib.h;
+                                    * ws_hw_load_model); 0 without one. Not in the cost model:
+                                    * validate times the same call now */
     ws_hw_val cpu_copy_contention; /* W(CPU experts, host-memory copies running beside
                                     * them) / W(alone), in (0, 1]: the calibrator's
                                     * cpu.expert_copy_factor, else the host's

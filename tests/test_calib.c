@@ -633,3 +633,68 @@ Test(calib, a_flagged_run_is_stored_and_not_used)
     ws_store_close(s);
     ws_calib_run_free(&run);
 }
+
+/* The attention reference: a run's bf16 attention sample of a model at the reference shape
+ * goes into the host profile as that model's cpu.reference_attn (its KV read rate at the
+ * sample's estimate); a sample at any other batch or context does not. */
+Test(calib, the_attention_reference_sample_is_kept_in_the_profile)
+{
+    ws_calib_run run;
+    synth_run(&run, 40e9);
+    ws_err err = {0};
+    const int batches[3] = {WS_CALIB_ATTN_REF_BATCH, 1, WS_CALIB_ATTN_REF_BATCH};
+    const int ctxs[3] = {WS_CALIB_ATTN_REF_CTX, WS_CALIB_ATTN_REF_CTX, 2 * WS_CALIB_ATTN_REF_CTX};
+    const char *models[3] = {"qwen3-30b-a3b", "other-a", "other-b"};
+    for (int k = 0; k < 3; k++) {
+        const double bytes = 64e6 * (k + 1), t = bytes / 36e9;
+        ws_calib_sample s = {.key = {"cpu", "attn", "bf16", "gqa"},
+                             .flops = bytes,
+                             .bytes = bytes,
+                             .repeats = 9,
+                             .t_median = t * 1.2,
+                             .t_min = t * 0.95,
+                             .t_max = t * 1.5,
+                             .t_est = t,
+                             .spread_pct = 3};
+        snprintf(s.params, sizeof s.params,
+                 "{\"model\": \"%s\", \"ctx\": %d, \"batch\": %d, \"threads\": 2}", models[k],
+                 ctxs[k], batches[k]);
+        cr_assert_eq(ws_calib_add_sample(&run, &s, &err), 0, "%s", err.msg);
+    }
+    cr_assert_eq(ws_calib_fit_all(&run, &err), 0, "%s", err.msg);
+    run.probe_bw = 41e9;
+    ws_store *s = fresh_store();
+    long long id;
+    cr_assert_eq(ws_calib_store(s, &run, &id, &err), 0, "%s", err.msg);
+    char pname[160];
+    snprintf(pname, sizeof pname, "host:%s", run.host.id);
+    ws_profile prof;
+    cr_assert_eq(ws_profile_load(s, pname, &prof, &err), 0, "%s", err.msg);
+    const ws_profile_param *pp =
+        ws_profile_get(&prof, "cpu.reference_attn.qwen3-30b-a3b.bf16.bandwidth");
+    cr_assert_not_null(pp);
+    cr_assert_float_eq(pp->value, 36e9, 1e3);
+    cr_assert(strstr(pp->reference, "attention sample qwen3-30b-a3b 4 x 8192"), "%s",
+              pp->reference);
+    cr_assert_null(ws_profile_get(&prof, "cpu.reference_attn.other-a.bf16.bandwidth"));
+    cr_assert_null(ws_profile_get(&prof, "cpu.reference_attn.other-b.bf16.bandwidth"));
+    ws_profile_free(&prof);
+    ws_store_close(s);
+    ws_calib_run_free(&run);
+}
+
+/* The attention reference timed on its own, as validate times it: a KV read rate for a
+ * dense-attention model, a one-line refusal for a sparse one and for repeats out of range. */
+Test(calib, the_attention_probe_times_the_reference_call)
+{
+    ws_err err = {0};
+    ws_pool *pool = ws_pool_create(2, &err);
+    cr_assert_not_null(pool, "%s", err.msg);
+    double bw = 0;
+    cr_assert_eq(ws_calib_attn_probe(pool, "qwen3-30b-a3b", 2, &bw, &err), 0, "%s", err.msg);
+    cr_assert(bw > 1e8 && bw < 1e13, "%g B/s", bw);
+    cr_assert_eq(ws_calib_attn_probe(pool, "deepseek-v4-flash", 2, &bw, &err), WS_EINVAL);
+    cr_assert(strstr(err.msg, "sparse"), "%s", err.msg);
+    cr_assert_eq(ws_calib_attn_probe(pool, "qwen3-30b-a3b", 0, &bw, &err), WS_EINVAL);
+    ws_pool_destroy(pool);
+}

@@ -17,6 +17,14 @@
 #include "serve.h"
 #include "ws_util.h"
 
+#define VALIDATE_ATTN_PROBE_REPS 5 /* the attention reference's calls at each probe moment */
+
+/* The host's probes as a run's params keep them: rates in GB/s, drifts in percent. */
+#define N_PROBE_KEYS 6
+static const char *const k_probe_keys[N_PROBE_KEYS] = {
+    "probe_gbps",      "calib_probe_gbps",      "host_drift_pct",
+    "attn_probe_gbps", "calib_attn_probe_gbps", "attn_drift_pct"};
+
 static const char *const k_q_names[WS_VQ_COUNT] = {"step_time", "cpu_attn", "experts", "cpu_share",
                                                    "gpu_half"};
 
@@ -572,12 +580,26 @@ static void verdict(ws_validate_report *r)
                                "max(%.0f%%, noise + %.0f), p95 <= noise + %.0f)",
                                WS_VALIDATE_NOISE_MEAN_MIN, WS_VALIDATE_NOISE_MEAN_PTS,
                                WS_VALIDATE_NOISE_P95_PTS);
-    if (len < cap && fabs(r->host_drift_pct) > WS_CALIB_DRIFT_PCT)
-        snprintf(v + len, cap - len,
-                 "; the host moved since its calibration: reference read %.1f GB/s now, %.1f "
-                 "when calibrated (%+.0f%%, bound %.0f%%): recalibrate (--calibrate) or rerun "
-                 "when the host is back",
-                 r->probe_bw / 1e9, r->calib_probe_bw / 1e9, r->host_drift_pct, WS_CALIB_DRIFT_PCT);
+    const int moved_read = fabs(r->host_drift_pct) > WS_CALIB_DRIFT_PCT;
+    const int moved_attn = fabs(r->attn_drift_pct) > WS_CALIB_DRIFT_PCT;
+    if (!moved_read && !moved_attn)
+        return;
+    if (len < cap)
+        len += (size_t)snprintf(
+            v + len, cap - len,
+            "; the host moved since its calibration (bound %.0f%%):", WS_CALIB_DRIFT_PCT);
+    if (len < cap && moved_read)
+        len += (size_t)snprintf(
+            v + len, cap - len, " reference read %.1f GB/s now, %.1f then (%+.0f%%)%s",
+            r->probe_bw / 1e9, r->calib_probe_bw / 1e9, r->host_drift_pct, moved_attn ? ";" : "");
+    if (len < cap && moved_attn)
+        len += (size_t)snprintf(v + len, cap - len,
+                                " attention reference (%d x %d tokens) %.1f GB/s now, %.1f then "
+                                "(%+.0f%%)",
+                                WS_CALIB_ATTN_REF_BATCH, WS_CALIB_ATTN_REF_CTX,
+                                r->attn_probe_bw / 1e9, r->calib_attn_bw / 1e9, r->attn_drift_pct);
+    if (len < cap)
+        snprintf(v + len, cap - len, ": recalibrate (--calibrate) or rerun when the host is back");
 }
 
 /* ---- the whole comparison ---- */
@@ -655,19 +677,31 @@ static void fill_run(const ws_validate_cfg *c, const ws_run_result *runs, const 
         len += (size_t)snprintf(v->params + len, sizeof v->params - len, "%s%lld", k ? ", " : "",
                                 r->rep_run_id[k]);
     /* the reference probe now and when calibrated, GB/s (null: not timed) */
-    const double pr[3] = {r->probe_bw / 1e9, r->calib_probe_bw / 1e9, r->host_drift_pct};
-    static const char *const pk[3] = {"probe_gbps", "calib_probe_gbps", "host_drift_pct"};
+    const double pr[N_PROBE_KEYS] = {r->probe_bw / 1e9,      r->calib_probe_bw / 1e9,
+                                     r->host_drift_pct,      r->attn_probe_bw / 1e9,
+                                     r->calib_attn_bw / 1e9, r->attn_drift_pct};
     if (len < sizeof v->params)
         len += (size_t)snprintf(v->params + len, sizeof v->params - len, "]");
-    for (int i = 0; i < 3 && len < sizeof v->params; i++) {
+    for (int i = 0; i < N_PROBE_KEYS && len < sizeof v->params; i++) {
         char num[32] = "null";
         if (isfinite(pr[i]))
             snprintf(num, sizeof num, "%.4g", pr[i]);
-        len +=
-            (size_t)snprintf(v->params + len, sizeof v->params - len, ", \"%s\": %s", pk[i], num);
+        len += (size_t)snprintf(v->params + len, sizeof v->params - len, ", \"%s\": %s",
+                                k_probe_keys[i], num);
     }
     if (len < sizeof v->params)
         snprintf(v->params + len, sizeof v->params - len, "}");
+}
+
+/* The host's probes at one moment: the read probe (*bw, B/s) and, when the host profile
+ * has the model's attention reference, the same attention call (*attn, B/s; else NAN). */
+static int host_probes(const ws_engine_cfg *e, ws_pool *pool, double *bw, double *attn, ws_err *err)
+{
+    *attn = NAN;
+    int rc = ws_calib_probe(pool, 1, bw, err);
+    if (!rc && e->hw->cpu_attn_ref_bw.v > 0)
+        rc = ws_calib_attn_probe(pool, e->model->name, VALIDATE_ATTN_PROBE_REPS, attn, err);
+    return rc;
 }
 
 int ws_validate_run_all(const ws_validate_cfg *c, ws_store *store, ws_validate_report *r,
@@ -692,12 +726,12 @@ int ws_validate_run_all(const ws_validate_cfg *c, ws_store *store, ws_validate_r
         return ws_err_set(err, WS_ENOMEM, "validate: out of memory");
     }
     int rc = 0, done = 0;
-    double t0 = ws_now_s(), probe[101];
+    double t0 = ws_now_s(), probe[101], attn[101];
     ws_pool *pool = ws_pool_create(e->threads, err);
     if (!pool)
         rc = err->code;
     if (!rc)
-        rc = ws_calib_probe(pool, 1, &probe[0], err);
+        rc = host_probes(e, pool, &probe[0], &attn[0], err);
     for (int k = 0; k < reps && !rc; k++) {
         ws_engine_cfg ec = *e;
         run_ctx rx = {.c = c, .rep = k};
@@ -706,15 +740,21 @@ int ws_validate_run_all(const ws_validate_cfg *c, ws_store *store, ws_validate_r
         if ((rc = ws_engine_run(&ec, &runs[k], err)))
             break;
         done = k + 1;
-        rc = ws_calib_probe(pool, 1, &probe[k + 1], err);
+        rc = host_probes(e, pool, &probe[k + 1], &attn[k + 1], err);
     }
     ws_pool_destroy(pool);
     r->run_wall_s = ws_now_s() - t0;
-    for (int k = 0; k <= reps && !rc; k++)
+    for (int k = 0; k <= reps && !rc; k++) {
         probe[k] = 1.0 / probe[k]; /* s/B: the estimate takes the fastest half of times */
+        attn[k] = 1.0 / attn[k];
+    }
     r->probe_bw = rc ? NAN : 1.0 / ws_calib_estimate(probe, reps + 1);
     r->calib_probe_bw = e->hw->cpu_probe_bw.v > 0 ? e->hw->cpu_probe_bw.v : NAN;
     r->host_drift_pct = 100.0 * (r->probe_bw / r->calib_probe_bw - 1.0);
+    r->calib_attn_bw = e->hw->cpu_attn_ref_bw.v > 0 ? e->hw->cpu_attn_ref_bw.v : NAN;
+    r->attn_probe_bw =
+        rc || isnan(r->calib_attn_bw) ? NAN : 1.0 / ws_calib_estimate(attn, reps + 1);
+    r->attn_drift_pct = 100.0 * (r->attn_probe_bw / r->calib_attn_bw - 1.0);
     /* The runtime runs, the simulation and the comparison are stored in one transaction
      * (the caller's when one is open): a validation stopped or failing anywhere before the
      * commit leaves none of them. The lock is taken after the runtime runs, for the short
@@ -777,11 +817,11 @@ int ws_validate_load(ws_store *s, long long id, ws_validate_report *r, ws_err *e
     free(st);
     /* the reference probe, kept in the run's params */
     json_t *p = json_loads(r->run.params, 0, NULL);
-    double *const dst[3] = {&r->probe_bw, &r->calib_probe_bw, &r->host_drift_pct};
-    static const char *const pk[3] = {"probe_gbps", "calib_probe_gbps", "host_drift_pct"};
-    for (int i = 0; i < 3; i++) {
-        json_t *x = json_object_get(p, pk[i]);
-        *dst[i] = json_is_number(x) ? json_number_value(x) * (i < 2 ? 1e9 : 1) : NAN;
+    double *const dst[N_PROBE_KEYS] = {&r->probe_bw,      &r->calib_probe_bw, &r->host_drift_pct,
+                                       &r->attn_probe_bw, &r->calib_attn_bw,  &r->attn_drift_pct};
+    for (int i = 0; i < N_PROBE_KEYS; i++) {
+        json_t *x = json_object_get(p, k_probe_keys[i]);
+        *dst[i] = json_is_number(x) ? json_number_value(x) * (i % 3 < 2 ? 1e9 : 1) : NAN;
     }
     json_decref(p);
     return 0;

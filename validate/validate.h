@@ -85,6 +85,11 @@ typedef struct ws_validate_report {
      * (negative: slower now). Past WS_CALIB_DRIFT_PCT the host is not the one the calibration
      * measured, and the verdict says so. */
     double probe_bw, calib_probe_bw, host_drift_pct;
+    /* The model's attention reference (calib.h) timed at the same moments when the host
+     * profile has the calibration's sample of it: its KV read rate now and then (NAN: none)
+     * and the drift, percent. On shared cores attention can lose to a neighbour what a read
+     * does not; past WS_CALIB_DRIFT_PCT the verdict says so too. */
+    double attn_probe_bw, calib_attn_bw, attn_drift_pct;
 } ws_validate_report;
 
 typedef struct ws_validate_cfg {
