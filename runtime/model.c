@@ -295,6 +295,17 @@ int ws_model_load(const char *path, ws_model *m, ws_err *err)
     return 0;
 }
 
+int ws_model_data_path(const char *file, char *out, size_t cap, ws_err *err)
+{
+    char root[WS_PATH_MAX], rel[WS_PATH_MAX];
+    if (ws_root_dir(root, sizeof root, err))
+        return err ? err->code : WS_EIO;
+    snprintf(rel, sizeof rel, "models/%s", file);
+    if (ws_path_join(out, cap, root, rel, err))
+        return err ? err->code : WS_EINVAL;
+    return 0;
+}
+
 int ws_model_resolve(const char *arg, char *out, size_t cap, ws_err *err)
 {
     /* A path: has a slash or names an existing file. */
@@ -304,13 +315,12 @@ int ws_model_resolve(const char *arg, char *out, size_t cap, ws_err *err)
         strcpy(out, arg);
         return 0;
     }
-    char root[WS_PATH_MAX], rel[WS_PATH_MAX];
-    if (ws_root_dir(root, sizeof root, err))
-        return err ? err->code : WS_EIO;
-    snprintf(rel, sizeof rel, "models/%s.json", arg);
-    if (ws_path_join(out, cap, root, rel, err))
-        return err ? err->code : WS_EINVAL;
-    if (ws_file_exists(out))
+    char file[WS_PATH_MAX];
+    snprintf(file, sizeof file, "%s.json", arg);
+    int rc = ws_model_data_path(file, out, cap, err);
+    if (rc)
+        return rc;
+    if (strcmp(arg, WS_MODEL_PUBLISHED) && ws_file_exists(out))
         return 0;
     char names[64][64], list[1024] = "";
     int n = ws_model_list(names, 64, NULL);
@@ -318,14 +328,26 @@ int ws_model_resolve(const char *arg, char *out, size_t cap, ws_err *err)
         size_t l = strlen(list);
         snprintf(list + l, sizeof list - l, "%s%s", i ? ", " : "", names[i]);
     }
-    return ws_err_set(err, WS_ENOTFOUND, "unknown model '%s' (known: %s; or give a path to a config.json)",
-                      arg, n ? list : "none");
+    return ws_err_set(err, WS_ENOTFOUND,
+                      "unknown model '%s' (known: %s; or give a path to a config.json)", arg,
+                      n ? list : "none");
 }
 
 int ws_model_list(char names[][64], int max, ws_err *err)
 {
     (void)err;
-    return ws_root_names("models", ".json", names, max);
+    if (max <= 0)
+        return 0;
+    /* One slot more, for published.json, which is not a model. */
+    char(*all)[64] = malloc(((size_t)max + 1) * sizeof *all);
+    if (!all)
+        return 0;
+    int n = ws_root_names("models", ".json", all, max + 1), k = 0;
+    for (int i = 0; i < n && k < max; i++)
+        if (strcmp(all[i], WS_MODEL_PUBLISHED))
+            memcpy(names[k++], all[i], sizeof *all);
+    free(all);
+    return k;
 }
 
 void ws_model_derive(const ws_model *m, ws_dtype kv_dtype, ws_model_stats *s)

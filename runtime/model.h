@@ -15,6 +15,7 @@
 #define WS_MODEL_H
 
 #include "attn.h"
+#include "published.h" /* the formats each model is published in */
 #include "ws_dtype.h"
 #include "ws_err.h"
 
@@ -33,6 +34,7 @@ extern "C" {
 #define WS_MODEL_MAX_FFN (1 << 20)     /* MLP widths: 53248 Llama-3.1-405B, 20480 Qwen2-57B shared */
 #define WS_MODEL_MAX_EXPERTS 65536     /* routed or shared: 512 Qwen3-Next, 384 Kimi K2, 256 V3 */
 #define WS_MODEL_MAX_TOKENS (1 << 30)  /* token counts (sliding_window, index_topk): 2048 V3.2 */
+#define WS_MODEL_PUBLISHED "published" /* models/published.json (published.h): not a model */
 
 typedef enum ws_attn_kind {
     WS_ATTN_MHA = 0,        /* one KV head per query head */
@@ -94,6 +96,9 @@ int ws_model_parse(const char *json_text, const char *origin, ws_model *m, ws_er
 int ws_model_resolve(const char *name_or_path, char *path_out, size_t cap, ws_err *err);
 /* Lists shipped model names into names[] (up to max); returns the count. */
 int ws_model_list(char names[][64], int max, ws_err *err);
+/* The path of FILE in the shipped models folder (models/FILE under the project root),
+ * where NAME.json and published.json (published.h) are found. */
+int ws_model_data_path(const char *file, char *out, size_t cap, ws_err *err);
 void ws_model_derive(const ws_model *m, ws_dtype kv_dtype, ws_model_stats *s);
 /* One layer's shape for the decode-attention kernels (kernels/attn.h): GQA/MHA n_kv_heads
  * heads of head_dim (v_head_dim for V); MLA (absorbed weights) one latent head of

@@ -10,9 +10,9 @@
 #include "ws_util.h"
 
 static const char *const field_names[WS_SRV_FIELDS] = {
-    "scheduler", "token_budget", "max_seqs", "chunk",
-    "prefix_cache", "kv_mem_frac", "preempt", "step_overhead_s", "host_weights",
-    "handoff_c0_s", "prefill_gpu_tokens", "numa"};
+    "scheduler",          "token_budget", "max_seqs",        "chunk",        "prefix_cache",
+    "kv_mem_frac",        "preempt",      "step_overhead_s", "host_weights", "handoff_c0_s",
+    "prefill_gpu_tokens", "numa"};
 
 const char *ws_server_field_name(int f)
 {
@@ -59,7 +59,8 @@ static int entry(const rd *r, json_t *o, int f, json_t **v)
         return bad(r, key, "\"by_gpu\" is not a list");
     size_t i;
     json_t *rule;
-    json_array_foreach(rules, i, rule) {
+    json_array_foreach(rules, i, rule)
+    {
         json_t *min = json_object_get(rule, "min_mem_gib"), *ex = json_object_get(rule, "except");
         if (!json_is_number(min) || !json_object_get(rule, "value") || (ex && !json_is_string(ex)))
             return bad(r, key, "a \"by_gpu\" rule needs min_mem_gib, value (and except a name)");
@@ -82,8 +83,8 @@ static int get_count(const rd *r, json_t *o, int f, int lo, int *out)
     if (rc || !v)
         return rc;
     if (!json_is_integer(v) || json_integer_value(v) < lo || json_integer_value(v) > (1 << 24))
-        return bad(r, field_names[f], lo ? "not a whole number from 1 to 2^24"
-                                         : "not a whole number from 0 to 2^24");
+        return bad(r, field_names[f],
+                   lo ? "not a whole number from 1 to 2^24" : "not a whole number from 0 to 2^24");
     *out = (int)json_integer_value(v);
     return 0;
 }
@@ -94,7 +95,7 @@ static int get_name(const rd *r, json_t *o, int f, int (*parse)(const char *), i
     int rc = entry(r, o, f, &v);
     if (rc || !v)
         return rc;
-    const int k = json_is_boolean(v) ? json_is_true(v)
+    const int k = json_is_boolean(v)  ? json_is_true(v)
                   : json_is_string(v) ? parse(json_string_value(v))
                                       : -1;
     if (k < 0)
@@ -111,8 +112,8 @@ static int parse_bool(const char *s)
 
 static int parse_kv_kind(const char *s)
 {
-    return !strcmp(s, "total") ? WS_KV_MEM_TOTAL
-           : !strcmp(s, "free") ? WS_KV_MEM_FREE
+    return !strcmp(s, "total")     ? WS_KV_MEM_TOTAL
+           : !strcmp(s, "free")    ? WS_KV_MEM_FREE
            : !strcmp(s, "context") ? WS_KV_MEM_CONTEXT
                                    : -1;
 }
@@ -133,8 +134,9 @@ static int get_kv(const rd *r, json_t *o)
     if (kind == WS_KV_MEM_CONTEXT) {
         json_t *c = json_object_get(x, "ctx_default");
         if (!json_is_integer(c) || json_integer_value(c) < 0 || json_integer_value(c) > (1 << 24))
-            return bad(r, "kv_mem_frac", "kind context needs \"ctx_default\" (tokens, 0: the "
-                                         "model's)");
+            return bad(r, "kv_mem_frac",
+                       "kind context needs \"ctx_default\" (tokens, 0: the "
+                       "model's)");
         *kv = (ws_server_kv){.kind = kind, .ctx = (int)json_integer_value(c)};
         r->e->set[WS_SRV_KV_MEM] = 1;
         return 0;
@@ -228,7 +230,8 @@ static int parse_file(const rd *r, json_t *o)
         (rc = get_count(r, o, WS_SRV_MAX_SEQS, 1, &e->max_seqs)) ||
         (rc = get_count(r, o, WS_SRV_CHUNK, 1, &e->chunk)) ||
         (rc = get_name(r, o, WS_SRV_PREFIX_CACHE, parse_bool, &e->prefix_cache)) ||
-        (rc = get_kv(r, o)) || (rc = get_name(r, o, WS_SRV_PREEMPT, ws_preempt_parse, &e->preempt)) ||
+        (rc = get_kv(r, o)) ||
+        (rc = get_name(r, o, WS_SRV_PREEMPT, ws_preempt_parse, &e->preempt)) ||
         (rc = get_step(r, o)) ||
         (rc = get_name(r, o, WS_SRV_HOST_WEIGHTS, parse_host_weights, &e->host_pageable)) ||
         (rc = get_handoff(r, o)) ||
@@ -253,15 +256,45 @@ static int load_base(const rd *r, json_t *o, int depth, int *has)
     if (!json_is_string(b) || !json_string_length(b) || strchr(json_string_value(b), '/'))
         return ws_err_set(r->err, WS_EPARSE, "%s: \"base\": not an engine's name", r->path);
     if (depth > 0)
-        return ws_err_set(r->err, WS_EPARSE, "%s: \"base\": a base engine has no base of its "
-                                             "own", r->path);
+        return ws_err_set(r->err, WS_EPARSE,
+                          "%s: \"base\": a base engine has no base of its "
+                          "own",
+                          r->path);
     *has = 1;
     return load(json_string_value(b), r->gpu, r->gpu_gib * 1073741824.0, r->model_ctx, depth + 1,
                 r->e, r->err);
 }
 
-int ws_server_load(const char *name, const char *gpu, double gpu_mem, int model_ctx,
-                   ws_server *out, ws_err *err)
+int ws_server_path(const char *name, char *path, size_t cap, ws_err *err)
+{
+    if (strchr(name, '/')) {
+        if (strlen(name) >= cap)
+            return ws_err_set(err, WS_EINVAL, "engine file path too long: %.200s", name);
+        snprintf(path, cap, "%s", name);
+        return 0;
+    }
+    char root[WS_PATH_MAX], rel[WS_PATH_MAX];
+    if (ws_root_dir(root, sizeof root, err))
+        return err ? err->code : WS_EIO;
+    snprintf(rel, sizeof rel, "engines/%.200s.json", name);
+    if (ws_path_join(path, cap, root, rel, err))
+        return err ? err->code : WS_EINVAL;
+    if (ws_file_exists(path))
+        return 0;
+    char names[32][64], list[1024] = "";
+    const int n = ws_server_list(names, 32);
+    for (int i = 0; i < n; i++) {
+        const size_t l = strlen(list);
+        snprintf(list + l, sizeof list - l, "%s%s", i ? ", " : "", names[i]);
+    }
+    return ws_err_set(err, WS_ENOTFOUND,
+                      "unknown engine '%s' (known: %s; or a path to an engine "
+                      "file)",
+                      name, n ? list : "none");
+}
+
+int ws_server_load(const char *name, const char *gpu, double gpu_mem, int model_ctx, ws_server *out,
+                   ws_err *err)
 {
     return load(name, gpu, gpu_mem, model_ctx, 0, out, err);
 }
@@ -271,32 +304,13 @@ static int load(const char *name, const char *gpu, double gpu_mem, int model_ctx
 {
     memset(out, 0, sizeof *out);
     char path[WS_PATH_MAX];
-    if (strchr(name, '/')) {
-        snprintf(path, sizeof path, "%s", name);
-    } else {
-        char root[WS_PATH_MAX], rel[WS_PATH_MAX];
-        if (ws_root_dir(root, sizeof root, err))
-            return err ? err->code : WS_EIO;
-        snprintf(rel, sizeof rel, "engines/%.200s.json", name);
-        if (ws_path_join(path, sizeof path, root, rel, err))
-            return err ? err->code : WS_EINVAL;
-        if (!ws_file_exists(path)) {
-            char names[32][64], list[1024] = "";
-            const int n = ws_server_list(names, 32);
-            for (int i = 0; i < n; i++) {
-                const size_t l = strlen(list);
-                snprintf(list + l, sizeof list - l, "%s%s", i ? ", " : "", names[i]);
-            }
-            return ws_err_set(err, WS_ENOTFOUND, "unknown engine '%s' (known: %s; or a path "
-                                                 "to an engine file)",
-                              name, n ? list : "none");
-        }
-    }
+    int rc = ws_server_path(name, path, sizeof path, err);
+    if (rc)
+        return rc;
     size_t len = 0;
     char *text = ws_read_file(path, &len, err);
     if (!text)
         return err && err->code ? err->code : WS_EIO;
-    int rc;
     json_error_t je;
     json_t *o = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
     free(text);
@@ -306,8 +320,12 @@ static int load(const char *name, const char *gpu, double gpu_mem, int model_ctx
         json_decref(o);
         return ws_err_set(err, WS_EPARSE, "%s: not a JSON object", path);
     }
-    rd r = {.path = path, .gpu = gpu ? gpu : "", .gpu_gib = gpu_mem / 1073741824.0,
-            .model_ctx = model_ctx, .e = out, .err = err};
+    rd r = {.path = path,
+            .gpu = gpu ? gpu : "",
+            .gpu_gib = gpu_mem / 1073741824.0,
+            .model_ctx = model_ctx,
+            .e = out,
+            .err = err};
     rc = load_base(&r, o, depth, &r.has_base);
     if (!rc)
         rc = parse_file(&r, o);

@@ -12,7 +12,9 @@
  * file once; ws_server_apply writes it over a serving
  * configuration (serving.h) and the cost settings (the step overhead, deploy.h), so a
  * command line sets an engine first and its own flags after, each flag overriding one
- * value. Library code: no printing. */
+ * value. An engine's file may also say how to launch it (its "command" object, read by
+ * sim/plan_cmd.h); this loader leaves that and any other key it does not use alone. Library
+ * code: no printing. */
 #ifndef WS_SERVER_H
 #define WS_SERVER_H
 
@@ -68,31 +70,35 @@ typedef struct ws_server {
     int chunk; /* tokens of one prompt per step (0: the token budget) */
     int prefix_cache;
     ws_server_kv kv;
-    int preempt;       /* ws_preempt */
-    double step_s;     /* s the GPU idles per step */
-    int host_pageable; /* 1: its host-memory weights are pageable (mmap'd), so streamed at
-                        * the GPU's pageable H2D rate; 0: pinned */
-    double handoff_c0; /* s, fixed cost of one CPU<->GPU hand-off of a layer's hidden
-                        * states: the copy with the host's synchronisation around it */
+    int preempt;            /* ws_preempt */
+    double step_s;          /* s the GPU idles per step */
+    int host_pageable;      /* 1: its host-memory weights are pageable (mmap'd), so streamed at
+                             * the GPU's pageable H2D rate; 0: pinned */
+    double handoff_c0;      /* s, fixed cost of one CPU<->GPU hand-off of a layer's hidden
+                             * states: the copy with the host's synchronisation around it */
     int prefill_gpu_tokens; /* a step of this many prompt tokens or more streams its host
                              * experts to the GPU, a smaller one runs them on the CPU */
-    int numa_one_node; /* where its host weights sit on a host of several sockets: 1 in one
-                        * node's DRAM, read by every socket (one-node); 0 spread over all
-                        * sockets' DRAM as one pool (pooled) */
-    int set[WS_SRV_FIELDS];        /* 1: the file gives the value; 0: null, not published */
-    char ref[WS_SRV_FIELDS][320];  /* where each value was read (or why it is null) */
+    int numa_one_node;      /* where its host weights sit on a host of several sockets: 1 in one
+                             * node's DRAM, read by every socket (one-node); 0 spread over all
+                             * sockets' DRAM as one pool (pooled) */
+    int set[WS_SRV_FIELDS]; /* 1: the file gives the value; 0: null, not published */
+    char ref[WS_SRV_FIELDS][320]; /* where each value was read (or why it is null) */
 } ws_server;
 
 /* Reads engines/NAME.json (or a path) for a GPU of gpu_mem bytes named gpu (a profile name)
  * and a model whose longest context is model_ctx tokens (0: unknown). Unknown name: an error
  * listing the engines there are. */
-int ws_server_load(const char *name, const char *gpu, double gpu_mem, int model_ctx,
-                   ws_server *out, ws_err *err);
+int ws_server_load(const char *name, const char *gpu, double gpu_mem, int model_ctx, ws_server *out,
+                   ws_err *err);
+/* The file of engine `name` into path: engines/NAME.json under the project root, or name itself
+ * when it holds a '/'. An engine with no file: WS_ENOTFOUND listing the engines there are. */
+int ws_server_path(const char *name, char *path, size_t cap, ws_err *err);
 /* The engines' names (sorted) into names; returns how many (at most max). */
 int ws_server_list(char names[][64], int max);
 /* The engine's published values over s (its prefill threshold too), cc (its step overhead,
- * host-weight memory, hand-off cost and NUMA placement) and kv; unpublished ones are left as they are (an unpublished step
- * overhead: the GPU profile's modeled one; host weights: pinned; hand-offs: the copies). */
+ * host-weight memory, hand-off cost and NUMA placement) and kv; unpublished ones are left as they
+ * are (an unpublished step overhead: the GPU profile's modeled one; host weights: pinned;
+ * hand-offs: the copies). */
 void ws_server_apply(const ws_server *e, ws_serving *s, ws_deploy_cfg *cc, ws_server_kv *kv);
 
 #ifdef __cplusplus

@@ -1,13 +1,17 @@
 /* test_model: config.json parsing and derived sizes (runtime/model.c). Expected values
- * are worked out by hand from the published configs, not read back from the code. */
+ * are worked out by hand from the published configs, not read back from the code. Also the
+ * formats each model is published in (runtime/published.c, models/published.json): the
+ * shipped file covers every model, and a malformed one is refused. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "helpers.h"
 #include "model.h"
+#include "published.h"
 
 static void load_shipped(const char *name, ws_model *m)
 {
@@ -316,4 +320,148 @@ Test(model, unknown_name_lists_known)
     cr_assert_eq(ws_model_resolve("no-such-model", path, sizeof path, &err), WS_ENOTFOUND);
     cr_assert_neq(strstr(err.msg, "unknown model 'no-such-model'"), NULL, "%s", err.msg);
     cr_assert_neq(strstr(err.msg, "qwen3-30b-a3b"), NULL, "%s", err.msg);
+}
+
+/* A llama.cpp GGUF quantization ("q4_k_m", "ud_q2_k_xl"), not a safetensors format. */
+static int is_gguf(const ws_wformat *f)
+{
+    return f->name[0] == 'q' || !strncmp(f->name, "ud_", 3);
+}
+
+/* Every shipped model is listed in models/published.json with a reference for each format,
+ * and the file itself is not taken for a model. */
+Test(model, published_formats_shipped)
+{
+    const ws_wformat *f[16];
+    int n = -1;
+    ws_err err = {0};
+    cr_assert_eq(ws_model_published_formats("qwen3-30b-a3b", f, 16, &n, &err), 0, "%s", err.msg);
+    int bf16 = 0, gguf = 0;
+    for (int i = 0; i < n; i++) {
+        bf16 += f[i] == ws_wformat_find("bf16");
+        gguf += is_gguf(f[i]);
+    }
+    cr_assert_eq(bf16, 1, "bf16 listed %d times in %d formats", bf16, n);
+    cr_assert_geq(gguf, 1, "no GGUF quantization among %d formats", n);
+    char where[512];
+    cr_assert_eq(ws_model_published_where("qwen3-30b-a3b", "Q4_K_M", where, sizeof where, &err), 0,
+                 "%s", err.msg);
+    cr_assert_neq(strstr(where, "Qwen3-30B-A3B"), NULL, "where: '%s'", where);
+    cr_assert_eq(ws_model_published_where("qwen3-30b-a3b", "bf16", where, sizeof where, &err), 0);
+    cr_assert_neq(strstr(where, "huggingface.co/Qwen/Qwen3-30B-A3B"), NULL, "where: '%s'", where);
+
+    /* At most max, in the file's order. */
+    const ws_wformat *first[1];
+    int n1 = -1;
+    cr_assert_eq(ws_model_published_formats("qwen3-30b-a3b", first, 1, &n1, &err), 0);
+    cr_assert_eq(n1, 1);
+    cr_assert_eq(first[0], f[0]);
+
+    char names[64][64];
+    int nm = ws_model_list(names, 64, &err);
+    cr_assert_geq(nm, 10, "%d models", nm);
+    for (int m = 0; m < nm; m++) {
+        cr_assert_neq(strcmp(names[m], WS_MODEL_PUBLISHED), 0, "published.json listed as a model");
+        cr_assert_eq(ws_model_published_formats(names[m], f, 16, &n, &err), 0, "%s", err.msg);
+        cr_assert_geq(n, 1, "%s: no published format", names[m]);
+        for (int i = 0; i < n; i++) {
+            cr_assert_eq(ws_model_published_where(names[m], f[i]->name, where, sizeof where, &err),
+                         0, "%s", err.msg);
+            cr_assert_gt(strlen(where), 10, "%s %s: where '%s'", names[m], f[i]->name, where);
+        }
+    }
+    char path[4096];
+    cr_assert_eq(ws_model_resolve(WS_MODEL_PUBLISHED, path, sizeof path, &err), WS_ENOTFOUND);
+}
+
+Test(model, published_unlisted)
+{
+    const ws_wformat *f[4] = {NULL};
+    int n = -1;
+    ws_err err = {0};
+    cr_assert_eq(ws_model_published_formats("no-such-model", f, 4, &n, &err), 0, "%s", err.msg);
+    cr_assert_eq(n, 0);
+    cr_assert_null(f[0]);
+    char where[64] = "x";
+    cr_assert_eq(ws_model_published_where("no-such-model", "bf16", where, sizeof where, &err), 0);
+    cr_assert_str_empty(where);
+    /* A listed model, a format it is not published in. */
+    strcpy(where, "x");
+    cr_assert_eq(ws_model_published_where("deepseek-v4-flash", "q2_k", where, sizeof where, &err),
+                 0, "%s", err.msg);
+    cr_assert_str_empty(where);
+    cr_assert_eq(ws_model_published_where("qwen3-30b-a3b", "q9_z", where, sizeof where, &err),
+                 WS_EINVAL);
+    cr_assert_neq(strstr(err.msg, "q9_z"), NULL, "%s", err.msg);
+}
+
+/* Runs the published lookup for model "m" against a file holding `text` (NULL: no file),
+ * found through WRITESCOPE_HOME as the shipped one is. */
+static int published_with(const char *text, const ws_wformat **f, int *n, ws_err *err)
+{
+    char dir[64], models[128], path[256];
+    th_tmpdir(dir, sizeof dir);
+    snprintf(models, sizeof models, "%s/models", dir);
+    cr_assert_eq(mkdir(models, 0700), 0);
+    if (text)
+        th_write(models, "published.json", text, path, sizeof path);
+    const char *old = getenv("WRITESCOPE_HOME");
+    char saved[4096] = "";
+    if (old)
+        snprintf(saved, sizeof saved, "%s", old);
+    setenv("WRITESCOPE_HOME", dir, 1);
+    int rc = ws_model_published_formats("m", f, 4, n, err);
+    if (old)
+        setenv("WRITESCOPE_HOME", saved, 1);
+    else
+        unsetenv("WRITESCOPE_HOME");
+    return rc;
+}
+
+Test(model, published_malformed_refused)
+{
+    static const struct {
+        const char *text, *msg;
+    } bad[] = {
+        {"{\"models\": {\"m\": [", "invalid JSON"},
+        {"{\"models\": []}", "\"models\" object"},
+        {"{\"models\": {\"m\": {\"format\": \"bf16\"}}}", "is not a list"},
+        {"{\"models\": {\"m\": [\"bf16\"]}}", "is not an object"},
+        {"{\"models\": {\"m\": [{\"format\": \"q9\", \"where\": \"w\", \"by\": \"b\"}]}}",
+         "unknown weight format 'q9'"},
+        {"{\"models\": {\"m\": [{\"format\": \"bf16\", \"by\": \"b\"}]}}", "\"where\" is missing"},
+        {"{\"models\": {\"m\": [{\"format\": \"bf16\", \"where\": \"a\\nb\", \"by\": \"b\"}]}}",
+         "control character"},
+        {"{\"models\": {\"m\": [{\"format\": \"bf16\", \"where\": \"w\", \"by\": \"b\"},"
+         " {\"format\": \"bfloat16\", \"where\": \"w\", \"by\": \"b\"}]}}",
+         "listed twice"},
+        /* Another model's bad entry is refused as well. */
+        {"{\"models\": {\"m\": [], \"other\": [{\"format\": \"fp7\", \"where\": \"w\", \"by\": "
+         "\"b\"}]}}",
+         "models.\"other\"[0]"},
+        {"{\"models\": {\"m\": []}, \"models\": {}}", "invalid JSON"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        const ws_wformat *f[4];
+        int n = -1;
+        ws_err err = {0};
+        cr_assert_eq(published_with(bad[i].text, f, &n, &err), WS_EINVAL, "case %zu", i);
+        cr_assert_eq(n, 0, "case %zu", i);
+        cr_assert_neq(strstr(err.msg, bad[i].msg), NULL, "case %zu: %s", i, err.msg);
+        cr_assert_neq(strstr(err.msg, "published.json"), NULL, "case %zu: %s", i, err.msg);
+    }
+    /* The same reader accepts a good file (names as users write them) and no file at all. */
+    const ws_wformat *f[4];
+    int n = -1;
+    ws_err err = {0};
+    cr_assert_eq(published_with("{\"models\": {\"m\": [{\"format\": \"Q4_K_M\", \"where\": \"w\", "
+                                "\"by\": \"b\"}, {\"format\": \"awq\", \"where\": \"v\", \"by\": "
+                                "\"b\"}]}}",
+                                f, &n, &err),
+                 0, "%s", err.msg);
+    cr_assert_eq(n, 2);
+    cr_assert_eq(f[0], ws_wformat_find("q4_k_m"));
+    cr_assert_eq(f[1], ws_wformat_find("int4"));
+    cr_assert_eq(published_with(NULL, f, &n, &err), 0, "%s", err.msg);
+    cr_assert_eq(n, 0);
 }
