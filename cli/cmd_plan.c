@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "cli.h"
+#include "cmd_plan_space.h"
 #include "convert.h"
 #include "plan.h"
 #include "plan_plot.h"
@@ -40,6 +41,7 @@ static void usage(FILE *out)
             "           [--seed S] [--chunk T] [--prefill auto|cpu|gpu] [--host-mem G]\n"
             "           [--cpu-sockets N] [--one-node-memory] [--db PATH | --save]\n"
             "           [--plot FILE.png|svg|pdf] [--json]\n"
+            "           [--search [--space KNOB=LIST ...]]\n"
             "\n"
             "Finds with the simulator, per GPU profile and KV policy, the highest load that\n"
             "meets the SLOs: at least P%% (--slo-pct, default 99; '99' or 'p99') of requests\n"
@@ -69,7 +71,8 @@ static void usage(FILE *out)
 
 typedef struct plan_opts {
     cli_workload w;
-    cli_list gpus, prices;
+    cli_list gpus, prices, space;
+    int search;
     const char *ttft, *tpot, *pct, *kv_l, *page_l, *win_l, *fit_l, *plot;
     double tol, start, max_rate;
     int max_users, tune;
@@ -143,7 +146,20 @@ static const cli_optdef k_opts[] = {
      .help = "the OOM frontier's longest prompt tried (in 1024-token steps)"},
     {"plot", CLI_STR(PO, plot), .arg = "FILE.png|svg|pdf",
      .help = "goodput and SLO attainment against load per policy (gnuplot; the type from "
-             "the name); checked before the search, replaced whole"},
+             "the name); with --search, goodput against context (or $/h) and the Pareto "
+             "frontier; checked before the search, replaced whole"},
+    {"search", CLI_FLAG(PO, search),
+     .help = "search the configurations of --space (default: w-cpu, n-cpu-moe, kv and chunk "
+             "auto): the best per engine and policy with its command line, the Pareto "
+             "frontier, and when nothing meets, what binds and the smallest change "
+             "(docs/plan.md)"},
+    {"space", CLI_LIST(PO, space), .arg = "KNOB=LIST", .hi = CLI_LIST_MAX,
+     .help = "--search: a knob's candidates, a comma-separated list or auto: engine "
+             "(none = writescope's own serving, llama.cpp, ik_llama.cpp, ktransformers, "
+             "kt-kernel, vllm-v1, sglang, ...), w-gpu and w-cpu (weight formats; auto: those the "
+             "model is published in), kv (bf16, fp16, q8_0, q4_0), n-cpu-moe (none, all, N), "
+             "gpu-experts, ngl (all, N), chunk, prefill (auto, cpu, gpu), threads (all, N), "
+             "sockets; repeatable"},
     {0}};
 #undef PO
 static const cli_spec k_spec = {"plan", k_opts, 0, usage};
@@ -852,6 +868,49 @@ static int plan_search(const plan_opts *o, const cli_args *a, ws_plan_spec *s)
     return 0;
 }
 
+/* --search's space: each --space KNOB=LIST, or the default one. */
+static int plan_space_opts(const plan_opts *o, ws_plan_spec *s, ws_plan_space *sp)
+{
+    ws_err err = {0};
+    if (o->w.save)
+        return cli_usage_error("plan", "--search prints its answer (--json); it is not stored: "
+                                       "leave out --save");
+    if (s->tune || o->fit_l)
+        return cli_usage_error("plan", "--search tunes its own knobs and draws its own frontier: "
+                                       "leave out --tune and --fit-batches");
+    s->n_fit = 0;
+    if (!o->space.n) {
+        static const char *const dflt[] = {"w-cpu=auto", "n-cpu-moe=auto", "kv=auto", "chunk=auto"};
+        for (int i = 0; i < 4; i++) {
+            const char *eq = strchr(dflt[i], '=');
+            for (int k = 0; k < WS_KNOBS; k++)
+                if (strlen(ws_space_knob_name(k)) == (size_t)(eq - dflt[i]) &&
+                    !strncmp(ws_space_knob_name(k), dflt[i], (size_t)(eq - dflt[i])))
+                    ws_plan_space_add(sp, k, eq + 1, &err);
+        }
+    }
+    for (int i = 0; i < o->space.n; i++) {
+        const char *v = o->space.v[i], *eq = strchr(v, '=');
+        int k = -1;
+        for (int q = 0; eq && q < WS_KNOBS; q++)
+            if (strlen(ws_space_knob_name(q)) == (size_t)(eq - v) &&
+                !strncmp(ws_space_knob_name(q), v, (size_t)(eq - v)))
+                k = q;
+        if (k < 0)
+            return cli_usage_error("plan",
+                                   "--space '%s': expected KNOB=LIST, KNOB one of engine, w-gpu, "
+                                   "w-cpu, kv, n-cpu-moe, gpu-experts, ngl, chunk, prefill, "
+                                   "threads, sockets",
+                                   v);
+        if (sp->n[k])
+            return cli_usage_error("plan", "--space %s given twice", ws_space_knob_name(k));
+        if (ws_plan_space_add(sp, k, eq + 1, &err))
+            return cli_usage_error("plan", "%s",
+                                   strncmp(err.msg, "plan: ", 6) ? err.msg : err.msg + 6);
+    }
+    return 0;
+}
+
 int cmd_plan(int argc, char **argv)
 {
     plan_opts o = {0};
@@ -882,10 +941,16 @@ int cmd_plan(int argc, char **argv)
         return cli_usage_error("plan", "--plot needs a .png, .svg or .pdf file, not '%s'", o.plot);
     if (o.plot && ws_gnuplot_check_out(o.plot, &err)) /* before the search, not after */
         return cli_fail(&err);
+    ws_plan_space sp = {0};
+    if ((o.search || o.space.n) && (rc = plan_space_opts(&o, &s, &sp)))
+        return rc;
     ws_par *par;
     if (ws_par_init(&par, &err))
         return cli_fail(&err);
-    rc = plan_ranks(par, &s, o.w.db, o.w.db || o.w.save, o.w.json, o.plot);
+    if (o.search || o.space.n)
+        rc = cli_plan_space(par, &s, &sp, o.w.db, o.w.json, o.plot);
+    else
+        rc = plan_ranks(par, &s, o.w.db, o.w.db || o.w.save, o.w.json, o.plot);
     ws_par_finalize(par);
     return rc;
 }

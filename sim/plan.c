@@ -124,16 +124,8 @@ int ws_plan_spec_check(const ws_plan_spec *s, ws_err *err)
 
 /* ---- the search: bracket, then bisection ------------------------------------------------ */
 
-typedef struct search {
-    double lo, hi; /* lo met (0: none yet), hi did not (0: none yet) */
-    double start, min, max, tol;
-    int integer; /* users, context units: whole numbers, to 1 */
-    int done, capped;
-    ws_plan_result at_lo, at_hi;
-    int evals;
-} search;
-
-static void search_init(search *s, double start, double min, double max, double tol, int integer)
+void ws_plan_bisect_init(ws_plan_bisect *s, double start, double min, double max, double tol,
+                         int integer)
 {
     memset(s, 0, sizeof *s);
     s->min = min;
@@ -145,7 +137,7 @@ static void search_init(search *s, double start, double min, double max, double 
 }
 
 /* The next load to try, or 0 with s->done set. */
-static double search_next(search *s)
+double ws_plan_bisect_next(ws_plan_bisect *s)
 {
     if (s->done)
         return 0;
@@ -173,7 +165,7 @@ static double search_next(search *s)
     return x;
 }
 
-static void search_update(search *s, double x, const ws_plan_result *r)
+void ws_plan_bisect_update(ws_plan_bisect *s, double x, const ws_plan_result *r)
 {
     s->evals++;
     if (r->meets) {
@@ -248,7 +240,7 @@ static double now_s(void)
 }
 
 /* The load search starts from: given, the trace's rate, the generator's, or 1 user. */
-static double load_start(const ws_plan_spec *s, double native_rate)
+double ws_plan_load_start(const ws_plan_spec *s, double native_rate)
 {
     if (s->start > 0)
         return s->start;
@@ -271,7 +263,7 @@ static double workload_context(const ws_plan_spec *s)
 /* Every search of a plan: one per (gpu, policy, setting) over load, then one per (gpu,
  * policy, frontier batch) over context; a round's points and results beside them. */
 typedef struct searches {
-    search *sr;
+    ws_plan_bisect *sr;
     ws_plan_point *base; /* the point each search evaluates, its load or context unset */
     ws_plan_point *pts;  /* this round's points */
     ws_plan_result *res; /* and their results */
@@ -321,7 +313,7 @@ static void searches_init(const ws_plan_spec *s, double native_rate, searches *w
     const int np = WS_POLICY_COUNT, ng = s->n_gpus;
     ws_plan_setting set[1 + 3 * WS_PLAN_MAX_CAND];
     const int users = s->load == WS_PLAN_USERS;
-    const double start = load_start(s, native_rate);
+    const double start = ws_plan_load_start(s, native_rate);
     size_t k = 0;
     for (int g = 0; g < ng; g++)
         for (int p = 0; p < np; p++) {
@@ -332,9 +324,9 @@ static void searches_init(const ws_plan_spec *s, double native_rate, searches *w
                 w->base[k] =
                     (ws_plan_point){.kind = WS_PLAN_PT_LOAD, .gpu = g, .policy = p, .set = set[i]};
                 if (users)
-                    search_init(&w->sr[k], start, 1, s->max_users, 0, 1);
+                    ws_plan_bisect_init(&w->sr[k], start, 1, s->max_users, 0, 1);
                 else
-                    search_init(&w->sr[k], start, 1e-6, s->max_rate, s->tol, 0);
+                    ws_plan_bisect_init(&w->sr[k], start, 1e-6, s->max_rate, s->tol, 0);
             }
         }
     const double ctx_units = fmax(1, floor(workload_context(s) / WS_PLAN_FIT_UNIT));
@@ -345,7 +337,8 @@ static void searches_init(const ws_plan_spec *s, double native_rate, searches *w
             for (int i = 0; i < s->n_fit; i++, k++) {
                 w->base[k] = (ws_plan_point){
                     .kind = WS_PLAN_PT_FIT, .gpu = g, .policy = p, .batch = s->fit_batch[i]};
-                search_init(&w->sr[k], ctx_units, 1, (double)(s->fit_max / WS_PLAN_FIT_UNIT), 0, 1);
+                ws_plan_bisect_init(&w->sr[k], ctx_units, 1,
+                                    (double)(s->fit_max / WS_PLAN_FIT_UNIT), 0, 1);
             }
         }
 }
@@ -355,7 +348,7 @@ static int round_points(searches *w)
 {
     int n = 0;
     for (size_t i = 0; i < w->n_all; i++) {
-        const double x = search_next(&w->sr[i]);
+        const double x = ws_plan_bisect_next(&w->sr[i]);
         if (w->sr[i].done)
             continue;
         w->pts[n] = w->base[i];
@@ -385,7 +378,7 @@ static int search_rounds(const ws_plan_spec *s, ws_plan_eval_fn eval, void *ctx,
             const ws_plan_point *pt = &w->pts[j];
             const double x =
                 pt->kind == WS_PLAN_PT_LOAD ? pt->load : (double)(pt->context / WS_PLAN_FIT_UNIT);
-            search_update(&w->sr[w->who[j]], x, &w->res[j]);
+            ws_plan_bisect_update(&w->sr[w->who[j]], x, &w->res[j]);
             if ((rc = add_eval(rep, pt, &w->res[j], round, err)))
                 return rc;
         }
@@ -491,6 +484,10 @@ struct ws_plan {
     ws_model m[WS_PLAN_MAX_GPUS];
     ws_hw hw[WS_PLAN_MAX_GPUS];
     ws_server eng[WS_PLAN_MAX_GPUS]; /* spec->engine on each GPU */
+    /* a configuration search: each engine on each GPU, the hardware per KV type */
+    ws_server engs[WS_PLAN_MAX_ENGINES][WS_PLAN_MAX_GPUS];
+    ws_hw hw_kv[WS_PLAN_MAX_GPUS][WS_DT_COUNT];
+    int have_kv[WS_PLAN_MAX_GPUS][WS_DT_COUNT];
     int cores;
     double native_rate, first_arrival;
 };
@@ -531,6 +528,26 @@ int ws_plan_open(ws_store *store, const ws_plan_spec *s, ws_plan **out, ws_err *
              ws_deploy_check_host(&p->hw[g], &s->cost, err) ||
              (s->engine && ws_server_load(s->engine, p->hw[g].gpu, p->hw[g].gpu_mem.v,
                                           p->m[g].max_ctx, &p->eng[g], err));
+    for (int g = 0; g < s->n_gpus && !rc; g++) {
+        const int kv = s->cost.kv_dtype;
+        p->hw_kv[g][kv] = p->hw[g];
+        p->have_kv[g][kv] = 1;
+        for (int e = 0; e < s->n_engines && !rc; e++)
+            rc = ws_server_load(s->engines[e], p->hw[g].gpu, p->hw[g].gpu_mem.v, p->m[g].max_ctx,
+                                &p->engs[e][g], err);
+    }
+    for (size_t i = 0; i < s->n_configs && !rc; i++) {
+        const ws_plan_config *c = &s->configs[i];
+        if (c->gpu < 0 || c->gpu >= s->n_gpus || c->engine >= s->n_engines || c->kv_dtype < 0 ||
+            c->kv_dtype >= WS_DT_COUNT)
+            rc = ws_err_set(err, WS_EINVAL, "plan: configuration %zu names no GPU or engine", i);
+        else if (!p->have_kv[c->gpu][c->kv_dtype]) {
+            ws_model m;
+            rc = ws_hw_load(store, s->model, s->gpus[c->gpu], s->host, c->kv_dtype, &m,
+                            &p->hw_kv[c->gpu][c->kv_dtype], NULL, err);
+            p->have_kv[c->gpu][c->kv_dtype] = !rc;
+        }
+    }
     if (rc && err && err->code)
         rc = err->code;
     if (!rc && s->load == WS_PLAN_RATE && s->trace) {
@@ -678,13 +695,74 @@ static ws_plan_result result_of(const ws_plan_spec *s, int fit, int users, int w
     return o;
 }
 
+/* A configuration's cost settings over the spec's. */
+static void config_apply(const ws_plan_config *c, ws_deploy_cfg *cc)
+{
+    if (c->w_gpu)
+        cc->w_gpu = cc->w_shared = cc->w_gpu_experts = c->w_gpu;
+    if (c->w_cpu)
+        cc->w_cpu_experts = c->w_cpu;
+    cc->kv_dtype = c->kv_dtype;
+    cc->w_kv = c->w_kv;
+    cc->n_cpu_moe = c->n_cpu_moe;
+    cc->gpu_experts = c->gpu_experts;
+    cc->n_gpu_layers = c->n_gpu_layers;
+    cc->cpu_threads = c->cpu_threads;
+    cc->cpu_sockets = c->cpu_sockets;
+}
+
+int ws_plan_prefix_cache(const ws_plan *P, const ws_plan_point *pt)
+{
+    const ws_plan_spec *s = P->spec;
+    const int g = pt->gpu < 0 || pt->gpu >= s->n_gpus ? 0 : pt->gpu;
+    const ws_server *eng = s->engine ? &P->eng[g] : NULL;
+    if (s->configs && pt->config >= 0 && (size_t)pt->config < s->n_configs)
+        eng =
+            s->configs[pt->config].engine >= 0 ? &P->engs[s->configs[pt->config].engine][g] : NULL;
+    if (!eng || (s->given & WS_PLAN_GIVEN_PREFIX))
+        return s->prefix_cache;
+    return eng->prefix_cache;
+}
+
+const ws_model *ws_plan_model(const ws_plan *p, int gpu)
+{
+    return &p->m[gpu < 0 || gpu >= p->spec->n_gpus ? 0 : gpu];
+}
+
+int ws_plan_memory(const ws_plan *P, const ws_plan_point *pt, sim_memory *out, ws_err *err)
+{
+    const ws_plan_spec *s = P->spec;
+    if (pt->gpu < 0 || pt->gpu >= s->n_gpus || pt->policy < 0 || pt->policy >= WS_POLICY_COUNT)
+        return ws_err_set(err, WS_EINVAL, "plan: a point names no GPU or policy of the plan");
+    sim_cfg cfg;
+    sim_cfg_default(&cfg);
+    cfg.policy = (ws_policy_kind)pt->policy;
+    cfg.host_limit = s->host_limit;
+    cfg.gpu_kv_budget = pt->set.gpu_kv_gb * 1073741824.0;
+    ws_deploy_cfg cc = s->cost;
+    const ws_hw *hw = &P->hw[pt->gpu];
+    const ws_server *eng = s->engine ? &P->eng[pt->gpu] : NULL;
+    if (s->configs) {
+        if (pt->config < 0 || (size_t)pt->config >= s->n_configs)
+            return ws_err_set(err, WS_EINVAL, "plan: a point names no configuration");
+        const ws_plan_config *pc = &s->configs[pt->config];
+        hw = &P->hw_kv[pt->gpu][pc->kv_dtype];
+        eng = pc->engine >= 0 ? &P->engs[pc->engine][pt->gpu] : NULL;
+        config_apply(pc, &cc);
+    }
+    if (eng)
+        ws_server_apply(eng, &cfg.srv, &cc, &cfg.kv_mem);
+    return sim_memory_of(&P->m[pt->gpu], hw, &cc, &cfg, out, err);
+}
+
 static int eval_one(ws_plan *P, const ws_plan_point *pt, ws_plan_result *out, ws_err *err)
 {
     const ws_plan_spec *s = P->spec;
     if (pt->gpu < 0 || pt->gpu >= s->n_gpus || pt->policy < 0 || pt->policy >= WS_POLICY_COUNT)
         return ws_err_set(err, WS_EINVAL, "plan: a point names no GPU or policy of the plan");
     const double t0 = now_s();
-    const int fit = pt->kind == WS_PLAN_PT_FIT, users = !fit && s->load == WS_PLAN_USERS;
+    const int fit = pt->kind == WS_PLAN_PT_FIT, alone = pt->kind == WS_PLAN_PT_ALONE;
+    const int users = !fit && !alone && s->load == WS_PLAN_USERS;
     sim_cfg cfg;
     sim_cfg_default(&cfg);
     cfg.policy = (ws_policy_kind)pt->policy;
@@ -698,10 +776,22 @@ static int eval_one(ws_plan *P, const ws_plan_point *pt, ws_plan_result *out, ws
     cfg.preempt = s->preempt;
     cfg.batch = s->batch;
     ws_deploy_cfg cc = s->cost;
-    if (s->engine) {
+    const ws_hw *hw = &P->hw[pt->gpu];
+    const ws_server *eng = s->engine ? &P->eng[pt->gpu] : NULL;
+    const ws_plan_config *pc = NULL;
+    if (s->configs) {
+        if (pt->config < 0 || (size_t)pt->config >= s->n_configs ||
+            s->configs[pt->config].gpu != pt->gpu)
+            return ws_err_set(err, WS_EINVAL, "plan: a point names no configuration of its GPU");
+        pc = &s->configs[pt->config];
+        hw = &P->hw_kv[pt->gpu][pc->kv_dtype];
+        eng = pc->engine >= 0 ? &P->engs[pc->engine][pt->gpu] : NULL;
+        config_apply(pc, &cc);
+    }
+    if (eng) {
         /* the engine's values, then the settings given over them */
         const ws_serving given = cfg.srv;
-        ws_server_apply(&P->eng[pt->gpu], &cfg.srv, &cc, &cfg.kv_mem);
+        ws_server_apply(eng, &cfg.srv, &cc, &cfg.kv_mem);
         if (s->given & WS_PLAN_GIVEN_BATCHING)
             cfg.batching = given.batching;
         if (s->given & WS_PLAN_GIVEN_BUDGET)
@@ -715,6 +805,10 @@ static int eval_one(ws_plan *P, const ws_plan_point *pt, ws_plan_result *out, ws
         if (s->given & WS_PLAN_GIVEN_CHUNK)
             cfg.chunk = given.chunk;
     }
+    if (pc && pc->chunk > 0)
+        cfg.chunk = pc->chunk;
+    if (pc && pc->prefill_mode >= 0)
+        cfg.prefill_mode = pc->prefill_mode;
     if (s->prefill_gpu_tokens > 0)
         cfg.prefill_gpu_tokens = s->prefill_gpu_tokens;
     cfg.cpu_workers = P->cores;
@@ -746,6 +840,11 @@ static int eval_one(ws_plan *P, const ws_plan_point *pt, ws_plan_result *out, ws
         want = cfg.batch = pt->batch;
         cfg.chunk = (int)pt->context; /* memory does not depend on the chunk */
         sim_closed_source(&c, pt->batch, (int)pt->context, 2, &src);
+    } else if (alone) {
+        if (pt->context < 1 || pt->context > WS_TRACE_TOKENS_MAX || pt->batch < 1)
+            return ws_err_set(err, WS_EINVAL, "plan: bad lone request");
+        want = 1;
+        sim_closed_source(&c, 1, (int)pt->context, pt->batch, &src);
     } else if (users) {
         if (!(pt->load >= 1 && pt->load <= 1 << 20))
             return ws_err_set(err, WS_EINVAL, "plan: bad number of users %g", pt->load);
@@ -773,7 +872,7 @@ static int eval_one(ws_plan *P, const ws_plan_point *pt, ws_plan_result *out, ws
     }
     sim_results r;
     if (!rc)
-        rc = sim_run(&P->m[pt->gpu], &P->hw[pt->gpu], &cc, &cfg, &src, &r, err);
+        rc = sim_run(&P->m[pt->gpu], hw, &cc, &cfg, &src, &r, err);
     ws_trace_close(tr);
     if (rc) {
         free(t.ttft);
@@ -781,6 +880,8 @@ static int eval_one(ws_plan *P, const ws_plan_point *pt, ws_plan_result *out, ws
         return rc;
     }
     ws_plan_result o = result_of(s, fit, users, want, &r.tot, &t);
+    _Static_assert(SIM_RES_COUNT == 4, "ws_plan_result.busy names four resources");
+    memcpy(o.busy, r.tot.busy, sizeof o.busy);
     o.wall_s = now_s() - t0;
     *out = o;
     sim_results_free(&r);

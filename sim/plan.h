@@ -40,14 +40,17 @@
 #include "store.h"
 #include "trace.h"
 #include "trace_gen.h"
+#include "wformat.h"
 #include "ws_err.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-#define WS_PLAN_MAX_GPUS 16  /* GPU profiles in one plan */
-#define WS_PLAN_MAX_CAND 8   /* candidates per setting, batches of the frontier */
+struct sim_memory;
+
+#define WS_PLAN_MAX_GPUS 16   /* GPU profiles in one plan */
+#define WS_PLAN_MAX_CAND 8    /* candidates per setting, batches of the frontier */
 #define WS_PLAN_FIT_UNIT 1024 /* tokens: the frontier's context resolution */
 #define WS_PLAN_FIT_BATCH_MAX                                                                      \
     4096 /* largest frontier batch: a frontier search's time grows                                 \
@@ -60,36 +63,59 @@ typedef enum ws_plan_load {
 } ws_plan_load;
 
 typedef enum ws_plan_kind {
-    WS_PLAN_PT_LOAD = 0, /* does the load meet the SLOs? */
-    WS_PLAN_PT_FIT = 1,  /* do `batch` sequences of `context` tokens fit at once? */
+    WS_PLAN_PT_LOAD = 0,  /* does the load meet the SLOs? */
+    WS_PLAN_PT_FIT = 1,   /* do `batch` sequences of `context` tokens fit at once? */
+    WS_PLAN_PT_ALONE = 2, /* one request of `context` prompt and `batch` output tokens, alone:
+                           * does it meet the SLOs (the bound of plan_space.h)? */
 } ws_plan_kind;
+
+#define WS_PLAN_MAX_ENGINES 8 /* engines in one configuration search */
+
+/* One configuration of a search over the settings users turn (plan_space.h): the GPU, the
+ * engine, the weight formats, the KV's type, where the experts and layers run, the prefill
+ * chunk and strategy, threads and sockets. Each overrides the spec's value for the points
+ * that name it. */
+typedef struct ws_plan_config {
+    int gpu;                         /* index into spec->gpus */
+    int engine;                      /* index into spec->engines; -1: none */
+    const ws_wformat *w_gpu, *w_cpu; /* the GPU-resident parts (attention, dense, shared and
+                                      * GPU experts) and the CPU experts; NULL: the model's */
+    ws_dtype kv_dtype;               /* the KV's rates */
+    const ws_wformat *w_kv;          /* a block-quantized KV (q8_0, q4_0), else NULL */
+    int n_cpu_moe, gpu_experts, n_gpu_layers; /* ws_deploy_cfg's */
+    int chunk;                    /* prefill chunk, tokens (0: the engine's or spec's) */
+    int prefill_mode;             /* ws_prefill_mode (< 0: the spec's) */
+    int cpu_threads, cpu_sockets; /* ws_deploy_cfg's */
+} ws_plan_config;
 
 /* Simulator settings a plan tunes; 0 everywhere: the simulator's defaults. */
 typedef struct ws_plan_setting {
     double gpu_kv_gb; /* GPU KV budget, GiB (0: 2 GiB, 0.3 GiB for MLA models) */
     int page;         /* P, tokens per page (0: the policy's default, ws_policy_params_default) */
-    int window;       /* W, D-window tokens, a multiple of P (0: the simulator's, sim_cfg_default) */
+    int window; /* W, D-window tokens, a multiple of P (0: the simulator's, sim_cfg_default) */
 } ws_plan_setting;
 
 /* One independent evaluation. */
 typedef struct ws_plan_point {
-    int kind;    /* ws_plan_kind */
-    int gpu;     /* index into spec->gpus */
-    int policy;  /* ws_policy_kind */
+    int kind;   /* ws_plan_kind */
+    int gpu;    /* index into spec->gpus */
+    int policy; /* ws_policy_kind */
     ws_plan_setting set;
-    double load; /* LOAD: requests/s or users */
-    int batch;   /* FIT: sequences resident at once */
+    int config;        /* index into spec->configs (no configs: 0, unused) */
+    double load;       /* LOAD: requests/s or users */
+    int batch;         /* FIT: sequences resident at once */
     long long context; /* FIT: prompt tokens of each */
 } ws_plan_point;
 
 typedef struct ws_plan_result {
-    int meets;      /* LOAD: attainment >= slo_pct; FIT: all resident, no OOM */
-    double attain;  /* share within the SLOs (0..1) */
+    int meets;             /* LOAD: attainment >= slo_pct; FIT: all resident, no OOM */
+    double attain;         /* share within the SLOs (0..1) */
     double ttft_q, tpot_q; /* the slo_pct percentile, s (INFINITY: an OOM inside it) */
-    double goodput; /* requests within the SLOs per second of makespan */
-    double tokens_per_s; /* rate: output tokens / makespan; users: decode tokens/s */
+    double goodput;        /* requests within the SLOs per second of makespan */
+    double tokens_per_s;   /* rate: output tokens / makespan; users: decode tokens/s */
     uint64_t requests, served, oom;
     int peak_batch; /* most sequences running at once */
+    double busy[4]; /* s each resource was busy: GPU, H2D, D2H, CPU (sim_totals.busy) */
     double wall_s;  /* host seconds the simulation took */
 } ws_plan_result;
 
@@ -105,19 +131,19 @@ typedef struct ws_plan_spec {
     unsigned policies;              /* bit per ws_policy_kind */
     /* workload */
     ws_plan_load load;
-    const char *trace;          /* RATE: a trace file (else the generator) */
+    const char *trace; /* RATE: a trace file (else the generator) */
     ws_trace_opts topts;
-    ws_trace_gen gen;           /* RATE without a trace: rate is the search's start */
-    uint64_t requests;          /* requests per point (trace: its first; 0: all of it) */
-    int prompt, output;         /* USERS: each user's prompt and output tokens */
-    int batch;                  /* RATE: most sequences running at once (32) */
+    ws_trace_gen gen;   /* RATE without a trace: rate is the search's start */
+    uint64_t requests;  /* requests per point (trace: its first; 0: all of it) */
+    int prompt, output; /* USERS: each user's prompt and output tokens */
+    int batch;          /* RATE: most sequences running at once (32) */
     /* objectives */
-    double slo_ttft, slo_tpot;  /* s; 0: none (at least one) */
-    double slo_pct;             /* percent within them (99) */
-    double tol;                 /* relative tolerance of the rate (0.05) */
-    double start;               /* first load tried (0: the trace's rate, the generator's, 1) */
-    double max_rate;            /* highest rate tried (1e4 requests/s) */
-    int max_users;              /* most users tried (1024) */
+    double slo_ttft, slo_tpot; /* s; 0: none (at least one) */
+    double slo_pct;            /* percent within them (99) */
+    double tol;                /* relative tolerance of the rate (0.05) */
+    double start;              /* first load tried (0: the trace's rate, the generator's, 1) */
+    double max_rate;           /* highest rate tried (1e4 requests/s) */
+    int max_users;             /* most users tried (1024) */
     /* settings: candidates of each, searched one at a time when tune */
     int tune;
     double kv_gb[WS_PLAN_MAX_CAND];
@@ -126,7 +152,7 @@ typedef struct ws_plan_spec {
     int window[WS_PLAN_MAX_CAND], n_window;
     /* the OOM frontier's batches (n_fit 0: none) */
     int fit_batch[WS_PLAN_MAX_CAND], n_fit;
-    long long fit_max;          /* longest context tried, tokens (4 Mi) */
+    long long fit_max; /* longest context tried, tokens (4 Mi) */
     /* simulation */
     int detail_layer;           /* 0: fold identical layers (default) */
     int chunk;                  /* prefill chunk (2048) */
@@ -138,9 +164,15 @@ typedef struct ws_plan_spec {
                                  * GPU), NULL: none; then the settings above that `given`
                                  * marks (WS_PLAN_GIVEN_*) override its values */
     unsigned given;
+    /* A configuration search (plan_space.h): the configurations points may name, and the
+     * engines those name (NULL configs: every point runs the settings above) */
+    const ws_plan_config *configs;
+    size_t n_configs;
+    const char *engines[WS_PLAN_MAX_ENGINES];
+    int n_engines;
     uint64_t seed;
-    ws_deploy_cfg cost;           /* weight formats, KV dtype, expert placement (the defaults) */
-    double host_limit;            /* B of host DRAM (sim_cfg.host_limit); 0: the profile's */
+    ws_deploy_cfg cost; /* weight formats, KV dtype, expert placement (the defaults) */
+    double host_limit;  /* B of host DRAM (sim_cfg.host_limit); 0: the profile's */
     /* after every round: points evaluated so far, open searches */
     void (*progress)(void *ctx, int round, long long points, int open);
     void *progress_ctx;
@@ -192,13 +224,13 @@ typedef struct ws_plan_eval_rec {
 typedef struct ws_plan_report {
     ws_plan_best *search; /* one per (gpu, policy, setting) */
     size_t n_search;
-    int *best;            /* per (gpu, policy): index into search of the best setting, or -1 */
-    ws_plan_fit *fit;     /* per (gpu, policy, fit batch) */
+    int *best;        /* per (gpu, policy): index into search of the best setting, or -1 */
+    ws_plan_fit *fit; /* per (gpu, policy, fit batch) */
     size_t n_fit;
     ws_plan_eval_rec *evals;
     size_t n_evals, cap_evals;
     int rounds;
-    double native_rate;   /* the trace's own rate (requests/s), else 0 */
+    double native_rate; /* the trace's own rate (requests/s), else 0 */
     double wall_s;
     char model[64], host[160];
 } ws_plan_report;
@@ -214,6 +246,25 @@ const ws_plan_best *ws_plan_best_of(const ws_plan_report *r, const ws_plan_spec 
 double ws_plan_goodput(const ws_plan_spec *s, const ws_plan_best *b);
 double ws_plan_cost_per_mtok(const ws_plan_spec *s, const ws_plan_best *b);
 
+/* One search over load (or context units): bracket from start (x4, integers x2), then
+ * bisection at the geometric midpoint (integers: the middle) until hi/lo - 1 <= tol; lo
+ * met (0: none yet), hi did not (0: none yet). Its rules for ending are the header's. */
+typedef struct ws_plan_bisect {
+    double lo, hi;
+    double start, min, max, tol;
+    int integer; /* users, context units: whole numbers, to 1 */
+    int done, capped;
+    ws_plan_result at_lo, at_hi;
+    int evals;
+} ws_plan_bisect;
+void ws_plan_bisect_init(ws_plan_bisect *s, double start, double min, double max, double tol,
+                         int integer);
+/* The next load to try, or 0 with s->done set. */
+double ws_plan_bisect_next(ws_plan_bisect *s);
+void ws_plan_bisect_update(ws_plan_bisect *s, double x, const ws_plan_result *r);
+
+/* The load a search starts from: given, the trace's rate, the generator's, or 1 user. */
+double ws_plan_load_start(const ws_plan_spec *s, double native_rate);
 /* Runs the rounds with `eval` (ctx passed through) until every search has ended. */
 int ws_plan_search(const ws_plan_spec *s, ws_plan_eval_fn eval, void *ctx, double native_rate,
                    ws_plan_report *rep, ws_err *err);
@@ -226,6 +277,12 @@ void ws_plan_close(ws_plan *p);
 double ws_plan_native_rate(const ws_plan *p);
 /* The names the profiles loaded under (hw.gpu, hw.host) and the model's. */
 const char *ws_plan_gpu_name(const ws_plan *p, int gpu);
+/* The memory a point's run has (sim_memory_of): its GPU, policy and configuration. */
+int ws_plan_memory(const ws_plan *p, const ws_plan_point *pt, struct sim_memory *out, ws_err *err);
+/* 1 when a point's run caches prompt prefixes (the spec's setting or its engine's). */
+int ws_plan_prefix_cache(const ws_plan *p, const ws_plan_point *pt);
+/* The model the plan loaded (on GPU g: one copy per GPU). */
+const ws_model *ws_plan_model(const ws_plan *p, int gpu);
 /* ws_plan_eval_fn over a ws_plan (ctx): each point through sim_run, one after the other. */
 int ws_plan_eval_points(void *plan, const ws_plan_point *pts, int n, ws_plan_result *out,
                         ws_err *err);
@@ -244,7 +301,6 @@ int ws_plan_run_rounds(ws_store *store, const ws_plan_spec *s, ws_plan_round_fn 
 const char *ws_plan_setting_text(const ws_plan_setting *set, char *buf, size_t cap);
 /* The workload in words ("poisson arrivals, prompts fixed:131072, ..."). */
 void ws_plan_workload_text(const ws_plan_spec *s, char *buf, size_t cap);
-
 
 #ifdef __cplusplus
 }

@@ -55,3 +55,15 @@ void ws_plan_run_result_free(ws_plan_run_result *r)
 {
     ws_plan_report_free(&r->rep);
 }
+
+int ws_plan_space_run_all(ws_store *store, const ws_plan_run_cfg *cfg, const ws_plan_space *sp,
+                          ws_space_report *out, ws_err *err)
+{
+    const ws_plan_ranks *r = cfg->ranks;
+    const int rank = r ? r->rank : 0;
+    ws_plan_spec s = *cfg->spec;
+    s.progress = rank ? NULL : cfg->progress;
+    s.progress_ctx = rank ? NULL : cfg->progress_ctx;
+    int rc = ws_plan_space_run(store, &s, sp, r ? round_ranks : NULL, (void *)r, out, err);
+    return agree(r, rc, err);
+}

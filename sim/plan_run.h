@@ -17,6 +17,7 @@
 #include <stddef.h>
 
 #include "plan.h"
+#include "plan_space.h"
 #include "store.h"
 #include "ws_err.h"
 #include "ws_util.h"
@@ -62,6 +63,12 @@ typedef struct ws_plan_run_result {
 int ws_plan_run_all(ws_store *store, const ws_plan_run_cfg *cfg, ws_plan_run_result *out,
                     ws_err *err);
 void ws_plan_run_result_free(ws_plan_run_result *r);
+
+/* Collective over cfg->ranks: a configuration search (plan_space.h) of space sp, each round
+ * spread over the ranks; every rank gets the same report. Not stored. Free with
+ * ws_space_report_free, also after an error. */
+int ws_plan_space_run_all(ws_store *store, const ws_plan_run_cfg *cfg, const ws_plan_space *sp,
+                          ws_space_report *out, ws_err *err);
 
 #ifdef __cplusplus
 }

@@ -6,10 +6,10 @@
 #include <string.h>
 #include <time.h>
 
-#include "engine.h"
-#include "prefix.h"
 #include "control.h"
 #include "decode.h"
+#include "engine.h"
+#include "prefix.h"
 #include "quantile.h"
 #include "timeline.h"
 #include "trace.h"
@@ -96,11 +96,11 @@ typedef struct seq {
     uint64_t id;    /* arrival order */
     double arrival_s, first_s;
     int prompt, output;
-    int need;                    /* tokens to prefill: the prompt, or after a preemption the
-                                  * prompt and the tokens generated before it */
+    int need; /* tokens to prefill: the prompt, or after a preemption the
+               * prompt and the tokens generated before it */
     int prefilled, generated;
-    double kv_tok;               /* tokens whose KV it holds: its own and shared blocks */
-    int64_t *blocks;             /* its prompt blocks' hashes (prefix caching), owned */
+    double kv_tok;   /* tokens whose KV it holds: its own and shared blocks */
+    int64_t *blocks; /* its prompt blocks' hashes (prefix caching), owned */
     int n_blocks;
     int held;                    /* leading blocks it holds in the prefix cache: its own
                                   * bytes cover the KV of the tokens past them */
@@ -125,15 +125,15 @@ typedef struct run {
     double b_host;       /* KV bytes per token of the layers wholly on the CPU (host DRAM) */
     double budget, pinned, host;
     double gpu_used, pin_used, host_used;
-    int no_room;     /* the GPU's weights and KV budget exceed the GPU, or the CPU's weights
-                      * the host DRAM */
+    int no_room; /* the GPU's weights and KV budget exceed the GPU, or the CPU's weights
+                  * the host DRAM */
     seq *s;
     int n_run;
     uint64_t n_admitted, n_ended;
     ws_sched_chunk *pc; /* [batch] a step's prompt chunks */
     seq **pc_seq;       /* [batch] their sequences */
     seq **pend_pf;      /* [batch] sequences with prompt tokens left, by admission order */
-    qent *q; /* arrived, not admitted: a ring */
+    qent *q;            /* arrived, not admitted: a ring */
     size_t q_head, q_len, q_cap;
     const sim_source *src;
     int src_done; /* the source has no more */
@@ -141,12 +141,12 @@ typedef struct run {
     pent *pend;   /* closed loop: drawn, not yet arrived */
     size_t n_pend, cap_pend;
     uint64_t pend_seq;
-    uint64_t n_seen;       /* requests arrived */
+    uint64_t n_seen;            /* requests arrived */
     double first_arr, last_end; /* of the served requests */
     sim_quantile ttft, tpot;
     uint64_t preempted;
-    int prefix;        /* prefix caching on */
-    sim_prefix cache;  /* its blocks */
+    int prefix;       /* prefix caching on */
+    sim_prefix cache; /* its blocks */
     sim_results *res;
 } run;
 
@@ -298,7 +298,8 @@ static int q_push(run *R, const sim_req *rq, uint64_t id, ws_err *err)
     e.rq.blocks = NULL;
     e.rq.n_blocks = 0;
     const int nb = rq->n_blocks < rq->prompt / WS_TRACE_BLOCK_TOKENS
-                       ? rq->n_blocks : rq->prompt / WS_TRACE_BLOCK_TOKENS;
+                       ? rq->n_blocks
+                       : rq->prompt / WS_TRACE_BLOCK_TOKENS;
     if (R->prefix && nb > 0) {
         if (!(e.blocks = malloc((size_t)nb * sizeof *e.blocks)))
             return ws_err_set(err, WS_ENOMEM, "sim: out of memory (prompt blocks)");
@@ -429,10 +430,10 @@ static int admit(run *R, ws_err *err)
              * the rest is reserved now: the whole request, or (preemption) the tokens to
              * prefill. */
             const int kmax = (rq->prompt - 1) / WS_TRACE_BLOCK_TOKENS;
-            const int k = R->prefix ? sim_prefix_match(&R->cache, qe->blocks,
-                                                       qe->rq.n_blocks < kmax ? qe->rq.n_blocks
-                                                                              : kmax)
-                                    : 0;
+            const int k = R->prefix
+                              ? sim_prefix_match(&R->cache, qe->blocks,
+                                                 qe->rq.n_blocks < kmax ? qe->rq.n_blocks : kmax)
+                              : 0;
             const double hit = (double)k * WS_TRACE_BLOCK_TOKENS;
             const double tok = R->cfg->preempt == WS_PREEMPT_RECOMPUTE
                                    ? (double)rq->prompt + qe->generated
@@ -585,8 +586,8 @@ static int cache_blocks(run *R, seq *s, ws_err *err)
     for (int j = s->held; j < nb; j++) {
         const int lo = j * ppb > first ? j * ppb : first, hi = (j + 1) * ppb;
         const int cpu_hi = first + s->cpu_pages;
-        const double cpu = R->spills && cpu_hi > lo ? (double)((cpu_hi < hi ? cpu_hi : hi) - lo) * P
-                                                    : 0;
+        const double cpu =
+            R->spills && cpu_hi > lo ? (double)((cpu_hi < hi ? cpu_hi : hi) - lo) * P : 0;
         double g0, h0, p0, g1, h1, p1;
         own_bytes(R, s, s->kv_tok, &g0, &h0, &p0);
         s->held = j + 1;
@@ -1013,45 +1014,86 @@ static void summarise(run *R)
     t->slo_frac = t->requests ? (double)t->slo_met / t->requests : 0;
 }
 
+/* Memory as a run has it (sim_memory_of), from the run's cost model. */
+static void memory_of(const ws_cost_model *cm, const ws_model *m, const ws_hw *hw,
+                      const sim_cfg *cfg, sim_memory *o)
+{
+    memset(o, 0, sizeof *o);
+    /* memory is the whole model's, --layers or not: the GPU layers' KV, the CPU layers' */
+    o->kv_gpu_token = cm->b_tok * (cm->layers - cm->dep.cpu_layers);
+    o->kv_host_token = cm->b_tok * cm->dep.cpu_layers;
+    const int mla = m->attn == WS_ATTN_MLA || m->attn == WS_ATTN_MLA_SPARSE;
+    o->pinned = cfg->pinned_limit > 0 ? cfg->pinned_limit : 256 * 1073741824.0;
+    o->host_mem = cfg->host_limit > 0  ? cfg->host_limit
+                  : hw->host_mem.v > 0 ? hw->host_mem.v
+                                       : WS_SIM_HOST_DEFAULT;
+    /* Weights on the GPU: everything but the routed experts left on the CPU, which sit in
+     * host DRAM beside the spilled KV; each part at its format. */
+    ws_cost_weight_bytes(cm, &o->gpu_weights, &o->host_weights);
+    /* The KV budget: given, or the engine's share of the GPU (what the weights leave of a
+     * fraction of it, or a fraction of what they leave), or its context's KV. */
+    const ws_server_kv *kv = &cfg->kv_mem;
+    const double gmem = hw->gpu_mem.v, wgpu = o->gpu_weights;
+    if (cfg->gpu_kv_budget > 0)
+        o->gpu_kv = cfg->gpu_kv_budget;
+    else if (kv->kind == WS_KV_MEM_TOTAL)
+        o->gpu_kv = fmax(kv->frac * gmem - wgpu, 0);
+    else if (kv->kind == WS_KV_MEM_FREE)
+        o->gpu_kv = fmax(kv->frac * (gmem - wgpu), 0);
+    else if (kv->kind == WS_KV_MEM_CONTEXT)
+        o->gpu_kv = (kv->ctx > 0 ? kv->ctx : m->max_ctx > 0 ? m->max_ctx : 4096) * o->kv_gpu_token;
+    else
+        o->gpu_kv = (mla ? 0.3 : 2.0) * 1073741824.0;
+    o->gpu_mem = gmem;
+    o->gpu_fits = o->gpu_weights + o->gpu_kv <= gmem;
+    o->host_fits = o->host_mem - o->host_weights > 0;
+}
+
 /* Memory: KV bytes per token, the GPU KV budget, the pinned and host limits, and whether the
  * weights the policy keeps on the GPU (and the CPU's in host DRAM) leave any room. */
 static void memory_limits(run *R, const ws_model *m, const ws_hw *hw)
 {
-    const sim_cfg *cfg = R->cfg;
     sim_totals *t = &R->res->tot;
+    sim_memory o;
+    memory_of(&R->cm, m, hw, R->cfg, &o);
     R->b_tok = R->cm.b_tok;
-    /* memory is the whole model's, --layers or not: the GPU layers' KV, the CPU layers' */
-    R->b_all = R->cm.b_tok * (R->cm.layers - R->cm.dep.cpu_layers);
-    R->b_host = R->cm.b_tok * R->cm.dep.cpu_layers;
-    const int mla = m->attn == WS_ATTN_MLA || m->attn == WS_ATTN_MLA_SPARSE;
-    R->pinned = cfg->pinned_limit > 0 ? cfg->pinned_limit : 256 * 1073741824.0;
-    const double host_mem = cfg->host_limit > 0 ? cfg->host_limit
-                            : hw->host_mem.v > 0 ? hw->host_mem.v
-                                                 : WS_SIM_HOST_DEFAULT;
-    /* Weights on the GPU: everything but the routed experts left on the CPU, which sit in
-     * host DRAM beside the spilled KV; each part at its format. */
-    ws_cost_weight_bytes(&R->cm, &t->gpu_weight_bytes, &t->host_weight_bytes);
-    /* The KV budget: given, or the engine's share of the GPU (what the weights leave of a
-     * fraction of it, or a fraction of what they leave), or its context's KV. */
-    const ws_server_kv *kv = &cfg->kv_mem;
-    const double gmem = hw->gpu_mem.v, wgpu = t->gpu_weight_bytes;
-    if (cfg->gpu_kv_budget > 0)
-        R->budget = cfg->gpu_kv_budget;
-    else if (kv->kind == WS_KV_MEM_TOTAL)
-        R->budget = fmax(kv->frac * gmem - wgpu, 0);
-    else if (kv->kind == WS_KV_MEM_FREE)
-        R->budget = fmax(kv->frac * (gmem - wgpu), 0);
-    else if (kv->kind == WS_KV_MEM_CONTEXT)
-        R->budget = (kv->ctx > 0 ? kv->ctx : m->max_ctx > 0 ? m->max_ctx : 4096) * R->b_all;
-    else
-        R->budget = (mla ? 0.3 : 2.0) * 1073741824.0;
-    t->host_mem = host_mem;
-    R->host = host_mem - t->host_weight_bytes;
-    t->no_host_room = !(R->host > 0);
-    R->no_room = t->gpu_weight_bytes + R->budget > hw->gpu_mem.v || t->no_host_room;
-    t->no_room = t->gpu_weight_bytes + R->budget > hw->gpu_mem.v;
-    t->gpu_kv_budget = R->budget;
-    t->gpu_mem = hw->gpu_mem.v;
+    R->b_all = o.kv_gpu_token;
+    R->b_host = o.kv_host_token;
+    R->pinned = o.pinned;
+    R->budget = o.gpu_kv;
+    R->host = o.host_mem - o.host_weights;
+    t->gpu_weight_bytes = o.gpu_weights;
+    t->host_weight_bytes = o.host_weights;
+    t->host_mem = o.host_mem;
+    t->no_host_room = !o.host_fits;
+    t->no_room = !o.gpu_fits;
+    R->no_room = t->no_room || t->no_host_room;
+    t->gpu_kv_budget = o.gpu_kv;
+    t->gpu_mem = o.gpu_mem;
+}
+
+/* The deploy settings a policy runs with: gpu-only and the like put every routed expert on
+ * the GPU. */
+static ws_deploy_cfg policy_deploy(const ws_model *m, const ws_deploy_cfg *ccfg,
+                                   ws_policy_kind policy)
+{
+    ws_deploy_cfg cc = *ccfg;
+    if (!ws_policy_info_of(policy)->cpu_experts)
+        cc.gpu_experts = m->n_experts;
+    return cc;
+}
+
+int sim_memory_of(const ws_model *m, const ws_hw *hw, const ws_deploy_cfg *ccfg, const sim_cfg *cfg,
+                  sim_memory *out, ws_err *err)
+{
+    ws_deploy_cfg cc = policy_deploy(m, ccfg, cfg->policy);
+    ws_cost_model cm;
+    int rc = ws_cost_model_init(hw, m, &cc, &cm, err);
+    if (rc)
+        return rc;
+    memory_of(&cm, m, hw, cfg, out);
+    ws_cost_model_free(&cm);
+    return 0;
 }
 
 /* Arrivals up to now join the queue (and the results, in arrival order). */
@@ -1122,8 +1164,8 @@ int sim_run(const ws_model *m, const ws_hw *hw, const ws_deploy_cfg *ccfg, const
     if (cfg->batch > SIM_BATCH_MAX)
         return ws_err_set(err, WS_EINVAL, "sim: a batch of %d sequences is more than %d",
                           cfg->batch, SIM_BATCH_MAX);
-    if (cfg->batch < 1 || cfg->chunk < 1 || cfg->token_budget < 1 || P < 1 || cfg->window < P || cfg->window % P ||
-        cfg->layers < 0 || cfg->cpu_workers < 1 || cfg->gpu_kv_budget < 0 ||
+    if (cfg->batch < 1 || cfg->chunk < 1 || cfg->token_budget < 1 || P < 1 || cfg->window < P ||
+        cfg->window % P || cfg->layers < 0 || cfg->cpu_workers < 1 || cfg->gpu_kv_budget < 0 ||
         cfg->pinned_limit < 0 || cfg->host_limit < 0)
         return ws_err_set(err, WS_EINVAL,
                           "sim: bad settings (batch %d, chunk %d, window %d must be a multiple "
@@ -1137,9 +1179,7 @@ int sim_run(const ws_model *m, const ws_hw *hw, const ws_deploy_cfg *ccfg, const
     snprintf(res->gpu, sizeof res->gpu, "%s", hw->gpu);
     snprintf(res->host, sizeof res->host, "%s", hw->host);
     snprintf(res->policy, sizeof res->policy, "%s", pi->name);
-    ws_deploy_cfg cc = *ccfg;
-    if (!pi->cpu_experts)
-        cc.gpu_experts = m->n_experts;
+    ws_deploy_cfg cc = policy_deploy(m, ccfg, cfg->policy);
     int rc = ws_cost_model_init(hw, m, &cc, &R.cm, err);
     if (rc)
         return rc;
@@ -1152,8 +1192,10 @@ int sim_run(const ws_model *m, const ws_hw *hw, const ws_deploy_cfg *ccfg, const
         goto out_cm;
     R.prefix = cfg->prefix_cache;
     if (R.prefix && WS_TRACE_BLOCK_TOKENS % P) {
-        rc = ws_err_set(err, WS_EINVAL, "sim: prefix caching needs a page that divides the "
-                                        "%d-token block, not %d", WS_TRACE_BLOCK_TOKENS, P);
+        rc = ws_err_set(err, WS_EINVAL,
+                        "sim: prefix caching needs a page that divides the "
+                        "%d-token block, not %d",
+                        WS_TRACE_BLOCK_TOKENS, P);
         goto out_cm;
     }
     if (R.prefix && (rc = sim_prefix_init(&R.cache, err)))
@@ -1166,8 +1208,8 @@ int sim_run(const ws_model *m, const ws_hw *hw, const ws_deploy_cfg *ccfg, const
     if ((rc = sim_engine_init(&R.eng, cfg->seed, err)))
         goto out_q;
     const int workers = ws_deploy_cpu_workers(hw, &cc, cfg->cpu_workers);
-    if ((rc = sim_step_init(&R.st, &R.eng, K_OP, &R.cm, R.layers, workers,
-                            !cfg->detail_layer, err)))
+    if ((rc =
+             sim_step_init(&R.st, &R.eng, K_OP, &R.cm, R.layers, workers, !cfg->detail_layer, err)))
         goto out_eng;
     if (cfg->timeline)
         sim_dag_record(&R.st.g, cfg->timeline);
@@ -1186,8 +1228,7 @@ int sim_run(const ws_model *m, const ws_hw *hw, const ws_deploy_cfg *ccfg, const
         clock_gettime(CLOCK_MONOTONIC, &w1);
         res->tot.wall_s = (w1.tv_sec - w0.tv_sec) + 1e-9 * (w1.tv_nsec - w0.tv_nsec);
         if (cfg->progress)
-            cfg->progress(cfg->progress_ctx, sim_now(&R.eng), res->tot.steps, R.n_seen,
-                          R.n_seen);
+            cfg->progress(cfg->progress_ctx, sim_now(&R.eng), res->tot.steps, R.n_seen, R.n_seen);
     }
     for (int i = 0; R.s && i < cfg->batch; i++)
         free(R.s[i].blocks);

@@ -79,21 +79,22 @@ struct sim_timeline;
 /* ---- configuration ------------------------------------------------------------------ */
 
 #define WS_SIM_HOST_DEFAULT (512 * 1073741824.0) /* host DRAM when no profile says */
-#define SIM_BATCH_MAX (1 << 20) /* the most sequences running at once (sim --batch, a points
-                                 * file's batch): admission and each step are linear in it */
+#define SIM_BATCH_MAX                                                                              \
+    (1 << 20) /* the most sequences running at once (sim --batch, a points                         \
+               * file's batch): admission and each step are linear in it */
 
 typedef struct sim_cfg {
-    WS_SERVING_MEMBERS; /* policy, par, batch, chunk, window, prefill_mode, seed (serving.h) */
-    int layers;         /* layers played (0: the model's); memory stays the model's */
-    int detail_layer;   /* 1: every layer as ops; 0: fold identical layers */
-    int cpu_workers;    /* CPU pool units (the host's cores; default 1); with the cost
-                         * settings' cpu_sockets and cpu_threads, the run uses their share
-                         * (ws_deploy_cpu_workers) */
-    double gpu_kv_budget;      /* B; 0: kv_mem's, else 2 GiB (0.3 GiB for MLA models) */
-    ws_server_kv kv_mem;       /* an engine's KV sizing (server.h; default: the budget) */
-    double pinned_limit;       /* B; 0: 256 GiB */
-    double host_limit;         /* B of host DRAM for the CPU's weights and the spilled KV; 0:
-                                * the host profile's mem_bytes, else WS_SIM_HOST_DEFAULT */
+    WS_SERVING_MEMBERS;   /* policy, par, batch, chunk, window, prefill_mode, seed (serving.h) */
+    int layers;           /* layers played (0: the model's); memory stays the model's */
+    int detail_layer;     /* 1: every layer as ops; 0: fold identical layers */
+    int cpu_workers;      /* CPU pool units (the host's cores; default 1); with the cost
+                           * settings' cpu_sockets and cpu_threads, the run uses their share
+                           * (ws_deploy_cpu_workers) */
+    double gpu_kv_budget; /* B; 0: kv_mem's, else 2 GiB (0.3 GiB for MLA models) */
+    ws_server_kv kv_mem;  /* an engine's KV sizing (server.h; default: the budget) */
+    double pinned_limit;  /* B; 0: 256 GiB */
+    double host_limit;    /* B of host DRAM for the CPU's weights and the spilled KV; 0:
+                           * the host profile's mem_bytes, else WS_SIM_HOST_DEFAULT */
     double slo_ttft, slo_tpot; /* s; 0: no SLO */
     int keep_steps;            /* 1: keep the per-step records in res->step (default 1) */
     int keep_requests;         /* 1: keep the per-request records in res->req (default 1) */
@@ -168,12 +169,12 @@ typedef struct sim_totals {
     double goodput_rps; /* served requests within the SLOs per second of makespan */
     double slo_frac;    /* their share of all requests */
     double busy[SIM_RES_COUNT];
-    double r_final;          /* realised share at the last step */
-    double rstar_last;       /* the policy's target at the last decode step */
-    double gpu_weight_bytes; /* weights resident on the GPU under this policy */
-    double gpu_kv_budget;    /* the GPU KV budget in force, B */
-    int no_room;             /* 1: those weights and the budget exceed the GPU: all OOM */
-    double gpu_mem;          /* the GPU's memory, B */
+    double r_final;           /* realised share at the last step */
+    double rstar_last;        /* the policy's target at the last decode step */
+    double gpu_weight_bytes;  /* weights resident on the GPU under this policy */
+    double gpu_kv_budget;     /* the GPU KV budget in force, B */
+    int no_room;              /* 1: those weights and the budget exceed the GPU: all OOM */
+    double gpu_mem;           /* the GPU's memory, B */
     double host_weight_bytes; /* routed experts resident in host DRAM */
     double host_mem;          /* host DRAM in force, B */
     int no_host_room;         /* 1: those weights fill the host DRAM: all OOM */
@@ -205,6 +206,21 @@ typedef struct sim_results {
     size_t n_step, cap_step;
     sim_totals tot;
 } sim_results;
+
+/* The memory a run under cfg has before its first request: the weights on the GPU and in
+ * host DRAM (each part at its format, per the policy's placement), the GPU KV budget, the
+ * host DRAM and pinned limits in force, the KV bytes per token in each tier (the GPU's
+ * layers, the layers wholly on the CPU), and whether the weights fit (gpu_fits: weights and
+ * the KV budget within the GPU's memory; host_fits: the CPU's weights leave host DRAM
+ * free). sim_run takes exactly these; a run that does not fit makes every request OOM. */
+typedef struct sim_memory {
+    double gpu_weights, gpu_kv, gpu_mem;
+    double host_weights, host_mem, pinned;
+    double kv_gpu_token, kv_host_token;
+    int gpu_fits, host_fits;
+} sim_memory;
+int sim_memory_of(const ws_model *m, const ws_hw *hw, const ws_deploy_cfg *ccfg, const sim_cfg *cfg,
+                  sim_memory *out, ws_err *err);
 
 /* Runs the workload from src under cfg on model m and hardware hw (cost settings ccfg;
  * gpu-only puts every routed expert on the GPU). res is filled (free with

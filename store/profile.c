@@ -40,16 +40,36 @@ typedef struct bound {
     const char *what; /* the quantity, with its unit where it has one */
 } bound;
 
-#define EFF(k) {k, 0, 1, B_OPEN, "an efficiency (a fraction of the peak)"}
-#define FLOPS(k) {k, 1e8, 1e17, B_ZERO, "a peak rate (flop/s or op/s)"}
-#define C0(k) {k, 0, 1, 0, "a fixed cost (s)"}
+#define EFF(k)                                                                                     \
+    {                                                                                              \
+        k, 0, 1, B_OPEN, "an efficiency (a fraction of the peak)"                                  \
+    }
+#define FLOPS(k)                                                                                   \
+    {                                                                                              \
+        k, 1e8, 1e17, B_ZERO, "a peak rate (flop/s or op/s)"                                       \
+    }
+#define C0(k)                                                                                      \
+    {                                                                                              \
+        k, 0, 1, 0, "a fixed cost (s)"                                                             \
+    }
 static const bound k_bounds[] = {
-    EFF("hbm_eff"), EFF("tensor_eff"), EFF("pcie_eff"), EFF("prefill_attn_eff"),
-    EFF("rmsnorm_eff"), EFF("rope_eff"), EFF("act_eff"), EFF("add_eff"), EFF("dram_eff"),
+    EFF("hbm_eff"),
+    EFF("tensor_eff"),
+    EFF("pcie_eff"),
+    EFF("prefill_attn_eff"),
+    EFF("rmsnorm_eff"),
+    EFF("rope_eff"),
+    EFF("act_eff"),
+    EFF("add_eff"),
+    EFF("dram_eff"),
     EFF("flops_eff"),
     {"h2d_contention", 0, 1, B_OPEN, "a bandwidth ratio"},
-    FLOPS("fp32_flops"), FLOPS("fp16_flops"), FLOPS("bf16_flops"), FLOPS("fp8_flops"),
-    FLOPS("int8_flops"), FLOPS("cpu_peak."),
+    FLOPS("fp32_flops"),
+    FLOPS("fp16_flops"),
+    FLOPS("bf16_flops"),
+    FLOPS("fp8_flops"),
+    FLOPS("int8_flops"),
+    FLOPS("cpu_peak."),
     {"hbm_bw", 1e9, 1e14, 0, "a device memory bandwidth (B/s)"},
     {"pcie_bw", 1e8, 1e13, 0, "a link bandwidth (B/s)"},
     {"h2d_bw", 1e8, 1e13, 0, "a link bandwidth (B/s)"},
@@ -65,7 +85,11 @@ static const bound k_bounds[] = {
     {"pcie_lanes", 1, 1024, B_INT, "a count of PCIe lanes"},
     {"avx512_bf16", 0, 1, B_INT, "a flag"},
     {"base_clock", 1e8, 1e10, 0, "a clock (Hz)"},
-    C0("attn_c0"), C0("copy_c0"), C0("elem_c0"), C0("gemm_c0"), C0("prefill_attn_c0"),
+    C0("attn_c0"),
+    C0("copy_c0"),
+    C0("elem_c0"),
+    C0("gemm_c0"),
+    C0("prefill_attn_c0"),
     {"step_overhead", 0, 10, 0, "a step's overhead (s)"},
     {"prefill_attn_half_keys", 0, 1e9, 0, "a count of keys"},
     {".bandwidth", 1e3, 1e16, 0, "a fitted bandwidth (B/s)"},
@@ -85,7 +109,7 @@ static const bound *bound_of(const char *key)
     for (size_t i = 0; i < sizeof k_bounds / sizeof k_bounds[0]; i++) {
         const char *b = k_bounds[i].key;
         const size_t m = strlen(b);
-        if (b[0] == '.' ? n > m && !strcmp(key + n - m, b)
+        if (b[0] == '.'       ? n > m && !strcmp(key + n - m, b)
             : b[m - 1] == '.' ? n > m && !strncmp(key, b, m)
                               : !strcmp(key, b))
             return &k_bounds[i];
@@ -102,15 +126,15 @@ int ws_profile_check_param(const char *key, double value, ws_err *err)
                    (!(b->flags & B_INT) || value == floor(value));
     if (in || ((b->flags & B_ZERO) && value == 0))
         return 0;
-    return ws_err_set(err, WS_EINVAL, "param %s = %.17g: %s is %s%s%g, %g]%s", key, value,
-                      b->what, b->flags & B_ZERO ? "0 or " : "", b->flags & B_OPEN ? "(" : "[",
-                      b->lo, b->hi, b->flags & B_INT ? ", a whole number" : "");
+    return ws_err_set(err, WS_EINVAL, "param %s = %.17g: %s is %s%s%g, %g]%s", key, value, b->what,
+                      b->flags & B_ZERO ? "0 or " : "", b->flags & B_OPEN ? "(" : "[", b->lo, b->hi,
+                      b->flags & B_INT ? ", a whole number" : "");
 }
 
 /* One stored profile row. */
 typedef struct row {
     long long id;
-    int calibrated;     /* built by the calibrator (linked to a host) */
+    int calibrated; /* built by the calibrator (linked to a host) */
     char name[160], kind[8], description[320];
     char device[160];   /* calibrated: the name its host reported for the device */
     char devices[1024]; /* datasheet: JSON array of the device names it describes */
@@ -200,8 +224,7 @@ static int find_key(const plist *l, const char *key)
 }
 
 /* The parameters of profile `name` (row profile_id), each within its bounds. */
-static int read_params(ws_store *s, long long profile_id, const char *name, plist *l,
-                       ws_err *err)
+static int read_params(ws_store *s, long long profile_id, const char *name, plist *l, ws_err *err)
 {
     sqlite3_stmt *st;
     if (sqlite3_prepare_v2(ws_store_sqlite(s),
@@ -370,8 +393,9 @@ int ws_profile_fill(ws_store *s, ws_profile *p, const char *key, ws_err *err)
                      p->name, sheet, ref) >= (int)sizeof q->reference)
             q->reference[sizeof q->reference - 1] = '\0'; /* cut to the field */
     }
-    rc = rc == SQLITE_ROW || rc == SQLITE_DONE ? 0
-                                               : WS_DB_FAIL(s, err, "cannot read profile parameters");
+    rc = rc == SQLITE_ROW || rc == SQLITE_DONE
+             ? 0
+             : WS_DB_FAIL(s, err, "cannot read profile parameters");
     sqlite3_finalize(st);
     return rc;
 }
@@ -396,8 +420,27 @@ int ws_profile_devices(ws_store *s, const char *name, char (*out)[128], int max,
     rc = rc == SQLITE_DONE ? 0 : WS_DB_FAIL(s, err, "cannot read profiles");
     sqlite3_finalize(st);
     if (!rc && !found)
-        rc = ws_err_set(err, WS_ENOTFOUND, "%s: no datasheet profile named '%s'",
-                        ws_store_path(s), name);
+        rc = ws_err_set(err, WS_ENOTFOUND, "%s: no datasheet profile named '%s'", ws_store_path(s),
+                        name);
+    return rc;
+}
+
+int ws_profile_names(ws_store *s, const char *kind, char (*out)[128], int max, int *n, ws_err *err)
+{
+    *n = 0;
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(ws_store_sqlite(s),
+                           "SELECT name FROM profiles WHERE kind = ?1 AND source = 'datasheet' "
+                           "ORDER BY name",
+                           -1, &st, NULL) != SQLITE_OK)
+        return WS_DB_FAIL(s, err, "cannot read profiles");
+    sqlite3_bind_text(st, 1, kind, -1, SQLITE_STATIC);
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW)
+        if (*n < max)
+            ws_store_col_text(st, 0, out[(*n)++], sizeof out[0]);
+    rc = rc == SQLITE_DONE ? 0 : WS_DB_FAIL(s, err, "cannot read profiles");
+    sqlite3_finalize(st);
     return rc;
 }
 

@@ -35,16 +35,16 @@ typedef enum ws_profile_source {
 } ws_profile_source;
 
 typedef struct ws_profile_param {
-    char key[128];        /* hbm_bw, link.h2d.bandwidth, cpu.attn.gqa.bf16.bandwidth, ... */
+    char key[128]; /* hbm_bw, link.h2d.bandwidth, cpu.attn.gqa.bf16.bandwidth, ... */
     double value;
-    char unit[16];        /* B, B/s, flop/s, s, Hz, 1 */
+    char unit[16]; /* B, B/s, flop/s, s, Hz, 1 */
     ws_profile_source source;
     char reference[320];
 } ws_profile_param;
 
 typedef struct ws_profile {
-    char name[160];       /* the name it was loaded by */
-    char kind[8];         /* gpu | host */
+    char name[160]; /* the name it was loaded by */
+    char kind[8];   /* gpu | host */
     char description[320];
     char datasheet[160];  /* the datasheet profile used, "" if none */
     char calibrated[160]; /* the calibrated profile laid over it, "" if none */
@@ -65,12 +65,15 @@ int ws_profile_fill(ws_store *s, ws_profile *p, const char *key, ws_err *err);
  * named '<name>'" when there is no such datasheet profile. */
 int ws_profile_devices(ws_store *s, const char *name, char (*out)[128], int max, int *n,
                        ws_err *err);
+/* The datasheet profiles of `kind` (gpu | host) by name, at most max into out[]; *n their
+ * count. */
+int ws_profile_names(ws_store *s, const char *kind, char (*out)[128], int max, int *n, ws_err *err);
 /* What is stored under a profile name, before anything is written under it. */
 typedef struct ws_profile_info {
-    int found;            /* 0: no profile of that name (the rest empty) */
-    char kind[8];         /* gpu | host */
-    int calibrated;       /* 1: built from a calibration run (else a datasheet profile) */
-    char run_mode[16];    /* calibrated: its run's mode (quick | default | import) */
+    int found;         /* 0: no profile of that name (the rest empty) */
+    char kind[8];      /* gpu | host */
+    int calibrated;    /* 1: built from a calibration run (else a datasheet profile) */
+    char run_mode[16]; /* calibrated: its run's mode (quick | default | import) */
 } ws_profile_info;
 int ws_profile_info_get(ws_store *s, const char *name, ws_profile_info *out, ws_err *err);
 /* The parameter `key`, or NULL. */
