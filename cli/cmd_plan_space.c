@@ -135,6 +135,9 @@ static void print_report(const ws_plan_spec *s, const ws_space_report *r, const 
            "in %d rounds, %.2f s\n",
            r->n_configs, s->n_gpus, s->n_gpus > 1 ? "s" : "", r->sims, r->alone_sims, r->rounds,
            r->wall_s);
+    printf("time: memory and flags %.2f s, bounds %.2f s, load searches %.2f s, why none %.2f "
+           "s\n",
+           r->wall_gate_s[0], r->wall_gate_s[1], r->wall_gate_s[2], r->wall_gate_s[3]);
     print_counts(r);
     print_best(s, r);
     print_frontier(s, r);
@@ -162,6 +165,8 @@ static json_t *entry_json(const ws_plan_spec *s, const ws_space_report *r, int i
                         json_string(ws_space_config_text(r, c, cfg, sizeof cfg)));
     json_object_set_new(o, "status", json_string(ws_space_status_name(e->status)));
     json_object_set_new(o, "max_load", num(e->best.max_load));
+    json_object_set_new(o, "incumbent", num(e->incumbent));
+    json_object_set_new(o, "simulations", json_integer(e->best.evals));
     json_object_set_new(o, "goodput", num(ws_plan_goodput(s, &e->best)));
     json_object_set_new(o, "ttft_s", num(e->best.at.ttft_q));
     json_object_set_new(o, "tpot_s", num(e->best.at.tpot_q));
@@ -195,6 +200,10 @@ static json_t *report_json(const ws_plan_spec *s, const ws_space_report *r, cons
     json_object_set_new(o, "bound_simulations", json_integer(r->alone_sims));
     json_object_set_new(o, "rounds", json_integer(r->rounds));
     json_object_set_new(o, "wall_s", json_real(r->wall_s));
+    json_object_set_new(o, "wall_gate_s",
+                        json_pack("{s:f, s:f, s:f, s:f}", "memory", r->wall_gate_s[0], "bound",
+                                  r->wall_gate_s[1], "search", r->wall_gate_s[2], "why_none",
+                                  r->wall_gate_s[3]));
     for (int st = 0; st < WS_SPACE_STATUSES; st++)
         json_object_set_new(cnt, ws_space_status_name(st), json_integer(r->count[st]));
     json_object_set_new(o, "gates", cnt);
@@ -206,6 +215,11 @@ static json_t *report_json(const ws_plan_spec *s, const ws_space_report *r, cons
     for (int k = 0; k < r->n_frontier; k++)
         json_array_append_new(fr, entry_json(s, r, r->frontier[k]));
     json_object_set_new(o, "frontier", fr);
+    json_t *all = json_array();
+    for (size_t i = 0; i < r->n_e; i++)
+        if (r->e[i].status <= WS_SPACE_PRUNED)
+            json_array_append_new(all, entry_json(s, r, (int)i));
+    json_object_set_new(o, "searched", all);
     json_object_set_new(o, "frontier_against",
                         json_string(r->frontier_price ? "price_per_hour" : "context_tokens"));
     if (!r->n_frontier) {

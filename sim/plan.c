@@ -762,7 +762,8 @@ static int eval_one(ws_plan *P, const ws_plan_point *pt, ws_plan_result *out, ws
         return ws_err_set(err, WS_EINVAL, "plan: a point names no GPU or policy of the plan");
     const double t0 = now_s();
     const int fit = pt->kind == WS_PLAN_PT_FIT, alone = pt->kind == WS_PLAN_PT_ALONE;
-    const int users = !fit && !alone && s->load == WS_PLAN_USERS;
+    const int burst = pt->kind == WS_PLAN_PT_BURST;
+    const int users = !fit && !alone && !burst && s->load == WS_PLAN_USERS;
     sim_cfg cfg;
     sim_cfg_default(&cfg);
     cfg.policy = (ws_policy_kind)pt->policy;
@@ -840,6 +841,16 @@ static int eval_one(ws_plan *P, const ws_plan_point *pt, ws_plan_result *out, ws
         want = cfg.batch = pt->batch;
         cfg.chunk = (int)pt->context; /* memory does not depend on the chunk */
         sim_closed_source(&c, pt->batch, (int)pt->context, 2, &src);
+    } else if (burst) {
+        if (pt->batch < 0 || pt->batch > 1 || !s->burst[pt->batch])
+            return ws_err_set(err, WS_EINVAL, "plan: no burst to run");
+        const ws_trace_opts o = {.format = WS_TRACE_MOONCAKE};
+        rc = ws_trace_open_mem("burst", s->burst[pt->batch], s->burst_len[pt->batch], &o, &tr, err);
+        if (!rc)
+            rc = sim_trace_source(tr, &sc.in, err);
+        sc.speed = 1;
+        sc.left = UINT64_MAX;
+        src = (sim_source){.next = scaled_next, .ctx = &sc, .clients = sc.in.clients};
     } else if (alone) {
         if (pt->context < 1 || pt->context > WS_TRACE_TOKENS_MAX || pt->batch < 1)
             return ws_err_set(err, WS_EINVAL, "plan: bad lone request");

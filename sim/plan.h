@@ -67,6 +67,7 @@ typedef enum ws_plan_kind {
     WS_PLAN_PT_FIT = 1,   /* do `batch` sequences of `context` tokens fit at once? */
     WS_PLAN_PT_ALONE = 2, /* one request of `context` prompt and `batch` output tokens, alone:
                            * does it meet the SLOs (the bound of plan_space.h)? */
+    WS_PLAN_PT_BURST = 3, /* spec->burst[batch] alone: how many of its requests meet? */
 } ws_plan_kind;
 
 #define WS_PLAN_MAX_ENGINES 8 /* engines in one configuration search */
@@ -168,6 +169,10 @@ typedef struct ws_plan_spec {
      * engines those name (NULL configs: every point runs the settings above) */
     const ws_plan_config *configs;
     size_t n_configs;
+    /* The bursts BURST points run: in-memory Mooncake JSONL of requests arriving at one
+     * instant, [0] with their prompts, [1] with only the tokens no earlier request cached */
+    const char *burst[2];
+    size_t burst_len[2];
     const char *engines[WS_PLAN_MAX_ENGINES];
     int n_engines;
     uint64_t seed;

@@ -23,10 +23,15 @@ const char *ws_space_knob_name(int k)
     return k >= 0 && k < WS_KNOBS ? k_knob_names[k] : "?";
 }
 
-static const char *const k_status_names[WS_SPACE_STATUSES] = {
-    "searched",          "pruned by the incumbent",  "alone misses TTFT",
-    "alone misses TPOT", "alone does not fit",       "GPU memory",
-    "host DRAM",         "not in the engine's flags"};
+static const char *const k_status_names[WS_SPACE_STATUSES] = {"searched",
+                                                              "pruned by the incumbent",
+                                                              "alone misses TTFT",
+                                                              "alone misses TPOT",
+                                                              "a burst misses",
+                                                              "alone does not fit",
+                                                              "GPU memory",
+                                                              "host DRAM",
+                                                              "not in the engine's flags"};
 
 const char *ws_space_status_name(int st)
 {
@@ -426,13 +431,144 @@ static int cmp_int_desc(const void *a, const void *b)
     return (x < y) - (x > y);
 }
 
-/* The trace's lengths: the (a+1)-th longest prompt (a = the misses the SLO allows) and the
- * median output, capped for a short run. */
-static int bound_request(const ws_plan_spec *s, long long *prompt, int *output, ws_err *err)
+/* A set of block hashes (open addressing; 0 marks an empty slot, so hash 0 is kept apart). */
+typedef struct hset {
+    uint64_t *v;
+    size_t cap, n;
+    int has_zero;
+} hset;
+
+/* 1 when x is in h, else 0 (-1: out of memory); add: then puts it in. */
+static int hset_has_add(hset *h, uint64_t x, int add, ws_err *err)
 {
+    if (!x) {
+        const int had = h->has_zero;
+        h->has_zero |= add;
+        return had;
+    }
+    if (add && 2 * (h->n + 1) > h->cap) {
+        hset g = {.cap = h->cap ? 2 * h->cap : 1024, .has_zero = h->has_zero};
+        if (!(g.v = calloc(g.cap, sizeof *g.v)))
+            return ws_err_set(err, WS_ENOMEM, "plan: out of memory"), -1;
+        for (size_t i = 0; i < h->cap; i++)
+            if (h->v[i])
+                hset_has_add(&g, h->v[i], 1, err);
+        free(h->v);
+        *h = g;
+    }
+    if (!h->cap)
+        return 0;
+    size_t i = (size_t)(x * 0x9e3779b97f4a7c15ull) & (h->cap - 1);
+    while (h->v[i] && h->v[i] != x)
+        i = (i + 1) & (h->cap - 1);
+    if (h->v[i])
+        return 1;
+    if (add)
+        h->v[i] = x, h->n++;
+    return 0;
+}
+
+/* The tokens of a prompt no earlier request's blocks cover: prefix caching's best case
+ * (blocks seen before, in order from the first, are cached); -1: out of memory. */
+static int novel_tokens(hset *seen, const ws_trace_req *q, ws_err *err)
+{
+    int lead = 0, rc = 0;
+    while (lead < q->n_blocks && (rc = hset_has_add(seen, (uint64_t)q->blocks[lead], 0, err)) == 1)
+        lead++;
+    for (int i = 0; i < q->n_blocks && rc >= 0; i++)
+        rc = hset_has_add(seen, (uint64_t)q->blocks[i], 1, err);
+    if (rc < 0)
+        return -1;
+    const long long cached = (long long)lead * WS_TRACE_BLOCK_TOKENS;
+    return cached >= q->prompt_tokens ? 1 : (int)(q->prompt_tokens - cached);
+}
+
+/* What the bounds run, from the workload's requests. */
+typedef struct bounds {
+    long long prompt, novel;    /* the (a+1)-th longest prompt; of the tokens no earlier
+                                 * request cached */
+    int output;                 /* the median output, at most 32 */
+    int allowed;                /* a: the misses the SLO's percentile allows */
+    int *sorted, *sorted_novel; /* every prompt, longest first (owned; NULL for users) */
+    size_t n;
+    char *burst[2]; /* the largest burst as Mooncake JSONL: prompts, novel tokens */
+    size_t burst_len[2];
+    int burst_requests;
+    long long burst_tokens;
+} bounds;
+
+static void bounds_free(bounds *b)
+{
+    free(b->sorted);
+    free(b->sorted_novel);
+    free(b->burst[0]);
+    free(b->burst[1]);
+    memset(b, 0, sizeof *b);
+}
+
+/* One request of a burst as it was read. */
+typedef struct breq {
+    int prompt, output, novel, n_blocks;
+    int64_t *blocks;
+} breq;
+
+/* The burst q[0..n) as JSONL into *out (v 0: prompts and block hashes; 1: novel tokens). */
+static int burst_text(const breq *q, int n, int v, char **out, size_t *len, ws_err *err)
+{
+    size_t cap = 256;
+    for (int i = 0; i < n; i++)
+        cap += 96 + (v ? 0 : (size_t)q[i].n_blocks * 22);
+    char *t = malloc(cap);
+    if (!t)
+        return ws_err_set(err, WS_ENOMEM, "plan: out of memory");
+    size_t k = 0;
+    for (int i = 0; i < n; i++) {
+        k += (size_t)snprintf(t + k, cap - k,
+                              "{\"timestamp\": 0, \"input_length\": %d, \"output_length\": %d",
+                              v ? q[i].novel : q[i].prompt, q[i].output);
+        if (!v) {
+            k += (size_t)snprintf(t + k, cap - k, ", \"hash_ids\": [");
+            for (int j = 0; j < q[i].n_blocks; j++)
+                k += (size_t)snprintf(t + k, cap - k, "%s%lld", j ? ", " : "",
+                                      (long long)q[i].blocks[j]);
+            k += (size_t)snprintf(t + k, cap - k, "]");
+        }
+        k += (size_t)snprintf(t + k, cap - k, "}\n");
+    }
+    free(*out);
+    *out = t;
+    *len = k;
+    return 0;
+}
+
+/* The burst q[0..n) ended: kept when it has the most prompt tokens (v 0) or novel tokens
+ * (v 1) of the bursts of two or more so far. */
+static int burst_end(bounds *b, breq *q, int n, long long best[2], ws_err *err)
+{
+    long long tok[2] = {0, 0};
+    for (int i = 0; i < n; i++)
+        tok[0] += q[i].prompt, tok[1] += q[i].novel;
+    int rc = 0;
+    for (int v = 0; v < 2 && !rc && n > 1; v++)
+        if (tok[v] > best[v]) {
+            best[v] = tok[v];
+            rc = burst_text(q, n, v, &b->burst[v], &b->burst_len[v], err);
+            if (!v)
+                b->burst_requests = n, b->burst_tokens = tok[0];
+        }
+    for (int i = 0; i < n; i++)
+        free(q[i].blocks);
+    return rc;
+}
+
+/* The workload's bounds (see bounds): rates read the trace's or the generator's requests;
+ * users are one prompt. */
+static int bounds_of(const ws_plan_spec *s, bounds *b, ws_err *err)
+{
+    memset(b, 0, sizeof *b);
     if (s->load == WS_PLAN_USERS) {
-        *prompt = s->prompt;
-        *output = s->output < 32 ? s->output : 32;
+        b->prompt = b->novel = s->prompt;
+        b->output = s->output < 32 ? s->output : 32;
         return 0;
     }
     ws_trace *t;
@@ -447,39 +583,87 @@ static int bound_request(const ws_plan_spec *s, long long *prompt, int *output, 
     }
     if (rc)
         return rc;
-    int *p = NULL, *o = NULL;
+    int *p = NULL, *o = NULL, *v = NULL, nq = 0, capq = 0;
+    breq *q = NULL;
     size_t n = 0, cap = 0;
-    ws_trace_req q;
-    while ((!s->requests || n < s->requests) && (rc = ws_trace_next(t, &q, err)) == 1) {
+    long long best[2] = {0, 0};
+    double at = -1;
+    ws_trace_req r;
+    hset seen = {0};
+    while ((!s->requests || n < s->requests) && (rc = ws_trace_next(t, &r, err)) == 1) {
         if (n == cap) {
             cap = cap ? 2 * cap : 256;
-            int *a = realloc(p, cap * sizeof *a), *b = a ? realloc(o, cap * sizeof *b) : NULL;
-            if (a)
-                p = a;
-            if (!a || !b) {
+            int *x = realloc(p, cap * sizeof *x), *y = x ? realloc(o, cap * sizeof *y) : NULL;
+            int *z = y ? realloc(v, cap * sizeof *z) : NULL;
+            if (x)
+                p = x;
+            if (y)
+                o = y;
+            if (!x || !y || !z) {
                 rc = ws_err_set(err, WS_ENOMEM, "plan: out of memory");
                 break;
             }
-            o = b;
+            v = z;
         }
-        p[n] = q.prompt_tokens;
-        o[n++] = q.output_tokens;
+        p[n] = r.prompt_tokens;
+        o[n] = r.output_tokens;
+        if ((v[n] = novel_tokens(&seen, &r, err)) < 0) {
+            rc = -1;
+            break;
+        }
+        if (r.arrival_s != at) {
+            if ((rc = burst_end(b, q, nq, best, err)))
+                break;
+            nq = 0, at = r.arrival_s;
+            rc = 1;
+        }
+        if (nq == capq) {
+            capq = capq ? 2 * capq : 16;
+            breq *w = realloc(q, (size_t)capq * sizeof *w);
+            if (!w) {
+                rc = ws_err_set(err, WS_ENOMEM, "plan: out of memory");
+                break;
+            }
+            q = w;
+        }
+        breq *e = &q[nq++];
+        *e = (breq){r.prompt_tokens, r.output_tokens, v[n], r.n_blocks, NULL};
+        if (r.n_blocks && (e->blocks = malloc(sizeof(int64_t) * (size_t)r.n_blocks)))
+            memcpy(e->blocks, r.blocks, sizeof(int64_t) * (size_t)r.n_blocks);
+        else
+            e->n_blocks = 0;
+        n++;
     }
-    ws_trace_close(t);
     rc = rc < 0 ? err->code : rc == 1 ? 0 : rc;
+    if (!rc)
+        rc = burst_end(b, q, nq, best, err);
+    else
+        for (int i = 0; i < nq; i++)
+            free(q[i].blocks);
+    free(q);
+    free(seen.v);
+    ws_trace_close(t);
     if (!rc && !n)
         rc = ws_err_set(err, WS_EINVAL, "plan: the workload has no request");
     if (!rc) {
         qsort(p, n, sizeof *p, cmp_int_desc);
         qsort(o, n, sizeof *o, cmp_int_desc);
+        qsort(v, n, sizeof *v, cmp_int_desc);
         const size_t a = (size_t)floor((double)n * (1 - s->slo_pct / 100) + 1e-9);
-        *prompt = p[a < n ? a : n - 1];
-        *output = o[n / 2] < 32 ? o[n / 2] : 32;
-        if (*output < 2)
-            *output = 2;
+        b->allowed = (int)a;
+        b->prompt = p[a < n ? a : n - 1];
+        b->novel = v[a < n ? a : n - 1];
+        b->output = o[n / 2] < 32 ? o[n / 2] : 32;
+        if (b->output < 2)
+            b->output = 2;
+        b->sorted = p, b->sorted_novel = v, b->n = n;
+        p = v = NULL;
     }
     free(p);
     free(o);
+    free(v);
+    if (rc)
+        bounds_free(b);
     return rc;
 }
 
@@ -487,6 +671,7 @@ static int bound_request(const ws_plan_spec *s, long long *prompt, int *output, 
 
 typedef struct driver {
     ws_plan_spec *s;
+    const bounds *b;
     ws_plan *P;
     ws_plan_round_fn round;
     void *ctx;
@@ -547,49 +732,72 @@ static int gate_memory(driver *d)
 
 #define ROUND_MAX 256 /* points per round of the bound */
 
-/* Gate 2: the bound's lone request for every entry still in. */
-static int gate_bound(driver *d, long long prompt, int output)
+/* The lone request: out of memory, or over an SLO, and no load meets. */
+static void alone_status(const driver *d, ws_space_entry *e, const ws_plan_point *pt,
+                         const ws_plan_result *res)
+{
+    const ws_plan_spec *s = d->s;
+    e->alone = *res;
+    memcpy(e->busy, res->busy, sizeof e->busy);
+    e->alone_prompt = pt->context;
+    if (res->oom)
+        e->status = WS_SPACE_BOUND_OOM;
+    else if (s->slo_ttft > 0 && res->ttft_q > s->slo_ttft)
+        e->status = WS_SPACE_BOUND_TTFT;
+    else if (s->slo_tpot > 0 && res->tpot_q > s->slo_tpot)
+        e->status = WS_SPACE_BOUND_TPOT;
+}
+
+/* The largest burst alone: more misses than the SLO allows, and no load meets. */
+static void burst_status(const driver *d, ws_space_entry *e, const ws_plan_result *res)
+{
+    e->burst = *res;
+    const double misses = (double)res->requests * (1 - res->attain);
+    if (misses > d->b->allowed + 1e-9)
+        e->status = WS_SPACE_BOUND_BURST;
+}
+
+/* Gate 2 for every entry still in: the lone request (with prefix caching, its tokens no
+ * earlier request cached), then the largest burst. */
+static int gate_bound(driver *d)
 {
     ws_space_report *r = d->rep;
     ws_plan_point pts[ROUND_MAX];
     ws_plan_result res[ROUND_MAX];
     int who[ROUND_MAX];
-    size_t i = 0;
-    while (i < r->n_e) {
-        int n = 0;
-        for (; i < r->n_e && n < ROUND_MAX; i++) {
-            ws_space_entry *e = &r->e[i];
-            if (e->status != WS_SPACE_SEARCHED)
-                continue;
-            pts[n] = point_of(e, &r->configs[e->config]);
-            pts[n].kind = WS_PLAN_PT_ALONE;
-            pts[n].context = prompt;
-            pts[n].batch = output;
-            who[n++] = (int)i;
-        }
-        int rc = eval(d, pts, n, res);
-        if (rc)
-            return rc;
-        r->alone_sims += n;
-        for (int j = 0; j < n; j++) {
-            ws_space_entry *e = &r->e[who[j]];
-            e->alone = res[j];
-            memcpy(e->busy, res[j].busy, sizeof e->busy);
-            const ws_plan_spec *s = d->s;
-            const int prefix = ws_plan_prefix_cache(d->P, &pts[j]);
-            if (res[j].oom)
-                e->status = WS_SPACE_BOUND_OOM;
-            else if (s->slo_ttft > 0 && res[j].ttft_q > s->slo_ttft && !prefix)
-                e->status = WS_SPACE_BOUND_TTFT;
-            else if (s->slo_tpot > 0 && res[j].tpot_q > s->slo_tpot)
-                e->status = WS_SPACE_BOUND_TPOT;
+    for (int pass = 0; pass < 2; pass++) {
+        size_t i = 0;
+        while (i < r->n_e) {
+            int n = 0;
+            for (; i < r->n_e && n < ROUND_MAX; i++) {
+                ws_space_entry *e = &r->e[i];
+                if (e->status != WS_SPACE_SEARCHED)
+                    continue;
+                pts[n] = point_of(e, &r->configs[e->config]);
+                const int prefix = ws_plan_prefix_cache(d->P, &pts[n]);
+                if (pass && !d->s->burst[prefix])
+                    continue;
+                pts[n].kind = pass ? WS_PLAN_PT_BURST : WS_PLAN_PT_ALONE;
+                pts[n].context = prefix ? d->b->novel : d->b->prompt;
+                pts[n].batch = pass ? prefix : d->b->output;
+                who[n++] = (int)i;
+            }
+            int rc = eval(d, pts, n, res);
+            if (rc)
+                return rc;
+            r->alone_sims += n;
+            for (int j = 0; j < n; j++)
+                if (pass)
+                    burst_status(d, &r->e[who[j]], &res[j]);
+                else
+                    alone_status(d, &r->e[who[j]], &pts[j], &res[j]);
         }
     }
     return 0;
 }
 
-/* Gate 3's order within a group: (engine, policy, GPU), then the bound's decode and first
- * token, fastest first. */
+/* Gate 3's order within a group: (engine, policy, GPU), then the bounds' results, best
+ * first, so that the incumbent rises early and prunes the rest. */
 static const ws_space_report *g_sort_rep;
 static int by_group(const void *a, const void *b)
 {
@@ -602,6 +810,14 @@ static int by_group(const void *a, const void *b)
         return x->policy - y->policy;
     if (cx->gpu != cy->gpu)
         return cx->gpu - cy->gpu;
+    /* the burst alone is the workload's hardest instant: the most of it within the SLOs,
+     * then its TTFT, first */
+    if (x->burst.requests && y->burst.requests) {
+        if (x->burst.attain != y->burst.attain)
+            return x->burst.attain > y->burst.attain ? -1 : 1;
+        if (x->burst.ttft_q != y->burst.ttft_q)
+            return x->burst.ttft_q < y->burst.ttft_q ? -1 : 1;
+    }
     if (x->alone.tpot_q != y->alone.tpot_q)
         return x->alone.tpot_q < y->alone.tpot_q ? -1 : 1;
     if (x->alone.ttft_q != y->alone.ttft_q)
@@ -859,7 +1075,7 @@ static int closest(const ws_plan_spec *s, const ws_space_report *r)
 }
 
 /* What binds when nothing met, in words, from the closest entry. */
-static void binding(const ws_plan_spec *s, ws_space_report *r, int c, long long prompt)
+static void binding(const ws_plan_spec *s, ws_space_report *r, int c)
 {
     char *b = r->binding;
     const size_t cap = sizeof r->binding;
@@ -879,19 +1095,45 @@ static void binding(const ws_plan_spec *s, ws_space_report *r, int c, long long 
                  e->status == WS_SPACE_BOUND_OOM ? ", and the longest prompts' KV" : "");
         return;
     }
+    if (e->status == WS_SPACE_BOUND_BURST) {
+        const ws_plan_result *q = &e->burst;
+        int rb = 0;
+        for (int k = 1; k < 4; k++)
+            if (q->busy[k] > q->busy[rb])
+                rb = k;
+        snprintf(b, cap,
+                 "arrivals together: the %d requests that arrive at one instant (%lld prompt "
+                 "tokens; they stay together at any rate) run alone, and %.0f of them miss "
+                 "(p TTFT %.2f s, TPOT %.1f ms), more than the %d the percentile allows; "
+                 "busiest: %s",
+                 r->burst_requests, r->burst_tokens, (double)q->requests * (1 - q->attain),
+                 q->ttft_q, 1e3 * q->tpot_q, r->allowed, k_res_words[rb]);
+        return;
+    }
     int res = 0;
     for (int k = 1; k < 4; k++)
         if (e->busy[k] > e->busy[res])
             res = k;
+    char share[120] = "";
+    if (isfinite(r->alone_miss_pct)) {
+        if (r->alone_ok_prompt > 0)
+            snprintf(share, sizeof share,
+                     "; alone, %.1f%% of the requests miss (every prompt longer than %d tokens)",
+                     r->alone_miss_pct, r->alone_ok_prompt);
+        else
+            snprintf(share, sizeof share, "; alone, %.1f%% of the requests miss (every one)",
+                     r->alone_miss_pct);
+    }
     const int ttft = s->slo_ttft > 0 && e->alone.ttft_q > s->slo_ttft;
     const int tpot = s->slo_tpot > 0 && e->alone.tpot_q > s->slo_tpot;
     if (ttft || tpot)
         snprintf(b, cap,
-                 "%s%s%s: a %lld-token prompt alone takes %.2f s to its first token (SLO %.2f s) "
-                 "and %.1f ms per output token (SLO %.1f ms); busiest: %s",
+                 "%s%s%s: a %lld-token prompt%s alone takes %.2f s to its first token (SLO "
+                 "%.2f s) and %.1f ms per output token (SLO %.1f ms); busiest: %s%s",
                  ttft ? "TTFT (prefill)" : "", ttft && tpot ? " and " : "", tpot ? "TPOT" : "",
-                 prompt, e->alone.ttft_q, s->slo_ttft, 1e3 * e->alone.tpot_q, 1e3 * s->slo_tpot,
-                 k_res_words[res]);
+                 e->alone_prompt, r->alone_novel ? " (its tokens no earlier request cached)" : "",
+                 e->alone.ttft_q, s->slo_ttft, 1e3 * e->alone.tpot_q, 1e3 * s->slo_tpot,
+                 k_res_words[res], share);
     else
         snprintf(b, cap,
                  "load: the request at the percentile meets alone (TTFT %.2f s, TPOT %.1f ms), "
@@ -901,9 +1143,56 @@ static void binding(const ws_plan_spec *s, ws_space_report *r, int c, long long 
                  e->best.miss.ttft_q, 1e3 * e->best.miss.tpot_q);
 }
 
-/* ---- one configuration on its own (the smallest change) ------------------------------- */
+/* ---- one configuration on its own (the share missing alone, the smallest change) ------- */
 
-static int run_gates(driver *d, long long prompt, int output);
+static int run_gates(driver *d);
+
+/* The share of the workload's requests that miss even alone on entry ci's configuration:
+ * the prompts (longest first; with prefix caching their tokens no earlier request cached)
+ * bisected for the longest that meets alone; a longer one only takes longer. */
+static int alone_share(ws_store *store, const ws_plan_spec *s0, ws_space_report *r, int ci,
+                       const bounds *bd, ws_err *err)
+{
+    const ws_space_entry *e = &r->e[ci];
+    ws_plan_spec s = *s0;
+    ws_plan_config cfg = r->configs[e->config];
+    s.configs = &cfg;
+    s.n_configs = 1;
+    s.progress = NULL;
+    ws_plan *P;
+    int rc = ws_plan_open(store, &s, &P, err);
+    if (rc)
+        return rc;
+    const ws_plan_point probe = {.gpu = cfg.gpu, .policy = e->policy, .config = 0};
+    const int *prompts = ws_plan_prefix_cache(P, &probe) ? bd->sorted_novel : bd->sorted;
+    r->alone_novel = prompts == bd->sorted_novel;
+    size_t lo = 0, hi = bd->n; /* every index < lo misses; every index >= hi meets */
+    while (lo < hi && !rc) {
+        const size_t mid = lo + (hi - lo) / 2;
+        ws_plan_point pt = {.kind = WS_PLAN_PT_ALONE,
+                            .gpu = cfg.gpu,
+                            .policy = e->policy,
+                            .config = 0,
+                            .context = prompts[mid],
+                            .batch = bd->output};
+        ws_plan_result res;
+        if ((rc = ws_plan_eval_points(P, &pt, 1, &res, err)))
+            break;
+        r->sims++, r->alone_sims++;
+        const int ok = !res.oom && (s.slo_ttft <= 0 || res.ttft_q <= s.slo_ttft) &&
+                       (s.slo_tpot <= 0 || res.tpot_q <= s.slo_tpot);
+        if (ok)
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    ws_plan_close(P);
+    if (!rc) {
+        r->alone_miss_pct = 100.0 * (double)lo / (double)bd->n;
+        r->alone_ok_prompt = lo < bd->n ? prompts[lo] : 0;
+    }
+    return rc;
+}
 
 /* The entry's configuration with one change (a GPU index past the spec's: gpu_name), through
  * the three gates on its own: *met and its best load. */
@@ -934,12 +1223,14 @@ static int try_change(ws_store *store, const ws_plan_spec *s0, const ws_space_re
     int rc = ws_plan_open(store, &s, &P, err);
     if (rc)
         return rc;
-    driver d = {.s = &s, .P = P, .rep = &r, .err = err};
-    long long prompt;
-    int output;
-    rc = bound_request(&s, &prompt, &output, err);
+    bounds b;
+    rc = bounds_of(&s, &b, err);
+    s.burst[0] = b.burst[0], s.burst[1] = b.burst[1];
+    s.burst_len[0] = b.burst_len[0], s.burst_len[1] = b.burst_len[1];
+    driver d = {.s = &s, .b = &b, .P = P, .rep = &r, .err = err};
     if (!rc)
-        rc = run_gates(&d, prompt, output);
+        rc = run_gates(&d);
+    bounds_free(&b);
     ws_plan_close(P);
     out->found = !rc && e.status == WS_SPACE_SEARCHED && e.best.max_load > 0;
     out->max_load = e.best.max_load;
@@ -1011,13 +1302,19 @@ static int smallest_change(ws_store *store, const ws_plan_spec *s, const ws_mode
 
 /* ---- the whole search ---------------------------------------------------------------- */
 
-static int run_gates(driver *d, long long prompt, int output)
+static int run_gates(driver *d)
 {
+    double t0 = now_s();
     int rc = gate_memory(d);
+    d->rep->wall_gate_s[0] += now_s() - t0;
+    t0 = now_s();
     if (!rc)
-        rc = gate_bound(d, prompt, output);
+        rc = gate_bound(d);
+    d->rep->wall_gate_s[1] += now_s() - t0;
+    t0 = now_s();
     if (!rc)
         rc = gate_search(d);
+    d->rep->wall_gate_s[2] += now_s() - t0;
     return rc;
 }
 
@@ -1025,6 +1322,7 @@ int ws_plan_space_run(ws_store *store, ws_plan_spec *s, const ws_plan_space *sp,
                       ws_plan_round_fn round, void *ctx, ws_space_report *rep, ws_err *err)
 {
     memset(rep, 0, sizeof *rep);
+    rep->alone_miss_pct = NAN;
     if (s->configs)
         return ws_err_set(err, WS_EINVAL, "plan: a configuration search sets its own configs");
     const double t0 = now_s();
@@ -1072,14 +1370,18 @@ int ws_plan_space_run(ws_store *store, ws_plan_spec *s, const ws_plan_space *sp,
     s->n_configs = rep->n_configs;
     ws_plan *P = NULL;
     rc = ws_plan_open(store, s, &P, err);
-    long long prompt = 0;
-    int output = 0;
+    bounds b = {0};
     if (!rc)
-        rc = bound_request(s, &prompt, &output, err);
+        rc = bounds_of(s, &b, err);
+    s->burst[0] = b.burst[0], s->burst[1] = b.burst[1];
+    s->burst_len[0] = b.burst_len[0], s->burst_len[1] = b.burst_len[1];
+    rep->burst_requests = b.burst_requests;
+    rep->burst_tokens = b.burst_tokens;
+    rep->allowed = b.allowed;
     if (!rc) {
         rep->native_rate = ws_plan_native_rate(P);
-        driver d = {.s = s, .P = P, .round = round, .ctx = ctx, .rep = rep, .err = err};
-        rc = run_gates(&d, prompt, output);
+        driver d = {.s = s, .b = &b, .P = P, .round = round, .ctx = ctx, .rep = rep, .err = err};
+        rc = run_gates(&d);
     }
     if (P)
         ws_plan_close(P);
@@ -1090,11 +1392,19 @@ int ws_plan_space_run(ws_store *store, ws_plan_spec *s, const ws_plan_space *sp,
         rc = answer(s, rep, err);
     if (!rc && rep->n_frontier == 0) {
         const int c = closest(s, rep);
-        binding(s, rep, c, prompt);
+        const double t1 = now_s();
         s->configs = NULL;
         s->n_configs = 0;
-        rc = smallest_change(store, s, &m, rep, c, err);
+        if (c >= 0 && rep->e[c].status <= WS_SPACE_BOUND_BURST && b.n)
+            rc = alone_share(store, s, rep, c, &b, err);
+        binding(s, rep, c);
+        if (!rc)
+            rc = smallest_change(store, s, &m, rep, c, err);
+        rep->wall_gate_s[3] = now_s() - t1;
     }
+    bounds_free(&b);
+    s->burst[0] = s->burst[1] = NULL;
+    s->burst_len[0] = s->burst_len[1] = 0;
     s->configs = NULL;
     s->n_configs = 0;
     rep->wall_s = now_s() - t0;

@@ -9,7 +9,10 @@
  *      whether the engine's own flags can express it (plan_cmd.h);
  *   2. a bound: the request a percentile of the trace sets (the (a+1)-th longest prompt,
  *      a the misses the SLO allows) run alone; if it misses, a+1 requests miss at any load
- *      (a longer prompt only takes longer; prefix caching voids the TTFT half);
+ *      (a longer prompt only takes longer); with prefix caching the prompt counts only the
+ *      tokens no earlier request's blocks cover, the cache's best case; and the largest
+ *      burst of requests that arrive at one instant (they stay together at any rate) run
+ *      alone: more misses than the SLO allows there, and no load meets;
  *   3. the load search of plan.h, in groups of (engine, policy, GPU), best bound first; a
  *      configuration starts at the group's incumbent load x (1 + tol), among incumbents that
  *      hold at least its context, and one miss there ends it: it cannot beat them.
@@ -65,7 +68,9 @@ typedef enum ws_space_status {
     WS_SPACE_PRUNED,       /* missed at the incumbent's load x (1 + tol) */
     WS_SPACE_BOUND_TTFT,   /* the percentile's request alone missed TTFT */
     WS_SPACE_BOUND_TPOT,   /* ... TPOT */
-    WS_SPACE_BOUND_OOM,    /* ... did not fit */
+    WS_SPACE_BOUND_BURST,  /* the largest burst of simultaneous arrivals, alone, missed more
+                            * requests than the SLO allows */
+    WS_SPACE_BOUND_OOM,    /* the lone request did not fit */
     WS_SPACE_MEM_GPU,      /* weights and KV budget exceed the GPU */
     WS_SPACE_MEM_HOST,     /* the CPU's weights fill host DRAM */
     WS_SPACE_UNEXPRESSED,  /* the engine's flags cannot express it */
@@ -80,6 +85,9 @@ typedef struct ws_space_entry {
     double ctx_tokens;          /* the longest context one sequence's KV fits (memory; spilling
                                  * policies: host DRAM, pinned at r = 0) */
     ws_plan_result alone;       /* the bound's lone request (gate 2) */
+    ws_plan_result burst;       /* the bound's burst (gate 2; requests 0: not run) */
+    long long alone_prompt;     /* its prompt: the percentile's, or with prefix caching the
+                                 * percentile's of the tokens no earlier request covers */
     ws_plan_best best;          /* gate 3 */
     double incumbent;           /* the load it had to beat (0: none) */
     double busy[SIM_RES_COUNT]; /* resource busy s of the lone request's run */
@@ -112,6 +120,14 @@ typedef struct ws_space_report {
     int n_engines;
     ws_space_change change; /* when nothing met */
     char binding[400];      /* when nothing met: what binds, in words */
+    double alone_miss_pct;  /* when nothing met: the share of requests that miss even alone on
+                             * the closest configuration (NAN: not found) */
+    int alone_ok_prompt;    /* the longest prompt that meets alone there (0: none) */
+    int alone_novel;        /* 1: those prompts count only what no earlier request cached */
+    int burst_requests;     /* the largest burst: its requests and prompt tokens */
+    long long burst_tokens;
+    int allowed;           /* the misses the SLO's percentile allows of the workload's */
+    double wall_gate_s[4]; /* host s in memory, the bound, the load searches, why none */
 } ws_space_report;
 
 void ws_space_report_free(ws_space_report *r);

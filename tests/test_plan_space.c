@@ -164,3 +164,46 @@ Test(plan_space, none_names_the_binding_constraint)
     ws_space_report_free(&r);
     ws_store_close(st);
 }
+
+/* Requests that arrive at one instant stay together at any rate: a burst of eight 8K-token
+ * prompts that each meet a TTFT alone but not together is a bound, and why-none says so. */
+Test(plan_space, a_burst_that_misses_is_a_bound)
+{
+    char dir[64], path[128];
+    th_tmpdir(dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/burst.jsonl", dir);
+    FILE *f = fopen(path, "w");
+    cr_assert_not_null(f);
+    for (int i = 0; i < 8; i++)
+        fprintf(f, "{\"timestamp\": 0, \"input_length\": 8192, \"output_length\": 8}\n");
+    for (int i = 0; i < 12; i++)
+        fprintf(f, "{\"timestamp\": %d, \"input_length\": 1024, \"output_length\": 8}\n",
+                600000 * (i + 1));
+    fclose(f);
+    ws_store *st;
+    ws_err err = {0};
+    cr_assert_eq(ws_store_open_embedded(&st, &err), 0, "%s", err.msg);
+    ws_plan_spec s;
+    small_spec(&s);
+    s.trace = path;
+    s.requests = 0;
+    ws_plan_space sp = {0};
+    add(&sp, WS_KNOB_N_CPU_MOE, "all");
+    /* one 8K prompt alone, then the burst: find a TTFT between the two */
+    s.slo_ttft = 1e6;
+    ws_space_report r;
+    cr_assert_eq(ws_plan_space_run(st, &s, &sp, NULL, NULL, &r, &err), 0, "%s", err.msg);
+    cr_assert_eq(r.burst_requests, 8);
+    cr_assert_eq(r.burst_tokens, 8 * 8192);
+    const double one = r.e[0].alone.ttft_q;
+    cr_assert_gt(r.e[0].burst.ttft_q, 2 * one, "burst p TTFT %g, alone %g", r.e[0].burst.ttft_q,
+                 one);
+    ws_space_report_free(&r);
+    s.slo_ttft = 1.5 * one;
+    cr_assert_eq(ws_plan_space_run(st, &s, &sp, NULL, NULL, &r, &err), 0, "%s", err.msg);
+    cr_assert_eq(r.count[WS_SPACE_BOUND_BURST], 1, "%s", ws_space_status_name(r.e[0].status));
+    cr_assert_eq(r.n_frontier, 0);
+    cr_assert(strstr(r.binding, "8 requests that arrive at one instant"), "%s", r.binding);
+    ws_space_report_free(&r);
+    ws_store_close(st);
+}
