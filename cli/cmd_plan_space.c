@@ -143,7 +143,7 @@ static void print_report(const ws_plan_spec *s, const ws_space_report *r, const 
     print_frontier(s, r);
     print_none(s, r);
     if (plot)
-        printf("plot: %s\n", plot);
+        printf(r->n_frontier ? "plot: %s\n" : "plot: %s not drawn: no configuration met\n", plot);
 }
 
 static json_t *num(double v)
@@ -252,6 +252,10 @@ static int draw_plot(const ws_plan_spec *s, const ws_space_report *r, const char
         for (int k = 0; k < r->n_frontier; k++)
             front |= r->frontier[k] == (int)i;
         pts[n++] = (ws_space_plot_pt){x, g, front};
+    }
+    if (!n) { /* nothing met: no frontier to draw */
+        free(pts);
+        return 0;
     }
     char title[512];
     snprintf(title, sizeof title,

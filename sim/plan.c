@@ -695,6 +695,14 @@ static ws_plan_result result_of(const ws_plan_spec *s, int fit, int users, int w
     return o;
 }
 
+/* An engine that sizes its KV by a context (llama.cpp -c) sized for the workload when the
+ * spec says so. */
+static void engine_ctx(const ws_plan_spec *s, ws_server_kv *kv)
+{
+    if (kv->kind == WS_KV_MEM_CONTEXT && s->engine_ctx > 0)
+        kv->ctx = s->engine_ctx;
+}
+
 /* A configuration's cost settings over the spec's. */
 static void config_apply(const ws_plan_config *c, ws_deploy_cfg *cc)
 {
@@ -752,6 +760,7 @@ int ws_plan_memory(const ws_plan *P, const ws_plan_point *pt, sim_memory *out, w
     }
     if (eng)
         ws_server_apply(eng, &cfg.srv, &cc, &cfg.kv_mem);
+    engine_ctx(s, &cfg.kv_mem);
     return sim_memory_of(&P->m[pt->gpu], hw, &cc, &cfg, out, err);
 }
 
@@ -793,6 +802,7 @@ static int eval_one(ws_plan *P, const ws_plan_point *pt, ws_plan_result *out, ws
         /* the engine's values, then the settings given over them */
         const ws_serving given = cfg.srv;
         ws_server_apply(eng, &cfg.srv, &cc, &cfg.kv_mem);
+        engine_ctx(s, &cfg.kv_mem);
         if (s->given & WS_PLAN_GIVEN_BATCHING)
             cfg.batching = given.batching;
         if (s->given & WS_PLAN_GIVEN_BUDGET)

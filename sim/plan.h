@@ -173,6 +173,8 @@ typedef struct ws_plan_spec {
      * instant, [0] with their prompts, [1] with only the tokens no earlier request cached */
     const char *burst[2];
     size_t burst_len[2];
+    int engine_ctx; /* > 0: an engine that sizes its KV by a context (llama.cpp -c) gets this
+                     * many tokens (a configuration search: the workload's longest request) */
     const char *engines[WS_PLAN_MAX_ENGINES];
     int n_engines;
     uint64_t seed;

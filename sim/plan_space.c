@@ -77,6 +77,8 @@ static double now_s(void)
 
 /* ---- the candidates ------------------------------------------------------------------ */
 
+#define NCM_FIT (-2) /* n-cpu-moe "fit": resolved per configuration by the memory gate */
+
 /* The engines `auto` stands for: those whose files say how they place experts and KV. */
 static const char *const k_auto_engines[] = {
     "none", "llama.cpp", "ik_llama.cpp", "ktransformers", "kt-kernel", "vllm-v1", "sglang"};
@@ -204,13 +206,17 @@ static int resolve_ints(const ws_plan_spec *s, const ws_model *m, const ws_hw *h
         int v, rc = 0;
         switch (k) {
         case WS_KNOB_N_CPU_MOE:
+            if (is_auto || !strcmp(t, "fit"))
+                push_int(o, NCM_FIT);
             if (is_auto) {
                 push_int(o, WS_DEPLOY_NO_CPU_MOE);
                 push_int(o, 0);
                 for (int q = 1; q < 4; q++)
                     if (Lm * q / 4 > 0)
                         push_int(o, Lm * q / 4);
-            } else if (!strcmp(t, "none"))
+            } else if (!strcmp(t, "fit"))
+                ;
+            else if (!strcmp(t, "none"))
                 push_int(o, WS_DEPLOY_NO_CPU_MOE);
             else if (!strcmp(t, "all"))
                 push_int(o, 0);
@@ -387,6 +393,7 @@ static void cmd_cfg_of(const ws_space_report *r, const ws_plan_config *c, ws_pla
     o->cpu_threads = c->cpu_threads;
     o->cpu_sockets = c->cpu_sockets;
     o->max_seqs = r->max_seqs;
+    o->ctx = r->engine_ctx;
 }
 
 int ws_space_command(const ws_space_report *r, size_t i, char *buf, size_t cap, ws_err *err)
@@ -488,6 +495,7 @@ typedef struct bounds {
     long long prompt, novel;    /* the (a+1)-th longest prompt; of the tokens no earlier
                                  * request cached */
     int output;                 /* the median output, at most 32 */
+    int longest;                /* the longest prompt + the longest output, tokens */
     int allowed;                /* a: the misses the SLO's percentile allows */
     int *sorted, *sorted_novel; /* every prompt, longest first (owned; NULL for users) */
     size_t n;
@@ -569,6 +577,7 @@ static int bounds_of(const ws_plan_spec *s, bounds *b, ws_err *err)
     if (s->load == WS_PLAN_USERS) {
         b->prompt = b->novel = s->prompt;
         b->output = s->output < 32 ? s->output : 32;
+        b->longest = s->prompt + s->output;
         return 0;
     }
     ws_trace *t;
@@ -651,6 +660,7 @@ static int bounds_of(const ws_plan_spec *s, bounds *b, ws_err *err)
         qsort(v, n, sizeof *v, cmp_int_desc);
         const size_t a = (size_t)floor((double)n * (1 - s->slo_pct / 100) + 1e-9);
         b->allowed = (int)a;
+        b->longest = p[0] + o[0];
         b->prompt = p[a < n ? a : n - 1];
         b->novel = v[a < n ? a : n - 1];
         b->output = o[n / 2] < 32 ? o[n / 2] : 32;
@@ -696,6 +706,33 @@ static ws_plan_point point_of(const ws_space_entry *e, const ws_plan_config *c)
         .kind = WS_PLAN_PT_LOAD, .gpu = c->gpu, .policy = e->policy, .config = e->config};
 }
 
+/* n-cpu-moe "fit": the fewest MoE layers whose experts stay on the CPU for the rest of the
+ * configuration to fit the GPU (none when all fit, every layer when even that does not),
+ * bisected on the memory gate's own arithmetic with a policy that runs experts on the CPU. */
+static int fit_cpu_moe(driver *d, const ws_space_entry *e, ws_plan_config *c)
+{
+    ws_plan_point pt = point_of(e, c);
+    if (!ws_policy_info_of((ws_policy_kind)pt.policy)->cpu_experts)
+        pt.policy = WS_POLICY_KTRANS;
+    sim_memory m;
+    int lo = 1, hi = d->rep->n_moe_layers, rc;
+    c->n_cpu_moe = WS_DEPLOY_NO_CPU_MOE;
+    if ((rc = ws_plan_memory(d->P, &pt, &m, d->err)) || m.gpu_fits)
+        return rc;
+    while (lo < hi) {
+        const int mid = lo + (hi - lo) / 2;
+        c->n_cpu_moe = mid;
+        if ((rc = ws_plan_memory(d->P, &pt, &m, d->err)))
+            return rc;
+        if (m.gpu_fits)
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    c->n_cpu_moe = lo >= d->rep->n_moe_layers ? 0 : lo;
+    return 0;
+}
+
 /* Gate 1: the engine's flags and memory. */
 static int gate_memory(driver *d)
 {
@@ -704,7 +741,10 @@ static int gate_memory(driver *d)
     sim_cfg_default(&dflt);
     for (size_t i = 0; i < r->n_e; i++) {
         ws_space_entry *e = &r->e[i];
-        const ws_plan_config *c = &r->configs[e->config];
+        ws_plan_config *c = &r->configs[e->config];
+        int rc = c->n_cpu_moe == NCM_FIT ? fit_cpu_moe(d, e, c) : 0;
+        if (rc)
+            return rc;
         if (c->engine >= 0) {
             ws_plan_cmd_cfg cc;
             cmd_cfg_of(r, c, &cc);
@@ -719,8 +759,7 @@ static int gate_memory(driver *d)
             }
         }
         ws_plan_point pt = point_of(e, c);
-        int rc = ws_plan_memory(d->P, &pt, &e->mem, d->err);
-        if (rc)
+        if ((rc = ws_plan_memory(d->P, &pt, &e->mem, d->err)))
             return rc;
         e->ctx_tokens = ctx_tokens(&e->mem, ws_policy_info_of(e->policy)->spills, dflt.window);
         e->status = !e->mem.gpu_fits    ? WS_SPACE_MEM_GPU
@@ -1225,6 +1264,7 @@ static int try_change(ws_store *store, const ws_plan_spec *s0, const ws_space_re
         return rc;
     bounds b;
     rc = bounds_of(&s, &b, err);
+    s.engine_ctx = b.longest;
     s.burst[0] = b.burst[0], s.burst[1] = b.burst[1];
     s.burst_len[0] = b.burst_len[0], s.burst_len[1] = b.burst_len[1];
     driver d = {.s = &s, .b = &b, .P = P, .rep = &r, .err = err};
@@ -1378,6 +1418,7 @@ int ws_plan_space_run(ws_store *store, ws_plan_spec *s, const ws_plan_space *sp,
     rep->burst_requests = b.burst_requests;
     rep->burst_tokens = b.burst_tokens;
     rep->allowed = b.allowed;
+    s->engine_ctx = rep->engine_ctx = b.longest;
     if (!rc) {
         rep->native_rate = ws_plan_native_rate(P);
         driver d = {.s = s, .b = &b, .P = P, .round = round, .ctx = ctx, .rep = rep, .err = err};
@@ -1403,6 +1444,7 @@ int ws_plan_space_run(ws_store *store, ws_plan_spec *s, const ws_plan_space *sp,
         rep->wall_gate_s[3] = now_s() - t1;
     }
     bounds_free(&b);
+    s->engine_ctx = 0;
     s->burst[0] = s->burst[1] = NULL;
     s->burst_len[0] = s->burst_len[1] = 0;
     s->configs = NULL;

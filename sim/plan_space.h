@@ -116,6 +116,7 @@ typedef struct ws_space_report {
     double wall_s, native_rate;
     char model[64]; /* the model's name and shape, for command lines */
     int n_layers, n_moe_layers, n_experts, max_seqs;
+    int engine_ctx; /* the context an engine sized by one gets (llama.cpp -c) */
     char engines[WS_PLAN_MAX_ENGINES][64]; /* the names configs' engine indices name */
     int n_engines;
     ws_space_change change; /* when nothing met */
