@@ -627,18 +627,6 @@ static int plan_plot(ws_store *st, const ws_plan_spec *s, const ws_plan_run_resu
     return rc;
 }
 
-/* ws_par as the plan's ranks (sim/plan_run.h). */
-static int par_map_all(void *par, size_t n, size_t rec_size, ws_plan_item_fn fn, void *fn_ctx,
-                       void *out, ws_err *err)
-{
-    return ws_par_map(par, n, rec_size, fn, fn_ctx, out, WS_PAR_TO_ALL, err);
-}
-
-static int par_agree(void *par, int rc, ws_err *err)
-{
-    return ws_par_agree(par, rc, err);
-}
-
 /* The plan on every rank of par (under mpirun/srun; else one): rank 0 creates the database
  * when storing, every rank searches, rank 0 stores, draws and prints. */
 static int plan_ranks(ws_par *par, ws_plan_spec *s, const char *db, int store_it, int json,
@@ -654,7 +642,7 @@ static int plan_ranks(ws_par *par, ws_plan_spec *s, const char *db, int store_it
         rc = cli_host_this(st, &s->host, this_host, sizeof this_host, &err);
     cli_progress pg;
     cli_progress_start(&pg);
-    const ws_plan_ranks ranks = {rank, par_map_all, par_agree, par};
+    const ws_plan_ranks ranks = cli_plan_ranks(par);
     const ws_plan_run_cfg cfg = {.spec = s,
                                  .ranks = &ranks,
                                  .store = store_it,

@@ -30,6 +30,11 @@ static int par_agree(void *par, int rc, ws_err *err)
     return ws_par_agree(par, rc, err);
 }
 
+ws_plan_ranks cli_plan_ranks(struct ws_par *par)
+{
+    return (ws_plan_ranks){ws_par_rank(par), par_map_all, par_agree, par};
+}
+
 static const char *secs(double v, char *buf, size_t cap)
 {
     if (!isfinite(v))
@@ -280,7 +285,7 @@ int cli_plan_space(struct ws_par *par, ws_plan_spec *s, const ws_plan_space *sp,
         rc = cli_host_this(st, &s->host, this_host, sizeof this_host, &err);
     cli_progress pg;
     cli_progress_start(&pg);
-    const ws_plan_ranks ranks = {rank, par_map_all, par_agree, par};
+    const ws_plan_ranks ranks = cli_plan_ranks(par);
     const ws_plan_run_cfg cfg = {
         .spec = s, .ranks = &ranks, .progress = on_progress, .progress_ctx = &pg};
     ws_space_report rep = {0};

@@ -8,9 +8,13 @@
 #define WS_CLI_CMD_PLAN_SPACE_H
 
 #include "plan.h"
+#include "plan_run.h"
 #include "plan_space.h"
 
 struct ws_par;
+
+/* The ranks of par as a plan's backend (sim/plan_run.h): ws_par's map and agreement. */
+ws_plan_ranks cli_plan_ranks(struct ws_par *par);
 
 /* The search on every rank of par; rank 0 prints (json: one JSON object) and draws plot
  * (NULL: none). Returns the CLI's exit code. */

@@ -68,13 +68,6 @@ void ws_space_report_free(ws_space_report *r)
     memset(r, 0, sizeof *r);
 }
 
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec + 1e-9 * t.tv_nsec;
-}
-
 /* ---- the candidates ------------------------------------------------------------------ */
 
 #define NCM_FIT (-2) /* n-cpu-moe "fit": resolved per configuration by the memory gate */
@@ -1344,17 +1337,17 @@ static int smallest_change(ws_store *store, const ws_plan_spec *s, const ws_mode
 
 static int run_gates(driver *d)
 {
-    double t0 = now_s();
+    double t0 = ws_now_s();
     int rc = gate_memory(d);
-    d->rep->wall_gate_s[0] += now_s() - t0;
-    t0 = now_s();
+    d->rep->wall_gate_s[0] += ws_now_s() - t0;
+    t0 = ws_now_s();
     if (!rc)
         rc = gate_bound(d);
-    d->rep->wall_gate_s[1] += now_s() - t0;
-    t0 = now_s();
+    d->rep->wall_gate_s[1] += ws_now_s() - t0;
+    t0 = ws_now_s();
     if (!rc)
         rc = gate_search(d);
-    d->rep->wall_gate_s[2] += now_s() - t0;
+    d->rep->wall_gate_s[2] += ws_now_s() - t0;
     return rc;
 }
 
@@ -1365,7 +1358,7 @@ int ws_plan_space_run(ws_store *store, ws_plan_spec *s, const ws_plan_space *sp,
     rep->alone_miss_pct = NAN;
     if (s->configs)
         return ws_err_set(err, WS_EINVAL, "plan: a configuration search sets its own configs");
-    const double t0 = now_s();
+    const double t0 = ws_now_s();
     /* the model and the first GPU's hardware, for auto */
     ws_model m;
     ws_hw hw;
@@ -1433,7 +1426,7 @@ int ws_plan_space_run(ws_store *store, ws_plan_spec *s, const ws_plan_space *sp,
         rc = answer(s, rep, err);
     if (!rc && rep->n_frontier == 0) {
         const int c = closest(s, rep);
-        const double t1 = now_s();
+        const double t1 = ws_now_s();
         s->configs = NULL;
         s->n_configs = 0;
         if (c >= 0 && rep->e[c].status <= WS_SPACE_BOUND_BURST && b.n)
@@ -1441,7 +1434,7 @@ int ws_plan_space_run(ws_store *store, ws_plan_spec *s, const ws_plan_space *sp,
         binding(s, rep, c);
         if (!rc)
             rc = smallest_change(store, s, &m, rep, c, err);
-        rep->wall_gate_s[3] = now_s() - t1;
+        rep->wall_gate_s[3] = ws_now_s() - t1;
     }
     bounds_free(&b);
     s->engine_ctx = 0;
@@ -1449,7 +1442,7 @@ int ws_plan_space_run(ws_store *store, ws_plan_spec *s, const ws_plan_space *sp,
     s->burst_len[0] = s->burst_len[1] = 0;
     s->configs = NULL;
     s->n_configs = 0;
-    rep->wall_s = now_s() - t0;
+    rep->wall_s = ws_now_s() - t0;
     if (rc)
         ws_space_report_free(rep);
     return rc;
