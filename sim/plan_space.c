@@ -614,7 +614,9 @@ static int bounds_of(const ws_plan_spec *s, bounds *b, ws_err *err)
             break;
         }
         if (r.arrival_s != at) {
-            if ((rc = burst_end(b, q, nq, best, err)))
+            const int ended = nq;
+            nq = 0; /* burst_end frees their blocks */
+            if ((rc = burst_end(b, q, ended, best, err)))
                 break;
             nq = 0, at = r.arrival_s;
             rc = 1;

@@ -207,3 +207,40 @@ Test(plan_space, a_burst_that_misses_is_a_bound)
     ws_space_report_free(&r);
     ws_store_close(st);
 }
+
+/* n-cpu-moe fit: the fewest CPU MoE layers for the rest to fit the GPU. On an RTX 5070
+ * (12 GB) Qwen3-30B-A3B in q4_k_m fits with that many layers' experts on the CPU, not with
+ * one fewer. */
+Test(plan_space, fit_is_the_fewest_cpu_layers_that_fit)
+{
+    ws_store *st;
+    ws_err err = {0};
+    cr_assert_eq(ws_store_open_embedded(&st, &err), 0, "%s", err.msg);
+    ws_plan_spec s;
+    small_spec(&s);
+    s.gpus[0] = "rtx-5070";
+    s.host = "ryzen-9-7950x";
+    s.policies = 1u << WS_POLICY_KTRANS;
+    ws_plan_space sp = {0};
+    add(&sp, WS_KNOB_N_CPU_MOE, "fit");
+    add(&sp, WS_KNOB_W_GPU, "q4_k_m");
+    add(&sp, WS_KNOB_W_CPU, "q4_k_m");
+    ws_space_report r;
+    cr_assert_eq(ws_plan_space_run(st, &s, &sp, NULL, NULL, &r, &err), 0, "%s", err.msg);
+    cr_assert_eq(r.n_e, 1);
+    const int n = r.configs[0].n_cpu_moe;
+    cr_assert(n > 1 && n < 48, "fit %d", n);
+    cr_assert_neq(r.e[0].status, WS_SPACE_MEM_GPU);
+    ws_space_report_free(&r);
+    char fewer[16];
+    snprintf(fewer, sizeof fewer, "%d", n - 1);
+    ws_plan_space sp2 = {0};
+    add(&sp2, WS_KNOB_N_CPU_MOE, fewer);
+    add(&sp2, WS_KNOB_W_GPU, "q4_k_m");
+    add(&sp2, WS_KNOB_W_CPU, "q4_k_m");
+    cr_assert_eq(ws_plan_space_run(st, &s, &sp2, NULL, NULL, &r, &err), 0, "%s", err.msg);
+    cr_assert_eq(r.e[0].status, WS_SPACE_MEM_GPU, "%d layers: %s", n - 1,
+                 ws_space_status_name(r.e[0].status));
+    ws_space_report_free(&r);
+    ws_store_close(st);
+}
