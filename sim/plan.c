@@ -732,11 +732,6 @@ int ws_plan_prefix_cache(const ws_plan *P, const ws_plan_point *pt)
     return eng->prefix_cache;
 }
 
-const ws_model *ws_plan_model(const ws_plan *p, int gpu)
-{
-    return &p->m[gpu < 0 || gpu >= p->spec->n_gpus ? 0 : gpu];
-}
-
 int ws_plan_memory(const ws_plan *P, const ws_plan_point *pt, sim_memory *out, ws_err *err)
 {
     const ws_plan_spec *s = P->spec;

@@ -288,8 +288,6 @@ const char *ws_plan_gpu_name(const ws_plan *p, int gpu);
 int ws_plan_memory(const ws_plan *p, const ws_plan_point *pt, struct sim_memory *out, ws_err *err);
 /* 1 when a point's run caches prompt prefixes (the spec's setting or its engine's). */
 int ws_plan_prefix_cache(const ws_plan *p, const ws_plan_point *pt);
-/* The model the plan loaded (on GPU g: one copy per GPU). */
-const ws_model *ws_plan_model(const ws_plan *p, int gpu);
 /* ws_plan_eval_fn over a ws_plan (ctx): each point through sim_run, one after the other. */
 int ws_plan_eval_points(void *plan, const ws_plan_point *pts, int n, ws_plan_result *out,
                         ws_err *err);

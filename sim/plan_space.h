@@ -16,9 +16,10 @@
  *   3. the load search of plan.h, in groups of (engine, policy, GPU), best bound first; a
  *      configuration starts at the group's incumbent load x (1 + tol), among incumbents that
  *      hold at least its context, and one miss there ends it: it cannot beat them.
+ * n-cpu-moe "fit" is resolved in gate 1: the fewest CPU MoE layers for the rest to fit.
  * The answer: the best per (engine, policy), the Pareto frontier of goodput against $/h
- * (with prices) and against the longest context one sequence's KV fits, and, when nothing
- * meets, why and the smallest change (one knob one step past the space) that would.
+ * (when every GPU has a price) or else against the longest context one sequence's KV fits,
+ * and, when nothing meets, why and the smallest change (one knob one step past the space).
  * Rounds of points go through a ws_plan_eval_fn, so MPI ranks can share them; at most
  * WS_SPACE_ACTIVE searches run per group at once, so results do not depend on the ranks. */
 #ifndef WS_SIM_PLAN_SPACE_H
