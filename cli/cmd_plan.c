@@ -222,17 +222,6 @@ static int parse_int_list(const char *opt, const char *v, int lo, int hi, int *o
     return rc;
 }
 
-static const char *fmt_secs(double v, char *buf, size_t cap)
-{
-    if (!isfinite(v))
-        snprintf(buf, cap, "-");
-    else if (v < 1)
-        snprintf(buf, cap, "%.1fms", 1e3 * v);
-    else
-        snprintf(buf, cap, "%.2fs", v);
-    return buf;
-}
-
 static const char *fmt_load(const ws_plan_spec *s, const ws_plan_best *b, char *buf, size_t cap)
 {
     if (!(b->max_load > 0))
@@ -251,11 +240,6 @@ static const char *fmt_ctx(long long t, int capped, char *buf, size_t cap)
     else
         snprintf(buf, cap, "%s%lldK", capped ? ">=" : "", t / 1024);
     return buf;
-}
-
-static json_t *num_or_null(double v)
-{
-    return isfinite(v) ? json_real(v) : json_null();
 }
 
 static json_t *setting_json(const ws_plan_setting *set)
@@ -319,10 +303,10 @@ static void print_head(const ws_plan_spec *s, const ws_plan_report *rep, int emb
     ws_plan_workload_text(s, wl, sizeof wl);
     char slo[128] = "";
     if (s->slo_ttft > 0)
-        snprintf(slo, sizeof slo, "TTFT <= %s", fmt_secs(s->slo_ttft, a, sizeof a));
+        snprintf(slo, sizeof slo, "TTFT <= %s", cli_plan_secs(s->slo_ttft, a, sizeof a));
     if (s->slo_tpot > 0)
         snprintf(slo + strlen(slo), sizeof slo - strlen(slo), "%sTPOT <= %s", slo[0] ? ", " : "",
-                 fmt_secs(s->slo_tpot, a, sizeof a));
+                 cli_plan_secs(s->slo_tpot, a, sizeof a));
     printf("writescope plan: MODELED (discrete-event simulation); model %s on host %s%s\n",
            rep->model, rep->host, embedded ? " (embedded datasheet profiles)" : "");
     printf("workload: %s\n", wl);
@@ -361,14 +345,14 @@ static void print_none(const ws_plan_spec *s, const ws_plan_best *x)
     const ws_plan_result *m = &x->miss;
     char a[32], b[32], c[32] = "no SLO", d[32] = "no SLO";
     if (s->slo_ttft > 0)
-        fmt_secs(s->slo_ttft, c, sizeof c);
+        cli_plan_secs(s->slo_ttft, c, sizeof c);
     if (s->slo_tpot > 0)
-        fmt_secs(s->slo_tpot, d, sizeof d);
+        cli_plan_secs(s->slo_tpot, d, sizeof d);
     printf("  why none (%s, %s): at %.4g %s, the lowest load tried, %.1f%% of requests missed "
            "(p%g TTFT %s against %s, TPOT %s against %s%s); binding: %s\n",
            s->gpus[x->gpu], ws_policy_name(x->policy), x->miss_load,
            s->load == WS_PLAN_USERS ? "users" : "req/s", 100 * (1 - m->attain), s->slo_pct,
-           fmt_secs(m->ttft_q, a, sizeof a), c, fmt_secs(m->tpot_q, b, sizeof b), d,
+           cli_plan_secs(m->ttft_q, a, sizeof a), c, cli_plan_secs(m->tpot_q, b, sizeof b), d,
            m->oom ? "; some did not fit (OOM)" : "", none_binding(s, x));
 }
 
@@ -399,8 +383,8 @@ static void print_results(const ws_plan_spec *s, const ws_plan_report *rep)
                 printf("%-16s %-10s %-9s %10s %11.4g %10.1f %10s %9s %6d %10s%s\n", s->gpus[g],
                        ws_policy_name(p), set, fmt_load(s, x, ld, sizeof ld),
                        some ? ws_plan_goodput(s, x) : 0, some ? x->at.tokens_per_s : 0,
-                       some ? fmt_secs(x->at.ttft_q, a, sizeof a) : "-",
-                       some ? fmt_secs(x->at.tpot_q, b, sizeof b) : "-", x->evals, cost, "");
+                       some ? cli_plan_secs(x->at.ttft_q, a, sizeof a) : "-",
+                       some ? cli_plan_secs(x->at.tpot_q, b, sizeof b) : "-", x->evals, cost, "");
             }
         }
     printf("(%s, %s: at the highest load that met the SLOs%s)\n", tq, pq,
@@ -557,17 +541,17 @@ static json_t *report_json(const ws_plan_spec *s, const ws_plan_report *rep, int
         json_object_set_new(o, "capped", json_boolean(x->capped));
         json_object_set_new(o, "goodput", some ? json_real(ws_plan_goodput(s, x)) : json_null());
         json_object_set_new(o, "tokens_per_s", some ? json_real(x->at.tokens_per_s) : json_null());
-        json_object_set_new(o, "ttft_q_s", some ? num_or_null(x->at.ttft_q) : json_null());
-        json_object_set_new(o, "tpot_q_s", some ? num_or_null(x->at.tpot_q) : json_null());
+        json_object_set_new(o, "ttft_q_s", some ? cli_plan_num(x->at.ttft_q) : json_null());
+        json_object_set_new(o, "tpot_q_s", some ? cli_plan_num(x->at.tpot_q) : json_null());
         json_object_set_new(o, "attainment", some ? json_real(x->at.attain) : json_null());
-        json_object_set_new(o, "cost_per_mtok", num_or_null(ws_plan_cost_per_mtok(s, x)));
+        json_object_set_new(o, "cost_per_mtok", cli_plan_num(ws_plan_cost_per_mtok(s, x)));
         json_object_set_new(o, "simulations", json_integer(x->evals));
         if (!some && x->miss_load > 0) { /* what failed at the lowest load tried */
             json_t *w = json_object();
             json_object_set_new(w, "load", json_real(x->miss_load));
             json_object_set_new(w, "attainment", json_real(x->miss.attain));
-            json_object_set_new(w, "ttft_q_s", num_or_null(x->miss.ttft_q));
-            json_object_set_new(w, "tpot_q_s", num_or_null(x->miss.tpot_q));
+            json_object_set_new(w, "ttft_q_s", cli_plan_num(x->miss.ttft_q));
+            json_object_set_new(w, "tpot_q_s", cli_plan_num(x->miss.tpot_q));
             json_object_set_new(w, "oom", json_integer((json_int_t)x->miss.oom));
             json_object_set_new(w, "binding", json_string(none_binding(s, x)));
             json_object_set_new(o, "why_none", w);
@@ -595,7 +579,8 @@ static json_t *report_json(const ws_plan_spec *s, const ws_plan_report *rep, int
             json_object_set_new(o, "policy",
                                 rows[i].policy >= 0 ? json_string(ws_policy_name(rows[i].policy))
                                                     : json_null());
-            json_object_set_new(o, by_cost ? "cost_per_mtok" : "goodput", num_or_null(rows[i].key));
+            json_object_set_new(o, by_cost ? "cost_per_mtok" : "goodput",
+                                cli_plan_num(rows[i].key));
             json_array_append_new(r, o);
         }
         json_object_set_new(root, by_cost ? "ranking_cost" : "ranking_goodput", r);

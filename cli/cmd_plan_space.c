@@ -35,7 +35,7 @@ ws_plan_ranks cli_plan_ranks(struct ws_par *par)
     return (ws_plan_ranks){ws_par_rank(par), par_map_all, par_agree, par};
 }
 
-static const char *secs(double v, char *buf, size_t cap)
+const char *cli_plan_secs(double v, char *buf, size_t cap)
 {
     if (!isfinite(v))
         snprintf(buf, cap, "-");
@@ -78,8 +78,8 @@ static void print_best(const ws_plan_spec *s, const ws_space_report *r)
             const ws_plan_config *c = &r->configs[e->config];
             printf("%-14s %-10s %-16s %10.4g %9.4g %9s %9s  %s\n", engine_name(r, e),
                    ws_policy_name(p), s->gpus[c->gpu], e->best.max_load,
-                   ws_plan_goodput(s, &e->best), secs(e->best.at.ttft_q, a, sizeof a),
-                   secs(e->best.at.tpot_q, b, sizeof b),
+                   ws_plan_goodput(s, &e->best), cli_plan_secs(e->best.at.ttft_q, a, sizeof a),
+                   cli_plan_secs(e->best.at.tpot_q, b, sizeof b),
                    ws_space_config_text(r, c, cfg, sizeof cfg));
             ws_err err = {0};
             if (c->engine >= 0 && !ws_space_command(r, (size_t)i, cmd, sizeof cmd, &err))
@@ -121,7 +121,8 @@ static void print_none(const ws_plan_spec *s, const ws_space_report *r)
     if (r->change.found)
         printf("smallest change: %s meets at %.4g %s (MODELED; TTFT p %s, TPOT p %s)\n",
                r->change.what, r->change.max_load, s->load == WS_PLAN_USERS ? "users" : "req/s",
-               secs(r->change.at.ttft_q, a, sizeof a), secs(r->change.at.tpot_q, b, sizeof b));
+               cli_plan_secs(r->change.at.ttft_q, a, sizeof a),
+               cli_plan_secs(r->change.at.tpot_q, b, sizeof b));
     else
         printf("smallest change: %s\n", r->change.what);
 }
@@ -151,7 +152,7 @@ static void print_report(const ws_plan_spec *s, const ws_space_report *r, const 
         printf(r->n_frontier ? "plot: %s\n" : "plot: %s not drawn: no configuration met\n", plot);
 }
 
-static json_t *num(double v)
+json_t *cli_plan_num(double v)
 {
     return isfinite(v) ? json_real(v) : json_null();
 }
@@ -169,16 +170,16 @@ static json_t *entry_json(const ws_plan_spec *s, const ws_space_report *r, int i
     json_object_set_new(o, "configuration",
                         json_string(ws_space_config_text(r, c, cfg, sizeof cfg)));
     json_object_set_new(o, "status", json_string(ws_space_status_name(e->status)));
-    json_object_set_new(o, "max_load", num(e->best.max_load));
-    json_object_set_new(o, "incumbent", num(e->incumbent));
+    json_object_set_new(o, "max_load", cli_plan_num(e->best.max_load));
+    json_object_set_new(o, "incumbent", cli_plan_num(e->incumbent));
     json_object_set_new(o, "simulations", json_integer(e->best.evals));
-    json_object_set_new(o, "goodput", num(ws_plan_goodput(s, &e->best)));
-    json_object_set_new(o, "ttft_s", num(e->best.at.ttft_q));
-    json_object_set_new(o, "tpot_s", num(e->best.at.tpot_q));
-    json_object_set_new(o, "tokens_per_s", num(e->best.at.tokens_per_s));
-    json_object_set_new(o, "context_tokens", num(e->ctx_tokens));
-    json_object_set_new(o, "gpu_weights_gb", num(e->mem.gpu_weights / 1e9));
-    json_object_set_new(o, "host_weights_gb", num(e->mem.host_weights / 1e9));
+    json_object_set_new(o, "goodput", cli_plan_num(ws_plan_goodput(s, &e->best)));
+    json_object_set_new(o, "ttft_s", cli_plan_num(e->best.at.ttft_q));
+    json_object_set_new(o, "tpot_s", cli_plan_num(e->best.at.tpot_q));
+    json_object_set_new(o, "tokens_per_s", cli_plan_num(e->best.at.tokens_per_s));
+    json_object_set_new(o, "context_tokens", cli_plan_num(e->ctx_tokens));
+    json_object_set_new(o, "gpu_weights_gb", cli_plan_num(e->mem.gpu_weights / 1e9));
+    json_object_set_new(o, "host_weights_gb", cli_plan_num(e->mem.host_weights / 1e9));
     ws_err err = {0};
     if (c->engine >= 0 && !ws_space_command(r, (size_t)i, cmd, sizeof cmd, &err))
         json_object_set_new(o, "command", json_string(cmd));
@@ -232,7 +233,8 @@ static json_t *report_json(const ws_plan_spec *s, const ws_space_report *r, cons
         json_object_set_new(w, "binding", json_string(r->binding));
         json_object_set_new(w, "change", json_string(r->change.what));
         json_object_set_new(w, "change_meets", json_boolean(r->change.found));
-        json_object_set_new(w, "change_max_load", num(r->change.found ? r->change.max_load : NAN));
+        json_object_set_new(w, "change_max_load",
+                            cli_plan_num(r->change.found ? r->change.max_load : NAN));
         json_object_set_new(o, "why_none", w);
     }
     json_object_set_new(o, "plot", plot ? json_string(plot) : json_null());

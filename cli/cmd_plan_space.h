@@ -7,11 +7,18 @@
 #ifndef WS_CLI_CMD_PLAN_SPACE_H
 #define WS_CLI_CMD_PLAN_SPACE_H
 
+#include <jansson.h>
+
 #include "plan.h"
 #include "plan_run.h"
 #include "plan_space.h"
 
 struct ws_par;
+
+/* A time for plan's tables: "-" (not finite), "123.4ms" below a second, else "1.23s". */
+const char *cli_plan_secs(double v, char *buf, size_t cap);
+/* A number for plan's JSON: null when not finite. */
+json_t *cli_plan_num(double v);
 
 /* The ranks of par as a plan's backend (sim/plan_run.h): ws_par's map and agreement. */
 ws_plan_ranks cli_plan_ranks(struct ws_par *par);

@@ -719,113 +719,195 @@ static void config_apply(const ws_plan_config *c, ws_deploy_cfg *cc)
     cc->cpu_sockets = c->cpu_sockets;
 }
 
+/* What a point runs on: the hardware, the engine (NULL: none) and the cost settings, the
+ * spec's or its configuration's over them (pc: that configuration, NULL: none). */
+typedef struct point_env {
+    const ws_hw *hw;
+    const ws_server *eng;
+    const ws_plan_config *pc;
+    ws_deploy_cfg cc;
+} point_env;
+
+static int point_env_of(const ws_plan *P, const ws_plan_point *pt, point_env *o, ws_err *err)
+{
+    const ws_plan_spec *s = P->spec;
+    if (pt->gpu < 0 || pt->gpu >= s->n_gpus || pt->policy < 0 || pt->policy >= WS_POLICY_COUNT)
+        return ws_err_set(err, WS_EINVAL, "plan: a point names no GPU or policy of the plan");
+    *o = (point_env){
+        .hw = &P->hw[pt->gpu], .eng = s->engine ? &P->eng[pt->gpu] : NULL, .cc = s->cost};
+    if (!s->configs)
+        return 0;
+    if (pt->config < 0 || (size_t)pt->config >= s->n_configs ||
+        s->configs[pt->config].gpu != pt->gpu)
+        return ws_err_set(err, WS_EINVAL, "plan: a point names no configuration of its GPU");
+    o->pc = &s->configs[pt->config];
+    o->hw = &P->hw_kv[pt->gpu][o->pc->kv_dtype];
+    o->eng = o->pc->engine >= 0 ? &P->engs[o->pc->engine][pt->gpu] : NULL;
+    config_apply(o->pc, &o->cc);
+    return 0;
+}
+
 int ws_plan_prefix_cache(const ws_plan *P, const ws_plan_point *pt)
 {
     const ws_plan_spec *s = P->spec;
-    const int g = pt->gpu < 0 || pt->gpu >= s->n_gpus ? 0 : pt->gpu;
-    const ws_server *eng = s->engine ? &P->eng[g] : NULL;
-    if (s->configs && pt->config >= 0 && (size_t)pt->config < s->n_configs)
-        eng =
-            s->configs[pt->config].engine >= 0 ? &P->engs[s->configs[pt->config].engine][g] : NULL;
-    if (!eng || (s->given & WS_PLAN_GIVEN_PREFIX))
+    point_env env;
+    if (point_env_of(P, pt, &env, NULL) || !env.eng || (s->given & WS_PLAN_GIVEN_PREFIX))
         return s->prefix_cache;
-    return eng->prefix_cache;
+    return env.eng->prefix_cache;
 }
 
 int ws_plan_memory(const ws_plan *P, const ws_plan_point *pt, sim_memory *out, ws_err *err)
 {
     const ws_plan_spec *s = P->spec;
-    if (pt->gpu < 0 || pt->gpu >= s->n_gpus || pt->policy < 0 || pt->policy >= WS_POLICY_COUNT)
-        return ws_err_set(err, WS_EINVAL, "plan: a point names no GPU or policy of the plan");
+    point_env env;
+    int rc = point_env_of(P, pt, &env, err);
+    if (rc)
+        return rc;
     sim_cfg cfg;
     sim_cfg_default(&cfg);
     cfg.policy = (ws_policy_kind)pt->policy;
     cfg.host_limit = s->host_limit;
     cfg.gpu_kv_budget = pt->set.gpu_kv_gb * 1073741824.0;
-    ws_deploy_cfg cc = s->cost;
-    const ws_hw *hw = &P->hw[pt->gpu];
-    const ws_server *eng = s->engine ? &P->eng[pt->gpu] : NULL;
-    if (s->configs) {
-        if (pt->config < 0 || (size_t)pt->config >= s->n_configs)
-            return ws_err_set(err, WS_EINVAL, "plan: a point names no configuration");
-        const ws_plan_config *pc = &s->configs[pt->config];
-        hw = &P->hw_kv[pt->gpu][pc->kv_dtype];
-        eng = pc->engine >= 0 ? &P->engs[pc->engine][pt->gpu] : NULL;
-        config_apply(pc, &cc);
-    }
-    if (eng)
-        ws_server_apply(eng, &cfg.srv, &cc, &cfg.kv_mem);
+    if (env.eng)
+        ws_server_apply(env.eng, &cfg.srv, &env.cc, &cfg.kv_mem);
     engine_ctx(s, &cfg.kv_mem);
-    return sim_memory_of(&P->m[pt->gpu], hw, &cc, &cfg, out, err);
+    return sim_memory_of(&P->m[pt->gpu], env.hw, &env.cc, &cfg, out, err);
+}
+
+/* A point's simulation settings: the spec's, the engine's with those the spec gives over
+ * them, the configuration's chunk and prefill, the setting (page, window, KV budget). The
+ * cost settings in env take the engine's too. */
+static void point_cfg(const ws_plan *P, const ws_plan_point *pt, point_env *env, sim_cfg *cfg)
+{
+    const ws_plan_spec *s = P->spec;
+    sim_cfg_default(cfg);
+    cfg->policy = (ws_policy_kind)pt->policy;
+    cfg->detail_layer = s->detail_layer;
+    cfg->seed = s->seed;
+    cfg->chunk = s->chunk;
+    cfg->prefill_mode = s->prefill_mode;
+    cfg->batching = s->batching;
+    cfg->token_budget = s->token_budget;
+    cfg->prefix_cache = s->prefix_cache;
+    cfg->preempt = s->preempt;
+    cfg->batch = s->batch;
+    if (env->eng) {
+        /* the engine's values, then the settings given over them */
+        const ws_serving given = cfg->srv;
+        ws_server_apply(env->eng, &cfg->srv, &env->cc, &cfg->kv_mem);
+        engine_ctx(s, &cfg->kv_mem);
+        if (s->given & WS_PLAN_GIVEN_BATCHING)
+            cfg->batching = given.batching;
+        if (s->given & WS_PLAN_GIVEN_BUDGET)
+            cfg->token_budget = given.token_budget;
+        if (s->given & WS_PLAN_GIVEN_PREFIX)
+            cfg->prefix_cache = given.prefix_cache;
+        if (s->given & WS_PLAN_GIVEN_PREEMPT)
+            cfg->preempt = given.preempt;
+        if (s->given & WS_PLAN_GIVEN_BATCH)
+            cfg->batch = given.batch;
+        if (s->given & WS_PLAN_GIVEN_CHUNK)
+            cfg->chunk = given.chunk;
+    }
+    if (env->pc && env->pc->chunk > 0)
+        cfg->chunk = env->pc->chunk;
+    if (env->pc && env->pc->prefill_mode >= 0)
+        cfg->prefill_mode = env->pc->prefill_mode;
+    if (s->prefill_gpu_tokens > 0)
+        cfg->prefill_gpu_tokens = s->prefill_gpu_tokens;
+    cfg->cpu_workers = P->cores;
+    cfg->keep_steps = cfg->keep_requests = 0;
+    if (pt->set.page > 0)
+        cfg->par.page_tokens = pt->set.page;
+    const int Pg = cfg->par.page_tokens;
+    const int W = pt->set.window > 0 ? pt->set.window : cfg->window;
+    cfg->window = (W + Pg - 1) / Pg * Pg;
+    cfg->gpu_kv_budget = pt->set.gpu_kv_gb * 1073741824.0;
+    cfg->host_limit = s->host_limit;
+}
+
+/* A point's requests: a closed batch (frontier, lone request, users), a burst, or the
+ * trace or generator at the point's rate. */
+typedef struct point_src {
+    sim_closed c;
+    ws_trace *tr; /* (owned) */
+    scaled_src sc;
+    sim_source src;
+    int want; /* sequences that must run at once (0: none) */
+} point_src;
+
+static int point_source(const ws_plan *P, const ws_plan_point *pt, int users, sim_cfg *cfg,
+                        point_src *o, ws_err *err)
+{
+    const ws_plan_spec *s = P->spec;
+    memset(o, 0, sizeof *o);
+    int rc = 0;
+    if (pt->kind == WS_PLAN_PT_FIT) {
+        if (pt->batch < 1 || pt->context < 1 || pt->context > WS_TRACE_TOKENS_MAX * 4LL)
+            return ws_err_set(err, WS_EINVAL, "plan: bad frontier point");
+        o->want = cfg->batch = pt->batch;
+        cfg->chunk = (int)pt->context; /* memory does not depend on the chunk */
+        sim_closed_source(&o->c, pt->batch, (int)pt->context, 2, &o->src);
+        return 0;
+    }
+    if (pt->kind == WS_PLAN_PT_ALONE) {
+        if (pt->context < 1 || pt->context > WS_TRACE_TOKENS_MAX || pt->batch < 1)
+            return ws_err_set(err, WS_EINVAL, "plan: bad lone request");
+        o->want = 1;
+        sim_closed_source(&o->c, 1, (int)pt->context, pt->batch, &o->src);
+        return 0;
+    }
+    if (users) {
+        if (!(pt->load >= 1 && pt->load <= 1 << 20))
+            return ws_err_set(err, WS_EINVAL, "plan: bad number of users %g", pt->load);
+        o->want = cfg->batch = (int)pt->load;
+        sim_closed_source(&o->c, cfg->batch, s->prompt, s->output, &o->src);
+        return 0;
+    }
+    o->sc.left = UINT64_MAX;
+    if (pt->kind == WS_PLAN_PT_BURST) {
+        if (pt->batch < 0 || pt->batch > 1 || !s->burst[pt->batch])
+            return ws_err_set(err, WS_EINVAL, "plan: no burst to run");
+        const ws_trace_opts opts = {.format = WS_TRACE_MOONCAKE};
+        rc = ws_trace_open_mem("burst", s->burst[pt->batch], s->burst_len[pt->batch], &opts, &o->tr,
+                               err);
+        o->sc.speed = 1;
+    } else {
+        if (!(pt->load > 0) || !isfinite(pt->load))
+            return ws_err_set(err, WS_EINVAL, "plan: bad rate %g", pt->load);
+        if (s->trace) {
+            rc = ws_trace_open(s->trace, &s->topts, &o->tr, err);
+            o->sc.speed = pt->load / P->native_rate;
+            o->sc.first = P->first_arrival;
+            if (s->requests)
+                o->sc.left = s->requests;
+        } else {
+            ws_trace_gen g = s->gen;
+            g.rate = pt->load;
+            g.requests = s->requests;
+            g.seed = s->seed;
+            rc = ws_trace_gen_open(&g, &o->tr, err);
+            o->sc.speed = 1;
+        }
+    }
+    if (!rc)
+        rc = sim_trace_source(o->tr, &o->sc.in, err);
+    o->src = (sim_source){.next = scaled_next, .ctx = &o->sc, .clients = o->sc.in.clients};
+    return rc;
 }
 
 static int eval_one(ws_plan *P, const ws_plan_point *pt, ws_plan_result *out, ws_err *err)
 {
     const ws_plan_spec *s = P->spec;
-    if (pt->gpu < 0 || pt->gpu >= s->n_gpus || pt->policy < 0 || pt->policy >= WS_POLICY_COUNT)
-        return ws_err_set(err, WS_EINVAL, "plan: a point names no GPU or policy of the plan");
+    point_env env;
+    int rc = point_env_of(P, pt, &env, err);
+    if (rc)
+        return rc;
     const double t0 = now_s();
-    const int fit = pt->kind == WS_PLAN_PT_FIT, alone = pt->kind == WS_PLAN_PT_ALONE;
-    const int burst = pt->kind == WS_PLAN_PT_BURST;
-    const int users = !fit && !alone && !burst && s->load == WS_PLAN_USERS;
+    const int fit = pt->kind == WS_PLAN_PT_FIT;
+    const int users = pt->kind == WS_PLAN_PT_LOAD && s->load == WS_PLAN_USERS;
     sim_cfg cfg;
-    sim_cfg_default(&cfg);
-    cfg.policy = (ws_policy_kind)pt->policy;
-    cfg.detail_layer = s->detail_layer;
-    cfg.seed = s->seed;
-    cfg.chunk = s->chunk;
-    cfg.prefill_mode = s->prefill_mode;
-    cfg.batching = s->batching;
-    cfg.token_budget = s->token_budget;
-    cfg.prefix_cache = s->prefix_cache;
-    cfg.preempt = s->preempt;
-    cfg.batch = s->batch;
-    ws_deploy_cfg cc = s->cost;
-    const ws_hw *hw = &P->hw[pt->gpu];
-    const ws_server *eng = s->engine ? &P->eng[pt->gpu] : NULL;
-    const ws_plan_config *pc = NULL;
-    if (s->configs) {
-        if (pt->config < 0 || (size_t)pt->config >= s->n_configs ||
-            s->configs[pt->config].gpu != pt->gpu)
-            return ws_err_set(err, WS_EINVAL, "plan: a point names no configuration of its GPU");
-        pc = &s->configs[pt->config];
-        hw = &P->hw_kv[pt->gpu][pc->kv_dtype];
-        eng = pc->engine >= 0 ? &P->engs[pc->engine][pt->gpu] : NULL;
-        config_apply(pc, &cc);
-    }
-    if (eng) {
-        /* the engine's values, then the settings given over them */
-        const ws_serving given = cfg.srv;
-        ws_server_apply(eng, &cfg.srv, &cc, &cfg.kv_mem);
-        engine_ctx(s, &cfg.kv_mem);
-        if (s->given & WS_PLAN_GIVEN_BATCHING)
-            cfg.batching = given.batching;
-        if (s->given & WS_PLAN_GIVEN_BUDGET)
-            cfg.token_budget = given.token_budget;
-        if (s->given & WS_PLAN_GIVEN_PREFIX)
-            cfg.prefix_cache = given.prefix_cache;
-        if (s->given & WS_PLAN_GIVEN_PREEMPT)
-            cfg.preempt = given.preempt;
-        if (s->given & WS_PLAN_GIVEN_BATCH)
-            cfg.batch = given.batch;
-        if (s->given & WS_PLAN_GIVEN_CHUNK)
-            cfg.chunk = given.chunk;
-    }
-    if (pc && pc->chunk > 0)
-        cfg.chunk = pc->chunk;
-    if (pc && pc->prefill_mode >= 0)
-        cfg.prefill_mode = pc->prefill_mode;
-    if (s->prefill_gpu_tokens > 0)
-        cfg.prefill_gpu_tokens = s->prefill_gpu_tokens;
-    cfg.cpu_workers = P->cores;
-    cfg.keep_steps = cfg.keep_requests = 0;
-    if (pt->set.page > 0)
-        cfg.par.page_tokens = pt->set.page;
-    const int Pg = cfg.par.page_tokens;
-    const int W = pt->set.window > 0 ? pt->set.window : cfg.window;
-    cfg.window = (W + Pg - 1) / Pg * Pg;
-    cfg.gpu_kv_budget = pt->set.gpu_kv_gb * 1073741824.0;
-    cfg.host_limit = s->host_limit;
+    point_cfg(P, pt, &env, &cfg);
     if (!fit) {
         cfg.slo_ttft = s->slo_ttft;
         cfg.slo_tpot = users ? 0 : s->slo_tpot;
@@ -835,75 +917,23 @@ static int eval_one(ws_plan *P, const ws_plan_point *pt, ws_plan_result *out, ws
     cfg.on_request_ctx = &t;
     cfg.on_step = on_step;
     cfg.on_step_ctx = &t;
-    sim_closed c;
-    sim_source src;
-    ws_trace *tr = NULL;
-    scaled_src sc = {0};
-    int rc = 0, want = 0;
-    if (fit) {
-        if (pt->batch < 1 || pt->context < 1 || pt->context > WS_TRACE_TOKENS_MAX * 4LL)
-            return ws_err_set(err, WS_EINVAL, "plan: bad frontier point");
-        want = cfg.batch = pt->batch;
-        cfg.chunk = (int)pt->context; /* memory does not depend on the chunk */
-        sim_closed_source(&c, pt->batch, (int)pt->context, 2, &src);
-    } else if (burst) {
-        if (pt->batch < 0 || pt->batch > 1 || !s->burst[pt->batch])
-            return ws_err_set(err, WS_EINVAL, "plan: no burst to run");
-        const ws_trace_opts o = {.format = WS_TRACE_MOONCAKE};
-        rc = ws_trace_open_mem("burst", s->burst[pt->batch], s->burst_len[pt->batch], &o, &tr, err);
-        if (!rc)
-            rc = sim_trace_source(tr, &sc.in, err);
-        sc.speed = 1;
-        sc.left = UINT64_MAX;
-        src = (sim_source){.next = scaled_next, .ctx = &sc, .clients = sc.in.clients};
-    } else if (alone) {
-        if (pt->context < 1 || pt->context > WS_TRACE_TOKENS_MAX || pt->batch < 1)
-            return ws_err_set(err, WS_EINVAL, "plan: bad lone request");
-        want = 1;
-        sim_closed_source(&c, 1, (int)pt->context, pt->batch, &src);
-    } else if (users) {
-        if (!(pt->load >= 1 && pt->load <= 1 << 20))
-            return ws_err_set(err, WS_EINVAL, "plan: bad number of users %g", pt->load);
-        want = cfg.batch = (int)pt->load;
-        sim_closed_source(&c, cfg.batch, s->prompt, s->output, &src);
-    } else {
-        if (!(pt->load > 0) || !isfinite(pt->load))
-            return ws_err_set(err, WS_EINVAL, "plan: bad rate %g", pt->load);
-        if (s->trace) {
-            rc = ws_trace_open(s->trace, &s->topts, &tr, err);
-            sc.speed = pt->load / P->native_rate;
-            sc.first = P->first_arrival;
-        } else {
-            ws_trace_gen g = s->gen;
-            g.rate = pt->load;
-            g.requests = s->requests;
-            g.seed = s->seed;
-            rc = ws_trace_gen_open(&g, &tr, err);
-            sc.speed = 1;
-        }
-        if (!rc)
-            rc = sim_trace_source(tr, &sc.in, err);
-        sc.left = s->trace && s->requests ? s->requests : UINT64_MAX;
-        src = (sim_source){.next = scaled_next, .ctx = &sc, .clients = sc.in.clients};
-    }
+    point_src ps;
     sim_results r;
+    rc = point_source(P, pt, users, &cfg, &ps, err);
     if (!rc)
-        rc = sim_run(&P->m[pt->gpu], hw, &cc, &cfg, &src, &r, err);
-    ws_trace_close(tr);
-    if (rc) {
-        free(t.ttft);
-        free(t.tpot);
-        return rc;
+        rc = sim_run(&P->m[pt->gpu], env.hw, &env.cc, &cfg, &ps.src, &r, err);
+    ws_trace_close(ps.tr);
+    if (!rc) {
+        ws_plan_result o = result_of(s, fit, users, ps.want, &r.tot, &t);
+        _Static_assert(SIM_RES_COUNT == 4, "ws_plan_result.busy names four resources");
+        memcpy(o.busy, r.tot.busy, sizeof o.busy);
+        o.wall_s = now_s() - t0;
+        *out = o;
+        sim_results_free(&r);
     }
-    ws_plan_result o = result_of(s, fit, users, want, &r.tot, &t);
-    _Static_assert(SIM_RES_COUNT == 4, "ws_plan_result.busy names four resources");
-    memcpy(o.busy, r.tot.busy, sizeof o.busy);
-    o.wall_s = now_s() - t0;
-    *out = o;
-    sim_results_free(&r);
     free(t.ttft);
     free(t.tpot);
-    return 0;
+    return rc;
 }
 
 int ws_plan_eval_points(void *plan, const ws_plan_point *pts, int n, ws_plan_result *out,
