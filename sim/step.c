@@ -12,27 +12,109 @@
 
 static int add_layer(sim_step *st, int l, ws_err *err);
 
-/* 1 when layers a and b have the same record relative to their starts. */
-static int same_layer(const sim_step_layer *a, const sim_step_layer *b)
+/* 1 when layers a and b have the same record relative to their starts: the schedule's
+ * times and each resource's first start and last end. */
+static int same_layer(const sim_step *st, int a, int b)
 {
-    const double d = a->t_end - a->t_start, tol = 1e-9 * (d > 0 ? d : 1e-12);
-#define SAME(f) (fabs((a->f - a->t_start) - (b->f - b->t_start)) <= tol)
-    return SAME(t_end) && SAME(qkv_end) && SAME(attn_start) && SAME(gpu_end) &&
-           SAME(gpu_main_end) && SAME(moe_start) && fabs(a->cpu_s - b->cpu_s) <= tol &&
-           fabs(a->moe_s - b->moe_s) <= tol;
+    const sim_step_layer *x = &st->lay[a], *y = &st->lay[b];
+    const double d = x->t_end - x->t_start, tol = 1e-9 * (d > 0 ? d : 1e-12);
+#define SAME(f) (fabs((x->f - x->t_start) - (y->f - y->t_start)) <= tol)
+    if (!(SAME(t_end) && SAME(qkv_end) && SAME(attn_start) && SAME(gpu_end) && SAME(gpu_main_end) &&
+          SAME(moe_start) && fabs(x->cpu_s - y->cpu_s) <= tol && fabs(x->moe_s - y->moe_s) <= tol))
+        return 0;
 #undef SAME
+    for (int r = 0; r < SIM_RES_COUNT; r++) {
+        const sim_step_use *u = &st->use[a][r], *v = &st->use[b][r];
+        if (isinf(u->first) != isinf(v->first) || fabs(u->busy - v->busy) > tol)
+            return 0;
+        if (!isinf(u->first) && (fabs((u->first - x->t_start) - (v->first - y->t_start)) > tol ||
+                                 fabs((u->last - x->t_start) - (v->last - y->t_start)) > tol))
+            return 0;
+    }
+    return 1;
 }
 
-/* Folding may stop after layer l: l-2 .. l are MoE layers past the first and identical, and
- * every layer left is of their kind (the GPU-MoE layers past --n-cpu-moe come last). */
-static int periodic_at(const sim_step *st, int l)
+/* Layer l's record moved dt later. */
+static void shift_layer(sim_step *st, int l, double dt)
+{
+    sim_step_layer *d = &st->lay[l];
+    d->t_start += dt, d->t_end += dt, d->qkv_end += dt, d->gpu_end += dt;
+    d->gpu_main_end += dt, d->moe_start += dt, d->attn_start += dt;
+    for (int r = 0; r < SIM_RES_COUNT; r++)
+        st->use[l][r].first += dt, st->use[l][r].last += dt; /* infinities stay */
+}
+
+/* The last layer of the run of consecutive layers of l's kind. */
+static int run_end(const sim_step *st, int l)
+{
+    const ws_layer_kind k = ws_cost_layer(st->cm, l)->kind;
+    while (l + 1 < st->layers && ws_cost_layer(st->cm, l + 1)->kind == k)
+        l++;
+    return l;
+}
+
+/* Layers l-2 .. l are layers past the first (and past the dense ones) of one kind, with the
+ * same record relative to their starts. */
+static int repeats_at(const sim_step *st, int l)
 {
     const int first = st->cm->n_dense_layers > 1 ? st->cm->n_dense_layers : 1;
     const ws_layer_kind k = ws_cost_layer(st->cm, l)->kind;
     return l - 2 >= first && ws_cost_layer(st->cm, l - 2)->kind == k &&
-           ws_cost_layer(st->cm, st->layers - 1)->kind == k &&
-           same_layer(&st->lay[l - 2], &st->lay[l - 1]) &&
-           same_layer(&st->lay[l - 1], &st->lay[l]);
+           ws_cost_layer(st->cm, l - 1)->kind == k && same_layer(st, l - 2, l - 1) &&
+           same_layer(st, l - 1, l);
+}
+
+/* Folding may stop after layer l: it repeats, and every layer left is of its kind. */
+static int periodic_at(const sim_step *st, int l)
+{
+    return repeats_at(st, l) && run_end(st, l) == st->layers - 1;
+}
+
+/* Layer l has ended and repeats, and layers of its kind follow it up to layer e, before
+ * layers of another kind: the graph jumps over the run's middle. The layers in flight (l+1
+ * .. added-1, none of whose records has begun: each waits for its layer's qkv, which waits
+ * for the layer before's end) become the run's last ones, moved k = e - (added-1) layers
+ * and k periods later, with the clock; the k layers skipped are layer l's record repeated
+ * period after period, as the stop at the last run extrapolates. The run after e plays from
+ * the state its layers would have met. Nothing happens when an op of layer l or before is
+ * still in flight. */
+static int jump(sim_step *st, int l, int e, ws_err *err)
+{
+    const int A = st->added, k = e - (A - 1);
+    if (k < 1)
+        return 0;
+    for (sim_op_id id = st->g.lo; id < st->g.hi; id++) {
+        const sim_op *op = sim_dag_op(&st->g, id);
+        if (op->state != SIM_OP_DONE && (int)op->s.tag <= l)
+            return 0;
+    }
+    const double p = st->lay[l].t_end - st->lay[l - 1].t_end, dt = k * p;
+    for (int i = 0; i < SIM_RES_COUNT; i++)
+        sim_res_account(&st->res[i]);
+    int rc = sim_dag_shift(&st->g, dt, (uint32_t)k, err);
+    if (rc)
+        return rc;
+    sim_engine_shift(st->eng, dt);
+    for (int i = 0; i < SIM_RES_COUNT; i++) {
+        const double b = k * st->use[l][i].busy;
+        sim_res_skipped(&st->res[i], b * st->res[i].units, b);
+        st->busy[i] += b;
+    }
+    for (int j = A - 1; j > l; j--) {
+        memcpy(st->use[j + k], st->use[j], sizeof st->use[j]);
+        for (int r = 0; r < SIM_RES_COUNT; r++)
+            st->use[j + k][r].first += dt, st->use[j + k][r].last += dt;
+        memcpy(st->ids + (size_t)(j + k) * WS_ANCHORS, st->ids + (size_t)j * WS_ANCHORS,
+               WS_ANCHORS * sizeof *st->ids);
+    }
+    for (int j = 1; j <= k; j++) {
+        st->lay[l + j] = st->lay[l];
+        memcpy(st->use[l + j], st->use[l], sizeof st->use[l]);
+        shift_layer(st, l + j, j * p);
+    }
+    st->added = A + k;
+    st->jumped += k;
+    return 0;
 }
 
 static int on_done(void *ctx, sim_dag *g, const sim_op *op, ws_err *err)
@@ -44,8 +126,11 @@ static int on_done(void *ctx, sim_dag *g, const sim_op *op, ws_err *err)
         const sim_res *r = op->s.hold;
         const double w = (op->s.width ? op->s.width : 1) / (double)r->units;
         const double d = (op->t_end - op->t_start) * w;
+        sim_step_use *u = &st->use[op->s.tag][r - st->res];
         st->busy[r - st->res] += d;
-        st->busy_lay[op->s.tag][r - st->res] += d;
+        u->busy += d;
+        u->first = fmin(u->first, op->t_start);
+        u->last = fmax(u->last, op->t_end);
     }
     const int kind = (int)op->s.user;
     ws_sched_times_op(L, kind, op->t_ready, op->t_start, op->t_end);
@@ -55,8 +140,14 @@ static int on_done(void *ctx, sim_dag *g, const sim_op *op, ws_err *err)
         if (rc)
             return rc;
     }
-    if (kind == WS_OP_END && st->fold && !st->stop && periodic_at(st, (int)op->s.tag))
-        st->stop = 1;
+    const int l = (int)op->s.tag;
+    if (kind == WS_OP_END && st->fold && !st->stop && repeats_at(st, l)) {
+        const int e = run_end(st, l);
+        if (e == st->layers - 1)
+            st->stop = 1;
+        else
+            return jump(st, l, e, err);
+    }
     return 0;
 }
 
@@ -87,8 +178,8 @@ int sim_step_init(sim_step *st, sim_engine *e, unsigned kind, const ws_cost_mode
     sim_dag_on_done(&st->g, on_done, st);
     st->lay = calloc((size_t)layers, sizeof *st->lay);
     st->ids = calloc((size_t)layers * WS_ANCHORS, sizeof *st->ids);
-    st->busy_lay = calloc((size_t)layers, sizeof *st->busy_lay);
-    if (!st->lay || !st->ids || !st->busy_lay) {
+    st->use = calloc((size_t)layers, sizeof *st->use);
+    if (!st->lay || !st->ids || !st->use) {
         sim_step_free(st);
         return ws_err_set(err, WS_ENOMEM, "sim step: out of memory");
     }
@@ -104,10 +195,10 @@ void sim_step_free(sim_step *st)
             sim_res_free(&st->res[i]);
     free(st->lay);
     free(st->ids);
-    free(st->busy_lay);
+    free(st->use);
     st->lay = NULL;
     st->ids = NULL;
-    st->busy_lay = NULL;
+    st->use = NULL;
 }
 
 /* Adds layer l's schedule to the graph. From layer 2 on, a layer's ops depend on it only
@@ -127,6 +218,8 @@ static int add_layer(sim_step *st, int l, ws_err *err)
         ws_sched_build(st->cm, &st->split, st->in, l, &own);
     }
     st->added = l + 1;
+    for (int r = 0; r < SIM_RES_COUNT; r++)
+        st->use[l][r] = (sim_step_use){0, INFINITY, -INFINITY};
     sim_op_id id[WS_SCHED_MAX_OPS], *anc = st->ids + (size_t)l * WS_ANCHORS;
     for (int i = 0; i < s->n; i++) {
         const ws_sched_op *o = &s->op[i];
@@ -152,7 +245,7 @@ static int add_layer(sim_step *st, int l, ws_err *err)
             return err && err->code ? err->code : WS_EINVAL;
     }
     for (int a = 0; a < WS_ANCHORS; a++)
-        anc[a] = s->anchor[a] >= 0 ? id[s->anchor[a]]
+        anc[a] = s->anchor[a] >= 0             ? id[s->anchor[a]]
                  : a == WS_ANCHOR_H2D && l > 0 ? st->ids[(size_t)(l - 1) * WS_ANCHORS + a]
                                                : SIM_OP_NONE;
     return 0;
@@ -164,10 +257,10 @@ int sim_step_run(sim_step *st, const sim_step_in *in, sim_step_out *out, ws_err 
     memset(st->busy, 0, sizeof st->busy);
     const ws_cost_model *cm = st->cm;
     const int L = st->layers;
-    memset(st->busy_lay, 0, (size_t)L * sizeof *st->busy_lay);
     st->in = in;
     st->added = 0;
     st->stop = 0;
+    st->jumped = 0;
     memset(st->memo_ok, 0, sizeof st->memo_ok);
     ws_cost_split_terms(cm, in->resident, 0, 0, 0, &st->split);
     const uint64_t ev0 = st->eng->n_processed;
@@ -185,34 +278,34 @@ int sim_step_run(sim_step *st, const sim_step_in *in, sim_step_out *out, ws_err 
         const double p1 = st->lay[K - 1].t_end - st->lay[K - 2].t_end;
         out->fold_inexact = !periodic_at(st, K - 1);
         for (int l = K; l < L; l++) {
-            sim_step_layer *d = &st->lay[l];
-            const sim_step_layer *s = &st->lay[K - 1];
-            const double sh = (l - K + 1) * p1;
-            *d = *s;
-            d->t_start += sh, d->t_end += sh, d->qkv_end += sh, d->gpu_end += sh;
-            d->gpu_main_end += sh, d->moe_start += sh, d->attn_start += sh;
+            st->lay[l] = st->lay[K - 1];
+            memcpy(st->use[l], st->use[K - 1], sizeof st->use[l]);
+            shift_layer(st, l, (l - K + 1) * p1);
         }
         for (int i = 0; i < SIM_RES_COUNT; i++)
-            st->busy[i] += (L - K) * st->busy_lay[K - 1][i];
+            st->busy[i] += (L - K) * st->use[K - 1][i].busy;
         out->folded = L - K;
         t1 = st->lay[L - 1].t_end;
     }
+    out->folded += st->jumped;
     if (st->fold) {
         /* The D2H chain in closed form: it feeds no other op. A layer's chunk KV write is
          * ready at its qkv's end, its flush at its GPU attention's, both before the next
          * layer's qkv ends. */
-        const double dw = in->prefill_q > 0 && in->write_bytes > 0
-                              ? ws_cost_d2h(cm, in->write_bytes) : 0;
+        const double dw =
+            in->prefill_q > 0 && in->write_bytes > 0 ? ws_cost_d2h(cm, in->write_bytes) : 0;
         const double df = in->flush_bytes > 0 ? ws_cost_d2h(cm, in->flush_bytes) : 0;
         if (dw > 0 || df > 0) {
             double f = -INFINITY;
             for (int l = 0; l < L; l++) {
+                if (ws_cost_layer(cm, l)->on_cpu)
+                    continue; /* its KV is in host memory */
                 if (dw > 0)
                     f = fmax(f, st->lay[l].qkv_end) + dw;
                 if (df > 0)
                     f = fmax(f, st->lay[l].gpu_main_end) + df;
+                st->busy[SIM_RES_D2H] += dw + df;
             }
-            st->busy[SIM_RES_D2H] += L * (dw + df);
             t1 = fmax(t1, f);
         }
         if (t1 > sim_now(st->eng) && (rc = sim_engine_run(st->eng, t1, err)))

@@ -12,12 +12,16 @@
  *
  * Layers are added two ahead of the one running (layer l+2 when layer l's qkv ends), which
  * is before any of their ops can be ready, so the graph plays as if built whole.
- * Folding (detail step): once three consecutive MoE layers (past the first) show the same
- * record relative to their start (duration, qkv, attention start, both halves, MoE phase),
- * no further layer is added; the last played layer's period is extrapolated to the rest,
- * and the D2H chain (flushes, prefill writes, which feed no other op) is computed in closed
- * form from the attention ends. That equals the layer-level run; a step whose last played
- * layers are not periodic after all is counted (fold_inexact).
+ * Folding (detail step): once three consecutive layers of one kind (past the first) show the
+ * same record relative to their start (duration, qkv, attention start, both halves, MoE
+ * phase), the rest of their run of that kind is not played. In the last run no further
+ * layer is added and the last played layer's period is extrapolated to the end. In an
+ * earlier run (the CPU-MoE layers before the GPU-MoE ones of --n-cpu-moe, CPU layers before
+ * GPU ones) the graph jumps: the layers in flight, the pending events and the clock move to
+ * the run's last layers, so the next run plays from the state it would have met. The D2H
+ * chain (flushes, prefill writes, which feed no other op) is computed in closed form from
+ * the attention ends. That equals the layer-level run; a step whose last played layers are
+ * not periodic after all is counted (fold_inexact).
  */
 #ifndef WS_SIM_STEP_H
 #define WS_SIM_STEP_H
@@ -50,9 +54,17 @@ typedef struct sim_step_out {
     double t0, t1;              /* step start and end */
     double busy[SIM_RES_COUNT]; /* busy seconds per resource in this step */
     uint64_t events;            /* engine events this step */
-    int folded;                 /* layers extrapolated, not played */
+    int folded;                 /* layers extrapolated or jumped over, not played */
     int fold_inexact;           /* 1: the last played periods differed */
 } sim_step_out;
+
+/* What a layer's ops did with one resource: busy seconds (an op's duration x its share of
+ * the units), the first op's start and the last op's end (absolute; +inf and -inf: none).
+ * The starts and ends are part of a layer's record for folding: a copy stream that falls
+ * behind by a little each layer shows there before it shows in the layer's end. */
+typedef struct sim_step_use {
+    double busy, first, last;
+} sim_step_use;
 
 typedef struct sim_step {
     sim_engine *eng;
@@ -64,11 +76,12 @@ typedef struct sim_step {
     sim_step_layer *lay;               /* [layers] */
     sim_op_id *ids;                    /* [layers x anchors] the schedule's anchors' op ids */
     double busy[SIM_RES_COUNT];        /* this step, per resource, seconds */
-    double (*busy_lay)[SIM_RES_COUNT]; /* [layers] the same per layer */
+    sim_step_use (*use)[SIM_RES_COUNT]; /* [layers] each resource's use by the layer's ops */
     const sim_step_in *in;             /* the step being played */
     ws_cost_split split;               /* its attention terms */
     int added;                         /* layers added to the graph */
     int stop;                          /* 1: periodic, add no more layers */
+    int jumped;                        /* layers skipped by jumps this step */
     ws_sched_layer memo[WS_LAYER_KINDS]; /* this step's ops of a layer past the second, by kind */
     int memo_ok[WS_LAYER_KINDS];         /* 1: memo[k] built for this step */
 } sim_step;

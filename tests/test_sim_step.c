@@ -57,8 +57,10 @@ Test(sim_step, nospill_decode_is_the_chain_of_cost_model_times)
      * GEMM, add, RMSNorm; the hidden states to the host; the router and its top-k; the
      * experts with their permute and combine, and their output back to the GPU, beside the
      * shared experts. One step overhead before layer 0. */
-    const double router = ws_cost_router(cm, cm->n_dense_layers, T) + ws_cost_topk(cm, cm->n_dense_layers, T),
-                 experts = ws_cost_cpu_experts(cm, cm->n_dense_layers, T) + ws_cost_moe_permute_cpu(cm, cm->n_dense_layers, T);
+    const double router = ws_cost_router(cm, cm->n_dense_layers, T) +
+                          ws_cost_topk(cm, cm->n_dense_layers, T),
+                 experts = ws_cost_cpu_experts(cm, cm->n_dense_layers, T) +
+                           ws_cost_moe_permute_cpu(cm, cm->n_dense_layers, T);
     const double layer = ws_cost_add(cm, T) + ws_cost_norm(cm, T) + ws_cost_qkv_proj(cm, T) +
                          ws_cost_rope(cm, T) + ws_cost_append(cm, T) + ws_cost_gpu_attn(cm, ctx) +
                          ws_cost_o_proj(cm, T) + ws_cost_add(cm, T) + ws_cost_norm(cm, T) +
@@ -138,8 +140,8 @@ static void check_layers(const char *what, const ws_sched_times *want, const sim
         const sim_step_layer *g = &st->lay[l];
         const double end = g->t_end - t0, span = g->t_end - g->t_start;
         const double tol = 1e-9 * fmax(end, 1e-9);
-        cr_assert(fabs(end - want[l].t_end) <= tol, "%s layer %d: played end %.12g, controller %.12g",
-                  what, l, end, want[l].t_end);
+        cr_assert(fabs(end - want[l].t_end) <= tol,
+                  "%s layer %d: played end %.12g, controller %.12g", what, l, end, want[l].t_end);
         cr_assert(fabs(span - (want[l].t_end - want[l].t_start)) <= tol,
                   "%s layer %d: span %.12g vs %.12g", what, l, span,
                   want[l].t_end - want[l].t_start);
@@ -162,8 +164,8 @@ Test(sim_step, controller_estimate_is_the_played_layer)
         ws_model m;
         ws_hw hw;
         cr_assert_eq(ws_store_open_embedded(&s, &err), 0, "%s", err.msg);
-        cr_assert_eq(ws_hw_load(s, P[p].model, "a100-40gb-pcie", "xeon-gold-5318y", WS_DT_BF16,
-                                &m, &hw, NULL, &err),
+        cr_assert_eq(ws_hw_load(s, P[p].model, "a100-40gb-pcie", "xeon-gold-5318y", WS_DT_BF16, &m,
+                                &hw, NULL, &err),
                      0, "%s", err.msg);
         ws_store_close(s);
         ws_deploy_cfg cc;
@@ -182,17 +184,23 @@ Test(sim_step, controller_estimate_is_the_played_layer)
         const double q = 512, ctx = 1000;
         sim_step_in steps[3] = {
             {.T = q, .prefill_q = q, .prefill_ctx = ctx, .write_bytes = q * cm.b_tok},
-            {.T = q, .prefill_q = q, .prefill_ctx = ctx, .write_bytes = q * cm.b_tok,
+            {.T = q,
+             .prefill_q = q,
+             .prefill_ctx = ctx,
+             .write_bytes = q * cm.b_tok,
              .prefill_gpu = 1},
-            {.T = 8, .n_cpu = 8 * 9000.0, .m_xfer = 8 * 2000.0, .resident = 8 * 100.0,
-             .n_seqs = 8, .flush_bytes = 8 * 256 * cm.b_tok},
+            {.T = 8,
+             .n_cpu = 8 * 9000.0,
+             .m_xfer = 8 * 2000.0,
+             .resident = 8 * 100.0,
+             .n_seqs = 8,
+             .flush_bytes = 8 * 256 * cm.b_tok},
         };
         for (int k = 0; k < 3; k++) {
             sim_engine e;
             sim_step st;
             cr_assert_eq(sim_engine_init(&e, 1, &err), 0);
-            cr_assert_eq(sim_step_init(&st, &e, 0, &cm, cm.layers, 24, 0, &err), 0, "%s",
-                         err.msg);
+            cr_assert_eq(sim_step_init(&st, &e, 0, &cm, cm.layers, 24, 0, &err), 0, "%s", err.msg);
             sim_step_out out;
             cr_assert_eq(sim_step_run(&st, &steps[k], &out, &err), 0, "%s", err.msg);
             ws_sched_times want[64];
@@ -211,4 +219,90 @@ Test(sim_step, controller_estimate_is_the_played_layer)
     }
     for (int k = 0; k < WS_LAYER_KINDS; k++)
         cr_assert(kinds_seen[k], "no placement above has a %s layer", ws_layer_kind_name(k));
+}
+
+/* Folding skips the middle of every run of identical layers, not only the last run: with
+ * the CPU-MoE layers of --n-cpu-moe before the GPU-MoE ones, CPU layers (--n-gpu-layers)
+ * before GPU ones, and a dense first layer, the folded step jumps over runs and still has
+ * the unfolded step's end, busy time per resource and every layer's end, span and MoE
+ * phase to 1e-9, in fewer events. */
+Test(sim_step, fold_jumps_over_runs_before_the_last)
+{
+    static const placement P[] = {
+        {"qwen3-30b-a3b", 0, 24, 0},
+        {"qwen3-30b-a3b", 32, 10, 0},
+        {"qwen3-30b-a3b", 0, 0, 30},
+        {"deepseek-v2-lite", 8, 14, 20},
+    };
+    int jumped = 0;
+    for (size_t p = 0; p < sizeof P / sizeof P[0]; p++) {
+        ws_err err = {0};
+        ws_store *s;
+        ws_model m;
+        ws_hw hw;
+        cr_assert_eq(ws_store_open_embedded(&s, &err), 0, "%s", err.msg);
+        cr_assert_eq(ws_hw_load(s, P[p].model, "a100-40gb-pcie", "xeon-gold-5318y", WS_DT_BF16, &m,
+                                &hw, NULL, &err),
+                     0, "%s", err.msg);
+        ws_store_close(s);
+        ws_deploy_cfg cc;
+        ws_deploy_cfg_default(&cc);
+        cc.gpu_experts = P[p].gpu_experts;
+        cc.n_cpu_moe = P[p].n_cpu_moe;
+        cc.n_gpu_layers = P[p].n_gpu_layers;
+        ws_cost_model cm;
+        cr_assert_eq(ws_cost_model_init(&hw, &m, &cc, &cm, &err), 0, "%s", err.msg);
+        const double q = 512, ctx = 1000;
+        sim_step_in steps[4] = {
+            {.T = q, .prefill_q = q, .prefill_ctx = ctx, .write_bytes = q * cm.b_tok},
+            {.T = q,
+             .prefill_q = q,
+             .prefill_ctx = ctx,
+             .write_bytes = q * cm.b_tok,
+             .prefill_gpu = 1},
+            {.T = 8,
+             .n_cpu = 8 * 9000.0,
+             .m_xfer = 8 * 2000.0,
+             .resident = 8 * 100.0,
+             .n_seqs = 8,
+             .flush_bytes = 8 * 256 * cm.b_tok},
+            {.T = 4, .nospill = 1, .resident = 4 * 3000.0, .n_seqs = 4},
+        };
+        for (int k = 0; k < 4; k++) {
+            sim_engine e[2];
+            sim_step st[2];
+            sim_step_out out[2];
+            for (int f = 0; f < 2; f++) {
+                cr_assert_eq(sim_engine_init(&e[f], 1, &err), 0);
+                cr_assert_eq(sim_step_init(&st[f], &e[f], 0, &cm, cm.layers, 24, f, &err), 0, "%s",
+                             err.msg);
+                cr_assert_eq(sim_step_run(&st[f], &steps[k], &out[f], &err), 0, "%s", err.msg);
+            }
+            char what[96];
+            snprintf(what, sizeof what, "%s gpu_experts %d n_cpu_moe %d ngl %d, step %d",
+                     P[p].model, P[p].gpu_experts, P[p].n_cpu_moe, P[p].n_gpu_layers, k);
+            const double t = out[0].t1 - out[0].t0;
+            cr_assert(fabs((out[1].t1 - out[1].t0) - t) <= 1e-9 * t, "%s: folded %.12g vs %.12g",
+                      what, out[1].t1 - out[1].t0, t);
+            for (int r = 0; r < SIM_RES_COUNT; r++)
+                cr_assert(fabs(out[1].busy[r] - out[0].busy[r]) <= 1e-9 * t, "%s: busy %d", what,
+                          r);
+            ws_sched_times want[64];
+            cr_assert_leq(cm.layers, 64);
+            for (int l = 0; l < cm.layers; l++) {
+                want[l] = st[0].lay[l];
+                want[l].t_start -= out[0].t0, want[l].t_end -= out[0].t0;
+            }
+            check_layers(what, want, &st[1], out[1].t0, cm.layers);
+            cr_assert_eq(out[1].fold_inexact, 0, "%s", what);
+            cr_assert_lt(out[1].events, out[0].events, "%s", what);
+            jumped += st[1].jumped > 0;
+            for (int f = 0; f < 2; f++) {
+                sim_step_free(&st[f]);
+                sim_engine_free(&e[f]);
+            }
+        }
+        ws_cost_model_free(&cm);
+    }
+    cr_assert_geq(jumped, 8, "runs before the last were jumped over in %d steps", jumped);
 }
