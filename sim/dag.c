@@ -143,8 +143,12 @@ static int ready(sim_dag *g, sim_op *op, ws_err *err)
 static int finish(sim_dag *g, sim_op *op, ws_err *err)
 {
     int rc;
-    op->state = SIM_OP_DONE;
-    op->t_end = sim_now(g->eng);
+    /* The callback's copy, taken before this op's fields change (the callback may add ops
+     * and reuse this slot; copying fields just written would stall on their stores). */
+    sim_op copy = *op;
+    op->state = copy.state = SIM_OP_DONE;
+    op->t_end = copy.t_end = sim_now(g->eng);
+    copy.succ_head = copy.succ_tail = SIM_EDGE_NONE;
     g->n_done++;
     if (g->tl) {
         sim_span s = {op->id,
@@ -172,7 +176,6 @@ static int finish(sim_dag *g, sim_op *op, ws_err *err)
             return rc;
     }
     op->succ_head = op->succ_tail = SIM_EDGE_NONE;
-    sim_op copy = *op; /* the callback may add ops and reuse this slot */
     while (g->lo < g->hi && at(g, g->lo)->state == SIM_OP_DONE)
         g->lo++;
     return g->on_done ? g->on_done(g->on_done_ctx, g, &copy, err) : 0;
@@ -269,11 +272,13 @@ sim_op_id sim_dag_add(sim_dag *g, const sim_op_spec *spec, const sim_op_id *pred
     }
     sim_op_id id = g->hi++;
     sim_op *op = at(g, id);
-    *op = (sim_op){.s = *spec,
-                   .id = id,
-                   .state = SIM_OP_WAITING,
-                   .succ_head = SIM_EDGE_NONE,
-                   .succ_tail = SIM_EDGE_NONE};
+    /* field by field: a compound literal zeroes the whole op first */
+    op->s = *spec;
+    op->id = id;
+    op->n_wait = 0;
+    op->state = SIM_OP_WAITING;
+    op->succ_head = op->succ_tail = SIM_EDGE_NONE;
+    op->t_ready = op->t_start = op->t_end = 0;
     if (op->s.hold && !op->s.width)
         op->s.width = 1;
     if (!op->s.hold)

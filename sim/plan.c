@@ -661,6 +661,17 @@ static double share_within(const double *v, size_t n, double limit)
     return n ? (double)ok / n : 0;
 }
 
+/* The misses of a rate point's `requests` that prove it cannot meet: one more than the
+ * most that still leaves slo_pct within the SLOs (result_of's test). */
+static uint64_t stop_misses(const ws_plan_spec *s)
+{
+    const uint64_t n = s->requests;
+    uint64_t m = 0;
+    while (m < n && (double)(n - m - 1) / n * 100 >= s->slo_pct - 1e-9)
+        m++;
+    return m + 1;
+}
+
 /* A simulation's totals and tally as a point's result: FIT meets when every sequence was
  * resident with no OOM; users when they all ran and enough steps met the SLOs; a rate when
  * enough of its requests did. */
@@ -687,6 +698,11 @@ static ws_plan_result result_of(const ws_plan_spec *s, int fit, int users, int w
         o.attain = T->oom ? 0 : a;
         o.meets = T->oom == 0 && t->peak >= want && o.attain * 100 >= s->slo_pct - 1e-9;
         o.tokens_per_s = T->decode_tps;
+    } else if (T->stopped) {
+        o.requests = s->requests;
+        o.attain = (double)(s->requests - T->missed) / s->requests;
+        o.stopped = 1;
+        o.tokens_per_s = T->tokens_per_s;
     } else {
         o.attain = T->slo_frac;
         o.meets = o.attain * 100 >= s->slo_pct - 1e-9;
@@ -912,6 +928,8 @@ static int eval_one(ws_plan *P, const ws_plan_point *pt, ws_plan_result *out, ws
         cfg.slo_ttft = s->slo_ttft;
         cfg.slo_tpot = users ? 0 : s->slo_tpot;
     }
+    if (pt->verdict && pt->kind == WS_PLAN_PT_LOAD && !users && s->requests > 0)
+        cfg.stop_misses = stop_misses(s);
     tally t = {.users = users};
     cfg.on_request = on_req;
     cfg.on_request_ctx = &t;

@@ -106,6 +106,8 @@ typedef struct ws_plan_point {
     double load;       /* LOAD: requests/s or users */
     int batch;         /* FIT: sequences resident at once */
     long long context; /* FIT: prompt tokens of each */
+    int verdict;       /* LOAD at a rate: 1 when only `meets` is wanted, so the run may stop
+                        * once too many requests have missed (ws_plan_result.stopped) */
 } ws_plan_point;
 
 typedef struct ws_plan_result {
@@ -118,6 +120,8 @@ typedef struct ws_plan_result {
     int peak_batch; /* most sequences running at once */
     double busy[4]; /* s each resource was busy: GPU, H2D, D2H, CPU (sim_totals.busy) */
     double wall_s;  /* host seconds the simulation took */
+    int stopped;    /* 1: a verdict point stopped once it could not meet: attain is an upper
+                     * bound, the other figures cover the run up to then */
 } ws_plan_result;
 
 /* Evaluates pts[0..n) into out[0..n); 0 or an error code with err set. */

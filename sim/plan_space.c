@@ -972,6 +972,11 @@ static int gate_search(driver *d)
                         continue;
                     pts[np] = point_of(e, &r->configs[e->config]);
                     pts[np].load = x;
+                    /* Only the verdict matters when a miss ends the configuration (its first
+                     * point, against the incumbent) or only lowers the bisection's upper end
+                     * (a load has met). */
+                    pts[np].verdict =
+                        (g->a[j].b.evals == 0 && e->incumbent > 0) || g->a[j].b.lo > 0;
                     who[2 * np] = gi;
                     who[2 * np + 1] = g->a[j].entry;
                     np++;

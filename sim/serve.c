@@ -260,8 +260,11 @@ static int end_request(run *R, const sim_req_result *o, ws_err *err)
         if (o->generated > 1)
             sim_quantile_add(&R->tpot, o->tpot);
         t->slo_met += (uint64_t)o->slo_ok;
+        /* a first token past the TTFT SLO was counted then */
+        t->missed += !o->slo_ok && !(R->cfg->slo_ttft > 0 && o->ttft > R->cfg->slo_ttft);
     } else {
         t->oom++;
+        t->missed++;
     }
     R->n_ended++;
     if (R->cfg->keep_requests)
@@ -621,8 +624,10 @@ static int chunk_done(run *R, seq *s, int q, ws_err *err)
     if (R->prefix && (rc = cache_blocks(R, s, err)))
         return rc;
     s->generated++;
-    if (s->first_s < 0)
+    if (s->first_s < 0) {
         s->first_s = sim_now(&R->eng);
+        R->res->tot.missed += R->cfg->slo_ttft > 0 && s->first_s - s->arrival_s > R->cfg->slo_ttft;
+    }
     R->res->tot.output_tokens++;
     return s->generated >= s->output ? finish(R, s, err) : 0;
 }
@@ -1147,6 +1152,10 @@ static int serve(run *R, ws_err *err)
             continue;
         }
         rc = serve_step(R, err);
+        if (!rc && cfg->stop_misses && R->res->tot.missed >= cfg->stop_misses) {
+            R->res->tot.stopped = 1;
+            break;
+        }
         if (!rc && cfg->progress && R->res->tot.steps % 512 == 0)
             cfg->progress(cfg->progress_ctx, sim_now(&R->eng), R->res->tot.steps, R->n_ended,
                           R->n_seen);

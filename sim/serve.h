@@ -96,6 +96,11 @@ typedef struct sim_cfg {
     double host_limit;    /* B of host DRAM for the CPU's weights and the spilled KV; 0:
                            * the host profile's mem_bytes, else WS_SIM_HOST_DEFAULT */
     double slo_ttft, slo_tpot; /* s; 0: no SLO */
+    /* > 0: the run stops once this many requests have missed the SLOs (ended outside them,
+     * out of memory, or past slo_ttft at their first token), for a caller that needs only
+     * the verdict "more than stop_misses - 1 miss"; the totals then cover the run so far
+     * (sim_totals.stopped). 0: never. */
+    uint64_t stop_misses;
     int keep_steps;            /* 1: keep the per-step records in res->step (default 1) */
     int keep_requests;         /* 1: keep the per-request records in res->req (default 1) */
     /* Every op's span goes here when non-NULL (a Chrome-trace writer drains it from
@@ -166,6 +171,8 @@ typedef struct sim_totals {
     double ttft_p50, ttft_p90, ttft_p99, tpot_p50, tpot_p90, tpot_p99; /* NAN: no sample */
     int pct_exact;      /* 1: the percentiles are exact (few enough served requests) */
     uint64_t slo_met;   /* served requests within the SLOs */
+    uint64_t missed;    /* requests known to miss them (see sim_cfg.stop_misses) */
+    int stopped;        /* 1: stopped at sim_cfg.stop_misses, before every request ended */
     double goodput_rps; /* served requests within the SLOs per second of makespan */
     double slo_frac;    /* their share of all requests */
     double busy[SIM_RES_COUNT];

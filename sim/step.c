@@ -34,12 +34,17 @@ static int same_layer(const sim_step *st, int a, int b)
     return 1;
 }
 
+/* A layer's times moved dt later. */
+static void shift_times(sim_step_layer *d, double dt)
+{
+    d->t_start += dt, d->t_end += dt, d->qkv_end += dt, d->gpu_end += dt;
+    d->gpu_main_end += dt, d->moe_start += dt, d->attn_start += dt;
+}
+
 /* Layer l's record moved dt later. */
 static void shift_layer(sim_step *st, int l, double dt)
 {
-    sim_step_layer *d = &st->lay[l];
-    d->t_start += dt, d->t_end += dt, d->qkv_end += dt, d->gpu_end += dt;
-    d->gpu_main_end += dt, d->moe_start += dt, d->attn_start += dt;
+    shift_times(&st->lay[l], dt);
     for (int r = 0; r < SIM_RES_COUNT; r++)
         st->use[l][r].first += dt, st->use[l][r].last += dt; /* infinities stay */
 }
@@ -203,20 +208,35 @@ void sim_step_free(sim_step *st)
 
 /* Adds layer l's schedule to the graph. From layer 2 on, a layer's ops depend on it only
  * through its kind (schedule.h): built once per step and kind. */
+/* Layer l's schedule for this step: from layer 2 on, a layer's ops depend on it only through
+ * its kind (schedule.h), so they are built once per step and kind; earlier layers into *own.
+ * A folded step leaves the flushes and prefill writes to the closed form in sim_step_run:
+ * they hold nothing and take no time here. */
+static const ws_sched_layer *layer_schedule(sim_step *st, int l, ws_sched_layer *own)
+{
+    ws_sched_layer *s = own;
+    if (l >= 2) {
+        const int k = ws_cost_layer(st->cm, l)->kind;
+        s = &st->memo[k];
+        if (st->memo_ok[k])
+            return s;
+        st->memo_ok[k] = 1;
+    }
+    ws_sched_build(st->cm, &st->split, st->in, l, s);
+    if (st->fold)
+        for (int i = 0; i < s->n; i++)
+            if (s->op[i].kind == WS_OP_FLUSH || s->op[i].kind == WS_OP_WRITE) {
+                s->op[i].res = WS_RES_NONE;
+                s->op[i].seconds = 0;
+            }
+    return s;
+}
+
+/* Adds layer l's schedule to the graph. */
 static int add_layer(sim_step *st, int l, ws_err *err)
 {
     ws_sched_layer own;
-    const ws_sched_layer *s = &own;
-    if (l >= 2) {
-        const int k = ws_cost_layer(st->cm, l)->kind;
-        if (!st->memo_ok[k]) {
-            ws_sched_build(st->cm, &st->split, st->in, l, &st->memo[k]);
-            st->memo_ok[k] = 1;
-        }
-        s = &st->memo[k];
-    } else {
-        ws_sched_build(st->cm, &st->split, st->in, l, &own);
-    }
+    const ws_sched_layer *s = layer_schedule(st, l, &own);
     st->added = l + 1;
     for (int r = 0; r < SIM_RES_COUNT; r++)
         st->use[l][r] = (sim_step_use){0, INFINITY, -INFINITY};
@@ -251,6 +271,110 @@ static int add_layer(sim_step *st, int l, ws_err *err)
     return 0;
 }
 
+/* 1 when the player's state after layer l (b) is its state after layer l-1 (a) moved p
+ * later: every resource's next free time, both layers' anchors and the latest end, each
+ * moved by p to within tol; left as it was only where layer l's schedule s neither reads
+ * nor writes it (a resource it does not use, the copy anchor of a layer without copies);
+ * NAN (no such op) in both. */
+static int moved_by(const ws_sched_play *a, const ws_sched_play *b, const ws_sched_layer *s,
+                    double p, double tol)
+{
+    int used[WS_RES_COUNT] = {0};
+    for (int i = 0; i < s->n; i++)
+        if (s->op[i].res >= 0)
+            used[s->op[i].res] = 1;
+#define MOVED(x, y) (fabs(((y) - (x)) - p) <= tol)
+    for (int r = 0; r < WS_RES_COUNT; r++)
+        if (!(MOVED(a->free[r], b->free[r]) || (!used[r] && a->free[r] == b->free[r])))
+            return 0;
+    for (int k = 0; k < 2; k++)
+        for (int x = 0; x < WS_ANCHORS; x++) {
+            const double u = a->anchor[k][x], v = b->anchor[k][x];
+            const int keep = x == WS_ANCHOR_H2D && !used[WS_RES_H2D] && u == v;
+            if (!((isnan(u) && isnan(v)) || (!isnan(u) && !isnan(v) && MOVED(u, v)) || keep))
+                return 0;
+        }
+    return MOVED(a->t_end, b->t_end);
+#undef MOVED
+}
+
+/* The folded step: the schedule's player (schedule.h) plays the layers in order, as the
+ * controller and the live runtime do. The player is a function of its state and the
+ * layer's schedule that commutes with moving every time by the same amount. So once a
+ * layer of a run of one kind (from layer 2 on, where one schedule serves the whole run)
+ * leaves the state exactly one period later than the layer before left it, each later
+ * layer of the run does the same: the rest of the run is that layer moved period by period,
+ * and the player goes on from the run's last layer. Returns the end of the last layer. */
+static double play_folded(sim_step *st, sim_step_out *out)
+{
+    const int L = st->layers;
+    ws_sched_play p, before;
+    ws_sched_play_start(&p, out->t0);
+    for (int l = 0; l < L; l++) {
+        ws_sched_layer own;
+        const ws_sched_layer *s = layer_schedule(st, l, &own);
+        before = p;
+        ws_sched_play_layer(&p, s, &st->lay[l], NULL);
+        const int e = run_end(st, l);
+        if (l < 2 || e == l)
+            continue;
+        const double per = p.t_end - before.t_end;
+        if (!(per > 0) || !moved_by(&before, &p, s, per, 1e-12 * p.t_end + 1e-9 * per))
+            continue;
+        const int k = e - l;
+        for (int j = 1; j <= k; j++) {
+            st->lay[l + j] = st->lay[l];
+            shift_times(&st->lay[l + j], j * per);
+        }
+        const double dt = k * per;
+        for (int r = 0; r < WS_RES_COUNT; r++) {
+            p.busy[r] += k * (p.busy[r] - before.busy[r]);
+            if (p.free[r] != before.free[r])
+                p.free[r] += dt;
+        }
+        for (int a = 0; a < 2; a++)
+            for (int x = 0; x < WS_ANCHORS; x++)
+                if (p.anchor[a][x] != before.anchor[a][x])
+                    p.anchor[a][x] += dt; /* NAN stays */
+        p.t_end += dt;
+        out->folded += k;
+        l = e;
+    }
+    memcpy(st->busy, p.busy, sizeof st->busy);
+    return st->lay[L - 1].t_end;
+}
+
+/* The step played as the event graph, two layers ahead of the one running; folded, it stops
+ * adding layers once the last run repeats and extrapolates the rest. Sets *t1 to the end of
+ * the last layer. */
+static int play_graph(sim_step *st, sim_step_out *out, double *t1, ws_err *err)
+{
+    const int L = st->layers;
+    int rc = 0;
+    for (int l = 0; l < 2 && l < L && !rc; l++)
+        rc = add_layer(st, l, err);
+    if (rc || (rc = sim_engine_run(st->eng, INFINITY, err)))
+        return rc;
+    *t1 = sim_now(st->eng);
+    const int K = st->added;
+    if (K < L) {
+        /* Extrapolate the last played layer's period to the rest. */
+        const double p1 = st->lay[K - 1].t_end - st->lay[K - 2].t_end;
+        out->fold_inexact = !periodic_at(st, K - 1);
+        for (int l = K; l < L; l++) {
+            st->lay[l] = st->lay[K - 1];
+            memcpy(st->use[l], st->use[K - 1], sizeof st->use[l]);
+            shift_layer(st, l, (l - K + 1) * p1);
+        }
+        for (int i = 0; i < SIM_RES_COUNT; i++)
+            st->busy[i] += (L - K) * st->use[K - 1][i].busy;
+        out->folded = L - K;
+        *t1 = st->lay[L - 1].t_end;
+    }
+    out->folded += st->jumped;
+    return 0;
+}
+
 int sim_step_run(sim_step *st, const sim_step_in *in, sim_step_out *out, ws_err *err)
 {
     memset(out, 0, sizeof *out);
@@ -265,29 +389,15 @@ int sim_step_run(sim_step *st, const sim_step_in *in, sim_step_out *out, ws_err 
     ws_cost_split_terms(cm, in->resident, 0, 0, 0, &st->split);
     const uint64_t ev0 = st->eng->n_processed;
     out->t0 = sim_now(st->eng);
+    double t1 = out->t0;
     int rc = 0;
-    for (int l = 0; l < 2 && l < L && !rc; l++)
-        rc = add_layer(st, l, err);
-    if (rc || (rc = sim_engine_run(st->eng, INFINITY, err)))
-        return rc;
+    if (st->fold && !st->g.tl)
+        t1 = play_folded(st, out);
+    else
+        rc = play_graph(st, out, &t1, err);
     st->in = NULL;
-    double t1 = sim_now(st->eng);
-    const int K = st->added;
-    if (K < L) {
-        /* Extrapolate the last played layer's period to the rest. */
-        const double p1 = st->lay[K - 1].t_end - st->lay[K - 2].t_end;
-        out->fold_inexact = !periodic_at(st, K - 1);
-        for (int l = K; l < L; l++) {
-            st->lay[l] = st->lay[K - 1];
-            memcpy(st->use[l], st->use[K - 1], sizeof st->use[l]);
-            shift_layer(st, l, (l - K + 1) * p1);
-        }
-        for (int i = 0; i < SIM_RES_COUNT; i++)
-            st->busy[i] += (L - K) * st->use[K - 1][i].busy;
-        out->folded = L - K;
-        t1 = st->lay[L - 1].t_end;
-    }
-    out->folded += st->jumped;
+    if (rc)
+        return rc;
     if (st->fold) {
         /* The D2H chain in closed form: it feeds no other op. A layer's chunk KV write is
          * ready at its qkv's end, its flush at its GPU attention's, both before the next

@@ -1,28 +1,25 @@
 /* step: one forward step of an MoE model (a decode step of a batch, or one chunk of a
- * prefill) played as an event graph (dag.h) on four resources: the GPU compute stream, the
- * H2D and D2H copy engines (res_fifo) and the CPU worker pool (res_pool, every CPU op takes
- * all workers). Each layer's operations, their resources, dependencies and durations come
- * from the one layer schedule (runtime/schedule.h), which the live runtime plays too; this
- * file only turns them into graph ops and reads the times back (ws_sched_times_op).
+ * prefill) on four resources: the GPU compute stream, the H2D and D2H copy engines and the
+ * CPU worker pool (every CPU op takes all workers). Each layer's operations, their
+ * resources, dependencies and durations come from the one layer schedule
+ * (runtime/schedule.h), which the live runtime plays too; this file only plays them.
  *
  * Contention between CPU compute and DMA: ONE mechanism, the cost model's calibrated (or
  * datasheet) factor: every H2D copy of a step is timed at W_h2d_eff (ws_cost_h2d contended),
- * since the CPU half or the CPU experts run through each layer. The fluid channel is not
- * used here, so the slowdown is not counted twice.
+ * since the CPU half or the CPU experts run through each layer.
  *
- * Layers are added two ahead of the one running (layer l+2 when layer l's qkv ends), which
- * is before any of their ops can be ready, so the graph plays as if built whole.
- * Folding (detail step): once three consecutive layers of one kind (past the first) show the
- * same record relative to their start (duration, qkv, attention start, both halves, MoE
- * phase), the rest of their run of that kind is not played. In the last run no further
- * layer is added and the last played layer's period is extrapolated to the end. In an
- * earlier run (the CPU-MoE layers before the GPU-MoE ones of --n-cpu-moe, CPU layers before
- * GPU ones) the graph jumps: the layers in flight, the pending events and the clock move to
- * the run's last layers, so the next run plays from the state it would have met. The D2H
- * chain (flushes, prefill writes, which feed no other op) is computed in closed form from
- * the attention ends. That equals the layer-level run; a step whose last played layers are
- * not periodic after all is counted (fold_inexact).
- */
+ * Layer detail: every layer's ops on the event graph (dag.h), the layers added two ahead of
+ * the one running, which is before any of their ops can be ready.
+ * Step detail (folded): the schedule's player (ws_sched_play, exact on FIFO resources, where
+ * every resource's ops are ready in schedule order), and once a layer of a run of one kind
+ * leaves the player's state one period after the layer before, the rest of the run is that
+ * layer shifted period by period. A recorded timeline needs the graph: then three layers of
+ * a run with the same record (times, each resource's first start and last end) make the
+ * graph jump the layers in flight, the pending events and the clock to the run's end, or
+ * stop and extrapolate in the last run; a step whose last played layers differ after all
+ * is counted (fold_inexact). Folded, the D2H chain (flushes, prefill writes, which feed no
+ * other op) is computed in closed form from the attention ends. Both equal the layer
+ * detail (tests/test_sim_step.c). */
 #ifndef WS_SIM_STEP_H
 #define WS_SIM_STEP_H
 

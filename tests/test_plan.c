@@ -342,3 +342,46 @@ Test(plan, stored_plan_reads_back_and_draws)
     ws_plan_report_free(&rep);
     ws_store_close(st);
 }
+
+/* A verdict point (plan --search asks only whether it meets) stops once more requests have
+ * missed than the SLO allows: the same verdict as the whole run, an attainment that is an
+ * upper bound of the whole run's and below the SLO; a point that meets runs to the end and
+ * gives the whole run's result. */
+Test(plan, a_verdict_point_stops_once_it_cannot_meet)
+{
+    ws_store *st;
+    ws_err err = {0};
+    cr_assert_eq(ws_store_open_embedded(&st, &err), 0, "%s", err.msg);
+    ws_plan_spec s;
+    small_real_spec(&s);
+    s.requests = 40;
+    s.slo_pct = 90; /* four misses allowed */
+    ws_plan *P;
+    cr_assert_eq(ws_plan_open(st, &s, &P, &err), 0, "%s", err.msg);
+    const double loads[2] = {50, 0.001};
+    for (int k = 0; k < 2; k++) {
+        ws_plan_point pt = {
+            .kind = WS_PLAN_PT_LOAD, .policy = WS_POLICY_WRITESCOPE, .load = loads[k]};
+        ws_plan_result whole, verdict;
+        cr_assert_eq(ws_plan_eval_points(P, &pt, 1, &whole, &err), 0, "%s", err.msg);
+        pt.verdict = 1;
+        cr_assert_eq(ws_plan_eval_points(P, &pt, 1, &verdict, &err), 0, "%s", err.msg);
+        cr_assert_eq(verdict.meets, whole.meets, "load %g", loads[k]);
+        cr_assert_eq(whole.stopped, 0);
+        if (k == 0) {
+            cr_assert_eq(whole.meets, 0, "%g requests/s should overload the GPU", loads[k]);
+            cr_assert_eq(verdict.stopped, 1);
+            cr_assert_geq(verdict.attain, whole.attain);
+            cr_assert_lt(verdict.attain * 100, s.slo_pct);
+            cr_assert_eq(verdict.attain, 35.0 / 40, "five misses of 40");
+            cr_assert_lt(verdict.served, whole.served);
+        } else {
+            cr_assert_eq(whole.meets, 1);
+            cr_assert_eq(verdict.stopped, 0);
+            cr_assert_eq(verdict.attain, whole.attain);
+            cr_assert_eq(verdict.served, whole.served);
+        }
+    }
+    ws_plan_close(P);
+    ws_store_close(st);
+}

@@ -11,6 +11,7 @@
 #include "hw.h"
 #include "step.h"
 #include "store.h"
+#include "timeline.h"
 
 typedef struct world {
     ws_model m;
@@ -221,11 +222,13 @@ Test(sim_step, controller_estimate_is_the_played_layer)
         cr_assert(kinds_seen[k], "no placement above has a %s layer", ws_layer_kind_name(k));
 }
 
-/* Folding skips the middle of every run of identical layers, not only the last run: with
- * the CPU-MoE layers of --n-cpu-moe before the GPU-MoE ones, CPU layers (--n-gpu-layers)
- * before GPU ones, and a dense first layer, the folded step jumps over runs and still has
- * the unfolded step's end, busy time per resource and every layer's end, span and MoE
- * phase to 1e-9, in fewer events. */
+/* Folding skips the middle of every run of identical layers, not only the last: with the
+ * CPU-MoE layers of --n-cpu-moe before the GPU-MoE ones, CPU layers (--n-gpu-layers) before
+ * GPU ones, and a dense first layer. Both folded steps, the schedule's player (the default)
+ * and the event graph (when a timeline is recorded: it jumps over runs), have the unfolded
+ * step's end, busy time per resource and every layer's end, span and MoE phase to 1e-9, in
+ * fewer events; for decode, prefill (either strategy) and a mixed step with both a flush
+ * and prefill writes. */
 Test(sim_step, fold_jumps_over_runs_before_the_last)
 {
     static const placement P[] = {
@@ -234,7 +237,7 @@ Test(sim_step, fold_jumps_over_runs_before_the_last)
         {"qwen3-30b-a3b", 0, 0, 30},
         {"deepseek-v2-lite", 8, 14, 20},
     };
-    int jumped = 0;
+    int jumped = 0, folded = 0;
     for (size_t p = 0; p < sizeof P / sizeof P[0]; p++) {
         ws_err err = {0};
         ws_store *s;
@@ -253,7 +256,7 @@ Test(sim_step, fold_jumps_over_runs_before_the_last)
         ws_cost_model cm;
         cr_assert_eq(ws_cost_model_init(&hw, &m, &cc, &cm, &err), 0, "%s", err.msg);
         const double q = 512, ctx = 1000;
-        sim_step_in steps[4] = {
+        sim_step_in steps[5] = {
             {.T = q, .prefill_q = q, .prefill_ctx = ctx, .write_bytes = q * cm.b_tok},
             {.T = q,
              .prefill_q = q,
@@ -267,42 +270,62 @@ Test(sim_step, fold_jumps_over_runs_before_the_last)
              .n_seqs = 8,
              .flush_bytes = 8 * 256 * cm.b_tok},
             {.T = 4, .nospill = 1, .resident = 4 * 3000.0, .n_seqs = 4},
+            {.T = 4 + q,
+             .n_cpu = 4 * 9000.0,
+             .m_xfer = 4 * 2000.0,
+             .resident = 4 * 100.0,
+             .n_seqs = 4,
+             .flush_bytes = 4 * 256 * cm.b_tok,
+             .prefill_q = q,
+             .prefill_ctx = ctx,
+             .write_bytes = q * cm.b_tok},
         };
-        for (int k = 0; k < 4; k++) {
-            sim_engine e[2];
-            sim_step st[2];
-            sim_step_out out[2];
-            for (int f = 0; f < 2; f++) {
+        for (int k = 0; k < 5; k++) {
+            /* 0: unfolded graph, 1: folded graph (timeline on), 2: folded player */
+            sim_engine e[3];
+            sim_step st[3];
+            sim_step_out out[3];
+            sim_timeline tl;
+            sim_timeline_init(&tl);
+            for (int f = 0; f < 3; f++) {
                 cr_assert_eq(sim_engine_init(&e[f], 1, &err), 0);
-                cr_assert_eq(sim_step_init(&st[f], &e[f], 0, &cm, cm.layers, 24, f, &err), 0, "%s",
-                             err.msg);
+                cr_assert_eq(sim_step_init(&st[f], &e[f], 0, &cm, cm.layers, 24, f > 0, &err), 0,
+                             "%s", err.msg);
+                if (f == 1)
+                    sim_dag_record(&st[f].g, &tl);
                 cr_assert_eq(sim_step_run(&st[f], &steps[k], &out[f], &err), 0, "%s", err.msg);
             }
-            char what[96];
-            snprintf(what, sizeof what, "%s gpu_experts %d n_cpu_moe %d ngl %d, step %d",
-                     P[p].model, P[p].gpu_experts, P[p].n_cpu_moe, P[p].n_gpu_layers, k);
-            const double t = out[0].t1 - out[0].t0;
-            cr_assert(fabs((out[1].t1 - out[1].t0) - t) <= 1e-9 * t, "%s: folded %.12g vs %.12g",
-                      what, out[1].t1 - out[1].t0, t);
-            for (int r = 0; r < SIM_RES_COUNT; r++)
-                cr_assert(fabs(out[1].busy[r] - out[0].busy[r]) <= 1e-9 * t, "%s: busy %d", what,
-                          r);
             ws_sched_times want[64];
             cr_assert_leq(cm.layers, 64);
             for (int l = 0; l < cm.layers; l++) {
                 want[l] = st[0].lay[l];
                 want[l].t_start -= out[0].t0, want[l].t_end -= out[0].t0;
             }
-            check_layers(what, want, &st[1], out[1].t0, cm.layers);
-            cr_assert_eq(out[1].fold_inexact, 0, "%s", what);
-            cr_assert_lt(out[1].events, out[0].events, "%s", what);
+            const double t = out[0].t1 - out[0].t0;
+            for (int f = 1; f < 3; f++) {
+                char what[128];
+                snprintf(what, sizeof what, "%s gpu_experts %d n_cpu_moe %d ngl %d, step %d, %s",
+                         P[p].model, P[p].gpu_experts, P[p].n_cpu_moe, P[p].n_gpu_layers, k,
+                         f == 1 ? "folded graph" : "player");
+                cr_assert(fabs((out[f].t1 - out[f].t0) - t) <= 1e-9 * t,
+                          "%s: folded %.12g vs %.12g", what, out[f].t1 - out[f].t0, t);
+                for (int r = 0; r < SIM_RES_COUNT; r++)
+                    cr_assert(fabs(out[f].busy[r] - out[0].busy[r]) <= 1e-9 * t, "%s: busy %d",
+                              what, r);
+                check_layers(what, want, &st[f], out[f].t0, cm.layers);
+                cr_assert_eq(out[f].fold_inexact, 0, "%s", what);
+                cr_assert_lt(out[f].events, out[0].events, "%s", what);
+            }
             jumped += st[1].jumped > 0;
-            for (int f = 0; f < 2; f++) {
+            folded += out[2].folded > 0;
+            for (int f = 0; f < 3; f++) {
                 sim_step_free(&st[f]);
                 sim_engine_free(&e[f]);
             }
+            sim_timeline_free(&tl);
         }
         ws_cost_model_free(&cm);
     }
-    cr_assert_geq(jumped, 8, "runs before the last were jumped over in %d steps", jumped);
+    cr_assert_geq(jumped, 8, "the graph jumped over runs in %d steps", jumped);
+    cr_assert_geq(folded, 15, "the player folded %d steps", folded);
 }
