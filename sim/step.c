@@ -1,4 +1,5 @@
-/* step: one forward step as a per-layer operation graph (see step.h). */
+/* step: one forward step, played by the schedule's player or as an operation graph (see
+ * step.h). */
 #include "step.h"
 
 #include <math.h>
@@ -206,8 +207,6 @@ void sim_step_free(sim_step *st)
     st->use = NULL;
 }
 
-/* Adds layer l's schedule to the graph. From layer 2 on, a layer's ops depend on it only
- * through its kind (schedule.h): built once per step and kind. */
 /* Layer l's schedule for this step: from layer 2 on, a layer's ops depend on it only through
  * its kind (schedule.h), so they are built once per step and kind; earlier layers into *own.
  * A folded step leaves the flushes and prefill writes to the closed form in sim_step_run:
@@ -275,14 +274,24 @@ static int add_layer(sim_step *st, int l, ws_err *err)
  * later: every resource's next free time, both layers' anchors and the latest end, each
  * moved by p to within tol; left as it was only where layer l's schedule s neither reads
  * nor writes it (a resource it does not use, the copy anchor of a layer without copies);
- * NAN (no such op) in both. */
+ * NAN (no such op) in both. And every op of s, played after b, waits for an earlier op: one
+ * that waited for none would start at the step's start, which does not move. */
 static int moved_by(const ws_sched_play *a, const ws_sched_play *b, const ws_sched_layer *s,
                     double p, double tol)
 {
-    int used[WS_RES_COUNT] = {0};
-    for (int i = 0; i < s->n; i++)
-        if (s->op[i].res >= 0)
-            used[s->op[i].res] = 1;
+    int used[WS_RES_COUNT] = {0}, waits[WS_SCHED_MAX_OPS];
+    for (int i = 0; i < s->n; i++) {
+        const ws_sched_op *o = &s->op[i];
+        if (o->res >= 0)
+            used[o->res] = 1;
+        waits[i] = 0;
+        for (int d = 0; d < o->n_dep; d++) {
+            const ws_sched_dep *dp = &o->dep[d];
+            waits[i] |= dp->back == 0 ? waits[dp->ref] : !isnan(b->anchor[dp->back - 1][dp->ref]);
+        }
+        if (!waits[i])
+            return 0;
+    }
 #define MOVED(x, y) (fabs(((y) - (x)) - p) <= tol)
     for (int r = 0; r < WS_RES_COUNT; r++)
         if (!(MOVED(a->free[r], b->free[r]) || (!used[r] && a->free[r] == b->free[r])))
