@@ -2,7 +2,8 @@
  * a no-spill decode step is the serial chain of its ops' cost-model times (the GPU stream
  * runs them in order, the CPU experts beside the shared experts), and the next layer's
  * stream overlaps this layer's MoE phase (the prefetch), so a later layer's period is
- * shorter than the first layer's, which has nothing prefetched. */
+ * shorter than the first layer's, which has nothing prefetched. Folded steps (the schedule's
+ * player, and the graph when a timeline is recorded) equal the layer-level graph. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>
@@ -134,6 +135,54 @@ typedef struct placement {
     int gpu_experts, n_cpu_moe, n_gpu_layers;
 } placement;
 
+/* The cost model of a placement on the A100 40 GB and the Xeon Gold 5318Y datasheets. */
+static void placement_model(const placement *p, ws_model *m, ws_hw *hw, ws_cost_model *cm)
+{
+    ws_err err = {0};
+    ws_store *s;
+    cr_assert_eq(ws_store_open_embedded(&s, &err), 0, "%s", err.msg);
+    cr_assert_eq(
+        ws_hw_load(s, p->model, "a100-40gb-pcie", "xeon-gold-5318y", WS_DT_BF16, m, hw, NULL, &err),
+        0, "%s", err.msg);
+    ws_store_close(s);
+    ws_deploy_cfg cc;
+    ws_deploy_cfg_default(&cc);
+    cc.gpu_experts = p->gpu_experts;
+    cc.n_cpu_moe = p->n_cpu_moe;
+    cc.n_gpu_layers = p->n_gpu_layers;
+    cr_assert_eq(ws_cost_model_init(hw, m, &cc, cm, &err), 0, "%s", err.msg);
+}
+
+/* Steps of each kind: prefill chunks (CPU experts on the CPU, then streamed to the GPU), a
+ * decode step with both attention halves and a flush; and (the last two, which the
+ * controller's test leaves out) a decode step that spills nothing and a mixed step with a
+ * flush and prefill writes. */
+#define STEP_KINDS 5
+#define STEP_KINDS_CONTROLLER 3
+static void step_kinds(const ws_cost_model *cm, sim_step_in *in)
+{
+    const double q = 512, ctx = 1000, b = cm->b_tok;
+    in[0] = (sim_step_in){.T = q, .prefill_q = q, .prefill_ctx = ctx, .write_bytes = q * b};
+    in[1] = in[0];
+    in[1].prefill_gpu = 1;
+    in[2] = (sim_step_in){.T = 8,
+                          .n_cpu = 8 * 9000.0,
+                          .m_xfer = 8 * 2000.0,
+                          .resident = 8 * 100.0,
+                          .n_seqs = 8,
+                          .flush_bytes = 8 * 256 * b};
+    in[3] = (sim_step_in){.T = 4, .nospill = 1, .resident = 4 * 3000.0, .n_seqs = 4};
+    in[4] = (sim_step_in){.T = 4 + q,
+                          .n_cpu = 4 * 9000.0,
+                          .m_xfer = 4 * 2000.0,
+                          .resident = 4 * 100.0,
+                          .n_seqs = 4,
+                          .flush_bytes = 4 * 256 * b,
+                          .prefill_q = q,
+                          .prefill_ctx = ctx,
+                          .write_bytes = q * b};
+}
+
 static void check_layers(const char *what, const ws_sched_times *want, const sim_step *st,
                          double t0, int L)
 {
@@ -161,43 +210,19 @@ Test(sim_step, controller_estimate_is_the_played_layer)
     int kinds_seen[WS_LAYER_KINDS] = {0};
     for (size_t p = 0; p < sizeof P / sizeof P[0]; p++) {
         ws_err err = {0};
-        ws_store *s;
         ws_model m;
         ws_hw hw;
-        cr_assert_eq(ws_store_open_embedded(&s, &err), 0, "%s", err.msg);
-        cr_assert_eq(ws_hw_load(s, P[p].model, "a100-40gb-pcie", "xeon-gold-5318y", WS_DT_BF16, &m,
-                                &hw, NULL, &err),
-                     0, "%s", err.msg);
-        ws_store_close(s);
-        ws_deploy_cfg cc;
-        ws_deploy_cfg_default(&cc);
-        cc.gpu_experts = P[p].gpu_experts;
-        cc.n_cpu_moe = P[p].n_cpu_moe;
-        cc.n_gpu_layers = P[p].n_gpu_layers;
         ws_cost_model cm;
-        cr_assert_eq(ws_cost_model_init(&hw, &m, &cc, &cm, &err), 0, "%s", err.msg);
+        placement_model(&P[p], &m, &hw, &cm);
         for (int l = 0; l < cm.layers; l++)
             kinds_seen[ws_cost_layer(&cm, l)->kind] = 1;
         ws_policy_params par;
         ws_policy_params_default(&par);
         ws_ctl c;
         cr_assert_eq(ws_ctl_init(&c, &cm, WS_POLICY_WRITESCOPE, &par, cm.layers, &err), 0);
-        const double q = 512, ctx = 1000;
-        sim_step_in steps[3] = {
-            {.T = q, .prefill_q = q, .prefill_ctx = ctx, .write_bytes = q * cm.b_tok},
-            {.T = q,
-             .prefill_q = q,
-             .prefill_ctx = ctx,
-             .write_bytes = q * cm.b_tok,
-             .prefill_gpu = 1},
-            {.T = 8,
-             .n_cpu = 8 * 9000.0,
-             .m_xfer = 8 * 2000.0,
-             .resident = 8 * 100.0,
-             .n_seqs = 8,
-             .flush_bytes = 8 * 256 * cm.b_tok},
-        };
-        for (int k = 0; k < 3; k++) {
+        sim_step_in steps[STEP_KINDS];
+        step_kinds(&cm, steps);
+        for (int k = 0; k < STEP_KINDS_CONTROLLER; k++) {
             sim_engine e;
             sim_step st;
             cr_assert_eq(sim_engine_init(&e, 1, &err), 0);
@@ -240,47 +265,13 @@ Test(sim_step, fold_jumps_over_runs_before_the_last)
     int jumped = 0, folded = 0;
     for (size_t p = 0; p < sizeof P / sizeof P[0]; p++) {
         ws_err err = {0};
-        ws_store *s;
         ws_model m;
         ws_hw hw;
-        cr_assert_eq(ws_store_open_embedded(&s, &err), 0, "%s", err.msg);
-        cr_assert_eq(ws_hw_load(s, P[p].model, "a100-40gb-pcie", "xeon-gold-5318y", WS_DT_BF16, &m,
-                                &hw, NULL, &err),
-                     0, "%s", err.msg);
-        ws_store_close(s);
-        ws_deploy_cfg cc;
-        ws_deploy_cfg_default(&cc);
-        cc.gpu_experts = P[p].gpu_experts;
-        cc.n_cpu_moe = P[p].n_cpu_moe;
-        cc.n_gpu_layers = P[p].n_gpu_layers;
         ws_cost_model cm;
-        cr_assert_eq(ws_cost_model_init(&hw, &m, &cc, &cm, &err), 0, "%s", err.msg);
-        const double q = 512, ctx = 1000;
-        sim_step_in steps[5] = {
-            {.T = q, .prefill_q = q, .prefill_ctx = ctx, .write_bytes = q * cm.b_tok},
-            {.T = q,
-             .prefill_q = q,
-             .prefill_ctx = ctx,
-             .write_bytes = q * cm.b_tok,
-             .prefill_gpu = 1},
-            {.T = 8,
-             .n_cpu = 8 * 9000.0,
-             .m_xfer = 8 * 2000.0,
-             .resident = 8 * 100.0,
-             .n_seqs = 8,
-             .flush_bytes = 8 * 256 * cm.b_tok},
-            {.T = 4, .nospill = 1, .resident = 4 * 3000.0, .n_seqs = 4},
-            {.T = 4 + q,
-             .n_cpu = 4 * 9000.0,
-             .m_xfer = 4 * 2000.0,
-             .resident = 4 * 100.0,
-             .n_seqs = 4,
-             .flush_bytes = 4 * 256 * cm.b_tok,
-             .prefill_q = q,
-             .prefill_ctx = ctx,
-             .write_bytes = q * cm.b_tok},
-        };
-        for (int k = 0; k < 5; k++) {
+        placement_model(&P[p], &m, &hw, &cm);
+        sim_step_in steps[STEP_KINDS];
+        step_kinds(&cm, steps);
+        for (int k = 0; k < STEP_KINDS; k++) {
             /* 0: unfolded graph, 1: folded graph (timeline on), 2: folded player */
             sim_engine e[3];
             sim_step st[3];
