@@ -50,25 +50,6 @@ int sim_dag_ended(const sim_dag *g, sim_op_id id)
     return id < g->lo || (id < g->hi && at(g, id)->state == SIM_OP_DONE);
 }
 
-int sim_dag_shift(sim_dag *g, double dt, uint32_t dtag, ws_err *err)
-{
-    for (sim_op_id id = g->lo; id < g->hi; id++)
-        if (at(g, id)->state == SIM_OP_FLOWING)
-            return ws_err_set(err, WS_EINVAL, "sim: op %llu moves bytes through %s: not shifted",
-                              (unsigned long long)id, at(g, id)->s.channel->name);
-    for (sim_op_id id = g->lo; id < g->hi; id++) {
-        sim_op *op = at(g, id);
-        if (op->state == SIM_OP_DONE)
-            continue;
-        op->s.tag += dtag;
-        if (op->state >= SIM_OP_QUEUED)
-            op->t_ready += dt;
-        if (op->state >= SIM_OP_FIXED)
-            op->t_start += dt;
-    }
-    return 0;
-}
-
 static int grow_ring(sim_dag *g, ws_err *err)
 {
     uint64_t cap = 2 * g->cap;

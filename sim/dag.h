@@ -116,12 +116,6 @@ static inline void sim_dag_record(sim_dag *g, sim_timeline *tl)
 sim_op_id sim_dag_add(sim_dag *g, const sim_op_spec *spec, const sim_op_id *preds, size_t n_preds,
                       ws_err *err);
 
-/* Every op not yet ended is moved dt seconds later (its ready and start times, once it has
- * them) and `dtag` is added to its tag: with sim_engine_shift, the graph skips an interval
- * that repeats what it played (step.h's folding). An op moving bytes through a channel
- * cannot be moved (the channel's sharing is in time): WS_EINVAL, nothing changed. */
-int sim_dag_shift(sim_dag *g, double dt, uint32_t dtag, ws_err *err);
-
 /* The op with this id while it is in the window, else NULL (ended and forgotten, or not
  * added yet). */
 const sim_op *sim_dag_op(const sim_dag *g, sim_op_id id);

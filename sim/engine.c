@@ -135,13 +135,6 @@ int sim_engine_run(sim_engine *e, double until, ws_err *err)
     return 0;
 }
 
-void sim_engine_shift(sim_engine *e, double dt)
-{
-    e->now += dt;
-    for (size_t i = 0; i < e->n; i++)
-        e->heap[i].t += dt; /* monotone in t: the heap stays a heap */
-}
-
 static inline uint64_t rotl(uint64_t x, int k)
 {
     return (x << k) | (x >> (64 - k));

@@ -97,10 +97,6 @@ int sim_event_push(sim_engine *e, double t, unsigned kind, void *p, uint64_t u, 
  * `until` (pass INFINITY for no limit; a finite `until` then becomes the clock's time), or
  * a handler calls sim_engine_stop. Returns 0, or the first handler error. */
 int sim_engine_run(sim_engine *e, double until, ws_err *err);
-/* Moves the clock and every pending event dt >= 0 seconds later, keeping their order: for a
- * model whose pending events are all its own and which knows that the coming interval
- * repeats what it just played (the step's layer folding, step.h), so it skips it. */
-void sim_engine_shift(sim_engine *e, double dt);
 /* Makes sim_engine_run return after the event being handled. */
 static inline void sim_engine_stop(sim_engine *e)
 {

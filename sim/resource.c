@@ -84,10 +84,3 @@ void sim_res_take(sim_res *r, uint32_t width)
     r->in_use += width;
     r->n_granted++;
 }
-
-void sim_res_skipped(sim_res *r, double unit_s, double busy_s)
-{
-    r->unit_s += unit_s;
-    r->busy_s += busy_s;
-    r->t_mark = sim_now(r->eng);
-}

@@ -101,10 +101,6 @@ static inline const sim_res_req *sim_res_head(const sim_res *r)
 void sim_res_dequeue(sim_res *r);
 /* Takes `width` units for `id` now and counts the grant. */
 void sim_res_take(sim_res *r, uint32_t width);
-/* The clock has jumped (sim_engine_shift, after sim_res_account) over an interval in which
- * the resource was busy `unit_s` unit-seconds and `busy_s` seconds: counted, and the
- * accounting goes on from the new clock. */
-void sim_res_skipped(sim_res *r, double unit_s, double busy_s);
 
 #ifdef __cplusplus
 }

@@ -76,53 +76,6 @@ static int periodic_at(const sim_step *st, int l)
     return repeats_at(st, l) && run_end(st, l) == st->layers - 1;
 }
 
-/* Layer l has ended and repeats, and layers of its kind follow it up to layer e, before
- * layers of another kind: the graph jumps over the run's middle. The layers in flight (l+1
- * .. added-1, none of whose records has begun: each waits for its layer's qkv, which waits
- * for the layer before's end) become the run's last ones, moved k = e - (added-1) layers
- * and k periods later, with the clock; the k layers skipped are layer l's record repeated
- * period after period, as the stop at the last run extrapolates. The run after e plays from
- * the state its layers would have met. Nothing happens when an op of layer l or before is
- * still in flight. */
-static int jump(sim_step *st, int l, int e, ws_err *err)
-{
-    const int A = st->added, k = e - (A - 1);
-    if (k < 1)
-        return 0;
-    for (sim_op_id id = st->g.lo; id < st->g.hi; id++) {
-        const sim_op *op = sim_dag_op(&st->g, id);
-        if (op->state != SIM_OP_DONE && (int)op->s.tag <= l)
-            return 0;
-    }
-    const double p = st->lay[l].t_end - st->lay[l - 1].t_end, dt = k * p;
-    for (int i = 0; i < SIM_RES_COUNT; i++)
-        sim_res_account(&st->res[i]);
-    int rc = sim_dag_shift(&st->g, dt, (uint32_t)k, err);
-    if (rc)
-        return rc;
-    sim_engine_shift(st->eng, dt);
-    for (int i = 0; i < SIM_RES_COUNT; i++) {
-        const double b = k * st->use[l][i].busy;
-        sim_res_skipped(&st->res[i], b * st->res[i].units, b);
-        st->busy[i] += b;
-    }
-    for (int j = A - 1; j > l; j--) {
-        memcpy(st->use[j + k], st->use[j], sizeof st->use[j]);
-        for (int r = 0; r < SIM_RES_COUNT; r++)
-            st->use[j + k][r].first += dt, st->use[j + k][r].last += dt;
-        memcpy(st->ids + (size_t)(j + k) * WS_ANCHORS, st->ids + (size_t)j * WS_ANCHORS,
-               WS_ANCHORS * sizeof *st->ids);
-    }
-    for (int j = 1; j <= k; j++) {
-        st->lay[l + j] = st->lay[l];
-        memcpy(st->use[l + j], st->use[l], sizeof st->use[l]);
-        shift_layer(st, l + j, j * p);
-    }
-    st->added = A + k;
-    st->jumped += k;
-    return 0;
-}
-
 static int on_done(void *ctx, sim_dag *g, const sim_op *op, ws_err *err)
 {
     (void)g;
@@ -146,14 +99,8 @@ static int on_done(void *ctx, sim_dag *g, const sim_op *op, ws_err *err)
         if (rc)
             return rc;
     }
-    const int l = (int)op->s.tag;
-    if (kind == WS_OP_END && st->fold && !st->stop && repeats_at(st, l)) {
-        const int e = run_end(st, l);
-        if (e == st->layers - 1)
-            st->stop = 1;
-        else
-            return jump(st, l, e, err);
-    }
+    if (kind == WS_OP_END && st->fold && !st->stop && periodic_at(st, (int)op->s.tag))
+        st->stop = 1;
     return 0;
 }
 
@@ -380,7 +327,6 @@ static int play_graph(sim_step *st, sim_step_out *out, double *t1, ws_err *err)
         out->folded = L - K;
         *t1 = st->lay[L - 1].t_end;
     }
-    out->folded += st->jumped;
     return 0;
 }
 
@@ -393,7 +339,6 @@ int sim_step_run(sim_step *st, const sim_step_in *in, sim_step_out *out, ws_err 
     st->in = in;
     st->added = 0;
     st->stop = 0;
-    st->jumped = 0;
     memset(st->memo_ok, 0, sizeof st->memo_ok);
     ws_cost_split_terms(cm, in->resident, 0, 0, 0, &st->split);
     const uint64_t ev0 = st->eng->n_processed;

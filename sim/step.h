@@ -13,11 +13,10 @@
  * Step detail (folded): the schedule's player (ws_sched_play, exact on FIFO resources, where
  * every resource's ops are ready in schedule order), and once a layer of a run of one kind
  * leaves the player's state one period after the layer before, the rest of the run is that
- * layer shifted period by period. A recorded timeline needs the graph: then three layers of
- * a run with the same record (times, each resource's first start and last end) make the
- * graph jump the layers in flight, the pending events and the clock to the run's end, or
- * stop and extrapolate in the last run; a step whose last played layers differ after all
- * is counted (fold_inexact). Folded, the D2H chain (flushes, prefill writes, which feed no
+ * layer shifted period by period. A recorded timeline needs the graph: there, once three
+ * layers of the last run have the same record (times, each resource's first start and last
+ * end), no further layer is added and the last period is extrapolated to the end; a step
+ * whose last played layers differ after all is counted (fold_inexact). Folded, the D2H chain (flushes, prefill writes, which feed no
  * other op) is computed in closed form from the attention ends. Both equal the layer
  * detail (tests/test_sim_step.c). */
 #ifndef WS_SIM_STEP_H
@@ -51,7 +50,7 @@ typedef struct sim_step_out {
     double t0, t1;              /* step start and end */
     double busy[SIM_RES_COUNT]; /* busy seconds per resource in this step */
     uint64_t events;            /* engine events this step */
-    int folded;                 /* layers extrapolated or jumped over, not played */
+    int folded;                 /* layers extrapolated, not played */
     int fold_inexact;           /* 1: the last played periods differed */
 } sim_step_out;
 
@@ -78,7 +77,6 @@ typedef struct sim_step {
     ws_cost_split split;               /* its attention terms */
     int added;                         /* layers added to the graph */
     int stop;                          /* 1: periodic, add no more layers */
-    int jumped;                        /* layers skipped by jumps this step */
     ws_sched_layer memo[WS_LAYER_KINDS]; /* this step's ops of a layer past the second, by kind */
     int memo_ok[WS_LAYER_KINDS];         /* 1: memo[k] built for this step */
 } sim_step;
