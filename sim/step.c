@@ -50,15 +50,6 @@ static void shift_layer(sim_step *st, int l, double dt)
         st->use[l][r].first += dt, st->use[l][r].last += dt; /* infinities stay */
 }
 
-/* The last layer of the run of consecutive layers of l's kind. */
-static int run_end(const sim_step *st, int l)
-{
-    const ws_layer_kind k = ws_cost_layer(st->cm, l)->kind;
-    while (l + 1 < st->layers && ws_cost_layer(st->cm, l + 1)->kind == k)
-        l++;
-    return l;
-}
-
 /* Layers l-2 .. l are layers past the first (and past the dense ones) of one kind, with the
  * same record relative to their starts. */
 static int repeats_at(const sim_step *st, int l)
@@ -73,7 +64,7 @@ static int repeats_at(const sim_step *st, int l)
 /* Folding may stop after layer l: it repeats, and every layer left is of its kind. */
 static int periodic_at(const sim_step *st, int l)
 {
-    return repeats_at(st, l) && run_end(st, l) == st->layers - 1;
+    return repeats_at(st, l) && st->run_end[l] == st->layers - 1;
 }
 
 static int on_done(void *ctx, sim_dag *g, const sim_op *op, ws_err *err)
@@ -132,10 +123,16 @@ int sim_step_init(sim_step *st, sim_engine *e, unsigned kind, const ws_cost_mode
     st->lay = calloc((size_t)layers, sizeof *st->lay);
     st->ids = calloc((size_t)layers * WS_ANCHORS, sizeof *st->ids);
     st->use = calloc((size_t)layers, sizeof *st->use);
-    if (!st->lay || !st->ids || !st->use) {
+    st->run_end = malloc((size_t)layers * sizeof *st->run_end);
+    if (!st->lay || !st->ids || !st->use || !st->run_end) {
         sim_step_free(st);
         return ws_err_set(err, WS_ENOMEM, "sim step: out of memory");
     }
+    for (int l = layers - 1; l >= 0; l--)
+        st->run_end[l] =
+            l + 1 < layers && ws_cost_layer(cm, l + 1)->kind == ws_cost_layer(cm, l)->kind
+                ? st->run_end[l + 1]
+                : l;
     return 0;
 }
 
@@ -149,6 +146,8 @@ void sim_step_free(sim_step *st)
     free(st->lay);
     free(st->ids);
     free(st->use);
+    free(st->run_end);
+    st->run_end = NULL;
     st->lay = NULL;
     st->ids = NULL;
     st->use = NULL;
@@ -271,7 +270,7 @@ static double play_folded(sim_step *st, sim_step_out *out)
         const ws_sched_layer *s = layer_schedule(st, l, &own);
         before = p;
         ws_sched_play_layer(&p, s, &st->lay[l], NULL);
-        const int e = run_end(st, l);
+        const int e = st->run_end[l];
         if (l < 2 || e == l)
             continue;
         const double per = p.t_end - before.t_end;

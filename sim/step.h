@@ -16,9 +16,9 @@
  * layer shifted period by period. A recorded timeline needs the graph: there, once three
  * layers of the last run have the same record (times, each resource's first start and last
  * end), no further layer is added and the last period is extrapolated to the end; a step
- * whose last played layers differ after all is counted (fold_inexact). Folded, the D2H chain (flushes, prefill writes, which feed no
- * other op) is computed in closed form from the attention ends. Both equal the layer
- * detail (tests/test_sim_step.c). */
+ * whose last played layers differ after all is counted (fold_inexact). Folded, the D2H chain
+ * (flushes, prefill writes, which feed no other op) is computed in closed form from the attention
+ * ends. Both equal the layer detail (tests/test_sim_step.c). */
 #ifndef WS_SIM_STEP_H
 #define WS_SIM_STEP_H
 
@@ -68,15 +68,16 @@ typedef struct sim_step {
     int layers;
     sim_res res[SIM_RES_COUNT];
     sim_dag g;
-    int fold;                          /* 1: detail step */
-    sim_step_layer *lay;               /* [layers] */
-    sim_op_id *ids;                    /* [layers x anchors] the schedule's anchors' op ids */
-    double busy[SIM_RES_COUNT];        /* this step, per resource, seconds */
+    int fold;                           /* 1: detail step */
+    sim_step_layer *lay;                /* [layers] */
+    sim_op_id *ids;                     /* [layers x anchors] the schedule's anchors' op ids */
+    double busy[SIM_RES_COUNT];         /* this step, per resource, seconds */
     sim_step_use (*use)[SIM_RES_COUNT]; /* [layers] each resource's use by the layer's ops */
-    const sim_step_in *in;             /* the step being played */
-    ws_cost_split split;               /* its attention terms */
-    int added;                         /* layers added to the graph */
-    int stop;                          /* 1: periodic, add no more layers */
+    int *run_end;          /* [layers] the last layer of the run of layers of each one's kind */
+    const sim_step_in *in; /* the step being played */
+    ws_cost_split split;   /* its attention terms */
+    int added;             /* layers added to the graph */
+    int stop;              /* 1: periodic, add no more layers */
     ws_sched_layer memo[WS_LAYER_KINDS]; /* this step's ops of a layer past the second, by kind */
     int memo_ok[WS_LAYER_KINDS];         /* 1: memo[k] built for this step */
 } sim_step;
